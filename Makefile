@@ -1,0 +1,40 @@
+# Developer commands live here and nowhere else. Every target does its own set-up on a fresh machine.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint typecheck pytest bench clean docs
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	touch $(STAMP)
+
+## make demo: a simulated fleet, agents, ingest, analyzers and the dashboard on an embedded DuckDB.
+demo: $(STAMP)
+	$(BIN)/fleetscope demo
+
+## make test: lint, type-check, then the whole suite (real servers on loopback).
+test: lint typecheck pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+pytest: $(STAMP)
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+## make bench: every benchmark under bench/, each against its named peer in the same run.
+bench: $(STAMP)
+	$(BIN)/python -m bench
+
+docs: $(STAMP)
+	$(BIN)/python -m fleetscope.docgen
+
+clean:
+	rm -rf $(VENV) var .demo .pytest_cache .mypy_cache .ruff_cache

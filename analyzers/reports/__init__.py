@@ -1,0 +1,1 @@
+"""Weekly efficiency reports (HTML, PDF, Markdown) and their delivery."""

@@ -1,0 +1,1 @@
+"""PyTorch profiler (Kineto) trace loading and analyses, HTA-compatible on request."""

@@ -1,0 +1,1 @@
+"""Streamlit dashboard: fleet, then job, then trace. Read-only: never writes telemetry."""

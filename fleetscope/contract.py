@@ -1,0 +1,188 @@
+"""The data contract between the collector and the warehouse: tables, columns, units, wire format.
+
+This is the only thing the collector shares with the server side. Changing a column here is a
+schema change: bump `SCHEMA_VERSION` and add a warehouse migration. Units are in the column names.
+
+Wire format (agent -> ingest), one HTTP request per batch:
+
+    POST /v1/batches/<table>                    table is a key of TABLES
+    Authorization: Bearer <token>
+    Content-Type: application/vnd.apache.arrow.stream
+    X-Fleetscope-Schema-Version: <SCHEMA_VERSION>
+    X-Fleetscope-Batch-Id: <uuid4 hex, chosen by the agent; a retry reuses it>
+    X-Fleetscope-Agent: <host name>
+
+    body: one Arrow IPC stream (zstd-compressed buffers) whose schema is TABLES[table]; extra
+    columns are refused, missing nullable columns are filled with nulls.
+
+    202 {"batch_id": ..., "rows": N, "duplicate": false}   stored (or already stored: duplicate true)
+    4xx {"error": "<what is wrong>"}                           nothing stored; do not retry as is
+    5xx / no answer                                            retry later with the same batch id
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import pyarrow as pa
+
+SCHEMA_VERSION: Final = 1
+
+ARROW_STREAM_MEDIA_TYPE: Final = "application/vnd.apache.arrow.stream"
+HEADER_SCHEMA_VERSION: Final = "X-Fleetscope-Schema-Version"
+HEADER_BATCH_ID: Final = "X-Fleetscope-Batch-Id"
+HEADER_AGENT: Final = "X-Fleetscope-Agent"
+
+TS = pa.timestamp("ms", tz="UTC")
+
+# Unknown exporter fields are kept, not dropped: name -> value for each sample.
+EXTRA_FIELDS_TYPE = pa.map_(pa.string(), pa.float64())
+
+GPU_SAMPLES: Final = pa.schema(
+    [
+        pa.field("ts", TS, nullable=False),
+        pa.field("cluster", pa.string()),
+        pa.field("host", pa.string(), nullable=False),
+        pa.field("gpu_index", pa.int16(), nullable=False),
+        pa.field("gpu_uuid", pa.string()),
+        pa.field("gpu_model", pa.string()),
+        pa.field("mig_profile", pa.string()),  # e.g. "3g.40gb"; null for a whole GPU
+        pa.field("mig_instance_id", pa.int16()),  # GPU_I_ID; null for a whole GPU
+        pa.field("job_id", pa.string()),  # null: the GPU is not allocated to any job
+        pa.field("attribution", pa.string()),  # which source named the job (k8s, hpc_job, ...)
+        pa.field("pod", pa.string()),
+        pa.field("namespace", pa.string()),
+        pa.field("container", pa.string()),
+        pa.field("gpu_util", pa.float64()),  # percent 0-100, DCGM_FI_DEV_GPU_UTIL
+        pa.field("gr_engine_active", pa.float64()),  # ratio 0-1
+        pa.field("sm_active", pa.float64()),  # ratio 0-1
+        pa.field("sm_occupancy", pa.float64()),  # ratio 0-1
+        pa.field("tensor_active", pa.float64()),  # ratio 0-1
+        pa.field("dram_active", pa.float64()),  # ratio 0-1
+        pa.field("fp16_active", pa.float64()),  # ratio 0-1
+        pa.field("fp32_active", pa.float64()),  # ratio 0-1
+        pa.field("fp64_active", pa.float64()),  # ratio 0-1
+        pa.field("mem_copy_util", pa.float64()),  # percent 0-100
+        pa.field("fb_used_mib", pa.float64()),
+        pa.field("fb_free_mib", pa.float64()),
+        pa.field("power_w", pa.float64()),
+        pa.field("temp_c", pa.float64()),
+        pa.field("sm_clock_mhz", pa.float64()),
+        pa.field("mem_clock_mhz", pa.float64()),
+        pa.field("pcie_tx_bytes_s", pa.float64()),
+        pa.field("pcie_rx_bytes_s", pa.float64()),
+        pa.field("nvlink_tx_bytes_s", pa.float64()),
+        pa.field("nvlink_rx_bytes_s", pa.float64()),
+        pa.field("xid_last", pa.float64()),  # last XID error code, 0 for none
+        pa.field("ecc_dbe_total", pa.float64()),  # volatile double-bit ECC errors
+        pa.field("pcie_replay_total", pa.float64()),
+        pa.field("power_violation_us", pa.float64()),  # counter of throttled microseconds
+        pa.field("thermal_violation_us", pa.float64()),  # counter of throttled microseconds
+        pa.field("clocks_event_reasons", pa.float64()),  # bitmask, DCGM_FI_DEV_CLOCKS_EVENT_REASONS
+        pa.field("extra", EXTRA_FIELDS_TYPE),
+    ]
+)
+
+HOST_SAMPLES: Final = pa.schema(
+    [
+        pa.field("ts", TS, nullable=False),
+        pa.field("cluster", pa.string()),
+        pa.field("host", pa.string(), nullable=False),
+        pa.field("job_id", pa.string()),  # null: the whole host; else one job's cgroup
+        pa.field("cpu_user_pct", pa.float64()),
+        pa.field("cpu_system_pct", pa.float64()),
+        pa.field("cpu_iowait_pct", pa.float64()),
+        pa.field("cpu_cores", pa.float64()),
+        pa.field("mem_used_bytes", pa.float64()),
+        pa.field("mem_total_bytes", pa.float64()),
+        pa.field("net_rx_bytes_s", pa.float64()),
+        pa.field("net_tx_bytes_s", pa.float64()),
+        pa.field("disk_read_bytes_s", pa.float64()),
+        pa.field("disk_write_bytes_s", pa.float64()),
+        pa.field("load1", pa.float64()),
+    ]
+)
+
+STEP_SAMPLES: Final = pa.schema(
+    [
+        pa.field("ts", TS, nullable=False),  # end of the step
+        pa.field("cluster", pa.string()),
+        pa.field("host", pa.string(), nullable=False),
+        pa.field("job_id", pa.string()),
+        pa.field("rank", pa.int32()),
+        pa.field("pid", pa.int32()),
+        pa.field("step", pa.int64(), nullable=False),
+        pa.field("step_time_s", pa.float64(), nullable=False),
+        pa.field("data_wait_s", pa.float64()),  # blocked on the DataLoader's next batch
+        pa.field("h2d_copy_s", pa.float64()),  # host-to-device copies, where measurable
+        pa.field("batch_size", pa.int64()),
+        pa.field("samples_per_s", pa.float64()),
+        pa.field("dataloader_workers", pa.int32()),
+    ]
+)
+
+TABLES: Final[dict[str, pa.Schema]] = {
+    "gpu_samples": GPU_SAMPLES,
+    "host_samples": HOST_SAMPLES,
+    "step_samples": STEP_SAMPLES,
+}
+
+# Columns that carry measurements (what "values" counts in throughput figures).
+VALUE_COLUMNS: Final[dict[str, tuple[str, ...]]] = {
+    name: tuple(
+        f.name for f in schema if pa.types.is_floating(f.type) or f.name in {"step", "batch_size"}
+    )
+    for name, schema in TABLES.items()
+}
+
+
+def conform(table_name: str, batch: pa.Table) -> pa.Table:
+    """Cast a batch to the contract's schema: add missing nullable columns, refuse unknown ones.
+
+    Raises ContractError naming the offending column, so ingest can answer 400 with it.
+    """
+    from fleetscope.errors import ContractError
+
+    schema = TABLES.get(table_name)
+    if schema is None:
+        raise ContractError(f"unknown table {table_name!r}; expected one of {sorted(TABLES)}")
+    unknown = [name for name in batch.column_names if schema.get_field_index(name) < 0]
+    if unknown:
+        raise ContractError(f"{table_name}: unknown columns {unknown}")
+    columns = []
+    for field in schema:
+        if field.name in batch.column_names:
+            column = batch.column(field.name)
+            if not field.nullable and column.null_count:
+                raise ContractError(f"{table_name}.{field.name}: nulls in a required column")
+            try:
+                columns.append(column.cast(field.type))
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+                raise ContractError(
+                    f"{table_name}.{field.name}: cannot read {column.type} as {field.type}: {exc}"
+                ) from exc
+        elif field.nullable:
+            columns.append(pa.nulls(batch.num_rows, field.type))
+        else:
+            raise ContractError(f"{table_name}: required column {field.name!r} is missing")
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def to_ipc(batch: pa.Table) -> bytes:
+    """Serialize a batch as one compressed Arrow IPC stream (the request body)."""
+    sink = pa.BufferOutputStream()
+    options = pa.ipc.IpcWriteOptions(compression="zstd")
+    with pa.ipc.new_stream(sink, batch.schema, options=options) as writer:
+        writer.write_table(batch)
+    return bytes(sink.getvalue().to_pybytes())
+
+
+def from_ipc(body: bytes) -> pa.Table:
+    """Read a request body; raises ContractError on anything that is not one Arrow IPC stream."""
+    from fleetscope.errors import ContractError
+
+    try:
+        with pa.ipc.open_stream(pa.py_buffer(body)) as reader:
+            return reader.read_all()
+    except (pa.ArrowInvalid, pa.ArrowIOError, OSError) as exc:
+        raise ContractError(f"body is not an Arrow IPC stream: {exc}") from exc

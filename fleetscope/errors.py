@@ -1,0 +1,88 @@
+"""The project's exception tree, in one place.
+
+Library code raises these; only the edges (the CLI, HTTP handlers) turn them into messages, exit
+codes and status codes. A user mistake never ends in a traceback.
+
+    FleetscopeError
+    ├── ConfigError              a setting is unknown, mistyped or missing
+    ├── ContractError            data does not follow the shared contract (wire format, schema)
+    │   ├── SchemaVersionError   a batch's schema version is not one this build reads
+    │   └── MetricsParseError    exposition text that cannot be parsed (names the line)
+    ├── TraceError               a profiler trace cannot be read
+    │   ├── CorruptTraceError    not JSON / not gzip / not a Kineto trace
+    │   └── TruncatedTraceError  the file ends early
+    ├── IngestError              ingest refused a batch (carries the HTTP status and message)
+    │   ├── AuthError            missing or wrong bearer token
+    │   └── PayloadTooLargeError the body is over the configured limit
+    ├── NotFoundError            an unknown job, host, trace or request
+    └── SourceUnavailableError   an exporter, NVML or ingest cannot be reached right now
+"""
+
+from __future__ import annotations
+
+
+class FleetscopeError(Exception):
+    """Base of every error fleetscope raises on purpose."""
+
+    exit_code = 1
+
+
+class ConfigError(FleetscopeError):
+    exit_code = 2
+
+
+class ContractError(FleetscopeError):
+    exit_code = 3
+
+
+class SchemaVersionError(ContractError):
+    pass
+
+
+class MetricsParseError(ContractError):
+    """Exposition text that cannot be parsed; `line_no` is 1-based."""
+
+    def __init__(self, message: str, *, line_no: int, line: str) -> None:
+        super().__init__(f"line {line_no}: {message}: {line[:200]!r}")
+        self.line_no = line_no
+        self.line = line
+
+
+class TraceError(FleetscopeError):
+    exit_code = 4
+
+
+class CorruptTraceError(TraceError):
+    pass
+
+
+class TruncatedTraceError(TraceError):
+    pass
+
+
+class IngestError(FleetscopeError):
+    """Ingest refused a request; `status` is the HTTP status it answered with."""
+
+    exit_code = 5
+
+    def __init__(self, message: str, *, status: int = 400) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class AuthError(IngestError):
+    def __init__(self, message: str = "missing or invalid bearer token") -> None:
+        super().__init__(message, status=401)
+
+
+class PayloadTooLargeError(IngestError):
+    def __init__(self, message: str) -> None:
+        super().__init__(message, status=413)
+
+
+class NotFoundError(FleetscopeError):
+    exit_code = 6
+
+
+class SourceUnavailableError(FleetscopeError):
+    exit_code = 7

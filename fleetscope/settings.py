@@ -1,0 +1,305 @@
+"""Settings as data: one table drives the TOML loader, environment overrides, `config show` and docs.
+
+Precedence, lowest first: the default in `SETTINGS`, the TOML file, the environment variable
+(`FLEETSCOPE_` + the key upper-cased with dots as underscores: `agent.interval_s` is
+`FLEETSCOPE_AGENT_INTERVAL_S`). The TOML file is `--config PATH`, else `$FLEETSCOPE_CONFIG`, else
+`./fleetscope.toml` when it exists. Keys are `section.name`; in TOML they are written as tables
+(`[agent]` then `interval_s = 1.0`).
+
+Every stage adds its keys to the one table below, in its own section. Never read `os.environ`
+elsewhere for configuration.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from fleetscope.errors import ConfigError
+
+SettingType = Literal["str", "int", "float", "bool", "path"]
+Source = Literal["default", "file", "env"]
+
+
+@dataclass(frozen=True)
+class Setting:
+    key: str
+    default: str | int | float | bool
+    type: SettingType
+    help: str
+
+    @property
+    def env(self) -> str:
+        return "FLEETSCOPE_" + self.key.upper().replace(".", "_")
+
+
+SETTINGS: tuple[Setting, ...] = (
+    # -- core ------------------------------------------------------------------------------
+    Setting("core.data_dir", "var", "path", "Root folder for every file fleetscope writes."),
+    Setting("core.log_level", "INFO", "str", "Python logging level for every process."),
+    # -- collector (agent on each GPU host) ------------------------------------------------
+    Setting(
+        "agent.dcgm_url",
+        "http://127.0.0.1:9400/metrics",
+        "str",
+        "dcgm-exporter /metrics URL to scrape; empty to use NVML instead.",
+    ),
+    Setting(
+        "agent.node_exporter_url",
+        "",
+        "str",
+        "Optional node_exporter /metrics URL used as the host source instead of psutil.",
+    ),
+    Setting(
+        "agent.interval_s",
+        10.0,
+        "float",
+        "Seconds between scrapes (dcgm-exporter collects every 30 s by default; 1-10 s is common).",
+    ),
+    Setting("agent.ingest_url", "http://127.0.0.1:8470", "str", "Base URL of the ingest server."),
+    Setting("agent.token", "", "str", "Bearer token this agent presents to ingest."),
+    Setting(
+        "agent.host", "", "str", "Host name to report; empty uses the exporter label or hostname."
+    ),
+    Setting("agent.cluster", "default", "str", "Cluster name stamped on every sample."),
+    Setting("agent.batch_max_rows", 5000, "int", "Most rows in one shipped batch."),
+    Setting(
+        "agent.ship_interval_s", 5.0, "float", "Most seconds a sample waits before it is shipped."
+    ),
+    Setting(
+        "agent.spool_dir",
+        "var/spool",
+        "path",
+        "Folder of the on-disk spool kept while ingest is down.",
+    ),
+    Setting(
+        "agent.spool_max_bytes",
+        512 * 1024 * 1024,
+        "int",
+        "Spool size cap; oldest batches go first.",
+    ),
+    Setting(
+        "agent.metrics_port", 9471, "int", "Port of the agent's own /metrics and /healthz (0: off)."
+    ),
+    Setting(
+        "agent.job_mapping_dir",
+        "",
+        "path",
+        "Slurm job mapping folder (one file per GPU index or UUID holding the job id).",
+    ),
+    Setting(
+        "agent.attribution_override",
+        "",
+        "path",
+        "TOML file mapping GPU UUID or index to a job id; wins over every other source.",
+    ),
+    Setting("agent.proc_root", "/proc", "path", "Root of /proc (injectable for tests)."),
+    Setting(
+        "agent.cgroup_root", "/sys/fs/cgroup", "path", "Root of cgroup v2 (injectable for tests)."
+    ),
+    Setting(
+        "agent.sdk_socket",
+        "var/agent.sock",
+        "path",
+        "Unix datagram socket where training processes send step metrics.",
+    ),
+    Setting("agent.tls_ca_file", "", "path", "CA bundle to verify ingest's TLS certificate."),
+    # -- warehouse (ingest server, storage, catalog) ----------------------------------------
+    Setting("server.host", "127.0.0.1", "str", "Address the ingest server listens on."),
+    Setting("server.port", 8470, "int", "Port of the ingest server."),
+    Setting(
+        "server.tokens",
+        "dev-token",
+        "str",
+        "Comma-separated bearer tokens accepted besides those in the catalog.",
+    ),
+    Setting("server.max_body_bytes", 64 * 1024 * 1024, "int", "Largest accepted request body."),
+    Setting(
+        "warehouse.duckdb_path",
+        "",
+        "path",
+        "Telemetry DuckDB file owned by the writer; empty means <data_dir>/telemetry.duckdb.",
+    ),
+    Setting(
+        "warehouse.segments_dir",
+        "",
+        "path",
+        "Sealed Parquet segments readers use; empty means <data_dir>/segments.",
+    ),
+    Setting(
+        "warehouse.catalog_url",
+        "",
+        "str",
+        "SQLAlchemy URL of the catalog; empty means SQLite at <data_dir>/catalog.sqlite.",
+    ),
+    Setting(
+        "warehouse.flush_interval_s",
+        1.0,
+        "float",
+        "Most seconds the writer holds rows before a commit.",
+    ),
+    Setting(
+        "warehouse.flush_rows",
+        100_000,
+        "int",
+        "Rows that trigger a commit before the interval ends.",
+    ),
+    Setting(
+        "warehouse.raw_retention_days", 14, "int", "Days of raw samples kept; roll-ups stay longer."
+    ),
+    # -- analyzers and scheduling ------------------------------------------------------------
+    Setting("scheduler.mode", "embedded", "str", "embedded (in the server process) or celery."),
+    Setting("scheduler.interval_s", 60.0, "float", "Seconds between analyzer windows."),
+    Setting(
+        "celery.broker_url", "redis://127.0.0.1:6379/0", "str", "Celery broker URL (fleet mode)."
+    ),
+    # -- dashboard ----------------------------------------------------------------------------
+    Setting("dashboard.port", 8501, "int", "Port of the Streamlit dashboard."),
+    Setting("dashboard.cache_ttl_s", 10.0, "float", "Seconds a dashboard query result is cached."),
+    # -- simulator ----------------------------------------------------------------------------
+    Setting("simulator.hosts", 16, "int", "Simulated hosts (8 GPUs each)."),
+    Setting("simulator.base_port", 19400, "int", "First port of the simulated dcgm-exporters."),
+    Setting("simulator.seed", 7, "int", "Random seed of the job scenarios."),
+)
+
+_BY_KEY: dict[str, Setting] = {s.key: s for s in SETTINGS}
+
+
+def _coerce(setting: Setting, raw: object, origin: str) -> str | int | float | bool:
+    try:
+        if setting.type == "bool":
+            if isinstance(raw, bool):
+                return raw
+            text = str(raw).strip().lower()
+            if text in {"1", "true", "yes", "on"}:
+                return True
+            if text in {"0", "false", "no", "off", ""}:
+                return False
+            raise ValueError(text)
+        if setting.type == "int":
+            if isinstance(raw, bool):
+                raise ValueError(raw)
+            return int(str(raw))
+        if setting.type == "float":
+            if isinstance(raw, bool):
+                raise ValueError(raw)
+            return float(str(raw))
+        return str(raw)
+    except ValueError as exc:
+        raise ConfigError(
+            f"{setting.key} from {origin}: expected {setting.type}, got {raw!r}"
+        ) from exc
+
+
+def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, object]:
+    flat: dict[str, object] = {}
+    for name, value in table.items():
+        key = f"{prefix}{name}"
+        if isinstance(value, Mapping):
+            flat.update(_flatten(value, key + "."))
+        else:
+            flat[key] = value
+    return flat
+
+
+class Settings:
+    """The effective settings: a value and its origin for every key in `SETTINGS`."""
+
+    def __init__(
+        self, values: dict[str, str | int | float | bool], sources: dict[str, str]
+    ) -> None:
+        self._values = values
+        self._sources = sources
+
+    def raw(self, key: str) -> str | int | float | bool:
+        if key not in self._values:
+            raise ConfigError(f"unknown setting {key!r}")
+        return self._values[key]
+
+    def get_str(self, key: str) -> str:
+        return str(self.raw(key))
+
+    def get_int(self, key: str) -> int:
+        value = self.raw(key)
+        assert isinstance(value, int)
+        return value
+
+    def get_float(self, key: str) -> float:
+        return float(self.raw(key))
+
+    def get_bool(self, key: str) -> bool:
+        return bool(self.raw(key))
+
+    def get_path(self, key: str) -> Path:
+        """A path setting; relative paths are taken from the current directory."""
+        return Path(self.get_str(key)).expanduser()
+
+    def data_path(self, key: str, default_name: str) -> Path:
+        """A path setting whose empty value means `<core.data_dir>/<default_name>`."""
+        value = self.get_str(key)
+        return Path(value).expanduser() if value else self.get_path("core.data_dir") / default_name
+
+    def source(self, key: str) -> str:
+        self.raw(key)
+        return self._sources[key]
+
+    def with_overrides(self, **overrides: str | int | float | bool) -> Settings:
+        """A copy with some keys replaced (keys written with `__` for dots), as tests and the demo need."""
+        values = dict(self._values)
+        sources = dict(self._sources)
+        for name, value in overrides.items():
+            key = name.replace("__", ".")
+            setting = _BY_KEY.get(key)
+            if setting is None:
+                raise ConfigError(f"unknown setting {key!r}")
+            values[key] = _coerce(setting, value, "override")
+            sources[key] = "override"
+        return Settings(values, sources)
+
+    def rows(self) -> list[tuple[str, str | int | float | bool, str, str]]:
+        """(key, value, source, env var) for every setting, in table order."""
+        return [(s.key, self._values[s.key], self._sources[s.key], s.env) for s in SETTINGS]
+
+
+def config_path_from(
+    explicit: str | os.PathLike[str] | None, env: Mapping[str, str]
+) -> Path | None:
+    if explicit:
+        return Path(explicit)
+    if env.get("FLEETSCOPE_CONFIG"):
+        return Path(env["FLEETSCOPE_CONFIG"])
+    default = Path("fleetscope.toml")
+    return default if default.exists() else None
+
+
+def load_settings(
+    config: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None
+) -> Settings:
+    """Read defaults, then the TOML file, then the environment; reject unknown keys in the file."""
+    environ = os.environ if env is None else env
+    values: dict[str, str | int | float | bool] = {s.key: s.default for s in SETTINGS}
+    sources: dict[str, str] = {s.key: "default" for s in SETTINGS}
+    path = config_path_from(config, environ)
+    if path is not None:
+        try:
+            with path.open("rb") as handle:
+                table = tomllib.load(handle)
+        except FileNotFoundError as exc:
+            raise ConfigError(f"config file {path} does not exist") from exc
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"config file {path}: {exc}") from exc
+        for key, raw in _flatten(table).items():
+            setting = _BY_KEY.get(key)
+            if setting is None:
+                raise ConfigError(f"config file {path}: unknown setting {key!r}")
+            values[key] = _coerce(setting, raw, str(path))
+            sources[key] = f"file {path}"
+    for setting in SETTINGS:
+        if setting.env in environ:
+            values[setting.key] = _coerce(setting, environ[setting.env], f"${setting.env}")
+            sources[setting.key] = f"env {setting.env}"
+    return Settings(values, sources)

@@ -1,0 +1,43 @@
+"""Settings: defaults, then the TOML file, then the environment; unknown keys are errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fleetscope.errors import ConfigError
+from fleetscope.settings import SETTINGS, load_settings
+
+
+def test_defaults_come_from_the_table(tmp_path: Path) -> None:
+    settings = load_settings(env={})
+    assert settings.get_float("agent.interval_s") == 10.0
+    assert settings.source("agent.interval_s") == "default"
+
+
+def test_file_then_environment_override(tmp_path: Path) -> None:
+    config = tmp_path / "fleetscope.toml"
+    config.write_text('[agent]\ninterval_s = 2.5\ntoken = "from-file"\n')
+    settings = load_settings(config, env={"FLEETSCOPE_AGENT_TOKEN": "from-env"})
+    assert settings.get_float("agent.interval_s") == 2.5
+    assert settings.source("agent.interval_s") == f"file {config}"
+    assert settings.get_str("agent.token") == "from-env"
+    assert settings.source("agent.token") == "env FLEETSCOPE_AGENT_TOKEN"
+
+
+def test_unknown_key_in_file_is_an_error(tmp_path: Path) -> None:
+    config = tmp_path / "fleetscope.toml"
+    config.write_text("[agent]\nintervall_s = 2\n")
+    with pytest.raises(ConfigError, match=r"unknown setting 'agent\.intervall_s'"):
+        load_settings(config, env={})
+
+
+def test_mistyped_environment_value_names_the_variable() -> None:
+    with pytest.raises(ConfigError, match=r"\$FLEETSCOPE_SERVER_PORT"):
+        load_settings(env={"FLEETSCOPE_SERVER_PORT": "eighty"})
+
+
+def test_every_setting_has_help_and_a_section() -> None:
+    for setting in SETTINGS:
+        assert "." in setting.key and setting.help.endswith(".")
