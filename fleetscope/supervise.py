@@ -1,0 +1,125 @@
+"""Start, watch and stop a group of child processes so that none is left behind.
+
+Used by `fleetscope demo` and by end-to-end tests. Each child gets its own session (process group),
+so a Ctrl-C reaches only the supervisor, which then stops the children in the reverse of their start
+order (agents flush before the server, the server flushes before it goes): SIGTERM to the whole
+group, then SIGKILL after a grace period.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+from fleetscope.errors import SourceUnavailableError
+
+
+@dataclass
+class Child:
+    name: str
+    process: subprocess.Popen[bytes]
+    log_path: Path | None
+
+
+@dataclass
+class Supervisor:
+    """Owns child processes; use as a context manager so they are always stopped."""
+
+    log_dir: Path | None = None
+    grace_s: float = 10.0
+    children: list[Child] = field(default_factory=list)
+
+    def start(self, name: str, argv: Sequence[str], env: Mapping[str, str] | None = None) -> Child:
+        log: IO[bytes] | int = subprocess.DEVNULL
+        log_path = None
+        if self.log_dir is not None:
+            self.log_dir.mkdir(parents=True, exist_ok=True)
+            log_path = self.log_dir / f"{name}.log"
+            log = log_path.open("ab")
+        child_env = dict(os.environ)
+        child_env.update(env or {})
+        child_env.setdefault("PYTHONUNBUFFERED", "1")
+        process = subprocess.Popen(
+            list(argv), env=child_env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        if not isinstance(log, int):
+            log.close()
+        child = Child(name, process, log_path)
+        self.children.append(child)
+        return child
+
+    def check_alive(self) -> None:
+        """Raise if a child died: a demo with a dead server must not pretend to run."""
+        for child in self.children:
+            code = child.process.poll()
+            if code is not None:
+                where = f" (log: {child.log_path})" if child.log_path else ""
+                raise SourceUnavailableError(f"{child.name} exited with code {code}{where}")
+
+    def stop(self, child: Child) -> int:
+        process = child.process
+        if process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGTERM)
+            try:
+                process.wait(self.grace_s)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+        # Reap anything left in the child's group (a grandchild that ignored SIGTERM).
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
+        return process.returncode
+
+    def stop_all(self) -> None:
+        for child in reversed(self.children):
+            self.stop(child)
+        self.children.clear()
+
+    def __enter__(self) -> Supervisor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop_all()
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_until(
+    ready: Callable[[], bool], timeout_s: float, what: str, check: Callable[[], None] | None = None
+) -> None:
+    """Poll `ready` until true; `check` may raise early (a child died)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if check is not None:
+            check()
+        if ready():
+            return
+        time.sleep(0.2)
+    raise SourceUnavailableError(f"{what} not ready after {timeout_s:.0f} s")
+
+
+def http_ok(url: str) -> Callable[[], bool]:
+    def probe() -> bool:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                return bool(200 <= response.status < 300)
+        except (urllib.error.URLError, OSError):
+            return False
+
+    return probe
