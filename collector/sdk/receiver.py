@@ -1,0 +1,181 @@
+"""Agent side of the SDK protocol: receive step metrics, know the training processes, ask for traces.
+
+Runs in the agent. Bounded everywhere: at most `max_steps` step rows wait for the shipper (the
+oldest go first and are counted as dropped), and processes not heard from for `process_ttl_s` are
+forgotten. Malformed datagrams are counted and dropped; nothing a training process sends can stop
+the agent.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import socket
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from collector.sdk import messages
+from fleetscope.contract import STEP_SAMPLES
+
+
+@dataclass
+class TrainingProcess:
+    pid: int
+    job_id: str | None
+    rank: int | None
+    control: str | None
+    host: str | None
+    last_seen: float
+
+
+@dataclass(frozen=True)
+class TraceNotice:
+    pid: int
+    request_id: str
+    path: str | None
+    error: str | None
+
+
+class StepReceiver:
+    def __init__(
+        self,
+        socket_path: Path,
+        *,
+        host: str,
+        cluster: str | None = None,
+        max_steps: int = 100_000,
+        process_ttl_s: float = 600.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.socket_path = socket_path
+        self.host = host
+        self.cluster = cluster
+        self.dropped_steps = 0
+        self.malformed = 0
+        self._steps: deque[dict[str, Any]] = deque()
+        self._max_steps = max_steps
+        self._ttl_s = process_ttl_s
+        self._clock = clock
+        self._processes: dict[int, TrainingProcess] = {}
+        self._lock = threading.Lock()
+        self.traces: queue.Queue[TraceNotice] = queue.Queue()
+        socket_path.parent.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            socket_path.unlink()
+        self._socket = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self._socket.bind(str(socket_path))
+        self._socket.settimeout(0.5)
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="sdk-receiver", daemon=True)
+
+    def start(self) -> StepReceiver:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self._thread.join(timeout=5)
+        self._socket.close()
+        with contextlib.suppress(FileNotFoundError):
+            self.socket_path.unlink()
+
+    def _run(self) -> None:
+        while not self._stopped.is_set():
+            try:
+                data = self._socket.recv(messages.MAX_DATAGRAM_BYTES)
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            try:
+                self.handle(messages.decode(data))
+            except (messages.MessageError, KeyError, TypeError, ValueError):
+                self.malformed += 1
+
+    def handle(self, message: dict[str, Any]) -> None:
+        pid = int(message["pid"])
+        now = self._clock()
+        with self._lock:
+            known = self._processes.get(pid)
+            if message["type"] == "hello" or known is None:
+                known = TrainingProcess(
+                    pid=pid,
+                    job_id=message.get("job_id"),
+                    rank=message.get("rank"),
+                    control=message.get("control"),
+                    host=message.get("host"),
+                    last_seen=now,
+                )
+                self._processes[pid] = known
+            known.last_seen = now
+            if message["type"] == "step":
+                if len(self._steps) >= self._max_steps:
+                    self._steps.popleft()
+                    self.dropped_steps += 1
+                self._steps.append(message)
+        if message["type"] == "trace":
+            self.traces.put(
+                TraceNotice(
+                    pid, str(message["request_id"]), message.get("path"), message.get("error")
+                )
+            )
+
+    def processes(self) -> list[TrainingProcess]:
+        """Live training processes on this host (heard from within the TTL)."""
+        now = self._clock()
+        with self._lock:
+            for pid in [
+                p for p, proc in self._processes.items() if now - proc.last_seen > self._ttl_s
+            ]:
+                del self._processes[pid]
+            return list(self._processes.values())
+
+    def drain_steps(self) -> pa.Table:
+        """Every step received since the last drain, as a `step_samples` batch."""
+        with self._lock:
+            rows, self._steps = list(self._steps), deque()
+        return steps_table(rows, host=self.host, cluster=self.cluster)
+
+    def request_profile(self, process: TrainingProcess, request: dict[str, Any]) -> bool:
+        """Send a profile request to one process's control socket; False if it cannot be reached."""
+        if not process.control or not os.path.exists(process.control):
+            return False
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sender:
+            try:
+                sender.sendto(messages.encode("profile", **request), process.control)
+            except OSError:
+                return False
+        return True
+
+
+def steps_table(rows: list[dict[str, Any]], *, host: str, cluster: str | None) -> pa.Table:
+    def column(name: str) -> list[Any]:
+        return [row.get(name) for row in rows]
+
+    return pa.table(
+        {
+            "ts": [datetime.fromtimestamp(float(row["ts"]), tz=UTC) for row in rows],
+            "cluster": [cluster] * len(rows),
+            "host": [host] * len(rows),
+            "job_id": column("job_id"),
+            "rank": column("rank"),
+            "pid": column("pid"),
+            "step": column("step"),
+            "step_time_s": column("step_time_s"),
+            "data_wait_s": column("data_wait_s"),
+            "h2d_copy_s": column("h2d_copy_s"),
+            "batch_size": column("batch_size"),
+            "samples_per_s": column("samples_per_s"),
+            "dataloader_workers": column("dataloader_workers"),
+        },
+        schema=STEP_SAMPLES,
+    )
