@@ -1,9 +1,57 @@
-"""Registers this stage's `fleetscope` commands (see fleetscope.cli)."""
+"""`fleetscope dashboard`: run the Streamlit dashboard headless on `dashboard.port`.
+
+Starts `streamlit run dashboard/app.py` as a child process with this process's settings passed
+through the environment (`FLEETSCOPE_*`), so the app reads exactly what the CLI read. Nothing heavy
+is imported here (fleetscope.cli's rule).
+"""
 
 from __future__ import annotations
 
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
+
+from fleetscope.settings import SETTINGS, Settings
+
+APP = Path(__file__).with_name("app.py")
+
+
+def streamlit_command(port: int, address: str) -> list[str]:
+    """The command line that serves the dashboard (headless, no telemetry to Streamlit Inc.)."""
+    return [
+        sys.executable, "-m", "streamlit", "run", str(APP),
+        "--server.headless", "true",
+        "--server.port", str(port),
+        "--server.address", address,
+        "--browser.gatherUsageStats", "false",
+        "--global.developmentMode", "false",
+        "--client.toolbarMode", "viewer",
+    ]  # fmt: skip
+
+
+def settings_env(settings: Settings) -> dict[str, str]:
+    """The effective settings as FLEETSCOPE_* variables, so the app sees what the CLI loaded."""
+    env = dict(os.environ)
+    for setting in SETTINGS:
+        value = settings.raw(setting.key)
+        env[setting.env] = str(value).lower() if isinstance(value, bool) else str(value)
+    return env
+
+
+def run_dashboard(args: argparse.Namespace, settings: Settings) -> int:
+    port = args.port if args.port is not None else settings.get_int("dashboard.port")
+    command = streamlit_command(port, args.address)
+    print(f"fleetscope dashboard on http://{args.address}:{port}/", flush=True)
+    return subprocess.call(command, env=settings_env(settings))
 
 
 def register(subparsers: Any) -> None:
-    """No commands yet."""
+    parser = subparsers.add_parser(
+        "dashboard", help="Serve the Streamlit dashboard (fleet, jobs, traces, hosts)."
+    )
+    parser.add_argument("--port", type=int, default=None, help="port (default: dashboard.port)")
+    parser.add_argument("--address", default="127.0.0.1", help="address to listen on")
+    parser.set_defaults(handler=run_dashboard)

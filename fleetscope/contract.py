@@ -156,7 +156,7 @@ def conform(table_name: str, batch: pa.Table) -> pa.Table:
             if not field.nullable and column.null_count:
                 raise ContractError(f"{table_name}.{field.name}: nulls in a required column")
             try:
-                columns.append(column.cast(field.type))
+                columns.append(column if column.type == field.type else column.cast(field.type))
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
                 raise ContractError(
                     f"{table_name}.{field.name}: cannot read {column.type} as {field.type}: {exc}"

@@ -108,6 +108,16 @@ SETTINGS: tuple[Setting, ...] = (
         "Unix datagram socket where training processes send step metrics.",
     ),
     Setting("agent.tls_ca_file", "", "path", "CA bundle to verify ingest's TLS certificate."),
+    Setting(
+        "agent.scrape_timeout_s", 5.0, "float", "Timeout of one dcgm-exporter/node_exporter scrape."
+    ),
+    Setting("agent.ingest_timeout_s", 10.0, "float", "Timeout of one batch POST to ingest."),
+    Setting(
+        "agent.backoff_max_s",
+        60.0,
+        "float",
+        "Longest wait between retries to ingest (exponential backoff with full jitter).",
+    ),
     # -- warehouse (ingest server, storage, catalog) ----------------------------------------
     Setting("server.host", "127.0.0.1", "str", "Address the ingest server listens on."),
     Setting("server.port", 8470, "int", "Port of the ingest server."),
@@ -151,19 +161,132 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "warehouse.raw_retention_days", 14, "int", "Days of raw samples kept; roll-ups stay longer."
     ),
+    Setting(
+        "warehouse.flush_idle_s",
+        0.05,
+        "float",
+        "Seconds without a new batch after which the writer commits what it holds.",
+    ),
+    Setting(
+        "warehouse.queue_max_rows",
+        1_000_000,
+        "int",
+        "Rows waiting for the writer before ingest answers 503 with Retry-After.",
+    ),
+    Setting(
+        "warehouse.commit_timeout_s",
+        30.0,
+        "float",
+        "Seconds a batch request waits for its commit before answering 503 (retry is safe).",
+    ),
+    Setting(
+        "warehouse.maintenance_interval_s",
+        60.0,
+        "float",
+        "Seconds between compaction, roll-up and retention passes in the server.",
+    ),
+    Setting(
+        "warehouse.compact_target_bytes",
+        128 * 1024 * 1024,
+        "int",
+        "Segments smaller than this are merged per table and day by the compactor.",
+    ),
+    Setting(
+        "warehouse.segment_grace_s",
+        300.0,
+        "float",
+        "Seconds a compacted-away segment stays on disk for readers of the previous manifest.",
+    ),
+    Setting(
+        "server.plugins",
+        "",
+        "str",
+        "Comma-separated modules whose setup(server) runs before the ingest server starts.",
+    ),
     # -- analyzers and scheduling ------------------------------------------------------------
     Setting("scheduler.mode", "embedded", "str", "embedded (in the server process) or celery."),
     Setting("scheduler.interval_s", 60.0, "float", "Seconds between analyzer windows."),
     Setting(
         "celery.broker_url", "redis://127.0.0.1:6379/0", "str", "Celery broker URL (fleet mode)."
     ),
+    Setting(
+        "analyzers.bucket_s",
+        86400,
+        "int",
+        "Seconds in an analysis bucket: a finding's identity window (runs inside it update it).",
+    ),
+    Setting(
+        "analyzers.lateness_s",
+        120.0,
+        "float",
+        "Seconds a scheduled window waits for late samples before it is analyzed.",
+    ),
+    Setting(
+        "analyzers.partitions", 4, "int", "Slices of the fleet a window is cut into (Celery mode)."
+    ),
+    Setting(
+        "analyzers.enabled", "", "str", "Comma-separated analyzer names to run; empty runs all."
+    ),
+    Setting(
+        "analyzers.thresholds_file",
+        "",
+        "path",
+        "TOML file of threshold overrides, one [analyzer_name] table each.",
+    ),
+    Setting(
+        "analyzers.max_gap_s",
+        300.0,
+        "float",
+        "Largest sample gap still counted as allocated GPU time (missing samples).",
+    ),
+    Setting(
+        "analyzers.startup_grace_s",
+        0.0,
+        "float",
+        "Seconds at a job's start (checkpoint load) that rules do not judge; 0 pools every sample.",
+    ),
+    Setting(
+        "analyzers.gpus_per_node", 8, "int", "GPUs in a full node (multi-node fragmentation, R15)."
+    ),
     # -- dashboard ----------------------------------------------------------------------------
     Setting("dashboard.port", 8501, "int", "Port of the Streamlit dashboard."),
     Setting("dashboard.cache_ttl_s", 10.0, "float", "Seconds a dashboard query result is cached."),
+    # -- weekly reports -------------------------------------------------------------------------
+    Setting(
+        "reports.out_dir", "", "path", "Folder reports are written to; empty: <data_dir>/reports."
+    ),
+    Setting("reports.trend_weeks", 6, "int", "Weeks of efficiency trend a weekly report shows."),
+    Setting("reports.smtp_host", "", "str", "SMTP server that delivers reports; empty: no email."),
+    Setting("reports.smtp_port", 25, "int", "Port of the SMTP server."),
+    Setting("reports.from_addr", "fleetscope@localhost", "str", "From address of report emails."),
+    Setting(
+        "reports.email_domain",
+        "",
+        "str",
+        "Domain appended to catalog user names to mail them (user@domain); empty: no user mail.",
+    ),
+    Setting(
+        "reports.admin_recipients", "", "str", "Comma-separated addresses of the fleet report."
+    ),
+    Setting(
+        "reports.dashboard_url",
+        "http://127.0.0.1:8501",
+        "str",
+        "Base URL of the dashboard, linked from reports.",
+    ),
     # -- simulator ----------------------------------------------------------------------------
     Setting("simulator.hosts", 16, "int", "Simulated hosts (8 GPUs each)."),
     Setting("simulator.base_port", 19400, "int", "First port of the simulated dcgm-exporters."),
     Setting("simulator.seed", 7, "int", "Random seed of the job scenarios."),
+    Setting(
+        "simulator.cluster", "default", "str", "Cluster name on simulated jobs and batch rows."
+    ),
+    Setting(
+        "simulator.scrape_failure_rate",
+        0.003,
+        "float",
+        "Share of scrapes a simulated exporter answers 503 (the third host: 0.05).",
+    ),
 )
 
 _BY_KEY: dict[str, Setting] = {s.key: s for s in SETTINGS}

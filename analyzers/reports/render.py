@@ -1,0 +1,183 @@
+"""A weekly report as self-contained HTML (inline CSS and SVG) and as Markdown for chat tools.
+
+Both say the same things in the same order: headline numbers, efficiency trend, top findings with
+evidence and the fix, jobs to look at, what improved; the admin report adds teams ranked by
+recoverable GPU-hours. Numbers are formatted here and nowhere else. Never queries anything.
+"""
+
+from __future__ import annotations
+
+import json
+from html import escape
+
+from analyzers.reports.build import Scope, WeeklyReport
+from analyzers.reports.svg import ACTIVE, ALLOCATED, WASTE, grouped_bars
+from analyzers.reports.week import IsoWeek
+
+CSS = """
+body { font-family: -apple-system, 'Segoe UI', Roboto, sans-serif; color: #222; max-width: 860px;
+       margin: 24px auto; padding: 0 16px; }
+h1 { font-size: 24px; margin-bottom: 4px; } h2 { font-size: 18px; margin-top: 28px; }
+.sub { color: #666; margin-top: 0; }
+.cards { display: flex; gap: 12px; flex-wrap: wrap; }
+.card { border: 1px solid #ddd; border-radius: 6px; padding: 10px 14px; min-width: 150px; }
+.card b { display: block; font-size: 22px; }
+table { border-collapse: collapse; width: 100%; font-size: 13px; }
+th, td { border-bottom: 1px solid #eee; padding: 5px 6px; text-align: left; vertical-align: top; }
+td.n { text-align: right; white-space: nowrap; }
+.sev-critical { color: #b00020; font-weight: bold; } .sev-warn { color: #b26a00; }
+code { font-size: 12px; color: #555; }
+"""
+
+
+def _h(hours: float) -> str:
+    return f"{hours:,.1f}"
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.1f} %"
+
+
+def title(scope: Scope, week: IsoWeek) -> str:
+    return f"GPU efficiency, {scope.label}, week {week}"
+
+
+def headline(report: WeeklyReport) -> list[tuple[str, str]]:
+    week = report.this_week
+    return [
+        ("GPU-hours used", _h(week.allocated_h)),
+        ("GPU-hours active", _h(week.active_h)),
+        ("efficiency", _pct(week.efficiency_pct)),
+        ("GPU-hours wasted (est.)", _h(report.wasted_gpu_h)),
+    ]
+
+
+def to_html(report: WeeklyReport, dashboard_url: str = "") -> str:
+    week = report.this_week
+    out = [
+        "<!DOCTYPE html><html><head><meta charset='utf-8'>",
+        f"<title>{escape(title(report.scope, report.week))}</title><style>{CSS}</style></head><body>",
+        f"<h1>{escape(title(report.scope, report.week))}</h1>",
+        f"<p class='sub'>{report.week.start:%a %d %b %Y} to {report.week.end:%a %d %b %Y} (UTC)</p>",
+        "<div class='cards'>",
+        *(f"<div class='card'>{escape(k)}<b>{escape(v)}</b></div>" for k, v in headline(report)),
+        "</div>",
+        "<h2>Efficiency trend</h2>",
+        grouped_bars(
+            [w.week for w in report.trend],
+            [
+                ("allocated GPU-h", ALLOCATED, [w.allocated_h for w in report.trend]),
+                ("active GPU-h", ACTIVE, [w.active_h for w in report.trend]),
+            ],
+            "GPU-hours",
+        ),
+        "<table><tr><th>week</th><th>used GPU-h</th><th>active GPU-h</th><th>efficiency</th></tr>",
+        *(
+            f"<tr><td>{w.week}</td><td class='n'>{_h(w.allocated_h)}</td>"
+            f"<td class='n'>{_h(w.active_h)}</td><td class='n'>{_pct(w.efficiency_pct)}</td></tr>"
+            for w in report.trend
+        ),
+        "</table>",
+    ]
+    if report.teams:
+        out += [
+            "<h2>Teams, by recoverable GPU-hours</h2>",
+            grouped_bars(
+                [t.team for t in report.teams],
+                [
+                    ("used GPU-h", ALLOCATED, [t.allocated_h for t in report.teams]),
+                    ("wasted GPU-h", WASTE, [t.wasted_gpu_h for t in report.teams]),
+                ],
+                "GPU-hours",
+            ),
+            "<table><tr><th>team</th><th>used GPU-h</th><th>efficiency</th><th>wasted GPU-h</th></tr>",
+            *(
+                f"<tr><td>{escape(t.team)}</td><td class='n'>{_h(t.allocated_h)}</td>"
+                f"<td class='n'>{_pct(t.efficiency_pct)}</td><td class='n'>{_h(t.wasted_gpu_h)}</td></tr>"
+                for t in report.teams
+            ),
+            "</table>",
+        ]
+    out.append("<h2>Top findings</h2>")
+    if report.findings:
+        out.append(
+            "<table><tr><th>rule</th><th>job</th><th>wasted GPU-h</th><th>evidence</th>"
+            "<th>fix</th></tr>"
+        )
+        for f in report.findings:
+            evidence = ", ".join(f"{k}={_value(v)}" for k, v in f.evidence.items())
+            out.append(
+                f"<tr><td class='sev-{escape(f.severity)}'>{escape(f.rule_id)}</td>"
+                f"<td>{escape(f.job_id or '-')}<br><code>{escape(f.user or '')}</code></td>"
+                f"<td class='n'>{_h(f.wasted_gpu_h)}</td>"
+                f"<td><code>{escape(evidence)}</code><br>{escape(f.estimate_method)}</td>"
+                f"<td>{escape(f.recommendation)}</td></tr>"
+            )
+        out.append("</table>")
+    else:
+        out.append("<p>No findings this week.</p>")
+    out.append("<h2>Jobs to look at</h2>")
+    if report.jobs:
+        out.append(
+            "<table><tr><th>job</th><th>user</th><th>GPUs</th><th>used GPU-h</th>"
+            "<th>active</th><th>idle GPU-h</th></tr>"
+        )
+        for j in report.jobs:
+            link = escape(j.job_id)
+            if dashboard_url:
+                href = f"{dashboard_url.rstrip('/')}/job?job_id={escape(j.job_id)}"
+                link = f"<a href='{href}'>{link}</a>"
+            out.append(
+                f"<tr><td>{link}</td><td>{escape(j.user or '-')}</td><td class='n'>{j.gpus}</td>"
+                f"<td class='n'>{_h(j.allocated_h)}</td><td class='n'>{_pct(j.active_pct)}</td>"
+                f"<td class='n'>{_h(j.idle_h)}</td></tr>"
+            )
+        out.append("</table>")
+    else:
+        out.append("<p>No jobs ran this week.</p>")
+    out.append("<h2>Since last week</h2>")
+    items = report.improved or ["Nothing improved measurably since last week."]
+    out.append("<ul>" + "".join(f"<li>{escape(line)}</li>" for line in items) + "</ul>")
+    out.append(
+        f"<p class='sub'>Allocated GPU-hours: time a GPU is held by a job; active: "
+        f"GR_ENGINE_ACTIVE (else GPU_UTIL). Used {_h(week.allocated_h)} GPU-h.</p></body></html>"
+    )
+    return "\n".join(out)
+
+
+def _value(value: object) -> str:
+    if isinstance(value, float):
+        return f"{value:.3g}"
+    if isinstance(value, dict | list):
+        return json.dumps(value, sort_keys=True)
+    return str(value)
+
+
+def to_markdown(report: WeeklyReport) -> str:
+    lines = [f"**{title(report.scope, report.week)}**", ""]
+    lines += [f"- {k}: **{v}**" for k, v in headline(report)]
+    lines += ["", "Efficiency trend:", "", "| week | used GPU-h | active GPU-h | efficiency |"]
+    lines += ["|---|---:|---:|---:|"]
+    lines += [
+        f"| {w.week} | {_h(w.allocated_h)} | {_h(w.active_h)} | {_pct(w.efficiency_pct)} |"
+        for w in report.trend
+    ]
+    if report.teams:
+        lines += ["", "Teams by recoverable GPU-hours:", "", "| team | used GPU-h | efficiency | wasted GPU-h |", "|---|---:|---:|---:|"]  # fmt: skip
+        lines += [
+            f"| {t.team} | {_h(t.allocated_h)} | {_pct(t.efficiency_pct)} | {_h(t.wasted_gpu_h)} |"
+            for t in report.teams
+        ]
+    lines += ["", "Top findings:"]
+    lines += [
+        f"- {f.rule_id} on {f.job_id or '-'}: {_h(f.wasted_gpu_h)} GPU-h. Fix: {f.recommendation}"
+        for f in report.findings
+    ] or ["- none"]
+    lines += ["", "Jobs to look at:"]
+    lines += [
+        f"- {j.job_id} ({j.user or '-'}): {_h(j.allocated_h)} GPU-h, active {_pct(j.active_pct)}"
+        for j in report.jobs
+    ] or ["- none"]
+    lines += ["", "Since last week:"]
+    lines += [f"- {line}" for line in report.improved] or ["- nothing improved measurably"]
+    return "\n".join(lines) + "\n"

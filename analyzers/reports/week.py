@@ -1,0 +1,57 @@
+"""ISO weeks as report periods: `2026-W47` is Monday 00:00 UTC to the next Monday 00:00 UTC.
+
+A report's window comes from its week, never from `now()`, so a late or repeated run reports the
+same numbers (design.md: windows from the schedule time).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from fleetscope.errors import ConfigError
+
+_PATTERN = re.compile(r"^(\d{4})-W(\d{2})$")
+
+
+@dataclass(frozen=True, order=True)
+class IsoWeek:
+    year: int
+    week: int
+
+    @classmethod
+    def parse(cls, text: str) -> IsoWeek:
+        match = _PATTERN.match(text.strip())
+        if match is None:
+            raise ConfigError(f"week {text!r}: expected ISO week like 2026-W47")
+        year, week = int(match[1]), int(match[2])
+        try:
+            datetime.fromisocalendar(year, week, 1)
+        except ValueError as exc:
+            raise ConfigError(f"week {text!r}: {exc}") from exc
+        return cls(year, week)
+
+    @classmethod
+    def containing(cls, moment: datetime) -> IsoWeek:
+        year, week, _day = moment.astimezone(UTC).isocalendar()
+        return cls(year, week)
+
+    @classmethod
+    def last_complete(cls, now: datetime) -> IsoWeek:
+        """The most recent week that has ended by `now` (what a Monday-morning run reports)."""
+        return cls.containing(now).shift(-1)
+
+    @property
+    def start(self) -> datetime:
+        return datetime.fromisocalendar(self.year, self.week, 1).replace(tzinfo=UTC)
+
+    @property
+    def end(self) -> datetime:
+        return self.start + timedelta(days=7)
+
+    def shift(self, weeks: int) -> IsoWeek:
+        return IsoWeek.containing(self.start + timedelta(weeks=weeks))
+
+    def __str__(self) -> str:
+        return f"{self.year}-W{self.week:02d}"

@@ -1,0 +1,25 @@
+"""The dashboard's one entrypoint: `streamlit run dashboard/app.py` (or `fleetscope dashboard`).
+
+Fleet -> job -> trace in three clicks; hosts on the side. Pages are files under `views/`, routed by
+`st.navigation`; settings reach the app only through `FLEETSCOPE_*` variables and the TOML file.
+Read-only: no page writes telemetry.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+st.set_page_config(page_title="fleetscope", page_icon=":material/monitoring:", layout="wide")
+
+PAGES = [
+    st.Page(
+        "views/fleet.py", title="Fleet", icon=":material/dashboard:", url_path="fleet", default=True
+    ),
+    st.Page("views/jobs.py", title="Jobs", icon=":material/list:", url_path="jobs"),
+    st.Page("views/job.py", title="Job", icon=":material/work:", url_path="job"),
+    st.Page("views/traces.py", title="Traces", icon=":material/timeline:", url_path="traces"),
+    st.Page("views/trace.py", title="Trace", icon=":material/query_stats:", url_path="trace"),
+    st.Page("views/hosts.py", title="Hosts", icon=":material/dns:", url_path="hosts"),
+]
+
+st.navigation(PAGES).run()

@@ -1,0 +1,388 @@
+"""The dashboard's read queries: a DuckDB connection (+ catalog) in, DataFrames out.
+
+Fleet accounting (GPU-hours allocated, active, SM-active in time buckets) is
+`analyzers.reports.usage`, shared with the weekly reports so both show the same numbers; this
+module derives the dashboard's views from its frames and adds the job, host, findings and trace
+queries. Every fleet view is derived from one cached scan (`gpu_buckets`), so a page costs one
+pass over the samples however many charts it draws.
+
+Never writes: not telemetry, not the catalog (the profile-request button is `dashboard.actions`).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from analyzers.reports.catalog_frames import catalog_frame as catalog_table
+from analyzers.reports.usage import (
+    HOUR_S,
+    FleetTotals,
+    Window,
+    aligned,
+    bucket_for,
+    epoch_s,
+    fleet_totals,
+    gpu_buckets,
+    host_intervals,
+    job_efficiency,
+    latest_sample,
+    pct,
+    query,
+    window_ending,
+)
+
+if TYPE_CHECKING:
+    import duckdb
+    import sqlalchemy
+
+# The shared accounting, re-exported: pages and tests read every fleet number through this module.
+__all__ = [
+    "HOUR_S",
+    "FleetTotals",
+    "Window",
+    "aligned",
+    "bucket_for",
+    "catalog_table",
+    "epoch_s",
+    "fleet_totals",
+    "gpu_buckets",
+    "host_intervals",
+    "job_efficiency",
+    "latest_sample",
+    "pct",
+    "query",
+    "window_ending",
+]
+
+
+def gpu_hours_over_time(buckets: pd.DataFrame) -> pd.DataFrame:
+    """Long frame (bucket, measure, gpu_h) with measure in allocated / active / SM-active."""
+    allocated = buckets[buckets["job_id"].notna()]
+    wide = allocated.groupby("bucket", as_index=False)[["gpu_h", "active_h", "sm_h"]].sum()
+    wide = wide.rename(columns={"gpu_h": "allocated", "active_h": "active", "sm_h": "SM-active"})
+    if not allocated["sm_known_h"].sum():
+        wide = wide.drop(columns=["SM-active"])
+    return wide.melt(id_vars="bucket", var_name="measure", value_name="gpu_h")
+
+
+def utilization_by(buckets: pd.DataFrame, key: str, allocated_only: bool = True) -> pd.DataFrame:
+    """Mean active % per (bucket, key), weighted by GPU-hours: (bucket, key, active_pct)."""
+    rows = buckets[buckets["job_id"].notna()] if allocated_only else buckets
+    grouped = rows.groupby(["bucket", key], as_index=False)[["active_h", "known_h"]].sum()
+    grouped = grouped[grouped["known_h"] > 0]
+    grouped["active_pct"] = 100.0 * grouped["active_h"] / grouped["known_h"]
+    return grouped[["bucket", key, "active_pct"]]
+
+
+def host_heatmap(buckets: pd.DataFrame) -> pd.DataFrame:
+    """Mean active % per (bucket, cluster, host) over every GPU, allocated or not."""
+    grouped = buckets.groupby(["bucket", "cluster", "host"], as_index=False)[
+        ["active_h", "known_h"]
+    ].sum()
+    grouped = grouped[grouped["known_h"] > 0]
+    grouped["active_pct"] = 100.0 * grouped["active_h"] / grouped["known_h"]
+    return grouped[["bucket", "cluster", "host", "active_pct"]]
+
+
+def utilization_percentiles(
+    buckets: pd.DataFrame, quantiles: tuple[float, ...] = (0.5, 0.9, 0.99)
+) -> pd.DataFrame:
+    """Percentiles of per-GPU, per-bucket mean active % over allocated GPUs, weighted by hours.
+
+    A fallback until the quantile-sketch roll-ups land (`analyzers.sketch`): bucket means smooth
+    out sub-bucket spikes, so this under-states the tails of raw samples.
+    """
+    rows = buckets[(buckets["job_id"].notna()) & (buckets["known_h"] > 0)]
+    if rows.empty:
+        return pd.DataFrame({"quantile": list(quantiles), "active_pct": [float("nan")] * 3})
+    values = (100.0 * rows["active_h"] / rows["known_h"]).to_numpy()
+    weights = rows["known_h"].to_numpy()
+    order = values.argsort(kind="stable")
+    cumulative = weights[order].cumsum() / weights.sum()
+    picks = [
+        float(values[order][min((cumulative >= q).argmax(), len(order) - 1)]) for q in quantiles
+    ]
+    return pd.DataFrame({"quantile": list(quantiles), "active_pct": picks})
+
+
+# -- one job ------------------------------------------------------------------------------------
+
+
+def job_span(con: duckdb.DuckDBPyConnection, job_id: str) -> Window | None:
+    """The window a job's GPU samples cover, or None for a job the warehouse has never seen."""
+    rows = con.sql(
+        "SELECT epoch_ms(min(ts)), epoch_ms(max(ts)) FROM gpu_samples WHERE job_id = $job",
+        params={"job": job_id},
+    ).fetchall()
+    first, last = rows[0] if rows else (None, None)
+    if first is None or last is None:
+        return None
+    start = datetime.fromtimestamp(first / 1000, tz=UTC)
+    end = datetime.fromtimestamp(last / 1000, tz=UTC) + timedelta(milliseconds=1)
+    return Window(start, end, bucket_for(end - start))
+
+
+def job_gpu_series(con: duckdb.DuckDBPyConnection, job_id: str, window: Window) -> pd.DataFrame:
+    """Per (bucket, gpu): mean utilization %, SM / tensor / DRAM activity %, memory and power."""
+    bucket_ms = window.bucket_s * 1000
+    frame = query(
+        con,
+        """
+        SELECT epoch_ms(ts) // $bucket_ms * $bucket_ms AS bucket_ms,
+               host || ':' || CAST(gpu_index AS VARCHAR) AS gpu,
+               avg(gpu_util) AS gpu_util_pct,
+               100 * avg(coalesce(gr_engine_active, gpu_util / 100.0)) AS active_pct,
+               100 * avg(sm_active) AS sm_active_pct,
+               100 * avg(tensor_active) AS tensor_active_pct,
+               100 * avg(dram_active) AS dram_active_pct,
+               avg(fb_used_mib) AS fb_used_mib, avg(power_w) AS power_w
+        FROM gpu_samples
+        WHERE job_id = $job AND ts >= to_timestamp($start) AND ts < to_timestamp($end)
+        GROUP BY ALL ORDER BY 1, 2
+        """,
+        bucket_ms=bucket_ms,
+        job=job_id,
+        start=epoch_s(window.start),
+        end=epoch_s(window.end),
+    )
+    frame["bucket"] = pd.to_datetime(frame["bucket_ms"], unit="ms", utc=True)
+    return frame.drop(columns=["bucket_ms"])
+
+
+def job_step_series(con: duckdb.DuckDBPyConnection, job_id: str, window: Window) -> pd.DataFrame:
+    """Per (bucket, rank): mean step time, mean data wait and its share of step time (P1's signal)."""
+    bucket_ms = window.bucket_s * 1000
+    frame = query(
+        con,
+        """
+        SELECT epoch_ms(ts) // $bucket_ms * $bucket_ms AS bucket_ms,
+               coalesce(rank, 0) AS rank, count(*) AS steps,
+               avg(step_time_s) AS step_time_s, avg(data_wait_s) AS data_wait_s,
+               100 * sum(data_wait_s) / nullif(sum(step_time_s), 0) AS data_wait_pct,
+               avg(samples_per_s) AS samples_per_s
+        FROM step_samples
+        WHERE job_id = $job
+        GROUP BY ALL ORDER BY 1, 2
+        """,
+        bucket_ms=bucket_ms,
+        job=job_id,
+    )
+    frame["bucket"] = pd.to_datetime(frame["bucket_ms"], unit="ms", utc=True)
+    return frame.drop(columns=["bucket_ms"])
+
+
+def job_step_totals(con: duckdb.DuckDBPyConnection, job_id: str) -> dict[str, float | None]:
+    """Steps, mean step time and the data-wait share of step time over the whole job."""
+    rows = con.sql(
+        """
+        SELECT count(*), avg(step_time_s), 100 * sum(data_wait_s) / nullif(sum(step_time_s), 0)
+        FROM step_samples WHERE job_id = $job
+        """,
+        params={"job": job_id},
+    ).fetchall()
+    steps, step_time_s, data_wait_pct = rows[0]
+    return {"steps": float(steps), "step_time_s": step_time_s, "data_wait_pct": data_wait_pct}
+
+
+# -- hosts --------------------------------------------------------------------------------------
+
+
+def host_health(con: duckdb.DuckDBPyConnection, window: Window) -> pd.DataFrame:
+    """Per host: GPUs, last sample, XID errors seen, ECC double-bit errors, PCIe replays and
+    throttled time added in the window (counters: last minus first, per GPU), per R16/R17."""
+    return query(
+        con,
+        """
+        WITH per_gpu AS (
+            SELECT coalesce(cluster, '') AS cluster, host, gpu_index,
+                   max(epoch_ms(ts)) AS last_ms,
+                   count(*) FILTER (WHERE xid_last > 0) AS xid_samples,
+                   max(xid_last) AS xid_last_max,
+                   arg_max(xid_last, ts) AS xid_now,
+                   max(ecc_dbe_total) - min(ecc_dbe_total) AS ecc_dbe_new,
+                   max(ecc_dbe_total) AS ecc_dbe_total,
+                   max(pcie_replay_total) - min(pcie_replay_total) AS pcie_replays_new,
+                   (max(power_violation_us) - min(power_violation_us)) / 1e6 AS power_throttle_s,
+                   (max(thermal_violation_us) - min(thermal_violation_us)) / 1e6
+                       AS thermal_throttle_s,
+                   max(temp_c) AS temp_c_max
+            FROM gpu_samples
+            WHERE ts >= to_timestamp($start) AND ts < to_timestamp($end)
+            GROUP BY ALL
+        )
+        SELECT cluster, host, count(*) AS gpus,
+               to_timestamp(max(last_ms) / 1000.0) AS last_sample,
+               sum(xid_samples) AS xid_samples,
+               max(xid_last_max) AS xid_code,
+               count(*) FILTER (WHERE xid_samples > 0) AS gpus_with_xid,
+               coalesce(sum(ecc_dbe_new), 0) AS ecc_dbe_new,
+               coalesce(max(ecc_dbe_total), 0) AS ecc_dbe_total,
+               coalesce(sum(pcie_replays_new), 0) AS pcie_replays_new,
+               coalesce(sum(power_throttle_s), 0) AS power_throttle_s,
+               coalesce(sum(thermal_throttle_s), 0) AS thermal_throttle_s,
+               max(temp_c_max) AS temp_c_max
+        FROM per_gpu GROUP BY ALL ORDER BY cluster, host
+        """,
+        start=epoch_s(window.start),
+        end=epoch_s(window.end),
+    )
+
+
+# -- catalog ------------------------------------------------------------------------------------
+
+
+def jobs_meta(engine: sqlalchemy.Engine | None) -> pd.DataFrame:
+    """job_id with user, team, name and model from the catalog's jobs table (as far as present)."""
+    jobs = catalog_table(engine, "jobs")
+    if jobs.empty or "job_id" not in jobs.columns:
+        return pd.DataFrame(columns=["job_id", "user", "team", "name"])
+    keep = ["job_id", *(c for c in ("user", "team", "name", "model") if c in jobs.columns)]
+    return jobs[keep].drop_duplicates("job_id").astype({"job_id": "str"})
+
+
+# -- findings -----------------------------------------------------------------------------------
+
+
+def _in_window(findings: pd.DataFrame, win: Window) -> pd.DataFrame:
+    starts = pd.to_datetime(findings["window_start"], utc=True)
+    return findings[(starts >= win.start) & (starts < win.end)]
+
+
+def opportunities(findings: pd.DataFrame, win: Window) -> pd.DataFrame:
+    """Recoverable GPU-hours per (rule, team) in the window, with the previous window beside it.
+
+    `findings` is the catalog's findings table (columns of `analyzers.findings.Finding`); a finding
+    counts in the window its `window_start` falls in. Sorted by recoverable hours, largest first.
+    """
+    needed = {"rule_id", "wasted_gpu_hours", "window_start"}
+    if findings.empty or not needed <= set(findings.columns):
+        return pd.DataFrame(columns=["rule_id", "team", "findings", "wasted_gpu_h"])
+    frame = findings.assign(team=findings.get("team", pd.Series(dtype="str")).fillna("(none)"))
+
+    def per_rule(rows: pd.DataFrame) -> pd.DataFrame:
+        return rows.groupby(["rule_id", "team"], as_index=False).agg(
+            findings=("rule_id", "size"), wasted_gpu_h=("wasted_gpu_hours", "sum")
+        )
+
+    now = per_rule(_in_window(frame, win))
+    before = per_rule(_in_window(frame, win.previous())).rename(
+        columns={"wasted_gpu_h": "previous_gpu_h", "findings": "previous_findings"}
+    )
+    table = now.merge(before, on=["rule_id", "team"], how="left")
+    table["previous_gpu_h"] = table["previous_gpu_h"].fillna(0.0)
+    table["change_pct"] = pct(
+        table["wasted_gpu_h"] - table["previous_gpu_h"], table["previous_gpu_h"]
+    )
+    table = table.drop(columns=["previous_findings"])
+    return table.sort_values(["wasted_gpu_h", "rule_id"], ascending=[False, True]).reset_index(
+        drop=True
+    )
+
+
+def job_findings(findings: pd.DataFrame, job_id: str) -> pd.DataFrame:
+    """A job's stored findings, the costliest first."""
+    if findings.empty or "job_id" not in findings.columns:
+        return pd.DataFrame()
+    rows = findings[findings["job_id"] == job_id]
+    if "wasted_gpu_hours" in rows.columns:
+        rows = rows.sort_values("wasted_gpu_hours", ascending=False)
+    return rows.reset_index(drop=True)
+
+
+# -- traces -------------------------------------------------------------------------------------
+
+TRACE_SUFFIXES = (".json", ".json.gz")
+
+
+def trace_list(traces: pd.DataFrame, traces_dir: Path) -> pd.DataFrame:
+    """Captured traces: (trace_id, job_id, path, captured_at, size_mib), newest first.
+
+    From the catalog's `traces` table (`warehouse.catalog.profiling`; captured_at is its
+    uploaded_at); trace files found under
+    `<data_dir>/traces/<job_id>/` that the catalog does not know are listed too, so a trace dropped
+    there by hand (or by the SDK before the catalog saw it) can be opened.
+    """
+    rows: list[dict[str, Any]] = []
+    known: set[str] = set()
+    if not traces.empty and {"trace_id", "path"} <= set(traces.columns):
+        for record in traces.to_dict("records"):
+            path = Path(str(record["path"]))
+            known.add(str(path.resolve()))
+            captured = record.get("uploaded_at")
+            rows.append(
+                {
+                    "trace_id": str(record["trace_id"]),
+                    "job_id": record.get("job_id"),
+                    "path": str(path),
+                    "captured_at": pd.Timestamp(captured) if captured is not None else pd.NaT,
+                    "size_mib": path.stat().st_size / 2**20 if path.exists() else float("nan"),
+                }
+            )
+    if traces_dir.is_dir():
+        for path in sorted(traces_dir.glob("*/*")):
+            if not path.name.endswith(TRACE_SUFFIXES) or str(path.resolve()) in known:
+                continue
+            stat = path.stat()
+            rows.append(
+                {
+                    "trace_id": f"{path.parent.name}/{path.name.split('.')[0]}",
+                    "job_id": path.parent.name,
+                    "path": str(path),
+                    "captured_at": pd.Timestamp(stat.st_mtime, unit="s", tz="UTC"),
+                    "size_mib": stat.st_size / 2**20,
+                }
+            )
+    frame = pd.DataFrame(rows, columns=["trace_id", "job_id", "path", "captured_at", "size_mib"])
+    return frame.sort_values(["captured_at", "trace_id"], ascending=[False, True]).reset_index(
+        drop=True
+    )
+
+
+def with_findings(jobs: pd.DataFrame, findings: pd.DataFrame) -> pd.DataFrame:
+    """Jobs with the count of their stored findings and the recoverable GPU-hours they name."""
+    if findings.empty or not {"job_id", "wasted_gpu_hours"} <= set(findings.columns):
+        return jobs.assign(findings=0, wasted_gpu_h=0.0)
+    per_job = findings.groupby("job_id", as_index=False).agg(
+        findings=("job_id", "size"), wasted_gpu_h=("wasted_gpu_hours", "sum")
+    )
+    merged = jobs.merge(per_job, on="job_id", how="left")
+    merged["findings"] = merged["findings"].fillna(0).astype("int64")
+    merged["wasted_gpu_h"] = merged["wasted_gpu_h"].fillna(0.0)
+    return merged
+
+
+def search_jobs(jobs: pd.DataFrame, text: str) -> pd.DataFrame:
+    """Jobs whose id, user, team or name contains `text` (case-insensitive, literal)."""
+    needle = text.strip().lower()
+    if not needle:
+        return jobs
+    fields = jobs[["job_id", "user", "team", "name"]].astype("object").fillna("").astype("str")
+    hay = fields.agg(" ".join, axis=1).str.lower()
+    return jobs[hay.str.contains(needle, regex=False)].reset_index(drop=True)
+
+
+def unhealthy(health: pd.DataFrame) -> pd.Series:
+    """Hosts to look at: an XID error, new ECC double-bit errors or PCIe replays, or throttling."""
+    return (
+        (health["xid_samples"] > 0)
+        | (health["ecc_dbe_new"] > 0)
+        | (health["pcie_replays_new"] > 0)
+        | (health["thermal_throttle_s"] > 0)
+        | (health["power_throttle_s"] > 0)
+    )
+
+
+def with_agents(health: pd.DataFrame, hosts: pd.DataFrame) -> pd.DataFrame:
+    """Host health with the agent columns the catalog's hosts table has (version, last contact,
+    spool depth where agents report it)."""
+    wanted = [
+        c for c in ("agent_version", "last_seen", "spool_bytes", "spool_batches") if c in hosts
+    ]
+    if hosts.empty or "host" not in hosts.columns or not wanted:
+        return health
+    agents = hosts[["host", *wanted]].rename(columns={"last_seen": "agent_last_contact"})
+    return health.merge(agents, on="host", how="left")

@@ -1,0 +1,137 @@
+"""Streamlit glue: settings, cached connections and cached frames shared by every page.
+
+Connections are `st.cache_resource` (one per warehouse and catalog, re-opened after a TTL so newly
+published segments are seen); frames are `st.cache_data` with `dashboard.cache_ttl_s`, keyed by
+the warehouse they came from and the window, so two warehouses in one process never share a frame.
+Each query runs on its own DuckDB cursor: Streamlit serves sessions from several threads.
+
+Must never write telemetry, and never hold anything ingest waits for (readers see sealed files).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+
+import pandas as pd
+import streamlit as st
+
+from dashboard import data, source
+from fleetscope.settings import Settings, load_settings
+
+if TYPE_CHECKING:
+    import duckdb
+    import sqlalchemy
+
+_TTL_S = load_settings().get_float("dashboard.cache_ttl_s")
+
+WINDOWS: dict[str, timedelta] = {
+    "last 6 hours": timedelta(hours=6),
+    "last 24 hours": timedelta(days=1),
+    "last 7 days": timedelta(days=7),
+    "last 28 days": timedelta(days=28),
+}
+
+
+def settings() -> Settings:
+    """The effective settings for this run (env `FLEETSCOPE_*`, TOML, defaults)."""
+    return load_settings()
+
+
+def warehouse_key(current: Settings) -> str:
+    """What identifies one warehouse + catalog: the settings that locate them."""
+    keys = ("core.data_dir", "warehouse.segments_dir", "warehouse.catalog_url")
+    return json.dumps({k: current.get_str(k) for k in keys}, sort_keys=True)
+
+
+@st.cache_resource(ttl=max(_TTL_S, 1.0), show_spinner=False)
+def _connection(key: str) -> duckdb.DuckDBPyConnection:
+    return source.connect(_settings_of(key))
+
+
+@st.cache_resource(show_spinner=False)
+def _catalog(key: str) -> sqlalchemy.Engine:
+    return source.catalog_engine(_settings_of(key))
+
+
+def _settings_of(key: str) -> Settings:
+    overrides = {k.replace(".", "__"): v for k, v in json.loads(key).items()}
+    return load_settings().with_overrides(**overrides)
+
+
+def cursor(key: str) -> duckdb.DuckDBPyConnection:
+    """A fresh cursor on the cached read-only warehouse connection (one per query)."""
+    return _connection(key).cursor()
+
+
+def catalog(key: str) -> sqlalchemy.Engine:
+    return _catalog(key)
+
+
+@st.cache_data(ttl=_TTL_S, show_spinner=False)
+def latest_sample(key: str) -> datetime | None:
+    return data.latest_sample(cursor(key))
+
+
+def window(key: str, label: str) -> data.Window | None:
+    """The window called `label` (a key of WINDOWS) ending at the newest sample."""
+    newest = latest_sample(key)
+    if newest is None:
+        return None
+    return data.aligned(newest + timedelta(milliseconds=1), WINDOWS[label])
+
+
+@st.cache_data(ttl=_TTL_S, show_spinner=False)
+def gpu_buckets(
+    key: str, start: datetime, end: datetime, bucket_s: int, interval_s: float
+) -> pd.DataFrame:
+    return data.gpu_buckets(cursor(key), data.Window(start, end, bucket_s), interval_s)
+
+
+def buckets_for(key: str, win: data.Window) -> pd.DataFrame:
+    interval_s = settings().get_float("agent.interval_s")
+    return gpu_buckets(key, win.start, win.end, win.bucket_s, interval_s)
+
+
+@st.cache_data(ttl=_TTL_S, show_spinner=False)
+def jobs_meta(key: str) -> pd.DataFrame:
+    return data.jobs_meta(catalog(key))
+
+
+@st.cache_data(ttl=_TTL_S, show_spinner=False)
+def catalog_table(key: str, name: str) -> pd.DataFrame:
+    return data.catalog_table(catalog(key), name)
+
+
+def window_picker(default: str = "last 7 days") -> str:
+    """The sidebar's time-window choice, shared by every page through session state."""
+    labels = list(WINDOWS)
+    return str(
+        st.sidebar.selectbox("Window", labels, index=labels.index(default), key="window_label")
+    )
+
+
+@st.cache_data(ttl=_TTL_S, show_spinner=False)
+def traces(key: str) -> pd.DataFrame:
+    traces_dir = _settings_of(key).get_path("core.data_dir") / "traces"
+    return data.trace_list(catalog_table(key, "traces"), traces_dir)
+
+
+@st.cache_data(ttl=_TTL_S, show_spinner=False)
+def job_series(key: str, job_id: str) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, float | None]]:
+    """A job's per-GPU series, its step series and its step totals (empty for an unknown job)."""
+    con = cursor(key)
+    span = data.job_span(con, job_id)
+    if span is None:
+        return pd.DataFrame(), pd.DataFrame(), {}
+    return (
+        data.job_gpu_series(con, job_id, span),
+        data.job_step_series(con, job_id, span),
+        data.job_step_totals(cursor(key), job_id),
+    )
+
+
+@st.cache_data(ttl=_TTL_S, show_spinner=False)
+def host_health(key: str, start: datetime, end: datetime, bucket_s: int) -> pd.DataFrame:
+    return data.host_health(cursor(key), data.Window(start, end, bucket_s))

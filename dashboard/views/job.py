@@ -1,0 +1,147 @@
+"""Job page: one job's GPUs over time, its step times and data wait, its findings and traces.
+
+Opened from the fleet and jobs pages with `?job_id=...`. The profile button is the dashboard's one
+write (a catalog request, see `dashboard.actions`); telemetry is only read.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import streamlit as st
+
+from dashboard import actions, charts, data, state
+from fleetscope.errors import FleetscopeError
+
+SERIES = (
+    ("active_pct", "active %"),
+    ("sm_active_pct", "SM activity %"),
+    ("tensor_active_pct", "tensor activity %"),
+    ("fb_used_mib", "memory used (MiB)"),
+    ("power_w", "power (W)"),
+)
+
+
+def render() -> None:
+    key = state.warehouse_key(state.settings())
+    job_id = st.query_params.get("job_id", "")
+    if not job_id:
+        st.title("Job")
+        win = state.window(key, state.window_picker())
+        if win is None:
+            st.info("The warehouse holds no GPU samples yet.")
+            return
+        known = data.job_efficiency(state.buckets_for(key, win))["job_id"].tolist()
+        choice = st.selectbox("Job", known, index=None, placeholder="pick a job")
+        if choice:
+            st.query_params["job_id"] = choice
+            st.rerun()
+        return
+    st.title(f"Job {job_id}")
+    gpus, steps, step_totals = state.job_series(key, job_id)
+    if gpus.empty:
+        st.error(f"No GPU samples for job {job_id!r} in the warehouse.")
+        return
+    meta = state.jobs_meta(key)
+    row = meta[meta["job_id"] == job_id]
+    if not row.empty:
+        owner = row.iloc[0]
+        known = [c for c in row.columns if c != "job_id" and not pd.isna(owner[c])]
+        st.caption(" · ".join(f"{c}: {owner[c]}" for c in known))
+    _summary(gpus, step_totals)
+    _profile_button(key, job_id)
+
+    st.subheader("GPUs over time")
+    left, right = st.columns(2)
+    for number, (column, title) in enumerate(SERIES):
+        if gpus[column].notna().any():
+            (left if number % 2 == 0 else right).altair_chart(
+                charts.metric_lines(gpus, column, title), width="stretch"
+            )
+    if not gpus["sm_active_pct"].notna().any():
+        st.caption(
+            "SM and tensor activity are off in dcgm-exporter's default CSV: enable "
+            "DCGM_FI_PROF_SM_ACTIVE and DCGM_FI_PROF_PIPE_TENSOR_ACTIVE to see them."
+        )
+
+    st.subheader("Steps (from the training SDK)")
+    if steps.empty:
+        st.caption(
+            "This job reported no step metrics (add the fleetscope SDK to the training loop)."
+        )
+    else:
+        left, right = st.columns(2)
+        left.altair_chart(
+            charts.metric_lines(steps, "step_time_s", "step time (s)", by="rank"), width="stretch"
+        )
+        right.altair_chart(
+            charts.metric_lines(steps, "data_wait_pct", "data wait % of step", by="rank"),
+            width="stretch",
+        )
+    _findings(key, job_id)
+    _traces(key, job_id)
+
+
+def _summary(gpus: pd.DataFrame, step_totals: dict[str, float | None]) -> None:
+    cols = st.columns(5)
+    cols[0].metric("GPUs", int(gpus["gpu"].nunique()))
+    cols[1].metric("mean active", f"{gpus['active_pct'].mean():.1f} %")
+    sm = gpus["sm_active_pct"].mean()
+    cols[2].metric("mean SM activity", "n/a" if pd.isna(sm) else f"{sm:.1f} %")
+    step_time = step_totals.get("step_time_s")
+    cols[3].metric("mean step time", "n/a" if step_time is None else f"{step_time:.3f} s")
+    wait = step_totals.get("data_wait_pct")
+    cols[4].metric("data wait of step", "n/a" if wait is None else f"{wait:.1f} %")
+
+
+def _profile_button(key: str, job_id: str) -> None:
+    if st.button("Request a profile", key="request_profile", icon=":material/speed:"):
+        try:
+            request_id = actions.request_profile(state.settings(), job_id)
+        except FleetscopeError as exc:
+            st.warning(f"Could not request a profile: {exc}")
+        else:
+            st.success(
+                f"Profile requested (request {request_id}); the trace appears below once "
+                "the agent has captured it."
+            )
+
+
+def _findings(key: str, job_id: str) -> None:
+    st.subheader("Findings")
+    findings = data.job_findings(state.catalog_table(key, "findings"), job_id)
+    if findings.empty:
+        st.caption("No findings stored for this job.")
+        return
+    for record in findings.to_dict("records"):
+        wasted = record.get("wasted_gpu_hours", 0.0)
+        with st.expander(
+            f"{record.get('rule_id', '?')} · {record.get('severity', '')} · {wasted:.1f} GPU-h",
+            expanded=True,
+        ):
+            st.markdown(f"**Fix:** {record.get('recommendation', '')}")
+            if record.get("estimate_method"):
+                st.caption(f"Estimate: {record['estimate_method']}")
+            evidence = record.get("evidence")
+            if isinstance(evidence, str):
+                evidence = json.loads(evidence)
+            if evidence:
+                st.json(evidence, expanded=True)
+
+
+def _traces(key: str, job_id: str) -> None:
+    st.subheader("Traces")
+    traces = state.traces(key)
+    mine = traces[traces["job_id"] == job_id]
+    if mine.empty:
+        st.caption("No trace captured for this job yet.")
+        return
+    for trace_id in mine["trace_id"]:
+        st.page_link(
+            "views/trace.py", label=f"trace {trace_id}", query_params={"trace_id": trace_id}
+        )
+
+
+if __name__ == "__main__":
+    render()

@@ -1,0 +1,70 @@
+"""Jobs page: every job in the window with its efficiency summary and findings, searchable.
+
+A row's job id opens the job page. Read-only.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from dashboard import data, state
+
+LINKS = 20
+
+
+def render() -> None:
+    st.title("Jobs")
+    key = state.warehouse_key(state.settings())
+    win = state.window(key, state.window_picker())
+    if win is None:
+        st.info("The warehouse holds no GPU samples yet.")
+        return
+    jobs = data.job_efficiency(state.buckets_for(key, win), state.jobs_meta(key))
+    findings = state.catalog_table(key, "findings")
+    jobs = data.with_findings(jobs, findings)
+    search = st.text_input("Search job id, user, team or name", key="job_search")
+    shown = data.search_jobs(jobs, search)
+    st.caption(f"{len(shown)} of {len(jobs)} jobs, idlest first")
+    event = st.dataframe(
+        shown[
+            [
+                "job_id",
+                "user",
+                "team",
+                "name",
+                "cluster",
+                "gpus",
+                "allocated_h",
+                "active_pct",
+                "sm_active_pct",
+                "idle_h",
+                "findings",
+                "wasted_gpu_h",
+            ]
+        ],
+        hide_index=True,
+        width="stretch",
+        on_select="rerun",
+        selection_mode="single-row",
+        key="jobs_table",
+        column_config={
+            "allocated_h": st.column_config.NumberColumn("allocated GPU-h", format="%.2f"),
+            "active_pct": st.column_config.NumberColumn("active %", format="%.1f"),
+            "sm_active_pct": st.column_config.NumberColumn("SM-active %", format="%.1f"),
+            "idle_h": st.column_config.NumberColumn("idle GPU-h", format="%.2f"),
+            "wasted_gpu_h": st.column_config.NumberColumn("recoverable GPU-h", format="%.1f"),
+        },
+    )
+    rows = event.selection.rows if event is not None else []
+    if rows:
+        job_id = str(shown.iloc[rows[0]]["job_id"])
+        st.switch_page("views/job.py", query_params={"job_id": job_id})
+    links = st.columns(5)
+    for number, job_id in enumerate(shown["job_id"].head(LINKS)):
+        links[number % 5].page_link(
+            "views/job.py", label=f"job {job_id}", query_params={"job_id": job_id}
+        )
+
+
+if __name__ == "__main__":
+    render()

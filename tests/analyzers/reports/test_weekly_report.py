@@ -1,0 +1,185 @@
+"""Weekly reports: numbers against the warehouse, rendering, PDF, and delivery to a real SMTP server."""
+
+from __future__ import annotations
+
+import email
+import email.policy
+import shutil
+import socket
+import subprocess
+from email.message import EmailMessage
+from pathlib import Path
+
+import pytest
+from aiosmtpd.controller import Controller
+from aiosmtpd.smtp import Envelope, Session
+
+from analyzers.reports.build import Scope, build_weekly
+from analyzers.reports.render import to_html, to_markdown
+from analyzers.reports.week import IsoWeek
+from fleetscope.cli import main
+from fleetscope.errors import ConfigError
+from tests.analyzers.reports.conftest import MONDAY, ReportWarehouse
+from warehouse.catalog import connect
+from warehouse.catalog.reports import list_report_runs
+from warehouse.reader import open_segments
+
+W46, W47 = IsoWeek(2026, 46), IsoWeek(2026, 47)
+
+
+def test_iso_weeks() -> None:
+    assert IsoWeek.parse("2026-W47") == W47
+    assert W47.start == MONDAY and W47.end == MONDAY.replace(day=23)
+    assert W47.shift(-1) == W46 and str(IsoWeek.parse("2027-W01").shift(-1)) == "2026-W53"
+    assert IsoWeek.last_complete(MONDAY.replace(day=18, hour=9)) == W46
+    for bad in ("2026-47", "2026-W54", "W47", ""):
+        with pytest.raises(ConfigError):
+            IsoWeek.parse(bad)
+
+
+def _warehouse_hours(rw: ReportWarehouse, week: IsoWeek, team: str | None) -> tuple[float, float]:
+    """Allocated and active GPU-hours straight from the samples (300 s each)."""
+    con = open_segments(rw.data_dir / "segments")
+    teams = {"a-w46": "vision", "a-w47": "vision", "b-w47": "nlp"}
+    jobs = [j for j, t in teams.items() if team is None or t == team]
+    rows = con.sql(
+        f"""SELECT count(*) * 300 / 3600.0, sum(gr_engine_active) * 300 / 3600.0 FROM gpu_samples
+            WHERE job_id IN ({", ".join(repr(j) for j in jobs)})
+              AND ts >= to_timestamp({week.start.timestamp()})
+              AND ts < to_timestamp({week.end.timestamp()})"""
+    ).fetchall()
+    return float(rows[0][0]), float(rows[0][1] or 0.0)
+
+
+def _build(rw: ReportWarehouse, scope: Scope) -> object:
+    return build_weekly(
+        open_segments(rw.data_dir / "segments"), connect(rw.catalog_url), W47, scope,
+        trend_weeks=3,
+    )  # fmt: skip
+
+
+def test_team_report_numbers_match_the_warehouse(report_warehouse: ReportWarehouse) -> None:
+    report = _build(report_warehouse, Scope("team", "vision"))
+    allocated, active = _warehouse_hours(report_warehouse, W47, "vision")
+    assert (allocated, active) == pytest.approx((48.0, 38.4))
+    assert [w.week for w in report.trend] == ["2026-W45", "2026-W46", "2026-W47"]
+    assert report.this_week.allocated_h == pytest.approx(allocated)
+    assert report.this_week.active_h == pytest.approx(active)
+    assert report.this_week.efficiency_pct == pytest.approx(80.0)
+    assert report.last_week.allocated_h == pytest.approx(
+        _warehouse_hours(report_warehouse, W46, "vision")[0]
+    )
+    assert report.last_week.efficiency_pct == pytest.approx(30.0)
+    assert report.trend[0].allocated_h == 0.0
+    assert (report.wasted_gpu_h, report.previous_wasted_gpu_h) == (2.0, 20.0)
+    assert [(f.rule_id, f.job_id) for f in report.findings] == [("P1", "a-w47")]
+    assert [(j.job_id, j.allocated_h) for j in report.jobs] == [("a-w47", pytest.approx(48.0))]
+    assert report.improved == [
+        "GPU efficiency rose from 30.0 % to 80.0 %.",
+        "18.0 fewer GPU-hours wasted than last week.",
+        "No more R2 findings (there were some last week).",
+    ]
+
+
+def test_admin_report_ranks_teams_and_counts_each_hour_once(
+    report_warehouse: ReportWarehouse,
+) -> None:
+    report = _build(report_warehouse, Scope("admin"))
+    allocated, active = _warehouse_hours(report_warehouse, W47, None)
+    assert report.this_week.allocated_h == pytest.approx(allocated) == pytest.approx(60.0)
+    assert report.this_week.active_h == pytest.approx(active)
+    assert report.wasted_gpu_h == 14.0  # R1 and R3 name the same 12 hours of b-w47
+    assert [(t.team, t.wasted_gpu_h) for t in report.teams] == [("nlp", 12.0), ("vision", 2.0)]
+    assert report.teams[0].allocated_h == pytest.approx(12.0)
+    assert report.teams[0].efficiency_pct == 0.0
+    assert [j.job_id for j in report.jobs] == ["b-w47", "a-w47"]  # idlest first
+
+
+def test_user_report_and_an_unknown_scope(report_warehouse: ReportWarehouse) -> None:
+    assert _build(report_warehouse, Scope("user", "bob")).this_week.allocated_h == pytest.approx(
+        12.0
+    )
+    nobody = _build(report_warehouse, Scope("team", "nobody"))
+    assert nobody.this_week.allocated_h == 0.0 and nobody.findings == [] and nobody.jobs == []
+    with pytest.raises(ConfigError):
+        Scope("group", "x")  # type: ignore[arg-type]
+
+
+def test_html_is_self_contained_and_markdown_says_the_same(
+    report_warehouse: ReportWarehouse,
+) -> None:
+    report = _build(report_warehouse, Scope("admin"))
+    html = to_html(report)
+    assert "<svg" in html and "<script" not in html and "src=" not in html and "<link" not in html
+    for shown in ("60.0", "14.0", "fix for R3", "nlp", "2026-W46"):
+        assert shown in html
+    markdown = to_markdown(report)
+    assert "- GPU-hours used: **60.0**" in markdown
+    assert "| nlp | 12.0 | 0.0 % | 12.0 |" in markdown
+
+
+class _Inbox:
+    def __init__(self) -> None:
+        self.messages: list[EmailMessage] = []
+
+    async def handle_DATA(self, server: object, session: Session, envelope: Envelope) -> str:
+        raw = envelope.original_content or b""
+        parsed = email.message_from_bytes(raw, policy=email.policy.default)
+        assert isinstance(parsed, EmailMessage)
+        self.messages.append(parsed)
+        return "250 Message accepted for delivery"
+
+
+@pytest.mark.slow
+@pytest.mark.real_component("chromium")
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="chromium is not installed")
+def test_cli_writes_pdf_and_mails_once(
+    report_warehouse: ReportWarehouse, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    inbox = _Inbox()
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    smtp = Controller(inbox, hostname="127.0.0.1", port=port)
+    smtp.start()
+    try:
+        for name, value in {
+            **report_warehouse.env,
+            "FLEETSCOPE_REPORTS_SMTP_HOST": "127.0.0.1",
+            "FLEETSCOPE_REPORTS_SMTP_PORT": str(port),
+            "FLEETSCOPE_REPORTS_EMAIL_DOMAIN": "example.org",
+        }.items():
+            monkeypatch.setenv(name, value)
+        argv = [
+            "report",
+            "weekly",
+            "--team",
+            "vision",
+            "--week",
+            "2026-W47",
+            "--out",
+            str(tmp_path),
+            "--send",
+        ]
+        assert main(argv) == 0
+        assert main(argv) == 0  # a re-run rewrites the files but does not mail again
+    finally:
+        smtp.stop()
+    assert len(inbox.messages) == 1
+    message = inbox.messages[0]
+    assert message["To"] == "alice@example.org"
+    assert message["Subject"] == "[fleetscope] GPU efficiency, team vision, week 2026-W47"
+    html = message.get_body(preferencelist=("html",))
+    assert html is not None and "80.0 %" in html.get_content()
+    attachments = list(message.iter_attachments())
+    assert [a.get_filename() for a in attachments] == ["team-vision.pdf"]
+    assert attachments[0].get_content()[:5] == b"%PDF-"
+    with connect(report_warehouse.catalog_url).begin() as conn:
+        runs = list_report_runs(conn, "weekly")
+    assert [(r.scope, r.week, r.recipients) for r in runs] == [
+        ("team-vision", "2026-W47", "alice@example.org")
+    ]
+    pdf = tmp_path / "2026-W47" / "team-vision.pdf"
+    subprocess.run(["pdftoppm", "-png", "-r", "60", "-f", "1", "-l", "1", str(pdf), str(tmp_path / "page")], check=True)  # fmt: skip
+    page = next(tmp_path.glob("page*.png"))
+    assert page.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -1,0 +1,243 @@
+"""Drive Debian's headless Chromium over the DevTools protocol, and serve the dashboard for it.
+
+The protocol runs over `--remote-debugging-pipe` (fd 3 in, fd 4 out, NUL-terminated JSON): no
+websocket client, no port to race for, and the browser dies with its pipes. Only what the tests
+need: navigate, read the page's text, click a link, take a screenshot.
+
+Run as a script it serves a warehouse and refreshes the screenshots under docs/screenshots:
+
+    .venv/bin/python -m tests.dashboard.browser docs/screenshots
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import Any
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+APP = Path(__file__).parents[2] / "dashboard" / "app.py"
+FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+    "--hide-scrollbars",
+    "--remote-debugging-pipe",
+)
+
+
+class BrowserError(RuntimeError):
+    pass
+
+
+class Browser:
+    """One Chromium process with one page attached (flat session)."""
+
+    def __init__(self, width: int = 1400, height: int = 1800) -> None:
+        self._profile = tempfile.TemporaryDirectory(prefix="fleetscope-chromium-")
+        to_browser_r, self._to_browser = os.pipe()
+        self._from_browser, from_browser_w = os.pipe()
+
+        def child_fds() -> None:
+            # Chromium expects the pipe on fds 3 and 4. dup first: a pipe end may already be fd 3
+            # or 4, and dup2 onto itself would keep its close-on-exec flag.
+            read_end, write_end = os.dup(to_browser_r), os.dup(from_browser_w)
+            os.dup2(read_end, 3)
+            os.dup2(write_end, 4)
+
+        self._process = subprocess.Popen(
+            [CHROMIUM, *FLAGS, f"--user-data-dir={self._profile.name}",
+             f"--window-size={width},{height}", "about:blank"],
+            close_fds=False,  # only inheritable fds survive exec: 0-2 and the dup2'd 3 and 4
+            preexec_fn=child_fds,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        os.close(to_browser_r)
+        os.close(from_browser_w)
+        self._buffer = b""
+        self._next_id = 0
+        target = self.call("Target.createTarget", url="about:blank")["targetId"]
+        self._session = self.call("Target.attachToTarget", targetId=target, flatten=True)[
+            "sessionId"
+        ]
+        self.call("Page.enable", session=True)
+        self.call(
+            "Emulation.setDeviceMetricsOverride",
+            session=True,
+            width=width,
+            height=height,
+            deviceScaleFactor=1,
+            mobile=False,
+        )
+
+    def call(self, method: str, session: bool = False, **params: Any) -> dict[str, Any]:
+        """Send one command and wait for its answer (events in between are dropped)."""
+        self._next_id += 1
+        message: dict[str, Any] = {"id": self._next_id, "method": method, "params": params}
+        if session:
+            message["sessionId"] = self._session
+        os.write(self._to_browser, json.dumps(message).encode() + b"\0")
+        while True:
+            reply = self._read()
+            if reply.get("id") == self._next_id:
+                if "error" in reply:
+                    raise BrowserError(f"{method}: {reply['error']}")
+                result: dict[str, Any] = reply.get("result", {})
+                return result
+
+    def _read(self) -> dict[str, Any]:
+        while b"\0" not in self._buffer:
+            chunk = os.read(self._from_browser, 1 << 20)
+            if not chunk:
+                raise BrowserError("chromium closed its DevTools pipe")
+            self._buffer += chunk
+        raw, self._buffer = self._buffer.split(b"\0", 1)
+        parsed: dict[str, Any] = json.loads(raw)
+        return parsed
+
+    def navigate(self, url: str) -> None:
+        self.call("Page.navigate", session=True, url=url)
+
+    def evaluate(self, expression: str) -> Any:
+        result = self.call(
+            "Runtime.evaluate", session=True, expression=expression, returnByValue=True
+        )
+        if "exceptionDetails" in result:
+            raise BrowserError(f"{expression}: {result['exceptionDetails']}")
+        return result["result"].get("value")
+
+    def text(self) -> str:
+        return str(self.evaluate("document.body ? document.body.innerText : ''"))
+
+    def wait_for_text(self, *needles: str, timeout_s: float = 60.0) -> str:
+        """Poll the page until every needle is in its text and no element is still running."""
+        deadline = time.monotonic() + timeout_s
+        text = ""
+        while time.monotonic() < deadline:
+            text = self.text()
+            running = self.evaluate("!!document.querySelector('[data-testid=\"stStatusWidget\"]')")
+            if all(n in text for n in needles) and not running:
+                return text
+            time.sleep(0.25)
+        missing = [n for n in needles if n not in text]
+        raise BrowserError(f"page never showed {missing}; it shows:\n{text[:3000]}")
+
+    def click_link(self, href_part: str) -> None:
+        found = self.evaluate(
+            f"(() => {{ const a = document.querySelector('a[href*={json.dumps(href_part)}]');"
+            " if (!a) return false; a.click(); return true; })()"
+        )
+        if not found:
+            raise BrowserError(f"no link with {href_part!r} in its href")
+
+    def screenshot(self, path: Path) -> None:
+        time.sleep(1.0)  # let Vega finish drawing its canvases
+        shot = self.call("Page.captureScreenshot", session=True, format="png")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(base64.b64decode(shot["data"]))
+
+    def close(self) -> None:
+        with suppress(BrowserError):
+            self.call("Browser.close")
+        self._process.wait(timeout=30)
+        os.close(self._to_browser)
+        os.close(self._from_browser)
+        self._profile.cleanup()
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@contextmanager
+def dashboard_server(env: dict[str, str], timeout_s: float = 60.0) -> Iterator[str]:
+    """`fleetscope dashboard` on a free loopback port; yields its base URL."""
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "fleetscope.cli", "dashboard", "--port", str(port)],
+        env={**os.environ, **env},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as answer:
+                    if answer.read() == b"ok":
+                        break
+            except OSError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    stderr = process.stderr.read().decode() if process.stderr else ""
+                    raise BrowserError(f"dashboard did not start: {stderr[-2000:]}") from None
+                time.sleep(0.2)
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        if process.stderr:
+            process.stderr.close()
+
+
+def tour(url: str, shots: Path) -> dict[str, str]:
+    """Fleet -> idlest job -> its trace, by clicking links, with a screenshot of each page and
+    the hosts page; returns each page's text."""
+    browser = Browser()
+    texts: dict[str, str] = {}
+    try:
+        browser.navigate(url + "/")
+        texts["fleet"] = browser.wait_for_text("Idlest jobs", "GPU-h", "job stall-1")
+        browser.screenshot(shots / "fleet.png")
+        browser.click_link("job_id=stall-1")
+        texts["job"] = browser.wait_for_text("Job stall-1", "Findings", "trace stall-1/mi250")
+        browser.screenshot(shots / "job.png")
+        browser.click_link("trace_id=stall-1")
+        texts["trace"] = browser.wait_for_text(
+            "Trace stall-1/mi250", "GPU busy span", "Top kernels"
+        )
+        browser.screenshot(shots / "trace.png")
+        browser.navigate(url + "/jobs")
+        texts["jobs"] = browser.wait_for_text("Search job id", "stall-1")
+        browser.screenshot(shots / "jobs.png")
+        browser.navigate(url + "/hosts")
+        texts["hosts"] = browser.wait_for_text("Needs attention", "hosts with XID errors")
+        browser.screenshot(shots / "hosts.png")
+    finally:
+        browser.close()
+    return texts
+
+
+if __name__ == "__main__":
+    from tests.dashboard.conftest import build_warehouse
+
+    out = Path(sys.argv[1] if len(sys.argv) > 1 else "docs/screenshots")
+    with tempfile.TemporaryDirectory() as tmp:
+        built = build_warehouse(Path(tmp))
+        with dashboard_server(built.env) as base:
+            tour(base, out)
+    print(f"screenshots in {out}")

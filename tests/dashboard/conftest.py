@@ -1,0 +1,118 @@
+"""A small warehouse with known truth, shared by the dashboard's tests.
+
+Two clusters, three hosts of two GPUs, two hours at 60 s (720 GPU samples), published as real
+warehouse segments, with a real catalog (jobs, findings) and a real Kineto trace. The truth:
+
+| job      | GPUs                  | time       | active | SM   | allocated GPU-h | active GPU-h |
+|----------|-----------------------|------------|--------|------|-----------------|--------------|
+| train-ok | e1:0, e1:1            | 0-120 min  | 0.90   | 0.70 | 4.0             | 3.6          |
+| idle-1   | e2:0                  | 0-60 min   | 0.00   | 0.00 | 1.0             | 0.0          |
+| stall-1  | e2:1, w1:0            | 30-120 min | 0.45   | 0.30 | 3.0             | 1.35         |
+
+w1:1 is never allocated. w1:0 reports XID 79 and 2 ECC double-bit errors from minute 60.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from dashboard.synthetic import Fault, Fleet, Job, write_segments
+from warehouse.catalog import connect
+from warehouse.catalog.findings import Finding, upsert_findings
+from warehouse.catalog.fleet import Job as CatalogJob
+from warehouse.catalog.fleet import upsert_jobs
+
+DATA = Path(__file__).parent / "data"
+TRACE = DATA / "mi250_minitoy_train_ROCm6_2_kineto.json.gz"
+START = datetime(2026, 11, 16, 8, 0, tzinfo=UTC)
+
+JOBS = (
+    Job("train-ok", ("e1",), (0, 1), 0, 7200, 0.9, sm_active=0.7, tensor_active=0.4,
+        step_time_s=10.0, data_wait_share=0.02, user="alice", team="vision", name="resnet"),
+    Job("idle-1", ("e2",), (0,), 0, 3600, 0.0, sm_active=0.0, tensor_active=0.0,
+        user="bob", team="nlp", name="notebook"),
+    Job("stall-1", ("e2", "w1"), (1, 0), 1800, 7200, 0.45, sm_active=0.3, tensor_active=0.1,
+        step_time_s=20.0, data_wait_share=0.4, user="carol", team="nlp", name="bert"),
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Warehouse:
+    data_dir: Path
+    fleet: Fleet
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {"FLEETSCOPE_CORE_DATA_DIR": str(self.data_dir)}
+
+
+def _fleet() -> Fleet:
+    stall = JOBS[2]
+    # stall-1 holds GPU 1 of e2 and GPU 0 of w1: two Job rows with the same id, one per host.
+    jobs = (
+        JOBS[0],
+        JOBS[1],
+        Job(**{**stall.__dict__, "hosts": ("e2",), "gpu_indices": (1,)}),
+        Job(**{**stall.__dict__, "hosts": ("w1",), "gpu_indices": (0,), "step_time_s": None}),
+    )
+    return Fleet(
+        clusters={"east": ("e1", "e2"), "west": ("w1",)},
+        gpus_per_host=2,
+        start=START,
+        duration_s=7200,
+        interval_s=60,
+        jobs=jobs,
+        faults=(Fault("w1", 0, 3600, xid=79, ecc_dbe=2),),
+    )
+
+
+def build_warehouse(data_dir: Path) -> Warehouse:
+    fleet = _fleet()
+    write_segments(fleet, data_dir / "segments")
+    engine = connect(f"sqlite:///{data_dir / 'catalog.sqlite'}")
+    with engine.begin() as conn:
+        upsert_jobs(
+            conn,
+            [CatalogJob(j.job_id, user=j.user, team=j.team, name=j.name) for j in JOBS],
+        )
+        window_start = START
+        upsert_findings(
+            conn,
+            [
+                Finding("f-stall", "P1", "warn", window_start, START + timedelta(hours=2), 1.2,
+                        job_id="stall-1", user="carol", team="nlp",
+                        estimate_method="data-wait share x GPU-hours",
+                        evidence={"data_wait_pct": 40.0},
+                        recommendation="Raise DataLoader num_workers and pin memory."),
+                Finding("f-idle", "R3", "critical", window_start, START + timedelta(hours=1), 1.0,
+                        job_id="idle-1", user="bob", team="nlp",
+                        estimate_method="all idle hours", evidence={"idle_min": 60},
+                        recommendation="Cancel idle allocations."),
+                Finding("f-old", "R3", "warn", START - timedelta(days=7),
+                        START - timedelta(days=7) + timedelta(hours=1), 0.5,
+                        job_id="old-1", team="nlp", recommendation="Cancel idle allocations."),
+            ],
+            run_id="test",
+        )  # fmt: skip
+    engine.dispose()
+    traces = data_dir / "traces" / "stall-1"
+    traces.mkdir(parents=True)
+    shutil.copy(TRACE, traces / "mi250.json.gz")
+    return Warehouse(data_dir, fleet)
+
+
+@pytest.fixture(scope="session")
+def warehouse(tmp_path_factory: pytest.TempPathFactory) -> Warehouse:
+    return build_warehouse(tmp_path_factory.mktemp("fleet"))
+
+
+@pytest.fixture
+def warehouse_env(warehouse: Warehouse, monkeypatch: pytest.MonkeyPatch) -> Warehouse:
+    for name, value in warehouse.env.items():
+        monkeypatch.setenv(name, value)
+    return warehouse

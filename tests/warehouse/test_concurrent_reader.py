@@ -1,0 +1,90 @@
+"""A second process reads the warehouse while ingest writes at full rate, without one error.
+
+DuckDB refuses a second process on a file the writer holds (design.md), so readers go through the
+published segments (warehouse.reader). The reader here is a separate Python process that keeps
+opening fresh connections and counting rows while many threads post batches and the compactor
+merges segments under it (grace period short, so retired files really are deleted meanwhile).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from fleetscope.settings import Settings
+from warehouse.runtime import Server
+from warehouse.testing import EPOCH_MS, gpu_batch, post_batch
+from warehouse.testing import TEST_TOKEN as TOKEN
+
+READER = """
+import json, sys, time
+from pathlib import Path
+from warehouse.reader import open_segments
+root, stop_file = Path(sys.argv[1]), Path(sys.argv[2])
+counts = []
+while True:
+    stopping = stop_file.exists()
+    conn = open_segments(root)
+    counts.append(conn.execute("SELECT count(*) FROM gpu_samples").fetchall()[0][0])
+    conn.execute("SELECT host, avg(gpu_util) FROM gpu_samples GROUP BY host").fetchall()
+    conn.close()
+    if stopping:
+        break
+print(json.dumps(counts))
+"""
+
+AGENTS = 8
+BATCHES = 12
+ROWS = 8 * 20  # per batch
+
+
+@pytest.mark.slow
+def test_reader_in_a_second_process_never_fails_while_ingest_writes(
+    settings: Settings, tmp_path: Path
+) -> None:
+    server = Server(
+        settings.with_overrides(
+            warehouse__maintenance_interval_s=0.2,
+            warehouse__segment_grace_s=1.0,
+        )
+    )
+    server.start()
+    stop_file = tmp_path / "stop"
+    reader = subprocess.Popen(
+        [sys.executable, "-c", READER, str(server.paths.segments_dir), str(stop_file)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).parents[2],
+    )
+    statuses: list[int] = []
+
+    def agent(n: int) -> None:
+        for i in range(BATCHES):
+            batch = gpu_batch(f"node-{n}", start_ms=EPOCH_MS + i * 20_000, timestamps=20, seed=i)
+            statuses.append(post_batch(server.url, "gpu_samples", batch, token=TOKEN).status)
+
+    try:
+        threads = [threading.Thread(target=agent, args=(n,)) for n in range(AGENTS)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        server.maintenance.run_once()  # compact what is left, with the reader still running
+        compacted = server.store.snapshot().live("gpu_samples")
+    finally:
+        stop_file.touch()
+        out, err = reader.communicate(timeout=120)
+        server.stop()
+    assert reader.returncode == 0, err
+    counts = json.loads(out)
+    assert statuses == [202] * (AGENTS * BATCHES)
+    assert len(counts) > 1
+    assert counts == sorted(counts)  # never a row seen twice, never a row lost after being seen
+    assert counts[-1] == AGENTS * BATCHES * ROWS
+    assert len(compacted) == 1  # one UTC day, merged into one file while the reader ran

@@ -1,0 +1,30 @@
+"""The catalog: transactional metadata through SQLAlchemy 2 Core (SQLite WAL or PostgreSQL).
+
+One module per area, all on the MetaData of `base`; open it with `connect(url)` (creates missing
+tables) and use the small typed functions of each module inside `engine.begin()`:
+
+    fleet       hosts, jobs, gpu_allocations
+    tokens      agent_tokens
+    findings    findings, suppressions
+    analysis    analyzer_watermarks, analyzer_runs
+    profiling   profile_requests, traces
+    reports     report_runs
+
+This package must never hold telemetry samples (those are in DuckDB and Parquet).
+"""
+
+from __future__ import annotations
+
+from warehouse.catalog import analysis, findings, fleet, profiling, reports, tokens
+from warehouse.catalog.base import connect, metadata
+
+__all__ = [
+    "analysis",
+    "connect",
+    "findings",
+    "fleet",
+    "metadata",
+    "profiling",
+    "reports",
+    "tokens",
+]

@@ -1,0 +1,125 @@
+"""The catalog's shared MetaData, column types, engine factory and dialect-neutral upsert.
+
+The catalog holds transactional metadata with many small concurrent writers (design.md): SQLite in
+WAL mode by default, PostgreSQL for fleets, through SQLAlchemy 2 Core. Every table module registers
+on `metadata` here; every timestamp is a timezone-aware UTC datetime in Python whatever the
+backend stores. This module must never hold telemetry samples: those live in DuckDB/Parquet.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from sqlalchemy import (
+    Connection,
+    DateTime,
+    Dialect,
+    Engine,
+    MetaData,
+    Table,
+    create_engine,
+    event,
+    func,
+)
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
+from sqlalchemy.sql.elements import ColumnElement
+from sqlalchemy.types import TypeDecorator
+
+from fleetscope.errors import ConfigError
+
+metadata = MetaData()
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Aware UTC datetimes in and out; SQLite stores them naive, PostgreSQL as timestamptz."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError(f"naive datetime {value!r}: the catalog stores UTC-aware times")
+        value = value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.execute("PRAGMA busy_timeout=10000")
+    cursor.close()
+
+
+def connect(url: str) -> Engine:
+    """An engine for `url` with the catalog's tables created; SQLite files get WAL mode."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError as exc:
+        raise ConfigError(f"warehouse.catalog_url {url!r} is not a SQLAlchemy URL") from exc
+    if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
+        Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+    engine = create_engine(parsed, pool_pre_ping=True)
+    if engine.dialect.name == "sqlite":
+        event.listen(engine, "connect", _sqlite_pragmas)
+    import warehouse.catalog  # noqa: F401  (registers every table on `metadata`)
+
+    metadata.create_all(engine)
+    return engine
+
+
+Merge = Literal["replace", "least", "greatest", "coalesce"]
+
+
+def upsert(
+    conn: Connection,
+    table: Table,
+    rows: Sequence[Mapping[str, Any]],
+    keys: Sequence[str],
+    update: Mapping[str, Merge],
+) -> None:
+    """INSERT ... ON CONFLICT (keys) DO UPDATE, the same on SQLite and PostgreSQL.
+
+    `update` says how each column merges with a stored row: `replace` takes the incoming value,
+    `least`/`greatest` keep the smaller/larger (first_seen, last_seen), `coalesce` takes the
+    incoming value unless it is null (a partial record never erases what is known).
+    """
+    if not rows:
+        return
+    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+    stmt = dialect.insert(table).values(list(rows))
+    pg = conn.dialect.name == "postgresql"
+    sets: dict[str, ColumnElement[Any]] = {}
+    for col, how in update.items():
+        new, old = stmt.excluded[col], table.c[col]
+        if how == "replace":
+            sets[col] = new
+        elif how == "coalesce":
+            sets[col] = func.coalesce(new, old)
+        else:
+            least = how == "least"
+            fn = (
+                (func.least if least else func.greatest)
+                if pg
+                else (func.min if least else func.max)
+            )
+            # min()/max() of SQLite and least()/greatest() of PostgreSQL differ on nulls; coalesce
+            # both ways so a stored null never wins over a value.
+            sets[col] = fn(func.coalesce(old, new), func.coalesce(new, old))
+    conn.execute(stmt.on_conflict_do_update(index_elements=list(keys), set_=sets))

@@ -1,0 +1,140 @@
+"""On-demand profiling requests and the traces they produce.
+
+A request asks the agent on `host` to make ranks of `job_id` record `steps` steps (or
+`duration_s` seconds) with the PyTorch profiler; the agent marks it matched/running/done and the
+uploaded trace is recorded in `traces`. States: pending -> running -> done | failed | expired.
+This module must never read or parse a trace file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import JSON, Column, Connection, Float, Integer, String, Table, Text, select, update
+
+from fleetscope.errors import NotFoundError
+from warehouse.catalog.base import UTCDateTime, metadata, upsert, utcnow
+
+profile_requests = Table(
+    "profile_requests",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("job_id", String(255), nullable=False, index=True),
+    Column("rank", Integer),
+    Column("steps", Integer),
+    Column("duration_s", Float),
+    Column("state", String(16), nullable=False),
+    Column("host", String(255)),
+    Column("matched", JSON),
+    Column("trace_id", String(255)),
+    Column("error", Text),
+    Column("created", UTCDateTime, nullable=False),
+    Column("updated", UTCDateTime, nullable=False),
+)
+
+traces = Table(
+    "traces",
+    metadata,
+    Column("trace_id", String(255), primary_key=True),
+    Column("job_id", String(255), index=True),
+    Column("host", String(255)),
+    Column("rank", Integer),
+    Column("path", Text, nullable=False),
+    Column("uploaded_at", UTCDateTime, nullable=False),
+    Column("summary", JSON),
+)
+
+
+@dataclass(frozen=True)
+class ProfileRequest:
+    id: int
+    job_id: str
+    rank: int | None
+    steps: int | None
+    duration_s: float | None
+    state: str
+    host: str | None
+    matched: Any
+    trace_id: str | None
+    error: str | None
+    created: datetime
+    updated: datetime
+
+
+@dataclass(frozen=True)
+class Trace:
+    trace_id: str
+    job_id: str | None
+    host: str | None
+    rank: int | None
+    path: str
+    uploaded_at: datetime
+    summary: dict[str, Any] | None
+
+
+def create_profile_request(
+    conn: Connection,
+    job_id: str,
+    *,
+    rank: int | None = None,
+    steps: int | None = None,
+    duration_s: float | None = None,
+    host: str | None = None,
+) -> int:
+    now = utcnow()
+    result = conn.execute(
+        profile_requests.insert().values(
+            job_id=job_id,
+            rank=rank,
+            steps=steps,
+            duration_s=duration_s,
+            host=host,
+            state="pending",
+            created=now,
+            updated=now,
+        )
+    )
+    key = result.inserted_primary_key
+    assert key is not None
+    return int(key[0])
+
+
+def update_profile_request(conn: Connection, request_id: int, **changes: Any) -> None:
+    """Change state, matched, trace_id, error or host of a request."""
+    allowed = {"state", "matched", "trace_id", "error", "host"}
+    unknown = set(changes) - allowed
+    if unknown:
+        raise ValueError(f"cannot update {sorted(unknown)} of a profile request")
+    result = conn.execute(
+        update(profile_requests)
+        .where(profile_requests.c.id == request_id)
+        .values(**changes, updated=utcnow())
+    )
+    if result.rowcount == 0:
+        raise NotFoundError(f"no profile request {request_id}")
+
+
+def list_profile_requests(
+    conn: Connection, *, state: str | None = None, host: str | None = None
+) -> list[ProfileRequest]:
+    query = select(profile_requests).order_by(profile_requests.c.id)
+    if state is not None:
+        query = query.where(profile_requests.c.state == state)
+    if host is not None:
+        query = query.where(profile_requests.c.host == host)
+    return [ProfileRequest(**row) for row in conn.execute(query).mappings()]
+
+
+def record_trace(conn: Connection, trace: Trace) -> None:
+    row = {c.name: getattr(trace, c.name) for c in traces.columns}
+    merge = {c: "replace" for c in ("job_id", "host", "rank", "path", "uploaded_at", "summary")}
+    upsert(conn, traces, [row], ["trace_id"], merge)  # type: ignore[arg-type]
+
+
+def get_trace(conn: Connection, trace_id: str) -> Trace:
+    row = conn.execute(select(traces).where(traces.c.trace_id == trace_id)).mappings().first()
+    if row is None:
+        raise NotFoundError(f"no trace {trace_id!r}")
+    return Trace(**row)

@@ -1,0 +1,92 @@
+"""The server's background pass: compaction, roll-ups, retention, purge of retired segments.
+
+One thread runs a pass every `warehouse.maintenance_interval_s`; retention runs at most hourly
+(a DELETE scans the tables). Each step's failure is logged and the next step still runs: a bad day
+of segments must not stop compaction of the others. This module must never run outside the
+server process: the store's manifest has one owner.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from warehouse.compaction import compact
+from warehouse.retention import expire
+from warehouse.rollups import update_rollups
+from warehouse.segments import SegmentStore
+from warehouse.writer import Writer
+
+log = logging.getLogger(__name__)
+
+RETENTION_EVERY_S = 3600.0
+
+
+@dataclass(frozen=True)
+class MaintenanceConfig:
+    interval_s: float
+    target_bytes: int
+    grace_s: float
+    retention_days: int
+
+
+class Maintenance:
+    def __init__(
+        self,
+        store: SegmentStore,
+        writer: Writer | None,
+        config: MaintenanceConfig,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._store = store
+        self._writer = writer
+        self._config = config
+        self._clock = clock
+        self._last_retention = float("-inf")
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def run_once(self) -> dict[str, int]:
+        """One pass; returns what each step did (merged files, days rolled up, ...)."""
+        done: dict[str, int] = {}
+        now = self._clock()
+        steps: list[tuple[str, Callable[[], int]]] = [
+            ("compacted", lambda: compact(self._store, self._config.target_bytes)),
+            ("rolled_up_days", lambda: update_rollups(self._store)),
+        ]
+        if now - self._last_retention >= RETENTION_EVERY_S:
+            self._last_retention = now
+            today = datetime.fromtimestamp(now, UTC).date()
+            steps.append(
+                (
+                    "expired",
+                    lambda: expire(self._store, self._writer, self._config.retention_days, today),
+                )
+            )
+        steps.append(("purged", lambda: self._store.purge_retired(self._config.grace_s)))
+        for name, step in steps:
+            try:
+                done[name] = step()
+            except Exception:
+                log.exception("maintenance step %s failed", name)
+        return done
+
+    def start(self) -> None:
+        self._thread = threading.Thread(
+            target=self._run, name="fleetscope-maintenance", daemon=True
+        )
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._config.interval_s):
+            self.run_once()

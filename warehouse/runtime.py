@@ -1,0 +1,152 @@
+"""`fleetscope server`: assembles the writer, the HTTP server, maintenance and plug-in hooks.
+
+Start order: catalog, segment store, writer (opens and migrates DuckDB, republishes what a crash
+left unpublished), HTTP listener, maintenance, then `on_start` hooks (the analyzers' embedded
+scheduler plugs in here through `server.plugins`: each named module's `setup(server)` runs before
+start and may append to `on_start`/`on_stop`). Stop order is the reverse, and the writer flushes
+what is queued before it closes the database. This module must never handle a request itself.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import signal
+import threading
+from collections.abc import Callable
+from types import FrameType
+
+from fleetscope.errors import ConfigError
+from fleetscope.settings import Settings
+from warehouse import catalog
+from warehouse.auth import TokenChecker
+from warehouse.catalog_sync import CatalogSync
+from warehouse.maintenance import Maintenance, MaintenanceConfig
+from warehouse.metrics import ServerMetrics
+from warehouse.paths import WarehousePaths
+from warehouse.reader import Warehouse
+from warehouse.segments import SegmentStore
+from warehouse.server import Ingest, IngestConfig, IngestHTTPServer
+from warehouse.writer import Writer
+
+log = logging.getLogger(__name__)
+
+Hook = Callable[["Server"], None]
+
+
+class Server:
+    def __init__(
+        self, settings: Settings, *, host: str | None = None, port: int | None = None
+    ) -> None:
+        self.settings = settings
+        self.paths = WarehousePaths.from_settings(settings)
+        self.on_start: list[Hook] = []
+        self.on_stop: list[Hook] = []
+        self.catalog = catalog.connect(self.paths.catalog_url)
+        self.store = SegmentStore(self.paths.segments_dir)
+        self.writer = Writer(
+            self.paths.duckdb_path,
+            self.store,
+            flush_rows=settings.get_int("warehouse.flush_rows"),
+            flush_interval_s=settings.get_float("warehouse.flush_interval_s"),
+            flush_idle_s=settings.get_float("warehouse.flush_idle_s"),
+            queue_max_rows=settings.get_int("warehouse.queue_max_rows"),
+            hooks=[CatalogSync(self.catalog)],
+        )
+        self.warehouse = Warehouse(self.writer, self.store, self.catalog)
+        self.metrics = ServerMetrics(self.writer)
+        tokens = [t.strip() for t in settings.get_str("server.tokens").split(",")]
+        self.auth = TokenChecker(tokens, self.catalog)
+        ingest = Ingest(
+            writer=self.writer,
+            catalog=self.catalog,
+            auth=self.auth,
+            metrics=self.metrics,
+            config=IngestConfig(
+                max_body_bytes=settings.get_int("server.max_body_bytes"),
+                commit_timeout_s=settings.get_float("warehouse.commit_timeout_s"),
+            ),
+        )
+        address = (
+            host if host is not None else settings.get_str("server.host"),
+            port if port is not None else settings.get_int("server.port"),
+        )
+        try:
+            self.http = IngestHTTPServer(address, ingest)
+        except OSError as exc:
+            self.writer.stop()
+            raise ConfigError(f"cannot listen on {address[0]}:{address[1]}: {exc}") from exc
+        self.maintenance = Maintenance(
+            self.store,
+            self.writer,
+            MaintenanceConfig(
+                interval_s=settings.get_float("warehouse.maintenance_interval_s"),
+                target_bytes=settings.get_int("warehouse.compact_target_bytes"),
+                grace_s=settings.get_float("warehouse.segment_grace_s"),
+                retention_days=settings.get_int("warehouse.raw_retention_days"),
+            ),
+        )
+        self._http_thread: threading.Thread | None = None
+        for module in filter(
+            None, (m.strip() for m in settings.get_str("server.plugins").split(","))
+        ):
+            load_plugin(module)(self)
+
+    @property
+    def url(self) -> str:
+        host, port = self.http.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    def start(self) -> None:
+        self.writer.start()
+        self._http_thread = threading.Thread(
+            target=self.http.serve_forever,
+            kwargs={"poll_interval": 0.1},  # how soon stop() is noticed
+            name="fleetscope-http",
+            daemon=True,
+        )
+        self._http_thread.start()
+        self.maintenance.start()
+        for hook in self.on_start:
+            hook(self)
+        log.info("ingest listening on %s", self.url)
+
+    def stop(self) -> None:
+        for hook in reversed(self.on_stop):
+            try:
+                hook(self)
+            except Exception:
+                log.exception("on_stop hook %r failed", hook)
+        self.http.shutdown()
+        self.http.server_close()
+        self.maintenance.stop()
+        self.writer.stop()
+        self.catalog.dispose()
+
+    def serve_until_signalled(self) -> None:
+        """Run until SIGINT or SIGTERM, then stop cleanly (flush, close)."""
+        stop = threading.Event()
+
+        def _on_signal(signum: int, _frame: FrameType | None) -> None:
+            log.info("signal %d: stopping", signum)
+            stop.set()
+
+        previous = {s: signal.signal(s, _on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            self.start()
+            stop.wait()
+        finally:
+            self.stop()
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+
+
+def load_plugin(module: str) -> Hook:
+    try:
+        setup = importlib.import_module(module).setup
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(f"server.plugins: cannot load {module}.setup: {exc}") from exc
+    if not callable(setup):
+        raise ConfigError(f"server.plugins: {module}.setup is not callable")
+    hook: Hook = setup
+    return hook

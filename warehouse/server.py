@@ -1,0 +1,197 @@
+"""The ingest HTTP server: routes, status codes and JSON answers; nothing else.
+
+    POST /v1/batches/<table>   Arrow IPC batch (wire format: fleetscope.contract) -> 202 once committed
+    POST /v1/jobs              JSON list of job records -> upserted into the catalog
+    GET  /healthz              liveness and the writer's queue depth
+    GET  /metrics              the server's own Prometheus metrics
+
+Every refusal is an IngestError turned into `{"error": ...}` with its status; a batch request is
+answered 202 only after the writer committed it (Ticket.wait), so 202 means durable and an agent
+that got no answer retries with the same batch id. When the body was not read (401, 411, 413,
+415, 422), the connection is closed after the answer so unread bytes never reach the next request.
+Handlers are small functions in a route table; the standard library's ThreadingHTTPServer gives a
+thread per connection. This module must never talk to DuckDB: only the writer does.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from sqlalchemy import Engine
+
+from fleetscope.errors import FleetscopeError, IngestError
+from warehouse.auth import TokenChecker
+from warehouse.catalog.fleet import upsert_jobs
+from warehouse.ingest import check_envelope, decode_batch, parse_jobs
+from warehouse.metrics import ServerMetrics
+from warehouse.writer import Writer
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class IngestConfig:
+    max_body_bytes: int
+    commit_timeout_s: float
+
+
+@dataclass
+class Response:
+    status: int
+    body: bytes
+    content_type: str = "application/json"
+    headers: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def json(cls, status: int, payload: object, **headers: str) -> Response:
+        return cls(status, json.dumps(payload).encode(), headers=dict(headers))
+
+
+@dataclass
+class Ingest:
+    """What the handlers need: the writer, the catalog, token checks, metrics and limits."""
+
+    writer: Writer
+    catalog: Engine
+    auth: TokenChecker
+    metrics: ServerMetrics
+    config: IngestConfig
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: IngestHTTPServer
+    body_read = False
+
+    def read_body(self, limit: int) -> bytes:
+        raw = self.headers.get("Content-Length")
+        if raw is None or not raw.strip().isdigit():
+            raise IngestError("Content-Length is required", status=411)
+        length = int(raw)
+        if length > limit:
+            raise IngestError(
+                f"body of {length} bytes is over the limit of {limit} bytes", status=413
+            )
+        body = self.rfile.read(length)
+        self.body_read = True
+        if len(body) != length:
+            raise IngestError(f"body ended after {len(body)} of {length} bytes")
+        return body
+
+    def _dispatch(self, method: str) -> None:
+        started = time.perf_counter()
+        path = self.path.split("?", 1)[0]
+        route_name = "unknown"
+        try:
+            for route_method, pattern, name, fn in ROUTES:
+                match = pattern.fullmatch(path)
+                if match:
+                    route_name = name
+                    if route_method != method:
+                        raise IngestError(f"{method} is not allowed on {path}", status=405)
+                    response = fn(self, self.server.ingest, *match.groups())
+                    break
+            else:
+                raise IngestError(f"no route {method} {path}", status=404)
+        except IngestError as exc:
+            response = Response.json(exc.status, {"error": str(exc)})
+            if exc.status == 503:
+                response.headers["Retry-After"] = "1"
+        except FleetscopeError as exc:
+            response = Response.json(400, {"error": str(exc)})
+        except Exception as exc:  # a bug must not kill the connection thread silently
+            log.exception("%s %s failed", method, path)
+            response = Response.json(500, {"error": f"internal error: {type(exc).__name__}"})
+        self._send(response, close=method == "POST" and not self.body_read)
+        metrics = self.server.ingest.metrics
+        metrics.requests.labels(route_name, str(response.status)).inc()
+        metrics.latency.labels(route_name).observe(time.perf_counter() - started)
+
+    def _send(self, response: Response, *, close: bool) -> None:
+        self.send_response(response.status)
+        self.send_header("Content-Type", response.content_type)
+        self.send_header("Content-Length", str(len(response.body)))
+        for name, value in response.headers.items():
+            self.send_header(name, value)
+        if close:
+            self.send_header("Connection", "close")
+            self.close_connection = True
+        self.end_headers()
+        self.wfile.write(response.body)
+
+    def do_GET(self) -> None:
+        self._dispatch("GET")
+
+    def do_POST(self) -> None:
+        self.body_read = False
+        self._dispatch("POST")
+
+    def log_message(self, format: str, *args: Any) -> None:
+        log.debug("%s " + format, self.address_string(), *args)
+
+
+class IngestHTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 512
+
+    def __init__(self, address: tuple[str, int], ingest: Ingest) -> None:
+        self.ingest = ingest
+        super().__init__(address, Handler)
+
+
+# -- routes ------------------------------------------------------------------------------------
+def post_batch(handler: Handler, ingest: Ingest, table: str) -> Response:
+    ingest.auth.check(handler.headers.get("Authorization"))
+    envelope = check_envelope(table, handler.headers, ingest.config.max_body_bytes)
+    data = decode_batch(table, handler.read_body(ingest.config.max_body_bytes))
+    ticket, in_flight = ingest.writer.submit(
+        table, data, envelope.batch_id, envelope.agent, envelope.agent_version
+    )
+    if not ticket.wait(ingest.config.commit_timeout_s):
+        raise IngestError(
+            f"batch {envelope.batch_id} is not committed yet; retry with the same batch id",
+            status=503,
+        )
+    if ticket.error is not None:
+        raise IngestError(f"{ticket.error}; retry with the same batch id", status=503)
+    return Response.json(
+        202,
+        {
+            "batch_id": ticket.batch_id,
+            "rows": ticket.rows,
+            "duplicate": ticket.duplicate or in_flight,
+        },
+    )
+
+
+def post_jobs(handler: Handler, ingest: Ingest) -> Response:
+    ingest.auth.check(handler.headers.get("Authorization"))
+    jobs = parse_jobs(handler.read_body(ingest.config.max_body_bytes))
+    with ingest.catalog.begin() as conn:
+        upsert_jobs(conn, jobs)
+    return Response.json(200, {"jobs": len(jobs)})
+
+
+def get_healthz(handler: Handler, ingest: Ingest) -> Response:
+    return Response.json(200, {"status": "ok", "queued_rows": ingest.writer.queued_rows})
+
+
+def get_metrics(handler: Handler, ingest: Ingest) -> Response:
+    return Response(200, generate_latest(ingest.metrics.registry), CONTENT_TYPE_LATEST)
+
+
+Route = Callable[..., Response]
+ROUTES: tuple[tuple[str, re.Pattern[str], str, Route], ...] = (
+    ("POST", re.compile(r"/v1/batches/([^/]+)"), "batches", post_batch),
+    ("POST", re.compile(r"/v1/jobs"), "jobs", post_jobs),
+    ("GET", re.compile(r"/healthz"), "healthz", get_healthz),
+    ("GET", re.compile(r"/metrics"), "metrics", get_metrics),
+)

@@ -1,0 +1,370 @@
+"""The single writer: one thread owns the telemetry DuckDB connection and commits micro-batches.
+
+Why one thread: DuckDB allows one writing process and pays about 1 ms per commit (design.md), so
+request handlers never touch the database; they `submit` a validated Arrow batch and wait on its
+`Ticket`. The thread drains the bounded queue and groups batches until `warehouse.flush_rows` rows, or
+`warehouse.flush_interval_s` seconds since the first, or `warehouse.flush_idle_s` seconds without a
+new batch (agents wait for their 202 before sending more, so once arrivals stop, waiting longer
+only adds latency and cuts throughput: it is the closed loop of a fleet of agents). Per flush:
+
+1. drops batches whose id is already in the `ingest_batches` ledger (exact dedup across restarts;
+   a retry of a batch still in the queue joins the first one's ticket instead);
+2. writes the rows of each table as sealed Parquet segments (not live yet);
+3. in ONE transaction inserts each table from Arrow (`INSERT ... BY NAME SELECT`, never
+   executemany), the ledger rows, and the flush record naming the segments;
+4. publishes the segments in the manifest, runs the commit hooks (the catalog's hosts and GPU
+   allocations; a failing hook is logged, never fails the committed rows), answers the tickets.
+
+A ticket is answered only after step 3 committed, so a 202 means durable. This module must never
+be used from more than one process on the same file, and request threads must never call DuckDB.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+import duckdb
+import pyarrow as pa
+
+from fleetscope.contract import TABLES
+from fleetscope.errors import ConfigError, IngestError
+from warehouse import schema
+from warehouse.migrations import migrate
+from warehouse.segments import Segment, SegmentStore
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+LEDGER_SCHEMA = pa.schema(
+    [
+        ("batch_id", pa.string()),
+        ("table_name", pa.string()),
+        ("rows", pa.int64()),
+        ("agent", pa.string()),
+        ("flush_seq", pa.int64()),
+        ("received_at", pa.timestamp("ms", tz="UTC")),
+    ]
+)
+
+
+@dataclass
+class Ticket:
+    """A submitted batch; `wait` returns once it is committed (or refused with `error`)."""
+
+    batch_id: str
+    table: str
+    rows: int
+    agent: str
+    data: pa.Table
+    received_at: datetime
+    agent_version: str = ""
+    duplicate: bool = False
+    error: str | None = None
+    _done: threading.Event = field(default_factory=threading.Event)
+
+    def wait(self, timeout_s: float) -> bool:
+        return self._done.wait(timeout_s)
+
+    def _resolve(self, *, duplicate: bool = False, error: str | None = None) -> None:
+        self.duplicate = duplicate
+        self.error = error
+        self.data = self.data.slice(0, 0)  # free the rows; the ticket may outlive the flush
+        self._done.set()
+
+
+@dataclass(frozen=True)
+class Commit:
+    """What one flush committed, handed to the commit hooks."""
+
+    seq: int
+    tables: Mapping[str, pa.Table]
+    tickets: Sequence[Ticket]
+
+
+CommitHook = Callable[[Commit], None]
+
+
+@dataclass
+class WriterStats:
+    """Counters the /metrics collector reads; only the writer thread updates them."""
+
+    flushes: int = 0
+    rows_committed: dict[str, int] = field(default_factory=dict)
+    batches_committed: int = 0
+    duplicates: int = 0
+    failed_flushes: int = 0
+    last_flush_s: float = 0.0
+    last_flush_rows: int = 0
+
+
+class Writer:
+    """Owns the DuckDB file; see the module docstring for the flush protocol."""
+
+    def __init__(
+        self,
+        duckdb_path: Path,
+        store: SegmentStore,
+        *,
+        flush_rows: int,
+        flush_interval_s: float,
+        queue_max_rows: int,
+        flush_idle_s: float = 0.05,
+        hooks: Sequence[CommitHook] = (),
+        tables: Mapping[str, pa.Schema] = TABLES,
+    ) -> None:
+        self._store = store
+        self._flush_rows = flush_rows
+        self._flush_interval_s = flush_interval_s
+        self._flush_idle_s = flush_idle_s
+        self._last_arrival = 0.0
+        self._queue_max_rows = queue_max_rows
+        self._hooks = list(hooks)
+        self._tables = dict(tables)
+        self._cond = threading.Condition()
+        self._queue: deque[Ticket] = deque()
+        self._calls: deque[tuple[Callable[[duckdb.DuckDBPyConnection], Any], Future[Any]]] = deque()
+        self._queued_rows = 0
+        self._inflight: dict[str, Ticket] = {}
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+        self.stats = WriterStats()
+        self._conn = open_database(duckdb_path, self._tables)
+        self._read_root = self._conn.cursor()
+        self._read_lock = threading.Lock()
+        self._next_seq = self._recover()
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="fleetscope-writer", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Flush everything queued, then close the database."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+        if self._thread is not None:
+            self._thread.join()
+        self._read_root.close()
+        self._conn.close()
+
+    @property
+    def queued_rows(self) -> int:
+        return self._queued_rows
+
+    # -- request side ----------------------------------------------------------------------
+    def submit(
+        self, table: str, data: pa.Table, batch_id: str, agent: str = "", agent_version: str = ""
+    ) -> tuple[Ticket, bool]:
+        """Queue a conformed batch; returns its ticket and whether it was already in flight.
+
+        Raises IngestError(503) when the queue holds `warehouse.queue_max_rows` rows: the agent
+        keeps the batch and retries later with the same id.
+        """
+        with self._cond:
+            if self._stopping:
+                raise IngestError("server is shutting down; retry later", status=503)
+            existing = self._inflight.get(batch_id)
+            if existing is not None:
+                return existing, True
+            if self._queue and self._queued_rows + data.num_rows > self._queue_max_rows:
+                raise IngestError(
+                    f"ingest queue is full ({self._queued_rows} rows waiting); retry later",
+                    status=503,
+                )
+            ticket = Ticket(
+                batch_id, table, data.num_rows, agent, data, datetime.now(UTC), agent_version
+            )
+            self._inflight[batch_id] = ticket
+            self._queue.append(ticket)
+            self._queued_rows += data.num_rows
+            self._last_arrival = time.monotonic()
+            if self._queued_rows >= self._flush_rows or len(self._queue) == 1:
+                self._cond.notify_all()
+            return ticket, False
+
+    def call(self, fn: Callable[[duckdb.DuckDBPyConnection], T]) -> Future[T]:
+        """Run `fn(connection)` on the writer thread between flushes (retention, maintenance)."""
+        future: Future[T] = Future()
+        with self._cond:
+            if self._stopping:
+                raise IngestError("writer is stopping", status=503)
+            self._calls.append((fn, future))
+            self._cond.notify_all()
+        return future
+
+    def cursor(self) -> duckdb.DuckDBPyConnection:
+        """A read cursor on the same database: sees every committed row, never blocks the writer."""
+        with self._read_lock:
+            return self._read_root.cursor()
+
+    # -- writer thread ---------------------------------------------------------------------
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._queue and not self._calls and not self._stopping:
+                    self._cond.wait()
+                if self._queue and not self._stopping:
+                    deadline = time.monotonic() + self._flush_interval_s
+                    while self._queued_rows < self._flush_rows and not self._stopping:
+                        now = time.monotonic()
+                        quiet_until = self._last_arrival + self._flush_idle_s
+                        remaining = min(deadline, quiet_until) - now
+                        if remaining <= 0:
+                            break
+                        self._cond.wait(remaining)
+                batch = list(self._queue)
+                self._queue.clear()
+                self._queued_rows = 0
+                calls = list(self._calls)
+                self._calls.clear()
+                done = self._stopping and not batch and not calls
+            if batch:
+                self._flush(batch)
+            for fn, future in calls:
+                self._run_call(fn, future)
+            if done:
+                return
+
+    def _run_call(
+        self, fn: Callable[[duckdb.DuckDBPyConnection], Any], future: Future[Any]
+    ) -> None:
+        try:
+            future.set_result(fn(self._conn))
+        except Exception as exc:
+            log.exception("writer call failed")
+            future.set_exception(exc)
+
+    def _flush(self, tickets: list[Ticket]) -> None:
+        started = time.perf_counter()
+        seq = self._next_seq
+        written: dict[str, list[Segment]] = {}
+        in_transaction = False
+        try:
+            known = self._known_batches([t.batch_id for t in tickets])
+            fresh = [t for t in tickets if t.batch_id not in known]
+            tables = {
+                name: pa.concat_tables([t.data for t in fresh if t.table == name])
+                for name in self._tables
+                if any(t.table == name for t in fresh)
+            }
+            for name, data in tables.items():
+                written[name] = self._store.write(name, data, seq)
+            if fresh:
+                self._conn.execute("BEGIN TRANSACTION")
+                in_transaction = True
+                for name, data in tables.items():
+                    self._conn.register("incoming", data)
+                    self._conn.execute(f"INSERT INTO {name} BY NAME SELECT * FROM incoming")
+                    self._conn.unregister("incoming")
+                self._conn.register("incoming", _ledger(fresh, seq))
+                self._conn.execute("INSERT INTO ingest_batches BY NAME SELECT * FROM incoming")
+                self._conn.unregister("incoming")
+                self._conn.execute(
+                    "INSERT INTO ingest_flushes VALUES (?, current_timestamp, ?)",
+                    [seq, [s.path for segs in written.values() for s in segs]],
+                )
+                self._conn.execute("COMMIT")
+                in_transaction = False
+                self._store.publish(seq, written)
+                self._next_seq += 1
+        except Exception as exc:
+            log.exception("flush %d failed; %d batches answered 503", seq, len(tickets))
+            if in_transaction:
+                self._conn.execute("ROLLBACK")
+            self._store.discard(s for segs in written.values() for s in segs)
+            self.stats.failed_flushes += 1
+            with self._cond:
+                for ticket in tickets:
+                    self._inflight.pop(ticket.batch_id, None)
+                    ticket._resolve(error=f"writer could not commit: {exc}")
+            return
+        commit = Commit(seq, tables, fresh)
+        for hook in self._hooks:
+            try:
+                hook(commit)
+            except Exception:  # the rows are committed: a hook's failure must not fail them
+                log.exception("commit hook %r failed for flush %d", hook, seq)
+        with self._cond:
+            for ticket in tickets:
+                self._inflight.pop(ticket.batch_id, None)
+                ticket._resolve(duplicate=ticket.batch_id in known)
+        self._account(tables, fresh, len(tickets) - len(fresh), started)
+
+    def _account(
+        self, tables: Mapping[str, pa.Table], fresh: list[Ticket], dups: int, started: float
+    ) -> None:
+        stats = self.stats
+        stats.flushes += 1
+        stats.batches_committed += len(fresh)
+        stats.duplicates += dups
+        for name, data in tables.items():
+            stats.rows_committed[name] = stats.rows_committed.get(name, 0) + data.num_rows
+        stats.last_flush_rows = sum(d.num_rows for d in tables.values())
+        stats.last_flush_s = time.perf_counter() - started
+
+    def _known_batches(self, batch_ids: list[str]) -> set[str]:
+        self._conn.register("incoming_ids", pa.table({"batch_id": batch_ids}))
+        try:
+            rows = self._conn.execute(
+                "SELECT batch_id FROM ingest_batches SEMI JOIN incoming_ids USING (batch_id)"
+            ).fetchall()
+        finally:
+            self._conn.unregister("incoming_ids")
+        return {str(r[0]) for r in rows}
+
+    def _recover(self) -> int:
+        """Publish flushes committed after the manifest's last swap; return the next sequence."""
+        published = self._store.snapshot().published_seq
+        rows = self._conn.execute(
+            "SELECT flush_seq, segments FROM ingest_flushes WHERE flush_seq > ? ORDER BY 1",
+            [published],
+        ).fetchall()
+        late = self._store.reconcile({int(seq): list(names) for seq, names in rows})
+        if late:
+            log.warning("published %d segments committed before the last shutdown", late)
+        top = self._conn.execute("SELECT coalesce(max(flush_seq), 0) FROM ingest_flushes")
+        (committed,) = top.fetchall()[0]
+        return max(int(committed), published) + 1
+
+
+def _ledger(tickets: list[Ticket], seq: int) -> pa.Table:
+    return pa.table(
+        {
+            "batch_id": [t.batch_id for t in tickets],
+            "table_name": [t.table for t in tickets],
+            "rows": [t.rows for t in tickets],
+            "agent": [t.agent for t in tickets],
+            "flush_seq": [seq] * len(tickets),
+            "received_at": [t.received_at for t in tickets],
+        },
+        schema=LEDGER_SCHEMA,
+    )
+
+
+def open_database(
+    path: Path, tables: Mapping[str, pa.Schema] = TABLES
+) -> duckdb.DuckDBPyConnection:
+    """Open (creating if needed) and migrate the telemetry database; clear error if it is held."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        conn = duckdb.connect(str(path))
+    except duckdb.IOException as exc:
+        raise ConfigError(
+            f"telemetry database {path} is in use by another process ({exc}); only the "
+            "ingest server writes it: read through warehouse.reader instead"
+        ) from exc
+    conn.execute("SET TimeZone = 'UTC'")
+    migrate(conn)
+    schema.check_tables(conn, tables)
+    return conn
