@@ -1,9 +1,67 @@
-"""Registers this stage's `fleetscope` commands (see fleetscope.cli)."""
+"""Registers `fleetscope trace analyze` (see fleetscope.cli). Imports nothing heavy at module level.
+
+    fleetscope trace analyze PATH... [--hta-compatible] [--format json|table] [--job JOB] [--gpus N]
+
+Each PATH is one profiling session: a trace file, or a folder holding one file per rank.
+"""
 
 from __future__ import annotations
 
+import argparse
+import json
+import sys
 from typing import Any
+
+from fleetscope.settings import Settings
 
 
 def register(subparsers: Any) -> None:
-    """No commands yet."""
+    trace = subparsers.add_parser("trace", help="PyTorch profiler (Kineto) trace analysis")
+    sub = trace.add_subparsers(dest="trace_command", metavar="SUBCOMMAND")
+    analyze = sub.add_parser(
+        "analyze",
+        help="analyze trace files or folders of ranks",
+        description="Temporal, idle-time, kernel, overlap, launch, queue, memory, data-loader, "
+        "sync, pageable-copy, gap, utilization, tensor-core and what-if analyses, with findings "
+        "(rules T1-T12).",
+    )
+    analyze.add_argument("paths", nargs="+", metavar="PATH", help="trace file or folder of ranks")
+    analyze.add_argument(
+        "--hta-compatible",
+        action="store_true",
+        help="use HTA 0.5.0's load rules and definitions, so shared numbers equal HTA's",
+    )
+    analyze.add_argument("--format", choices=("table", "json"), default="table")
+    analyze.add_argument("--job", default=None, help="job id to stamp on findings")
+    analyze.add_argument(
+        "--gpus", type=int, default=0, help="GPUs the job holds (default: the trace's world size)"
+    )
+    analyze.set_defaults(handler=_analyze)
+    trace.set_defaults(handler=lambda args, settings: _usage(trace))
+
+
+def _usage(parser: argparse.ArgumentParser) -> int:
+    parser.print_help()
+    return 2
+
+
+def _analyze(args: argparse.Namespace, settings: Settings) -> int:
+    from analyzers.traces.analyses.base import TraceOptions
+    from analyzers.traces.api import analyze_trace
+    from analyzers.traces.render import render_text, report_to_dict
+    from fleetscope.errors import ConfigError
+
+    if args.gpus < 0:
+        raise ConfigError(f"--gpus must be >= 0, got {args.gpus}")
+    options = TraceOptions(gpus=args.gpus)
+    reports = [
+        analyze_trace(path, hta_compatible=args.hta_compatible, options=options, job_id=args.job)
+        for path in args.paths
+    ]
+    if args.format == "json":
+        data = [report_to_dict(r) for r in reports]
+        json.dump(data[0] if len(data) == 1 else data, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write("\n\n".join(render_text(r) for r in reports) + "\n")
+    return 0

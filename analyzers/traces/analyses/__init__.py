@@ -1,0 +1,41 @@
+"""Trace analyses: one module per analysis, each registering itself in `base.REGISTRY`.
+
+`ANALYSIS_MODULES` is the list of built-in modules, imported once by `load_registry()`; the
+order is the order of the report. Adding an analysis means adding a module here, never an
+if-chain elsewhere.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from analyzers.traces.analyses.base import REGISTRY, AnalysisSpec
+
+__all__ = ["ANALYSIS_MODULES", "load_registry"]
+
+ANALYSIS_MODULES: tuple[str, ...] = (
+    "temporal",
+    "idle_time",
+    "kernel_breakdown",
+    "overlap",
+    "launch_stats",
+    "queue_length",
+    "memory_bw",
+    "user_annotation",
+    "steps",
+    "dataloader",
+    "sync",
+    "pageable_memcpy",
+    "gpu_gaps",
+    "low_util",
+    "tensor_cores",
+    "top_kernels",
+    "whatif",
+)
+
+
+def load_registry() -> dict[str, AnalysisSpec]:
+    """Every registered analysis by name, in report order."""
+    for module in ANALYSIS_MODULES:
+        importlib.import_module(f"{__name__}.{module}")
+    return dict(REGISTRY)

@@ -1,0 +1,112 @@
+"""What every trace analysis shares: its options, its result, and the registry it joins.
+
+An analysis is a function `(TraceSet, TraceOptions) -> AnalysisResult` registered with
+`@analysis(...)` in its own module; `analyzers.traces.analyses.ANALYSIS_MODULES` lists the modules
+(adding one never edits an if-chain). A result holds tables (what is printed and compared with
+HTA's CSVs, with HTA's column names where HTA has the analysis) and `per_rank` key numbers that
+the trace rules (findings.py) and the what-if model read. Never does I/O.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from analyzers.traces.frame import TraceSet
+
+__all__ = ["REGISTRY", "AnalysisResult", "AnalysisSpec", "Table", "TraceOptions", "analysis"]
+
+
+@dataclass(frozen=True)
+class TraceOptions:
+    """Thresholds and assumptions, each with its source (rules.md) as the default."""
+
+    # HTA get_idle_time_breakdown default, in us (its docstring says ns; it compares us).
+    consecutive_kernel_delay_us: float = 30.0
+    # HTA get_gpu_kernel_breakdown / _aggr_gpu_kernel_time defaults.
+    num_kernels: int = 10
+    duration_ratio: float = 0.8
+    # HTA get_cuda_kernel_launch_stats outlier cutoffs (T2).
+    runtime_cutoff_us: float = 50.0
+    launch_delay_cutoff_us: float = 100.0
+    # CUDA's per-stream launch queue depth, HTA CUDA_MAX_LAUNCH_QUEUE_PER_STREAM (T3).
+    max_queue_length: int = 1024
+    # Nsight Systems `gpu_gaps` rule default (T4).
+    gpu_gap_threshold_us: float = 500_000.0
+    # Nsight Systems `gpu_time_util` rule defaults (T5).
+    util_chunks: int = 30
+    util_threshold_pct: float = 50.0
+    # TB plugin data-loader recommendation (T8/P1) and TF profiler's "highly input bound".
+    dataloader_share_warn: float = 0.05
+    dataloader_share_critical: float = 0.20
+    # TB plugin communication recommendation (T9).
+    communication_share_warn: float = 0.10
+    # TB plugin memory recommendation (T11).
+    memory_near_capacity: float = 0.90
+    # What-if assumptions (Daydream-style replay, whatif.py).
+    amp_speedup: float = 2.0
+    pinned_copy_speedup: float = 2.0
+    sync_overhead_us: float = 5.0
+    hours_per_week: float = 168.0
+    gpus: int = 0  # GPUs the job holds; 0: the trace's world size, else its rank count
+    top_kernels: int = 10
+
+
+@dataclass(frozen=True)
+class Table:
+    """Rows with named columns; `name` is stable (JSON key, HTA CSV stem where HTA has one)."""
+
+    name: str
+    columns: tuple[str, ...]
+    rows: tuple[tuple[Any, ...], ...]
+
+    def records(self) -> list[dict[str, Any]]:
+        return [dict(zip(self.columns, row, strict=True)) for row in self.rows]
+
+
+@dataclass(frozen=True)
+class AnalysisResult:
+    name: str
+    tables: tuple[Table, ...] = ()
+    per_rank: dict[int, dict[str, float]] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+    def table(self, name: str) -> Table:
+        for table in self.tables:
+            if table.name == name:
+                return table
+        raise KeyError(name)
+
+    def value(self, rank: int, key: str, default: float = math.nan) -> float:
+        return self.per_rank.get(rank, {}).get(key, default)
+
+
+AnalysisFn = Callable[[TraceSet, TraceOptions], AnalysisResult]
+
+
+@dataclass(frozen=True)
+class AnalysisSpec:
+    name: str
+    title: str
+    hta_api: str | None  # the HTA 0.5.0 call it reproduces in --hta-compatible mode
+    beyond_hta: str  # what the native mode does differently, or what HTA lacks
+    fn: AnalysisFn
+
+
+REGISTRY: dict[str, AnalysisSpec] = {}
+
+
+def analysis(
+    name: str, title: str, hta_api: str | None, beyond_hta: str
+) -> Callable[[AnalysisFn], AnalysisFn]:
+    """Register an analysis under `name` (names are unique)."""
+
+    def wrap(fn: AnalysisFn) -> AnalysisFn:
+        if name in REGISTRY:
+            raise ValueError(f"trace analysis {name!r} registered twice")
+        REGISTRY[name] = AnalysisSpec(name, title, hta_api, beyond_hta, fn)
+        return fn
+
+    return wrap

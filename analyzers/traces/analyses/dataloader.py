@@ -1,0 +1,70 @@
+"""Data-loader share of each training step (rules T8 and P1); HTA has no such analysis.
+
+Algorithm: the time of `enumerate(DataLoader)#...__next__` rows (PyTorch's DataLoader iterator
+annotation, what the TensorBoard plugin's "DataLoader" category counts) is unioned and
+intersected with each `ProfilerStep#N` range; share = that time / step duration. The rank's share
+is the total over all steps. Thresholds (rules.md): > 5 % of step time is a data-loader stall (TB
+plugin, T1/T8), >= 20 % is "highly input-bound" (TF profiler input-pipeline analysis).
+Without ProfilerStep ranges the share is taken over the trace's CPU span and said so.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
+from analyzers.traces.analyses.steps import profiler_steps
+from analyzers.traces.frame import TraceSet
+from analyzers.traces.stats import intersection_length, union_intervals
+
+
+def is_dataloader(name: str) -> bool:
+    return name.startswith("enumerate(DataLoader)")
+
+
+@analysis(
+    "dataloader",
+    "Data-loader share of each step",
+    None,
+    "HTA has none (its critical path can only mark data-load events)",
+)
+def dataloader(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
+    rows = []
+    per_rank: dict[int, dict[str, float]] = {}
+    notes = []
+    for frame in trace.frames():
+        sel = frame.names_matching(is_dataloader) & (frame.stream == -1)
+        d_start, d_end = union_intervals(frame.ts[sel], frame.end[sel])
+        found = profiler_steps(frame)
+        windows = [(s.number, s.start_us, s.end_us) for s in found]
+        if not windows and len(frame):
+            cpu = frame.stream == -1
+            windows = [(-1, float(frame.ts[cpu].min()), float(frame.end[cpu].max()))]
+            notes.append(f"rank {frame.rank}: no ProfilerStep ranges; share of the whole trace")
+        wait_total = step_total = 0.0
+        for number, start, end in windows:
+            wait = intersection_length(np.array([start]), np.array([end]), d_start, d_end)
+            share = wait / (end - start) if end > start else math.nan
+            rows.append((frame.rank, number, end - start, wait, share))
+            wait_total += wait
+            step_total += end - start
+        per_rank[frame.rank] = {
+            "dataloader_us": wait_total,
+            "step_us": step_total,
+            "share": wait_total / step_total if step_total else math.nan,
+            "calls": float(sel.sum()),
+        }
+    return AnalysisResult(
+        "dataloader",
+        (
+            Table(
+                "dataloader_share",
+                ("rank", "step", "step_us", "dataloader_us", "share"),
+                tuple(rows),
+            ),
+        ),
+        per_rank,
+        tuple(notes),
+    )

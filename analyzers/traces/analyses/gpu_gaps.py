@@ -1,0 +1,59 @@
+"""GPU starvation gaps (rule T4), after Nsight Systems' `gpu_gaps` expert rule.
+
+Algorithm: the union of all GPU rows (every stream) per rank; a gap is the time between two
+consecutive busy intervals; gaps longer than the threshold (Nsight's default 500 ms) are
+reported, excluding before the first and after the last GPU activity (as Nsight does). For each,
+the CPU operations that overlap it most (what the host was doing) are named.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import numpy as np
+
+from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
+from analyzers.traces.frame import CPU_OP_CATS, RankFrame, TraceSet
+from analyzers.traces.stats import union_intervals
+
+
+def _busiest_cpu_ops(frame: RankFrame, start: float, end: float, top: int = 3) -> str:
+    cpu = frame.cat_in(CPU_OP_CATS | {"user_annotation", "python_function"}) & (frame.stream == -1)
+    sel = np.flatnonzero(cpu & (frame.ts < end) & (frame.end > start))
+    overlap: dict[str, float] = defaultdict(float)
+    for row in sel.tolist():
+        name = frame.names[frame.name[row]]
+        if name.startswith("ProfilerStep#"):
+            continue
+        overlap[name] += min(end, frame.end[row]) - max(start, frame.ts[row])
+    best = sorted(overlap.items(), key=lambda kv: -kv[1])[:top]
+    return "; ".join(f"{name} ({us / 1e3:.1f} ms)" for name, us in best)
+
+
+@analysis("gpu_gaps", "GPU starvation gaps (Nsight gpu_gaps)", None, "HTA has none")
+def gpu_gaps(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
+    rows = []
+    per_rank: dict[int, dict[str, float]] = {}
+    for frame in trace.frames():
+        starts, ends = union_intervals(frame.ts[frame.on_stream], frame.end[frame.on_stream])
+        gap = starts[1:] - ends[:-1]
+        long = np.flatnonzero(gap > options.gpu_gap_threshold_us)
+        for i in long.tolist():
+            g0, g1 = float(ends[i]), float(starts[i + 1])
+            rows.append((frame.rank, g0, g1, g1 - g0, _busiest_cpu_ops(frame, g0, g1)))
+        per_rank[frame.rank] = {
+            "gaps": float(len(long)),
+            "gap_us": float(gap[long].sum()),
+            "longest_gap_us": float(gap.max()) if len(gap) else 0.0,
+        }
+    return AnalysisResult(
+        "gpu_gaps",
+        (
+            Table(
+                "gpu_gaps",
+                ("rank", "start_us", "end_us", "gap_us", "cpu_busy_with"),
+                tuple(rows),
+            ),
+        ),
+        per_rank,
+    )

@@ -1,0 +1,87 @@
+"""Idle time per stream, by cause (rule T1): host wait, kernel wait, other.
+
+Algorithm (HTA 0.5.0 `get_idle_time_breakdown`, trace-semantics.md section 4), per rank and
+stream, over kernel/memcpy/memset rows sorted by start (HTA's unstable sort, reproduced):
+`gap = start - previous row's end` (the previous row, not a running max; it can be <= 0);
+`host_wait` when the kernel's launching runtime call started after the previous kernel ended
+(the CPU was late); else `kernel_wait` when `gap < consecutive_kernel_delay` (30 us: launch
+overhead); else `other` (events, communication). Sums and ratios are rounded to 2 decimals; a
+stream's first kernel has no gap and counts in `other` as 0. Interval stats are pandas'
+`describe()` of the gaps per category.
+
+This is per-stream idle, not the cross-stream idle of the temporal breakdown. Native mode: exact
+timestamps and launch links through runtime/driver calls only.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
+from analyzers.traces.frame import TraceSet
+from analyzers.traces.stats import DESCRIBE_KEYS, describe, hta_round, unstable_argsort
+
+CATEGORIES = ("host_wait", "kernel_wait", "other")
+COLUMNS = ("rank", "stream", "idle_category", "idle_time", "idle_time_ratio")
+STATS_COLUMNS = ("idle_category", "rank", "stream", *DESCRIBE_KEYS)
+
+
+@analysis(
+    "idle_time",
+    "Idle time per stream by cause (host wait / kernel wait / other)",
+    "get_idle_time_breakdown",
+    "exact timestamps; launches linked through runtime/driver calls only",
+)
+def idle_time(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
+    rows: list[tuple[object, ...]] = []
+    stats_rows: list[tuple[object, ...]] = []
+    per_rank: dict[int, dict[str, float]] = {}
+    notes = []
+    for frame in trace.frames():
+        kernels = np.flatnonzero(frame.gpu_op)
+        if not len(kernels):
+            notes.append(f"rank {frame.rank}: no kernels, no idle-time breakdown")
+            continue
+        row_of = frame.row_of_index()
+        link = frame.index_correlation[kernels]
+        found = (link >= 0) & (link < len(row_of))
+        runtime_row = np.where(found, row_of[np.clip(link, 0, len(row_of) - 1)], -1)
+        ts_runtime = np.where(runtime_row >= 0, frame.ts[runtime_row], np.nan)
+        streams = frame.stream[kernels]
+        _, first = np.unique(streams, return_index=True)
+        totals = dict.fromkeys(CATEGORIES, 0.0)
+        for stream in streams[np.sort(first)].tolist():
+            sel = streams == stream
+            rows_s = kernels[sel]
+            order = unstable_argsort(frame.sort_key(frame.ts[rows_s]))
+            ts = frame.ts[rows_s][order]
+            end = ts + frame.dur[rows_s][order]
+            runtime = ts_runtime[sel][order]
+            prev_end = np.concatenate([[np.nan], end[:-1]])
+            gap = ts - prev_end
+            category = np.full(len(ts), 2)
+            host = runtime > prev_end
+            category[host] = 0
+            category[~host & (gap < options.consecutive_kernel_delay_us)] = 1
+            present = sorted(set(category.tolist()))
+            sums = {c: float(np.nansum(gap[category == c])) for c in present}
+            total = sum(sums.values())
+            for c in present:
+                ratio = sums[c] / total if total else np.nan
+                name = CATEGORIES[c]
+                rows.append((frame.rank, stream, name, hta_round(sums[c], 2), hta_round(ratio, 2)))
+                d = describe(gap[category == c])
+                stats_rows.append(
+                    (name, frame.rank, stream, *(hta_round(d[k], 2) for k in DESCRIBE_KEYS))
+                )
+                totals[name] += sums[c]
+        per_rank[frame.rank] = {f"{k}_us": v for k, v in totals.items()}
+    return AnalysisResult(
+        "idle_time",
+        (
+            Table("idle_time_breakdown", COLUMNS, tuple(rows)),
+            Table("idle_time_interval_stats", STATS_COLUMNS, tuple(stats_rows)),
+        ),
+        per_rank,
+        tuple(notes),
+    )

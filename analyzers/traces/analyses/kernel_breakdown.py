@@ -1,0 +1,142 @@
+"""GPU kernel breakdown: time by kernel class with overlaps, and per-kernel statistics.
+
+Kernel-type table (HTA 0.5.0 `get_gpu_kernel_breakdown`, trace-semantics.md section 5): per rank,
+the unions of COMPUTATION, COMMUNICATION and MEMORY rows (`stream != -1`) are swept with a
+bitmask; each maximal interval adds its length to a label such as
+"COMPUTATION overlapping COMMUNICATION"; sums are added across ranks; percentage =
+round(100 * sum / total, 1). Zero-length labels (HTA's tie artefacts) are left out.
+
+Per-kernel table: per rank and class, group by full name: sum/max/min/mean/std of durations
+(std: pandas' Welford, NaN -> 0), sorted by sum descending (HTA's unstable sort). With more than
+`num_kernels` names, rows past the 0.8 quantile of the cumulative sum or at position >= 10 become
+"others" and everything is regrouped on the per-name sums (so a named kernel's max/min/mean all
+equal its sum). Native mode: same tables on exact durations, custom collectives as
+communication; `top_kernels` gives the plain per-kernel view.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+import numpy as np
+
+from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
+from analyzers.traces.classify import KernelClass
+from analyzers.traces.frame import RankFrame, TraceSet
+from analyzers.traces.stats import group_std, hta_round, union_intervals, unstable_argsort
+
+TYPES = (KernelClass.COMPUTATION, KernelClass.COMMUNICATION, KernelClass.MEMORY)
+KERNEL_COLUMNS = (
+    "name",
+    "sum (us)",
+    "max (us)",
+    "min (us)",
+    "stddev",
+    "mean (us)",
+    "kernel_type",
+    "rank",
+)
+
+
+def overlap_label_sums(frame: RankFrame) -> dict[str, float]:
+    """Length of each class-overlap label on one rank (bit 1 COMP, 2 COMM, 4 MEM)."""
+    times: list[np.ndarray[Any, Any]] = []
+    deltas: list[np.ndarray[Any, Any]] = []
+    for bit, kind in enumerate(TYPES):
+        sel = frame.of_class(kind)
+        starts, ends = union_intervals(frame.ts[sel], frame.end[sel])
+        times += [starts, ends]
+        deltas += [np.full(len(starts), 1 << bit), np.full(len(ends), -(1 << bit))]
+    t = np.concatenate(times)
+    if not len(t):
+        return {}
+    order = np.argsort(t, kind="stable")
+    t = t[order]
+    running = np.cumsum(np.concatenate(deltas)[order])
+    seg = np.trunc(np.diff(t))  # HTA: (next_time - time).astype(int)
+    out: dict[str, float] = defaultdict(float)
+    for mask in np.unique(running[:-1]).tolist():
+        if mask <= 0:
+            continue
+        length = float(seg[running[:-1] == mask].sum())
+        if length:
+            label = " overlapping ".join(k.name for b, k in enumerate(TYPES) if mask & (1 << b))
+            out[label] += length
+    return dict(out)
+
+
+def aggregate_by_name(
+    names: list[str], durations: np.ndarray[Any, Any], num_kernels: int, duration_ratio: float
+) -> list[tuple[str, float, float, float, float, float]]:
+    """HTA `_aggr_gpu_kernel_time`: (name, sum, max, min, std, mean) rows, grouped as HTA does."""
+    groups: dict[str, list[float]] = defaultdict(list)
+    for name, dur in zip(names, durations.tolist(), strict=True):
+        groups[name].append(dur)
+    keys = sorted(groups)
+    stats = []
+    for key in keys:
+        v = np.array(groups[key])
+        total = float(v.sum())
+        stats.append((key, total, float(v.max()), float(v.min()), group_std(v), total / len(v)))
+    if not stats:
+        return []
+    order = unstable_argsort(np.array([s[1] for s in stats]), descending=True)
+    ranked = [stats[i] for i in order]
+    if len(ranked) <= num_kernels:
+        return ranked
+    sums = np.array([s[1] for s in ranked])
+    cumsum = np.cumsum(sums)
+    threshold = np.percentile(cumsum, np.array([duration_ratio]) * 100.0)[0]
+    regroup: dict[str, list[float]] = defaultdict(list)
+    for pos, (row, cum) in enumerate(zip(ranked, cumsum.tolist(), strict=True)):
+        name = "others" if cum > threshold or pos >= num_kernels else row[0]
+        regroup[name].append(row[1])
+    out = []
+    for key in sorted(regroup):
+        v = np.array(regroup[key])
+        total = float(v.sum())
+        out.append((key, total, float(v.max()), float(v.min()), group_std(v), total / len(v)))
+    return out
+
+
+@analysis(
+    "kernel_breakdown",
+    "GPU kernel breakdown by class, with overlaps, and top kernels per class",
+    "get_gpu_kernel_breakdown",
+    "custom collectives (DeepEP, NVSHMEM, all-to-all) counted as communication",
+)
+def kernel_breakdown(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
+    label_sums: dict[str, float] = defaultdict(float)
+    kernel_rows: list[tuple[Any, ...]] = []
+    per_rank: dict[int, dict[str, float]] = {}
+    for frame in trace.frames():
+        labels = overlap_label_sums(frame)
+        for label, value in labels.items():
+            label_sums[label] += value
+        per_rank[frame.rank] = {f"{k}_us": v for k, v in labels.items()}
+        for kind in TYPES:
+            sel = np.flatnonzero(frame.of_class(kind))
+            names = [frame.names[i] for i in frame.name[sel].tolist()]
+            for row in aggregate_by_name(
+                names, frame.dur[sel], options.num_kernels, options.duration_ratio
+            ):
+                name, total, high, low, std, mean = row
+                kernel_rows.append((name, total, high, low, std, mean, kind.name, frame.rank))
+    kernel_rows.sort(key=lambda r: (r[6], r[0], r[7]))
+    grand = sum(label_sums.values())
+    order = unstable_argsort(np.array(list(label_sums.values())), descending=True)
+    items = list(label_sums.items())
+    type_rows = tuple(
+        (items[i][0], items[i][1], hta_round(items[i][1] / grand * 100, 1)) for i in order
+    )
+    return AnalysisResult(
+        "kernel_breakdown",
+        (
+            Table(
+                "gpu_kernel_breakdown_kernel_type", ("kernel_type", "sum", "percentage"), type_rows
+            ),
+            Table("gpu_kernel_breakdown_all_kernels", KERNEL_COLUMNS, tuple(kernel_rows)),
+        ),
+        per_rank,
+    )

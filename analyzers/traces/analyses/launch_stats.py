@@ -1,0 +1,124 @@
+"""Kernel launch statistics (rule T2): CPU launch cost, GPU duration and launch delay per launch.
+
+Algorithm (HTA 0.5.0 `get_cuda_kernel_launch_stats`, trace-semantics.md section 7): the launch set
+L is the correlation ids of rows named `cudaLaunchKernel`, `cudaLaunchKernelExC`, the MTIA
+`runFunction`, `cudaMemcpyAsync` and `cudaMemsetAsync`; CPU rows (`stream == -1`) and GPU rows
+(`stream != -1`) with a correlation in L are inner-joined on it; per pair: `cpu_duration`,
+`gpu_duration`, `launch_delay = max(0, gpu.start - cpu.end)`. Outliers (HTA's plot cutoffs):
+`cpu_duration > 50 us`, `launch_delay > 100 us`, and GPU shorter than CPU.
+
+Native mode also counts driver launches (`cuLaunchKernel`, `cuLaunchKernelEx`: Triton, CUDA
+graphs) and HIP launches, which HTA skips (so HTA returns nothing for AMD traces).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import numpy as np
+
+from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
+from analyzers.traces.frame import Mode, RankFrame, TraceSet
+from analyzers.traces.stats import describe
+
+HTA_LAUNCHES = frozenset(
+    {
+        "cudaLaunchKernel",
+        "cudaLaunchKernelExC",
+        "runFunction - job_prep_and_submit_for_execution",
+        "cudaMemcpyAsync",
+        "cudaMemsetAsync",
+    }
+)
+NATIVE_LAUNCHES = HTA_LAUNCHES | {
+    "cuLaunchKernel",
+    "cuLaunchKernelEx",
+    "hipLaunchKernel",
+    "hipExtModuleLaunchKernel",
+    "hipModuleLaunchKernel",
+    "hipMemcpyAsync",
+    "hipMemsetAsync",
+    "hipMemcpyWithStream",
+}
+COLUMNS = ("correlation", "cpu_duration", "gpu_duration", "launch_delay")
+
+
+def launch_pairs(frame: RankFrame, launches: frozenset[str]) -> np.ndarray:
+    """(cpu_row, gpu_row) pairs in HTA's merge order: CPU rows in order, then their GPU rows."""
+    corr_set = np.unique(frame.correlation[frame.name_in(launches)])
+    cpu = np.flatnonzero((frame.stream == -1) & np.isin(frame.correlation, corr_set))
+    gpu = np.flatnonzero((frame.stream != -1) & np.isin(frame.correlation, corr_set))
+    gpu_by_corr: dict[int, list[int]] = defaultdict(list)
+    for row, c in zip(gpu.tolist(), frame.correlation[gpu].tolist(), strict=True):
+        gpu_by_corr[c].append(row)
+    pairs = [
+        (c_row, g_row)
+        for c_row, c in zip(cpu.tolist(), frame.correlation[cpu].tolist(), strict=True)
+        for g_row in gpu_by_corr.get(c, ())
+    ]
+    return np.array(pairs, dtype=np.int64).reshape(-1, 2)
+
+
+@analysis(
+    "launch_stats",
+    "Kernel launch statistics",
+    "get_cuda_kernel_launch_stats",
+    "driver (cuLaunchKernel*) and HIP launches included",
+)
+def launch_stats(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
+    launches = HTA_LAUNCHES if trace.mode is Mode.HTA else NATIVE_LAUNCHES
+    tables = []
+    summary_rows = []
+    per_rank: dict[int, dict[str, float]] = {}
+    for frame in trace.frames():
+        pairs = launch_pairs(frame, launches)
+        c, g = pairs[:, 0], pairs[:, 1]
+        cpu_dur = frame.dur[c]
+        gpu_dur = frame.dur[g]
+        delay = np.maximum(frame.ts[g] - frame.ts[c] - cpu_dur, 0.0)
+        rows = tuple(
+            zip(
+                frame.correlation[c].tolist(),
+                cpu_dur.tolist(),
+                gpu_dur.tolist(),
+                delay.tolist(),
+                strict=True,
+            )
+        )
+        tables.append(Table(f"cuda_kernel_launch_stats_rank{frame.rank}", COLUMNS, rows))
+        values = {
+            "launches": float(len(pairs)),
+            "cpu_over_cutoff": float((cpu_dur > options.runtime_cutoff_us).sum()),
+            "delay_over_cutoff": float((delay > options.launch_delay_cutoff_us).sum()),
+            "gpu_shorter_than_cpu": float((gpu_dur < cpu_dur).sum()),
+            "cpu_launch_us": float(cpu_dur.sum()),
+            "gpu_us": float(gpu_dur.sum()),
+            "median_cpu_us": describe(cpu_dur)["50%"],
+            "median_delay_us": describe(delay)["50%"],
+        }
+        per_rank[frame.rank] = values
+        summary_rows.append(
+            (
+                frame.rank,
+                int(values["launches"]),
+                values["median_cpu_us"],
+                values["median_delay_us"],
+                int(values["cpu_over_cutoff"]),
+                int(values["delay_over_cutoff"]),
+                int(values["gpu_shorter_than_cpu"]),
+            )
+        )
+    summary = Table(
+        "launch_summary",
+        (
+            "rank",
+            "launches",
+            "median_cpu_us",
+            "median_launch_delay_us",
+            f"cpu_gt_{options.runtime_cutoff_us:g}us",
+            f"delay_gt_{options.launch_delay_cutoff_us:g}us",
+            "gpu_shorter_than_cpu",
+        ),
+        tuple(summary_rows),
+    )
+    return AnalysisResult("launch_stats", (summary, *tables), per_rank)

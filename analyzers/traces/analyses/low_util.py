@@ -1,0 +1,47 @@
+"""Low GPU utilization chunks (rule T5), after Nsight Systems' `gpu_time_util` expert rule.
+
+Algorithm (Nsight's defaults): the range from the first to the last GPU activity of a rank is cut
+into 30 equal chunks; a chunk's utilization is the union of GPU rows inside it over its length;
+chunks below 50 % are reported. Utilization here is "some GPU op runs", not SM occupancy.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
+from analyzers.traces.frame import TraceSet
+from analyzers.traces.stats import intersection_length, union_intervals
+
+
+@analysis("low_util", "Low GPU utilization chunks (Nsight gpu_time_util)", None, "HTA has none")
+def low_util(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
+    rows = []
+    per_rank: dict[int, dict[str, float]] = {}
+    for frame in trace.frames():
+        starts, ends = union_intervals(frame.ts[frame.on_stream], frame.end[frame.on_stream])
+        if not len(starts):
+            continue
+        edges = np.linspace(starts[0], ends[-1], options.util_chunks + 1)
+        low = 0
+        for i in range(options.util_chunks):
+            c0, c1 = float(edges[i]), float(edges[i + 1])
+            if c1 <= c0:
+                continue
+            busy = intersection_length(np.array([c0]), np.array([c1]), starts, ends)
+            pct = 100.0 * busy / (c1 - c0)
+            if pct < options.util_threshold_pct:
+                low += 1
+                rows.append((frame.rank, i, c0, c1, pct))
+        per_rank[frame.rank] = {"low_chunks": float(low), "chunks": float(options.util_chunks)}
+    return AnalysisResult(
+        "low_util",
+        (
+            Table(
+                "low_util_chunks",
+                ("rank", "chunk", "start_us", "end_us", "gpu_util_pct"),
+                tuple(rows),
+            ),
+        ),
+        per_rank,
+    )

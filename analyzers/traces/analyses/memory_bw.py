@@ -1,0 +1,78 @@
+"""Memory copy/set bandwidth per kind (Memcpy HtoD, DtoH, DtoD, Memset).
+
+Algorithm (HTA 0.5.0 `get_memory_bw_summary`, trace-semantics.md section 9): MEMORY rows by name,
+grouped by the name's first 11 characters (`Memcpy HtoD`) or `Memset`; bandwidth is the trace's
+own `args["memory bandwidth (GB/s)"]` (HTA computes none); a 0 duration becomes 1; a step
+function (+bw at start, -bw at end, HTA's unstable sort, cumulative per kind); `describe()` of
+the positive change points (count-weighted).
+
+Native mode reports what a reader wants instead: bytes moved, busy time and the effective
+bandwidth (bytes / union of busy time) per kind, time-weighted.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
+from analyzers.traces.classify import KernelClass
+from analyzers.traces.frame import Mode, TraceSet
+from analyzers.traces.stats import DESCRIBE_KEYS, describe, union_length, unstable_argsort
+
+
+def memory_kind(name: str) -> str:
+    """HTA `get_memory_kernel_type`."""
+    if name[:6] == "Memset":
+        return "Memset"
+    if name[:6] != "Memcpy":
+        return "Memcpy Unknown"
+    return name[:11]
+
+
+@analysis(
+    "memory_bw",
+    "Memory copy/set bandwidth",
+    "get_memory_bw_summary",
+    "bytes, busy time and effective bandwidth per kind instead of count-weighted change points",
+)
+def memory_bw(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
+    native = trace.mode is Mode.NATIVE
+    rows = []
+    per_rank: dict[int, dict[str, float]] = {}
+    for frame in trace.frames():
+        sel = np.flatnonzero(frame.of_class(KernelClass.MEMORY))
+        kinds = np.array(
+            [memory_kind(frame.names[i]) for i in frame.name[sel].tolist()], dtype=object
+        )
+        if native:
+            values: dict[str, float] = {}
+            for kind in sorted(set(kinds.tolist())):
+                rows_k = sel[kinds == kind]
+                busy = union_length(frame.ts[rows_k], frame.end[rows_k])
+                nbytes = float(np.clip(frame.bytes[rows_k], 0, None).sum())
+                gbps = nbytes / busy / 1e3 if busy > 0 else float("nan")
+                rows.append((frame.rank, kind, len(rows_k), nbytes, busy, gbps))
+                values[f"{kind}_us"] = busy
+            per_rank[frame.rank] = values
+            continue
+        dur = frame.dur[sel].copy()
+        dur[dur == 0] = 1
+        bw = frame.memory_bw_gbps[sel]
+        ts = np.concatenate([frame.ts[sel], frame.ts[sel] + dur])
+        value = np.concatenate([bw, -bw])
+        kind_all = np.concatenate([kinds, kinds])
+        order = unstable_argsort(ts)
+        value, kind_all = value[order], kind_all[order]
+        for kind in sorted(set(kinds.tolist())):
+            series = np.cumsum(value[kind_all == kind])
+            d = describe(series[series > 0])
+            if d["count"]:
+                rows.append((frame.rank, kind, *(d[k] for k in DESCRIBE_KEYS)))
+    columns: tuple[str, ...] = (
+        ("rank", "name", "count", "bytes", "busy_us", "effective_gbps")
+        if native
+        else ("rank", "name", *DESCRIBE_KEYS)
+    )
+    return AnalysisResult(
+        "memory_bw", (Table("memory_bw_summary", columns, tuple(rows)),), per_rank
+    )

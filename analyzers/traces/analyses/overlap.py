@@ -1,0 +1,49 @@
+"""Communication/computation overlap (rule T9's second half).
+
+Algorithm (HTA 0.5.0 `get_comm_comp_overlap`, trace-semantics.md section 6), per rank:
+`comp_comm_overlap_pctg` = round(100 * |union COMM ∩ union COMP| / |union COMM|, 2): the share of
+communication time during which some compute kernel runs (memory ops ignored); NaN without
+communication. Native mode counts custom collectives (DeepEP, NVSHMEM) as communication, where
+HTA calls them compute and reports NaN; it also reports communication's share of GPU busy time.
+"""
+
+from __future__ import annotations
+
+import math
+
+from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
+from analyzers.traces.classify import KernelClass
+from analyzers.traces.frame import TraceSet
+from analyzers.traces.stats import hta_round, intersection_length, union_intervals, union_length
+
+
+@analysis(
+    "comm_comp_overlap",
+    "Communication/computation overlap",
+    "get_comm_comp_overlap",
+    "custom collectives counted as communication",
+)
+def comm_comp_overlap(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
+    rows = []
+    per_rank: dict[int, dict[str, float]] = {}
+    for frame in trace.frames():
+        comm = frame.of_class(KernelClass.COMMUNICATION)
+        comp = frame.of_class(KernelClass.COMPUTATION)
+        c_start, c_end = union_intervals(frame.ts[comm], frame.end[comm])
+        p_start, p_end = union_intervals(frame.ts[comp], frame.end[comp])
+        comm_us = float(c_end.sum() - c_start.sum())
+        both = intersection_length(c_start, c_end, p_start, p_end)
+        ratio = both / comm_us if comm_us else math.nan
+        rows.append((frame.rank, hta_round(100 * ratio, 2)))
+        busy = union_length(frame.ts[frame.on_stream], frame.end[frame.on_stream])
+        per_rank[frame.rank] = {
+            "communication_us": comm_us,
+            "overlapped_us": both,
+            "overlap_ratio": ratio,
+            "communication_share_of_busy": comm_us / busy if busy else math.nan,
+        }
+    return AnalysisResult(
+        "comm_comp_overlap",
+        (Table("comm_comp_overlap", ("rank", "comp_comm_overlap_pctg"), tuple(rows)),),
+        per_rank,
+    )

@@ -1,0 +1,59 @@
+"""Pageable memory copies (rule T6); HTA only shows them inside its MEMORY share.
+
+A host<->device copy from or to pageable memory is staged by the driver through a pinned buffer:
+it runs at a fraction of PCIe bandwidth and blocks the launching CPU call (Nsight Systems'
+`cuda_memcpy_async` rule; Kineto names them `Memcpy HtoD (Pageable -> Device)` and
+`Memcpy DtoH (Device -> Pageable)`). Reported per direction: copies, bytes, GPU time, the CPU time
+of their launching calls, and the effective bandwidth. Fix: `pin_memory=True` in the DataLoader
+and `.to(device, non_blocking=True)`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
+from analyzers.traces.frame import TraceSet
+
+
+def is_pageable(name: str) -> bool:
+    return name.startswith("Memcpy") and "Pageable" in name
+
+
+@analysis("pageable_memcpy", "Pageable memory copies", None, "HTA has none")
+def pageable_memcpy(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
+    rows = []
+    per_rank: dict[int, dict[str, float]] = {}
+    for frame in trace.frames():
+        sel = np.flatnonzero(frame.names_matching(is_pageable) & frame.on_stream)
+        row_of = frame.row_of_index()
+        totals = {"copies": 0.0, "gpu_us": 0.0, "cpu_us": 0.0, "bytes": 0.0}
+        for name_id in np.unique(frame.name[sel]).tolist():
+            m = sel[frame.name[sel] == name_id]
+            link = frame.index_correlation[m]
+            ok = (link >= 0) & (link < len(row_of))
+            launch = row_of[link[ok]]
+            cpu_us = float(frame.dur[launch[launch >= 0]].sum())
+            gpu_us = float(frame.dur[m].sum())
+            nbytes = float(np.clip(frame.bytes[m], 0, None).sum())
+            gbps = nbytes / gpu_us / 1e3 if gpu_us > 0 else float("nan")
+            rows.append((frame.rank, frame.names[name_id], len(m), nbytes, gpu_us, cpu_us, gbps))
+            for key, value in (
+                ("copies", len(m)),
+                ("gpu_us", gpu_us),
+                ("cpu_us", cpu_us),
+                ("bytes", nbytes),
+            ):
+                totals[key] += value
+        per_rank[frame.rank] = totals
+    return AnalysisResult(
+        "pageable_memcpy",
+        (
+            Table(
+                "pageable_memcpy",
+                ("rank", "name", "copies", "bytes", "gpu_us", "launch_cpu_us", "gbps"),
+                tuple(rows),
+            ),
+        ),
+        per_rank,
+    )

@@ -1,0 +1,127 @@
+"""Launch queue length per stream, and time blocked on a full queue (rule T3).
+
+Algorithm (HTA 0.5.0 `TraceCounters`, trace-semantics.md section 8): each runtime launch (names
+below, with a linked GPU op) adds +1 at the call's start on the stream of its GPU op; each GPU op
+whose correlation is launched adds -1 at its start; change points are sorted by time (HTA's
+unstable sort) and summed per stream. `queue_length_summary` is `describe()` over change points
+(count-weighted, not time-weighted). Blocked time: per stream, the time until the next change
+point summed where the queue is >= 1024, over the rank's span; HTA keeps only the last stream of
+a rank (its bug, reproduced in HTA mode).
+
+Native mode adds the time-weighted mean queue length (what a reader means by "average queue")
+and reports every stream's blocked time.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from typing import Any
+
+import numpy as np
+
+from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
+from analyzers.traces.frame import Mode, RankFrame, TraceSet
+from analyzers.traces.stats import DESCRIBE_KEYS, describe, unstable_argsort
+
+RUNTIME_LAUNCHES = frozenset(
+    {
+        "cudaLaunchKernel",
+        "cudaLaunchKernelExC",
+        "cuLaunchKernel",
+        "cudaMemcpyAsync",
+        "cudaMemsetAsync",
+        "runFunction - job_prep_and_submit_for_execution",
+        "hipLaunchKernel",
+        "hipExtModuleLaunchKernel",
+        "hipMemcpyAsync",
+        "hipMemsetAsync",
+        "hipMemcpyWithStream",
+    }
+)
+NATIVE_EXTRA = frozenset({"cuLaunchKernelEx", "hipModuleLaunchKernel"})
+
+
+def queue_series(frame: RankFrame, launches: frozenset[str]) -> dict[int, tuple[Any, Any]]:
+    """stream -> (change-point times, queue length after each), in HTA's order."""
+    runtime = np.flatnonzero(frame.name_in(launches) & (frame.index_correlation > 0))
+    on_stream = np.flatnonzero(frame.on_stream)
+    gpu_by_corr: dict[int, list[int]] = defaultdict(list)
+    for row, c in zip(on_stream.tolist(), frame.correlation[on_stream].tolist(), strict=True):
+        gpu_by_corr[c].append(row)
+    r_ts: list[float] = []
+    r_stream: list[float] = []
+    for row, c in zip(runtime.tolist(), frame.correlation[runtime].tolist(), strict=True):
+        for g in gpu_by_corr.get(c, [-1]):  # a left join: an unmatched call keeps NaN stream
+            r_ts.append(float(frame.ts[row]))
+            r_stream.append(float(frame.stream[g]) if g >= 0 else math.nan)
+    launched = np.isin(frame.correlation[on_stream], frame.correlation[runtime])
+    g_rows = on_stream[launched]
+    ts = np.concatenate([np.array(r_ts), frame.ts[g_rows]])
+    stream = np.concatenate([np.array(r_stream), frame.stream[g_rows].astype(np.float64)])
+    delta = np.concatenate([np.ones(len(r_ts)), -np.ones(len(g_rows))])
+    order = unstable_argsort(frame.sort_key(ts))
+    ts, stream, delta = ts[order], stream[order], delta[order]
+    out = {}
+    for s in np.unique(stream[~np.isnan(stream)]).tolist():
+        sel = stream == s
+        out[int(s)] = (ts[sel], np.cumsum(delta[sel]))
+    return out
+
+
+@analysis(
+    "queue_length",
+    "Launch queue length per stream",
+    "get_queue_length_summary / get_time_spent_blocked_on_full_queue",
+    "time-weighted mean; blocked time for every stream",
+)
+def queue_length(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
+    native = trace.mode is Mode.NATIVE
+    launches = RUNTIME_LAUNCHES | NATIVE_EXTRA if native else RUNTIME_LAUNCHES
+    summary_rows = []
+    blocked_rows = []
+    per_rank: dict[int, dict[str, float]] = {}
+    for frame in trace.frames():
+        series = queue_series(frame, launches)
+        span = float(frame.ts.max() - frame.ts.min()) if len(frame) else math.nan
+        blocked: list[tuple[Any, ...]] = []
+        worst = 0.0
+        for stream, (ts, length) in series.items():
+            d = describe(length)
+            row: tuple[Any, ...] = (frame.rank, stream, *(d[k] for k in DESCRIBE_KEYS))
+            if native:
+                held = np.diff(ts)
+                weighted = float((length[:-1] * held).sum() / held.sum()) if held.sum() else 0.0
+                row = (*row, weighted)
+            summary_rows.append(row)
+            dur = np.diff(ts, append=np.nan)
+            full = length >= options.max_queue_length
+            if full.any():
+                total = float(np.nansum(dur[full]))
+                blocked.append((frame.rank, stream, total, total / span))
+                worst = max(worst, total / span)
+        blocked_rows += blocked if native else blocked[-1:]
+        per_rank[frame.rank] = {
+            "max_queue_length": max((float(v[1].max()) for v in series.values()), default=0.0),
+            "blocked_share": worst,
+        }
+    columns: tuple[str, ...] = ("rank", "stream", *DESCRIBE_KEYS)
+    if native:
+        columns = (*columns, "time_weighted_mean")
+    return AnalysisResult(
+        "queue_length",
+        (
+            Table("queue_length_summary", columns, tuple(summary_rows)),
+            Table(
+                "time_spent_blocked_on_full_queue",
+                (
+                    "rank",
+                    "stream",
+                    "duration_at_max_queue_length",
+                    "relative_duration_at_max_queue_length",
+                ),
+                tuple(blocked_rows),
+            ),
+        ),
+        per_rank,
+    )

@@ -1,0 +1,83 @@
+"""Training steps: the `ProfilerStep#N` ranges `torch.profiler`'s `prof.step()` writes, per rank,
+with each step's GPU busy time. Other analyses (data loader, sync, what-if) measure per step.
+
+A step is a CPU row named `ProfilerStep#<n>` (not its `gpu_user_annotation` copy); when a step
+appears twice (user_annotation and cpu_op), the longest row wins. GPU busy time is the union of
+GPU rows intersected with the step's CPU range. HTA has no step table (it has
+`get_profiler_steps`, which only lists the numbers). Never mutates the frame.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
+from analyzers.traces.frame import RankFrame, TraceSet
+from analyzers.traces.stats import intersection_length, union_intervals
+
+_STEP = re.compile(r"^ProfilerStep#(\d+)$")
+
+
+@dataclass(frozen=True)
+class Step:
+    number: int
+    start_us: float
+    end_us: float
+    tid: int
+
+    @property
+    def duration_us(self) -> float:
+        return self.end_us - self.start_us
+
+
+def profiler_steps(frame: RankFrame) -> list[Step]:
+    """The rank's steps in time order."""
+    gpu_anno = frame.sym("gpu_user_annotation")
+    rows = np.flatnonzero(
+        frame.names_matching(_STEP.match) & (frame.stream == -1) & (frame.cat != gpu_anno)
+    )
+    best: dict[int, Step] = {}
+    for row in rows.tolist():
+        match = _STEP.match(frame.names[frame.name[row]])
+        assert match is not None
+        step = Step(
+            int(match.group(1)), float(frame.ts[row]), float(frame.end[row]), int(frame.tid[row])
+        )
+        if step.number not in best or step.duration_us > best[step.number].duration_us:
+            best[step.number] = step
+    return sorted(best.values(), key=lambda s: s.start_us)
+
+
+@analysis("steps", "Profiler steps", None, "HTA lists step numbers only")
+def steps(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
+    rows = []
+    per_rank: dict[int, dict[str, float]] = {}
+    for frame in trace.frames():
+        found = profiler_steps(frame)
+        g_start, g_end = union_intervals(frame.ts[frame.on_stream], frame.end[frame.on_stream])
+        total = 0.0
+        for step in found:
+            busy = intersection_length(
+                np.array([step.start_us]), np.array([step.end_us]), g_start, g_end
+            )
+            share = busy / step.duration_us if step.duration_us > 0 else float("nan")
+            rows.append((frame.rank, step.number, step.start_us, step.duration_us, busy, share))
+            total += step.duration_us
+        per_rank[frame.rank] = {
+            "steps": float(len(found)),
+            "mean_step_us": total / len(found) if found else float("nan"),
+        }
+    return AnalysisResult(
+        "steps",
+        (
+            Table(
+                "steps",
+                ("rank", "step", "start_us", "duration_us", "gpu_busy_us", "gpu_busy_share"),
+                tuple(rows),
+            ),
+        ),
+        per_rank,
+    )

@@ -1,0 +1,105 @@
+"""Synchronization calls (rule T7): where the CPU waits for the GPU; HTA has no summary of them.
+
+Counted: runtime calls that block the host (`cudaDeviceSynchronize`, `cudaStreamSynchronize`,
+`cudaEventSynchronize`, synchronous `cudaMemcpy`/`cudaMemset`, their HIP twins) and the PyTorch
+ops that cause most of them (`aten::item`, `aten::_local_scalar_dense`, `aten::nonzero`), per
+name: calls, total and longest time, share of step time. Nsight Systems' `cuda_api_sync` rule
+flags the same calls; the fix is to drop or defer them (no `.item()` in the step, non_blocking
+copies).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+
+import numpy as np
+
+from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
+from analyzers.traces.analyses.steps import profiler_steps
+from analyzers.traces.frame import TraceSet
+
+SYNC_CALLS = frozenset(
+    {
+        "cudaDeviceSynchronize",
+        "cudaStreamSynchronize",
+        "cudaEventSynchronize",
+        "cudaMemcpy",
+        "cudaMemset",
+        "cuCtxSynchronize",
+        "cuStreamSynchronize",
+        "cuEventSynchronize",
+        "hipDeviceSynchronize",
+        "hipStreamSynchronize",
+        "hipEventSynchronize",
+        "hipMemcpy",
+    }
+)
+SYNC_CAUSES = frozenset({"aten::item", "aten::_local_scalar_dense", "aten::nonzero"})
+
+
+@analysis(
+    "sync",
+    "Synchronization calls",
+    None,
+    "HTA has none outside critical-path analysis",
+)
+def sync(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
+    rows = []
+    per_rank: dict[int, dict[str, float]] = {}
+    for frame in trace.frames():
+        calls = np.flatnonzero(frame.name_in(SYNC_CALLS) & (frame.stream == -1))
+        causes = np.flatnonzero(frame.name_in(SYNC_CAUSES) & (frame.stream == -1))
+        found = profiler_steps(frame)
+        step_us = sum(s.duration_us for s in found)
+        in_steps = np.zeros(len(frame), dtype=bool)
+        for s in found:
+            in_steps |= (frame.ts >= s.start_us) & (frame.ts < s.end_us)
+        by_name: dict[str, list[int]] = defaultdict(list)
+        for row in np.concatenate([calls, causes]).tolist():
+            by_name[frame.names[frame.name[row]]].append(row)
+        for name, members in sorted(by_name.items()):
+            m = np.array(members)
+            inside = m[in_steps[m]]
+            total = float(frame.dur[inside].sum())
+            share = total / step_us if step_us else math.nan
+            kind = "cause" if name in SYNC_CAUSES else "sync call"
+            rows.append(
+                (
+                    frame.rank,
+                    name,
+                    kind,
+                    len(m),
+                    len(inside),
+                    total,
+                    float(frame.dur[m].max()),
+                    share,
+                )
+            )
+        waits = calls[in_steps[calls]] if found else calls
+        total_wait = float(frame.dur[waits].sum())
+        per_rank[frame.rank] = {
+            "sync_calls": float(len(waits)),
+            "sync_us": total_wait,
+            "share": total_wait / step_us if step_us else math.nan,
+        }
+    return AnalysisResult(
+        "sync",
+        (
+            Table(
+                "sync_calls",
+                (
+                    "rank",
+                    "name",
+                    "kind",
+                    "calls",
+                    "calls_in_steps",
+                    "time_in_steps_us",
+                    "longest_us",
+                    "share_of_steps",
+                ),
+                tuple(rows),
+            ),
+        ),
+        per_rank,
+    )

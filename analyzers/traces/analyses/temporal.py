@@ -1,0 +1,69 @@
+"""Temporal breakdown: how the GPU's busy span splits into idle, compute and non-compute time.
+
+Algorithm (HTA 0.5.0 `BreakdownAnalysis.get_temporal_breakdown`, trace-semantics.md section 3),
+per rank, over G = every row with `stream != -1`:
+`kernel_time` = max(end) - min(start) of G; `idle` = kernel_time - |union G|;
+`compute` = |union of COMPUTATION rows|; `non_compute` = kernel_time - compute - idle; each
+`*_pctg` = round(100 * x / kernel_time, 2). The denominator is the GPU's busy span, not the step.
+
+Native mode: same definitions on exact timestamps, every step, custom collectives as
+communication. A rank with no GPU activity gets a note instead of HTA's IndexError.
+"""
+
+from __future__ import annotations
+
+from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
+from analyzers.traces.classify import KernelClass
+from analyzers.traces.frame import TraceSet
+from analyzers.traces.stats import hta_round, union_length
+
+COLUMNS = (
+    "rank",
+    "idle_time(us)",
+    "compute_time(us)",
+    "non_compute_time(us)",
+    "kernel_time(us)",
+    "idle_time_pctg",
+    "compute_time_pctg",
+    "non_compute_time_pctg",
+)
+
+
+@analysis(
+    "temporal_breakdown",
+    "Temporal breakdown (GPU busy span)",
+    "get_temporal_breakdown",
+    "exact timestamps, all steps; CPU-only ranks reported instead of raising",
+)
+def temporal_breakdown(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
+    rows = []
+    per_rank: dict[int, dict[str, float]] = {}
+    notes = []
+    for frame in trace.frames():
+        gpu = frame.on_stream
+        if not gpu.any():
+            notes.append(f"rank {frame.rank}: no GPU activity in the trace (CPU-only)")
+            continue
+        ts, end = frame.ts[gpu], frame.end[gpu]
+        kernel_time = float(end.max() - ts.min())
+        idle = kernel_time - union_length(ts, end)
+        comp = frame.of_class(KernelClass.COMPUTATION)
+        compute = union_length(frame.ts[comp], frame.end[comp])
+        non_compute = kernel_time - compute - idle
+        pct = [hta_round(100 * (x / kernel_time), 2) for x in (idle, compute, non_compute)]
+        rows.append((frame.rank, idle, compute, non_compute, kernel_time, *pct))
+        per_rank[frame.rank] = {
+            "idle_us": idle,
+            "compute_us": compute,
+            "non_compute_us": non_compute,
+            "kernel_time_us": kernel_time,
+            "gpu_busy_us": kernel_time - idle,
+            "first_gpu_us": float(ts.min()),
+            "last_gpu_us": float(end.max()),
+        }
+    return AnalysisResult(
+        "temporal_breakdown",
+        (Table("temporal_breakdown", COLUMNS, tuple(rows)),),
+        per_rank,
+        tuple(notes),
+    )

@@ -1,0 +1,112 @@
+"""Tensor-core use (rule T10), after the PyTorch profiler TensorBoard plugin's
+`tensor_core.py`; HTA has no such analysis.
+
+A kernel uses tensor cores when its name holds one of the plugin's patterns (from NVIDIA PyProf:
+`h884`, `s1688`, `hmma`, `16816`, `xmma_gemm`, ...; extended with the CUTLASS `tensorop`, cuBLAS
+`nvjet` and sm90/sm100 families, FP8/FP4 GEMMs and fused attention, which the plugin predates). It is eligible when the operator that launched it (matched by
+`External id`) is one the plugin (from autocast's fp16 list) lists: convolutions, matmuls,
+linear, RNN cells. Reported: eligible kernel time, the part on tensor cores, and the GPU's compute
+capability (tensor cores exist from 7.0).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
+from analyzers.traces.classify import KernelClass
+from analyzers.traces.frame import CPU_OP_CATS, RankFrame, TraceSet
+
+TC_KERNEL_PATTERNS = (
+    "h884", "s884", "h1688", "s1688", "hmma", "i8816", "16816", "dgrad_1x1_stride_2x2",
+    "first_layer_wgrad_kernel", "conv1x1", "conv2d_c1_k1", "direct_group", "xmma_implicit_gemm",
+    "xmma_sparse_conv", "xmma_warp_specialized_implicit_gemm", "xmma_gemm", "xmma_sparse_gemm",
+    "c1688", "tensorop", "sm80_xmma", "sm90_xmma", "gmma", "wgmma", "mma_",
+    # Hopper/Blackwell families the plugin predates: cuBLAS nvjet, TRT-LLM/FlashInfer fmha and
+    # FP8/FP4 GEMMs (E4m3/E2m1 run only on tensor cores), FlashAttention, tcgen05 (sm100).
+    "nvjet", "fmha", "flash_fwd", "flash_bwd", "tcgen05", "sm90_", "sm100", "E4m3", "E2m1",
+)  # fmt: skip
+TC_OPS = frozenset(
+    {
+        "aten::_convolution", "aten::_convolution_nogroup", "aten::conv1d", "aten::conv2d",
+        "aten::conv3d", "aten::conv_tbc", "aten::conv_transpose1d", "aten::conv_transpose2d",
+        "aten::conv_transpose3d", "aten::convolution", "aten::cudnn_convolution",
+        "aten::cudnn_convolution_transpose", "aten::prelu", "aten::addmm", "aten::addmv",
+        "aten::addr", "aten::matmul", "aten::mm", "aten::mv", "aten::linear", "aten::addbmm",
+        "aten::baddbmm", "aten::bmm", "aten::chain_matmul", "aten::linalg_multi_dot",
+        "aten::_thnn_fused_lstm_cell", "aten::_thnn_fused_gru_cell", "aten::lstm_cell",
+        "aten::gru_cell", "aten::rnn_tanh_cell", "aten::rnn_relu_cell",
+        "CudnnConvolutionBackward", "CudnnConvolutionBackward0", "MmBackward", "MmBackward0",
+        "AddmmBackward", "AddmmBackward0", "BmmBackward", "BmmBackward0",
+        "aten::convolution_backward", "aten::cudnn_convolution_backward",
+        "autograd::engine::evaluate_function: ConvolutionBackward0",
+        "autograd::engine::evaluate_function: AddmmBackward0",
+        "autograd::engine::evaluate_function: MmBackward0",
+        "autograd::engine::evaluate_function: BmmBackward0",
+    }
+)  # fmt: skip
+
+
+def uses_tensor_cores(name: str) -> bool:
+    return any(p in name for p in TC_KERNEL_PATTERNS)
+
+
+def compute_capability(frame: RankFrame) -> float:
+    for props in frame.device_properties:
+        major, minor = props.get("computeMajor"), props.get("computeMinor")
+        if isinstance(major, int):
+            return major + (minor if isinstance(minor, int) else 0) / 10
+    return math.nan
+
+
+def eligible_kernels(frame: RankFrame) -> np.ndarray:
+    """Compute kernels launched by a tensor-core-eligible operator (by External id)."""
+    ops = frame.cat_in(CPU_OP_CATS) & frame.name_in(TC_OPS)
+    ids = np.unique(frame.external_id[ops])
+    ids = ids[ids >= 0]
+    kernels = frame.of_class(KernelClass.COMPUTATION)
+    mask: np.ndarray = kernels & np.isin(frame.external_id, ids)
+    return mask
+
+
+@analysis("tensor_cores", "Tensor-core use", None, "HTA has none")
+def tensor_cores(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
+    rows = []
+    per_rank: dict[int, dict[str, float]] = {}
+    for frame in trace.frames():
+        compute = frame.of_class(KernelClass.COMPUTATION)
+        tc = compute & frame.names_matching(uses_tensor_cores)
+        eligible = eligible_kernels(frame) | tc
+        compute_us = float(frame.dur[compute].sum())
+        eligible_us = float(frame.dur[eligible].sum())
+        tc_us = float(frame.dur[tc].sum())
+        cc = compute_capability(frame)
+        share = tc_us / eligible_us if eligible_us else math.nan
+        rows.append((frame.rank, cc, compute_us, eligible_us, tc_us, share))
+        per_rank[frame.rank] = {
+            "compute_capability": cc,
+            "compute_us": compute_us,
+            "eligible_us": eligible_us,
+            "tensor_core_us": tc_us,
+            "tensor_core_share": share,
+        }
+    return AnalysisResult(
+        "tensor_cores",
+        (
+            Table(
+                "tensor_cores",
+                (
+                    "rank",
+                    "compute_capability",
+                    "compute_kernel_us",
+                    "tc_eligible_us",
+                    "tensor_core_us",
+                    "tc_share_of_eligible",
+                ),
+                tuple(rows),
+            ),
+        ),
+        per_rank,
+    )

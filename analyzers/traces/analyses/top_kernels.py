@@ -1,0 +1,55 @@
+"""Top GPU kernels by total time, per rank, with plain statistics (no "others" regrouping).
+
+HTA's per-kernel table folds everything past the 80th cumulative percentile into "others" and then
+reports a named kernel's max/min/mean as its total (trace-semantics.md section 5); this table
+keeps per-invocation statistics and the share of the rank's GPU kernel time.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
+from analyzers.traces.classify import KernelClass
+from analyzers.traces.frame import TraceSet
+
+
+@analysis("top_kernels", "Top kernels by GPU time", None, "per-invocation statistics")
+def top_kernels(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
+    rows = []
+    for frame in trace.frames():
+        sel = np.flatnonzero(frame.gpu_op)
+        if not len(sel):
+            continue
+        names = frame.name[sel]
+        dur = frame.dur[sel]
+        ids, inverse = np.unique(names, return_inverse=True)
+        totals = np.bincount(inverse, weights=dur)
+        counts = np.bincount(inverse)
+        grand = float(dur.sum())
+        for k in np.argsort(-totals, kind="stable")[: options.top_kernels].tolist():
+            d = dur[inverse == k]
+            name_id = int(ids[k])
+            kind = KernelClass(int(frame.kernel_class[sel][inverse == k][0])).name
+            rows.append(
+                (
+                    frame.rank,
+                    frame.names[name_id],
+                    kind,
+                    int(counts[k]),
+                    float(totals[k]),
+                    float(d.mean()),
+                    float(d.max()),
+                    float(totals[k]) / grand if grand else float("nan"),
+                )
+            )
+    return AnalysisResult(
+        "top_kernels",
+        (
+            Table(
+                "top_kernels",
+                ("rank", "name", "class", "calls", "total_us", "mean_us", "max_us", "share"),
+                tuple(rows),
+            ),
+        ),
+    )

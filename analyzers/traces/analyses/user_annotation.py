@@ -1,0 +1,41 @@
+"""Time per GPU user annotation (`record_function` ranges as the GPU saw them).
+
+Algorithm (HTA 0.5.0 `get_gpu_user_annotation_breakdown`, trace-semantics.md section 9): rows with
+`cat == gpu_user_annotation`, aggregated by name exactly like the per-kernel table of
+kernel_breakdown.py with `num_kernels = 1000`; sorted by rank and name. No such category in the
+trace: no table (HTA returns None). Native mode: same, on exact durations.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
+from analyzers.traces.analyses.kernel_breakdown import aggregate_by_name
+from analyzers.traces.frame import TraceSet
+
+COLUMNS = ("name", "sum (us)", "max (us)", "min (us)", "stddev", "mean (us)", "rank")
+
+
+@analysis(
+    "user_annotation",
+    "GPU time per user annotation",
+    "get_gpu_user_annotation_breakdown",
+    "exact durations",
+)
+def user_annotation(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
+    frames = trace.frames()
+    if not any("gpu_user_annotation" in f.symbols for f in frames):
+        return AnalysisResult("user_annotation", notes=("no gpu_user_annotation events",))
+    rows = []
+    for frame in frames:
+        sel = np.flatnonzero(frame.cat == frame.sym("gpu_user_annotation"))
+        names = [frame.names[i] for i in frame.name[sel].tolist()]
+        for name, total, high, low, std, mean in aggregate_by_name(
+            names, frame.dur[sel], 1000, options.duration_ratio
+        ):
+            rows.append((name, total, high, low, std, mean, frame.rank))
+    rows.sort(key=lambda r: (r[6], r[0]))
+    return AnalysisResult(
+        "user_annotation", (Table("gpu_user_annotation_breakdown", COLUMNS, tuple(rows)),)
+    )

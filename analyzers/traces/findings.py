@@ -1,0 +1,327 @@
+"""Trace rules T1-T12 (shared/rules.md): analysis results in, `analyzers.findings.Finding`s out.
+
+Each rule is a small function in `RULES` (a registry, not an if-chain) that reads the results of
+the analyses it names and returns zero or more findings per rank, each with its evidence (steps,
+kernels, streams, time shares), a fix, and, where the what-if replay can price it, the GPU-hours
+per week the fix would return. Thresholds are `TraceOptions` fields with their sources; where
+rules.md gives none, the default is stated here with its reasoning. Never does I/O.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import numpy as np
+
+from analyzers.findings import Finding, Severity
+from analyzers.traces.analyses.base import AnalysisResult, TraceOptions
+from analyzers.traces.frame import RankFrame, TraceSet
+
+__all__ = ["RULES", "trace_findings"]
+
+Results = dict[str, AnalysisResult]
+Emit = Callable[..., Finding]
+Rule = Callable[[RankFrame, Results, TraceOptions, Emit], Iterator[Finding]]
+
+# fleetscope defaults where rules.md names the signal but no number:
+IDLE_SHARE_WARN = 0.20  # T1: a GPU idle a fifth of its busy span is worth a look
+LAUNCH_OUTLIER_SHARE = 0.10  # T2: one launch in ten over HTA's cutoffs
+SYNC_SHARE_WARN = 0.01  # T7: sync waits over 1 % of step time
+OVERLAP_LOW = 0.50  # T9: less than half of communication hidden behind compute
+
+
+def _value(results: Results, analysis: str, rank: int, key: str) -> float:
+    result = results.get(analysis)
+    return result.value(rank, key) if result is not None else math.nan
+
+
+def _whatif(results: Results, rank: int, scenario: str) -> tuple[float, str]:
+    hours = _value(results, "whatif", rank, f"{scenario}_gpu_hours_per_week")
+    if math.isnan(hours):
+        return 0.0, "not estimated (no ProfilerStep ranges or launches to replay)"
+    saved = _value(results, "whatif", rank, f"{scenario}_saved_fraction")
+    return hours, (
+        f"what-if replay ({scenario}): step time {saved:.1%} shorter; that fraction of the job's "
+        "GPUs for a week (see the what-if table for the model's assumptions)"
+    )
+
+
+def _t1_idle(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterator[Finding]:
+    kernel = _value(r, "temporal_breakdown", frame.rank, "kernel_time_us")
+    idle = _value(r, "temporal_breakdown", frame.rank, "idle_us")
+    if not kernel or math.isnan(kernel) or idle / kernel < IDLE_SHARE_WARN:
+        return
+    causes = {
+        k: _value(r, "idle_time", frame.rank, f"{k}_us")
+        for k in ("host_wait", "kernel_wait", "other")
+    }
+    top = max(causes, key=lambda k: causes[k] if not math.isnan(causes[k]) else -1)
+    fix = {
+        "host_wait": "the CPU launches too slowly: use CUDA graphs or torch.compile, larger "
+        "kernels (fusion, bigger batch), and move host work (data loading, logging) off the step",
+        "kernel_wait": "many tiny kernels back to back: fuse them (torch.compile) or use CUDA graphs",
+        "other": "kernels wait on events or communication: overlap communication with compute",
+    }[top]
+    yield emit(
+        "T1",
+        Severity.WARN,
+        f"GPU idle {idle / kernel:.0%} of its busy span, mostly {top.replace('_', ' ')}",
+        fix,
+        {"idle_share": idle / kernel, "idle_us": idle, "per_stream_idle_us": causes},
+    )
+
+
+def _t2_launch(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterator[Finding]:
+    n = _value(r, "launch_stats", frame.rank, "launches")
+    if not n or math.isnan(n):
+        return
+    slow = _value(r, "launch_stats", frame.rank, "cpu_over_cutoff")
+    late = _value(r, "launch_stats", frame.rank, "delay_over_cutoff")
+    short = _value(r, "launch_stats", frame.rank, "gpu_shorter_than_cpu")
+    if max(slow, late) / n < LAUNCH_OUTLIER_SHARE and short / n < 0.5:
+        return
+    yield emit(
+        "T2", Severity.INFO,
+        f"launch overhead: {short / n:.0%} of kernels run shorter than their launch call",
+        "batch small kernels (torch.compile, fused optimizers such as foreach/fused Adam) or "
+        "capture the step in a CUDA graph",
+        {"launches": n, f"cpu_gt_{o.runtime_cutoff_us:g}us": slow,
+         f"delay_gt_{o.launch_delay_cutoff_us:g}us": late, "gpu_shorter_than_cpu": short},
+    )  # fmt: skip
+
+
+def _t3_queue(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterator[Finding]:
+    share = _value(r, "queue_length", frame.rank, "blocked_share")
+    if share and not math.isnan(share) and share > 0:
+        yield emit(
+            "T3", Severity.INFO, f"launch queue full ({o.max_queue_length}) {share:.1%} of the trace",
+            "the GPU is the bottleneck here (good); the CPU blocks on a full queue, so host-side "
+            "optimizations will not help: optimize the kernels",
+            {"blocked_share": share, "max_queue_length": _value(r, "queue_length", frame.rank, "max_queue_length")},
+        )  # fmt: skip
+
+
+def _t4_gaps(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterator[Finding]:
+    gaps = _value(r, "gpu_gaps", frame.rank, "gaps")
+    if gaps and not math.isnan(gaps):
+        rows = [row for row in r["gpu_gaps"].table("gpu_gaps").rows if row[0] == frame.rank]
+        yield emit(
+            "T4", Severity.WARN, f"{int(gaps)} GPU gaps over {o.gpu_gap_threshold_us / 1e3:g} ms",
+            "look at what the CPU does in the gaps (evidence) and overlap or remove it",
+            {"gaps": [{"start_us": g[1], "gap_us": g[3], "cpu_busy_with": g[4]} for g in rows[:10]]},
+        )  # fmt: skip
+
+
+def _t5_low_util(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterator[Finding]:
+    low = _value(r, "low_util", frame.rank, "low_chunks")
+    if low and not math.isnan(low):
+        rows = [row for row in r["low_util"].table("low_util_chunks").rows if row[0] == frame.rank]
+        yield emit(
+            "T5", Severity.INFO,
+            f"{int(low)} of {o.util_chunks} chunks under {o.util_threshold_pct:g} % GPU utilization",
+            "see the idle-time and data-loader results for the cause of the quiet chunks",
+            {"chunks": [{"chunk": c[1], "gpu_util_pct": c[4]} for c in rows]},
+        )  # fmt: skip
+
+
+def _t6_pageable(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterator[Finding]:
+    copies = _value(r, "pageable_memcpy", frame.rank, "copies")
+    if copies and not math.isnan(copies):
+        hours, method = _whatif(r, frame.rank, "pinned_copies")
+        yield emit(
+            "T6", Severity.WARN, f"{int(copies)} pageable memory copies",
+            "pin host memory: DataLoader(pin_memory=True) and tensor.to(device, non_blocking=True)",
+            {"copies": copies, "bytes": _value(r, "pageable_memcpy", frame.rank, "bytes"),
+             "gpu_us": _value(r, "pageable_memcpy", frame.rank, "gpu_us"),
+             "launch_cpu_us": _value(r, "pageable_memcpy", frame.rank, "cpu_us")},
+            hours, method,
+        )  # fmt: skip
+
+
+def _t7_sync(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterator[Finding]:
+    share = _value(r, "sync", frame.rank, "share")
+    calls = _value(r, "sync", frame.rank, "sync_calls")
+    if not calls or math.isnan(calls) or math.isnan(share) or share < SYNC_SHARE_WARN:
+        return
+    hours, method = _whatif(r, frame.rank, "no_sync")
+    rows = [row for row in r["sync"].table("sync_calls").rows if row[0] == frame.rank]
+    yield emit(
+        "T7", Severity.WARN, f"synchronization inside steps: {share:.1%} of step time",
+        "remove .item()/.cpu()/print of GPU tensors from the step, avoid torch.cuda.synchronize(), "
+        "use non_blocking copies",
+        {"share": share, "calls": [{"name": x[1], "calls": x[4], "time_us": x[5]} for x in rows]},
+        hours, method,
+    )  # fmt: skip
+
+
+def _t8_dataloader(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterator[Finding]:
+    share = _value(r, "dataloader", frame.rank, "share")
+    if math.isnan(share) or share <= o.dataloader_share_warn:
+        return
+    critical = share >= o.dataloader_share_critical
+    hours, method = _whatif(r, frame.rank, "no_dataloader_wait")
+    steps = [
+        {"step": s[1], "share": s[4]}
+        for s in r["dataloader"].table("dataloader_share").rows
+        if s[0] == frame.rank
+    ]
+    yield emit(
+        "T8", Severity.CRITICAL if critical else Severity.WARN,
+        f"data-loader bound: {share:.0%} of step time waiting for the next batch",
+        "raise DataLoader(num_workers=...) (start at the CPU cores per GPU), set pin_memory=True "
+        "and persistent_workers=True, prefetch; move decoding/augmentation off the main process",
+        {"share": share, "dataloader_us": _value(r, "dataloader", frame.rank, "dataloader_us"),
+         "steps": steps},
+        hours, method,
+    )  # fmt: skip
+
+
+def _t9_comm(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterator[Finding]:
+    share = _value(r, "comm_comp_overlap", frame.rank, "communication_share_of_busy")
+    overlap = _value(r, "comm_comp_overlap", frame.rank, "overlap_ratio")
+    if math.isnan(share) or share <= o.communication_share_warn:
+        return
+    if not math.isnan(overlap) and overlap >= OVERLAP_LOW:
+        return
+    yield emit(
+        "T9", Severity.WARN,
+        f"communication {share:.0%} of GPU busy time, {overlap:.0%} overlapped with compute",
+        "overlap communication with compute (DDP bucket_cap_mb, FSDP prefetch), compress or "
+        "reduce gradients less often (larger batch per GPU, gradient accumulation with no_sync)",
+        {"communication_share": share, "overlap": overlap},
+    )  # fmt: skip
+
+
+def _t10_tensor_cores(
+    frame: RankFrame, r: Results, o: TraceOptions, emit: Emit
+) -> Iterator[Finding]:
+    cc = _value(r, "tensor_cores", frame.rank, "compute_capability")
+    eligible = _value(r, "tensor_cores", frame.rank, "eligible_us")
+    tc = _value(r, "tensor_cores", frame.rank, "tensor_core_us")
+    if math.isnan(cc) or cc < 7 or not eligible or math.isnan(eligible) or tc > 0:
+        return
+    hours, method = _whatif(r, frame.rank, f"amp_x{o.amp_speedup:g}")
+    yield emit(
+        "T10", Severity.WARN, "tensor cores unused by convolution/matmul kernels",
+        "train with automatic mixed precision (torch.autocast with bfloat16/float16) or enable "
+        "TF32 (torch.backends.cuda.matmul.allow_tf32 = True) on Ampere and later",
+        {"compute_capability": cc, "eligible_us": eligible, "tensor_core_us": tc},
+        hours, method,
+    )  # fmt: skip
+
+
+def _t11_memory(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterator[Finding]:
+    allocated = frame.mem_total_allocated[
+        (frame.mem_device_type == 1) & ~np.isnan(frame.mem_total_allocated)
+    ]
+    total = next((p.get("totalGlobalMem") for p in frame.device_properties), None)
+    if not len(allocated) or not isinstance(total, int) or total <= 0:
+        return
+    peak = float(allocated.max())
+    if peak / total > o.memory_near_capacity:
+        yield emit(
+            "T11", Severity.WARN, f"GPU memory at {peak / total:.0%} of capacity",
+            "activation checkpointing, mixed precision, or a smaller micro-batch with gradient "
+            "accumulation, before an out-of-memory error",
+            {"peak_allocated_bytes": peak, "device_bytes": total},
+        )  # fmt: skip
+
+
+def _t12_parallel(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterator[Finding]:
+    names = set(frame.names)
+    if any(n.startswith("DataParallel.forward") for n in names):
+        yield emit(
+            "T12", Severity.WARN, "torch.nn.DataParallel in use",
+            "use DistributedDataParallel (one process per GPU): DataParallel replicates the model "
+            "every step and is limited by the GIL", {"evidence": "DataParallel.forward"},
+        )  # fmt: skip
+    info = frame.metadata.get("distributedInfo")
+    backend = info.get("backend") if isinstance(info, dict) else None
+    if backend == "gloo" and frame.on_stream.any():
+        yield emit(
+            "T12", Severity.WARN, "GPU training with the gloo backend",
+            "use backend='nccl' for GPU tensors", {"backend": backend},
+        )  # fmt: skip
+
+
+RULES: dict[str, Rule] = {
+    "T1": _t1_idle,
+    "T2": _t2_launch,
+    "T3": _t3_queue,
+    "T4": _t4_gaps,
+    "T5": _t5_low_util,
+    "T6": _t6_pageable,
+    "T7": _t7_sync,
+    "T8": _t8_dataloader,
+    "T9": _t9_comm,
+    "T10": _t10_tensor_cores,
+    "T11": _t11_memory,
+    "T12": _t12_parallel,
+}
+
+
+def _window(trace: TraceSet, frame: RankFrame) -> tuple[datetime, datetime]:
+    """Wall-clock range of the trace: `baseTimeNanoseconds` + ts when present, else epoch
+    microseconds when ts looks like one (2021 traces), else the Unix epoch (unknown)."""
+    base_ns = frame.metadata.get("baseTimeNanoseconds")
+    origin = trace.origin_us
+    if isinstance(base_ns, int):
+        start_s = base_ns / 1e9 + origin / 1e6
+    elif origin > 1e15:
+        start_s = origin / 1e6
+    else:
+        start_s = 0.0
+    span_us = float(frame.end.max()) if len(frame) else 0.0
+    start = datetime.fromtimestamp(start_s, UTC)
+    return start, start + timedelta(microseconds=max(span_us, 0.0))
+
+
+def trace_findings(
+    trace: TraceSet,
+    results: Results,
+    options: TraceOptions,
+    *,
+    job_id: str | None = None,
+    rules: dict[str, Rule] | None = None,
+) -> list[Finding]:
+    """Every rule on every rank; findings ordered by rank, then rule id."""
+    out: list[Finding] = []
+    for frame in trace.frames():
+        start, end = _window(trace, frame)
+        host = frame.metadata.get("host_name")
+
+        def emit(
+            rule_id: str,
+            severity: Severity,
+            title: str,
+            recommendation: str,
+            evidence: dict[str, Any],
+            wasted_gpu_hours: float = 0.0,
+            method: str = "not estimated",
+            frame: RankFrame = frame,
+            start: datetime = start,
+            end: datetime = end,
+            host: object = host,
+        ) -> Finding:
+            return Finding(
+                rule_id=rule_id,
+                severity=severity,
+                job_id=job_id,
+                host=host if isinstance(host, str) else None,
+                gpus=(),
+                window_start=start,
+                window_end=end,
+                title=f"rank {frame.rank}: {title}",
+                recommendation=recommendation,
+                wasted_gpu_hours=max(0.0, float(wasted_gpu_hours)),
+                estimate_method=method,
+                evidence={"rank": frame.rank, "trace": frame.path.name, **evidence},
+                scope=f"trace:{frame.path.name}:rank{frame.rank}",
+            )
+
+        for rule in (rules or RULES).values():
+            out.extend(rule(frame, results, options, emit))
+    return out

@@ -1,0 +1,160 @@
+"""The prepared trace every analysis reads: one `RankFrame` of numpy columns per rank, in a
+`TraceSet`.
+
+A `TraceSet` comes from one of two preparations of the same `RawTrace`s: `hta_rules.prepare_hta`
+(HTA 0.5.0's load rules, so numbers agree with HTA) or `native.prepare_native` (exact timestamps,
+every step kept). Analyses never re-read files and never mutate a frame; they select rows with
+boolean masks. Row order is meaningful in HTA mode (HTA's tie-breaking depends on it).
+This module must never import pandas.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from analyzers.traces.classify import Classifier, KernelClass
+
+__all__ = ["Mode", "RankFrame", "TraceSet"]
+
+F64 = npt.NDArray[np.float64]
+I64 = npt.NDArray[np.int64]
+I32 = npt.NDArray[np.int32]
+Mask = npt.NDArray[np.bool_]
+
+# Categories of GPU activity rows, 2021 and current names (HTA's idle-time kernel filter).
+GPU_OP_CATS = frozenset(
+    {"kernel", "Kernel", "gpu_memset", "Memset", "gpu_memcpy", "Memcpy", "mtia_ccp_events"}
+)
+RUNTIME_CATS = frozenset({"cuda_runtime", "cuda_driver", "Runtime", "Driver"})
+CPU_OP_CATS = frozenset({"cpu_op", "Operator"})
+
+
+class Mode(StrEnum):
+    HTA = "hta"  # HTA 0.5.0's load rules and definitions, to agree with it number for number
+    NATIVE = "native"  # fleetscope's definitions (trace-semantics.md, "Where we go beyond HTA")
+
+
+@dataclass(eq=False)
+class RankFrame:
+    """One rank's kept events as columns (row i of every array is one event).
+
+    `index` is the event's position in its file's `traceEvents`; `index_correlation` is the
+    `index` of the linked CPU launch (for a GPU row) or GPU op (for a CPU row), -1 when none, 0
+    when HTA found a correlation but no partner (HTA's convention). `names` decodes `cat`, `name`,
+    `pid` and `tid`. `ts_int` says whether HTA would hold `ts` as an integer column, which decides
+    how its unstable sorts break ties.
+    """
+
+    rank: int
+    path: Path
+    metadata: dict[str, Any]
+    names: list[str]
+    classifier: Classifier
+    index: I64
+    cat: I32
+    name: I32
+    pid: I32
+    tid: I32
+    ts: F64
+    dur: F64
+    stream: I64
+    correlation: I64
+    memory_bw_gbps: F64
+    bytes: I64
+    external_id: I64
+    index_correlation: I64
+    ts_int: bool
+    mem_ts: F64 = field(default_factory=lambda: np.zeros(0))
+    mem_device_type: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    mem_total_allocated: F64 = field(default_factory=lambda: np.zeros(0))
+
+    def __len__(self) -> int:
+        return len(self.ts)
+
+    @cached_property
+    def symbols(self) -> dict[str, int]:
+        return {text: i for i, text in enumerate(self.names)}
+
+    def sym(self, text: str) -> int:
+        """The symbol id of `text`, -1 when absent (never equal to a real id)."""
+        return self.symbols.get(text, -1)
+
+    @cached_property
+    def end(self) -> F64:
+        return self.ts + self.dur
+
+    def cat_in(self, cats: frozenset[str]) -> Mask:
+        ids = [self.symbols[c] for c in cats if c in self.symbols]
+        return np.isin(self.cat, ids) if ids else np.zeros(len(self), dtype=bool)
+
+    def name_in(self, names: frozenset[str] | set[str]) -> Mask:
+        ids = [self.symbols[n] for n in names if n in self.symbols]
+        return np.isin(self.name, ids) if ids else np.zeros(len(self), dtype=bool)
+
+    def names_matching(self, predicate: Any) -> Mask:
+        """Rows whose name satisfies `predicate(str)`; evaluated once per distinct symbol."""
+        hit = np.fromiter((bool(predicate(s)) for s in self.names), bool, len(self.names))
+        return hit[self.name] if len(self.names) else np.zeros(len(self), dtype=bool)
+
+    @cached_property
+    def on_stream(self) -> Mask:
+        """HTA's GPU set for breakdowns: every row with `stream != -1` (section 3)."""
+        mask: Mask = self.stream != -1
+        return mask
+
+    @cached_property
+    def gpu_op(self) -> Mask:
+        """Kernels, memcpy and memset rows on a stream (HTA's idle-time filter, section 4)."""
+        mask: Mask = self.on_stream & self.cat_in(GPU_OP_CATS)
+        return mask
+
+    @cached_property
+    def kernel_class(self) -> npt.NDArray[np.int8]:
+        """`KernelClass` value of every row, by name (meaningful for GPU rows only)."""
+        table = np.array([int(self.classifier(s)) for s in self.names] or [0], dtype=np.int8)
+        return table[self.name] if len(self) else np.zeros(0, dtype=np.int8)
+
+    def of_class(self, kind: KernelClass) -> Mask:
+        mask: Mask = self.on_stream & (self.kernel_class == int(kind))
+        return mask
+
+    def sort_key(self, values: F64) -> npt.NDArray[Any]:
+        """`values` in the dtype HTA sorts them in (int64 when its `ts` column is integer)."""
+        return values.astype(np.int64) if self.ts_int else values
+
+    def row_of_index(self) -> I64:
+        """Array mapping an event `index` to its row (-1: not kept); the last row wins."""
+        size = int(self.index.max()) + 1 if len(self) else 1
+        out = np.full(size, -1, dtype=np.int64)
+        out[self.index] = np.arange(len(self), dtype=np.int64)
+        return out
+
+    @property
+    def device_properties(self) -> list[dict[str, Any]]:
+        props = self.metadata.get("deviceProperties")
+        return [p for p in props if isinstance(p, dict)] if isinstance(props, list) else []
+
+
+@dataclass(eq=False)
+class TraceSet:
+    """The ranks of one profiling session (a file, or a folder of one file per rank)."""
+
+    mode: Mode
+    ranks: dict[int, RankFrame]
+    source: Path
+    origin_us: float = 0.0  # the raw timestamp that became 0 (alignment)
+    notes: list[str] = field(default_factory=list)
+
+    def frames(self) -> list[RankFrame]:
+        return [self.ranks[r] for r in sorted(self.ranks)]
+
+    @property
+    def has_gpu_activity(self) -> bool:
+        return any(bool(f.on_stream.any()) for f in self.ranks.values())

@@ -1,0 +1,163 @@
+"""HTA 0.5.0's load rules (trace-semantics.md section 1), applied only in --hta-compatible mode.
+
+Every HTA number depends on these, so they are copied exactly, quirks included:
+
+1. Rank: HTA's first text match of `"rank":\\s+(\\d+)`, else 0; a later file with the same rank
+   replaces an earlier one (files are taken in sorted order; HTA takes `os.listdir` order).
+2. Kept rows: events with `dur` and `cat`, `cat != "Trace"` (done by the loader).
+3. ns rounding: when pandas would hold `ts` as floats (any float or missing `ts`),
+   `end = floor(ts + dur)`, `ts = ceil(ts)`, `dur = end - ts` (durations can become 0 or < 0).
+4. `index_correlation`: CPU and GPU rows sharing a `correlation` point at each other; on a
+   many-to-many match the last write wins. GPU = `(stream >= 0 and correlation >= 0)` or named
+   `Event Sync`/`Context Sync`.
+5. Alignment: `ts -= min(ts)` over all ranks.
+6. Iteration filter, when the symbol table holds more than one string containing `ProfilerStep`:
+   keep CPU rows starting before the last ProfilerStep (HTA's default
+   `include_last_profiler_step=False`), then GPU rows once per kept CPU row with the same
+   correlation (an inner merge: duplicates possible), GPU rows first.
+
+Never used in native mode; never reads files.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+import numpy as np
+
+from analyzers.traces.classify import classify_hta_050
+from analyzers.traces.frame import I64, Mask, Mode, RankFrame, TraceSet
+from analyzers.traces.load import RawTrace
+
+__all__ = ["hta_gpu_filter", "prepare_hta"]
+
+_SYNC_NAMES = frozenset({"Event Sync", "Context Sync"})
+
+
+def hta_gpu_filter(frame: RankFrame) -> Mask:
+    """HTA's `GPUKernelFilter`: on a stream with a correlation, or a device-wide sync."""
+    return ((frame.stream >= 0) & (frame.correlation >= 0)) | frame.name_in(_SYNC_NAMES)
+
+
+def _index_correlation(frame: RankFrame) -> I64:
+    """HTA's `transform_correlation_to_index` (trace.py): see rule 4 above."""
+    corr = frame.correlation
+    out = np.minimum(corr, 0)
+    linked = corr != -1
+    gpu = hta_gpu_filter(frame)
+    cpu_rows = np.flatnonzero(linked & ~gpu)
+    gpu_rows = np.flatnonzero(linked & gpu)
+    if not len(cpu_rows) or not len(gpu_rows):
+        return out
+    last_cpu = dict(zip(corr[cpu_rows].tolist(), cpu_rows.tolist(), strict=True))
+    last_gpu = dict(zip(corr[gpu_rows].tolist(), gpu_rows.tolist(), strict=True))
+    index = frame.index
+    for rows, partner in ((cpu_rows, last_gpu), (gpu_rows, last_cpu)):
+        for row, c in zip(rows.tolist(), corr[rows].tolist(), strict=True):
+            other = partner.get(c)
+            if other is not None:
+                out[row] = index[other]
+    return out
+
+
+def _frame(raw: RawTrace, rank: int) -> RankFrame:
+    ts, dur = raw.ts, raw.dur
+    if raw.ts_has_float or not raw.ts_all_present:
+        end = np.floor(ts + dur)
+        ts = np.ceil(ts)
+        dur = end - ts
+    frame = RankFrame(
+        rank=rank,
+        path=raw.path,
+        metadata=raw.metadata,
+        names=raw.names,
+        classifier=classify_hta_050,
+        index=raw.index,
+        cat=raw.cat,
+        name=raw.name,
+        pid=raw.pid,
+        tid=raw.tid,
+        ts=ts,
+        dur=dur,
+        stream=raw.stream,
+        correlation=raw.correlation,
+        memory_bw_gbps=raw.memory_bw_gbps,
+        bytes=raw.bytes,
+        external_id=raw.external_id,
+        index_correlation=np.zeros(0, dtype=np.int64),
+        ts_int=raw.ts_all_present,
+        mem_ts=raw.mem_ts,
+        mem_device_type=raw.mem_device_type,
+        mem_total_allocated=raw.mem_total_allocated,
+    )
+    frame.index_correlation = _index_correlation(frame)
+    return frame
+
+
+def _take(frame: RankFrame, rows: I64) -> RankFrame:
+    """A frame holding `rows` in that order (HTA's row order after the iteration filter)."""
+    return RankFrame(
+        rank=frame.rank,
+        path=frame.path,
+        metadata=frame.metadata,
+        names=frame.names,
+        classifier=frame.classifier,
+        index=frame.index[rows],
+        cat=frame.cat[rows],
+        name=frame.name[rows],
+        pid=frame.pid[rows],
+        tid=frame.tid[rows],
+        ts=frame.ts[rows],
+        dur=frame.dur[rows],
+        stream=frame.stream[rows],
+        correlation=frame.correlation[rows],
+        memory_bw_gbps=frame.memory_bw_gbps[rows],
+        bytes=frame.bytes[rows],
+        external_id=frame.external_id[rows],
+        index_correlation=frame.index_correlation[rows],
+        ts_int=frame.ts_int,
+        mem_ts=frame.mem_ts,
+        mem_device_type=frame.mem_device_type,
+        mem_total_allocated=frame.mem_total_allocated,
+    )
+
+
+def _filter_iterations(frame: RankFrame, step_names: set[str]) -> RankFrame:
+    """Rule 6 (`Trace._filter_irrelevant_gpu_kernels`, 0.5.0, default arguments)."""
+    gpu = hta_gpu_filter(frame)
+    cpu = ~gpu
+    steps = cpu & frame.name_in(step_names)
+    last_start = frame.ts[steps].max() if steps.any() else np.nan
+    cpu_rows = np.flatnonzero(cpu & (frame.ts < last_start))
+    kept_corr = Counter(frame.correlation[cpu_rows].tolist())
+    gpu_rows = np.flatnonzero(gpu)
+    times = np.array(
+        [kept_corr.get(c, 0) for c in frame.correlation[gpu_rows].tolist()], dtype=np.int64
+    )
+    rows = np.concatenate([np.repeat(gpu_rows, times), cpu_rows]).astype(np.int64)
+    return _take(frame, rows)
+
+
+def prepare_hta(raws: Sequence[RawTrace]) -> TraceSet:
+    """A `TraceSet` under HTA 0.5.0's load rules; `raws` in file order (later wins a rank)."""
+    notes: list[str] = []
+    by_rank: dict[int, RawTrace] = {}
+    for raw in raws:
+        rank = raw.hta_rank if raw.hta_rank is not None else 0
+        if rank in by_rank:
+            notes.append(
+                f"HTA rank {rank}: {by_rank[rank].path.name} replaced by {raw.path.name} "
+                "(HTA keeps the later file of a rank)"
+            )
+        by_rank[rank] = raw
+    frames = {rank: _frame(raw, rank) for rank, raw in sorted(by_rank.items())}
+    non_empty = [f.ts.min() for f in frames.values() if len(f)]
+    min_ts = min(non_empty) if non_empty else 0.0
+    for frame in frames.values():
+        frame.ts = frame.ts - min_ts
+    step_names = {s for f in frames.values() for s in f.names if "ProfilerStep" in s}
+    if len(step_names) > 1:
+        frames = {rank: _filter_iterations(f, step_names) for rank, f in frames.items()}
+    source = raws[0].path.parent if len(raws) > 1 else raws[0].path
+    return TraceSet(Mode.HTA, frames, source, origin_us=float(min_ts), notes=notes)

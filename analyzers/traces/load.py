@@ -1,0 +1,510 @@
+"""Stream-parse one PyTorch profiler (Kineto) trace file into columnar numpy arrays.
+
+Why streaming: HTA decodes the whole document with `json.loads` into a pandas frame of dicts and
+peaks at 100-450 MiB for a 1-3 MB gzipped trace (HTA issue 250: 200 GB of traces needed ~950 GB of
+RAM). Here the file is decompressed in 1 MiB chunks and each element of `traceEvents` is decoded on
+its own (`json.JSONDecoder.raw_decode`) and immediately reduced to a handful of numbers, so the
+decoded dicts die young and the peak is the columns plus one chunk.
+
+Accepted input: plain or gzip JSON (detected by magic bytes, not by name); 2021 category names
+(`Operator`, `Runtime`, `Kernel`, `Memcpy`, `Memset`) and current ones (`cpu_op`, `cuda_runtime`,
+`kernel`, `gpu_memcpy`, ...); integer or float-ns timestamps; a missing `distributedInfo` or rank;
+CPU-only traces. A truncated file raises `TruncatedTraceError`, anything else that is not a Kineto
+trace raises `CorruptTraceError`; both name the file and say what is wrong.
+
+What is kept: every event with a `dur` and a `cat` whose `cat` is not `Trace` (exactly HTA's kept
+set, section 1.4 of trace-semantics.md), with its position in `traceEvents` (HTA's `index`), plus
+`[memory]` instant events (allocator counters). Flow, metadata and other instant events are counted,
+not stored. This module applies no analysis rule: the HTA load rules (ns rounding, alignment,
+iteration filter) are a separate step in `hta_rules.py`. It must never import pandas.
+"""
+
+from __future__ import annotations
+
+import codecs
+import gzip
+import json
+import re
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from fleetscope.errors import CorruptTraceError, TruncatedTraceError
+
+__all__ = ["RawTrace", "load_raw_trace"]
+
+F64 = npt.NDArray[np.float64]
+I64 = npt.NDArray[np.int64]
+I32 = npt.NDArray[np.int32]
+
+_CHUNK = 1 << 20
+# HTA's rank detection (hta/common/trace_file.py): the first `"rank":\s+(\d+)` of any line. A line
+# cannot end inside the whitespace, so in a stream the whitespace must not hold a newline.
+_HTA_RANK_RE = re.compile(r'"rank":[^\S\n]+(\d+)')
+_WS = " \t\n\r"
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+@dataclass
+class RawTrace:
+    """One trace file (one rank) as columns; row i is the i-th kept event.
+
+    `names` is the file's symbol table: `cat`, `name`, `pid` and `tid` hold indexes into it (-1: the
+    key was absent). `index` is the event's position in `traceEvents`. `stream`, `correlation`,
+    `bytes` and `external_id` are -1 when absent; `stream` is -1 when not an integer (HTA's
+    `normalize_gpu_stream_numbers`); `memory_bw_gbps` is 0.0 when absent (HTA's default).
+    """
+
+    path: Path
+    metadata: dict[str, Any]
+    names: list[str]
+    index: I64
+    cat: I32
+    name: I32
+    pid: I32
+    tid: I32
+    ts: F64
+    dur: F64
+    stream: I64
+    correlation: I64
+    memory_bw_gbps: F64
+    bytes: I64
+    external_id: I64
+    # `[memory]` allocator counter events: time, device type (0 CPU, 1 CUDA), device id, bytes
+    # allocated in total after the event.
+    mem_ts: F64
+    mem_device_type: I64
+    mem_device_id: I64
+    mem_total_allocated: F64
+    # HTA rounds ns timestamps when pandas would make `ts` a float column: some event has a float
+    # `ts` or none at all. `ts` stays an integer column only when every event has a `ts`.
+    ts_has_float: bool
+    ts_all_present: bool
+    event_count: int
+    hta_rank: int | None
+    symbols: dict[str, int] = field(repr=False)
+
+    @property
+    def distributed_rank(self) -> int | None:
+        """`distributedInfo.rank` when the profiler wrote it (it is missing in 2021 traces)."""
+        info = self.metadata.get("distributedInfo")
+        if isinstance(info, dict):
+            rank = info.get("rank")
+            if isinstance(rank, int) and not isinstance(rank, bool):
+                return rank
+        return None
+
+    @property
+    def rank(self) -> int:
+        """The rank fleetscope uses: `distributedInfo.rank`, else HTA's text match, else 0."""
+        for candidate in (self.distributed_rank, self.hta_rank):
+            if candidate is not None:
+                return candidate
+        return 0
+
+    def symbol(self, name: str) -> int:
+        """The symbol id of `name` in this file, -1 when no kept event uses it."""
+        return self.symbols.get(name, -1)
+
+
+class _Columns:
+    """Append-only column buffers; plain lists are the fastest thing to append to from Python."""
+
+    def __init__(self) -> None:
+        self.symbols: dict[str, int] = {}
+        self.names: list[str] = []
+        self.index: list[int] = []
+        self.cat: list[int] = []
+        self.name: list[int] = []
+        self.pid: list[int] = []
+        self.tid: list[int] = []
+        self.ts: list[float] = []
+        self.dur: list[float] = []
+        self.stream: list[int] = []
+        self.correlation: list[int] = []
+        self.bw: list[float] = []
+        self.nbytes: list[int] = []
+        self.ext: list[int] = []
+        self.mem_ts: list[float] = []
+        self.mem_type: list[int] = []
+        self.mem_dev: list[int] = []
+        self.mem_total: list[float] = []
+        self.ts_has_float = False
+        self.ts_all_present = True
+        self.count = 0
+
+
+def _as_int(value: object, default: int) -> int:
+    """HTA's `int(value)` with -1 on failure; also what a sane reader does with odd values."""
+    if value is None:
+        return default
+    try:
+        return int(value)  # type: ignore[call-overload, no-any-return]
+    except (TypeError, ValueError, OverflowError):
+        return default
+
+
+def _as_float(value: object, default: float) -> float:
+    if value is None:
+        return default
+    try:
+        return float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return default
+
+
+def _event_sink(cols: _Columns, path: Path) -> Callable[[object, int], None]:
+    """A function that reduces one decoded event to column values.
+
+    Built as a closure over bound `append` methods: this runs once per event (10^5 to 10^7 times),
+    so every attribute lookup saved is measurable.
+    """
+    symbols = cols.symbols
+    names = cols.names
+    ids: dict[object, int] = {}  # pid/tid values (int or str) -> symbol id
+    index_append = cols.index.append
+    cat_append = cols.cat.append
+    name_append = cols.name.append
+    pid_append = cols.pid.append
+    tid_append = cols.tid.append
+    ts_append = cols.ts.append
+    dur_append = cols.dur.append
+    stream_append = cols.stream.append
+    corr_append = cols.correlation.append
+    bw_append = cols.bw.append
+    bytes_append = cols.nbytes.append
+    ext_append = cols.ext.append
+
+    def intern(value: object) -> int:
+        if value is None:
+            return -1
+        sym = ids.get(value)
+        if sym is None:
+            text = value if isinstance(value, str) else str(value)
+            sym = symbols.get(text)
+            if sym is None:
+                sym = symbols[text] = len(names)
+                names.append(text)
+            ids[value] = sym
+        return sym
+
+    def add(ev: object, position: int) -> None:
+        if type(ev) is not dict:
+            raise CorruptTraceError(f"{path}: traceEvents[{position}] is not an object: {ev!r:.80}")
+        get = ev.get
+        ts = get("ts")
+        if type(ts) is not int:
+            if ts is None:
+                cols.ts_all_present = False
+            else:
+                cols.ts_has_float = True
+                if type(ts) is not float:
+                    ts = _as_float(ts, float("nan"))
+        dur = get("dur")
+        cat = get("cat")
+        if dur is None or cat is None or cat == "Trace" or ts is None:
+            if get("name") == "[memory]" and ts is not None:
+                _add_memory_counter(cols, get("args"), ts)
+            return
+        if type(dur) is not int and type(dur) is not float:
+            dur = _as_float(dur, float("nan"))
+        index_append(position)
+        cat_append(ids[cat] if cat in ids else intern(cat))
+        name = get("name")
+        name_append(ids[name] if name in ids else intern(name))
+        pid = get("pid")
+        pid_append(ids[pid] if pid in ids else intern(pid))
+        tid = get("tid")
+        tid_append(ids[tid] if tid in ids else intern(tid))
+        ts_append(ts)
+        dur_append(dur)
+        args = get("args")
+        if type(args) is dict and args:
+            aget = args.get
+            stream = aget("stream")
+            stream_append(
+                -1 if stream is None else stream if type(stream) is int else _as_int(stream, -1)
+            )
+            corr = aget("correlation")
+            corr_append(-1 if corr is None else corr if type(corr) is int else _as_int(corr, -1))
+            bw = aget("memory bandwidth (GB/s)")
+            bw_append(0.0 if bw is None else _as_float(bw, 0.0))
+            nbytes = aget("bytes")
+            bytes_append(-1 if nbytes is None else _as_int(nbytes, -1))
+            ext = aget("External id")
+            if ext is None:
+                ext = aget("external id")
+            ext_append(-1 if ext is None else ext if type(ext) is int else _as_int(ext, -1))
+        else:
+            stream_append(-1)
+            corr_append(-1)
+            bw_append(0.0)
+            bytes_append(-1)
+            ext_append(-1)
+
+    return add
+
+
+def _add_memory_counter(cols: _Columns, args: object, ts: float) -> None:
+    if isinstance(args, dict):
+        cols.mem_ts.append(ts)
+        cols.mem_type.append(_as_int(args.get("Device Type"), -1))
+        cols.mem_dev.append(_as_int(args.get("Device Id"), -1))
+        cols.mem_total.append(_as_float(args.get("Total Allocated"), float("nan")))
+
+
+class _Reader:
+    """Decompressed text of a file, delivered in chunks; knows when the input has ended."""
+
+    def __init__(self, path: Path, chunk_size: int = _CHUNK) -> None:
+        self.path = path
+        self.chunk_size = chunk_size
+        try:
+            with path.open("rb") as probe:
+                magic = probe.read(2)
+        except OSError as exc:
+            raise CorruptTraceError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+        # Closed by `close()`, which load_raw_trace calls in a `finally`.
+        self._raw = gzip.open(path, "rb") if magic == _GZIP_MAGIC else path.open("rb")  # noqa: SIM115
+        self._decoder = codecs.getincrementaldecoder("utf-8")("strict")
+        self.eof = False
+        self.tail = ""  # the last bytes read, to find HTA's rank across chunk borders
+        self.hta_rank: int | None = None
+
+    def read(self) -> str:
+        if self.eof:
+            return ""
+        try:
+            data = self._raw.read(self.chunk_size)
+        except EOFError as exc:
+            raise TruncatedTraceError(
+                f"{self.path}: the gzip stream ends early (the file is truncated)"
+            ) from exc
+        except (OSError, zlib.error) as exc:
+            raise CorruptTraceError(f"{self.path}: not a valid gzip file: {exc}") from exc
+        try:
+            text = self._decoder.decode(data, final=not data)
+        except UnicodeDecodeError as exc:
+            raise CorruptTraceError(f"{self.path}: not UTF-8 text: {exc}") from exc
+        if not data:
+            self.eof = True
+        if self.hta_rank is None:
+            window = self.tail + text
+            match = _HTA_RANK_RE.search(window)
+            if match is not None:
+                self.hta_rank = int(match.group(1))
+            self.tail = window[-64:]
+        return text
+
+    def close(self) -> None:
+        self._raw.close()
+
+
+class _Parser:
+    """A tiny pull parser over the top-level object: keys and values, except `traceEvents`, whose
+    elements are decoded one at a time."""
+
+    def __init__(self, reader: _Reader) -> None:
+        self.reader = reader
+        self.buf = ""
+        self.pos = 0
+        self.decoder = json.JSONDecoder()
+
+    def _more(self) -> bool:
+        text = self.reader.read()
+        if not text:
+            return False
+        self.buf = self.buf[self.pos :] + text
+        self.pos = 0
+        return True
+
+    def peek(self) -> str:
+        """The next non-whitespace character ('' at the end of input)."""
+        while True:
+            buf, pos = self.buf, self.pos
+            n = len(buf)
+            while pos < n and buf[pos] in _WS:
+                pos += 1
+            self.pos = pos
+            if pos < n:
+                return buf[pos]
+            if not self._more():
+                return ""
+
+    def expect(self, char: str, what: str) -> None:
+        got = self.peek()
+        if got != char:
+            self._fail(f"expected {char!r} {what}, found {got!r}" if got else None)
+        self.pos += 1
+
+    def value(self, what: str) -> Any:
+        """Decode one complete JSON value; reads more input until the value is whole."""
+        self.peek()
+        while True:
+            try:
+                obj, end = self.decoder.raw_decode(self.buf, self.pos)
+            except json.JSONDecodeError as exc:
+                if self._more():
+                    continue
+                if exc.pos >= len(self.buf) - 1 or "Unterminated" in exc.msg:
+                    self._fail(None)
+                self._fail(f"{what}: {exc.msg} at character {exc.pos - self.pos} of the value")
+            # A number at the end of the buffer may continue in the next chunk.
+            if end == len(self.buf) and not self.reader.eof and self._more():
+                continue
+            self.pos = end
+            return obj
+
+    def _fail(self, message: str | None) -> None:
+        path = self.reader.path
+        if message is None:
+            raise TruncatedTraceError(f"{path}: the JSON document ends early (truncated file)")
+        raise CorruptTraceError(f"{path}: not a Kineto trace: {message}")
+
+
+def _parse_events(parser: _Parser, cols: _Columns, path: Path) -> None:
+    """Decode the elements of `traceEvents` one by one, straight into the columns."""
+    parser.expect("[", "to open traceEvents")
+    add = _event_sink(cols, path)
+    scan_once = parser.decoder.scan_once  # type: ignore[attr-defined]  # raw_decode minus a frame
+    ws = _WS
+    position = 0
+    after_element = False
+    while True:
+        char = parser.peek()
+        if char == "":
+            parser._fail(None)
+        if char == "]":
+            parser.pos += 1
+            break
+        if after_element:
+            if char != ",":
+                parser._fail(
+                    f"expected ',' or ']' after traceEvents[{position - 1}], found {char!r}"
+                )
+            parser.pos += 1
+            after_element = False
+            continue
+        # Fast path: decode every whole event the buffer holds.
+        buf, pos = parser.buf, parser.pos
+        n = len(buf)
+        while True:
+            try:
+                ev, end = scan_once(buf, pos)
+            except (StopIteration, ValueError):
+                break
+            if end >= n:
+                break
+            add(ev, position)
+            position += 1
+            pos = end
+            after_element = True
+            while pos < n and buf[pos] in ws:
+                pos += 1
+            if pos < n and buf[pos] == ",":
+                pos += 1
+                after_element = False
+                while pos < n and buf[pos] in ws:
+                    pos += 1
+                if pos < n and buf[pos] != "]":
+                    continue
+            break
+        parser.pos = pos
+        if after_element or pos >= n or buf[pos] == "]":
+            continue
+        # Slow path: the element at `pos` is split across chunks, or broken.
+        ev = parser.value(f"traceEvents[{position}]")
+        add(ev, position)
+        position += 1
+        after_element = True
+    cols.count = position
+
+
+def load_raw_trace(path: str | Path, *, chunk_size: int = _CHUNK) -> RawTrace:
+    """Parse one trace file; see the module docstring for what is kept and what is refused.
+
+    `chunk_size` (decompressed bytes read at a time) only matters for memory and for tests of
+    events split across chunks.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise CorruptTraceError(f"{path}: no such file")
+    reader = _Reader(path, chunk_size)
+    cols = _Columns()
+    metadata: dict[str, Any] = {}
+    seen_events = False
+    try:
+        parser = _Parser(reader)
+        first = parser.peek()
+        if first == "":
+            raise CorruptTraceError(f"{path}: the file is empty")
+        if first != "{":
+            raise CorruptTraceError(
+                f"{path}: not a Kineto trace: expected a JSON object, found {first!r}"
+            )
+        parser.pos += 1
+        after_member = False
+        while True:
+            char = parser.peek()
+            if char == "":
+                parser._fail(None)
+            if char == "}":
+                parser.pos += 1
+                break
+            if after_member:
+                if char != ",":
+                    parser._fail(f"expected ',' or '}}' between top-level keys, found {char!r}")
+                parser.pos += 1
+                after_member = False
+                continue
+            after_member = True
+            key = parser.value("a top-level key")
+            if not isinstance(key, str):
+                parser._fail(f"top-level key {key!r} is not a string")
+            parser.expect(":", f"after key {key!r}")
+            if key == "traceEvents":
+                _parse_events(parser, cols, path)
+                seen_events = True
+            else:
+                metadata[key] = parser.value(f"the value of {key!r}")
+        if parser.peek() != "":
+            parser._fail("extra data after the top-level object")
+    finally:
+        reader.close()
+    if not seen_events:
+        raise CorruptTraceError(f"{path}: not a Kineto trace: no 'traceEvents' array")
+    return _finish(path, metadata, cols, reader.hta_rank)
+
+
+def _finish(path: Path, metadata: dict[str, Any], cols: _Columns, hta_rank: int | None) -> RawTrace:
+    return RawTrace(
+        path=path,
+        metadata=metadata,
+        names=cols.names,
+        index=np.array(cols.index, dtype=np.int64),
+        cat=np.array(cols.cat, dtype=np.int32),
+        name=np.array(cols.name, dtype=np.int32),
+        pid=np.array(cols.pid, dtype=np.int32),
+        tid=np.array(cols.tid, dtype=np.int32),
+        ts=np.array(cols.ts, dtype=np.float64),
+        dur=np.array(cols.dur, dtype=np.float64),
+        stream=np.array(cols.stream, dtype=np.int64),
+        correlation=np.array(cols.correlation, dtype=np.int64),
+        memory_bw_gbps=np.array(cols.bw, dtype=np.float64),
+        bytes=np.array(cols.nbytes, dtype=np.int64),
+        external_id=np.array(cols.ext, dtype=np.int64),
+        mem_ts=np.array(cols.mem_ts, dtype=np.float64),
+        mem_device_type=np.array(cols.mem_type, dtype=np.int64),
+        mem_device_id=np.array(cols.mem_dev, dtype=np.int64),
+        mem_total_allocated=np.array(cols.mem_total, dtype=np.float64),
+        ts_has_float=cols.ts_has_float,
+        ts_all_present=cols.ts_all_present,
+        event_count=cols.count,
+        hta_rank=hta_rank,
+        symbols=cols.symbols,
+    )

@@ -1,0 +1,96 @@
+"""fleetscope's own preparation of a trace (the default, not --hta-compatible).
+
+Where it differs from HTA's load rules (hta_rules.py) and why:
+
+- Timestamps stay exact (float microseconds): HTA's ns rounding turns a 0.4 us kernel into a
+  negative duration and shifts every interval by up to 1 us.
+- Every ProfilerStep is kept: HTA drops the whole last step whenever there are two or more, which
+  on a 2-step capture throws away half the data.
+- The rank is `distributedInfo.rank` (what the profiler wrote), then HTA's text match, then 0;
+  two files claiming one rank is an error instead of silently dropping one.
+- A GPU op is linked to its launching runtime/driver call only (`cuda_runtime`, `cuda_driver`,
+  `Runtime`), not to whatever CPU row shares its correlation id.
+- Custom collectives (DeepEP, NVSHMEM, all-to-all) are communication (classify.py).
+
+Never reads files; never imports pandas.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from analyzers.traces.classify import CLASSIFIERS
+from analyzers.traces.frame import GPU_OP_CATS, I64, RUNTIME_CATS, Mode, RankFrame, TraceSet
+from analyzers.traces.load import RawTrace
+from fleetscope.errors import TraceError
+
+__all__ = ["prepare_native"]
+
+
+def _link_launches(frame: RankFrame) -> I64:
+    """Each GPU op <-> the runtime/driver call with the same correlation (last one wins)."""
+    out = np.full(len(frame), -1, dtype=np.int64)
+    corr = frame.correlation
+    gpu = (corr >= 0) & (frame.stream >= 0) & frame.cat_in(GPU_OP_CATS)
+    cpu = (corr >= 0) & frame.cat_in(RUNTIME_CATS)
+    cpu_rows = np.flatnonzero(cpu)
+    if not len(cpu_rows):
+        return out
+    last_cpu = dict(zip(corr[cpu_rows].tolist(), cpu_rows.tolist(), strict=True))
+    index = frame.index
+    for row, c in zip(np.flatnonzero(gpu).tolist(), corr[gpu].tolist(), strict=True):
+        other = last_cpu.get(c)
+        if other is not None:
+            out[row] = index[other]
+            out[other] = index[row]
+    return out
+
+
+def prepare_native(raws: Sequence[RawTrace], classifier: str = "fleetscope") -> TraceSet:
+    """A `TraceSet` under fleetscope's definitions; see the module docstring."""
+    by_rank: dict[int, RawTrace] = {}
+    for raw in raws:
+        if raw.rank in by_rank:
+            raise TraceError(
+                f"{by_rank[raw.rank].path.name} and {raw.path.name} both claim rank {raw.rank}; "
+                "analyze them separately (one folder per profiling session)"
+            )
+        by_rank[raw.rank] = raw
+    frames: dict[int, RankFrame] = {}
+    for rank, raw in sorted(by_rank.items()):
+        frame = RankFrame(
+            rank=rank,
+            path=raw.path,
+            metadata=raw.metadata,
+            names=raw.names,
+            classifier=CLASSIFIERS[classifier],
+            index=raw.index,
+            cat=raw.cat,
+            name=raw.name,
+            pid=raw.pid,
+            tid=raw.tid,
+            ts=raw.ts,
+            dur=raw.dur,
+            stream=raw.stream,
+            correlation=raw.correlation,
+            memory_bw_gbps=raw.memory_bw_gbps,
+            bytes=raw.bytes,
+            external_id=raw.external_id,
+            index_correlation=np.zeros(0, dtype=np.int64),
+            ts_int=False,
+            mem_ts=raw.mem_ts,
+            mem_device_type=raw.mem_device_type,
+            mem_total_allocated=raw.mem_total_allocated,
+        )
+        frame.index_correlation = _link_launches(frame)
+        frames[rank] = frame
+    starts = [float(f.ts.min()) for f in frames.values() if len(f)]
+    origin = min(starts) if starts else 0.0
+    for frame in frames.values():
+        frame.ts = frame.ts - origin
+        if len(frame.mem_ts):
+            frame.mem_ts = frame.mem_ts - origin
+    source = raws[0].path.parent if len(raws) > 1 else raws[0].path
+    return TraceSet(Mode.NATIVE, frames, source, origin_us=origin)

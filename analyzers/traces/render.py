@@ -1,0 +1,112 @@
+"""Turn a `TraceReport` into JSON-ready data or a plain-text report (what the CLI prints).
+
+Per-launch tables (one row per kernel launch, thousands of rows) are summarized by the
+`launch_summary` table in both forms; the full rows stay available from the API and from
+`arrow.to_arrow_tables`. NaN becomes null in JSON. Never reads files, never computes analyses.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from analyzers.traces.analyses import load_registry
+from analyzers.traces.analyses.base import Table
+from analyzers.traces.api import TraceReport
+from analyzers.traces.frame import Mode
+
+__all__ = ["render_text", "report_to_dict"]
+
+MAX_TEXT_ROWS = 12
+
+
+def _is_detail(table: Table) -> bool:
+    return table.name.startswith("cuda_kernel_launch_stats_rank")
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_clean(v) for v in value]
+    return value
+
+
+def report_to_dict(report: TraceReport) -> dict[str, Any]:
+    registry = load_registry()
+    trace = report.trace
+    analyses = {}
+    for name, result in report.results.items():
+        spec = registry[name]
+        analyses[name] = {
+            "title": spec.title,
+            "hta_api": spec.hta_api,
+            "differs_from_hta": spec.beyond_hta if trace.mode is Mode.NATIVE else None,
+            "tables": {t.name: t.records() for t in result.tables if not _is_detail(t)},
+            "per_rank": result.per_rank,
+            "notes": list(result.notes),
+        }
+    data: dict[str, Any] = _clean(
+        {
+            "source": str(trace.source),
+            "mode": str(trace.mode),
+            "ranks": sorted(trace.ranks),
+            "files": {r: f.path.name for r, f in trace.ranks.items()},
+            "notes": trace.notes,
+            "analyses": analyses,
+            "findings": [f.to_dict() for f in report.findings],
+        }
+    )
+    return data
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "-"
+        if value.is_integer() and abs(value) < 1e15:
+            return f"{int(value)}"
+        return f"{value:.4g}" if abs(value) < 1e4 else f"{value:.0f}"
+    text = str(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _table_text(table: Table) -> list[str]:
+    if not table.rows:
+        return [f"  ({table.name}: no rows)"]
+    cells = [[_fmt(v) for v in row] for row in table.rows[:MAX_TEXT_ROWS]]
+    widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(table.columns)]
+    lines = ["  " + "  ".join(c.ljust(w) for c, w in zip(table.columns, widths, strict=True))]
+    lines += ["  " + "  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)) for r in cells]
+    if len(table.rows) > MAX_TEXT_ROWS:
+        lines.append(f"  ... {len(table.rows) - MAX_TEXT_ROWS} more rows (--format json for all)")
+    return lines
+
+
+def render_text(report: TraceReport) -> str:
+    registry = load_registry()
+    trace = report.trace
+    mode = "HTA 0.5.0 compatible" if trace.mode is Mode.HTA else "fleetscope definitions"
+    out = [f"trace {trace.source}  ranks {sorted(trace.ranks)}  ({mode})"]
+    out += [f"note: {n}" for n in trace.notes]
+    for name, result in report.results.items():
+        spec = registry[name]
+        out.append("")
+        out.append(f"== {spec.title}" + (f"  [HTA: {spec.hta_api}]" if spec.hta_api else ""))
+        if trace.mode is Mode.NATIVE and spec.hta_api:
+            out.append(f"  differs from HTA: {spec.beyond_hta}")
+        for table in result.tables:
+            if not _is_detail(table):
+                out += _table_text(table)
+        out += [f"  note: {n}" for n in result.notes]
+    out.append("")
+    out.append(f"== Findings ({len(report.findings)})")
+    for f in report.findings:
+        out.append(
+            f"  [{f.rule_id} {f.severity}] {f.title}"
+            + (f"  (~{f.wasted_gpu_hours:.1f} GPU-h/week)" if f.wasted_gpu_hours else "")
+        )
+        out.append(f"      fix: {f.recommendation}")
+    return "\n".join(out)

@@ -1,0 +1,126 @@
+"""Small numeric helpers that reproduce pandas' results bit for bit without importing pandas.
+
+- `describe`: `Series.describe()` (count, mean, sample std, min, quartiles by linear
+  interpolation, max), which HTA uses for idle-interval, queue-length and bandwidth summaries.
+- `group_std`: pandas' groupby `std` (Welford's online update, `_libs/groupby.pyx:group_var`).
+- `hta_round`: `Series.round` / `round(Series, n)`, i.e. numpy's round-half-even on the scaled
+  value (not Python's `round`).
+- `unstable_argsort`: `DataFrame.sort_values` with its default `kind="quicksort"` (numpy's
+  introsort): HTA's tie-breaking depends on it, so HTA-compatible code sorts the same way.
+- `union_intervals` / `union_length`: the merged union of [start, end) intervals (HTA's
+  `merge_kernel_intervals`: touching intervals merge).
+
+Pure numpy; never pandas.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = [
+    "DESCRIBE_KEYS",
+    "describe",
+    "group_std",
+    "hta_round",
+    "intersection_length",
+    "union_intervals",
+    "union_length",
+    "unstable_argsort",
+]
+
+F64 = npt.NDArray[np.float64]
+DESCRIBE_KEYS = ("count", "mean", "std", "min", "25%", "50%", "75%", "max")
+
+
+def describe(values: npt.NDArray[Any]) -> dict[str, float]:
+    """pandas `Series.describe()` of numeric values (NaNs ignored)."""
+    v = np.asarray(values, dtype=np.float64)
+    v = v[~np.isnan(v)]
+    n = len(v)
+    if n == 0:
+        return {"count": 0.0} | {k: math.nan for k in DESCRIBE_KEYS[1:]}
+    mean = v.sum(dtype=np.float64) / n
+    std = math.sqrt(((mean - v) ** 2).sum(dtype=np.float64) / (n - 1)) if n > 1 else math.nan
+    q = np.percentile(v, [25.0, 50.0, 75.0])
+    return {
+        "count": float(n),
+        "mean": float(mean),
+        "std": float(std),
+        "min": float(v.min()),
+        "25%": float(q[0]),
+        "50%": float(q[1]),
+        "75%": float(q[2]),
+        "max": float(v.max()),
+    }
+
+
+def group_std(values: F64) -> float:
+    """Sample std as pandas' groupby computes it (Welford); 0.0 for one value, as HTA fills it."""
+    mean = 0.0
+    m2 = 0.0
+    n = 0
+    for val in values.tolist():
+        n += 1
+        old = mean
+        mean += (val - old) / n
+        m2 += (val - mean) * (val - old)
+    return math.sqrt(m2 / (n - 1)) if n > 1 else 0.0
+
+
+def hta_round(value: float, decimals: int) -> float:
+    """`round(pd.Series, n)` as HTA calls it: numpy rounding, NaN stays NaN."""
+    return float(np.round(np.float64(value), decimals))
+
+
+def unstable_argsort(key: npt.NDArray[Any], descending: bool = False) -> npt.NDArray[np.intp]:
+    """pandas `nargsort(kind="quicksort")`: the exact permutation `sort_values` would apply."""
+    if not descending:
+        return np.argsort(key, kind="quicksort")
+    n = len(key)
+    rev = np.arange(n)[::-1]
+    return rev[np.asarray(key)[::-1].argsort(kind="quicksort")][::-1]
+
+
+def union_intervals(start: F64, end: F64) -> tuple[F64, F64]:
+    """Merged [start, end) intervals, sorted; intervals that touch or overlap merge."""
+    if len(start) == 0:
+        return np.zeros(0), np.zeros(0)
+    order = np.argsort(start, kind="stable")
+    s = start[order]
+    e = end[order]
+    run_max = np.maximum.accumulate(e)
+    new_group = np.empty(len(s), dtype=bool)
+    new_group[0] = True
+    new_group[1:] = s[1:] > run_max[:-1]
+    starts = s[new_group]
+    ends = np.maximum.reduceat(e, np.flatnonzero(new_group))
+    return starts, ends
+
+
+def intersection_length(a_start: F64, a_end: F64, b_start: F64, b_end: F64) -> float:
+    """|A ∩ B| for two *merged* (disjoint, sorted) interval sets."""
+    if not len(a_start) or not len(b_start):
+        return 0.0
+    times = np.concatenate([a_start, a_end, b_start, b_end])
+    delta = np.concatenate(
+        [
+            np.ones(len(a_start)),
+            -np.ones(len(a_end)),
+            2 * np.ones(len(b_start)),
+            -2 * np.ones(len(b_end)),
+        ]
+    )
+    order = np.argsort(times, kind="stable")
+    times = times[order]
+    running = np.cumsum(delta[order])
+    seg = np.diff(times)
+    return float(seg[running[:-1] == 3].sum())
+
+
+def union_length(start: F64, end: F64) -> float:
+    starts, ends = union_intervals(start, end)
+    return float(ends.sum() - starts.sum())

@@ -1,0 +1,120 @@
+"""Run HolisticTraceAnalysis 0.5.0 on one trace folder; the peer side of bench/traces.py.
+
+Runs inside HTA's own virtual environment (HTA needs pandas < 3; fleetscope's has pandas 3), so it
+imports nothing from fleetscope. It times `TraceAnalysis(trace_dir)` (the load) and every analysis
+fleetscope reproduces, with HTA's defaults and every rank, and prints one JSON line: timings,
+peak RSS after load and at the end. With `--out DIR` it also writes each result as CSV, in the
+layout of `tests/data/traces/*/hta-0.5.0/` (that is how the edge-case references were made).
+
+    /tmp/hta-venv/bin/python bench/hta_runner.py TRACE_DIR [--out DIR] [--reps N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import resource
+import sys
+import time
+import warnings
+from typing import Any
+
+
+def _rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def _analyses(analyzer: Any, ranks: list[int], errors: dict[str, str]) -> dict[str, Any]:
+    """Every HTA analysis fleetscope matches, as `trace_analysis.py` names them; one that raises
+    (HTA raises on CPU-only traces) is recorded in `errors` and the others still run."""
+    calls: dict[str, Any] = {
+        "temporal_breakdown": lambda: analyzer.get_temporal_breakdown(visualize=False),
+        "idle_time": lambda: analyzer.get_idle_time_breakdown(
+            ranks=ranks, visualize=False, show_idle_interval_stats=True
+        ),
+        "kernel_breakdown": lambda: analyzer.get_gpu_kernel_breakdown(visualize=False),
+        "comm_comp_overlap": lambda: analyzer.get_comm_comp_overlap(visualize=False),
+        "launch_stats": lambda: analyzer.get_cuda_kernel_launch_stats(ranks=ranks, visualize=False),
+        "queue_length_summary": lambda: analyzer.get_queue_length_summary(ranks=ranks),
+        "blocked_on_full_queue": lambda: analyzer.get_time_spent_blocked_on_full_queue(
+            analyzer.get_queue_length_time_series(ranks=ranks)
+        ),
+        "memory_bw_summary": lambda: analyzer.get_memory_bw_summary(ranks=ranks),
+        "user_annotation": lambda: analyzer.get_gpu_user_annotation_breakdown(visualize=False),
+    }
+    out: dict[str, Any] = {}
+    for name, call in calls.items():
+        try:
+            out[name] = call()
+        except Exception as exc:
+            errors[name] = f"{type(exc).__name__}: {exc}"
+            out[name] = None
+    return out
+
+
+def _write(results: dict[str, Any], out_dir: str) -> None:
+    os.makedirs(out_dir, exist_ok=True)
+
+    def csv(frame: Any, name: str, index: bool = False) -> None:
+        if frame is not None:
+            frame.to_csv(os.path.join(out_dir, name), index=index)
+
+    csv(results["temporal_breakdown"], "temporal_breakdown.csv")
+    if results["idle_time"] is not None:
+        idle, stats = results["idle_time"]
+        csv(idle, "idle_time_breakdown.csv")
+        csv(stats, "idle_time_interval_stats.csv", index=True)
+    if results["kernel_breakdown"] is not None:
+        kernel_type, all_kernels = results["kernel_breakdown"]
+        csv(kernel_type, "gpu_kernel_breakdown_kernel_type.csv")
+        csv(all_kernels, "gpu_kernel_breakdown_all_kernels.csv")
+    csv(results["comm_comp_overlap"], "comm_comp_overlap.csv")
+    for rank, frame in (results["launch_stats"] or {}).items():
+        csv(frame, f"cuda_kernel_launch_stats_rank{rank}.csv")
+    for key in ("queue_length_summary", "memory_bw_summary"):
+        if results[key] is not None:
+            results[key] = results[key].reset_index()
+    csv(results["queue_length_summary"], "queue_length_summary.csv")
+    csv(results["blocked_on_full_queue"], "time_spent_blocked_on_full_queue.csv")
+    csv(results["memory_bw_summary"], "memory_bw_summary.csv")
+    csv(results["user_annotation"], "gpu_user_annotation_breakdown.csv")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("trace_dir")
+    parser.add_argument("--out", default="")
+    parser.add_argument("--reps", type=int, default=1)
+    args = parser.parse_args()
+    warnings.filterwarnings("ignore")
+    logging.disable(logging.CRITICAL)
+    t0 = time.perf_counter()
+    from hta.trace_analysis import TraceAnalysis
+
+    logging.disable(logging.CRITICAL)
+    report: dict[str, Any] = {"import_s": time.perf_counter() - t0, "errors": {}}
+    report["rss_after_import_mib"] = _rss_mib()
+    load_s: list[float] = []
+    analyses_s: list[float] = []
+    for _ in range(args.reps):
+        t0 = time.perf_counter()
+        analyzer = TraceAnalysis(trace_dir=args.trace_dir)
+        load_s.append(time.perf_counter() - t0)
+        report["rss_after_load_mib"] = _rss_mib()
+        ranks = analyzer.t.get_ranks()
+        t0 = time.perf_counter()
+        results = _analyses(analyzer, ranks, report["errors"])
+        analyses_s.append(time.perf_counter() - t0)
+    report["load_s"] = load_s
+    report["analyses_s"] = analyses_s
+    report["rss_at_end_mib"] = _rss_mib()
+    if args.out:
+        _write(results, args.out)
+    print(json.dumps(report))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,76 @@
+"""`fleetscope trace analyze` end to end through the real command line entry point."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from trace_paths import DATA
+
+from fleetscope.cli import main
+
+
+def test_table_output_names_the_data_loader_stall(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["trace", "analyze", str(DATA / "kineto_resnet50_nw0")]) == 0
+    out = capsys.readouterr().out
+    assert "== Data-loader share of each step" in out
+    assert "[T8 critical] rank 0: data-loader bound: 40% of step time" in out
+    assert "differs from HTA" in out
+
+
+def test_json_hta_compatible_matches_hta(capsys: pytest.CaptureFixture[str]) -> None:
+    path = DATA / "hta_nccl_data_rank0"
+    assert main(["trace", "analyze", str(path), "--hta-compatible", "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["mode"] == "hta"
+    row = data["analyses"]["temporal_breakdown"]["tables"]["temporal_breakdown"][0]
+    assert row["idle_time(us)"] == 338781.0 and row["idle_time_pctg"] == 77.78
+    assert data["analyses"]["comm_comp_overlap"]["tables"]["comm_comp_overlap"] == [
+        {"rank": 0, "comp_comm_overlap_pctg": 14.31}
+    ]
+
+
+def test_several_paths_give_one_report_each(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a = shutil.copy(
+        DATA / "hta_amd_mi250_minitoy" / "mi250_minitoy_train_ROCm6_2_kineto.json.gz", tmp_path
+    )
+    paths = [str(a), str(DATA / "edge_cases" / "trace_file_list_inference_rank_1")]
+    assert main(["trace", "analyze", *paths, "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [d["ranks"] for d in data] == [[0], [1]]
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda d: d / "missing", "no such file or folder"),
+        (lambda d: d, "no trace files"),
+        (lambda d: (d / "t.json").write_text('{"traceEvents": [') and d / "t.json", "truncated"),
+    ],
+)
+def test_bad_input_is_a_clear_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], make: object, message: str
+) -> None:
+    path = make(tmp_path)  # type: ignore[operator]
+    assert main(["trace", "analyze", str(path)]) == 4
+    err = capsys.readouterr().err
+    assert err.startswith("fleetscope: error: ") and message in err
+    assert "Traceback" not in err
+
+
+def test_two_files_of_one_rank_are_refused_natively(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name in ("a.json.gz", "b.json.gz"):
+        shutil.copy(
+            DATA / "hta_amd_mi250_minitoy" / "mi250_minitoy_train_ROCm6_2_kineto.json.gz",
+            tmp_path / name,
+        )
+    assert main(["trace", "analyze", str(tmp_path)]) == 4
+    assert "both claim rank 0" in capsys.readouterr().err
+    assert main(["trace", "analyze", str(tmp_path), "--hta-compatible"]) == 0
+    assert "HTA keeps the later file" in capsys.readouterr().out
