@@ -203,6 +203,19 @@ SETTINGS: tuple[Setting, ...] = (
         "str",
         "Comma-separated modules whose setup(server) runs before the ingest server starts.",
     ),
+    Setting(
+        "server.prometheus_cluster",
+        "default",
+        "str",
+        "Cluster of Prometheus series (remote_write, import) that carry no `cluster` label.",
+    ),
+    Setting(
+        "server.remote_write_hold_s",
+        120.0,
+        "float",
+        "Most seconds a remote_write scrape waits for its remaining series before it is stored "
+        "as it is (must exceed Prometheus's scrape interval plus batch_send_deadline).",
+    ),
     # -- analyzers and scheduling ------------------------------------------------------------
     Setting("scheduler.mode", "embedded", "str", "embedded (in the server process) or celery."),
     Setting("scheduler.interval_s", 60.0, "float", "Seconds between analyzer windows."),
