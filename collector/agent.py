@@ -1,0 +1,202 @@
+"""The long-running agent: scrape every agent.interval_s, attribute, add host metrics, spool, ship.
+
+Threads: the loop (scrape -> normalize -> attribute -> batch -> spool) runs on the caller's thread;
+the shipper drains the spool on its own thread, so a slow or dead ingest never delays a scrape;
+the metrics server answers /metrics and /healthz on a third. Ticks are scheduled on a fixed grid
+(start + k * interval) from an injected monotonic clock, so they do not drift; a tick that overruns
+skips the missed slots instead of bursting.
+
+Failure policy: an unreachable or unparsable exporter costs that tick's GPU rows (counted in
+fleetscope_agent_errors_total, logged), never the agent; host rows still flow.
+
+Must never: block a scrape on the network to ingest, or exit on a transient error.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from collector.attribution import AttributionResolver, build_resolver
+from collector.batcher import Batcher
+from collector.http import KeepAliveTransport, Transport
+from collector.metrics import AgentMetrics
+from collector.normalize import GpuReading
+from collector.shipper import Shipper
+from collector.sources.base import GpuSource, HostSource
+from collector.spool import Spool
+from fleetscope.errors import ContractError, SourceUnavailableError
+from fleetscope.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Agent:
+    gpu_source: GpuSource | None
+    host_source: HostSource | None
+    resolver: AttributionResolver
+    batcher: Batcher
+    shipper: Shipper
+    metrics: AgentMetrics
+    interval_s: float
+    wall_clock: Callable[[], float] = time.time
+    monotonic: Callable[[], float] = time.monotonic
+    last_ok_scrape: float | None = None
+    closers: list[Callable[[], None]] = field(default_factory=list)
+
+    def tick(self) -> list[GpuReading]:
+        """One round: returns the attributed GPU readings (also batched for shipping)."""
+        ts_ms = int(self.wall_clock() * 1000)
+        readings: list[GpuReading] = []
+        if self.gpu_source is not None:
+            started = time.perf_counter()
+            try:
+                readings = self.gpu_source.read(ts_ms)
+                self.resolver.resolve(readings)
+            except SourceUnavailableError as exc:
+                self.metrics.errors.labels("gpu_source_unavailable").inc()
+                log.warning("GPU source: %s", exc)
+            except ContractError as exc:  # MetricsParseError names the line
+                self.metrics.errors.labels("gpu_source_parse").inc()
+                log.error("GPU source: %s", exc)
+            else:
+                self.last_ok_scrape = self.wall_clock()
+                self.metrics.last_scrape.set(self.last_ok_scrape)
+            self.metrics.scrape_duration.labels("gpu").observe(time.perf_counter() - started)
+        now = self.monotonic()
+        sealed = []
+        if readings:
+            rows = [r.row for r in readings]
+            self.metrics.samples_collected.labels("gpu_samples").inc(len(rows))
+            sealed += self.batcher.add("gpu_samples", rows, now)
+        if self.host_source is not None:
+            started = time.perf_counter()
+            try:
+                host_rows = self.host_source.read(ts_ms)
+            except (SourceUnavailableError, ContractError, OSError) as exc:
+                self.metrics.errors.labels("host_source").inc()
+                log.warning("host source: %s", exc)
+            else:
+                self.metrics.samples_collected.labels("host_samples").inc(len(host_rows))
+                sealed += self.batcher.add("host_samples", host_rows, now)
+            self.metrics.scrape_duration.labels("host").observe(time.perf_counter() - started)
+        sealed += self.batcher.due(now)
+        if sealed:
+            self.shipper.wakeup.set()
+        return readings
+
+    def run(self, stop: threading.Event) -> None:
+        """Tick on the grid until `stop` is set; then seal what is buffered into the spool."""
+        sender = threading.Thread(
+            target=self.shipper.run, args=(stop,), name="agent-shipper", daemon=True
+        )
+        sender.start()
+        start = self.monotonic()
+        k = 0
+        try:
+            while not stop.is_set():
+                self.tick()
+                k = max(k + 1, int((self.monotonic() - start) / self.interval_s) + 1)
+                stop.wait(max(0.0, start + k * self.interval_s - self.monotonic()))
+        finally:
+            self.batcher.flush()
+            self.shipper.wakeup.set()
+            sender.join(timeout=self.shipper.timeout_s + 1)
+            for close in self.closers:
+                close()
+
+
+def agent_name(settings: Settings) -> str:
+    return settings.get_str("agent.host") or socket.gethostname()
+
+
+def build_agent(
+    settings: Settings,
+    *,
+    transport: Transport | None = None,
+    nvml: Any = None,
+    metrics: AgentMetrics | None = None,
+) -> Agent:
+    """Wire the agent from settings. `nvml` is the NVML library object (pynvml) when no
+    dcgm-exporter URL is set; imported here only if needed."""
+    from collector.sources.dcgm import DcgmSource
+    from collector.sources.host import PsutilHostSource
+    from collector.sources.node_exporter import NodeExporterSource
+
+    transport = transport or KeepAliveTransport(settings.get_str("agent.tls_ca_file"))
+    metrics = metrics or AgentMetrics()
+    cluster = settings.get_str("agent.cluster")
+    host = settings.get_str("agent.host") or None
+    timeout_s = settings.get_float("agent.scrape_timeout_s")
+    cgroup_root = (
+        settings.get_path("agent.cgroup_root") if settings.get_str("agent.cgroup_root") else None
+    )
+    closers: list[Callable[[], None]] = []
+    pid_gpus = None
+    gpu_source: GpuSource
+    if settings.get_str("agent.dcgm_url"):
+        gpu_source = DcgmSource(
+            settings.get_str("agent.dcgm_url"),
+            cluster=cluster,
+            host=host,
+            transport=transport,
+            timeout_s=timeout_s,
+        )
+    else:
+        from collector.sources.nvml import NvmlSource
+
+        if nvml is None:
+            import pynvml
+
+            nvml = pynvml
+        nvml_source = NvmlSource(nvml, cluster=cluster, host=host)
+        pid_gpus = nvml_source.pid_gpus
+        closers.append(nvml_source.close)
+        gpu_source = nvml_source
+    host_source: HostSource
+    if settings.get_str("agent.node_exporter_url"):
+        host_source = NodeExporterSource(
+            settings.get_str("agent.node_exporter_url"),
+            cluster=cluster,
+            host=host,
+            transport=transport,
+            timeout_s=timeout_s,
+            cgroup_root=cgroup_root,
+        )
+    else:
+        host_source = PsutilHostSource(cluster=cluster, host=host, cgroup_root=cgroup_root)
+    spool = Spool(
+        settings.get_path("agent.spool_dir"), max_bytes=settings.get_int("agent.spool_max_bytes")
+    )
+    from collector.backoff import Backoff
+
+    shipper = Shipper(
+        spool,
+        ingest_url=settings.get_str("agent.ingest_url"),
+        token=settings.get_str("agent.token"),
+        agent_name=agent_name(settings),
+        transport=transport,
+        metrics=metrics,
+        timeout_s=settings.get_float("agent.ingest_timeout_s"),
+        backoff=Backoff(cap_s=settings.get_float("agent.backoff_max_s")),
+    )
+    return Agent(
+        gpu_source=gpu_source,
+        host_source=host_source,
+        resolver=build_resolver(settings, pid_gpus=pid_gpus),
+        batcher=Batcher(
+            spool,
+            max_rows=settings.get_int("agent.batch_max_rows"),
+            max_age_s=settings.get_float("agent.ship_interval_s"),
+        ),
+        shipper=shipper,
+        metrics=metrics,
+        interval_s=settings.get_float("agent.interval_s"),
+        closers=closers,
+    )

@@ -1,0 +1,68 @@
+"""The attribution resolver: asks each source in a fixed precedence and records who answered.
+
+Precedence, most trusted first (the first source that names a job wins, and its name goes to the
+`attribution` column):
+
+    1. override      explicit file an operator wrote          (override.py)
+    2. mapping_dir   Slurm prolog's per-GPU job files          (mapping_dir.py)
+    3. hpc_job, k8s  dcgm-exporter's own labels                (labels.py)
+    4. proc          SLURM_JOB_ID of processes on the GPU      (proc_environ.py)
+
+Why this order: the operator's word beats everything; the scheduler's allocation record (mapping
+files, written at allocation time) beats labels the exporter copied from it (same facts, one hop
+later); processes come last because they only exist while something runs, which is exactly what
+a held-but-idle allocation lacks.
+
+Must never: change a row's measurements.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from collector.attribution.base import AttributionSource
+from collector.attribution.labels import HpcJobLabel, PodLabels
+from collector.attribution.mapping_dir import MappingDir
+from collector.attribution.override import OverrideFile
+from collector.attribution.proc_environ import ProcEnviron
+from collector.normalize import GpuReading
+from fleetscope.settings import Settings
+
+
+class AttributionResolver:
+    def __init__(self, sources: Sequence[AttributionSource]) -> None:
+        self.sources = tuple(sources)
+
+    def resolve(self, readings: Sequence[GpuReading]) -> None:
+        """Fill `job_id` and `attribution` of each reading's row, in place.
+
+        A source is refreshed only when some reading gets that far down the precedence list, so
+        the costly /proc scan is skipped on hosts where labels or mapping files name every job.
+        """
+        refreshed: set[int] = set()
+        for reading in readings:
+            for i, source in enumerate(self.sources):
+                if i not in refreshed:
+                    source.refresh()
+                    refreshed.add(i)
+                job = source.job_for(reading)
+                if job:
+                    reading.row["job_id"] = job
+                    reading.row["attribution"] = source.name
+                    break
+
+
+def build_resolver(
+    settings: Settings, *, pid_gpus: Callable[[], dict[int, list[str]]] | None = None
+) -> AttributionResolver:
+    """The resolver for these settings: sources whose folder or file is configured, in order."""
+    sources: list[AttributionSource] = []
+    override = settings.get_str("agent.attribution_override")
+    if override:
+        sources.append(OverrideFile(settings.get_path("agent.attribution_override")))
+    if settings.get_str("agent.job_mapping_dir"):
+        sources.append(MappingDir(settings.get_path("agent.job_mapping_dir")))
+    sources += [HpcJobLabel(), PodLabels()]
+    if settings.get_str("agent.proc_root"):
+        sources.append(ProcEnviron(settings.get_path("agent.proc_root"), pid_gpus=pid_gpus))
+    return AttributionResolver(sources)

@@ -1,0 +1,75 @@
+"""Collects rows per table and seals them into Arrow IPC batches for the spool.
+
+A batch is sealed when it reaches agent.batch_max_rows or its oldest row has waited
+agent.ship_interval_s; that bounds both memory (at most one open batch per table) and latency.
+Sealing builds the Arrow table directly in the contract's schema (so every type is checked by
+Arrow) and checks the required columns for nulls, so a bad row fails here, on the host, with a
+clear ContractError, not later at ingest. (Not `contract.conform`: casting a table that already has
+the schema costs more than the rest of sealing, measured in bench/agent.py.)
+
+Must never: hold more than `max_rows` rows of one table in memory.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from collector.spool import Spool, SpooledBatch
+from fleetscope.contract import TABLES, to_ipc
+from fleetscope.errors import ContractError
+
+
+def rows_to_ipc(table: str, rows: list[dict[str, object]]) -> bytes:
+    """Rows (dicts keyed by contract column; missing keys are nulls) -> one IPC stream body."""
+    schema = TABLES[table]
+    columns = {f.name: [row.get(f.name) for row in rows] for f in schema}
+    if "extra" in columns:
+        columns["extra"] = [
+            list(extra.items()) if isinstance(extra, dict) else None for extra in columns["extra"]
+        ]
+    try:
+        batch = pa.Table.from_pydict(columns, schema=schema)
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+        raise ContractError(f"{table}: rows do not fit the contract: {exc}") from exc
+    for f in schema:
+        if not f.nullable and batch.column(f.name).null_count:
+            raise ContractError(f"{table}.{f.name}: nulls in a required column")
+    return to_ipc(batch)
+
+
+class Batcher:
+    def __init__(self, spool: Spool, *, max_rows: int, max_age_s: float) -> None:
+        self.spool = spool
+        self.max_rows = max_rows
+        self.max_age_s = max_age_s
+        self._rows: dict[str, list[dict[str, object]]] = {}
+        self._opened: dict[str, float] = {}
+
+    def add(self, table: str, rows: list[dict[str, object]], now: float) -> list[SpooledBatch]:
+        sealed: list[SpooledBatch] = []
+        pending = self._rows.setdefault(table, [])
+        if not pending:
+            self._opened[table] = now
+        for row in rows:
+            pending.append(row)
+            if len(pending) >= self.max_rows:
+                sealed.append(self._seal(table))
+                pending = self._rows[table]
+                self._opened[table] = now
+        return sealed + self.due(now)
+
+    def due(self, now: float) -> list[SpooledBatch]:
+        """Seal every table whose oldest row has waited max_age_s."""
+        return [
+            self._seal(table)
+            for table, rows in self._rows.items()
+            if rows and now - self._opened[table] >= self.max_age_s
+        ]
+
+    def flush(self) -> list[SpooledBatch]:
+        return [self._seal(table) for table, rows in self._rows.items() if rows]
+
+    def _seal(self, table: str) -> SpooledBatch:
+        rows = self._rows[table]
+        self._rows[table] = []
+        return self.spool.put(table, rows_to_ipc(table, rows))

@@ -1,0 +1,102 @@
+"""Per-job CPU, memory and disk I/O from cgroup v2, for Slurm jobs on this host.
+
+Where Slurm puts a job's cgroup under cgroup v2 (slurm.conf CgroupPlugin=cgroup/v2, documented in
+Slurm's cgroup_v2 guide): `<root>/system.slice/slurmstepd.scope/job_<id>/`. Files read, as the
+kernel's cgroup-v2 documentation defines them: `cpu.stat` (usage_usec, user_usec, system_usec:
+microseconds), `memory.current` and `memory.max` (bytes, or "max"), `io.stat` (rbytes=, wbytes=
+per device). The root is injectable (`agent.cgroup_root`) so tests use a fake tree.
+
+Must never: write to the cgroup tree or fail when a job ends between listing and reading.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+SLURM_JOB_DIRS = ("system.slice/slurmstepd.scope", "slurm")
+
+
+@dataclass(frozen=True)
+class CgroupReading:
+    job_id: str
+    usage_usec: float | None
+    user_usec: float | None
+    system_usec: float | None
+    mem_current_bytes: float | None
+    mem_max_bytes: float | None
+    io_read_bytes: float | None
+    io_write_bytes: float | None
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text()
+    except OSError:
+        return None
+
+
+def _keyed(text: str | None) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for line in (text or "").splitlines():
+        parts = line.split()
+        if len(parts) == 2:
+            with contextlib.suppress(ValueError):
+                out[parts[0]] = float(parts[1])
+    return out
+
+
+def _number(text: str | None) -> float | None:
+    if text is None or text.strip() in ("", "max"):
+        return None
+    try:
+        return float(text.strip())
+    except ValueError:
+        return None
+
+
+def _io_totals(text: str | None) -> tuple[float | None, float | None]:
+    if text is None:
+        return None, None
+    read = write = 0.0
+    for line in text.splitlines():
+        for item in line.split()[1:]:
+            key, _, value = item.partition("=")
+            if key in ("rbytes", "wbytes") and value.isdigit():
+                if key == "rbytes":
+                    read += float(value)
+                else:
+                    write += float(value)
+    return read, write
+
+
+def read_job_cgroups(root: Path) -> list[CgroupReading]:
+    """One reading per `job_<id>` folder found under the known Slurm locations."""
+    readings: list[CgroupReading] = []
+    for parent in SLURM_JOB_DIRS:
+        base = root / parent
+        try:
+            entries = sorted(e.name for e in os.scandir(base) if e.is_dir())
+        except OSError:
+            continue
+        for name in entries:
+            if not name.startswith("job_"):
+                continue
+            job = base / name
+            cpu = _keyed(_read(job / "cpu.stat"))
+            rbytes, wbytes = _io_totals(_read(job / "io.stat"))
+            readings.append(
+                CgroupReading(
+                    job_id=name[4:],
+                    usage_usec=cpu.get("usage_usec"),
+                    user_usec=cpu.get("user_usec"),
+                    system_usec=cpu.get("system_usec"),
+                    mem_current_bytes=_number(_read(job / "memory.current")),
+                    mem_max_bytes=_number(_read(job / "memory.max")),
+                    io_read_bytes=rbytes,
+                    io_write_bytes=wbytes,
+                )
+            )
+    return readings
