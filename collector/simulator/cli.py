@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import signal
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -98,6 +99,8 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
         hook.start()
     for host, url in fleet.urls().items():
         print(f"{host} {url}", flush=True)
+    # SIGTERM (the demo's supervisor, systemd) stops as cleanly as Ctrl-C does.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         deadline = now + args.duration if args.duration else math.inf
         while time.time() < deadline:
