@@ -34,7 +34,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench
 
 docs: $(STAMP)
-	$(BIN)/python -m fleetscope.docgen
+	COLUMNS=100 $(BIN)/python -m fleetscope.docgen docs
 
 clean:
 	rm -rf $(VENV) var .demo .pytest_cache .mypy_cache .ruff_cache

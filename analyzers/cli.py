@@ -1,9 +1,266 @@
-"""Registers this stage's `fleetscope` commands (see fleetscope.cli)."""
+"""Registers the analyzers' `fleetscope` commands (see fleetscope.cli); heavy imports stay inside
+the handlers.
+
+    analyzers        the registered analyzers, their rules and thresholds
+    analyze          one scheduler tick in this process: every window owed since the watermark
+    backfill         re-run whole buckets of a past range (here, or enqueued with --celery)
+    opportunities    the fleet ranking: recoverable GPU-hours by rule and group, top offenders
+    job              one job's efficiency summary and findings
+    findings         list stored findings; ack / suppress / reopen them
+    eval             precision, recall and GPU-hours error on the simulated fleet
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import argparse
+import json
+import re
+from dataclasses import asdict, fields
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from fleetscope.errors import ConfigError
+
+if TYPE_CHECKING:
+    import duckdb
+
+    from analyzers.store import FindingStore
+    from fleetscope.settings import Settings
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def parse_duration(text: str) -> timedelta:
+    """'7d', '12h', '30m', '90s', '2w' -> timedelta; anything else is a ConfigError."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*", text)
+    if not match:
+        raise ConfigError(f"duration {text!r}: expected a number and a unit (s, m, h, d, w)")
+    return timedelta(seconds=float(match.group(1)) * _UNITS[match.group(2)])
+
+
+def parse_time(text: str) -> datetime:
+    """ISO 8601 date or time; naive values are taken as UTC."""
+    try:
+        ts = datetime.fromisoformat(text)
+    except ValueError as exc:
+        raise ConfigError(f"time {text!r}: expected ISO 8601, e.g. 2025-03-03T00:00:00Z") from exc
+    return ts if ts.tzinfo else ts.replace(tzinfo=UTC)
+
+
+def _store(settings: Settings) -> FindingStore:
+    from analyzers.store import FindingStore
+    from warehouse import catalog
+    from warehouse.paths import WarehousePaths
+
+    return FindingStore(catalog.connect(WarehousePaths.from_settings(settings).catalog_url))
+
+
+def _telemetry(settings: Settings) -> duckdb.DuckDBPyConnection:
+    from warehouse.reader import connect
+
+    return connect(settings)
+
+
+def cmd_analyzers(args: argparse.Namespace, settings: Settings) -> int:
+    from analyzers.runner import Pipeline
+
+    for a in Pipeline.from_settings(settings).analyzers:
+        th = ", ".join(f"{f.name}={getattr(a.thresholds, f.name)}" for f in fields(a.thresholds))
+        print(f"{a.name:<20} {','.join(a.rule_ids):<12} reads {','.join(a.inputs)}\n    {th}")
+    return 0
+
+
+def cmd_analyze(args: argparse.Namespace, settings: Settings) -> int:
+    from analyzers.runner import Pipeline
+    from analyzers.schedule import run_due, schedule_time
+
+    interval_s = settings.get_float("scheduler.interval_s")
+    at = parse_time(args.at) if args.at else datetime.now(UTC)
+    results = run_due(
+        Pipeline.from_settings(settings),
+        _store(settings),
+        lambda: _telemetry(settings),
+        schedule_time(at, interval_s),
+        bucket_s=settings.get_int("analyzers.bucket_s"),
+        lateness_s=settings.get_float("analyzers.lateness_s"),
+        interval_s=interval_s,
+    )
+    return _report(results)
+
+
+def _report(results: list[Any]) -> int:
+    failed = 0
+    for r in results:
+        print(
+            f"{r.window.start.isoformat()} .. {r.window.end.isoformat()}  "
+            f"p{r.window.partition}: {len(r.findings)} finding(s)"
+        )
+        for name, error in r.errors.items():
+            failed += 1
+            print(f"  analyzer {name} failed: {error}")
+    if not results:
+        print("nothing due: every window up to the watermark is analyzed")
+    return 1 if failed else 0
+
+
+def cmd_backfill(args: argparse.Namespace, settings: Settings) -> int:
+    from analyzers.schedule import backfill_windows
+
+    start, end = parse_time(args.start), parse_time(args.end)
+    bucket_s = settings.get_int("analyzers.bucket_s")
+    if args.celery:
+        from analyzers.celery_app import analyze_window
+
+        partitions = settings.get_int("analyzers.partitions")
+        windows = backfill_windows(start, end, bucket_s, partitions)
+        for w in windows:
+            analyze_window.apply_async(
+                args=[w.start.isoformat(), w.end.isoformat(), w.partition, w.partitions]
+            )
+        print(f"enqueued {len(windows)} window task(s)")
+        return 0
+    from analyzers.runner import Pipeline
+    from analyzers.store import CatalogJobs
+
+    pipeline, store = Pipeline.from_settings(settings), _store(settings)
+    conn = _telemetry(settings)
+    try:
+        results = [
+            pipeline.run(conn, w, CatalogJobs(store.engine), store)
+            for w in backfill_windows(start, end, bucket_s)
+        ]
+    finally:
+        conn.close()
+    return _report(results)
+
+
+def cmd_opportunities(args: argparse.Namespace, settings: Settings) -> int:
+    from analyzers.ranking import rank, render
+    from analyzers.store import CatalogJobs
+
+    store = _store(settings)
+    end = parse_time(args.end) if args.end else datetime.now(UTC)
+    since = end - parse_duration(args.window)
+    found = [s.finding for s in store.findings(since=since, until=end)]
+    report = rank(found, by=args.by, catalog=CatalogJobs(store.engine), top=args.top)
+    if args.json:
+        payload = {
+            "window": args.window,
+            "total_gpu_hours": report.total_gpu_hours,
+            **{
+                key: [
+                    {
+                        "key": x.key,
+                        "gpu_hours": x.gpu_hours,
+                        "findings": x.findings,
+                        "jobs": sorted(x.jobs),
+                        "rules": dict(x.rules),
+                    }
+                    for x in getattr(report, key)
+                ]
+                for key in ("by_rule", "by_group", "top_jobs")
+            },
+        }
+        print(json.dumps(payload, indent=2))
+    else:
+        print(render(report, args.window))
+    return 0
+
+
+def cmd_job(args: argparse.Namespace, settings: Settings) -> int:
+    from analyzers.jobsummary import render, summarize
+
+    conn = _telemetry(settings)
+    try:
+        summary = summarize(conn, args.job)
+    finally:
+        conn.close()
+    summary.findings = [s.finding for s in _store(settings).findings(job_id=args.job)]
+    if args.json:
+        data = asdict(summary)
+        data["findings"] = [f.to_dict() for f in summary.findings]
+        print(json.dumps(data, indent=2, default=str))
+    else:
+        print(render(summary))
+    return 0
+
+
+def cmd_findings(args: argparse.Namespace, settings: Settings) -> int:
+    store = _store(settings)
+    if args.ack or args.reopen:
+        store.set_state(args.ack or args.reopen, "acknowledged" if args.ack else "open")
+        return 0
+    if args.suppress:
+        scope, _, value = args.suppress.partition("=")
+        if scope not in ("rule", "job", "user", "team") or not value:
+            raise ConfigError("--suppress takes rule=ID, job=ID, user=NAME or team=NAME")
+        sid = store.suppress(scope, value, rule_id=args.rule, reason=args.reason)
+        print(f"suppression {sid}: {scope}={value}" + (f" for {args.rule}" if args.rule else ""))
+        return 0
+    since = datetime.now(UTC) - parse_duration(args.window) if args.window else None
+    rows = store.findings(
+        since=since, job_id=args.job, rule_id=args.rule, include_suppressed=args.all
+    )
+    for s in rows:
+        f = s.finding
+        print(
+            f"{f.finding_id}  {f.rule_id:<4} {s.state:<12} {f.wasted_gpu_hours:>8.2f} GPU-h  "
+            f"{f.job_id or '-'}  {f.title}"
+        )
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace, settings: Settings) -> int:
+    from analyzers.evaluation import evaluate, render
+
+    report = evaluate(hosts=args.hosts, hours=args.hours, seed=args.seed)
+    print(render(report))
+    return 0 if report.passed or not args.strict else 1
 
 
 def register(subparsers: Any) -> None:
-    """No commands yet."""
+    p = subparsers.add_parser("analyzers", help="List registered analyzers, rules, thresholds.")
+    p.set_defaults(handler=cmd_analyzers)
+
+    p = subparsers.add_parser("analyze", help="Run the analyzer windows that are due, here.")
+    p.add_argument("--at", help="schedule time (ISO 8601; default: now)")
+    p.set_defaults(handler=cmd_analyze)
+
+    p = subparsers.add_parser("backfill", help="Re-run whole analysis buckets of a past range.")
+    p.add_argument("--start", required=True, help="ISO 8601 start")
+    p.add_argument("--end", required=True, help="ISO 8601 end")
+    p.add_argument("--celery", action="store_true", help="enqueue window tasks for workers")
+    p.set_defaults(handler=cmd_backfill)
+
+    p = subparsers.add_parser("opportunities", help="Recoverable GPU-hours, ranked fleet-wide.")
+    p.add_argument("--window", default="7d", help="how far back (e.g. 7d, 24h)")
+    p.add_argument("--end", help="window end (ISO 8601; default: now)")
+    p.add_argument("--by", choices=["team", "user", "job", "model"], default="team")
+    p.add_argument("--top", type=int, default=10)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=cmd_opportunities)
+
+    p = subparsers.add_parser("job", help="One job's efficiency summary and findings.")
+    p.add_argument("job", help="job id")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=cmd_job)
+
+    p = subparsers.add_parser("findings", help="List findings; acknowledge or suppress them.")
+    p.add_argument("--job")
+    p.add_argument("--rule", help="filter by rule (with --suppress: suppress only this rule)")
+    p.add_argument("--window", help="only findings ending in the last DURATION")
+    p.add_argument("--all", action="store_true", help="include suppressed findings")
+    p.add_argument("--ack", metavar="FINDING_ID")
+    p.add_argument("--reopen", metavar="FINDING_ID")
+    p.add_argument(
+        "--suppress", metavar="SCOPE=VALUE", help="rule=R2, job=ID, user=NAME, team=NAME"
+    )
+    p.add_argument("--reason")
+    p.set_defaults(handler=cmd_findings)
+
+    p = subparsers.add_parser("eval", help="Analyzer precision/recall on the simulated fleet.")
+    p.add_argument("--hosts", type=int, default=8)
+    p.add_argument("--hours", type=float, default=12.0)
+    p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--strict", action="store_true", help="exit 1 below the quality targets")
+    p.set_defaults(handler=cmd_eval)

@@ -1,0 +1,128 @@
+"""Fleet ranking: where the recoverable GPU-hours are, by rule and by team, user, job or model.
+
+What an infra lead reads first (`fleetscope opportunities --window 7d`). Per-rule lines sum each
+rule's own estimate. Totals per group never count an hour twice: when several rules flag the same
+job in the same identity bucket (an idle job is R1 and R3; a starved one P1 and R2), the job's
+recoverable hours there are the largest single estimate, not the sum. Suppressed findings are
+left out by the store. This module must never query telemetry.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from analyzers.base import JobCatalog
+from analyzers.findings import Finding
+
+GroupBy = Literal["team", "user", "job", "model"]
+
+
+@dataclass
+class Line:
+    key: str
+    gpu_hours: float = 0.0
+    findings: int = 0
+    jobs: set[str] = field(default_factory=set)
+    rules: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+
+    @property
+    def top_rule(self) -> str:
+        return max(self.rules, key=lambda r: self.rules[r]) if self.rules else "-"
+
+
+@dataclass
+class Opportunities:
+    total_gpu_hours: float
+    by_rule: list[Line]
+    by_group: list[Line]
+    top_jobs: list[Line]
+    group_by: GroupBy
+
+
+def _group_key(finding: Finding, by: GroupBy, catalog: JobCatalog | None) -> str:
+    if by == "job":
+        return finding.job_name or finding.job_id or "(no job)"
+    if by == "model":
+        info = catalog.get(finding.job_id) if catalog and finding.job_id else None
+        return (info.model if info else None) or "(unknown model)"
+    value = finding.team if by == "team" else finding.user
+    return value or f"(no {by})"
+
+
+def rank(
+    findings: Sequence[Finding],
+    *,
+    by: GroupBy = "team",
+    catalog: JobCatalog | None = None,
+    top: int = 10,
+) -> Opportunities:
+    by_rule: dict[str, Line] = {}
+    for f in findings:
+        line = by_rule.setdefault(f.rule_id, Line(f.rule_id))
+        line.gpu_hours += f.wasted_gpu_hours
+        line.findings += 1
+        line.rules[f.rule_id] += f.wasted_gpu_hours
+        if f.job_id:
+            line.jobs.add(f.job_id)
+    # One estimate per (job, bucket): the largest of the rules that flagged it.
+    best: dict[tuple[str, str], Finding] = {}
+    for f in findings:
+        bucket = (f.bucket_start or f.window_start).isoformat()
+        key = (f.job_id or f.finding_id, bucket)
+        current = best.get(key)
+        if current is None or f.wasted_gpu_hours > current.wasted_gpu_hours:
+            best[key] = f
+    groups: dict[str, Line] = {}
+    jobs: dict[str, Line] = {}
+    for f in findings:
+        g = groups.setdefault(_group_key(f, by, catalog), Line(_group_key(f, by, catalog)))
+        g.findings += 1
+        g.rules[f.rule_id] += f.wasted_gpu_hours
+        if f.job_id:
+            g.jobs.add(f.job_id)
+            j = jobs.setdefault(f.job_id, Line(f.job_id))
+            j.findings += 1
+            j.rules[f.rule_id] += f.wasted_gpu_hours
+            j.jobs.add(f.job_id)
+    for f in best.values():
+        groups[_group_key(f, by, catalog)].gpu_hours += f.wasted_gpu_hours
+        if f.job_id:
+            jobs[f.job_id].gpu_hours += f.wasted_gpu_hours
+    return Opportunities(
+        total_gpu_hours=sum(f.wasted_gpu_hours for f in best.values()),
+        by_rule=_order(by_rule.values()),
+        by_group=_order(groups.values())[:top],
+        top_jobs=_order(jobs.values())[:top],
+        group_by=by,
+    )
+
+
+def _order(lines: Iterable[Line]) -> list[Line]:
+    return sorted(lines, key=lambda x: (-x.gpu_hours, x.key))
+
+
+def render(report: Opportunities, window_label: str) -> str:
+    """The plain-text report the CLI prints."""
+    out = [
+        f"Recoverable GPU-hours, last {window_label}: {report.total_gpu_hours:,.1f} "
+        "(overlapping rules on one job counted once)",
+        "",
+        f"{'rule':<6} {'GPU-h':>10} {'findings':>9} {'jobs':>6}",
+    ]
+    out += [
+        f"{x.key:<6} {x.gpu_hours:>10,.1f} {x.findings:>9} {len(x.jobs):>6}" for x in report.by_rule
+    ]
+    out += ["", f"{'by ' + report.group_by:<28} {'GPU-h':>10} {'jobs':>6}  top rule"]
+    out += [
+        f"{x.key[:28]:<28} {x.gpu_hours:>10,.1f} {len(x.jobs):>6}  {x.top_rule}"
+        for x in report.by_group
+    ]
+    out += ["", f"{'top offenders (job)':<28} {'GPU-h':>10}  rules"]
+    out += [
+        f"{x.key[:28]:<28} {x.gpu_hours:>10,.1f}  {', '.join(sorted(x.rules))}"
+        for x in report.top_jobs
+    ]
+    return "\n".join(out)

@@ -1,0 +1,64 @@
+"""The analyzers' commands end to end on a real warehouse (published segments) and catalog:
+backfill, opportunities, job, findings; and clear errors for bad input."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from tests.analyzers.fleet_builder import Fleet, publish
+
+from fleetscope.cli import main
+
+IDLE = {"gpu_util": 0.0, "gr_engine_active": 0.0, "sm_active": 0.0, "tensor_active": 0.0}
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> str:
+    fleet = Fleet().gpus("idle", "h1", range(2), 0, 180, **IDLE).gpus("ok", "h2", range(1), 0, 180)
+    fleet.gpus(
+        "noprof", "h3", range(1), 0, 60, sm_active=None, tensor_active=None, dram_active=None
+    )
+    publish(fleet, tmp_path / "var" / "segments")
+    path = tmp_path / "fleetscope.toml"
+    path.write_text(f'[core]\ndata_dir = "{tmp_path / "var"}"\n')
+    return str(path)
+
+
+def test_backfill_then_opportunities_job_and_findings(
+    config: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["--config", config]
+    assert main([*argv, "backfill", "--start", "2025-03-03", "--end", "2025-03-04"]) == 0
+    assert "2 finding(s)" in capsys.readouterr().out
+    assert main([*argv, "opportunities", "--window", "7d", "--end", "2025-03-05"]) == 0
+    out = capsys.readouterr().out
+    assert "Recoverable GPU-hours, last 7d: 6.0" in out
+    assert "R1            6.0         1      1" in out
+    assert main([*argv, "job", "idle"]) == 0
+    out = capsys.readouterr().out
+    assert "allocated GPU-hours: 6.00" in out and "R1   critical" in out
+    assert main([*argv, "job", "noprof"]) == 0
+    assert "DCGM_FI_PROF_SM_ACTIVE" in capsys.readouterr().out
+    assert main([*argv, "findings", "--suppress", "job=idle", "--reason", "known"]) == 0
+    capsys.readouterr()
+    assert main([*argv, "opportunities", "--end", "2025-03-05"]) == 0
+    assert "last 7d: 0.0" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["opportunities", "--window", "seven days"], "duration 'seven days'"),
+        (["backfill", "--start", "yesterday", "--end", "2025-03-04"], "time 'yesterday'"),
+        (["backfill", "--start", "2025-03-04", "--end", "2025-03-03"], "backfill range is empty"),
+        (["job", "nope"], "no GPU samples for job 'nope'"),
+        (["findings", "--suppress", "host=h1"], "--suppress takes"),
+        (["findings", "--ack", "0123"], "no finding '0123'"),
+    ],
+)
+def test_bad_input_is_a_clear_error(
+    config: str, args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["--config", config, *args]) != 0
+    assert message in capsys.readouterr().err

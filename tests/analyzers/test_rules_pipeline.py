@@ -1,0 +1,53 @@
+"""P1-P3 from the step metrics training processes report: exact findings on crafted steps."""
+
+from __future__ import annotations
+
+import pytest
+from tests.analyzers.fleet_builder import Fleet, run
+
+from analyzers.rules.p01_dataloader_stall import DataLoaderStall
+from analyzers.rules.p02_step_outliers import StepOutliers, periodic
+from analyzers.rules.p03_dataloader_workers import DataLoaderWorkers
+
+
+def test_p1_moderate_and_high_input_bound(fleet: Fleet) -> None:
+    fleet.gpus("high", "h1", range(2), 0, 60)
+    fleet.steps("high", "h1", 0, 0, 500, step_time_s=1.0, data_wait_s=0.3)
+    fleet.steps("moderate", "h2", 0, 0, 500, step_time_s=1.0, data_wait_s=0.1)
+    fleet.steps("fine", "h3", 0, 0, 500, step_time_s=1.0, data_wait_s=0.02)
+    high, moderate = sorted(run(DataLoaderStall(), fleet), key=lambda f: f.job_id or "")
+    assert (high.severity, high.evidence["data_wait_share"]) == ("critical", 0.3)
+    # share x training GPU-hours: 490 one-second steps after the 10 skipped, one rank
+    assert high.wasted_gpu_hours == pytest.approx(0.3 * 490 / 3600)
+    assert (moderate.severity, moderate.gpus) == ("warn", ())
+    assert moderate.wasted_gpu_hours == pytest.approx(0.1 * 490 / 3600)
+
+
+def test_p2_random_outliers_fire_periodic_evaluation_does_not(fleet: Fleet) -> None:
+    spikes = {37, 81, 113, 160, 171, 229, 260, 301, 355, 390, 444}
+    fleet.steps("spiky", "h1", 0, 0, 500, step_time_s=lambda i, t: 5.0 if i in spikes else 0.5)
+    fleet.steps("evals", "h2", 0, 0, 500, step_time_s=lambda i, t: 5.0 if i % 40 == 39 else 0.5)
+    (f,) = run(StepOutliers(), fleet)
+    assert (f.job_id, f.evidence["outliers"]) == ("spiky", 11)
+    # excess over the recent mean, which an earlier spike in the last 50 steps raises a little
+    assert f.wasted_gpu_hours == pytest.approx(11 * 4.5 / 3600, rel=0.02)
+    assert periodic([39, 79, 119, 159], 0.1) and not periodic([37, 81, 113, 160], 0.1)
+
+
+def test_p3_too_few_and_too_many_workers_for_the_cores(fleet: Fleet) -> None:
+    fleet.steps("few", "h1", 0, 0, 200, data_wait_s=0.1, dataloader_workers=2)
+    fleet.host("h1", 0, 10, cpu_cores=32.0)
+    fleet.steps("few_fine", "h2", 0, 0, 200, data_wait_s=0.0, dataloader_workers=2)
+    fleet.host("h2", 0, 10, cpu_cores=32.0)
+    fleet.steps("many", "h3", 0, 0, 200, dataloader_workers=40)
+    fleet.steps("many", "h3", 1, 0, 200, dataloader_workers=40)
+    fleet.host("h3", 0, 10, cpu_cores=32.0)
+    few, few_fine, many = sorted(run(DataLoaderWorkers(), fleet), key=lambda f: f.job_id or "")
+    assert (few.job_id, few.evidence["workers_per_core"]) == ("few", 0.0625)
+    assert (few.evidence["data_wait_share"], few_fine.evidence["data_wait_share"]) == (0.2, 0.0)
+    assert (many.job_id, many.evidence["workers"], many.evidence["ranks_on_host"]) == (
+        "many",
+        80.0,
+        2,
+    )
+    assert few.wasted_gpu_hours == many.wasted_gpu_hours == 0.0
