@@ -1,0 +1,458 @@
+"""Prometheus remote_write receiver: samples of dcgm-exporter series -> whole gpu_samples rows.
+
+What it is for: `POST /api/v1/write` (server.py) hands the body here; teams that already run
+Prometheus with dcgm-exporter forward to fleetscope without agents.
+
+Why rows are *assembled* across requests: Prometheus does not send a scrape in one request. Its
+queue manager spreads series over shards (`ref % shards`) and cuts a shard's batch at
+`max_samples_per_send` samples or every `batch_send_deadline` (prometheus storage/remote/
+queue_manager.go, `runShard`), so the ~30 fields of one GPU at one scrape often arrive in two or
+more requests. Grouping per request would store partial rows with duplicate keys. Instead the
+`Assembler` keeps, per target (cluster, host), the scrapes not yet complete and the newest
+timestamp of every live series. Each series reaches a shard in timestamp order, so a scrape at T
+is complete once every live series of its target has a sample newer than T; a series that ends
+gets a staleness marker (a failed scrape marks them all), which removes it from the live set. A
+scrape still waiting after `server.remote_write_hold_s` (the target stopped, Prometheus stopped)
+is stored as it is. Samples for a scrape already taken (a late shard, a retried request) are
+dropped and counted: each scrape is stored at most once.
+
+Idempotency: the rows of the scrapes taken together are one writer batch whose id is the hash
+of their (cluster, host, timestamp) keys. A batch that fails to commit keeps its id and is
+retried (by the next request or the flush thread) until it commits, so the ledger deduplicates
+it exactly; the request that took it is answered 503, and Prometheus re-sends the same body,
+whose samples are then late and dropped. After a restart the taken-watermark per target is read
+back from the last 3 hours of gpu_samples (Prometheus cannot re-send anything older than its WAL,
+which keeps about 2 hours), so a request Prometheus re-sends across a restart is not stored twice.
+
+Answers: 204 after the complete scrapes are committed; 400 (Prometheus drops the batch, no retry)
+for a body that is not a snappy WriteRequest; 503 when the writer queue is full or the commit
+failed (Prometheus retries with backoff). Durability limit: samples of scrapes still waiting for
+their other series are in memory only; a crash loses (or stores partly) at most those, about one
+scrape interval per target. A clean stop stores them.
+
+Must never: block a request on another request's commit while holding the lock, or store a
+scrape twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Final
+
+import pyarrow as pa
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector, CollectorRegistry
+
+from collector.exposition import Sample
+from fleetscope.errors import ContractError, IngestError
+from warehouse.ingest import Headers
+from warehouse.prometheus_rows import (
+    DCGM_PREFIX,
+    ScrapeKey,
+    exporter_labels,
+    rows_for_scrape,
+    rows_to_table,
+    scrape_of,
+)
+from warehouse.prompb import Series, decode_write_request, is_stale_marker
+from warehouse.writer import Writer
+
+__all__ = ["Assembler", "RemoteWrite", "Scrape", "check_headers"]
+
+log = logging.getLogger(__name__)
+
+AGENT: Final = "prometheus-remote-write"  # the ledger's `agent` for these batches
+PROTOBUF_MEDIA_TYPE: Final = "application/x-protobuf"
+# Prometheus keeps at least 2 h of WAL (its head block); nothing older can be re-sent.
+REPLAY_WINDOW_S: Final = 3 * 3600
+
+SeriesId = tuple[tuple[str, str], ...]
+_ROUTE_CACHE_MAX: Final = 1_000_000  # series; about 10,000 hosts x 8 GPUs x 12 fields
+
+
+def check_headers(headers: Headers) -> None:
+    """The remote_write 1.0 envelope; 415 for what a 1.0 receiver cannot read.
+
+    remote_write 2.0 senders announce `proto=io.prometheus.write.v2.Request` in Content-Type and
+    version 2.x; the 2.0 specification asks a receiver that cannot read it to answer 415 so the
+    sender can fall back to 1.0.
+    """
+    content_type = headers.get("Content-Type") or ""
+    media_type, _, params = content_type.partition(";")
+    if media_type.strip().lower() != PROTOBUF_MEDIA_TYPE:
+        raise IngestError(
+            f"Content-Type must be {PROTOBUF_MEDIA_TYPE}, got {content_type or 'none'!r}",
+            status=415,
+        )
+    proto = params.replace(" ", "").lower()
+    if "proto=" in proto and "proto=prometheus.writerequest" not in proto:
+        raise IngestError(
+            f"only remote_write 1.0 (prometheus.WriteRequest) is read: {content_type!r}", status=415
+        )
+    encoding = (headers.get("Content-Encoding") or "").strip().lower()
+    if encoding != "snappy":
+        raise IngestError(
+            f"Content-Encoding must be snappy, got {encoding or 'none'!r}", status=415
+        )
+    version = (headers.get("X-Prometheus-Remote-Write-Version") or "0.1.0").strip()
+    if not version.startswith(("0.", "1.")):
+        raise IngestError(f"remote_write version {version!r} is not read; send 0.1.0", status=415)
+
+
+@dataclass
+class Scrape:
+    """One target's samples at one timestamp, as far as they have arrived."""
+
+    key: ScrapeKey
+    ts_ms: int
+    born_s: float
+    samples: dict[SeriesId, Sample] = field(default_factory=dict)
+    complete: bool = False
+
+
+@dataclass
+class AssemblerStats:
+    series_ignored: int = 0  # not a per-GPU DCGM series (up, node_exporter, DCGM_FI_DEV_COUNT...)
+    samples: int = 0  # per-GPU DCGM samples kept
+    stale_markers: int = 0
+    late_samples: int = 0  # for a scrape already taken: a late shard or a re-sent request
+    scrapes_complete: int = 0
+    scrapes_incomplete: int = 0  # taken at the hold timeout or at shutdown
+
+
+class Assembler:
+    """The state machine of the module docstring: no I/O, no locking, the clock injected."""
+
+    def __init__(
+        self,
+        *,
+        default_cluster: str,
+        hold_s: float,
+        clock: Callable[[], float] = time.monotonic,
+        watermarks: Mapping[ScrapeKey, int] | None = None,
+    ) -> None:
+        self.default_cluster = default_cluster
+        self.hold_s = hold_s
+        self.clock = clock
+        self.stats = AssemblerStats()
+        self._pending: dict[ScrapeKey, dict[int, Scrape]] = {}
+        self._live: dict[ScrapeKey, dict[SeriesId, int]] = {}
+        self._taken: dict[ScrapeKey, int] = dict(watermarks or {})
+        self._newest: dict[ScrapeKey, int] = {}
+        self._touched: set[ScrapeKey] = set()
+        # Series repeat every scrape: their routing is computed once (bounded, then restarted).
+        self._routes: dict[SeriesId, tuple[str, dict[str, str], ScrapeKey | None]] = {}
+
+    def _route(self, raw: dict[str, str]) -> tuple[str, dict[str, str], ScrapeKey | None]:
+        """A series' name, exporter labels and target; the target is None to ignore it."""
+        name = raw.get("__name__", "")
+        labels = exporter_labels(raw) if name.startswith(DCGM_PREFIX) else {}
+        return name, labels, scrape_of(labels, self.default_cluster) if labels else None
+
+    @property
+    def waiting(self) -> int:
+        return sum(len(scrapes) for scrapes in self._pending.values())
+
+    def add(self, series: list[Series]) -> None:
+        now = self.clock()
+        stats = self.stats
+        routes = self._routes
+        for one in series:
+            sid: SeriesId = tuple(one.labels.items())
+            route = routes.get(sid)
+            if route is None:
+                if len(routes) >= _ROUTE_CACHE_MAX:
+                    routes.clear()
+                route = routes[sid] = self._route(one.labels)
+            name, labels, key = route
+            if key is None:
+                stats.series_ignored += 1
+                continue
+            live = self._live.setdefault(key, {})
+            taken = self._taken.get(key, -1)
+            for ts_ms, value in one.samples:
+                if is_stale_marker(value):
+                    stats.stale_markers += 1
+                    if live.get(sid, ts_ms) <= ts_ms:
+                        live.pop(sid, None)
+                        self._touched.add(key)
+                    continue
+                if ts_ms <= taken:
+                    stats.late_samples += 1
+                    continue
+                if live.get(sid, ts_ms) <= ts_ms:
+                    live[sid] = ts_ms
+                if self._newest.get(key, -1) < ts_ms:
+                    self._newest[key] = ts_ms
+                self._touched.add(key)
+                pending = self._pending.get(key)
+                if pending is None:
+                    pending = self._pending[key] = {}
+                scrape = pending.get(ts_ms)
+                if scrape is None:
+                    scrape = pending[ts_ms] = Scrape(key, ts_ms, now)
+                scrape.samples[sid] = Sample(name, labels, value, None)
+                stats.samples += 1
+
+    def take(self, *, everything: bool = False, all_targets: bool = False) -> list[Scrape]:
+        """Remove and return the scrapes that are complete, waited `hold_s`, or (`everything`) all.
+
+        Per target, in timestamp order, stopping at the first one that must still wait: a scrape
+        is complete when it is older than the oldest newest-sample of the live series. Only the
+        targets that got samples since the last call are looked at, unless `all_targets` (the
+        flush thread's periodic pass, which finds scrapes that waited `hold_s`).
+        """
+        now = self.clock()
+        hold_ms = self.hold_s * 1000.0
+        touched, self._touched = self._touched, set()
+        keys = list(self._pending) if all_targets or everything else list(touched)
+        out: list[Scrape] = []
+        for key in keys:
+            scrapes = self._pending.get(key)
+            if scrapes is None:
+                if not self._live.get(key):  # only staleness markers: the target went away
+                    self._live.pop(key, None)
+                    self._newest.pop(key, None)
+                continue
+            # Untouched since its last look: only the hold timeout can make it due, and checking
+            # the oldest scrape's age keeps the periodic pass O(targets).
+            if (
+                all_targets
+                and not everything
+                and key not in touched
+                and now - scrapes[min(scrapes)].born_s < self.hold_s
+            ):
+                continue
+            live = self._live.get(key, {})
+            # A series that stopped without a staleness marker (Prometheus restarted meanwhile)
+            # must not hold its target's scrapes forever: forget it after hold_s of silence.
+            newest = self._newest.get(key, -1)
+            for sid in [sid for sid, ts in live.items() if ts < newest - hold_ms]:
+                del live[sid]
+            horizon = min(live.values(), default=None)
+            for ts_ms in sorted(scrapes):
+                scrape = scrapes[ts_ms]
+                scrape.complete = horizon is None or ts_ms < horizon
+                if not (scrape.complete or everything or now - scrape.born_s >= self.hold_s):
+                    break
+                out.append(scrapes.pop(ts_ms))
+                self._taken[key] = max(self._taken.get(key, -1), ts_ms)
+                if scrape.complete:
+                    self.stats.scrapes_complete += 1
+                else:
+                    self.stats.scrapes_incomplete += 1
+            if not scrapes:
+                del self._pending[key]
+                if not live:
+                    self._live.pop(key, None)
+                    self._newest.pop(key, None)
+        return out
+
+
+@dataclass(frozen=True)
+class Unit:
+    """Rows of scrapes taken together: one writer batch with a deterministic id."""
+
+    batch_id: str
+    table: pa.Table
+
+
+def unit_of(scrapes: list[Scrape]) -> Unit:
+    keys = sorted((s.key, s.ts_ms) for s in scrapes)
+    digest = hashlib.sha256(
+        "\n".join(f"{c}\t{h}\t{ts}" for (c, h), ts in keys).encode()
+    ).hexdigest()
+    rows = [
+        row
+        for scrape in sorted(scrapes, key=lambda s: (s.ts_ms, s.key))
+        for row in rows_for_scrape(scrape.key, scrape.ts_ms, scrape.samples.values())
+    ]
+    return Unit(f"prw-{digest[:40]}", rows_to_table(rows))
+
+
+class RemoteWrite:
+    """Decodes requests, assembles scrapes, commits them through the writer; see the docstring."""
+
+    def __init__(
+        self,
+        writer: Writer,
+        *,
+        default_cluster: str,
+        hold_s: float,
+        commit_timeout_s: float,
+        max_uncompressed_bytes: int,
+        registry: CollectorRegistry | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._writer = writer
+        self._commit_timeout_s = commit_timeout_s
+        self._max_uncompressed_bytes = max_uncompressed_bytes
+        self._lock = threading.Lock()
+        self._assembler: Assembler | None = None
+        self._assembler_args = (default_cluster, hold_s, clock)
+        self._retry: list[Unit] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.requests = 0
+        self.rows_stored = 0
+        if registry is not None:
+            registry.register(RemoteWriteCollector(self))
+
+    @property
+    def assembler(self) -> Assembler:
+        """Created on first use: reading the watermarks needs the writer's database open."""
+        if self._assembler is None:
+            cluster, hold_s, clock = self._assembler_args
+            self._assembler = Assembler(
+                default_cluster=cluster,
+                hold_s=hold_s,
+                clock=clock,
+                watermarks=recent_scrapes(self._writer),
+            )
+        return self._assembler
+
+    def receive(self, body: bytes) -> None:
+        """Take one request body; returns once its complete scrapes are committed.
+
+        IngestError 400 for a body that is not a WriteRequest, 503 when a commit failed.
+        """
+        try:
+            series = decode_write_request(body, max_uncompressed_bytes=self._max_uncompressed_bytes)
+        except ContractError as exc:
+            raise IngestError(str(exc)) from exc
+        with self._lock:
+            self.requests += 1
+            self.assembler.add(series)
+            units, scrapes = self._take_locked(everything=False, all_targets=False)
+        self._commit(units + ([unit_of(scrapes)] if scrapes else []))
+
+    def flush(self, *, everything: bool = False) -> None:
+        """Store what is due (or everything); the flush thread and `stop` call this."""
+        with self._lock:
+            units, scrapes = self._take_locked(everything=everything, all_targets=True)
+        self._commit(units + ([unit_of(scrapes)] if scrapes else []))
+
+    def start(self) -> None:
+        hold_s = self._assembler_args[1]
+        period_s = min(1.0, max(hold_s / 4, 0.05))
+        self._thread = threading.Thread(
+            target=self._run, args=(period_s,), name="fleetscope-remote-write", daemon=True
+        )
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Store every waiting scrape (incomplete ones as they are); call before the writer stops."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        try:
+            self.flush(everything=True)
+        except IngestError as exc:
+            log.error("remote_write: %d batches not stored at shutdown: %s", len(self._retry), exc)
+
+    def _run(self, period_s: float) -> None:
+        while not self._stop.wait(period_s):
+            try:
+                self.flush()
+            except IngestError as exc:
+                log.warning("remote_write: %s", exc)
+            except Exception:  # the thread must outlive a bug in one flush
+                log.exception("remote_write flush failed")
+
+    def _take_locked(
+        self, *, everything: bool, all_targets: bool
+    ) -> tuple[list[Unit], list[Scrape]]:
+        """Batches to retry, and the scrapes due now (turned into rows outside the lock)."""
+        units, self._retry = self._retry, []
+        if self._assembler is None:
+            return units, []
+        return units, self._assembler.take(everything=everything, all_targets=all_targets)
+
+    def _commit(self, units: list[Unit]) -> None:
+        failed: list[Unit] = []
+        waiting = []
+        for unit in units:
+            try:
+                ticket, _ = self._writer.submit("gpu_samples", unit.table, unit.batch_id, AGENT)
+            except IngestError:
+                failed.append(unit)
+            else:
+                waiting.append((unit, ticket))
+        for unit, ticket in waiting:
+            if not ticket.wait(self._commit_timeout_s) or ticket.error is not None:
+                failed.append(unit)
+            elif not ticket.duplicate:
+                self.rows_stored += unit.table.num_rows
+        if failed:
+            with self._lock:
+                self._retry = failed + self._retry
+            raise IngestError(
+                f"{len(failed)} batch(es) of assembled scrapes are not committed yet; "
+                "they are kept and retried",
+                status=503,
+            )
+
+
+def recent_scrapes(writer: Writer) -> dict[ScrapeKey, int]:
+    """Newest stored timestamp per (cluster, host) over the replay window (see the docstring)."""
+    rows = (
+        writer.cursor()
+        .execute(
+            "SELECT coalesce(cluster, ''), host, epoch_ms(max(ts)) FROM gpu_samples "
+            f"WHERE ts >= now() - INTERVAL {REPLAY_WINDOW_S} SECOND GROUP BY ALL"
+        )
+        .fetchall()
+    )
+    return {(str(cluster), str(host)): int(ts) for cluster, host, ts in rows}
+
+
+class RemoteWriteCollector(Collector):
+    """The receiver's counters on the server's /metrics, read at scrape time."""
+
+    def __init__(self, receiver: RemoteWrite) -> None:
+        self._receiver = receiver
+
+    def collect(self) -> Iterator[Metric]:
+        receiver = self._receiver
+        with receiver._lock:
+            assembler = receiver._assembler
+            stats = replace(assembler.stats) if assembler is not None else AssemblerStats()
+            waiting = assembler.waiting if assembler is not None else 0
+        yield CounterMetricFamily(
+            "fleetscope_remote_write_requests", "remote_write requests decoded.", receiver.requests
+        )
+        series = CounterMetricFamily(
+            "fleetscope_remote_write_samples",
+            "remote_write samples by what became of them.",
+            labels=["outcome"],
+        )
+        for outcome, count in (
+            ("kept", stats.samples),
+            ("late", stats.late_samples),
+            ("stale_marker", stats.stale_markers),
+        ):
+            series.add_metric([outcome], count)
+        yield series
+        yield CounterMetricFamily(
+            "fleetscope_remote_write_ignored_series",
+            "Series that are not per-GPU DCGM fields (up, scrape_*, other exporters).",
+            stats.series_ignored,
+        )
+        scrapes = CounterMetricFamily(
+            "fleetscope_remote_write_scrapes",
+            "Scrapes assembled and stored, complete or at the hold timeout.",
+            labels=["state"],
+        )
+        scrapes.add_metric(["complete"], stats.scrapes_complete)
+        scrapes.add_metric(["incomplete"], stats.scrapes_incomplete)
+        yield scrapes
+        yield GaugeMetricFamily(
+            "fleetscope_remote_write_waiting_scrapes",
+            "Scrapes waiting for their remaining series.",
+            waiting,
+        )
