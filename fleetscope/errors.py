@@ -15,6 +15,9 @@ codes and status codes. A user mistake never ends in a traceback.
     │   ├── AuthError            missing or wrong bearer token
     │   └── PayloadTooLargeError the body is over the configured limit
     ├── NotFoundError            an unknown job, host, trace or request
+    ├── SketchError              a quantile sketch refused a value, blob or merge (also a ValueError)
+    ├── ProfileFailedError       an on-demand profile ended without a result (no process matched,
+    │                            the profiler, upload or analysis failed, it expired or timed out)
     └── SourceUnavailableError   an exporter, NVML or ingest cannot be reached right now
 """
 
@@ -86,3 +89,15 @@ class NotFoundError(FleetscopeError):
 
 class SourceUnavailableError(FleetscopeError):
     exit_code = 7
+
+
+class ProfileFailedError(FleetscopeError):
+    exit_code = 9
+
+
+class SketchError(FleetscopeError, ValueError):
+    """A quantile sketch refused its input: an infinite value, a corrupt blob, a merge of sketches
+    built with different accuracies, a quantile outside [0, 1]. A ValueError too, so numeric code
+    that catches ValueError keeps working."""
+
+    exit_code = 8

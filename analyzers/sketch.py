@@ -1,0 +1,761 @@
+"""Value-error quantile sketches (AOMG-style): how fleetscope answers every percentile question.
+
+Telemetry percentiles are read as values ("p99 step time is 840 ms"), and rank-error sketches (KLL,
+REQ, t-digest) get heavy tails wrong by tens of percent (`../shared/sketches.md`, "Why value
+error"). `QuantileSketch` bounds the *value* error instead, after the design of
+`../shared/sketches.md` (itself after AOMG, Lim et al., ICDE 2020, arXiv 1906.00228):
+
+- a log-linear histogram indexed straight from the float bits (analyzers/sketch_mapping.py):
+  `relative_accuracy=0.01` gives 128 buckets per power of two and a 0.78 % worst-case bound;
+- an exact zero count, a mirrored store for negatives, NaN counted and ignored, infinities refused
+  with SketchError (a ValueError) before anything of the call is kept;
+- every integer up to `2**(m + 1)` (256 at the default accuracy) answered exactly;
+- the `top_k` largest and smallest raw values kept exactly (AOMG's raw tail values per
+  sub-window): `max`, `min` and every quantile whose rank falls among them are exact;
+- integer counts only, so `merge` is lossless: the buckets, counts, zero and NaN counts, top and
+  bottom values, and so every quantile, `count`, `min` and `max`, are bit-identical to ingesting
+  the union, whatever the split into `add` calls and the merge order.
+
+`sum` is exact arithmetic over per-call partial sums: each `add` call (or flush of buffered
+scalars) sums its values with numpy's pairwise float64 sum (error about log2(n) ulp of the
+magnitudes summed), and the sketch adds those partial sums as exact integers of 2**-1074, rounding
+once when read. So `sum` is identical under any
+merge order and any window slide (sliding subtracts exactly), and independent of the split into
+`add` calls whenever the partial sums are exact (integer-valued data like utilization); otherwise
+it may differ from another split in the last bits. `to_bytes` carries it, so blobs of the same parts
+merged in any order are byte-identical.
+
+`SlidingQuantiles` keeps a window of N panes: the entering pane's counts are added and the leaving
+pane's subtracted (O(buckets) per slide, independent of N), and the window's raw extremes are kept
+by two-stack aggregation (amortized O(top_k) per slide). Window quantiles are never estimated from
+per-pane quantiles.
+
+Ingest runs in numpy only, over chunks that fit in L2: two reductions (bit min and max, which also
+prove the chunk is finite, non-negative and free of subnormals), one subtract, one shift and one
+`bincount` per chunk; negatives, NaN, -0.0 and subnormals take a slower general path per chunk.
+This module must never compute a window quantile from pane quantiles, never keep the values it was
+given (beyond the top_k extremes and a bounded scalar buffer), and never round a count.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from collections import deque
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from analyzers.sketch_codec import (
+    decode_counts,
+    decode_varints,
+    encode_counts,
+    encode_varints,
+    unzigzag,
+    zigzag,
+)
+from analyzers.sketch_mapping import LogLinearMapping, bits_to_float, mantissa_bits_for
+from analyzers.sketch_store import CountStore
+from fleetscope.errors import SketchError
+
+__all__ = [
+    "DEFAULT_RELATIVE_ACCURACY",
+    "DEFAULT_TOP_K",
+    "NEGATIVE_BUCKET_BASE",
+    "ZERO_BUCKET",
+    "QuantileSketch",
+    "SlidingQuantiles",
+]
+
+DEFAULT_RELATIVE_ACCURACY = 0.01  # the 1 % target of ../shared/sketches.md
+DEFAULT_TOP_K = 16  # "k about 8-32" (../shared/sketches.md, "Panes")
+# Bucket ids of `buckets()`, ordered like the values: negatives (most negative first), zero, positives.
+ZERO_BUCKET = -(1 << 29)
+NEGATIVE_BUCKET_BASE = -(1 << 30)
+
+CHUNK = 65_536  # values per ingest chunk: 512 KiB of int64 temporaries, inside a 1 MiB L2
+SCALAR_BUFFER = 4_096  # scalars buffered by add(float) before one vectorized ingest
+
+_NONFINITE_BITS = 0x7FF0_0000_0000_0000  # bits of +inf; +NaN is above
+_MIN_NORMAL_BITS = 1 << 52  # bits of 2**-1022; positive bits at or below are subnormal
+_INT_LIMIT = 1 << 1023  # Python ints below this convert to a finite float
+_UNIT_BITS = 1074  # every finite float64 is an integer multiple of 2**-1074
+_MAGIC = b"FQS1"
+_HEADER = struct.Struct("<4sdBBBB")
+_SUM_HEADER = struct.Struct("<HH")
+
+Floats = npt.NDArray[np.float64]
+Counts = npt.NDArray[np.int64]
+Part = tuple[int, Counts, int]  # (first key, counts, their total)
+
+# The reductions without numpy's Python-level wrappers: about 1 us per call saved on small batches.
+_max = np.maximum.reduce
+_min = np.minimum.reduce
+_sum = np.add.reduce  # pairwise summation, the same as np.sum
+
+
+def _units(values: Floats, magnitude: float) -> int:
+    """numpy's pairwise sum of `values` as an exact integer of 2**-1074 units; `magnitude` bounds
+    |value|, so that a sum that could overflow float64 is taken scaled down by 2**-128 instead."""
+    if magnitude * values.size < 1e307:
+        num, den = float(_sum(values)).as_integer_ratio()
+        return num << (_UNIT_BITS + 1 - den.bit_length())
+    num, den = float(np.sum(values * 2.0**-128)).as_integer_ratio()
+    return (num << (_UNIT_BITS + 1 - den.bit_length())) << 128
+
+
+def _top_merge(top: list[float], other: list[float], k: int) -> list[float]:
+    """The k largest of two descending lists, descending."""
+    if not other:
+        return top
+    if len(top) == k and other[0] <= top[-1]:
+        return top
+    return sorted(top + other, reverse=True)[:k]
+
+
+def _bottom_merge(bottom: list[float], other: list[float], k: int) -> list[float]:
+    """The k smallest of two ascending lists, ascending."""
+    if not other:
+        return bottom
+    if len(bottom) == k and other[0] >= bottom[-1]:
+        return bottom
+    return sorted(bottom + other)[:k]
+
+
+def _chunk_top(top: list[float], chunk: Floats, k: int) -> list[float]:
+    candidates = chunk[chunk > top[-1]] if len(top) == k else chunk
+    if candidates.size > k:
+        candidates = np.partition(candidates, candidates.size - k)[candidates.size - k :]
+    return sorted(top + candidates.tolist(), reverse=True)[:k]
+
+
+def _chunk_bottom(bottom: list[float], chunk: Floats, k: int) -> list[float]:
+    candidates = chunk[chunk < bottom[-1]] if len(bottom) == k else chunk
+    if candidates.size > k:
+        candidates = np.partition(candidates, k - 1)[:k]
+    return sorted(bottom + candidates.tolist())[:k]
+
+
+def _fast_chunk(
+    chunk: Floats, scratch: Counts, shift: int
+) -> tuple[Part, int, float, float] | None:
+    """(positive part, zeros, min, max) of a chunk of finite values >= +0.0 none of them subnormal;
+    None when the chunk holds anything else (the general path then takes it)."""
+    bits = chunk.view(np.int64)
+    hi = int(_max(bits))
+    lo = int(_min(bits))
+    if lo < 0 or hi >= _NONFINITE_BITS:  # a sign bit (negative, -0.0), inf or NaN
+        return None
+    n = chunk.size
+    buf = scratch[:n]
+    if lo > 0:
+        if lo <= _MIN_NORMAL_BITS:
+            return None
+        kmin = (lo - 1) >> shift
+        np.subtract(bits, 1 + (kmin << shift), out=buf)
+        np.right_shift(buf, shift, out=buf)
+        return (kmin, np.bincount(buf), n), 0, bits_to_float(lo), bits_to_float(hi)
+    if hi == 0:
+        return (0, scratch[:0], 0), n, 0.0, 0.0
+    # Zeros present: subtracting 1 wraps them to 2**64 - 1 (unsigned), so the unsigned minimum is
+    # the smallest positive value's bits minus one, and a clamp puts all zeros in key kmax + 1.
+    ubuf = buf.view(np.uint64)
+    np.subtract(bits.view(np.uint64), np.uint64(1), out=ubuf)
+    low = int(ubuf.min())
+    if low < _MIN_NORMAL_BITS:
+        return None
+    kmin = low >> shift
+    kmax = (hi - 1) >> shift
+    np.minimum(ubuf, np.uint64((kmax + 1) << shift), out=ubuf)
+    np.subtract(ubuf, np.uint64(kmin << shift), out=ubuf)
+    np.right_shift(ubuf, np.uint64(shift), out=ubuf)
+    counts = np.bincount(buf)
+    zeros = int(counts[-1])
+    return (kmin, counts[:-1], n - zeros), zeros, 0.0, bits_to_float(hi)
+
+
+class _Pending:
+    """Counts gathered by one `add` call, committed only once the whole call has succeeded."""
+
+    __slots__ = ("parts", "store")
+
+    def __init__(self) -> None:
+        self.parts: list[Part] = []
+        self.store: CountStore | None = None
+
+    def append(self, part: Part) -> None:
+        if part[2] == 0:
+            return
+        self.parts.append(part)
+        if len(self.parts) >= 32:  # bound memory on huge calls: fold into one store
+            store = self.store if self.store is not None else CountStore()
+            for key_lo, counts, total in self.parts:
+                store.add(key_lo, counts, total)
+            self.parts = []
+            self.store = store
+
+    def commit(self, target: CountStore) -> None:
+        if self.store is not None:
+            target.merge(self.store)
+        for key_lo, counts, total in self.parts:
+            target.add(key_lo, counts, total)
+
+
+class QuantileSketch:
+    """A mergeable quantile sketch with relative value error <= `relative_accuracy`.
+
+    `add` takes a float, an int or any array of numbers; NaN is counted in `nan_count` and
+    ignored, an infinity raises SketchError and nothing of that call is kept. `quantiles(qs)`
+    follows `np.quantile(method="inverted_cdf")`: the value at rank `ceil(q * count)`, within
+    `relative_accuracy` of it (exact for zeros, small integers and the `top_k` extremes).
+    """
+
+    __slots__ = (
+        "_bottom",
+        "_k",
+        "_map",
+        "_nans",
+        "_neg",
+        "_pos",
+        "_relative_accuracy",
+        "_scalars",
+        "_sum_units",
+        "_top",
+        "_zeros",
+    )
+
+    def __init__(
+        self, relative_accuracy: float = DEFAULT_RELATIVE_ACCURACY, top_k: int = DEFAULT_TOP_K
+    ) -> None:
+        if not (isinstance(relative_accuracy, float | int) and 1e-6 <= relative_accuracy < 0.5):
+            raise SketchError(
+                f"relative_accuracy must be in [1e-6, 0.5), got {relative_accuracy!r}"
+            )
+        if not (isinstance(top_k, int) and 1 <= top_k <= 255):
+            raise SketchError(f"top_k must be an integer in [1, 255], got {top_k!r}")
+        self._relative_accuracy = float(relative_accuracy)
+        self._map = LogLinearMapping(mantissa_bits_for(relative_accuracy))
+        self._k = top_k
+        self._pos = CountStore()
+        self._neg = CountStore()
+        self._zeros = 0
+        self._nans = 0
+        self._sum_units = 0
+        self._top: list[float] = []  # the k largest values, descending
+        self._bottom: list[float] = []  # the k smallest values, ascending
+        self._scalars: list[float] = []
+
+    # -- ingest -------------------------------------------------------------------------------
+
+    def add(self, values: float | npt.ArrayLike) -> None:
+        """Add one value or an array of values (see the class doc for NaN and infinities)."""
+        if values.__class__ is float and values - values == 0.0:
+            scalars = self._scalars
+            scalars.append(values)
+            if len(scalars) < SCALAR_BUFFER:
+                return
+            self._flush()
+            return
+        if values.__class__ is int and -_INT_LIMIT < values < _INT_LIMIT:
+            self.add(float(values))
+            return
+        self._add_array(values)
+
+    def _flush(self) -> None:
+        if self._scalars:
+            buffered = np.array(self._scalars, dtype=np.float64)
+            self._scalars = []
+            self._ingest(buffered)
+
+    def _add_array(self, values: float | npt.ArrayLike) -> None:
+        try:
+            arr = np.asarray(values)
+            if arr.dtype.kind not in "biuf":
+                raise TypeError(f"dtype {arr.dtype}")
+            arr = arr.astype(np.float64, copy=False)
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise SketchError(
+                f"cannot add {type(values).__name__}: not finite float64 numbers ({exc})"
+            ) from exc
+        self._flush()
+        self._ingest(arr.ravel())
+
+    def _ingest(self, values: Floats) -> None:
+        n = values.size
+        if n == 0:
+            return
+        if not values.flags.c_contiguous:
+            values = np.ascontiguousarray(values)
+        k = self._k
+        top, bottom = self._top, self._bottom
+        pos, neg = _Pending(), _Pending()
+        zeros = nans = units = 0
+        scratch = np.empty(min(n, CHUNK), dtype=np.int64)
+        shift = self._map.shift
+        for start in range(0, n, CHUNK):
+            chunk = values[start : start + CHUNK]
+            fast = _fast_chunk(chunk, scratch, shift)
+            if fast is not None:
+                part, chunk_zeros, low, high = fast
+                pos.append(part)
+                zeros += chunk_zeros
+                finite = chunk
+            else:
+                finite, chunk_nans, chunk_zeros = self._general_chunk(chunk, start, pos, neg)
+                nans += chunk_nans
+                zeros += chunk_zeros
+                if finite.size == 0:
+                    continue
+                low, high = float(finite.min()), float(finite.max())
+            units += _units(finite, max(high, -low))
+            if len(top) < k or high > top[-1]:
+                top = _chunk_top(top, finite, k)
+            if len(bottom) < k or low < bottom[-1]:
+                bottom = _chunk_bottom(bottom, finite, k)
+        pos.commit(self._pos)
+        neg.commit(self._neg)
+        self._zeros += zeros
+        self._nans += nans
+        self._sum_units += units
+        self._top, self._bottom = top, bottom
+
+    def _general_chunk(
+        self, chunk: Floats, offset: int, pos: _Pending, neg: _Pending
+    ) -> tuple[Floats, int, int]:
+        """Negatives, -0.0, NaN, subnormals: (finite values with -0.0 made +0.0, NaNs, zeros)."""
+        is_nan = np.isnan(chunk)
+        nans = int(np.count_nonzero(is_nan))
+        finite = chunk[~is_nan] if nans else chunk
+        if np.isinf(finite).any():
+            where = int(np.flatnonzero(np.isinf(chunk))[0])
+            raise SketchError(
+                f"cannot add {float(chunk[where])!r} (at index {offset + where}): a quantile sketch takes "
+                "finite values (NaN is counted and ignored); nothing of this call was added"
+            )
+        finite = finite + 0.0  # -0.0 becomes +0.0, so zeros have one canonical form
+        positive = finite[finite > 0]
+        negative = -finite[finite < 0]
+        for part_values, pending in ((positive, pos), (negative, neg)):
+            if part_values.size:
+                keys = self._map.keys(part_values)
+                kmin = int(keys.min())
+                pending.append((kmin, np.bincount(keys - kmin), part_values.size))
+        return finite, nans, finite.size - positive.size - negative.size
+
+    # -- combining ------------------------------------------------------------------------------
+
+    def _check_compatible(self, other: object) -> QuantileSketch:
+        if not isinstance(other, QuantileSketch):
+            raise SketchError(f"cannot merge a {type(other).__name__} into a QuantileSketch")
+        if other._map.m != self._map.m or other._k != self._k:
+            raise SketchError(
+                "cannot merge sketches of different layouts: "
+                f"relative_accuracy {self._relative_accuracy} (2**{self._map.m} buckets per "
+                f"octave), top_k {self._k} vs relative_accuracy {other._relative_accuracy} "
+                f"(2**{other._map.m}), top_k {other._k}"
+            )
+        return other
+
+    def merge(self, other: QuantileSketch) -> QuantileSketch:
+        """Add `other`'s values into this sketch, losslessly; returns self."""
+        self._check_compatible(other)
+        self._flush()
+        other._flush()
+        self._pos.merge(other._pos)
+        self._neg.merge(other._neg)
+        self._zeros += other._zeros
+        self._nans += other._nans
+        self._sum_units += other._sum_units
+        self._top = _top_merge(self._top, other._top, self._k)
+        self._bottom = _bottom_merge(self._bottom, other._bottom, self._k)
+        return self
+
+    def _subtract_counts(self, other: QuantileSketch) -> None:
+        """Remove a pane's counts and sum (its extremes are the window's business)."""
+        self._pos.subtract(other._pos)
+        self._neg.subtract(other._neg)
+        self._zeros -= other._zeros
+        self._nans -= other._nans
+        self._sum_units -= other._sum_units
+
+    def copy(self) -> QuantileSketch:
+        """An independent sketch with the same content."""
+        self._flush()
+        new = QuantileSketch.__new__(QuantileSketch)  # same layout: skip validation, share the map
+        new._relative_accuracy, new._map, new._k = self._relative_accuracy, self._map, self._k
+        new._scalars = []
+        new._pos = self._pos.copy()
+        new._neg = self._neg.copy()
+        new._zeros, new._nans, new._sum_units = self._zeros, self._nans, self._sum_units
+        new._top, new._bottom = list(self._top), list(self._bottom)
+        return new
+
+    # -- reading ----------------------------------------------------------------------------------
+
+    @property
+    def relative_accuracy(self) -> float:
+        return self._relative_accuracy
+
+    @property
+    def error_bound(self) -> float:
+        """The worst relative value error this layout can make: 2**-m <= relative_accuracy."""
+        return self._map.error_bound
+
+    @property
+    def top_k(self) -> int:
+        return self._k
+
+    @property
+    def count(self) -> int:
+        """Values added, NaN excluded."""
+        self._flush()
+        return self._pos.total + self._neg.total + self._zeros
+
+    @property
+    def nan_count(self) -> int:
+        self._flush()
+        return self._nans
+
+    @property
+    def zero_count(self) -> int:
+        self._flush()
+        return self._zeros
+
+    @property
+    def min(self) -> float:
+        """The exact smallest value (NaN when empty)."""
+        self._flush()
+        return self._bottom[0] if self._bottom else math.nan
+
+    @property
+    def max(self) -> float:
+        """The exact largest value (NaN when empty)."""
+        self._flush()
+        return self._top[0] if self._top else math.nan
+
+    @property
+    def sum(self) -> float:
+        """Sum of the values (see the module doc for how exact it is)."""
+        self._flush()
+        return _units_to_float(self._sum_units)
+
+    @property
+    def top(self) -> list[float]:
+        """The `top_k` largest values, descending (all values when fewer)."""
+        self._flush()
+        return list(self._top)
+
+    @property
+    def bottom(self) -> list[float]:
+        """The `top_k` smallest values, ascending (all values when fewer)."""
+        self._flush()
+        return list(self._bottom)
+
+    def quantiles(self, qs: float | npt.ArrayLike) -> Floats:
+        """Values at quantiles `qs` (each in [0, 1]); NaN for each when the sketch is empty."""
+        self._flush()
+        return _quantiles(self._map, self._pos, self._neg, self._zeros, self._top, self._bottom, qs)
+
+    def buckets(self) -> tuple[Counts, Counts]:
+        """(bucket ids, counts), ids ascending in value order: negatives as
+        `NEGATIVE_BUCKET_BASE - key`, zero as `ZERO_BUCKET`, positives as their key. The sparse rows
+        a warehouse stores and merges with `GROUP BY bucket, sum(count)`."""
+        self._flush()
+        ids: list[Counts] = []
+        counts: list[Counts] = []
+        neg_lo, neg_counts = self._neg.trimmed()
+        if neg_counts.size:
+            nonzero = np.flatnonzero(neg_counts)[::-1]
+            ids.append(NEGATIVE_BUCKET_BASE - (neg_lo + nonzero))
+            counts.append(neg_counts[nonzero])
+        if self._zeros:
+            ids.append(np.array([ZERO_BUCKET], dtype=np.int64))
+            counts.append(np.array([self._zeros], dtype=np.int64))
+        pos_lo, pos_counts = self._pos.trimmed()
+        if pos_counts.size:
+            nonzero = np.flatnonzero(pos_counts)
+            ids.append(pos_lo + nonzero)
+            counts.append(pos_counts[nonzero])
+        if not ids:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        return np.concatenate(ids).astype(np.int64), np.concatenate(counts).astype(np.int64)
+
+    def bucket_values(self, bucket_ids: npt.ArrayLike) -> Floats:
+        """The representative value of each bucket id of `buckets()`."""
+        ids = np.asarray(bucket_ids, dtype=np.int64)
+        out = np.zeros(ids.shape, dtype=np.float64)
+        positive = ids > ZERO_BUCKET
+        negative = ids < ZERO_BUCKET
+        out[positive] = self._map.values(ids[positive])
+        out[negative] = -self._map.values(NEGATIVE_BUCKET_BASE - ids[negative])
+        return out
+
+    # -- bytes ------------------------------------------------------------------------------------
+
+    def to_bytes(self) -> bytes:
+        """A compact, canonical blob: equal content gives equal bytes."""
+        self._flush()
+        head = _HEADER.pack(
+            _MAGIC, self._relative_accuracy, self._map.m, self._k, len(self._top), len(self._bottom)
+        )
+        extremes = np.array(self._top + self._bottom, dtype="<f8").tobytes()
+        units = self._sum_units
+        shift = (units & -units).bit_length() - 1 if units else 0
+        mantissa = units >> shift
+        mantissa_bytes = mantissa.to_bytes((mantissa.bit_length() + 8) // 8, "little", signed=True)
+        total = _SUM_HEADER.pack(shift, len(mantissa_bytes)) + mantissa_bytes
+        fields: list[npt.ArrayLike] = [[self._nans, self._zeros]]
+        for store in (self._pos, self._neg):
+            key_lo, counts = store.trimmed()
+            tokens = encode_counts(counts)
+            fields.append([zigzag(key_lo), tokens.size])
+            fields.append(tokens)
+        varints = encode_varints(np.concatenate([np.asarray(f, dtype=np.uint64) for f in fields]))
+        return head + extremes + total + varints
+
+    @classmethod
+    def from_bytes(cls, data: bytes | bytearray | memoryview) -> QuantileSketch:
+        """Rebuild a sketch from `to_bytes`; SketchError on anything but a well-formed blob."""
+        return _decode(cls, memoryview(data).cast("B"))
+
+    def __repr__(self) -> str:
+        return (
+            f"QuantileSketch(relative_accuracy={self._relative_accuracy}, count={self.count}, "
+            f"min={self.min}, max={self.max})"
+        )
+
+
+def _units_to_float(units: int) -> float:
+    try:
+        return units / (1 << _UNIT_BITS)
+    except OverflowError:
+        return math.inf if units > 0 else -math.inf
+
+
+def _quantiles(
+    mapping: LogLinearMapping,
+    pos: CountStore,
+    neg: CountStore,
+    zeros: int,
+    top: Sequence[float],
+    bottom: Sequence[float],
+    qs: float | npt.ArrayLike,
+) -> Floats:
+    """The rank arithmetic of `np.quantile(method="inverted_cdf")` over buckets and extremes.
+
+    A handful of quantiles per call is the common case, so ranks are sorted into exact extremes,
+    zeros and buckets in Python, with one cumulative sum and one search per store touched."""
+    try:
+        q = np.asarray(qs, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise SketchError(f"quantiles must be numbers in [0, 1], got {qs!r}") from exc
+    flat = q.ravel()
+    if flat.size and not (flat.min() >= 0.0 and flat.max() <= 1.0):  # NaN fails both
+        raise SketchError(f"quantiles must be in [0, 1], got {qs!r}")
+    n = pos.total + neg.total + zeros
+    if n == 0:
+        return np.full(q.shape, np.nan)
+    # numpy: virtual index n*q - 1, rounded up to the next order statistic, clipped to [0, n-1].
+    ranks: list[int] = np.clip(np.ceil(n * flat - 1.0), 0, n - 1).astype(np.int64).tolist()
+    out = [0.0] * len(ranks)
+    n_bottom, first_top = len(bottom), n - len(top)
+    n_neg, first_pos = neg.total, neg.total + zeros
+    low, high = bottom[-1], top[-1]
+    in_pos: list[int] = []
+    in_neg: list[int] = []
+    for i, rank in enumerate(ranks):
+        if rank < n_bottom:  # the kept extremes are exact
+            out[i] = bottom[rank]
+        elif rank >= first_top:
+            out[i] = top[n - 1 - rank]
+        elif rank >= first_pos:
+            in_pos.append(i)
+        elif rank < n_neg:
+            in_neg.append(i)  # zeros stay 0.0
+    for store, picked, sign in ((pos, in_pos, 1.0), (neg, in_neg, -1.0)):
+        if not picked:
+            continue
+        key_lo, counts = store.used()
+        if sign > 0:
+            wanted = [ranks[i] - first_pos for i in picked]
+            found = np.searchsorted(np.cumsum(counts), wanted, side="right").tolist()
+            keys = [key_lo + j for j in found]
+        else:  # negatives: the largest magnitude comes first
+            wanted = [ranks[i] for i in picked]
+            found = np.searchsorted(np.cumsum(counts[::-1]), wanted, side="right").tolist()
+            keys = [key_lo + counts.size - 1 - j for j in found]
+        for i, key in zip(picked, keys, strict=True):
+            # Buckets answer within the bound; the kept extremes bound everything in between.
+            out[i] = min(max(sign * mapping.value(key), low), high)
+    return np.array(out, dtype=np.float64).reshape(q.shape)
+
+
+def _decode(cls: type[QuantileSketch], data: memoryview) -> QuantileSketch:
+    if len(data) < _HEADER.size or bytes(data[:4]) != _MAGIC:
+        raise SketchError("not a fleetscope quantile sketch (bad magic or too short)")
+    _, accuracy, m, k, n_top, n_bottom = _HEADER.unpack_from(data)
+    if not (1e-6 <= accuracy < 0.5) or mantissa_bits_for(accuracy) != m:
+        raise SketchError(f"corrupt sketch header: relative_accuracy={accuracy}, m={m}")
+    if k < 1 or n_top > k or n_bottom > k:
+        raise SketchError(
+            f"corrupt sketch header: m={m}, top_k={k}, top={n_top}, bottom={n_bottom}"
+        )
+    at = _HEADER.size
+    end_floats = at + 8 * (n_top + n_bottom)
+    if len(data) < end_floats + _SUM_HEADER.size:
+        raise SketchError("corrupt sketch: truncated")
+    extremes = np.frombuffer(data[at:end_floats], dtype="<f8").astype(np.float64)
+    top, bottom = extremes[:n_top], extremes[n_top:]
+    if not np.isfinite(extremes).all() or (np.diff(top) > 0).any() or (np.diff(bottom) < 0).any():
+        raise SketchError("corrupt sketch: extreme values not finite or not sorted")
+    shift, n_mantissa = _SUM_HEADER.unpack_from(data, end_floats)
+    at = end_floats + _SUM_HEADER.size
+    if len(data) < at + n_mantissa:
+        raise SketchError("corrupt sketch: truncated sum")
+    units = int.from_bytes(data[at : at + n_mantissa], "little", signed=True) << shift
+    varints = decode_varints(data[at + n_mantissa :])
+    sketch = cls(accuracy, k)
+    fields = [int(v) for v in varints[:2]]
+    if len(fields) < 2:
+        raise SketchError("corrupt sketch: truncated counts")
+    sketch._nans, sketch._zeros = fields
+    at = 2
+    key_floor = int(sketch._map.keys(np.array([5e-324]))[0])
+    key_ceiling = int(sketch._map.keys(np.array([np.finfo(np.float64).max]))[0])
+    for store in (sketch._pos, sketch._neg):
+        if at + 2 > varints.size:
+            raise SketchError("corrupt sketch: truncated bucket store")
+        key_lo, n_tokens = unzigzag(int(varints[at])), int(varints[at + 1])
+        tokens = varints[at + 2 : at + 2 + n_tokens]
+        if tokens.size != n_tokens:
+            raise SketchError("corrupt sketch: truncated bucket store")
+        at += 2 + n_tokens
+        counts = decode_counts(tokens)
+        if counts.size:
+            if not counts[0] or not counts[-1]:
+                raise SketchError("corrupt sketch: bucket store not trimmed")
+            if key_lo < key_floor or key_lo + counts.size - 1 > key_ceiling:
+                raise SketchError("corrupt sketch: bucket key out of range")
+            store.add(key_lo, counts, int(counts.sum()))
+    if at != varints.size:
+        raise SketchError("corrupt sketch: trailing data")
+    n = sketch._pos.total + sketch._neg.total + sketch._zeros
+    if n_top != min(k, n) or n_bottom != min(k, n):
+        raise SketchError("corrupt sketch: extreme values do not match the count")
+    sketch._sum_units = units
+    sketch._top, sketch._bottom = (top + 0.0).tolist(), (bottom + 0.0).tolist()
+    return sketch
+
+
+class _Extremes:
+    """Top-k and bottom-k of the union of a FIFO window of panes, by two-stack aggregation: each
+    pane is merged O(1) times amortized, so a slide costs O(top_k), independent of the window."""
+
+    __slots__ = ("_back", "_back_bottom", "_back_top", "_front", "_k")
+
+    def __init__(self, k: int) -> None:
+        self._k = k
+        self._front: list[tuple[list[float], list[float]]] = []  # suffix aggregates, oldest last
+        self._back: list[tuple[list[float], list[float]]] = []
+        self._back_top: list[float] = []
+        self._back_bottom: list[float] = []
+
+    def push(self, top: list[float], bottom: list[float]) -> None:
+        self._back.append((top, bottom))
+        self._back_top = _top_merge(self._back_top, top, self._k)
+        self._back_bottom = _bottom_merge(self._back_bottom, bottom, self._k)
+
+    def pop(self) -> None:
+        if not self._front:
+            agg_top: list[float] = []
+            agg_bottom: list[float] = []
+            for top, bottom in reversed(self._back):
+                agg_top = _top_merge(top, agg_top, self._k)
+                agg_bottom = _bottom_merge(bottom, agg_bottom, self._k)
+                self._front.append((agg_top, agg_bottom))
+            self._back, self._back_top, self._back_bottom = [], [], []
+        self._front.pop()
+
+    def value(self) -> tuple[list[float], list[float]]:
+        if not self._front:
+            return self._back_top, self._back_bottom
+        front_top, front_bottom = self._front[-1]
+        return (
+            _top_merge(front_top, self._back_top, self._k),
+            _bottom_merge(front_bottom, self._back_bottom, self._k),
+        )
+
+
+class SlidingQuantiles:
+    """Quantiles over the last `panes` pushed sketches (for example 360 panes of 10 s for 1 h).
+
+    `push(sketch)` copies the pane in; when the window is full the oldest pane leaves. Its answers
+    are bit-identical to merging the panes in the window afresh.
+    """
+
+    __slots__ = ("_extremes", "_panes", "_size", "_total")
+
+    def __init__(
+        self,
+        panes: int,
+        relative_accuracy: float = DEFAULT_RELATIVE_ACCURACY,
+        top_k: int = DEFAULT_TOP_K,
+    ) -> None:
+        if not (isinstance(panes, int) and panes >= 1):
+            raise SketchError(f"panes must be a positive integer, got {panes!r}")
+        self._size = panes
+        self._total = QuantileSketch(relative_accuracy, top_k)
+        self._panes: deque[QuantileSketch] = deque()
+        self._extremes = _Extremes(top_k)
+
+    def push(self, sketch: QuantileSketch) -> None:
+        """Make `sketch` the newest pane (a copy: later changes to it do not reach the window)."""
+        pane = self._total._check_compatible(sketch).copy()
+        if len(self._panes) == self._size:
+            self._total._subtract_counts(self._panes.popleft())
+            self._extremes.pop()
+        self._panes.append(pane)
+        total = self._total
+        total._pos.merge(pane._pos)
+        total._neg.merge(pane._neg)
+        total._zeros += pane._zeros
+        total._nans += pane._nans
+        total._sum_units += pane._sum_units
+        self._extremes.push(pane._top, pane._bottom)
+
+    def __len__(self) -> int:
+        return len(self._panes)
+
+    def quantiles(self, qs: float | npt.ArrayLike) -> Floats:
+        total = self._total
+        top, bottom = self._extremes.value()
+        return _quantiles(total._map, total._pos, total._neg, total._zeros, top, bottom, qs)
+
+    def to_sketch(self) -> QuantileSketch:
+        """The window as one sketch, equal to merging its panes."""
+        merged = self._total.copy()
+        merged._top, merged._bottom = (list(x) for x in self._extremes.value())
+        return merged
+
+    @property
+    def count(self) -> int:
+        return self._total.count
+
+    @property
+    def nan_count(self) -> int:
+        return self._total.nan_count
+
+    @property
+    def sum(self) -> float:
+        return self._total.sum
+
+    @property
+    def min(self) -> float:
+        bottom = self._extremes.value()[1]
+        return bottom[0] if bottom else math.nan
+
+    @property
+    def max(self) -> float:
+        top = self._extremes.value()[0]
+        return top[0] if top else math.nan
