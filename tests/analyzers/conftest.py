@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from tests.analyzers.fleet_builder import Fleet
 
 

@@ -14,7 +14,6 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from tests.analyzers.fleet_builder import T0, Fleet, publish
 
 from analyzers.base import StaticJobCatalog, Window
 from analyzers.celery_app import make_app
@@ -22,6 +21,7 @@ from analyzers.runner import Pipeline
 from analyzers.schedule import WATERMARK_KEY
 from analyzers.store import FindingStore
 from fleetscope.settings import load_settings
+from tests.analyzers.fleet_builder import T0, Fleet, publish
 from warehouse import catalog
 
 pytestmark = [pytest.mark.slow, pytest.mark.real_component("redis")]

@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tests.analyzers.fleet_builder import Fleet, publish
 
 from fleetscope.cli import main
+from tests.analyzers.fleet_builder import Fleet, publish
 
 IDLE = {"gpu_util": 0.0, "gr_engine_active": 0.0, "sm_active": 0.0, "tensor_active": 0.0}
 

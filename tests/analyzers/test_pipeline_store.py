@@ -8,7 +8,6 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from tests.analyzers.fleet_builder import T0, Fleet
 
 from analyzers.base import JobInfo, StaticJobCatalog, Window
 from analyzers.findings import Finding
@@ -23,6 +22,7 @@ from analyzers.schedule import (
     schedule_time,
 )
 from analyzers.store import FindingStore
+from tests.analyzers.fleet_builder import T0, Fleet
 from warehouse import catalog
 
 IDLE = {"gpu_util": 0.0, "gr_engine_active": 0.0, "sm_active": 0.0, "tensor_active": 0.0}

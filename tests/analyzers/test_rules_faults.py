@@ -4,13 +4,13 @@ hardware faults; exact findings on crafted data."""
 from __future__ import annotations
 
 import pytest
-from tests.analyzers.fleet_builder import Fleet, run
 
 from analyzers.rules.r13_memory_creep import MemoryCreep
 from analyzers.rules.r14_stragglers import Stragglers
 from analyzers.rules.r15_fragmentation import Fragmentation
 from analyzers.rules.r16_throttling import Throttling
 from analyzers.rules.r17_hardware import HardwareFaults
+from tests.analyzers.fleet_builder import Fleet, run
 
 
 def test_r13_steady_growth_fires_a_flat_job_does_not(fleet: Fleet) -> None:

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from tests.analyzers.fleet_builder import Fleet, run
 
 from analyzers.rules.p01_dataloader_stall import DataLoaderStall
 from analyzers.rules.p02_step_outliers import StepOutliers, periodic
 from analyzers.rules.p03_dataloader_workers import DataLoaderWorkers
+from tests.analyzers.fleet_builder import Fleet, run
 
 
 def test_p1_moderate_and_high_input_bound(fleet: Fleet) -> None:

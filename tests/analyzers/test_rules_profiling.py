@@ -4,10 +4,10 @@ profiling fields are disabled (dcgm-exporter's default CSV) instead of a misfire
 from __future__ import annotations
 
 import pytest
-from tests.analyzers.fleet_builder import Fleet, run
 
 from analyzers.rules.r06_sm_activity import SmActivity, compute_capability
 from analyzers.rules.r09_host_bottleneck import HostBottleneck
+from tests.analyzers.fleet_builder import Fleet, run
 
 
 def test_r6_low_sm_r7_no_tensor_r8_memory_bound(fleet: Fleet) -> None:

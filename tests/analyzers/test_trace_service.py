@@ -1,0 +1,88 @@
+"""analyzers.trace_service in a real server (it is in server.plugins by default): an uploaded
+trace is analyzed on the server, its summary lands in the catalog and makes the request done; a
+trace the analyses cannot read fails the request with the trace error, word for word."""
+
+from __future__ import annotations
+
+import gzip
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fleetscope.settings import Settings, load_settings
+from warehouse.agent_registry import ReportedProcess
+from warehouse.runtime import Server
+
+RESNET_NW0 = (
+    Path(__file__).resolve().parents[1]
+    / "data/traces/kineto_resnet50_nw0/worker0.1623143089861.pt.trace.json.gz"
+)
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[Server]:
+    settings: Settings = load_settings(env={}).with_overrides(
+        core__data_dir=str(tmp_path / "data"),
+        server__port=0,
+        warehouse__maintenance_interval_s=3600.0,
+    )
+    assert settings.get_str("server.plugins") == "analyzers.trace_service"  # the default
+    running = Server(settings)
+    running.start()
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+def upload(server: Server, body: bytes) -> int:
+    """A request for job train-1 matched on node-a pid 9, and its trace received."""
+    service = server.profiling
+    service.poll("node-a", [ReportedProcess(9, "train-1", 0)])
+    request_id = service.create("train-1", steps=5)
+    service.poll("node-a", [ReportedProcess(9, "train-1", 0)])
+    service.receive_trace(request_id, "node-a", 9, 0, body)
+    return request_id
+
+
+def finished(server: Server, request_id: int) -> dict[str, Any]:
+    deadline = time.monotonic() + 120
+    while (request := server.profiling.describe(request_id))["state"] == "running":
+        assert time.monotonic() < deadline, request
+        time.sleep(0.05)
+    return request
+
+
+def test_an_uploaded_trace_is_analyzed_and_its_findings_stored(server: Server) -> None:
+    request = finished(server, upload(server, RESNET_NW0.read_bytes()))
+    assert (request["state"], request["error"]) == ("done", None)
+    (summary,) = request["summary"]
+    assert (summary["trace_id"], summary["host"], summary["pid"]) == (
+        "req1-node-a-pid9",
+        "node-a",
+        9,
+    )
+    # The README of this trace: DataLoader num_workers=0, about 40 % of step time in the loader.
+    head = summary["headline"]["0"]
+    assert 0.3 < head["dataloader_share"] < 0.5
+    t8 = [f for f in summary["findings"] if f["rule_id"] == "T8"]
+    assert len(t8) == 1 and t8[0]["job_id"] == "train-1"
+    assert t8[0]["recommendation"].startswith("raise DataLoader(num_workers=...)")
+    assert set(summary["per_rank"]) >= {"dataloader", "steps", "temporal_breakdown"}
+    assert "notes" in summary["whatif"]
+    stem = Path(request["traces"][0]["path"]).with_name("req1-node-a-pid9")
+    assert stem.with_suffix(".trace_events.parquet").exists()
+    assert stem.with_suffix(".trace_kernels.parquet").exists()
+
+
+def test_an_unreadable_trace_fails_the_request_with_the_trace_error(server: Server) -> None:
+    request = finished(server, upload(server, gzip.compress(b'{"traceEvents": 5}')))
+    assert request["state"] == "failed"
+    assert request["error"] == (
+        "node-a pid 9: trace req1-node-a-pid9: "
+        f"{request['traces'][0]['path']}: not a Kineto trace: expected '[' to open traceEvents, "
+        "found '5'"
+    )
