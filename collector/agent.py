@@ -2,7 +2,9 @@
 
 Threads: the loop (scrape -> normalize -> attribute -> batch -> spool) runs on the caller's thread;
 the shipper drains the spool on its own thread, so a slow or dead ingest never delays a scrape;
-the metrics server answers /metrics and /healthz on a third. Ticks are scheduled on a fixed grid
+the metrics server answers /metrics and /healthz on a third; `workers` (the on-demand profiling
+relay, collector.sdk_wiring) run on their own. `row_sources` add rows of other tables to each tick
+(step_samples drained from the training-process SDK) through the same batcher and spool. Ticks are scheduled on a fixed grid
 (start + k * interval) from an injected monotonic clock, so they do not drift; a tick that overruns
 skips the missed slots instead of bursting.
 
@@ -20,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from collector.attribution import AttributionResolver, build_resolver
 from collector.batcher import Batcher
@@ -36,6 +38,14 @@ from fleetscope.settings import Settings
 log = logging.getLogger(__name__)
 
 
+class RowSource(Protocol):
+    """Rows of one contract table that arrived since the last drain (e.g. SDK step metrics)."""
+
+    table: str
+
+    def drain(self) -> list[dict[str, object]]: ...
+
+
 @dataclass
 class Agent:
     gpu_source: GpuSource | None
@@ -49,6 +59,9 @@ class Agent:
     monotonic: Callable[[], float] = time.monotonic
     last_ok_scrape: float | None = None
     closers: list[Callable[[], None]] = field(default_factory=list)
+    row_sources: list[RowSource] = field(default_factory=list)
+    workers: list[Callable[[threading.Event], None]] = field(default_factory=list)
+    last_gpu_host: str | None = None  # the host name the GPU source reported last
 
     def tick(self) -> list[GpuReading]:
         """One round: returns the attributed GPU readings (also batched for shipping)."""
@@ -67,6 +80,8 @@ class Agent:
                 log.error("GPU source: %s", exc)
             else:
                 self.last_ok_scrape = self.wall_clock()
+                if readings:
+                    self.last_gpu_host = str(readings[0].row.get("host") or "") or None
                 self.metrics.last_scrape.set(self.last_ok_scrape)
             self.metrics.scrape_duration.labels("gpu").observe(time.perf_counter() - started)
         now = self.monotonic()
@@ -86,6 +101,16 @@ class Agent:
                 self.metrics.samples_collected.labels("host_samples").inc(len(host_rows))
                 sealed += self.batcher.add("host_samples", host_rows, now)
             self.metrics.scrape_duration.labels("host").observe(time.perf_counter() - started)
+        for source in self.row_sources:
+            try:
+                extra_rows = source.drain()
+            except (ContractError, ValueError, TypeError) as exc:
+                self.metrics.errors.labels(f"{source.table}_source").inc()
+                log.warning("%s source: %s", source.table, exc)
+                continue
+            if extra_rows:
+                self.metrics.samples_collected.labels(source.table).inc(len(extra_rows))
+                sealed += self.batcher.add(source.table, extra_rows, now)
         sealed += self.batcher.due(now)
         if sealed:
             self.shipper.wakeup.set()
@@ -97,6 +122,12 @@ class Agent:
             target=self.shipper.run, args=(stop,), name="agent-shipper", daemon=True
         )
         sender.start()
+        helpers = [
+            threading.Thread(target=work, args=(stop,), name=f"agent-worker-{i}", daemon=True)
+            for i, work in enumerate(self.workers)
+        ]
+        for helper in helpers:
+            helper.start()
         start = self.monotonic()
         k = 0
         try:
@@ -108,6 +139,8 @@ class Agent:
             self.batcher.flush()
             self.shipper.wakeup.set()
             sender.join(timeout=self.shipper.timeout_s + 1)
+            for helper in helpers:
+                helper.join(timeout=self.shipper.timeout_s + 1)
             for close in self.closers:
                 close()
 

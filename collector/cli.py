@@ -91,6 +91,10 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
 
     settings = _settings_for(args, settings)
     agent = build_agent(settings)
+    if settings.get_str("agent.sdk_socket"):
+        from collector.sdk_wiring import attach_sdk
+
+        attach_sdk(agent, settings)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
@@ -101,10 +105,11 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
         server = MetricsServer(agent.metrics, health, port)
         server.start()
     logging.getLogger(__name__).info(
-        "agent started: interval %.1fs, ingest %s, spool %s",
+        "agent started: interval %.1fs, ingest %s, spool %s, SDK socket %s",
         agent.interval_s,
         settings.get_str("agent.ingest_url"),
         settings.get_str("agent.spool_dir"),
+        settings.get_str("agent.sdk_socket") or "off",
     )
     try:
         agent.run(stop)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from collector.dcgm_fields import FIELDS, is_blank
 from collector.exposition import Sample
 
-__all__ = ["GpuReading", "normalize_samples"]
+__all__ = ["GpuReading", "finish_readings", "new_reading", "normalize_samples", "series_key"]
 
 # Label spellings, newest first; the first non-empty one wins.
 _UUID_LABELS = ("UUID", "uuid")
@@ -52,9 +52,10 @@ class GpuReading:
     extra: dict[str, float] = field(default_factory=dict)
 
 
-def _new_reading(
+def new_reading(
     labels: dict[str, str], *, ts_ms: int, cluster: str, host: str | None
 ) -> GpuReading:
+    """The reading of one GPU from the labels of its first sample on the page."""
     mig_id = labels.get("GPU_I_ID")
     row: dict[str, object] = {
         "ts": ts_ms,
@@ -74,39 +75,19 @@ def _new_reading(
     return GpuReading(row=row, labels=labels)
 
 
-def normalize_samples(
-    samples: Iterable[Sample], *, ts_ms: int, cluster: str, host: str | None = None
-) -> list[GpuReading]:
-    """Group DCGM samples by (gpu, GPU_I_ID); one reading each, in order of first appearance.
+def series_key(sample: Sample) -> tuple[str, str] | None:
+    """(gpu, GPU_I_ID) of a per-GPU DCGM sample; None for anything else (other exporters'
+    series, or DCGM gauges without a numeric `gpu` label such as DCGM_FI_DEV_COUNT)."""
+    if not sample.name.startswith("DCGM_FI_"):
+        return None
+    gpu = sample.labels.get("gpu")
+    if gpu is None or not gpu.isdigit():
+        return None
+    return (gpu, sample.labels.get("GPU_I_ID", ""))
 
-    `ts_ms` is the scrape time, used unless the exporter stamped its samples; `host` overrides the
-    exporter's Hostname label (which is the exporter pod's name on Kubernetes unless NODE_NAME is
-    set, so the agent prefers its own setting).
-    """
-    readings: dict[tuple[str, str], GpuReading] = {}
-    fields = FIELDS
-    for sample in samples:
-        name = sample.name
-        if not name.startswith("DCGM_FI_"):
-            continue
-        labels = sample.labels
-        gpu = labels.get("gpu")
-        if gpu is None or not gpu.isdigit():
-            continue  # not a per-GPU series (e.g. a DCGM_FI_DEV_COUNT gauge)
-        key = (gpu, labels.get("GPU_I_ID", ""))
-        reading = readings.get(key)
-        if reading is None:
-            reading = readings[key] = _new_reading(labels, ts_ms=ts_ms, cluster=cluster, host=host)
-            if sample.timestamp is not None:
-                reading.row["ts"] = round(sample.timestamp * 1000)
-        value = float(sample.value)
-        if is_blank(value):
-            continue
-        spec = fields.get(name)
-        if spec is None:
-            reading.extra[name] = value
-        else:
-            reading.row[spec.column] = value * spec.scale
+
+def finish_readings(readings: dict[tuple[str, str], GpuReading]) -> list[GpuReading]:
+    """The page-level steps after every sample is placed: MIG gpu_util, `extra` (None if empty)."""
     for reading in readings.values():
         row = reading.row
         if row["mig_instance_id"] is not None and row.get("gpu_util") is None:
@@ -115,3 +96,37 @@ def normalize_samples(
                 row["gpu_util"] = active * 100.0
         row["extra"] = reading.extra or None
     return list(readings.values())
+
+
+def normalize_samples(
+    samples: Iterable[Sample], *, ts_ms: int, cluster: str, host: str | None = None
+) -> list[GpuReading]:
+    """Group DCGM samples by (gpu, GPU_I_ID); one reading each, in order of first appearance.
+
+    `ts_ms` is the scrape time, used unless the exporter stamped its samples; `host` overrides the
+    exporter's Hostname label (which is the exporter pod's name on Kubernetes unless NODE_NAME is
+    set, so the agent prefers its own setting). collector.dcgm_scan gives the same readings
+    straight from the page text, faster; this is the reference it is tested against.
+    """
+    readings: dict[tuple[str, str], GpuReading] = {}
+    fields = FIELDS
+    for sample in samples:
+        key = series_key(sample)
+        if key is None:
+            continue
+        reading = readings.get(key)
+        if reading is None:
+            reading = readings[key] = new_reading(
+                sample.labels, ts_ms=ts_ms, cluster=cluster, host=host
+            )
+            if sample.timestamp is not None:
+                reading.row["ts"] = round(sample.timestamp * 1000)
+        value = float(sample.value)
+        if is_blank(value):
+            continue
+        spec = fields.get(sample.name)
+        if spec is None:
+            reading.extra[sample.name] = value
+        else:
+            reading.row[spec.column] = value * spec.scale
+    return finish_readings(readings)

@@ -24,6 +24,7 @@ Handler = Callable[[argparse.Namespace, Settings], int]
 COMMAND_MODULES: tuple[str, ...] = (
     "fleetscope.config_cli",
     "fleetscope.demo",
+    "fleetscope.profile_cli",
     "collector.simulator.cli",
     "warehouse.cli",
     "analyzers.cli",

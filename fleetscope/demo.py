@@ -65,6 +65,8 @@ def run_demo(args: argparse.Namespace, settings: Settings) -> int:
                 "--truth", str(root / "truth.jsonl"),
                 "--ingest-url", ingest_url,
                 "--token", DEMO_TOKEN,
+                # its training processes report steps to each host's agent (sockets below)
+                "--sdk-socket", str(root / "sock" / "agent-{index:02d}.sock"),
             ],
             common,
         )  # fmt: skip

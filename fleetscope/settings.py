@@ -105,7 +105,20 @@ SETTINGS: tuple[Setting, ...] = (
         "agent.sdk_socket",
         "var/agent.sock",
         "path",
-        "Unix datagram socket where training processes send step metrics.",
+        "Unix datagram socket where training processes send step metrics; empty: none.",
+    ),
+    Setting(
+        "agent.profile_poll_s",
+        5.0,
+        "float",
+        "Seconds between the agent's polls of ingest for on-demand profile requests (0: off).",
+    ),
+    Setting(
+        "agent.trace_dir",
+        "",
+        "path",
+        "Folder training processes write requested traces to; empty: `traces/` next to "
+        "agent.sdk_socket.",
     ),
     Setting("agent.tls_ca_file", "", "path", "CA bundle to verify ingest's TLS certificate."),
     Setting(
@@ -199,9 +212,22 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "server.plugins",
-        "",
+        "analyzers.trace_service",
         "str",
         "Comma-separated modules whose setup(server) runs before the ingest server starts.",
+    ),
+    Setting(
+        "server.profile_match_timeout_s",
+        15.0,
+        "float",
+        "Seconds a pending profile request waits for a polling agent to match it before it "
+        "fails (3 default agent.profile_poll_s intervals).",
+    ),
+    Setting(
+        "server.profile_run_timeout_s",
+        900.0,
+        "float",
+        "Seconds a matched profile request waits for its traces before it expires.",
     ),
     Setting(
         "server.prometheus_cluster",
@@ -260,6 +286,18 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "analyzers.gpus_per_node", 8, "int", "GPUs in a full node (multi-node fragmentation, R15)."
+    ),
+    Setting(
+        "analyzers.sketches_dir",
+        "",
+        "path",
+        "Folder of the quantile-sketch store (Parquet + manifest); empty: <data_dir>/sketches.",
+    ),
+    Setting(
+        "analyzers.sketch_pane_s",
+        10,
+        "int",
+        "Seconds in a quantile-sketch pane (must divide 60); panes roll up to 1 min and 1 h.",
     ),
     # -- dashboard ----------------------------------------------------------------------------
     Setting("dashboard.port", 8501, "int", "Port of the Streamlit dashboard."),

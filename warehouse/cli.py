@@ -4,6 +4,7 @@
     fleetscope token create|revoke|list NAME    agent bearer tokens in the catalog
     fleetscope warehouse migrate                apply telemetry migrations (server stopped)
     fleetscope warehouse query SQL              read through the segments, from any process
+    fleetscope import prometheus --url U --start T --end T   backfill from Prometheus's HTTP API
 
 Nothing heavy is imported at module level: handlers import DuckDB and SQLAlchemy when they run.
 """
@@ -41,6 +42,31 @@ def register(subparsers: Any) -> None:
     query.add_argument("sql")
     query.add_argument("--format", choices=["csv", "json"], default="csv")
     query.set_defaults(handler=warehouse_query)
+
+    importer = subparsers.add_parser("import", help="backfill telemetry from another system")
+    sources = importer.add_subparsers(dest="import_source", metavar="SOURCE", required=True)
+    prom = sources.add_parser(
+        "prometheus",
+        help="backfill gpu_samples from dcgm-exporter series in Prometheus (query_range)",
+        description="Query Prometheus's HTTP API in chunks and send gpu_samples batches to "
+        "ingest; re-running the same import stores nothing twice.",
+    )
+    prom.add_argument("--url", required=True, help="Prometheus base URL, e.g. http://prom:9090")
+    prom.add_argument("--start", required=True, help="RFC 3339 time with offset, or Unix seconds")
+    prom.add_argument("--end", required=True, help="RFC 3339 time with offset, or Unix seconds")
+    prom.add_argument("--step", default="10s", help="resolution, >= scrape interval (10s)")
+    prom.add_argument(
+        "--match",
+        action="append",
+        help='series selector, repeatable (default: {__name__=~"DCGM_FI_.*"})',
+    )
+    prom.add_argument("--chunk", default="15m", help="time span per query (15m; <= 11,000 steps)")
+    prom.add_argument("--ingest-url", help="ingest server (default: agent.ingest_url)")
+    prom.add_argument("--token", help="bearer token for ingest (default: agent.token)")
+    prom.add_argument(
+        "--cluster", help="for series without a cluster label (default: server.prometheus_cluster)"
+    )
+    prom.set_defaults(handler=import_prometheus)
 
 
 def run_server(args: argparse.Namespace, settings: Settings) -> int:
@@ -121,4 +147,43 @@ def warehouse_query(args: argparse.Namespace, settings: Settings) -> int:
         writer = csv.writer(sys.stdout)
         writer.writerow(names)
         writer.writerows(rows)
+    return 0
+
+
+def import_prometheus(args: argparse.Namespace, settings: Settings) -> int:
+    from warehouse.prometheus_import import (
+        DEFAULT_MATCH,
+        MAX_POINTS,
+        ImportPlan,
+        IngestClient,
+        PrometheusAPI,
+        parse_duration_ms,
+        parse_time_ms,
+        run_import,
+    )
+
+    step_ms = parse_duration_ms(args.step, what="--step")
+    chunk_ms = parse_duration_ms(args.chunk, what="--chunk")
+    plan = ImportPlan(
+        prometheus_url=args.url,
+        start_ms=parse_time_ms(args.start, what="--start"),
+        end_ms=parse_time_ms(args.end, what="--end"),
+        step_ms=step_ms,
+        chunk_points=max(1, min(MAX_POINTS, chunk_ms // step_ms)),
+        matches=tuple(args.match or [DEFAULT_MATCH]),
+        cluster=args.cluster or settings.get_str("server.prometheus_cluster"),
+    )
+    result = run_import(
+        plan,
+        PrometheusAPI(args.url),
+        IngestClient(
+            args.ingest_url or settings.get_str("agent.ingest_url"),
+            args.token if args.token is not None else settings.get_str("agent.token"),
+        ),
+        progress=print,
+    )
+    print(
+        f"imported {result.rows} rows in {result.batches} batches over {result.chunks} chunks "
+        f"({result.duplicate_batches} batches were already stored)"
+    )
     return 0

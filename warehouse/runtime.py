@@ -4,7 +4,9 @@ Start order: catalog, segment store, writer (opens and migrates DuckDB, republis
 left unpublished), HTTP listener, maintenance, then `on_start` hooks (the analyzers' embedded
 scheduler plugs in here through `server.plugins`: each named module's `setup(server)` runs before
 start and may append to `on_start`/`on_stop`). Stop order is the reverse, and the writer flushes
-what is queued before it closes the database. This module must never handle a request itself.
+what is queued before it closes the database. `on_trace_uploaded` hooks `(server, TraceUpload)` run
+on the profiling worker thread for each stored trace (analyzers.trace_service analyzes it there).
+This module must never handle a request itself.
 """
 
 from __future__ import annotations
@@ -24,7 +26,9 @@ from warehouse.catalog_sync import CatalogSync
 from warehouse.maintenance import Maintenance, MaintenanceConfig
 from warehouse.metrics import ServerMetrics
 from warehouse.paths import WarehousePaths
+from warehouse.profiling_service import ProfilingConfig, ProfilingService, TraceUpload
 from warehouse.reader import Warehouse
+from warehouse.remote_write import RemoteWrite
 from warehouse.segments import SegmentStore
 from warehouse.server import Ingest, IngestConfig, IngestHTTPServer
 from warehouse.writer import Writer
@@ -32,6 +36,7 @@ from warehouse.writer import Writer
 log = logging.getLogger(__name__)
 
 Hook = Callable[["Server"], None]
+TraceHook = Callable[["Server", TraceUpload], None]
 
 
 class Server:
@@ -42,6 +47,7 @@ class Server:
         self.paths = WarehousePaths.from_settings(settings)
         self.on_start: list[Hook] = []
         self.on_stop: list[Hook] = []
+        self.on_trace_uploaded: list[TraceHook] = []
         self.catalog = catalog.connect(self.paths.catalog_url)
         self.store = SegmentStore(self.paths.segments_dir)
         self.writer = Writer(
@@ -57,6 +63,24 @@ class Server:
         self.metrics = ServerMetrics(self.writer)
         tokens = [t.strip() for t in settings.get_str("server.tokens").split(",")]
         self.auth = TokenChecker(tokens, self.catalog)
+        self.remote_write = RemoteWrite(
+            self.writer,
+            default_cluster=settings.get_str("server.prometheus_cluster"),
+            hold_s=settings.get_float("server.remote_write_hold_s"),
+            commit_timeout_s=settings.get_float("warehouse.commit_timeout_s"),
+            max_uncompressed_bytes=settings.get_int("server.max_body_bytes"),
+            registry=self.metrics.registry,
+        )
+        self.profiling = ProfilingService(
+            self.catalog,
+            ProfilingConfig(
+                traces_dir=settings.get_path("core.data_dir") / "traces",
+                max_trace_bytes=settings.get_int("server.max_body_bytes"),
+                match_timeout_s=settings.get_float("server.profile_match_timeout_s"),
+                run_timeout_s=settings.get_float("server.profile_run_timeout_s"),
+            ),
+            notify=self._trace_uploaded,
+        )
         ingest = Ingest(
             writer=self.writer,
             catalog=self.catalog,
@@ -66,6 +90,8 @@ class Server:
                 max_body_bytes=settings.get_int("server.max_body_bytes"),
                 commit_timeout_s=settings.get_float("warehouse.commit_timeout_s"),
             ),
+            remote_write=self.remote_write,
+            profiling=self.profiling,
         )
         address = (
             host if host is not None else settings.get_str("server.host"),
@@ -97,6 +123,12 @@ class Server:
         host, port = self.http.server_address[:2]
         return f"http://{host!s}:{port}"
 
+    def _trace_uploaded(self, upload: TraceUpload) -> bool:
+        """Run every on_trace_uploaded hook; False when none is registered (nothing analyzes)."""
+        for hook in self.on_trace_uploaded:
+            hook(self, upload)
+        return bool(self.on_trace_uploaded)
+
     def start(self) -> None:
         self.writer.start()
         self._http_thread = threading.Thread(
@@ -106,7 +138,9 @@ class Server:
             daemon=True,
         )
         self._http_thread.start()
+        self.remote_write.start()
         self.maintenance.start()
+        self.profiling.start()
         for hook in self.on_start:
             hook(self)
         log.info("ingest listening on %s", self.url)
@@ -119,6 +153,8 @@ class Server:
                 log.exception("on_stop hook %r failed", hook)
         self.http.shutdown()
         self.http.server_close()
+        self.remote_write.stop()  # stores waiting scrapes while the writer still runs
+        self.profiling.stop()  # lets the trace being analyzed finish
         self.maintenance.stop()
         self.writer.stop()
         self.catalog.dispose()

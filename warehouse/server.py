@@ -2,6 +2,9 @@
 
     POST /v1/batches/<table>   Arrow IPC batch (wire format: fleetscope.contract) -> 202 once committed
     POST /v1/jobs              JSON list of job records -> upserted into the catalog
+    POST /api/v1/write         Prometheus remote_write 1.0 (warehouse.remote_write) -> 204
+    POST /v1/profile-requests, GET /v1/profile-requests/<id>, POST /v1/agent/poll,
+    POST /v1/traces            on-demand profiling (warehouse.profiling_api)
     GET  /healthz              liveness and the writer's queue depth
     GET  /metrics              the server's own Prometheus metrics
 
@@ -32,6 +35,14 @@ from warehouse.auth import TokenChecker
 from warehouse.catalog.fleet import upsert_jobs
 from warehouse.ingest import check_envelope, decode_batch, parse_jobs
 from warehouse.metrics import ServerMetrics
+from warehouse.profiling_api import (
+    get_profile_request,
+    post_agent_poll,
+    post_profile_request,
+    post_trace,
+)
+from warehouse.profiling_service import ProfilingService
+from warehouse.remote_write import RemoteWrite, check_headers
 from warehouse.writer import Writer
 
 log = logging.getLogger(__name__)
@@ -64,6 +75,8 @@ class Ingest:
     auth: TokenChecker
     metrics: ServerMetrics
     config: IngestConfig
+    remote_write: RemoteWrite | None = None
+    profiling: ProfilingService | None = None
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -180,6 +193,17 @@ def post_jobs(handler: Handler, ingest: Ingest) -> Response:
     return Response.json(200, {"jobs": len(jobs)})
 
 
+def post_remote_write(handler: Handler, ingest: Ingest) -> Response:
+    """Prometheus remote_write: 204 once the complete scrapes are committed (Prometheus treats
+    any 2xx as success, drops a batch on 4xx and retries on 5xx)."""
+    if ingest.remote_write is None:
+        raise IngestError("remote_write is not enabled on this server", status=404)
+    ingest.auth.check(handler.headers.get("Authorization"))
+    check_headers(handler.headers)
+    ingest.remote_write.receive(handler.read_body(ingest.config.max_body_bytes))
+    return Response(204, b"", "text/plain; charset=utf-8")
+
+
 def get_healthz(handler: Handler, ingest: Ingest) -> Response:
     return Response.json(200, {"status": "ok", "queued_rows": ingest.writer.queued_rows})
 
@@ -192,6 +216,11 @@ Route = Callable[..., Response]
 ROUTES: tuple[tuple[str, re.Pattern[str], str, Route], ...] = (
     ("POST", re.compile(r"/v1/batches/([^/]+)"), "batches", post_batch),
     ("POST", re.compile(r"/v1/jobs"), "jobs", post_jobs),
+    ("POST", re.compile(r"/api/v1/write"), "remote_write", post_remote_write),
+    ("POST", re.compile(r"/v1/profile-requests"), "profile_requests", post_profile_request),
+    ("GET", re.compile(r"/v1/profile-requests/(\d+)"), "profile_request", get_profile_request),
+    ("POST", re.compile(r"/v1/agent/poll"), "agent_poll", post_agent_poll),
+    ("POST", re.compile(r"/v1/traces"), "traces", post_trace),
     ("GET", re.compile(r"/healthz"), "healthz", get_healthz),
     ("GET", re.compile(r"/metrics"), "metrics", get_metrics),
 )

@@ -9,6 +9,7 @@ the agent.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import queue
 import socket
@@ -72,7 +73,11 @@ class StepReceiver:
         with contextlib.suppress(FileNotFoundError):
             socket_path.unlink()
         self._socket = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        self._socket.bind(str(socket_path))
+        try:
+            self._socket.bind(str(socket_path))
+        except OSError:
+            self._socket.close()
+            raise
         self._socket.settimeout(0.5)
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._run, name="sdk-receiver", daemon=True)
@@ -118,6 +123,7 @@ class StepReceiver:
                 self._processes[pid] = known
             known.last_seen = now
             if message["type"] == "step":
+                check_step(message)
                 if len(self._steps) >= self._max_steps:
                     self._steps.popleft()
                     self.dropped_steps += 1
@@ -155,6 +161,37 @@ class StepReceiver:
             except OSError:
                 return False
         return True
+
+
+_INT32 = 2**31 - 1
+_STEP_NUMBERS = ("data_wait_s", "h2d_copy_s", "samples_per_s")
+_STEP_INTS = {"rank": _INT32, "dataloader_workers": _INT32, "batch_size": 2**63 - 1}
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def check_step(message: dict[str, Any]) -> None:
+    """ValueError unless a step message fits step_samples (a bad one must not spoil a batch)."""
+    if not _is_number(message.get("ts")) or not _is_number(message.get("step_time_s")):
+        raise ValueError("step: ts and step_time_s must be finite numbers")
+    step = message.get("step")
+    if not isinstance(step, int) or isinstance(step, bool) or abs(step) > 2**63 - 1:
+        raise ValueError("step: step must be an integer")
+    if not -_INT32 <= int(message["pid"]) <= _INT32:
+        raise ValueError("step: pid out of range")
+    for name in _STEP_NUMBERS:
+        if message.get(name) is not None and not _is_number(message[name]):
+            raise ValueError(f"step: {name} must be a finite number or null")
+    for name, high in _STEP_INTS.items():
+        value = message.get(name)
+        if value is not None and (
+            not isinstance(value, int) or isinstance(value, bool) or not -high <= value <= high
+        ):
+            raise ValueError(f"step: {name} must be an integer or null")
+    if message.get("job_id") is not None and not isinstance(message["job_id"], str):
+        raise ValueError("step: job_id must be a string or null")
 
 
 def steps_table(rows: list[dict[str, Any]], *, host: str, cluster: str | None) -> pa.Table:

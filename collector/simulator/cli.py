@@ -1,9 +1,11 @@
 """`fleetscope simulate`: serve a simulated fleet's dcgm-exporter pages, or generate its tables.
 
 Live: `fleetscope simulate [--hosts N] [--base-port P] [--seed S] [--truth PATH] [--record-dir D]
-[--duration S] [--ingest-url URL --token T]` serves every host on 127.0.0.1 and prints one
-"<host> <url>" line per host. Batch: `fleetscope simulate --generate OUT_DIR --days D --gpus G
---step-s S [--start ISO]` writes gpu_samples.parquet, host_samples.parquet, step_samples.parquet,
+[--duration S] [--ingest-url URL --token T] [--sdk-socket-dir DIR | --sdk-socket TEMPLATE]`
+serves every host on 127.0.0.1 and prints one "<host> <url>" line per host; with an SDK socket,
+the simulated training processes send step datagrams to each host's agent (`DIR/<host>.sock`, or
+the template with `{host}` and `{index}`). Batch: `fleetscope simulate --generate OUT_DIR --days D
+--gpus G --step-s S [--start ISO]` writes gpu_samples.parquet, host_samples.parquet, step_samples.parquet,
 jobs.jsonl and truth.jsonl into OUT_DIR.
 
 Must never: import anything heavy at module level (fleetscope.cli's rule); numpy and pyarrow
@@ -41,6 +43,17 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--duration", type=float, default=0.0, help="seconds; 0 = until Ctrl-C")
     parser.add_argument("--ingest-url", help="post job metadata to <url>/v1/jobs")
     parser.add_argument("--token", default="", help="bearer token for --ingest-url")
+    sdk = parser.add_mutually_exclusive_group()
+    sdk.add_argument(
+        "--sdk-socket-dir",
+        type=Path,
+        help="live: training processes send step metrics to the agent socket DIR/<host>.sock",
+    )
+    sdk.add_argument(
+        "--sdk-socket",
+        metavar="TEMPLATE",
+        help="live: agent socket per host, with {host} and {index} (e.g. sock/agent-{index:02d}.sock)",
+    )
     parser.add_argument("--generate", type=Path, metavar="OUT_DIR", help="batch mode: write here")
     parser.add_argument("--days", type=float, default=1.0, help="batch: days to generate")
     parser.add_argument("--gpus", type=int, default=128, help="batch: GPUs (8 per host)")
@@ -94,9 +107,12 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
         _write_jsonl(args.truth, sim.truth_records(now, now + horizon))
     fleet = ExporterFleet(sim, time.time, base_port=base_port, record_dir=args.record_dir)
     hook = JobHook(sim, time.time, args.ingest_url, args.token) if args.ingest_url else None
+    training = _training(args, sim)
     fleet.start()
     if hook:
         hook.start()
+    if training:
+        training.start()
     for host, url in fleet.urls().items():
         print(f"{host} {url}", flush=True)
     # SIGTERM (the demo's supervisor, systemd) stops as cleanly as Ctrl-C does.
@@ -108,10 +124,34 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
     except KeyboardInterrupt:
         pass
     finally:
+        if training:
+            training.stop()
         if hook:
             hook.stop()
         fleet.stop()
     return 0
+
+
+def _training(args: argparse.Namespace, sim: Any) -> Any:
+    """The simulated training processes, when an SDK socket (folder or template) is given."""
+    from collector.simulator.training import TrainingProcesses, socket_template
+
+    if args.sdk_socket_dir is not None:
+        template = str(args.sdk_socket_dir / "{host}.sock")
+    elif args.sdk_socket:
+        template = args.sdk_socket
+    else:
+        return None
+    socket_for = socket_template(template)
+    try:
+        paths = [socket_for(host) for host in sim.hosts]
+    except (KeyError, IndexError, ValueError) as exc:
+        raise ConfigError(
+            f"--sdk-socket {template!r}: use only {{host}} and {{index}}: {exc}"
+        ) from exc
+    for path in paths:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    return TrainingProcesses(sim, time.time, socket_for)
 
 
 def _generate(args: argparse.Namespace, settings: Settings) -> int:

@@ -1,14 +1,14 @@
-"""dcgm-exporter scrape: GET /metrics, parse, normalize.
+"""dcgm-exporter scrape: GET /metrics, then page text -> readings (collector.dcgm_scan).
 
-Must never: keep more than the last page's parse (for `check`), or retry within one scrape (the
-next interval is the retry).
+Must never: keep pages between scrapes (the scanner keeps only validated line prefixes), or retry
+within one scrape (the next interval is the retry).
 """
 
 from __future__ import annotations
 
-from collector.exposition import ExpositionParser, Page
+from collector.dcgm_scan import DcgmScanner
 from collector.http import Transport, UrllibTransport
-from collector.normalize import GpuReading, normalize_samples
+from collector.normalize import GpuReading
 from fleetscope.errors import SourceUnavailableError
 
 
@@ -35,11 +35,8 @@ class DcgmSource:
         self.host = host or None
         self.transport = transport or UrllibTransport()
         self.timeout_s = timeout_s
-        self.parser = ExpositionParser()
-        self.last_page: Page | None = None
+        self.scanner = DcgmScanner()
 
     def read(self, ts_ms: int) -> list[GpuReading]:
         text = fetch_text(self.transport, self.url, self.timeout_s)
-        page = self.parser.parse(text)
-        self.last_page = page
-        return normalize_samples(page.samples, ts_ms=ts_ms, cluster=self.cluster, host=self.host)
+        return self.scanner.scan(text, ts_ms=ts_ms, cluster=self.cluster, host=self.host)
