@@ -5,11 +5,11 @@ from __future__ import annotations
 import types
 
 import pyarrow as pa
-from trace_paths import DATA
 
 import analyzers.traces as traces
 from analyzers.traces.analyses import ANALYSIS_MODULES, load_registry
 from analyzers.traces.arrow import to_arrow_tables
+from tests.analyzers.traces.trace_paths import DATA
 
 
 def test_public_api_is_exactly_all() -> None:

@@ -7,9 +7,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-from trace_paths import DATA
 
 from fleetscope.cli import main
+from tests.analyzers.traces.trace_paths import DATA
 
 
 def test_table_output_names_the_data_loader_stall(capsys: pytest.CaptureFixture[str]) -> None:

@@ -7,12 +7,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from trace_paths import DATA, EDGE_TRACES, MAIN_TRACES, trace_set
 
 from analyzers.findings import Finding, Severity
 from analyzers.traces.analyses.base import TraceOptions
 from analyzers.traces.api import TraceReport, analyze_trace, run_analyses
 from analyzers.traces.findings import trace_findings
+from tests.analyzers.traces.trace_paths import DATA, EDGE_TRACES, MAIN_TRACES, trace_set
 
 
 @pytest.fixture(scope="module")

@@ -15,9 +15,9 @@ import math
 from pathlib import Path
 
 import pytest
-from trace_paths import ALL_TRACES, EDGE_TRACES, trace_set
 
 from analyzers.traces.api import run_analyses
+from tests.analyzers.traces.trace_paths import ALL_TRACES, EDGE_TRACES, trace_set
 
 HTA_ANALYSES = (
     "temporal_breakdown",

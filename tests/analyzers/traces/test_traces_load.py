@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from trace_paths import DATA
 
 from analyzers.traces.load import load_raw_trace
 from fleetscope.errors import CorruptTraceError, TruncatedTraceError
+from tests.analyzers.traces.trace_paths import DATA
 
 NW0 = DATA / "kineto_resnet50_nw0" / "worker0.1623143089861.pt.trace.json.gz"
 
