@@ -75,4 +75,7 @@ def test_serve_prints_one_url_per_host_and_stops(
     assert len(lines) == 3 and all(
         line.split()[1].startswith("http://127.0.0.1:") for line in lines
     )
-    assert truth.read_text().strip()
+    # Which jobs run depends on the hour the test runs in (live mode is wall-clock): the file is
+    # written, and every record in it, if any, names its job.
+    assert truth.exists()
+    assert all("job_id" in json.loads(line) for line in truth.read_text().splitlines())
