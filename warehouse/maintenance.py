@@ -50,9 +50,18 @@ class Maintenance:
         self._last_retention = float("-inf")
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._one_pass_at_a_time = threading.Lock()
 
     def run_once(self) -> dict[str, int]:
-        """One pass; returns what each step did (merged files, days rolled up, ...)."""
+        """One pass; returns what each step did (merged files, days rolled up, ...).
+
+        Passes never overlap: an explicit call (tests, `fleetscope warehouse` commands) waits for
+        the background thread's pass, so two compactions never race for the same parts.
+        """
+        with self._one_pass_at_a_time:
+            return self._pass()
+
+    def _pass(self) -> dict[str, int]:
         done: dict[str, int] = {}
         now = self._clock()
         steps: list[tuple[str, Callable[[], int]]] = [
