@@ -18,6 +18,7 @@ simulator's truth.
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 import time
 from collections import defaultdict
@@ -81,6 +82,7 @@ class EvalReport:
 
 def evaluate(hosts: int = 8, hours: float = 12.0, seed: int = 7, step_s: int = 10) -> EvalReport:
     from analyzers.base import JobInfo, StaticJobCatalog, Window, load_analyzers, rule_registry
+    from analyzers.quantile_store import QuantileStore
     from analyzers.runner import Pipeline
     from analyzers.store import FindingStore
     from collector.simulator.fleet import FleetSpec
@@ -118,6 +120,8 @@ def evaluate(hosts: int = 8, hours: float = 12.0, seed: int = 7, step_s: int = 1
         store = FindingStore(engine)
         settings = load_settings(env={})
         pipeline = Pipeline.from_settings(settings)
+        # sketches go to the temporary folder too, never to the working directory's data_dir
+        pipeline = dataclasses.replace(pipeline, sketches=QuantileStore(Path(tmp) / "sketches"))
         window = Window(datetime.fromtimestamp(g0, UTC), datetime.fromtimestamp(g1, UTC))
         t = time.perf_counter()
         conn = open_segments(store_root)

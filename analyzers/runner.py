@@ -32,6 +32,8 @@ if TYPE_CHECKING:
     import duckdb
 
     from analyzers.findings import Finding
+    from analyzers.quantile_store import QuantileStore
+    from analyzers.quantiles import SketchFrame
     from analyzers.store import FindingStore
     from fleetscope.settings import Settings
 
@@ -56,6 +58,7 @@ class Pipeline:
 
     analyzers: tuple[Analyzer, ...]
     params: FrameParams
+    sketches: QuantileStore | None = None  # keeps the window's quantile sketches (issue 6)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Pipeline:
@@ -76,7 +79,9 @@ class Pipeline:
             startup_grace_s=settings.get_float("analyzers.startup_grace_s"),
             default_interval_s=settings.get_float("agent.interval_s"),
         )
-        return cls(tuple(analyzers), params)
+        from analyzers.quantile_store import QuantileStore
+
+        return cls(tuple(analyzers), params, QuantileStore.from_settings(settings))
 
     @classmethod
     def default(cls) -> Pipeline:
@@ -94,7 +99,10 @@ class Pipeline:
         frames = [prepare(conn, window, self.params)]
         if window.partition == 0 and window.partitions > 1:
             frames.append(prepare(conn, Window(window.start, window.end), self.params))
+        sketch_frame = None
         try:
+            if self.sketches is not None:
+                sketch_frame = self._keep_sketches(conn, window, catalog, result)
             for analyzer in self.analyzers:
                 if analyzer.partition_by == "none" and window.partition != 0:
                     continue
@@ -103,7 +111,35 @@ class Pipeline:
             for frame in frames:
                 conn.execute(f"DROP TABLE IF EXISTS {frame.gpu}")
                 conn.execute(f"DROP TABLE IF EXISTS {frame.jobgpu}")
+            if sketch_frame is not None:
+                from analyzers.quantiles import drop
+
+                drop(conn, sketch_frame)
         return result
+
+    def _keep_sketches(
+        self,
+        conn: duckdb.DuckDBPyConnection,
+        window: Window,
+        catalog: JobCatalog,
+        result: WindowResult,
+    ) -> SketchFrame | None:
+        """Build the window's pane sketches (rules read them) and keep the new ones; a failure is
+        recorded like an analyzer's (the watermark stays), the rules still run."""
+        from analyzers.quantiles import prepare as prepare_sketches
+
+        assert self.sketches is not None
+        started = time.perf_counter()
+        frame = None
+        try:
+            frame = prepare_sketches(conn, window, self.sketches.pane_s)
+            self.sketches.keep(conn, window, catalog, frame)
+        except Exception as exc:  # like an analyzer's bug: recorded, the rules still run
+            log.exception("quantile sketches failed on %s", window.key())
+            result.errors["quantiles"] = f"{type(exc).__name__}: {exc}"
+            return frame
+        result.seconds["quantiles"] = time.perf_counter() - started
+        return frame
 
     def _run_one(
         self,

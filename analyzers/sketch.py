@@ -481,6 +481,50 @@ class QuantileSketch:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
         return np.concatenate(ids).astype(np.int64), np.concatenate(counts).astype(np.int64)
 
+    @classmethod
+    def from_buckets(
+        cls,
+        bucket_ids: npt.ArrayLike,
+        counts: npt.ArrayLike,
+        top: Sequence[float],
+        bottom: Sequence[float],
+        *,
+        total: float = 0.0,
+        relative_accuracy: float = DEFAULT_RELATIVE_ACCURACY,
+        top_k: int = DEFAULT_TOP_K,
+    ) -> QuantileSketch:
+        """The inverse of `buckets()` plus the extremes: a sketch from warehouse rows (a SQL
+        `GROUP BY bucket, sum(count)` and the k largest / smallest of the panes' extremes).
+        Repeated ids add up. SketchError when the rows cannot come from a sketch of this layout."""
+        sketch = cls(relative_accuracy, top_k)
+        ids = np.asarray(bucket_ids, dtype=np.int64).ravel()
+        n_of = np.asarray(counts, dtype=np.int64).ravel()
+        if ids.shape != n_of.shape or (n_of.size and int(n_of.min()) < 0):
+            raise SketchError("bucket ids and counts must pair up, counts non-negative")
+        sketch._zeros = int(n_of[ids == ZERO_BUCKET].sum())
+        for store, keys, mask in (
+            (sketch._pos, ids, ids > ZERO_BUCKET),
+            (sketch._neg, NEGATIVE_BUCKET_BASE - ids, ids < ZERO_BUCKET),
+        ):
+            if mask.any():
+                k, c = keys[mask], n_of[mask]
+                lo = int(k.min())
+                dense = np.zeros(int(k.max()) - lo + 1, dtype=np.int64)
+                np.add.at(dense, k - lo, c)
+                store.add(lo, dense, int(c.sum()))
+        n = sketch._pos.total + sketch._neg.total + sketch._zeros
+        hi_vals, lo_vals = [float(v) for v in top], [float(v) for v in bottom]
+        if len(hi_vals) != min(top_k, n) or len(lo_vals) != min(top_k, n):
+            raise SketchError(f"{len(hi_vals)} top / {len(lo_vals)} bottom values for {n} values")
+        if not all(math.isfinite(v) for v in hi_vals + lo_vals) or (
+            hi_vals != sorted(hi_vals, reverse=True) or lo_vals != sorted(lo_vals)
+        ):
+            raise SketchError("extreme values must be finite, top descending, bottom ascending")
+        sketch._top, sketch._bottom = [v + 0.0 for v in hi_vals], [v + 0.0 for v in lo_vals]
+        if total:
+            sketch._sum_units = _units(np.array([float(total)]), abs(float(total)))
+        return sketch
+
     def bucket_values(self, bucket_ids: npt.ArrayLike) -> Floats:
         """The representative value of each bucket id of `buckets()`."""
         ids = np.asarray(bucket_ids, dtype=np.int64)

@@ -60,6 +60,12 @@ SETTINGS: tuple[Setting, ...] = (
         "float",
         "Seconds between scrapes (dcgm-exporter collects every 30 s by default; 1-10 s is common).",
     ),
+    Setting(
+        "agent.host_interval_s",
+        5.0,
+        "float",
+        "Seconds between host metric reads (psutil or node_exporter); at least agent.interval_s.",
+    ),
     Setting("agent.ingest_url", "http://127.0.0.1:8470", "str", "Base URL of the ingest server."),
     Setting("agent.token", "", "str", "Bearer token this agent presents to ingest."),
     Setting(

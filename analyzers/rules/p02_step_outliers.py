@@ -6,6 +6,11 @@ deviations of recent steps is an outlier; the first 10 steps are ignored. "Recen
 Outliers that recur at a fixed step period (a scheduled evaluation or checkpoint every N steps:
 spacing varying less than 10 %) are expected work, reported in the evidence and not fired on.
 
+The window's step-time sketches (analyzers.quantiles) screen jobs first: a job whose slowest step
+is within `1 + min_excess` of its fastest cannot have an outlier (every recent mean is at least the
+fastest step), so only the others are scanned step by step; the sketch's exact min and max make the
+screen lossless. Findings carry the job's p50 and p99 step time from the same sketch.
+
 Wasted GPU-hours: the outliers' excess time over the recent mean, summed over ranks (one GPU per
 rank), in hours.
 """
@@ -19,6 +24,8 @@ from typing import TYPE_CHECKING, ClassVar
 
 from analyzers.base import PartitionKey
 from analyzers.findings import Finding, Severity
+from analyzers.quantiles import merged
+from analyzers.quantiles import prepare as prepare_sketches
 from analyzers.rules._common import fetch, make_finding, r
 from analyzers.rules.p01_dataloader_stall import steps_sql
 
@@ -59,10 +66,25 @@ class StepOutliers:
         self, conn: duckdb.DuckDBPyConnection, window: Window, catalog: JobCatalog
     ) -> list[Finding]:
         th = self.thresholds
+        sk = prepare_sketches(conn, window)
+        step_sql = "SELECT * FROM {} WHERE metric = 'step_time_s' AND job_id IS NOT NULL"
+        sketches = merged(conn, step_sql.format(sk.buckets), step_sql.format(sk.panes), ["job_id"])
+        steady = [
+            str(job)
+            for (job,), s in sketches.items()
+            if s.max <= (1 + th.min_excess) * s.min and s.min > 0
+        ]
+        screened = (
+            "TRUE"
+            if not steady
+            else "job_id NOT IN ({})".format(
+                ", ".join("'" + j.replace("'", "''") + "'" for j in steady)
+            )
+        )
         rows = fetch(
             conn,
             f"""
-            WITH s AS ({steps_sql(window, th.skip_steps)}),
+            WITH s AS (SELECT * FROM ({steps_sql(window, th.skip_steps)}) WHERE {screened}),
             w AS (
                 SELECT job_id, host, rank, step, t, step_time_s,
                        avg(step_time_s) OVER recent AS mean_s,
@@ -90,6 +112,8 @@ class StepOutliers:
                 continue
             excess_s = sum(x["step_time_s"] - x["mean_s"] for x in items)
             hosts = sorted({x["host"] for x in items})
+            sketch = sketches.get((job_id,))
+            p50, p99 = sketch.quantiles([0.5, 0.99]).tolist() if sketch else (None, None)
             findings.append(
                 make_finding(
                     catalog,
@@ -114,6 +138,8 @@ class StepOutliers:
                         "outlier_steps_by_rank": {str(k): v[:50] for k, v in by_rank.items()},
                         "max_step_s": r(max(x["step_time_s"] for x in items)),
                         "excess_s": r(excess_s, 2),
+                        "step_p50_s": r(p50),
+                        "step_p99_s": r(p99),
                     },
                     table="step_samples",
                 )

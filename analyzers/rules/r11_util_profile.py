@@ -3,7 +3,10 @@
 Sources: SageMaker Debugger's LowGPUUtilization rule: p95 utilization below 70 % is under-use;
 p95 above 70 % with p5 below 10 % is fluctuating use. SageMaker Debugger's BatchSize rule: p95 CPU,
 p95 GPU utilization and p95 GPU memory all below 70 % means the batch is too small. Percentiles are
-over the job's judged samples. The rules are independent, as in SageMaker Debugger (a small-batch
+over the job's judged samples, read from the window's quantile sketches (analyzers.quantiles: within
+the sketch's 1 % value error, exact for integer percentages; a job's start-up is skipped by whole
+panes). CPU is the job's cgroup rows, else the host-wide rows of the panes in which the job had
+GPU samples on that host or up to `max_host_age_s` after. The rules are independent, as in SageMaker Debugger (a small-batch
 job is usually under-utilized too; the ranking counts its hours once). Jobs that did no work (mean
 below 0.5 %) are R1/R3's. R12 needs host CPU samples (the job's cgroup, else the host) and stays
 silent without them.
@@ -20,12 +23,15 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from analyzers.base import PartitionKey
 from analyzers.findings import Finding, Severity
 from analyzers.frames import prepare
-from analyzers.rules._common import fetch, gpu_with_host_sql, job_rows, make_finding, r
+from analyzers.quantiles import SketchFrame, merged
+from analyzers.quantiles import prepare as prepare_sketches
+from analyzers.rules._common import job_rows, make_finding, r
 
 if TYPE_CHECKING:
     import duckdb
 
     from analyzers.base import JobCatalog, Window
+    from analyzers.frames import Frame
 
 
 @dataclass(frozen=True)
@@ -52,23 +58,7 @@ class UtilProfile:
     ) -> list[Finding]:
         th = self.thresholds
         frame = prepare(conn, window)
-        stats = {
-            row["job_id"]: row
-            for row in fetch(
-                conn,
-                f"""
-                WITH j AS ({gpu_with_host_sql(frame, window, th.max_host_age_s)})
-                SELECT job_id,
-                       quantile_cont(util_pct, 0.95) AS util_p95,
-                       quantile_cont(util_pct, 0.05) AS util_p05,
-                       avg(CASE WHEN util_pct < ? THEN 1.0 ELSE 0.0 END) AS below_p5_share,
-                       quantile_cont(cpu_pct, 0.95) AS cpu_p95,
-                       quantile_cont(fb_used_mib / nullif(fb_total_mib, 0), 0.95) AS mem_p95
-                FROM j GROUP BY job_id
-                """,
-                [th.p5_util_pct],
-            )
-        }
+        stats = _sketch_stats(conn, frame, prepare_sketches(conn, window), th.max_host_age_s)
         findings = []
         for job in job_rows(conn, frame):
             s = stats.get(job.job_id)
@@ -77,7 +67,10 @@ class UtilProfile:
                 continue
             if job.warm_h * 3600 <= th.min_runtime_s:
                 continue
-            p95, p05, cpu, mem = s["util_p95"], s["util_p05"], s["cpu_p95"], s["mem_p95"]
+            p95, p05 = s.get("util_p95"), s.get("util_p05")
+            cpu, mem = s.get("cpu_p95"), s.get("mem_p95")
+            if p95 is None or p05 is None:
+                continue
             evidence = {
                 "util_p95_pct": r(p95, 2),
                 "util_p05_pct": r(p05, 2),
@@ -158,3 +151,50 @@ class UtilProfile:
                     )
                 )
         return findings
+
+
+def _sketch_stats(
+    conn: duckdb.DuckDBPyConnection, frame: Frame, sk: SketchFrame, max_host_age_s: float
+) -> dict[str, dict[str, float]]:
+    """Per job: p95 and p5 utilization, p95 memory fraction and p95 CPU, from merged sketches."""
+    warm = f"""SELECT job_id, min(t) FILTER (WHERE warm) AS warm_t FROM {frame.gpu}
+               WHERE in_window GROUP BY job_id"""
+    judged = f"epoch(x.pane_start) + {sk.pane_s} > w.warm_t"
+
+    def rows(table: str, metric: str) -> str:
+        return f"""SELECT x.* FROM {table} x JOIN ({warm}) w USING (job_id)
+                   WHERE x.metric = '{metric}' AND {judged}"""
+
+    def host_rows(table: str) -> str:
+        gpu_panes = (
+            f"""SELECT DISTINCT job_id, host, pane_start FROM ({rows(sk.panes, "gpu_util_pct")})"""
+        )
+        back = int(max_host_age_s // sk.pane_s) + 1  # panes a host sample may lead by
+        reach = f"""SELECT DISTINCT job_id, host,
+                       pane_start - to_seconds({sk.pane_s} * unnest(range({back}))) AS pane_start
+                    FROM ({gpu_panes})"""
+        matched = f"""SELECT DISTINCT g.job_id, h.host, h.pane_start
+            FROM ({reach}) g JOIN {sk.panes} h ON h.host = g.host AND h.pane_start = g.pane_start
+             AND h.metric = 'cpu_pct' AND h.job_id IS NULL"""
+        own = f"SELECT DISTINCT job_id FROM {sk.panes} WHERE metric = 'cpu_pct' AND job_id IS NOT NULL"
+        return f"""SELECT m.job_id, x.* EXCLUDE (job_id) FROM {table} x
+                   JOIN ({matched}) m ON x.host = m.host AND x.pane_start = m.pane_start
+                   WHERE x.metric = 'cpu_pct' AND x.job_id IS NULL
+                     AND m.job_id NOT IN ({own})"""
+
+    out: dict[str, dict[str, float]] = {}
+    plans = (
+        (
+            rows(sk.buckets, "gpu_util_pct"),
+            rows(sk.panes, "gpu_util_pct"),
+            {"util_p95": 0.95, "util_p05": 0.05},
+        ),
+        (rows(sk.buckets, "fb_used_frac"), rows(sk.panes, "fb_used_frac"), {"mem_p95": 0.95}),
+        (rows(sk.buckets, "cpu_pct"), rows(sk.panes, "cpu_pct"), {"cpu_p95": 0.95}),
+        (host_rows(sk.buckets), host_rows(sk.panes), {"cpu_p95": 0.95}),
+    )
+    for buckets_sql, panes_sql, wanted in plans:
+        for (job_id,), sketch in merged(conn, buckets_sql, panes_sql, ["job_id"]).items():
+            values = sketch.quantiles(list(wanted.values())).tolist()
+            out.setdefault(str(job_id), {}).update(zip(wanted, values, strict=True))
+    return out

@@ -191,9 +191,8 @@ def test_the_embedded_scheduler_thread_runs_due_windows_and_stops(tmp_path: Path
             return duckdb.connect(str(path), read_only=True)
 
     engine = catalog.connect(f"sqlite:///{tmp_path / 'catalog.sqlite'}")
-    stop = start_embedded(
-        load_settings(env={}), Source(engine), clock=lambda: T0 + timedelta(hours=4)
-    )
+    settings = load_settings(env={}).with_overrides(core__data_dir=str(tmp_path / "var"))
+    stop = start_embedded(settings, Source(engine), clock=lambda: T0 + timedelta(hours=4))
     store = FindingStore(engine)
     try:
         deadline = time.monotonic() + 60

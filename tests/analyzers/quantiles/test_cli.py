@@ -1,0 +1,69 @@
+"""`fleetscope quantiles` on a small published warehouse, after the analyzers kept its sketches."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from fleetscope.cli import main
+from tests.analyzers.fleet_builder import Fleet, publish
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> str:
+    fleet = Fleet()
+    fleet.gpus("idle", "h1", range(2), 0, 180, gpu_util=0.0)
+    fleet.gpus("busy", "h2", range(1), 0, 180, gpu_util=lambda i, t: float(i % 101))
+    fleet.steps("busy", "h2", 0, 0, 500, step_time_s=lambda i, t: 0.5 if i % 50 else 2.0)
+    publish(fleet, tmp_path / "var" / "segments")
+    path = tmp_path / "fleetscope.toml"
+    path.write_text(f'[core]\ndata_dir = "{tmp_path / "var"}"\n')
+    assert (
+        main(["--config", str(path), "backfill", "--start", "2025-03-03", "--end", "2025-03-04"])
+        == 0
+    )
+    return str(path)
+
+
+def test_quantiles_by_job_as_a_table_and_json(
+    config: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    capsys.readouterr()
+    argv = ["--config", config, "quantiles", "gpu_util_pct", "--end", "2025-03-05"]
+    assert main([*argv, "--by", "job", "--q", "0.5,0.99"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("gpu_util_pct (%, GPU utilization")
+    assert "from 2025-02-26 00:00 to 2025-03-05 00:00 UTC, by job" in lines[0]
+    # utilization is a small integer: exact; 1080 samples of 0..100 repeating
+    assert lines[1:] == [
+        "job   count  mean  p50  p99  max",
+        "busy   1080    49   49   99  100",
+        "idle   2160     0    0    0    0",
+    ]
+    assert main([*argv, "--json", "--window", "1d"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    assert payload["start"] == "2025-03-04T00:00:00+00:00" and payload["groups"] == []
+    step = ["--config", config, "quantiles", "step_time_s", "--end", "2025-03-04", "--json"]
+    assert main([*step, "--by", "team", "--q", "0.5,0.99,1"]) == 0
+    (group,) = json.loads(capsys.readouterr().out)["groups"]
+    assert (group["team"], group["count"], group["p100"], group["max"]) == ("-", 500, 2.0, 2.0)
+    assert group["p50"] == pytest.approx(0.5, rel=0.01) and group["p99"] == 2.0
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["quantiles", "gpu_utilization"], "unknown metric 'gpu_utilization'; sketched metrics:"),
+        (["quantiles", "gpu_util_pct", "--q", "50,99"], "--q '50,99': expected numbers in [0, 1]"),
+        (["quantiles", "gpu_util_pct", "--window", "a week"], "duration 'a week'"),
+    ],
+)
+def test_bad_input_is_a_clear_error(
+    config: str, capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
+    capsys.readouterr()
+    assert main(["--config", config, *args]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err

@@ -1,0 +1,123 @@
+"""The sketch store kept by the analyzer runner: incremental panes under the watermark, 1 min and
+1 h roll-ups by SQL merge, and range queries that count every sample exactly once."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from analyzers.base import JobInfo, StaticJobCatalog, Window
+from analyzers.frames import FrameParams
+from analyzers.quantile_store import BUCKETS, PANES, QuantileStore, group_sketches
+from analyzers.runner import Pipeline
+from analyzers.sketch import QuantileSketch
+from tests.analyzers.fleet_builder import T0, Fleet
+
+CATALOG = StaticJobCatalog([JobInfo("a", team="vision"), JobInfo("b", team="speech")])
+
+
+def util(i: int, t: float) -> float:
+    return float((i * 37) % 101)
+
+
+@pytest.fixture
+def fleet() -> Fleet:
+    fleet = Fleet()
+    fleet.gpus("a", "h1", range(2), 0, 150, gpu_util=util)
+    fleet.gpus("b", "h2", range(1), 20, 100, gpu_util=lambda i, t: 10.0 + i % 3)
+    fleet.gpus(None, "h3", range(1), 0, 150, gpu_util=0.0)  # unallocated: kept once
+    fleet.host("h1", 0, 150, job="a")
+    return fleet
+
+
+def keep(store: QuantileStore, fleet: Fleet, window: Window) -> None:
+    conn = fleet.connect()
+    try:
+        result = Pipeline((), FrameParams(), store).run(conn, window, CATALOG)
+    finally:
+        conn.close()
+    assert result.errors == {}
+
+
+def exact(fleet: Fleet, start_min: float, end_min: float, job: str | None = "*") -> QuantileSketch:
+    lo, hi = T0 + timedelta(minutes=start_min), T0 + timedelta(minutes=end_min)
+    sketch = QuantileSketch()
+    sketch.add(
+        np.array(
+            [
+                r["gpu_util"]
+                for r in fleet.gpu_rows
+                if lo <= r["ts"] < hi and (job == "*" or r["job_id"] == job)
+            ]
+        )
+    )
+    return sketch
+
+
+def same(a: QuantileSketch, b: QuantileSketch) -> bool:
+    return (
+        np.array_equal(a.buckets()[0], b.buckets()[0])
+        and np.array_equal(a.buckets()[1], b.buckets()[1])
+        and (a.top, a.bottom) == (b.top, b.bottom)
+    )
+
+
+def rows(store: QuantileStore, table: str) -> list[tuple[int, int]]:
+    conn = store.connect()
+    found = conn.execute(
+        f"SELECT resolution_s, CAST(sum(count) AS BIGINT) FROM {table} "
+        "WHERE metric = 'gpu_util_pct' GROUP BY ALL ORDER BY 1"
+    ).fetchall()
+    conn.close()
+    return [(int(r), int(n)) for r, n in found]
+
+
+def test_runs_keep_each_pane_once_roll_up_and_answer_any_range(
+    fleet: Fleet, tmp_path: Path
+) -> None:
+    store = QuantileStore(tmp_path / "sketches")
+    samples = len(fleet.gpu_rows)
+    # the scheduler's windows of one bucket: the same start, a later end each tick
+    for end_min in (50, 50, 95, 150, 150):
+        keep(store, fleet, Window(T0, T0 + timedelta(minutes=end_min)))
+    # every sample is in exactly one 10 s pane; minutes and hours are complete roll-ups of them
+    two_hours = sum(r["ts"] < T0 + timedelta(hours=2) for r in fleet.gpu_rows)
+    assert rows(store, PANES) == [(10, samples), (60, samples), (3600, two_hours)]
+    assert rows(store, BUCKETS)[0] == (10, samples)
+
+    conn = store.connect()
+    by_job = group_sketches(conn, "gpu_util_pct", ["job_id", "team"], T0, T0 + timedelta(days=7))
+    assert set(by_job) == {("a", "vision"), ("b", "speech"), (None, None)}
+    assert same(by_job["a", "vision"], exact(fleet, 0, 150, "a"))
+    # unaligned edges: hours inside, minutes and panes at the edges, nothing twice
+    for lo, hi in ((0, 150), (30.5, 125), (61, 119), (0.5, 1), (59, 121)):
+        (fleet_sketch,) = group_sketches(
+            conn, "gpu_util_pct", [], T0 + timedelta(minutes=lo), T0 + timedelta(minutes=hi)
+        ).values()
+        assert same(fleet_sketch, exact(fleet, lo, hi)), (lo, hi)
+    conn.close()
+
+
+def test_partitions_keep_their_own_jobs_and_the_unallocated_rows_once(
+    fleet: Fleet, tmp_path: Path
+) -> None:
+    store = QuantileStore(tmp_path / "sketches")
+    for partition in (0, 1):
+        keep(store, fleet, Window(T0, T0 + timedelta(minutes=150), partition, 2))
+    assert rows(store, PANES)[0] == (10, len(fleet.gpu_rows))
+    conn = store.connect()
+    (all_values,) = group_sketches(conn, "gpu_util_pct", [], T0, T0 + timedelta(hours=3)).values()
+    assert same(all_values, exact(fleet, 0, 180))
+    cpu = group_sketches(conn, "cpu_pct", ["job_id"], T0, T0 + timedelta(hours=3))
+    assert list(cpu) == [("a",)] and cpu["a",].quantiles([0.5]).tolist() == [35.0]
+    conn.close()
+
+
+def test_pane_length_must_divide_a_minute(tmp_path: Path) -> None:
+    from fleetscope.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="must divide 60"):
+        QuantileStore(tmp_path, pane_s=7)
