@@ -29,11 +29,13 @@ from analyzers.reports.usage import (
     gpu_buckets,
     host_intervals,
     job_efficiency,
-    latest_sample,
     pct,
     query,
     window_ending,
 )
+from analyzers.reports.usage import latest_sample as usage_latest_sample
+from dashboard import tiles
+from warehouse.rollups import JOB_SERIES
 
 if TYPE_CHECKING:
     import duckdb
@@ -57,6 +59,23 @@ __all__ = [
     "query",
     "window_ending",
 ]
+
+
+def latest_sample(con: duckdb.DuckDBPyConnection) -> datetime | None:
+    """Time of the newest GPU sample, or None on an empty warehouse.
+
+    The answer of `analyzers.reports.usage.latest_sample`, without scanning every timestamp of
+    the warehouse: only raw rows at or after the job index's newest sample are read (zone maps
+    skip older row groups), and the newest of them is the newest of all whenever there is one.
+    """
+    if _has_table(con, "gpu_jobs_1d"):
+        rows = con.sql(
+            "SELECT epoch_ms(max(ts)) FROM gpu_samples WHERE ts >= "
+            "(SELECT coalesce(max(last_ts), TIMESTAMPTZ 'infinity') FROM gpu_jobs_1d)"
+        ).fetchall()
+        if rows and rows[0][0] is not None:
+            return datetime.fromtimestamp(rows[0][0] / 1000, tz=UTC)
+    return usage_latest_sample(con)
 
 
 def gpu_hours_over_time(buckets: pd.DataFrame) -> pd.DataFrame:
@@ -109,45 +128,161 @@ def utilization_percentiles(
     return pd.DataFrame({"quantile": list(quantiles), "active_pct": picks})
 
 
+def sketch_percentiles(
+    con: duckdb.DuckDBPyConnection, window: Window, quantiles: tuple[float, ...] = (0.5, 0.9, 0.99)
+) -> pd.DataFrame | None:
+    """Percentiles of raw samples' active % over allocated GPUs, merged from the quantile
+    sketches the analyzers keep (`analyzers.quantile_store`, views attached to `con`): every
+    sample counts, tails included, within 1 %. None when no sketch covers the window."""
+    from analyzers.quantile_store import group_sketches
+
+    allocated = "job_id IS NOT NULL"
+    sketch = group_sketches(con, "active_pct", [], window.start, window.end, allocated).get(())
+    if sketch is None or sketch.count == 0:
+        return None
+    picks = [float(v) for v in sketch.quantiles(list(quantiles))]
+    return pd.DataFrame({"quantile": list(quantiles), "active_pct": picks})
+
+
 # -- one job ------------------------------------------------------------------------------------
 
 
-def job_span(con: duckdb.DuckDBPyConnection, job_id: str) -> Window | None:
-    """The window a job's GPU samples cover, or None for a job the warehouse has never seen."""
-    rows = con.sql(
-        "SELECT epoch_ms(min(ts)), epoch_ms(max(ts)) FROM gpu_samples WHERE job_id = $job",
-        params={"job": job_id},
+# A job's hosts and span come from the warehouse's job index (`gpu_jobs_1d`, one row per day, job
+# and GPU), plus raw samples from an hour before the index's newest sample on (the day being
+# filled is re-indexed every maintenance pass; min and max do not mind the overlap). A sample that
+# reaches the warehouse more than an hour late shows once its day is re-indexed.
+JOB_INDEX_OVERLAP_MS = 3_600_000
+
+
+def _has_table(con: duckdb.DuckDBPyConnection, name: str) -> bool:
+    found = con.sql(
+        "SELECT count(*) FROM (SELECT view_name AS n FROM duckdb_views() UNION ALL "
+        "SELECT table_name FROM duckdb_tables()) WHERE n = $name",
+        params={"name": name},
     ).fetchall()
-    first, last = rows[0] if rows else (None, None)
-    if first is None or last is None:
+    return bool(found[0][0])
+
+
+def job_hosts(con: duckdb.DuckDBPyConnection, job_id: str) -> dict[str, tuple[int, int]]:
+    """Per host a job ran on: its first and last GPU sample (epoch ms); empty for an unknown job."""
+    cutoff_ms = None
+    if _has_table(con, "gpu_jobs_1d"):
+        newest = con.sql("SELECT epoch_ms(max(last_ts)) FROM gpu_jobs_1d").fetchall()[0][0]
+        cutoff_ms = None if newest is None else int(newest) - JOB_INDEX_OVERLAP_MS
+    if cutoff_ms is None:
+        sql = "SELECT host, ts AS first_ts, ts AS last_ts FROM gpu_samples WHERE job_id = $job"
+        params: dict[str, Any] = {"job": job_id}
+    else:
+        sql = (
+            "SELECT host, first_ts, last_ts FROM gpu_jobs_1d WHERE job_id = $job UNION ALL "
+            "SELECT host, ts, ts FROM gpu_samples "
+            "WHERE job_id = $job AND ts >= to_timestamp($cutoff)"
+        )
+        params = {"job": job_id, "cutoff": cutoff_ms / 1000}
+    rows = con.sql(
+        f"SELECT host, epoch_ms(min(first_ts)), epoch_ms(max(last_ts)) FROM ({sql}) GROUP BY host",
+        params=params,
+    ).fetchall()
+    return {str(host): (int(first), int(last)) for host, first, last in rows}
+
+
+def job_span(
+    con: duckdb.DuckDBPyConnection, job_id: str, hosts: dict[str, tuple[int, int]] | None = None
+) -> Window | None:
+    """The window a job's GPU samples cover, or None for a job the warehouse has never seen.
+
+    `hosts` is `job_hosts(con, job_id)` where the caller already has it.
+    """
+    hosts = job_hosts(con, job_id) if hosts is None else hosts
+    if not hosts:
         return None
+    first = min(span[0] for span in hosts.values())
+    last = max(span[1] for span in hosts.values())
     start = datetime.fromtimestamp(first / 1000, tz=UTC)
     end = datetime.fromtimestamp(last / 1000, tz=UTC) + timedelta(milliseconds=1)
     return Window(start, end, bucket_for(end - start))
 
 
-def job_gpu_series(con: duckdb.DuckDBPyConnection, job_id: str, window: Window) -> pd.DataFrame:
-    """Per (bucket, gpu): mean utilization %, SM / tensor / DRAM activity %, memory and power."""
-    bucket_ms = window.bucket_s * 1000
+def _sql_list(values: list[str]) -> str:
+    return ", ".join("'" + value.replace("'", "''") + "'" for value in values)
+
+
+def _ms(moment: datetime) -> int:
+    return round(moment.timestamp() * 1000)
+
+
+def _series_tile(tile: tiles.Tile, number: int, hosts: list[str]) -> str:
+    """Per (bucket, gpu) sums and counts of the job series over one tile."""
+    bucket = "epoch_ms({}) // $bucket_ms * $bucket_ms AS bucket_ms, "
+    gpu = "host || ':' || CAST(gpu_index AS VARCHAR) AS gpu, "
+    if tile.bucket_ms:
+        stats = ", ".join(f"sum({n}_sum) AS {n}_sum, sum({n}_n) AS {n}_n" for n in JOB_SERIES)
+        return (
+            f"SELECT {bucket.format('bucket_ts')}{gpu}{stats} FROM {tile.table} "
+            f"WHERE job_id = $job AND bucket_ts >= to_timestamp($lo{number}) "
+            f"AND bucket_ts < to_timestamp($hi{number}) GROUP BY ALL"
+        )
+    stats = ", ".join(
+        f"sum({expr}) AS {n}_sum, count({expr}) AS {n}_n" for n, expr in JOB_SERIES.items()
+    )
+    return (
+        f"SELECT {bucket.format('ts')}{gpu}{stats} FROM {tile.table} "
+        f"WHERE job_id = $job AND ts >= to_timestamp($lo{number}) "
+        f"AND ts < to_timestamp($hi{number}) AND host IN ({_sql_list(hosts)}) GROUP BY ALL"
+    )
+
+
+def _mean(name: str, scale: str = "") -> str:
+    return f"{scale}(sum({name}_sum) / nullif(sum({name}_n), 0))"
+
+
+def job_gpu_series(
+    con: duckdb.DuckDBPyConnection,
+    job_id: str,
+    window: Window,
+    hosts: dict[str, tuple[int, int]] | None = None,
+) -> pd.DataFrame:
+    """Per (bucket, gpu): mean utilization %, SM / tensor / DRAM activity %, memory and power.
+
+    Whole minutes come from the job's rows of `gpu_jobs_1m` (sums and counts per column, so the
+    means are those of the raw samples), the rest from raw samples of the hosts the job index
+    names (`hosts`, as `job_hosts` returns them), which zone maps narrow to their row groups.
+    """
+    hosts = job_hosts(con, job_id) if hosts is None else hosts
+    names = sorted(hosts) or [""]
+    start_ms, end_ms = _ms(window.start), _ms(window.end)
+    newest = None
+    if _has_table(con, "gpu_jobs_1m") and _has_table(con, "gpu_jobs_1d"):
+        # Both come from one pass and go live in one swap: the newest indexed sample's minute is
+        # the newest bucket of gpu_jobs_1m, read from the small index.
+        value = con.sql(
+            "SELECT epoch_ms(date_trunc('minute', max(last_ts))) FROM gpu_jobs_1d"
+        ).fetchall()[0][0]
+        newest = None if value is None else int(value)
+    planned = tiles.plan(start_ms, end_ms, [("gpu_jobs_1m", 60_000, newest)], "gpu_samples") or [
+        tiles.Tile("gpu_samples", 0, start_ms, end_ms)
+    ]
+    params: dict[str, Any] = {"bucket_ms": window.bucket_s * 1000, "job": job_id}
+    for number, tile in enumerate(planned):
+        params[f"lo{number}"] = tile.start_ms / 1000
+        params[f"hi{number}"] = tile.end_ms / 1000
+    parts = " UNION ALL BY NAME ".join(
+        _series_tile(tile, number, names) for number, tile in enumerate(planned)
+    )
     frame = query(
         con,
-        """
-        SELECT epoch_ms(ts) // $bucket_ms * $bucket_ms AS bucket_ms,
-               host || ':' || CAST(gpu_index AS VARCHAR) AS gpu,
-               avg(gpu_util) AS gpu_util_pct,
-               100 * avg(coalesce(gr_engine_active, gpu_util / 100.0)) AS active_pct,
-               100 * avg(sm_active) AS sm_active_pct,
-               100 * avg(tensor_active) AS tensor_active_pct,
-               100 * avg(dram_active) AS dram_active_pct,
-               avg(fb_used_mib) AS fb_used_mib, avg(power_w) AS power_w
-        FROM gpu_samples
-        WHERE job_id = $job AND ts >= to_timestamp($start) AND ts < to_timestamp($end)
+        f"""
+        SELECT bucket_ms, gpu,
+               {_mean("gpu_util")} AS gpu_util_pct,
+               {_mean("active", "100 * ")} AS active_pct,
+               {_mean("sm_active", "100 * ")} AS sm_active_pct,
+               {_mean("tensor_active", "100 * ")} AS tensor_active_pct,
+               {_mean("dram_active", "100 * ")} AS dram_active_pct,
+               {_mean("fb_used_mib")} AS fb_used_mib, {_mean("power_w")} AS power_w
+        FROM ({parts})
         GROUP BY ALL ORDER BY 1, 2
         """,
-        bucket_ms=bucket_ms,
-        job=job_id,
-        start=epoch_s(window.start),
-        end=epoch_s(window.end),
+        **params,
     )
     frame["bucket"] = pd.to_datetime(frame["bucket_ms"], unit="ms", utc=True)
     return frame.drop(columns=["bucket_ms"])
@@ -191,27 +326,83 @@ def job_step_totals(con: duckdb.DuckDBPyConnection, job_id: str) -> dict[str, fl
 # -- hosts --------------------------------------------------------------------------------------
 
 
+# The hosts page's health statistics per GPU, from raw samples or from the health roll-ups
+# (`warehouse.rollups`): every one is a count, min or max, so tiles of either combine exactly.
+_HEALTH_COUNTERS = (
+    "ecc_dbe_total",
+    "pcie_replay_total",
+    "power_violation_us",
+    "thermal_violation_us",
+)
+_HEALTH_RAW = ", ".join(
+    [
+        "max(ts) AS last_ts",
+        "count(*) FILTER (WHERE xid_last > 0) AS xid_samples",
+        "max(xid_last) AS xid_last_max",
+        *(f"{agg}({c}) AS {c}_{agg}" for c in _HEALTH_COUNTERS for agg in ("min", "max")),
+        "max(temp_c) AS temp_c_max",
+    ]
+)
+_HEALTH_ROLLED = ", ".join(
+    [
+        "max(last_ts) AS last_ts",
+        "sum(xid_samples) AS xid_samples",
+        "max(xid_last_max) AS xid_last_max",
+        *(f"{agg}({c}_{agg}) AS {c}_{agg}" for c in _HEALTH_COUNTERS for agg in ("min", "max")),
+        "max(temp_c_max) AS temp_c_max",
+    ]
+)
+HEALTH_ROLLUPS = (("gpu_health_1h", 3_600_000), ("gpu_health_1m", 60_000))
+
+
+def _health_tiles(con: duckdb.DuckDBPyConnection, window: Window) -> tuple[str, dict[str, Any]]:
+    """The per-GPU partial statistics of every tile of the window, as one UNION query."""
+    start_ms = round(window.start.timestamp() * 1000)
+    end_ms = round(window.end.timestamp() * 1000)
+    rollups = [(t, ms, tiles.newest_bucket_ms(con, t)) for t, ms in HEALTH_ROLLUPS]
+    planned = tiles.plan(start_ms, end_ms, rollups, "gpu_samples") or [
+        tiles.Tile("gpu_samples", 0, start_ms, end_ms)
+    ]
+    parts, params = [], {}
+    for number, tile in enumerate(planned):
+        column = "bucket_ts" if tile.bucket_ms else "ts"
+        stats = _HEALTH_ROLLED if tile.bucket_ms else _HEALTH_RAW
+        parts.append(
+            f"SELECT coalesce(cluster, '') AS cluster, host, gpu_index, {stats} "
+            f"FROM {tile.table} WHERE {column} >= to_timestamp($lo{number}) "
+            f"AND {column} < to_timestamp($hi{number}) GROUP BY ALL"
+        )
+        params[f"lo{number}"] = tile.start_ms / 1000
+        params[f"hi{number}"] = tile.end_ms / 1000
+    return " UNION ALL BY NAME ".join(parts), params
+
+
 def host_health(con: duckdb.DuckDBPyConnection, window: Window) -> pd.DataFrame:
     """Per host: GPUs, last sample, XID errors seen, ECC double-bit errors, PCIe replays and
-    throttled time added in the window (counters: last minus first, per GPU), per R16/R17."""
+    throttled time added in the window (counters: last minus first, per GPU), per R16/R17.
+
+    Reads the health roll-ups for the whole minutes and hours they cover and raw samples for the
+    rest (`dashboard.tiles`); the numbers are those of the raw samples alone.
+    """
+    parts, params = _health_tiles(con, window)
     return query(
         con,
-        """
-        WITH per_gpu AS (
-            SELECT coalesce(cluster, '') AS cluster, host, gpu_index,
-                   max(epoch_ms(ts)) AS last_ms,
-                   count(*) FILTER (WHERE xid_last > 0) AS xid_samples,
-                   max(xid_last) AS xid_last_max,
-                   arg_max(xid_last, ts) AS xid_now,
-                   max(ecc_dbe_total) - min(ecc_dbe_total) AS ecc_dbe_new,
-                   max(ecc_dbe_total) AS ecc_dbe_total,
-                   max(pcie_replay_total) - min(pcie_replay_total) AS pcie_replays_new,
-                   (max(power_violation_us) - min(power_violation_us)) / 1e6 AS power_throttle_s,
-                   (max(thermal_violation_us) - min(thermal_violation_us)) / 1e6
+        f"""
+        WITH parts AS ({parts}),
+        per_gpu AS (
+            SELECT cluster, host, gpu_index,
+                   max(epoch_ms(last_ts)) AS last_ms,
+                   CAST(sum(xid_samples) AS BIGINT) AS xid_samples,
+                   max(xid_last_max) AS xid_last_max,
+                   max(ecc_dbe_total_max) - min(ecc_dbe_total_min) AS ecc_dbe_new,
+                   max(ecc_dbe_total_max) AS ecc_dbe_total,
+                   max(pcie_replay_total_max) - min(pcie_replay_total_min) AS pcie_replays_new,
+                   (max(power_violation_us_max) - min(power_violation_us_min)) / 1e6
+                       AS power_throttle_s,
+                   (max(thermal_violation_us_max) - min(thermal_violation_us_min)) / 1e6
                        AS thermal_throttle_s,
-                   max(temp_c) AS temp_c_max
-            FROM gpu_samples
-            WHERE ts >= to_timestamp($start) AND ts < to_timestamp($end)
+                   max(temp_c_max) AS temp_c_max
+            FROM parts
             GROUP BY ALL
         )
         SELECT cluster, host, count(*) AS gpus,
@@ -227,8 +418,7 @@ def host_health(con: duckdb.DuckDBPyConnection, window: Window) -> pd.DataFrame:
                max(temp_c_max) AS temp_c_max
         FROM per_gpu GROUP BY ALL ORDER BY cluster, host
         """,
-        start=epoch_s(window.start),
-        end=epoch_s(window.end),
+        **params,
     )
 
 

@@ -95,6 +95,23 @@ def buckets_for(key: str, win: data.Window) -> pd.DataFrame:
 
 
 @st.cache_data(ttl=_TTL_S, show_spinner=False)
+def sketch_percentiles(
+    key: str, start: datetime, end: datetime, bucket_s: int
+) -> pd.DataFrame | None:
+    """Fleet percentiles from the analyzers' quantile sketches; None when there are none."""
+    from analyzers.quantile_store import QuantileStore
+
+    store = QuantileStore.from_settings(_settings_of(key))
+    if not store.has_rows():
+        return None
+    con = store.connect()
+    try:
+        return data.sketch_percentiles(con, data.Window(start, end, bucket_s))
+    finally:
+        con.close()
+
+
+@st.cache_data(ttl=_TTL_S, show_spinner=False)
 def jobs_meta(key: str) -> pd.DataFrame:
     return data.jobs_meta(catalog(key))
 
@@ -122,11 +139,12 @@ def traces(key: str) -> pd.DataFrame:
 def job_series(key: str, job_id: str) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, float | None]]:
     """A job's per-GPU series, its step series and its step totals (empty for an unknown job)."""
     con = cursor(key)
-    span = data.job_span(con, job_id)
+    hosts = data.job_hosts(con, job_id)
+    span = data.job_span(con, job_id, hosts)
     if span is None:
         return pd.DataFrame(), pd.DataFrame(), {}
     return (
-        data.job_gpu_series(con, job_id, span),
+        data.job_gpu_series(con, job_id, span, hosts),
         data.job_step_series(con, job_id, span),
         data.job_step_totals(cursor(key), job_id),
     )

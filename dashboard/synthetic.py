@@ -212,10 +212,16 @@ def step_table(fleet: Fleet, job: Job) -> pa.Table:
     return pa.concat_tables(frames)
 
 
-def write_segments(fleet: Fleet, segments_dir: Path, rollups: bool = True) -> int:
+def write_segments(
+    fleet: Fleet, segments_dir: Path, rollups: bool = True, slice_s: int | None = None
+) -> int:
     """Publish the fleet's contract tables as live warehouse segments (one file per host and day,
     through the warehouse's own `SegmentStore`, manifest included) and, unless `rollups` is
-    False, the warehouse's roll-ups of them; returns the gpu_samples row count."""
+    False, the warehouse's roll-ups of them; returns the gpu_samples row count.
+
+    With `slice_s`, GPU and host samples are written as the ingest writer publishes them instead:
+    one file per `slice_s` of time holding every host's samples, in time order (so compacted
+    files are time-ordered, as in a real warehouse, and readers' time filters prune)."""
     store = SegmentStore(segments_dir)
     published: dict[str, list[Segment]] = {}
     seq = store.snapshot().published_seq
@@ -228,12 +234,27 @@ def write_segments(fleet: Fleet, segments_dir: Path, rollups: bool = True) -> in
             store.write_file(store.new_name(table, day, seq), data)
         )
 
+    hosts = sorted(fleet.host_cluster())
     for day, first, end in _days(fleet):
-        for host in sorted(fleet.host_cluster()):
-            table = gpu_table(fleet, host, first, end)
+        if slice_s is None:
+            for host in hosts:
+                table = gpu_table(fleet, host, first, end)
+                rows += table.num_rows
+                add("gpu_samples", day, table)
+                add("host_samples", day, host_table(fleet, host, first, end))
+            continue
+        step = max(1, slice_s // fleet.interval_s)
+        for lo in range(first, end, step):
+            hi = min(end, lo + step)
+            table = pa.concat_tables(gpu_table(fleet, h, lo, hi) for h in hosts)
+            table = table.sort_by([("ts", "ascending"), ("host", "ascending")])
             rows += table.num_rows
             add("gpu_samples", day, table)
-            add("host_samples", day, host_table(fleet, host, first, end))
+            add(
+                "host_samples",
+                day,
+                pa.concat_tables(host_table(fleet, h, lo, hi) for h in hosts).sort_by("ts"),
+            )
     for job in fleet.jobs:
         if job.step_time_s is not None:
             steps = step_table(fleet, job)

@@ -6,11 +6,13 @@ Two families, each a registry entry (`FAMILIES`) whose tables go live together:
 - usage (`gpu_samples_1m`, `gpu_samples_1h`): per (bucket, cluster, host, GPU index, job) the
   sample count and the mean and max of the main utilisation columns, so a week-long fleet query
   reads 1/60 or 1/3600 of the raw rows.
-- health (`gpu_health_1m`, `gpu_health_1h`, `gpu_jobs_1d`): per (bucket, cluster, host, GPU index)
-  the newest sample time, the XID samples, and min / max of the error and throttle counters (the
-  hosts page's "increase in the window" is max - min, rules R16/R17, so these combine exactly over
-  any set of whole buckets); and per (day, job, cluster, host, GPU index) the first and last sample
-  time and the count: the job index that lets a job's page read only the hosts and hours it ran on.
+- health_jobs, from one pass per (minute, GPU, job): `gpu_health_1m`, `gpu_health_1h` per
+  (bucket, cluster, host, GPU index) with the newest sample time, the XID samples, and min / max
+  of the error and throttle counters (the hosts page's "increase in the window" is max - min,
+  rules R16/R17, so these combine exactly over any set of whole buckets); `gpu_jobs_1d`, the job
+  index: per (day, job, cluster, host, GPU index) the first and last sample time and the count;
+  and `gpu_jobs_1m`, per (minute, job, cluster, host, GPU index) the sum and count of each column
+  the job page charts, sorted by job so one job's minutes are a few row groups.
 
 Incremental by UTC day and family: a day is rolled up again only when its raw input changed, which
 the manifest's mark `<family>/<day>` records as "<highest segment seq>:<row count>"; compaction
@@ -118,6 +120,42 @@ JOBS_SCHEMA: Final = pa.schema(
     ]
 )
 
+# The job page's per-GPU series (`dashboard.data.job_gpu_series`): a mean is sum / count, and
+# both are kept per column so a bucket of any size is exact however many values were blank.
+# `active` is the accounting's active fraction (rules.md): GR_ENGINE_ACTIVE, else GPU_UTIL / 100.
+JOB_SERIES: Final[Mapping[str, str]] = {
+    "gpu_util": "gpu_util",
+    "active": "coalesce(gr_engine_active, gpu_util / 100.0)",
+    "sm_active": "sm_active",
+    "tensor_active": "tensor_active",
+    "dram_active": "dram_active",
+    "fb_used_mib": "fb_used_mib",
+    "power_w": "power_w",
+}
+
+JOB_MINUTES_SCHEMA: Final = pa.schema(
+    [
+        pa.field("bucket_ts", _TS, nullable=False),
+        pa.field("job_id", GPU_SAMPLES.field("job_id").type, nullable=False),
+        GPU_SAMPLES.field("cluster"),
+        GPU_SAMPLES.field("host"),
+        GPU_SAMPLES.field("gpu_index"),
+        pa.field("samples", pa.int64(), nullable=False),
+        *(
+            field
+            for name in JOB_SERIES
+            for field in (
+                pa.field(f"{name}_sum", pa.float64()),
+                pa.field(f"{name}_n", pa.int64(), nullable=False),
+            )
+        ),
+    ]
+)
+
+# Rows per Parquet row group of a roll-up file: small enough that a reader's zone maps skip most of
+# a day (a job's minutes, a window's edge minutes), big enough to stay a few groups per file.
+ROW_GROUP_ROWS: Final = 64 * 1024
+
 Build = Callable[[duckdb.DuckDBPyConnection, list[str]], Mapping[str, pa.Table]]
 
 
@@ -170,6 +208,13 @@ def _combine_health(source: str, unit: str) -> str:
     )
 
 
+def _series_stats() -> str:
+    return ", ".join(
+        f"sum({expression}) AS {name}_sum, count({expression}) AS {name}_n"
+        for name, expression in JOB_SERIES.items()
+    )
+
+
 def _build_health(conn: duckdb.DuckDBPyConnection, files: list[str]) -> Mapping[str, pa.Table]:
     """One pass over the day's raw rows per (minute, GPU, job); every table derives from it."""
     conn.execute(
@@ -177,7 +222,7 @@ def _build_health(conn: duckdb.DuckDBPyConnection, files: list[str]) -> Mapping[
         "SELECT date_trunc('minute', ts) AS bucket_ts, cluster, host, gpu_index, job_id, "
         "count(*) AS samples, min(ts) AS first_ts, max(ts) AS last_ts, "
         "count(*) FILTER (WHERE xid_last > 0) AS xid_samples, max(xid_last) AS xid_last_max, "
-        f"{_counter_stats(suffixed=False)}, max(temp_c) AS temp_c_max "
+        f"{_counter_stats(suffixed=False)}, max(temp_c) AS temp_c_max, {_series_stats()} "
         f"FROM {_files_sql(files)} GROUP BY ALL"
     )
     # Minutes sorted by time, so a reader of a window's edges prunes the rest by zone maps.
@@ -190,11 +235,17 @@ def _build_health(conn: duckdb.DuckDBPyConnection, files: list[str]) -> Mapping[
         "FROM _health_job WHERE job_id IS NOT NULL GROUP BY ALL "
         "ORDER BY job_id, host, gpu_index"
     )
+    series = ", ".join(f"{name}_sum, {name}_n" for name in JOB_SERIES)
+    job_minutes = (
+        f"SELECT bucket_ts, job_id, cluster, host, gpu_index, samples, {series} "
+        "FROM _health_job WHERE job_id IS NOT NULL ORDER BY job_id, host, gpu_index, bucket_ts"
+    )
     try:
         return {
             "gpu_health_1m": conn.sql(minute).to_arrow_table(),
             "gpu_health_1h": conn.sql(hour).to_arrow_table(),
             "gpu_jobs_1d": conn.sql(jobs).to_arrow_table(),
+            "gpu_jobs_1m": conn.sql(job_minutes).to_arrow_table(),
         }
     finally:
         conn.execute("DROP TABLE _health_job")
@@ -203,11 +254,12 @@ def _build_health(conn: duckdb.DuckDBPyConnection, files: list[str]) -> Mapping[
 FAMILIES: Final[tuple[Family, ...]] = (
     Family("rollup", {name: ROLLUP_SCHEMA for name in BUCKETS}, _build_usage),
     Family(
-        "health",
+        "health_jobs",
         {
             "gpu_health_1m": HEALTH_SCHEMA,
             "gpu_health_1h": HEALTH_SCHEMA,
             "gpu_jobs_1d": JOBS_SCHEMA,
+            "gpu_jobs_1m": JOB_MINUTES_SCHEMA,
         },
         _build_health,
     ),
@@ -229,6 +281,7 @@ def update_rollups(store: SegmentStore) -> int:
     try:
         conn.execute("SET TimeZone = 'UTC'")
         conn.execute("SET threads = 1")  # background work: leave the cores to ingest
+        conn.execute("SET enable_progress_bar = false")  # it would print into the server log
         for date, raw in sorted(manifest.by_date(SOURCE_TABLE).items()):
             mark = _mark(raw)
             files = [str(store.path(s)) for s in raw]
@@ -240,7 +293,14 @@ def update_rollups(store: SegmentStore) -> int:
                 changes: dict[str, tuple[list[Segment], list[Segment]]] = {}
                 for table, result in family.build(conn, files).items():
                     rolled = result.cast(family.tables[table])
-                    new = store.write_file(store.new_name(table, date, seq), rolled)
+                    new = store.write_parts(
+                        store.new_name(table, date, seq),
+                        rolled.schema,
+                        (
+                            rolled.slice(offset, ROW_GROUP_ROWS)
+                            for offset in range(0, max(rolled.num_rows, 1), ROW_GROUP_ROWS)
+                        ),
+                    )
                     changes[table] = (manifest.by_date(table).get(date, []), [new])
                 if store.swap(changes, marks={key: mark}):
                     done.add(date)

@@ -74,10 +74,14 @@ def render() -> None:
     left, right = st.columns([1, 2])
     with left:
         st.subheader("Percentiles")
-        percentiles = data.utilization_percentiles(buckets)
+        percentiles = state.sketch_percentiles(key, win.start, win.end, win.bucket_s)
+        caption = "of every sample's active % on allocated GPUs (quantile sketches, within 1 %)"
+        if percentiles is None:  # no sketches kept yet: the bucket-mean approximation
+            percentiles = data.utilization_percentiles(buckets)
+            caption = "of per-GPU active % per bucket, weighted by GPU-hours"
         percentiles["quantile"] = [f"p{q * 100:g}" for q in percentiles["quantile"]]
         st.dataframe(percentiles, hide_index=True, width="stretch")
-        st.caption("of per-GPU active % per bucket, weighted by GPU-hours")
+        st.caption(caption)
     with right:
         _opportunities(key, win)
 

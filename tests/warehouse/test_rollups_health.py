@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pyarrow as pa
+import pytest
 
 from warehouse.reader import open_segments
 from warehouse.rollups import update_rollups
@@ -38,6 +39,9 @@ def test_health_keeps_counts_and_counter_extremes_per_minute_and_hour(tmp_path: 
             pcie_replay_total=[10.0, 11.0, 12.0, 13.0, 14.0],
             temp_c=[60.0, 71.0, 65.0, 66.0, 64.0],
             job_id=["a", "a", "a", None, "b"],
+            gpu_util=[10.0, 20.0, 30.0, 40.0, 50.0],
+            gr_engine_active=[0.5, None, 0.7, 0.1, None],
+            sm_active=[0.25, None, None, 0.2, 0.3],
         ),
     )
     assert update_rollups(store) == 1
@@ -65,6 +69,17 @@ def test_health_keeps_counts_and_counter_extremes_per_minute_and_hour(tmp_path: 
         [EPOCH_MS, EPOCH_MS],
     ).fetchall()
     assert jobs == [("a", "n1", 0, 0, 60, 3), ("b", "n1", 0, 120, 120, 1)]
+    # Per job-minute sums and counts: GR_ENGINE_ACTIVE, else GPU_UTIL / 100; blanks not counted.
+    job_minutes = con.execute(
+        "SELECT job_id, (epoch_ms(bucket_ts) - ?) // 60000, samples, gpu_util_sum, gpu_util_n, "
+        "active_sum, active_n, sm_active_sum, sm_active_n FROM gpu_jobs_1m ORDER BY job_id, 2",
+        [EPOCH_MS],
+    ).fetchall()
+    assert job_minutes == [
+        ("a", 0, 2, 30.0, 2, pytest.approx(0.5 + 0.2), 2, 0.25, 1),
+        ("a", 1, 1, 30.0, 1, 0.7, 1, None, 0),
+        ("b", 2, 1, 50.0, 1, 0.5, 1, 0.3, 1),
+    ]
 
 
 def test_a_family_missing_for_a_day_is_computed_without_redoing_the_others(
@@ -79,13 +94,14 @@ def test_a_family_missing_for_a_day_is_computed_without_redoing_the_others(
     usage_files = before.live("gpu_samples_1h") + before.live("gpu_samples_1m")
     # As the manifest of an older warehouse: usage roll-ups and their mark, no health ones.
     health: dict[str, tuple[list[Segment], list[Segment]]] = {
-        t: (before.live(t), []) for t in ("gpu_health_1m", "gpu_health_1h", "gpu_jobs_1d")
+        t: (before.live(t), [])
+        for t in ("gpu_health_1m", "gpu_health_1h", "gpu_jobs_1d", "gpu_jobs_1m")
     }
-    assert store.swap(health, marks={f"health/{day}": ""})
+    assert store.swap(health, marks={f"health_jobs/{day}": ""})
     assert update_rollups(store) == 1
     after = store.snapshot()
     assert after.live("gpu_samples_1h") + after.live("gpu_samples_1m") == usage_files
-    assert after.marks[f"health/{day}"] == after.marks[f"rollup/{day}"]
+    assert after.marks[f"health_jobs/{day}"] == after.marks[f"rollup/{day}"]
     assert open_segments(tmp_path).execute("SELECT sum(samples) FROM gpu_health_1h").fetchall() == [
         (6,)
     ]
