@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import signal
 import sys
 import threading
@@ -19,8 +18,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from fleetscope import __version__
-from fleetscope.errors import FleetscopeError
-from fleetscope.settings import Settings, load_settings
+from fleetscope.cli import run
+from fleetscope.settings import Settings
 
 Handler = Callable[[argparse.Namespace, Settings], int]
 
@@ -147,27 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    handler: Handler | None = getattr(args, "handler", None)
-    if handler is None:
-        parser.print_help()
-        return 2
-    try:
-        settings = load_settings(args.config)
-        logging.basicConfig(
-            level=settings.get_str("core.log_level").upper(),
-            format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        )
-        return handler(args, settings)
-    except FleetscopeError as exc:
-        print(f"fleetscope-agent: error: {exc}", file=sys.stderr)
-        return exc.exit_code
-    except KeyboardInterrupt:
-        return 130
-    except BrokenPipeError:  # `fleetscope-agent once | head`: the reader left, not an error
-        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silence the flush at exit
-        return 0
+    return run(argv, build_parser())
 
 
 if __name__ == "__main__":

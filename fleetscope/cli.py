@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Protocol
@@ -54,6 +55,10 @@ def build_parser(modules: Sequence[str] = COMMAND_MODULES) -> argparse.ArgumentP
 
 
 def run(argv: Sequence[str] | None, parser: argparse.ArgumentParser) -> int:
+    """Parse, load settings, call the handler; the one place errors become messages and codes.
+
+    `fleetscope-agent` goes through here too, so both commands behave the same at the edge.
+    """
     args = parser.parse_args(argv)
     handler: Handler | None = getattr(args, "handler", None)
     if handler is None:
@@ -71,6 +76,9 @@ def run(argv: Sequence[str] | None, parser: argparse.ArgumentParser) -> int:
         return exc.exit_code
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `fleetscope ... | head`: the reader left, which is not an error
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silence the flush at exit
+        return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -14,7 +14,9 @@ from pathlib import Path
 
 from fleetscope.errors import SourceUnavailableError
 
-FLAGS = (
+# Headless Chromium as root on a machine with no network: without the background-networking flags
+# it keeps trying (and failing) to reach Google's hosts. The browser tests use the same set.
+HEADLESS_FLAGS = (
     "--headless",
     "--no-sandbox",
     "--disable-gpu",
@@ -24,8 +26,8 @@ FLAGS = (
     "--disable-component-update",
     "--disable-sync",
     "--disable-dev-shm-usage",
-    "--no-pdf-header-footer",
 )
+FLAGS = (*HEADLESS_FLAGS, "--no-pdf-header-footer")
 
 
 def chromium() -> str | None:

@@ -26,21 +26,11 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
+from analyzers.reports.pdf import HEADLESS_FLAGS
+
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 APP = Path(__file__).parents[2] / "dashboard" / "app.py"
-FLAGS = (
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--disable-dev-shm-usage",
-    "--hide-scrollbars",
-    "--remote-debugging-pipe",
-)
+FLAGS = (*HEADLESS_FLAGS, "--hide-scrollbars", "--remote-debugging-pipe")
 
 
 class BrowserError(RuntimeError):
