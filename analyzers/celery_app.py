@@ -24,6 +24,7 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from celery import Celery
+from celery.schedules import crontab
 
 from fleetscope.settings import Settings, load_settings
 
@@ -53,7 +54,12 @@ def make_app(settings: Settings) -> Celery:
             "fleetscope-analyzer-tick": {
                 "task": "fleetscope.tick",
                 "schedule": settings.get_float("scheduler.interval_s"),
-            }
+            },
+            # Monday 06:00 UTC, when the ISO week just ended has all its late samples.
+            "fleetscope-weekly-reports": {
+                "task": "fleetscope.weekly_reports",
+                "schedule": crontab(minute=0, hour=6, day_of_week=1),
+            },
         },
     )
     return celery
@@ -141,3 +147,12 @@ def analyze_window(start_iso: str, end_iso: str, partition: int, partitions: int
         "findings": len(result.findings),
         "seconds": round(sum(result.seconds.values()), 3),
     }
+
+
+@app.task(name="fleetscope.weekly_reports", acks_late=True)  # type: ignore[untyped-decorator]
+def weekly_reports() -> str | None:
+    """Beat's weekly job: the last complete week's reports (mailed once, whatever retries)."""
+    from analyzers.reports.scheduled import WeeklyReports
+
+    week = WeeklyReports(_settings()).check()
+    return str(week) if week else None
