@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -45,7 +44,9 @@ def run_dashboard(args: argparse.Namespace, settings: Settings) -> int:
     port = args.port if args.port is not None else settings.get_int("dashboard.port")
     command = streamlit_command(port, args.address)
     print(f"fleetscope dashboard on http://{args.address}:{port}/", flush=True)
-    return subprocess.call(command, env=settings_env(settings))
+    # Become the Streamlit server rather than wait on it: a SIGTERM to `fleetscope dashboard`
+    # (a supervisor, a test, systemd) then reaches Streamlit itself and leaves no orphan behind.
+    os.execve(command[0], command, settings_env(settings))
 
 
 def register(subparsers: Any) -> None:
