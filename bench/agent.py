@@ -9,9 +9,12 @@
    `_total` renaming of counters). "cold" uses a fresh parser per page (no label cache carried),
    "warm" reuses one parser as the agent does every second.
 2. CPU: a real `fleetscope-agent run` process at agent.interval_s = 1 scrapes a real HTTP exporter
-   serving the 8 x 40 page (a fresh page every scrape: values change), adds psutil host metrics,
-   batches every 5 s and ships to a real loopback ingest answering 202. Its CPU time (user + sys,
-   from psutil) is measured after a 5 s warm-up and scaled to CPU seconds per hour.
+   serving the 8 x 40 page (a fresh page every scrape: values change), adds psutil host metrics
+   (every agent.host_interval_s, default 5 s), batches every 5 s and ships to a real loopback
+   ingest answering 202 (and the profiling relay's polls with no requests, as ingest does). Its
+   CPU time (user + sys, all threads, from psutil) is measured after a 15 s warm-up and scaled to
+   CPU seconds per hour. `--before REF` first runs the agent of an older commit the same way
+   (its packages extracted with `git archive`), so before and after share one run and machine.
 
 Target (docs: design.md figures): < 0.2 % of one core (7.2 CPU s per hour), parse >= 10x faster.
 """
@@ -33,7 +36,9 @@ from pathlib import Path
 import psutil
 from prometheus_client.parser import text_string_to_metric_families
 
+from collector.dcgm_scan import DcgmScanner
 from collector.exposition import ExpositionParser, parse
+from collector.normalize import GpuReading, normalize_samples
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT / "tests" / "data" / "dcgm"
@@ -216,6 +221,42 @@ def bench_parse(quick: bool) -> list[dict[str, object]]:
     return results
 
 
+def bench_scan(quick: bool) -> dict[str, object]:
+    """Page text -> gpu_samples readings, as the agent does every second: 50 different 8 x 40
+    pages (values change, series stay), each through the full parser + normalize.py and through
+    one reused DcgmScanner; readings must be identical."""
+    rng = random.Random(3)
+    texts = [page_8x40(rng) for _ in range(50)]
+
+    def full(text: str) -> list[GpuReading]:
+        return normalize_samples(parse(text).samples, ts_ms=0, cluster="c")
+
+    scanner = DcgmScanner()
+
+    def scanned(text: str) -> list[GpuReading]:
+        return scanner.scan(text, ts_ms=0, cluster="c")
+
+    def exact(readings: list[GpuReading]) -> str:
+        return repr([(r.row, r.labels, r.extra) for r in readings])
+
+    identical = all(exact(scanned(t)) == exact(full(t)) for t in texts)
+    repeat = 2 if quick else 10
+
+    def per_page(fn) -> float:  # type: ignore[no-untyped-def]
+        best = float("inf")
+        for _ in range(5):
+            start = time.thread_time()
+            for _ in range(repeat):
+                for text in texts:
+                    fn(text)
+            best = min(best, (time.thread_time() - start) / (repeat * len(texts)))
+        return best * 1e3
+
+    full_ms, scan_ms = per_page(full), per_page(scanned)
+    return {"identical": identical, "parse_normalize_ms": full_ms, "scanner_ms": scan_ms,
+            "speedup": full_ms / scan_ms}  # fmt: skip
+
+
 class _Exporter(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive, as dcgm-exporter's Go server does
     rng = random.Random(2)
@@ -242,8 +283,11 @@ class _Ingest(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("Content-Length", "0")))
-        body = b'{"rows": 0, "duplicate": false}'
-        self.send_response(202)
+        if self.path == "/v1/agent/poll":  # the profiling relay's poll, answered as ingest does
+            body, status = b'{"requests": [], "max_trace_bytes": 67108864}', 200
+        else:
+            body, status = b'{"rows": 0, "duplicate": false}', 202
+        self.send_response(status)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
@@ -258,28 +302,47 @@ def _serve(handler: type[BaseHTTPRequestHandler]) -> ThreadingHTTPServer:
     return server
 
 
-def bench_cpu(seconds: float) -> dict[str, object]:
+def checkout(ref: str, into: Path) -> Path:
+    """The `collector` and `fleetscope` packages of git `ref`, extracted under `into` (read-only
+    git: `git archive`), so an older agent runs beside this one in the same benchmark run."""
+    archive = subprocess.run(
+        ["git", "archive", ref, "collector", "fleetscope"], cwd=ROOT, check=True,
+        capture_output=True,
+    ).stdout  # fmt: skip
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    return into
+
+
+def bench_cpu(seconds: float, tree: Path = ROOT) -> dict[str, object]:
+    """CPU of a `collector.cli run` process importing its code from `tree`."""
     exporter, ingest = _serve(_Exporter), _serve(_Ingest)
     with tempfile.TemporaryDirectory() as spool:
         env = {
             **os.environ,
+            "PYTHONPATH": str(tree),
+            # an SDK socket in the temp dir, unless the caller set one ('' turns the SDK off)
+            "FLEETSCOPE_AGENT_SDK_SOCKET": os.environ.get(
+                "FLEETSCOPE_AGENT_SDK_SOCKET", str(Path(spool) / "sdk" / "agent.sock")
+            ),
             "FLEETSCOPE_CONFIG": "",
             "FLEETSCOPE_AGENT_DCGM_URL": f"http://127.0.0.1:{exporter.server_address[1]}/metrics",
             "FLEETSCOPE_AGENT_INGEST_URL": f"http://127.0.0.1:{ingest.server_address[1]}",
             "FLEETSCOPE_AGENT_INTERVAL_S": "1",
             "FLEETSCOPE_AGENT_SHIP_INTERVAL_S": "5",
-            "FLEETSCOPE_AGENT_SPOOL_DIR": spool,
+            "FLEETSCOPE_AGENT_SPOOL_DIR": str(Path(spool) / "spool"),
             "FLEETSCOPE_AGENT_METRICS_PORT": "0",
             "FLEETSCOPE_CORE_LOG_LEVEL": "WARNING",
         }
-        proc = subprocess.Popen([sys.executable, "-m", "collector.cli", "run"], env=env, cwd=ROOT)
+        proc = subprocess.Popen([sys.executable, "-m", "collector.cli", "run"], env=env, cwd=tree)
         try:
             ps = psutil.Process(proc.pid)
             time.sleep(15.0)  # start-up (imports, first seal, first /proc scan) is not steady state
+            load_before = os.getloadavg()[0]
             c0, t0 = ps.cpu_times(), time.monotonic()
             time.sleep(seconds)
             c1, t1 = ps.cpu_times(), time.monotonic()
             rss_mib = ps.memory_info().rss / 2**20
+            threads = ps.num_threads()
         finally:
             proc.terminate()
             proc.wait(timeout=30)
@@ -291,6 +354,7 @@ def bench_cpu(seconds: float) -> dict[str, object]:
         "wall_s": round(wall_s, 1), "cpu_s": round(cpu_s, 3),
         "cpu_s_per_hour": round(cpu_s / wall_s * 3600, 2),
         "pct_of_one_core": round(100 * cpu_s / wall_s, 3), "rss_mib": round(rss_mib, 1),
+        "threads": threads, "load1_before": load_before, "load1_after": os.getloadavg()[0],
     }  # fmt: skip
 
 
@@ -298,6 +362,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="short run")
     parser.add_argument("--seconds", type=float, default=None, help="agent run length")
+    parser.add_argument(
+        "--before", default="3951dd3",
+        help="git ref of an older agent to measure in the same run ('' to skip); default: the "
+        "collector's first commit, where 0.34 %% of a core was measured",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     parse_results = bench_parse(args.quick)
     print(
@@ -306,10 +375,20 @@ def main(argv: list[str] | None = None) -> int:
     for r in parse_results:
         print(f"{r['page']:<22}{r['samples']:>8}{r['identical']!s:>6}{r['prometheus_client_ms']:>16.3f}"
               f"{r['ours_cold_ms']:>9.3f}{r['ours_warm_ms']:>9.3f}{r['speedup_cold']:>8.1f}{r['speedup_warm']:>8.1f}")  # fmt: skip
-    cpu = bench_cpu(args.seconds or (20.0 if args.quick else 120.0))
-    print("agent at 1 Hz, 8 GPUs x 40 fields:", json.dumps(cpu))
-    print(f"load average after: {os.getloadavg()[0]:.1f}")
-    ok = all(r["identical"] for r in parse_results)
+    scan = bench_scan(args.quick)
+    print(
+        "page -> readings, 8 x 40, fresh values: parse + normalize "
+        f"{scan['parse_normalize_ms']:.3f} ms, DcgmScanner {scan['scanner_ms']:.3f} ms "
+        f"({scan['speedup']:.1f}x), identical: {scan['identical']}"
+    )
+    seconds = args.seconds or (20.0 if args.quick else 120.0)
+    if args.before:
+        with tempfile.TemporaryDirectory() as old:
+            before = bench_cpu(seconds, checkout(args.before, Path(old)))
+        print(f"agent at 1 Hz, 8 GPUs x 40 fields, {args.before}:", json.dumps(before))
+    cpu = bench_cpu(seconds)
+    print("agent at 1 Hz, 8 GPUs x 40 fields, this tree:", json.dumps(cpu))
+    ok = all(r["identical"] for r in parse_results) and bool(scan["identical"])
     return 0 if ok else 1
 
 

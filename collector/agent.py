@@ -6,7 +6,9 @@ the metrics server answers /metrics and /healthz on a third; `workers` (the on-d
 relay, collector.sdk_wiring) run on their own. `row_sources` add rows of other tables to each tick
 (step_samples drained from the training-process SDK) through the same batcher and spool. Ticks are scheduled on a fixed grid
 (start + k * interval) from an injected monotonic clock, so they do not drift; a tick that overruns
-skips the missed slots instead of bursting.
+skips the missed slots instead of bursting. Host metrics are read every agent.host_interval_s
+(whole ticks, the first tick included): host CPU and memory move slowly next to GPU counters, and
+at 1 Hz the psutil reads were the largest single cost of a tick (bench/agent.py).
 
 Failure policy: an unreachable or unparsable exporter costs that tick's GPU rows (counted in
 fleetscope_agent_errors_total, logged), never the agent; host rows still flow.
@@ -55,6 +57,7 @@ class Agent:
     shipper: Shipper
     metrics: AgentMetrics
     interval_s: float
+    host_interval_s: float = 0.0  # host metrics every round(host_interval_s / interval_s) ticks
     wall_clock: Callable[[], float] = time.time
     monotonic: Callable[[], float] = time.monotonic
     last_ok_scrape: float | None = None
@@ -62,6 +65,7 @@ class Agent:
     row_sources: list[RowSource] = field(default_factory=list)
     workers: list[Callable[[threading.Event], None]] = field(default_factory=list)
     last_gpu_host: str | None = None  # the host name the GPU source reported last
+    ticks: int = 0
 
     def tick(self) -> list[GpuReading]:
         """One round: returns the attributed GPU readings (also batched for shipping)."""
@@ -90,7 +94,9 @@ class Agent:
             rows = [r.row for r in readings]
             self.metrics.samples_collected.labels("gpu_samples").inc(len(rows))
             sealed += self.batcher.add("gpu_samples", rows, now)
-        if self.host_source is not None:
+        host_every = max(1, round(self.host_interval_s / self.interval_s))
+        self.ticks += 1
+        if self.host_source is not None and (self.ticks - 1) % host_every == 0:
             started = time.perf_counter()
             try:
                 host_rows = self.host_source.read(ts_ms)
@@ -162,7 +168,10 @@ def build_agent(
     from collector.sources.host import PsutilHostSource
     from collector.sources.node_exporter import NodeExporterSource
 
-    transport = transport or KeepAliveTransport(settings.get_str("agent.tls_ca_file"))
+    closers: list[Callable[[], None]] = []
+    if transport is None:
+        transport = KeepAliveTransport(settings.get_str("agent.tls_ca_file"))
+        closers.append(transport.close)
     metrics = metrics or AgentMetrics()
     cluster = settings.get_str("agent.cluster")
     host = settings.get_str("agent.host") or None
@@ -170,7 +179,6 @@ def build_agent(
     cgroup_root = (
         settings.get_path("agent.cgroup_root") if settings.get_str("agent.cgroup_root") else None
     )
-    closers: list[Callable[[], None]] = []
     pid_gpus = None
     gpu_source: GpuSource
     if settings.get_str("agent.dcgm_url"):
@@ -231,5 +239,6 @@ def build_agent(
         shipper=shipper,
         metrics=metrics,
         interval_s=settings.get_float("agent.interval_s"),
+        host_interval_s=settings.get_float("agent.host_interval_s"),
         closers=closers,
     )

@@ -12,20 +12,33 @@ Must never: hold more than `max_rows` rows of one table in memory.
 
 from __future__ import annotations
 
+import operator
+
 import pyarrow as pa
 
 from collector.spool import Spool, SpooledBatch
 from fleetscope.contract import TABLES, to_ipc
 from fleetscope.errors import ContractError
 
+_ALL_COLUMNS = {name: operator.itemgetter(*schema.names) for name, schema in TABLES.items()}
+
 
 def rows_to_ipc(table: str, rows: list[dict[str, object]]) -> bytes:
-    """Rows (dicts keyed by contract column; missing keys are nulls) -> one IPC stream body."""
+    """Rows (dicts keyed by contract column; missing keys are nulls) -> one IPC stream body.
+
+    Rows that carry every column (normalize.py's do) are turned into columns by one C-level
+    transpose; others column by column with `get`."""
     schema = TABLES[table]
-    columns = {f.name: [row.get(f.name) for row in rows] for f in schema}
-    if "extra" in columns:
+    try:
+        transposed = list(zip(*map(_ALL_COLUMNS[table], rows), strict=True))
+    except KeyError:  # some row lacks a column: gather column by column
+        transposed = [tuple(row.get(name) for row in rows) for name in schema.names]
+    if not rows:
+        transposed = [() for _ in schema.names]
+    columns = {name: list(col) for name, col in zip(schema.names, transposed, strict=True)}
+    if "extra" in columns:  # a map column takes dicts; anything else is no map
         columns["extra"] = [
-            list(extra.items()) if isinstance(extra, dict) else None for extra in columns["extra"]
+            extra if isinstance(extra, dict) else None for extra in columns["extra"]
         ]
     try:
         batch = pa.Table.from_pydict(columns, schema=schema)

@@ -23,6 +23,7 @@ a labels dict between readings of different scrapes.
 
 from __future__ import annotations
 
+import re
 from typing import NamedTuple
 
 from collector.dcgm_fields import FIELDS, is_blank
@@ -35,6 +36,12 @@ __all__ = ["DcgmScanner"]
 _NEG_INF = float("-inf")
 _FP64_BLANK = 140737488355328.0  # below this (and above -inf) a value cannot be a DCGM blank
 
+# `} <value>\n` where the value is a number that float() alone reads exactly as the parser does:
+# integers and decimals as dcgm-exporter prints them (%d, %f), optional exponent; never "_", the
+# NaN/Inf words, or a negative-zero integer such as "-0" (the parser reads that as int 0 -> +0.0).
+_PLAIN_VALUE = r"(?:0|-?[1-9][0-9]*|-?[0-9]+\.[0-9]*)(?:[eE][-+]?[0-9]+)?"
+_VALUE_SPLIT = re.compile(r"\} (" + _PLAIN_VALUE + r")\n")
+
 
 class _Series(NamedTuple):
     """What the full parser and normalize.py decided for one `<name>{<labels>}` text."""
@@ -46,20 +53,70 @@ class _Series(NamedTuple):
     name: str
 
 
+class _Shape(NamedTuple):
+    """A validated page with its values cut out: the same shape again needs no line parsing."""
+
+    skeleton: list[str]  # the text between values (comments, names and labels), in page order
+    gpus: list[tuple[tuple[str, str], dict[str, str]]]  # (key, labels) in first appearance
+    steps: list[tuple[int, str | None, float, str] | None]  # per value: reading, column, scale
+
+
 class DcgmScanner:
-    """Reused across scrapes of one exporter; the cache is what makes it fast."""
+    """Reused across scrapes of one exporter; the caches are what make it fast.
+
+    Two levels: (1) when a page has exactly the shape of the last fully validated one (same text
+    around every value, every value a plain number), its values are read straight into the
+    readings by position; (2) otherwise lines are read one by one, known line prefixes from the
+    cache and new ones through the full parser, and the page's shape is remembered for (1).
+    """
 
     def __init__(self, cache_limit: int = 8192) -> None:
         self._parser = ExpositionParser()
         self._series: dict[str, _Series] = {}
         self._comments: set[str] = set()
         self._cache_limit = cache_limit
+        self._shape: _Shape | None = None
 
     def scan(
         self, text: str, *, ts_ms: int, cluster: str, host: str | None = None
     ) -> list[GpuReading]:
         """The readings of one page; MetricsParseError (naming the line) if it is invalid."""
+        parts = _VALUE_SPLIT.split(text)
+        shape = self._shape
+        if shape is not None and parts[0::2] == shape.skeleton:
+            return _apply_shape(shape, parts[1::2], ts_ms, cluster, host)
+        readings, sample_lines = self._scan_lines(text, ts_ms, cluster, host)
+        self._shape = self._shape_of(parts, sample_lines)
+        return readings
+
+    def _shape_of(self, parts: list[str], sample_lines: int) -> _Shape | None:
+        """The shape of a page that just passed line by line, if every sample line is one of
+        its plain values at a cached prefix; None (no shortcut next time) otherwise."""
+        skeleton = parts[0::2]
+        if len(skeleton) - 1 != sample_lines:
+            return None
+        index: dict[tuple[str, str], int] = {}
+        gpus: list[tuple[tuple[str, str], dict[str, str]]] = []
+        steps: list[tuple[int, str | None, float, str] | None] = []
+        for chunk in skeleton[:-1]:
+            series = self._series.get(chunk[chunk.rfind("\n") + 1 :] + "}")
+            if series is None:
+                return None
+            if series.key is None:
+                steps.append(None)
+                continue
+            if series.key not in index:
+                index[series.key] = len(gpus)
+                gpus.append((series.key, series.labels))
+            steps.append((index[series.key], series.column, series.scale, series.name))
+        return _Shape(skeleton, gpus, steps)
+
+    def _scan_lines(
+        self, text: str, ts_ms: int, cluster: str, host: str | None
+    ) -> tuple[list[GpuReading], int]:
+        """Line by line; returns the readings and how many lines were samples."""
         readings: dict[tuple[str, str], GpuReading] = {}
+        sample_lines = 0
         series_get = self._series.get
         comments = self._comments
         for line in text.split("\n"):
@@ -68,8 +125,9 @@ class DcgmScanner:
             if series is None:
                 if line in comments or not line.strip():
                     continue
-                self._slow_line(text, line, cut, readings, ts_ms, cluster, host)
+                sample_lines += self._slow_line(text, line, cut, readings, ts_ms, cluster, host)
                 continue
+            sample_lines += 1
             key, labels, column, scale, name = series
             value_text = line[cut + 1 :]
             # The parser's number rule (exposition._number): no "_", int literal or float.
@@ -99,7 +157,7 @@ class DcgmScanner:
                 reading.extra[name] = value
             else:
                 reading.row[column] = value * scale
-        return finish_readings(readings)
+        return finish_readings(readings), sample_lines
 
     def _slow_line(
         self,
@@ -110,8 +168,9 @@ class DcgmScanner:
         ts_ms: int,
         cluster: str,
         host: str | None,
-    ) -> None:
-        """A line not seen before (or unusual): the full parser, then remember its prefix."""
+    ) -> int:
+        """A line not seen before (or unusual): the full parser, then remember its prefix.
+        Returns 1 for a sample line, 0 for a comment."""
         try:
             page = self._parser.parse(line)
         except MetricsParseError:
@@ -121,7 +180,7 @@ class DcgmScanner:
             if len(self._comments) >= self._cache_limit:
                 self._comments.clear()
             self._comments.add(line)
-            return
+            return 0
         (sample,) = page.samples
         series = _series_for(sample)
         if series.key is not None:
@@ -132,6 +191,31 @@ class DcgmScanner:
             if len(self._series) >= self._cache_limit:
                 self._series.clear()
             self._series[prefix] = series
+        return 1
+
+
+def _apply_shape(
+    shape: _Shape, values: list[str], ts_ms: int, cluster: str, host: str | None
+) -> list[GpuReading]:
+    """normalize_samples' result for a page of a known shape, from its values alone."""
+    readings = {
+        key: new_reading(dict(labels), ts_ms=ts_ms, cluster=cluster, host=host)
+        for key, labels in shape.gpus
+    }
+    rows = [r.row for r in readings.values()]
+    extras = [r.extra for r in readings.values()]
+    for step, value_text in zip(shape.steps, values, strict=True):
+        if step is None:
+            continue
+        value = float(value_text)
+        if not (_NEG_INF < value < _FP64_BLANK) and is_blank(value):
+            continue
+        at, column, scale, name = step
+        if column is None:
+            extras[at][name] = value
+        else:
+            rows[at][column] = value * scale
+    return finish_readings(readings)
 
 
 def _series_for(sample: Sample) -> _Series:

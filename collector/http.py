@@ -18,6 +18,7 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Protocol
 
+from collector.http1 import PlainConnection
 from fleetscope.errors import SourceUnavailableError
 
 __all__ = ["KeepAliveTransport", "Response", "Transport", "UrllibTransport"]
@@ -69,32 +70,42 @@ class UrllibTransport:
             raise SourceUnavailableError(f"{method} {url}: {exc}") from exc
 
 
+_Connection = http.client.HTTPConnection | PlainConnection
+
+
 class KeepAliveTransport:
     """One persistent HTTP/1.1 connection per (thread, scheme, host, port).
 
     Why: the agent GETs the same exporter every second and POSTs to the same ingest; reusing the
     connection skips the TCP (and TLS) handshake and urllib's per-request opener machinery, which
-    measured as the largest share of the agent's steady-state CPU (bench/agent.py). A request that
-    fails on a reused connection is retried once on a fresh one (the peer may have closed an idle
-    connection), which is safe for our GETs and for POSTs carrying an idempotent batch id.
+    measured as the largest share of the agent's steady-state CPU (bench/agent.py). Plain
+    `http://` goes through collector.http1 (one buffered reader per connection, no `email` header
+    parser), `https://` through http.client. A request that fails on a reused connection is
+    retried once on a fresh one (the peer may have closed an idle connection), which is safe for
+    our GETs and for POSTs carrying an idempotent batch id.
     """
 
     def __init__(self, ca_file: str = "") -> None:
         self._context = ssl.create_default_context(cafile=ca_file or None)
         self._local = threading.local()
+        self._open: set[_Connection] = set()  # every thread's, for close()
+        self._open_lock = threading.Lock()
 
-    def _connection(self, scheme: str, netloc: str, timeout_s: float) -> http.client.HTTPConnection:
-        pool: dict[tuple[str, str], http.client.HTTPConnection] = self._local.__dict__.setdefault(
-            "pool", {}
-        )
-        conn = pool.get((scheme, netloc))
+    def _connection(self, parts: urllib.parse.SplitResult, timeout_s: float) -> _Connection:
+        pool: dict[tuple[str, str], _Connection] = self._local.__dict__.setdefault("pool", {})
+        conn = pool.get((parts.scheme, parts.netloc))
         if conn is None:
-            if scheme == "https":
-                conn = http.client.HTTPSConnection(netloc, timeout=timeout_s, context=self._context)
+            if parts.scheme == "https":
+                conn = http.client.HTTPSConnection(
+                    parts.netloc, timeout=timeout_s, context=self._context
+                )
             else:
-                conn = http.client.HTTPConnection(netloc, timeout=timeout_s)
-            pool[(scheme, netloc)] = conn
-        conn.timeout = timeout_s
+                conn = PlainConnection(parts.hostname or "", parts.port or 80, timeout_s)
+            pool[(parts.scheme, parts.netloc)] = conn
+            with self._open_lock:
+                self._open.add(conn)
+        if isinstance(conn, http.client.HTTPConnection):
+            conn.timeout = timeout_s
         return conn
 
     def _drop(self, scheme: str, netloc: str) -> None:
@@ -102,6 +113,8 @@ class KeepAliveTransport:
         conn = pool.pop((scheme, netloc), None)
         if conn is not None:
             conn.close()
+            with self._open_lock:
+                self._open.discard(conn)
 
     def request(
         self,
@@ -119,15 +132,22 @@ class KeepAliveTransport:
         if parts.query:
             target += "?" + parts.query
         for attempt in (1, 2):
-            conn = self._connection(parts.scheme, parts.netloc, timeout_s)
             try:
-                conn.request(method, target, body=body, headers=headers or {})
-                resp = conn.getresponse()
-                data = resp.read()
-                if resp.will_close:
+                conn = self._connection(parts, timeout_s)
+                if isinstance(conn, PlainConnection):
+                    status, data = conn.request(
+                        method, target, parts.netloc, body=body, headers=headers or {},
+                        timeout_s=timeout_s,
+                    )  # fmt: skip
+                    closes = conn.will_close
+                else:
+                    conn.request(method, target, body=body, headers=headers or {})
+                    resp = conn.getresponse()
+                    status, data, closes = resp.status, resp.read(), resp.will_close
+                if closes:
                     self._drop(parts.scheme, parts.netloc)
-                return Response(resp.status, data)
-            except (OSError, http.client.HTTPException) as exc:
+                return Response(status, data)
+            except (OSError, http.client.HTTPException, ValueError) as exc:
                 self._drop(parts.scheme, parts.netloc)
                 reused_and_reset = attempt == 1 and isinstance(
                     exc, (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError)
@@ -137,6 +157,9 @@ class KeepAliveTransport:
         raise AssertionError("unreachable")
 
     def close(self) -> None:
-        for conn in self._local.__dict__.get("pool", {}).values():
+        """Close every thread's connections (call once the threads using it have stopped)."""
+        with self._open_lock:
+            opened, self._open = self._open, set()
+        for conn in opened:
             conn.close()
         self._local.__dict__["pool"] = {}

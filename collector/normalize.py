@@ -20,8 +20,11 @@ from dataclasses import dataclass, field
 
 from collector.dcgm_fields import FIELDS, is_blank
 from collector.exposition import Sample
+from fleetscope.contract import GPU_SAMPLES
 
 __all__ = ["GpuReading", "finish_readings", "new_reading", "normalize_samples", "series_key"]
+
+_EMPTY_ROW: dict[str, object] = dict.fromkeys(GPU_SAMPLES.names)
 
 # Label spellings, newest first; the first non-empty one wins.
 _UUID_LABELS = ("UUID", "uuid")
@@ -57,7 +60,8 @@ def new_reading(
 ) -> GpuReading:
     """The reading of one GPU from the labels of its first sample on the page."""
     mig_id = labels.get("GPU_I_ID")
-    row: dict[str, object] = {
+    row: dict[str, object] = dict(_EMPTY_ROW)  # every column, in contract order (fast sealing)
+    row |= {
         "ts": ts_ms,
         "cluster": cluster,
         "host": host or _first(labels, _HOST_LABELS) or "",

@@ -66,6 +66,24 @@ def test_a_broken_value_on_a_known_line_names_that_line() -> None:
     assert info.value.line_no == victim + 1
 
 
+@pytest.mark.parametrize(
+    "value", ["NaN", "-0", "-0.0", "+5", "1e3", "9223372036854775794", "140737488355328", "7"]
+)
+def test_a_page_of_known_shape_with_one_unusual_value(value: str) -> None:
+    """The shape shortcut reads only plain numbers; any other value sends the page line by
+    line, and either way the readings are the reference's."""
+    text = dcgm_text("h100_k8s_release")
+    scanner = DcgmScanner()
+    scanner.scan(text, ts_ms=0, cluster="c")
+    assert scanner._shape is not None  # the next page of this shape skips line parsing
+    lines = text.split("\n")
+    victim = next(i for i, line in enumerate(lines) if line.startswith("DCGM_FI_DEV_POWER_USAGE"))
+    lines[victim] = lines[victim].rsplit(" ", 1)[0] + " " + value
+    changed = "\n".join(lines)
+    assert scanned(scanner, changed) == reference(changed)
+    assert scanned(scanner, text) == reference(text)
+
+
 def test_the_cache_is_bounded() -> None:
     scanner = DcgmScanner(cache_limit=16)
     for gpu in range(100):
@@ -94,7 +112,9 @@ def series(draw: st.DrawFn) -> str:
         labels.append(("gpu", gpu))
     if draw(st.booleans()):
         labels.append(("GPU_I_ID", draw(st.integers(1, 3).map(str))))
-    for name in draw(st.lists(st.sampled_from(["UUID", "Hostname", "pod", "hpc_job"]), unique=True)):
+    for name in draw(
+        st.lists(st.sampled_from(["UUID", "Hostname", "pod", "hpc_job"]), unique=True)
+    ):
         labels.append((name, escape(draw(label_values))))
     sep = draw(st.sampled_from([",", ", "]))
     body = sep.join(f'{k}="{v}"' for k, v in labels)
@@ -114,15 +134,20 @@ values = st.one_of(
 
 @st.composite
 def scrapes(draw: st.DrawFn) -> list[str]:
+    """Pages of one exporter: the same series (and extra lines) each time, new values."""
     prefixes = draw(st.lists(series(), min_size=1, max_size=8))
+    stamped = [draw(st.integers(0, 5)) == 0 for _ in prefixes]
+    after = [
+        draw(st.sampled_from([None] * 6 + ["", "   ", "# plain comment", "#"])) for _ in prefixes
+    ]
     pages = []
-    for _ in range(3):
+    for _ in range(4):
         lines = ["# HELP DCGM_FI_DEV_GPU_UTIL GPU utilization (in %).", "# TYPE x gauge"]
-        for prefix in prefixes:
-            ts = draw(st.one_of(st.none(), st.integers(0, 2**40).map(str)))
-            lines.append(f"{prefix} {draw(values)}" + (f" {ts}" if ts else ""))
-            if draw(st.integers(0, 9)) == 0:
-                lines.append(draw(st.sampled_from(["", "   ", "# plain comment", "#"])))
+        for prefix, ts, extra in zip(prefixes, stamped, after, strict=True):
+            stamp = f" {draw(st.integers(0, 2**40))}" if ts else ""
+            lines.append(f"{prefix} {draw(values)}{stamp}")
+            if extra is not None:
+                lines.append(extra)
         pages.append("\n".join(lines) + "\n")
     return pages
 
