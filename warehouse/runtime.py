@@ -151,6 +151,7 @@ class Server:
                 hook(self)
             except Exception:
                 log.exception("on_stop hook %r failed", hook)
+        self.http.stopping = True
         self.http.shutdown()
         self.http.server_close()
         self.remote_write.stop()  # stores waiting scrapes while the writer still runs

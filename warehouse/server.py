@@ -100,6 +100,14 @@ class Handler(BaseHTTPRequestHandler):
         return body
 
     def _dispatch(self, method: str) -> None:
+        if self.server.stopping:
+            # A kept-alive connection outlives the listening socket: close it, so the client's
+            # retry opens a new connection to whatever server listens next.
+            stopping = Response.json(
+                503, {"error": "ingest is stopping; retry"}, **{"Retry-After": "1"}
+            )
+            self._send(stopping, close=True)
+            return
         started = time.perf_counter()
         path = self.path.split("?", 1)[0]
         route_name = "unknown"
@@ -157,6 +165,7 @@ class IngestHTTPServer(ThreadingHTTPServer):
 
     def __init__(self, address: tuple[str, int], ingest: Ingest) -> None:
         self.ingest = ingest
+        self.stopping = False
         super().__init__(address, Handler)
 
 

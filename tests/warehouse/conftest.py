@@ -22,6 +22,7 @@ def settings(tmp_path: Path) -> Settings:
         server__tokens=TOKEN,
         warehouse__flush_interval_s=0.02,
         warehouse__maintenance_interval_s=3600.0,
+        server__plugins="",  # the warehouse alone: analyzer plug-ins are tested in tests/analyzers
     )
 
 
