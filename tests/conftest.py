@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import os
+import sys
 
 import pytest
 
@@ -28,3 +30,16 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.write_line(line)
     if os.environ.get("CI") == "true":
         terminalreporter.write_line("CI=true: no test may be skipped in CI; failing the run.")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Free cached DuckDB connections before the interpreter tears down, not during it.
+
+    Streamlit's resource cache (AppTest runs in-process) holds reader connections; released at
+    interpreter exit, DuckDB's bindings print a leak report after pytest's closing line.
+    """
+    streamlit = sys.modules.get("streamlit")
+    if streamlit is not None:
+        streamlit.cache_resource.clear()
+        streamlit.cache_data.clear()
+    gc.collect()
