@@ -138,11 +138,28 @@ def _job(index: int, record: Any) -> Job:
         if record.get(name) is not None:
             values[name] = _timestamp(f"{where}.{name}", record[name])
     gpus = record.get("gpus")
+    if isinstance(gpus, list):
+        # A scheduler hook that knows the placements (host, gpu_index, MIG instance: what the
+        # simulator's prolog sends) gives the list; the catalog keeps how many distinct GPUs.
+        gpus = len({_placement(f"{where}.gpus[{i}]", p) for i, p in enumerate(gpus)})
     if gpus is not None:
         if not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 0:
-            raise IngestError(f"{where}.gpus: expected a non-negative integer, got {gpus!r}")
+            raise IngestError(
+                f"{where}.gpus: expected a non-negative integer or a list of placements, got {gpus!r}"
+            )
         values["gpus"] = gpus
     return Job(**values)
+
+
+def _placement(where: str, placement: Any) -> tuple[str, int, int | None]:
+    if (
+        not isinstance(placement, dict)
+        or not isinstance(placement.get("host"), str)
+        or not isinstance(placement.get("gpu_index"), int)
+    ):
+        raise IngestError(f"{where}: expected an object with host and gpu_index, got {placement!r}")
+    mig = placement.get("mig_instance_id")
+    return placement["host"], placement["gpu_index"], mig if isinstance(mig, int) else None
 
 
 def _timestamp(where: str, value: Any) -> datetime:
