@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 _TTL_S = load_settings().get_float("dashboard.cache_ttl_s")
 
 WINDOWS: dict[str, timedelta] = {
+    "last hour": timedelta(hours=1),
     "last 6 hours": timedelta(hours=6),
     "last 24 hours": timedelta(days=1),
     "last 7 days": timedelta(days=7),
@@ -121,9 +122,15 @@ def catalog_table(key: str, name: str) -> pd.DataFrame:
     return data.catalog_table(catalog(key), name)
 
 
-def window_picker(default: str = "last 7 days") -> str:
-    """The sidebar's time-window choice, shared by every page through session state."""
+def window_picker(default: str | None = None) -> str:
+    """The sidebar's time-window choice, shared by every page through session state.
+
+    Pages open on `dashboard.default_window` (the demo, minutes old, opens on the last hour)."""
     labels = list(WINDOWS)
+    if default is None:
+        default = settings().get_str("dashboard.default_window")
+    if default not in WINDOWS:
+        default = "last 7 days"
     return str(
         st.sidebar.selectbox("Window", labels, index=labels.index(default), key="window_label")
     )

@@ -52,6 +52,7 @@ def run_demo(args: argparse.Namespace, settings: Settings) -> int:
         "FLEETSCOPE_SERVER_TOKENS": DEMO_TOKEN,
         "FLEETSCOPE_SERVER_PORT": str(server_port),
         "FLEETSCOPE_DASHBOARD_PORT": str(dashboard_port),
+        "FLEETSCOPE_DASHBOARD_DEFAULT_WINDOW": "last hour",  # the demo's data is minutes old
     }
     with Supervisor(log_dir=root / "logs") as supervisor:
         supervisor.start("server", [_bin("fleetscope"), "server"], common)

@@ -307,6 +307,12 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     # -- dashboard ----------------------------------------------------------------------------
     Setting("dashboard.port", 8501, "int", "Port of the Streamlit dashboard."),
+    Setting(
+        "dashboard.default_window",
+        "last 7 days",
+        "str",
+        "Window pages open with: last hour, last 6 hours, last 24 hours, last 7 days, last 28 days.",
+    ),
     Setting("dashboard.cache_ttl_s", 10.0, "float", "Seconds a dashboard query result is cached."),
     # -- weekly reports -------------------------------------------------------------------------
     Setting(

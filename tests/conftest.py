@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import logging
 import os
 import sys
 
@@ -40,6 +41,9 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     """
     streamlit = sys.modules.get("streamlit")
     if streamlit is not None:
+        for name in list(logging.root.manager.loggerDict):
+            if name.startswith("streamlit"):  # outside a runtime it logs a notice per clear
+                logging.getLogger(name).setLevel(logging.ERROR)
         streamlit.cache_resource.clear()
         streamlit.cache_data.clear()
     gc.collect()
