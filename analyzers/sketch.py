@@ -33,6 +33,9 @@ per-pane quantiles.
 Ingest runs in numpy only, over chunks that fit in L2: two reductions (bit min and max, which also
 prove the chunk is finite, non-negative and free of subnormals), one subtract, one shift and one
 `bincount` per chunk; negatives, NaN, -0.0 and subnormals take a slower general path per chunk.
+`add(float)` buffers finite floats (SCALAR_BUFFER at a time) in a base class, the C type of
+analyzers/_sketch_scalar.c where it was built, else analyzers/sketch_scalar.py (`SCALAR_PATH`
+says which; both give bit-identical sketches), and flushes them through the same ingest.
 This module must never compute a window quantile from pane quantiles, never keep the values it was
 given (beyond the top_k extremes and a bounded scalar buffer), and never round a count.
 """
@@ -43,6 +46,7 @@ import math
 import struct
 from collections import deque
 from collections.abc import Sequence
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -56,13 +60,26 @@ from analyzers.sketch_codec import (
     zigzag,
 )
 from analyzers.sketch_mapping import LogLinearMapping, bits_to_float, mantissa_bits_for
+from analyzers.sketch_scalar import SCALAR_BUFFER
 from analyzers.sketch_store import CountStore
 from fleetscope.errors import SketchError
+
+SCALAR_PATH: Literal["c", "python"]
+try:
+    from analyzers._sketch_scalar import ScalarBuffer as _ScalarBuffer
+
+    SCALAR_PATH = "c"
+except ImportError:  # built without a compiler (an optional extension): the same type in Python
+    from analyzers.sketch_scalar import ScalarBuffer as _ScalarBuffer  # type: ignore[assignment]
+
+    SCALAR_PATH = "python"
 
 __all__ = [
     "DEFAULT_RELATIVE_ACCURACY",
     "DEFAULT_TOP_K",
     "NEGATIVE_BUCKET_BASE",
+    "SCALAR_BUFFER",
+    "SCALAR_PATH",
     "ZERO_BUCKET",
     "QuantileSketch",
     "SlidingQuantiles",
@@ -75,7 +92,6 @@ ZERO_BUCKET = -(1 << 29)
 NEGATIVE_BUCKET_BASE = -(1 << 30)
 
 CHUNK = 65_536  # values per ingest chunk: 512 KiB of int64 temporaries, inside a 1 MiB L2
-SCALAR_BUFFER = 4_096  # scalars buffered by add(float) before one vectorized ingest
 
 _NONFINITE_BITS = 0x7FF0_0000_0000_0000  # bits of +inf; +NaN is above
 _MIN_NORMAL_BITS = 1 << 52  # bits of 2**-1022; positive bits at or below are subnormal
@@ -202,7 +218,7 @@ class _Pending:
             target.add(key_lo, counts, total)
 
 
-class QuantileSketch:
+class QuantileSketch(_ScalarBuffer):
     """A mergeable quantile sketch with relative value error <= `relative_accuracy`.
 
     `add` takes a float, an int or any array of numbers; NaN is counted in `nan_count` and
@@ -219,7 +235,6 @@ class QuantileSketch:
         "_neg",
         "_pos",
         "_relative_accuracy",
-        "_scalars",
         "_sum_units",
         "_top",
         "_zeros",
@@ -244,29 +259,24 @@ class QuantileSketch:
         self._sum_units = 0
         self._top: list[float] = []  # the k largest values, descending
         self._bottom: list[float] = []  # the k smallest values, ascending
-        self._scalars: list[float] = []
 
     # -- ingest -------------------------------------------------------------------------------
 
-    def add(self, values: float | npt.ArrayLike) -> None:
-        """Add one value or an array of values (see the class doc for NaN and infinities)."""
-        if values.__class__ is float and values - values == 0.0:
-            scalars = self._scalars
-            scalars.append(values)
-            if len(scalars) < SCALAR_BUFFER:
-                return
-            self._flush()
-            return
+    # `add` is the base class's: an exact finite float is buffered there, everything else comes
+    # to `_add_other`, and a full buffer calls `_flush`. Every read, merge, copy and array add
+    # flushes first, so buffered values are never missed and keep the order they came in.
+
+    def _add_other(self, values: float | npt.ArrayLike) -> None:
+        """`add` of anything but a finite float: ints as floats, the rest as an array (NaN
+        counted, infinities refused)."""
         if values.__class__ is int and -_INT_LIMIT < values < _INT_LIMIT:
             self.add(float(values))
             return
         self._add_array(values)
 
     def _flush(self) -> None:
-        if self._scalars:
-            buffered = np.array(self._scalars, dtype=np.float64)
-            self._scalars = []
-            self._ingest(buffered)
+        if self._scalar_count:
+            self._ingest(np.frombuffer(self._take_scalars(), dtype=np.float64))
 
     def _add_array(self, values: float | npt.ArrayLike) -> None:
         try:
@@ -384,12 +394,31 @@ class QuantileSketch:
         self._flush()
         new = QuantileSketch.__new__(QuantileSketch)  # same layout: skip validation, share the map
         new._relative_accuracy, new._map, new._k = self._relative_accuracy, self._map, self._k
-        new._scalars = []
         new._pos = self._pos.copy()
         new._neg = self._neg.copy()
         new._zeros, new._nans, new._sum_units = self._zeros, self._nans, self._sum_units
         new._top, new._bottom = list(self._top), list(self._bottom)
         return new
+
+    def __getstate__(self) -> tuple[None, dict[str, Any]]:
+        """Pickle state as a plain slotted object's (as before the scalar buffer moved to a base
+        class): every slot, plus the buffered scalars as `_scalars`, unflushed, so an unpickled
+        sketch flushes where the original would and old pickles still load."""
+        slots = QuantileSketch.__slots__
+        state: dict[str, Any] = {name: getattr(self, name) for name in slots if hasattr(self, name)}
+        buffered = np.frombuffer(self._take_scalars(), dtype=np.float64).tolist()
+        for value in buffered:  # put them back: fewer than SCALAR_BUFFER, so no flush
+            self.add(value)
+        state["_scalars"] = buffered
+        return None, state
+
+    def __setstate__(self, state: tuple[None, dict[str, Any]]) -> None:
+        slots = dict(state[1])
+        scalars = slots.pop("_scalars", [])
+        for name, value in slots.items():
+            setattr(self, name, value)
+        for value in scalars:
+            self.add(value)
 
     # -- reading ----------------------------------------------------------------------------------
 
