@@ -1,27 +1,35 @@
 """The quantile-sketch store: pane sketches kept as Parquet under `analyzers.sketches_dir`
-(`<data_dir>/sketches`), rolled up 10 s -> 1 min -> 1 h, and read through DuckDB views.
+(`<data_dir>/sketches`) in three tiers, 10 s panes, 1 min and 1 h, read through DuckDB views.
 
 Sketches are derived data, like findings: the analyzers write them (never the telemetry writer),
 one window at a time, in the layout and with the manifest swap of `warehouse.segments`
 (`SegmentStore`: sealed files, `manifest.json` swapped atomically, retired files kept for a grace
-period) and `warehouse.compaction`. Two tables:
+period) and `warehouse.compaction`. Two views, each the union of its tiers' tables
+(`sketch_panes_10s`, `sketch_panes_60s`, `sketch_panes_3600s`, ...):
 
     sketch_panes    pane_start, resolution_s, metric, cluster, team, job_id, host, gpu_index,
                     count, value_sum, top, bottom
     sketch_buckets  pane_start, resolution_s, metric, cluster, team, job_id, host, gpu_index,
                     bucket, count
 
-Watermarks. Each partition (`p/n`, as the analyzer windows) keeps one mark per resolution in the
-manifest's `marks`: panes are kept once, from the mark to the window's last whole pane, so a
-re-run or a later run of the same bucket adds only new panes (the runner re-analyzes a bucket from
-its start on every tick; the store does not). A minute (an hour) is rolled up, by lossless SQL
-merge of the finer rows, once the finer mark has passed its end; finer rows stay.
+Tiers. Every tier is built from the samples, an hour (the hour tier: a day) at a time: a minute's
+sketch is by construction the lossless merge of its six panes (the sketch's merge equals one-pass
+ingest bit for bit), so nothing is read back to roll up, and memory is bounded by one slice.
+Each tier has its own retention (`analyzers.sketch_*_retention_s`), counted back from the newest
+GPU sample: 10 s panes of 10 s samples hold one value each, as many rows as the telemetry itself,
+so they are kept for hours, minutes for a day, hours for a year; older slices are never built and
+expired days are retired.
+
+Watermarks. Each partition (`p/n`, as the analyzer windows) keeps one mark per tier in the
+manifest's `marks`: a tier's panes are kept once, from the mark to the window's last whole pane,
+so a re-run or a later run of the same bucket adds only new panes (the runner re-analyzes a bucket
+from its start on every tick; the store does not).
 
 Reading. A query over [start, end) takes, per sketch key, the coarsest rows that lie inside the
-range and no finer row they cover (`chosen_sql`), so nothing counts twice whatever has been rolled
-up yet; `group_sketches` merges them per cluster, team, job or host. Writers serialize on a file
-lock (Celery workers of several partitions share the folder). This module must never write
-telemetry nor open the telemetry DuckDB file.
+range and no finer row they cover (`chosen_sql`), so nothing counts twice whatever tiers exist;
+range edges finer than the kept tiers are left out. `group_sketches` merges them per cluster,
+team, job or host. Writers serialize on a file lock (Celery workers of several partitions share
+the folder). This module must never write telemetry nor open the telemetry DuckDB file.
 """
 
 from __future__ import annotations
@@ -30,23 +38,25 @@ import fcntl
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from analyzers.frames import partition_clause, ts_literal
+from analyzers.frames import table_exists, ts_literal
 from analyzers.quantiles import (
     BUCKET_SCHEMA,
+    METRICS,
     PANE_S,
     PANE_SCHEMA,
-    TOP_K,
-    SketchFrame,
     arrow,
+    build,
+    grouped,
     merged,
-    prepare,
+    values_sql,
 )
 from analyzers.schedule import align_down
 from fleetscope.errors import ConfigError
@@ -88,22 +98,51 @@ class Kept:
     marks: dict[int, datetime]
 
 
-class QuantileStore:
-    """The sketch folder: `keep` a window's panes (the runner), `attach` views (readers)."""
+def tier_table(name: str, resolution_s: int) -> str:
+    """The store table of one resolution: tiers live in their own files so that each can have
+    its own retention (whole days are dropped)."""
+    return f"{name}_{resolution_s}s"
 
-    def __init__(self, root: Path, pane_s: int = PANE_S, grace_s: float = 300.0) -> None:
+
+class QuantileStore:
+    """The sketch folder: `keep` a window's panes (the runner), `attach` views (readers).
+
+    `retention_s` maps a resolution to how long its rows are kept (None: forever), counted back
+    from the newest GPU sample in the warehouse (not the wall clock, so a replayed or backfilled
+    history keeps the same tiers as a live one): panes older than that are never built, and
+    files of days past it are retired on the next `keep`."""
+
+    def __init__(
+        self,
+        root: Path,
+        pane_s: int = PANE_S,
+        grace_s: float = 300.0,
+        retention_s: Mapping[int, float | None] | None = None,
+    ) -> None:
         if pane_s <= 0 or pane_s >= 60 or 60 % pane_s:
             raise ConfigError(f"analyzers.sketch_pane_s must divide 60 and be below it: {pane_s}")
         self.root = root
         self.pane_s = pane_s
         self.grace_s = grace_s
+        self.tiers = (pane_s, *ROLLUPS)
+        self.retention_s = {res: (retention_s or {}).get(res) for res in self.tiers}
+        self.tables = {
+            tier_table(name, res): schema for name, schema in TABLES.items() for res in self.tiers
+        }
 
     @classmethod
     def from_settings(cls, settings: Settings) -> QuantileStore:
+        pane_s = settings.get_int("analyzers.sketch_pane_s")
+        keep = {
+            pane_s: settings.get_float("analyzers.sketch_pane_retention_s"),
+            60: settings.get_float("analyzers.sketch_minute_retention_s"),
+            3600: settings.get_float("analyzers.sketch_hour_retention_s"),
+        }
         return cls(
             settings.data_path("analyzers.sketches_dir", "sketches"),
-            settings.get_int("analyzers.sketch_pane_s"),
+            pane_s,
             settings.get_float("warehouse.segment_grace_s"),
+            {res: (s if s > 0 else None) for res, s in keep.items()},
         )
 
     # -- writing --------------------------------------------------------------------------------
@@ -118,47 +157,56 @@ class QuantileStore:
             finally:
                 fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
-    def keep(
-        self,
-        conn: duckdb.DuckDBPyConnection,
-        window: Window,
-        catalog: JobCatalog,
-        frame: SketchFrame | None = None,
-    ) -> Kept:
-        """Store the window's whole panes past the partition's mark, then roll up what is due."""
-        frame = frame or prepare(conn, window, self.pane_s)
+    def keep(self, conn: duckdb.DuckDBPyConnection, window: Window, catalog: JobCatalog) -> Kept:
+        """Store every tier's whole panes of the window past the partition's marks.
+
+        Each tier (10 s, 1 min, 1 h) is built straight from the samples, an hour (a day for the
+        hour tier) at a time so memory stays bounded: by the sketch's lossless merge that equals
+        merging the finer panes, bit for bit (tests/analyzers/quantiles), without reading them
+        back. Panes older than a tier's retention are skipped and expired days are retired."""
         part = f"{window.partition}/{window.partitions}"
-        rows = {self.pane_s: 0, **dict.fromkeys(ROLLUPS, 0)}
+        rows = dict.fromkeys(self.tiers, 0)
+        now = _newest_sample_s(conn, window)
         with self._locked() as store:
             marks = _marks(store, part)
-            start = marks.get(self.pane_s) or align_down(window.start, self.pane_s)
-            end = align_down(window.end, self.pane_s)
-            if end > start:
-                new_marks = {self.pane_s: end}
-                for res in ROLLUPS:
-                    new_marks[res] = marks.get(res) or align_down(start, res)
-                tables = _pane_rows(conn, frame, window, catalog, start, end)
-                rows[self.pane_s] = tables[BUCKETS].num_rows
-                _add(store, tables, part, new_marks, end)
-                marks.update(new_marks)
-            finer = self.pane_s
-            for res in ROLLUPS:
-                lo, hi = marks.get(res), align_down(marks.get(finer) or start, res)
-                if lo is not None and hi > lo:
-                    tables = _rollup(self.root, window, finer, res, lo, hi)
-                    rows[res] = tables[BUCKETS].num_rows
-                    _add(store, tables, part, {res: hi}, hi)
-                    marks[res] = hi
-                finer = res
+            for res in self.tiers:
+                start = marks.get(res) or align_down(window.start, res)
+                keep_s = self.retention_s[res]
+                if keep_s is not None:
+                    start = max(start, align_down(_utc(now - keep_s), res))
+                end = align_down(window.end, res)
+                slice_s = 86400 if res >= 3600 else 3600
+                at = start
+                while at < end:
+                    stop = min(end, align_down(at, slice_s) + timedelta(seconds=slice_s))
+                    tables = _tier_rows(conn, window, catalog, res, at, stop)
+                    rows[res] += tables[BUCKETS].num_rows
+                    named = {tier_table(name, res): t for name, t in tables.items()}
+                    _add(store, named, part, {res: stop}, stop)
+                    marks[res] = at = stop
+            self._expire(store, now)
             manifest = store.snapshot()
             if any(
                 len(segs) >= COMPACT_AFTER_FILES
-                for t in TABLES
+                for t in self.tables
                 for segs in manifest.by_date(t).values()
             ):
-                compact(store, COMPACT_TARGET_BYTES, TABLES)
+                compact(store, COMPACT_TARGET_BYTES, self.tables)
             store.purge_retired(self.grace_s)
         return Kept(rows, {res: at for res, at in marks.items()})
+
+    def _expire(self, store: SegmentStore, now: float) -> None:
+        """Retire the files of days that ended before a tier's retention cutoff."""
+        manifest = store.snapshot()
+        for res, keep_s in self.retention_s.items():
+            if keep_s is None:
+                continue
+            cutoff_day = _utc(now - keep_s).date().isoformat()
+            for name in TABLES:
+                table = tier_table(name, res)
+                old = [s for s in manifest.live(table) if s.date < cutoff_day]
+                if old:
+                    store.swap({table: (old, [])})
 
     # -- reading --------------------------------------------------------------------------------
 
@@ -173,14 +221,16 @@ class QuantileStore:
         return conn
 
     def has_rows(self) -> bool:
-        return bool(read_manifest(self.root).live(BUCKETS))
+        manifest = read_manifest(self.root)
+        return any(manifest.live(tier_table(BUCKETS, res)) for res in self.tiers)
 
 
 def attach(conn: duckdb.DuckDBPyConnection, root: Path) -> None:
     """Temp views over the sketch store at `root` (empty views of the right types when none)."""
     manifest = read_manifest(root)
     for name, schema in TABLES.items():
-        files = [str(root / s.path) for s in manifest.live(name)]
+        tiers = [t for t in manifest.tables if t == name or t.startswith(f"{name}_")]
+        files = [str(root / s.path) for t in sorted(tiers) for s in manifest.live(t)]
         if files:
             listed = ", ".join("'" + f.replace("'", "''") + "'" for f in files)
             source = f"read_parquet([{listed}], hive_partitioning = false)"
@@ -260,83 +310,55 @@ def _add(
     store.swap(changes, {f"quantiles/{part}/{res}s": ts.isoformat() for res, ts in marks.items()})
 
 
-def _team_table(
-    conn: duckdb.DuckDBPyConnection, frame: SketchFrame, catalog: JobCatalog
-) -> pa.Table:
-    jobs = [
-        str(row[0])
-        for row in conn.execute(
-            f"SELECT DISTINCT job_id FROM {frame.panes} WHERE job_id IS NOT NULL"
-        ).fetchall()
-    ]
+def _newest_sample_s(conn: duckdb.DuckDBPyConnection, window: Window) -> float:
+    """Epoch seconds of the warehouse's newest GPU sample (the window's end when none)."""
+    newest = None
+    if table_exists(conn, "gpu_samples"):
+        conn.complete()
+        found = conn.execute("SELECT epoch(max(ts)) FROM gpu_samples").fetchone()
+        newest = found[0] if found else None
+    return float(newest) if newest is not None else window.end.timestamp()
+
+
+def _utc(epoch_s: float) -> datetime:
+    return datetime.fromtimestamp(epoch_s, UTC)
+
+
+def _team_table(jobs: pa.Array, catalog: JobCatalog) -> pa.Table:
+    names = [str(j) for j in pc.unique(jobs).drop_null().to_pylist()]
     teams = []
-    for job in jobs:
+    for job in names:
         info = catalog.get(job)
         teams.append(info.team if info else None)
-    return pa.table({"job_id": pa.array(jobs, pa.string()), "team": pa.array(teams, pa.string())})
+    return pa.table({"job_id": pa.array(names, pa.string()), "team": pa.array(teams, pa.string())})
 
 
-def _pane_rows(
+def _tier_rows(
     conn: duckdb.DuckDBPyConnection,
-    frame: SketchFrame,
     window: Window,
     catalog: JobCatalog,
+    res: int,
     start: datetime,
     end: datetime,
 ) -> dict[str, pa.Table]:
-    """The frame's panes in [start, end) with their team; rows without a job in partition 0 only."""
-    conn.register("_fs_teams", _team_table(conn, frame, catalog))
+    """The `res`-second panes of [start, end) of the window's partition with their team; rows
+    without a job are kept by partition 0 only."""
+    source = values_sql(window, res, list(METRICS.values()), start, end)
+    if window.partition != 0:
+        source = f"SELECT * FROM ({source}) WHERE job_id IS NOT NULL"
+    # Panes of the finest tier hold a sample or two (10 s panes of 10 s samples): numpy's one
+    # sort beats a hash group per pane there; roll-up tiers hold many values per group.
+    panes, buckets = build(conn, source) if res < 60 else grouped(conn, source)
+    conn.register("_fs_teams", _team_table(panes.column("job_id"), catalog))
     try:
         out = {}
-        for name, temp in ((PANES, frame.panes), (BUCKETS, frame.buckets)):
-            select = _COLUMNS[name].replace("resolution_s", f"{frame.pane_s} AS resolution_s")
-            table = arrow(
-                conn,
-                f"""
-                SELECT {select} FROM {temp} LEFT JOIN _fs_teams USING (job_id)
-                WHERE pane_start >= {ts_literal(start)} AND pane_start < {ts_literal(end)}
-                  AND (job_id IS NOT NULL OR {int(window.partition == 0)} = 1)""",
-            )
-            out[name] = table.cast(TABLES[name])
+        for name, built in ((PANES, panes), (BUCKETS, buckets)):
+            conn.register("_fs_tier_rows", built)
+            select = _COLUMNS[name].replace("resolution_s", f"{int(res)} AS resolution_s")
+            out[name] = arrow(
+                conn, f"SELECT {select} FROM _fs_tier_rows LEFT JOIN _fs_teams USING (job_id)"
+            ).cast(TABLES[name])
+            conn.unregister("_fs_tier_rows")
         return out
     finally:
         conn.unregister("_fs_teams")
-
-
-def _rollup(
-    root: Path, window: Window, finer: int, res: int, lo: datetime, hi: datetime
-) -> dict[str, pa.Table]:
-    """The `res`-second rows of [lo, hi) of this partition, merged from the `finer` rows."""
-    conn = duckdb.connect(":memory:")
-    try:
-        conn.execute("SET TimeZone = 'UTC'")
-        attach(conn, root)
-        own = f"(job_id IS NULL AND {window.partition} = 0) OR " + (
-            f"(job_id IS NOT NULL AND {partition_clause(window, 'job')})"
-        )
-        where = (
-            f"resolution_s = {int(finer)} AND pane_start >= {ts_literal(lo)} "
-            f"AND pane_start < {ts_literal(hi)} AND ({own})"
-        )
-        start = f"to_timestamp(epoch_ms(pane_start) // {res * 1000} * {res})"
-        keys = ", ".join(KEYS)
-        top_k = str(TOP_K)
-        sqls = {
-            BUCKETS: f"""SELECT {start} AS pane_start, {res} AS resolution_s, {keys}, bucket,
-                                CAST(sum(count) AS BIGINT) AS count
-                         FROM {BUCKETS} WHERE {where} GROUP BY ALL""",
-            PANES: f"""SELECT {start} AS pane_start, {res} AS resolution_s, {keys},
-                              CAST(sum(count) AS BIGINT) AS count, sum(value_sum) AS value_sum,
-                              list_slice(list_sort(flatten(list(top)), 'DESC'), 1, {top_k}) AS top,
-                              list_slice(list_sort(flatten(list(bottom)), 'ASC'), 1, {top_k})
-                                  AS bottom
-                       FROM {PANES} WHERE {where} GROUP BY ALL""",
-        }
-        return {
-            name: conn.sql(f"SELECT {_COLUMNS[name]} FROM ({sql})")
-            .to_arrow_table()
-            .cast(TABLES[name])
-            for name, sql in sqls.items()
-        }
-    finally:
-        conn.close()

@@ -133,7 +133,7 @@ class Pipeline:
         frame = None
         try:
             frame = prepare_sketches(conn, window, self.sketches.pane_s)
-            self.sketches.keep(conn, window, catalog, frame)
+            self.sketches.keep(conn, window, catalog)
         except Exception as exc:  # like an analyzer's bug: recorded, the rules still run
             log.exception("quantile sketches failed on %s", window.key())
             result.errors["quantiles"] = f"{type(exc).__name__}: {exc}"

@@ -305,6 +305,25 @@ SETTINGS: tuple[Setting, ...] = (
         "int",
         "Seconds in a quantile-sketch pane (must divide 60); panes roll up to 1 min and 1 h.",
     ),
+    Setting(
+        "analyzers.sketch_pane_retention_s",
+        6 * 3600.0,
+        "float",
+        "How long pane sketches are kept, back from the newest sample (older panes are not "
+        "built; files go by whole days); 0: forever.",
+    ),
+    Setting(
+        "analyzers.sketch_minute_retention_s",
+        86400.0,
+        "float",
+        "How long 1 min sketch roll-ups are kept (whole days); 0: forever.",
+    ),
+    Setting(
+        "analyzers.sketch_hour_retention_s",
+        400 * 86400.0,
+        "float",
+        "How long 1 h sketch roll-ups are kept (whole days); 0: forever.",
+    ),
     # -- dashboard ----------------------------------------------------------------------------
     Setting("dashboard.port", 8501, "int", "Port of the Streamlit dashboard."),
     Setting(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import duckdb
 import numpy as np
 import pyarrow as pa
@@ -9,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analyzers.quantiles import BUCKET_SCHEMA, PANE_SCHEMA, bucket_ids, build, merged
+from analyzers.quantiles import BUCKET_SCHEMA, PANE_SCHEMA, bucket_ids, build, grouped, merged
 from analyzers.sketch import QuantileSketch
 from fleetscope.errors import SketchError
 
@@ -46,12 +48,15 @@ def per_pane(panes: list[int], values: list[float]) -> dict[int, QuantileSketch]
     return out
 
 
+@pytest.mark.parametrize("builder", [build, grouped], ids=["numpy-sort", "sql-group-by"])
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 11), VALUES), min_size=1, max_size=300))
-def test_vectorized_panes_equal_one_sketch_per_pane(rows: list[tuple[int, float]]) -> None:
+@given(rows=st.lists(st.tuples(st.integers(0, 11), VALUES), min_size=1, max_size=300))
+def test_vectorized_panes_equal_one_sketch_per_pane(
+    builder: Callable[..., tuple[pa.Table, pa.Table]], rows: list[tuple[int, float]]
+) -> None:
     panes, values = [p for p, _ in rows], [v for _, v in rows]
     conn = duckdb.connect()
-    built_panes, built_buckets = build(conn, source(conn, panes, values))
+    built_panes, built_buckets = builder(conn, source(conn, panes, values))
     assert built_panes.schema == PANE_SCHEMA and built_buckets.schema == BUCKET_SCHEMA
     expected = per_pane(panes, values)
     assert built_panes.num_rows == len(expected)

@@ -121,3 +121,45 @@ def test_pane_length_must_divide_a_minute(tmp_path: Path) -> None:
 
     with pytest.raises(ConfigError, match="must divide 60"):
         QuantileStore(tmp_path, pane_s=7)
+
+
+def test_retention_skips_old_panes_and_keeps_the_coarser_tiers_whole(
+    fleet: Fleet, tmp_path: Path
+) -> None:
+    # panes for the last hour of data only (counted back from the newest sample, not the clock)
+    store = QuantileStore(tmp_path / "sketches", retention_s={10: 3600.0})
+    keep(store, fleet, Window(T0, T0 + timedelta(minutes=150)))
+    newest = max(r["ts"] for r in fleet.gpu_rows)
+    cutoff = T0 + timedelta(seconds=(newest - timedelta(hours=1) - T0).total_seconds() // 10 * 10)
+    recent = sum(r["ts"] >= cutoff for r in fleet.gpu_rows)
+    two_hours = sum(r["ts"] < T0 + timedelta(hours=2) for r in fleet.gpu_rows)
+    assert 0 < recent < len(fleet.gpu_rows)
+    assert rows(store, PANES) == [(10, recent), (60, len(fleet.gpu_rows)), (3600, two_hours)]
+    # a range older than the kept panes still answers from whole minutes
+    conn = store.connect()
+    (first_hour,) = group_sketches(conn, "gpu_util_pct", [], T0, T0 + timedelta(hours=1)).values()
+    assert same(first_hour, exact(fleet, 0, 60))
+    conn.close()
+
+
+def test_tiers_live_in_their_own_tables_and_expired_days_are_retired(tmp_path: Path) -> None:
+    from warehouse.segments import read_manifest
+
+    store = QuantileStore(tmp_path / "sketches", retention_s={10: 3600.0, 60: 3600.0})
+    first = Fleet()
+    first.gpus("a", "h1", range(1), 0, 30, gpu_util=util)
+    keep(store, first, Window(T0, T0 + timedelta(days=1)))
+    live = read_manifest(store.root).tables
+    assert {t for t, segs in live.items() if segs} == {
+        f"{name}_{res}s" for name in (PANES, BUCKETS) for res in (10, 60, 3600)
+    }
+    # two days on, the first day's panes and minutes are past retention: retired; hours stay
+    both = Fleet()
+    both.gpus("a", "h1", range(1), 0, 30, gpu_util=util)
+    both.gpus("a", "h1", range(1), 2 * 1440, 90, gpu_util=util)
+    keep(store, both, Window(T0 + timedelta(days=2), T0 + timedelta(days=3)))
+    days = {
+        t: sorted({s.date for s in segs}) for t, segs in read_manifest(store.root).tables.items()
+    }
+    assert days[f"{PANES}_10s"] == ["2025-03-05"] and days[f"{PANES}_60s"] == ["2025-03-05"]
+    assert days[f"{PANES}_3600s"] == ["2025-03-03", "2025-03-05"]
