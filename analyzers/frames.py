@@ -1,15 +1,10 @@
 """Shared per-window working tables: the GPU samples of a window with accounting columns, and
 per (job, host, GPU) statistics, built once per window and read by every telemetry rule.
 
-The accounting (rules.md, "Accounting every rule shares") lives here and only here:
+The accounting (rules.md, "Accounting every rule shares": sample seconds `dt_s`, allocated
+hours, utilization % and the active fraction) is `analyzers.accounting`, whose SQL this module
+uses; the dashboard's and reports' GPU-hours come from the same definition. On top of it:
 
-- A sample stands for the time until the next sample of the same job and GPU (`dt_s`), so missing
-  samples do not shrink allocated GPU-hours: a gap up to `max_gap_s` still counts as allocated (the
-  scheduler still held the GPU); a longer gap, or the last sample, counts as the GPU's median sample
-  interval (the job ended, or moved).
-- Utilization in percent is `DCGM_FI_DEV_GPU_UTIL`, what jobstats and SageMaker Debugger threshold;
-  under MIG (no GPU_UTIL) it falls back to `100 * GR_ENGINE_ACTIVE`. The *active fraction* is
-  GR_ENGINE_ACTIVE where present, else GPU_UTIL / 100.
 - Rule statistics pool every sample of the job in the window, start-up included, as the simulator's
   ground truth does (collector/simulator/truth.py). `startup_grace_s` > 0 skips each job's first
   seconds instead (checkpoint load), as SageMaker Debugger's rules skip their first `patience`
@@ -26,17 +21,30 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
+from analyzers.accounting import (
+    ACTIVE_FRACTION_SQL,
+    DEFAULT_MAX_GAP_S,
+    UTIL_PCT_SQL,
+    next_gap_sql,
+    sample_seconds_sql,
+    typical_gap_sql,
+)
+
 if TYPE_CHECKING:
     import duckdb
 
     from analyzers.base import PartitionKey, Window
 
 
+# One GPU (MIG instance) of one job: the partition a sample's seconds are measured in.
+_ONE_GPU = "job_id, host, gpu"
+
+
 @dataclass(frozen=True, slots=True)
 class FrameParams:
     """How samples become GPU-hours; settings `analyzers.max_gap_s` and `analyzers.startup_grace_s`."""
 
-    max_gap_s: float = 300.0
+    max_gap_s: float = DEFAULT_MAX_GAP_S
     startup_grace_s: float = 0.0
     default_interval_s: float = 10.0  # agent.interval_s: used for a GPU seen once in a window
 
@@ -105,8 +113,8 @@ def prepare(
                    CASE WHEN mig_instance_id IS NULL THEN CAST(gpu_index AS VARCHAR)
                         ELSE gpu_index || '/mig' || mig_instance_id END AS gpu,
                    gpu_index, mig_profile, gpu_model, ts, epoch(ts) AS t,
-                   COALESCE(gpu_util, 100.0 * gr_engine_active) AS util_pct,
-                   COALESCE(gr_engine_active, gpu_util / 100.0) AS active_frac,
+                   {UTIL_PCT_SQL} AS util_pct,
+                   {ACTIVE_FRACTION_SQL} AS active_frac,
                    sm_active, tensor_active, dram_active, fb_used_mib,
                    fb_used_mib + fb_free_mib AS fb_total_mib,
                    sm_clock_mhz, power_violation_us, thermal_violation_us, clocks_event_reasons
@@ -114,16 +122,14 @@ def prepare(
             WHERE ts >= {ts_literal(lookback)} AND ts < {ts_literal(window.end)}
               AND job_id IS NOT NULL AND {partition_clause(window, "job")} AND {only_job}
         ), g AS (
-            SELECT *, lead(t) OVER w - t AS gap_s,
+            SELECT *, {next_gap_sql(_ONE_GPU)} AS gap_s,
                    min(t) OVER (PARTITION BY job_id) AS job_first_t
-            FROM s WINDOW w AS (PARTITION BY job_id, host, gpu ORDER BY t)
+            FROM s
         ), m AS (
-            SELECT *, median(gap_s) OVER (PARTITION BY job_id, host, gpu) AS typical_s FROM g
+            SELECT *, {typical_gap_sql(_ONE_GPU)} AS typical_s FROM g
         )
         SELECT * EXCLUDE (gap_s, typical_s),
-               CASE WHEN gap_s IS NOT NULL AND gap_s <= {p.max_gap_s} THEN gap_s
-                    ELSE least(COALESCE(typical_s, {p.default_interval_s}), {p.max_gap_s})
-               END AS dt_s,
+               {sample_seconds_sql(p.max_gap_s, p.default_interval_s)} AS dt_s,
                t >= job_first_t + {p.startup_grace_s} AS warm,
                ts >= {ts_literal(window.start)} AS in_window
         FROM m

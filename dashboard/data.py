@@ -437,42 +437,6 @@ def jobs_meta(engine: sqlalchemy.Engine | None) -> pd.DataFrame:
 # -- findings -----------------------------------------------------------------------------------
 
 
-def _in_window(findings: pd.DataFrame, win: Window) -> pd.DataFrame:
-    starts = pd.to_datetime(findings["window_start"], utc=True)
-    return findings[(starts >= win.start) & (starts < win.end)]
-
-
-def opportunities(findings: pd.DataFrame, win: Window) -> pd.DataFrame:
-    """Recoverable GPU-hours per (rule, team) in the window, with the previous window beside it.
-
-    `findings` is the catalog's findings table (columns of `analyzers.findings.Finding`); a finding
-    counts in the window its `window_start` falls in. Sorted by recoverable hours, largest first.
-    """
-    needed = {"rule_id", "wasted_gpu_hours", "window_start"}
-    if findings.empty or not needed <= set(findings.columns):
-        return pd.DataFrame(columns=["rule_id", "team", "findings", "wasted_gpu_h"])
-    frame = findings.assign(team=findings.get("team", pd.Series(dtype="str")).fillna("(none)"))
-
-    def per_rule(rows: pd.DataFrame) -> pd.DataFrame:
-        return rows.groupby(["rule_id", "team"], as_index=False).agg(
-            findings=("rule_id", "size"), wasted_gpu_h=("wasted_gpu_hours", "sum")
-        )
-
-    now = per_rule(_in_window(frame, win))
-    before = per_rule(_in_window(frame, win.previous())).rename(
-        columns={"wasted_gpu_h": "previous_gpu_h", "findings": "previous_findings"}
-    )
-    table = now.merge(before, on=["rule_id", "team"], how="left")
-    table["previous_gpu_h"] = table["previous_gpu_h"].fillna(0.0)
-    table["change_pct"] = pct(
-        table["wasted_gpu_h"] - table["previous_gpu_h"], table["previous_gpu_h"]
-    )
-    table = table.drop(columns=["previous_findings"])
-    return table.sort_values(["wasted_gpu_h", "rule_id"], ascending=[False, True]).reset_index(
-        drop=True
-    )
-
-
 def job_findings(findings: pd.DataFrame, job_id: str) -> pd.DataFrame:
     """A job's stored findings, the costliest first."""
     if findings.empty or "job_id" not in findings.columns:

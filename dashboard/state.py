@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 import streamlit as st
 
-from dashboard import data, source
+from dashboard import data, opportunities, source
 from fleetscope.settings import Settings, load_settings
 
 if TYPE_CHECKING:
@@ -85,14 +85,18 @@ def window(key: str, label: str) -> data.Window | None:
 
 @st.cache_data(ttl=_TTL_S, show_spinner=False)
 def gpu_buckets(
-    key: str, start: datetime, end: datetime, bucket_s: int, interval_s: float
+    key: str, start: datetime, end: datetime, bucket_s: int, interval_s: float, max_gap_s: float
 ) -> pd.DataFrame:
-    return data.gpu_buckets(cursor(key), data.Window(start, end, bucket_s), interval_s)
+    window = data.Window(start, end, bucket_s)
+    return data.gpu_buckets(cursor(key), window, interval_s, max_gap_s=max_gap_s)
 
 
 def buckets_for(key: str, win: data.Window) -> pd.DataFrame:
-    interval_s = settings().get_float("agent.interval_s")
-    return gpu_buckets(key, win.start, win.end, win.bucket_s, interval_s)
+    """The window's accounted buckets, with the accounting settings the analyzers use."""
+    current = settings()
+    interval_s = current.get_float("agent.interval_s")
+    max_gap_s = current.get_float("analyzers.max_gap_s")
+    return gpu_buckets(key, win.start, win.end, win.bucket_s, interval_s, max_gap_s)
 
 
 @st.cache_data(ttl=_TTL_S, show_spinner=False)
@@ -120,6 +124,12 @@ def jobs_meta(key: str) -> pd.DataFrame:
 @st.cache_data(ttl=_TTL_S, show_spinner=False)
 def catalog_table(key: str, name: str) -> pd.DataFrame:
     return data.catalog_table(catalog(key), name)
+
+
+@st.cache_data(ttl=_TTL_S, show_spinner=False)
+def opportunity_tables(key: str, start: datetime, end: datetime) -> opportunities.OpportunityTables:
+    """`fleetscope opportunities` for the window, with the previous window beside it."""
+    return opportunities.tables(catalog(key), start, end)
 
 
 def window_picker(default: str | None = None) -> str:

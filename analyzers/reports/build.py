@@ -4,9 +4,9 @@ Modelled on what Princeton's jobstats and job_defense_shield mail to users (GPU-
 utilization, the jobs to look at, what to change), with the evidence and the estimated savings of
 each finding added. Three scopes: a team, a user, or the whole fleet ranked by team (admin).
 
-Accounting is `analyzers.reports.usage` (the dashboard's too). Wasted GPU-hours never count an
-hour twice: per job and identity bucket the largest single finding's estimate counts, the rule
-`analyzers.ranking` states. This module reads only; rendering and delivery are elsewhere.
+Accounting is `analyzers.reports.usage` (the dashboard's too), after `analyzers.accounting`.
+Wasted GPU-hours never count an hour twice: per job and identity bucket the largest single
+finding's estimate counts, the rule `analyzers.ranking` states. This module reads only; rendering and delivery are elsewhere.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pandas as pd
 
+from analyzers.accounting import DEFAULT_MAX_GAP_S
 from analyzers.reports.usage import Window, gpu_buckets, job_efficiency, pct
 from analyzers.reports.week import IsoWeek
 from fleetscope.errors import ConfigError
@@ -153,15 +154,18 @@ def build_weekly(
     *,
     trend_weeks: int = 6,
     default_interval_s: float = 10.0,
+    max_gap_s: float = DEFAULT_MAX_GAP_S,
 ) -> WeeklyReport:
-    """Everything one weekly report says, for `scope` over `week` (and the trend before it)."""
+    """Everything one weekly report says, for `scope` over `week` (and the trend before it).
+
+    `default_interval_s` and `max_gap_s` are the accounting's (`analyzers.accounting`)."""
     from analyzers.reports.catalog_frames import catalog_frame
 
     jobs_meta = catalog_frame(catalog, "jobs")[["job_id", "user", "team", "name"]]
     all_findings = catalog_frame(catalog, "findings")
     first = week.shift(-(trend_weeks - 1))
     window = Window(first.start, week.end, DAY_S)
-    buckets = gpu_buckets(con, window, default_interval_s)
+    buckets = gpu_buckets(con, window, default_interval_s, max_gap_s=max_gap_s)
     allocated = buckets[buckets["job_id"].notna()].merge(jobs_meta, on="job_id", how="left")
     allocated["week"] = _week_of(allocated["bucket"])
     mine = _scoped(allocated, scope)

@@ -59,6 +59,7 @@ def write_weekly(
         scope,
         trend_weeks=settings.get_int("reports.trend_weeks"),
         default_interval_s=settings.get_float("agent.interval_s"),
+        max_gap_s=settings.get_float("analyzers.max_gap_s"),
     )
     target = folder / str(week)
     target.mkdir(parents=True, exist_ok=True)

@@ -1,20 +1,14 @@
 """Fleet usage accounting in time buckets: GPU-hours allocated, active and SM-active per (bucket,
-cluster, host, GPU, job) in one pass over the samples, and the per-job and fleet totals built on it.
+cluster, host, GPU, job) in one pass over the warehouse, and the per-job and fleet totals built on it.
 
 Shared by the weekly reports and the dashboard (which imports it: dashboard -> analyzers), so both
-show the same numbers. Accounting follows `rules.md` ("Accounting every rule shares"):
-
-- allocated GPU-hours: sample count x sample interval for rows with a `job_id`;
-- active fraction: `gr_engine_active` where present, else `gpu_util / 100`; active GPU-hours are the
-  active fraction times the interval, summed over allocated rows where the fraction is known;
-- SM-active GPU-hours: `sm_active` times the interval (SM_ACTIVE is off in dcgm-exporter's default
-  CSV: where it is missing the figure is reported as missing, never as zero).
-
-The sample interval is not in the contract, so it is measured: for each (bucket, GPU, job) group
-`(last ts - first ts) / (samples - 1)`, and a host's interval is the median over its groups (robust
-to agent outages, which only stretch the groups they fall in). This differs from
-`analyzers.frames` (a `lead(ts)` per sample, gaps up to `max_gap_s` counted as allocated) only
-across agent outages: here an outage is not allocated time, there it is, up to 5 min.
+show the same numbers. The accounting is `analyzers.accounting` (rules.md), the analyzers' own:
+over raw samples every sample counts its sample seconds, gaps up to `max_gap_s` included, so an
+agent outage of a few minutes stays allocated here as it does in every finding. Where the
+warehouse's roll-ups cover the window (they keep sample counts and means, not gaps) a sample counts
+as its host's measured interval: for each (bucket, GPU, job) group `(last ts - first ts) /
+(samples - 1)`, and a host's interval is the median over its groups (robust to outages, which only
+stretch the groups they fall in). `analyzers.accounting` says where the two can differ.
 
 This module reads through the DuckDB connection it is given and must never write anything.
 """
@@ -26,6 +20,14 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
+
+from analyzers.accounting import (
+    ACTIVE_FRACTION_SQL,
+    DEFAULT_MAX_GAP_S,
+    next_gap_sql,
+    sample_seconds_sql,
+    typical_gap_sql,
+)
 
 if TYPE_CHECKING:
     import duckdb
@@ -102,22 +104,53 @@ def aligned(end: datetime, length: timedelta) -> Window:
     return Window(datetime.fromtimestamp(start_s, tz=UTC), end, bucket_s)
 
 
-_RAW_SQL = """
+# One GPU (MIG instance) and job, or the GPU's unallocated samples: where sample seconds are measured.
+_ONE_GPU = ("host", "gpu_index", "mig_instance_id", "job_id")
+
+
+def _raw_sql(max_gap_s: float, default_interval_s: float) -> str:
+    """Raw samples from `$raw_start` per (bucket, GPU, job), each counting its sample seconds
+    (`*_s` sums); samples from `$context_start` on lend their gaps to the typical interval.
+
+    One window pass finds each sample's gap to the next; the typical interval (a median per GPU
+    and job) is an aggregate joined back rather than a second window over every sample.
+    """
+    partition = ", ".join(_ONE_GPU)
+    same_gpu = " AND ".join(f"g.{c} IS NOT DISTINCT FROM m.{c}" for c in _ONE_GPU)
+    seconds = sample_seconds_sql(max_gap_s, default_interval_s)
+    return f"""
+WITH s AS (
+    SELECT ts, epoch(ts) AS t, coalesce(cluster, '') AS cluster, {partition},
+           {ACTIVE_FRACTION_SQL} AS active_frac, sm_active, tensor_active, gpu_util,
+           fb_used_mib, power_w
+    FROM gpu_samples
+    WHERE ts >= to_timestamp($context_start) AND ts < to_timestamp($end)
+), g AS MATERIALIZED (
+    SELECT *, {next_gap_sql(partition)} AS gap_s FROM s
+), m AS (
+    SELECT {partition}, {typical_gap_sql(None)} AS typical_s FROM g GROUP BY ALL
+), d AS (
+    SELECT g.*, {seconds} AS dt_s
+    FROM g JOIN m ON {same_gpu}
+    WHERE g.ts >= to_timestamp($raw_start)
+)
 SELECT epoch_ms(ts) // $bucket_ms * $bucket_ms AS bucket_ms,
-       coalesce(cluster, '') AS cluster, host, gpu_index, job_id,
+       cluster, host, gpu_index, job_id,
        count(*) AS samples,
        epoch_ms(min(ts)) AS first_ms, epoch_ms(max(ts)) AS last_ms,
        CAST(NULL AS BIGINT) AS rollup_full,
-       count(coalesce(gr_engine_active, gpu_util / 100.0)) AS active_n,
-       sum(coalesce(gr_engine_active, gpu_util / 100.0)) AS active_sum,
-       count(sm_active) AS sm_n, sum(sm_active) AS sm_sum,
-       sum(tensor_active) AS tensor_sum,
+       sum(dt_s) AS gpu_s,
+       coalesce(sum(dt_s) FILTER (WHERE active_frac IS NOT NULL), 0) AS known_s,
+       coalesce(sum(dt_s * active_frac), 0) AS active_s,
+       coalesce(sum(dt_s) FILTER (WHERE sm_active IS NOT NULL), 0) AS sm_known_s,
+       coalesce(sum(dt_s * sm_active), 0) AS sm_s,
+       coalesce(sum(dt_s * tensor_active), 0) AS tensor_s,
        sum(gpu_util) AS util_sum, count(gpu_util) AS util_n,
        max(fb_used_mib) AS fb_used_mib_max, avg(power_w) AS power_w_mean
-FROM gpu_samples
-WHERE ts >= to_timestamp($raw_start) AND ts < to_timestamp($end)
+FROM d
 GROUP BY ALL
 """
+
 
 # A roll-up row carries per-bucket means: sums are mean x samples. A column counts as known for
 # the whole roll-up bucket when its mean is not null.
@@ -167,42 +200,61 @@ def _rollup_for(con: duckdb.DuckDBPyConnection, window: Window) -> tuple[str, in
 
 
 def gpu_buckets(
-    con: duckdb.DuckDBPyConnection, window: Window, default_interval_s: float
+    con: duckdb.DuckDBPyConnection,
+    window: Window,
+    default_interval_s: float,
+    *,
+    max_gap_s: float = DEFAULT_MAX_GAP_S,
 ) -> pd.DataFrame:
     """One row per (bucket, cluster, host, gpu_index, job_id) with GPU-hours already accounted.
 
     Reads the warehouse's roll-ups where they cover the window (a week of 1,000 GPUs is 170 k
     hourly rows instead of 60 M samples) and raw samples after them. Columns: bucket (UTC
-    timestamp), cluster, host, gpu_index, job_id, samples, interval_s, gpu_h, known_h (hours whose
-    active fraction is known), active_h, sm_known_h, sm_h, tensor_h, util_sum, util_n,
-    fb_used_mib_max, power_w_mean.
+    timestamp), cluster, host, gpu_index, job_id, samples, interval_s (the host's measured sample
+    interval), gpu_h, known_h (hours whose active fraction is known), active_h, sm_known_h, sm_h,
+    tensor_h, util_sum, util_n, fb_used_mib_max, power_w_mean. `default_interval_s` and
+    `max_gap_s` are the accounting's (`analyzers.accounting`: settings `agent.interval_s` and
+    `analyzers.max_gap_s`).
     """
     params: dict[str, Any] = {
         "bucket_ms": window.bucket_s * 1000,
         "raw_start": epoch_s(window.start),
+        "context_start": epoch_s(window.start),
         "end": epoch_s(window.end),
     }
-    sql, rollup_s = _RAW_SQL, 0.0
+    sql, rollup_s = _raw_sql(max_gap_s, default_interval_s), 0.0
     rollup = _rollup_for(con, window)
     if rollup is not None:
         table, rollup_s, cutoff = rollup
+        # The raw tail measures each GPU's typical interval over `max_gap_s` before it too, as a
+        # read of the whole window would: a GPU with one sample in the tail is not "seen once".
+        context = max(epoch_s(window.start), cutoff - max_gap_s)
         params.update(start=epoch_s(window.start), cutoff=cutoff, raw_start=cutoff)
-        sql = _ROLLUP_SQL.format(table=table) + " UNION ALL BY NAME " + _RAW_SQL
+        params.update(context_start=context)
+        sql = f"FROM ({_ROLLUP_SQL.format(table=table)}) UNION ALL BY NAME FROM ({sql})"
     raw = query(con, sql, **params)
     if raw.empty:
         return _empty_buckets()
     intervals = host_intervals(raw, default_interval_s, rollup_s)
     raw["interval_s"] = raw["host"].map(intervals).astype("float64")
-    hours = raw["interval_s"] / HOUR_S
-    raw["gpu_h"] = raw["samples"] * hours
-    raw["known_h"] = raw["active_n"] * hours
-    raw["active_h"] = raw["active_sum"].fillna(0.0) * hours
-    raw["sm_known_h"] = raw["sm_n"] * hours
-    raw["sm_h"] = raw["sm_sum"].fillna(0.0) * hours
-    raw["tensor_h"] = raw["tensor_sum"].fillna(0.0) * hours
+    for measure, (seconds, per_sample) in _MEASURES.items():
+        rolled = raw[per_sample].fillna(0.0) * raw["interval_s"] if per_sample in raw else 0.0
+        exact = raw[seconds] if seconds in raw else pd.Series(float("nan"), index=raw.index)
+        raw[measure] = exact.fillna(rolled) / HOUR_S
     raw["bucket"] = pd.to_datetime(raw["bucket_ms"], unit="ms", utc=True)
     return raw[list(_BUCKET_COLUMNS)]
 
+
+# Each accounted measure: its sample-seconds sum from raw rows, and the roll-up rows' per-sample
+# sum that counts one measured interval per sample instead.
+_MEASURES = {
+    "gpu_h": ("gpu_s", "samples"),
+    "known_h": ("known_s", "active_n"),
+    "active_h": ("active_s", "active_sum"),
+    "sm_known_h": ("sm_known_s", "sm_n"),
+    "sm_h": ("sm_s", "sm_sum"),
+    "tensor_h": ("tensor_s", "tensor_sum"),
+}
 
 _BUCKET_COLUMNS = (
     "bucket",

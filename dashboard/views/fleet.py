@@ -1,7 +1,7 @@
 """Fleet page: where the fleet's GPU-hours went in a window, and which jobs wasted the most.
 
-Every number comes from one cached scan of the warehouse (`data.gpu_buckets`); opportunities come
-from the findings the analyzers stored in the catalog. Read-only.
+Every number comes from one cached scan of the warehouse (`data.gpu_buckets`); opportunities are
+`analyzers.ranking` over the findings the analyzers stored (`dashboard.opportunities`). Read-only.
 """
 
 from __future__ import annotations
@@ -92,20 +92,25 @@ def render() -> None:
 
 def _opportunities(key: str, win: data.Window) -> None:
     st.subheader("Opportunities")
-    findings = state.catalog_table(key, "findings")
-    table = data.opportunities(findings, win)
-    if table.empty:
+    found = state.opportunity_tables(key, win.start, win.end)
+    if found.by_rule.empty:
         st.caption("No findings stored for this window yet (the analyzers write them).")
         return
+    st.caption(
+        f"{found.total_gpu_h:,.1f} recoverable GPU-h (a job flagged by several rules counted "
+        f"once; previous window {found.previous_total_gpu_h:,.1f}), as `fleetscope opportunities`"
+    )
+    trend = {
+        "wasted_gpu_h": st.column_config.NumberColumn("recoverable GPU-h", format="%.1f"),
+        "previous_gpu_h": st.column_config.NumberColumn("previous window", format="%.1f"),
+        "change_pct": st.column_config.NumberColumn("trend %", format="%+.0f"),
+    }
+    st.dataframe(found.by_rule, hide_index=True, width="stretch", column_config=trend)
     st.dataframe(
-        table,
+        found.by_team,
         hide_index=True,
         width="stretch",
-        column_config={
-            "wasted_gpu_h": st.column_config.NumberColumn("recoverable GPU-h", format="%.1f"),
-            "previous_gpu_h": st.column_config.NumberColumn("previous window", format="%.1f"),
-            "change_pct": st.column_config.NumberColumn("trend %", format="%+.0f"),
-        },
+        column_config={**trend, "top_rule": st.column_config.TextColumn("top rule")},
     )
 
 

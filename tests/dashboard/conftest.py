@@ -93,8 +93,9 @@ def build_warehouse(data_dir: Path) -> Warehouse:
                         job_id="idle-1", user="bob", team="nlp",
                         estimate_method="all idle hours", evidence={"idle_min": 60},
                         recommendation="Cancel idle allocations."),
-                Finding("f-old", "R3", "warn", START - timedelta(days=7),
-                        START - timedelta(days=7) + timedelta(hours=1), 0.5,
+                # Last week's: before the 7-day window the pages open on (from START + 1 h - 7 days).
+                Finding("f-old", "R3", "warn", START - timedelta(days=8),
+                        START - timedelta(days=8) + timedelta(hours=1), 0.5,
                         job_id="old-1", team="nlp", recommendation="Cancel idle allocations."),
             ],
             run_id="test",

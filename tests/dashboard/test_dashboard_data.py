@@ -10,10 +10,14 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from dashboard import data, source
+from analyzers.store import FindingStore
+from dashboard import data, opportunities, source
 from dashboard.synthetic import Fleet, Job, write_segments
 from fleetscope.settings import load_settings
 from tests.dashboard.conftest import START, Warehouse
+from warehouse.catalog import connect
+from warehouse.catalog.findings import Finding as CatalogFinding
+from warehouse.catalog.findings import upsert_findings
 
 WEEK = timedelta(days=7)
 
@@ -197,19 +201,41 @@ def test_host_health_reports_the_window_increase(warehouse: Warehouse) -> None:
 
 
 def test_opportunities_compare_with_the_previous_window(warehouse: Warehouse) -> None:
-    findings = data.catalog_table(
-        source.catalog_engine(load_settings(env=warehouse.env)), "findings"
-    )
-    window = data.Window(START - timedelta(days=6), START + timedelta(days=1), 3600)
-    table = data.opportunities(findings, window)
-    assert table[["rule_id", "team", "findings"]].values.tolist() == [
-        ["P1", "nlp", 1], ["R3", "nlp", 1]
+    engine = source.catalog_engine(load_settings(env=warehouse.env))
+    found = opportunities.tables(engine, START - timedelta(days=6), START + timedelta(days=1))
+    assert found.by_rule[["rule_id", "findings", "jobs"]].values.tolist() == [
+        ["P1", 1, 1], ["R3", 1, 1]
     ]  # fmt: skip
-    r3 = table.set_index("rule_id").loc["R3"]
+    r3 = found.by_rule.set_index("rule_id").loc["R3"]
     assert (r3["wasted_gpu_h"], r3["previous_gpu_h"], r3["change_pct"]) == (1.0, 0.5, 100.0)
+    # stall-1 (P1) and idle-1 (R3) are both nlp's: 2.2 GPU-h now, old-1's 0.5 before.
+    nlp = found.by_team.set_index("team").loc["nlp"]
+    assert (nlp["wasted_gpu_h"], nlp["jobs"], nlp["top_rule"]) == (2.2, 2, "P1")
+    assert (found.total_gpu_h, found.previous_total_gpu_h) == (2.2, 0.5)
+    findings = data.catalog_table(engine, "findings")
     assert data.with_findings(pd.DataFrame({"job_id": ["stall-1", "x"]}), findings)[
         "wasted_gpu_h"
     ].tolist() == [1.2, 0.0]
+
+
+def test_opportunities_leave_suppressed_findings_out(tmp_path: Path) -> None:
+    """As `fleetscope opportunities` does: a suppressed finding is no opportunity."""
+    engine = connect(f"sqlite:///{tmp_path / 'catalog.sqlite'}")
+    end = START + timedelta(hours=1)
+    with engine.begin() as conn:
+        upsert_findings(
+            conn,
+            [
+                CatalogFinding("f-a", "R3", "warn", START, end, 1.0, job_id="a", team="nlp"),
+                CatalogFinding("f-b", "R2", "warn", START, end, 0.5, job_id="b", team="cv"),
+            ],
+            run_id="test",
+        )
+    FindingStore(engine).suppress("team", "nlp", reason="known")
+    found = opportunities.tables(engine, START, end)
+    assert found.by_rule["rule_id"].tolist() == ["R2"]
+    assert found.by_team["team"].tolist() == ["cv"]
+    assert opportunities.tables(None, START, end).by_rule.empty
 
 
 def test_search_matches_id_user_team_and_name() -> None:

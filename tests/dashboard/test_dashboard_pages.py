@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+import json
+from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
+import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from dashboard import data, source
+from fleetscope.cli import main
 from fleetscope.settings import load_settings
-from tests.dashboard.conftest import Warehouse
+from tests.dashboard.conftest import DATA, Warehouse
 from warehouse.catalog import connect
 from warehouse.catalog.profiling import list_profile_requests
 
 APP = str(Path(__file__).parents[2] / "dashboard" / "app.py")
+WEEK = timedelta(days=7)
 
 
 def _app(page: str | None = None, **query: str) -> AppTest:
@@ -46,6 +53,30 @@ def test_fleet_page_shows_the_warehouse_numbers(warehouse_env: Warehouse) -> Non
     assert idlest["user"].tolist() == ["carol", "bob", "alice"]
     opportunities = app.dataframe[1].value
     assert opportunities[["rule_id", "wasted_gpu_h"]].values.tolist() == [["P1", 1.2], ["R3", 1.0]]
+
+
+def test_opportunities_are_the_rows_of_fleetscope_opportunities(
+    warehouse_env: Warehouse, capsys: pytest.CaptureFixture[str]
+) -> None:
+    app = _app()
+    by_rule, by_team = app.dataframe[1].value, app.dataframe[2].value
+    window = data.window_ending(source.connect_segments(warehouse_env.data_dir / "segments"), WEEK)
+    assert window is not None  # the page's default window: the last 7 days
+    length_s = (window.end - window.start).total_seconds()
+    argv = ["opportunities", "--json", "--window", f"{length_s}s", "--end", window.end.isoformat()]
+    assert main(argv) == 0
+    cli = json.loads(capsys.readouterr().out)
+
+    def rows(lines: list[dict[str, Any]]) -> list[list[Any]]:
+        return [[x["key"], x["gpu_hours"], x["findings"], len(x["jobs"])] for x in lines]
+
+    assert rows(cli["by_rule"]) == [["P1", 1.2, 1, 1], ["R3", 1.0, 1, 1]]
+    assert by_rule[["rule_id", "wasted_gpu_h", "findings", "jobs"]].values.tolist() == rows(
+        cli["by_rule"]
+    )
+    assert by_team[["team", "wasted_gpu_h", "findings", "jobs"]].values.tolist() == rows(
+        cli["by_group"]
+    )
 
 
 def test_fleet_page_on_an_empty_warehouse(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -102,15 +133,36 @@ def test_traces_and_trace_pages(warehouse_env: Warehouse) -> None:
     app = _app("views/traces.py")
     assert app.dataframe[0].value["trace_id"].tolist() == ["stall-1/mi250"]
     app = _app("views/trace.py", trace_id="stall-1/mi250")
-    # HTA 0.5.0 on this trace: kernel_time 8911 us, idle 98.53 %, compute 1.08 %.
+    # `analyze_trace`'s definitions (exact timestamps): kernel_time 8911.9 us, idle 98.33 %,
+    # compute 1.24 % (HTA's ns rounding gives 98.53 % and 1.08 %: below).
     assert _metrics(app) == {
         "GPU busy span": "8.9 ms",
-        "idle": "98.5 %",
-        "compute": "1.1 %",
+        "idle": "98.3 %",
+        "compute": "1.2 %",
         "GPU ops": "16",
     }
-    top = app.dataframe[-1].value
+    stalls = app.dataframe[1].value  # idle time per stream, by cause
+    assert stalls["stream"].tolist() == [0]
+    assert stalls["host_wait_ms"].tolist() == pytest.approx([8.762845])
+    top = app.dataframe[2].value
     assert top["calls"].sum() == 16
+    assert top["name"].iloc[0] == "Memcpy HtoD (Host -> Device)"
+    assert [e.label.split(" · ")[0] for e in app.expander] == ["T1", "T2", "T5", "T10"]
+
+
+def test_trace_page_agrees_with_hta_on_request(warehouse_env: Warehouse) -> None:
+    """HTA 0.5.0's `get_temporal_breakdown()` on this trace, as the data folder keeps it."""
+    app = _app("views/trace.py", trace_id="stall-1/mi250")
+    app.toggle(key="hta_compatible").set_value(True).run()
+    assert not app.exception, app.exception
+    hta = pd.read_csv(DATA / "mi250_minitoy_hta-0.5.0_temporal_breakdown.csv").iloc[0]
+    assert _metrics(app) == {
+        "GPU busy span": f"{hta['kernel_time(us)'] / 1000:,.1f} ms",
+        "idle": f"{hta['idle_time_pctg']:.1f} %",
+        "compute": f"{hta['compute_time_pctg']:.1f} %",
+        "GPU ops": "16",
+    }
+    assert [e.label.split(" · ")[0] for e in app.expander] == ["T1", "T5", "T10"]
 
 
 def test_hosts_page_flags_the_faulty_host(warehouse_env: Warehouse) -> None:
