@@ -140,7 +140,7 @@ def list_findings(
     job_id: str | None = None,
     since: datetime | None = None,
 ) -> list[Finding]:
-    """Findings, most wasted GPU-hours first."""
+    """Findings, most wasted GPU-hours first; with `since`, those whose window ends after it."""
     query = select(findings).order_by(findings.c.wasted_gpu_hours.desc(), findings.c.finding_id)
     if state is not None:
         query = query.where(findings.c.state == state)
@@ -149,7 +149,9 @@ def list_findings(
     if job_id is not None:
         query = query.where(findings.c.job_id == job_id)
     if since is not None:
-        query = query.where(findings.c.window_end >= since)
+        query = query.where(
+            findings.c.window_end > since
+        )  # [start, end): ending at since is before it
     return [Finding(**row) for row in conn.execute(query).mappings()]
 
 
