@@ -148,10 +148,8 @@ def list_findings(
         query = query.where(findings.c.rule_id == rule_id)
     if job_id is not None:
         query = query.where(findings.c.job_id == job_id)
-    if since is not None:
-        query = query.where(
-            findings.c.window_end > since
-        )  # [start, end): ending at since is before it
+    if since is not None:  # windows are [start, end): one ending at `since` is before it
+        query = query.where(findings.c.window_end > since)
     return [Finding(**row) for row in conn.execute(query).mappings()]
 
 
