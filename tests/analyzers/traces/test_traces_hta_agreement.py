@@ -4,7 +4,8 @@ The references are HTA 0.5.0's own CSVs (`TraceAnalysis(trace_dir)`, default arg
 2.3.3): tests/data/traces/*/hta-0.5.0/. Numbers are compared exactly as HTA printed them (floats
 parsed from their repr, so "exactly" is bit for bit). Row order is not part of the contract:
 tables are compared as multisets. The only rows ignored are the zero-length labels of HTA's
-kernel-type table (artefacts of its unstable sort, trace-semantics.md section 5).
+kernel-type table (artefacts of its unstable sort, trace-semantics.md section 5). Two tables
+depend on how the CPU's numpy orders equal timestamps: see TIE_ORDER_TABLES.
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
+from numpy._core._multiarray_umath import __cpu_features__
 
 from analyzers.traces.api import run_analyses
 from tests.analyzers.traces.trace_paths import ALL_TRACES, EDGE_TRACES, trace_set
@@ -48,6 +51,32 @@ def read_hta_csv(path: Path) -> list[tuple[float | str, ...]]:
     return [tuple(_cell(v) for v in row) for row in body]
 
 
+# HTA sorts events with pandas' unstable quicksort; numpy dispatches that to a SIMD sort whose order
+# of equal timestamps differs by CPU. The references were made where numpy sorts with AVX-512
+# (x86-64-v4), and so are ours when run there: these two tables are then compared bit for bit.
+# Elsewhere (an AVX2-only CPU, this project's CI machine included) equal-timestamp events come out
+# in another order, and the means and deviations of the running queue length and memory bandwidth
+# move by up to 0.22 % (measured on every golden trace); HTA itself run on such a CPU moves the same
+# way, because our `stats.unstable_argsort` is the same numpy call on the same array.
+TIE_ORDER_TABLES = frozenset({"queue_length_summary", "memory_bw_summary"})
+REFERENCE_SORT = bool(__cpu_features__.get("X86_V4") or __cpu_features__.get("AVX512_SKX"))
+TIE_ORDER_RTOL = 0.005
+
+
+def _close(mine: list[tuple[object, ...]], expected: list[tuple[object, ...]]) -> bool:
+    """Same rows (as multisets by their exact non-float cells), floats within TIE_ORDER_RTOL."""
+    if len(mine) != len(expected):
+        return False
+    for a, b in zip(sorted(mine, key=_key), sorted(expected, key=_key), strict=True):
+        for x, y in zip(a, b, strict=True):
+            if isinstance(x, float) and isinstance(y, float):
+                if not np.isclose(x, y, rtol=TIE_ORDER_RTOL, atol=0.0, equal_nan=True):
+                    return False
+            elif x != y:
+                return False
+    return True
+
+
 def _key(row: tuple[object, ...]) -> tuple[str, ...]:
     return tuple("nan" if isinstance(v, float) and math.isnan(v) else repr(v) for v in row)
 
@@ -76,7 +105,10 @@ def test_every_hta_table_matches_exactly(
         if path.stem == "gpu_kernel_breakdown_kernel_type":
             expected = [row for row in expected if row[1] != 0.0]
         mine = ours.get(path.stem, [])
-        assert sorted(map(_key, mine)) == sorted(map(_key, expected)), path.name
+        if path.stem in TIE_ORDER_TABLES and not REFERENCE_SORT:
+            assert _close(mine, expected), path.name
+        else:
+            assert sorted(map(_key, mine)) == sorted(map(_key, expected)), path.name
         compared += len(expected)
     assert compared or trace_dir in EDGE_TRACES
 

@@ -1,0 +1,218 @@
+"""Column buffers for one trace file, and the reference reduction of one decoded event to a row.
+
+Both decoders in `load.py` fill a `ColumnBuilder`: the msgspec fast path (`load_fast.py`) appends
+whole numpy blocks per batch of events, the stdlib path (and the fast path's per-batch fallback)
+appends one event at a time through `event_sink`, whose rules are the definition of what a row
+holds (RawTrace's docstring). The builder keeps the two kinds of appends in file order.
+
+Never decodes JSON and never reads files; never imports pandas.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from fleetscope.errors import CorruptTraceError
+
+__all__ = ["ColumnBuilder", "SymbolTable", "event_sink"]
+
+# Every column of RawTrace that grows with the file, and its dtype.
+DTYPES: dict[str, type[np.generic]] = {
+    "index": np.int64,
+    "cat": np.int32,
+    "name": np.int32,
+    "pid": np.int32,
+    "tid": np.int32,
+    "ts": np.float64,
+    "dur": np.float64,
+    "stream": np.int64,
+    "correlation": np.int64,
+    "bw": np.float64,
+    "nbytes": np.int64,
+    "ext": np.int64,
+    "mem_ts": np.float64,
+    "mem_type": np.int64,
+    "mem_dev": np.int64,
+    "mem_total": np.float64,
+}
+
+
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+class SymbolTable(dict[object, int]):
+    """Raw `cat`/`name`/`pid`/`tid` value -> symbol id, interning a value on its first lookup.
+
+    A dict subclass so that a whole batch is looked up with `map(table.__getitem__, values)` in
+    C, and Python runs only for values not seen before. Non-string values (integer pids) share the
+    symbol of their `str()`; None is -1. `names[id]` is the text of a symbol.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: list[str] = []
+        self.ids: dict[str, int] = {}
+        self[None] = -1
+
+    def __missing__(self, value: object) -> int:
+        if value is None:
+            return -1
+        text = value if isinstance(value, str) else str(value)
+        sym = self.ids.get(text)
+        if sym is None:
+            sym = self.ids[text] = len(self.names)
+            self.names.append(text)
+        self[value] = sym
+        return sym
+
+
+class ColumnBuilder:
+    """Append-only columns: per-event appends go to plain lists (the fastest thing to append to
+    from Python), per-batch appends to numpy blocks; `flush()` turns pending lists into a block so
+    the two kinds stay in file order."""
+
+    def __init__(self) -> None:
+        self.symbols = SymbolTable()
+        self.lists: dict[str, list[Any]] = {key: [] for key in DTYPES}
+        self.blocks: dict[str, list[npt.NDArray[Any]]] = {key: [] for key in DTYPES}
+        self.ts_has_float = False
+        self.ts_all_present = True
+        self.count = 0
+
+    def add_blocks(self, blocks: dict[str, npt.NDArray[Any]]) -> None:
+        """Append one batch; `blocks` holds the row columns, or the memory-counter ones, or both."""
+        self.flush()
+        for key, block in blocks.items():
+            self.blocks[key].append(block)
+
+    def flush(self) -> None:
+        for key, pending in self.lists.items():
+            if pending:
+                self.blocks[key].append(np.array(pending, dtype=DTYPES[key]))
+                pending.clear()
+
+    def column(self, key: str) -> npt.NDArray[Any]:
+        self.flush()
+        blocks = self.blocks[key]
+        if len(blocks) == 1:
+            return blocks[0]
+        if not blocks:
+            return np.zeros(0, dtype=DTYPES[key])
+        whole = np.concatenate(blocks)
+        self.blocks[key] = [whole]  # the blocks go now, not when the builder does
+        return whole
+
+
+def as_int(value: object, default: int) -> int:
+    """HTA's `int(value)` with `default` on failure; also what a sane reader does with odd values.
+    An integer an int64 column cannot hold is a failure too."""
+    if value is None:
+        return default
+    try:
+        number = int(value)  # type: ignore[call-overload]
+    except (TypeError, ValueError, OverflowError):
+        return default
+    return number if _INT64_MIN <= number <= _INT64_MAX else default
+
+
+def as_float(value: object, default: float) -> float:
+    if value is None:
+        return default
+    try:
+        return float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return default
+
+
+def event_sink(cols: ColumnBuilder, path: object) -> Callable[[object, int], None]:
+    """A function that reduces one decoded event (a dict) to column values: the reference rules.
+
+    Built as a closure over bound `append` methods: the stdlib path runs it once per event (10^5
+    to 10^7 times), so every attribute lookup saved is measurable.
+    """
+    ids = cols.symbols
+    lists = cols.lists
+    index_append = lists["index"].append
+    cat_append = lists["cat"].append
+    name_append = lists["name"].append
+    pid_append = lists["pid"].append
+    tid_append = lists["tid"].append
+    ts_append = lists["ts"].append
+    dur_append = lists["dur"].append
+    stream_append = lists["stream"].append
+    corr_append = lists["correlation"].append
+    bw_append = lists["bw"].append
+    bytes_append = lists["nbytes"].append
+    ext_append = lists["ext"].append
+
+    def add(ev: object, position: int) -> None:
+        if type(ev) is not dict:
+            raise CorruptTraceError(f"{path}: traceEvents[{position}] is not an object: {ev!r:.80}")
+        get = ev.get
+        ts = get("ts")
+        if type(ts) is not int:
+            if ts is None:
+                cols.ts_all_present = False
+            else:
+                cols.ts_has_float = True
+                if type(ts) is not float:
+                    ts = as_float(ts, float("nan"))
+        dur = get("dur")
+        cat = get("cat")
+        if dur is None or cat is None or cat == "Trace" or ts is None:
+            if get("name") == "[memory]" and ts is not None:
+                _add_memory_counter(cols, get("args"), ts)
+            return
+        if type(dur) is not int and type(dur) is not float:
+            dur = as_float(dur, float("nan"))
+        index_append(position)
+        cat_append(ids[cat])
+        name_append(ids[get("name")])
+        pid_append(ids[get("pid")])
+        tid_append(ids[get("tid")])
+        ts_append(ts)
+        dur_append(dur)
+        args = get("args")
+        if type(args) is dict and args:
+            aget = args.get
+            stream = aget("stream")
+            stream_append(
+                stream
+                if type(stream) is int and _INT64_MIN <= stream <= _INT64_MAX
+                else as_int(stream, -1)
+            )
+            corr = aget("correlation")
+            corr_append(
+                corr if type(corr) is int and _INT64_MIN <= corr <= _INT64_MAX else as_int(corr, -1)
+            )
+            bw = aget("memory bandwidth (GB/s)")
+            bw_append(0.0 if bw is None else as_float(bw, 0.0))
+            nbytes = aget("bytes")
+            bytes_append(as_int(nbytes, -1))
+            ext = aget("External id")
+            if ext is None:
+                ext = aget("external id")
+            ext_append(
+                ext if type(ext) is int and _INT64_MIN <= ext <= _INT64_MAX else as_int(ext, -1)
+            )
+        else:
+            stream_append(-1)
+            corr_append(-1)
+            bw_append(0.0)
+            bytes_append(-1)
+            ext_append(-1)
+
+    return add
+
+
+def _add_memory_counter(cols: ColumnBuilder, args: object, ts: float) -> None:
+    if isinstance(args, dict):
+        lists = cols.lists
+        lists["mem_ts"].append(ts)
+        lists["mem_type"].append(as_int(args.get("Device Type"), -1))
+        lists["mem_dev"].append(as_int(args.get("Device Id"), -1))
+        lists["mem_total"].append(as_float(args.get("Total Allocated"), float("nan")))

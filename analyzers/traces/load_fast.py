@@ -1,0 +1,373 @@
+"""The fast decoder for Kineto traces: msgspec decodes batches of `traceEvents` straight into
+small typed structs, skipping every field no analysis reads, and numpy turns each batch into column
+blocks.
+
+Why: decoding each event into a dict with stdlib `json` and reducing it in Python was about 90 % of
+the load (RawTrace's columns need 13 numbers of an event and its `args`); msgspec skips the other
+fields in C and decodes about 7x faster than `json.loads` on these files. HTA's `json.load` of the
+whole document is what makes its memory 4x ours, so batches stay bounded: the decompressed text is
+read in chunks and cut after the last `},` of the buffer. A cut is checked, not trusted: `[` + text
++ `]` decodes only if the cut fell between two elements of `traceEvents` (inside a string or a
+nested object the brackets or quotes would not balance), and a rejected cut is retried at an
+earlier `},`.
+
+What it must never do: accept a file the stdlib path refuses, or read a value differently. It
+decodes only what the strict struct types describe; a batch with anything else (a string stream id,
+a null `args`, an integer beyond int64) is decoded into dicts and reduced by `columns.event_sink`,
+the reference rules. Anything it cannot decode at all (a truncated or corrupt file, NaN literals,
+lone surrogates, a top level it does not recognise) makes `decode_fast` return None, and `load.py`
+reads the file again with the stdlib parser, which says what is wrong. Never imports pandas.
+"""
+
+from __future__ import annotations
+
+import codecs
+import gzip
+import io
+import re
+import zlib
+from itertools import compress
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import numpy as np
+import numpy.typing as npt
+
+from analyzers.traces.columns import ColumnBuilder, SymbolTable, event_sink
+
+__all__ = ["decode_fast"]
+
+I32 = npt.NDArray[np.int32]
+I64 = npt.NDArray[np.int64]
+
+_GZIP_MAGIC = b"\x1f\x8b"
+# HTA's rank detection (hta/common/trace_file.py): the first `"rank":\s+(\d+)` of any line.
+_HTA_RANK_RE = re.compile(rb'"rank":[ \t\r\x0b\x0c]+(\d+)')
+_RANK_KEY = b'"rank":'
+_KEY = b'"traceEvents"'
+_KEY_RE = re.compile(rb"[ \t\n\r]*:[ \t\n\r]*\[")
+_JSON_WS = b" \t\n\r"
+# Give up on the fast path when this much text is buffered without a decodable batch (a corrupt
+# file, or a top level that is not the usual one); the stdlib path then reads it with bounded memory.
+_MAX_BUFFER = 64 << 20
+_CUT = b"},"
+_OPEN, _CLOSE, _COMMA = b"[],"
+_CUT_TRIES = 4
+
+
+class _Args(msgspec.Struct, frozen=True, gc=False):
+    """The `args` keys the columns use (column names in RawTrace); the rest are skipped in C."""
+
+    # Absent is the column's default; an explicit null fails validation and sends the batch to
+    # the reference rules (which also read it as the default).
+    stream: int = -1
+    correlation: int = -1
+    bandwidth: int | float = msgspec.field(default=0.0, name="memory bandwidth (GB/s)")
+    nbytes: int = msgspec.field(default=-1, name="bytes")
+    external_id: int | None = msgspec.field(default=None, name="External id")
+    external_id_2021: int | None = msgspec.field(default=None, name="external id")
+    device_type: int | None = msgspec.field(default=None, name="Device Type")
+    device_id: int | None = msgspec.field(default=None, name="Device Id")
+    total_allocated: int | float | None = msgspec.field(default=None, name="Total Allocated")
+
+
+# An event without `args` (told apart from `"args": {}` by identity: `[memory]` rows need that).
+_NO_ARGS = _Args()
+
+
+class _Event(msgspec.Struct, gc=False):
+    cat: str | None = None
+    name: str | None = None
+    pid: int | str | None = None
+    tid: int | str | None = None
+    ts: int | float | None = None
+    dur: int | float | None = None
+    args: _Args = _NO_ARGS
+
+
+_BATCH = msgspec.json.Decoder(list[_Event])
+_ANY = msgspec.json.Decoder()
+_TAIL = msgspec.json.Decoder(dict[str, msgspec.Raw])
+_META = msgspec.json.Decoder(dict[str, Any])
+_DECODE_ERRORS = (msgspec.MsgspecError, ValueError)
+
+
+class _Fallback(Exception):
+    """The fast path cannot read this file; the stdlib path will (or will say why not)."""
+
+
+class _Source:
+    """Decompressed bytes of a file in chunks, checked as UTF-8 (msgspec does not check the
+    strings it skips), with HTA's rank found on the way."""
+
+    def __init__(self, path: Path, chunk_size: int) -> None:
+        with path.open("rb") as probe:
+            gz = probe.read(2) == _GZIP_MAGIC
+        # Closed by `close()`, which decode_fast calls in a `finally`.
+        self._raw: io.BufferedIOBase = gzip.open(path, "rb") if gz else path.open("rb")  # noqa: SIM115
+        self._utf8 = codecs.getincrementaldecoder("utf-8")("strict")
+        self.chunk_size = chunk_size
+        self.eof = False
+        self.hta_rank: int | None = None
+        self._tail = b""
+
+    def read(self) -> bytes:
+        data = self._raw.read(self.chunk_size)
+        if not data:
+            self.eof = True
+            self._utf8.decode(b"", final=True)  # a multi-byte character cut by the end of file
+            return data
+        if not data.isascii() or self._utf8.getstate()[0]:
+            self._utf8.decode(data)
+        if self.hta_rank is None:
+            self._find_rank(data)
+        return data
+
+    def _find_rank(self, data: bytes) -> None:
+        """HTA's rank: the first match in the file, with all its digits. A match that starts in
+        the previous chunk's last bytes is looked for at the border; a match that the chunk's
+        end may cut is left for the next chunk's border. The whole chunk is searched only when
+        it holds the key (a regex over every chunk cost 5 % of the load)."""
+        tail = self._tail
+        edge = tail + data[:64]
+        match = _HTA_RANK_RE.search(edge)
+        if match is not None and match.start() < len(tail) and match.end() < len(edge):
+            self.hta_rank = int(match.group(1))
+            return
+        if _RANK_KEY in data:
+            match = _HTA_RANK_RE.search(data)
+            if match is not None and match.end() < len(data):
+                self.hta_rank = int(match.group(1))
+                return
+        self._tail = (tail + data[-64:])[-64:]
+
+    def close(self) -> None:
+        self._raw.close()
+
+
+def decode_fast(
+    path: Path, cols: ColumnBuilder, chunk_size: int
+) -> tuple[dict[str, Any], int | None] | None:
+    """Fill `cols` from the file; return (top-level metadata, HTA's rank), or None when the
+    stdlib path must read the file instead (then `cols` is garbage)."""
+    try:
+        source = _Source(path, chunk_size)
+    except OSError:
+        return None
+    try:
+        return _decode(source, cols, path), source.hta_rank
+    except (_Fallback, OSError, EOFError, zlib.error, *_DECODE_ERRORS):
+        return None
+    finally:
+        source.close()
+
+
+def _decode(source: _Source, cols: ColumnBuilder, path: Path) -> dict[str, Any]:
+    # The members before `traceEvents`: `{`, members, `,` decode as an object once the comma is
+    # replaced by `}`, and only if the key really is a top-level key.
+    buf = bytearray()
+    while (key_at := buf.find(_KEY)) < 0 or (len(buf) < key_at + 64 and not source.eof):
+        if source.eof or len(buf) > _MAX_BUFFER:
+            raise _Fallback
+        buf += source.read()
+    head = bytes(buf[:key_at]).rstrip(_JSON_WS)
+    if head.lstrip(_JSON_WS) == b"{":
+        metadata = {}
+    elif head.endswith(b",") and head[:-1].strip(_JSON_WS) != b"{":
+        metadata = _META.decode(head[:-1] + b"}")
+    else:
+        raise _Fallback
+    opening = _KEY_RE.match(buf, key_at + len(_KEY))
+    if opening is None:  # not `"traceEvents": [`: the stdlib path says what it is
+        raise _Fallback
+    # From here on buf[0] is the `[` or `,` before the next element.
+    del buf[: opening.end() - 1]
+    batches = _Batches(cols, path)
+    while True:
+        if not source.eof and len(buf) < source.chunk_size:
+            buf += source.read()
+            continue
+        cut = _decode_batch(buf, batches)
+        if cut:
+            del buf[:cut]  # O(1): a bytearray drops its head by moving its start
+        elif source.eof:
+            break
+        elif len(buf) > _MAX_BUFFER:
+            raise _Fallback
+        else:
+            buf += source.read()
+    # What is left: the last elements, `]`, and the members after `traceEvents`, decoded as
+    # `{"traceEvents": [` + rest, so that the last element and the array's end need no cut.
+    if _KEY in buf:
+        raise _Fallback  # a second `traceEvents` key: the stdlib path reads both, as before
+    buf[0] = _OPEN
+    tail = _TAIL.decode(b'{"traceEvents":' + buf)
+    batches.decode(tail.pop("traceEvents"))
+    for key, raw in tail.items():
+        metadata[key] = _ANY.decode(raw)
+    cols.count = batches.position
+    return metadata
+
+
+def _decode_batch(buf: bytearray, batches: _Batches) -> int:
+    """Decode the whole elements in `buf` (after its first byte, a `[` or `,`); return the
+    position of the `,` after the last one decoded (0: no cut found that decodes).
+
+    The batch is decoded in place, without a copy: its first byte becomes `[` and the `,` after
+    it becomes `]` for the duration of the call.
+    """
+    end = len(buf)
+    for _ in range(_CUT_TRIES):
+        cut = buf.rfind(_CUT, 1, end)
+        if cut < 0:
+            return 0
+        buf[0] = _OPEN
+        buf[cut + 1] = _CLOSE
+        try:
+            with memoryview(buf) as view, view[: cut + 2] as batch:
+                batches.decode(batch)
+        except _DECODE_ERRORS:
+            end = cut
+            continue
+        finally:
+            buf[cut + 1] = _COMMA
+        return cut + 1
+    return 0
+
+
+class _Batches:
+    """Turns decoded batches of events into column blocks; counts events (HTA's `index`)."""
+
+    def __init__(self, cols: ColumnBuilder, path: Path) -> None:
+        self.cols = cols
+        self.path = path
+        self.position = 0
+
+    def decode(self, text: memoryview | msgspec.Raw) -> None:
+        """Decode one JSON array of events; raise a msgspec error if it is not valid JSON (so the
+        caller can try another cut) and fall back to dicts if it is but the types are not ours."""
+        try:
+            events = _BATCH.decode(text)
+        except msgspec.ValidationError:
+            self._reference(_ANY.decode(text))
+            return
+        try:
+            blocks = _reduce(events, self.position, self.cols)
+        except OverflowError:  # an integer beyond int64: the reference rules decide
+            self._reference(_ANY.decode(text))
+            return
+        self.cols.add_blocks(blocks)
+        self.position += len(events)
+
+    def _reference(self, events: object) -> None:
+        if not isinstance(events, list):
+            raise _Fallback
+        add = event_sink(self.cols, self.path)
+        position = self.position
+        for ev in events:
+            add(ev, position)
+            position += 1
+        self.cols.flush()
+        self.position = position
+
+
+def _ints(values: list[int | None]) -> I64:
+    """Integers, None -> -1 (the columns' "absent")."""
+    try:
+        return np.array(values, dtype=np.int64)
+    except TypeError:  # a None
+        return np.array([-1 if v is None else v for v in values], dtype=np.int64)
+
+
+def _symbols(table: SymbolTable, columns: tuple[list[Any], ...]) -> list[I32]:
+    """Symbol ids of each column, looked up column by column in C. Values not seen before are
+    interned first, in event order and cat/name/pid/tid within an event: the order in which the
+    per-event reduction assigns ids, so both paths give every symbol the same id."""
+    get = table.get
+    codes = [list(map(get, column)) for column in columns]
+    out: list[I32] = []
+    stale: list[int] = []
+    for c, column_codes in enumerate(codes):
+        try:
+            out.append(np.array(column_codes, dtype=np.int32))
+        except TypeError:  # a None from `get`
+            stale.append(c)
+            out.append(np.zeros(0, dtype=np.int32))
+    if stale:
+        fresh = [(i, c) for c in stale for i, code in enumerate(codes[c]) if code is None]
+        for i, c in sorted(fresh):
+            table[columns[c][i]]  # interns it
+        for c in stale:
+            out[c] = np.array(list(map(get, columns[c])), dtype=np.int32)
+    return out
+
+
+def _reduce(events: list[_Event], base: int, cols: ColumnBuilder) -> dict[str, npt.NDArray[Any]]:
+    """One batch as column blocks, by the rules of `columns.event_sink` (kept rows: a `dur`, a
+    `ts` and a `cat` other than `Trace`; `[memory]` counters among the others)."""
+    if not events:
+        return {}
+    ts = [e.ts for e in events]
+    ts_types = set(map(type, ts))
+    if float in ts_types:
+        cols.ts_has_float = True
+    if type(None) in ts_types:
+        cols.ts_all_present = False
+    # None -> NaN (msgspec refuses NaN literals); integers convert as the stdlib path's do.
+    ts_all = np.array(ts, dtype=np.float64)
+    dur_all = np.array([e.dur for e in events], dtype=np.float64)
+    cats = np.array([e.cat for e in events], dtype=object)
+    kept = (cats != None) & (cats != "Trace") & ~np.isnan(ts_all) & ~np.isnan(dur_all)  # noqa: E711
+    rows = np.flatnonzero(kept)
+    blocks: dict[str, npt.NDArray[Any]] = {}
+    if len(rows) < len(events):
+        blocks.update(_memory_counters(list(compress(events, (~kept).tolist()))))
+        events = list(compress(events, kept.tolist()))
+        if not events:
+            return blocks
+    cat, name, pid, tid = _symbols(
+        cols.symbols,
+        (
+            [e.cat for e in events],
+            [e.name for e in events],
+            [e.pid for e in events],
+            [e.tid for e in events],
+        ),
+    )
+    args = [e.args for e in events]
+    external: list[int | None] = [a.external_id for a in args]
+    external_2021 = [a.external_id_2021 for a in args]
+    if external_2021.count(None) < len(external_2021):  # "external id", 2021 runtime events
+        external = [x if x is not None else y for x, y in zip(external, external_2021, strict=True)]
+    blocks.update(
+        index=rows.astype(np.int64) + base,
+        cat=cat,
+        name=name,
+        pid=pid,
+        tid=tid,
+        ts=ts_all[rows],
+        dur=dur_all[rows],
+        stream=np.array([a.stream for a in args], dtype=np.int64),
+        correlation=np.array([a.correlation for a in args], dtype=np.int64),
+        bw=np.array([a.bandwidth for a in args], dtype=np.float64),
+        nbytes=np.array([a.nbytes for a in args], dtype=np.int64),
+        ext=_ints(external),
+    )
+    return blocks
+
+
+def _memory_counters(others: list[_Event]) -> dict[str, npt.NDArray[Any]]:
+    """`[memory]` instant events (not rows) that have a `ts` and `args`."""
+    counters = [
+        e for e in others if e.name == "[memory]" and e.ts is not None and e.args is not _NO_ARGS
+    ]
+    if not counters:
+        return {}
+    args = [e.args for e in counters]
+    return {
+        "mem_ts": np.array([e.ts for e in counters], dtype=np.float64),
+        "mem_type": _ints([a.device_type for a in args]),
+        "mem_dev": _ints([a.device_id for a in args]),
+        "mem_total": np.array([a.total_allocated for a in args], dtype=np.float64),
+    }

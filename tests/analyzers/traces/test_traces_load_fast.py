@@ -1,0 +1,287 @@
+"""The msgspec fast path of the trace loader: it reads every file exactly as the stdlib path does
+(the reference), takes the golden traces without falling back, and leaves every file it cannot
+read to the stdlib path, so errors still say what is wrong and where."""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from analyzers.traces import load
+from analyzers.traces.load import RawTrace, load_raw_trace
+from fleetscope.errors import CorruptTraceError
+from tests.analyzers.traces.trace_paths import ALL_TRACES
+
+
+def differences(fast: RawTrace, reference: RawTrace) -> list[str]:
+    """Fields of two RawTraces that differ (arrays: values, NaN positions and dtype)."""
+    out = []
+    for spec in dataclasses.fields(RawTrace):
+        a, b = getattr(fast, spec.name), getattr(reference, spec.name)
+        if isinstance(a, np.ndarray):
+            same = a.dtype == b.dtype and np.array_equal(a, b, equal_nan=True)
+        else:
+            same = a == b
+        if not same:
+            out.append(spec.name)
+    return out
+
+
+def _refuse(path: Path, chunk_size: int) -> RawTrace:
+    raise AssertionError(f"{path}: the fast path fell back to the stdlib parser")
+
+
+def fast_only(path: Path, chunk_size: int = 1 << 20) -> RawTrace:
+    """Load with the fast path, failing the test if it handed the file to the stdlib parser."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(load, "_load_stdlib", _refuse)
+        return load_raw_trace(path, chunk_size=chunk_size)
+
+
+def both(path: Path, chunk_size: int = 1 << 20) -> tuple[RawTrace, RawTrace]:
+    return (
+        load_raw_trace(path, chunk_size=chunk_size),
+        load_raw_trace(path, chunk_size=chunk_size, decoder="stdlib"),
+    )
+
+
+@pytest.mark.parametrize(
+    "trace_file",
+    [f for d in ALL_TRACES for f in sorted(d.glob("*.gz"))],
+    ids=lambda p: p.parent.name,
+)
+def test_golden_traces_take_the_fast_path_and_read_like_stdlib(trace_file: Path) -> None:
+    fast = fast_only(trace_file)
+    reference = load_raw_trace(trace_file, decoder="stdlib")
+    assert differences(fast, reference) == []
+    assert fast.metadata == reference.metadata
+
+
+def write_raw(path: Path, text: str, *, gz: bool = False) -> Path:
+    data = text.encode()
+    path.write_bytes(gzip.compress(data) if gz else data)
+    return path
+
+
+KERNEL = (
+    '{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 10.5, "dur": 2.6, '
+    '"args": {"stream": 7, "correlation": 3, "External id": 9}}'
+)
+# Documents whose every event the fast path must read as the stdlib path does, batch by batch,
+# at every chunk size: each one is a way the text can mislead a cut at `},` or a typed decode.
+ODD_DOCUMENTS = {
+    "cut inside a name": '{"traceEvents": [' + KERNEL + ', {"ph": "X", "cat": "cpu_op", '
+    '"name": "a},{\\"b\\": [}, ]", "ts": 1, "dur": 2}, ' + KERNEL + "]}",
+    "nested objects in args": '{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "n", '
+    '"ts": 1, "dur": 2, "args": {"x": [{"a": 1}, {"b": {"c": 2}}], "stream": 3}}, ' + KERNEL + "]}",
+    "metadata after the events, with its own `},`": '{"schemaVersion": 1, "traceEvents": ['
+    + KERNEL
+    + ", "
+    + KERNEL
+    + '], "deviceProperties": [{"id": 0}, {"id": 1}], "distributedInfo": {"rank": 3}}',
+    "events first, no other member": '{"traceEvents" : [ ' + KERNEL + " ] }",
+    "empty events": '{"a": {"b": [1, {"c": 2}]}, "traceEvents": []}',
+    "nulls and odd types": '{"traceEvents": ['
+    '{"ph": "X", "cat": "kernel", "name": "a", "ts": 1, "dur": 2, "args": null}, '
+    '{"ph": "X", "cat": "kernel", "name": "b", "ts": 1, "dur": 2, "args": {"stream": null}}, '
+    '{"ph": "X", "cat": "kernel", "name": "c", "ts": 1, "dur": 2, "args": {"stream": 7.0}}, '
+    '{"ph": "X", "cat": "kernel", "name": "d", "ts": "5", "dur": "2", "pid": true}, '
+    '{"ph": "X", "cat": 5, "name": 6, "ts": 1, "dur": 2, "args": {"bytes": "12"}}, '
+    + KERNEL
+    + "]}",
+    "both external id spellings": '{"traceEvents": ['
+    '{"ph": "X", "cat": "Runtime", "name": "a", "ts": 1, "dur": 2, "args": {"external id": 4}}, '
+    '{"ph": "X", "cat": "Runtime", "name": "b", "ts": 1, "dur": 2, '
+    '"args": {"External id": null, "external id": 5}}, '
+    '{"ph": "X", "cat": "Runtime", "name": "c", "ts": 1, "dur": 2, '
+    '"args": {"External id": -1, "external id": 6}}, '
+    '{"ph": "X", "cat": "Runtime", "name": "d", "ts": 1, "dur": 2, "args": {"External id": 8}}]}',
+    "memory counters": '{"traceEvents": ['
+    '{"ph": "i", "name": "[memory]", "ts": 3, "args": {"Device Type": 1, "Device Id": 0, '
+    '"Total Allocated": 4096}}, '
+    '{"ph": "i", "name": "[memory]", "ts": 4, "args": {}}, '
+    '{"ph": "i", "name": "[memory]", "ts": 5}, '
+    '{"ph": "i", "name": "[memory]", "args": {"Device Type": 1}}, '
+    '{"ph": "i", "name": "[memory]", "ts": 6.5, "args": {"Device Type": "1", '
+    '"Total Allocated": 1.5}}, ' + KERNEL + "]}",
+    "wide integers": '{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "w", '
+    '"ts": 9007199254740993, "dur": 1, "args": {"correlation": 9223372036854775807, '
+    '"External id": -9223372036854775808, "bytes": 9007199254740993}}]}',
+    "multi-byte characters": '{"traceEvents": ['
+    + ", ".join(
+        '{"ph": "X", "cat": "cpu_op", "name": "' + "é😀ü"[i % 3] * (i + 1) + '", "ts": 1, "dur": 2}'
+        for i in range(12)
+    )
+    + "]}",
+    "a rank that a chunk border can cut": '{"distributedInfo": {"rank":   12345}, '
+    '"traceEvents": [' + KERNEL + "]}",
+}
+
+
+def test_without_msgspec_the_stdlib_path_reads_everything(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """msgspec comes with the `server` extra; a core-only install still reads traces."""
+    path = write_raw(tmp_path / "t.json", '{"traceEvents": [' + KERNEL + "]}")
+    monkeypatch.setattr(load, "load_fast", None)
+    raw = load_raw_trace(path)
+    assert raw.stream.tolist() == [7] and raw.external_id.tolist() == [9]
+
+
+@pytest.mark.parametrize("name", sorted(ODD_DOCUMENTS))
+@pytest.mark.parametrize("chunk", [1, 7, 64, 1 << 20])
+def test_odd_documents_read_like_stdlib(tmp_path: Path, name: str, chunk: int) -> None:
+    path = write_raw(tmp_path / "t.json", ODD_DOCUMENTS[name])
+    fast, reference = both(path, chunk)
+    assert differences(fast, reference) == []
+    assert (
+        fast.metadata
+        == reference.metadata
+        == {k: v for k, v in json.loads(ODD_DOCUMENTS[name]).items() if k != "traceEvents"}
+    )
+
+
+def test_the_fast_path_reads_them_itself(tmp_path: Path) -> None:
+    """Odd values cost a batch its vectorized reduction, never the file its fast path."""
+    for i, name in enumerate(sorted(ODD_DOCUMENTS)):
+        fast_only(write_raw(tmp_path / f"{i}.json", ODD_DOCUMENTS[name]), chunk_size=64)
+
+
+def test_a_rank_cut_by_a_chunk_border_keeps_its_digits(tmp_path: Path) -> None:
+    path = write_raw(tmp_path / "t.json", ODD_DOCUMENTS["a rank that a chunk border can cut"])
+    for chunk in range(1, 60):
+        fast, reference = both(path, chunk)
+        assert fast.hta_rank == reference.hta_rank == 12345, chunk
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('{"traceEvents": [{"name": "n", "cat": "k", "ts": NaN, "dur": 1}]}', ["n"]),
+        ('{"traceEvents": [{"name": "\\ud800", "cat": "k", "ts": 1, "dur": 1}]}', ["\ud800"]),
+        (
+            '{"traceEvents": [], "traceEvents": [{"name": "x", "cat": "k", "ts": 1, "dur": 1}]}',
+            ["x"],
+        ),
+        (
+            '{"x": "traceEvents", "traceEvents": [{"name": "y", "cat": "k", "ts": 1, "dur": 1}]}',
+            ["y"],
+        ),
+        ('[{"traceEvents": []}, {"traceEvents": []}]', None),
+    ],
+    ids=["NaN", "lone surrogate", "two traceEvents", "traceEvents as a value", "not an object"],
+)
+def test_what_msgspec_refuses_the_stdlib_path_reads(
+    tmp_path: Path, text: str, expected: list[str] | None
+) -> None:
+    """NaN literals, lone surrogates, a repeated `traceEvents`, a top level it does not know:
+    the fallback keeps them working (or failing) exactly as before."""
+    path = write_raw(tmp_path / "t.json", text)
+    if expected is None:
+        with pytest.raises(CorruptTraceError, match="expected a JSON object"):
+            load_raw_trace(path)
+        return
+    fast, reference = both(path)
+    assert differences(fast, reference) == []
+    assert [fast.names[i] for i in fast.name] == expected
+
+
+def test_a_damaged_gzip_body_is_corrupt(tmp_path: Path) -> None:
+    packed = bytearray(gzip.compress(ODD_DOCUMENTS["multi-byte characters"].encode() * 50))
+    packed[200:264] = bytes(64)
+    path = tmp_path / "bad.json.gz"
+    path.write_bytes(packed)
+    with pytest.raises(CorruptTraceError, match=r"bad\.json\.gz: not a valid gzip file"):
+        load_raw_trace(path)
+
+
+def test_invalid_utf8_in_a_skipped_field_is_still_refused(tmp_path: Path) -> None:
+    """msgspec does not check the strings it skips; the loader does."""
+    path = tmp_path / "bad.json"
+    path.write_bytes(b'{"traceEvents": [{"ph": "X\xff", "cat": "k", "ts": 1, "dur": 1}]}')
+    with pytest.raises(CorruptTraceError, match="not UTF-8"):
+        load_raw_trace(path)
+
+
+_tricky_text = st.text(alphabet=st.sampled_from('ab},{[]": \\\n\té😀'), max_size=10)
+_int = st.integers(min_value=-(2**63), max_value=2**63 - 1)
+_value = st.one_of(st.none(), st.booleans(), _int, st.floats(allow_nan=False, allow_infinity=False))
+_event = st.fixed_dictionaries(
+    {"ph": st.sampled_from(["X", "i", "s", "M"])},
+    optional={
+        "name": st.one_of(_tricky_text, st.just("[memory]"), st.integers(0, 3)),
+        "cat": st.one_of(st.sampled_from(["kernel", "cpu_op", "Runtime", "Trace"]), _value),
+        "pid": st.one_of(st.integers(-5, 5), _tricky_text, st.none()),
+        "tid": st.one_of(st.integers(-5, 5), _tricky_text),
+        "ts": st.one_of(st.integers(0, 2**60), st.floats(0, 1e16), st.none(), _tricky_text),
+        "dur": st.one_of(st.integers(0, 10**6), st.floats(0, 1e6), st.none()),
+        "args": st.one_of(
+            st.none(),
+            st.lists(_value, max_size=2),
+            st.fixed_dictionaries(
+                {},
+                optional={
+                    "stream": st.one_of(st.integers(-1, 100), _value, _tricky_text),
+                    "correlation": _value,
+                    "External id": _value,
+                    "external id": _value,
+                    "memory bandwidth (GB/s)": _value,
+                    "bytes": _value,
+                    "Device Type": st.one_of(_value, _tricky_text),
+                    "Device Id": _value,
+                    "Total Allocated": _value,
+                    "nested": st.lists(st.dictionaries(_tricky_text, _value, max_size=2)),
+                },
+            ),
+        ),
+    },
+)
+_metadata = st.dictionaries(
+    st.sampled_from(["schemaVersion", "deviceProperties", "distributedInfo", "x},"]),
+    st.one_of(_value, st.lists(st.dictionaries(_tricky_text, _value, max_size=2), max_size=2)),
+    max_size=3,
+)
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    events=st.lists(_event, max_size=30),
+    before=_metadata,
+    after=_metadata,
+    indent=st.sampled_from([None, 0, 2]),
+    ascii_only=st.booleans(),
+    chunk=st.one_of(st.integers(min_value=1, max_value=400), st.just(1 << 20)),
+    gz=st.booleans(),
+)
+def test_any_document_reads_like_stdlib(
+    tmp_path: Path,
+    events: list[dict[str, Any]],
+    before: dict[str, Any],
+    after: dict[str, Any],
+    indent: int | None,
+    ascii_only: bool,
+    chunk: int,
+    gz: bool,
+) -> None:
+    """Property: same columns, metadata and rank from both decoders, for any chunk size."""
+
+    def dump(value: Any) -> str:
+        return json.dumps(value, indent=indent, ensure_ascii=ascii_only)
+
+    members = [f"{dump(k)}: {dump(v)}" for k, v in before.items() if k not in after]
+    members.append(f'"traceEvents": {dump(events)}')
+    members += [f"{dump(k)}: {dump(v)}" for k, v in after.items()]
+    path = write_raw(tmp_path / "p.json", "{" + ", ".join(members) + "}", gz=gz)
+    fast, reference = both(path, chunk)
+    assert differences(fast, reference) == []
+    assert fast.metadata == reference.metadata
