@@ -33,6 +33,7 @@ import gzip
 import json
 import re
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -251,10 +252,28 @@ class _Parser:
         raise CorruptTraceError(f"{path}: not a Kineto trace: {message}")
 
 
+def _guarded(add: Callable[[object, int], None], path: Path) -> Callable[[object, int], None]:
+    """`add`, with an event of the wrong shape (a list where a name goes, a timestamp beyond any
+    float) refused as a corrupt trace that names the event, not a bare TypeError."""
+
+    def guarded(ev: object, position: int) -> None:
+        try:
+            add(ev, position)
+        except (TypeError, ValueError, OverflowError) as exc:
+            if isinstance(exc, CorruptTraceError):
+                raise
+            raise CorruptTraceError(
+                f"{path}: not a Kineto trace: traceEvents[{position}] is malformed "
+                f"({type(exc).__name__}: {exc}): {ev!r:.120}"
+            ) from exc
+
+    return guarded
+
+
 def _parse_events(parser: _Parser, cols: ColumnBuilder, path: Path) -> None:
     """Decode the elements of `traceEvents` one by one, straight into the columns."""
     parser.expect("[", "to open traceEvents")
-    add = event_sink(cols, path)
+    add = _guarded(event_sink(cols, path), path)
     scan_once = parser.decoder.scan_once  # type: ignore[attr-defined]  # raw_decode minus a frame
     ws = _WS
     position = 0
@@ -382,6 +401,13 @@ def _load_stdlib(path: Path, chunk_size: int) -> RawTrace:
 def _finish(
     path: Path, metadata: dict[str, Any], cols: ColumnBuilder, hta_rank: int | None
 ) -> RawTrace:
+    try:
+        cols.flush()
+    except (TypeError, ValueError, OverflowError) as exc:  # e.g. a timestamp of 10**320
+        raise CorruptTraceError(
+            f"{path}: not a Kineto trace: a value does not fit its column "
+            f"({type(exc).__name__}: {exc})"
+        ) from exc
     column = cols.column
     return RawTrace(
         path=path,

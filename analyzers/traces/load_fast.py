@@ -159,6 +159,8 @@ def decode_fast(
         return _decode(source, cols, path), source.hta_rank
     except (_Fallback, OSError, EOFError, zlib.error, *_DECODE_ERRORS):
         return None
+    except (TypeError, ValueError, OverflowError):  # a malformed event: the stdlib path names it
+        return None
     finally:
         source.close()
 

@@ -130,6 +130,17 @@ def test_a_cut_gzip_stream_is_truncated(tmp_path: Path) -> None:
         (b'{"traceEvents": [1]}', "not an object"),
         (b'{"traceEvents": []} trailing', "extra data"),
         (b"\x89PNG\r\n\x1a\n" + bytes(100), "not UTF-8|not a Kineto trace"),
+        (
+            b'{"traceEvents": [{"ph": "X", "cat": "kernel", "name": ["a"], "pid": 1, "tid": 1, '
+            b'"ts": 1, "dur": 2}]}',
+            r"traceEvents\[0\] is malformed \(TypeError",
+        ),
+        (
+            b'{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "pid": 1, "tid": 1, "ts": 1'
+            + b"0" * 320
+            + b', "dur": 2}]}',
+            "a value does not fit its column",
+        ),
     ],
 )
 def test_corrupt_files_say_what_is_wrong(tmp_path: Path, content: bytes, message: str) -> None:
