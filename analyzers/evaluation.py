@@ -1,19 +1,23 @@
 """`fleetscope eval`: analyzer quality measured against the simulator's ground truth.
 
 The simulator (collector.simulator) plans a fleet of jobs from its scenarios (healthy, idle
-allocation, data-loader stall, low SM, no tensor cores, memory-bound, small batch, straggler,
-thermal throttling, XID; with checkpoint loads at start, periodic evaluation, MIG slices, jobs that
-move hosts, missing scrapes, jobs without profiling fields) and writes, per job, the rules that
-should fire and the GPU-hours each wastes (collector/simulator/truth.py). Here the batch tables go
+allocation, data-loader stall, CPU and I/O bottlenecks, low SM, no tensor cores, memory-bound,
+small batch, an inference service on whole GPUs, a memory leak, step-time outliers, straggler,
+thermal throttling, XID; 8-GPU jobs fragmented over two hosts; with checkpoint loads at start,
+periodic evaluation, MIG slices, jobs that move hosts, missing scrapes, jobs without profiling
+fields) and writes, per job, the rules that should fire and the GPU-hours each wastes
+(collector/simulator/truth.py), and per user whether R4 should fire (collector/simulator/users.py). Here the batch tables go
 through the real pipeline: published as warehouse segments, read back through
 `warehouse.reader`, analyzed by every registered analyzer, landed in a real catalog, read back by
 the store. Per rule: precision and recall over jobs, and the relative error of the summed wasted
 GPU-hours over the jobs both agree on.
 
 Truth is per whole job, so only jobs that start and end inside the generated range are scored, and
-the analysis bucket spans the whole range (one identity bucket per job). Rules the simulator never
-makes true (R4, R10, R13, P2) are listed as not simulated. This module must never change the
-simulator's truth.
+the analysis bucket spans the whole range (one identity bucket per job). R4 is scored per user
+over the same range (every job in it counts, with its part inside), skipping users whose verdict
+the simulator calls ambiguous (counted in `ambiguous_users`). A rule the fleet never makes true
+and no analyzer reports is listed as not simulated. This module must never change the simulator's
+truth.
 """
 
 from __future__ import annotations
@@ -25,6 +29,10 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from analyzers.findings import Finding
 
 TARGET_PRECISION = 0.95
 TARGET_RECALL = 0.95
@@ -74,6 +82,8 @@ class EvalReport:
     rows: int
     seconds: dict[str, float]
     not_simulated: list[str]
+    users: int = 0
+    ambiguous_users: list[str] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:
@@ -136,6 +146,7 @@ def evaluate(hosts: int = 8, hours: float = 12.0, seed: int = 7, step_s: int = 1
             raise AnalyzerFailedError(f"analyzers failed during eval: {result.errors}")
         found = [s.finding for s in store.findings(include_suppressed=True)]
         engine.dispose()
+    user_truth = sim.user_truth_records(g0, g1)
 
     implemented = set(rule_registry(load_analyzers()))
     by_job: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
@@ -159,18 +170,64 @@ def evaluate(hosts: int = 8, hours: float = 12.0, seed: int = 7, step_s: int = 1
             elif rule in got:
                 score.fp += 1
                 score.fp_jobs.append(r["job_id"])
+    ambiguous = _score_users(scores, user_truth, found)
     not_simulated = sorted(rule for rule, s in scores.items() if s.tp + s.fn == 0 and s.fp == 0)
     scenarios: dict[str, int] = defaultdict(int)
     for r in scored:
         scenarios[r["scenario"]] += 1
     _ = scored_ids
-    return EvalReport(scores, len(scored), dict(scenarios), rows, seconds, not_simulated)
+    return EvalReport(
+        scores,
+        len(scored),
+        dict(scenarios),
+        rows,
+        seconds,
+        not_simulated,
+        users=len(user_truth) - len(ambiguous),
+        ambiguous_users=ambiguous,
+    )
+
+
+USER_RULES = ("R4",)  # rules whose findings are about a user, not a job
+
+
+def _score_users(
+    scores: dict[str, RuleScore], truth: list[dict[str, Any]], found: list[Finding]
+) -> list[str]:
+    """Score the per-user rules over users (truth: users.py); returns the users left unscored."""
+    ambiguous = sorted(u["user"] for u in truth if u["ambiguous"])
+    for rule in USER_RULES:
+        score = scores.setdefault(rule, RuleScore(rule))
+        got = {f.user for f in found if f.rule_id == rule and f.user}
+        known = {u["user"] for u in truth}
+        for u in truth:
+            if u["ambiguous"]:
+                continue
+            want = rule in u["rules"]
+            if want and u["user"] in got:
+                score.tp += 1
+            elif want:
+                score.fn += 1
+                score.fn_jobs.append(f"user:{u['user']}")
+            elif u["user"] in got:
+                score.fp += 1
+                score.fp_jobs.append(f"user:{u['user']}")
+        for user in sorted(got - known):
+            score.fp += 1
+            score.fp_jobs.append(f"user:{user}")
+    return ambiguous
 
 
 def _fmt(value: float | None, pct: bool = False) -> str:
     if value is None:
         return "-"
     return f"{100 * value:.1f} %" if pct else f"{value:.3f}"
+
+
+def _catalog_order(rule: str) -> tuple[int, int, str]:
+    """R1..R17, then P1..P3, as rules.md lists them."""
+    digits = rule[1:]
+    return (0 if rule.startswith("R") else 1, int(digits) if digits.isdigit() else 0, rule)
 
 
 def render(report: EvalReport) -> str:
@@ -182,7 +239,7 @@ def render(report: EvalReport) -> str:
         f"{'rule':<5} {'TP':>4} {'FP':>4} {'FN':>4} {'precision':>10} {'recall':>8} "
         f"{'truth GPU-h':>12} {'found GPU-h':>12} {'error':>8}",
     ]
-    for rule, s in report.scores.items():
+    for rule, s in sorted(report.scores.items(), key=lambda kv: _catalog_order(kv[0])):
         if rule in report.not_simulated:
             continue
         out.append(
@@ -196,7 +253,15 @@ def render(report: EvalReport) -> str:
             out.append(f"      missed: {', '.join(s.fn_jobs[:5])}")
     out += [
         "",
-        f"not simulated (never true in the simulated fleet): {', '.join(report.not_simulated)}",
+        f"R4 is scored over users: {report.users} users"
+        + (
+            f" ({len(report.ambiguous_users)} ambiguous, not scored: "
+            f"{', '.join(report.ambiguous_users)})"
+            if report.ambiguous_users
+            else ""
+        ),
+        "not simulated (never true in the simulated fleet): "
+        + (", ".join(report.not_simulated) or "none"),
         f"targets: precision and recall >= {TARGET_PRECISION}, wasted GPU-hours within "
         f"{TARGET_WASTE_ERROR:.0%}: {'PASS' if report.passed else 'FAIL'}",
     ]

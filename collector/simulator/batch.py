@@ -10,8 +10,10 @@ page's `%f` text parses back to them exactly), each exporter field in the column
 collector.dcgm_fields maps it to, unknown fields in `extra`, `gpu_util = 100 x gr_engine_active`
 on MIG rows (collector.normalize), and no row for a host whose scrape failed at that second
 (its exporter answered 503). host_samples has one whole-host row and one row per job cgroup per
-host and second; step_samples one row per training rank per second of the grid, for the step
-that rank finished last.
+host and second (I/O wait only on the whole-host rows: cgroup v2 has no per-job I/O wait, so the
+agent's job rows leave it null); step_samples one row per training rank per second of the grid at
+which the rank has finished a step since the previous grid second, for the step it finished last
+(steps longer than the grid are each reported once; shorter ones are sampled).
 
 Must never: format or parse exposition text, or loop over rows in Python.
 """
@@ -27,7 +29,7 @@ import pyarrow as pa
 from collector.dcgm_fields import FIELDS
 from collector.simulator.fields import EXPORTER_FIELDS
 from collector.simulator.fleet import Fleet
-from collector.simulator.scenarios import Periodic
+from collector.simulator.scenarios import Periodic, StepProfile
 from collector.simulator.signals import Frame, SignalModel, hash_u01
 from fleetscope.contract import GPU_SAMPLES, HOST_SAMPLES, STEP_SAMPLES, TS
 
@@ -76,7 +78,7 @@ def tables(sim: SignalModel, t0: int, t1: int, step_s: int) -> dict[str, pa.Tabl
     return {
         "gpu_samples": _gpu_table(sim, frame),
         "host_samples": _host_table(sim, frame),
-        "step_samples": _step_table(sim, frame),
+        "step_samples": _step_table(sim, frame, int(step_s)),
     }
 
 
@@ -202,6 +204,15 @@ def _host_table(sim: SignalModel, frame: Frame) -> pa.Table:
     whole_t = np.repeat(times, n_hosts)
     whole_host = np.tile(np.arange(n_hosts, dtype=np.int64), len(times))
     whole_cpu = whole_busy / HOST_CORES + 1.0
+    # I/O wait of the whole host: each unit's cores at its level's I/O wait, free cores at the
+    # idle level's (the same 0.4 % as every level that does no I/O).
+    iowait = sim.iowait_pct(frame.level)
+    idle_iowait = float(sim.iowait_pct(np.zeros(1, dtype=np.int64))[0])
+    whole_io = idle_iowait + np.bincount(
+        whole_key,
+        weights=np.where(alloc, (iowait - idle_iowait) * cores_per_unit, 0.0),
+        minlength=len(times) * n_hosts,
+    ) / float(HOST_CORES)
 
     t_all = np.concatenate([whole_t, job_t])
     host_all = np.concatenate([whole_host, job_host])
@@ -217,7 +228,9 @@ def _host_table(sim: SignalModel, frame: Frame) -> pa.Table:
         "job_id": _strings(job_all, d.jobs),
         "cpu_user_pct": _floats(np.round(cpu_all * 0.9, 3)),
         "cpu_system_pct": _floats(np.round(cpu_all * 0.1, 3)),
-        "cpu_iowait_pct": _floats(np.full(n, 0.4)),
+        "cpu_iowait_pct": _floats(
+            np.concatenate([np.round(whole_io, 3), np.full(len(job_t), np.nan)])
+        ),
         "cpu_cores": _floats(cores_all),
         "mem_used_bytes": _floats(np.round(mem_total * (0.15 + 0.004 * cpu_all))),
         "mem_total_bytes": _floats(mem_total),
@@ -230,17 +243,46 @@ def _host_table(sim: SignalModel, frame: Frame) -> pa.Table:
     return pa.Table.from_pydict(columns, schema=HOST_SAMPLES)
 
 
-def _step_table(sim: SignalModel, frame: Frame) -> pa.Table:
-    """The last finished step of every training rank at each second of the grid."""
+def _steps_finished(profile: StepProfile, elapsed: F64) -> F64:
+    """StepProfile.steps_finished, vectorized (whole numbers as floats; negative before 0 s)."""
+    base = profile.step_time_s
+    steps = np.floor(elapsed / base)
+    if not profile.outlier_gaps:
+        return steps
+    cycle = profile.outlier_cycle
+    offsets = np.array(profile.outlier_offsets)
+    position = np.arange(1, cycle + 1)
+    extra = (profile.outlier_factor - 1.0) * base
+    ends = base * position + extra * (offsets[None, :] <= position[:, None] - 1).sum(axis=1)
+    rest = elapsed - base * (profile.outlier_first - 1)
+    cycles = np.floor(rest / ends[-1])
+    within = rest - cycles * ends[-1]
+    done = (
+        profile.outlier_first - 1 + cycles * cycle + np.searchsorted(ends, within + 1e-9, "right")
+    )
+    return np.where(rest < 0, steps, done)
+
+
+def _outlier(profile: StepProfile, step: I64) -> npt.NDArray[np.bool_]:
+    """StepProfile.is_outlier, vectorized."""
+    if not profile.outlier_gaps:
+        return np.zeros(step.shape, dtype=bool)
+    offset = (step - profile.outlier_first) % profile.outlier_cycle
+    return (step >= profile.outlier_first) & np.isin(offset, profile.outlier_offsets)
+
+
+def _step_table(sim: SignalModel, frame: Frame, step_s: int) -> pa.Table:
+    """The last finished step of every training rank at each second of the grid, once per step."""
     d = _Dictionaries(sim)
     fleet = sim.fleet
     jobs = fleet.jobs
     steps = [j.scenario.steps for j in jobs]
-    step_time = np.array([s.step_time_s if s else 1.0 for s in steps] or [1.0])
+    profiles = sorted({p for p in steps if p is not None}, key=repr)
+    profile_of = np.array([profiles.index(p) if p else -1 for p in steps] or [-1])
     wait_share = np.array([s.data_wait_share if s else 0.0 for s in steps] or [0.0])
     workers = np.array([s.workers_per_rank if s else 0 for s in steps] or [0], dtype=np.int32)
     batch = np.array([s.batch_size if s else 0 for s in steps] or [0], dtype=np.int64)
-    has_steps = np.array([s is not None for s in steps] or [False])
+    has_steps = profile_of >= 0
     train_share = np.array(
         [
             1.0 - j.scenario.alternation.share
@@ -258,11 +300,30 @@ def _step_table(sim: SignalModel, frame: Frame) -> pa.Table:
     t = frame.t[rows]
     unit = frame.unit[rows]
     elapsed = (t - sim.j_start[job] - lead[job]).astype(np.float64) * train_share[job]
-    step = np.floor(elapsed / step_time[job]).astype(np.int64)
+    before = elapsed - step_s * train_share[job]
+    step_f: F64 = np.zeros(len(job), dtype=np.float64)
+    step_before: F64 = np.zeros(len(job), dtype=np.float64)
+    outlier = np.zeros(len(job), dtype=bool)
+    nominal: F64 = np.ones(len(job), dtype=np.float64)
+    factor: F64 = np.ones(len(job), dtype=np.float64)
+    for k, profile in enumerate(profiles):
+        mine = profile_of[job] == k
+        step_f[mine] = _steps_finished(profile, elapsed[mine])
+        step_before[mine] = _steps_finished(profile, before[mine])
+        nominal[mine] = profile.step_time_s
+        factor[mine] = profile.outlier_factor
+    step = step_f.astype(np.int64)
+    for k, profile in enumerate(profiles):
+        mine = profile_of[job] == k
+        outlier[mine] = _outlier(profile, step[mine])
+    fresh = step_f > step_before  # a step finished since the previous grid second
+    job, rank, t, unit, step = job[fresh], rank[fresh], t[fresh], unit[fresh], step[fresh]
+    nominal, factor, outlier = nominal[fresh], factor[fresh], outlier[fresh]
     u1 = hash_u01(sim.seed, job, rank, step, 21)
     u2 = hash_u01(sim.seed, job, rank, step, 22)
-    this_step = step_time[job] * (1.0 + 0.05 * (2.0 * u1 - 1.0))
-    wait = wait_share[job] * this_step * (1.0 + 0.05 * (2.0 * u2 - 1.0))
+    base_step = nominal * (1.0 + 0.05 * (2.0 * u1 - 1.0))
+    this_step: F64 = np.where(outlier, base_step * factor, base_step)
+    wait = wait_share[job] * base_step * (1.0 + 0.05 * (2.0 * u2 - 1.0))
     n = len(job)
     pid = (10_000 + (hash_u01(sim.seed, job, rank, 23) * 4_000_000).astype(np.int64)).astype(
         np.int32
@@ -277,7 +338,7 @@ def _step_table(sim: SignalModel, frame: Frame) -> pa.Table:
         "step": pa.array(step, type=pa.int64()),
         "step_time_s": _floats(np.round(this_step, 6)),
         "data_wait_s": _floats(np.round(wait, 6)),
-        "h2d_copy_s": _floats(np.round(this_step * 0.02, 6)),
+        "h2d_copy_s": _floats(np.round(base_step * 0.02, 6)),
         "batch_size": pa.array(batch[job], type=pa.int64()),
         "samples_per_s": _floats(np.round(batch[job] / this_step, 3)),
         "dataloader_workers": pa.array(workers[job], type=pa.int32()),

@@ -7,10 +7,17 @@ tables, truth records) is computed from a `Fleet`.
 How jobs are placed: hosts are grouped in lanes (two hosts of the same scheduler, or one MIG
 host). Each lane runs back-to-back plans of 2-12 hours; a plan is a layout from LAYOUTS (one
 16-GPU job over both hosts, independent splits of each host into 8/4/2/1-GPU jobs with some GPUs
-left free, a job that moves from one host to the other, or one job per MIG slice). Each job in a
-plan draws a scenario (weighted, among those that fit its GPU count and placement) and a duration;
-a job whose truth would be ambiguous (truth.ambiguous_rules) gets another duration, then becomes
-healthy. Jobs never straddle plans, so a GPU is free between them.
+left free, a job that moves from one host to the other, an 8-GPU job fragmented over half of each
+host, or one job per MIG slice). Each job in a plan draws a scenario (weighted, among those that
+fit its GPU count and placement) and a duration; a job whose truth would be ambiguous
+(truth.ambiguous_rules) gets another duration, then becomes healthy. Jobs never straddle plans, so
+a GPU is free between them.
+
+Who runs what: a job's team and user are drawn at random, except for HABITS: a user who runs
+most of the fleet's jobs of a few scenarios and nothing else (the researcher who keeps notebooks
+and idle allocations open, the engineer who runs a team's small inference services on whole
+GPUs), so that a user's efficiency over many jobs (R4) is low for a reason a fleet really has;
+the truth (users.py) computes every user's efficiency from their jobs alike.
 
 Job ids follow the agent's convention: Slurm jobs are numeric strings (the `hpc_job` label);
 Kubernetes jobs are "<namespace>/<name>", their pods "<name>-0" (one host) or "<name>-master-0",
@@ -32,7 +39,17 @@ from collector.simulator.hardware import A100_PCIE, H100_SXM, MIG_LAYOUT, GpuMod
 from collector.simulator.scenarios import SCENARIOS, Scenario
 from collector.simulator.truth import JobShape, ambiguous_rules
 
-__all__ = ["Fleet", "FleetSpec", "Host", "Job", "Placement", "Unit", "stable_seed"]
+__all__ = [
+    "HABITS",
+    "Fleet",
+    "FleetSpec",
+    "Habit",
+    "Host",
+    "Job",
+    "Placement",
+    "Unit",
+    "stable_seed",
+]
 
 WARMUP_S: Final = 86_400  # jobs are planned from a day before the range so it starts busy
 
@@ -56,6 +73,22 @@ MODELS: Final[tuple[tuple[str, str], ...]] = (
     ("gpt-neox-20b", "neox-20b"),
 )
 PURPOSES: Final = ("ft", "pretrain", "sft", "dpo", "sweep", "distill")
+
+
+@dataclass(frozen=True)
+class Habit:
+    """`share` of the jobs of `scenarios` are `user`'s, who runs no other jobs."""
+
+    user: str
+    team: str
+    scenarios: frozenset[str]
+    share: float
+
+
+HABITS: Final[tuple[Habit, ...]] = (
+    Habit("lena", "team-research", frozenset({"idle_allocation", "interactive_notebook"}), 0.8),
+    Habit("jamal", "team-recsys", frozenset({"oversized_gpu"}), 0.8),  # the team's model server
+)
 
 
 def stable_seed(*parts: object) -> int:
@@ -240,6 +273,8 @@ class _Planner:
             shortest = _min_duration_min(scenario)
             if room_min < shortest:
                 continue
+            if scenario.long_running:  # a service runs until its reservation ends
+                shortest = max(shortest, (room_min * 3 // 4) // 10 * 10)
             choices = list(range(shortest, room_min + 1, 10))
             rng.shuffle(choices)
             for minutes in choices[:8]:
@@ -251,6 +286,7 @@ class _Planner:
                     compute_capability=host.model.compute_capability,
                     max_nodes=1 if moves else len(per_host),
                     sm_clock_max_mhz=host.model.sm_clock_max_mhz,
+                    mig=host.mig,
                 )
                 if ambiguous_rules(shape):
                     continue
@@ -338,6 +374,22 @@ def _move(planner: _Planner, rng: random.Random, lane: _Lane, start: int, end: i
     return drafts
 
 
+def _fragmented(
+    planner: _Planner, rng: random.Random, lane: _Lane, start: int, end: int
+) -> list[_Draft]:
+    """An 8-GPU job on 4 GPUs of each host (one node would do: R15), others on the rest."""
+    (a, b), (ua, ub) = lane.hosts, lane.units
+    split = planner.job(
+        rng, lane, [(a.index, ua[:4]), (b.index, ub[:4])], _stagger(rng, start), end
+    )
+    drafts = [split] if split else []
+    for host, units in ((a, ua[4:]), (b, ub[4:])):
+        draft = planner.job(rng, lane, [(host.index, units)], _stagger(rng, start), end)
+        if draft:
+            drafts.append(draft)
+    return drafts
+
+
 def _mig_slices(
     planner: _Planner, rng: random.Random, lane: _Lane, start: int, end: int
 ) -> list[_Draft]:
@@ -362,6 +414,7 @@ LAYOUTS: Final[tuple[tuple[str, float, Callable[[_Lane], bool], Layout], ...]] =
     ("independent", 5.0, lambda lane: len(lane.hosts) == 2, _independent),
     ("multi_node", 1.5, lambda lane: len(lane.hosts) == 2, _multi_node),
     ("move", 1.0, lambda lane: len(lane.hosts) == 2, _move),
+    ("fragmented", 1.0, lambda lane: len(lane.hosts) == 2, _fragmented),
     ("single_host", 1.0, lambda lane: len(lane.hosts) == 1 and not lane.hosts[0].mig, _single_host),
     ("mig_slices", 1.0, lambda lane: lane.hosts[0].mig, _mig_slices),
 )
@@ -420,7 +473,7 @@ class Fleet:
     def _job(self, index: int, draft: _Draft) -> Job:
         rng = random.Random(stable_seed(self.spec.seed, "job", index, draft.placements[0][2]))
         host = self.hosts[draft.placements[0][0]]
-        team = rng.choice(sorted(TEAMS))
+        team, user = _owner(rng, draft.scenario)
         model, slug = rng.choice(MODELS)
         tag = "".join(rng.choice("abcdefghjkmnpqrstuvwxyz") for _ in range(4))
         name = f"{slug}-{rng.choice(PURPOSES)}-{tag}"
@@ -447,7 +500,7 @@ class Fleet:
             scenario=draft.scenario,
             scheduler=host.scheduler,
             cluster=self.spec.cluster,
-            user=rng.choice(TEAMS[team]),
+            user=user,
             team=team,
             name=name,
             model=model,
@@ -473,4 +526,17 @@ class Fleet:
             compute_capability=host.model.compute_capability,
             max_nodes=1 if job.scenario.moves else len({p.host for p in job.placements}),
             sm_clock_max_mhz=host.model.sm_clock_max_mhz,
+            mig=host.mig,
         )
+
+
+def _owner(rng: random.Random, scenario: Scenario) -> tuple[str, str]:
+    """(team, user) of a job: a habit's user for their scenarios, else anyone else at random."""
+    habitual = {h.user for h in HABITS}
+    draw = rng.random()
+    for habit in HABITS:
+        if scenario.name in habit.scenarios and draw < habit.share:
+            return habit.team, habit.user
+    team = rng.choice(sorted(TEAMS))
+    users = [u for u in TEAMS[team] if u not in habitual]
+    return team, rng.choice(users)

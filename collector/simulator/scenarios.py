@@ -5,9 +5,10 @@ What it is for: the ground truth of the simulated fleet starts here. A scenario 
 time structure around it: a lead phase at start (checkpoint load), an alternation (data-loader
 starvation in random blocks, periodic evaluation), a tail (the minute after an XID before the job
 dies), one rank at a different level (a straggler), thermal throttling, XID faults, missing
-profiling fields. signals.py turns these into metric values; truth.py turns them into the rules
-that should fire. Adding a scenario is adding one entry to SCENARIOS; nothing else branches on
-scenario names.
+profiling fields, GPU memory that creeps up through the main phase, and step-time outliers in the
+steps the training process reports. signals.py turns these into metric values; truth.py turns
+them into the rules that should fire. Adding a scenario is adding one entry to SCENARIOS; nothing
+else branches on scenario names (fleet.HABITS names a few, as data: who runs them).
 
 Levels are chosen far from every threshold in /work/shared/rules.md (copied into truth.py) so
 that the truth does not hinge on noise: e.g. healthy SM_ACTIVE 0.82 against DCGM's 0.8 "good"
@@ -18,6 +19,7 @@ Must never: compute values (signals.py), know about hosts (fleet.py), or use ran
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from typing import Final
 
@@ -25,6 +27,7 @@ __all__ = [
     "LEVELS",
     "SCENARIOS",
     "Level",
+    "MemoryCreep",
     "Periodic",
     "RandomBlocks",
     "Scenario",
@@ -52,6 +55,7 @@ class Level:
     nvlink_gbs: float  # per direction, only when the job spans more than one GPU
     fb_frac: float  # framebuffer used / total
     cpu_pct: float  # the job's cgroup CPU use, percent of the cores it was given
+    iowait_pct: float  # CPU time waiting on I/O, percent of the job's cores (host-wide only)
     training: bool  # a training process reports step metrics in this phase
 
 
@@ -70,6 +74,7 @@ def _level(name: str, **values: float | bool) -> Level:
         "nvlink_gbs": 0.0,
         "fb_frac": 0.0,
         "cpu_pct": 0.5,
+        "iowait_pct": 0.4,
         "training": False,
     }
     base.update(values)
@@ -208,6 +213,45 @@ EVALUATING = _level(
     fb_frac=0.78,
     cpu_pct=50.0,
 )
+IO_WAIT = _level(
+    "io_wait",  # DataLoader workers blocked on reads from network storage: CPU idle, I/O wait
+    util_pct=3.0,
+    sm_active=0.02,
+    sm_occupancy=0.01,
+    tensor_active=0.01,
+    dram_active=0.01,
+    pcie_rx_gbs=0.2,
+    fb_frac=0.70,
+    cpu_pct=12.0,
+    iowait_pct=72.0,
+    training=True,
+)
+SERVING = _level(
+    "serving",  # a small model's inference server: short bursts, a few GiB of a big GPU
+    util_pct=12.0,
+    sm_active=0.08,
+    sm_occupancy=0.05,
+    tensor_active=0.05,
+    dram_active=0.06,
+    fp16_active=0.02,
+    pcie_tx_gbs=0.3,
+    pcie_rx_gbs=0.4,
+    fb_frac=0.05,
+    cpu_pct=15.0,
+)
+LEAKING = replace(BUSY, name="leaking", fb_frac=0.35)  # starts low; MemoryCreep adds the leak
+NCCL_WAIT = replace(
+    BUSY,
+    name="nccl_wait",  # a slow all-reduce: NCCL kernels spin (GPU_UTIL high), SMs do little
+    util_pct=97.0,
+    sm_active=0.06,
+    sm_occupancy=0.03,
+    tensor_active=0.0,
+    dram_active=0.03,
+    fp16_active=0.0,
+    fp32_active=0.0,
+    nvlink_gbs=4.0,
+)
 
 LEVELS: Final[tuple[Level, ...]] = (
     FREE,
@@ -224,6 +268,10 @@ LEVELS: Final[tuple[Level, ...]] = (
     SMALL_BATCH,
     WAITING,
     EVALUATING,
+    IO_WAIT,
+    SERVING,
+    LEAKING,
+    NCCL_WAIT,
 )
 
 
@@ -279,17 +327,70 @@ class Xid:
 
 
 @dataclass(frozen=True)
+class MemoryCreep:
+    """GPU memory grows linearly through the main phase by `growth_frac` of the device (a leak:
+    tensors kept across steps), on top of the level's framebuffer use."""
+
+    growth_frac: float = 0.45
+
+
+@dataclass(frozen=True)
 class StepProfile:
-    """What the training process reports per step (one process per GPU, DDP ranks)."""
+    """What the training process reports per step (one process per GPU, DDP ranks).
+
+    Outliers (`outlier_gaps` non-empty): from step `outlier_first` on, steps recur at these gaps
+    (cycling) that take `outlier_factor` times as long, on every rank at once (a slow
+    all-reduce). The gaps vary, so the outliers are no schedule (P2 ignores those), and they are
+    at least 12 steps apart, so a window of 50 recent steps holds at most 3 of them and each
+    stands out by more than 3 sigma. Step numbers count the steps finished, so the outliers
+    delay every later step.
+    """
 
     compute_s: float = 0.9  # forward + backward + optimizer of one step
     data_wait_share: float = 0.01  # share of the step spent waiting for the next batch
     workers_per_rank: int = 12  # DataLoader workers per rank; the job gets 12 cores per GPU
     batch_size: int = 32
+    outlier_gaps: tuple[int, ...] = ()
+    outlier_factor: float = 1.0
+    outlier_first: int = 30
 
     @property
     def step_time_s(self) -> float:
         return self.compute_s / (1.0 - self.data_wait_share)
+
+    @property
+    def outlier_cycle(self) -> int:
+        """Steps after which the outlier pattern repeats."""
+        return sum(self.outlier_gaps)
+
+    @property
+    def outlier_offsets(self) -> tuple[int, ...]:
+        """Positions of the outliers within one cycle, counted from a cycle's first step."""
+        return tuple(sum(self.outlier_gaps[:i]) for i in range(len(self.outlier_gaps)))
+
+    def is_outlier(self, step: int) -> bool:
+        """Whether step number `step` (1 = the first step finished) is an outlier."""
+        if not self.outlier_gaps or step < self.outlier_first:
+            return False
+        return (step - self.outlier_first) % self.outlier_cycle in self.outlier_offsets
+
+    def steps_finished(self, seconds: float) -> int:
+        """Steps finished after `seconds` of training (every outlier delays the later steps)."""
+        base = self.step_time_s
+        if not self.outlier_gaps or seconds < base * (self.outlier_first - 1):
+            return max(0, math.floor(seconds / base))
+        extra = (self.outlier_factor - 1.0) * base
+        cycle_s = base * self.outlier_cycle + extra * len(self.outlier_gaps)
+        rest = seconds - base * (self.outlier_first - 1)
+        cycles, within = divmod(rest, cycle_s)
+        done = self.outlier_first - 1 + int(cycles) * self.outlier_cycle
+        offsets = self.outlier_offsets
+        for j in range(1, self.outlier_cycle + 1):
+            ends = base * j + extra * sum(1 for o in offsets if o <= j - 1)
+            if ends > within + 1e-9:
+                break
+            done += 1
+        return done
 
 
 @dataclass(frozen=True)
@@ -308,11 +409,13 @@ class Scenario:
     odd_rank: Level | None = None  # rank `odd_rank_index` runs at this level; others at `main`
     throttle: Throttle | None = None
     xid: Xid | None = None
+    creep: MemoryCreep | None = None
     profiling: bool = True  # False: DCGM's profiling module is paused for the job (nsys/ncu)
     steps: StepProfile | None = field(default_factory=StepProfile)
     min_gpus: int = 1
     mig_ok: bool = True
     moves: bool = False  # runs on one host, then is rescheduled onto another
+    long_running: bool = False  # a service: runs most of its plan, not a random duration
 
     @property
     def tail_s(self) -> int:
@@ -407,6 +510,64 @@ SCENARIOS: Final[dict[str, Scenario]] = {
             3.0,
             intended=("R17",),
             xid=Xid(),
+            mig_ok=False,
+        ),
+        Scenario(
+            "cpu_bottleneck",
+            "Heavy CPU augmentation on every core: the loaders saturate the CPU and the GPUs "
+            "wait 70 % of the time, with enough workers.",
+            LOADER_BUSY,
+            4.0,
+            intended=("R9", "P1", "R11", "R6"),
+            alternation=RandomBlocks(STARVED, share=0.7),
+            steps=StepProfile(data_wait_share=0.7),
+        ),
+        Scenario(
+            "io_bottleneck",
+            "Small files read from network storage: the loaders wait on reads and the GPUs on "
+            "them 70 % of the time. On whole nodes: I/O wait is a host-wide figure.",
+            LOADER_BUSY,
+            12.0,
+            intended=("R10", "P1", "R11", "R6"),
+            alternation=RandomBlocks(IO_WAIT, share=0.7),
+            steps=StepProfile(data_wait_share=0.7),
+            min_gpus=8,
+            mig_ok=False,
+        ),
+        Scenario(
+            "oversized_gpu",
+            "A small model's inference service on whole H100s: 12 % busy, 4 GiB of 80.",
+            SERVING,
+            8.0,
+            intended=("R5", "R2", "R6", "R11", "R12"),
+            steps=None,
+            min_gpus=4,
+            mig_ok=False,
+            long_running=True,
+        ),
+        Scenario(
+            "memory_leak",
+            "Training keeps tensors across steps: GPU memory grows from 35 % to 80 % of the GPU.",
+            LEAKING,
+            4.0,
+            intended=("R13",),
+            creep=MemoryCreep(growth_frac=0.45),
+        ),
+        Scenario(
+            "step_outliers",
+            "Long steps (14 s) on a congested fabric: every 12-28 steps an all-reduce takes 3x "
+            "as long; NCCL kernels keep GPU_UTIL high, only step times and SM_ACTIVE show it.",
+            BUSY,
+            4.0,
+            intended=("P2",),
+            alternation=RandomBlocks(NCCL_WAIT, share=0.1, block_s=28),
+            steps=StepProfile(
+                compute_s=14.0,
+                batch_size=512,
+                outlier_gaps=(12, 16, 20, 24, 28),
+                outlier_factor=3.0,
+            ),
+            min_gpus=2,
             mig_ok=False,
         ),
         Scenario(

@@ -106,6 +106,7 @@ class SignalModel:
                 "nvlink_gbs",
                 "fb_frac",
                 "cpu_pct",
+                "iowait_pct",
                 "training",
             )
         }
@@ -189,6 +190,7 @@ class SignalModel:
         self.j_xid_code = ints([x.code if x else 0 for x in xid])
         self.j_xid_lead = ints([x.replay_lead_s if x else 0 for x in xid])
         self.j_xid_every = ints([x.replay_every_s if x else 1 for x in xid])
+        self.j_creep = floats([s.creep.growth_frac if s.creep else 0.0 for s in sc])
         self.j_prof = flags([s.profiling for s in sc])
         self.j_multi = flags([j.n_gpus > 1 for j in jobs])
         self.j_seed = np.array(
@@ -335,12 +337,13 @@ class SignalModel:
             return exact_f(np.clip(lv[name] * jitter(k), 0.0, 1.0))
 
         fb_total = self.u_fb[unit]
+        fb_frac = lv["fb_frac"] + np.where(alloc, self._creep(job, t), 0.0)
         util = np.clip(np.rint(lv["util_pct"] * jitter(0)), 0.0, 100.0)
         gr = exact_f(np.clip(lv["util_pct"] / 100.0 * jitter(1), 0.0, 1.0))
         sm = ratio("sm_active", 2)
         dram = ratio("dram_active", 5)
         nvlink = lv["nvlink_gbs"] * 1e9 * (self.j_multi[job] & alloc & self.u_nvlink[unit])
-        fb_used = np.rint(lv["fb_frac"] * fb_total * jitter(13, 0.002))
+        fb_used = np.rint(fb_frac * fb_total * jitter(13, 0.002))
         load = np.clip(0.15 * gr + 0.55 * sm + 0.3 * dram, 0.0, 1.0)
         idle_w, tdp_w = self.u_idle[unit], self.u_tdp[unit]
         power = exact_f((idle_w + (tdp_w - idle_w) * load) * jitter(15, 0.01))
@@ -403,8 +406,18 @@ class SignalModel:
                 values[field.key] = np.where(paused, np.nan, values[field.key])
         return values
 
+    def _creep(self, job: I64, t: I64) -> F64:
+        """Framebuffer fraction a leaking job has added by t: linear over its main phase."""
+        begin, end = self._main_window(job)
+        span = np.maximum(end - begin, 1)
+        done = np.clip((t - begin) / span, 0.0, 1.0)
+        return np.where((t >= begin) & (t < end), self.j_creep[job] * done, 0.0)
+
     def cpu_pct(self, level: I64) -> F64:
         return self._levels["cpu_pct"][level]
+
+    def iowait_pct(self, level: I64) -> F64:
+        return self._levels["iowait_pct"][level]
 
     def training(self, level: I64) -> B:
         return self._levels["training"][level] > 0

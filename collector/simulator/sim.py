@@ -2,8 +2,8 @@
 
 What it is for: `FleetSimulator` ties the parts together so callers (the CLI, the HTTP servers,
 tests, benchmarks, evaluation) use one object: `page(host, t)` for live serving,
-`tables(t0, t1, step_s)` / `iter_tables(...)` for batch generation, `job_records()` and
-`truth_records()` for the catalog and the ground truth. Times are always passed in (Unix
+`tables(t0, t1, step_s)` / `iter_tables(...)` for batch generation, `job_records()`,
+`truth_records()` and `user_truth_records()` for the catalog and the ground truth. Times are always passed in (Unix
 seconds); nothing here reads the clock.
 
 Must never: serve HTTP, write files, or read the clock.
@@ -22,6 +22,7 @@ from collector.simulator.fleet import Fleet, FleetSpec, Host, Job
 from collector.simulator.records import job_record, truth_record
 from collector.simulator.render import allocations, render_page
 from collector.simulator.signals import Frame, SignalModel
+from collector.simulator.users import user_truth_records
 
 __all__ = ["FleetSimulator"]
 
@@ -85,3 +86,7 @@ class FleetSimulator:
         lo = self.fleet.origin_s - 10**9 if t0 is None else t0
         hi = self.fleet.origin_s + 10**9 if t1 is None else t1
         return [truth_record(self.fleet, job) for job in self.jobs_between(lo, hi)]
+
+    def user_truth_records(self, t0: float, t1: float) -> list[dict[str, Any]]:
+        """Ground truth per user over [t0, t1): efficiency, GPU-hours and R4 (users.py)."""
+        return user_truth_records(self.fleet, t0, t1)

@@ -13,9 +13,23 @@ Conventions (the catalog is silent on these; the analyzers implement the same):
 - A job that did no work (mean utilization below 0.5 %) is reported by R1/R3 only: R2, R5, R6,
   R7, R8, R11 and R12 describe how a working job works.
 - Rules on profiling fields (R6, R7, R8) cannot fire for a job whose GPUs report none.
+- R5 judges whole GPUs only (a MIG slice is already the fix it recommends).
+- R9 and R10 name one bottleneck per job: when both hold, the larger share of samples. I/O wait is
+  a host-wide figure (cgroups have none), so a job sees its own only on the hosts it fills; on a
+  shared host the other tenants' idle cores dilute it.
+- R13 cuts each GPU's run into 10 equal windows of memory means and fires on growth above 5 % of
+  the GPU's memory with at least 8 of the 9 steps not falling and no single step holding half the
+  growth (a checkpoint load is a jump, not a creep), over at least 30 minutes.
+- P2 counts outlier steps among the steps every rank reports, from step 20 on (the first 10
+  ignored, then 10 recent steps needed for a mean); "recent" is the previous 50 reported steps,
+  and the waste is each outlier's excess over that recent mean. Steps are all reported when they
+  are longer than the sampling grid (batch.py); shorter ones are sampled, which no P2 scenario
+  relies on.
 - A truth is only kept when it is unambiguous: `ambiguous_rules` re-evaluates every rule with the
   levels 5 % lower and higher, phase boundaries 30 s earlier and later, and random shares 3 points
   off; the fleet planner changes any job whose verdict would flip.
+
+R4 (per user, not per job) is in users.py.
 
 Must never: read samples, or import the analyzers.
 """
@@ -26,9 +40,11 @@ import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Final
 
-from collector.simulator.scenarios import CRASHED, Level, Periodic, RandomBlocks, Scenario
+from collector.simulator.scenarios import CRASHED, FREE, Level, Periodic, RandomBlocks, Scenario
+from collector.simulator.timeline import window_means
 
 __all__ = ["RULES", "JobShape", "JobStats", "Rule", "ambiguous_rules", "job_stats", "verdicts"]
 
@@ -47,6 +63,7 @@ class JobShape:
     compute_capability: float
     max_nodes: int  # hosts used at the same time
     sm_clock_max_mhz: float
+    mig: bool = False  # runs on MIG slices, not whole GPUs
 
 
 @dataclass(frozen=True)
@@ -54,6 +71,7 @@ class _Component:
     weight: float  # share of the job's pooled GPU-seconds
     level: Level
     rank: int
+    main: bool = False  # in the main phase (where a memory creep grows)
 
 
 @dataclass(frozen=True)
@@ -72,6 +90,7 @@ class JobStats:
     mem_p95_pct: float
     cpu_p95: float
     starved_cpu_share: float  # share of samples with util < 10 % and CPU > 90 %
+    starved_io_share: float  # share of samples with util < 10 % and host I/O wait > 50 %
     zero_run_s: float  # longest stretch with every GPU at 0 %
     throttled_share: float
     xid: bool
@@ -81,6 +100,11 @@ class JobStats:
     max_nodes: int
     compute_capability: float
     throttle_clock_ratio: float
+    mig: bool
+    judged_s: float  # the span each GPU reports samples over
+    fb_windows: tuple[tuple[float, ...], ...]  # per distinct rank level: R13's window means
+    step_outliers: int  # per rank: outlier steps the rule can judge
+    step_outlier_excess_s: float  # per rank: their seconds above the recent mean
 
 
 def _quantile(pairs: list[tuple[float, float]], q: float) -> float:
@@ -113,13 +137,39 @@ def _components(shape: JobShape, time_shift_s: float, share_shift: float) -> lis
     parts: list[_Component] = []
     for rank in range(n):
         main_level = sc.odd_rank if (sc.odd_rank is not None and rank == 0) else sc.main
-        phases = [(lead, sc.lead), (main * (1 - share), main_level), (tail, CRASHED)]
+        phases = [
+            (lead, sc.lead, False),
+            (main * (1 - share), main_level, True),
+            (tail, CRASHED, False),
+        ]
         if alt is not None:
-            phases.append((main * share, alt.level))
+            phases.append((main * share, alt.level, True))
         parts.extend(
-            _Component(seconds / duration / n, level, rank) for seconds, level in phases if seconds
+            _Component(seconds / duration / n, level, rank, in_main)
+            for seconds, level, in_main in phases
+            if seconds
         )
     return parts
+
+
+_CREEP_SLICES: Final = 20
+
+
+def _fb_pairs(shape: JobShape, parts: list[_Component]) -> list[tuple[float, float]]:
+    """(framebuffer fraction, weight) of the job's samples; a creep spreads the main phase over
+    its linear ramp (in _CREEP_SLICES equal slices)."""
+    creep = shape.scenario.creep
+    if creep is None:
+        return [(p.level.fb_frac, p.weight) for p in parts]
+    pairs = []
+    for p in parts:
+        if not p.main:
+            pairs.append((p.level.fb_frac, p.weight))
+            continue
+        for i in range(_CREEP_SLICES):
+            grown = creep.growth_frac * (i + 0.5) / _CREEP_SLICES
+            pairs.append((p.level.fb_frac + grown, p.weight / _CREEP_SLICES))
+    return pairs
 
 
 def job_stats(
@@ -160,8 +210,13 @@ def job_stats(
         throttled = throttled_s / shape.duration_s
     steps = sc.steps
     training = sum(p.weight for p in parts if p.level.training)
+    # I/O wait is host-wide: a job filling its hosts sees its own, else diluted by idle tenants
+    host_share = min(1.0, shape.n_gpus / (GPUS_PER_NODE * shape.max_nodes))
+    idle_io = FREE.iowait_pct
+    ranks = sorted({0, shape.n_gpus - 1})  # rank 0 may be the odd one; the others are alike
+    outliers, excess = _step_outliers(shape, time_shift_s)
     return JobStats(
-        gpu_hours=shape.n_gpus * shape.duration_s / 3600.0,
+        gpu_hours=shape.n_gpus * (shape.duration_s + time_shift_s) / 3600.0,
         duration_s=shape.duration_s,
         n_gpus=shape.n_gpus,
         util_mean=mean("util_pct"),
@@ -171,11 +226,20 @@ def job_stats(
         sm_mean=mean("sm_active") if sc.profiling else None,
         tensor_mean=mean("tensor_active") if sc.profiling else None,
         dram_mean=mean("dram_active") if sc.profiling else None,
-        fb_max_mib=max(p.level.fb_frac for p in parts) * shape.fb_total_mib,
-        mem_p95_pct=_quantile([(p.level.fb_frac * 100, p.weight) for p in parts], 0.95),
+        fb_max_mib=max(
+            p.level.fb_frac + (sc.creep.growth_frac if sc.creep and p.main else 0.0) for p in parts
+        )
+        * shape.fb_total_mib,
+        mem_p95_pct=_quantile([(f * 100, w) for f, w in _fb_pairs(shape, parts)], 0.95),
         cpu_p95=_quantile([(p.level.cpu_pct * k, p.weight) for p in parts], 0.95),
         starved_cpu_share=sum(
             p.weight for p in parts if p.level.util_pct * k < 10 and p.level.cpu_pct * k > 90
+        ),
+        starved_io_share=sum(
+            p.weight
+            for p in parts
+            if p.level.util_pct * k < 10
+            and (p.level.iowait_pct * host_share + idle_io * (1 - host_share)) * k > 50
         ),
         zero_run_s=zero_run,
         throttled_share=throttled,
@@ -188,7 +252,58 @@ def job_stats(
         throttle_clock_ratio=(
             sc.throttle.sm_clock_mhz / shape.sm_clock_max_mhz if sc.throttle else 1.0
         ),
+        mig=shape.mig,
+        judged_s=shape.duration_s + time_shift_s,
+        fb_windows=tuple(
+            window_means(
+                sc,
+                shape.duration_s,
+                rank,
+                "fb_frac",
+                MEMORY_WINDOWS,
+                level_scale=k,
+                time_shift_s=time_shift_s,
+                share_shift=share_shift,
+            )
+            for rank in ranks
+        ),
+        step_outliers=outliers,
+        step_outlier_excess_s=excess,
     )
+
+
+MEMORY_WINDOWS: Final = 10  # SageMaker GPUMemoryIncrease: over 10 windows
+RECENT_STEPS: Final = 50  # P2's "recent steps" (fleetscope's choice, analyzers/rules/p02)
+SKIP_STEPS: Final = 10  # SageMaker StepOutlier: the first 10 steps are ignored
+
+
+def _step_outliers(shape: JobShape, time_shift_s: float) -> tuple[int, float]:
+    """Per rank: outlier steps P2 can judge and their excess seconds over the recent mean.
+
+    Every step up to the last one finished is reported (steps longer than the grid); a step is
+    judged from SKIP_STEPS + 10 on (10 recent steps needed); its recent mean is over the previous
+    min(50, step - SKIP_STEPS) steps, each 1x or outlier_factor x the step time.
+    """
+    sc = shape.scenario
+    steps = sc.steps
+    if steps is None or not steps.outlier_gaps:
+        return 0, 0.0
+    share = 1.0
+    if isinstance(sc.alternation, Periodic):
+        share = 1.0 - sc.alternation.share
+    training_s = (shape.duration_s - sc.lead_s - sc.tail_s + time_shift_s) * share
+    last = steps.steps_finished(training_s)
+    base, factor = steps.step_time_s, steps.outlier_factor
+    count, excess = 0, 0.0
+    for n in range(SKIP_STEPS + 10, last + 1):
+        if not steps.is_outlier(n):
+            continue
+        recent = range(max(SKIP_STEPS, n - RECENT_STEPS), n)
+        slow = sum(1 for m in recent if steps.is_outlier(m))
+        mean = base * (1 + (factor - 1) * slow / len(recent))
+        count += 1
+        excess += factor * base - mean
+    return count, excess
 
 
 def _worked(s: JobStats) -> bool:
@@ -201,6 +316,14 @@ def _profiled_and_worked(s: JobStats) -> bool:
 
 def _sm(s: JobStats) -> float:
     return s.sm_mean if s.sm_mean is not None else 0.0
+
+
+def _creeping(means: tuple[float, ...]) -> bool:
+    """R13 on one GPU's window means (fractions of its memory)."""
+    growth = means[-1] - means[0]
+    steps = [b - a for a, b in pairwise(means)]
+    rising = sum(1 for d in steps if d >= 0)
+    return growth > 0.05 and rising >= 8 and max(steps) <= 0.5 * growth
 
 
 @dataclass(frozen=True)
@@ -235,10 +358,14 @@ RULES: Final[dict[str, Rule]] = {
         Rule(
             "R5",
             lambda s: (
-                _worked(s) and s.util_mean < 20 and s.fb_max_mib < 10 * 1024 and s.gpu_hours > 24
+                _worked(s)
+                and not s.mig
+                and s.util_mean < 20
+                and s.fb_max_mib < 10 * 1024
+                and s.gpu_hours > 24
             ),
             lambda s: s.gpu_hours * (1 - s.util_mean / 100),
-            "util < 20 %, GPU memory < 10 GiB, > 24 GPU-h (job_defense_shield); waste: GPU-h x (1 - mean util)",
+            "whole GPUs, util < 20 %, GPU memory < 10 GiB, > 24 GPU-h (job_defense_shield); waste: GPU-h x (1 - mean util)",
         ),
         Rule(
             "R6",
@@ -265,9 +392,15 @@ RULES: Final[dict[str, Rule]] = {
         ),
         Rule(
             "R9",
-            lambda s: s.starved_cpu_share > 0.5,
+            lambda s: s.starved_cpu_share > 0.5 and s.starved_cpu_share >= s.starved_io_share,
             lambda s: s.gpu_hours * s.starved_cpu_share,
             "util < 10 % while CPU > 90 % in > 50 % of samples (SageMaker Debugger); waste: GPU-h x that share",
+        ),
+        Rule(
+            "R10",
+            lambda s: s.starved_io_share > 0.5 and s.starved_io_share > s.starved_cpu_share,
+            lambda s: s.gpu_hours * s.starved_io_share,
+            "util < 10 % while host I/O wait > 50 % in > 50 % of samples (SageMaker Debugger); waste: GPU-h x that share",
         ),
         Rule(
             "R11",
@@ -280,6 +413,12 @@ RULES: Final[dict[str, Rule]] = {
             lambda s: _worked(s) and s.cpu_p95 < 70 and s.util_p95 < 70 and s.mem_p95_pct < 70,
             lambda s: s.gpu_hours * (1 - s.util_mean / 100),
             "p95 CPU < 70 %, p95 GPU util < 70 %, p95 GPU memory < 70 % (SageMaker Debugger); waste: GPU-h x (1 - mean util)",
+        ),
+        Rule(
+            "R13",
+            lambda s: s.judged_s >= 1800 and any(_creeping(m) for m in s.fb_windows),
+            lambda s: 0.0,
+            "10 window means of GPU memory grow > 5 % of the GPU, 8 of 9 steps not falling, no step half the growth, >= 30 min (SageMaker Debugger); waste: not estimated (a risk)",
         ),
         Rule(
             "R14",
@@ -315,6 +454,12 @@ RULES: Final[dict[str, Rule]] = {
             "data-wait / step time > 5 % (TB plugin; >= 20 % highly input-bound, TF profiler); waste: GPU-h x training share x data-wait share",
         ),
         Rule(
+            "P2",
+            lambda s: s.step_outliers >= 10,
+            lambda s: s.n_gpus * s.step_outlier_excess_s / 3600.0,
+            "steps > 3 sigma above the previous 50, first 10 ignored, >= 10 per rank (SageMaker Debugger); waste: ranks x outliers' seconds above the recent mean",
+        ),
+        Rule(
             "P3",
             lambda s: s.workers_per_core is not None and not 0.7 <= s.workers_per_core <= 2.0,
             lambda s: 0.0,
@@ -322,8 +467,6 @@ RULES: Final[dict[str, Rule]] = {
         ),
     )
 }
-# Not simulated, so never true here: R4 (per user, not per job), R10 (no I/O wait in any level),
-# R13 (no level grows memory), P2 (step noise is uniform +-5 %, never 3 sigma).
 
 
 def verdicts(stats: JobStats) -> dict[str, float]:

@@ -8,12 +8,14 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
 from collector.attribution.labels import k8s_job_id
 from collector.dcgm_fields import FIELDS
+from collector.simulator.fleet import FleetSpec
 from collector.simulator.signals import exact_f
 from collector.simulator.sim import FleetSimulator
 from fleetscope.contract import GPU_SAMPLES, HOST_SAMPLES, STEP_SAMPLES, conform
@@ -126,9 +128,38 @@ def test_step_rows_carry_the_designed_data_wait_share(sim: FleetSimulator) -> No
     by_job = {j.job_id: j for j in sim.fleet.jobs}
     jobs = steps["job_id"].to_pylist()
     profiles = [by_job[j].scenario.steps for j in jobs]
-    designed = np.array([p.data_wait_share if p else np.nan for p in profiles])
+    # an outlier step (a slow all-reduce) takes longer; its data wait does not
+    designed = np.array(
+        [
+            (p.data_wait_share / (p.outlier_factor if p.is_outlier(step) else 1.0)) if p else np.nan
+            for p, step in zip(profiles, steps["step"].to_pylist(), strict=True)
+        ]
+    )
     assert np.all(np.abs(share - designed) <= designed * 0.051 + 1e-9)
-    assert {by_job[j].scenario.name for j in jobs} >= {"healthy"}
+    assert {by_job[j].scenario.name for j in jobs} >= {"healthy", "step_outliers"}
+
+
+def test_outlier_steps_are_each_reported_once_and_delay_the_steps_after_them() -> None:
+    """A 14 s step on a 10 s grid: every step finished is one row, outliers 3x as long, and the
+    step count at any second is what StepProfile.steps_finished says (outliers included)."""
+    sim = FleetSimulator(FleetSpec(hosts=6, seed=11), origin_s=T0, horizon_s=2 * 86_400)
+    job = next(j for j in sim.fleet.jobs if j.scenario.name == "step_outliers")
+    profile = job.scenario.steps
+    assert profile is not None
+    steps = sim.tables(job.start_s, job.end_s, 10)["step_samples"]
+    rows = steps.filter(pc.equal(steps["job_id"], job.job_id))
+    for rank in range(job.n_gpus):
+        mine = rows.filter(pc.equal(rows["rank"], rank))
+        numbers = mine["step"].to_pylist()
+        assert numbers == list(range(numbers[0], numbers[0] + len(numbers)))  # none skipped
+        times = mine["step_time_s"].to_numpy()
+        slow = np.array([profile.is_outlier(n) for n in numbers])
+        assert slow.sum() >= 10
+        assert np.all(np.abs(times[slow] / profile.step_time_s - 3.0) <= 0.151)
+        assert np.all(np.abs(times[~slow] / profile.step_time_s - 1.0) <= 0.051)
+    last = rows["step"].to_pylist()[-1]
+    seconds = job.end_s - job.start_s
+    assert last in {profile.steps_finished(seconds - dt) for dt in range(0, 11)}
 
 
 @given(st.floats(min_value=0.0, max_value=1e12, allow_nan=False))
@@ -136,3 +167,21 @@ def test_exact_f_values_survive_percent_f_printing(value: float) -> None:
     snapped = float(exact_f(np.array([value]))[0])
     assert float(f"{snapped:f}") == snapped
     assert math.isclose(snapped, value, abs_tol=1e-6)
+
+
+def test_io_wait_is_on_the_whole_host_rows_only_and_follows_an_io_bound_job() -> None:
+    """cgroups have no I/O wait (the agent leaves it null on job rows); a host filled by an
+    I/O-bound job waits on I/O in the job's starved blocks, 70 % of its samples."""
+    sim = FleetSimulator(FleetSpec(hosts=6, seed=25), origin_s=T0, horizon_s=86_400)
+    job = next(j for j in sim.fleet.jobs if j.scenario.name == "io_bottleneck")
+    host = sim.hosts[job.placements[0].host].name
+    rows = sim.tables(job.start_s, job.end_s, 10)["host_samples"]
+    assert rows.filter(pc.is_valid(rows["job_id"]))["cpu_iowait_pct"].null_count == len(
+        rows.filter(pc.is_valid(rows["job_id"]))
+    )
+    whole = rows.filter(pc.and_(pc.is_null(rows["job_id"]), pc.equal(rows["host"], host)))
+    iowait = whole["cpu_iowait_pct"].to_numpy(zero_copy_only=False)
+    assert set(np.round(iowait, 1)) == {0.4, 72.0}
+    assert np.mean(iowait > 50) == pytest.approx(0.7, abs=0.05)
+    others = rows.filter(pc.and_(pc.is_null(rows["job_id"]), pc.not_equal(rows["host"], host)))
+    assert set(others["cpu_iowait_pct"].to_pylist()) == {0.4}

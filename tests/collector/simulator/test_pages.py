@@ -99,7 +99,11 @@ def test_every_family_prints_help_type_and_one_line_per_gpu(sim: FleetSimulator)
 
 
 def test_a_job_without_profiling_has_no_prof_lines_on_its_gpus(sim: FleetSimulator) -> None:
-    job = next(j for j in sim.fleet.jobs if not j.scenario.profiling and j.start_s > T0)
+    job = next(
+        j
+        for j in sim.fleet.jobs
+        if not j.scenario.profiling and not sim.hosts[j.placements[0].host].mig
+    )  # a whole GPU: a MIG slice shares its UUID with the other slice, and has no GPU_UTIL
     placement = job.placements[0]
     host = sim.hosts[placement.host]
     page = sim.page(host, placement.start_s + 600)
