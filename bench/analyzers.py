@@ -13,8 +13,11 @@ bench/RESULTS.md under "Analyzers (issue 5)".
 from __future__ import annotations
 
 import argparse
+import atexit
+import contextlib
 import math
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -108,9 +111,11 @@ def celery(settings_env: dict[str, str], days: float, log_dir: Path) -> tuple[fl
             env=settings_env,
             stdout=logs[i],
             stderr=subprocess.STDOUT,
+            start_new_session=True,  # a group of its own: killed whole on any exit below
         )
         for i in range(2)
     ]
+    atexit.register(_kill_groups, workers)  # the finally below is the usual path; this a net
     try:
         app = make_app(settings)
         deadline = time.monotonic() + 60
@@ -132,12 +137,23 @@ def celery(settings_env: dict[str, str], days: float, log_dir: Path) -> tuple[fl
         findings = sum(r.get(timeout=3600)["findings"] for r in results)
         return time.perf_counter() - began, findings
     finally:
-        for w in workers:
-            w.terminate()
-        for w in workers:
-            w.wait(timeout=60)
+        _kill_groups(workers)
         for log in logs:
             log.close()
+
+
+def _kill_groups(workers: list[subprocess.Popen[bytes]]) -> None:
+    """SIGTERM each worker's process group (a prefork child too), SIGKILL what outlives 60 s."""
+    for w in workers:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(w.pid, signal.SIGTERM)
+    for w in workers:
+        try:
+            w.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(w.pid, signal.SIGKILL)
+            w.wait()
 
 
 def main() -> None:
@@ -153,6 +169,8 @@ def main() -> None:
         "(generating 1,000 GPUs x 7 days takes minutes); default: a temporary folder",
     )
     args = parser.parse_args()
+    # `timeout` sends SIGTERM: exit through the finally blocks so workers and temp files go too
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     gpus, days = (16, 1.0) if args.quick else (args.gpus, args.days)
     with tempfile.TemporaryDirectory(prefix="fleetscope-bench-analyzers-") as tmp:
         root = Path(tmp)
