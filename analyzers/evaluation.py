@@ -22,7 +22,6 @@ truth.
 
 from __future__ import annotations
 
-import dataclasses
 import tempfile
 import time
 from collections import defaultdict
@@ -92,7 +91,6 @@ class EvalReport:
 
 def evaluate(hosts: int = 8, hours: float = 12.0, seed: int = 7, step_s: int = 10) -> EvalReport:
     from analyzers.base import JobInfo, StaticJobCatalog, Window, load_analyzers, rule_registry
-    from analyzers.quantile_store import QuantileStore
     from analyzers.runner import Pipeline
     from analyzers.store import FindingStore
     from collector.simulator.fleet import FleetSpec
@@ -128,10 +126,11 @@ def evaluate(hosts: int = 8, hours: float = 12.0, seed: int = 7, step_s: int = 1
         )
         engine = warehouse_catalog.connect(f"sqlite:///{Path(tmp) / 'catalog.sqlite'}")
         store = FindingStore(engine)
-        settings = load_settings(env={})
+        # sketches go to the temporary folder too, never to the working directory's data_dir;
+        # their tiers and retention are the deployment's defaults
+        sketches_dir = str(Path(tmp) / "sketches")
+        settings = load_settings(env={"FLEETSCOPE_ANALYZERS_SKETCHES_DIR": sketches_dir})
         pipeline = Pipeline.from_settings(settings)
-        # sketches go to the temporary folder too, never to the working directory's data_dir
-        pipeline = dataclasses.replace(pipeline, sketches=QuantileStore(Path(tmp) / "sketches"))
         window = Window(datetime.fromtimestamp(g0, UTC), datetime.fromtimestamp(g1, UTC))
         t = time.perf_counter()
         conn = open_segments(store_root)
