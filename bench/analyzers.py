@@ -188,11 +188,19 @@ def main() -> None:
             "FLEETSCOPE_CELERY_BROKER_URL": BROKER,
         }
         emb_s, emb_n = embedded(
-            {**base, "FLEETSCOPE_WAREHOUSE_CATALOG_URL": f"sqlite:///{root / 'embedded.sqlite'}"},
+            {
+                **base,
+                "FLEETSCOPE_WAREHOUSE_CATALOG_URL": f"sqlite:///{root / 'embedded.sqlite'}",
+                "FLEETSCOPE_ANALYZERS_SKETCHES_DIR": str(root / "sketches-embedded"),
+            },
             days,
         )
         cel_s, cel_n = celery(
-            {**base, "FLEETSCOPE_WAREHOUSE_CATALOG_URL": f"sqlite:///{root / 'celery.sqlite'}"},
+            {
+                **base,
+                "FLEETSCOPE_WAREHOUSE_CATALOG_URL": f"sqlite:///{root / 'celery.sqlite'}",
+                "FLEETSCOPE_ANALYZERS_SKETCHES_DIR": str(root / "sketches-celery"),
+            },
             days,
             root,
         )
