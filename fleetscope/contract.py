@@ -92,7 +92,7 @@ HOST_SAMPLES: Final = pa.schema(
         pa.field("cpu_user_pct", pa.float64()),
         pa.field("cpu_system_pct", pa.float64()),
         pa.field("cpu_iowait_pct", pa.float64()),
-        pa.field("cpu_cores", pa.float64()),
+        pa.field("cpu_cores", pa.float64()),  # what the CPU % are of: host cores, a job's allowed
         pa.field("mem_used_bytes", pa.float64()),
         pa.field("mem_total_bytes", pa.float64()),
         pa.field("net_rx_bytes_s", pa.float64()),

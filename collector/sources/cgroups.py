@@ -4,7 +4,10 @@ Where Slurm puts a job's cgroup under cgroup v2 (slurm.conf CgroupPlugin=cgroup/
 Slurm's cgroup_v2 guide): `<root>/system.slice/slurmstepd.scope/job_<id>/`. Files read, as the
 kernel's cgroup-v2 documentation defines them: `cpu.stat` (usage_usec, user_usec, system_usec:
 microseconds), `memory.current` and `memory.max` (bytes, or "max"), `io.stat` (rbytes=, wbytes=
-per device). The root is injectable (`agent.cgroup_root`) so tests use a fake tree.
+per device), and what the job may use of the CPU: `cpuset.cpus.effective` (a CPU list such as
+"0-3,8-11": Slurm's task/affinity binds a job to its allocated cores) and `cpu.max` ("$MAX
+$PERIOD" microseconds, or "max $PERIOD": a quota in cores). The root is injectable
+(`agent.cgroup_root`) so tests use a fake tree.
 
 Must never: write to the cgroup tree or fail when a job ends between listing and reading.
 """
@@ -29,6 +32,47 @@ class CgroupReading:
     mem_max_bytes: float | None
     io_read_bytes: float | None
     io_write_bytes: float | None
+    allowed_cores: float | None = None  # fewest of the cpuset's CPUs and the cpu.max quota
+
+
+def _cpu_list_size(text: str | None) -> int | None:
+    """CPUs in a cgroup CPU list ("0-3,8,10-11" -> 7); None when absent or unreadable."""
+    if text is None or not text.strip():
+        return None
+    total = 0
+    for part in text.strip().split(","):
+        lo, _, hi = part.partition("-")
+        try:
+            total += (int(hi) if hi else int(lo)) - int(lo) + 1
+        except ValueError:
+            return None
+    return total or None
+
+
+def _quota_cores(text: str | None) -> float | None:
+    """Cores of a `cpu.max` quota ("200000 100000" -> 2.0); None for "max" or unreadable."""
+    parts = (text or "").split()
+    if len(parts) != 2 or parts[0] == "max":
+        return None
+    try:
+        quota, period = float(parts[0]), float(parts[1])
+    except ValueError:
+        return None
+    return quota / period if period > 0 else None
+
+
+def allowed_cores(job_dir: Path) -> float | None:
+    """What a job's cgroup lets it use of the CPU, in cores: the smaller of its cpuset and its
+    quota, or None when neither limits it."""
+    limits = [
+        c
+        for c in (
+            _cpu_list_size(_read(job_dir / "cpuset.cpus.effective")),
+            _quota_cores(_read(job_dir / "cpu.max")),
+        )
+        if c is not None
+    ]
+    return float(min(limits)) if limits else None
 
 
 def _read(path: Path) -> str | None:
@@ -97,6 +141,7 @@ def read_job_cgroups(root: Path) -> list[CgroupReading]:
                     mem_max_bytes=_number(_read(job / "memory.max")),
                     io_read_bytes=rbytes,
                     io_write_bytes=wbytes,
+                    allowed_cores=allowed_cores(job),
                 )
             )
     return readings

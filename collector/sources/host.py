@@ -1,10 +1,12 @@
 """Host source: CPU (user, system, iowait), memory, network, disk, load via psutil; per-job rows
 from cgroup v2 (cgroups.py).
 
-CPU percentages are of the whole host's capacity (all cores = 100), from deltas of
-psutil.cpu_times() between reads; per-job `cpu_cores` is cores in use (usage_usec delta / elapsed
-time), and the job's user/system percentages use the same whole-host scale so they add up. Rates
-need two reads, so the first read has nulls for them.
+`cpu_cores` is the capacity a row's CPU percentages are of, so that 100 % means "saturated"
+on every row: the host row's are of the whole host (all cores = 100, from deltas of
+psutil.cpu_times() between reads), a job row's are of the cores its cgroup allows (cpuset or
+quota, `cgroups.allowed_cores`; the whole host when unlimited), and that allowance is its
+`cpu_cores`. The analyzers read it so (R9's CPU saturation, R11/R12's CPU p95, P3's workers per
+core). Rates need two reads, so the first read has nulls for them.
 
 Must never: block (psutil calls here read /proc once each; no interval sampling).
 """
@@ -115,10 +117,10 @@ def job_rows(
     for job in read_job_cgroups(root):
         seen.add(job.job_id)
         key = job.job_id + "|"
-        usage = rates.rate(key + "usage", now, job.usage_usec)
         user = rates.rate(key + "user", now, job.user_usec)
         system = rates.rate(key + "system", now, job.system_usec)
-        scale = 100.0 / (1e6 * host_cores)  # usec per second -> percent of the whole host
+        cores = job.allowed_cores or host_cores
+        scale = 100.0 / (1e6 * cores)  # usec per second -> percent of the job's cores
         rows.append(
             {
                 "ts": ts_ms,
@@ -128,7 +130,7 @@ def job_rows(
                 "cpu_user_pct": user * scale if user is not None else None,
                 "cpu_system_pct": system * scale if system is not None else None,
                 "cpu_iowait_pct": None,
-                "cpu_cores": usage / 1e6 if usage is not None else None,
+                "cpu_cores": cores,
                 "mem_used_bytes": job.mem_current_bytes,
                 "mem_total_bytes": job.mem_max_bytes,
                 "net_rx_bytes_s": None,

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from collector.sources.cgroups import allowed_cores
 from collector.sources.dcgm import DcgmSource
 from collector.sources.host import PsutilHostSource
 from collector.sources.node_exporter import NodeExporterSource
@@ -192,7 +193,8 @@ def test_host_source_gives_a_host_row_and_per_job_cgroup_rows(tmp_path: Path) ->
     source = PsutilHostSource(cluster="c", host="h", cgroup_root=tmp_path, clock=lambda: now[0])
     first = source.read(1)
     assert [r["job_id"] for r in first] == [None, "918273"]
-    assert first[1]["cpu_cores"] is None  # no interval yet
+    assert first[1]["cpu_user_pct"] is None  # no interval yet
+    assert first[1]["cpu_cores"] == first[0]["cpu_cores"]  # no cpuset or quota: the whole host
     now[0] = 102.0
     _cgroup_job(tmp_path, "918273", 3_000_000, 2_000_000, 1_000_000, 2 << 30, (4096, 8192))
     host, job = source.read(2)
@@ -206,10 +208,46 @@ def test_host_source_gives_a_host_row_and_per_job_cgroup_rows(tmp_path: Path) ->
         "ts": 2, "cluster": "c", "host": "h", "job_id": "918273",
         "cpu_user_pct": 1_000_000 * 100.0 / (1e6 * cores),
         "cpu_system_pct": 500_000 * 100.0 / (1e6 * cores),
-        "cpu_iowait_pct": None, "cpu_cores": 1.5, "mem_used_bytes": float(2 << 30),
+        "cpu_iowait_pct": None, "cpu_cores": cores, "mem_used_bytes": float(2 << 30),
         "mem_total_bytes": None, "net_rx_bytes_s": None, "net_tx_bytes_s": None,
         "disk_read_bytes_s": 2048.0, "disk_write_bytes_s": 4096.0, "load1": None,
     }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("cpuset", "cpu_max", "allowed"),
+    [
+        ("0-3,8-11\n", "max 100000\n", 8.0),  # Slurm's task/affinity: the allocated cores
+        (None, "150000 100000\n", 1.5),  # a CPU quota
+        ("0-3\n", "200000 100000\n", 2.0),  # both: the tighter one
+        ("5\n", None, 1.0),
+        (None, None, None),  # unlimited: the whole host
+        ("garbage\n", "max\n", None),
+    ],
+)
+def test_a_jobs_cpu_allowance_is_its_cpuset_or_quota(
+    tmp_path: Path, cpuset: str | None, cpu_max: str | None, allowed: float | None
+) -> None:
+    if cpuset is not None:
+        (tmp_path / "cpuset.cpus.effective").write_text(cpuset)
+    if cpu_max is not None:
+        (tmp_path / "cpu.max").write_text(cpu_max)
+    assert allowed_cores(tmp_path) == allowed
+
+
+def test_job_cpu_percentages_are_of_the_cores_the_job_may_use(tmp_path: Path) -> None:
+    now = [100.0]
+    _cgroup_job(tmp_path, "42", 0, 0, 0, 1 << 30, (0, 0))
+    job_dir = tmp_path / "system.slice" / "slurmstepd.scope" / "job_42"
+    (job_dir / "cpuset.cpus.effective").write_text("0-1\n")
+    (job_dir / "cpu.max").write_text("150000 100000\n")
+    source = PsutilHostSource(cluster="c", host="h", cgroup_root=tmp_path, clock=lambda: now[0])
+    source.read(1)
+    now[0] = 102.0
+    # 1.5 CPU-seconds of user time over 2 s: 0.75 cores busy of the 1.5 the quota allows
+    _cgroup_job(tmp_path, "42", 2_000_000, 1_500_000, 500_000, 1 << 30, (0, 0))
+    (job,) = [r for r in source.read(2) if r["job_id"] == "42"]
+    assert (job["cpu_cores"], job["cpu_user_pct"], job["cpu_system_pct"]) == (1.5, 50.0, 50.0 / 3)
 
 
 NODE_PAGE = """# TYPE node_cpu_seconds_total counter
