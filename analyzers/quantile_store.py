@@ -35,8 +35,8 @@ the folder). This module must never write telemetry nor open the telemetry DuckD
 from __future__ import annotations
 
 import fcntl
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -149,13 +149,10 @@ class QuantileStore:
 
     @contextmanager
     def _locked(self) -> Iterator[SegmentStore]:
-        self.root.mkdir(parents=True, exist_ok=True)
-        with (self.root / ".lock").open("a") as handle:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
-            try:  # read the manifest under the lock: another process may have swapped it
-                yield SegmentStore(self.root, compression="zstd")
-            finally:
-                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+        """The manifest, read and swapped under the store-wide lock (held for a swap, not a build)."""
+        with _flock(self.root / ".lock"):
+            # read the manifest under the lock: another process may have swapped it
+            yield SegmentStore(self.root, compression="zstd")
 
     def keep(self, conn: duckdb.DuckDBPyConnection, window: Window, catalog: JobCatalog) -> Kept:
         """Store every tier's whole panes of the window past the partition's marks.
@@ -167,8 +164,12 @@ class QuantileStore:
         part = f"{window.partition}/{window.partitions}"
         rows = dict.fromkeys(self.tiers, 0)
         now = _newest_sample_s(conn, window)
-        with self._locked() as store:
-            marks = _marks(store, part)
+        # One build per partition at a time (its marks are its own); partitions build in
+        # parallel and take the store-wide lock only to swap each slice in.
+        self.root.mkdir(parents=True, exist_ok=True)
+        with _flock(self.root / f".lock-{window.partition}-{window.partitions}"):
+            files = SegmentStore(self.root, compression="zstd")
+            marks = _marks(files, part)
             for res in self.tiers:
                 start = marks.get(res) or align_down(window.start, res)
                 keep_s = self.retention_s[res]
@@ -182,8 +183,9 @@ class QuantileStore:
                     tables = _tier_rows(conn, window, catalog, res, at, stop)
                     rows[res] += tables[BUCKETS].num_rows
                     named = {tier_table(name, res): t for name, t in tables.items()}
-                    _add(store, named, part, {res: stop}, stop)
+                    _add(files, self._locked, named, part, {res: stop}, stop)
                     marks[res] = at = stop
+        with self._locked() as store:
             self._expire(store, now)
             manifest = store.snapshot()
             if any(
@@ -291,23 +293,38 @@ def _marks(store: SegmentStore, part: str) -> dict[int, datetime]:
     return out
 
 
+@contextmanager
+def _flock(path: Path) -> Iterator[None]:
+    with path.open("a") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
 def _add(
-    store: SegmentStore,
+    files: SegmentStore,
+    locked: Callable[[], AbstractContextManager[SegmentStore]],
     tables: Mapping[str, pa.Table],
     part: str,
     marks: Mapping[int, datetime],
     at: datetime,
 ) -> None:
-    """Write the tables as sealed files and make them live with the marks in one swap."""
+    """Write the tables as sealed files (no lock), then make them live with the marks in one
+    swap under the store-wide lock."""
     seq = int(at.timestamp())
     written = {
-        name: store.write(name, table, seq, ts_column="pane_start")
+        name: files.write(name, table, seq, ts_column="pane_start")
         for name, table in tables.items()
     }
     changes: dict[str, tuple[list[Segment], list[Segment]]] = {
-        name: ([], files) for name, files in written.items()
+        name: ([], segs) for name, segs in written.items()
     }
-    store.swap(changes, {f"quantiles/{part}/{res}s": ts.isoformat() for res, ts in marks.items()})
+    with locked() as store:
+        store.swap(
+            changes, {f"quantiles/{part}/{res}s": ts.isoformat() for res, ts in marks.items()}
+        )
 
 
 def _newest_sample_s(conn: duckdb.DuckDBPyConnection, window: Window) -> float:
