@@ -42,6 +42,7 @@ given (beyond the top_k extremes and a bounded scalar buffer), and never round a
 
 from __future__ import annotations
 
+import functools
 import math
 import struct
 from collections import deque
@@ -119,6 +120,13 @@ def _units(values: Floats, magnitude: float) -> int:
         return num << (_UNIT_BITS + 1 - den.bit_length())
     num, den = float(np.sum(values * 2.0**-128)).as_integer_ratio()
     return (num << (_UNIT_BITS + 1 - den.bit_length())) << 128
+
+
+@functools.cache
+def _mapping(m: int) -> LogLinearMapping:
+    """One (stateless) mapping per layout, shared by its sketches: same-layout merges can then
+    check `is` instead of comparing fields."""
+    return LogLinearMapping(m)
 
 
 def _top_merge(top: list[float], other: list[float], k: int) -> list[float]:
@@ -250,7 +258,7 @@ class QuantileSketch(_ScalarBuffer):
         if not (isinstance(top_k, int) and 1 <= top_k <= 255):
             raise SketchError(f"top_k must be an integer in [1, 255], got {top_k!r}")
         self._relative_accuracy = float(relative_accuracy)
-        self._map = LogLinearMapping(mantissa_bits_for(relative_accuracy))
+        self._map = _mapping(mantissa_bits_for(relative_accuracy))
         self._k = top_k
         self._pos = CountStore()
         self._neg = CountStore()
@@ -369,9 +377,16 @@ class QuantileSketch(_ScalarBuffer):
 
     def merge(self, other: QuantileSketch) -> QuantileSketch:
         """Add `other`'s values into this sketch, losslessly; returns self."""
-        self._check_compatible(other)
-        self._flush()
-        other._flush()
+        if (
+            other.__class__ is not QuantileSketch
+            or other._map is not self._map  # one shared mapping per layout (`_mapping`)
+            or other._k != self._k
+        ):
+            self._check_compatible(other)  # a different layout, or not a sketch: it says which
+        if self._scalar_count:
+            self._flush()
+        if other._scalar_count:
+            other._flush()
         self._pos.merge(other._pos)
         self._neg.merge(other._neg)
         self._zeros += other._zeros
@@ -623,14 +638,18 @@ def _quantiles(
         q = np.asarray(qs, dtype=np.float64)
     except (TypeError, ValueError) as exc:
         raise SketchError(f"quantiles must be numbers in [0, 1], got {qs!r}") from exc
-    flat = q.ravel()
-    if flat.size and not (flat.min() >= 0.0 and flat.max() <= 1.0):  # NaN fails both
-        raise SketchError(f"quantiles must be in [0, 1], got {qs!r}")
+    # A handful of quantiles is the common case: plain float arithmetic beats numpy's per-call
+    # cost here, and `n * x - 1.0` then `ceil` are the same IEEE operations numpy would do.
+    fractions: list[float] = q.ravel().tolist()
+    for x in fractions:
+        if not 0.0 <= x <= 1.0:  # NaN fails too
+            raise SketchError(f"quantiles must be in [0, 1], got {qs!r}")
     n = pos.total + neg.total + zeros
     if n == 0:
         return np.full(q.shape, np.nan)
     # numpy: virtual index n*q - 1, rounded up to the next order statistic, clipped to [0, n-1].
-    ranks: list[int] = np.clip(np.ceil(n * flat - 1.0), 0, n - 1).astype(np.int64).tolist()
+    ceil, last = math.ceil, n - 1
+    ranks = [min(max(ceil(n * x - 1.0), 0), last) for x in fractions]
     out = [0.0] * len(ranks)
     n_bottom, first_top = len(bottom), n - len(top)
     n_neg, first_pos = neg.total, neg.total + zeros

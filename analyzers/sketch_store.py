@@ -84,12 +84,25 @@ class CountStore:
 
     def merge(self, other: CountStore) -> None:
         """Add another store's counts (lossless)."""
-        if other.total:
-            self.add(
-                other.lo,
-                other.counts[other.lo - other.base : other.hi + 1 - other.base],
-                other.total,
-            )
+        if not other.total:
+            return
+        lo, hi, base = other.lo, other.hi, self.base
+        part = other.counts[lo - other.base : hi + 1 - other.base]
+        if not (base <= lo and hi < base + len(self.counts)):
+            self.add(lo, part, other.total)
+            return
+        # Inside the backing array already (the usual case once a merge target has grown): the
+        # body of `add` without its two calls; a merge is a few microseconds, calls are most of it.
+        view = self.counts[lo - base : hi + 1 - base]
+        view += part
+        if self.hi < self.lo:
+            self.lo, self.hi = lo, hi
+        else:
+            if lo < self.lo:
+                self.lo = lo
+            if hi > self.hi:
+                self.hi = hi
+        self.total += other.total
 
     def subtract(self, other: CountStore) -> None:
         """Remove counts earlier added from `other` (a sliding window's leaving pane)."""
