@@ -28,8 +28,14 @@ from its start on every tick; the store does not).
 Reading. A query over [start, end) takes, per sketch key, the coarsest rows that lie inside the
 range and no finer row they cover (`chosen_sql`), so nothing counts twice whatever tiers exist;
 range edges finer than the kept tiers are left out. `group_sketches` merges them per cluster,
-team, job or host. Writers serialize on a file lock (Celery workers of several partitions share
-the folder). This module must never write telemetry nor open the telemetry DuckDB file.
+team, job or host.
+
+Locks (Celery workers of several partitions share the folder): a partition's builds take its own
+file lock (its marks are its own), and every manifest swap the store-wide one, so partitions
+build in parallel. Marks are high-water marks: a window of a partition that finishes after a
+later window of the same partition adds no panes, and `backfill` does not rebuild sketches (the
+scheduler runs a partition's windows in order). This module must never write telemetry nor open
+the telemetry DuckDB file.
 """
 
 from __future__ import annotations
