@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import signal
 import sys
 import time
 from pathlib import Path
@@ -38,7 +39,20 @@ def _bin(name: str) -> str:
     return str(Path(sys.executable).with_name(name))
 
 
+def _stop_on_ctrl_c_and_sigterm() -> None:
+    """Ctrl-C (and SIGTERM) raise KeyboardInterrupt here, whatever this process inherited:
+    CPython leaves SIGINT ignored when it starts ignored, as it does under a non-interactive
+    shell's `&`, and the demo would then never stop on Ctrl-C."""
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, interrupt)
+
+
 def run_demo(args: argparse.Namespace, settings: Settings) -> int:
+    _stop_on_ctrl_c_and_sigterm()
     root = Path(args.dir).resolve()
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir(parents=True)
