@@ -334,11 +334,15 @@ def _add(
 
 
 def _newest_sample_s(conn: duckdb.DuckDBPyConnection, window: Window) -> float:
-    """Epoch seconds of the warehouse's newest GPU sample (the window's end when none)."""
+    """Epoch seconds of the warehouse's newest GPU sample (the window's end when none since the
+    window's start: then there is nothing to build). Only samples from the window's start on are
+    read, so the embedded scheduler's every tick does not scan the whole history."""
     newest = None
     if table_exists(conn, "gpu_samples"):
         conn.complete()
-        found = conn.execute("SELECT epoch(max(ts)) FROM gpu_samples").fetchone()
+        found = conn.execute(
+            f"SELECT epoch(max(ts)) FROM gpu_samples WHERE ts >= {ts_literal(window.start)}"
+        ).fetchone()
         newest = found[0] if found else None
     return float(newest) if newest is not None else window.end.timestamp()
 

@@ -36,6 +36,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from analyzers.accounting import ACTIVE_FRACTION_SQL, UTIL_PCT_SQL
 from analyzers.frames import partition_clause, table_exists, ts_literal
 from analyzers.sketch import (
     DEFAULT_RELATIVE_ACCURACY,
@@ -85,8 +86,9 @@ class Metric:
     help: str
 
 
-# What the platform sketches. gpu_util_pct is analyzers.frames' util_pct (R11, R12); active_pct is
-# the dashboard's active % (analyzers.reports.usage); fb_used_frac is R12's memory; cpu_pct is
+# What the platform sketches. gpu_util_pct and active_pct are the accounting's utilization % and
+# active fraction x 100 (analyzers.accounting: the rules' and the dashboard's); fb_used_frac is
+# R12's memory; cpu_pct is
 # R12's CPU (host rows: a job's cgroup, or the whole host with job_id NULL); steps feed P2.
 METRICS: Mapping[str, Metric] = {
     m.name: m
@@ -94,14 +96,14 @@ METRICS: Mapping[str, Metric] = {
         Metric(
             "gpu_util_pct",
             "gpu_samples",
-            "COALESCE(gpu_util, 100.0 * gr_engine_active)",
+            UTIL_PCT_SQL,
             "%",
             "GPU utilization (DCGM GPU_UTIL; 100 x GR_ENGINE_ACTIVE under MIG)",
         ),
         Metric(
             "active_pct",
             "gpu_samples",
-            "100.0 * COALESCE(gr_engine_active, gpu_util / 100.0)",
+            f"100.0 * {ACTIVE_FRACTION_SQL}",
             "%",
             "graphics-engine active % (GR_ENGINE_ACTIVE, else GPU_UTIL)",
         ),
