@@ -8,31 +8,59 @@
 Layers: `load` (stream-parse a file into columns) -> `hta_rules` or `native` (prepare a
 `TraceSet`) -> `analyses` (one module per analysis, a registry) -> `findings` (rules) ->
 `render` / `arrow` (output, storage). See docs/traces.md and shared/trace-semantics.md.
+
+The names below are imported on first use (PEP 562), not with the package: `fleetscope trace`
+registers its command through `analyzers.traces.cli`, and importing this package eagerly put numpy
+and every analysis on the path of `fleetscope --help` and of every other command (issue 19
+measured it with `python -X importtime`).
 """
 
-from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions
-from analyzers.traces.api import (
-    TraceReport,
-    analyze_trace,
-    find_trace_files,
-    load_trace_set,
-    run_analyses,
-)
-from analyzers.traces.frame import Mode, RankFrame, TraceSet
-from analyzers.traces.load import RawTrace, load_raw_trace
+from __future__ import annotations
 
-__all__ = [
-    "AnalysisResult",
-    "Mode",
-    "RankFrame",
-    "RawTrace",
-    "Table",
-    "TraceOptions",
-    "TraceReport",
-    "TraceSet",
-    "analyze_trace",
-    "find_trace_files",
-    "load_raw_trace",
-    "load_trace_set",
-    "run_analyses",
-]
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions
+    from analyzers.traces.api import (
+        TraceReport,
+        analyze_trace,
+        find_trace_files,
+        load_trace_set,
+        run_analyses,
+    )
+    from analyzers.traces.frame import Mode, RankFrame, TraceSet
+    from analyzers.traces.load import RawTrace, load_raw_trace
+
+# Public name -> the module that defines it.
+_LAZY: dict[str, str] = {
+    "AnalysisResult": "analyzers.traces.analyses.base",
+    "Table": "analyzers.traces.analyses.base",
+    "TraceOptions": "analyzers.traces.analyses.base",
+    "TraceReport": "analyzers.traces.api",
+    "analyze_trace": "analyzers.traces.api",
+    "find_trace_files": "analyzers.traces.api",
+    "load_trace_set": "analyzers.traces.api",
+    "run_analyses": "analyzers.traces.api",
+    "Mode": "analyzers.traces.frame",
+    "RankFrame": "analyzers.traces.frame",
+    "TraceSet": "analyzers.traces.frame",
+    "RawTrace": "analyzers.traces.load",
+    "load_raw_trace": "analyzers.traces.load",
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # the next lookup is a plain attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    """The public names and the module's own dunders; not the helpers this file imports."""
+    return sorted({*__all__, *(name for name in globals() if name.startswith("_"))})
