@@ -29,7 +29,7 @@ import threading
 import time
 from http.server import ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from bench.agent import _Exporter, _Ingest, _serve
 from bench.prometheus_peer import cpu_s, prometheus, rss_mib
@@ -44,8 +44,8 @@ FLOOR_KEY = "agent vs Prometheus scrape, Prometheus CPU per GPU-sample / ours"
 class _CountingExporter(_Exporter):
     """bench.agent's exporter, counting GETs per client (User-Agent's first word)."""
 
-    counts: dict[str, int] = {}
-    lock = threading.Lock()
+    counts: ClassVar[dict[str, int]] = {}
+    lock: ClassVar[threading.Lock] = threading.Lock()
 
     def do_GET(self) -> None:
         agent = (self.headers.get("User-Agent") or "?").split("/")[0]

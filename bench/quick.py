@@ -26,7 +26,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "RESULTS.md"
-FLOOR_RE = re.compile(r"Floor for `make bench-quick` \(([^)]+)\): \*\*floor ([0-9]+(?:\.[0-9]+)?)x\*\*")
+FLOOR_RE = re.compile(
+    r"Floor for `make bench-quick` \(([^)]+)\): \*\*floor ([0-9]+(?:\.[0-9]+)?)x\*\*"
+)
 
 
 def read_floors(text: str) -> dict[str, float]:

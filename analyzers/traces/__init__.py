@@ -49,7 +49,21 @@ _LAZY: dict[str, str] = {
     "load_raw_trace": "analyzers.traces.load",
 }
 
-__all__ = sorted(_LAZY)
+__all__ = [
+    "AnalysisResult",
+    "Mode",
+    "RankFrame",
+    "RawTrace",
+    "Table",
+    "TraceOptions",
+    "TraceReport",
+    "TraceSet",
+    "analyze_trace",
+    "find_trace_files",
+    "load_raw_trace",
+    "load_trace_set",
+    "run_analyses",
+]
 
 
 def __getattr__(name: str) -> Any:
