@@ -67,6 +67,12 @@ def _ingest_prometheus() -> float:
     return quick_ratio()
 
 
+def _query_prometheus() -> float:
+    from bench.query_prometheus import quick_ratio
+
+    return quick_ratio()
+
+
 def _agent_parse() -> float:
     from bench.agent import bench_parse
 
@@ -86,6 +92,7 @@ CHECKS = (
         "ingest vs Prometheus, Prometheus CPU per stored sample / ours",
         _ingest_prometheus,
     ),
+    Check("query_prometheus", "7-day fleet numbers, PromQL seconds / ours", _query_prometheus),
 )
 
 
