@@ -225,7 +225,7 @@ def write_section(text: str) -> None:
         new = old.rstrip("\n") + "\n\n" + text
     else:
         nxt = old.find("\n## ", start + len(section))
-        new = old[:start] + text + (old[nxt + 1 :] if nxt >= 0 else "")
+        new = old[:start] + text.rstrip("\n") + "\n\n" + (old[nxt + 1 :] if nxt >= 0 else "")
     RESULTS.write_text(new.rstrip("\n") + "\n")
 
 
