@@ -218,7 +218,8 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "server.plugins",
-        "analyzers.embedded,analyzers.trace_service,analyzers.reports.scheduled",
+        "analyzers.embedded,analyzers.trace_service,analyzers.reports.scheduled,"
+        "analyzers.prometheus_export",
         "str",
         "Comma-separated modules whose setup(server) runs before the ingest server starts.",
     ),
@@ -283,6 +284,26 @@ SETTINGS: tuple[Setting, ...] = (
         300.0,
         "float",
         "Largest sample gap still counted as allocated GPU time (missing samples).",
+    ),
+    Setting(
+        "analyzers.metrics_window_s",
+        86400.0,
+        "float",
+        "Seconds of findings and job efficiency the server's /metrics reports (fleetscope_* "
+        "findings families).",
+    ),
+    Setting(
+        "analyzers.metrics_top_jobs",
+        20,
+        "int",
+        'Jobs with their own series on /metrics; the rest are summed into job="other".',
+    ),
+    Setting(
+        "analyzers.metrics_refresh_s",
+        60.0,
+        "float",
+        "Seconds a computed /metrics snapshot of findings and GPU-hours is served before a "
+        "scrape recomputes it.",
     ),
     Setting(
         "analyzers.startup_grace_s",
