@@ -78,9 +78,10 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "agent.spool_dir",
-        "var/spool",
+        "/var/lib/fleetscope/spool",
         "path",
-        "Folder of the on-disk spool kept while ingest is down.",
+        "Folder of the on-disk spool kept while ingest is down (absolute: the agent runs with a "
+        "read-only root and working directory /; a declared volume in deploy/).",
     ),
     Setting(
         "agent.spool_max_bytes",
@@ -109,9 +110,10 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "agent.sdk_socket",
-        "var/agent.sock",
+        "/run/fleetscope/agent.sock",
         "path",
-        "Unix datagram socket where training processes send step metrics; empty: none.",
+        "Unix datagram socket where training processes send step metrics; empty: none "
+        "(absolute: a runtime volume the training containers mount too).",
     ),
     Setting(
         "agent.profile_poll_s",
