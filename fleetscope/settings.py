@@ -104,6 +104,12 @@ SETTINGS: tuple[Setting, ...] = (
         "path",
         "TOML file mapping GPU UUID or index to a job id; wins over every other source.",
     ),
+    Setting(
+        "agent.pod_resources_socket",
+        "/var/lib/kubelet/pod-resources/kubelet.sock",
+        "path",
+        "The kubelet's pod-resources gRPC socket (pod-to-GPU attribution); missing or empty: off.",
+    ),
     Setting("agent.proc_root", "/proc", "path", "Root of /proc (injectable for tests)."),
     Setting(
         "agent.cgroup_root", "/sys/fs/cgroup", "path", "Root of cgroup v2 (injectable for tests)."
