@@ -23,8 +23,9 @@ per rule; `max by (job)` gives what `fleetscope opportunities` reports per job.
 The counters are the accounting of `analyzers.accounting` (through `analyzers.reports.usage`)
 over consecutive closed windows: each refresh adds the hours of [last end, now - lateness_s), so
 samples arriving later than `analyzers.lateness_s` are counted only after a server restart
-(Prometheus's `rate()` handles the reset). A snapshot is computed at most every
-`analyzers.metrics_refresh_s` seconds, at scrape time, never on the writer thread.
+(Prometheus's `rate()` handles the reset). A snapshot is computed every
+`analyzers.metrics_refresh_s` seconds on a thread of the plug-in's own (started and stopped with
+the server), never on the writer thread and never while a scrape waits.
 
 Reads the catalog and the warehouse; must never write either, nor import the dashboard.
 """
@@ -56,20 +57,42 @@ HOUR_S = 3600.0
 
 
 def setup(server: Any) -> None:
-    """Register the collector on the server's registry (warehouse.runtime plug-in hook)."""
+    """Register the collector on the server's registry and refresh it on a thread of its own
+    (warehouse.runtime plug-in hook), so a scrape never waits for a warehouse query."""
     settings = server.settings
-    server.metrics.registry.register(
-        FleetCollector(
-            server.catalog,
-            server.warehouse.cursor,
-            window_s=settings.get_float("analyzers.metrics_window_s"),
-            top_jobs=settings.get_int("analyzers.metrics_top_jobs"),
-            refresh_s=settings.get_float("analyzers.metrics_refresh_s"),
-            lateness_s=settings.get_float("analyzers.lateness_s"),
-            default_interval_s=settings.get_float("agent.interval_s"),
-            max_gap_s=settings.get_float("analyzers.max_gap_s"),
-        )
+    collector = FleetCollector(
+        server.catalog,
+        server.warehouse.cursor,
+        window_s=settings.get_float("analyzers.metrics_window_s"),
+        top_jobs=settings.get_int("analyzers.metrics_top_jobs"),
+        refresh_s=settings.get_float("analyzers.metrics_refresh_s"),
+        lateness_s=settings.get_float("analyzers.lateness_s"),
+        default_interval_s=settings.get_float("agent.interval_s"),
+        max_gap_s=settings.get_float("analyzers.max_gap_s"),
+        background=True,
     )
+    server.metrics.registry.register(collector)
+    stop = threading.Event()
+    threads: list[threading.Thread] = []
+
+    def refresh_loop() -> None:
+        while True:
+            collector.refresh()
+            if stop.wait(max(collector.refresh_s, 0.1)):
+                return
+
+    def on_start(_server: Any) -> None:
+        thread = threading.Thread(target=refresh_loop, name="fleetscope-fleet-metrics", daemon=True)
+        thread.start()
+        threads.append(thread)
+
+    def on_stop(_server: Any) -> None:
+        stop.set()
+        for thread in threads:
+            thread.join(timeout=60)
+
+    server.on_start.append(on_start)
+    server.on_stop.append(on_stop)
 
 
 @dataclass
@@ -106,12 +129,14 @@ class FleetCollector(Collector):
         default_interval_s: float,
         max_gap_s: float,
         clock: Callable[[], float] = time.time,
+        background: bool = False,
     ) -> None:
         self._catalog = catalog
         self._cursor = cursor
         self._window_s = window_s
         self._top_jobs = top_jobs
-        self._refresh_s = refresh_s
+        self.refresh_s = refresh_s
+        self._background = background
         self._lateness_s = lateness_s
         self._default_interval_s = default_interval_s
         self._max_gap_s = max_gap_s
@@ -160,16 +185,28 @@ class FleetCollector(Collector):
                 family.add_metric([cluster], round(hours, 6))
             yield family
 
-    def _current(self) -> tuple[Snapshot, Totals]:
+    def refresh(self) -> None:
+        """Recompute the snapshot and advance the counters; on failure keep the previous ones."""
         with self._lock:
             now = self._clock()
-            if self._refreshed_at is None or now - self._refreshed_at >= self._refresh_s:
-                try:
-                    self._refresh(now)
-                    self._refreshed_at = now
-                except Exception:  # a scrape must never fail: serve the last snapshot
-                    log.exception("fleet metrics: refresh failed; serving the previous snapshot")
-            return self._snapshot, self._totals
+            try:
+                self._refresh(now)
+                self._refreshed_at = now
+            except Exception:  # a scrape must never fail: serve the last snapshot
+                log.exception("fleet metrics: refresh failed; serving the previous snapshot")
+
+    def _current(self) -> tuple[Snapshot, Totals]:
+        """The snapshot to serve (refreshed here when stale, unless a thread refreshes it) and a
+        copy of the counters (the refresh thread adds to them)."""
+        stale = self._refreshed_at is None or self._clock() - self._refreshed_at >= self.refresh_s
+        if stale and not self._background:
+            self.refresh()
+        with self._lock:
+            totals = self._totals
+            copy = Totals(totals.through_s)
+            for name in ("allocated_h", "active_h", "sm_h"):
+                getattr(copy, name).update(getattr(totals, name))
+            return self._snapshot, copy
 
     def _refresh(self, now_s: float) -> None:
         from analyzers.reports.usage import Window, gpu_buckets, job_efficiency

@@ -42,7 +42,7 @@ def settings_for(root: Path) -> Settings:
         warehouse__flush_interval_s=0.02,
         warehouse__maintenance_interval_s=3600.0,
         analyzers__metrics_top_jobs=1,
-        analyzers__metrics_refresh_s=0.0,  # every scrape recomputes
+        analyzers__metrics_refresh_s=0.1,  # the refresh thread recomputes every 0.1 s
         analyzers__lateness_s=60.0,
     )
 
@@ -125,9 +125,13 @@ def series(
 def test_metrics_report_findings_efficiency_and_gpu_hours(server: Server) -> None:
     populate(server)
     deadline = time.monotonic() + 60
-    while True:  # the batches are committed when /metrics counts their hours
+    while True:  # until a refresh after the commit and the findings
         metrics = scrape(server.url)
-        if series(metrics, "fleetscope_allocated_gpu_hours_total") or time.monotonic() > deadline:
+        refreshed = all(
+            series(metrics, name)
+            for name in ("fleetscope_allocated_gpu_hours_total", "fleetscope_findings_open")
+        )
+        if refreshed or time.monotonic() > deadline:
             break
         time.sleep(0.1)
     # labels sorted by name: cluster, job, rule, team
