@@ -12,6 +12,8 @@ its ingest and writer families:
 | `fleetscope_allocated_gpu_hours_total` | counter | cluster | allocated GPU-hours accounted since the warehouse's first sample |
 | `fleetscope_active_gpu_hours_total` | counter | cluster | active GPU-hours (GR_ENGINE_ACTIVE, else GPU_UTIL) |
 | `fleetscope_sm_active_gpu_hours_total` | counter | cluster | SM-active GPU-hours (DCGM_FI_PROF_SM_ACTIVE, where reported) |
+| `fleetscope_fleet_metrics_refreshed_timestamp_seconds` | gauge | | when the families above were last computed (stale: alert) |
+| `fleetscope_fleet_metrics_refresh_failures_total` | counter | | refreshes that failed; the previous values are served |
 
 Names follow Prometheus's rules (`fleetscope_` prefix, base unit in the name, `_total` on
 counters, `_ratio` for 0-1). Cardinality is bounded: only the `analyzers.metrics_top_jobs` jobs
@@ -145,6 +147,7 @@ class FleetCollector(Collector):
         self._snapshot = Snapshot()
         self._totals = Totals()
         self._refreshed_at: float | None = None
+        self._failures = 0
 
     def collect(self) -> Iterator[Metric]:
         snapshot, totals = self._current()
@@ -184,6 +187,16 @@ class FleetCollector(Collector):
             for cluster, hours in sorted(per_cluster.items()):
                 family.add_metric([cluster], round(hours, 6))
             yield family
+        yield GaugeMetricFamily(
+            "fleetscope_fleet_metrics_refreshed_timestamp_seconds",
+            "When the findings and GPU-hour families above were last computed (0: never).",
+            self._refreshed_at or 0.0,
+        )
+        yield CounterMetricFamily(
+            "fleetscope_fleet_metrics_refresh_failures",
+            "Refreshes of the findings and GPU-hour families that failed (previous values served).",
+            self._failures,
+        )
 
     def refresh(self) -> None:
         """Recompute the snapshot and advance the counters; on failure keep the previous ones."""
@@ -193,6 +206,7 @@ class FleetCollector(Collector):
                 self._refresh(now)
                 self._refreshed_at = now
             except Exception:  # a scrape must never fail: serve the last snapshot
+                self._failures += 1
                 log.exception("fleet metrics: refresh failed; serving the previous snapshot")
 
     def _current(self) -> tuple[Snapshot, Totals]:

@@ -27,7 +27,7 @@ def test_promtool_accepts_the_rules() -> None:
         cwd=RULES, capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS: 6 rules found" in result.stdout
+    assert "SUCCESS: 7 rules found" in result.stdout
 
 
 def test_every_alert_fires_on_its_series() -> None:
