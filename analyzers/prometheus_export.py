@@ -279,14 +279,16 @@ class FleetCollector(Collector):
         for s in stored:
             if s.finding.job_id and s.finding.team:
                 teams.setdefault(s.finding.job_id, s.finding.team)
+        wanted = sorted(set(clusters) | {s.finding.job_id for s in stored if s.finding.job_id})
         with self._catalog.connect() as conn:
-            for job_id, team, cluster in conn.execute(
-                select(jobs.c.job_id, jobs.c.team, jobs.c.cluster)
-            ):
-                if team:
-                    teams[job_id] = team
-                if cluster:
-                    clusters[job_id] = cluster
+            for start in range(0, len(wanted), 500):  # only the jobs in the window, in chunks
+                chunk = wanted[start : start + 500]
+                query = select(jobs.c.job_id, jobs.c.team, jobs.c.cluster)
+                for job_id, team, cluster in conn.execute(query.where(jobs.c.job_id.in_(chunk))):
+                    if team:
+                        teams[job_id] = team
+                    if cluster:
+                        clusters[job_id] = cluster
         return teams, clusters
 
 
