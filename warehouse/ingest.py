@@ -21,12 +21,14 @@ from fleetscope.contract import (
     HEADER_AGENT,
     HEADER_BATCH_ID,
     HEADER_SCHEMA_VERSION,
+    MAX_BATCH_ROWS,
+    MAX_DECODED_BYTES,
     SCHEMA_VERSION,
     TABLES,
     conform,
     from_ipc,
 )
-from fleetscope.errors import ContractError, IngestError, PayloadTooLargeError
+from fleetscope.errors import ContractError, DecodeBudgetError, IngestError, PayloadTooLargeError
 from warehouse.catalog.fleet import Job
 
 # Schema versions this build reads; a new contract version adds itself here with its migration.
@@ -95,10 +97,21 @@ def check_envelope(table: str, headers: Headers, max_body_bytes: int) -> Envelop
     return Envelope(table, batch_id, headers.get(HEADER_AGENT) or "", version, length)
 
 
-def decode_batch(table: str, body: bytes) -> pa.Table:
-    """The body as a table conformed to the contract; 400 naming the column otherwise."""
+def decode_batch(
+    table: str,
+    body: bytes,
+    *,
+    max_decoded_bytes: int = MAX_DECODED_BYTES,
+    max_rows: int = MAX_BATCH_ROWS,
+) -> pa.Table:
+    """The body as a table fully validated and conformed to the contract, or a 4xx naming why:
+    413 when it would decode past the budget (checked before decoding), 400 otherwise."""
     try:
-        return conform(table, from_ipc(body))
+        return conform(
+            table, from_ipc(body, max_decoded_bytes=max_decoded_bytes, max_rows=max_rows)
+        )
+    except DecodeBudgetError as exc:
+        raise PayloadTooLargeError(str(exc)) from exc
     except ContractError as exc:
         raise IngestError(str(exc)) from exc
 

@@ -89,6 +89,9 @@ class Server:
             config=IngestConfig(
                 max_body_bytes=settings.get_int("server.max_body_bytes"),
                 commit_timeout_s=settings.get_float("warehouse.commit_timeout_s"),
+                max_decoded_bytes=settings.get_int("server.max_decoded_bytes"),
+                max_batch_rows=settings.get_int("server.max_batch_rows"),
+                read_auth=settings.get_bool("server.read_auth"),
             ),
             remote_write=self.remote_write,
             profiling=self.profiling,

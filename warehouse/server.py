@@ -30,6 +30,7 @@ from typing import Any
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sqlalchemy import Engine
 
+from fleetscope.contract import MAX_BATCH_ROWS, MAX_DECODED_BYTES
 from fleetscope.errors import FleetscopeError, IngestError
 from warehouse.auth import TokenChecker
 from warehouse.catalog.fleet import upsert_jobs
@@ -52,6 +53,9 @@ log = logging.getLogger(__name__)
 class IngestConfig:
     max_body_bytes: int
     commit_timeout_s: float
+    max_decoded_bytes: int = MAX_DECODED_BYTES
+    max_batch_rows: int = MAX_BATCH_ROWS
+    read_auth: bool = True
 
 
 @dataclass
@@ -173,7 +177,12 @@ class IngestHTTPServer(ThreadingHTTPServer):
 def post_batch(handler: Handler, ingest: Ingest, table: str) -> Response:
     ingest.auth.check(handler.headers.get("Authorization"))
     envelope = check_envelope(table, handler.headers, ingest.config.max_body_bytes)
-    data = decode_batch(table, handler.read_body(ingest.config.max_body_bytes))
+    data = decode_batch(
+        table,
+        handler.read_body(ingest.config.max_body_bytes),
+        max_decoded_bytes=ingest.config.max_decoded_bytes,
+        max_rows=ingest.config.max_batch_rows,
+    )
     ticket, in_flight = ingest.writer.submit(
         table, data, envelope.batch_id, envelope.agent, envelope.agent_version
     )
