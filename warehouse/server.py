@@ -191,6 +191,8 @@ def post_batch(handler: Handler, ingest: Ingest, table: str) -> Response:
             f"batch {envelope.batch_id} is not committed yet; retry with the same batch id",
             status=503,
         )
+    if ticket.error is not None and ticket.status < 500:
+        raise IngestError(f"{ticket.error}; do not retry it as is", status=ticket.status)
     if ticket.error is not None:
         raise IngestError(f"{ticket.error}; retry with the same batch id", status=503)
     return Response.json(
