@@ -388,7 +388,9 @@ class RemoteWrite:
                 failed.append(unit)
             elif ticket.error is not None and ticket.status < 500:
                 # the writer can never store it (poison isolation): retrying would block the rest
-                log.error("remote_write: batch %s refused for good: %s", unit.batch_id, ticket.error)
+                log.error(
+                    "remote_write: batch %s refused for good: %s", unit.batch_id, ticket.error
+                )
             elif ticket.error is not None:
                 failed.append(unit)
             elif not ticket.duplicate:
