@@ -43,7 +43,7 @@ class ConnectionGuard:
             "Connections being served now.",
             registry=registry,
         )
-        self.open.set_function(lambda: len(self._deadlines))
+        self.open.set_function(lambda: self.count)
         self.refused = Counter(
             "fleetscope_ingest_connections_refused",
             "Connections answered 503 because server.max_connections were open.",
@@ -65,6 +65,12 @@ class ConnectionGuard:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
+
+    @property
+    def count(self) -> int:
+        """Connections being served now."""
+        with self._lock:
+            return len(self._deadlines)
 
     def admit(self, sock: socket.socket) -> bool:
         """Take the connection in if there is room; the caller answers 503 otherwise."""
