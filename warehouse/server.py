@@ -42,7 +42,7 @@ from fleetscope.errors import ConfigError, FleetscopeError, IngestError
 from warehouse.auth import TokenChecker
 from warehouse.catalog.fleet import upsert_jobs
 from warehouse.connections import OVERLOADED, ConnectionGuard
-from warehouse.ingest import check_envelope, decode_batch, parse_jobs
+from warehouse.ingest import MAX_JOBS_JSON_BYTES, check_envelope, decode_batch, parse_jobs
 from warehouse.metrics import ServerMetrics
 from warehouse.profiling_api import (
     get_profile_request,
@@ -307,7 +307,7 @@ def post_batch(handler: Handler, ingest: Ingest, table: str) -> Response:
 
 def post_jobs(handler: Handler, ingest: Ingest) -> Response:
     ingest.auth.check(handler.headers.get("Authorization"))
-    jobs = parse_jobs(handler.read_body(ingest.config.max_body_bytes))
+    jobs = parse_jobs(handler.read_body(min(MAX_JOBS_JSON_BYTES, ingest.config.max_body_bytes)))
     with ingest.catalog.begin() as conn:
         upsert_jobs(conn, jobs)
     return Response.json(200, {"jobs": len(jobs)})

@@ -124,3 +124,24 @@ def test_reads_of_job_data_need_a_token_when_read_auth_is_on(
         conn.close()
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/v1/jobs", b"[" * 100_000),  # was a RecursionError answered 500
+        ("/v1/jobs", b"[" * 33 + b"]" * 33),
+        ("/v1/agent/poll", b'{"a":' * 40 + b"1" + b"}" * 40),
+    ],
+)
+def test_deep_json_is_a_400_and_the_server_goes_on(server: Server, path: str, body: bytes) -> None:
+    host, port = server.url.removeprefix("http://").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=30)
+    conn.request("POST", path, body=body, headers={"Authorization": f"Bearer {TEST_TOKEN}"})
+    answer = conn.getresponse()
+    assert (answer.status, json.loads(answer.read())) == (
+        400,
+        {"error": "body is JSON nested deeper than 32 levels"},
+    )
+    conn.close()
+    assert post_batch(server.url, "gpu_samples", gpu_batch("n"), token=TEST_TOKEN).status == 202
