@@ -224,9 +224,11 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def start_server(data_dir: Path, token: str, **env: str) -> tuple[subprocess.Popen[bytes], str]:
+def start_server(
+    data_dir: Path, token: str, *, port: int = 0, **env: str
+) -> tuple[subprocess.Popen[bytes], str]:
     """A real `fleetscope server` process on loopback; returns it and its URL once it answers."""
-    port = free_port()
+    port = port or free_port()
     environ = {
         **os.environ,
         "FLEETSCOPE_CORE_DATA_DIR": str(data_dir),
