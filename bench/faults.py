@@ -25,8 +25,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import pyarrow as pa
-
 from bench.fuzz import free_port, start_server
 from collector.backoff import Backoff
 from collector.http import KeepAliveTransport
@@ -70,10 +68,14 @@ class FleetOfAgents:
         self.shippers = [
             Shipper(
                 Spool(root / f"spool-{a}", max_bytes=10**9),
-                ingest_url=url, token=TOKEN, agent_name=f"agent-{a}",
-                transport=KeepAliveTransport(), metrics=AgentMetrics(), timeout_s=30,
+                ingest_url=url,
+                token=TOKEN,
+                agent_name=f"agent-{a}",
+                transport=KeepAliveTransport(),
+                metrics=AgentMetrics(),
+                timeout_s=30,
                 backoff=Backoff(base_s=0.05, cap_s=1.0),
-            )  # fmt: skip
+            )
             for a in range(agents)
         ]
         self.threads = [
@@ -82,6 +84,15 @@ class FleetOfAgents:
             threading.Thread(target=s.run, args=(self.stop_shipping, 0.2), daemon=True)
             for s in self.shippers
         ]
+
+    @staticmethod
+    def _shipper(root: Path, url: str, a: int) -> Shipper:
+        return Shipper(
+            Spool(root / f"spool-{a}", max_bytes=10**9),
+            ingest_url=url, token=TOKEN, agent_name=f"agent-{a}",
+            transport=KeepAliveTransport(), metrics=AgentMetrics(), timeout_s=30,
+            backoff=Backoff(base_s=0.05, cap_s=1.0),
+        )  # fmt: skip
 
     def _seal(self, a: int) -> None:
         shipper = self.shippers[a]
@@ -157,7 +168,9 @@ def run(
     stored, distinct = conn.execute(
         "SELECT count(*), count(DISTINCT (host, gpu_index, ts)) FROM gpu_samples"
     ).fetchall()[0]
-    return FaultResult(fleet.sealed_rows, int(stored), int(distinct), fleet.batches, kills + 1, drain_s)
+    return FaultResult(
+        fleet.sealed_rows, int(stored), int(distinct), fleet.batches, kills + 1, drain_s
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
