@@ -6,7 +6,8 @@
 Each simulated agent is a thread with its own kept-alive connection that posts one gpu_samples
 batch (8 GPUs x `--samples` samples) every `--period-s` seconds, as the shipper does, and waits
 for the 202 (= committed); a 503 is retried after its Retry-After with the same batch id, and the
-ack time runs from the first send to the 202. Agents are spread over `--procs` client processes.
+ack time runs from the first send to the 202 (each agent's first batch, which also registers its
+new host in the catalog, is a warm-up and not counted). Agents are spread over `--procs` client processes.
 The load rises step by step until p99 passes 2 s (or the steps end); the server is a real
 `fleetscope server` process, `server.max_connections` raised above the agent count so that what
 is measured is the server's capacity, not its cap. A real agent ships every agent.ship_interval_s
@@ -63,10 +64,10 @@ def _agents(url: str, agents: list[int], args: tuple[float, float, int], out: Co
                     continue
                 break
             with lock:
-                if answer.status == 202:
-                    latencies.append(time.monotonic() - started)
-                else:
+                if answer.status != 202:
                     errors[0] += 1
+                elif n > 0:  # the first batch of a new host also registers it in the catalog
+                    latencies.append(time.monotonic() - started)
             n += 1
             time.sleep(max(0.0, period_s - (time.monotonic() - started)))
         conn.close()
