@@ -292,7 +292,7 @@ class Writer:
         started = time.perf_counter()
         seq = self._next_seq
         written: dict[str, list[Segment]] = {}
-        in_transaction = False
+        in_transaction = committed = False
         try:
             known = self._known_batches([t.batch_id for t in tickets])
             fresh = [t for t in tickets if t.batch_id not in known]
@@ -318,15 +318,16 @@ class Writer:
                     [seq, [s.path for segs in written.values() for s in segs]],
                 )
                 self._conn.execute("COMMIT")
-                in_transaction = False
-                self._store.publish(seq, written)
+                in_transaction, committed = False, True
                 self._next_seq += 1
+                self._store.publish(seq, written)
         except Exception:
             if in_transaction:
                 self._conn.execute("ROLLBACK")
             with contextlib.suppress(Exception):
                 self._conn.unregister("incoming")
-            self._store.discard(s for segs in written.values() for s in segs)
+            if not committed:  # committed segments stay: the next start's _recover publishes them
+                self._store.discard(s for segs in written.values() for s in segs)
             raise
         commit = Commit(seq, tables, fresh)
         for hook in self._hooks:
