@@ -145,3 +145,26 @@ def test_deep_json_is_a_400_and_the_server_goes_on(server: Server, path: str, bo
     )
     conn.close()
     assert post_batch(server.url, "gpu_samples", gpu_batch("n"), token=TEST_TOKEN).status == 202
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/v1/batches/gpu_samples",
+        "/v1/jobs",
+        "/api/v1/write",
+        "/v1/profile-requests",
+        "/v1/agent/poll",
+        "/v1/traces?request_id=1&host=h&pid=1",
+    ],
+)
+def test_every_write_needs_a_token(server: Server, path: str) -> None:
+    host, port = server.url.removeprefix("http://").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=30)
+    conn.request("POST", path, body=b"{}", headers={"Authorization": "Bearer dev-token"})
+    answer = conn.getresponse()
+    assert (answer.status, json.loads(answer.read())) == (
+        401,
+        {"error": "invalid or revoked bearer token"},
+    )
+    conn.close()
