@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck pytest bench bench-quick clean docs
+.PHONY: demo test lint typecheck pytest bench bench-quick fuzz clean docs
 
 $(STAMP): pyproject.toml analyzers/_sketch_scalar.c
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -37,6 +37,10 @@ bench: $(STAMP)
 ## next to it in bench/RESULTS.md. Not run by CI (timings there are noise).
 bench-quick: $(STAMP)
 	$(BIN)/python -m bench.quick
+
+## make fuzz: the long mutation-fuzz run against a real server (FUZZ_CASES, FUZZ_SEED to change it).
+fuzz: $(STAMP)
+	$(BIN)/python -m bench.fuzz --cases $${FUZZ_CASES:-20000} $${FUZZ_SEED:+--seed $$FUZZ_SEED}
 
 docs: $(STAMP)
 	COLUMNS=100 $(BIN)/python -m fleetscope.docgen docs
