@@ -16,6 +16,7 @@ BENCHMARKS = (
     "ingest",
     "ingest_prometheus",
     "query_prometheus",
+    "virtual_prometheus",
     "sketch",
     "traces",
     "trace_command",
