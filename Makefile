@@ -34,7 +34,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench
 
 docs: $(STAMP)
-	COLUMNS=100 $(BIN)/python -m fleetscope.docgen docs
+	COLUMNS=100 $(BIN)/python -m app.docgen docs
 
 clean:
 	rm -rf $(VENV) var .demo .pytest_cache .mypy_cache .ruff_cache

@@ -1,4 +1,4 @@
-"""Registers the analyzers' `fleetscope` commands (see fleetscope.cli); heavy imports stay inside
+"""Registers the analyzers' `fleetscope` commands (see app.cli); heavy imports stay inside
 the handlers.
 
     analyzers        the registered analyzers, their rules and thresholds

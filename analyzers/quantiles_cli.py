@@ -1,4 +1,4 @@
-"""Registers `fleetscope quantiles` (see fleetscope.cli): percentiles answered from the sketch store.
+"""Registers `fleetscope quantiles` (see app.cli): percentiles answered from the sketch store.
 
     fleetscope quantiles gpu_util_pct --by cluster --window 7d --q 0.5,0.9,0.99 [--json]
 

@@ -2,7 +2,7 @@
 
 Starts `streamlit run dashboard/app.py` as a child process with this process's settings passed
 through the environment (`FLEETSCOPE_*`), so the app reads exactly what the CLI read. Nothing heavy
-is imported here (fleetscope.cli's rule).
+is imported here (app.cli's rule).
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ FORBIDDEN: dict[str, set[str]] = {
         "duckdb",
         "streamlit",
         "celery",
+        "app",
         "collector",
         "warehouse",
         "analyzers",
@@ -27,12 +28,14 @@ FORBIDDEN: dict[str, set[str]] = {
         "streamlit",
         "celery",
         "sqlalchemy",
+        "app",
         "warehouse",
         "analyzers",
         "dashboard",
     },
-    "warehouse": {"streamlit", "analyzers", "dashboard"},
-    "analyzers": {"streamlit", "dashboard"},
+    "warehouse": {"streamlit", "app", "collector", "analyzers", "dashboard"},
+    "analyzers": {"streamlit", "app", "collector", "dashboard"},
+    "dashboard": {"app", "collector"},
 }
 
 PROBE = """

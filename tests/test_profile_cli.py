@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from fleetscope.cli import main
+from app.cli import main
+from app.profile_cli import render_request, wait
+from app.supervise import free_port
 from fleetscope.errors import ProfileFailedError
-from fleetscope.profile_cli import render_request, wait
 from fleetscope.settings import load_settings
-from fleetscope.supervise import free_port
 from warehouse.runtime import Server
 
 TOKEN = "cli-token"

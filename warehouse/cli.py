@@ -1,4 +1,4 @@
-"""Registers this stage's `fleetscope` commands (see fleetscope.cli).
+"""Registers this stage's `fleetscope` commands (see app.cli).
 
     fleetscope server [--host H] [--port P]     ingest server + writer + maintenance
     fleetscope token create|revoke|list NAME    agent bearer tokens in the catalog

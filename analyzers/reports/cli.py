@@ -4,7 +4,7 @@
                              [--out DIR] [--send] [--no-pdf]
 
 Without a scope flag the fleet (admin) report is written. The week defaults to the last complete
-ISO week. Heavy imports happen inside the handler (fleetscope.cli's rule).
+ISO week. Heavy imports happen inside the handler (app.cli's rule).
 """
 
 from __future__ import annotations

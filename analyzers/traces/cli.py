@@ -1,4 +1,4 @@
-"""Registers `fleetscope trace analyze` (see fleetscope.cli). Imports nothing heavy at module level.
+"""Registers `fleetscope trace analyze` (see app.cli). Imports nothing heavy at module level.
 
     fleetscope trace analyze PATH... [--hta-compatible] [--format json|table] [--job JOB] [--gpus N]
 

@@ -7,8 +7,8 @@ tables, nulls from masks), never row by row.
 
 The gpu_samples rows are what the collector makes of the served pages: the same values (the
 page's `%f` text parses back to them exactly), each exporter field in the column that
-collector.dcgm_fields maps it to, unknown fields in `extra`, `gpu_util = 100 x gr_engine_active`
-on MIG rows (collector.normalize), and no row for a host whose scrape failed at that second
+fleetscope.dcgm_fields maps it to, unknown fields in `extra`, `gpu_util = 100 x gr_engine_active`
+on MIG rows (fleetscope.normalize), and no row for a host whose scrape failed at that second
 (its exporter answered 503). host_samples has one whole-host row and one row per job cgroup per
 host and second (I/O wait only on the whole-host rows: cgroup v2 has no per-job I/O wait, so the
 agent's job rows leave it null); step_samples one row per training rank per second of the grid at
@@ -26,12 +26,12 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from collector.dcgm_fields import FIELDS
 from collector.simulator.fields import EXPORTER_FIELDS
 from collector.simulator.fleet import Fleet
 from collector.simulator.scenarios import Periodic, StepProfile
 from collector.simulator.signals import Frame, SignalModel, hash_u01
 from fleetscope.contract import GPU_SAMPLES, HOST_SAMPLES, STEP_SAMPLES, TS
+from fleetscope.dcgm_fields import FIELDS
 
 __all__ = ["grid_frame", "scrape_failed", "tables"]
 

@@ -8,7 +8,7 @@ the template with `{host}` and `{index}`). Batch: `fleetscope simulate --generat
 --gpus G --step-s S [--start ISO]` writes gpu_samples.parquet, host_samples.parquet, step_samples.parquet,
 jobs.jsonl and truth.jsonl into OUT_DIR.
 
-Must never: import anything heavy at module level (fleetscope.cli's rule); numpy and pyarrow
+Must never: import anything heavy at module level (app.cli's rule); numpy and pyarrow
 load inside the handlers.
 """
 

@@ -5,7 +5,7 @@ page and a batch row can never disagree on which fields exist or how they are pr
 
 The counters CSV this stands for is dcgm-exporter's etc/default-counters.csv with the profiling
 block of etc/dcp-metrics-included.csv enabled (SM_ACTIVE, SM_OCCUPANCY and the FP pipes
-uncommented, the lines collector.dcgm_fields.PROFILING_FIELDS tells users to add), plus the
+uncommented, the lines fleetscope.dcgm_fields.PROFILING_FIELDS tells users to add), plus the
 violation, ECC and clock-event fields that the default CSV ships commented out. HELP strings are the CSVs' own (NVLink's from dcgm-exporter's
 built-in counter table). Order: the order of the shared real pages (tests/data/dcgm/*.prom, which
 is not the CSV's order), with the fields they lack inserted next to their CSV neighbours.

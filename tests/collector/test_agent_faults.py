@@ -28,6 +28,7 @@ import pyarrow as pa
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from app.supervise import Child, Supervisor, free_port, http_ok
 from collector.agent import build_agent
 from collector.backoff import Backoff
 from collector.simulator.fleet import FleetSpec
@@ -36,7 +37,6 @@ from collector.simulator.sim import FleetSimulator
 from collector.spool import Spool, SpooledBatch
 from fleetscope.contract import from_ipc
 from fleetscope.settings import Settings, load_settings
-from fleetscope.supervise import Child, Supervisor, free_port, http_ok
 from warehouse import reader
 from warehouse.paths import WarehousePaths
 from warehouse.testing import EPOCH_MS

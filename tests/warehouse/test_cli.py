@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from fleetscope.cli import main
+from app.cli import main
 from fleetscope.settings import Settings
 from warehouse.runtime import Server
 from warehouse.testing import gpu_batch, post_batch

@@ -16,9 +16,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from collector.exposition import parse
-from fleetscope.cli import main as fleetscope_main
+from app.cli import main as fleetscope_main
 from fleetscope.errors import ConfigError, IngestError, SourceUnavailableError
+from fleetscope.exposition import parse
 from fleetscope.settings import Settings
 from warehouse.prometheus_import import (
     MAX_POINTS,

@@ -21,12 +21,12 @@ import snappy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from collector.attribution.labels import HpcJobLabel, PodLabels
-from collector.attribution.resolver import AttributionResolver
-from collector.exposition import parse
-from collector.normalize import normalize_samples
+from fleetscope.attribution.labels import HpcJobLabel, PodLabels
+from fleetscope.attribution.resolver import AttributionResolver
 from fleetscope.contract import GPU_SAMPLES
 from fleetscope.errors import ContractError
+from fleetscope.exposition import parse
+from fleetscope.normalize import normalize_samples
 from fleetscope.settings import Settings
 from warehouse.prompb import (
     STALE_NAN_BITS,

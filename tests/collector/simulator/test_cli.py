@@ -8,7 +8,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from fleetscope.cli import main
+from app.cli import main
 from fleetscope.contract import TABLES
 
 

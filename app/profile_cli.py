@@ -3,7 +3,7 @@
     fleetscope profile --job JOB [--rank R] (--steps N | --duration S) [--server URL]
                        [--token T] [--timeout S] [--format table|json]
 
-Posts a profile request to the server (fleetscope.profile_client), says which processes the
+Posts a profile request to the server (app.profile_client), says which processes the
 agents matched, waits until the request is done, failed or expired, and prints the trace summary:
 per rank the steps and data-loader share, then every finding (rule id, title, fix, GPU-hours) and
 the what-if notes. Exit codes: 0 done; 2 a bad argument; 6 an unknown job; 7 the server cannot
@@ -65,7 +65,7 @@ def register(subparsers: Any) -> None:
 
 
 def run_profile(args: argparse.Namespace, settings: Settings) -> int:
-    from fleetscope.profile_client import ProfileClient
+    from app.profile_client import ProfileClient
 
     if args.rank is not None and args.rank < 0:
         raise ConfigError(f"--rank must be >= 0, got {args.rank}")

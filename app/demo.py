@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from app.supervise import Supervisor, http_ok, wait_until
 from fleetscope.settings import Settings
-from fleetscope.supervise import Supervisor, http_ok, wait_until
 
 DEMO_TOKEN = "demo-token"
 

@@ -18,9 +18,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from collector.dcgm_fields import FIELDS, is_blank
-from collector.exposition import Sample
 from fleetscope.contract import GPU_SAMPLES
+from fleetscope.dcgm_fields import FIELDS, is_blank
+from fleetscope.exposition import Sample
 
 __all__ = ["GpuReading", "finish_readings", "new_reading", "normalize_samples", "series_key"]
 

@@ -9,8 +9,8 @@ from collections.abc import Callable
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from collector.exposition import ExpositionParser, Sample, parse
 from fleetscope.errors import MetricsParseError
+from fleetscope.exposition import ExpositionParser, Sample, parse
 
 VARIANTS = ("a100_mig", "h100_k8s_release", "h100_slurm_main", "v100_legacy")
 

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
-from collector.exposition import parse
+from fleetscope.exposition import parse
 
 NAME_START = string.ascii_letters + "_:"
 NAME_REST = string.ascii_letters + string.digits + "_:"

@@ -10,22 +10,20 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import logging
-import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from fleetscope import __version__
-from fleetscope.errors import FleetscopeError
-from fleetscope.settings import Settings, load_settings
+from fleetscope.edge import run
+from fleetscope.settings import Settings
 
 Handler = Callable[[argparse.Namespace, Settings], int]
 
 COMMAND_MODULES: tuple[str, ...] = (
-    "fleetscope.config_cli",
-    "fleetscope.demo",
-    "fleetscope.profile_cli",
+    "app.config_cli",
+    "app.demo",
+    "app.profile_cli",
     "collector.simulator.cli",
     "warehouse.cli",
     "analyzers.cli",
@@ -52,33 +50,6 @@ def build_parser(modules: Sequence[str] = COMMAND_MODULES) -> argparse.ArgumentP
     for name in modules:
         importlib.import_module(name).register(subparsers)
     return parser
-
-
-def run(argv: Sequence[str] | None, parser: argparse.ArgumentParser) -> int:
-    """Parse, load settings, call the handler; the one place errors become messages and codes.
-
-    `fleetscope-agent` goes through here too, so both commands behave the same at the edge.
-    """
-    args = parser.parse_args(argv)
-    handler: Handler | None = getattr(args, "handler", None)
-    if handler is None:
-        parser.print_help()
-        return 2
-    try:
-        settings = load_settings(args.config)
-        logging.basicConfig(
-            level=settings.get_str("core.log_level").upper(),
-            format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        )
-        return handler(args, settings)
-    except FleetscopeError as exc:
-        print(f"{parser.prog}: error: {exc}", file=sys.stderr)
-        return exc.exit_code
-    except KeyboardInterrupt:
-        return 130
-    except BrokenPipeError:  # `fleetscope ... | head`: the reader left, which is not an error
-        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silence the flush at exit
-        return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

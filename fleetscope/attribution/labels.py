@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from collector.normalize import GpuReading
+from fleetscope.normalize import GpuReading
 
 _REPLICA_SUFFIX = re.compile(r"(?:-(?:master|worker|launcher))?-\d+\Z")
 
