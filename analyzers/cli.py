@@ -7,7 +7,6 @@ the handlers.
     opportunities    the fleet ranking: recoverable GPU-hours by rule and group, top offenders
     job              one job's efficiency summary and findings
     findings         list stored findings; ack / suppress / reopen them
-    eval             precision, recall and GPU-hours error on the simulated fleet
 """
 
 from __future__ import annotations
@@ -210,14 +209,6 @@ def cmd_findings(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def cmd_eval(args: argparse.Namespace, settings: Settings) -> int:
-    from analyzers.evaluation import evaluate, render
-
-    report = evaluate(hosts=args.hosts, hours=args.hours, seed=args.seed)
-    print(render(report))
-    return 0 if report.passed or not args.strict else 1
-
-
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser("analyzers", help="List registered analyzers, rules, thresholds.")
     p.set_defaults(handler=cmd_analyzers)
@@ -257,10 +248,3 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--reason")
     p.set_defaults(handler=cmd_findings)
-
-    p = subparsers.add_parser("eval", help="Analyzer precision/recall on the simulated fleet.")
-    p.add_argument("--hosts", type=int, default=8)
-    p.add_argument("--hours", type=float, default=12.0)
-    p.add_argument("--seed", type=int, default=7)
-    p.add_argument("--strict", action="store_true", help="exit 1 below the quality targets")
-    p.set_defaults(handler=cmd_eval)

@@ -6,7 +6,7 @@ hours, utilization % and the active fraction) is `analyzers.accounting`, whose S
 uses; the dashboard's and reports' GPU-hours come from the same definition. On top of it:
 
 - Rule statistics pool every sample of the job in the window, start-up included, as the simulator's
-  ground truth does (collector/simulator/truth.py). `startup_grace_s` > 0 skips each job's first
+  ground truth does (simulator/truth.py). `startup_grace_s` > 0 skips each job's first
   seconds instead (checkpoint load), as SageMaker Debugger's rules skip their first `patience`
   points; allocated hours always count them.
 

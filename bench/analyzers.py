@@ -4,7 +4,7 @@ partitions), same data, same run.
 
     .venv/bin/python -m bench.analyzers [--gpus 1000 --days 7] [--quick]
 
-The data is the simulator's batch mode (collector.simulator), published as warehouse segments the
+The data is the simulator's batch mode (simulator), published as warehouse segments the
 way the writer publishes them; both modes read it through `warehouse.reader` and land findings in
 a real SQLite catalog. Celery uses Redis db 14 (flushed). Prints one table; figures go to
 bench/RESULTS.md under "Analyzers (issue 5)".
@@ -30,8 +30,8 @@ ORIGIN = 1_740_960_000  # 2025-03-03T00:00:00Z
 
 
 def generate(root: Path, gpus: int, days: float, step_s: int) -> int:
-    from collector.simulator.fleet import FleetSpec
-    from collector.simulator.sim import FleetSimulator
+    from simulator.fleet import FleetSpec
+    from simulator.sim import FleetSimulator
     from warehouse.segments import SegmentStore
 
     sim = FleetSimulator(

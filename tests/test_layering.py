@@ -19,6 +19,7 @@ FORBIDDEN: dict[str, set[str]] = {
         "celery",
         "app",
         "collector",
+        "simulator",
         "warehouse",
         "analyzers",
         "dashboard",
@@ -29,13 +30,15 @@ FORBIDDEN: dict[str, set[str]] = {
         "celery",
         "sqlalchemy",
         "app",
+        "simulator",
         "warehouse",
         "analyzers",
         "dashboard",
     },
-    "warehouse": {"streamlit", "app", "collector", "analyzers", "dashboard"},
-    "analyzers": {"streamlit", "app", "collector", "dashboard"},
-    "dashboard": {"app", "collector"},
+    "warehouse": {"streamlit", "app", "collector", "simulator", "analyzers", "dashboard"},
+    "analyzers": {"streamlit", "app", "collector", "simulator", "dashboard"},
+    "dashboard": {"app", "collector", "simulator"},
+    "simulator": {"streamlit", "celery", "app", "analyzers", "dashboard"},
 }
 
 PROBE = """

@@ -9,8 +9,8 @@ import pytest
 
 from app.cli import main
 from fleetscope.settings import Settings
+from simulator.testing import gpu_batch, post_batch
 from warehouse.runtime import Server
-from warehouse.testing import gpu_batch, post_batch
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ import pytest
 from analyzers.base import Window as AnalysisWindow
 from analyzers.frames import FrameParams, prepare
 from analyzers.reports.usage import Window, fleet_totals, gpu_buckets, job_efficiency
-from dashboard.synthetic import Fleet, Job, write_segments
+from simulator.synthetic import Fleet, Job, write_segments
 from warehouse.reader import open_segments
 
 START = datetime(2026, 11, 16, 8, tzinfo=UTC)

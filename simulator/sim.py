@@ -17,12 +17,12 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from collector.simulator import batch
-from collector.simulator.fleet import Fleet, FleetSpec, Host, Job
-from collector.simulator.records import job_record, truth_record
-from collector.simulator.render import allocations, render_page
-from collector.simulator.signals import Frame, SignalModel
-from collector.simulator.users import user_truth_records
+from simulator import batch
+from simulator.fleet import Fleet, FleetSpec, Host, Job
+from simulator.records import job_record, truth_record
+from simulator.render import allocations, render_page
+from simulator.signals import Frame, SignalModel
+from simulator.users import user_truth_records
 
 __all__ = ["FleetSimulator"]
 

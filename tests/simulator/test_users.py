@@ -9,9 +9,9 @@ import numpy as np
 import pyarrow.compute as pc
 import pytest
 
-from collector.simulator.fleet import HABITS
-from collector.simulator.sim import FleetSimulator
-from collector.simulator.users import user_stats
+from simulator.fleet import HABITS
+from simulator.sim import FleetSimulator
+from simulator.users import user_stats
 
 from .conftest import T0
 

@@ -24,9 +24,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from collector.simulator.fleet import Host
-from collector.simulator.render import CONTENT_TYPE
-from collector.simulator.sim import FleetSimulator
+from simulator.fleet import Host
+from simulator.render import CONTENT_TYPE
+from simulator.sim import FleetSimulator
 
 __all__ = ["ExporterFleet"]
 

@@ -22,9 +22,9 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
-from collector.simulator.fields import EXPORTER_FIELDS
-from collector.simulator.fleet import Fleet, stable_seed
-from collector.simulator.scenarios import CRASHED, FREE, LEVELS, Periodic, RandomBlocks
+from simulator.fields import EXPORTER_FIELDS
+from simulator.fleet import Fleet, stable_seed
+from simulator.scenarios import CRASHED, FREE, LEVELS, Periodic, RandomBlocks
 
 __all__ = ["Frame", "SignalModel", "exact_f", "hash_u01", "splitmix64"]
 

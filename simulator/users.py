@@ -21,8 +21,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, Final
 
-from collector.simulator.fleet import Fleet
-from collector.simulator.timeline import mean_between
+from simulator.fleet import Fleet
+from simulator.timeline import mean_between
 
 __all__ = ["MAX_EFFICIENCY_PCT", "MIN_GPU_HOURS", "UserStats", "user_stats", "user_truth_records"]
 

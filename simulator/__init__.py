@@ -7,7 +7,7 @@ should fire per job), users (R4, per user over a window), fleet (hosts and the j
 signals (values per GPU and second), render (pages), batch (Arrow tables), records (job and
 truth JSON), sim (the facade), serve (HTTP), hooks (job metadata to ingest), cli (`fleetscope
 simulate`). The package itself imports nothing, so registering the CLI command stays cheap:
-import `collector.simulator.sim.FleetSimulator` and `collector.simulator.fleet.FleetSpec`.
+import `simulator.sim.FleetSimulator` and `simulator.fleet.FleetSpec`.
 
 Must never: be imported by code that ships to GPU hosts for anything but tests and demos.
 """

@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from collector.sdk import messages
-from collector.simulator.fleet import Host
-from collector.simulator.sim import FleetSimulator
+from simulator.fleet import Host
+from simulator.sim import FleetSimulator
 
 __all__ = ["TrainingProcesses", "socket_template"]
 

@@ -35,9 +35,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from collector.simulator.hardware import A100_PCIE, H100_SXM, MIG_LAYOUT, GpuModel
-from collector.simulator.scenarios import SCENARIOS, Scenario
-from collector.simulator.truth import JobShape, ambiguous_rules
+from simulator.hardware import A100_PCIE, H100_SXM, MIG_LAYOUT, GpuModel
+from simulator.scenarios import SCENARIOS, Scenario
+from simulator.truth import JobShape, ambiguous_rules
 
 __all__ = [
     "HABITS",

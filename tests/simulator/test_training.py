@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from collector.sdk.receiver import StepReceiver
-from collector.simulator.sim import FleetSimulator
-from collector.simulator.training import TrainingProcesses, socket_template
+from simulator.sim import FleetSimulator
+from simulator.training import TrainingProcesses, socket_template
 
 from .conftest import T0
 

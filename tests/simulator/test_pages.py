@@ -10,9 +10,9 @@ import subprocess
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from collector.simulator.fields import EXPORTER_FIELDS
-from collector.simulator.fleet import FleetSpec, Host
-from collector.simulator.sim import FleetSimulator
+from simulator.fields import EXPORTER_FIELDS
+from simulator.fleet import FleetSpec, Host
+from simulator.sim import FleetSimulator
 
 from .conftest import DATA, T0
 

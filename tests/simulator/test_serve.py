@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from collector.simulator.fleet import FleetSpec
-from collector.simulator.render import CONTENT_TYPE
-from collector.simulator.serve import ExporterFleet
-from collector.simulator.sim import FleetSimulator
+from simulator.fleet import FleetSpec
+from simulator.render import CONTENT_TYPE
+from simulator.serve import ExporterFleet
+from simulator.sim import FleetSimulator
 
 from .conftest import T0
 

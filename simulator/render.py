@@ -23,10 +23,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
-from collector.simulator.fields import EXPORTER_FIELDS
-from collector.simulator.fleet import Fleet, Host, Unit
-from collector.simulator.hardware import DRIVER_VERSION
-from collector.simulator.signals import Frame
+from simulator.fields import EXPORTER_FIELDS
+from simulator.fleet import Fleet, Host, Unit
+from simulator.hardware import DRIVER_VERSION
+from simulator.signals import Frame
 
 __all__ = ["CONTENT_TYPE", "VARIANTS", "Variant", "render_page"]
 

@@ -43,8 +43,8 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import Final
 
-from collector.simulator.scenarios import CRASHED, FREE, Level, Periodic, RandomBlocks, Scenario
-from collector.simulator.timeline import window_means
+from simulator.scenarios import CRASHED, FREE, Level, Periodic, RandomBlocks, Scenario
+from simulator.timeline import window_means
 
 __all__ = ["RULES", "JobShape", "JobStats", "Rule", "ambiguous_rules", "job_stats", "verdicts"]
 

@@ -13,12 +13,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
-from collector.simulator.fleet import FleetSpec
-from collector.simulator.signals import exact_f
-from collector.simulator.sim import FleetSimulator
 from fleetscope.attribution.labels import k8s_job_id
 from fleetscope.contract import GPU_SAMPLES, HOST_SAMPLES, STEP_SAMPLES, conform
 from fleetscope.dcgm_fields import FIELDS
+from simulator.fleet import FleetSpec
+from simulator.signals import exact_f
+from simulator.sim import FleetSimulator
 
 from .conftest import T0
 

@@ -26,12 +26,12 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from collector.simulator.fields import EXPORTER_FIELDS
-from collector.simulator.fleet import Fleet
-from collector.simulator.scenarios import Periodic, StepProfile
-from collector.simulator.signals import Frame, SignalModel, hash_u01
 from fleetscope.contract import GPU_SAMPLES, HOST_SAMPLES, STEP_SAMPLES, TS
 from fleetscope.dcgm_fields import FIELDS
+from simulator.fields import EXPORTER_FIELDS
+from simulator.fleet import Fleet
+from simulator.scenarios import Periodic, StepProfile
+from simulator.signals import Frame, SignalModel, hash_u01
 
 __all__ = ["grid_frame", "scrape_failed", "tables"]
 

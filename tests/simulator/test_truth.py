@@ -13,11 +13,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from collector.simulator.fleet import FleetSpec
-from collector.simulator.scenarios import SCENARIOS, RandomBlocks
-from collector.simulator.sim import FleetSimulator
-from collector.simulator.truth import RULES, JobShape, ambiguous_rules, job_stats, verdicts
 from fleetscope.attribution.labels import k8s_job_id
+from simulator.fleet import FleetSpec
+from simulator.scenarios import SCENARIOS, RandomBlocks
+from simulator.sim import FleetSimulator
+from simulator.truth import RULES, JobShape, ambiguous_rules, job_stats, verdicts
 
 from .conftest import T0
 

@@ -9,8 +9,8 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from collector.simulator.hooks import JobHook
-from collector.simulator.sim import FleetSimulator
+from simulator.hooks import JobHook
+from simulator.sim import FleetSimulator
 
 from .conftest import T0
 

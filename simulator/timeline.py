@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from collector.simulator.scenarios import CRASHED, Level, Periodic, RandomBlocks, Scenario
+from simulator.scenarios import CRASHED, Level, Periodic, RandomBlocks, Scenario
 
 __all__ = ["Span", "mean_between", "spans", "window_means"]
 

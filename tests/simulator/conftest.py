@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from collector.simulator.fleet import FleetSpec
-from collector.simulator.sim import FleetSimulator
+from simulator.fleet import FleetSpec
+from simulator.sim import FleetSimulator
 
 T0 = 1_767_571_200  # 2026-01-05T00:00:00Z
-DATA = Path(__file__).resolve().parents[2] / "data" / "dcgm"
+DATA = Path(__file__).resolve().parents[1] / "data" / "dcgm"
 
 
 @pytest.fixture(scope="session")

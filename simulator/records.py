@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from collector.simulator.fleet import Fleet, Job
-from collector.simulator.truth import RULES, job_stats, verdicts
+from simulator.fleet import Fleet, Job
+from simulator.truth import RULES, job_stats, verdicts
 
 __all__ = ["job_record", "truth_record"]
 

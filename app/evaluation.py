@@ -1,12 +1,12 @@
 """`fleetscope eval`: analyzer quality measured against the simulator's ground truth.
 
-The simulator (collector.simulator) plans a fleet of jobs from its scenarios (healthy, idle
+The simulator (simulator) plans a fleet of jobs from its scenarios (healthy, idle
 allocation, data-loader stall, CPU and I/O bottlenecks, low SM, no tensor cores, memory-bound,
 small batch, an inference service on whole GPUs, a memory leak, step-time outliers, straggler,
 thermal throttling, XID; 8-GPU jobs fragmented over two hosts; with checkpoint loads at start,
 periodic evaluation, MIG slices, jobs that move hosts, missing scrapes, jobs without profiling
 fields) and writes, per job, the rules that should fire and the GPU-hours each wastes
-(collector/simulator/truth.py), and per user whether R4 should fire (collector/simulator/users.py). Here the batch tables go
+(simulator/truth.py), and per user whether R4 should fire (simulator/users.py). Here the batch tables go
 through the real pipeline: published as warehouse segments, read back through
 `warehouse.reader`, analyzed by every registered analyzer, landed in a real catalog, read back by
 the store. Per rule: precision and recall over jobs, and the relative error of the summed wasted
@@ -93,9 +93,9 @@ def evaluate(hosts: int = 8, hours: float = 12.0, seed: int = 7, step_s: int = 1
     from analyzers.base import JobInfo, StaticJobCatalog, Window, load_analyzers, rule_registry
     from analyzers.runner import Pipeline
     from analyzers.store import FindingStore
-    from collector.simulator.fleet import FleetSpec
-    from collector.simulator.sim import FleetSimulator
     from fleetscope.settings import load_settings
+    from simulator.fleet import FleetSpec
+    from simulator.sim import FleetSimulator
     from warehouse import catalog as warehouse_catalog
     from warehouse.reader import open_segments
     from warehouse.segments import SegmentStore

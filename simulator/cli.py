@@ -63,7 +63,7 @@ def register(subparsers: Any) -> None:
 
 
 def _spec(args: argparse.Namespace, settings: Settings, hosts: int) -> Any:
-    from collector.simulator.fleet import FleetSpec
+    from simulator.fleet import FleetSpec
 
     if hosts < 1:
         raise ConfigError(f"--hosts must be at least 1, got {hosts}")
@@ -89,9 +89,9 @@ def _write_jsonl(path: Path, records: list[dict[str, Any]]) -> None:
 
 
 def _serve(args: argparse.Namespace, settings: Settings) -> int:
-    from collector.simulator.hooks import JobHook
-    from collector.simulator.serve import ExporterFleet
-    from collector.simulator.sim import FleetSimulator
+    from simulator.hooks import JobHook
+    from simulator.serve import ExporterFleet
+    from simulator.sim import FleetSimulator
 
     hosts = args.hosts if args.hosts is not None else settings.get_int("simulator.hosts")
     base_port = (
@@ -134,7 +134,7 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
 
 def _training(args: argparse.Namespace, sim: Any) -> Any:
     """The simulated training processes, when an SDK socket (folder or template) is given."""
-    from collector.simulator.training import TrainingProcesses, socket_template
+    from simulator.training import TrainingProcesses, socket_template
 
     if args.sdk_socket_dir is not None:
         template = str(args.sdk_socket_dir / "{host}.sock")
@@ -157,8 +157,8 @@ def _training(args: argparse.Namespace, sim: Any) -> Any:
 def _generate(args: argparse.Namespace, settings: Settings) -> int:
     import pyarrow.parquet as pq
 
-    from collector.simulator.sim import FleetSimulator
     from fleetscope.contract import TABLES
+    from simulator.sim import FleetSimulator
 
     if args.days <= 0 or args.gpus < 1 or args.step_s < 1:
         raise ConfigError("--days must be > 0, --gpus >= 1 and --step-s >= 1")

@@ -20,8 +20,8 @@ import urllib.request
 from collections.abc import Callable
 from typing import Any
 
-from collector.simulator.records import job_record
-from collector.simulator.sim import FleetSimulator
+from simulator.records import job_record
+from simulator.sim import FleetSimulator
 
 __all__ = ["JobHook"]
 
