@@ -91,8 +91,8 @@ class EvalReport:
 
 def evaluate(hosts: int = 8, hours: float = 12.0, seed: int = 7, step_s: int = 10) -> EvalReport:
     from analyzers.base import JobInfo, StaticJobCatalog, Window, load_analyzers, rule_registry
-    from analyzers.runner import Pipeline
-    from analyzers.store import FindingStore
+    from analyzers.run.results import FindingStore
+    from analyzers.run.runner import Pipeline
     from fleetscope.settings import load_settings
     from simulator.fleet import FleetSpec
     from simulator.sim import FleetSimulator
@@ -140,7 +140,7 @@ def evaluate(hosts: int = 8, hours: float = 12.0, seed: int = 7, step_s: int = 1
             conn.close()
         seconds["analyze"] = time.perf_counter() - t
         if result.errors:
-            from analyzers.runner import AnalyzerFailedError
+            from analyzers.run.runner import AnalyzerFailedError
 
             raise AnalyzerFailedError(f"analyzers failed during eval: {result.errors}")
         found = [s.finding for s in store.findings(include_suppressed=True)]

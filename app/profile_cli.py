@@ -155,7 +155,7 @@ def render_request(request: dict[str, Any]) -> str:
         if summary is None:
             out.append(
                 "  not analyzed (the server runs no trace analysis: add "
-                "analyzers.trace_service to server.plugins)"
+                "analyzers.traces.service to server.plugins)"
                 if trace.get("state") == "done"
                 else f"  {trace.get('state')}"
             )

@@ -55,9 +55,9 @@ def reused(segments: Path) -> int:
 
 def embedded(settings_env: dict[str, str], days: float) -> tuple[float, int]:
     from analyzers.base import StaticJobCatalog
-    from analyzers.runner import Pipeline
-    from analyzers.schedule import backfill_windows
-    from analyzers.store import FindingStore
+    from analyzers.run.results import FindingStore
+    from analyzers.run.runner import Pipeline
+    from analyzers.run.schedule import backfill_windows
     from fleetscope.settings import load_settings
     from warehouse import catalog
     from warehouse.paths import WarehousePaths
@@ -85,8 +85,8 @@ def embedded(settings_env: dict[str, str], days: float) -> tuple[float, int]:
 def celery(settings_env: dict[str, str], days: float, log_dir: Path) -> tuple[float, int]:
     import redis
 
-    from analyzers.celery_app import make_app
-    from analyzers.schedule import backfill_windows
+    from analyzers.run.celery_app import make_app
+    from analyzers.run.schedule import backfill_windows
     from fleetscope.settings import load_settings
 
     redis.Redis.from_url(BROKER).flushdb()
@@ -99,7 +99,7 @@ def celery(settings_env: dict[str, str], days: float, log_dir: Path) -> tuple[fl
                 "-m",
                 "celery",
                 "-A",
-                "analyzers.celery_app",
+                "analyzers.run.celery_app",
                 "worker",
                 "--pool",
                 "solo",

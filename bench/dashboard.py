@@ -11,7 +11,7 @@ rendered server-side with Streamlit's AppTest: cold (every cache cleared, fresh 
 warm (second run within the cache TTL). Target (design.md): every page < 2 s.
 
 Peer, same run: the fleet accounting computed the exact way, one `lead(ts)` window per GPU over
-every sample (what per-sample interval accounting costs, as `analyzers.frames` does), against the
+every sample (what per-sample interval accounting costs, as `analyzers.accounting.frames` does), against the
 dashboard's aggregate (`data.gpu_buckets`) on the warehouse's roll-ups and on raw samples only,
 with the allocated GPU-hours of each printed side by side.
 """

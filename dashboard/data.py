@@ -1,7 +1,7 @@
 """The dashboard's read queries: a DuckDB connection (+ catalog) in, DataFrames out.
 
 Fleet accounting (GPU-hours allocated, active, SM-active in time buckets) is
-`analyzers.reports.usage`, shared with the weekly reports so both show the same numbers; this
+`analyzers.accounting.usage`, shared with the weekly reports so both show the same numbers; this
 module derives the dashboard's views from its frames and adds the job, host, findings and trace
 queries. Every fleet view is derived from one cached scan (`gpu_buckets`), so a page costs one
 pass over the samples however many charts it draws.
@@ -17,8 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from analyzers.reports.catalog_frames import catalog_frame as catalog_table
-from analyzers.reports.usage import (
+from analyzers.accounting.usage import (
     HOUR_S,
     FleetTotals,
     Window,
@@ -33,7 +32,8 @@ from analyzers.reports.usage import (
     query,
     window_ending,
 )
-from analyzers.reports.usage import latest_sample as usage_latest_sample
+from analyzers.accounting.usage import latest_sample as usage_latest_sample
+from analyzers.reports.catalog_frames import catalog_frame as catalog_table
 from dashboard import tiles
 from warehouse.rollups import JOB_SERIES
 
@@ -64,7 +64,7 @@ __all__ = [
 def latest_sample(con: duckdb.DuckDBPyConnection) -> datetime | None:
     """Time of the newest GPU sample, or None on an empty warehouse.
 
-    The answer of `analyzers.reports.usage.latest_sample`, without scanning every timestamp of
+    The answer of `analyzers.accounting.usage.latest_sample`, without scanning every timestamp of
     the warehouse: only raw rows at or after the job index's newest sample are read (zone maps
     skip older row groups), and the newest of them is the newest of all whenever there is one.
     """
@@ -112,7 +112,7 @@ def utilization_percentiles(
 ) -> pd.DataFrame:
     """Percentiles of per-GPU, per-bucket mean active % over allocated GPUs, weighted by hours.
 
-    A fallback until the quantile-sketch roll-ups land (`analyzers.sketch`): bucket means smooth
+    A fallback until the quantile-sketch roll-ups land (`analyzers.sketch.core`): bucket means smooth
     out sub-bucket spikes, so this under-states the tails of raw samples.
     """
     rows = buckets[(buckets["job_id"].notna()) & (buckets["known_h"] > 0)]
@@ -132,9 +132,9 @@ def sketch_percentiles(
     con: duckdb.DuckDBPyConnection, window: Window, quantiles: tuple[float, ...] = (0.5, 0.9, 0.99)
 ) -> pd.DataFrame | None:
     """Percentiles of raw samples' active % over allocated GPUs, merged from the quantile
-    sketches the analyzers keep (`analyzers.quantile_store`, views attached to `con`): every
+    sketches the analyzers keep (`analyzers.quantiles.tiers`, views attached to `con`): every
     sample counts, tails included, within 1 %. None when no sketch covers the window."""
-    from analyzers.quantile_store import group_sketches
+    from analyzers.quantiles.tiers import group_sketches
 
     allocated = "job_id IS NOT NULL"
     sketch = group_sketches(con, "active_pct", [], window.start, window.end, allocated).get(())

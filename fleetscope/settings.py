@@ -218,7 +218,7 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "server.plugins",
-        "analyzers.embedded,analyzers.trace_service,analyzers.reports.scheduled",
+        "analyzers.run.embedded,analyzers.traces.service,analyzers.reports.scheduled",
         "str",
         "Comma-separated modules whose setup(server) runs before the ingest server starts.",
     ),

@@ -116,6 +116,6 @@ def test_the_table_shows_headline_findings_and_unanalyzed_traces() -> None:
         "      fix: raise DataLoader(num_workers=...)",
         "",
         "trace req3-b-pid2 (b pid 2): /t/2",
-        "  not analyzed (the server runs no trace analysis: add analyzers.trace_service to "
+        "  not analyzed (the server runs no trace analysis: add analyzers.traces.service to "
         "server.plugins)",
     ]

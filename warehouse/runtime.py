@@ -5,7 +5,7 @@ left unpublished), HTTP listener, maintenance, then `on_start` hooks (the analyz
 scheduler plugs in here through `server.plugins`: each named module's `setup(server)` runs before
 start and may append to `on_start`/`on_stop`). Stop order is the reverse, and the writer flushes
 what is queued before it closes the database. `on_trace_uploaded` hooks `(server, TraceUpload)` run
-on the profiling worker thread for each stored trace (analyzers.trace_service analyzes it there).
+on the profiling worker thread for each stored trace (analyzers.traces.service analyzes it there).
 This module must never handle a request itself.
 """
 

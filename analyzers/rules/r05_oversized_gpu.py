@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, ClassVar
 
+from analyzers.accounting.frames import prepare, ts_literal
 from analyzers.base import PartitionKey
 from analyzers.findings import Finding, Severity
-from analyzers.frames import prepare, ts_literal
 from analyzers.rules._common import fetch, job_rows, make_finding, r
 
 if TYPE_CHECKING:

@@ -10,7 +10,7 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from analyzers.store import FindingStore
+from analyzers.run.results import FindingStore
 from dashboard import data, opportunities, source
 from fleetscope.settings import load_settings
 from simulator.synthetic import Fleet, Job, write_segments

@@ -17,8 +17,8 @@ and "k largest of the panes' top lists": lossless, so a fleet p99 over a week of
 one-pass sketch of every value (`merged`).
 
 `prepare` builds the panes of one analysis window once per connection (temp tables, like
-`analyzers.frames.prepare`); rules (R11, R12, P2) read percentiles from them, and the runner hands
-them to `analyzers.quantile_store` to keep. Non-finite values (NaN, inf) are not sketched.
+`analyzers.accounting.frames.prepare`); rules (R11, R12, P2) read percentiles from them, and the runner hands
+them to `analyzers.quantiles.tiers` to keep. Non-finite values (NaN, inf) are not sketched.
 This module must never write files nor read the sketch store.
 """
 
@@ -36,16 +36,16 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from analyzers.accounting import ACTIVE_FRACTION_SQL, UTIL_PCT_SQL
-from analyzers.frames import partition_clause, table_exists, ts_literal
-from analyzers.sketch import (
+from analyzers.accounting.frames import partition_clause, table_exists, ts_literal
+from analyzers.accounting.sql import ACTIVE_FRACTION_SQL, UTIL_PCT_SQL
+from analyzers.sketch.core import (
     DEFAULT_RELATIVE_ACCURACY,
     DEFAULT_TOP_K,
     NEGATIVE_BUCKET_BASE,
     ZERO_BUCKET,
     QuantileSketch,
 )
-from analyzers.sketch_mapping import LogLinearMapping, mantissa_bits_for
+from analyzers.sketch.mapping import LogLinearMapping, mantissa_bits_for
 from fleetscope.contract import TS
 from fleetscope.errors import ConfigError
 
@@ -87,7 +87,7 @@ class Metric:
 
 
 # What the platform sketches. gpu_util_pct and active_pct are the accounting's utilization % and
-# active fraction x 100 (analyzers.accounting: the rules' and the dashboard's); fb_used_frac is
+# active fraction x 100 (analyzers.accounting.sql: the rules' and the dashboard's); fb_used_frac is
 # R12's memory; cpu_pct is
 # R12's CPU (host rows: a job's cgroup, or the whole host with job_id NULL); steps feed P2.
 METRICS: Mapping[str, Metric] = {

@@ -1,8 +1,8 @@
 """GPU-hour accounting: how GPU samples become allocated, active and SM-active GPU-hours.
 
 The one statement of the definition (rules.md, "Accounting every rule shares"); the analyzers'
-frame (`analyzers.frames`, every telemetry rule) and the fleet usage of the dashboard and the
-weekly reports (`analyzers.reports.usage`) both build their SQL from the fragments here, so a
+frame (`analyzers.accounting.frames`, every telemetry rule) and the fleet usage of the dashboard and the
+weekly reports (`analyzers.accounting.usage`) both build their SQL from the fragments here, so a
 finding's GPU-hours and a page's GPU-hours are the same hours.
 
 - **Sample seconds.** A sample stands for the time until the next sample of the same GPU (MIG
@@ -21,7 +21,7 @@ finding's GPU-hours and a page's GPU-hours are the same hours.
   exporter reports it (off in dcgm-exporter's default CSV).
 
 Where a reader has only the warehouse's roll-ups (sample counts and means per bucket, no gaps),
-a sample counts as its host's measured interval (`analyzers.reports.usage.host_intervals`): the
+a sample counts as its host's measured interval (`analyzers.accounting.usage.host_intervals`): the
 same hours as above whenever no sample goes missing inside rolled-up time. That is the one place
 the two can differ, by at most `max_gap_s` per outage; only roll-ups that keep sample seconds
 would close it.

@@ -1,12 +1,12 @@
 """Fleet mode: analyzers as Celery tasks on Redis (or any Celery broker), beat scheduling windows.
 
-    celery -A analyzers.celery_app worker      one or more, on any machine that reads the warehouse
-    celery -A analyzers.celery_app beat        exactly one (design.md: beat must run once)
+    celery -A analyzers.run.celery_app worker      one or more, on any machine that reads the warehouse
+    celery -A analyzers.run.celery_app beat        exactly one (design.md: beat must run once)
 
 Beat fires `fleetscope.tick` every `scheduler.interval_s`. The tick aligns the wall clock down to
 the interval (the schedule time: a late or repeated tick computes the same windows, never
 `now()`), and for every partition enqueues `fleetscope.analyze_window` for each window the
-partition owes since its watermark (analyzers.schedule). A window task reads the warehouse's
+partition owes since its watermark (analyzers.run.schedule). A window task reads the warehouse's
 segments (`warehouse.reader.connect`), runs the pipeline on its partition and lands findings in the
 catalog by their stable ids, then advances the partition's watermark. Tasks are acknowledged late
 and rejected when their worker dies (`task_acks_late`, `task_reject_on_worker_lost`), so a crashed
@@ -29,8 +29,8 @@ from celery.schedules import crontab
 from fleetscope.settings import Settings, load_settings
 
 if TYPE_CHECKING:
-    from analyzers.runner import Pipeline
-    from analyzers.store import FindingStore
+    from analyzers.run.results import FindingStore
+    from analyzers.run.runner import Pipeline
 
 log = logging.getLogger(__name__)
 
@@ -75,14 +75,14 @@ app = make_app(_settings())
 
 @cache
 def _pipeline() -> Pipeline:
-    from analyzers.runner import Pipeline
+    from analyzers.run.runner import Pipeline
 
     return Pipeline.from_settings(_settings())
 
 
 @cache
 def _store() -> FindingStore:
-    from analyzers.store import FindingStore
+    from analyzers.run.results import FindingStore
     from warehouse import catalog
     from warehouse.paths import WarehousePaths
 
@@ -92,7 +92,7 @@ def _store() -> FindingStore:
 @app.task(name="fleetscope.tick")  # type: ignore[untyped-decorator]
 def tick(schedule_iso: str | None = None) -> list[list[Any]]:
     """Enqueue every window every partition owes at the schedule time; returns what it sent."""
-    from analyzers.schedule import WATERMARK_KEY, data_end, pending_windows, schedule_time
+    from analyzers.run.schedule import WATERMARK_KEY, data_end, pending_windows, schedule_time
 
     settings = _settings()
     interval_s = settings.get_float("scheduler.interval_s")
@@ -125,9 +125,9 @@ def tick(schedule_iso: str | None = None) -> list[list[Any]]:
 def analyze_window(start_iso: str, end_iso: str, partition: int, partitions: int) -> dict[str, Any]:
     """Run the pipeline on one window and partition; land findings; advance the watermark."""
     from analyzers.base import Window
-    from analyzers.runner import AnalyzerFailedError
-    from analyzers.schedule import WATERMARK_KEY
-    from analyzers.store import CatalogJobs
+    from analyzers.run.results import CatalogJobs
+    from analyzers.run.runner import AnalyzerFailedError
+    from analyzers.run.schedule import WATERMARK_KEY
     from warehouse.reader import connect
 
     window = Window(

@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import delete, select
 
+from analyzers.accounting.frames import partition_of
 from analyzers.base import JobInfo, PartitionKey, Window
 from analyzers.findings import Finding
-from analyzers.frames import partition_of
 from warehouse.catalog import analysis, fleet
 from warehouse.catalog import findings as cat
 

@@ -6,7 +6,7 @@ findings to `FindingStore.replace_window` (idempotent: a re-run replaces, never 
 analyzer that raises is recorded as a failed run and the others still run; the caller decides
 what a failure means (the embedded scheduler logs it, a Celery task retries).
 
-This module must never choose windows (analyzers.schedule does) nor write telemetry.
+This module must never choose windows (analyzers.run.schedule does) nor write telemetry.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from analyzers.accounting.frames import FrameParams, prepare
 from analyzers.base import (
     Analyzer,
     JobCatalog,
@@ -25,16 +26,15 @@ from analyzers.base import (
     load_threshold_overrides,
     rule_registry,
 )
-from analyzers.frames import FrameParams, prepare
 from fleetscope.errors import FleetscopeError
 
 if TYPE_CHECKING:
     import duckdb
 
     from analyzers.findings import Finding
-    from analyzers.quantile_store import QuantileStore
-    from analyzers.quantiles import SketchFrame
-    from analyzers.store import FindingStore
+    from analyzers.quantiles.panes import SketchFrame
+    from analyzers.quantiles.tiers import QuantileStore
+    from analyzers.run.results import FindingStore
     from fleetscope.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -79,7 +79,7 @@ class Pipeline:
             startup_grace_s=settings.get_float("analyzers.startup_grace_s"),
             default_interval_s=settings.get_float("agent.interval_s"),
         )
-        from analyzers.quantile_store import QuantileStore
+        from analyzers.quantiles.tiers import QuantileStore
 
         return cls(tuple(analyzers), params, QuantileStore.from_settings(settings))
 
@@ -112,7 +112,7 @@ class Pipeline:
                 conn.execute(f"DROP TABLE IF EXISTS {frame.gpu}")
                 conn.execute(f"DROP TABLE IF EXISTS {frame.jobgpu}")
             if sketch_frame is not None:
-                from analyzers.quantiles import drop
+                from analyzers.quantiles.panes import drop
 
                 drop(conn, sketch_frame)
         return result
@@ -126,7 +126,7 @@ class Pipeline:
     ) -> SketchFrame | None:
         """Build the window's pane sketches (rules read them) and keep the new ones; a failure is
         recorded like an analyzer's (the watermark stays), the rules still run."""
-        from analyzers.quantiles import prepare as prepare_sketches
+        from analyzers.quantiles.panes import prepare as prepare_sketches
 
         assert self.sketches is not None
         started = time.perf_counter()

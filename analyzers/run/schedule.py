@@ -27,8 +27,8 @@ if TYPE_CHECKING:
     import duckdb
     from sqlalchemy import Engine
 
-    from analyzers.runner import Pipeline, WindowResult
-    from analyzers.store import FindingStore
+    from analyzers.run.results import FindingStore
+    from analyzers.run.runner import Pipeline, WindowResult
     from fleetscope.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -120,7 +120,7 @@ def run_due(
     partitions: int = 1,
 ) -> list[WindowResult]:
     """Run every window a partition owes at `tick`, advancing its watermark after each."""
-    from analyzers.store import CatalogJobs
+    from analyzers.run.results import CatalogJobs
 
     key = f"{partition}/{partitions}"
     end = data_end(tick, lateness_s, interval_s)
@@ -148,8 +148,8 @@ def start_embedded(
     settings: Settings, warehouse: TelemetrySource, *, clock: Callable[[], datetime] | None = None
 ) -> Callable[[], None]:
     """Start the in-process scheduler thread; returns the function that stops it (and waits)."""
-    from analyzers.runner import Pipeline
-    from analyzers.store import FindingStore
+    from analyzers.run.results import FindingStore
+    from analyzers.run.runner import Pipeline
 
     interval_s = settings.get_float("scheduler.interval_s")
     pipeline = Pipeline.from_settings(settings)

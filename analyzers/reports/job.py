@@ -1,6 +1,6 @@
 """The job efficiency summary behind `fleetscope job JOB`, in the spirit of jobstats' per-job
 report: allocated GPU-hours, active / SM / tensor fractions, memory peak, per GPU, plus the job's
-findings. Fractions follow rules.md's accounting (analyzers.frames). When the profiling fields are
+findings. Fractions follow rules.md's accounting (analyzers.accounting.frames). When the profiling fields are
 absent the summary says so and how to enable them, instead of printing zeros.
 
 This module must never write anything.
@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from analyzers.accounting.frames import prepare
 from analyzers.base import Window
-from analyzers.frames import prepare
 from analyzers.rules._common import fetch, utc
 from fleetscope.errors import NotFoundError
 

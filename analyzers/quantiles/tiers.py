@@ -52,8 +52,8 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from analyzers.frames import table_exists, ts_literal
-from analyzers.quantiles import (
+from analyzers.accounting.frames import table_exists, ts_literal
+from analyzers.quantiles.panes import (
     BUCKET_SCHEMA,
     METRICS,
     PANE_S,
@@ -64,14 +64,14 @@ from analyzers.quantiles import (
     merged,
     values_sql,
 )
-from analyzers.schedule import align_down
+from analyzers.run.schedule import align_down
 from fleetscope.errors import ConfigError
 from warehouse.compaction import compact
 from warehouse.segments import Segment, SegmentStore, read_manifest
 
 if TYPE_CHECKING:
     from analyzers.base import JobCatalog, Window
-    from analyzers.sketch import QuantileSketch
+    from analyzers.sketch.core import QuantileSketch
     from fleetscope.settings import Settings
 
 PANES = "sketch_panes"

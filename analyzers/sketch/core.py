@@ -5,7 +5,7 @@ REQ, t-digest) get heavy tails wrong by tens of percent (`../shared/sketches.md`
 error"). `QuantileSketch` bounds the *value* error instead, after the design of
 `../shared/sketches.md` (itself after AOMG, Lim et al., ICDE 2020, arXiv 1906.00228):
 
-- a log-linear histogram indexed straight from the float bits (analyzers/sketch_mapping.py):
+- a log-linear histogram indexed straight from the float bits (analyzers/sketch/mapping.py):
   `relative_accuracy=0.01` gives 128 buckets per power of two and a 0.78 % worst-case bound;
 - an exact zero count, a mirrored store for negatives, NaN counted and ignored, infinities refused
   with SketchError (a ValueError) before anything of the call is kept;
@@ -34,7 +34,7 @@ Ingest runs in numpy only, over chunks that fit in L2: two reductions (bit min a
 prove the chunk is finite, non-negative and free of subnormals), one subtract, one shift and one
 `bincount` per chunk; negatives, NaN, -0.0 and subnormals take a slower general path per chunk.
 `add(float)` buffers finite floats (SCALAR_BUFFER at a time) in a base class, the C type of
-analyzers/_sketch_scalar.c where it was built, else analyzers/sketch_scalar.py (`SCALAR_PATH`
+analyzers/sketch/_sketch_scalar.c where it was built, else analyzers/sketch/scalar.py (`SCALAR_PATH`
 says which; both give bit-identical sketches), and flushes them through the same ingest.
 This module must never compute a window quantile from pane quantiles, never keep the values it was
 given (beyond the top_k extremes and a bounded scalar buffer), and never round a count.
@@ -52,7 +52,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from analyzers.sketch_codec import (
+from analyzers.sketch.codec import (
     decode_counts,
     decode_varints,
     encode_counts,
@@ -60,18 +60,18 @@ from analyzers.sketch_codec import (
     unzigzag,
     zigzag,
 )
-from analyzers.sketch_mapping import LogLinearMapping, bits_to_float, mantissa_bits_for
-from analyzers.sketch_scalar import SCALAR_BUFFER
-from analyzers.sketch_store import CountStore
+from analyzers.sketch.counts import CountStore
+from analyzers.sketch.mapping import LogLinearMapping, bits_to_float, mantissa_bits_for
+from analyzers.sketch.scalar import SCALAR_BUFFER
 from fleetscope.errors import SketchError
 
 SCALAR_PATH: Literal["c", "python"]
 try:
-    from analyzers._sketch_scalar import ScalarBuffer as _ScalarBuffer
+    from analyzers.sketch._sketch_scalar import ScalarBuffer as _ScalarBuffer
 
     SCALAR_PATH = "c"
 except ImportError:  # built without a compiler (an optional extension): the same type in Python
-    from analyzers.sketch_scalar import ScalarBuffer as _ScalarBuffer  # type: ignore[assignment]
+    from analyzers.sketch.scalar import ScalarBuffer as _ScalarBuffer  # type: ignore[assignment]
 
     SCALAR_PATH = "python"
 

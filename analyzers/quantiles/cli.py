@@ -2,7 +2,7 @@
 
     fleetscope quantiles gpu_util_pct --by cluster --window 7d --q 0.5,0.9,0.99 [--json]
 
-Reads only the sketches the analyzers keep (analyzers.quantile_store), never the raw samples: a
+Reads only the sketches the analyzers keep (analyzers.quantiles.tiers), never the raw samples: a
 fleet-wide p99 over a week is a merge of hourly sketches. Heavy imports stay inside the handler.
 """
 
@@ -49,10 +49,10 @@ def _number(value: float) -> float | None:
 
 def cmd_quantiles(args: argparse.Namespace, settings: Settings) -> int:
     from analyzers.cli import parse_duration, parse_time
-    from analyzers.quantile_store import QuantileStore, group_sketches
-    from analyzers.quantiles import METRICS
-    from analyzers.schedule import align_down
-    from analyzers.sketch import DEFAULT_RELATIVE_ACCURACY
+    from analyzers.quantiles.panes import METRICS
+    from analyzers.quantiles.tiers import QuantileStore, group_sketches
+    from analyzers.run.schedule import align_down
+    from analyzers.sketch.core import DEFAULT_RELATIVE_ACCURACY
 
     if args.metric not in METRICS:
         raise ConfigError(

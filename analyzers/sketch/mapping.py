@@ -1,4 +1,4 @@
-"""Value to bucket key, and bucket key back to a value, for the quantile sketch (analyzers/sketch.py).
+"""Value to bucket key, and bucket key back to a value, for the quantile sketch (analyzers/sketch/core.py).
 
 A log-linear mapping read straight off the IEEE-754 bits, as HdrHistogram and the DDSketch family
 do, with no logarithm: a positive float64 `v` with bits `b` goes to key `(b - 1) >> (52 - m)`, the

@@ -2,13 +2,13 @@
 cluster, host, GPU, job) in one pass over the warehouse, and the per-job and fleet totals built on it.
 
 Shared by the weekly reports and the dashboard (which imports it: dashboard -> analyzers), so both
-show the same numbers. The accounting is `analyzers.accounting` (rules.md), the analyzers' own:
+show the same numbers. The accounting is `analyzers.accounting.sql` (rules.md), the analyzers' own:
 over raw samples every sample counts its sample seconds, gaps up to `max_gap_s` included, so an
 agent outage of a few minutes stays allocated here as it does in every finding. Where the
 warehouse's roll-ups cover the window (they keep sample counts and means, not gaps) a sample counts
 as its host's measured interval: for each (bucket, GPU, job) group `(last ts - first ts) /
 (samples - 1)`, and a host's interval is the median over its groups (robust to outages, which only
-stretch the groups they fall in). `analyzers.accounting` says where the two can differ.
+stretch the groups they fall in). `analyzers.accounting.sql` says where the two can differ.
 
 This module reads through the DuckDB connection it is given and must never write anything.
 """
@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from analyzers.accounting import (
+from analyzers.accounting.sql import (
     ACTIVE_FRACTION_SQL,
     DEFAULT_MAX_GAP_S,
     next_gap_sql,
@@ -213,7 +213,7 @@ def gpu_buckets(
     timestamp), cluster, host, gpu_index, job_id, samples, interval_s (the host's measured sample
     interval), gpu_h, known_h (hours whose active fraction is known), active_h, sm_known_h, sm_h,
     tensor_h, util_sum, util_n, fb_used_mib_max, power_w_mean. `default_interval_s` and
-    `max_gap_s` are the accounting's (`analyzers.accounting`: settings `agent.interval_s` and
+    `max_gap_s` are the accounting's (`analyzers.accounting.sql`: settings `agent.interval_s` and
     `analyzers.max_gap_s`).
     """
     params: dict[str, Any] = {

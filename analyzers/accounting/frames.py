@@ -2,7 +2,7 @@
 per (job, host, GPU) statistics, built once per window and read by every telemetry rule.
 
 The accounting (rules.md, "Accounting every rule shares": sample seconds `dt_s`, allocated
-hours, utilization % and the active fraction) is `analyzers.accounting`, whose SQL this module
+hours, utilization % and the active fraction) is `analyzers.accounting.sql`, whose SQL this module
 uses; the dashboard's and reports' GPU-hours come from the same definition. On top of it:
 
 - Rule statistics pool every sample of the job in the window, start-up included, as the simulator's
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from analyzers.accounting import (
+from analyzers.accounting.sql import (
     ACTIVE_FRACTION_SQL,
     DEFAULT_MAX_GAP_S,
     UTIL_PCT_SQL,

@@ -1,4 +1,4 @@
-"""The server plug-in that runs analyzers in-process: add `analyzers.embedded` to
+"""The server plug-in that runs analyzers in-process: add `analyzers.run.embedded` to
 `server.plugins` (warehouse.runtime loads it and calls `setup(server)`). With `scheduler.mode`
 set to `celery` it does nothing: beat and workers run the analyzers instead.
 """
@@ -12,7 +12,7 @@ from typing import Any
 def setup(server: Any) -> None:
     if server.settings.get_str("scheduler.mode") != "embedded":
         return
-    from analyzers.schedule import start_embedded
+    from analyzers.run.schedule import start_embedded
 
     stoppers: list[Callable[[], None]] = []
 

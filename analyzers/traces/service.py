@@ -26,8 +26,8 @@ def setup(server: Any) -> None:
 
 def analyze_upload(server: Any, upload: Any) -> None:
     """Analyze one stored trace and report the outcome to the server's profiling service."""
-    from analyzers.trace_summary import summarize
     from analyzers.traces.api import analyze_trace
+    from analyzers.traces.summary import summarize
     from fleetscope.errors import TraceError
 
     try:

@@ -4,13 +4,13 @@
  * method is called about 14.7 M times/s, so no Python body for `add` can get there. A method
  * written in C is called the way list.append is, and its body here is a few instructions.
  *
- * How it works: QuantileSketch (analyzers/sketch.py) subclasses ScalarBuffer. `add(value)` keeps
+ * How it works: QuantileSketch (analyzers/sketch/core.py) subclasses ScalarBuffer. `add(value)` keeps
  * the common case in C: when `value` is exactly a float (not a subclass such as numpy.float64) and
  * finite, its double goes into a buffer; when SCALAR_BUFFER doubles are there, it calls the Python
  * method `self._flush()`, which takes them with `_take_scalars()` (as bytes) and ingests them in one
  * vectorized pass. Any other value (NaN, inf, int, numpy scalars, arrays, wrong types) goes to the
  * Python method `self._add_other(value)`, which keeps every rule of the sketch (NaN counted, inf
- * refused, ints converted). analyzers/sketch_scalar.py is this same type in pure Python, used where
+ * refused, ints converted). analyzers/sketch/scalar.py is this same type in pure Python, used where
  * this file could not be compiled; tests prove the two give bit-identical sketches.
  *
  * This file must never decide anything about values beyond "exact float and finite": every other
@@ -152,7 +152,7 @@ static PyMemberDef ScalarBuffer_members[] = {
 
 static PyTypeObject ScalarBufferType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "analyzers._sketch_scalar.ScalarBuffer",
+    .tp_name = "analyzers.sketch._sketch_scalar.ScalarBuffer",
     .tp_doc = "Buffers finite floats given to add() in C; the subclass defines _flush and _add_other.",
     .tp_basicsize = sizeof(ScalarBuffer),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
@@ -164,8 +164,8 @@ static PyTypeObject ScalarBufferType = {
 
 static struct PyModuleDef sketch_scalar_module = {
     PyModuleDef_HEAD_INIT,
-    .m_name = "analyzers._sketch_scalar",
-    .m_doc = "The C fast path of QuantileSketch.add(float); see analyzers/_sketch_scalar.c.",
+    .m_name = "analyzers.sketch._sketch_scalar",
+    .m_doc = "The C fast path of QuantileSketch.add(float); see analyzers/sketch/_sketch_scalar.c.",
     .m_size = -1,
 };
 

@@ -1,10 +1,10 @@
 """The pure-Python scalar buffer behind `QuantileSketch.add(float)`, for hosts without the C one.
 
-`QuantileSketch` subclasses a scalar buffer: the C type of analyzers/_sketch_scalar.c where it was
+`QuantileSketch` subclasses a scalar buffer: the C type of analyzers/sketch/_sketch_scalar.c where it was
 compiled at install time (it reaches the 10 M scalar adds/s of ../shared/sketches.md; no Python
 method can on CPython 3.11), else this class, which has the same interface and gives bit-identical
 sketches at 7-8 M adds/s (tests/analyzers/sketch/test_scalar_path.py proves the equality).
-`analyzers.sketch.SCALAR_PATH` says which one is in use.
+`analyzers.sketch.core.SCALAR_PATH` says which one is in use.
 
 The interface, for both: `add(values)` buffers an exact, finite `float` and calls `self._flush()`
 once SCALAR_BUFFER are buffered; anything else goes to `self._add_other(values)`. `_flush` takes

@@ -6,7 +6,7 @@ merges and window slides holds exactly the counts of the values it saw: no drift
 whose range widens slowly does not reallocate on every batch; `trimmed()` gives the canonical view
 (first and last count non-zero) that serialization and comparisons use.
 
-This module never sees values, only keys (see analyzers/sketch_mapping.py), and never allocates per
+This module never sees values, only keys (see analyzers/sketch/mapping.py), and never allocates per
 value.
 """
 

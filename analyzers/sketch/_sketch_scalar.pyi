@@ -1,6 +1,6 @@
-"""Types of the C extension built from analyzers/_sketch_scalar.c (read that file's comment).
+"""Types of the C extension built from analyzers/sketch/_sketch_scalar.c (read that file's comment).
 
-The same interface as the pure-Python fallback, analyzers/sketch_scalar.py.
+The same interface as the pure-Python fallback, analyzers/sketch/scalar.py.
 """
 
 import numpy.typing as npt
