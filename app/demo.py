@@ -15,7 +15,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from app.supervise import Supervisor, http_ok, wait_until
 from fleetscope.settings import Settings
 
 DEMO_TOKEN = "demo-token"
@@ -52,6 +51,8 @@ def _stop_on_ctrl_c_and_sigterm() -> None:
 
 
 def run_demo(args: argparse.Namespace, settings: Settings) -> int:
+    from app.supervise import Supervisor, http_ok, wait_until
+
     _stop_on_ctrl_c_and_sigterm()
     root = Path(args.dir).resolve()
     shutil.rmtree(root, ignore_errors=True)
