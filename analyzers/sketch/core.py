@@ -42,27 +42,36 @@ given (beyond the top_k extremes and a bounded scalar buffer), and never round a
 
 from __future__ import annotations
 
-import functools
 import math
-import struct
-from collections import deque
 from collections.abc import Sequence
 from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
 
+from analyzers.sketch.blob import _HEADER, _MAGIC, _SUM_HEADER, _decode
+from analyzers.sketch.chunks import (
+    Counts,
+    Floats,
+    _bottom_merge,
+    _chunk_bottom,
+    _chunk_top,
+    _fast_chunk,
+    _mapping,
+    _Pending,
+    _top_merge,
+    _units,
+)
 from analyzers.sketch.codec import (
-    decode_counts,
-    decode_varints,
     encode_counts,
     encode_varints,
-    unzigzag,
     zigzag,
 )
 from analyzers.sketch.counts import CountStore
-from analyzers.sketch.mapping import LogLinearMapping, bits_to_float, mantissa_bits_for
+from analyzers.sketch.mapping import mantissa_bits_for
+from analyzers.sketch.ranks import _quantiles, _units_to_float
 from analyzers.sketch.scalar import SCALAR_BUFFER
+from analyzers.sketch.sliding import DEFAULT_RELATIVE_ACCURACY, DEFAULT_TOP_K, SlidingWindow
 from fleetscope.errors import SketchError
 
 SCALAR_PATH: Literal["c", "python"]
@@ -86,144 +95,13 @@ __all__ = [
     "SlidingQuantiles",
 ]
 
-DEFAULT_RELATIVE_ACCURACY = 0.01  # the 1 % target of ../shared/sketches.md
-DEFAULT_TOP_K = 16  # "k about 8-32" (../shared/sketches.md, "Panes")
 # Bucket ids of `buckets()`, ordered like the values: negatives (most negative first), zero, positives.
 ZERO_BUCKET = -(1 << 29)
 NEGATIVE_BUCKET_BASE = -(1 << 30)
 
 CHUNK = 65_536  # values per ingest chunk: 512 KiB of int64 temporaries, inside a 1 MiB L2
 
-_NONFINITE_BITS = 0x7FF0_0000_0000_0000  # bits of +inf; +NaN is above
-_MIN_NORMAL_BITS = 1 << 52  # bits of 2**-1022; positive bits at or below are subnormal
 _INT_LIMIT = 1 << 1023  # Python ints below this convert to a finite float
-_UNIT_BITS = 1074  # every finite float64 is an integer multiple of 2**-1074
-_MAGIC = b"FQS1"
-_HEADER = struct.Struct("<4sdBBBB")
-_SUM_HEADER = struct.Struct("<HH")
-
-Floats = npt.NDArray[np.float64]
-Counts = npt.NDArray[np.int64]
-Part = tuple[int, Counts, int]  # (first key, counts, their total)
-
-# The reductions without numpy's Python-level wrappers: about 1 us per call saved on small batches.
-_max = np.maximum.reduce
-_min = np.minimum.reduce
-_sum = np.add.reduce  # pairwise summation, the same as np.sum
-
-
-def _units(values: Floats, magnitude: float) -> int:
-    """numpy's pairwise sum of `values` as an exact integer of 2**-1074 units; `magnitude` bounds
-    |value|, so that a sum that could overflow float64 is taken scaled down by 2**-128 instead."""
-    if magnitude * values.size < 1e307:
-        num, den = float(_sum(values)).as_integer_ratio()
-        return num << (_UNIT_BITS + 1 - den.bit_length())
-    num, den = float(np.sum(values * 2.0**-128)).as_integer_ratio()
-    return (num << (_UNIT_BITS + 1 - den.bit_length())) << 128
-
-
-@functools.cache
-def _mapping(m: int) -> LogLinearMapping:
-    """One (stateless) mapping per layout, shared by its sketches: same-layout merges can then
-    check `is` instead of comparing fields."""
-    return LogLinearMapping(m)
-
-
-def _top_merge(top: list[float], other: list[float], k: int) -> list[float]:
-    """The k largest of two descending lists, descending."""
-    if not other:
-        return top
-    if len(top) == k and other[0] <= top[-1]:
-        return top
-    return sorted(top + other, reverse=True)[:k]
-
-
-def _bottom_merge(bottom: list[float], other: list[float], k: int) -> list[float]:
-    """The k smallest of two ascending lists, ascending."""
-    if not other:
-        return bottom
-    if len(bottom) == k and other[0] >= bottom[-1]:
-        return bottom
-    return sorted(bottom + other)[:k]
-
-
-def _chunk_top(top: list[float], chunk: Floats, k: int) -> list[float]:
-    candidates = chunk[chunk > top[-1]] if len(top) == k else chunk
-    if candidates.size > k:
-        candidates = np.partition(candidates, candidates.size - k)[candidates.size - k :]
-    return sorted(top + candidates.tolist(), reverse=True)[:k]
-
-
-def _chunk_bottom(bottom: list[float], chunk: Floats, k: int) -> list[float]:
-    candidates = chunk[chunk < bottom[-1]] if len(bottom) == k else chunk
-    if candidates.size > k:
-        candidates = np.partition(candidates, k - 1)[:k]
-    return sorted(bottom + candidates.tolist())[:k]
-
-
-def _fast_chunk(
-    chunk: Floats, scratch: Counts, shift: int
-) -> tuple[Part, int, float, float] | None:
-    """(positive part, zeros, min, max) of a chunk of finite values >= +0.0 none of them subnormal;
-    None when the chunk holds anything else (the general path then takes it)."""
-    bits = chunk.view(np.int64)
-    hi = int(_max(bits))
-    lo = int(_min(bits))
-    if lo < 0 or hi >= _NONFINITE_BITS:  # a sign bit (negative, -0.0), inf or NaN
-        return None
-    n = chunk.size
-    buf = scratch[:n]
-    if lo > 0:
-        if lo <= _MIN_NORMAL_BITS:
-            return None
-        kmin = (lo - 1) >> shift
-        np.subtract(bits, 1 + (kmin << shift), out=buf)
-        np.right_shift(buf, shift, out=buf)
-        return (kmin, np.bincount(buf), n), 0, bits_to_float(lo), bits_to_float(hi)
-    if hi == 0:
-        return (0, scratch[:0], 0), n, 0.0, 0.0
-    # Zeros present: subtracting 1 wraps them to 2**64 - 1 (unsigned), so the unsigned minimum is
-    # the smallest positive value's bits minus one, and a clamp puts all zeros in key kmax + 1.
-    ubuf = buf.view(np.uint64)
-    np.subtract(bits.view(np.uint64), np.uint64(1), out=ubuf)
-    low = int(ubuf.min())
-    if low < _MIN_NORMAL_BITS:
-        return None
-    kmin = low >> shift
-    kmax = (hi - 1) >> shift
-    np.minimum(ubuf, np.uint64((kmax + 1) << shift), out=ubuf)
-    np.subtract(ubuf, np.uint64(kmin << shift), out=ubuf)
-    np.right_shift(ubuf, np.uint64(shift), out=ubuf)
-    counts = np.bincount(buf)
-    zeros = int(counts[-1])
-    return (kmin, counts[:-1], n - zeros), zeros, 0.0, bits_to_float(hi)
-
-
-class _Pending:
-    """Counts gathered by one `add` call, committed only once the whole call has succeeded."""
-
-    __slots__ = ("parts", "store")
-
-    def __init__(self) -> None:
-        self.parts: list[Part] = []
-        self.store: CountStore | None = None
-
-    def append(self, part: Part) -> None:
-        if part[2] == 0:
-            return
-        self.parts.append(part)
-        if len(self.parts) >= 32:  # bound memory on huge calls: fold into one store
-            store = self.store if self.store is not None else CountStore()
-            for key_lo, counts, total in self.parts:
-                store.add(key_lo, counts, total)
-            self.parts = []
-            self.store = store
-
-    def commit(self, target: CountStore) -> None:
-        if self.store is not None:
-            target.merge(self.store)
-        for key_lo, counts, total in self.parts:
-            target.add(key_lo, counts, total)
 
 
 class QuantileSketch(_ScalarBuffer):
@@ -614,240 +492,9 @@ class QuantileSketch(_ScalarBuffer):
         )
 
 
-def _units_to_float(units: int) -> float:
-    try:
-        return units / (1 << _UNIT_BITS)
-    except OverflowError:
-        return math.inf if units > 0 else -math.inf
+class SlidingQuantiles(SlidingWindow):
+    """Quantiles over the last `panes` pushed sketches of this module's QuantileSketch (the window
+    arithmetic is analyzers/sketch/sliding.py)."""
 
-
-def _quantiles(
-    mapping: LogLinearMapping,
-    pos: CountStore,
-    neg: CountStore,
-    zeros: int,
-    top: Sequence[float],
-    bottom: Sequence[float],
-    qs: float | npt.ArrayLike,
-) -> Floats:
-    """The rank arithmetic of `np.quantile(method="inverted_cdf")` over buckets and extremes.
-
-    A handful of quantiles per call is the common case, so ranks are sorted into exact extremes,
-    zeros and buckets in Python, with one cumulative sum and one search per store touched."""
-    try:
-        q = np.asarray(qs, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise SketchError(f"quantiles must be numbers in [0, 1], got {qs!r}") from exc
-    # A handful of quantiles is the common case: plain float arithmetic beats numpy's per-call
-    # cost here, and `n * x - 1.0` then `ceil` are the same IEEE operations numpy would do.
-    fractions: list[float] = q.ravel().tolist()
-    for x in fractions:
-        if not 0.0 <= x <= 1.0:  # NaN fails too
-            raise SketchError(f"quantiles must be in [0, 1], got {qs!r}")
-    n = pos.total + neg.total + zeros
-    if n == 0:
-        return np.full(q.shape, np.nan)
-    # numpy: virtual index n*q - 1, rounded up to the next order statistic, clipped to [0, n-1].
-    ceil, last = math.ceil, n - 1
-    ranks = [min(max(ceil(n * x - 1.0), 0), last) for x in fractions]
-    out = [0.0] * len(ranks)
-    n_bottom, first_top = len(bottom), n - len(top)
-    n_neg, first_pos = neg.total, neg.total + zeros
-    low, high = bottom[-1], top[-1]
-    in_pos: list[int] = []
-    in_neg: list[int] = []
-    for i, rank in enumerate(ranks):
-        if rank < n_bottom:  # the kept extremes are exact
-            out[i] = bottom[rank]
-        elif rank >= first_top:
-            out[i] = top[n - 1 - rank]
-        elif rank >= first_pos:
-            in_pos.append(i)
-        elif rank < n_neg:
-            in_neg.append(i)  # zeros stay 0.0
-    for store, picked, sign in ((pos, in_pos, 1.0), (neg, in_neg, -1.0)):
-        if not picked:
-            continue
-        key_lo, counts = store.used()
-        if sign > 0:
-            wanted = [ranks[i] - first_pos for i in picked]
-            found = np.searchsorted(np.cumsum(counts), wanted, side="right").tolist()
-            keys = [key_lo + j for j in found]
-        else:  # negatives: the largest magnitude comes first
-            wanted = [ranks[i] for i in picked]
-            found = np.searchsorted(np.cumsum(counts[::-1]), wanted, side="right").tolist()
-            keys = [key_lo + counts.size - 1 - j for j in found]
-        for i, key in zip(picked, keys, strict=True):
-            # Buckets answer within the bound; the kept extremes bound everything in between.
-            out[i] = min(max(sign * mapping.value(key), low), high)
-    return np.array(out, dtype=np.float64).reshape(q.shape)
-
-
-def _decode(cls: type[QuantileSketch], data: memoryview) -> QuantileSketch:
-    if len(data) < _HEADER.size or bytes(data[:4]) != _MAGIC:
-        raise SketchError("not a fleetscope quantile sketch (bad magic or too short)")
-    _, accuracy, m, k, n_top, n_bottom = _HEADER.unpack_from(data)
-    if not (1e-6 <= accuracy < 0.5) or mantissa_bits_for(accuracy) != m:
-        raise SketchError(f"corrupt sketch header: relative_accuracy={accuracy}, m={m}")
-    if k < 1 or n_top > k or n_bottom > k:
-        raise SketchError(
-            f"corrupt sketch header: m={m}, top_k={k}, top={n_top}, bottom={n_bottom}"
-        )
-    at = _HEADER.size
-    end_floats = at + 8 * (n_top + n_bottom)
-    if len(data) < end_floats + _SUM_HEADER.size:
-        raise SketchError("corrupt sketch: truncated")
-    extremes = np.frombuffer(data[at:end_floats], dtype="<f8").astype(np.float64)
-    top, bottom = extremes[:n_top], extremes[n_top:]
-    if not np.isfinite(extremes).all() or (np.diff(top) > 0).any() or (np.diff(bottom) < 0).any():
-        raise SketchError("corrupt sketch: extreme values not finite or not sorted")
-    shift, n_mantissa = _SUM_HEADER.unpack_from(data, end_floats)
-    at = end_floats + _SUM_HEADER.size
-    if len(data) < at + n_mantissa:
-        raise SketchError("corrupt sketch: truncated sum")
-    units = int.from_bytes(data[at : at + n_mantissa], "little", signed=True) << shift
-    varints = decode_varints(data[at + n_mantissa :])
-    sketch = cls(accuracy, k)
-    fields = [int(v) for v in varints[:2]]
-    if len(fields) < 2:
-        raise SketchError("corrupt sketch: truncated counts")
-    sketch._nans, sketch._zeros = fields
-    at = 2
-    key_floor = int(sketch._map.keys(np.array([5e-324]))[0])
-    key_ceiling = int(sketch._map.keys(np.array([np.finfo(np.float64).max]))[0])
-    for store in (sketch._pos, sketch._neg):
-        if at + 2 > varints.size:
-            raise SketchError("corrupt sketch: truncated bucket store")
-        key_lo, n_tokens = unzigzag(int(varints[at])), int(varints[at + 1])
-        tokens = varints[at + 2 : at + 2 + n_tokens]
-        if tokens.size != n_tokens:
-            raise SketchError("corrupt sketch: truncated bucket store")
-        at += 2 + n_tokens
-        counts = decode_counts(tokens)
-        if counts.size:
-            if not counts[0] or not counts[-1]:
-                raise SketchError("corrupt sketch: bucket store not trimmed")
-            if key_lo < key_floor or key_lo + counts.size - 1 > key_ceiling:
-                raise SketchError("corrupt sketch: bucket key out of range")
-            store.add(key_lo, counts, int(counts.sum()))
-    if at != varints.size:
-        raise SketchError("corrupt sketch: trailing data")
-    n = sketch._pos.total + sketch._neg.total + sketch._zeros
-    if n_top != min(k, n) or n_bottom != min(k, n):
-        raise SketchError("corrupt sketch: extreme values do not match the count")
-    sketch._sum_units = units
-    sketch._top, sketch._bottom = (top + 0.0).tolist(), (bottom + 0.0).tolist()
-    return sketch
-
-
-class _Extremes:
-    """Top-k and bottom-k of the union of a FIFO window of panes, by two-stack aggregation: each
-    pane is merged O(1) times amortized, so a slide costs O(top_k), independent of the window."""
-
-    __slots__ = ("_back", "_back_bottom", "_back_top", "_front", "_k")
-
-    def __init__(self, k: int) -> None:
-        self._k = k
-        self._front: list[tuple[list[float], list[float]]] = []  # suffix aggregates, oldest last
-        self._back: list[tuple[list[float], list[float]]] = []
-        self._back_top: list[float] = []
-        self._back_bottom: list[float] = []
-
-    def push(self, top: list[float], bottom: list[float]) -> None:
-        self._back.append((top, bottom))
-        self._back_top = _top_merge(self._back_top, top, self._k)
-        self._back_bottom = _bottom_merge(self._back_bottom, bottom, self._k)
-
-    def pop(self) -> None:
-        if not self._front:
-            agg_top: list[float] = []
-            agg_bottom: list[float] = []
-            for top, bottom in reversed(self._back):
-                agg_top = _top_merge(top, agg_top, self._k)
-                agg_bottom = _bottom_merge(bottom, agg_bottom, self._k)
-                self._front.append((agg_top, agg_bottom))
-            self._back, self._back_top, self._back_bottom = [], [], []
-        self._front.pop()
-
-    def value(self) -> tuple[list[float], list[float]]:
-        if not self._front:
-            return self._back_top, self._back_bottom
-        front_top, front_bottom = self._front[-1]
-        return (
-            _top_merge(front_top, self._back_top, self._k),
-            _bottom_merge(front_bottom, self._back_bottom, self._k),
-        )
-
-
-class SlidingQuantiles:
-    """Quantiles over the last `panes` pushed sketches (for example 360 panes of 10 s for 1 h).
-
-    `push(sketch)` copies the pane in; when the window is full the oldest pane leaves. Its answers
-    are bit-identical to merging the panes in the window afresh.
-    """
-
-    __slots__ = ("_extremes", "_panes", "_size", "_total")
-
-    def __init__(
-        self,
-        panes: int,
-        relative_accuracy: float = DEFAULT_RELATIVE_ACCURACY,
-        top_k: int = DEFAULT_TOP_K,
-    ) -> None:
-        if not (isinstance(panes, int) and panes >= 1):
-            raise SketchError(f"panes must be a positive integer, got {panes!r}")
-        self._size = panes
-        self._total = QuantileSketch(relative_accuracy, top_k)
-        self._panes: deque[QuantileSketch] = deque()
-        self._extremes = _Extremes(top_k)
-
-    def push(self, sketch: QuantileSketch) -> None:
-        """Make `sketch` the newest pane (a copy: later changes to it do not reach the window)."""
-        pane = self._total._check_compatible(sketch).copy()
-        if len(self._panes) == self._size:
-            self._total._subtract_counts(self._panes.popleft())
-            self._extremes.pop()
-        self._panes.append(pane)
-        total = self._total
-        total._pos.merge(pane._pos)
-        total._neg.merge(pane._neg)
-        total._zeros += pane._zeros
-        total._nans += pane._nans
-        total._sum_units += pane._sum_units
-        self._extremes.push(pane._top, pane._bottom)
-
-    def __len__(self) -> int:
-        return len(self._panes)
-
-    def quantiles(self, qs: float | npt.ArrayLike) -> Floats:
-        total = self._total
-        top, bottom = self._extremes.value()
-        return _quantiles(total._map, total._pos, total._neg, total._zeros, top, bottom, qs)
-
-    def to_sketch(self) -> QuantileSketch:
-        """The window as one sketch, equal to merging its panes."""
-        merged = self._total.copy()
-        merged._top, merged._bottom = (list(x) for x in self._extremes.value())
-        return merged
-
-    @property
-    def count(self) -> int:
-        return self._total.count
-
-    @property
-    def nan_count(self) -> int:
-        return self._total.nan_count
-
-    @property
-    def sum(self) -> float:
-        return self._total.sum
-
-    @property
-    def min(self) -> float:
-        bottom = self._extremes.value()[1]
-        return bottom[0] if bottom else math.nan
-
-    @property
-    def max(self) -> float:
-        top = self._extremes.value()[0]
-        return top[0] if top else math.nan
+    __slots__ = ()
+    sketch_type = QuantileSketch
