@@ -24,7 +24,8 @@ import numpy.typing as npt
 
 from simulator.fields import EXPORTER_FIELDS
 from simulator.fleet import Fleet, stable_seed
-from simulator.scenarios import CRASHED, FREE, LEVELS, Periodic, RandomBlocks
+from simulator.levels import CRASHED, FREE, LEVELS
+from simulator.scenarios import Periodic, RandomBlocks
 
 __all__ = ["Frame", "SignalModel", "exact_f", "hash_u01", "splitmix64"]
 

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simulator.scenarios import CRASHED, Level, Periodic, RandomBlocks, Scenario
+from simulator.levels import CRASHED, Level
+from simulator.scenarios import Periodic, RandomBlocks, Scenario
 
 __all__ = ["Span", "mean_between", "spans", "window_means"]
 

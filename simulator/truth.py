@@ -43,7 +43,8 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import Final
 
-from simulator.scenarios import CRASHED, FREE, Level, Periodic, RandomBlocks, Scenario
+from simulator.levels import CRASHED, FREE, Level
+from simulator.scenarios import Periodic, RandomBlocks, Scenario
 from simulator.timeline import window_means
 
 __all__ = ["RULES", "JobShape", "JobStats", "Rule", "ambiguous_rules", "job_stats", "verdicts"]
