@@ -16,6 +16,7 @@ import logging
 import signal
 import threading
 from collections.abc import Callable
+from importlib.metadata import entry_points
 from types import FrameType
 
 from fleetscope.errors import ConfigError
@@ -178,9 +179,18 @@ class Server:
                 signal.signal(signum, handler)
 
 
+SERVER_PLUGIN_GROUP = "fleetscope.server"
+
+
 def load_plugin(module: str) -> Hook:
+    """A `server.plugins` name's `setup(server)`: an entry point of the group `fleetscope.server`
+    (how the analyzers register theirs, as any third party would), else a module of that name."""
     try:
-        setup = importlib.import_module(module).setup
+        registered = {ep.name: ep for ep in entry_points(group=SERVER_PLUGIN_GROUP)}
+        if module in registered:
+            setup = registered[module].load()
+        else:
+            setup = importlib.import_module(module).setup
     except (ImportError, AttributeError) as exc:
         raise ConfigError(f"server.plugins: cannot load {module}.setup: {exc}") from exc
     if not callable(setup):

@@ -18,12 +18,11 @@ thread per connection. This module must never talk to DuckDB: only the writer do
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -43,6 +42,7 @@ from warehouse.profiling_api import (
 )
 from warehouse.profiling_service import ProfilingService
 from warehouse.remote_write import RemoteWrite, check_headers
+from warehouse.response import Response
 from warehouse.writer import Writer
 
 log = logging.getLogger(__name__)
@@ -52,18 +52,6 @@ log = logging.getLogger(__name__)
 class IngestConfig:
     max_body_bytes: int
     commit_timeout_s: float
-
-
-@dataclass
-class Response:
-    status: int
-    body: bytes
-    content_type: str = "application/json"
-    headers: dict[str, str] = field(default_factory=dict)
-
-    @classmethod
-    def json(cls, status: int, payload: object, **headers: str) -> Response:
-        return cls(status, json.dumps(payload).encode(), headers=dict(headers))
 
 
 @dataclass

@@ -51,7 +51,7 @@ def cmd_quantiles(args: argparse.Namespace, settings: Settings) -> int:
     from analyzers.cli import parse_duration, parse_time
     from analyzers.quantiles.panes import METRICS
     from analyzers.quantiles.tiers import QuantileStore, group_sketches
-    from analyzers.run.schedule import align_down
+    from analyzers.run.clock import align_down
     from analyzers.sketch.core import DEFAULT_RELATIVE_ACCURACY
 
     if args.metric not in METRICS:

@@ -64,7 +64,7 @@ from analyzers.quantiles.panes import (
     merged,
     values_sql,
 )
-from analyzers.run.schedule import align_down
+from analyzers.run.clock import align_down
 from fleetscope.errors import ConfigError
 from warehouse.compaction import compact
 from warehouse.segments import Segment, SegmentStore, read_manifest

@@ -21,6 +21,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Protocol
 
 from analyzers.base import Window
+from analyzers.run.clock import align_down
 from fleetscope.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -34,15 +35,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 WATERMARK_KEY = "pipeline"  # one watermark per partition for the whole analyzer pipeline
-EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-
-def align_down(ts: datetime, step_s: float) -> datetime:
-    """`ts` rounded down to a multiple of `step_s` seconds since the Unix epoch (UTC)."""
-    if step_s <= 0:
-        raise ConfigError(f"a schedule step must be positive, got {step_s}")
-    seconds = (ts.astimezone(UTC) - EPOCH).total_seconds()
-    return EPOCH + timedelta(seconds=(seconds // step_s) * step_s)
 
 
 def schedule_time(now: datetime, interval_s: float) -> datetime:
