@@ -3,7 +3,8 @@
 
 Only the module of the command being run is imported; the others are listed from the registry by
 name and help, so `fleetscope --help` imports no stage (no numpy, no DuckDB). `build_parser()`
-with no argv (docgen, tests) registers every command for real.
+with no argv (docgen, tests) registers every command for real. Another package's command is an
+entry point of `fleetscope.commands` (fleetscope.plugins), loaded when it is the one run.
 """
 
 from __future__ import annotations
@@ -32,8 +33,7 @@ class Subparsers(Protocol):
 
 
 def chosen_command(argv: Sequence[str]) -> str | None:
-    """The registered command `argv` runs, if any: its first word that names one."""
-    names = {c.name for c in COMMANDS}
+    """The command `argv` runs, if any: its first word that is not an option."""
     skip = False
     for word in argv:
         if skip:
@@ -41,7 +41,7 @@ def chosen_command(argv: Sequence[str]) -> str | None:
         elif word == "--config":
             skip = True
         elif not word.startswith("-"):
-            return word if word in names else None
+            return word
     return None
 
 
@@ -55,10 +55,10 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         "--config", help="TOML settings file (default: $FLEETSCOPE_CONFIG or ./fleetscope.toml)"
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    name = None if argv is None else chosen_command(argv)
     if argv is None:
         wanted = set(COMMAND_MODULES)
     else:
-        name = chosen_command(argv)
         wanted = {c.module for c in COMMANDS if c.name == name}
     registered: set[str] = set()
     for command in COMMANDS:
@@ -68,9 +68,21 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
                 registered.add(command.module)
         else:
             subparsers.add_parser(command.name, help=command.help, add_help=False)
+    # Other packages' commands (entry points of `fleetscope.commands`, fleetscope.plugins): read
+    # only when one is run or every command is wanted, so the top-level help stays fast.
+    if argv is None or (name and name not in {c.name for c in COMMANDS}):
+        from fleetscope import plugins
+
+        for plugin_name, entry in plugins.registered(plugins.COMMANDS).items():
+            if argv is None or plugin_name == name:
+                entry.load().register(subparsers)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else list(argv)
     return run(words, build_parser(words))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
