@@ -104,7 +104,7 @@ def sketch_percentiles(
     key: str, start: datetime, end: datetime, bucket_s: int
 ) -> pd.DataFrame | None:
     """Fleet percentiles from the analyzers' quantile sketches; None when there are none."""
-    from analyzers.quantile_store import QuantileStore
+    from analyzers.quantiles.tiers import QuantileStore
 
     store = QuantileStore.from_settings(_settings_of(key))
     if not store.has_rows():

@@ -4,9 +4,9 @@ Modelled on what Princeton's jobstats and job_defense_shield mail to users (GPU-
 utilization, the jobs to look at, what to change), with the evidence and the estimated savings of
 each finding added. Three scopes: a team, a user, or the whole fleet ranked by team (admin).
 
-Accounting is `analyzers.reports.usage` (the dashboard's too), after `analyzers.accounting`.
+Accounting is `analyzers.accounting.usage` (the dashboard's too), after `analyzers.accounting.sql`.
 Wasted GPU-hours never count an hour twice: per job and identity bucket the largest single
-finding's estimate counts, the rule `analyzers.ranking` states. This module reads only; rendering and delivery are elsewhere.
+finding's estimate counts, the rule `analyzers.reports.ranking` states. This module reads only; rendering and delivery are elsewhere.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pandas as pd
 
-from analyzers.accounting import DEFAULT_MAX_GAP_S
-from analyzers.reports.usage import Window, gpu_buckets, job_efficiency, pct
+from analyzers.accounting.sql import DEFAULT_MAX_GAP_S
+from analyzers.accounting.usage import Window, gpu_buckets, job_efficiency, pct
 from analyzers.reports.week import IsoWeek
 from fleetscope.errors import ConfigError
 from fleetscope.names import file_name_part
@@ -160,7 +160,7 @@ def build_weekly(
 ) -> WeeklyReport:
     """Everything one weekly report says, for `scope` over `week` (and the trend before it).
 
-    `default_interval_s` and `max_gap_s` are the accounting's (`analyzers.accounting`)."""
+    `default_interval_s` and `max_gap_s` are the accounting's (`analyzers.accounting.sql`)."""
     from analyzers.reports.catalog_frames import catalog_frame
 
     jobs_meta = catalog_frame(catalog, "jobs")[["job_id", "user", "team", "name"]]
