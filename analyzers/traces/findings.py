@@ -203,7 +203,7 @@ def _t10_tensor_cores(
     tc = _value(r, "tensor_cores", frame.rank, "tensor_core_us")
     if math.isnan(cc) or cc < 7 or not eligible or math.isnan(eligible) or tc > 0:
         return
-    hours, method = _whatif(r, frame.rank, f"amp_x{o.amp_speedup:g}")
+    hours, method = _whatif(r, frame.rank, "amp")
     yield emit(
         "T10", Severity.WARN, "tensor cores unused by convolution/matmul kernels",
         "train with automatic mixed precision (torch.autocast with bfloat16/float16) or enable "
