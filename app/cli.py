@@ -29,6 +29,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "analyzers.cli",
     "app.eval_cli",
     "analyzers.traces.cli",
+    "analyzers.sharing.cli",
     "analyzers.quantiles.cli",
     "analyzers.reports.cli",
     "dashboard.cli",
