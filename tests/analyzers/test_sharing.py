@@ -124,3 +124,26 @@ def test_plan_sharing_command_end_to_end(
     assert "3 GPU(s) freed" in out and "as 2g.20gb" in out
     assert main([*argv[:4], "--days", "0"]) == 2
     assert "--days must be > 0" in capsys.readouterr().err
+
+
+def test_weekly_report_has_the_sharing_plan_section() -> None:
+    from analyzers.reports.build import Scope, WeeklyReport, WeekUsage, sharing_lines
+    from analyzers.reports.render import to_html, to_markdown
+    from analyzers.reports.week import IsoWeek
+
+    week = IsoWeek.containing(T0)
+    conn = _known_fleet().connect()
+    try:
+        lines = sharing_lines(conn, week)
+    finally:
+        conn.close()
+    assert [(s.mechanism, s.jobs, s.gpus_freed) for s in lines] == [
+        ("mig", ("light0", "light1", "light2"), 2),
+        ("mps", ("volta0", "volta1"), 1),
+    ]
+    assert lines[0].freed_gpu_h_per_week == pytest.approx(48.0, rel=0.01)  # 2 x 24 h in the week
+    usage = WeekUsage(str(week), 1.0, 1.0, 1.0)
+    report = WeeklyReport(Scope("admin"), week, [usage], [], 0.0, 0.0, [], sharing=lines)
+    html = to_html(report)
+    assert "<h2>GPU sharing plan</h2>" in html and "light0, light1, light2" in html
+    assert "mps on one Tesla V100-SXM2-32GB" in to_markdown(report)
