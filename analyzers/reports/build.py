@@ -250,9 +250,13 @@ def sharing_lines(con: duckdb.DuckDBPyConnection, week: IsoWeek) -> list[Sharing
     plan = plan_sharing(gpu_uses(con, window), window.hours)
     return [
         SharingLine(
-            g.mechanism, g.product, tuple(m.use.job_id for m in g.members), g.gpus_freed,
-            g.freed_gpu_hours_per_week, 100 * max(m.expected_slowdown - 1 for m in g.members),
-        )  # fmt: skip
+            g.mechanism,
+            g.product,
+            tuple(m.use.job_id for m in g.members),
+            g.gpus_freed,
+            g.freed_gpu_hours_per_week,
+            100 * max(m.expected_slowdown - 1 for m in g.members),
+        )
         for g in plan.groups
     ]
 
