@@ -14,6 +14,7 @@ replaces this benchmark's section of bench/RESULTS.md.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import statistics
 import sys
@@ -75,19 +76,25 @@ class Outcome:
         return self.peer_us / self.measured_us - 1.0
 
 
-def validate(pair: Pair, host_cores: int = 0) -> Outcome:
-    """Estimate the variant's step time from the baseline trace; an unchanged estimate when the
-    scenario does not apply (nothing to change: e.g. no pageable copies)."""
+@functools.cache
+def _numbers(path: Path, host_cores: int) -> tuple[float, float, dict[str, dict[str, float]]]:
+    """Measured mean step, replayed baseline and what-if rows of one trace (cached: a trace is
+    analyzed once per run)."""
     from analyzers.traces.analyses.base import TraceOptions
     from analyzers.traces.api import analyze_trace
 
-    options = TraceOptions(host_cores=host_cores)
-    base = analyze_trace(pair.baseline, options=options).results
-    variant = analyze_trace(pair.variant, options=options).results
-    measured = variant["steps"].value(0, "mean_step_us")
-    w = base["whatif"]
-    baseline = w.value(0, "baseline_step_us")
+    results = analyze_trace(path, options=TraceOptions(host_cores=host_cores)).results
+    w = results["whatif"]
     rows = {r["scenario"]: r for r in w.table("whatif").records()}
+    measured = results["steps"].value(0, "mean_step_us")
+    return measured, w.value(0, "baseline_step_us"), rows
+
+
+def validate(pair: Pair, host_cores: int = 0) -> Outcome:
+    """Estimate the variant's step time from the baseline trace; an unchanged estimate when the
+    scenario does not apply (nothing to change: e.g. no pageable copies)."""
+    _, baseline, rows = _numbers(pair.baseline, host_cores)
+    measured = _numbers(pair.variant, host_cores)[0]
     row = rows.get(pair.scenario)
     est, low, high = (
         (row["estimated_step_us"], row["estimated_low_us"], row["estimated_high_us"])
