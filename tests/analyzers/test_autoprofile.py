@@ -125,3 +125,32 @@ def test_budget_team_limit_and_job_interval() -> None:
     assert why["x"] == (False, "team a at its daily limit")
     assert why["y"] == (True, "within budget")
     assert why["z"] == (True, "within budget")  # 30 + 30 + 30 = 90 <= 100
+
+
+def test_periodic_sampling_profiles_an_attached_job_and_ranks_its_trace_findings(
+    server: Server,
+) -> None:
+    """No finding: the periodic sampler profiles the SDK-attached job once; the trace's findings
+    are stored in the analyzers' bucket the request was made in."""
+    loop: Any = server.autoprofiler  # type: ignore[attr-defined]
+    processes = [ReportedProcess(11, "steady-1", 0)]
+    server.profiling.poll("node-b", processes)
+    (decision,) = loop.tick(NOW)
+    assert (decision.candidate.reason, decision.approved) == ("periodic", True)
+    with server.catalog.connect() as conn:
+        (link,) = chain.auto_profiles_since(conn, NOW - timedelta(minutes=1))
+    server.profiling.poll("node-b", processes)
+    server.profiling.receive_trace(link.request_id, "node-b", 11, 0, RESNET_NW0.read_bytes())
+    deadline = time.monotonic() + 120
+    while True:
+        with server.catalog.connect() as conn:
+            stored = [from_catalog(r).finding for r in cat.list_findings(conn, job_id="steady-1")]
+        if stored:
+            break
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    bucket_s = server.settings.get_float("analyzers.bucket_s")
+    assert {f.rule_id for f in stored} >= {"T8", "T10"}  # every trace finding, not a subset
+    assert all(f.bucket_start is not None for f in stored)
+    assert {f.bucket_start.timestamp() % bucket_s for f in stored if f.bucket_start} == {0.0}
+    assert not any(d.approved for d in loop.tick(NOW + timedelta(hours=1)))  # once a day
