@@ -96,6 +96,7 @@ def whatif(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
             values[f"{name}_saved_low"] = _saved(base, high)
             values[f"{name}_saved_high"] = _saved(base, low)
             values[f"{name}_gpu_hours_per_week"] = hours
+            values[f"{name}_gpu_busy_saved_fraction"] = gpu_saved
         per_rank[frame.rank] = values
     return AnalysisResult(
         "whatif",

@@ -104,3 +104,9 @@ def test_a_fresh_torch_profiler_recording_validates(tmp_path: Path) -> None:
     outcome = validate(Pair("fresh", tmp_path / "base", tmp_path / "pinned", "pinned_copies", None))
     assert outcome.estimated_us == outcome.low_us == outcome.high_us  # no copies: no change
     assert outcome.measured_us > 0
+
+
+def test_t10_says_why_amp_saves_gpu_time_but_no_gpu_hours(nw0: TraceReport) -> None:
+    (t10,) = [f for f in nw0.findings if getattr(f, "rule_id", "") == "T10"]
+    assert t10.evidence["amp_gpu_busy_saved_fraction"] > 0.45
+    assert "bound by the CPU" in t10.estimate_method
