@@ -1,10 +1,13 @@
 """The sharing plan: candidates, packing and interference (method and sources: docs/sharing.md).
 
-1. Candidates: single-GPU jobs, not already on a MIG slice, that hold their GPU for at least
+1. Candidates: job GPUs not already on a MIG slice (multi-GPU jobs' GPUs too, unless
+   `single_gpu_only`), that hold their GPU for at least
    `min_hours` of the window and use it persistently little: mean SM activity <= `max_sm_mean`,
    95th percentile <= `max_sm_p95`, peak memory <= `max_memory_share` of the GPU.
-2. Packing: per GPU product, first-fit decreasing by demand (SM mean + memory share): a job joins
-   the first group it fits, else opens one; a group of k jobs frees k - 1 GPUs.
+2. Packing: per GPU product, first-fit decreasing by demand (SM mean + memory share): a job GPU
+   joins the first group it fits that holds no other GPU of its job (NCCL cannot put two ranks
+   on one device), else opens one; a group of k GPUs frees k - 1 GPUs. A multi-GPU job is only
+   a candidate when every one of its GPUs is (a synchronous job runs at its slowest rank's pace).
 3. Fit and interference per mechanism; the group takes the feasible one with the smallest
    worst expected slowdown, MIG first on a tie (it isolates faults and memory):
    - MIG: each job gets the smallest profile with its peak SM share (x 7) and peak memory plus
@@ -42,6 +45,8 @@ class SharingThresholds:
     max_group: int = 4  # jobs per GPU under MPS / time-slicing (Gandiva packs 2-4)
     mps_gamma: float = 0.3  # cache / bandwidth interference per unit of co-runner activity
     max_slowdown: float = 1.25  # the largest expected slowdown a proposal may cost a job
+    single_gpu_only: bool = False  # leave multi-GPU jobs out altogether
+    idle_util_pct: float = 1.0  # below this the fix is to release the GPU (R1/R3), not share it
 
 
 @dataclass(frozen=True)
@@ -90,12 +95,14 @@ class Plan:
 
 
 def _reason(u: GpuUse, th: SharingThresholds) -> str | None:
-    if u.job_gpus > 1:
+    if u.job_gpus > 1 and th.single_gpu_only:
         return "multi-GPU job"
     if u.on_mig:
         return "already on MIG"
     if u.alloc_h < th.min_hours:
         return "too short"
+    if u.util_mean_pct < th.idle_util_pct:
+        return "idle: release it (R1/R3)"
     if u.sm_mean > th.max_sm_mean or u.sm_p95 > th.max_sm_p95:
         return "busy"
     if u.memory_share > th.max_memory_share:
@@ -200,8 +207,12 @@ def plan_sharing(uses: list[GpuUse], window_h: float, th: SharingThresholds | No
     th = th or SharingThresholds()
     reasons: dict[str, int] = {}
     candidates: dict[str, list[GpuUse]] = {}
+    why_of = {(u.job_id, u.host, u.gpu): _reason(u, th) for u in uses}
+    blocked_jobs = {job for (job, _, _), why in why_of.items() if why is not None}
     for u in uses:
-        why = _reason(u, th)
+        why = why_of[(u.job_id, u.host, u.gpu)]
+        if why is None and u.job_id in blocked_jobs:
+            why = "another GPU of the job is busy"
         if why is None:
             candidates.setdefault(_product_key(u), []).append(u)
         else:
@@ -212,6 +223,8 @@ def plan_sharing(uses: list[GpuUse], window_h: float, th: SharingThresholds | No
         open_groups: list[list[GpuUse]] = []
         for u in pool:
             for g in open_groups:
+                if any(o.job_id == u.job_id for o in g):
+                    continue
                 if len(g) < max(th.max_group, 7) and _best([*g, u], th) is not None:
                     g.append(u)
                     break

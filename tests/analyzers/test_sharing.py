@@ -41,7 +41,8 @@ def _known_fleet() -> Fleet:
     for n in range(3):  # three light H100 jobs: one MIG GPU holds them
         fleet.gpus(f"light{n}", f"h{n}", [0], 0, day, 60, **{**H100, **_light(8000.0)})
     fleet.gpus("busy", "h3", [0], 0, day, 60, **H100)  # HEALTHY: SM 85 %
-    fleet.gpus("wide", "h4", [0, 1], 0, day, 60, **{**H100, **_light(8000.0)})  # 2 GPUs
+    fleet.gpus("wide", "h4", [0], 0, day, 60, **{**H100, **_light(8000.0)})  # 2 GPUs, one busy
+    fleet.gpus("wide", "h4", [1], 0, day, 60, **H100)
     fleet.gpus("fat", "h5", [0], 0, day, 60, **{**H100, **_light(60000.0)})  # 60 of 80 GB
     fleet.gpus("brief", "h6", [0], 0, 120, 60, **{**H100, **_light(8000.0)})  # 2 h only
     for n in range(2):  # two light V100 jobs: no MIG, MPS
@@ -60,7 +61,9 @@ def plan() -> Plan:
 
 def test_only_persistent_light_single_gpu_jobs_are_candidates(plan: Plan) -> None:
     assert plan.candidates == 5
-    assert plan.reasons == {"busy": 1, "multi-GPU job": 2, "memory": 1, "too short": 1}
+    assert plan.reasons == {
+        "busy": 2, "another GPU of the job is busy": 1, "memory": 1, "too short": 1,
+    }  # fmt: skip
 
 
 def test_three_light_h100_jobs_share_one_gpu_as_mig_slices(plan: Plan) -> None:
@@ -84,6 +87,26 @@ def test_two_light_v100_jobs_share_by_mps_with_a_stated_slowdown(plan: Plan) -> 
         assert m.expected_slowdown == pytest.approx(1 + 0.3 * 0.092, abs=0.002)
         assert m.risk_slowdown == pytest.approx(1 + 0.3 * 0.2, abs=0.002)
     assert plan.gpus_freed == 3
+
+
+def test_a_light_multi_gpu_job_never_puts_two_of_its_ranks_on_one_gpu() -> None:
+    fleet = Fleet()
+    for job in ("pair-a", "pair-b"):
+        fleet.gpus(
+            job, f"{job}-host", [0, 1], 0, 24 * 60, 60, **{**V100, **_light(4000.0, 32768.0)}
+        )
+    conn = fleet.connect()
+    try:
+        plan = plan_sharing(gpu_uses(conn, DAY), DAY.hours)
+    finally:
+        conn.close()
+    assert plan.gpus_freed == 2
+    for group in plan.groups:
+        assert sorted(m.use.job_id for m in group.members) == ["pair-a", "pair-b"]
+    single = plan_sharing(
+        gpu_uses(fleet.connect(), DAY), DAY.hours, SharingThresholds(single_gpu_only=True)
+    )
+    assert (single.gpus_freed, single.reasons) == (0, {"multi-GPU job": 4})
 
 
 def test_a_tight_slowdown_ceiling_proposes_nothing_that_costs_more() -> None:
@@ -147,3 +170,35 @@ def test_weekly_report_has_the_sharing_plan_section() -> None:
     html = to_html(report)
     assert "<h2>GPU sharing plan</h2>" in html and "light0, light1, light2" in html
     assert "mps on one Tesla V100-SXM2-32GB" in to_markdown(report)
+
+
+def test_on_the_simulated_fleet_only_the_oversized_services_are_co_located() -> None:
+    """The simulator's fleet (its own scenarios, not crafted here): the jobs it runs as
+    `oversized_gpu` (a small inference service on whole H100s, 8 % SM, 4 GiB of 80) are exactly
+    the ones co-located, four jobs per GPU as MIG 1g.10gb slices, never two GPUs of one job
+    together; the idle allocations are left to R1/R3 and nothing busy is touched."""
+    import duckdb
+
+    from simulator.fleet import FleetSpec
+    from simulator.sim import FleetSimulator
+
+    origin = int(T0.timestamp())
+    sim = FleetSimulator(FleetSpec(hosts=12, seed=11), origin_s=origin, horizon_s=86_400)
+    conn = duckdb.connect()
+    conn.register("_load", sim.tables(origin, origin + 86_400, 60)["gpu_samples"])
+    conn.execute("CREATE TABLE gpu_samples AS SELECT * FROM _load")
+    try:
+        plan = plan_sharing(gpu_uses(conn, DAY), DAY.hours, SharingThresholds(min_hours=3.0))
+    finally:
+        conn.close()
+    scenario = {job.job_id: job.scenario.name for job in sim.fleet.jobs}
+    oversized = {j for j, s in scenario.items() if s == "oversized_gpu"}
+    members = [m for g in plan.groups for m in g.members]
+    assert {scenario[m.use.job_id] for m in members} == {"oversized_gpu"}
+    assert len({m.use.job_id for m in members}) == 4 <= len(oversized)
+    assert (plan.gpus_freed, len(plan.groups)) == (12, 4)
+    for group in plan.groups:
+        assert group.mechanism == "mig"
+        assert {m.mig_profile for m in group.members} == {"1g.10gb"}
+        assert len({m.use.job_id for m in group.members}) == len(group.members)
+    assert plan.reasons["idle: release it (R1/R3)"] == 2
