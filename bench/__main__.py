@@ -22,6 +22,7 @@ BENCHMARKS = (
     "trace_command",
     "analyzers",
     "dashboard",
+    "cli",
 )
 
 

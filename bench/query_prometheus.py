@@ -3,7 +3,7 @@ dashboard would run over the same samples in Prometheus, timed in the same run.
 
     .venv/bin/python -m bench.query_prometheus [--hosts 13] [--interval 60] [--reps 5] [--no-write]
 
-Same data on both sides: the dashboard's synthetic fleet (`dashboard.synthetic`, as
+Same data on both sides: the dashboard's synthetic fleet (`simulator.synthetic`, as
 bench.dashboard uses it; `hosts` x 8 GPUs, 7 days, one sample per `interval` seconds, random
 back-to-back jobs) is written as warehouse segments (compacted and rolled up as the server's
 maintenance leaves them); the same gpu_samples rows, read back from those segments, are written
@@ -13,7 +13,7 @@ with `promtool tsdb create-blocks-from openmetrics`; then `/usr/bin/prometheus` 
 
 The answer on both sides: capacity GPU-hours, allocated GPU-hours (samples with a job), active
 GPU-hours (graphics-engine-active fraction x time, allocated only) and the number of jobs.
-- ours: `analyzers.reports.usage.fleet_totals(gpu_buckets(...))` on a fresh connection to the
+- ours: `analyzers.accounting.usage.fleet_totals(gpu_buckets(...))` on a fresh connection to the
   segments (what the fleet page and the weekly report call);
 - peer: four instant PromQL queries over `[7d]` at the window's end, over HTTP (a Grafana stat
   panel's request), e.g. `sum(count_over_time(DCGM_FI_DEV_GPU_UTIL{hpc_job!=""}[7d])) * 60 / 3600`.
@@ -47,8 +47,8 @@ FLOOR_X = 0.15
 
 
 def build(hosts: int, interval_s: int, root: Path) -> Path:
-    from dashboard.synthetic import Fleet, random_jobs, write_segments
     from fleetscope.settings import load_settings
+    from simulator.synthetic import Fleet, random_jobs, write_segments
     from warehouse.compaction import compact
     from warehouse.rollups import update_rollups
     from warehouse.segments import SegmentStore
@@ -75,7 +75,7 @@ def build(hosts: int, interval_s: int, root: Path) -> Path:
 
 
 def ours(segments: Path, interval_s: int) -> dict[str, float]:
-    from analyzers.reports.usage import fleet_totals, gpu_buckets, window_ending
+    from analyzers.accounting.usage import fleet_totals, gpu_buckets, window_ending
     from dashboard import source
 
     con = source.connect_segments(segments)

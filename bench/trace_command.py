@@ -190,8 +190,9 @@ def render(rows: list[dict[str, Any]], reps: int, command: str, startup: dict[st
         "our time is start-up and imports (the smallest trace's time is nearly all of it) plus "
         f"a load at {min(near):.1f}-{max(near):.1f}x the gunzip + typed-decode floor (traces "
         "over 0.1 MB), plus the 17 analyses and the rules (0.06-0.08 s in-process). Levers applied in this issue: `analyzers.traces` imports its "
-        "modules on first use and `fleetscope trace ...` builds only its own parser (before, "
-        "every command module and numpy were imported to parse the command line), and zlib-ng "
+        "modules on first use and `fleetscope trace ...` imports only its own command module "
+        "(before, every command module and numpy were imported to parse the command line), and "
+        "zlib-ng "
         "inflates the files (about 3x stdlib gzip). Not done: a cache of parsed columns between "
         "runs (it would help a second run of the same trace, not the first).",
         "",

@@ -9,18 +9,14 @@ Layers: `load` (stream-parse a file into columns) -> `hta_rules` or `native` (pr
 `TraceSet`) -> `analyses` (one module per analysis, a registry) -> `findings` (rules) ->
 `render` / `arrow` (output, storage). See docs/traces.md and shared/trace-semantics.md.
 
-The names below are imported on first use (PEP 562), not with the package: `fleetscope trace`
-registers its command through `analyzers.traces.cli`, and importing this package eagerly put numpy
-and every analysis on the path of `fleetscope --help` and of every other command (issue 19
-measured it with `python -X importtime`).
+The names below load on first use (PEP 562), so importing the package (as `fleetscope trace`'s
+registration does) loads no numpy and keeps `fleetscope --help` fast.
 """
 
-from __future__ import annotations
-
 import importlib
-from typing import TYPE_CHECKING, Any
+import typing
 
-if TYPE_CHECKING:
+if typing.TYPE_CHECKING:
     from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions
     from analyzers.traces.api import (
         TraceReport,
@@ -32,8 +28,7 @@ if TYPE_CHECKING:
     from analyzers.traces.frame import Mode, RankFrame, TraceSet
     from analyzers.traces.load import RawTrace, load_raw_trace
 
-# Public name -> the module that defines it.
-_LAZY: dict[str, str] = {
+_WHERE = {
     "AnalysisResult": "analyzers.traces.analyses.base",
     "Table": "analyzers.traces.analyses.base",
     "TraceOptions": "analyzers.traces.analyses.base",
@@ -66,15 +61,13 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
+def __getattr__(name: str) -> object:
+    if name not in _WHERE:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # the next lookup is a plain attribute
+    value = getattr(importlib.import_module(_WHERE[name]), name)
+    globals()[name] = value
     return value
 
 
 def __dir__() -> list[str]:
-    """The public names and the module's own dunders; not the helpers this file imports."""
-    return sorted({*__all__, *(name for name in globals() if name.startswith("_"))})
+    return sorted(set(globals()) | set(__all__))

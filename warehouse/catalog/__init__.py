@@ -8,6 +8,7 @@ tables) and use the small typed functions of each module inside `engine.begin()`
     findings    findings, suppressions
     analysis    analyzer_watermarks, analyzer_runs
     profiling   profile_requests, traces
+    autoprofile auto_profiles (finding -> profile -> refined finding)
     reports     report_runs
 
 This package must never hold telemetry samples (those are in DuckDB and Parquet).
@@ -15,11 +16,12 @@ This package must never hold telemetry samples (those are in DuckDB and Parquet)
 
 from __future__ import annotations
 
-from warehouse.catalog import analysis, findings, fleet, profiling, reports, tokens
+from warehouse.catalog import analysis, autoprofile, findings, fleet, profiling, reports, tokens
 from warehouse.catalog.base import connect, metadata
 
 __all__ = [
     "analysis",
+    "autoprofile",
     "connect",
     "findings",
     "fleet",

@@ -35,10 +35,10 @@ def test_a_trace_command_builds_only_its_own_parser() -> None:
     trace = DATA / "hta_amd_mi250_minitoy"
     loaded = _modules_after(
         "import contextlib, io\n"
-        "from fleetscope.cli import main\n"
+        "from app.cli import main\n"
         "with contextlib.redirect_stdout(io.StringIO()):\n"
         f"    assert main(['trace', 'analyze', '--hta-compatible', {str(trace)!r}]) == 0"
     )
-    others = {"warehouse.cli", "dashboard.cli", "analyzers.cli", "fleetscope.demo"}
+    others = {"warehouse.cli", "dashboard.cli", "analyzers.cli", "app.demo"}
     assert not others & loaded
     assert "analyzers.traces.cli" in loaded
