@@ -21,6 +21,11 @@ def register(subparsers: Any) -> None:
     server = subparsers.add_parser("server", help="run the ingest server (writer, HTTP, upkeep)")
     server.add_argument("--host", help="listen address (default: server.host)")
     server.add_argument("--port", type=int, help="listen port (default: server.port)")
+    server.add_argument(
+        "--mode",
+        choices=["embedded", "fleet"],
+        help="embedded (DuckDB file) or fleet (Iceberg gateway) (default: server.mode)",
+    )
     server.set_defaults(handler=run_server)
 
     token = subparsers.add_parser("token", help="manage agent bearer tokens")
@@ -70,6 +75,16 @@ def register(subparsers: Any) -> None:
 
 
 def run_server(args: argparse.Namespace, settings: Settings) -> int:
+    mode = args.mode or settings.get_str("server.mode")
+    if mode == "fleet":
+        from warehouse.fleet.gateway import Gateway
+
+        Gateway(settings, host=args.host, port=args.port).serve_until_signalled()
+        return 0
+    if mode != "embedded":
+        from fleetscope.errors import ConfigError
+
+        raise ConfigError(f"server.mode must be embedded or fleet, got {mode!r}")
     from warehouse.runtime import Server
 
     Server(settings, host=args.host, port=args.port).serve_until_signalled()

@@ -43,7 +43,7 @@ from warehouse.profiling_api import (
 from warehouse.profiling_service import ProfilingService
 from warehouse.remote_write import RemoteWrite, check_headers
 from warehouse.response import Response
-from warehouse.writer import Writer
+from warehouse.sink import BatchSink
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +58,7 @@ class IngestConfig:
 class Ingest:
     """What the handlers need: the writer, the catalog, token checks, metrics and limits."""
 
-    writer: Writer
+    writer: BatchSink
     catalog: Engine
     auth: TokenChecker
     metrics: ServerMetrics

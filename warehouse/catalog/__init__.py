@@ -9,13 +9,14 @@ tables) and use the small typed functions of each module inside `engine.begin()`
     analysis    analyzer_watermarks, analyzer_runs
     profiling   profile_requests, traces
     reports     report_runs
+    ledger      ingest_ledger (fleet mode: batch ids shared by every gateway)
 
 This package must never hold telemetry samples (those are in DuckDB and Parquet).
 """
 
 from __future__ import annotations
 
-from warehouse.catalog import analysis, findings, fleet, profiling, reports, tokens
+from warehouse.catalog import analysis, findings, fleet, ledger, profiling, reports, tokens
 from warehouse.catalog.base import connect, metadata
 
 __all__ = [
@@ -23,6 +24,7 @@ __all__ = [
     "connect",
     "findings",
     "fleet",
+    "ledger",
     "metadata",
     "profiling",
     "reports",
