@@ -74,10 +74,14 @@ class FleetConfig:
 
 def open_catalog(config: FleetConfig) -> SqlCatalog:
     from pyiceberg.catalog.sql import SqlCatalog
+    from sqlalchemy.exc import DBAPIError
 
     props: dict[str, Any] = {"uri": config.catalog_url, "warehouse": config.warehouse_uri}
     props.update(config.io_properties())
-    return SqlCatalog("fleetscope", **props)
+    try:
+        return SqlCatalog("fleetscope", **props)
+    except DBAPIError:  # another gateway created the catalog's tables at the same moment
+        return SqlCatalog("fleetscope", **props)
 
 
 def ensure_bucket(config: FleetConfig) -> None:
@@ -116,6 +120,8 @@ class FleetTables:
         return self._tables[name]
 
     def ensure_all(self) -> None:
+        """Bucket and every contract table, created when missing (any gateway may be first)."""
+        ensure_bucket(self.config)
         for name in TABLES:
             self.table(name)
 
