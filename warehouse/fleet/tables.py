@@ -119,13 +119,19 @@ class FleetTables:
             self._tables[name] = self._load_or_create(name)
         return self._tables[name]
 
+    def rollup_table(self, name: str, arrow_schema: pa.Schema) -> Table:
+        """A roll-up table (same layout: day(ts), cluster, sorted by ts), created on first use."""
+        if name not in self._tables:
+            self._tables[name] = self._load_or_create(name, arrow_schema)
+        return self._tables[name]
+
     def ensure_all(self) -> None:
         """Bucket and every contract table, created when missing (any gateway may be first)."""
         ensure_bucket(self.config)
         for name in TABLES:
             self.table(name)
 
-    def _load_or_create(self, name: str) -> Table:
+    def _load_or_create(self, name: str, arrow_schema: pa.Schema | None = None) -> Table:
         from pyiceberg.exceptions import (
             NamespaceAlreadyExistsError,
             NoSuchTableError,
@@ -138,7 +144,7 @@ class FleetTables:
             pass
         with contextlib.suppress(NamespaceAlreadyExistsError):
             self.catalog.create_namespace(self.config.namespace)
-        schema, spec, order = layout(TABLES[name])
+        schema, spec, order = layout(arrow_schema if arrow_schema is not None else TABLES[name])
         try:
             return self.catalog.create_table(
                 self.identifier(name), schema=schema, partition_spec=spec, sort_order=order
