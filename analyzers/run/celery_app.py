@@ -38,7 +38,7 @@ log = logging.getLogger(__name__)
 def make_app(settings: Settings) -> Celery:
     broker = settings.get_str("celery.broker_url")
     backend = broker if broker.startswith(("redis://", "rediss://")) else None
-    celery = Celery("fleetscope", broker=broker, backend=backend)
+    celery = Celery("fleetscope", broker=broker, backend=backend, include=["analyzers.run.fleet"])
     celery.conf.update(
         task_acks_late=True,
         task_reject_on_worker_lost=True,
