@@ -63,6 +63,7 @@ class ServerSettings:
     profile_run_timeout_s: float
     prometheus_cluster: str
     remote_write_hold_s: float
+    mode: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +82,20 @@ class WarehouseSettings:
     maintenance_interval_s: float
     compact_target_bytes: int
     segment_grace_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class FleetSettings:
+    """[fleet] settings."""
+
+    warehouse_uri: str
+    s3_endpoint: str
+    s3_access_key: str
+    s3_secret_key: str
+    s3_region: str
+    namespace: str
+    lease_s: float
+    commit_attempts: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,6 +187,10 @@ class TypedSettings:
     @functools.cached_property
     def warehouse(self) -> WarehouseSettings:
         return WarehouseSettings(**self._section("warehouse"))
+
+    @functools.cached_property
+    def fleet(self) -> FleetSettings:
+        return FleetSettings(**self._section("fleet"))
 
     @functools.cached_property
     def scheduler(self) -> SchedulerSettings:
