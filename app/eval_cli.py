@@ -6,9 +6,10 @@ analyzers. Heavy imports stay inside the handler.
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from fleetscope.settings import Settings
+if TYPE_CHECKING:
+    from fleetscope.settings import Settings
 
 
 def cmd_eval(args: argparse.Namespace, settings: Settings) -> int:

@@ -21,10 +21,12 @@ import json
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fleetscope.errors import ConfigError, ProfileFailedError
-from fleetscope.settings import Settings
+
+if TYPE_CHECKING:
+    from fleetscope.settings import Settings
 
 POLL_S = 0.5  # how often the request is read while waiting; a request costs a catalog read
 

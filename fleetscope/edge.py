@@ -7,15 +7,17 @@ In the core because both command lines share it: `fleetscope` (app.cli) and the 
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from fleetscope.errors import FleetscopeError
-from fleetscope.settings import Settings, load_settings
 
-Handler = Callable[[argparse.Namespace, Settings], int]
+if TYPE_CHECKING:
+    from fleetscope.settings import Settings
+
+Handler = Callable[[argparse.Namespace, "Settings"], int]
 
 
 def run(argv: Sequence[str] | None, parser: argparse.ArgumentParser) -> int:
@@ -24,6 +26,11 @@ def run(argv: Sequence[str] | None, parser: argparse.ArgumentParser) -> int:
     `fleetscope-agent` goes through here too, so both commands behave the same at the edge.
     """
     args = parser.parse_args(argv)
+    # Loaded only once a command runs: `fleetscope --help` stays fast.
+    import logging
+
+    from fleetscope.settings import load_settings
+
     handler: Handler | None = getattr(args, "handler", None)
     if handler is None:
         parser.print_help()

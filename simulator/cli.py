@@ -21,10 +21,12 @@ import signal
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fleetscope.errors import ConfigError
-from fleetscope.settings import Settings
+
+if TYPE_CHECKING:
+    from fleetscope.settings import Settings
 
 DEFAULT_START = "2026-01-05T00:00:00+00:00"  # a Monday: weekly reports get a whole week
 

@@ -116,10 +116,10 @@ def _static_edges(modules: dict[str, Path]) -> dict[str, set[str]]:
 
 def _runtime_edges(modules: dict[str, Path]) -> dict[str, set[str]]:
     """Modules loaded by name, as an edge from whoever names them to the module named."""
-    from app.cli import COMMAND_MODULES
+    from app.commands import COMMANDS
     from fleetscope.settings import SETTINGS
 
-    edges: dict[str, set[str]] = {"app.cli": set(COMMAND_MODULES)}
+    edges: dict[str, set[str]] = {"app.commands": {c.module for c in COMMANDS}}
     analyses = ROOT / "analyzers" / "traces" / "analyses" / "__init__.py"
     names = ast.literal_eval(
         next(

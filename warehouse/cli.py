@@ -12,9 +12,10 @@ Nothing heavy is imported at module level: handlers import DuckDB and SQLAlchemy
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from fleetscope.settings import Settings
+if TYPE_CHECKING:
+    from fleetscope.settings import Settings
 
 
 def register(subparsers: Any) -> None:

@@ -16,9 +16,9 @@ import logging
 import signal
 import threading
 from collections.abc import Callable
-from importlib.metadata import entry_points
 from types import FrameType
 
+from fleetscope import plugins
 from fleetscope.errors import ConfigError
 from fleetscope.settings import Settings
 from warehouse import catalog
@@ -32,12 +32,13 @@ from warehouse.reader import Warehouse
 from warehouse.remote_write import RemoteWrite
 from warehouse.segments import SegmentStore
 from warehouse.server import Ingest, IngestConfig, IngestHTTPServer
-from warehouse.writer import Writer
+from warehouse.writer import Commit, Writer
 
 log = logging.getLogger(__name__)
 
 Hook = Callable[["Server"], None]
 TraceHook = Callable[["Server", TraceUpload], None]
+CommitPluginHook = Callable[["Server", Commit], None]
 
 
 class Server:
@@ -49,6 +50,7 @@ class Server:
         self.on_start: list[Hook] = []
         self.on_stop: list[Hook] = []
         self.on_trace_uploaded: list[TraceHook] = []
+        self.on_batch_committed: list[CommitPluginHook] = []
         self.catalog = catalog.connect(self.paths.catalog_url)
         self.store = SegmentStore(self.paths.segments_dir)
         self.writer = Writer(
@@ -58,7 +60,7 @@ class Server:
             flush_interval_s=settings.get_float("warehouse.flush_interval_s"),
             flush_idle_s=settings.get_float("warehouse.flush_idle_s"),
             queue_max_rows=settings.get_int("warehouse.queue_max_rows"),
-            hooks=[CatalogSync(self.catalog)],
+            hooks=[CatalogSync(self.catalog), self._batch_committed],
         )
         self.warehouse = Warehouse(self.writer, self.store, self.catalog)
         self.metrics = ServerMetrics(self.writer)
@@ -124,6 +126,11 @@ class Server:
         host, port = self.http.server_address[:2]
         return f"http://{host!s}:{port}"
 
+    def _batch_committed(self, commit: Commit) -> None:
+        """Run every on_batch_committed hook (the writer logs a failing one; rows stay committed)."""
+        for hook in self.on_batch_committed:
+            hook(self, commit)
+
     def _trace_uploaded(self, upload: TraceUpload) -> bool:
         """Run every on_trace_uploaded hook; False when none is registered (nothing analyzes)."""
         for hook in self.on_trace_uploaded:
@@ -179,14 +186,11 @@ class Server:
                 signal.signal(signum, handler)
 
 
-SERVER_PLUGIN_GROUP = "fleetscope.server"
-
-
 def load_plugin(module: str) -> Hook:
     """A `server.plugins` name's `setup(server)`: an entry point of the group `fleetscope.server`
     (how the analyzers register theirs, as any third party would), else a module of that name."""
     try:
-        registered = {ep.name: ep for ep in entry_points(group=SERVER_PLUGIN_GROUP)}
+        registered = plugins.registered(plugins.SERVER)
         if module in registered:
             setup = registered[module].load()
         else:

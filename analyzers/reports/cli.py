@@ -12,9 +12,10 @@ from __future__ import annotations
 import argparse
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from fleetscope.settings import Settings
+if TYPE_CHECKING:
+    from fleetscope.settings import Settings
 
 
 def run_report(args: argparse.Namespace, settings: Settings) -> int:

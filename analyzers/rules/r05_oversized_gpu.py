@@ -7,7 +7,7 @@ window plus `lookback_days` before it (a one-GPU job cannot reach 24 GPU-hours i
 bucket), from its sample count times the median sample interval.
 
 Wasted GPU-hours: allocated GPU-hours x (1 - mean utilization / 100), the shared accounting of
-simulator/truth.py. The recommendation names the smallest MIG slice (in sevenths of a
+analyzers/accounting/sql.py. The recommendation names the smallest MIG slice (in sevenths of a
 GPU, A100/H100 profiles 1g..7g) covering the job's p95 utilization and peak memory.
 """
 

@@ -12,7 +12,7 @@ default CSV disables SM_ACTIVE and the pipes, and these rules then stay silent (
 says how to enable them). R8 (memory-bound) is the more specific diagnosis of a low-SM job; both
 are reported, and the ranking counts the job's hours once.
 
-Wasted GPU-hours (the shared accounting of simulator/truth.py):
+Wasted GPU-hours (the shared accounting of analyzers/accounting/sql.py):
 - R6, R8: allocated GPU-hours x (0.8 - SM_ACTIVE) / 0.8: the gap to DCGM's 0.8 "good" line.
 - R7: allocated GPU-hours x 0.5: mixed precision on tensor cores at least doubles throughput.
 """

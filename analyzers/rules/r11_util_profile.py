@@ -12,7 +12,7 @@ below 0.5 %) are R1/R3's. R12 needs host CPU samples (the job's cgroup, else the
 silent without them.
 
 Wasted GPU-hours: allocated GPU-hours x (1 - mean utilization / 100), the shared accounting of
-simulator/truth.py.
+analyzers/accounting/sql.py.
 """
 
 from __future__ import annotations

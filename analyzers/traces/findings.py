@@ -19,6 +19,7 @@ import numpy as np
 from analyzers.findings import Finding, Severity
 from analyzers.traces.analyses.base import AnalysisResult, TraceOptions
 from analyzers.traces.frame import RankFrame, TraceSet
+from fleetscope import plugins
 
 __all__ = ["RULES", "trace_findings"]
 
@@ -288,6 +289,8 @@ def trace_findings(
     rules: dict[str, Rule] | None = None,
 ) -> list[Finding]:
     """Every rule on every rank; findings ordered by rank, then rule id."""
+    if not rules:  # the built-ins and every installed trace-rule plug-in
+        rules = RULES | {n: ep.load() for n, ep in plugins.registered(plugins.TRACE_RULES).items()}
     out: list[Finding] = []
     for frame in trace.frames():
         start, end = _window(trace, frame)
@@ -322,6 +325,6 @@ def trace_findings(
                 scope=f"trace:{frame.path.name}:rank{frame.rank}",
             )
 
-        for rule in (rules or RULES).values():
+        for rule in rules.values():
             out.extend(rule(frame, results, options, emit))
     return out

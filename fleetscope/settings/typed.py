@@ -39,6 +39,7 @@ class AgentSettings:
     metrics_port: int
     job_mapping_dir: str
     attribution_override: str
+    pod_resources_socket: str
     proc_root: str
     cgroup_root: str
     sdk_socket: str
@@ -123,6 +124,9 @@ class AnalyzersSettings:
     enabled: str
     thresholds_file: str
     max_gap_s: float
+    metrics_window_s: float
+    metrics_top_jobs: int
+    metrics_refresh_s: float
     startup_grace_s: float
     gpus_per_node: int
     sketches_dir: str
