@@ -47,6 +47,9 @@ def register(subparsers: Any) -> None:
     query = wactions.add_parser("query", help="run SQL over the published segments")
     query.add_argument("sql")
     query.add_argument("--format", choices=["csv", "json"], default="csv")
+    query.add_argument(
+        "--days", type=float, default=7.0, help="fleet mode: days of data to read (default 7)"
+    )
     query.set_defaults(handler=warehouse_query)
 
     importer = subparsers.add_parser("import", help="backfill telemetry from another system")
@@ -140,6 +143,23 @@ def warehouse_migrate(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def _read_connection(args: argparse.Namespace, settings: Settings) -> Any:
+    """Embedded: the published segments. Fleet: DuckDB over the Iceberg scan of the last
+    `--days` days (partition pruning keeps the rest unread)."""
+    if settings.get_str("server.mode") != "fleet":
+        from warehouse.reader import connect
+
+        return connect(settings)
+    from datetime import UTC, datetime, timedelta
+
+    from warehouse.fleet import reader
+    from warehouse.fleet.tables import FleetConfig, FleetTables
+
+    now = datetime.now(UTC)
+    tables = FleetTables(FleetConfig.from_settings(settings))
+    return reader.connect(tables, now - timedelta(days=args.days), now + timedelta(days=1))
+
+
 def warehouse_query(args: argparse.Namespace, settings: Settings) -> int:
     import csv
     import json
@@ -148,9 +168,8 @@ def warehouse_query(args: argparse.Namespace, settings: Settings) -> int:
     import duckdb
 
     from fleetscope.errors import ConfigError
-    from warehouse.reader import connect
 
-    conn = connect(settings)
+    conn = _read_connection(args, settings)
     try:
         table = conn.sql(args.sql).to_arrow_table()
     except duckdb.Error as exc:

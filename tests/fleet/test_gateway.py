@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
@@ -147,3 +148,47 @@ def test_fleet_mode_refuses_a_catalog_that_is_not_postgresql(fleet_settings: Set
 
     with pytest.raises(ConfigError, match=r"fleet mode needs warehouse\.catalog_url on PostgreSQL"):
         FleetConfig.from_settings(fleet_settings.with_overrides(warehouse__catalog_url=""))
+
+
+def test_an_agents_poll_on_one_gateway_is_seen_by_another(gateways: list[Gateway]) -> None:
+    import json
+    import urllib.request
+
+    a, b = gateways
+    body = {"host": "gpu-1", "processes": [{"pid": 4242, "job_id": "train-7", "rank": 0}]}
+    request = urllib.request.Request(
+        a.url + "/v1/agent/poll",
+        data=json.dumps(body).encode(),
+        headers={"Authorization": f"Bearer {TEST_TOKEN}", "Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=30) as resp:
+        assert resp.status == 200
+    (seen,) = b.profiling.registry.recent(0.0)
+    assert (seen.host, [(p.pid, p.job_id, p.rank) for p in seen.processes]) == (
+        "gpu-1",
+        [(4242, "train-7", 0)],
+    )
+    assert b.profiling.registry.reports_job("train-7", 0.0)
+
+
+def test_the_cli_queries_fleet_tables_with_the_same_sql(
+    gateways: list[Gateway], fleet_settings: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from app.cli import main
+
+    now_ms = int(datetime.now(UTC).timestamp() * 1000)
+    batch = gpu_batch("node-cli", start_ms=now_ms - 60_000, timestamps=3)
+    assert post_batch(gateways[0].url, "gpu_samples", batch, token=TEST_TOKEN).status == 202
+    toml = fleet_settings.raw("core.data_dir")
+    config = f"{toml}/fleetscope.toml"
+    sections: dict[str, list[str]] = {}
+    for key in ("server.mode", "warehouse.catalog_url", "fleet.warehouse_uri",
+                "fleet.s3_endpoint", "fleet.s3_access_key", "fleet.s3_secret_key"):  # fmt: skip
+        section, name = key.split(".")
+        sections.setdefault(section, []).append(f'{name} = "{fleet_settings.raw(key)}"')
+    with open(config, "w") as out:
+        for section, lines in sections.items():
+            out.write(f"[{section}]\n" + "\n".join(lines) + "\n")
+    sql = "SELECT host, count(*) AS n FROM gpu_samples GROUP BY host"
+    assert main(["--config", config, "warehouse", "query", sql, "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out) == [{"host": "node-cli", "n": "24"}]

@@ -3,7 +3,8 @@
 Run as many as the load needs behind a load balancer, or give agents the list of their URLs
 (agent.ingest_url takes a comma-separated list and fails over). A gateway holds no state of its
 own: rows go to the Iceberg tables (warehouse.fleet.writer), batch ids to the shared ledger, job
-records, tokens and profile requests to the catalog in PostgreSQL. Killing one loses nothing that
+records, tokens, profile requests and the agents' last polls (the profiling registry) to the
+catalog in PostgreSQL. Killing one loses nothing that
 was acknowledged; its unacknowledged batches are retried by their agents on another gateway.
 Same HTTP routes and answers as the embedded server (warehouse.server), except remote_write,
 which needs one receiver per Prometheus (it assembles scrapes in memory) and stays embedded-only.
@@ -21,6 +22,7 @@ from fleetscope.errors import ConfigError
 from fleetscope.settings import Settings
 from warehouse import catalog
 from warehouse.auth import TokenChecker
+from warehouse.fleet.agent_registry import CatalogAgentRegistry
 from warehouse.fleet.tables import FleetConfig, FleetTables, ensure_bucket
 from warehouse.fleet.writer import FleetWriter
 from warehouse.metrics import ServerMetrics
@@ -60,6 +62,7 @@ class Gateway:
             ),
             notify=lambda _upload: False,
         )
+        self.profiling.registry = CatalogAgentRegistry(self.catalog)
         ingest = Ingest(
             writer=self.writer,
             catalog=self.catalog,
