@@ -59,6 +59,14 @@ class ServerSettings:
     port: int
     tokens: str
     max_body_bytes: int
+    max_decoded_bytes: int
+    max_batch_rows: int
+    max_connections: int
+    header_timeout_s: float
+    body_timeout_s: float
+    tls_cert_file: str
+    tls_key_file: str
+    read_auth: bool
     plugins: str
     profile_match_timeout_s: float
     profile_run_timeout_s: float
