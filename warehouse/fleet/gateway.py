@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import signal
+import ssl
 import threading
 from types import FrameType
 
@@ -27,7 +28,8 @@ from warehouse.fleet.tables import FleetConfig, FleetTables, ensure_bucket
 from warehouse.fleet.writer import FleetWriter
 from warehouse.metrics import ServerMetrics
 from warehouse.profiling_service import ProfilingConfig, ProfilingService
-from warehouse.server import Ingest, IngestConfig, IngestHTTPServer
+from warehouse.security import check_exposure, effective_tokens
+from warehouse.server import Ingest, IngestConfig, IngestHTTPServer, tls_context
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +53,17 @@ class Gateway:
             commit_attempts=settings.get_int("fleet.commit_attempts"),
         )
         self.metrics = ServerMetrics(self.writer)
-        tokens = [t.strip() for t in settings.get_str("server.tokens").split(",")]
+        address = (
+            host if host is not None else settings.get_str("server.host"),
+            port if port is not None else settings.get_int("server.port"),
+        )
+        tokens = effective_tokens(settings)  # the embedded server's rules: no public default
+        check_exposure(address[0], tokens)
+        cert, key = (
+            settings.get_str("server.tls_cert_file"),
+            settings.get_str("server.tls_key_file"),
+        )
+        tls = tls_context(cert, key) if cert or key else None
         self.profiling = ProfilingService(
             self.catalog,
             ProfilingConfig(
@@ -68,18 +80,11 @@ class Gateway:
             catalog=self.catalog,
             auth=TokenChecker(tokens, self.catalog),
             metrics=self.metrics,
-            config=IngestConfig(
-                max_body_bytes=settings.get_int("server.max_body_bytes"),
-                commit_timeout_s=settings.get_float("warehouse.commit_timeout_s"),
-            ),
+            config=IngestConfig.from_settings(settings),
             profiling=self.profiling,
         )
-        address = (
-            host if host is not None else settings.get_str("server.host"),
-            port if port is not None else settings.get_int("server.port"),
-        )
         try:
-            self.http = IngestHTTPServer(address, ingest)
+            self.http = IngestHTTPServer(address, ingest, tls)
         except OSError as exc:
             raise ConfigError(f"cannot listen on {address[0]}:{address[1]}: {exc}") from exc
         self._http_thread: threading.Thread | None = None
@@ -87,7 +92,8 @@ class Gateway:
     @property
     def url(self) -> str:
         host, port = self.http.server_address[:2]
-        return f"http://{host!s}:{port}"
+        scheme = "https" if isinstance(self.http.socket, ssl.SSLSocket) else "http"
+        return f"{scheme}://{host!s}:{port}"
 
     def start(self) -> None:
         self.writer.start()

@@ -16,6 +16,10 @@ handler waits on, so 202 still means durable), different commit: per table of a 
    commit a batch another gateway may have taken over;
 4. mark the claims committed and answer the tickets.
 
+A flush that fails is retried one batch at a time, and a batch that fails alone on its data is
+refused for good (422), as the embedded writer does (poison isolation, issue 12); any other
+failure (S3 or PostgreSQL down, conflicts past the lease) is 503 and the agent retries.
+
 Must never answer 202 before step 2 committed, nor hold a claim it has given up (it releases it).
 """
 
@@ -37,7 +41,7 @@ from sqlalchemy import Engine
 from fleetscope.errors import IngestError
 from warehouse.catalog import ledger
 from warehouse.fleet.tables import FLUSH_PROPERTY, FleetTables, to_table_schema
-from warehouse.writer import Ticket, WriterStats
+from warehouse.writer import Ticket, WriterStats, _is_data_error
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
@@ -179,7 +183,22 @@ class FleetWriter:
             self.stats.failed_flushes += 1
             if not landed:
                 self._release_unless_landed(name, flush_id)
-            outcome = {t.batch_id: f"gateway could not commit: {exc}" for t in tickets}
+                if len(tickets) > 1:  # poison isolation (issue 12): one batch at a time
+                    for ticket in tickets:
+                        self._flush([ticket])
+                    return
+            refused = not landed and _is_data_error(exc)
+            if refused:
+                self.stats.batches_refused += 1
+            outcome = {
+                t.batch_id: f"batch {t.batch_id} cannot be stored: {exc}"
+                if refused
+                else f"gateway could not commit: {exc}"
+                for t in tickets
+            }
+            status = 422 if refused else 503
+        else:
+            status = 503
         with self._cond:
             for t in tickets:
                 self._inflight.pop(t.batch_id, None)
@@ -187,8 +206,10 @@ class FleetWriter:
                 if result == "dup":
                     self.stats.duplicates += 1
                     t._resolve(duplicate=True)
+                elif result is None:
+                    t._resolve()
                 else:
-                    t._resolve(error=result)
+                    t._resolve(error=result, status=status)
 
     def _claim(self, tickets: Sequence[Ticket], flush_id: str) -> dict[str, str]:
         entries = [ledger.Entry(t.batch_id, t.table, t.rows, t.agent) for t in tickets]
