@@ -27,6 +27,8 @@ from tests.fleet.test_fleet_e2e import env_for
 from warehouse.fleet import reader
 from warehouse.fleet.gateway import Gateway
 
+pytestmark = [pytest.mark.slow, pytest.mark.real_component("redis")]
+
 BROKER = "redis://127.0.0.1:6379/14"
 IDLE: dict[str, Any] = {"gpu_util": 0.0, "gr_engine_active": 0.0, "sm_active": 0.0}
 

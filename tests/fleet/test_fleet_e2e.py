@@ -40,6 +40,8 @@ from warehouse.fleet import reader as fleet_reader
 from warehouse.fleet.tables import FleetConfig, FleetTables
 from warehouse.runtime import Server
 
+pytestmark = [pytest.mark.slow, pytest.mark.real_component("postgres")]
+
 ROOT = Path(__file__).parents[2]
 HOSTS = 6
 ROWS_PER_BATCH = 96
