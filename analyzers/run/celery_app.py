@@ -62,6 +62,11 @@ def make_app(settings: Settings) -> Celery:
             },
         },
     )
+    if settings.get_str("server.mode") == "fleet":
+        celery.conf.beat_schedule["fleetscope-fleet-upkeep"] = {
+            "task": "fleetscope.fleet_upkeep",
+            "schedule": 3600.0,
+        }
     return celery
 
 

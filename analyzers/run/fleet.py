@@ -7,6 +7,7 @@
     fleetscope.fleet_retention(table)                  raw partitions past warehouse.raw_retention_days
                                                        dropped, roll-ups kept, one at a time
     fleetscope.fleet_expire_snapshots(table)           snapshots older than a day forgotten
+    fleetscope.fleet_upkeep()                          hourly from beat in fleet mode: sends the above
 
 `merge` joins the partitions' answers: findings are concatenated (a job runs in one cluster, and a
 day window is the partition's own, so no finding spans two partitions), sketches merge losslessly
@@ -102,6 +103,33 @@ def expire(table: str) -> int:
     from warehouse.fleet.upkeep import expire_snapshots
 
     return expire_snapshots(_tables(), table, timedelta(days=1), datetime.now(UTC))
+
+
+def compaction_due(tables: FleetTables, table: str, min_files: int = 2) -> list[list[str]]:
+    """[day, cluster] of every partition of `table` with at least `min_files` data files."""
+    from warehouse.fleet.upkeep import file_count, partitions
+
+    return [
+        [p.day.isoformat(), p.cluster]
+        for p in partitions(tables, table)
+        if file_count(tables, p) >= min_files
+    ]
+
+
+@app.task(name="fleetscope.fleet_upkeep", acks_late=True)  # type: ignore[untyped-decorator]
+def upkeep() -> dict[str, int]:
+    """Beat's hourly fleet job: one compaction task per partition that needs it, then retention
+    and snapshot expiry per table (each its own task, so workers spread them)."""
+    from fleetscope.contract import TABLES
+
+    sent = 0
+    for table in TABLES:
+        for day_iso, cluster in compaction_due(_tables(), table):
+            compact_partition.apply_async(args=[table, day_iso, cluster])
+            sent += 1
+        retention.apply_async(args=[table])
+        expire.apply_async(args=[table])
+    return {"compactions": sent}
 
 
 @dataclass

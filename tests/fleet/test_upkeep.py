@@ -84,3 +84,17 @@ def test_snapshot_expiry_keeps_the_current_snapshot_and_its_rows(gateway: Gatewa
     assert (expired, len(table.snapshots())) == (2, 1)
     rows, _ = reader.scan(tables, "gpu_samples", T0, T0 + timedelta(days=1))
     assert rows.num_rows == 3 * 80
+
+
+def test_compaction_is_due_only_where_a_partition_has_several_files(gateway: Gateway) -> None:
+    from analyzers.run.celery_app import make_app
+    from analyzers.run.fleet import compaction_due
+
+    fill(gateway, days=2, batches=1)
+    tables = gateway.writer.tables
+    day0 = T0.date()
+    batch = gpu_batch("h2", start_ms=EPOCH_MS, cluster="c1", seed=9)
+    assert post_batch(gateway.url, "gpu_samples", batch, token=TEST_TOKEN).status == 202
+    assert compaction_due(tables, "gpu_samples") == [[day0.isoformat(), "c1"]]
+    schedule = make_app(gateway.settings).conf.beat_schedule
+    assert schedule["fleetscope-fleet-upkeep"]["task"] == "fleetscope.fleet_upkeep"
