@@ -42,6 +42,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("findings", "analyzers.cli", "List findings; acknowledge or suppress them."),
     Command("eval", "app.eval_cli", "Analyzer precision/recall on the simulated fleet."),
     Command("trace", "analyzers.traces.cli", "PyTorch profiler (Kineto) trace analysis"),
+    Command("plan", "analyzers.sharing.cli", "Capacity plans from the fleet's telemetry"),
     Command(
         "quantiles",
         "analyzers.quantiles.cli",

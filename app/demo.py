@@ -20,6 +20,13 @@ if TYPE_CHECKING:
 
 
 DEMO_TOKEN = "demo-token"
+# The closed loop on (analyzers.autoprofile): a stall finding on a job with the SDK attached
+# profiles it by itself, within the budget; no periodic sampling in a minutes-long tour.
+AUTOPROFILE = {
+    "FLEETSCOPE_AUTOPROFILE_ENABLED": "true",
+    "FLEETSCOPE_AUTOPROFILE_TICK_S": "10",
+    "FLEETSCOPE_AUTOPROFILE_PERIODIC": "false",
+}
 
 
 def register(subparsers: Any) -> None:
@@ -70,6 +77,7 @@ def run_demo(args: argparse.Namespace, settings: Settings) -> int:
         "FLEETSCOPE_SERVER_PORT": str(server_port),
         "FLEETSCOPE_DASHBOARD_PORT": str(dashboard_port),
         "FLEETSCOPE_DASHBOARD_DEFAULT_WINDOW": "last hour",  # the demo's data is minutes old
+        **AUTOPROFILE,
     }
     with Supervisor(log_dir=root / "logs") as supervisor:
         supervisor.start("server", [_bin("fleetscope"), "server"], common)

@@ -98,6 +98,18 @@ class TeamLine:
     wasted_gpu_h: float
 
 
+@dataclass(frozen=True)
+class SharingLine:
+    """One proposed co-location of the week's sharing plan (docs/sharing.md)."""
+
+    mechanism: str
+    gpu: str
+    jobs: tuple[str, ...]
+    gpus_freed: int
+    freed_gpu_h_per_week: float
+    worst_slowdown_pct: float
+
+
 @dataclass
 class WeeklyReport:
     scope: Scope
@@ -109,6 +121,7 @@ class WeeklyReport:
     jobs: list[JobLine]
     teams: list[TeamLine] = field(default_factory=list)
     improved: list[str] = field(default_factory=list)
+    sharing: list[SharingLine] = field(default_factory=list)  # admin: `fleetscope plan sharing`
 
     @property
     def this_week(self) -> WeekUsage:
@@ -224,8 +237,30 @@ def build_weekly(
     )
     if scope.kind == "admin":
         report.teams = _teams(this_week_rows, now_findings)
+        report.sharing = sharing_lines(con, week)
     report.improved = _improvements(report, now_findings, before_findings)
     return report
+
+
+def sharing_lines(con: duckdb.DuckDBPyConnection, week: IsoWeek) -> list[SharingLine]:
+    """The week's GPU-sharing plan (analyzers.sharing), one line per co-location."""
+    from analyzers.base import Window as RuleWindow
+    from analyzers.sharing.plan import plan_sharing
+    from analyzers.sharing.usage import gpu_uses
+
+    window = RuleWindow(week.start, week.end)
+    plan = plan_sharing(gpu_uses(con, window), window.hours)
+    return [
+        SharingLine(
+            g.mechanism,
+            g.product,
+            tuple(m.use.job_id for m in g.members),
+            g.gpus_freed,
+            g.freed_gpu_hours_per_week,
+            100 * max(m.expected_slowdown - 1 for m in g.members),
+        )
+        for g in plan.groups
+    ]
 
 
 def _opt(value: object) -> str | None:

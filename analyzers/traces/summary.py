@@ -51,4 +51,5 @@ def summarize(report: TraceReport, *, trace_id: str, host: str, pid: int) -> dic
         "per_rank": per_rank,
         "findings": data["findings"],
         "whatif": {"tables": whatif.get("tables", {}), "notes": whatif.get("notes", [])},
+        "top_kernels": analyses.get("top_kernels", {}).get("tables", {}),
     }

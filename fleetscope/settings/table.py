@@ -262,7 +262,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "server.plugins",
         "analyzers.run.embedded,analyzers.traces.service,analyzers.reports.scheduled,"
-        "analyzers.prometheus_export",
+        "analyzers.prometheus_export,analyzers.autoprofile.plugin",
         "str",
         "Comma-separated modules whose setup(server) runs before the ingest server starts.",
     ),
@@ -278,6 +278,68 @@ SETTINGS: tuple[Setting, ...] = (
         900.0,
         "float",
         "Seconds a matched profile request waits for its traces before it expires.",
+    ),
+    Setting(
+        "autoprofile.enabled",
+        False,
+        "bool",
+        "Profile SDK-attached jobs automatically when a trigger rule fires, and periodically "
+        "(add analyzers.autoprofile.plugin to server.plugins).",
+    ),
+    Setting(
+        "autoprofile.trigger_rules",
+        "P1,R6,R7,R9",
+        "str",
+        "Comma-separated telemetry rules whose findings request a profile (data-loader stall, "
+        "low SM activity, no tensor cores, host-bound / launch-bound).",
+    ),
+    Setting(
+        "autoprofile.gpu_seconds_per_day",
+        3600.0,
+        "float",
+        "Fleet budget of profiled GPU-seconds per day (a profile costs its GPUs x its seconds).",
+    ),
+    Setting(
+        "autoprofile.team_profiles_per_day",
+        20,
+        "int",
+        "Automatic profiles one team may receive per day.",
+    ),
+    Setting(
+        "autoprofile.job_interval_s",
+        86400.0,
+        "float",
+        "Least seconds between two automatic profiles of one job (periodic: one per job per day).",
+    ),
+    Setting(
+        "autoprofile.profile_seconds",
+        30.0,
+        "float",
+        "Seconds one automatic profile is charged per GPU against the daily budget.",
+    ),
+    Setting(
+        "autoprofile.steps",
+        5,
+        "int",
+        "Training steps an automatic profile records.",
+    ),
+    Setting(
+        "autoprofile.periodic",
+        True,
+        "bool",
+        "Also sample every SDK-attached job once per job_interval_s, budget permitting.",
+    ),
+    Setting(
+        "autoprofile.opt_out",
+        "",
+        "str",
+        "Comma-separated job ids, users or teams never profiled automatically.",
+    ),
+    Setting(
+        "autoprofile.tick_s",
+        30.0,
+        "float",
+        "Seconds between two looks at new findings and due periodic profiles.",
     ),
     Setting(
         "server.prometheus_cluster",

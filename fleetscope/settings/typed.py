@@ -94,6 +94,22 @@ class WarehouseSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class AutoprofileSettings:
+    """[autoprofile] settings."""
+
+    enabled: bool
+    trigger_rules: str
+    gpu_seconds_per_day: float
+    team_profiles_per_day: int
+    job_interval_s: float
+    profile_seconds: float
+    steps: int
+    periodic: bool
+    opt_out: str
+    tick_s: float
+
+
+@dataclass(frozen=True, slots=True)
 class FleetSettings:
     """[fleet] settings."""
 
@@ -199,6 +215,10 @@ class TypedSettings:
     @functools.cached_property
     def warehouse(self) -> WarehouseSettings:
         return WarehouseSettings(**self._section("warehouse"))
+
+    @functools.cached_property
+    def autoprofile(self) -> AutoprofileSettings:
+        return AutoprofileSettings(**self._section("autoprofile"))
 
     @functools.cached_property
     def fleet(self) -> FleetSettings:

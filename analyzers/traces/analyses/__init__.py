@@ -42,4 +42,8 @@ def load_registry() -> dict[str, AnalysisSpec]:
         importlib.import_module(f"{__name__}.{module}")
     for entry in plugins.registered(plugins.TRACE_ANALYSES).values():
         entry.load()  # a third party's module: its @analysis functions register on import
-    return dict(REGISTRY)
+    # Report order is the module list's, whatever imported a module first (the what-if's replay
+    # imports the step, sync and copy analyses); third parties' after the built-ins.
+    rank = {f"{__name__}.{m}": n for n, m in enumerate(ANALYSIS_MODULES)}
+    ordered = sorted(REGISTRY.items(), key=lambda item: rank.get(item[1].fn.__module__, len(rank)))
+    return dict(ordered)
