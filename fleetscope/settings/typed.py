@@ -72,6 +72,7 @@ class ServerSettings:
     profile_run_timeout_s: float
     prometheus_cluster: str
     remote_write_hold_s: float
+    mode: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +107,20 @@ class AutoprofileSettings:
     periodic: bool
     opt_out: str
     tick_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class FleetSettings:
+    """[fleet] settings."""
+
+    warehouse_uri: str
+    s3_endpoint: str
+    s3_access_key: str
+    s3_secret_key: str
+    s3_region: str
+    namespace: str
+    lease_s: float
+    commit_attempts: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,6 +219,10 @@ class TypedSettings:
     @functools.cached_property
     def autoprofile(self) -> AutoprofileSettings:
         return AutoprofileSettings(**self._section("autoprofile"))
+
+    @functools.cached_property
+    def fleet(self) -> FleetSettings:
+        return FleetSettings(**self._section("fleet"))
 
     @functools.cached_property
     def scheduler(self) -> SchedulerSettings:
