@@ -110,6 +110,13 @@ def _no_dataloader_wait(replay: Replay, o: TraceOptions, level: int) -> Change |
 
 
 def _workers_change(replay: Replay, o: TraceOptions, level: int) -> Change | None:
+    """Computed once per level and options (`dataloader_workers+amp` reuses it)."""
+    return replay.derived(
+        ("dataloader_workers", level, o), lambda: _workers_fixed_point(replay, o, level)
+    )
+
+
+def _workers_fixed_point(replay: Replay, o: TraceOptions, level: int) -> Change | None:
     frame = replay.frame
     rows = _dataloader_rows(frame)
     if not rows.any() or o.dataloader_workers < 1:
@@ -151,7 +158,7 @@ def _no_sync(replay: Replay, o: TraceOptions, level: int) -> Change | None:
 @scenario("pinned_copies", "pageable copies become pinned: the CPU call costs the overhead, the "
           "copy runs TraceOptions.pinned_copy_speedup x faster")  # fmt: skip
 def _pinned(replay: Replay, o: TraceOptions, level: int) -> Change | None:
-    return Change(pinned=True) if any(replay.gpu_pageable) else None
+    return Change(pinned=True) if replay.gpu_pageable.any() else None
 
 
 _GEMM = re.compile(r"gemm|conv|cudnn.*(dgrad|wgrad|fprop)|winograd|scudnn|dgrad|wgrad", re.I)
@@ -165,20 +172,34 @@ CPU_AMP_OPS = re.compile(
 )
 
 
-def _amp_gpu_factor(replay: Replay, o: TraceOptions, level: int) -> F64:
+_NOT_CHANGED, _GEMM_OP, _MEMBOUND_OP = 0, 1, 2
+
+
+def _amp_kind(replay: Replay) -> np.ndarray:
+    """What AMP does to each replayed op: nothing, GEMM/conv to tensor cores, or half the bytes.
+    The regexes run once per distinct kernel name (tens), not once per launch (thousands: that
+    was most of the what-if's time)."""
     frame = replay.frame
-    names = [frame.names[n] for n in frame.name[replay.gpu].tolist()]
-    cls = frame.kernel_class[replay.gpu]
-    tc = 1.0 / _pick(level, o.amp_tensor_core_speedup, 4.0, 2.0)
-    mem = 1.0 / _pick(level, o.amp_memory_speedup, 2.0, 1.3)
-    factor = np.ones(len(names))
-    for i, name in enumerate(names):
-        if cls[i] != KernelClass.COMPUTATION or uses_tensor_cores(name):
+    codes = frame.name[replay.gpu]
+    kind_of = np.zeros(len(frame.names), dtype=np.int8)  # per name code
+    for code in set(codes.tolist()):
+        name = frame.names[code]
+        if uses_tensor_cores(name):
             continue
         if _GEMM.search(name):
-            factor[i] = tc
+            kind_of[code] = _GEMM_OP
         elif _MEMBOUND.search(name):
-            factor[i] = mem
+            kind_of[code] = _MEMBOUND_OP
+    kind = kind_of[codes]
+    computation = frame.kernel_class[replay.gpu] == KernelClass.COMPUTATION
+    return np.where(computation, kind, _NOT_CHANGED)
+
+
+def _amp_gpu_factor(replay: Replay, o: TraceOptions, level: int) -> F64:
+    kind = replay.derived("amp_kind", lambda: _amp_kind(replay))
+    tc = 1.0 / _pick(level, o.amp_tensor_core_speedup, 4.0, 2.0)
+    mem = 1.0 / _pick(level, o.amp_memory_speedup, 2.0, 1.3)
+    factor: F64 = np.choose(kind, (1.0, tc, mem)).astype(np.float64)
     return factor
 
 
