@@ -2,6 +2,7 @@
 0.5.0's whole run, each a fresh process, interleaved in one run.
 
     .venv/bin/python -m bench.trace_command [--reps N] [--quick] [--traces DIR] [--no-write]
+                                            [--before TREE]
 
 Why a whole command: bench/traces.py times load plus analyses inside a process, which leaves out
 interpreter start and imports; a user pays those on every run (issue 19 measured 5.0x as a whole
@@ -11,6 +12,10 @@ command against 9.3x without them). Here each side is one subprocess, timed from
   imports, load, all 17 analyses, the T1-T12 rules, the JSON printed to a pipe);
 - HTA: `$FLEETSCOPE_HTA_VENV/bin/python bench/hta_runner.py DIR` (import, `TraceAnalysis(DIR)`,
   its 9 analysis calls), in HTA's own virtual environment (created if missing, as bench.traces).
+
+`--before TREE` also times the same command from another source tree (e.g. `git archive main`
+extracted), run as `python -c 'from app.cli import main; ...'` with TREE as the working directory
+(so its packages come first), in the same reps: a before/after of a change in one run.
 
 Reps go trace by trace, peer and ours back to back, so load from other processes hits both alike;
 the load average (`os.getloadavg`) is recorded before every pair. The median per trace is kept.
@@ -49,9 +54,9 @@ def _load() -> float:
     return os.getloadavg()[0]
 
 
-def _timed(cmd: list[str]) -> tuple[float, str]:
+def _timed(cmd: list[str], cwd: Path = ROOT) -> tuple[float, str]:
     t0 = time.perf_counter()
-    out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    out = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd)
     elapsed = time.perf_counter() - t0
     if out.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed ({out.returncode}):\n{out.stderr[-2000:]}")
@@ -113,20 +118,25 @@ def floor_child(trace_dir: str) -> dict[str, float]:
     return {"gunzip_s": best_gunzip, "floor_s": best_floor, "load_s": best_load}
 
 
-def bench_trace(trace_dir: Path, hta_python: Path, reps: int) -> dict[str, Any]:
+def bench_trace(
+    trace_dir: Path, hta_python: Path, reps: int, before: Path | None = None
+) -> dict[str, Any]:
     fleetscope = str(Path(sys.executable).parent / "fleetscope")
-    ours_cmd = [fleetscope, "trace", "analyze", "--hta-compatible", str(trace_dir)]
-    ours_cmd += ["--format", "json"]
+    args = ["trace", "analyze", "--hta-compatible", str(trace_dir), "--format", "json"]
+    ours_cmd = [fleetscope, *args]
     hta_cmd = [str(hta_python), "bench/hta_runner.py", str(trace_dir)]
-    hta_s: list[float] = []
-    ours_s: list[float] = []
+    before_cmd = [sys.executable, "-c", "import sys; from app.cli import main; sys.exit(main())"]
+    before_cmd += args
+    times: dict[str, list[float]] = {"hta": [], "ours": [], "before": []}
     loads: list[float] = []
     for rep in range(reps):
         loads.append(_load())
-        pair = [("hta", hta_cmd), ("ours", ours_cmd)]
-        for name, cmd in pair if rep % 2 == 0 else pair[::-1]:
-            elapsed, _ = _timed(cmd)
-            (hta_s if name == "hta" else ours_s).append(elapsed)
+        runs = [("hta", hta_cmd, ROOT), ("ours", ours_cmd, ROOT)]
+        if before is not None:
+            runs.append(("before", before_cmd, before))
+        for name, cmd, cwd in runs if rep % 2 == 0 else runs[::-1]:
+            times[name].append(_timed(cmd, cwd)[0])
+    hta_s, ours_s = times["hta"], times["ours"]
     _, floor_out = _timed(
         [sys.executable, "-m", "bench.trace_command", "--floor-child", str(trace_dir)]
     )
@@ -141,6 +151,7 @@ def bench_trace(trace_dir: Path, hta_python: Path, reps: int) -> dict[str, Any]:
         "speedup": hta / ours,
         "load_min": min(loads),
         "load_max": max(loads),
+        "before_s": statistics.median(times["before"]) if times["before"] else None,
         **floor,
     }
 
@@ -196,11 +207,27 @@ def render(rows: list[dict[str, Any]], reps: int, command: str, startup: dict[st
         "inflates the files (about 3x stdlib gzip). Not done: a cache of parsed columns between "
         "runs (it would help a second run of the same trace, not the first).",
         "",
+        *_before_after(rows),
         f"Floor for `make bench-quick` ({FLOOR_KEY}): **floor {FLOOR_X:g}x**; this run: "
         f"{worst:.1f}x.",
         "",
     ]
     return "\n".join(lines)
+
+
+def _before_after(rows: list[dict[str, Any]]) -> list[str]:
+    """The `--before` tree's whole command against ours, same reps (empty without it)."""
+    if any(r["before_s"] is None for r in rows):
+        return []
+    before = sum(r["before_s"] for r in rows)
+    ours = sum(r["ours_s"] for r in rows)
+    per_trace = ", ".join(f"{r['trace']} {r['before_s']:.3f} -> {r['ours_s']:.3f} s" for r in rows)
+    return [
+        f"Before -> after, same reps (`--before`): {per_trace}; all traces {before:.3f} -> "
+        f"{ours:.3f} s; against HTA {sum(r['hta_s'] for r in rows) / before:.1f}x -> "
+        f"{sum(r['hta_s'] for r in rows) / ours:.1f}x.",
+        "",
+    ]
 
 
 def startup_times(hta_python: Path) -> dict[str, float]:
@@ -230,7 +257,7 @@ def write_section(text: str) -> None:
     RESULTS.write_text(new.rstrip("\n") + "\n")
 
 
-def run(traces: Path, reps: int, quick: bool) -> list[dict[str, Any]]:
+def run(traces: Path, reps: int, quick: bool, before: Path | None = None) -> list[dict[str, Any]]:
     hta_python = ensure_hta_venv()
     names = (
         QUICK
@@ -239,12 +266,13 @@ def run(traces: Path, reps: int, quick: bool) -> list[dict[str, Any]]:
     )
     rows = []
     for name in names:
-        row = bench_trace(traces / name, hta_python, reps)
+        row = bench_trace(traces / name, hta_python, reps, before)
         rows.append(row)
         print(
             f"{name:32s} HTA {row['hta_s']:.3f}s ours {row['ours_s']:.3f}s "
             f"({row['speedup']:.1f}x) load {row['load_min']:.1f}-{row['load_max']:.1f} | "
-            f"our load {row['load_s']:.3f}s floor {row['floor_s']:.3f}s",
+            f"our load {row['load_s']:.3f}s floor {row['floor_s']:.3f}s"
+            + (f" | before {row['before_s']:.3f}s" if before is not None else ""),
             flush=True,
         )
     return rows
@@ -256,6 +284,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--traces", type=Path, default=DEFAULT_TRACES)
     parser.add_argument("--no-write", action="store_true", help="do not update bench/RESULTS.md")
+    parser.add_argument(
+        "--before", type=Path, help="also time the command from this source tree (same reps)"
+    )
     parser.add_argument("--floor-child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.floor_child:
@@ -263,8 +294,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     reps = 3 if args.quick else args.reps
     startup = startup_times(ensure_hta_venv())
-    rows = run(args.traces, reps, args.quick)
+    rows = run(args.traces, reps, args.quick, args.before)
     command = "python -m bench.trace_command" + (" --quick" if args.quick else f" --reps {reps}")
+    if args.before is not None:
+        command += f" --before {args.before}"
     text = render(rows, reps, command, startup)
     print(text)
     if not args.no_write and not args.quick:
