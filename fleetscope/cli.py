@@ -16,7 +16,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from fleetscope import __version__
+from fleetscope import __version__, demo_discovery
 from fleetscope.errors import FleetscopeError
 from fleetscope.settings import Settings, load_settings
 
@@ -66,6 +66,14 @@ def run(argv: Sequence[str] | None, parser: argparse.ArgumentParser) -> int:
         return 2
     try:
         settings = load_settings(args.config)
+        if parser.prog == "fleetscope" and args.command not in demo_discovery.BLIND_COMMANDS:
+            settings, demo = demo_discovery.follow(settings)
+            if demo is not None:
+                print(
+                    f"{parser.prog}: reading the running demo (pid {demo.pid}) at "
+                    f"{demo.data_dir}; dashboard {demo.dashboard_url}",
+                    file=sys.stderr,
+                )
         logging.basicConfig(
             level=settings.get_str("core.log_level").upper(),
             format="%(asctime)s %(levelname)s %(name)s: %(message)s",
