@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import pandas as pd
 
 from analyzers.accounting import DEFAULT_MAX_GAP_S
+from analyzers.plain import PlainFinding, plain_record
 from analyzers.reports.usage import Window, gpu_buckets, job_efficiency, pct
 from analyzers.reports.week import IsoWeek
 from fleetscope.errors import ConfigError
@@ -74,6 +75,7 @@ class FindingLine:
     recommendation: str
     estimate_method: str
     evidence: dict[str, Any]
+    plain: PlainFinding | None = None  # the same words `fleetscope job` and the dashboard use
 
 
 @dataclass(frozen=True)
@@ -208,6 +210,7 @@ def build_weekly(
             recommendation=str(r["recommendation"] or ""),
             estimate_method=str(r["estimate_method"] or ""),
             evidence=dict(r["evidence"] or {}),
+            plain=plain_record(r),
         )
         for r in ranked.head(TOP_FINDINGS).to_dict("records")
     ]

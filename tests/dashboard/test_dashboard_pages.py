@@ -106,8 +106,15 @@ def test_job_page_shows_series_steps_findings_and_traces(warehouse_env: Warehous
         "data wait of step": "40.0 %",
     }
     assert "user: carol" in app.caption[0].value
-    assert [e.label for e in app.expander] == ["P1 · warn · 1.2 GPU-h"]
-    assert "Raise DataLoader num_workers" in app.expander[0].markdown[0].value
+    # issue 15: the finding in plain language (as `fleetscope job`), raw JSON only in an expander
+    markdown = [m.value for m in app.markdown]
+    assert "**P1 · Data-loader stall** · warn · **1.2 GPU-h** recoverable" in markdown
+    assert any(m.startswith("**Problem:** ") and "**Fix:** Raise DataLoader num_workers" in m
+               for m in markdown)  # fmt: skip
+    assert [e.label for e in app.expander] == ["raw evidence (JSON)"]
+    about = app.table[0].value
+    assert about.loc["hosts", "value"] == "e2, w1" and about.loc["GPUs", "value"] == "2"
+    assert about.loc["state", "value"] == "running"  # no end in the catalog, samples fresh
     charts = app.get("vega_lite_chart")
     assert len(charts) == 7  # 5 GPU series + step time + data wait
 
