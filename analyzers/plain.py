@@ -268,7 +268,7 @@ def _moment(value: Any) -> datetime | None:
     return None
 
 
-def plain_record(record: Mapping[str, Any]) -> PlainFinding:
+def plain_record(record: Mapping[Any, Any]) -> PlainFinding:
     """A catalog `findings` row (a dict, evidence as JSON text or a mapping) in plain language."""
     evidence = record.get("evidence") or {}
     if isinstance(evidence, str):
