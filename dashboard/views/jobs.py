@@ -7,9 +7,23 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import data, state
+from dashboard import data, state, tables
+from dashboard.tables import Col
 
 LINKS = 20
+COLUMNS = {
+    "job_id": Col("job"),
+    "user": Col("user"),
+    "team": Col("team"),
+    "name": Col("name"),
+    "gpus": Col("GPUs", "%d"),
+    "allocated_h": Col("allocated GPU-h", "%.2f"),
+    "active_pct": Col("active %", "%.1f"),
+    "sm_active_pct": Col("SM-active %", "%.1f"),
+    "idle_h": Col("idle GPU-h", "%.2f"),
+    "findings": Col("findings", "%d"),
+    "wasted_gpu_h": Col("recoverable GPU-h", "%.1f"),
+}
 
 
 def render() -> None:
@@ -25,35 +39,12 @@ def render() -> None:
     search = st.text_input("Search job id, user, team or name", key="job_search")
     shown = data.search_jobs(jobs, search)
     st.caption(f"{len(shown)} of {len(jobs)} jobs, idlest first")
-    event = st.dataframe(
-        shown[
-            [
-                "job_id",
-                "user",
-                "team",
-                "name",
-                "cluster",
-                "gpus",
-                "allocated_h",
-                "active_pct",
-                "sm_active_pct",
-                "idle_h",
-                "findings",
-                "wasted_gpu_h",
-            ]
-        ],
-        hide_index=True,
-        width="stretch",
+    event = tables.show(
+        shown,
+        COLUMNS,
         on_select="rerun",
         selection_mode="single-row",
         key="jobs_table",
-        column_config={
-            "allocated_h": st.column_config.NumberColumn("allocated GPU-h", format="%.2f"),
-            "active_pct": st.column_config.NumberColumn("active %", format="%.1f"),
-            "sm_active_pct": st.column_config.NumberColumn("SM-active %", format="%.1f"),
-            "idle_h": st.column_config.NumberColumn("idle GPU-h", format="%.2f"),
-            "wasted_gpu_h": st.column_config.NumberColumn("recoverable GPU-h", format="%.1f"),
-        },
     )
     rows = event.selection.rows if event is not None else []
     if rows:
