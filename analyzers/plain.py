@@ -134,7 +134,13 @@ UNITS: dict[str, Formatter] = {
 _BY_LENGTH = sorted(UNITS, key=len, reverse=True)
 
 
+# whole keys that carry their unit in their name alone
+NAMED: dict[str, Formatter] = {"share": UNITS["_share"], "ratio": number}
+
+
 def _unit(key: str) -> tuple[str, Formatter]:
+    if key in NAMED:
+        return key, NAMED[key]
     for suffix in _BY_LENGTH:
         if key.endswith(suffix) and len(key) > len(suffix):
             return key[: -len(suffix)], UNITS[suffix]

@@ -11,10 +11,10 @@ import altair as alt
 import pandas as pd
 
 _PCT = alt.Scale(domain=[0, 100])
-# 24-hour UTC labels: "14:30", and the date at midnight; Vega formats in UTC with utcFormat
+# 24-hour UTC labels: "14:30", "14:30:20" between whole minutes, the date at midnight
 _UTC_LABEL = (
-    "utcFormat(datum.value, (utchours(datum.value) == 0 && utcminutes(datum.value) == 0) "
-    "? '%d %b' : '%H:%M')"
+    "utcFormat(datum.value, utcseconds(datum.value) != 0 ? '%H:%M:%S' : "
+    "(utchours(datum.value) == 0 && utcminutes(datum.value) == 0) ? '%d %b' : '%H:%M')"
 )
 
 
@@ -65,7 +65,9 @@ def utilization_lines(frame: pd.DataFrame, key: str, title: str) -> alt.Chart:
         .encode(
             x=time_x(),
             y=alt.Y("active_pct:Q", title=title, scale=_PCT),
-            color=alt.Color(f"{key}:N", legend=alt.Legend(orient="bottom", columns=4)),
+            color=alt.Color(
+                f"{key}:N", legend=alt.Legend(orient="bottom", columns=2, labelLimit=0)
+            ),
             tooltip=[time_tooltip(), f"{key}:N", alt.Tooltip("active_pct:Q", format=".1f")],
         )
         .properties(height=240)

@@ -11,6 +11,7 @@ import argparse
 import importlib.util
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -102,10 +103,13 @@ def run_demo(args: argparse.Namespace, settings: Settings) -> int:
         )  # fmt: skip
         last_exporter = f"http://127.0.0.1:{base_port + hosts - 1}/metrics"
         wait_until(http_ok(last_exporter), 60, "simulated exporters", supervisor.check_alive)
+        names = _host_names(root / "logs" / "simulator.log", hosts, supervisor)
         for index in range(hosts):
             agent_env = {
                 **common,
                 "FLEETSCOPE_AGENT_DCGM_URL": f"http://127.0.0.1:{base_port + index}/metrics",
+                # the exporter's host label also names the host rows (psutil would say "vm")
+                "FLEETSCOPE_AGENT_HOST": names.get(base_port + index, ""),
                 "FLEETSCOPE_AGENT_INGEST_URL": ingest_url,
                 "FLEETSCOPE_AGENT_TOKEN": token,
                 "FLEETSCOPE_AGENT_INTERVAL_S": str(args.interval_s),
@@ -143,6 +147,19 @@ def run_demo(args: argparse.Namespace, settings: Settings) -> int:
             demo_discovery.withdraw(announced, demo.pid)
     print("fleetscope demo: stopped; no process left running.")
     return 0
+
+
+def _host_names(log: Path, hosts: int, supervisor: Supervisor) -> dict[int, str]:
+    """Port -> simulated host name, from the simulator's "<host> <url>" lines."""
+    pattern = re.compile(r"^(\S+) http://127\.0\.0\.1:(\d+)/metrics$")
+
+    def found() -> dict[int, str]:
+        text = log.read_text() if log.exists() else ""
+        matches = (pattern.match(line) for line in text.splitlines())
+        return {int(m[2]): m[1] for m in matches if m}
+
+    wait_until(lambda: len(found()) >= hosts, 60, "simulator host list", supervisor.check_alive)
+    return found()
 
 
 def _start_trainer(

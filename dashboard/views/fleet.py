@@ -110,8 +110,8 @@ def render() -> None:
 
 
 TREND = {
-    "wasted_gpu_h": Col("recoverable GPU-h", "%.1f"),
-    "previous_gpu_h": Col("previous window GPU-h", "%.1f"),
+    "wasted_gpu_h": Col("recoverable GPU-h", "%.2f"),
+    "previous_gpu_h": Col("previous GPU-h", "%.2f"),
     "trend": Col("trend"),
 }
 
@@ -169,9 +169,9 @@ IDLEST = {
 def _idlest(jobs: pd.DataFrame) -> None:
     top = jobs.head(IDLEST_JOBS)
     tables.show(top, IDLEST)
-    links = st.columns(5)
+    links = st.columns(3)
     for number, job_id in enumerate(top["job_id"]):
-        links[number % 5].page_link(
+        links[number % 3].page_link(
             "views/job.py", label=f"job {job_id}", query_params={"job_id": job_id}
         )
 

@@ -62,11 +62,11 @@ def render() -> None:
         state.latest_sample(key),
         footprint,
     )
-    left, right = st.columns([2, 3])
+    if not gpus.empty:
+        _summary(gpus, step_totals)
+    left, right = st.columns([3, 2])
     left.table(pd.DataFrame(rows, columns=["job", "value"]).set_index("job"))
     with right:
-        if not gpus.empty:
-            _summary(gpus, step_totals)
         _profile_button(key, job_id)
         for host in hosts[:8]:
             st.page_link(

@@ -15,14 +15,13 @@ COLUMNS = {
     "job_id": Col("job"),
     "user": Col("user"),
     "team": Col("team"),
-    "name": Col("name"),
     "gpus": Col("GPUs", "%d"),
-    "allocated_h": Col("allocated GPU-h", "%.2f"),
+    "allocated_h": Col("GPU-h", "%.2f"),
     "active_pct": Col("active %", "%.1f"),
-    "sm_active_pct": Col("SM-active %", "%.1f"),
+    "sm_active_pct": Col("SM %", "%.1f"),
     "idle_h": Col("idle GPU-h", "%.2f"),
     "findings": Col("findings", "%d"),
-    "wasted_gpu_h": Col("recoverable GPU-h", "%.1f"),
+    "wasted_gpu_h": Col("recoverable GPU-h", "%.2f"),
 }
 
 
@@ -38,7 +37,10 @@ def render() -> None:
     jobs = data.with_findings(jobs, findings)
     search = st.text_input("Search job id, user, team or name", key="job_search")
     shown = data.search_jobs(jobs, search)
-    st.caption(f"{len(shown)} of {len(jobs)} jobs, idlest first")
+    st.caption(
+        f"{len(shown)} of {len(jobs)} jobs, idlest first · GPU-h: allocated GPU-hours · "
+        "SM %: SM-active % · recoverable: what the findings' fixes would return"
+    )
     event = tables.show(
         shown,
         COLUMNS,
@@ -50,9 +52,9 @@ def render() -> None:
     if rows:
         job_id = str(shown.iloc[rows[0]]["job_id"])
         st.switch_page("views/job.py", query_params={"job_id": job_id})
-    links = st.columns(5)
+    links = st.columns(3)
     for number, job_id in enumerate(shown["job_id"].head(LINKS)):
-        links[number % 5].page_link(
+        links[number % 3].page_link(
             "views/job.py", label=f"job {job_id}", query_params={"job_id": job_id}
         )
 
