@@ -101,15 +101,16 @@ def run_demo(args: argparse.Namespace, settings: Settings) -> int:
             ],
             common,
         )  # fmt: skip
-        last_exporter = f"http://127.0.0.1:{base_port + hosts - 1}/metrics"
-        wait_until(http_ok(last_exporter), 60, "simulated exporters", supervisor.check_alive)
-        names = _host_names(root / "logs" / "simulator.log", hosts, supervisor)
-        for index in range(hosts):
+        # the simulator prints "<host> <url>" per host (base port 0: ports the kernel picked)
+        exporters = _exporters(root / "logs" / "simulator.log", hosts, supervisor)
+        for _name, url in exporters:
+            wait_until(http_ok(url), 60, "simulated exporters", supervisor.check_alive)
+        for index, (name, url) in enumerate(exporters):
             agent_env = {
                 **common,
-                "FLEETSCOPE_AGENT_DCGM_URL": f"http://127.0.0.1:{base_port + index}/metrics",
-                # the exporter's host label also names the host rows (psutil would say "vm")
-                "FLEETSCOPE_AGENT_HOST": names.get(base_port + index, ""),
+                "FLEETSCOPE_AGENT_DCGM_URL": url,
+                # the exporter's host label also names the host rows (psutil: the machine's name)
+                "FLEETSCOPE_AGENT_HOST": name,
                 "FLEETSCOPE_AGENT_INGEST_URL": ingest_url,
                 "FLEETSCOPE_AGENT_TOKEN": token,
                 "FLEETSCOPE_AGENT_INTERVAL_S": str(args.interval_s),
@@ -149,17 +150,17 @@ def run_demo(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def _host_names(log: Path, hosts: int, supervisor: Supervisor) -> dict[int, str]:
-    """Port -> simulated host name, from the simulator's "<host> <url>" lines."""
-    pattern = re.compile(r"^(\S+) http://127\.0\.0\.1:(\d+)/metrics$")
+def _exporters(log: Path, hosts: int, supervisor: Supervisor) -> list[tuple[str, str]]:
+    """(simulated host name, exporter URL) per host, in host order, from the simulator's log."""
+    pattern = re.compile(r"^(\S+) (http://127\.0\.0\.1:\d+/metrics)$")
 
-    def found() -> dict[int, str]:
+    def found() -> list[tuple[str, str]]:
         text = log.read_text() if log.exists() else ""
         matches = (pattern.match(line) for line in text.splitlines())
-        return {int(m[2]): m[1] for m in matches if m}
+        return [(m[1], m[2]) for m in matches if m]
 
     wait_until(lambda: len(found()) >= hosts, 60, "simulator host list", supervisor.check_alive)
-    return found()
+    return found()[:hosts]
 
 
 def _start_trainer(

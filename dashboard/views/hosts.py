@@ -37,8 +37,9 @@ def render() -> None:
     st.subheader("All hosts")
     tables.show(_readable(health), COLUMNS)
     st.caption(
-        "Counters are what the window added (last minus first per GPU); XID is the last code "
-        "seen. The DCGM panels of a host (temperature, clocks, power, memory, PCIe, NVLink): "
+        "Counters are what the window added (last minus first per GPU): ECC DBE are new "
+        "double-bit ECC errors, throttled s the seconds clocks were held down by the power cap "
+        "or by heat; XID is the last code seen. The DCGM panels of a host (temperature, clocks, power, memory, PCIe, NVLink): "
         "the GPUs page."
     )
     links = st.columns(6)
@@ -51,14 +52,12 @@ COLUMNS = {
     "cluster": Col("cluster"),
     "gpus": Col("GPUs", "%d"),
     "last_sample_utc": Col("last sample (UTC)"),
-    "gpus_with_xid": Col("GPUs with XID", "%d"),
+    "gpus_with_xid": Col("XID GPUs", "%d"),
     "xid_code": Col("last XID", "%d"),
-    "ecc_dbe_new": Col("new ECC double-bit", "%d"),
-    "pcie_replays_new": Col("new PCIe replays", "%d"),
-    "power_throttle_s": Col("power-throttled s", "%.0f"),
-    "thermal_throttle_s": Col("thermal-throttled s", "%.0f"),
-    "temp_c_max": Col("max temp °C", "%.0f"),
-    "agent_version": Col("agent"),
+    "ecc_dbe_new": Col("ECC DBE", "%d"),
+    "pcie_replays_new": Col("PCIe replays", "%d"),
+    "throttled": Col("throttled s power / thermal"),
+    "temp_c_max": Col("max °C", "%.0f"),
 }
 
 
@@ -70,6 +69,12 @@ def _readable(health: pd.DataFrame) -> pd.DataFrame:
         for t in shown["last_sample"]
     ]
     shown["xid_code"] = shown["xid_code"].where(shown["xid_code"] > 0)
+    shown["throttled"] = [
+        f"{power:.0f} / {thermal:.0f}"
+        for power, thermal in zip(
+            shown["power_throttle_s"], shown["thermal_throttle_s"], strict=True
+        )
+    ]
     return shown
 
 

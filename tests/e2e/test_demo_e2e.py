@@ -111,7 +111,7 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Demo]:
         "FLEETSCOPE_CONFIG": os.devnull,
         "FLEETSCOPE_SERVER_PORT": str(free_port()),
         "FLEETSCOPE_DASHBOARD_PORT": str(free_port()),
-        "FLEETSCOPE_SIMULATOR_BASE_PORT": str(free_port()),
+        "FLEETSCOPE_SIMULATOR_BASE_PORT": "0",  # the kernel picks; the demo reads them back
     }
     env.pop("FLEETSCOPE_CORE_DATA_DIR", None)  # the CLI must find the demo by itself
     process = subprocess.Popen(
@@ -207,10 +207,18 @@ document.body.innerText + '\\n' + Array.from(
 RAW_JSON = re.compile(r'[{\[]\s*"[A-Za-z_]+"\s*:|"_meta"|_epoch_s')
 
 
+_UNDRAWN_JS = """
+document.querySelectorAll('[data-testid="stSkeleton"]').length
++ Array.from(document.querySelectorAll('[data-testid="stVegaLiteChart"]'))
+    .filter((chart) => !chart.querySelector('canvas, svg')).length
+"""
+
+
 def _drawn(browser: Browser, timeout_s: float = 60) -> None:
-    """Wait until no element is still a loading skeleton (data grids draw after the text)."""
+    """Wait until no element is still a loading skeleton and every chart has its canvas (data
+    grids and charts draw after the text)."""
     deadline = time.monotonic() + timeout_s
-    while browser.evaluate("document.querySelectorAll('[data-testid=\"stSkeleton\"]').length"):
+    while browser.evaluate(_UNDRAWN_JS):
         assert time.monotonic() < deadline, "the page never finished drawing"
         time.sleep(0.5)
 
@@ -223,7 +231,7 @@ def _check_page(browser: Browser, name: str, *needles: str) -> str:
     shown = str(browser.evaluate(_TEXT_JS))
     assert not re.search(r"\bNone\b", shown), f"{name} shows None:\n{shown[:3000]}"
     assert not RAW_JSON.search(shown), f"{name} shows raw JSON:\n{shown[:3000]}"
-    return text
+    return f"{text}\n{shown}"
 
 
 def test_every_page_reads_like_a_person_expects(demo: Demo) -> None:
