@@ -66,7 +66,7 @@ def utilization_lines(frame: pd.DataFrame, key: str, title: str) -> alt.Chart:
             x=time_x(),
             y=alt.Y("active_pct:Q", title=title, scale=_PCT),
             color=alt.Color(
-                f"{key}:N", legend=alt.Legend(orient="bottom", columns=2, labelLimit=0)
+                f"{key}:N", legend=alt.Legend(orient="bottom", columns=2, labelLimit=220)
             ),
             tooltip=[time_tooltip(), f"{key}:N", alt.Tooltip("active_pct:Q", format=".1f")],
         )
@@ -88,7 +88,8 @@ def heatmap(frame: pd.DataFrame) -> alt.Chart:
                 "row:N",
                 title="cluster / host",
                 sort="ascending",
-                axis=alt.Axis(labelLimit=0),  # full host labels, never "gpu-nod…"
+                # full host labels, never "gpu-nod…", and every row labelled
+                axis=alt.Axis(labelLimit=0, labelOverlap=False),
             ),
             color=alt.Color(
                 "active_pct:Q", title="active %", scale=alt.Scale(domain=[0, 100], scheme="viridis")

@@ -74,7 +74,7 @@ def render() -> None:
     st.subheader("Utilization heatmap by cluster and host")
     st.altair_chart(charts.heatmap(data.host_heatmap(buckets)), width="stretch")
 
-    left, right = st.columns([1, 2])
+    left, right = st.columns([1, 3])
     with left:
         st.subheader("Percentiles")
         percentiles = state.sketch_percentiles(key, win.start, win.end, win.bucket_s)
@@ -111,7 +111,6 @@ def render() -> None:
 
 TREND = {
     "wasted_gpu_h": Col("recoverable GPU-h", "%.2f"),
-    "previous_gpu_h": Col("previous GPU-h", "%.2f"),
     "trend": Col("trend"),
 }
 
@@ -131,14 +130,16 @@ def _opportunities(key: str, win: data.Window) -> None:
         return
     st.caption(
         f"{found.total_gpu_h:,.1f} recoverable GPU-h (a job flagged by several rules counted "
-        f"once; previous window {found.previous_total_gpu_h:,.1f}), as `fleetscope opportunities`"
+        f"once; previous window {found.previous_total_gpu_h:,.1f}), as `fleetscope opportunities`; "
+        "trend: against the previous window of the same length"
     )
     tables.show(
         _trend(found.by_rule),
         {
             "rule_id": Col("rule", width="small"),
             "rule": Col("name"),
-            **TREND,
+            "wasted_gpu_h": TREND["wasted_gpu_h"],
+            "trend": TREND["trend"],
             "findings": Col("findings", "%d"),
             "jobs": Col("jobs", "%d"),
         },
@@ -147,7 +148,8 @@ def _opportunities(key: str, win: data.Window) -> None:
         _trend(found.by_team),
         {
             "team": Col("team"),
-            **TREND,
+            "wasted_gpu_h": TREND["wasted_gpu_h"],
+            "trend": TREND["trend"],
             "findings": Col("findings", "%d"),
             "jobs": Col("jobs", "%d"),
             "top_rule": Col("top rule"),
