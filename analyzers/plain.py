@@ -155,7 +155,7 @@ def label(key: str) -> str:
 def value_text(key: str, value: Any) -> str:
     """One evidence value as a person reads it, its unit taken from the key's suffix."""
     if value is None:
-        return "-"
+        return "n/a"  # never "-": a table cell rendered as Markdown turns it into a bullet
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, int | float):

@@ -108,15 +108,13 @@ def metric_lines(frame: pd.DataFrame, column: str, title: str, by: str = "gpu") 
         .mark_line()
         .encode(
             x=time_x(),
-            y=alt.Y(f"{column}:Q", title=None),
+            y=alt.Y(f"{column}:Q", title=title),
             color=alt.Color(
-                f"{by}:N",
-                title=by,
-                legend=alt.Legend(orient="bottom", columns=3, labelLimit=0),
+                f"{by}:N", title=by, legend=alt.Legend(orient="bottom", columns=4, labelLimit=160)
             ),
             tooltip=[time_tooltip(), f"{by}:N", alt.Tooltip(f"{column}:Q", format=".2f")],
         )
-        .properties(height=200, title=title)
+        .properties(height=200)
     )
     return _zoom(chart)
 

@@ -67,7 +67,7 @@ def about(
         ("end", "still running" if state_of(catalog_row, span.end, newest) == "running"
          else utc_time(span.end)),
         ("duration", duration_text(span.end - span.start)),
-        ("hosts", ", ".join(hosts) or "-"),
+        ("hosts", ", ".join(hosts) or "n/a"),
         ("GPUs", str(gpus) if gpus else "none (a CPU-only process)"),
     ]  # fmt: skip
     for field in ("user", "team", "name", "model", "scheduler"):
@@ -78,7 +78,7 @@ def about(
         rows.append(("CPU and host memory", "no host samples for these hosts"))
     else:
         cpu = (
-            "-"
+            "n/a"
             if footprint.cpu_mean_pct is None
             else f"mean {number(footprint.cpu_mean_pct)} %, max {number(footprint.cpu_max_pct or 0)} %"
         )

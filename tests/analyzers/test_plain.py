@@ -53,7 +53,7 @@ def test_evidence_reads_with_units_human_utc_times_and_no_json() -> None:
         ("data wait", "41.2 %"),
         ("step median", "71.5 ms"),
         ("fb used max", "2 GiB"),
-        ("host", "-"),
+        ("host", "n/a"),
         ("stretches", "gpu 0 2026-11-24 14:05 to 16:30 UTC"),
         ("data", "gpu_samples, gpu-node-01, gpus 0, 1 2026-11-24 14:05 to 16:30 UTC"),
     ]
