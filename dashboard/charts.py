@@ -109,12 +109,12 @@ def metric_lines(frame: pd.DataFrame, column: str, title: str, by: str = "gpu") 
         .encode(
             x=time_x(),
             y=alt.Y(f"{column}:Q", title=title),
-            color=alt.Color(
-                f"{by}:N", title=by, legend=alt.Legend(orient="bottom", columns=4, labelLimit=160)
-            ),
+            # legend on the right: Streamlit fits the whole chart into its height, so a legend
+            # below with a row per few GPUs would squeeze the plot away
+            color=alt.Color(f"{by}:N", title=by, legend=alt.Legend(orient="right", labelLimit=150)),
             tooltip=[time_tooltip(), f"{by}:N", alt.Tooltip(f"{column}:Q", format=".2f")],
         )
-        .properties(height=200)
+        .properties(height=240)  # room for a legend line per GPU of a host
     )
     return _zoom(chart)
 
