@@ -4,9 +4,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck pytest bench fuzz clean docs
+.PHONY: demo test lint typecheck pytest bench bench-quick fuzz clean docs
 
-$(STAMP): pyproject.toml analyzers/_sketch_scalar.c
+$(STAMP): pyproject.toml analyzers/sketch/_sketch_scalar.c
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
@@ -33,12 +33,17 @@ pytest: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m bench
 
+## make bench-quick: each peer comparison run small; fails if a ratio drops below the floor written
+## next to it in bench/RESULTS.md. Not run by CI (timings there are noise).
+bench-quick: $(STAMP)
+	$(BIN)/python -m bench.quick
+
 ## make fuzz: the long mutation-fuzz run against a real server (FUZZ_CASES, FUZZ_SEED to change it).
 fuzz: $(STAMP)
 	$(BIN)/python -m bench.fuzz --cases $${FUZZ_CASES:-20000} $${FUZZ_SEED:+--seed $$FUZZ_SEED}
 
 docs: $(STAMP)
-	COLUMNS=100 $(BIN)/python -m fleetscope.docgen docs
+	COLUMNS=100 $(BIN)/python -m app.docgen docs
 
 clean:
 	rm -rf $(VENV) var .demo .pytest_cache .mypy_cache .ruff_cache

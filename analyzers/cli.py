@@ -1,4 +1,4 @@
-"""Registers the analyzers' `fleetscope` commands (see fleetscope.cli); heavy imports stay inside
+"""Registers the analyzers' `fleetscope` commands (see app.cli); heavy imports stay inside
 the handlers.
 
     analyzers        the registered analyzers, their rules and thresholds
@@ -7,7 +7,6 @@ the handlers.
     opportunities    the fleet ranking: recoverable GPU-hours by rule and group, top offenders
     job              one job's efficiency summary and findings
     findings         list stored findings; ack / suppress / reopen them
-    eval             precision, recall and GPU-hours error on the simulated fleet
 """
 
 from __future__ import annotations
@@ -24,7 +23,7 @@ from fleetscope.errors import ConfigError, NotFoundError
 if TYPE_CHECKING:
     import duckdb
 
-    from analyzers.store import FindingStore
+    from analyzers.run.results import FindingStore
     from fleetscope.settings import Settings
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -48,7 +47,7 @@ def parse_time(text: str) -> datetime:
 
 
 def _store(settings: Settings) -> FindingStore:
-    from analyzers.store import FindingStore
+    from analyzers.run.results import FindingStore
     from warehouse import catalog
     from warehouse.paths import WarehousePaths
 
@@ -62,7 +61,7 @@ def _telemetry(settings: Settings) -> duckdb.DuckDBPyConnection:
 
 
 def cmd_analyzers(args: argparse.Namespace, settings: Settings) -> int:
-    from analyzers.runner import Pipeline
+    from analyzers.run.runner import Pipeline
 
     for a in Pipeline.from_settings(settings).analyzers:
         th = ", ".join(f"{f.name}={getattr(a.thresholds, f.name)}" for f in fields(a.thresholds))
@@ -71,8 +70,8 @@ def cmd_analyzers(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_analyze(args: argparse.Namespace, settings: Settings) -> int:
-    from analyzers.runner import Pipeline
-    from analyzers.schedule import run_due, schedule_time
+    from analyzers.run.runner import Pipeline
+    from analyzers.run.schedule import run_due, schedule_time
 
     interval_s = settings.get_float("scheduler.interval_s")
     at = parse_time(args.at) if args.at else datetime.now(UTC)
@@ -104,12 +103,12 @@ def _report(results: list[Any]) -> int:
 
 
 def cmd_backfill(args: argparse.Namespace, settings: Settings) -> int:
-    from analyzers.schedule import backfill_windows
+    from analyzers.run.schedule import backfill_windows
 
     start, end = parse_time(args.start), parse_time(args.end)
     bucket_s = settings.get_int("analyzers.bucket_s")
     if args.celery:
-        from analyzers.celery_app import analyze_window
+        from analyzers.run.celery_app import analyze_window
 
         partitions = settings.get_int("analyzers.partitions")
         windows = backfill_windows(start, end, bucket_s, partitions)
@@ -119,8 +118,8 @@ def cmd_backfill(args: argparse.Namespace, settings: Settings) -> int:
             )
         print(f"enqueued {len(windows)} window task(s)")
         return 0
-    from analyzers.runner import Pipeline
-    from analyzers.store import CatalogJobs
+    from analyzers.run.results import CatalogJobs
+    from analyzers.run.runner import Pipeline
 
     pipeline, store = Pipeline.from_settings(settings), _store(settings)
     conn = _telemetry(settings)
@@ -135,8 +134,8 @@ def cmd_backfill(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_opportunities(args: argparse.Namespace, settings: Settings) -> int:
-    from analyzers.ranking import rank, render
-    from analyzers.store import CatalogJobs
+    from analyzers.reports.ranking import rank, render
+    from analyzers.run.results import CatalogJobs
 
     store = _store(settings)
     end = parse_time(args.end) if args.end else datetime.now(UTC)
@@ -168,8 +167,8 @@ def cmd_opportunities(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_job(args: argparse.Namespace, settings: Settings) -> int:
-    from analyzers.jobsummary import render, summarize
     from analyzers.plain import plain, to_text
+    from analyzers.reports.job import render, summarize
 
     found = [s.finding for s in _store(settings).findings(job_id=args.job)]
     conn = _telemetry(settings)
@@ -219,14 +218,6 @@ def cmd_findings(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def cmd_eval(args: argparse.Namespace, settings: Settings) -> int:
-    from analyzers.evaluation import evaluate, render
-
-    report = evaluate(hosts=args.hosts, hours=args.hours, seed=args.seed)
-    print(render(report))
-    return 0 if report.passed or not args.strict else 1
-
-
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser("analyzers", help="List registered analyzers, rules, thresholds.")
     p.set_defaults(handler=cmd_analyzers)
@@ -266,10 +257,3 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--reason")
     p.set_defaults(handler=cmd_findings)
-
-    p = subparsers.add_parser("eval", help="Analyzer precision/recall on the simulated fleet.")
-    p.add_argument("--hosts", type=int, default=8)
-    p.add_argument("--hours", type=float, default=12.0)
-    p.add_argument("--seed", type=int, default=7)
-    p.add_argument("--strict", action="store_true", help="exit 1 below the quality targets")
-    p.set_defaults(handler=cmd_eval)

@@ -60,7 +60,7 @@ RULE_NAMES: dict[str, str] = {
     "T12": "DataParallel or gloo",
 }
 
-META = "_meta"  # analyzers.store keeps title, job name, bucket and scope here
+META = "_meta"  # analyzers.run.results keeps title, job name, bucket and scope here
 MAX_ITEMS = 4  # list evidence shows this many items, then "+N more"
 
 

@@ -17,9 +17,8 @@ import uuid
 from dataclasses import dataclass, field
 
 from collector.attribution import build_resolver
-from collector.dcgm_fields import PROFILING_FIELDS
 from collector.http import Transport, UrllibTransport
-from collector.normalize import GpuReading
+from collector.shipper import split_urls
 from fleetscope.contract import (
     ARROW_STREAM_MEDIA_TYPE,
     GPU_SAMPLES,
@@ -29,7 +28,9 @@ from fleetscope.contract import (
     SCHEMA_VERSION,
     to_ipc,
 )
+from fleetscope.dcgm_fields import PROFILING_FIELDS
 from fleetscope.errors import ContractError, SourceUnavailableError
+from fleetscope.normalize import GpuReading
 from fleetscope.settings import Settings
 
 
@@ -88,7 +89,7 @@ def check_exporter(settings: Settings, report: Report, transport: Transport) -> 
 
 
 def check_ingest(settings: Settings, report: Report, transport: Transport) -> None:
-    base = settings.get_str("agent.ingest_url").rstrip("/")
+    base = split_urls(settings.get_str("agent.ingest_url"))[0]
     try:
         transport.request("GET", base + "/healthz", timeout_s=5.0)
     except SourceUnavailableError as exc:

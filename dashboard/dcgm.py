@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from analyzers.reports.usage import Window, query
+from analyzers.accounting.usage import Window, query
 
 if TYPE_CHECKING:
     import duckdb

@@ -4,13 +4,17 @@ and the raw JSON only behind an expander."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pandas as pd
 import streamlit as st
 
 from analyzers.plain import PlainFinding, number
 
 
-def show_finding(p: PlainFinding) -> None:
+def show_finding(p: PlainFinding, follow_up: Callable[[], None] | None = None) -> None:
+    """`follow_up` draws what the finding led to (the job page: the automatic profile's chain,
+    analyzers.autoprofile) inside the finding's box, open, above the raw JSON."""
     with st.container(border=True):
         st.markdown(
             f"**{p.rule_id} · {p.rule}** · {p.severity} · "
@@ -20,5 +24,8 @@ def show_finding(p: PlainFinding) -> None:
         st.caption(", ".join(x for x in (p.where, p.when, f"estimate: {p.estimate}") if x))
         if p.evidence:
             st.table(pd.DataFrame(p.evidence, columns=["evidence", "value"]).set_index("evidence"))
+        if follow_up is not None:
+            with st.expander("what happened next: automatic profile", expanded=True):
+                follow_up()
         with st.expander("raw evidence (JSON)"):
             st.json(p.raw, expanded=False)

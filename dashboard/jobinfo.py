@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from analyzers.accounting.usage import Window, bucket_for
 from analyzers.plain import number, utc_time
-from analyzers.reports.usage import Window, bucket_for
 from dashboard.dcgm import Footprint
 
 if TYPE_CHECKING:

@@ -1,4 +1,4 @@
-"""The CLI finds a running demo by itself (fleetscope.demo_discovery), and only a running one."""
+"""The CLI finds a running demo by itself (app.demo_discovery), and only a running one."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from fleetscope import demo_discovery
-from fleetscope.cli import main
+from app import demo_discovery
+from app.cli import main
 from fleetscope.settings import load_settings
 
 

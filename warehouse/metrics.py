@@ -14,11 +14,11 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from fleetscope.contract import VALUE_COLUMNS
-from warehouse.writer import Writer
+from warehouse.sink import BatchSink
 
 
 class WriterCollector(Collector):
-    def __init__(self, writer: Writer) -> None:
+    def __init__(self, writer: BatchSink) -> None:
         self._writer = writer
 
     def collect(self) -> Iterator[Metric]:
@@ -71,7 +71,7 @@ class WriterCollector(Collector):
 
 
 class ServerMetrics:
-    def __init__(self, writer: Writer) -> None:
+    def __init__(self, writer: BatchSink) -> None:
         self.registry = CollectorRegistry()
         self.requests = Counter(
             "fleetscope_ingest_requests",

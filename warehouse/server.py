@@ -23,14 +23,13 @@ This module must never talk to DuckDB: only the writer does.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import re
 import ssl
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -39,6 +38,7 @@ from sqlalchemy import Engine
 
 from fleetscope.contract import MAX_BATCH_ROWS, MAX_DECODED_BYTES
 from fleetscope.errors import ConfigError, FleetscopeError, IngestError
+from fleetscope.settings import Settings
 from warehouse.auth import TokenChecker
 from warehouse.catalog.fleet import upsert_jobs
 from warehouse.connections import OVERLOADED, ConnectionGuard
@@ -52,7 +52,8 @@ from warehouse.profiling_api import (
 )
 from warehouse.profiling_service import ProfilingService
 from warehouse.remote_write import RemoteWrite, check_headers
-from warehouse.writer import Writer
+from warehouse.response import Response
+from warehouse.sink import BatchSink
 
 log = logging.getLogger(__name__)
 
@@ -68,24 +69,26 @@ class IngestConfig:
     header_timeout_s: float = 30.0
     body_timeout_s: float = 60.0
 
-
-@dataclass
-class Response:
-    status: int
-    body: bytes
-    content_type: str = "application/json"
-    headers: dict[str, str] = field(default_factory=dict)
-
     @classmethod
-    def json(cls, status: int, payload: object, **headers: str) -> Response:
-        return cls(status, json.dumps(payload).encode(), headers=dict(headers))
+    def from_settings(cls, settings: Settings) -> IngestConfig:
+        """The limits from the settings: one place for the embedded server and fleet gateways."""
+        return cls(
+            max_body_bytes=settings.get_int("server.max_body_bytes"),
+            commit_timeout_s=settings.get_float("warehouse.commit_timeout_s"),
+            max_decoded_bytes=settings.get_int("server.max_decoded_bytes"),
+            max_batch_rows=settings.get_int("server.max_batch_rows"),
+            read_auth=settings.get_bool("server.read_auth"),
+            max_connections=settings.get_int("server.max_connections"),
+            header_timeout_s=settings.get_float("server.header_timeout_s"),
+            body_timeout_s=settings.get_float("server.body_timeout_s"),
+        )
 
 
 @dataclass
 class Ingest:
     """What the handlers need: the writer, the catalog, token checks, metrics and limits."""
 
-    writer: Writer
+    writer: BatchSink
     catalog: Engine
     auth: TokenChecker
     metrics: ServerMetrics

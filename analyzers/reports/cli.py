@@ -5,7 +5,7 @@
 
 Without a scope flag the fleet (admin) report is written. The week defaults to the last complete
 ISO week; when that week holds no samples, the latest week that does (and stderr says which weeks
-have data). Heavy imports happen inside the handler (fleetscope.cli's rule).
+have data). Heavy imports happen inside the handler (app.cli's rule).
 """
 
 from __future__ import annotations
@@ -14,9 +14,10 @@ import argparse
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from fleetscope.settings import Settings
+if TYPE_CHECKING:
+    from fleetscope.settings import Settings
 
 
 def run_report(args: argparse.Namespace, settings: Settings) -> int:

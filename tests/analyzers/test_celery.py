@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 from analyzers.base import StaticJobCatalog, Window
-from analyzers.celery_app import make_app
-from analyzers.runner import Pipeline
-from analyzers.schedule import WATERMARK_KEY
-from analyzers.store import FindingStore
+from analyzers.run.celery_app import make_app
+from analyzers.run.results import FindingStore
+from analyzers.run.runner import Pipeline
+from analyzers.run.schedule import WATERMARK_KEY
 from fleetscope.settings import load_settings
 from tests.analyzers.fleet_builder import T0, Fleet, publish
 from warehouse import catalog
@@ -68,7 +68,7 @@ def workers(env: dict[str, str], tmp_path: Path) -> Iterator[list[subprocess.Pop
                 "-m",
                 "celery",
                 "-A",
-                "analyzers.celery_app",
+                "analyzers.run.celery_app",
                 "worker",
                 "--pool",
                 "prefork",

@@ -14,9 +14,9 @@ from collections import Counter
 
 import pytest
 
-from analyzers.evaluation import evaluate, render
-from collector.simulator.fleet import FleetSpec
-from collector.simulator.sim import FleetSimulator
+from app.evaluation import evaluate, render
+from simulator.fleet import FleetSpec
+from simulator.sim import FleetSimulator
 
 HOSTS, HOURS, SEED = 6, 8, 303
 ORIGIN = 1_740_960_000  # evaluate()'s origin

@@ -11,9 +11,10 @@ import pytest
 
 from analyzers.base import JobInfo, StaticJobCatalog, Window
 from analyzers.findings import Finding
-from analyzers.ranking import rank
-from analyzers.runner import Pipeline
-from analyzers.schedule import (
+from analyzers.reports.ranking import rank
+from analyzers.run.results import FindingStore
+from analyzers.run.runner import Pipeline
+from analyzers.run.schedule import (
     WATERMARK_KEY,
     backfill_windows,
     data_end,
@@ -21,7 +22,6 @@ from analyzers.schedule import (
     run_due,
     schedule_time,
 )
-from analyzers.store import FindingStore
 from tests.analyzers.fleet_builder import T0, Fleet
 from warehouse import catalog
 
@@ -177,7 +177,7 @@ def test_the_embedded_scheduler_thread_runs_due_windows_and_stops(tmp_path: Path
     import duckdb
     from sqlalchemy import Engine
 
-    from analyzers.schedule import start_embedded
+    from analyzers.run.schedule import start_embedded
     from fleetscope.settings import load_settings
 
     path = tmp_path / "telemetry.duckdb"

@@ -61,7 +61,7 @@ def test_evidence_reads_with_units_human_utc_times_and_no_json() -> None:
 
 def test_a_finding_and_its_catalog_row_read_the_same() -> None:
     finding = _finding()
-    from analyzers.store import to_catalog
+    from analyzers.run.results import to_catalog
 
     row = to_catalog(finding)
     record = {c: getattr(row, c) for c in (

@@ -8,21 +8,37 @@ tables) and use the small typed functions of each module inside `engine.begin()`
     findings    findings, suppressions
     analysis    analyzer_watermarks, analyzer_runs
     profiling   profile_requests, traces
+    autoprofile auto_profiles (finding -> profile -> refined finding)
     reports     report_runs
+    ledger      ingest_ledger (fleet mode: batch ids shared by every gateway)
+    agents      agent_polls (fleet mode: the profiling registry shared by every gateway)
 
 This package must never hold telemetry samples (those are in DuckDB and Parquet).
 """
 
 from __future__ import annotations
 
-from warehouse.catalog import analysis, findings, fleet, profiling, reports, tokens
+from warehouse.catalog import (
+    agents,
+    analysis,
+    autoprofile,
+    findings,
+    fleet,
+    ledger,
+    profiling,
+    reports,
+    tokens,
+)
 from warehouse.catalog.base import connect, metadata
 
 __all__ = [
+    "agents",
     "analysis",
+    "autoprofile",
     "connect",
     "findings",
     "fleet",
+    "ledger",
     "metadata",
     "profiling",
     "reports",

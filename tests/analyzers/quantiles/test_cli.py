@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from fleetscope.cli import main
+from app.cli import main
 from tests.analyzers.fleet_builder import Fleet, publish
 
 
@@ -73,11 +73,11 @@ def test_the_dashboard_and_the_cli_give_the_same_fleet_percentiles(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Issue 15: the dashboard said p50 active = 94 % where `fleetscope quantiles` said 0 %, as
-    one counted unallocated GPUs. Both now read analyzers.fleet_percentiles; here a busy job's GPU
+    one counted unallocated GPUs. Both now read analyzers.quantiles.fleet_percentiles; here a busy job's GPU
     sits beside two GPUs no job holds."""
     from datetime import UTC, datetime
 
-    from analyzers.quantile_store import QuantileStore
+    from analyzers.quantiles.tiers import QuantileStore
     from dashboard import data
     from fleetscope.settings import load_settings
 
