@@ -18,7 +18,7 @@ from dataclasses import asdict, fields
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from fleetscope.errors import ConfigError
+from fleetscope.errors import ConfigError, NotFoundError
 
 if TYPE_CHECKING:
     import duckdb
@@ -167,14 +167,23 @@ def cmd_opportunities(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_job(args: argparse.Namespace, settings: Settings) -> int:
+    from analyzers.plain import plain, to_text
     from analyzers.reports.job import render, summarize
 
+    found = [s.finding for s in _store(settings).findings(job_id=args.job)]
     conn = _telemetry(settings)
     try:
         summary = summarize(conn, args.job)
+    except NotFoundError:
+        if not found or args.json:
+            raise
+        # a CPU-only process (the demo's PyTorch job): no GPU summary, but its findings
+        print(f"Job {args.job}: no GPU samples (a CPU-only process); findings from its steps:")
+        print("\n".join(to_text(plain(f)) for f in found))
+        return 0
     finally:
         conn.close()
-    summary.findings = [s.finding for s in _store(settings).findings(job_id=args.job)]
+    summary.findings = found
     if args.json:
         data = asdict(summary)
         data["findings"] = [f.to_dict() for f in summary.findings]
