@@ -267,6 +267,13 @@ SETTINGS: tuple[Setting, ...] = (
         "Seconds a scheduled window waits for late samples before it is analyzed.",
     ),
     Setting(
+        "analyzers.reopen_max_age_s",
+        7 * 86400.0,
+        "float",
+        "Oldest data (seconds before now) whose late arrival re-opens its bucket for analysis; "
+        "older buckets are reported as skipped; 0: no bound.",
+    ),
+    Setting(
         "analyzers.partitions", 4, "int", "Slices of the fleet a window is cut into (Celery mode)."
     ),
     Setting(

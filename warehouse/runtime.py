@@ -21,6 +21,7 @@ from types import FrameType
 from fleetscope.errors import ConfigError
 from fleetscope.settings import Settings
 from warehouse import catalog
+from warehouse.arrivals import ArrivalMarks
 from warehouse.auth import TokenChecker
 from warehouse.catalog_sync import CatalogSync
 from warehouse.maintenance import Maintenance, MaintenanceConfig
@@ -57,10 +58,13 @@ class Server:
             flush_interval_s=settings.get_float("warehouse.flush_interval_s"),
             flush_idle_s=settings.get_float("warehouse.flush_idle_s"),
             queue_max_rows=settings.get_int("warehouse.queue_max_rows"),
-            hooks=[CatalogSync(self.catalog)],
+            hooks=[
+                CatalogSync(self.catalog),
+                ArrivalMarks(self.catalog, settings.get_int("analyzers.bucket_s")),
+            ],
         )
         self.warehouse = Warehouse(self.writer, self.store, self.catalog)
-        self.metrics = ServerMetrics(self.writer)
+        self.metrics = ServerMetrics(self.writer, self.catalog)
         tokens = [t.strip() for t in settings.get_str("server.tokens").split(",")]
         self.auth = TokenChecker(tokens, self.catalog)
         self.remote_write = RemoteWrite(

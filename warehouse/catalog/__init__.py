@@ -7,6 +7,7 @@ tables) and use the small typed functions of each module inside `engine.begin()`
     tokens      agent_tokens
     findings    findings, suppressions
     analysis    analyzer_watermarks, analyzer_runs
+    arrivals    window_arrivals, window_analysed (arrival-driven scheduling)
     profiling   profile_requests, traces
     reports     report_runs
 
@@ -15,11 +16,12 @@ This package must never hold telemetry samples (those are in DuckDB and Parquet)
 
 from __future__ import annotations
 
-from warehouse.catalog import analysis, findings, fleet, profiling, reports, tokens
+from warehouse.catalog import analysis, arrivals, findings, fleet, profiling, reports, tokens
 from warehouse.catalog.base import connect, metadata
 
 __all__ = [
     "analysis",
+    "arrivals",
     "connect",
     "findings",
     "fleet",
