@@ -152,6 +152,9 @@ def evaluate(hosts: int = 8, hours: float = 12.0, seed: int = 7, step_s: int = 1
     for f in found:
         if f.job_id:
             by_job[f.job_id][f.rule_id] += f.wasted_gpu_hours
+            # a symptom folded into its root cause (analyzers.causes) still held: it is scored
+            for s in f.evidence.get("symptoms", ()) or ():
+                by_job[f.job_id][str(s["rule_id"])] += float(s["wasted_gpu_hours"])
     truth_rules = {rule for r in scored for rule in r["rules"]}
     scores = {rule: RuleScore(rule) for rule in sorted(truth_rules | implemented)}
     scored_ids = {r["job_id"] for r in scored}
