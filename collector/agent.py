@@ -31,6 +31,7 @@ from collector.batcher import Batcher
 from collector.http import KeepAliveTransport, Transport
 from collector.metrics import AgentMetrics
 from collector.normalize import GpuReading
+from collector.owner_reporter import OwnerReporter
 from collector.shipper import Shipper
 from collector.sources.base import GpuSource, HostSource
 from collector.spool import Spool
@@ -65,6 +66,7 @@ class Agent:
     row_sources: list[RowSource] = field(default_factory=list)
     workers: list[Callable[[threading.Event], None]] = field(default_factory=list)
     last_gpu_host: str | None = None  # the host name the GPU source reported last
+    owners: OwnerReporter | None = None  # tells the server who owns each job (issue 13)
     ticks: int = 0
 
     def tick(self) -> list[GpuReading]:
@@ -86,6 +88,8 @@ class Agent:
                 self.last_ok_scrape = self.wall_clock()
                 if readings:
                     self.last_gpu_host = str(readings[0].row.get("host") or "") or None
+                    if self.owners is not None:
+                        self.owners.observe(readings)
                 self.metrics.last_scrape.set(self.last_ok_scrape)
             self.metrics.scrape_duration.labels("gpu").observe(time.perf_counter() - started)
         now = self.monotonic()
@@ -227,7 +231,10 @@ def build_agent(
         timeout_s=settings.get_float("agent.ingest_timeout_s"),
         backoff=Backoff(cap_s=settings.get_float("agent.backoff_max_s")),
     )
+    owners = OwnerReporter.from_settings(settings, transport)
     return Agent(
+        owners=owners,
+        workers=[owners.run],
         gpu_source=gpu_source,
         host_source=host_source,
         resolver=build_resolver(settings, pid_gpus=pid_gpus),

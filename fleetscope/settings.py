@@ -248,6 +248,28 @@ SETTINGS: tuple[Setting, ...] = (
         "Most seconds a remote_write scrape waits for its remaining series before it is stored "
         "as it is (must exceed Prometheus's scrape interval plus batch_send_deadline).",
     ),
+    # -- owners (issue 13) ---------------------------------------------------------------------
+    Setting(
+        "agent.slurm_job_dir",
+        "/run/fleetscope/slurm-jobs",
+        "str",
+        "Folder of the Slurm prolog's per-job owner records (<jobid>.env, KEY=VALUE lines); "
+        "empty: not read.",
+    ),
+    Setting(
+        "owners.k8s_team_labels",
+        "team",
+        "str",
+        "Comma-separated pod labels naming a Kubernetes job's team, first present wins; "
+        "none present: the namespace.",
+    ),
+    Setting("owners.k8s_user_labels", "user", "str", "Comma-separated pod labels naming the user."),
+    Setting(
+        "owners.k8s_project_labels",
+        "project",
+        "str",
+        "Comma-separated pod labels naming the project.",
+    ),
     # -- analyzers and scheduling ------------------------------------------------------------
     Setting("scheduler.mode", "embedded", "str", "embedded (in the server process) or celery."),
     Setting("scheduler.interval_s", 60.0, "float", "Seconds between analyzer windows."),

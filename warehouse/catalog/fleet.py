@@ -114,6 +114,12 @@ def upsert_jobs(conn: Connection, records: Sequence[Job]) -> None:
     upsert(conn, jobs, [asdict(j) for j in records], ["job_id"], _JOB_MERGE)
 
 
+def fill_job_owners(conn: Connection, records: Sequence[Job]) -> None:
+    """Owners derived from telemetry (a Kubernetes namespace): fill only what nothing else set."""
+    merge: dict[str, Merge] = {c.name: "keep" for c in jobs.columns if c.name != "job_id"}
+    upsert(conn, jobs, [asdict(j) for j in records], ["job_id"], merge)
+
+
 def record_allocations(conn: Connection, seen: Sequence[Allocation]) -> None:
     keys = ["job_id", "host", "gpu_index"]
     upsert(conn, gpu_allocations, [asdict(a) for a in seen], keys, _ALLOCATION_MERGE)
