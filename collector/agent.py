@@ -67,6 +67,7 @@ class Agent:
     workers: list[Callable[[threading.Event], None]] = field(default_factory=list)
     last_gpu_host: str | None = None  # the host name the GPU source reported last
     owners: OwnerReporter | None = None  # tells the server who owns each job (issue 13)
+    clock_offset_ms: int = 0  # exporter time minus wall time at the last scrape (one clock)
     ticks: int = 0
 
     def tick(self) -> list[GpuReading]:
@@ -88,6 +89,7 @@ class Agent:
                 self.last_ok_scrape = self.wall_clock()
                 if readings:
                     self.last_gpu_host = str(readings[0].row.get("host") or "") or None
+                    self.clock_offset_ms = _exporter_offset_ms(readings, ts_ms)
                     if self.owners is not None:
                         self.owners.observe(readings)
                 self.metrics.last_scrape.set(self.last_ok_scrape)
@@ -103,7 +105,9 @@ class Agent:
         if self.host_source is not None and (self.ticks - 1) % host_every == 0:
             started = time.perf_counter()
             try:
-                host_rows = self.host_source.read(ts_ms)
+                # host rows follow the time base of the GPU rows scraped with them: an exporter
+                # that stamps its samples (a replay, a late spool) moves both, never one
+                host_rows = self.host_source.read(ts_ms + self.clock_offset_ms)
             except (SourceUnavailableError, ContractError, OSError) as exc:
                 self.metrics.errors.labels("host_source").inc()
                 log.warning("host source: %s", exc)
@@ -153,6 +157,12 @@ class Agent:
                 helper.join(timeout=self.shipper.timeout_s + 1)
             for close in self.closers:
                 close()
+
+
+def _exporter_offset_ms(readings: list[GpuReading], wall_ms: int) -> int:
+    """How far the exporter's sample timestamps are from our wall clock (0 when unstamped)."""
+    stamped = [ts for r in readings if isinstance(ts := r.row.get("ts"), int)]
+    return (max(stamped) - wall_ms) if stamped else 0
 
 
 def agent_name(settings: Settings) -> str:

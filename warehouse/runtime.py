@@ -23,6 +23,7 @@ from fleetscope.settings import Settings
 from warehouse import catalog
 from warehouse.arrivals import ArrivalMarks
 from warehouse.auth import TokenChecker
+from warehouse.catalog.fleet import HostClusters
 from warehouse.catalog_sync import CatalogSync
 from warehouse.maintenance import Maintenance, MaintenanceConfig
 from warehouse.metrics import ServerMetrics
@@ -74,6 +75,7 @@ class Server:
             commit_timeout_s=settings.get_float("warehouse.commit_timeout_s"),
             max_uncompressed_bytes=settings.get_int("server.max_body_bytes"),
             registry=self.metrics.registry,
+            known_cluster=HostClusters(self.catalog),
         )
         self.profiling = ProfilingService(
             self.catalog,
