@@ -7,19 +7,26 @@ one is the cause: reporting four findings sends the user to fix small kernels th
 problem, and ranks the same hours several times. The precedence (docs/analyzers.md has the table
 and the sources):
 
+0. a hardware fault (R17): a GPU that fell off the bus or lost its memory does no work after it,
+   which explains the idle and low-utilization rules on that GPU (dcgm-exporter / NVIDIA XID
+   catalog: XID 79 "GPU has fallen off the bus", 48 double-bit ECC);
 1. idle while allocated (R1 and R3, peers: one cause seen over the job and live): no work at
    all explains every rule below it;
-2. starved input (P1 data-loader stall, R10 I/O wait, R9 CPU bound, P3 too few workers): the GPU
-   waits for data, which explains low utilization and low SM activity (TensorFlow profiler
-   input-pipeline analysis; PyTorch TB plugin T1; SageMaker Debugger's bottleneck rules);
-3. the GPU is too big for the job (R5): explains low utilization and a poor profile;
-4. low utilization (R2): explains the under-utilized profile (R11, R12) and low SM activity (R6);
-5. memory-bound (R8): explains low SM activity (R6) (DCGM: DRAM_ACTIVE near peak with idle SMs).
+2. starved input, most specific first: R10 I/O wait and R9 CPU bound name why the input is late
+   (SageMaker Debugger's bottleneck rules), so they explain the data-loader stall (P1), which
+   explains P3 and, like them, low utilization and low SM activity: the GPU waits for data
+   (TensorFlow profiler input-pipeline analysis; PyTorch TB plugin T1);
+3. the GPU is too big for the job (R5): explains the small batch, low utilization and a poor
+   profile (job_defense_shield: suggest MIG or a smaller GPU);
+4. batch too small (R12): explains low utilization, the under-utilized profile and low SM activity
+   (SageMaker Debugger BatchSize: "the GPU is underutilized because the batch size is too small");
+5. low utilization (R2): explains the under-utilized profile (R11) and low SM activity (R6);
+6. memory-bound (R8): explains low SM activity (R6) (DCGM: DRAM_ACTIVE near peak with idle SMs).
 
 A symptom is absorbed when it is on the same job and identity bucket, its GPUs overlap the
 root's (a job-level finding overlaps every GPU) and its time overlaps. The root keeps its own
-waste estimate: the symptom's hours are the same hours, never added. Independent rules (R7, R13
-to R17, P2, R4) are never absorbed. This module must never read telemetry or the catalog.
+waste estimate: the symptom's hours are the same hours, never added. Independent rules (R7, R13,
+R16, P2, R4) are never absorbed. This module must never read telemetry or the catalog.
 """
 
 from __future__ import annotations
@@ -36,14 +43,16 @@ LOW_UTIL_SYMPTOMS: Final = ("R2", "R5", "R6", "R8", "R11", "R12")
 
 # root rule -> the rules it explains (applied in this order: earlier roots absorb first)
 EXPLAINS: Final[Mapping[str, tuple[str, ...]]] = {
+    "R17": ("R1", "R3", *STARVED, *LOW_UTIL_SYMPTOMS, "R13", "R14", "R15"),
     "R1": (*STARVED, *LOW_UTIL_SYMPTOMS, "R14", "R15"),
     "R3": (*STARVED, *LOW_UTIL_SYMPTOMS, "R14", "R15"),
-    "P1": ("R9", "R10", "P3", "R2", "R5", "R6", "R8", "R11", "R12"),
-    "R10": ("R9", "P3", "R2", "R5", "R6", "R8", "R11", "R12"),
-    "R9": ("P3", "R2", "R5", "R6", "R8", "R11", "R12"),
-    "P3": ("R2", "R5", "R6", "R8", "R11", "R12"),
-    "R5": ("R2", "R6", "R11", "R12"),
-    "R2": ("R6", "R11", "R12"),
+    "R10": ("R9", "P1", "P3", *LOW_UTIL_SYMPTOMS),
+    "R9": ("P1", "P3", *LOW_UTIL_SYMPTOMS),
+    "P1": ("P3", *LOW_UTIL_SYMPTOMS),
+    "P3": LOW_UTIL_SYMPTOMS,
+    "R5": ("R12", "R2", "R6", "R11"),
+    "R12": ("R2", "R6", "R11"),
+    "R2": ("R6", "R11"),
     "R8": ("R6",),
 }
 PRECEDENCE: Final = tuple(EXPLAINS)

@@ -40,9 +40,15 @@ def test_starved_input_explains_low_sm_activity_and_low_utilization() -> None:
     assert detected_rules(out) == {("j", "P1"), ("j", "R2"), ("j", "R6")}
 
 
-def test_idle_explains_everything_below_but_not_hardware_or_throttling() -> None:
-    out = resolve([finding("R2"), finding("R11"), finding("R1"), finding("R17"), finding("R16")])
-    assert sorted(f.rule_id for f in out) == ["R1", "R16", "R17"]
+def test_idle_explains_everything_below_but_not_throttling() -> None:
+    out = resolve([finding("R2"), finding("R11"), finding("R1"), finding("R16")])
+    assert sorted(f.rule_id for f in out) == ["R1", "R16"]
+
+
+def test_a_hardware_fault_explains_the_idle_gpu_after_it() -> None:
+    out = resolve([finding("R3"), finding("R1"), finding("R17")])
+    assert [f.rule_id for f in out] == ["R17"]
+    assert [s["rule_id"] for s in out[0].evidence["symptoms"]] == ["R1", "R3"]
 
 
 def test_a_symptom_on_other_gpus_or_another_job_is_its_own_finding() -> None:
