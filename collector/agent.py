@@ -35,7 +35,7 @@ from collector.owner_reporter import OwnerReporter
 from collector.shipper import Shipper
 from collector.sources.base import GpuSource, HostSource
 from collector.spool import Spool
-from fleetscope.errors import ContractError, SourceUnavailableError
+from fleetscope.errors import ConfigError, ContractError, SourceUnavailableError
 from fleetscope.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -226,9 +226,11 @@ def build_agent(
         )
     else:
         host_source = PsutilHostSource(cluster=cluster, host=host, cgroup_root=cgroup_root)
-    spool = Spool(
-        settings.get_path("agent.spool_dir"), max_bytes=settings.get_int("agent.spool_max_bytes")
-    )
+    spool_dir = settings.get_path("agent.spool_dir")
+    try:
+        spool = Spool(spool_dir, max_bytes=settings.get_int("agent.spool_max_bytes"))
+    except OSError as exc:  # a read-only root, or a folder not on a writable volume
+        raise ConfigError(f"agent.spool_dir: cannot create {spool_dir}: {exc}") from exc
     from collector.backoff import Backoff
 
     shipper = Shipper(

@@ -78,9 +78,10 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "agent.spool_dir",
-        "var/spool",
+        "/var/lib/fleetscope/spool",
         "path",
-        "Folder of the on-disk spool kept while ingest is down.",
+        "Folder of the on-disk spool kept while ingest is down (absolute: the agent runs with a "
+        "read-only root and working directory /; a declared volume in deploy/).",
     ),
     Setting(
         "agent.spool_max_bytes",
@@ -103,15 +104,22 @@ SETTINGS: tuple[Setting, ...] = (
         "path",
         "TOML file mapping GPU UUID or index to a job id; wins over every other source.",
     ),
+    Setting(
+        "agent.pod_resources_socket",
+        "/var/lib/kubelet/pod-resources/kubelet.sock",
+        "path",
+        "The kubelet's pod-resources gRPC socket (pod-to-GPU attribution); missing or empty: off.",
+    ),
     Setting("agent.proc_root", "/proc", "path", "Root of /proc (injectable for tests)."),
     Setting(
         "agent.cgroup_root", "/sys/fs/cgroup", "path", "Root of cgroup v2 (injectable for tests)."
     ),
     Setting(
         "agent.sdk_socket",
-        "var/agent.sock",
+        "/run/fleetscope/agent.sock",
         "path",
-        "Unix datagram socket where training processes send step metrics; empty: none.",
+        "Unix datagram socket where training processes send step metrics; empty: none "
+        "(absolute: a runtime volume the training containers mount too).",
     ),
     Setting(
         "agent.profile_poll_s",
@@ -218,7 +226,8 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "server.plugins",
-        "analyzers.embedded,analyzers.trace_service,analyzers.reports.scheduled",
+        "analyzers.embedded,analyzers.trace_service,analyzers.reports.scheduled,"
+        "analyzers.prometheus_export",
         "str",
         "Comma-separated modules whose setup(server) runs before the ingest server starts.",
     ),
@@ -312,6 +321,26 @@ SETTINGS: tuple[Setting, ...] = (
         300.0,
         "float",
         "Largest sample gap still counted as allocated GPU time (missing samples).",
+    ),
+    Setting(
+        "analyzers.metrics_window_s",
+        86400.0,
+        "float",
+        "Seconds of findings and job efficiency the server's /metrics reports (fleetscope_* "
+        "findings families).",
+    ),
+    Setting(
+        "analyzers.metrics_top_jobs",
+        20,
+        "int",
+        'Jobs with their own series on /metrics; the rest are summed into job="other".',
+    ),
+    Setting(
+        "analyzers.metrics_refresh_s",
+        60.0,
+        "float",
+        "Seconds a computed /metrics snapshot of findings and GPU-hours is served before a "
+        "scrape recomputes it.",
     ),
     Setting(
         "analyzers.startup_grace_s",

@@ -3,7 +3,8 @@
 The layout dcgm-exporter reads with `--hpc-job-mapping-dir` (files named by GPU index, one job id
 per line) and Princeton's jobstats writes from its prolog (`/run/gpustat/<index or MIG-UUID>`,
 "<jobid> <uid>"). We read the first token of the first non-empty line. A MIG instance may have its
-own file `<index>:<GPU_I_ID>` (see base.gpu_keys). The prolog writes the file when the job starts
+own file: `<index>.<GPU_I_ID>` as dcgm-exporter names it (internal/pkg/transformation/hpc.go), or
+`<index>:<GPU_I_ID>` (base.gpu_keys). The prolog writes the file when the job starts
 and the epilog removes it, so the file is there while the job holds the GPU, busy or idle.
 
 Must never: follow the folder's contents outside it (names are matched, never joined blindly).
@@ -52,7 +53,7 @@ class MappingDir:
 
     def job_for(self, reading: GpuReading) -> str | None:
         for key in gpu_keys(reading):
-            job = self._jobs.get(key)
+            job = self._jobs.get(key) or self._jobs.get(key.replace(":", "."))
             if job:
                 return job
         return None

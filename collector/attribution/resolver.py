@@ -5,12 +5,13 @@ Precedence, most trusted first (the first source that names a job wins, and its 
 
     1. override      explicit file an operator wrote          (override.py)
     2. mapping_dir   Slurm prolog's per-GPU job files          (mapping_dir.py)
-    3. hpc_job, k8s  dcgm-exporter's own labels                (labels.py)
-    4. proc          SLURM_JOB_ID of processes on the GPU      (proc_environ.py)
+    3. pod_resources the kubelet's pod-resources API           (podresources.py)
+    4. hpc_job, k8s  dcgm-exporter's own labels                (labels.py)
+    5. proc          SLURM_JOB_ID of processes on the GPU      (proc_environ.py)
 
 Why this order: the operator's word beats everything; the scheduler's allocation record (mapping
-files, written at allocation time) beats labels the exporter copied from it (same facts, one hop
-later); processes come last because they only exist while something runs, which is exactly what
+files written at allocation time, the kubelet's device allocations) beats labels the exporter
+copied from it (same facts, one hop later); processes come last because they only exist while something runs, which is exactly what
 a held-but-idle allocation lacks.
 
 Must never: change a row's measurements.
@@ -24,6 +25,7 @@ from collector.attribution.base import AttributionSource
 from collector.attribution.labels import HpcJobLabel, PodLabels
 from collector.attribution.mapping_dir import MappingDir
 from collector.attribution.override import OverrideFile
+from collector.attribution.podresources import PodResources
 from collector.attribution.proc_environ import ProcEnviron
 from collector.normalize import GpuReading
 from fleetscope.settings import Settings
@@ -62,6 +64,8 @@ def build_resolver(
         sources.append(OverrideFile(settings.get_path("agent.attribution_override")))
     if settings.get_str("agent.job_mapping_dir"):
         sources.append(MappingDir(settings.get_path("agent.job_mapping_dir")))
+    if settings.get_str("agent.pod_resources_socket"):
+        sources.append(PodResources(settings.get_path("agent.pod_resources_socket")))
     sources += [HpcJobLabel(), PodLabels()]
     if settings.get_str("agent.proc_root"):
         sources.append(ProcEnviron(settings.get_path("agent.proc_root"), pid_gpus=pid_gpus))

@@ -24,7 +24,7 @@ from collector.sdk.profiling import ProfileSession
 
 T = TypeVar("T")
 
-DEFAULT_AGENT_SOCKET = "var/agent.sock"
+DEFAULT_AGENT_SOCKET = "/run/fleetscope/agent.sock"  # settings agent.sdk_socket
 
 
 def _env_int(*names: str) -> int | None:

@@ -1,7 +1,8 @@
-"""Per-job CPU, memory and disk I/O from cgroup v2, for Slurm jobs on this host.
+"""Per-job CPU, memory and disk I/O from cgroup v2 (and v1: cgroups_v1.py), for Slurm jobs here.
 
 Where Slurm puts a job's cgroup under cgroup v2 (slurm.conf CgroupPlugin=cgroup/v2, documented in
-Slurm's cgroup_v2 guide): `<root>/system.slice/slurmstepd.scope/job_<id>/`. Files read, as the
+Slurm's cgroup_v2 guide): `<root>/system.slice/slurmstepd.scope/job_<id>/`, or
+`<root>/system.slice/<nodename>_slurmstepd.scope/job_<id>/` when several slurmd run on one host. Files read, as the
 kernel's cgroup-v2 documentation defines them: `cpu.stat` (usage_usec, user_usec, system_usec:
 microseconds), `memory.current` and `memory.max` (bytes, or "max"), `io.stat` (rbytes=, wbytes=
 per device), and what the job may use of the CPU: `cpuset.cpus.effective` (a CPU list such as
@@ -116,11 +117,24 @@ def _io_totals(text: str | None) -> tuple[float | None, float | None]:
     return read, write
 
 
+def _v2_parents(root: Path) -> list[Path]:
+    multi = sorted((root / "system.slice").glob("*_slurmstepd.scope"))
+    return [root / parent for parent in SLURM_JOB_DIRS] + multi
+
+
 def read_job_cgroups(root: Path) -> list[CgroupReading]:
-    """One reading per `job_<id>` folder found under the known Slurm locations."""
+    """One reading per Slurm job: cgroup v2's `job_<id>` folders, else cgroup v1's hierarchies."""
+    readings = _read_v2(root)
+    if readings:
+        return readings
+    from collector.sources.cgroups_v1 import read_v1_job_cgroups
+
+    return read_v1_job_cgroups(root)
+
+
+def _read_v2(root: Path) -> list[CgroupReading]:
     readings: list[CgroupReading] = []
-    for parent in SLURM_JOB_DIRS:
-        base = root / parent
+    for base in _v2_parents(root):
         try:
             entries = sorted(e.name for e in os.scandir(base) if e.is_dir())
         except OSError:

@@ -167,6 +167,7 @@ def test_precedence_override_then_mapping_then_labels_then_proc(
     assert [s.name for s in resolver.sources] == [
         "override",
         "mapping_dir",
+        "pod_resources",  # default socket path set; absent here, so it names nothing
         "hpc_job",
         "k8s",
         "proc",

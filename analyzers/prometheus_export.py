@@ -1,0 +1,343 @@
+"""Findings and GPU-hours as Prometheus metrics on the server's `/metrics` (issue 16).
+
+A server plug-in: `analyzers.prometheus_export` in `server.plugins` (on by default) registers a
+`FleetCollector` on the server's own registry, so the ingest server's `/metrics` carries, next to
+its ingest and writer families:
+
+| family | type | labels | what |
+|---|---|---|---|
+| `fleetscope_recoverable_gpu_hours` | gauge | rule, team, job, cluster | open findings' GPU-hours a fix returns, findings whose window ends in the last `analyzers.metrics_window_s` |
+| `fleetscope_findings_open` | gauge | rule, severity, team | open (not acknowledged, not suppressed) findings in that window |
+| `fleetscope_job_gpu_efficiency_ratio` | gauge | job, team | active / allocated GPU-hours (where the active fraction is known) over that window |
+| `fleetscope_allocated_gpu_hours_total` | counter | cluster | allocated GPU-hours accounted since the warehouse's first sample |
+| `fleetscope_active_gpu_hours_total` | counter | cluster | active GPU-hours (GR_ENGINE_ACTIVE, else GPU_UTIL) |
+| `fleetscope_sm_active_gpu_hours_total` | counter | cluster | SM-active GPU-hours (DCGM_FI_PROF_SM_ACTIVE, where reported) |
+| `fleetscope_fleet_metrics_refreshed_timestamp_seconds` | gauge | | when the families above were last computed (stale: alert) |
+| `fleetscope_fleet_metrics_refresh_failures_total` | counter | | refreshes that failed; the previous values are served |
+
+Names follow Prometheus's rules (`fleetscope_` prefix, base unit in the name, `_total` on
+counters, `_ratio` for 0-1). Cardinality is bounded: only the `analyzers.metrics_top_jobs` jobs
+with the most recoverable (or allocated) GPU-hours get their own `job` series; every other job is
+summed into `job="other"`. A missing team or cluster is the empty label (Prometheus: no label).
+Summing `fleetscope_recoverable_gpu_hours` over `rule` counts a job flagged by several rules once
+per rule; `max by (job)` gives what `fleetscope opportunities` reports per job.
+
+The counters are the accounting of `analyzers.accounting` (through `analyzers.reports.usage`)
+over consecutive closed windows: each refresh adds the hours of [last end, now - lateness_s), so
+samples arriving later than `analyzers.lateness_s` are counted only after a server restart
+(Prometheus's `rate()` handles the reset). A snapshot is computed every
+`analyzers.metrics_refresh_s` seconds on a thread of the plug-in's own (started and stopped with
+the server), never on the writer thread and never while a scrape waits.
+
+Reads the catalog and the warehouse; must never write either, nor import the dashboard.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+if TYPE_CHECKING:
+    import duckdb
+    from sqlalchemy import Engine
+
+    from analyzers.store import StoredFinding
+
+log = logging.getLogger(__name__)
+
+OTHER = "other"  # the one `job` series every job outside the top N is summed into
+HOUR_S = 3600.0
+
+
+def setup(server: Any) -> None:
+    """Register the collector on the server's registry and refresh it on a thread of its own
+    (warehouse.runtime plug-in hook), so a scrape never waits for a warehouse query."""
+    settings = server.settings
+    collector = FleetCollector(
+        server.catalog,
+        server.warehouse.cursor,
+        window_s=settings.get_float("analyzers.metrics_window_s"),
+        top_jobs=settings.get_int("analyzers.metrics_top_jobs"),
+        refresh_s=settings.get_float("analyzers.metrics_refresh_s"),
+        lateness_s=settings.get_float("analyzers.lateness_s"),
+        default_interval_s=settings.get_float("agent.interval_s"),
+        max_gap_s=settings.get_float("analyzers.max_gap_s"),
+        background=True,
+    )
+    server.metrics.registry.register(collector)
+    stop = threading.Event()
+    threads: list[threading.Thread] = []
+
+    def refresh_loop() -> None:
+        while True:
+            collector.refresh()
+            if stop.wait(max(collector.refresh_s, 0.1)):
+                return
+
+    def on_start(_server: Any) -> None:
+        thread = threading.Thread(target=refresh_loop, name="fleetscope-fleet-metrics", daemon=True)
+        thread.start()
+        threads.append(thread)
+
+    def on_stop(_server: Any) -> None:
+        stop.set()
+        for thread in threads:
+            thread.join(timeout=60)
+
+    server.on_start.append(on_start)
+    server.on_stop.append(on_stop)
+
+
+@dataclass
+class Snapshot:
+    """Label tuples -> values of every family, as of one refresh."""
+
+    recoverable: dict[tuple[str, str, str, str], float] = field(default_factory=dict)
+    open_findings: dict[tuple[str, str, str], int] = field(default_factory=dict)
+    efficiency: dict[tuple[str, str], float] = field(default_factory=dict)
+
+
+@dataclass
+class Totals:
+    """Cumulative GPU-hours per cluster, accounted through `through_s` (epoch seconds)."""
+
+    through_s: float | None = None
+    allocated_h: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    active_h: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    sm_h: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+
+
+class FleetCollector(Collector):
+    """The findings and GPU-hour families (see the module docstring); one instance per server."""
+
+    def __init__(
+        self,
+        catalog: Engine,
+        cursor: Callable[[], duckdb.DuckDBPyConnection],
+        *,
+        window_s: float,
+        top_jobs: int,
+        refresh_s: float,
+        lateness_s: float,
+        default_interval_s: float,
+        max_gap_s: float,
+        clock: Callable[[], float] = time.time,
+        background: bool = False,
+    ) -> None:
+        self._catalog = catalog
+        self._cursor = cursor
+        self._window_s = window_s
+        self._top_jobs = top_jobs
+        self.refresh_s = refresh_s
+        self._background = background
+        self._lateness_s = lateness_s
+        self._default_interval_s = default_interval_s
+        self._max_gap_s = max_gap_s
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._snapshot = Snapshot()
+        self._totals = Totals()
+        self._refreshed_at: float | None = None
+        self._failures = 0
+
+    def collect(self) -> Iterator[Metric]:
+        snapshot, totals = self._current()
+        recoverable = GaugeMetricFamily(
+            "fleetscope_recoverable_gpu_hours",
+            "GPU-hours a fix would return, open findings in the metrics window (top jobs, rest "
+            'in job="other"); max by (job) avoids counting a job once per rule.',
+            labels=["rule", "team", "job", "cluster"],
+        )
+        for labels, hours in sorted(snapshot.recoverable.items()):
+            recoverable.add_metric(list(labels), round(hours, 6))
+        yield recoverable
+        open_findings = GaugeMetricFamily(
+            "fleetscope_findings_open",
+            "Open findings (not acknowledged or suppressed) whose window ends in the metrics window.",
+            labels=["rule", "severity", "team"],
+        )
+        for counted, count in sorted(snapshot.open_findings.items()):
+            open_findings.add_metric(list(counted), count)
+        yield open_findings
+        efficiency = GaugeMetricFamily(
+            "fleetscope_job_gpu_efficiency_ratio",
+            'Active / allocated GPU-hours over the metrics window (top jobs, rest in job="other").',
+            labels=["job", "team"],
+        )
+        for job_team, ratio in sorted(snapshot.efficiency.items()):
+            efficiency.add_metric(list(job_team), round(ratio, 6))
+        yield efficiency
+        for name, per_cluster, text in (
+            ("fleetscope_allocated_gpu_hours", totals.allocated_h, "Allocated GPU-hours"),
+            ("fleetscope_active_gpu_hours", totals.active_h, "Active GPU-hours"),
+            ("fleetscope_sm_active_gpu_hours", totals.sm_h, "SM-active GPU-hours"),
+        ):
+            family = CounterMetricFamily(
+                name, f"{text} accounted since the warehouse's first sample.", labels=["cluster"]
+            )
+            for cluster, hours in sorted(per_cluster.items()):
+                family.add_metric([cluster], round(hours, 6))
+            yield family
+        yield GaugeMetricFamily(
+            "fleetscope_fleet_metrics_refreshed_timestamp_seconds",
+            "When the findings and GPU-hour families above were last computed (0: never).",
+            self._refreshed_at or 0.0,
+        )
+        yield CounterMetricFamily(
+            "fleetscope_fleet_metrics_refresh_failures",
+            "Refreshes of the findings and GPU-hour families that failed (previous values served).",
+            self._failures,
+        )
+
+    def refresh(self) -> None:
+        """Recompute the snapshot and advance the counters; on failure keep the previous ones."""
+        with self._lock:
+            now = self._clock()
+            try:
+                self._refresh(now)
+                self._refreshed_at = now
+            except Exception:  # a scrape must never fail: serve the last snapshot
+                self._failures += 1
+                log.exception("fleet metrics: refresh failed; serving the previous snapshot")
+
+    def _current(self) -> tuple[Snapshot, Totals]:
+        """The snapshot to serve (refreshed here when stale, unless a thread refreshes it) and a
+        copy of the counters (the refresh thread adds to them)."""
+        stale = self._refreshed_at is None or self._clock() - self._refreshed_at >= self.refresh_s
+        if stale and not self._background:
+            self.refresh()
+        with self._lock:
+            totals = self._totals
+            copy = Totals(totals.through_s)
+            for name in ("allocated_h", "active_h", "sm_h"):
+                getattr(copy, name).update(getattr(totals, name))
+            return self._snapshot, copy
+
+    def _refresh(self, now_s: float) -> None:
+        from analyzers.reports.usage import Window, gpu_buckets, job_efficiency
+        from analyzers.store import FindingStore
+
+        since = datetime.fromtimestamp(now_s - self._window_s, tz=UTC)
+        stored = [s for s in FindingStore(self._catalog).findings(since=since) if s.state == "open"]
+        con = self._cursor()
+        try:
+            end_s = now_s - self._lateness_s
+            start_s = self._totals.through_s
+            if start_s is None:
+                ((first_ms,),) = con.sql("SELECT epoch_ms(min(ts)) FROM gpu_samples").fetchall()
+                start_s = first_ms / 1000.0 if first_ms is not None else end_s
+            if end_s > start_s:
+                buckets = gpu_buckets(
+                    con,
+                    Window(_utc(start_s), _utc(end_s), bucket_s=3600),
+                    self._default_interval_s,
+                    max_gap_s=self._max_gap_s,
+                )
+                allocated = buckets[buckets["job_id"].notna()]
+                for cluster, group in allocated.groupby(allocated["cluster"].fillna("")):
+                    self._totals.allocated_h[str(cluster)] += float(group["gpu_h"].sum())
+                    self._totals.active_h[str(cluster)] += float(group["active_h"].sum())
+                    self._totals.sm_h[str(cluster)] += float(group["sm_h"].sum())
+                self._totals.through_s = end_s
+            recent = gpu_buckets(
+                con,
+                Window(since, _utc(now_s), bucket_s=3600),
+                self._default_interval_s,
+                max_gap_s=self._max_gap_s,
+            )
+        finally:
+            con.close()
+        per_job = job_efficiency(recent)
+        teams, clusters = self._job_facts(stored, per_job)
+        self._snapshot = Snapshot(
+            recoverable=recoverable_series(stored, clusters, self._top_jobs),
+            open_findings=open_counts(stored),
+            efficiency=efficiency_series(per_job, teams, self._top_jobs),
+        )
+
+    def _job_facts(
+        self, stored: list[StoredFinding], per_job: Any
+    ) -> tuple[dict[str, str], dict[str, str]]:
+        """Team and cluster of every job: the catalog's jobs table, else findings and samples."""
+        from sqlalchemy import select
+
+        from warehouse.catalog.fleet import jobs
+
+        teams: dict[str, str] = {}
+        clusters: dict[str, str] = {
+            str(j): str(c) for j, c in zip(per_job["job_id"], per_job["cluster"], strict=True)
+        }
+        for s in stored:
+            if s.finding.job_id and s.finding.team:
+                teams.setdefault(s.finding.job_id, s.finding.team)
+        wanted = sorted(set(clusters) | {s.finding.job_id for s in stored if s.finding.job_id})
+        with self._catalog.connect() as conn:
+            for start in range(0, len(wanted), 500):  # only the jobs in the window, in chunks
+                chunk = wanted[start : start + 500]
+                query = select(jobs.c.job_id, jobs.c.team, jobs.c.cluster)
+                for job_id, team, cluster in conn.execute(query.where(jobs.c.job_id.in_(chunk))):
+                    if team:
+                        teams[job_id] = team
+                    if cluster:
+                        clusters[job_id] = cluster
+        return teams, clusters
+
+
+def _utc(epoch_s: float) -> datetime:
+    return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(seconds=epoch_s)
+
+
+def top_keys(hours: dict[str, float], n: int) -> set[str]:
+    """The `n` keys with the most hours (ties broken by name, so a scrape is deterministic)."""
+    return set(sorted(hours, key=lambda k: (-hours[k], k))[: max(n, 0)])
+
+
+def recoverable_series(
+    stored: list[StoredFinding], clusters: dict[str, str], top_jobs: int
+) -> dict[tuple[str, str, str, str], float]:
+    per_job: dict[str, float] = defaultdict(float)
+    for s in stored:
+        per_job[s.finding.job_id or ""] += s.finding.wasted_gpu_hours
+    top = top_keys(per_job, top_jobs)
+    out: dict[tuple[str, str, str, str], float] = defaultdict(float)
+    for s in stored:
+        f = s.finding
+        job = f.job_id or ""
+        label = job if job in top else OTHER
+        out[(f.rule_id, f.team or "", label, clusters.get(job, ""))] += f.wasted_gpu_hours
+    return dict(out)
+
+
+def open_counts(stored: list[StoredFinding]) -> dict[tuple[str, str, str], int]:
+    out: dict[tuple[str, str, str], int] = defaultdict(int)
+    for s in stored:
+        out[(s.finding.rule_id, str(s.finding.severity), s.finding.team or "")] += 1
+    return dict(out)
+
+
+def efficiency_series(
+    per_job: Any, teams: dict[str, str], top_jobs: int
+) -> dict[tuple[str, str], float]:
+    """Active / known-active GPU-hours per top job; the rest pooled (ratio of sums) per team."""
+    known = per_job["idle_h"] + per_job["active_h"]
+    rows = [
+        (str(job), float(k), float(a))
+        for job, k, a in zip(per_job["job_id"], known, per_job["active_h"], strict=True)
+        if float(k) > 0
+    ]
+    top = top_keys({job: k for job, k, _ in rows}, top_jobs)
+    pooled: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0.0, 0.0])
+    for job, k, a in rows:
+        key = (job if job in top else OTHER, teams.get(job, ""))
+        pooled[key][0] += a
+        pooled[key][1] += k
+    return {key: a / k for key, (a, k) in pooled.items()}

@@ -1,0 +1,198 @@
+"""Findings and GPU-hours on the server's /metrics: a real server with the `analyzers.prometheus_export`
+plug-in, samples posted over HTTP, findings in its catalog, /metrics read over HTTP.
+
+Specification (two jobs on cluster c1, `analyzers.metrics_top_jobs` = 1):
+- job-a: 2 GPUs x 60 samples every 10 s, GR_ENGINE_ACTIVE 0.25, SM_ACTIVE 0.1 -> 1/3 GPU-hour
+  allocated, 1/12 active, 1/30 SM-active; job-b: 1 GPU x 60 samples, GR_ENGINE_ACTIVE 0.5.
+- recoverable GPU-hours per (rule, team, job, cluster), the job outside the top 1 as "other";
+  acknowledged findings and findings older than the window are not open.
+- efficiency = active / allocated GPU-hours; counters sum allocated/active/SM-active per cluster.
+"""
+
+from __future__ import annotations
+
+import time
+import urllib.request
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from analyzers.prometheus_export import OTHER, recoverable_series, top_keys
+from fleetscope.settings import Settings, load_settings
+from warehouse.catalog import findings as cat
+from warehouse.catalog import fleet
+from warehouse.runtime import Server
+from warehouse.testing import TEST_TOKEN, gpu_batch, post_batch
+
+NOW = time.time()
+START_MS = int((NOW - 3600) // 60 * 60 * 1000)  # an hour ago: before the settle time
+
+
+def settings_for(root: Path) -> Settings:
+    return load_settings(env={}).with_overrides(
+        core__data_dir=str(root),
+        server__port=0,
+        server__tokens=TEST_TOKEN,
+        server__plugins="analyzers.prometheus_export",
+        warehouse__flush_interval_s=0.02,
+        warehouse__maintenance_interval_s=3600.0,
+        analyzers__metrics_top_jobs=1,
+        analyzers__metrics_refresh_s=0.1,  # the refresh thread recomputes every 0.1 s
+        analyzers__lateness_s=60.0,
+    )
+
+
+def batch(host: str, job: str, gpus: int, active: float) -> pa.Table:
+    table = gpu_batch(
+        host, start_ms=START_MS, timestamps=60, gpus=gpus, interval_ms=10_000, job_id=job,
+        cluster="c1",
+    )  # fmt: skip
+    n = table.num_rows
+    for name, value in (("gr_engine_active", active), ("sm_active", 0.1), ("gpu_util", 99.0)):
+        column = table.schema.get_field_index(name)
+        table = table.set_column(column, name, pa.array([value] * n, pa.float64()))
+    assert pc.all(pc.equal(table["job_id"], job)).as_py()
+    return table
+
+
+def finding(
+    fid: str, rule: str, severity: str, job: str, hours: float, age_h: float
+) -> cat.Finding:
+    end = datetime.now(UTC) - timedelta(hours=age_h)
+    return cat.Finding(
+        finding_id=fid, rule_id=rule, severity=severity, window_start=end - timedelta(hours=1),
+        window_end=end, wasted_gpu_hours=hours, job_id=job, team="ml", host="h1",
+    )  # fmt: skip
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[Server]:
+    running = Server(settings_for(tmp_path))
+    running.start()
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+def populate(server: Server) -> None:
+    for host, job, gpus, active in (("h1", "job-a", 2, 0.25), ("h2", "job-b", 1, 0.5)):
+        answer = post_batch(
+            server.url, "gpu_samples", batch(host, job, gpus, active), token=TEST_TOKEN
+        )
+        assert answer.status == 202, answer.payload
+    with server.catalog.begin() as conn:
+        fleet.upsert_jobs(conn, [fleet.Job("job-a", cluster="c1", team="ml")])
+        cat.upsert_findings(
+            conn,
+            [
+                finding("f1", "R1", "warn", "job-a", 2.0, age_h=1),
+                finding("f2", "R17", "critical", "job-a", 1.5, age_h=2),
+                finding("f3", "R1", "warn", "job-b", 0.5, age_h=1),
+                finding("f4", "R1", "warn", "job-b", 9.0, age_h=30),  # before the 24 h window
+                finding("f5", "R2", "warn", "job-a", 7.0, age_h=1),  # acknowledged below
+            ],
+            run_id=None,
+        )
+        cat.set_finding_state(conn, "f5", "acknowledged")
+
+
+def scrape(url: str) -> dict[str, dict[tuple[tuple[str, str], ...], float]]:
+    with urllib.request.urlopen(f"{url}/metrics", timeout=30) as answer:
+        text = answer.read().decode()
+    out: dict[str, dict[tuple[tuple[str, str], ...], float]] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            key = tuple(sorted(sample.labels.items()))
+            out.setdefault(sample.name, {})[key] = sample.value
+    return out
+
+
+def series(
+    metrics: dict[str, dict[tuple[tuple[str, str], ...], float]], name: str
+) -> dict[str, float]:
+    return {
+        ",".join(v for _, v in k): round(value, 6) for k, value in metrics.get(name, {}).items()
+    }
+
+
+@pytest.mark.slow
+def test_metrics_report_findings_efficiency_and_gpu_hours(server: Server) -> None:
+    populate(server)
+    deadline = time.monotonic() + 60
+    while True:  # until a refresh after the commit and the findings
+        metrics = scrape(server.url)
+        refreshed = all(
+            series(metrics, name)
+            for name in ("fleetscope_allocated_gpu_hours_total", "fleetscope_findings_open")
+        )
+        if refreshed or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    # labels sorted by name: cluster, job, rule, team
+    assert series(metrics, "fleetscope_recoverable_gpu_hours") == {
+        "c1,job-a,R1,ml": 2.0,
+        "c1,job-a,R17,ml": 1.5,
+        "c1,other,R1,ml": 0.5,
+    }
+    assert series(metrics, "fleetscope_findings_open") == {  # rule, severity, team
+        "R1,warn,ml": 2.0,
+        "R17,critical,ml": 1.0,
+    }
+    assert series(metrics, "fleetscope_job_gpu_efficiency_ratio") == {  # job, team
+        "job-a,ml": 0.25,
+        "other,ml": 0.5,  # job-b: not in the catalog; its team comes from its finding
+    }
+    assert series(metrics, "fleetscope_allocated_gpu_hours_total") == {"c1": 0.5}
+    assert series(metrics, "fleetscope_active_gpu_hours_total") == {"c1": round(1 / 12 + 1 / 12, 6)}
+    assert series(metrics, "fleetscope_sm_active_gpu_hours_total") == {"c1": 0.05}
+    assert series(metrics, "fleetscope_fleet_metrics_refresh_failures_total") == {"": 0.0}
+    refreshed = series(metrics, "fleetscope_fleet_metrics_refreshed_timestamp_seconds")[""]
+    assert NOW - 5 <= refreshed <= time.time()
+    # Every family the Grafana dashboards chart is really exported.
+    from tests.deploy.test_grafana_dashboards import EXPORTED
+
+    assert set(metrics) >= EXPORTED
+    # A second scrape adds nothing: the same samples are never counted twice.
+    assert series(scrape(server.url), "fleetscope_allocated_gpu_hours_total") == {"c1": 0.5}
+
+
+def test_top_jobs_are_by_hours_then_name_and_the_rest_is_other() -> None:
+    assert top_keys({"b": 1.0, "a": 1.0, "c": 3.0}, 2) == {"c", "a"}
+    assert top_keys({"a": 1.0}, 0) == set()
+
+
+def test_metrics_names_follow_prometheus_rules() -> None:
+    """Prefix, base unit in the name, `_total` only on counters, `_ratio` for 0-1 values."""
+    from prometheus_client import CollectorRegistry
+
+    from analyzers.prometheus_export import FleetCollector, Snapshot
+
+    collector = FleetCollector(
+        None,  # type: ignore[arg-type]
+        None,  # type: ignore[arg-type]
+        window_s=1, top_jobs=1, refresh_s=1e9, lateness_s=0, default_interval_s=10, max_gap_s=300,
+        clock=lambda: 0.0,
+    )  # fmt: skip
+    collector._refreshed_at = 0.0  # served as is: no catalog needed
+    collector._snapshot = Snapshot()
+    registry = CollectorRegistry()
+    registry.register(collector)
+    names = {m.name: m.type for m in registry.collect()}
+    assert names == {
+        "fleetscope_recoverable_gpu_hours": "gauge",
+        "fleetscope_findings_open": "gauge",
+        "fleetscope_job_gpu_efficiency_ratio": "gauge",
+        "fleetscope_allocated_gpu_hours": "counter",
+        "fleetscope_active_gpu_hours": "counter",
+        "fleetscope_sm_active_gpu_hours": "counter",
+        "fleetscope_fleet_metrics_refreshed_timestamp_seconds": "gauge",
+        "fleetscope_fleet_metrics_refresh_failures": "counter",
+    }
+    assert recoverable_series([], {}, 3) == {}
+    assert OTHER == "other"

@@ -1,0 +1,112 @@
+"""A real Prometheus scrapes a real fleetscope server's /metrics and evaluates the shipped rule file
+(deploy/prometheus/fleetscope-alerts.yml, unchanged) until FleetscopeCriticalFinding fires for the
+one open critical finding, with the finding's rule and team as labels."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.analyzers.test_prometheus_export import populate, settings_for
+from tests.warehouse.test_prometheus_e2e import free_port
+from warehouse.runtime import Server
+
+pytestmark = [pytest.mark.slow, pytest.mark.real_component("prometheus")]
+
+PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
+RULES = Path(__file__).resolve().parents[2] / "deploy" / "prometheus" / "fleetscope-alerts.yml"
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[Server]:
+    running = Server(settings_for(tmp_path / "server"))
+    running.start()
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+@pytest.fixture
+def prometheus(tmp_path: Path, server: Server) -> Iterator[str]:
+    if not os.path.exists(PROMETHEUS):
+        pytest.skip("prometheus is not installed (Debian package `prometheus`)")
+    target = server.url.removeprefix("http://")
+    config = tmp_path / "prometheus.yml"
+    config.write_text(
+        json.dumps(  # YAML is a superset of JSON
+            {
+                "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+                "rule_files": [str(RULES)],
+                "scrape_configs": [
+                    {"job_name": "fleetscope-ingest", "static_configs": [{"targets": [target]}]}
+                ],
+            }
+        )
+    )
+    port = free_port()
+    with (tmp_path / "prometheus.log").open("w") as log:
+        proc = subprocess.Popen(
+            [
+                PROMETHEUS,
+                f"--config.file={config}",
+                f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+                f"--web.listen-address=127.0.0.1:{port}",
+                "--log.level=warn",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def alerts(prom_url: str) -> list[dict[str, Any]]:
+    try:
+        with urllib.request.urlopen(f"{prom_url}/api/v1/alerts", timeout=5) as answer:
+            found: list[dict[str, Any]] = json.load(answer)["data"]["alerts"]
+            return found
+    except OSError:  # not listening yet
+        return []
+
+
+def test_critical_finding_alert_fires_in_real_prometheus(server: Server, prometheus: str) -> None:
+    populate(server)  # one open critical finding: R17 for team ml
+    deadline = time.monotonic() + 90
+    firing: list[dict[str, Any]] = []
+    while not firing and time.monotonic() < deadline:
+        firing = [
+            a
+            for a in alerts(prometheus)
+            if a["labels"]["alertname"] == "FleetscopeCriticalFinding" and a["state"] == "firing"
+        ]
+        time.sleep(0.2)
+    assert [a["labels"] for a in firing] == [
+        {
+            "alertname": "FleetscopeCriticalFinding",
+            "rule": "R17",
+            "team": "ml",
+            "severity": "critical",
+        }
+    ]
+    assert firing[0]["value"] == "1e+00"
+    assert firing[0]["annotations"]["summary"] == (
+        "1 open critical fleetscope finding(s) of rule R17 for team ml"
+    )
