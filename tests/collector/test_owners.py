@@ -135,3 +135,18 @@ def test_the_agent_reports_each_owner_once_to_a_real_server(tmp_path: Path) -> N
     finally:
         stop.set()
         server.stop()
+
+
+def test_the_agent_reads_what_the_real_prolog_writes(tmp_path: Path) -> None:
+    from tests.deploy.test_slurm_scripts import job_env, run
+
+    done = run("prolog.sh", "sh", tmp_path, **job_env("918273", "0,1", "llama ft\nrun=2"))
+    assert done.returncode == 0, done.stderr
+    assert read_job_record(tmp_path / "slurm-jobs", "918273") == Owner(
+        "918273",
+        user="alice",
+        team="ml-research",
+        project="gpu",
+        name="llama ft run=2",
+        source="slurm-prolog",
+    )
