@@ -140,3 +140,26 @@ def test_the_commit_hook_marks_each_bucket_and_cluster_its_rows_fall_in(
     with store.engine.connect() as conn:
         got = [(o.bucket_start, o.arrival_at, o.analysed_at) for o in owed(conn, "0/1")]
     assert got == [(T0, at, None), (T0 + DAY, at, None)]
+
+
+def test_skipped_buckets_are_a_gauge_and_a_cli_list(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from fleetscope.cli import main
+    from warehouse.metrics import ArrivalCollector
+
+    config = tmp_path / "fleetscope.toml"
+    config.write_text(f'[core]\ndata_dir = "{tmp_path / "var"}"\n')
+    assert main(["--config", str(config), "analyzers", "--skipped"]) == 0
+    assert "no bucket skipped" in capsys.readouterr().out
+    store = FindingStore(catalog.connect(f"sqlite:///{tmp_path / 'var' / 'catalog.sqlite'}"))
+    store.mark_bucket("0/1", T0, T0 + 10 * DAY, "skipped")
+    assert main(["--config", str(config), "analyzers", "--skipped"]) == 0
+    assert capsys.readouterr().out == (
+        "2025-03-03T00:00:00+00:00  partition 0/1  data arrived 2025-03-13T00:00:00+00:00\n"
+    )
+    registry = CollectorRegistry()
+    registry.register(ArrivalCollector(store.engine))
+    assert "fleetscope_analyzer_buckets_skipped 1.0" in generate_latest(registry).decode()
