@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck pytest bench clean docs
+.PHONY: demo test lint typecheck pytest bench fuzz clean docs
 
 $(STAMP): pyproject.toml analyzers/_sketch_scalar.c
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -32,6 +32,10 @@ pytest: $(STAMP)
 ## make bench: every benchmark under bench/, each against its named peer in the same run.
 bench: $(STAMP)
 	$(BIN)/python -m bench
+
+## make fuzz: the long mutation-fuzz run against a real server (FUZZ_CASES, FUZZ_SEED to change it).
+fuzz: $(STAMP)
+	$(BIN)/python -m bench.fuzz --cases $${FUZZ_CASES:-20000} $${FUZZ_SEED:+--seed $$FUZZ_SEED}
 
 docs: $(STAMP)
 	COLUMNS=100 $(BIN)/python -m fleetscope.docgen docs

@@ -40,6 +40,7 @@ import pyarrow.compute as pc
 from fleetscope.contract import VALUE_COLUMNS, to_ipc
 
 VALUES_PER_ROW = len(VALUE_COLUMNS["gpu_samples"])
+TOKEN = "bench-" + "0" * 26  # loopback only; the server needs one since server.tokens went empty
 GPUS = 8
 
 
@@ -149,9 +150,7 @@ def run_agents(
         sends = [*prepared[a], prepared[a][0]]  # the last one re-sends the first batch
         for batch_id, body in sends:
             while True:
-                answer = post(
-                    conn, "/v1/batches/gpu_samples", body, headers_for(batch_id, "dev-token")
-                )
+                answer = post(conn, "/v1/batches/gpu_samples", body, headers_for(batch_id, TOKEN))
                 if answer.status == 503:  # backpressure: wait and retry with the same id
                     retried += 1
                     time.sleep(float(answer.headers.get("retry-after", "1")))
@@ -262,6 +261,7 @@ def main(argv: list[str] | None = None) -> int:
         recv, send = ctx.Pipe(duplex=False)
         stop = ctx.Event()
         overrides = {
+            "server__tokens": TOKEN,
             "warehouse__flush_rows": args.flush_rows,
             "warehouse__flush_interval_s": args.flush_interval_s,
             "warehouse__maintenance_interval_s": 3600.0,

@@ -26,7 +26,15 @@ from typing import Final
 
 import pyarrow as pa
 
+from fleetscope.ipc_budget import BudgetError, decoded_cost
+
 SCHEMA_VERSION: Final = 1
+
+# What one request body may decode to (buffers) and hold (rows) unless the server says otherwise
+# (server.max_decoded_bytes, server.max_batch_rows). An agent's batch is agent.batch_max_rows
+# (5,000) rows of about 300 bytes: these leave two orders of magnitude of room.
+MAX_DECODED_BYTES: Final = 256 * 1024 * 1024
+MAX_BATCH_ROWS: Final = 1_000_000
 
 ARROW_STREAM_MEDIA_TYPE: Final = "application/vnd.apache.arrow.stream"
 HEADER_SCHEMA_VERSION: Final = "X-Fleetscope-Schema-Version"
@@ -148,7 +156,10 @@ def conform(table_name: str, batch: pa.Table) -> pa.Table:
         raise ContractError(f"unknown table {table_name!r}; expected one of {sorted(TABLES)}")
     unknown = [name for name in batch.column_names if schema.get_field_index(name) < 0]
     if unknown:
-        raise ContractError(f"{table_name}: unknown columns {unknown}")
+        raise ContractError(f"{table_name}: unknown columns {unknown[:20]}")
+    repeated = sorted({name for name in batch.column_names if batch.column_names.count(name) > 1})
+    if repeated:
+        raise ContractError(f"{table_name}: columns {repeated} appear more than once")
     columns = []
     for field in schema:
         if field.name in batch.column_names:
@@ -157,7 +168,7 @@ def conform(table_name: str, batch: pa.Table) -> pa.Table:
                 raise ContractError(f"{table_name}.{field.name}: nulls in a required column")
             try:
                 columns.append(column if column.type == field.type else column.cast(field.type))
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+            except pa.ArrowException as exc:
                 raise ContractError(
                     f"{table_name}.{field.name}: cannot read {column.type} as {field.type}: {exc}"
                 ) from exc
@@ -177,12 +188,26 @@ def to_ipc(batch: pa.Table) -> bytes:
     return bytes(sink.getvalue().to_pybytes())
 
 
-def from_ipc(body: bytes) -> pa.Table:
-    """Read a request body; raises ContractError on anything that is not one Arrow IPC stream."""
-    from fleetscope.errors import ContractError
+def from_ipc(
+    body: bytes, *, max_decoded_bytes: int = MAX_DECODED_BYTES, max_rows: int = MAX_BATCH_ROWS
+) -> pa.Table:
+    """Read a request body, fully validated; ContractError on anything else.
+
+    Order matters: the decoded size and row count are checked from the message metadata before
+    any buffer is decompressed (fleetscope.ipc_budget), then the stream is decoded and every
+    array is validated in full (offsets, dictionary indices, UTF-8, child lengths). Without the
+    full validation, bad offsets reached libparquet when the writer sealed a segment and killed
+    the server (issue 12). Never raises anything but ContractError for a bad body.
+    """
+    from fleetscope.errors import ContractError, DecodeBudgetError
 
     try:
+        decoded_cost(body, max_decoded_bytes=max_decoded_bytes, max_rows=max_rows)
         with pa.ipc.open_stream(pa.py_buffer(body)) as reader:
-            return reader.read_all()
-    except (pa.ArrowInvalid, pa.ArrowIOError, OSError) as exc:
+            table = reader.read_all()
+        table.validate(full=True)
+    except BudgetError as exc:
+        raise DecodeBudgetError(str(exc)) from exc
+    except (pa.ArrowException, OSError, ValueError, TypeError, IndexError, KeyError) as exc:
         raise ContractError(f"body is not an Arrow IPC stream: {exc}") from exc
+    return table

@@ -7,6 +7,7 @@ codes and status codes. A user mistake never ends in a traceback.
     ├── ConfigError              a setting is unknown, mistyped or missing
     ├── ContractError            data does not follow the shared contract (wire format, schema)
     │   ├── SchemaVersionError   a batch's schema version is not one this build reads
+    │   ├── DecodeBudgetError    a body would decode past its size or row budget
     │   └── MetricsParseError    exposition text that cannot be parsed (names the line)
     ├── TraceError               a profiler trace cannot be read
     │   ├── CorruptTraceError    not JSON / not gzip / not a Kineto trace
@@ -40,6 +41,10 @@ class ContractError(FleetscopeError):
 
 class SchemaVersionError(ContractError):
     pass
+
+
+class DecodeBudgetError(ContractError):
+    """A body would decode to more bytes or rows than allowed (checked before decoding)."""
 
 
 class MetricsParseError(ContractError):

@@ -150,11 +150,46 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("server.port", 8470, "int", "Port of the ingest server."),
     Setting(
         "server.tokens",
-        "dev-token",
+        "",
         "str",
-        "Comma-separated bearer tokens accepted besides those in the catalog.",
+        "Comma-separated bearer tokens accepted besides those in the catalog; empty: a random "
+        "token generated on first start into <data_dir>/server-token (mode 0600).",
     ),
     Setting("server.max_body_bytes", 64 * 1024 * 1024, "int", "Largest accepted request body."),
+    Setting(
+        "server.max_decoded_bytes",
+        256 * 1024 * 1024,
+        "int",
+        "Most bytes one Arrow body may decode to (checked before decompressing), else 413.",
+    ),
+    Setting("server.max_batch_rows", 1_000_000, "int", "Most rows in one Arrow body, else 413."),
+    Setting(
+        "server.max_connections",
+        256,
+        "int",
+        "Open connections served at once; past it a new one gets 503 with Retry-After.",
+    ),
+    Setting(
+        "server.header_timeout_s",
+        30.0,
+        "float",
+        "Seconds a connection may take to send a request's headers (idle keep-alive included).",
+    ),
+    Setting(
+        "server.body_timeout_s",
+        60.0,
+        "float",
+        "Seconds a client may take to send a request body before it is answered 408.",
+    ),
+    Setting("server.tls_cert_file", "", "path", "PEM certificate chain; set with the key: HTTPS."),
+    Setting("server.tls_key_file", "", "path", "PEM private key of server.tls_cert_file."),
+    Setting(
+        "server.read_auth",
+        True,
+        "bool",
+        "Require a bearer token for reads of job data (GET /v1/profile-requests/<id>); writes "
+        "always need one. /healthz and /metrics never do.",
+    ),
     Setting(
         "warehouse.duckdb_path",
         "",

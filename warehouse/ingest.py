@@ -21,12 +21,14 @@ from fleetscope.contract import (
     HEADER_AGENT,
     HEADER_BATCH_ID,
     HEADER_SCHEMA_VERSION,
+    MAX_BATCH_ROWS,
+    MAX_DECODED_BYTES,
     SCHEMA_VERSION,
     TABLES,
     conform,
     from_ipc,
 )
-from fleetscope.errors import ContractError, IngestError, PayloadTooLargeError
+from fleetscope.errors import ContractError, DecodeBudgetError, IngestError, PayloadTooLargeError
 from warehouse.catalog.fleet import Job
 
 # Schema versions this build reads; a new contract version adds itself here with its migration.
@@ -95,10 +97,21 @@ def check_envelope(table: str, headers: Headers, max_body_bytes: int) -> Envelop
     return Envelope(table, batch_id, headers.get(HEADER_AGENT) or "", version, length)
 
 
-def decode_batch(table: str, body: bytes) -> pa.Table:
-    """The body as a table conformed to the contract; 400 naming the column otherwise."""
+def decode_batch(
+    table: str,
+    body: bytes,
+    *,
+    max_decoded_bytes: int = MAX_DECODED_BYTES,
+    max_rows: int = MAX_BATCH_ROWS,
+) -> pa.Table:
+    """The body as a table fully validated and conformed to the contract, or a 4xx naming why:
+    413 when it would decode past the budget (checked before decoding), 400 otherwise."""
     try:
-        return conform(table, from_ipc(body))
+        return conform(
+            table, from_ipc(body, max_decoded_bytes=max_decoded_bytes, max_rows=max_rows)
+        )
+    except DecodeBudgetError as exc:
+        raise PayloadTooLargeError(str(exc)) from exc
     except ContractError as exc:
         raise IngestError(str(exc)) from exc
 
@@ -107,12 +120,37 @@ _JOB_FIELDS = {f.name: f for f in fields(Job)}
 _TEXT_FIELDS = {"cluster", "user", "team", "name", "model", "scheduler"}
 
 
-def parse_jobs(body: bytes) -> list[Job]:
-    """A JSON list of job records; 400 naming the record index and field on any mistake."""
+MAX_JOBS_JSON_BYTES = 16 * 1024 * 1024  # about 50,000 job records in one POST /v1/jobs
+MAX_JSON_DEPTH = 32  # a job record is 3 deep (list, record, placement); a poll about the same
+
+
+def load_json(body: bytes, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """Any JSON request body, or a 400: not JSON, or nested deeper than `max_depth`.
+
+    Why: the C decoder recurses, so a body of 100,000 '[' raised RecursionError, answered 500
+    (issue 12). Bodies are size-capped by the handler's read_body before they get here.
+    """
     try:
-        records = json.loads(body)
+        data = json.loads(body)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise IngestError(f"body is not JSON: {exc}") from exc
+    except RecursionError:
+        raise IngestError(f"body is JSON nested deeper than {max_depth} levels") from None
+    stack: list[tuple[Any, int]] = [(data, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, dict | list) and depth > max_depth:
+            raise IngestError(f"body is JSON nested deeper than {max_depth} levels")
+        if isinstance(value, dict):
+            stack.extend((v, depth + 1) for v in value.values())
+        elif isinstance(value, list):
+            stack.extend((v, depth + 1) for v in value)
+    return data
+
+
+def parse_jobs(body: bytes) -> list[Job]:
+    """A JSON list of job records; 400 naming the record index and field on any mistake."""
+    records = load_json(body)
     if not isinstance(records, list):
         raise IngestError("body must be a JSON list of job records")
     return [_job(i, record) for i, record in enumerate(records)]

@@ -37,8 +37,14 @@ class WriterCollector(Collector):
         )
         yield CounterMetricFamily(
             "fleetscope_writer_failed_flushes",
-            "Flushes that failed and were answered 503.",
+            "Flushes (groups or single batches) that failed; a failed group is retried batch by "
+            "batch.",
             stats.failed_flushes,
+        )
+        yield CounterMetricFamily(
+            "fleetscope_writer_refused_batches",
+            "Batches the writer could never store (poison isolation): answered 422.",
+            stats.batches_refused,
         )
         yield CounterMetricFamily(
             "fleetscope_writer_duplicate_batches",

@@ -390,7 +390,14 @@ class RemoteWrite:
             else:
                 waiting.append((unit, ticket))
         for unit, ticket in waiting:
-            if not ticket.wait(self._commit_timeout_s) or ticket.error is not None:
+            if not ticket.wait(self._commit_timeout_s):
+                failed.append(unit)
+            elif ticket.error is not None and ticket.status < 500:
+                # the writer can never store it (poison isolation): retrying would block the rest
+                log.error(
+                    "remote_write: batch %s refused for good: %s", unit.batch_id, ticket.error
+                )
+            elif ticket.error is not None:
                 failed.append(unit)
             elif not ticket.duplicate:
                 self.rows_stored += unit.table.num_rows

@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib
 import logging
 import signal
+import ssl
 import threading
 from collections.abc import Callable
 from types import FrameType
@@ -31,8 +32,9 @@ from warehouse.paths import WarehousePaths
 from warehouse.profiling_service import ProfilingConfig, ProfilingService, TraceUpload
 from warehouse.reader import Warehouse
 from warehouse.remote_write import RemoteWrite
+from warehouse.security import check_exposure, effective_tokens
 from warehouse.segments import SegmentStore
-from warehouse.server import Ingest, IngestConfig, IngestHTTPServer
+from warehouse.server import Ingest, IngestConfig, IngestHTTPServer, tls_context
 from warehouse.writer import Writer
 
 log = logging.getLogger(__name__)
@@ -66,7 +68,17 @@ class Server:
         )
         self.warehouse = Warehouse(self.writer, self.store, self.catalog)
         self.metrics = ServerMetrics(self.writer, self.catalog)
-        tokens = [t.strip() for t in settings.get_str("server.tokens").split(",")]
+        address = (
+            host if host is not None else settings.get_str("server.host"),
+            port if port is not None else settings.get_int("server.port"),
+        )
+        tokens = effective_tokens(settings)
+        try:
+            check_exposure(address[0], tokens)
+            tls = self._tls(settings)
+        except ConfigError:
+            self.writer.stop()
+            raise
         self.auth = TokenChecker(tokens, self.catalog)
         self.remote_write = RemoteWrite(
             self.writer,
@@ -95,16 +107,18 @@ class Server:
             config=IngestConfig(
                 max_body_bytes=settings.get_int("server.max_body_bytes"),
                 commit_timeout_s=settings.get_float("warehouse.commit_timeout_s"),
+                max_decoded_bytes=settings.get_int("server.max_decoded_bytes"),
+                max_batch_rows=settings.get_int("server.max_batch_rows"),
+                read_auth=settings.get_bool("server.read_auth"),
+                max_connections=settings.get_int("server.max_connections"),
+                header_timeout_s=settings.get_float("server.header_timeout_s"),
+                body_timeout_s=settings.get_float("server.body_timeout_s"),
             ),
             remote_write=self.remote_write,
             profiling=self.profiling,
         )
-        address = (
-            host if host is not None else settings.get_str("server.host"),
-            port if port is not None else settings.get_int("server.port"),
-        )
         try:
-            self.http = IngestHTTPServer(address, ingest)
+            self.http = IngestHTTPServer(address, ingest, tls)
         except OSError as exc:
             self.writer.stop()
             raise ConfigError(f"cannot listen on {address[0]}:{address[1]}: {exc}") from exc
@@ -124,10 +138,17 @@ class Server:
         ):
             load_plugin(module)(self)
 
+    @staticmethod
+    def _tls(settings: Settings) -> ssl.SSLContext | None:
+        cert = settings.get_str("server.tls_cert_file")
+        key = settings.get_str("server.tls_key_file")
+        return tls_context(cert, key) if cert or key else None
+
     @property
     def url(self) -> str:
         host, port = self.http.server_address[:2]
-        return f"http://{host!s}:{port}"
+        scheme = "https" if isinstance(self.http.socket, ssl.SSLSocket) else "http"
+        return f"{scheme}://{host!s}:{port}"
 
     def _trace_uploaded(self, upload: TraceUpload) -> bool:
         """Run every on_trace_uploaded hook; False when none is registered (nothing analyzes)."""

@@ -10,17 +10,24 @@
 
 Every refusal is an IngestError turned into `{"error": ...}` with its status; a batch request is
 answered 202 only after the writer committed it (Ticket.wait), so 202 means durable and an agent
-that got no answer retries with the same batch id. When the body was not read (401, 411, 413,
-415, 422), the connection is closed after the answer so unread bytes never reach the next request.
-Handlers are small functions in a route table; the standard library's ThreadingHTTPServer gives a
-thread per connection. This module must never talk to DuckDB: only the writer does.
+that got no answer retries with the same batch id. When the body was not read (401, 408, 411,
+413, 415, 422), the connection is closed after the answer so unread bytes never reach the next
+request. Handlers are small functions in a route table; the standard library's ThreadingHTTPServer
+gives a thread per connection, bounded by warehouse.connections (at most server.max_connections,
+then 503 with Retry-After; headers within server.header_timeout_s, a body within
+server.body_timeout_s, else 408). With server.tls_cert_file/tls_key_file it serves HTTPS; the TLS
+handshake runs on the connection's thread, under the header deadline, never on the accept loop.
+This module must never talk to DuckDB: only the writer does.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import re
+import ssl
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -30,10 +37,12 @@ from typing import Any
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sqlalchemy import Engine
 
-from fleetscope.errors import FleetscopeError, IngestError
+from fleetscope.contract import MAX_BATCH_ROWS, MAX_DECODED_BYTES
+from fleetscope.errors import ConfigError, FleetscopeError, IngestError
 from warehouse.auth import TokenChecker
 from warehouse.catalog.fleet import upsert_jobs
-from warehouse.ingest import check_envelope, decode_batch, parse_jobs
+from warehouse.connections import OVERLOADED, ConnectionGuard
+from warehouse.ingest import MAX_JOBS_JSON_BYTES, check_envelope, decode_batch, parse_jobs
 from warehouse.metrics import ServerMetrics
 from warehouse.profiling_api import (
     get_profile_request,
@@ -52,6 +61,12 @@ log = logging.getLogger(__name__)
 class IngestConfig:
     max_body_bytes: int
     commit_timeout_s: float
+    max_decoded_bytes: int = MAX_DECODED_BYTES
+    max_batch_rows: int = MAX_BATCH_ROWS
+    read_auth: bool = True
+    max_connections: int = 256
+    header_timeout_s: float = 30.0
+    body_timeout_s: float = 60.0
 
 
 @dataclass
@@ -84,6 +99,18 @@ class Handler(BaseHTTPRequestHandler):
     server: IngestHTTPServer
     body_read = False
 
+    def setup(self) -> None:
+        self.timeout = self.server.ingest.config.header_timeout_s  # type: ignore[misc]  # per socket op
+        self.server.guard.awaiting_headers(self.request)
+        if isinstance(self.request, ssl.SSLSocket):
+            self.request.settimeout(self.timeout)
+            self.request.do_handshake()
+        super().setup()
+
+    def handle_one_request(self) -> None:
+        self.server.guard.awaiting_headers(self.request)
+        super().handle_one_request()
+
     def read_body(self, limit: int) -> bytes:
         raw = self.headers.get("Content-Length")
         if raw is None or not raw.strip().isdigit():
@@ -93,11 +120,34 @@ class Handler(BaseHTTPRequestHandler):
             raise IngestError(
                 f"body of {length} bytes is over the limit of {limit} bytes", status=413
             )
-        body = self.rfile.read(length)
+        timeout_s = self.server.ingest.config.body_timeout_s
+        deadline = time.monotonic() + timeout_s
+        chunks: list[bytes] = []
+        received = 0
+        try:
+            while received < length:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise TimeoutError
+                self.connection.settimeout(remaining)
+                chunk = self.rfile.read1(min(length - received, 1 << 20))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                received += len(chunk)
+        except TimeoutError:
+            self.server.guard.timeouts.labels("body").inc()
+            raise IngestError(
+                f"body not received within {timeout_s:g} s (server.body_timeout_s): "
+                f"{received} of {length} bytes",
+                status=408,
+            ) from None
+        finally:
+            self.connection.settimeout(self.timeout)
         self.body_read = True
-        if len(body) != length:
-            raise IngestError(f"body ended after {len(body)} of {length} bytes")
-        return body
+        if received != length:
+            raise IngestError(f"body ended after {received} of {length} bytes")
+        return b"".join(chunks)
 
     def _dispatch(self, method: str) -> None:
         if self.server.stopping:
@@ -149,9 +199,11 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(response.body)
 
     def do_GET(self) -> None:
+        self.server.guard.headers_read(self.request)
         self._dispatch("GET")
 
     def do_POST(self) -> None:
+        self.server.guard.headers_read(self.request)
         self.body_read = False
         self._dispatch("POST")
 
@@ -163,17 +215,74 @@ class IngestHTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 512
 
-    def __init__(self, address: tuple[str, int], ingest: Ingest) -> None:
+    def __init__(
+        self, address: tuple[str, int], ingest: Ingest, tls: ssl.SSLContext | None = None
+    ) -> None:
         self.ingest = ingest
         self.stopping = False
+        self.guard = ConnectionGuard(
+            max_connections=ingest.config.max_connections,
+            header_timeout_s=ingest.config.header_timeout_s,
+            registry=ingest.metrics.registry,
+        )
         super().__init__(address, Handler)
+        if tls is not None:
+            self.socket = tls.wrap_socket(
+                self.socket, server_side=True, do_handshake_on_connect=False
+            )
+        self.guard.start()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        """Over server.max_connections: a canned 503 with Retry-After, and close."""
+        if not self.guard.admit(request):
+            with contextlib.suppress(OSError):
+                request.settimeout(1.0)
+                if not isinstance(request, ssl.SSLSocket):  # no handshake yet: cannot answer
+                    request.sendall(OVERLOADED)
+            self.shutdown_request(request)
+            return
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request: Any) -> None:
+        self.guard.release(request)
+        super().shutdown_request(request)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that vanished or dawdled is routine, not a traceback."""
+        exc = sys.exc_info()[1]
+        if isinstance(exc, OSError):
+            log.debug("connection from %s ended: %s", client_address, exc)
+            return
+        super().handle_error(request, client_address)
+
+    def server_close(self) -> None:
+        self.guard.stop()
+        super().server_close()
+
+
+def tls_context(cert_file: str, key_file: str) -> ssl.SSLContext:
+    """Server-side TLS from PEM files (TLS 1.2 or newer); ConfigError when they cannot be used."""
+    if bool(cert_file) != bool(key_file):
+        raise ConfigError("server.tls_cert_file and server.tls_key_file must be set together")
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    try:
+        context.load_cert_chain(cert_file, key_file)
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(f"server.tls_cert_file/tls_key_file: cannot load: {exc}") from exc
+    return context
 
 
 # -- routes ------------------------------------------------------------------------------------
 def post_batch(handler: Handler, ingest: Ingest, table: str) -> Response:
     ingest.auth.check(handler.headers.get("Authorization"))
     envelope = check_envelope(table, handler.headers, ingest.config.max_body_bytes)
-    data = decode_batch(table, handler.read_body(ingest.config.max_body_bytes))
+    data = decode_batch(
+        table,
+        handler.read_body(ingest.config.max_body_bytes),
+        max_decoded_bytes=ingest.config.max_decoded_bytes,
+        max_rows=ingest.config.max_batch_rows,
+    )
     ticket, in_flight = ingest.writer.submit(
         table, data, envelope.batch_id, envelope.agent, envelope.agent_version
     )
@@ -182,6 +291,8 @@ def post_batch(handler: Handler, ingest: Ingest, table: str) -> Response:
             f"batch {envelope.batch_id} is not committed yet; retry with the same batch id",
             status=503,
         )
+    if ticket.error is not None and ticket.status < 500:
+        raise IngestError(f"{ticket.error}; do not retry it as is", status=ticket.status)
     if ticket.error is not None:
         raise IngestError(f"{ticket.error}; retry with the same batch id", status=503)
     return Response.json(
@@ -196,7 +307,7 @@ def post_batch(handler: Handler, ingest: Ingest, table: str) -> Response:
 
 def post_jobs(handler: Handler, ingest: Ingest) -> Response:
     ingest.auth.check(handler.headers.get("Authorization"))
-    jobs = parse_jobs(handler.read_body(ingest.config.max_body_bytes))
+    jobs = parse_jobs(handler.read_body(min(MAX_JOBS_JSON_BYTES, ingest.config.max_body_bytes)))
     with ingest.catalog.begin() as conn:
         upsert_jobs(conn, jobs)
     return Response.json(200, {"jobs": len(jobs)})

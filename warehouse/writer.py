@@ -15,12 +15,17 @@ only adds latency and cuts throughput: it is the closed loop of a fleet of agent
 4. publishes the segments in the manifest, runs the commit hooks (the catalog's hosts and GPU
    allocations; a failing hook is logged, never fails the committed rows), answers the tickets.
 
-A ticket is answered only after step 3 committed, so a 202 means durable. This module must never
-be used from more than one process on the same file, and request threads must never call DuckDB.
+A ticket is answered only after step 3 committed, so a 202 means durable. A group that fails is
+retried one batch at a time (poison isolation, issue 12): one bad batch must not fail its
+neighbours. A batch that fails alone on its data (a DuckDB conversion or constraint error, an
+Arrow error) is refused for good (`Ticket.status` 422: the agent dead-letters it); any other
+failure (I/O, a full disk) stays retryable (503). This module must never be used from more than
+one process on the same file, and request threads must never call DuckDB.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -70,14 +75,18 @@ class Ticket:
     agent_version: str = ""
     duplicate: bool = False
     error: str | None = None
+    status: int = 202  # 503: retry later with the same id; 422: this batch can never be stored
     _done: threading.Event = field(default_factory=threading.Event)
 
     def wait(self, timeout_s: float) -> bool:
         return self._done.wait(timeout_s)
 
-    def _resolve(self, *, duplicate: bool = False, error: str | None = None) -> None:
+    def _resolve(
+        self, *, duplicate: bool = False, error: str | None = None, status: int = 202
+    ) -> None:
         self.duplicate = duplicate
         self.error = error
+        self.status = status
         self.data = self.data.slice(0, 0)  # free the rows; the ticket may outlive the flush
         self._done.set()
 
@@ -103,6 +112,7 @@ class WriterStats:
     batches_committed: int = 0
     duplicates: int = 0
     failed_flushes: int = 0
+    batches_refused: int = 0
     last_flush_s: float = 0.0
     last_flush_rows: int = 0
 
@@ -246,10 +256,43 @@ class Writer:
             future.set_exception(exc)
 
     def _flush(self, tickets: list[Ticket]) -> None:
+        """Commit a group; if it fails, commit its batches one at a time so only the guilty fail."""
+        try:
+            self._commit(tickets)
+        except Exception as exc:
+            self.stats.failed_flushes += 1
+            if len(tickets) > 1:
+                log.warning(
+                    "flush of %d batches failed (%s); retrying them one at a time",
+                    len(tickets),
+                    exc,
+                )
+                for ticket in tickets:
+                    self._flush([ticket])
+                return
+            (ticket,) = tickets
+            if _is_data_error(exc):
+                log.error(
+                    "batch %s from %r refused: it cannot be stored (%s)",
+                    ticket.batch_id,
+                    ticket.agent,
+                    exc,
+                )
+                self.stats.batches_refused += 1
+                status, error = 422, f"batch {ticket.batch_id} cannot be stored: {exc}"
+            else:
+                log.exception("flush of batch %s failed; answered 503", ticket.batch_id)
+                status, error = 503, f"writer could not commit: {exc}"
+            with self._cond:
+                self._inflight.pop(ticket.batch_id, None)
+                ticket._resolve(error=error, status=status)
+
+    def _commit(self, tickets: list[Ticket]) -> None:
+        """One flush: segments, one transaction, publish, hooks, answers; raises if not committed."""
         started = time.perf_counter()
         seq = self._next_seq
         written: dict[str, list[Segment]] = {}
-        in_transaction = False
+        in_transaction = committed = False
         try:
             known = self._known_batches([t.batch_id for t in tickets])
             fresh = [t for t in tickets if t.batch_id not in known]
@@ -275,20 +318,17 @@ class Writer:
                     [seq, [s.path for segs in written.values() for s in segs]],
                 )
                 self._conn.execute("COMMIT")
-                in_transaction = False
-                self._store.publish(seq, written)
+                in_transaction, committed = False, True
                 self._next_seq += 1
-        except Exception as exc:
-            log.exception("flush %d failed; %d batches answered 503", seq, len(tickets))
+                self._store.publish(seq, written)
+        except Exception:
             if in_transaction:
                 self._conn.execute("ROLLBACK")
-            self._store.discard(s for segs in written.values() for s in segs)
-            self.stats.failed_flushes += 1
-            with self._cond:
-                for ticket in tickets:
-                    self._inflight.pop(ticket.batch_id, None)
-                    ticket._resolve(error=f"writer could not commit: {exc}")
-            return
+            with contextlib.suppress(Exception):
+                self._conn.unregister("incoming")
+            if not committed:  # committed segments stay: the next start's _recover publishes them
+                self._store.discard(s for segs in written.values() for s in segs)
+            raise
         commit = Commit(seq, tables, fresh)
         for hook in self._hooks:
             try:
@@ -336,6 +376,21 @@ class Writer:
         top = self._conn.execute("SELECT coalesce(max(flush_seq), 0) FROM ingest_flushes")
         (committed,) = top.fetchall()[0]
         return max(int(committed), published) + 1
+
+
+def _is_data_error(exc: BaseException) -> bool:
+    """Whether a batch failed because of what it holds (never retry it), not the machine."""
+    return isinstance(
+        exc,
+        (
+            duckdb.DataError,
+            duckdb.IntegrityError,
+            pa.ArrowException,
+            ArithmeticError,
+            ValueError,
+            TypeError,
+        ),
+    ) and not isinstance(exc, (duckdb.IOException, OSError))
 
 
 def _ledger(tickets: list[Ticket], seq: int) -> pa.Table:

@@ -20,6 +20,7 @@ from analyzers.accounting import DEFAULT_MAX_GAP_S
 from analyzers.reports.usage import Window, gpu_buckets, job_efficiency, pct
 from analyzers.reports.week import IsoWeek
 from fleetscope.errors import ConfigError
+from fleetscope.names import file_name_part
 
 if TYPE_CHECKING:
     import duckdb
@@ -48,7 +49,8 @@ class Scope:
 
     @property
     def slug(self) -> str:
-        return "fleet" if self.kind == "admin" else f"{self.kind}-{self.value}"
+        """The report's file name stem: safe whatever the team or user is called."""
+        return "fleet" if self.kind == "admin" else f"{self.kind}-{file_name_part(self.value)}"
 
 
 @dataclass(frozen=True)

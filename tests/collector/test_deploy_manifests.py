@@ -110,3 +110,10 @@ def test_compose_file_wires_exporter_ingest_and_agent() -> None:
         / services["agent"]["build"]["dockerfile"]
     ).exists()
     assert "../dcgm-exporter/counters.csv" in services["dcgm-exporter"]["volumes"][0]
+
+
+def test_compose_publishes_ingest_on_loopback_with_a_token_the_user_must_choose() -> None:
+    services = yaml.safe_load((DEPLOY / "compose" / "compose.yaml").read_text())["services"]
+    assert services["ingest"]["ports"] == ["127.0.0.1:8470:8470"]
+    token = services["ingest"]["environment"]["FLEETSCOPE_SERVER_TOKENS"]
+    assert token.startswith("${FLEETSCOPE_TOKEN:?")  # compose refuses to start without one

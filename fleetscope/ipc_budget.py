@@ -1,0 +1,146 @@
+"""What an Arrow IPC stream will cost once decoded, read from its message metadata alone.
+
+Why: a request body is compressed (zstd buffers), so `server.max_body_bytes` bounds only what
+arrives, not what decoding allocates: a 65 KB body can decompress to 2 GiB (issue 12). Arrow's
+reader decompresses a whole record batch before anyone can look at it, so the budget has to be
+checked before decoding: every compressed IPC buffer starts with its uncompressed length as a
+little-endian int64 (-1: stored raw), and the record batch's flatbuffer metadata says where each
+buffer lies in the message body. `decoded_cost` walks the messages with Arrow's framing reader
+(which verifies each flatbuffer), reads those lengths and row counts, and raises BudgetError the
+moment the running total passes the budget, before a single buffer is decompressed.
+
+Layout read here (format/Message.fbs, format/Schema.fbs): Message {version, header_type, header,
+bodyLength, custom_metadata}; RecordBatch {length, nodes, buffers: [Buffer{offset, length}],
+compression, ...}; DictionaryBatch {id, data: RecordBatch, isDelta}. Must never decode a buffer,
+and never trust an offset it has not bounds-checked against the body.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+_RECORD_BATCH = "record batch"
+_DICTIONARY_BATCH = "dictionary batch"
+
+
+class BudgetError(ValueError):
+    """The stream is over a budget, or its metadata does not describe its body."""
+
+
+@dataclass(frozen=True)
+class DecodedCost:
+    """What decoding the stream would allocate for buffers, and how many rows it holds."""
+
+    decoded_bytes: int
+    rows: int
+    batches: int
+
+
+class _Table:
+    """One flatbuffer table: fields by slot, every read bounds-checked by struct."""
+
+    def __init__(self, buf: bytes, pos: int) -> None:
+        self.buf = buf
+        self.pos = pos
+        self.vtable = pos - struct.unpack_from("<i", buf, pos)[0]
+        self.vtable_len = struct.unpack_from("<H", buf, self.vtable)[0]
+
+    def _offset(self, slot: int) -> int:
+        at = 4 + 2 * slot
+        if at + 2 > self.vtable_len:
+            return 0
+        return int(struct.unpack_from("<H", self.buf, self.vtable + at)[0])
+
+    def int64(self, slot: int) -> int:
+        off = self._offset(slot)
+        return int(struct.unpack_from("<q", self.buf, self.pos + off)[0]) if off else 0
+
+    def table(self, slot: int) -> _Table | None:
+        off = self._offset(slot)
+        if not off:
+            return None
+        at = self.pos + off
+        return _Table(self.buf, at + struct.unpack_from("<I", self.buf, at)[0])
+
+    def struct_vector(self, slot: int, fmt: str) -> list[tuple[int, ...]]:
+        off = self._offset(slot)
+        if not off:
+            return []
+        at = self.pos + off
+        start = at + struct.unpack_from("<I", self.buf, at)[0]
+        (count,) = struct.unpack_from("<I", self.buf, start)
+        size = struct.calcsize(fmt)
+        if start + 4 + count * size > len(self.buf):
+            raise BudgetError("IPC metadata: a vector runs past its message")
+        return [struct.unpack_from(fmt, self.buf, start + 4 + i * size) for i in range(count)]
+
+
+def _batch_cost(batch: _Table, body: bytes) -> tuple[int, int]:
+    """(decoded buffer bytes, rows) of one RecordBatch table against its body."""
+    rows = batch.int64(0)
+    if rows < 0:
+        raise BudgetError(f"IPC record batch declares {rows} rows")
+    compressed = batch.table(3) is not None
+    total = 0
+    for offset, length in batch.struct_vector(2, "<qq"):
+        if offset < 0 or length < 0 or offset + length > len(body):
+            raise BudgetError(
+                f"IPC buffer at {offset} of {length} bytes lies outside the {len(body)}-byte body"
+            )
+        if not compressed or length == 0:
+            total += length
+            continue
+        if length < 8:
+            raise BudgetError("IPC compressed buffer is shorter than its length prefix")
+        (decoded,) = struct.unpack_from("<q", body, offset)
+        if decoded < -1:
+            raise BudgetError(f"IPC compressed buffer declares {decoded} decoded bytes")
+        total += length - 8 if decoded == -1 else decoded
+    return total, rows
+
+
+def decoded_cost(body: bytes, *, max_decoded_bytes: int, max_rows: int) -> DecodedCost:
+    """Walk the stream's messages; BudgetError as soon as a budget is passed.
+
+    Raises pa.ArrowInvalid (or another pa.ArrowException) when the framing itself is broken;
+    the caller turns both into the contract's error.
+    """
+    total = rows = batches = 0
+    reader = pa.ipc.MessageReader.open_stream(pa.py_buffer(body))
+    while True:
+        try:
+            message = reader.read_next_message()
+        except StopIteration:
+            break
+        if message.type not in (_RECORD_BATCH, _DICTIONARY_BATCH):
+            continue
+        meta = message.metadata.to_pybytes()
+        message_body = message.body.to_pybytes() if message.body is not None else b""
+        try:
+            root = _Table(meta, struct.unpack_from("<I", meta, 0)[0])
+            header = root.table(2)
+            if header is not None and message.type == _DICTIONARY_BATCH:
+                header = header.table(1)
+            if header is None:
+                raise BudgetError(f"IPC {message.type} message has no header")
+            cost, batch_rows = _batch_cost(header, message_body)
+        except struct.error as exc:
+            raise BudgetError(f"IPC {message.type} metadata is malformed: {exc}") from exc
+        total += cost
+        batches += 1
+        if message.type == _RECORD_BATCH:
+            rows += batch_rows
+        if total > max_decoded_bytes:
+            raise BudgetError(
+                f"body decodes to more than {max_decoded_bytes} bytes "
+                "(server.max_decoded_bytes); send smaller batches"
+            )
+        if rows > max_rows:
+            raise BudgetError(
+                f"body holds more than {max_rows} rows (server.max_batch_rows); "
+                "send smaller batches"
+            )
+    return DecodedCost(total, rows, batches)

@@ -1,0 +1,170 @@
+"""Secure by default: guessable tokens stay on loopback, a first start makes a real token, TLS is
+served natively and verified by the agent's transport, and job reads follow server.read_auth."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import stat
+from pathlib import Path
+
+import pytest
+
+from collector.http import KeepAliveTransport, UrllibTransport
+from fleetscope.cli import main
+from fleetscope.contract import to_ipc
+from fleetscope.errors import ConfigError, SourceUnavailableError
+from fleetscope.settings import Settings
+from warehouse.runtime import Server
+from warehouse.security import server_token, token_path
+from warehouse.testing import TEST_TOKEN, gpu_batch, headers_for, post_batch
+
+TLS = Path(__file__).resolve().parents[1] / "data" / "tls"  # self-signed for 127.0.0.1
+
+
+@pytest.mark.parametrize("tokens", ["dev-token", "demo-token", "short-secret", "x,dev-token"])
+def test_a_non_loopback_server_refuses_a_guessable_token(settings: Settings, tokens: str) -> None:
+    with pytest.raises(ConfigError, match=r"refusing to listen on 0\.0\.0\.0 with a well-known"):
+        Server(settings.with_overrides(server__tokens=tokens), host="0.0.0.0")
+
+
+def test_the_cli_says_why_it_will_not_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("FLEETSCOPE_CORE_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("FLEETSCOPE_SERVER_TOKENS", "dev-token")
+    monkeypatch.setenv("FLEETSCOPE_SERVER_PLUGINS", "")
+    assert main(["server", "--host", "0.0.0.0", "--port", "0"]) == 2
+    assert "refusing to listen on 0.0.0.0" in capsys.readouterr().err
+
+
+def test_loopback_keeps_working_with_a_development_token(settings: Settings) -> None:
+    server = Server(settings.with_overrides(server__tokens="dev-token"), host="127.0.0.1")
+    server.start()
+    try:
+        assert (
+            post_batch(server.url, "gpu_samples", gpu_batch("n"), token="dev-token").status == 202
+        )
+    finally:
+        server.stop()
+
+
+def test_a_first_start_generates_a_private_token_and_says_where(
+    settings: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    plain = settings.with_overrides(server__tokens="")
+    server = Server(plain, host="0.0.0.0")  # a generated token is not guessable: allowed
+    path = token_path(plain)
+    assert f"generated a random ingest token in {path} (mode 0600)" in capsys.readouterr().err
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    token = server_token(plain)
+    assert len(token) >= 40 and token == path.read_text().strip()
+    server.start()
+    try:
+        url = server.url.replace("0.0.0.0", "127.0.0.1")
+        assert post_batch(url, "gpu_samples", gpu_batch("n"), token=token).status == 202
+        assert post_batch(url, "gpu_samples", gpu_batch("n"), token="dev-token").status == 401
+    finally:
+        server.stop()
+    second = Server(plain)  # a second start reuses the token and says nothing
+    second.start()
+    second.stop()
+    assert server_token(plain) == token and capsys.readouterr().err == ""
+
+
+def test_tls_is_served_and_the_agent_verifies_it(settings: Settings) -> None:
+    server = Server(
+        settings.with_overrides(
+            server__tls_cert_file=str(TLS / "ingest-cert.pem"),
+            server__tls_key_file=str(TLS / "ingest-key.pem"),
+        )
+    )
+    server.start()
+    try:
+        assert server.url.startswith("https://127.0.0.1:")
+        url = f"{server.url}/v1/batches/gpu_samples"
+        body, headers = to_ipc(gpu_batch("tls")), headers_for("tls-1", TEST_TOKEN)
+        trusting = KeepAliveTransport(ca_file=str(TLS / "ingest-cert.pem"))
+        answer = trusting.request("POST", url, body=body, headers=headers, timeout_s=30)
+        trusting.close()
+        assert (answer.status, json.loads(answer.body)["rows"]) == (202, 80)
+        with pytest.raises(SourceUnavailableError, match="CERTIFICATE_VERIFY_FAILED"):
+            UrllibTransport().request("POST", url, body=body, headers=headers, timeout_s=30)
+        host, port = server.url.removeprefix("https://").split(":")
+        plain = http.client.HTTPConnection(host, int(port), timeout=30)
+        with pytest.raises((ConnectionError, http.client.HTTPException)):
+            plain.request("GET", "/healthz")  # plain HTTP to a TLS port gets no answer
+            plain.getresponse()
+        plain.close()
+        assert server.writer.stats.batches_committed == 1
+    finally:
+        server.stop()
+
+
+def test_tls_needs_both_files(settings: Settings) -> None:
+    with pytest.raises(ConfigError, match="must be set together"):
+        Server(settings.with_overrides(server__tls_cert_file=str(TLS / "ingest-cert.pem")))
+
+
+@pytest.mark.parametrize(("read_auth", "status"), [(True, 401), (False, 404)])
+def test_reads_of_job_data_need_a_token_when_read_auth_is_on(
+    settings: Settings, read_auth: bool, status: int
+) -> None:
+    server = Server(settings.with_overrides(server__read_auth=read_auth))
+    server.start()
+    try:
+        host, port = server.url.removeprefix("http://").split(":")
+        conn = http.client.HTTPConnection(host, int(port), timeout=30)
+        conn.request("GET", "/v1/profile-requests/7")
+        assert conn.getresponse().status == status
+        conn.close()
+        conn = http.client.HTTPConnection(host, int(port), timeout=30)
+        conn.request("POST", "/v1/jobs", body=b"[]")  # a write always needs one
+        assert conn.getresponse().status == 401
+        conn.close()
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/v1/jobs", b"[" * 100_000),  # was a RecursionError answered 500
+        ("/v1/jobs", b"[" * 33 + b"]" * 33),
+        ("/v1/agent/poll", b'{"a":' * 40 + b"1" + b"}" * 40),
+    ],
+)
+def test_deep_json_is_a_400_and_the_server_goes_on(server: Server, path: str, body: bytes) -> None:
+    host, port = server.url.removeprefix("http://").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=30)
+    conn.request("POST", path, body=body, headers={"Authorization": f"Bearer {TEST_TOKEN}"})
+    answer = conn.getresponse()
+    assert (answer.status, json.loads(answer.read())) == (
+        400,
+        {"error": "body is JSON nested deeper than 32 levels"},
+    )
+    conn.close()
+    assert post_batch(server.url, "gpu_samples", gpu_batch("n"), token=TEST_TOKEN).status == 202
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/v1/batches/gpu_samples",
+        "/v1/jobs",
+        "/api/v1/write",
+        "/v1/profile-requests",
+        "/v1/agent/poll",
+        "/v1/traces?request_id=1&host=h&pid=1",
+    ],
+)
+def test_every_write_needs_a_token(server: Server, path: str) -> None:
+    host, port = server.url.removeprefix("http://").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=30)
+    conn.request("POST", path, body=b"{}", headers={"Authorization": "Bearer dev-token"})
+    answer = conn.getresponse()
+    assert (answer.status, json.loads(answer.read())) == (
+        401,
+        {"error": "invalid or revoked bearer token"},
+    )
+    conn.close()

@@ -1,0 +1,93 @@
+"""Secure defaults of the ingest server: which tokens it accepts, and where it may listen with them.
+
+Why: until issue 12 the default accepted token was the public `dev-token` and nothing warned about
+it. Now an empty `server.tokens` (the default) means: use the random token kept in
+`<core.data_dir>/server-token`, generating it (mode 0600) on first start and saying where it is.
+A server on a non-loopback address refuses to start when a settings token is one anyone can guess
+(a well-known name, or shorter than 16 characters): loopback is where the demo and tests run.
+`server_token(settings)` gives the token agents should present (the demo and the CLI read it
+here). This module must never log a token itself, only where it is kept.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import os
+import secrets
+import sys
+from pathlib import Path
+
+from fleetscope.errors import ConfigError
+from fleetscope.settings import Settings
+
+log = logging.getLogger(__name__)
+
+TOKEN_FILE = "server-token"
+MIN_TOKEN_CHARS = 16
+WELL_KNOWN_TOKENS = frozenset({"dev-token", "demo-token", "test-token", "token", "changeme"})
+
+
+def token_path(settings: Settings) -> Path:
+    return settings.get_path("core.data_dir") / TOKEN_FILE
+
+
+def configured_tokens(settings: Settings) -> list[str]:
+    """The non-empty entries of server.tokens."""
+    return [t.strip() for t in settings.get_str("server.tokens").split(",") if t.strip()]
+
+
+def load_or_create_token(path: Path) -> str:
+    """The token in `path`, or a new random one written there with mode 0600 (said on stderr)."""
+    try:
+        token = path.read_text().strip()
+    except FileNotFoundError:
+        token = ""
+    if token:
+        return token
+    path.parent.mkdir(parents=True, exist_ok=True)
+    token = secrets.token_urlsafe(32)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(token + "\n")
+    os.chmod(path, 0o600)
+    message = (
+        f"fleetscope server: generated a random ingest token in {path} (mode 0600); "
+        "give it to agents as agent.token (FLEETSCOPE_AGENT_TOKEN)"
+    )
+    log.warning(message)
+    print(message, file=sys.stderr, flush=True)
+    return token
+
+
+def effective_tokens(settings: Settings) -> list[str]:
+    """Tokens the server accepts besides the catalog's: server.tokens, else the generated one."""
+    return configured_tokens(settings) or [load_or_create_token(token_path(settings))]
+
+
+def server_token(settings: Settings) -> str:
+    """The token an agent of this server should present (the first effective one)."""
+    return effective_tokens(settings)[0]
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_exposure(host: str, tokens: list[str]) -> None:
+    """ConfigError when a non-loopback listener would accept a guessable token."""
+    if is_loopback(host):
+        return
+    weak = [t for t in tokens if t in WELL_KNOWN_TOKENS or len(t) < MIN_TOKEN_CHARS]
+    if weak or not tokens:
+        raise ConfigError(
+            f"refusing to listen on {host or 'every address'} with "
+            f"{'a well-known or short' if weak else 'no'} bearer token in server.tokens: set a "
+            f"random one of at least {MIN_TOKEN_CHARS} characters, or leave server.tokens empty "
+            "to use the generated <core.data_dir>/server-token"
+        )
