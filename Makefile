@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test lint typecheck pytest bench fuzz clean docs
 
-$(STAMP): pyproject.toml analyzers/_sketch_scalar.c
+$(STAMP): pyproject.toml analyzers/sketch/_sketch_scalar.c
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
@@ -38,7 +38,7 @@ fuzz: $(STAMP)
 	$(BIN)/python -m bench.fuzz --cases $${FUZZ_CASES:-20000} $${FUZZ_SEED:+--seed $$FUZZ_SEED}
 
 docs: $(STAMP)
-	COLUMNS=100 $(BIN)/python -m fleetscope.docgen docs
+	COLUMNS=100 $(BIN)/python -m app.docgen docs
 
 clean:
 	rm -rf $(VENV) var .demo .pytest_cache .mypy_cache .ruff_cache

@@ -20,6 +20,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, runtime_checkable
 
+from fleetscope import plugins
 from fleetscope.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
 
     from analyzers.findings import Finding
 
-ENTRY_POINT_GROUP = "fleetscope.analyzers"
+ENTRY_POINT_GROUP = plugins.RULES
 
 PartitionKey = Literal["job", "host", "none"]
 

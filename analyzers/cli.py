@@ -1,4 +1,4 @@
-"""Registers the analyzers' `fleetscope` commands (see fleetscope.cli); heavy imports stay inside
+"""Registers the analyzers' `fleetscope` commands (see app.cli); heavy imports stay inside
 the handlers.
 
     analyzers        the registered analyzers, their rules and thresholds
@@ -7,7 +7,6 @@ the handlers.
     opportunities    the fleet ranking: recoverable GPU-hours by rule and group, top offenders
     job              one job's efficiency summary and findings
     findings         list stored findings; ack / suppress / reopen them
-    eval             precision, recall and GPU-hours error on the simulated fleet
 """
 
 from __future__ import annotations
@@ -24,7 +23,7 @@ from fleetscope.errors import ConfigError
 if TYPE_CHECKING:
     import duckdb
 
-    from analyzers.store import FindingStore
+    from analyzers.run.results import FindingStore
     from fleetscope.settings import Settings
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -48,7 +47,7 @@ def parse_time(text: str) -> datetime:
 
 
 def _store(settings: Settings) -> FindingStore:
-    from analyzers.store import FindingStore
+    from analyzers.run.results import FindingStore
     from warehouse import catalog
     from warehouse.paths import WarehousePaths
 
@@ -62,7 +61,7 @@ def _telemetry(settings: Settings) -> duckdb.DuckDBPyConnection:
 
 
 def cmd_analyzers(args: argparse.Namespace, settings: Settings) -> int:
-    from analyzers.runner import Pipeline
+    from analyzers.run.runner import Pipeline
 
     if args.skipped:
         skipped = _store(settings).skipped_buckets()
@@ -81,8 +80,8 @@ def cmd_analyzers(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_analyze(args: argparse.Namespace, settings: Settings) -> int:
-    from analyzers.runner import Pipeline
-    from analyzers.schedule import run_due, schedule_time
+    from analyzers.run.runner import Pipeline
+    from analyzers.run.schedule import run_due, schedule_time
 
     interval_s = settings.get_float("scheduler.interval_s")
     at = parse_time(args.at) if args.at else datetime.now(UTC)
@@ -115,12 +114,12 @@ def _report(results: list[Any]) -> int:
 
 
 def cmd_backfill(args: argparse.Namespace, settings: Settings) -> int:
-    from analyzers.schedule import backfill_windows
+    from analyzers.run.schedule import backfill_windows
 
     start, end = parse_time(args.start), parse_time(args.end)
     bucket_s = settings.get_int("analyzers.bucket_s")
     if args.celery:
-        from analyzers.celery_app import analyze_window
+        from analyzers.run.celery_app import analyze_window
 
         partitions = settings.get_int("analyzers.partitions")
         windows = backfill_windows(start, end, bucket_s, partitions)
@@ -130,8 +129,8 @@ def cmd_backfill(args: argparse.Namespace, settings: Settings) -> int:
             )
         print(f"enqueued {len(windows)} window task(s)")
         return 0
-    from analyzers.runner import Pipeline
-    from analyzers.store import CatalogJobs
+    from analyzers.run.results import CatalogJobs
+    from analyzers.run.runner import Pipeline
 
     pipeline, store = Pipeline.from_settings(settings), _store(settings)
     conn = _telemetry(settings)
@@ -146,8 +145,8 @@ def cmd_backfill(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_opportunities(args: argparse.Namespace, settings: Settings) -> int:
-    from analyzers.ranking import rank, render
-    from analyzers.store import CatalogJobs
+    from analyzers.reports.ranking import rank, render
+    from analyzers.run.results import CatalogJobs
 
     store = _store(settings)
     end = parse_time(args.end) if args.end else datetime.now(UTC)
@@ -179,7 +178,7 @@ def cmd_opportunities(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_job(args: argparse.Namespace, settings: Settings) -> int:
-    from analyzers.jobsummary import render, summarize
+    from analyzers.reports.job import render, summarize
 
     conn = _telemetry(settings)
     try:
@@ -219,23 +218,6 @@ def cmd_findings(args: argparse.Namespace, settings: Settings) -> int:
             f"{f.job_id or '-'}  {f.title}"
         )
     return 0
-
-
-def cmd_eval(args: argparse.Namespace, settings: Settings) -> int:
-    passed = True
-    if args.generator in ("simulator", "both"):
-        from analyzers.evaluation import evaluate, render
-
-        report = evaluate(hosts=args.hosts, hours=args.hours, seed=args.seed)
-        print(render(report))
-        passed = passed and report.passed
-    if args.generator in ("field", "both"):
-        from analyzers.field_eval import evaluate_field, render_field
-
-        field = evaluate_field()
-        print(("\n" if args.generator == "both" else "") + render_field(field))
-        passed = passed and field.passed
-    return 0 if passed or not args.strict else 1
 
 
 def register(subparsers: Any) -> None:
@@ -282,19 +264,3 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--reason")
     p.set_defaults(handler=cmd_findings)
-
-    p = subparsers.add_parser(
-        "eval", help="Analyzer precision/recall on the simulated and the field fleet."
-    )
-    p.add_argument("--hosts", type=int, default=8)
-    p.add_argument("--hours", type=float, default=12.0)
-    p.add_argument("--seed", type=int, default=7)
-    p.add_argument("--strict", action="store_true", help="exit 1 below the quality targets")
-    p.add_argument(
-        "--generator",
-        choices=["simulator", "field", "both"],
-        default="both",
-        help="simulator: the built-in simulator's fleet; field: an independent fleet written "
-        "from real jobs' published behaviour (analyzers/field_fleet.py)",
-    )
-    p.set_defaults(handler=cmd_eval)

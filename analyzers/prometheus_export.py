@@ -22,7 +22,7 @@ summed into `job="other"`. A missing team or cluster is the empty label (Prometh
 Summing `fleetscope_recoverable_gpu_hours` over `rule` counts a job flagged by several rules once
 per rule; `max by (job)` gives what `fleetscope opportunities` reports per job.
 
-The counters are the accounting of `analyzers.accounting` (through `analyzers.reports.usage`)
+The counters are the accounting of `analyzers.accounting` (through `analyzers.accounting.usage`)
 over consecutive closed windows: each refresh adds the hours of [last end, now - lateness_s), so
 samples arriving later than `analyzers.lateness_s` are counted only after a server restart
 (Prometheus's `rate()` handles the reset). A snapshot is computed every
@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     import duckdb
     from sqlalchemy import Engine
 
-    from analyzers.store import StoredFinding
+    from analyzers.run.results import StoredFinding
 
 log = logging.getLogger(__name__)
 
@@ -223,8 +223,8 @@ class FleetCollector(Collector):
             return self._snapshot, copy
 
     def _refresh(self, now_s: float) -> None:
-        from analyzers.reports.usage import Window, gpu_buckets, job_efficiency
-        from analyzers.store import FindingStore
+        from analyzers.accounting.usage import Window, gpu_buckets, job_efficiency
+        from analyzers.run.results import FindingStore
 
         since = datetime.fromtimestamp(now_s - self._window_s, tz=UTC)
         stored = [s for s in FindingStore(self._catalog).findings(since=since) if s.state == "open"]

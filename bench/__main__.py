@@ -10,7 +10,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-BENCHMARKS = ("agent", "ingest", "sketch", "traces", "analyzers", "dashboard")
+BENCHMARKS = ("agent", "ingest", "sketch", "traces", "analyzers", "dashboard", "cli")
 
 
 def main(argv: list[str]) -> int:

@@ -5,7 +5,7 @@
 
 1. Parse: the same pages (the four shared dcgm-exporter variants and a generated 8 GPUs x 40
    fields page in dcgm-exporter's format) through prometheus_client.parser and through
-   collector.exposition, checking the samples are identical (after prometheus_client's documented
+   fleetscope.exposition, checking the samples are identical (after prometheus_client's documented
    `_total` renaming of counters). "cold" uses a fresh parser per page (no label cache carried),
    "warm" reuses one parser as the agent does every second.
 2. CPU: a real `fleetscope-agent run` process at agent.interval_s = 1 scrapes a real HTTP exporter
@@ -37,8 +37,8 @@ import psutil
 from prometheus_client.parser import text_string_to_metric_families
 
 from collector.dcgm_scan import DcgmScanner
-from collector.exposition import ExpositionParser, parse
-from collector.normalize import GpuReading, normalize_samples
+from fleetscope.exposition import ExpositionParser, parse
+from fleetscope.normalize import GpuReading, normalize_samples
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT / "tests" / "data" / "dcgm"

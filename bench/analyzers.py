@@ -4,7 +4,7 @@ partitions), same data, same run.
 
     .venv/bin/python -m bench.analyzers [--gpus 1000 --days 7] [--quick]
 
-The data is the simulator's batch mode (collector.simulator), published as warehouse segments the
+The data is the simulator's batch mode (simulator), published as warehouse segments the
 way the writer publishes them; both modes read it through `warehouse.reader` and land findings in
 a real SQLite catalog. Celery uses Redis db 14 (flushed). Prints one table; figures go to
 bench/RESULTS.md under "Analyzers (issue 5)".
@@ -30,8 +30,8 @@ ORIGIN = 1_740_960_000  # 2025-03-03T00:00:00Z
 
 
 def generate(root: Path, gpus: int, days: float, step_s: int) -> int:
-    from collector.simulator.fleet import FleetSpec
-    from collector.simulator.sim import FleetSimulator
+    from simulator.fleet import FleetSpec
+    from simulator.sim import FleetSimulator
     from warehouse.segments import SegmentStore
 
     sim = FleetSimulator(
@@ -55,9 +55,9 @@ def reused(segments: Path) -> int:
 
 def embedded(settings_env: dict[str, str], days: float) -> tuple[float, int]:
     from analyzers.base import StaticJobCatalog
-    from analyzers.runner import Pipeline
-    from analyzers.schedule import backfill_windows
-    from analyzers.store import FindingStore
+    from analyzers.run.results import FindingStore
+    from analyzers.run.runner import Pipeline
+    from analyzers.run.schedule import backfill_windows
     from fleetscope.settings import load_settings
     from warehouse import catalog
     from warehouse.paths import WarehousePaths
@@ -85,8 +85,8 @@ def embedded(settings_env: dict[str, str], days: float) -> tuple[float, int]:
 def celery(settings_env: dict[str, str], days: float, log_dir: Path) -> tuple[float, int]:
     import redis
 
-    from analyzers.celery_app import make_app
-    from analyzers.schedule import backfill_windows
+    from analyzers.run.celery_app import make_app
+    from analyzers.run.schedule import backfill_windows
     from fleetscope.settings import load_settings
 
     redis.Redis.from_url(BROKER).flushdb()
@@ -99,7 +99,7 @@ def celery(settings_env: dict[str, str], days: float, log_dir: Path) -> tuple[fl
                 "-m",
                 "celery",
                 "-A",
-                "analyzers.celery_app",
+                "analyzers.run.celery_app",
                 "worker",
                 "--pool",
                 "solo",

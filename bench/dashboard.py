@@ -3,7 +3,7 @@
     .venv/bin/python -m bench.dashboard            # 125 hosts x 8 GPUs x 7 days x 10 s = 60.5 M rows
     .venv/bin/python -m bench.dashboard --quick    # 16 hosts x 8 GPUs x 1 day
 
-The warehouse is written once as real warehouse segments (`dashboard.synthetic`, through
+The warehouse is written once as real warehouse segments (`simulator.synthetic`, through
 `warehouse.segments.SegmentStore`) under `var/bench/dashboard-<spec>/` and reused: an hour of
 every host's samples per segment, in time order as the ingest writer publishes them, then
 compacted and rolled up (every roll-up family) as the server's maintenance leaves it. Each page is
@@ -11,7 +11,7 @@ rendered server-side with Streamlit's AppTest: cold (every cache cleared, fresh 
 warm (second run within the cache TTL). Target (design.md): every page < 2 s.
 
 Peer, same run: the fleet accounting computed the exact way, one `lead(ts)` window per GPU over
-every sample (what per-sample interval accounting costs, as `analyzers.frames` does), against the
+every sample (what per-sample interval accounting costs, as `analyzers.accounting.frames` does), against the
 dashboard's aggregate (`data.gpu_buckets`) on the warehouse's roll-ups and on raw samples only,
 with the allocated GPU-hours of each printed side by side.
 """
@@ -26,8 +26,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from dashboard import data, source
-from dashboard.synthetic import Fleet, random_jobs, write_segments
 from fleetscope.settings import load_settings
+from simulator.synthetic import Fleet, random_jobs, write_segments
 from warehouse.compaction import compact
 from warehouse.rollups import update_rollups
 from warehouse.segments import SegmentStore

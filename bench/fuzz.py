@@ -238,7 +238,7 @@ def start_server(
         "FLEETSCOPE_WAREHOUSE_MAINTENANCE_INTERVAL_S": "3600",
         **env,
     }
-    argv = [sys.executable, "-m", "fleetscope.cli", "server", "--host", "127.0.0.1"]
+    argv = [sys.executable, "-m", "app.cli", "server", "--host", "127.0.0.1"]
     with (data_dir.parent / f"server-{port}.log").open("ab") as log:
         process = subprocess.Popen(
             [*argv, "--port", str(port)], env=environ, stdout=log, stderr=subprocess.STDOUT

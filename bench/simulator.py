@@ -20,9 +20,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 from prometheus_client.parser import text_string_to_metric_families
 
-from collector.simulator.fleet import FleetSpec
-from collector.simulator.sim import FleetSimulator
 from fleetscope.contract import TABLES
+from simulator.fleet import FleetSpec
+from simulator.sim import FleetSimulator
 
 START = 1_767_571_200  # 2026-01-05T00:00:00Z
 

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from analyzers.sketch import QuantileSketch, SlidingQuantiles
+from analyzers.sketch.core import QuantileSketch, SlidingQuantiles
 
 QS = (0.5, 0.9, 0.99, 0.999)
 Floats = npt.NDArray[np.float64]

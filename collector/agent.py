@@ -26,16 +26,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from collector.attribution import AttributionResolver, build_resolver
+from collector.attribution import build_resolver
 from collector.batcher import Batcher
 from collector.http import KeepAliveTransport, Transport
 from collector.metrics import AgentMetrics
-from collector.normalize import GpuReading
 from collector.owner_reporter import OwnerReporter
 from collector.shipper import Shipper
 from collector.sources.base import GpuSource, HostSource
 from collector.spool import Spool
+from fleetscope.attribution.resolver import AttributionResolver
 from fleetscope.errors import ConfigError, ContractError, SourceUnavailableError
+from fleetscope.normalize import GpuReading
 from fleetscope.settings import Settings
 
 log = logging.getLogger(__name__)

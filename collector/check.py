@@ -17,9 +17,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from collector.attribution import build_resolver
-from collector.dcgm_fields import PROFILING_FIELDS
 from collector.http import Transport, UrllibTransport
-from collector.normalize import GpuReading
 from fleetscope.contract import (
     ARROW_STREAM_MEDIA_TYPE,
     GPU_SAMPLES,
@@ -29,7 +27,9 @@ from fleetscope.contract import (
     SCHEMA_VERSION,
     to_ipc,
 )
+from fleetscope.dcgm_fields import PROFILING_FIELDS
 from fleetscope.errors import ContractError, SourceUnavailableError
+from fleetscope.normalize import GpuReading
 from fleetscope.settings import Settings
 
 

@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from fleetscope import __version__
-from fleetscope.cli import run
+from fleetscope.edge import run
 from fleetscope.settings import Settings
 
 Handler = Callable[[argparse.Namespace, Settings], int]

@@ -26,10 +26,10 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from collector.dcgm_fields import FIELDS, is_blank
-from collector.exposition import ExpositionParser, Sample
-from collector.normalize import GpuReading, finish_readings, new_reading, series_key
+from fleetscope.dcgm_fields import FIELDS, is_blank
 from fleetscope.errors import MetricsParseError
+from fleetscope.exposition import ExpositionParser, Sample
+from fleetscope.normalize import GpuReading, finish_readings, new_reading, series_key
 
 __all__ = ["DcgmScanner"]
 

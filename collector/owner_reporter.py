@@ -19,9 +19,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from collector.http import Transport
-from collector.normalize import GpuReading
 from collector.owners import Owner, k8s_owner, read_job_record
 from fleetscope.errors import SourceUnavailableError
+from fleetscope.normalize import GpuReading
 from fleetscope.settings import Settings
 
 log = logging.getLogger(__name__)

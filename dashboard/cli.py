@@ -2,7 +2,7 @@
 
 Starts `streamlit run dashboard/app.py` as a child process with this process's settings passed
 through the environment (`FLEETSCOPE_*`), so the app reads exactly what the CLI read. Nothing heavy
-is imported here (fleetscope.cli's rule).
+is imported here (app.cli's rule).
 """
 
 from __future__ import annotations
@@ -11,9 +11,11 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from fleetscope.settings import SETTINGS, Settings
+if TYPE_CHECKING:
+    from fleetscope.settings import Settings
+
 
 APP = Path(__file__).with_name("app.py")
 
@@ -34,6 +36,8 @@ def streamlit_command(port: int, address: str) -> list[str]:
 def settings_env(settings: Settings) -> dict[str, str]:
     """The effective settings as FLEETSCOPE_* variables, so the app sees what the CLI loaded."""
     env = dict(os.environ)
+    from fleetscope.settings import SETTINGS
+
     for setting in SETTINGS:
         value = settings.raw(setting.key)
         env[setting.env] = str(value).lower() if isinstance(value, bool) else str(value)

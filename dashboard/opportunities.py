@@ -1,7 +1,7 @@
 """The fleet page's Opportunities: the rows `fleetscope opportunities` prints for the page's window,
 with the previous window of the same length beside them.
 
-The ranking is `analyzers.ranking.rank` over the findings `analyzers.store.FindingStore` returns
+The ranking is `analyzers.reports.ranking.rank` over the findings `analyzers.run.results.FindingStore` returns
 (overlapping the window, suppressed ones left out): per-rule sums, and per-team totals that count
 a job's hours once when several rules flag it. This module only lays the ranking's lines out as
 tables, so the page and the CLI cannot disagree. Reads the catalog; never writes.
@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from analyzers.ranking import Line, Opportunities, rank
-from analyzers.reports.usage import pct
+from analyzers.accounting.usage import pct
+from analyzers.reports.ranking import Line, Opportunities, rank
 
 if TYPE_CHECKING:
     import sqlalchemy
@@ -46,7 +46,7 @@ def ranked(
     """
     if engine is None or not _has_findings(engine):
         return rank([], by="team", top=top)
-    from analyzers.store import CatalogJobs, FindingStore
+    from analyzers.run.results import CatalogJobs, FindingStore
 
     found = [s.finding for s in FindingStore(engine).findings(since=since, until=until)]
     return rank(found, by="team", catalog=CatalogJobs(engine), top=top)

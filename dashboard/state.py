@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 import streamlit as st
@@ -104,7 +104,7 @@ def sketch_percentiles(
     key: str, start: datetime, end: datetime, bucket_s: int
 ) -> pd.DataFrame | None:
     """Fleet percentiles from the analyzers' quantile sketches; None when there are none."""
-    from analyzers.quantile_store import QuantileStore
+    from analyzers.quantiles.tiers import QuantileStore
 
     store = QuantileStore.from_settings(_settings_of(key))
     if not store.has_rows():
@@ -130,6 +130,19 @@ def catalog_table(key: str, name: str) -> pd.DataFrame:
 def opportunity_tables(key: str, start: datetime, end: datetime) -> opportunities.OpportunityTables:
     """`fleetscope opportunities` for the window, with the previous window beside it."""
     return opportunities.tables(catalog(key), start, end)
+
+
+@st.cache_data(ttl=_TTL_S, show_spinner=False)
+def sharing_plan(key: str, start: datetime, end: datetime) -> dict[str, Any]:
+    """`fleetscope plan sharing` over the window, as its JSON plus the table rows."""
+    from analyzers.base import Window
+    from analyzers.sharing.plan import plan_sharing
+    from analyzers.sharing.render import plan_rows, plan_to_dict
+    from analyzers.sharing.usage import gpu_uses
+
+    window = Window(start, end)
+    plan = plan_sharing(gpu_uses(cursor(key), window), window.hours)
+    return {**plan_to_dict(plan), "rows": plan_rows(plan)}
 
 
 def window_picker(default: str | None = None) -> str:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from fleetscope import docgen
+from app import docgen
 
 DOCS = Path(__file__).parents[1] / "docs"
 

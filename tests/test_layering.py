@@ -1,14 +1,21 @@
 """Dependencies point one way: each package may load only what docs/architecture.md allows.
 
 Each package's modules are imported in a fresh interpreter and the loaded modules inspected, so a
-forbidden import anywhere in the import graph (not only at the top of a file) fails the test.
+forbidden import anywhere in the import graph (not only at the top of a file) fails the test. The
+static graph (every import statement, in functions too, `if TYPE_CHECKING:` blocks aside) adds
+the imports a handler makes only when it runs, and the modules loaded by name at run time (the
+command registry, the trace-analysis registry, entry points, the server's plug-ins): it must go the
+same way and hold no cycle.
 """
 
 from __future__ import annotations
 
+import ast
 import json
 import subprocess
 import sys
+import tomllib
+from pathlib import Path
 
 import pytest
 
@@ -17,7 +24,9 @@ FORBIDDEN: dict[str, set[str]] = {
         "duckdb",
         "streamlit",
         "celery",
+        "app",
         "collector",
+        "simulator",
         "warehouse",
         "analyzers",
         "dashboard",
@@ -27,12 +36,16 @@ FORBIDDEN: dict[str, set[str]] = {
         "streamlit",
         "celery",
         "sqlalchemy",
+        "app",
+        "simulator",
         "warehouse",
         "analyzers",
         "dashboard",
     },
-    "warehouse": {"streamlit", "analyzers", "dashboard"},
-    "analyzers": {"streamlit", "dashboard"},
+    "warehouse": {"streamlit", "app", "collector", "simulator", "analyzers", "dashboard"},
+    "analyzers": {"streamlit", "app", "collector", "simulator", "dashboard"},
+    "dashboard": {"app", "collector", "simulator"},
+    "simulator": {"streamlit", "celery", "app", "analyzers", "dashboard"},
 }
 
 PROBE = """
@@ -53,3 +66,135 @@ def test_package_loads_nothing_it_must_not(package: str) -> None:
     )
     loaded = set(json.loads(result.stdout))
     assert loaded & FORBIDDEN[package] == set()
+
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("fleetscope", "app", "collector", "simulator", "warehouse", "analyzers", "dashboard")
+# Who may import whom, among the project's own packages (the app may import every stage).
+MAY_NOT_IMPORT: dict[str, set[str]] = {
+    package: {p for p in FORBIDDEN.get(package, set()) if p in PACKAGES} for package in PACKAGES
+}
+
+
+def _modules() -> dict[str, Path]:
+    found: dict[str, Path] = {}
+    for package in PACKAGES:
+        for path in (ROOT / package).rglob("*.py"):
+            name = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+            found[name.removesuffix(".__init__")] = path
+    return found
+
+
+def _resolve(name: str, modules: dict[str, Path]) -> str | None:
+    while name and name not in modules:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def _static_edges(modules: dict[str, Path]) -> dict[str, set[str]]:
+    edges: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        tree = ast.parse(path.read_text())
+        type_only = {
+            id(sub)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+            for sub in ast.walk(node)
+        }
+        targets: set[str | None] = set()
+        for node in ast.walk(tree):
+            if id(node) in type_only:
+                continue
+            if isinstance(node, ast.Import):
+                targets |= {_resolve(alias.name, modules) for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                targets |= {_resolve(f"{node.module}.{a.name}", modules) for a in node.names}
+        # A submodule importing its own package (its parent runs first anyway) is no cycle.
+        edges[name] = {t for t in targets if t and t != name and not name.startswith(t + ".")}
+    return edges
+
+
+def _runtime_edges(modules: dict[str, Path]) -> dict[str, set[str]]:
+    """Modules loaded by name, as an edge from whoever names them to the module named."""
+    from app.commands import COMMANDS
+    from fleetscope.settings import SETTINGS
+
+    edges: dict[str, set[str]] = {"app.commands": {c.module for c in COMMANDS}}
+    analyses = ROOT / "analyzers" / "traces" / "analyses" / "__init__.py"
+    names = ast.literal_eval(
+        next(
+            node.value
+            for node in ast.parse(analyses.read_text()).body
+            if isinstance(node, ast.AnnAssign) and ast.unparse(node.target) == "ANALYSIS_MODULES"
+        )
+    )
+    edges["analyzers.traces.analyses"] = {f"analyzers.traces.analyses.{n}" for n in names}
+    # Entry points: a package registers its own objects (the registration is the package's).
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    for group in pyproject["project"].get("entry-points", {}).values():
+        for target in group.values():
+            module = target.split(":")[0]
+            edges.setdefault(module.split(".")[0], set()).add(module)
+    # The server loads `server.plugins` by name: a name is either a registered entry point of
+    # the group `fleetscope.server` (the registering package's edge, above) or a module the
+    # warehouse imports itself.
+    registered = set(pyproject["project"].get("entry-points", {}).get("fleetscope.server", {}))
+    plugins = next(s.default for s in SETTINGS if s.key == "server.plugins")
+    edges["warehouse.runtime"] = {
+        name for name in str(plugins).split(",") if name and name not in registered
+    }
+    for source, targets in edges.items():
+        for target in targets:
+            assert _resolve(target, modules) == target, f"{source} loads missing {target}"
+    return edges
+
+
+def _graph() -> dict[str, set[str]]:
+    modules = _modules()
+    graph = _static_edges(modules)
+    for source, targets in _runtime_edges(modules).items():
+        graph.setdefault(source, set()).update(targets)
+    return graph
+
+
+def test_every_import_and_runtime_load_points_the_allowed_way() -> None:
+    wrong = sorted(
+        f"{source} -> {target}"
+        for source, targets in _graph().items()
+        for target in targets
+        if target.split(".")[0] in MAY_NOT_IMPORT[source.split(".")[0]]
+    )
+    assert wrong == []
+
+
+def test_no_import_cycles() -> None:
+    graph = _graph()
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def visit(node: str) -> None:  # Tarjan's strongly connected components
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in graph.get(node, ()):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
+    for node in list(graph):
+        if node not in index:
+            visit(node)
+    assert cycles == []

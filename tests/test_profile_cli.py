@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from fleetscope.cli import main
+from app.cli import main
+from app.profile_cli import render_request, wait
+from app.supervise import free_port
 from fleetscope.errors import ProfileFailedError
-from fleetscope.profile_cli import render_request, wait
 from fleetscope.settings import load_settings
-from fleetscope.supervise import free_port
 from warehouse.runtime import Server
 
 TOKEN = "cli-token"
@@ -116,6 +116,6 @@ def test_the_table_shows_headline_findings_and_unanalyzed_traces() -> None:
         "      fix: raise DataLoader(num_workers=...)",
         "",
         "trace req3-b-pid2 (b pid 2): /t/2",
-        "  not analyzed (the server runs no trace analysis: add analyzers.trace_service to "
+        "  not analyzed (the server runs no trace analysis: add analyzers.traces.service to "
         "server.plugins)",
     ]

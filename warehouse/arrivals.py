@@ -2,7 +2,7 @@
 
 After each commit it groups the committed rows of every table by (bucket of `ts`, cluster) and
 upserts one arrival mark per group, stamped with the commit's wall-clock time. The scheduler
-(analyzers.schedule) re-analyses every bucket whose mark is newer than what it analysed, whatever
+(analyzers.run.schedule) re-analyses every bucket whose mark is newer than what it analysed, whatever
 the bucket's age: that is how a replayed spool, an import or old remote_write samples get their
 findings without a backfill by hand. Runs on the writer thread after the rows are durable; a
 failure is logged by the writer, never turned into a refused batch. This module must never write

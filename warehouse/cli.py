@@ -1,4 +1,4 @@
-"""Registers this stage's `fleetscope` commands (see fleetscope.cli).
+"""Registers this stage's `fleetscope` commands (see app.cli).
 
     fleetscope server [--host H] [--port P]     ingest server + writer + maintenance
     fleetscope token create|revoke|list NAME    agent bearer tokens in the catalog
@@ -12,9 +12,10 @@ Nothing heavy is imported at module level: handlers import DuckDB and SQLAlchemy
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from fleetscope.settings import Settings
+if TYPE_CHECKING:
+    from fleetscope.settings import Settings
 
 
 def register(subparsers: Any) -> None:

@@ -23,9 +23,10 @@ from fleetscope.errors import IngestError, NotFoundError, PayloadTooLargeError
 from warehouse.agent_registry import ReportedProcess
 from warehouse.ingest import load_json
 from warehouse.profiling_service import AgentResult, ProfilingService
+from warehouse.response import Response
 
 if TYPE_CHECKING:
-    from warehouse.server import Handler, Ingest, Response
+    from warehouse.server import Handler, Ingest
 
 MAX_JSON_BYTES = 1024 * 1024  # a poll lists a host's processes: kilobytes, never megabytes
 # Upper bounds on one request; a profile of more steps than this yields a trace no server accepts.
@@ -34,8 +35,6 @@ MAX_DURATION_S = 3600.0
 
 
 def _json(status: int, payload: object) -> Response:
-    from warehouse.server import Response  # the server imports this module for its route table
-
     return Response.json(status, payload)
 
 

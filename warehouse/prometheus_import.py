@@ -45,7 +45,6 @@ from typing import Any, Final
 
 import pyarrow as pa
 
-from collector.exposition import Sample
 from fleetscope import __version__
 from fleetscope.contract import (
     ARROW_STREAM_MEDIA_TYPE,
@@ -56,6 +55,7 @@ from fleetscope.contract import (
     to_ipc,
 )
 from fleetscope.errors import ConfigError, ContractError, IngestError, SourceUnavailableError
+from fleetscope.exposition import Sample
 from warehouse.prometheus_rows import (
     DCGM_PREFIX,
     ScrapeKey,

@@ -26,12 +26,12 @@ from typing import Final
 
 import pyarrow as pa
 
-from collector.attribution.labels import HpcJobLabel, PodLabels
-from collector.attribution.resolver import AttributionResolver
-from collector.exposition import Sample
-from collector.normalize import normalize_samples
+from fleetscope.attribution.labels import HpcJobLabel, PodLabels
+from fleetscope.attribution.resolver import AttributionResolver
 from fleetscope.contract import GPU_SAMPLES
 from fleetscope.errors import ContractError
+from fleetscope.exposition import Sample
+from fleetscope.normalize import normalize_samples
 
 __all__ = [
     "DCGM_PREFIX",

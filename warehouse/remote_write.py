@@ -48,8 +48,8 @@ import pyarrow as pa
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from collector.exposition import Sample
 from fleetscope.errors import ContractError, IngestError
+from fleetscope.exposition import Sample
 from warehouse.ingest import Headers
 from warehouse.prometheus_rows import (
     DCGM_PREFIX,

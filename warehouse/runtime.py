@@ -5,7 +5,7 @@ left unpublished), HTTP listener, maintenance, then `on_start` hooks (the analyz
 scheduler plugs in here through `server.plugins`: each named module's `setup(server)` runs before
 start and may append to `on_start`/`on_stop`). Stop order is the reverse, and the writer flushes
 what is queued before it closes the database. `on_trace_uploaded` hooks `(server, TraceUpload)` run
-on the profiling worker thread for each stored trace (analyzers.trace_service analyzes it there).
+on the profiling worker thread for each stored trace (analyzers.traces.service analyzes it there).
 This module must never handle a request itself.
 """
 
@@ -19,6 +19,7 @@ import threading
 from collections.abc import Callable
 from types import FrameType
 
+from fleetscope import plugins
 from fleetscope.errors import ConfigError
 from fleetscope.settings import Settings
 from warehouse import catalog
@@ -35,12 +36,13 @@ from warehouse.remote_write import RemoteWrite
 from warehouse.security import check_exposure, effective_tokens
 from warehouse.segments import SegmentStore
 from warehouse.server import Ingest, IngestConfig, IngestHTTPServer, tls_context
-from warehouse.writer import Writer
+from warehouse.writer import Commit, Writer
 
 log = logging.getLogger(__name__)
 
 Hook = Callable[["Server"], None]
 TraceHook = Callable[["Server", TraceUpload], None]
+CommitPluginHook = Callable[["Server", Commit], None]
 
 
 class Server:
@@ -52,6 +54,7 @@ class Server:
         self.on_start: list[Hook] = []
         self.on_stop: list[Hook] = []
         self.on_trace_uploaded: list[TraceHook] = []
+        self.on_batch_committed: list[CommitPluginHook] = []
         self.catalog = catalog.connect(self.paths.catalog_url)
         self.store = SegmentStore(self.paths.segments_dir)
         self.writer = Writer(
@@ -64,6 +67,7 @@ class Server:
             hooks=[
                 CatalogSync(self.catalog),
                 ArrivalMarks(self.catalog, settings.get_int("analyzers.bucket_s")),
+                self._batch_committed,
             ],
         )
         self.warehouse = Warehouse(self.writer, self.store, self.catalog)
@@ -150,6 +154,11 @@ class Server:
         scheme = "https" if isinstance(self.http.socket, ssl.SSLSocket) else "http"
         return f"{scheme}://{host!s}:{port}"
 
+    def _batch_committed(self, commit: Commit) -> None:
+        """Run every on_batch_committed hook (the writer logs a failing one; rows stay committed)."""
+        for hook in self.on_batch_committed:
+            hook(self, commit)
+
     def _trace_uploaded(self, upload: TraceUpload) -> bool:
         """Run every on_trace_uploaded hook; False when none is registered (nothing analyzes)."""
         for hook in self.on_trace_uploaded:
@@ -206,8 +215,14 @@ class Server:
 
 
 def load_plugin(module: str) -> Hook:
+    """A `server.plugins` name's `setup(server)`: an entry point of the group `fleetscope.server`
+    (how the analyzers register theirs, as any third party would), else a module of that name."""
     try:
-        setup = importlib.import_module(module).setup
+        registered = plugins.registered(plugins.SERVER)
+        if module in registered:
+            setup = registered[module].load()
+        else:
+            setup = importlib.import_module(module).setup
     except (ImportError, AttributeError) as exc:
         raise ConfigError(f"server.plugins: cannot load {module}.setup: {exc}") from exc
     if not callable(setup):

@@ -23,14 +23,13 @@ This module must never talk to DuckDB: only the writer does.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import re
 import ssl
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -52,6 +51,7 @@ from warehouse.profiling_api import (
 )
 from warehouse.profiling_service import ProfilingService
 from warehouse.remote_write import RemoteWrite, check_headers
+from warehouse.response import Response
 from warehouse.writer import Writer
 
 log = logging.getLogger(__name__)
@@ -67,18 +67,6 @@ class IngestConfig:
     max_connections: int = 256
     header_timeout_s: float = 30.0
     body_timeout_s: float = 60.0
-
-
-@dataclass
-class Response:
-    status: int
-    body: bytes
-    content_type: str = "application/json"
-    headers: dict[str, str] = field(default_factory=dict)
-
-    @classmethod
-    def json(cls, status: int, payload: object, **headers: str) -> Response:
-        return cls(status, json.dumps(payload).encode(), headers=dict(headers))
 
 
 @dataclass

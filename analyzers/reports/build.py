@@ -4,9 +4,9 @@ Modelled on what Princeton's jobstats and job_defense_shield mail to users (GPU-
 utilization, the jobs to look at, what to change), with the evidence and the estimated savings of
 each finding added. Three scopes: a team, a user, or the whole fleet ranked by team (admin).
 
-Accounting is `analyzers.reports.usage` (the dashboard's too), after `analyzers.accounting`.
+Accounting is `analyzers.accounting.usage` (the dashboard's too), after `analyzers.accounting.sql`.
 Wasted GPU-hours never count an hour twice: per job and identity bucket the largest single
-finding's estimate counts, the rule `analyzers.ranking` states. This module reads only; rendering and delivery are elsewhere.
+finding's estimate counts, the rule `analyzers.reports.ranking` states. This module reads only; rendering and delivery are elsewhere.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pandas as pd
 
-from analyzers.accounting import DEFAULT_MAX_GAP_S
-from analyzers.reports.usage import Window, gpu_buckets, job_efficiency, pct
+from analyzers.accounting.sql import DEFAULT_MAX_GAP_S
+from analyzers.accounting.usage import Window, gpu_buckets, job_efficiency, pct
 from analyzers.reports.week import IsoWeek
 from fleetscope.errors import ConfigError
 from fleetscope.names import file_name_part
@@ -98,6 +98,18 @@ class TeamLine:
     wasted_gpu_h: float
 
 
+@dataclass(frozen=True)
+class SharingLine:
+    """One proposed co-location of the week's sharing plan (docs/sharing.md)."""
+
+    mechanism: str
+    gpu: str
+    jobs: tuple[str, ...]
+    gpus_freed: int
+    freed_gpu_h_per_week: float
+    worst_slowdown_pct: float
+
+
 @dataclass
 class WeeklyReport:
     scope: Scope
@@ -109,6 +121,7 @@ class WeeklyReport:
     jobs: list[JobLine]
     teams: list[TeamLine] = field(default_factory=list)
     improved: list[str] = field(default_factory=list)
+    sharing: list[SharingLine] = field(default_factory=list)  # admin: `fleetscope plan sharing`
 
     @property
     def this_week(self) -> WeekUsage:
@@ -160,7 +173,7 @@ def build_weekly(
 ) -> WeeklyReport:
     """Everything one weekly report says, for `scope` over `week` (and the trend before it).
 
-    `default_interval_s` and `max_gap_s` are the accounting's (`analyzers.accounting`)."""
+    `default_interval_s` and `max_gap_s` are the accounting's (`analyzers.accounting.sql`)."""
     from analyzers.reports.catalog_frames import catalog_frame
 
     jobs_meta = catalog_frame(catalog, "jobs")[["job_id", "user", "team", "name"]]
@@ -224,8 +237,30 @@ def build_weekly(
     )
     if scope.kind == "admin":
         report.teams = _teams(this_week_rows, now_findings)
+        report.sharing = sharing_lines(con, week)
     report.improved = _improvements(report, now_findings, before_findings)
     return report
+
+
+def sharing_lines(con: duckdb.DuckDBPyConnection, week: IsoWeek) -> list[SharingLine]:
+    """The week's GPU-sharing plan (analyzers.sharing), one line per co-location."""
+    from analyzers.base import Window as RuleWindow
+    from analyzers.sharing.plan import plan_sharing
+    from analyzers.sharing.usage import gpu_uses
+
+    window = RuleWindow(week.start, week.end)
+    plan = plan_sharing(gpu_uses(con, window), window.hours)
+    return [
+        SharingLine(
+            g.mechanism,
+            g.product,
+            tuple(m.use.job_id for m in g.members),
+            g.gpus_freed,
+            g.freed_gpu_hours_per_week,
+            100 * max(m.expected_slowdown - 1 for m in g.members),
+        )
+        for g in plan.groups
+    ]
 
 
 def _opt(value: object) -> str | None:

@@ -4,7 +4,7 @@
                              [--out DIR] [--send] [--no-pdf]
 
 Without a scope flag the fleet (admin) report is written. The week defaults to the last complete
-ISO week. Heavy imports happen inside the handler (fleetscope.cli's rule).
+ISO week. Heavy imports happen inside the handler (app.cli's rule).
 """
 
 from __future__ import annotations
@@ -12,9 +12,10 @@ from __future__ import annotations
 import argparse
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from fleetscope.settings import Settings
+if TYPE_CHECKING:
+    from fleetscope.settings import Settings
 
 
 def run_report(args: argparse.Namespace, settings: Settings) -> int:

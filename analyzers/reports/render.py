@@ -98,6 +98,20 @@ def to_html(report: WeeklyReport, dashboard_url: str = "") -> str:
             ),
             "</table>",
         ]
+    if report.sharing:
+        out += [
+            "<h2>GPU sharing plan</h2>",
+            "<table><tr><th>mechanism</th><th>GPU</th><th>jobs</th><th>GPUs freed</th>"
+            "<th>GPU-h per week</th><th>worst slowdown</th></tr>",
+            *(
+                f"<tr><td>{escape(s.mechanism)}</td><td>{escape(s.gpu)}</td>"
+                f"<td>{escape(', '.join(s.jobs))}</td><td class='n'>{s.gpus_freed}</td>"
+                f"<td class='n'>{_h(s.freed_gpu_h_per_week)}</td>"
+                f"<td class='n'>{s.worst_slowdown_pct:.0f} %</td></tr>"
+                for s in report.sharing
+            ),
+            "</table>",
+        ]
     out.append("<h2>Top findings</h2>")
     if report.findings:
         out.append(
@@ -167,6 +181,13 @@ def to_markdown(report: WeeklyReport) -> str:
         lines += [
             f"| {t.team} | {_h(t.allocated_h)} | {_pct(t.efficiency_pct)} | {_h(t.wasted_gpu_h)} |"
             for t in report.teams
+        ]
+    if report.sharing:
+        lines += ["", "GPU sharing plan:"]
+        lines += [
+            f"- {s.mechanism} on one {s.gpu}: {', '.join(s.jobs)}; frees {s.gpus_freed} GPU(s), "
+            f"{_h(s.freed_gpu_h_per_week)} GPU-h/week, worst slowdown {s.worst_slowdown_pct:.0f} %"
+            for s in report.sharing
         ]
     lines += ["", "Top findings:"]
     lines += [

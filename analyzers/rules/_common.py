@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from analyzers.accounting.frames import Frame, sample_ref
 from analyzers.findings import Finding, Severity
-from analyzers.frames import Frame, sample_ref
 
 if TYPE_CHECKING:
     import duckdb
@@ -165,7 +165,7 @@ def gpu_with_host_sql(frame: Frame, window: Window, max_age_s: float = 300.0) ->
     sample at or before it: the job's own cgroup row when there is one, else the host-wide row.
     Columns: job_id, host, gpu, t, dt_s, util_pct, fb_used_mib, fb_total_mib, cpu_pct, iowait_pct
     (cpu_pct = user + system; None when no host sample is younger than `max_age_s`)."""
-    from analyzers.frames import ts_literal
+    from analyzers.accounting.frames import ts_literal
 
     lo = ts_literal(window.start - timedelta(seconds=max_age_s))
     hi = ts_literal(window.end)

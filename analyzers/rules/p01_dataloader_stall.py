@@ -17,9 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
+from analyzers.accounting.frames import partition_clause, ts_literal
 from analyzers.base import PartitionKey
 from analyzers.findings import Finding, Severity
-from analyzers.frames import partition_clause, ts_literal
 from analyzers.rules._common import fetch, make_finding, r
 
 if TYPE_CHECKING:

@@ -6,7 +6,7 @@ deviations of recent steps is an outlier; the first 10 steps are ignored. "Recen
 Outliers that recur at a fixed step period (a scheduled evaluation or checkpoint every N steps:
 spacing varying less than 10 %) are expected work, reported in the evidence and not fired on.
 
-The window's step-time sketches (analyzers.quantiles) screen jobs first: a job whose slowest step
+The window's step-time sketches (analyzers.quantiles.panes) screen jobs first: a job whose slowest step
 is within `1 + min_excess` of its fastest cannot have an outlier (every recent mean is at least the
 fastest step), so only the others are scanned step by step; the sketch's exact min and max make the
 screen lossless. Findings carry the job's p50 and p99 step time from the same sketch.
@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, ClassVar
 
 from analyzers.base import PartitionKey
 from analyzers.findings import Finding, Severity
-from analyzers.quantiles import merged
-from analyzers.quantiles import prepare as prepare_sketches
+from analyzers.quantiles.panes import merged
+from analyzers.quantiles.panes import prepare as prepare_sketches
 from analyzers.rules._common import fetch, make_finding, r
 from analyzers.rules.p01_dataloader_stall import steps_sql
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
+from analyzers.accounting.frames import ts_literal
 from analyzers.base import PartitionKey
 from analyzers.findings import Finding, Severity
-from analyzers.frames import ts_literal
 from analyzers.rules._common import fetch, make_finding, r
 from analyzers.rules.p01_dataloader_stall import steps_sql
 

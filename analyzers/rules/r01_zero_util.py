@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from itertools import groupby
 from typing import TYPE_CHECKING, ClassVar
 
+from analyzers.accounting.frames import prepare
 from analyzers.base import PartitionKey
 from analyzers.findings import Finding, Severity
-from analyzers.frames import prepare
 from analyzers.rules._common import fetch, make_finding
 
 if TYPE_CHECKING:
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class ZeroUtilThresholds:
     min_runtime_s: float = 300.0  # jobstats: only GPUs of jobs that ran longer than 300 s
-    zero_util_pct: float = 0.5  # "0 %": below half a percent (simulator truth's "did no work")
+    zero_util_pct: float = 0.5  # "0 %": below half a percent (exporters round; see the docstring)
 
 
 @dataclass

@@ -4,7 +4,7 @@ Source: jobstats (Princeton Research Computing) reports job-mean GPU utilization
 at <= 15 % and warns below 25 %. A job that did no work (mean below 0.5 %) belongs to R1/R3.
 
 Wasted GPU-hours: allocated GPU-hours x (1 - mean utilization / 100): the idle share of the
-allocation (the shared accounting of collector/simulator/truth.py).
+allocation (the shared accounting of analyzers/accounting/sql.py).
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
+from analyzers.accounting.frames import prepare
 from analyzers.base import PartitionKey
 from analyzers.findings import Finding, Severity
-from analyzers.frames import prepare
 from analyzers.rules._common import job_rows, make_finding, r
 
 if TYPE_CHECKING:

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from itertools import groupby
 from typing import TYPE_CHECKING, ClassVar
 
+from analyzers.accounting.frames import prepare
 from analyzers.base import PartitionKey
 from analyzers.findings import Finding, Severity
-from analyzers.frames import prepare
 from analyzers.rules._common import fetch, make_finding, r
 
 if TYPE_CHECKING:

@@ -7,7 +7,7 @@ window plus `lookback_days` before it (a one-GPU job cannot reach 24 GPU-hours i
 bucket), from its sample count times the median sample interval.
 
 Wasted GPU-hours: allocated GPU-hours x (1 - mean utilization / 100), the shared accounting of
-collector/simulator/truth.py. The recommendation names the smallest MIG slice (in sevenths of a
+analyzers/accounting/sql.py. The recommendation names the smallest MIG slice (in sevenths of a
 GPU, A100/H100 profiles 1g..7g) covering the job's p95 utilization and peak memory.
 """
 
@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, ClassVar
 
+from analyzers.accounting.frames import prepare, ts_literal
 from analyzers.base import PartitionKey
 from analyzers.findings import Finding, Severity
-from analyzers.frames import prepare, ts_literal
 from analyzers.rules._common import fetch, job_rows, make_finding, r
 
 if TYPE_CHECKING:

@@ -12,7 +12,7 @@ default CSV disables SM_ACTIVE and the pipes, and these rules then stay silent (
 says how to enable them). R8 (memory-bound) is the more specific diagnosis of a low-SM job; both
 are reported, and the ranking counts the job's hours once.
 
-Wasted GPU-hours (the shared accounting of collector/simulator/truth.py):
+Wasted GPU-hours (the shared accounting of analyzers/accounting/sql.py):
 - R6, R8: allocated GPU-hours x (0.8 - SM_ACTIVE) / 0.8: the gap to DCGM's 0.8 "good" line.
 - R7: allocated GPU-hours x 0.5: mixed precision on tensor cores at least doubles throughput.
 """
@@ -22,9 +22,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from analyzers.accounting.frames import prepare
 from analyzers.base import PartitionKey
 from analyzers.findings import Finding, Severity
-from analyzers.frames import prepare
 from analyzers.rules._common import JobRow, job_rows, make_finding, r
 
 if TYPE_CHECKING:

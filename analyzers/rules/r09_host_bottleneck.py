@@ -15,9 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
+from analyzers.accounting.frames import prepare
 from analyzers.base import PartitionKey
 from analyzers.findings import Finding, Severity
-from analyzers.frames import prepare
 from analyzers.rules._common import fetch, gpu_with_host_sql, job_rows, make_finding, r
 
 if TYPE_CHECKING:

@@ -3,7 +3,7 @@
 Sources: SageMaker Debugger's LowGPUUtilization rule: p95 utilization below 70 % is under-use;
 p95 above 70 % with p5 below 10 % is fluctuating use. SageMaker Debugger's BatchSize rule: p95 CPU,
 p95 GPU utilization and p95 GPU memory all below 70 % means the batch is too small. Percentiles are
-over the job's judged samples, read from the window's quantile sketches (analyzers.quantiles: within
+over the job's judged samples, read from the window's quantile sketches (analyzers.quantiles.panes: within
 the sketch's 1 % value error, exact for integer percentages; a job's start-up is skipped by whole
 panes). CPU is the job's cgroup rows, else the host-wide rows of the panes in which the job had
 GPU samples on that host or up to `max_host_age_s` after. The rules are independent, as in SageMaker Debugger (a small-batch
@@ -12,7 +12,7 @@ below 0.5 %) are R1/R3's. R12 needs host CPU samples (the job's cgroup, else the
 silent without them.
 
 Wasted GPU-hours: allocated GPU-hours x (1 - mean utilization / 100), the shared accounting of
-collector/simulator/truth.py.
+analyzers/accounting/sql.py.
 """
 
 from __future__ import annotations
@@ -20,18 +20,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from analyzers.accounting.frames import prepare
 from analyzers.base import PartitionKey
 from analyzers.findings import Finding, Severity
-from analyzers.frames import prepare
-from analyzers.quantiles import SketchFrame, merged
-from analyzers.quantiles import prepare as prepare_sketches
+from analyzers.quantiles.panes import SketchFrame, merged
+from analyzers.quantiles.panes import prepare as prepare_sketches
 from analyzers.rules._common import job_rows, make_finding, r
 
 if TYPE_CHECKING:
     import duckdb
 
+    from analyzers.accounting.frames import Frame
     from analyzers.base import JobCatalog, Window
-    from analyzers.frames import Frame
 
 
 @dataclass(frozen=True)

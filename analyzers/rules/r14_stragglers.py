@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from itertools import combinations, groupby
 from typing import TYPE_CHECKING, ClassVar
 
+from analyzers.accounting.frames import prepare
 from analyzers.base import PartitionKey
 from analyzers.findings import Finding, Severity
-from analyzers.frames import prepare
 from analyzers.rules._common import fetch, make_finding, r
 
 if TYPE_CHECKING:
@@ -41,7 +41,7 @@ def tv_distance(p: list[float], q: list[float]) -> float:
 class StragglerThresholds:
     max_histogram_distance: float = 0.2  # SageMaker LoadBalancing / rules.md: differ by > 0.2
     min_samples_per_gpu: int = 60  # fleetscope: 10 min at 10 s before a histogram means anything
-    min_mean_gap_pct: float = 20.0  # simulator truth: per-GPU means differ by > 20 points
+    min_mean_gap_pct: float = 20.0  # rules.md R14: per-GPU utilization differs by > 0.2
 
 
 @dataclass

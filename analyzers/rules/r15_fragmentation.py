@@ -16,9 +16,9 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
+from analyzers.accounting.frames import prepare
 from analyzers.base import PartitionKey
 from analyzers.findings import Finding, Severity
-from analyzers.frames import prepare
 from analyzers.rules._common import fetch, make_finding
 
 if TYPE_CHECKING:

@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, ClassVar
 
+from analyzers.accounting.frames import partition_clause, ts_literal
 from analyzers.base import PartitionKey
 from analyzers.findings import Finding, Severity
-from analyzers.frames import partition_clause, ts_literal
 from analyzers.rules._common import fetch, make_finding
 
 if TYPE_CHECKING:

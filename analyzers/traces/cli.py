@@ -1,4 +1,4 @@
-"""Registers `fleetscope trace analyze` (see fleetscope.cli). Imports nothing heavy at module level.
+"""Registers `fleetscope trace analyze` (see app.cli). Imports nothing heavy at module level.
 
     fleetscope trace analyze PATH... [--hta-compatible] [--format json|table] [--job JOB] [--gpus N]
 
@@ -10,9 +10,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from fleetscope.settings import Settings
+if TYPE_CHECKING:
+    from fleetscope.settings import Settings
 
 
 def register(subparsers: Any) -> None:

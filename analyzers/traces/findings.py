@@ -19,6 +19,7 @@ import numpy as np
 from analyzers.findings import Finding, Severity
 from analyzers.traces.analyses.base import AnalysisResult, TraceOptions
 from analyzers.traces.frame import RankFrame, TraceSet
+from fleetscope import plugins
 
 __all__ = ["RULES", "trace_findings"]
 
@@ -203,12 +204,20 @@ def _t10_tensor_cores(
     tc = _value(r, "tensor_cores", frame.rank, "tensor_core_us")
     if math.isnan(cc) or cc < 7 or not eligible or math.isnan(eligible) or tc > 0:
         return
-    hours, method = _whatif(r, frame.rank, f"amp_x{o.amp_speedup:g}")
+    hours, method = _whatif(r, frame.rank, "amp")
+    gpu_saved = _value(r, "whatif", frame.rank, "amp_gpu_busy_saved_fraction")
+    if not math.isnan(gpu_saved) and gpu_saved > 0.10 and hours < 0.01:
+        method = (
+            f"what-if replay (amp): GPU busy time {gpu_saved:.0%} shorter, but the step is bound "
+            "by the CPU (data loader, launches), so the step and the GPU-hours shrink only once "
+            "the CPU side is fixed (see dataloader_workers+amp and cuda_graphs)"
+        )
     yield emit(
         "T10", Severity.WARN, "tensor cores unused by convolution/matmul kernels",
         "train with automatic mixed precision (torch.autocast with bfloat16/float16) or enable "
         "TF32 (torch.backends.cuda.matmul.allow_tf32 = True) on Ampere and later",
-        {"compute_capability": cc, "eligible_us": eligible, "tensor_core_us": tc},
+        {"compute_capability": cc, "eligible_us": eligible, "tensor_core_us": tc,
+         "amp_gpu_busy_saved_fraction": gpu_saved},
         hours, method,
     )  # fmt: skip
 
@@ -288,6 +297,8 @@ def trace_findings(
     rules: dict[str, Rule] | None = None,
 ) -> list[Finding]:
     """Every rule on every rank; findings ordered by rank, then rule id."""
+    if not rules:  # the built-ins and every installed trace-rule plug-in
+        rules = RULES | {n: ep.load() for n, ep in plugins.registered(plugins.TRACE_RULES).items()}
     out: list[Finding] = []
     for frame in trace.frames():
         start, end = _window(trace, frame)
@@ -322,6 +333,6 @@ def trace_findings(
                 scope=f"trace:{frame.path.name}:rank{frame.rank}",
             )
 
-        for rule in (rules or RULES).values():
+        for rule in rules.values():
             out.extend(rule(frame, results, options, emit))
     return out

@@ -8,7 +8,7 @@ Must never: guess a job from activity. A GPU with a job and no process is a held
 allocation, the case that matters most; a GPU with no source naming a job stays unattributed.
 """
 
-from collector.attribution.base import AttributionSource
-from collector.attribution.resolver import AttributionResolver, build_resolver
+from collector.attribution.resolver import build_resolver
+from fleetscope.attribution.base import AttributionSource
 
-__all__ = ["AttributionResolver", "AttributionSource", "build_resolver"]
+__all__ = ["AttributionSource", "build_resolver"]

@@ -15,8 +15,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from collector.attribution.base import gpu_keys
-from collector.normalize import GpuReading
+from fleetscope.attribution.base import gpu_keys
+from fleetscope.normalize import GpuReading
 
 
 def read_job_file(path: Path) -> str | None:

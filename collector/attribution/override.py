@@ -18,9 +18,9 @@ import logging
 import tomllib
 from pathlib import Path
 
-from collector.attribution.base import gpu_keys
-from collector.normalize import GpuReading
+from fleetscope.attribution.base import gpu_keys
 from fleetscope.errors import ConfigError
+from fleetscope.normalize import GpuReading
 
 log = logging.getLogger(__name__)
 

@@ -33,10 +33,10 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from collector.attribution.base import gpu_keys
-from collector.attribution.labels import k8s_job_id
 from collector.attribution.podresources_wire import ContainerDevices, decode_list_response
-from collector.normalize import GpuReading
+from fleetscope.attribution.base import gpu_keys
+from fleetscope.attribution.labels import k8s_job_id
+from fleetscope.normalize import GpuReading
 
 log = logging.getLogger(__name__)
 

@@ -21,8 +21,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from collector.attribution.base import gpu_keys
-from collector.normalize import GpuReading
+from fleetscope.attribution.base import gpu_keys
+from fleetscope.normalize import GpuReading
 
 _GPU_LIST_VARS = ("SLURM_JOB_GPUS", "SLURM_STEP_GPUS", "CUDA_VISIBLE_DEVICES")
 

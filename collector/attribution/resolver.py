@@ -19,39 +19,16 @@ Must never: change a row's measurements.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
-from collector.attribution.base import AttributionSource
-from collector.attribution.labels import HpcJobLabel, PodLabels
 from collector.attribution.mapping_dir import MappingDir
 from collector.attribution.override import OverrideFile
 from collector.attribution.podresources import PodResources
 from collector.attribution.proc_environ import ProcEnviron
-from collector.normalize import GpuReading
+from fleetscope.attribution.base import AttributionSource
+from fleetscope.attribution.labels import HpcJobLabel, PodLabels
+from fleetscope.attribution.resolver import AttributionResolver
 from fleetscope.settings import Settings
-
-
-class AttributionResolver:
-    def __init__(self, sources: Sequence[AttributionSource]) -> None:
-        self.sources = tuple(sources)
-
-    def resolve(self, readings: Sequence[GpuReading]) -> None:
-        """Fill `job_id` and `attribution` of each reading's row, in place.
-
-        A source is refreshed only when some reading gets that far down the precedence list, so
-        the costly /proc scan is skipped on hosts where labels or mapping files name every job.
-        """
-        refreshed: set[int] = set()
-        for reading in readings:
-            for i, source in enumerate(self.sources):
-                if i not in refreshed:
-                    source.refresh()
-                    refreshed.add(i)
-                job = source.job_for(reading)
-                if job:
-                    reading.row["job_id"] = job
-                    reading.row["attribution"] = source.name
-                    break
 
 
 def build_resolver(

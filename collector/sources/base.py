@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from collector.normalize import GpuReading
+from fleetscope.normalize import GpuReading
 
 
 class GpuSource(Protocol):

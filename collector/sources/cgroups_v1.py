@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from collector.sources.cgroups import (
+from collector.sources.cgroup_files import (
     CgroupReading,
     _cpu_list_size,
     _keyed,

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collector.dcgm_scan import DcgmScanner
 from collector.http import Transport, UrllibTransport
-from collector.normalize import GpuReading
 from fleetscope.errors import SourceUnavailableError
+from fleetscope.normalize import GpuReading
 
 
 def fetch_text(transport: Transport, url: str, timeout_s: float) -> str:

@@ -17,11 +17,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from collector.exposition import ExpositionParser
 from collector.http import Transport, UrllibTransport
 from collector.sources.dcgm import fetch_text
 from collector.sources.host import job_rows
 from collector.sources.rates import Rates
+from fleetscope.exposition import ExpositionParser
 
 
 class NodeExporterSource:

@@ -21,8 +21,8 @@ import socket
 from collections.abc import Callable
 from typing import Any
 
-from collector.normalize import GpuReading
 from fleetscope.errors import SourceUnavailableError
+from fleetscope.normalize import GpuReading
 
 log = logging.getLogger(__name__)
 

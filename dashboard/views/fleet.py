@@ -1,7 +1,7 @@
 """Fleet page: where the fleet's GPU-hours went in a window, and which jobs wasted the most.
 
 Every number comes from one cached scan of the warehouse (`data.gpu_buckets`); opportunities are
-`analyzers.ranking` over the findings the analyzers stored (`dashboard.opportunities`). Read-only.
+`analyzers.reports.ranking` over the findings the analyzers stored (`dashboard.opportunities`). Read-only.
 """
 
 from __future__ import annotations

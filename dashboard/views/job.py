@@ -7,6 +7,7 @@ write (a catalog request, see `dashboard.actions`); telemetry is only read.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pandas as pd
 import streamlit as st
@@ -114,6 +115,7 @@ def _findings(key: str, job_id: str) -> None:
     if findings.empty:
         st.caption("No findings stored for this job.")
         return
+    chains = state.catalog_table(key, "auto_profiles")
     for record in findings.to_dict("records"):
         wasted = record.get("wasted_gpu_hours", 0.0)
         with st.expander(
@@ -128,6 +130,37 @@ def _findings(key: str, job_id: str) -> None:
                 evidence = json.loads(evidence)
             if evidence:
                 st.json(evidence, expanded=True)
+            mine = chains[chains["finding_id"] == record.get("finding_id")]
+            for link in mine.to_dict("records"):
+                _chain(link)
+
+
+def _chain(link: dict[Any, Any]) -> None:
+    """finding -> automatic profile -> the trace's evidence (analyzers.autoprofile)."""
+    evidence = link.get("evidence")
+    if isinstance(evidence, str):
+        evidence = json.loads(evidence)
+    head = f"Profiled automatically ({link.get('reason')}): request {link.get('request_id')}"
+    if not isinstance(evidence, dict):
+        st.markdown(f"**{head}** · waiting for the trace")
+        return
+    trace_id = str(link.get("trace_id"))
+    st.markdown(f"**{head}** → trace `{trace_id}`")
+    for found in evidence.get("trace_findings", []):
+        st.markdown(f"- {found['rule_id']}: {found['title']}")
+    price = evidence.get("price")
+    if isinstance(price, dict):
+        low, high = price["interval_ms"]
+        st.markdown(
+            f"What-if `{price['scenario']}`: step {price['step_ms']:.1f} → "
+            f"{price['estimated_step_ms']:.1f} ms ({low:.1f}-{high:.1f}), "
+            f"{price['gpu_hours_saved_per_week']:.1f} GPU-h/week"
+        )
+    if evidence.get("top_kernels"):
+        st.dataframe(pd.DataFrame(evidence["top_kernels"]), hide_index=True)
+    if evidence.get("stall_stack"):
+        st.code(str(evidence["stall_stack"]))
+    st.page_link("views/trace.py", label=f"trace {trace_id}", query_params={"trace_id": trace_id})
 
 
 def _traces(key: str, job_id: str) -> None:

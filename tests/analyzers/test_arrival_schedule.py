@@ -10,9 +10,9 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from analyzers.runner import Pipeline
-from analyzers.schedule import run_due
-from analyzers.store import FindingStore
+from analyzers.run.results import FindingStore
+from analyzers.run.runner import Pipeline
+from analyzers.run.schedule import run_due
 from tests.analyzers.fleet_builder import T0, Fleet
 from warehouse import catalog
 from warehouse.arrivals import ArrivalMarks
@@ -147,7 +147,7 @@ def test_skipped_buckets_are_a_gauge_and_a_cli_list(
 ) -> None:
     from prometheus_client import CollectorRegistry, generate_latest
 
-    from fleetscope.cli import main
+    from app.cli import main
     from warehouse.metrics import ArrivalCollector
 
     config = tmp_path / "fleetscope.toml"

@@ -1,4 +1,4 @@
-"""Root cause over symptom (issue 13): analyzers.causes folds the rules a root explains into its
+"""Root cause over symptom (issue 13): analyzers.rules.causes folds the rules a root explains into its
 evidence; only the root is a finding, and unrelated or non-overlapping findings stay."""
 
 from __future__ import annotations
@@ -6,10 +6,10 @@ from __future__ import annotations
 from datetime import timedelta
 
 from analyzers.base import StaticJobCatalog, Window
-from analyzers.causes import detected_rules, resolve
 from analyzers.findings import Finding
-from analyzers.ranking import rank
-from analyzers.runner import Pipeline
+from analyzers.reports.ranking import rank
+from analyzers.rules.causes import detected_rules, resolve
+from analyzers.run.runner import Pipeline
 from tests.analyzers.fleet_builder import T0, Fleet
 
 

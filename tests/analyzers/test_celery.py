@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 from analyzers.base import StaticJobCatalog, Window
-from analyzers.celery_app import make_app
-from analyzers.runner import Pipeline
-from analyzers.schedule import WATERMARK_KEY
-from analyzers.store import FindingStore
+from analyzers.run.celery_app import make_app
+from analyzers.run.results import FindingStore
+from analyzers.run.runner import Pipeline
+from analyzers.run.schedule import WATERMARK_KEY
 from fleetscope.settings import load_settings
 from tests.analyzers.fleet_builder import T0, Fleet, publish
 from warehouse import catalog
@@ -68,7 +68,7 @@ def workers(env: dict[str, str], tmp_path: Path) -> Iterator[list[subprocess.Pop
                 "-m",
                 "celery",
                 "-A",
-                "analyzers.celery_app",
+                "analyzers.run.celery_app",
                 "worker",
                 "--pool",
                 "prefork",
@@ -120,7 +120,7 @@ def test_a_crashed_worker_task_is_rerun_without_duplicates(
     stored = sorted(s.finding.finding_id for s in store.findings())
     expected = Pipeline.default().run(fleet().connect(), window, StaticJobCatalog()).findings
     assert stored == sorted(f.finding_id for f in expected)
-    # idle: R1 and R3; low: R2 only (its R11 profile is a symptom, analyzers.causes)
+    # idle: R1 and R3; low: R2 only (its R11 profile is a symptom, analyzers.rules.causes)
     assert sum(d["findings"] for d in done) == len(expected) == 6 * 2 + 6 * 1
     for p in range(2):
         assert store.watermark(WATERMARK_KEY, f"{p}/2") == window.end

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from fleetscope.cli import main
+from app.cli import main
 from tests.analyzers.fleet_builder import Fleet, publish
 
 IDLE = {"gpu_util": 0.0, "gr_engine_active": 0.0, "sm_active": 0.0, "tensor_active": 0.0}

@@ -14,9 +14,9 @@ from collections import Counter
 
 import pytest
 
-from analyzers.evaluation import evaluate, render
-from collector.simulator.fleet import FleetSpec
-from collector.simulator.sim import FleetSimulator
+from app.evaluation import evaluate, render
+from simulator.fleet import FleetSpec
+from simulator.sim import FleetSimulator
 
 HOSTS, HOURS, SEED = 6, 8, 303
 ORIGIN = 1_740_960_000  # evaluate()'s origin
@@ -47,5 +47,5 @@ def test_every_rule_meets_the_quality_targets() -> None:
     assert report.not_simulated == [], text
     assert not report.ambiguous_users, text
     assert report.passed, text
-    # each job's top finding names its scenario's cause (analyzers.causes, issue 13)
+    # each job's top finding names its scenario's cause (analyzers.rules.causes, issue 13)
     assert report.root_accuracy == 1.0 and report.root_correct >= 60, text

@@ -21,9 +21,9 @@ from typing import Any
 import pytest
 
 from analyzers.base import StaticJobCatalog, Window
-from analyzers.runner import Pipeline
-from collector.exposition import parse
-from collector.normalize import normalize_samples
+from analyzers.run.runner import Pipeline
+from fleetscope.exposition import parse
+from fleetscope.normalize import normalize_samples
 from tests.analyzers.fleet_builder import HEALTHY, T0, Fleet
 
 DATA = Path(__file__).parents[1] / "data" / "dcgm"

@@ -4,7 +4,7 @@ per rule and by root cause."""
 
 from __future__ import annotations
 
-from analyzers.field_eval import evaluate_field, render_field
+from app.field_eval import evaluate_field, render_field
 
 
 def test_the_field_fleet_meets_the_targets_with_the_right_root_causes_and_owners() -> None:

@@ -11,9 +11,10 @@ import pytest
 
 from analyzers.base import JobInfo, StaticJobCatalog, Window
 from analyzers.findings import Finding
-from analyzers.ranking import rank
-from analyzers.runner import Pipeline
-from analyzers.schedule import (
+from analyzers.reports.ranking import rank
+from analyzers.run.results import FindingStore
+from analyzers.run.runner import Pipeline
+from analyzers.run.schedule import (
     WATERMARK_KEY,
     backfill_windows,
     data_end,
@@ -21,7 +22,6 @@ from analyzers.schedule import (
     run_due,
     schedule_time,
 )
-from analyzers.store import FindingStore
 from tests.analyzers.fleet_builder import T0, Fleet
 from warehouse import catalog
 
@@ -58,7 +58,7 @@ def test_rerunning_a_window_updates_instead_of_duplicating(store: FindingStore) 
     assert sorted(f.finding_id for f in first.findings) == sorted(
         f.finding_id for f in again.findings
     )
-    # "low"'s under-utilized profile (R11) is a symptom of its low utilization (analyzers.causes)
+    # "low"'s under-utilized profile (R11) is a symptom of its low utilization (analyzers.rules.causes)
     assert ids(store) == [("R1", "idle"), ("R2", "low"), ("R3", "idle")]
     (low,) = store.findings(job_id="low")
     assert [s["rule_id"] for s in low.finding.evidence["symptoms"]] == ["R11"]
@@ -175,7 +175,7 @@ def test_the_embedded_scheduler_thread_runs_due_windows_and_stops(tmp_path: Path
     import duckdb
     from sqlalchemy import Engine
 
-    from analyzers.schedule import start_embedded
+    from analyzers.run.schedule import start_embedded
     from fleetscope.settings import load_settings
 
     path = tmp_path / "telemetry.duckdb"

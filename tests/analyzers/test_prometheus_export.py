@@ -24,10 +24,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from analyzers.prometheus_export import OTHER, recoverable_series, top_keys
 from fleetscope.settings import Settings, load_settings
+from simulator.testing import TEST_TOKEN, gpu_batch, post_batch
 from warehouse.catalog import findings as cat
 from warehouse.catalog import fleet
 from warehouse.runtime import Server
-from warehouse.testing import TEST_TOKEN, gpu_batch, post_batch
 
 NOW = time.time()
 START_MS = int((NOW - 3600) // 60 * 60 * 1000)  # an hour ago: before the settle time

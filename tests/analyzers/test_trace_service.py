@@ -1,4 +1,4 @@
-"""analyzers.trace_service in a real server (it is in server.plugins by default): an uploaded
+"""analyzers.traces.service in a real server (it is in server.plugins by default): an uploaded
 trace is analyzed on the server, its summary lands in the catalog and makes the request done; a
 trace the analyses cannot read fails the request with the trace error, word for word."""
 
@@ -29,7 +29,7 @@ def server(tmp_path: Path) -> Iterator[Server]:
         server__port=0,
         warehouse__maintenance_interval_s=3600.0,
     )
-    assert "analyzers.trace_service" in settings.get_str("server.plugins").split(",")  # default
+    assert "analyzers.traces.service" in settings.get_str("server.plugins").split(",")  # default
     running = Server(settings)
     running.start()
     try:

@@ -13,10 +13,10 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from collector.cli import main
-from collector.simulator.fleet import FleetSpec
-from collector.simulator.serve import ExporterFleet
-from collector.simulator.sim import FleetSimulator
 from fleetscope.contract import GPU_SAMPLES
+from simulator.fleet import FleetSpec
+from simulator.serve import ExporterFleet
+from simulator.sim import FleetSimulator
 
 T0 = 1_760_000_000
 NOW = T0 + 900

@@ -28,18 +28,18 @@ import pyarrow as pa
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from app.supervise import Child, Supervisor, free_port, http_ok
 from collector.agent import build_agent
 from collector.backoff import Backoff
-from collector.simulator.fleet import FleetSpec
-from collector.simulator.serve import ExporterFleet
-from collector.simulator.sim import FleetSimulator
 from collector.spool import Spool, SpooledBatch
 from fleetscope.contract import from_ipc
 from fleetscope.settings import Settings, load_settings
-from fleetscope.supervise import Child, Supervisor, free_port, http_ok
+from simulator.fleet import FleetSpec
+from simulator.serve import ExporterFleet
+from simulator.sim import FleetSimulator
+from simulator.testing import EPOCH_MS
 from warehouse import reader
 from warehouse.paths import WarehousePaths
-from warehouse.testing import EPOCH_MS
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -258,7 +258,8 @@ def test_sigkill_loses_nothing_that_was_spooled(tmp_path: Path, ingest: Ingest) 
         agent.wait()
         assert agent.stderr is not None
         agent.stderr.close()
-    files = sorted(spool.glob("*.arrow"))
+    # A SIGKILL mid-write leaves a `.tmp-` file: never a spooled batch (start-up deletes it).
+    files = sorted(p for p in spool.glob("*.arrow") if not p.name.startswith(".tmp-"))
     spooled_ids = [path.name.split(".")[2] for path in files]
     spooled_gpu_rows: set[tuple[int, int]] = set()
     for path in files:

@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 
 from collector.attribution import build_resolver
-from collector.attribution.labels import k8s_job_id
 from collector.attribution.mapping_dir import MappingDir
 from collector.attribution.override import OverrideFile
 from collector.attribution.proc_environ import ProcEnviron
-from collector.attribution.resolver import AttributionResolver
-from collector.exposition import parse
-from collector.normalize import GpuReading, normalize_samples
+from fleetscope.attribution.labels import k8s_job_id
+from fleetscope.attribution.resolver import AttributionResolver
 from fleetscope.errors import ConfigError
+from fleetscope.exposition import parse
+from fleetscope.normalize import GpuReading, normalize_samples
 from fleetscope.settings import load_settings
 
 

@@ -7,13 +7,13 @@ from collections.abc import Callable
 import pyarrow as pa
 import pytest
 
-from collector.attribution.labels import HpcJobLabel, PodLabels
-from collector.attribution.resolver import AttributionResolver
 from collector.batcher import rows_to_ipc
-from collector.dcgm_fields import is_blank
-from collector.exposition import parse
-from collector.normalize import GpuReading, normalize_samples
+from fleetscope.attribution.labels import HpcJobLabel, PodLabels
+from fleetscope.attribution.resolver import AttributionResolver
 from fleetscope.contract import GPU_SAMPLES, from_ipc
+from fleetscope.dcgm_fields import is_blank
+from fleetscope.exposition import parse
+from fleetscope.normalize import GpuReading, normalize_samples
 
 TS = 1_700_000_000_000
 

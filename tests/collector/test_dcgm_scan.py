@@ -13,11 +13,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from collector.dcgm_scan import DcgmScanner
-from collector.exposition import ExpositionParser
-from collector.normalize import GpuReading, normalize_samples
-from collector.simulator.fleet import FleetSpec
-from collector.simulator.sim import FleetSimulator
 from fleetscope.errors import MetricsParseError
+from fleetscope.exposition import ExpositionParser
+from fleetscope.normalize import GpuReading, normalize_samples
+from simulator.fleet import FleetSpec
+from simulator.sim import FleetSimulator
 from tests.collector.conftest import VARIANTS, dcgm_text
 
 T0 = 1_760_000_000

@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from collector.dcgm_fields import FIELDS, PROFILING_FIELDS
+from fleetscope.dcgm_fields import FIELDS, PROFILING_FIELDS
 from fleetscope.settings import SETTINGS
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"

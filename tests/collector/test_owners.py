@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 from sqlalchemy import select
 
 from collector.http import UrllibTransport
-from collector.normalize import GpuReading
 from collector.owner_reporter import OwnerReporter
 from collector.owners import (
     Owner,
@@ -22,10 +21,11 @@ from collector.owners import (
     parse_scontrol_job,
     read_job_record,
 )
+from fleetscope.normalize import GpuReading
 from fleetscope.settings import load_settings
+from simulator.testing import TEST_TOKEN
 from warehouse.catalog.fleet import jobs
 from warehouse.runtime import Server
-from warehouse.testing import TEST_TOKEN
 
 SLURM = Path(__file__).parents[1] / "data" / "slurm"
 

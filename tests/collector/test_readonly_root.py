@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from collector.simulator.fleet import FleetSpec
-from collector.simulator.serve import ExporterFleet
-from collector.simulator.sim import FleetSimulator
+from simulator.fleet import FleetSpec
+from simulator.serve import ExporterFleet
+from simulator.sim import FleetSimulator
 from tests.warehouse.test_prometheus_e2e import free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.real_component("unshare")]

@@ -164,7 +164,7 @@ def dashboard_server(env: dict[str, str], timeout_s: float = 60.0) -> Iterator[s
     """`fleetscope dashboard` on a free loopback port; yields its base URL."""
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "fleetscope.cli", "dashboard", "--port", str(port)],
+        [sys.executable, "-m", "app.cli", "dashboard", "--port", str(port)],
         env={**os.environ, **env},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,

@@ -10,10 +10,10 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from analyzers.store import FindingStore
+from analyzers.run.results import FindingStore
 from dashboard import data, opportunities, source
-from dashboard.synthetic import Fleet, Job, write_segments
 from fleetscope.settings import load_settings
+from simulator.synthetic import Fleet, Job, write_segments
 from tests.dashboard.conftest import START, Warehouse
 from warehouse.catalog import connect
 from warehouse.catalog.findings import Finding as CatalogFinding

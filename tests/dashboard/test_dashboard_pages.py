@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from app.cli import main
 from dashboard import data, source
-from fleetscope.cli import main
 from fleetscope.settings import load_settings
 from tests.dashboard.conftest import DATA, Warehouse
 from warehouse.catalog import connect

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from app.supervise import free_port
 from fleetscope.settings import load_settings
-from fleetscope.supervise import free_port
 from tests.dashboard.browser import Browser
 from warehouse import reader
 

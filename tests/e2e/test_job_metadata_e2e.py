@@ -11,10 +11,10 @@ from pathlib import Path
 
 from sqlalchemy import select
 
-from collector.simulator.fleet import FleetSpec
-from collector.simulator.hooks import JobHook
-from collector.simulator.sim import FleetSimulator
 from fleetscope.settings import load_settings
+from simulator.fleet import FleetSpec
+from simulator.hooks import JobHook
+from simulator.sim import FleetSimulator
 from warehouse.catalog.fleet import jobs as jobs_table
 from warehouse.runtime import Server
 

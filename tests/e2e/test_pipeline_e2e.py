@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from app.supervise import Supervisor, free_port, http_ok, wait_until
 from fleetscope.settings import load_settings
-from fleetscope.supervise import Supervisor, free_port, http_ok, wait_until
 from warehouse import reader
 
 pytestmark = pytest.mark.slow

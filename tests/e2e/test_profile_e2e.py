@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from app.supervise import Supervisor, free_port, http_ok, wait_until
 from fleetscope.settings import load_settings
-from fleetscope.supervise import Supervisor, free_port, http_ok, wait_until
 from warehouse import reader
 
 pytestmark = [pytest.mark.slow, pytest.mark.real_component("torch")]

@@ -1,7 +1,7 @@
 """Issue 13, end to end: a real server (embedded scheduler) and real agents, fed a day-old,
 label-attributed fleet, produce the right root-cause findings with owners and no manual step.
 
-Six real dcgm-exporter stand-ins on loopback serve analyzers.field_fleet's pages in time order,
+Six real dcgm-exporter stand-ins on loopback serve simulator.field_fleet's pages in time order,
 each stamped a day before now (a replay). One real agent per host scrapes its exporter, attributes
 jobs by the exporter's `pod`/`namespace` or `hpc_job` labels only, reads the Slurm prolog's owner
 records, ships over HTTP and reports owners. Nobody runs a backfill: the writer's arrival marks
@@ -19,12 +19,12 @@ from pathlib import Path
 
 import pytest
 
-from analyzers.field_fleet import jobs, pages
-from analyzers.store import FindingStore
+from analyzers.run.results import FindingStore
 from collector.agent import build_agent
 from fleetscope.settings import load_settings
+from simulator.field_fleet import jobs, pages
+from simulator.testing import TEST_TOKEN
 from warehouse.runtime import Server
-from warehouse.testing import TEST_TOKEN
 
 pytestmark = pytest.mark.slow
 HOURS = 4.0
@@ -75,7 +75,7 @@ def server(tmp_path: Path) -> Iterator[Server]:
         core__data_dir=str(tmp_path / "data"),
         server__port=0,
         server__tokens=TEST_TOKEN,
-        server__plugins="analyzers.embedded",
+        server__plugins="analyzers.run.embedded",
         scheduler__interval_s=2.0,
         warehouse__flush_interval_s=0.2,
         warehouse__maintenance_interval_s=3600.0,

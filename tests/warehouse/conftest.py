@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from fleetscope.settings import Settings, load_settings
+from simulator.testing import TEST_TOKEN
 from warehouse.runtime import Server
-from warehouse.testing import TEST_TOKEN
 
 TOKEN = TEST_TOKEN
 

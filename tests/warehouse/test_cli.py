@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from fleetscope.cli import main
+from app.cli import main
 from fleetscope.settings import Settings
+from simulator.testing import gpu_batch, post_batch
 from warehouse.runtime import Server
-from warehouse.testing import gpu_batch, post_batch
 
 
 @pytest.fixture

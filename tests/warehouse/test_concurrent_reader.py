@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from fleetscope.settings import Settings
+from simulator.testing import EPOCH_MS, gpu_batch, post_batch
+from simulator.testing import TEST_TOKEN as TOKEN
 from warehouse.runtime import Server
-from warehouse.testing import EPOCH_MS, gpu_batch, post_batch
-from warehouse.testing import TEST_TOKEN as TOKEN
 
 READER = """
 import json, sys, time

@@ -15,8 +15,8 @@ import pytest
 
 from fleetscope.contract import to_ipc
 from fleetscope.settings import Settings
+from simulator.testing import TEST_TOKEN, gpu_batch, headers_for, post_batch
 from warehouse.runtime import Server
-from warehouse.testing import TEST_TOKEN, gpu_batch, headers_for, post_batch
 
 
 @pytest.fixture

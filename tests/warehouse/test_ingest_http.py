@@ -18,11 +18,11 @@ from fleetscope.contract import (
     to_ipc,
 )
 from fleetscope.settings import Settings
+from simulator.testing import EPOCH_MS, Answer, gpu_batch, headers_for, host_batch, post, post_batch
+from simulator.testing import TEST_TOKEN as TOKEN
 from warehouse import reader
 from warehouse.catalog import fleet
 from warehouse.runtime import Server
-from warehouse.testing import EPOCH_MS, Answer, gpu_batch, headers_for, host_batch, post, post_batch
-from warehouse.testing import TEST_TOKEN as TOKEN
 
 
 def raw_post(url: str, path: str, body: bytes, headers: dict[str, str]) -> Answer:

@@ -19,9 +19,9 @@ from collector.shipper import Shipper
 from collector.spool import Spool
 from fleetscope.contract import to_ipc
 from fleetscope.settings import Settings
+from simulator.testing import EPOCH_MS, TEST_TOKEN, gpu_batch
 from warehouse.runtime import Server
 from warehouse.segments import SegmentStore
-from warehouse.testing import EPOCH_MS, TEST_TOKEN, gpu_batch
 from warehouse.writer import Writer
 
 

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from fleetscope.settings import Settings
+from simulator.testing import TEST_TOKEN as TOKEN
 from warehouse.runtime import Server
-from warehouse.testing import TEST_TOKEN as TOKEN
 
 TRACE = (
     Path(__file__).resolve().parents[1]

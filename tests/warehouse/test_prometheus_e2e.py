@@ -29,19 +29,19 @@ from typing import Any
 
 import pytest
 
-from collector.attribution.labels import HpcJobLabel, PodLabels
-from collector.attribution.resolver import AttributionResolver
-from collector.exposition import parse
-from collector.normalize import normalize_samples
-from collector.simulator.fleet import FleetSpec
-from collector.simulator.serve import ExporterFleet
-from collector.simulator.sim import FleetSimulator
-from fleetscope.cli import main as fleetscope_main
+from app.cli import main as fleetscope_main
+from fleetscope.attribution.labels import HpcJobLabel, PodLabels
+from fleetscope.attribution.resolver import AttributionResolver
 from fleetscope.contract import GPU_SAMPLES
+from fleetscope.exposition import parse
+from fleetscope.normalize import normalize_samples
 from fleetscope.settings import Settings, load_settings
+from simulator.fleet import FleetSpec
+from simulator.serve import ExporterFleet
+from simulator.sim import FleetSimulator
+from simulator.testing import TEST_TOKEN
 from warehouse import reader
 from warehouse.runtime import Server
-from warehouse.testing import TEST_TOKEN
 
 pytestmark = [pytest.mark.slow, pytest.mark.real_component("prometheus")]
 

@@ -16,10 +16,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from collector.exposition import parse
-from fleetscope.cli import main as fleetscope_main
+from app.cli import main as fleetscope_main
 from fleetscope.errors import ConfigError, IngestError, SourceUnavailableError
+from fleetscope.exposition import parse
 from fleetscope.settings import Settings
+from simulator.testing import TEST_TOKEN
 from warehouse.prometheus_import import (
     MAX_POINTS,
     ImportPlan,
@@ -33,7 +34,6 @@ from warehouse.prometheus_import import (
 )
 from warehouse.prometheus_rows import rows_to_table
 from warehouse.runtime import Server
-from warehouse.testing import TEST_TOKEN
 
 DATA = Path(__file__).parent.parent / "data" / "dcgm"
 

@@ -21,13 +21,14 @@ import snappy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from collector.attribution.labels import HpcJobLabel, PodLabels
-from collector.attribution.resolver import AttributionResolver
-from collector.exposition import parse
-from collector.normalize import normalize_samples
+from fleetscope.attribution.labels import HpcJobLabel, PodLabels
+from fleetscope.attribution.resolver import AttributionResolver
 from fleetscope.contract import GPU_SAMPLES
 from fleetscope.errors import ContractError
+from fleetscope.exposition import parse
+from fleetscope.normalize import normalize_samples
 from fleetscope.settings import Settings
+from simulator.testing import TEST_TOKEN
 from warehouse.prompb import (
     STALE_NAN_BITS,
     Series,
@@ -37,7 +38,6 @@ from warehouse.prompb import (
 )
 from warehouse.remote_write import Assembler, Scrape, unit_of
 from warehouse.runtime import Server
-from warehouse.testing import TEST_TOKEN
 
 DATA = Path(__file__).parent.parent / "data" / "dcgm"
 PAGES = sorted(p.name for p in DATA.glob("*.prom"))

@@ -8,10 +8,10 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from simulator.testing import EPOCH_MS, gpu_batch
 from warehouse.reader import open_segments
 from warehouse.rollups import update_rollups
 from warehouse.segments import Segment, SegmentStore
-from warehouse.testing import EPOCH_MS, gpu_batch
 
 
 def _with(batch: pa.Table, **columns: Sequence[object]) -> pa.Table:

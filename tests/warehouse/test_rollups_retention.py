@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from simulator.testing import EPOCH_MS, gpu_batch
 from warehouse.compaction import compact
 from warehouse.reader import open_segments
 from warehouse.retention import expire
 from warehouse.rollups import update_rollups
 from warehouse.segments import SegmentStore
-from warehouse.testing import EPOCH_MS, gpu_batch
 from warehouse.writer import Writer
 
 DAY_MS = 86_400_000

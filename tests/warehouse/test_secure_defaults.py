@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
+from app.cli import main
 from collector.http import KeepAliveTransport, UrllibTransport
-from fleetscope.cli import main
 from fleetscope.contract import to_ipc
 from fleetscope.errors import ConfigError, SourceUnavailableError
 from fleetscope.settings import Settings
+from simulator.testing import TEST_TOKEN, gpu_batch, headers_for, post_batch
 from warehouse.runtime import Server
 from warehouse.security import server_token, token_path
-from warehouse.testing import TEST_TOKEN, gpu_batch, headers_for, post_batch
 
 TLS = Path(__file__).resolve().parents[1] / "data" / "tls"  # self-signed for 127.0.0.1
 

@@ -9,6 +9,7 @@ tables) and use the small typed functions of each module inside `engine.begin()`
     analysis    analyzer_watermarks, analyzer_runs
     arrivals    window_arrivals, window_analysed (arrival-driven scheduling)
     profiling   profile_requests, traces
+    autoprofile auto_profiles (finding -> profile -> refined finding)
     reports     report_runs
 
 This package must never hold telemetry samples (those are in DuckDB and Parquet).
@@ -16,12 +17,22 @@ This package must never hold telemetry samples (those are in DuckDB and Parquet)
 
 from __future__ import annotations
 
-from warehouse.catalog import analysis, arrivals, findings, fleet, profiling, reports, tokens
+from warehouse.catalog import (
+    analysis,
+    arrivals,
+    autoprofile,
+    findings,
+    fleet,
+    profiling,
+    reports,
+    tokens,
+)
 from warehouse.catalog.base import connect, metadata
 
 __all__ = [
     "analysis",
     "arrivals",
+    "autoprofile",
     "connect",
     "findings",
     "fleet",

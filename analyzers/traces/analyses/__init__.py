@@ -2,7 +2,8 @@
 
 `ANALYSIS_MODULES` is the list of built-in modules, imported once by `load_registry()`; the
 order is the order of the report. Adding an analysis means adding a module here, never an
-if-chain elsewhere.
+if-chain elsewhere; another package adds its own through the entry-point group
+`fleetscope.trace_analyses` (fleetscope.plugins), after the built-ins.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import importlib
 
 from analyzers.traces.analyses.base import REGISTRY, AnalysisSpec
+from fleetscope import plugins
 
 __all__ = ["ANALYSIS_MODULES", "load_registry"]
 
@@ -38,4 +40,10 @@ def load_registry() -> dict[str, AnalysisSpec]:
     """Every registered analysis by name, in report order."""
     for module in ANALYSIS_MODULES:
         importlib.import_module(f"{__name__}.{module}")
-    return dict(REGISTRY)
+    for entry in plugins.registered(plugins.TRACE_ANALYSES).values():
+        entry.load()  # a third party's module: its @analysis functions register on import
+    # Report order is the module list's, whatever imported a module first (the what-if's replay
+    # imports the step, sync and copy analyses); third parties' after the built-ins.
+    rank = {f"{__name__}.{m}": n for n, m in enumerate(ANALYSIS_MODULES)}
+    ordered = sorted(REGISTRY.items(), key=lambda item: rank.get(item[1].fn.__module__, len(rank)))
+    return dict(ordered)

@@ -45,8 +45,15 @@ class TraceOptions:
     communication_share_warn: float = 0.10
     # TB plugin memory recommendation (T11).
     memory_near_capacity: float = 0.90
-    # What-if assumptions (Daydream-style replay, whatif.py).
-    amp_speedup: float = 2.0
+    # What-if assumptions (Daydream-style replay, whatif.py; sources in scenarios.py).
+    amp_tensor_core_speedup: float = 3.0  # fp32 GEMM/conv -> tensor cores (interval 2-4x)
+    amp_memory_speedup: float = 1.7  # memory-bound kernels move half the bytes (1.3-2x)
+    amp_cpu_speedup: float = 1.3  # bf16 autocast matmul/conv on an AVX512_BF16 CPU (0.8-2x)
+    dataloader_workers: int = 4  # the workers the dataloader_workers scenario gives the job
+    worker_contention: float = 0.35  # kappa: main-thread stretch per core of worker load
+    host_cores: int = 0  # the host's cores, 0: unknown (then kappa alone)
+    main_threads: int = 1  # cores the training process keeps busy by itself
+    comm_bandwidth_ratio: float = 2.0  # the comm_bandwidth scenario's bandwidth multiple
     pinned_copy_speedup: float = 2.0
     sync_overhead_us: float = 5.0
     hours_per_week: float = 168.0

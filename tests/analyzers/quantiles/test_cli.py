@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from fleetscope.cli import main
+from app.cli import main
 from tests.analyzers.fleet_builder import Fleet, publish
 
 

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analyzers.quantiles import BUCKET_SCHEMA, PANE_SCHEMA, bucket_ids, build, grouped, merged
-from analyzers.sketch import QuantileSketch
+from analyzers.quantiles.panes import BUCKET_SCHEMA, PANE_SCHEMA, bucket_ids, build, grouped, merged
+from analyzers.sketch.core import QuantileSketch
 from fleetscope.errors import SketchError
 
 FINITE = st.floats(allow_nan=False, allow_infinity=False, width=64)

@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from analyzers.accounting.frames import FrameParams
 from analyzers.base import JobInfo, StaticJobCatalog, Window
-from analyzers.frames import FrameParams
-from analyzers.quantile_store import BUCKETS, PANES, QuantileStore, group_sketches
-from analyzers.runner import Pipeline
-from analyzers.sketch import QuantileSketch
+from analyzers.quantiles.tiers import BUCKETS, PANES, QuantileStore, group_sketches
+from analyzers.run.runner import Pipeline
+from analyzers.sketch.core import QuantileSketch
 from tests.analyzers.fleet_builder import T0, Fleet
 
 CATALOG = StaticJobCatalog([JobInfo("a", team="vision"), JobInfo("b", team="speech")])

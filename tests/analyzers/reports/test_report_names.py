@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from dashboard.synthetic import Fleet, Job, write_segments
-from fleetscope.cli import main
+from app.cli import main
 from fleetscope.names import file_name_part
+from simulator.synthetic import Fleet, Job, write_segments
 from warehouse.catalog import connect
 from warehouse.catalog.fleet import Job as CatalogJob
 from warehouse.catalog.fleet import upsert_jobs

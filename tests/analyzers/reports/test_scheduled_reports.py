@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from analyzers.celery_app import make_app
 from analyzers.reports.scheduled import WeeklyReports
 from analyzers.reports.week import IsoWeek
+from analyzers.run.celery_app import make_app
 from fleetscope.settings import load_settings
 from tests.analyzers.reports.conftest import ReportWarehouse
 

@@ -2,7 +2,7 @@
 
 One job on one GPU for two hours, sampled every 10 s, with samples dropped as an agent outage
 would: a gap up to `analyzers.max_gap_s` (300 s) stays allocated, a longer one does not
-(`analyzers.accounting`). Both readers are run over the same raw samples and window.
+(`analyzers.accounting.sql`). Both readers are run over the same raw samples and window.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from analyzers.accounting.frames import FrameParams, prepare
+from analyzers.accounting.usage import Window, fleet_totals, gpu_buckets, job_efficiency
 from analyzers.base import Window as AnalysisWindow
-from analyzers.frames import FrameParams, prepare
-from analyzers.reports.usage import Window, fleet_totals, gpu_buckets, job_efficiency
-from dashboard.synthetic import Fleet, Job, write_segments
+from simulator.synthetic import Fleet, Job, write_segments
 from warehouse.reader import open_segments
 
 START = datetime(2026, 11, 16, 8, tzinfo=UTC)

@@ -17,7 +17,7 @@ from aiosmtpd.smtp import Envelope, Session
 from analyzers.reports.build import Scope, build_weekly
 from analyzers.reports.render import to_html, to_markdown
 from analyzers.reports.week import IsoWeek
-from fleetscope.cli import main
+from app.cli import main
 from fleetscope.errors import ConfigError
 from tests.analyzers.reports.conftest import MONDAY, ReportWarehouse
 from warehouse.catalog import connect

@@ -1,12 +1,12 @@
 """Every quantile-sketch specification here runs on both scalar paths of `add(float)`: the C
 extension (`c`) and the pure-Python fallback (`python`), so a host without a compiler gets the
-same sketch, tested (analyzers/sketch_scalar.py)."""
+same sketch, tested (analyzers/sketch/scalar.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-import analyzers.sketch as sketch_module
+import analyzers.sketch.core as sketch_module
 
 from . import oracle
 from .scalar_paths import python_path_module
@@ -17,7 +17,7 @@ def scalar_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch)
     """Point the test module's and the oracle's sketch names at the path under test."""
     if request.param == "c":
         if sketch_module.SCALAR_PATH != "c":
-            pytest.skip("the C extension analyzers/_sketch_scalar.c is not built here")
+            pytest.skip("the C extension analyzers/sketch/_sketch_scalar.c is not built here")
         return "c"
     module = python_path_module()
     for target in (request.module, oracle):

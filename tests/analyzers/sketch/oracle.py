@@ -8,8 +8,8 @@ from contextlib import contextmanager
 import numpy as np
 import numpy.typing as npt
 
-import analyzers.sketch as sketch_module
-from analyzers.sketch import QuantileSketch
+import analyzers.sketch.core as sketch_module
+from analyzers.sketch.core import QuantileSketch
 
 # Every quantile a dashboard or rule asks for, plus the edges and awkward fractions.
 QS = np.array(

@@ -1,8 +1,8 @@
 """Both scalar paths of `QuantileSketch.add(float)` side by side, for the specifications.
 
-`analyzers.sketch` loads one scalar buffer for good at import: the C type where it was built, else
+`analyzers.sketch.core` loads one scalar buffer for good at import: the C type where it was built, else
 the pure-Python fallback. To run the same specifications on the fallback in the same process,
-`python_path_module()` loads a second copy of analyzers/sketch.py exactly as it loads on a host
+`python_path_module()` loads a second copy of analyzers/sketch/core.py exactly as it loads on a host
 without the extension (its import refused), with its own `QuantileSketch` and `SlidingQuantiles`.
 """
 
@@ -12,14 +12,14 @@ import importlib.util
 import sys
 from types import ModuleType
 
-import analyzers.sketch as sketch_module
+import analyzers.sketch.core as sketch_module
 
 _COPY = "tests.analyzers.sketch.python_path_sketch"  # registered, so pickle finds its classes
-_EXTENSION = "analyzers._sketch_scalar"
+_EXTENSION = "analyzers.sketch._sketch_scalar"
 
 
 def python_path_module() -> ModuleType:
-    """analyzers.sketch as loaded without the C extension (one copy per test session)."""
+    """analyzers.sketch.core as loaded without the C extension (one copy per test session)."""
     if _COPY in sys.modules:
         return sys.modules[_COPY]
     spec = importlib.util.spec_from_file_location(_COPY, sketch_module.__file__)

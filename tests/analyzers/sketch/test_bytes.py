@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analyzers.sketch import QuantileSketch
+from analyzers.sketch.core import QuantileSketch
 from fleetscope.errors import SketchError
 
 from .oracle import QS, state

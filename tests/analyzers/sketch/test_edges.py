@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from analyzers.sketch import QuantileSketch
+from analyzers.sketch.core import QuantileSketch
 from fleetscope.errors import SketchError
 
 from .oracle import QS, ingest_chunk, state

@@ -7,7 +7,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analyzers.sketch import QuantileSketch
+from analyzers.sketch.core import QuantileSketch
 
 from .oracle import QS, assert_value_error_within, ingest_chunk
 

@@ -7,7 +7,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analyzers.sketch_mapping import LogLinearMapping, mantissa_bits_for
+from analyzers.sketch.mapping import LogLinearMapping, mantissa_bits_for
 
 
 @settings(max_examples=500, deadline=None)

@@ -10,7 +10,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analyzers.sketch import QuantileSketch
+from analyzers.sketch.core import QuantileSketch
 from fleetscope.errors import SketchError
 
 from .oracle import QS, ingest_chunk, state

@@ -17,8 +17,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import analyzers.sketch as sketch_module
-from analyzers import sketch_scalar
+import analyzers.sketch.core as sketch_module
+from analyzers.sketch import scalar as sketch_scalar
 from fleetscope.errors import SketchError
 
 from .scalar_paths import python_path_module
@@ -36,21 +36,21 @@ def path_module(path: str) -> ModuleType:
     if path == "python":
         return python_path_module()
     if sketch_module.SCALAR_PATH != "c":
-        pytest.skip("the C extension analyzers/_sketch_scalar.c is not built here")
+        pytest.skip("the C extension analyzers/sketch/_sketch_scalar.c is not built here")
     return sketch_module
 
 
 def test_ci_runs_the_c_path() -> None:
     if os.environ.get("CI"):
         assert sketch_module.SCALAR_PATH == "c", (
-            "CI must build analyzers/_sketch_scalar.c (gcc and the Python headers: .ci/run)"
+            "CI must build analyzers/sketch/_sketch_scalar.c (gcc and the Python headers: .ci/run)"
         )
     assert sketch_module.SCALAR_PATH in {"c", "python"}
 
 
 def test_each_path_has_its_own_base_and_the_same_buffer_size() -> None:
     c_module = path_module("c")
-    from analyzers import _sketch_scalar
+    from analyzers.sketch import _sketch_scalar
 
     assert c_module.QuantileSketch.__mro__[1] is _sketch_scalar.ScalarBuffer
     assert python_path_module().QuantileSketch.__mro__[1] is sketch_scalar.ScalarBuffer

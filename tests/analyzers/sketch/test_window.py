@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analyzers.sketch import QuantileSketch, SlidingQuantiles
+from analyzers.sketch.core import QuantileSketch, SlidingQuantiles
 from fleetscope.errors import SketchError
 
 from .oracle import QS, assert_value_error_within, state

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from fleetscope.cli import main
+from app.cli import main
 from tests.analyzers.traces.trace_paths import DATA
 
 

@@ -1,0 +1,390 @@
+"""Fleet usage accounting in time buckets: GPU-hours allocated, active and SM-active per (bucket,
+cluster, host, GPU, job) in one pass over the warehouse, and the per-job and fleet totals built on it.
+
+Shared by the weekly reports and the dashboard (which imports it: dashboard -> analyzers), so both
+show the same numbers. The accounting is `analyzers.accounting.sql` (rules.md), the analyzers' own:
+over raw samples every sample counts its sample seconds, gaps up to `max_gap_s` included, so an
+agent outage of a few minutes stays allocated here as it does in every finding. Where the
+warehouse's roll-ups cover the window (they keep sample counts and means, not gaps) a sample counts
+as its host's measured interval: for each (bucket, GPU, job) group `(last ts - first ts) /
+(samples - 1)`, and a host's interval is the median over its groups (robust to outages, which only
+stretch the groups they fall in). `analyzers.accounting.sql` says where the two can differ.
+
+This module reads through the DuckDB connection it is given and must never write anything.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from analyzers.accounting.sql import (
+    ACTIVE_FRACTION_SQL,
+    DEFAULT_MAX_GAP_S,
+    next_gap_sql,
+    sample_seconds_sql,
+    typical_gap_sql,
+)
+
+if TYPE_CHECKING:
+    import duckdb
+
+HOUR_S = 3600.0
+
+
+@dataclass(frozen=True)
+class Window:
+    """A half-open time range [start, end) read in buckets of `bucket_s` seconds."""
+
+    start: datetime
+    end: datetime
+    bucket_s: int
+
+    @property
+    def hours(self) -> float:
+        return (self.end - self.start).total_seconds() / HOUR_S
+
+    def previous(self) -> Window:
+        """The window of the same length just before this one (for week-over-week trends)."""
+        length = self.end - self.start
+        return Window(self.start - length, self.start, self.bucket_s)
+
+
+def bucket_for(length: timedelta) -> int:
+    """Bucket size that keeps a chart to a few hundred points: 1 min up to 6 h, 5 min up to 2 days,
+    then 1 h (7 days at 1 h is 168 points per series)."""
+    if length <= timedelta(hours=6):
+        return 60
+    if length <= timedelta(days=2):
+        return 300
+    return 3600
+
+
+def query(con: duckdb.DuckDBPyConnection, sql: str, **params: Any) -> pd.DataFrame:
+    """Run one read query and return a DataFrame (through Arrow: no pytz, no extra copy)."""
+    frame: pd.DataFrame = con.sql(sql, params=params or None).to_arrow_table().to_pandas()
+    return frame
+
+
+def epoch_s(moment: datetime) -> float:
+    return moment.timestamp()
+
+
+def latest_sample(con: duckdb.DuckDBPyConnection) -> datetime | None:
+    """Time of the newest GPU sample, or None on an empty warehouse."""
+    rows = con.sql("SELECT epoch_ms(max(ts)) FROM gpu_samples").fetchall()
+    value = rows[0][0] if rows else None
+    return None if value is None else datetime.fromtimestamp(value / 1000, tz=UTC)
+
+
+def window_ending(
+    con: duckdb.DuckDBPyConnection, length: timedelta, end: datetime | None = None
+) -> Window | None:
+    """The window of `length` ending at `end` (default: just after the newest sample).
+
+    Pages default to the newest data rather than `now()`, so a stalled ingest still shows what was
+    stored, and reports (which pass `end`) are reproducible.
+    """
+    if end is None:
+        newest = latest_sample(con)
+        if newest is None:
+            return None
+        end = newest + timedelta(milliseconds=1)
+    return aligned(end, length)
+
+
+def aligned(end: datetime, length: timedelta) -> Window:
+    """The window of about `length` ending at `end`, its start rounded down to a whole bucket so
+    bucket boundaries (and the warehouse's roll-ups) line up with it."""
+    bucket_s = bucket_for(length)
+    start_s = (end - length).timestamp() // bucket_s * bucket_s
+    return Window(datetime.fromtimestamp(start_s, tz=UTC), end, bucket_s)
+
+
+# One GPU (MIG instance) and job, or the GPU's unallocated samples: where sample seconds are measured.
+_ONE_GPU = ("host", "gpu_index", "mig_instance_id", "job_id")
+
+
+def _raw_sql(max_gap_s: float, default_interval_s: float) -> str:
+    """Raw samples from `$raw_start` per (bucket, GPU, job), each counting its sample seconds
+    (`*_s` sums); samples from `$context_start` on lend their gaps to the typical interval.
+
+    One window pass finds each sample's gap to the next; the typical interval (a median per GPU
+    and job) is an aggregate joined back rather than a second window over every sample.
+    """
+    partition = ", ".join(_ONE_GPU)
+    same_gpu = " AND ".join(f"g.{c} IS NOT DISTINCT FROM m.{c}" for c in _ONE_GPU)
+    seconds = sample_seconds_sql(max_gap_s, default_interval_s)
+    return f"""
+WITH s AS (
+    SELECT ts, epoch(ts) AS t, coalesce(cluster, '') AS cluster, {partition},
+           {ACTIVE_FRACTION_SQL} AS active_frac, sm_active, tensor_active, gpu_util,
+           fb_used_mib, power_w
+    FROM gpu_samples
+    WHERE ts >= to_timestamp($context_start) AND ts < to_timestamp($end)
+), g AS MATERIALIZED (
+    SELECT *, {next_gap_sql(partition)} AS gap_s FROM s
+), m AS (
+    SELECT {partition}, {typical_gap_sql(None)} AS typical_s FROM g GROUP BY ALL
+), d AS (
+    SELECT g.*, {seconds} AS dt_s
+    FROM g JOIN m ON {same_gpu}
+    WHERE g.ts >= to_timestamp($raw_start)
+)
+SELECT epoch_ms(ts) // $bucket_ms * $bucket_ms AS bucket_ms,
+       cluster, host, gpu_index, job_id,
+       count(*) AS samples,
+       epoch_ms(min(ts)) AS first_ms, epoch_ms(max(ts)) AS last_ms,
+       CAST(NULL AS BIGINT) AS rollup_full,
+       sum(dt_s) AS gpu_s,
+       coalesce(sum(dt_s) FILTER (WHERE active_frac IS NOT NULL), 0) AS known_s,
+       coalesce(sum(dt_s * active_frac), 0) AS active_s,
+       coalesce(sum(dt_s) FILTER (WHERE sm_active IS NOT NULL), 0) AS sm_known_s,
+       coalesce(sum(dt_s * sm_active), 0) AS sm_s,
+       coalesce(sum(dt_s * tensor_active), 0) AS tensor_s,
+       sum(gpu_util) AS util_sum, count(gpu_util) AS util_n,
+       max(fb_used_mib) AS fb_used_mib_max, avg(power_w) AS power_w_mean
+FROM d
+GROUP BY ALL
+"""
+
+
+# A roll-up row carries per-bucket means: sums are mean x samples. A column counts as known for
+# the whole roll-up bucket when its mean is not null.
+_ROLLUP_SQL = """
+SELECT epoch_ms(bucket_ts) // $bucket_ms * $bucket_ms AS bucket_ms,
+       coalesce(cluster, '') AS cluster, host, gpu_index, job_id,
+       CAST(sum(samples) AS BIGINT) AS samples,
+       CAST(NULL AS BIGINT) AS first_ms, CAST(NULL AS BIGINT) AS last_ms,
+       max(samples) AS rollup_full,
+       CAST(coalesce(sum(samples) FILTER (WHERE coalesce(gr_engine_active_mean, gpu_util_mean)
+                                          IS NOT NULL), 0) AS BIGINT) AS active_n,
+       sum(samples * coalesce(gr_engine_active_mean, gpu_util_mean / 100.0)) AS active_sum,
+       CAST(coalesce(sum(samples) FILTER (WHERE sm_active_mean IS NOT NULL), 0) AS BIGINT) AS sm_n,
+       sum(samples * sm_active_mean) AS sm_sum,
+       sum(samples * tensor_active_mean) AS tensor_sum,
+       sum(samples * gpu_util_mean) AS util_sum,
+       CAST(coalesce(sum(samples) FILTER (WHERE gpu_util_mean IS NOT NULL), 0) AS BIGINT)
+           AS util_n,
+       max(fb_used_mib_max) AS fb_used_mib_max,
+       sum(samples * power_w_mean) / nullif(sum(samples) FILTER (WHERE power_w_mean IS NOT NULL), 0)
+           AS power_w_mean
+FROM {table}
+WHERE bucket_ts >= to_timestamp($start) AND bucket_ts < to_timestamp($cutoff)
+GROUP BY ALL
+"""
+
+# Roll-up tables of the warehouse (warehouse.rollups), coarsest first: (view, bucket seconds).
+ROLLUPS = (("gpu_samples_1h", 3600), ("gpu_samples_1m", 60))
+
+
+def _rollup_for(con: duckdb.DuckDBPyConnection, window: Window) -> tuple[str, int, float] | None:
+    """The coarsest roll-up whose buckets tile the window's, and its cut-off (epoch seconds).
+
+    The cut-off is the start of the newest roll-up bucket: that bucket may have been rolled up
+    while still filling, so it and everything after it are read from the raw samples.
+    """
+    names = {row[0] for row in con.sql("SELECT view_name FROM duckdb_views()").fetchall()}
+    names |= {row[0] for row in con.sql("SELECT table_name FROM duckdb_tables()").fetchall()}
+    for table, rollup_s in ROLLUPS:
+        if table not in names or window.bucket_s % rollup_s or window.start.timestamp() % rollup_s:
+            continue
+        newest = con.sql(f"SELECT epoch_ms(max(bucket_ts)) FROM {table}").fetchall()[0][0]
+        if newest is None or newest / 1000 <= window.start.timestamp():
+            continue
+        return table, rollup_s, min(newest / 1000, window.end.timestamp())
+    return None
+
+
+def gpu_buckets(
+    con: duckdb.DuckDBPyConnection,
+    window: Window,
+    default_interval_s: float,
+    *,
+    max_gap_s: float = DEFAULT_MAX_GAP_S,
+) -> pd.DataFrame:
+    """One row per (bucket, cluster, host, gpu_index, job_id) with GPU-hours already accounted.
+
+    Reads the warehouse's roll-ups where they cover the window (a week of 1,000 GPUs is 170 k
+    hourly rows instead of 60 M samples) and raw samples after them. Columns: bucket (UTC
+    timestamp), cluster, host, gpu_index, job_id, samples, interval_s (the host's measured sample
+    interval), gpu_h, known_h (hours whose active fraction is known), active_h, sm_known_h, sm_h,
+    tensor_h, util_sum, util_n, fb_used_mib_max, power_w_mean. `default_interval_s` and
+    `max_gap_s` are the accounting's (`analyzers.accounting.sql`: settings `agent.interval_s` and
+    `analyzers.max_gap_s`).
+    """
+    params: dict[str, Any] = {
+        "bucket_ms": window.bucket_s * 1000,
+        "raw_start": epoch_s(window.start),
+        "context_start": epoch_s(window.start),
+        "end": epoch_s(window.end),
+    }
+    sql, rollup_s = _raw_sql(max_gap_s, default_interval_s), 0.0
+    rollup = _rollup_for(con, window)
+    if rollup is not None:
+        table, rollup_s, cutoff = rollup
+        # The raw tail measures each GPU's typical interval over `max_gap_s` before it too, as a
+        # read of the whole window would: a GPU with one sample in the tail is not "seen once".
+        context = max(epoch_s(window.start), cutoff - max_gap_s)
+        params.update(start=epoch_s(window.start), cutoff=cutoff, raw_start=cutoff)
+        params.update(context_start=context)
+        sql = f"FROM ({_ROLLUP_SQL.format(table=table)}) UNION ALL BY NAME FROM ({sql})"
+    raw = query(con, sql, **params)
+    if raw.empty:
+        return _empty_buckets()
+    intervals = host_intervals(raw, default_interval_s, rollup_s)
+    raw["interval_s"] = raw["host"].map(intervals).astype("float64")
+    for measure, (seconds, per_sample) in _MEASURES.items():
+        rolled = raw[per_sample].fillna(0.0) * raw["interval_s"] if per_sample in raw else 0.0
+        exact = raw[seconds] if seconds in raw else pd.Series(float("nan"), index=raw.index)
+        raw[measure] = exact.fillna(rolled) / HOUR_S
+    raw["bucket"] = pd.to_datetime(raw["bucket_ms"], unit="ms", utc=True)
+    return raw[list(_BUCKET_COLUMNS)]
+
+
+# Each accounted measure: its sample-seconds sum from raw rows, and the roll-up rows' per-sample
+# sum that counts one measured interval per sample instead.
+_MEASURES = {
+    "gpu_h": ("gpu_s", "samples"),
+    "known_h": ("known_s", "active_n"),
+    "active_h": ("active_s", "active_sum"),
+    "sm_known_h": ("sm_known_s", "sm_n"),
+    "sm_h": ("sm_s", "sm_sum"),
+    "tensor_h": ("tensor_s", "tensor_sum"),
+}
+
+_BUCKET_COLUMNS = (
+    "bucket",
+    "cluster",
+    "host",
+    "gpu_index",
+    "job_id",
+    "samples",
+    "interval_s",
+    "gpu_h",
+    "known_h",
+    "active_h",
+    "sm_known_h",
+    "sm_h",
+    "tensor_h",
+    "util_sum",
+    "util_n",
+    "fb_used_mib_max",
+    "power_w_mean",
+)
+
+
+def _empty_buckets() -> pd.DataFrame:
+    frame = pd.DataFrame({name: pd.Series(dtype="float64") for name in _BUCKET_COLUMNS})
+    frame["bucket"] = pd.Series(dtype="datetime64[ms, UTC]")
+    for name in ("cluster", "host", "job_id"):
+        frame[name] = pd.Series(dtype="str")
+    return frame
+
+
+def host_intervals(raw: pd.DataFrame, default_interval_s: float, rollup_s: float = 0) -> pd.Series:
+    """Sample interval per host, in seconds (see the module docstring).
+
+    From raw rows: the median over a host's groups of (last - first) / (samples - 1); where
+    buckets are too short to hold two samples of one GPU, the same ratio over each GPU-and-job's
+    whole stay. From roll-up rows only: the roll-up bucket over its fullest bucket's samples.
+    `default_interval_s` for a host seen once.
+    """
+    exact = raw[raw["first_ms"].notna()]
+    spaced = exact[exact["samples"] >= 2]
+    per_group = (spaced["last_ms"] - spaced["first_ms"]) / 1000.0 / (spaced["samples"] - 1)
+    measured = per_group.groupby(spaced["host"]).median()
+    missing = exact[~exact["host"].isin(measured.index)]
+    if not missing.empty:
+        stays = missing.groupby(["host", "gpu_index", "job_id"], dropna=False).agg(
+            first_ms=("first_ms", "min"), last_ms=("last_ms", "max"), samples=("samples", "sum")
+        )
+        stays = stays[stays["samples"] >= 2]
+        per_stay = (stays["last_ms"] - stays["first_ms"]) / 1000.0 / (stays["samples"] - 1)
+        measured = pd.concat([measured, per_stay.groupby(level="host").median()])
+    rolled = raw[raw["rollup_full"].notna() & ~raw["host"].isin(measured.index)]
+    if rollup_s and not rolled.empty:
+        fullest = rolled.groupby("host")["rollup_full"].max()
+        measured = pd.concat([measured, rollup_s / fullest.astype("float64")])
+    hosts = pd.Index(raw["host"].unique())
+    return measured.astype("float64").round(3).reindex(hosts).fillna(default_interval_s)
+
+
+@dataclass(frozen=True)
+class FleetTotals:
+    """GPU-hours in a window; `sm_h` is None where no allocated sample carries SM_ACTIVE."""
+
+    capacity_h: float
+    allocated_h: float
+    active_h: float
+    known_h: float
+    sm_h: float | None
+    sm_known_h: float
+    gpus: int
+    jobs: int
+
+    @property
+    def active_pct(self) -> float:
+        return 100.0 * self.active_h / self.known_h if self.known_h else 0.0
+
+    @property
+    def idle_h(self) -> float:
+        return self.known_h - self.active_h
+
+
+def fleet_totals(buckets: pd.DataFrame) -> FleetTotals:
+    allocated = buckets[buckets["job_id"].notna()]
+    sm_known_h = float(allocated["sm_known_h"].sum())
+    return FleetTotals(
+        capacity_h=float(buckets["gpu_h"].sum()),
+        allocated_h=float(allocated["gpu_h"].sum()),
+        active_h=float(allocated["active_h"].sum()),
+        known_h=float(allocated["known_h"].sum()),
+        sm_h=float(allocated["sm_h"].sum()) if sm_known_h else None,
+        sm_known_h=sm_known_h,
+        gpus=int(buckets[["host", "gpu_index"]].drop_duplicates().shape[0]),
+        jobs=int(allocated["job_id"].nunique()),
+    )
+
+
+def job_efficiency(buckets: pd.DataFrame, jobs_meta: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per job: GPUs, allocated/active/idle GPU-hours, mean active %, mean SM-active %.
+
+    Sorted by idle GPU-hours (allocated hours with a known active fraction minus active hours),
+    largest first: the idlest jobs are where the most GPU-hours can be won back.
+    """
+    allocated = buckets[buckets["job_id"].notna()].copy()
+    allocated["gpu"] = allocated["host"] + ":" + allocated["gpu_index"].astype("int64").astype(str)
+    per_job = allocated.groupby("job_id", as_index=False).agg(
+        cluster=("cluster", "first"),
+        gpus=("gpu", "nunique"),
+        hosts=("host", "nunique"),
+        first_seen=("bucket", "min"),
+        last_seen=("bucket", "max"),
+        allocated_h=("gpu_h", "sum"),
+        known_h=("known_h", "sum"),
+        active_h=("active_h", "sum"),
+        sm_known_h=("sm_known_h", "sum"),
+        sm_h=("sm_h", "sum"),
+        tensor_h=("tensor_h", "sum"),
+        fb_used_mib_max=("fb_used_mib_max", "max"),
+    )
+    per_job["idle_h"] = per_job["known_h"] - per_job["active_h"]
+    per_job["active_pct"] = pct(per_job["active_h"], per_job["known_h"])
+    per_job["sm_active_pct"] = pct(per_job["sm_h"], per_job["sm_known_h"])
+    per_job["tensor_active_pct"] = pct(per_job["tensor_h"], per_job["sm_known_h"])
+    per_job = per_job.drop(columns=["known_h", "sm_known_h", "sm_h", "tensor_h"])
+    if jobs_meta is not None and not jobs_meta.empty:
+        per_job = per_job.merge(jobs_meta, on="job_id", how="left")
+    for column in ("user", "team", "name"):
+        if column not in per_job.columns:
+            per_job[column] = pd.Series([None] * len(per_job), dtype="object")
+    return per_job.sort_values(["idle_h", "job_id"], ascending=[False, True]).reset_index(drop=True)
+
+
+def pct(part: pd.Series, whole: pd.Series) -> pd.Series:
+    """100 * part / whole, NaN where the whole is zero (unknown, not zero)."""
+    return (100.0 * part / whole.where(whole > 0)).astype("float64")

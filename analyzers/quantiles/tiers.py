@@ -1,0 +1,391 @@
+"""The quantile-sketch store: pane sketches kept as Parquet under `analyzers.sketches_dir`
+(`<data_dir>/sketches`) in three tiers, 10 s panes, 1 min and 1 h, read through DuckDB views.
+
+Sketches are derived data, like findings: the analyzers write them (never the telemetry writer),
+one window at a time, in the layout and with the manifest swap of `warehouse.segments`
+(`SegmentStore`: sealed files, `manifest.json` swapped atomically, retired files kept for a grace
+period) and `warehouse.compaction`. Two views, each the union of its tiers' tables
+(`sketch_panes_10s`, `sketch_panes_60s`, `sketch_panes_3600s`, ...):
+
+    sketch_panes    pane_start, resolution_s, metric, cluster, team, job_id, host, gpu_index,
+                    count, value_sum, top, bottom
+    sketch_buckets  pane_start, resolution_s, metric, cluster, team, job_id, host, gpu_index,
+                    bucket, count
+
+Tiers. Every tier is built from the samples, an hour (the hour tier: a day) at a time: a minute's
+sketch is by construction the lossless merge of its six panes (the sketch's merge equals one-pass
+ingest bit for bit), so nothing is read back to roll up, and memory is bounded by one slice.
+Each tier has its own retention (`analyzers.sketch_*_retention_s`), counted back from the newest
+GPU sample: 10 s panes of 10 s samples hold one value each, as many rows as the telemetry itself,
+so they are kept for hours, minutes for a day, hours for a year; older slices are never built and
+expired days are retired.
+
+Watermarks. Each partition (`p/n`, as the analyzer windows) keeps one mark per tier in the
+manifest's `marks`: a tier's panes are kept once, from the mark to the window's last whole pane,
+so a re-run or a later run of the same bucket adds only new panes (the runner re-analyzes a bucket
+from its start on every tick; the store does not).
+
+Reading. A query over [start, end) takes, per sketch key, the coarsest rows that lie inside the
+range and no finer row they cover (`chosen_sql`), so nothing counts twice whatever tiers exist;
+range edges finer than the kept tiers are left out. `group_sketches` merges them per cluster,
+team, job or host.
+
+Locks (Celery workers of several partitions share the folder): a partition's builds take its own
+file lock (its marks are its own), and every manifest swap the store-wide one, so partitions
+build in parallel. Marks are high-water marks: a window of a partition that finishes after a
+later window of the same partition adds no panes, and `backfill` does not rebuild sketches (the
+scheduler runs a partition's windows in order). This module must never write telemetry nor open
+the telemetry DuckDB file.
+"""
+
+from __future__ import annotations
+
+import fcntl
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from analyzers.accounting.frames import table_exists, ts_literal
+from analyzers.quantiles.panes import (
+    BUCKET_SCHEMA,
+    METRICS,
+    PANE_S,
+    PANE_SCHEMA,
+    arrow,
+    build,
+    grouped,
+    merged,
+    values_sql,
+)
+from analyzers.run.clock import align_down
+from fleetscope.errors import ConfigError
+from warehouse.compaction import compact
+from warehouse.segments import Segment, SegmentStore, read_manifest
+
+if TYPE_CHECKING:
+    from analyzers.base import JobCatalog, Window
+    from analyzers.sketch.core import QuantileSketch
+    from fleetscope.settings import Settings
+
+PANES = "sketch_panes"
+BUCKETS = "sketch_buckets"
+ROLLUPS = (60, 3600)  # the issue's 1 min and 1 h
+KEYS = ("metric", "cluster", "team", "job_id", "host", "gpu_index")
+COMPACT_AFTER_FILES = 32  # merge a day's small files once there are this many
+COMPACT_TARGET_BYTES = 64 << 20
+
+
+def _store_schema(schema: pa.Schema) -> pa.Schema:
+    fields = list(schema)
+    fields.insert(1, pa.field("resolution_s", pa.int32()))
+    fields.insert(4, pa.field("team", pa.string()))
+    return pa.schema(fields)
+
+
+TABLES: Mapping[str, pa.Schema] = {
+    PANES: _store_schema(PANE_SCHEMA),
+    BUCKETS: _store_schema(BUCKET_SCHEMA),
+}
+_COLUMNS = {name: ", ".join(schema.names) for name, schema in TABLES.items()}
+
+
+@dataclass(frozen=True, slots=True)
+class Kept:
+    """What one `keep` call stored: rows per resolution, and where the partition's marks are."""
+
+    rows: dict[int, int]
+    marks: dict[int, datetime]
+
+
+def tier_table(name: str, resolution_s: int) -> str:
+    """The store table of one resolution: tiers live in their own files so that each can have
+    its own retention (whole days are dropped)."""
+    return f"{name}_{resolution_s}s"
+
+
+class QuantileStore:
+    """The sketch folder: `keep` a window's panes (the runner), `attach` views (readers).
+
+    `retention_s` maps a resolution to how long its rows are kept (None: forever), counted back
+    from the newest GPU sample in the warehouse (not the wall clock, so a replayed or backfilled
+    history keeps the same tiers as a live one): panes older than that are never built, and
+    files of days past it are retired on the next `keep`."""
+
+    def __init__(
+        self,
+        root: Path,
+        pane_s: int = PANE_S,
+        grace_s: float = 300.0,
+        retention_s: Mapping[int, float | None] | None = None,
+    ) -> None:
+        if pane_s <= 0 or pane_s >= 60 or 60 % pane_s:
+            raise ConfigError(f"analyzers.sketch_pane_s must divide 60 and be below it: {pane_s}")
+        self.root = root
+        self.pane_s = pane_s
+        self.grace_s = grace_s
+        self.tiers = (pane_s, *ROLLUPS)
+        self.retention_s = {res: (retention_s or {}).get(res) for res in self.tiers}
+        self.tables = {
+            tier_table(name, res): schema for name, schema in TABLES.items() for res in self.tiers
+        }
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> QuantileStore:
+        pane_s = settings.get_int("analyzers.sketch_pane_s")
+        keep = {
+            pane_s: settings.get_float("analyzers.sketch_pane_retention_s"),
+            60: settings.get_float("analyzers.sketch_minute_retention_s"),
+            3600: settings.get_float("analyzers.sketch_hour_retention_s"),
+        }
+        return cls(
+            settings.data_path("analyzers.sketches_dir", "sketches"),
+            pane_s,
+            settings.get_float("warehouse.segment_grace_s"),
+            {res: (s if s > 0 else None) for res, s in keep.items()},
+        )
+
+    # -- writing --------------------------------------------------------------------------------
+
+    @contextmanager
+    def _locked(self) -> Iterator[SegmentStore]:
+        """The manifest, read and swapped under the store-wide lock (held for a swap, not a build)."""
+        with _flock(self.root / ".lock"):
+            # read the manifest under the lock: another process may have swapped it
+            yield SegmentStore(self.root, compression="zstd")
+
+    def keep(self, conn: duckdb.DuckDBPyConnection, window: Window, catalog: JobCatalog) -> Kept:
+        """Store every tier's whole panes of the window past the partition's marks.
+
+        Each tier (10 s, 1 min, 1 h) is built straight from the samples, an hour (a day for the
+        hour tier) at a time so memory stays bounded: by the sketch's lossless merge that equals
+        merging the finer panes, bit for bit (tests/analyzers/quantiles), without reading them
+        back. Panes older than a tier's retention are skipped and expired days are retired."""
+        part = f"{window.partition}/{window.partitions}"
+        rows = dict.fromkeys(self.tiers, 0)
+        now = _newest_sample_s(conn, window)
+        # One build per partition at a time (its marks are its own); partitions build in
+        # parallel and take the store-wide lock only to swap each slice in.
+        self.root.mkdir(parents=True, exist_ok=True)
+        with _flock(self.root / f".lock-{window.partition}-{window.partitions}"):
+            files = SegmentStore(self.root, compression="zstd")
+            marks = _marks(files, part)
+            for res in self.tiers:
+                start = marks.get(res) or align_down(window.start, res)
+                keep_s = self.retention_s[res]
+                if keep_s is not None:
+                    start = max(start, align_down(_utc(now - keep_s), res))
+                end = align_down(window.end, res)
+                slice_s = 86400 if res >= 3600 else 3600
+                at = start
+                while at < end:
+                    stop = min(end, align_down(at, slice_s) + timedelta(seconds=slice_s))
+                    tables = _tier_rows(conn, window, catalog, res, at, stop)
+                    rows[res] += tables[BUCKETS].num_rows
+                    named = {tier_table(name, res): t for name, t in tables.items()}
+                    _add(files, self._locked, named, part, {res: stop}, stop)
+                    marks[res] = at = stop
+        with self._locked() as store:
+            self._expire(store, now)
+            manifest = store.snapshot()
+            if any(
+                len(segs) >= COMPACT_AFTER_FILES
+                for t in self.tables
+                for segs in manifest.by_date(t).values()
+            ):
+                compact(store, COMPACT_TARGET_BYTES, self.tables)
+            store.purge_retired(self.grace_s)
+        return Kept(rows, {res: at for res, at in marks.items()})
+
+    def _expire(self, store: SegmentStore, now: float) -> None:
+        """Retire the files of days that ended before a tier's retention cutoff."""
+        manifest = store.snapshot()
+        for res, keep_s in self.retention_s.items():
+            if keep_s is None:
+                continue
+            cutoff_day = _utc(now - keep_s).date().isoformat()
+            for name in TABLES:
+                table = tier_table(name, res)
+                old = [s for s in manifest.live(table) if s.date < cutoff_day]
+                if old:
+                    store.swap({table: (old, [])})
+
+    # -- reading --------------------------------------------------------------------------------
+
+    def attach(self, conn: duckdb.DuckDBPyConnection) -> None:
+        """(Re)define temp views sketch_panes and sketch_buckets on `conn` over the live files."""
+        attach(conn, self.root)
+
+    def connect(self) -> duckdb.DuckDBPyConnection:
+        conn = duckdb.connect(":memory:")
+        conn.execute("SET TimeZone = 'UTC'")
+        self.attach(conn)
+        return conn
+
+    def has_rows(self) -> bool:
+        manifest = read_manifest(self.root)
+        return any(manifest.live(tier_table(BUCKETS, res)) for res in self.tiers)
+
+
+def attach(conn: duckdb.DuckDBPyConnection, root: Path) -> None:
+    """Temp views over the sketch store at `root` (empty views of the right types when none)."""
+    manifest = read_manifest(root)
+    for name, schema in TABLES.items():
+        tiers = [t for t in manifest.tables if t == name or t.startswith(f"{name}_")]
+        files = [str(root / s.path) for t in sorted(tiers) for s in manifest.live(t)]
+        if files:
+            listed = ", ".join("'" + f.replace("'", "''") + "'" for f in files)
+            source = f"read_parquet([{listed}], hive_partitioning = false)"
+        else:
+            conn.register("_fs_empty", schema.empty_table())
+            conn.execute(f"CREATE OR REPLACE TEMP TABLE _empty_{name} AS SELECT * FROM _fs_empty")
+            conn.unregister("_fs_empty")
+            source = f"_empty_{name}"
+        conn.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT {_COLUMNS[name]} FROM {source}")
+
+
+def chosen_sql(table: str, start: datetime, end: datetime, where: str = "TRUE") -> str:
+    """Rows of `table` (a store view) for [start, end): per sketch key, the 1 h rows inside the
+    range, the 1 min rows inside it no used hour covers, the panes no used minute or hour covers."""
+    rng = (
+        f"pane_start >= {ts_literal(start)} "
+        f"AND pane_start + to_seconds(resolution_s) <= {ts_literal(end)} AND ({where})"
+    )
+    same = " AND ".join(f"x.{k} IS NOT DISTINCT FROM c.{k}" for k in KEYS)
+    cover = f"SELECT DISTINCT {', '.join(KEYS)}, epoch_ms(pane_start) AS at_ms FROM {PANES}"
+    return f"""
+        SELECT x.* EXCLUDE (hour_ms, minute_ms) FROM (
+            SELECT *, epoch_ms(pane_start) // 3600000 * 3600000 AS hour_ms,
+                   epoch_ms(pane_start) // 60000 * 60000 AS minute_ms
+            FROM {table} WHERE {rng}) x
+        ANTI JOIN ({cover} WHERE resolution_s = 3600 AND {rng}) c
+            ON {same} AND x.hour_ms = c.at_ms AND x.resolution_s < 3600
+        ANTI JOIN ({cover} WHERE resolution_s = 60 AND {rng}) c
+            ON {same} AND x.minute_ms = c.at_ms AND x.resolution_s < 60
+    """
+
+
+def group_sketches(
+    conn: duckdb.DuckDBPyConnection,
+    metric: str,
+    keys: Sequence[str],
+    start: datetime,
+    end: datetime,
+    where: str = "TRUE",
+) -> dict[tuple[object, ...], QuantileSketch]:
+    """One merged sketch per distinct `keys` of `metric`'s rows in [start, end) that satisfy the
+    SQL condition `where` (views attached)."""
+    where = "metric = '" + metric.replace("'", "''") + f"' AND ({where})"
+    return merged(
+        conn,
+        chosen_sql(BUCKETS, start, end, where),
+        chosen_sql(PANES, start, end, where),
+        keys,
+    )
+
+
+def _marks(store: SegmentStore, part: str) -> dict[int, datetime]:
+    prefix = f"quantiles/{part}/"
+    out = {}
+    for key, value in store.snapshot().marks.items():
+        if key.startswith(prefix):
+            out[int(key.removeprefix(prefix).removesuffix("s"))] = datetime.fromisoformat(value)
+    return out
+
+
+@contextmanager
+def _flock(path: Path) -> Iterator[None]:
+    with path.open("a") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def _add(
+    files: SegmentStore,
+    locked: Callable[[], AbstractContextManager[SegmentStore]],
+    tables: Mapping[str, pa.Table],
+    part: str,
+    marks: Mapping[int, datetime],
+    at: datetime,
+) -> None:
+    """Write the tables as sealed files (no lock), then make them live with the marks in one
+    swap under the store-wide lock."""
+    seq = int(at.timestamp())
+    written = {
+        name: files.write(name, table, seq, ts_column="pane_start")
+        for name, table in tables.items()
+    }
+    changes: dict[str, tuple[list[Segment], list[Segment]]] = {
+        name: ([], segs) for name, segs in written.items()
+    }
+    with locked() as store:
+        store.swap(
+            changes, {f"quantiles/{part}/{res}s": ts.isoformat() for res, ts in marks.items()}
+        )
+
+
+def _newest_sample_s(conn: duckdb.DuckDBPyConnection, window: Window) -> float:
+    """Epoch seconds of the warehouse's newest GPU sample (the window's end when none since the
+    window's start: then there is nothing to build). Only samples from the window's start on are
+    read, so the embedded scheduler's every tick does not scan the whole history."""
+    newest = None
+    if table_exists(conn, "gpu_samples"):
+        conn.complete()
+        found = conn.execute(
+            f"SELECT epoch(max(ts)) FROM gpu_samples WHERE ts >= {ts_literal(window.start)}"
+        ).fetchone()
+        newest = found[0] if found else None
+    return float(newest) if newest is not None else window.end.timestamp()
+
+
+def _utc(epoch_s: float) -> datetime:
+    return datetime.fromtimestamp(epoch_s, UTC)
+
+
+def _team_table(jobs: pa.Array, catalog: JobCatalog) -> pa.Table:
+    names = [str(j) for j in pc.unique(jobs).drop_null().to_pylist()]
+    teams = []
+    for job in names:
+        info = catalog.get(job)
+        teams.append(info.team if info else None)
+    return pa.table({"job_id": pa.array(names, pa.string()), "team": pa.array(teams, pa.string())})
+
+
+def _tier_rows(
+    conn: duckdb.DuckDBPyConnection,
+    window: Window,
+    catalog: JobCatalog,
+    res: int,
+    start: datetime,
+    end: datetime,
+) -> dict[str, pa.Table]:
+    """The `res`-second panes of [start, end) of the window's partition with their team; rows
+    without a job are kept by partition 0 only."""
+    source = values_sql(window, res, list(METRICS.values()), start, end)
+    if window.partition != 0:
+        source = f"SELECT * FROM ({source}) WHERE job_id IS NOT NULL"
+    # Panes of the finest tier hold a sample or two (10 s panes of 10 s samples): numpy's one
+    # sort beats a hash group per pane there; roll-up tiers hold many values per group.
+    panes, buckets = build(conn, source) if res < 60 else grouped(conn, source)
+    conn.register("_fs_teams", _team_table(panes.column("job_id"), catalog))
+    try:
+        out = {}
+        for name, built in ((PANES, panes), (BUCKETS, buckets)):
+            conn.register("_fs_tier_rows", built)
+            select = _COLUMNS[name].replace("resolution_s", f"{int(res)} AS resolution_s")
+            out[name] = arrow(
+                conn, f"SELECT {select} FROM _fs_tier_rows LEFT JOIN _fs_teams USING (job_id)"
+            ).cast(TABLES[name])
+            conn.unregister("_fs_tier_rows")
+        return out
+    finally:
+        conn.unregister("_fs_teams")

@@ -1,0 +1,126 @@
+"""The job efficiency summary behind `fleetscope job JOB`, in the spirit of jobstats' per-job
+report: allocated GPU-hours, active / SM / tensor fractions, memory peak, per GPU, plus the job's
+findings. Fractions follow rules.md's accounting (analyzers.accounting.frames). When the profiling fields are
+absent the summary says so and how to enable them, instead of printing zeros.
+
+This module must never write anything.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from analyzers.accounting.frames import prepare
+from analyzers.base import Window
+from analyzers.rules._common import fetch, utc
+from fleetscope.errors import NotFoundError
+
+if TYPE_CHECKING:
+    import duckdb
+
+    from analyzers.findings import Finding
+
+ENABLE_PROFILING = (
+    "SM_ACTIVE, PIPE_TENSOR_ACTIVE and DRAM_ACTIVE are not reported for this job: dcgm-exporter's "
+    "default counters CSV ships them disabled. Uncomment DCGM_FI_PROF_SM_ACTIVE, "
+    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE and DCGM_FI_PROF_DRAM_ACTIVE in default-counters.csv (or pass "
+    "-f with your own CSV) and restart the exporter; rules R6-R8 stay silent until then."
+)
+
+
+@dataclass
+class JobSummary:
+    job_id: str
+    start: str
+    end: str
+    hosts: list[str]
+    gpu_models: list[str]
+    allocated_gpu_hours: float
+    active_frac: float | None
+    sm_frac: float | None
+    tensor_frac: float | None
+    memory_peak_mib: float | None
+    per_gpu: list[dict[str, Any]]
+    findings: list[Finding] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def summarize(conn: duckdb.DuckDBPyConnection, job_id: str) -> JobSummary:
+    row = conn.execute(
+        "SELECT epoch(min(ts)), epoch(max(ts)) FROM gpu_samples WHERE job_id = ?", [job_id]
+    ).fetchone()
+    if row is None or row[0] is None:
+        raise NotFoundError(f"no GPU samples for job {job_id!r}")
+    window = Window(utc(row[0]), utc(row[1]) + timedelta(seconds=1))
+    frame = prepare(conn, window, job_id=job_id)
+    per_gpu = fetch(
+        conn,
+        f"""SELECT host, gpu, gpu_model, alloc_h, active_mean, sm_mean, tensor_mean,
+                   fb_used_max_mib, util_mean_all
+            FROM {frame.jobgpu} ORDER BY host, gpu""",
+    )
+
+    def weighted(key: str) -> float | None:
+        pairs = [(g[key], g["alloc_h"]) for g in per_gpu if g[key] is not None]
+        hours = sum(h for _, h in pairs)
+        return sum(v * h for v, h in pairs) / hours if hours else None
+
+    sm = weighted("sm_mean")
+    summary = JobSummary(
+        job_id=job_id,
+        start=window.start.isoformat(),
+        end=window.end.isoformat(),
+        hosts=sorted({g["host"] for g in per_gpu}),
+        gpu_models=sorted({g["gpu_model"] for g in per_gpu if g["gpu_model"]}),
+        allocated_gpu_hours=sum(g["alloc_h"] for g in per_gpu),
+        active_frac=weighted("active_mean"),
+        sm_frac=sm,
+        tensor_frac=weighted("tensor_mean"),
+        memory_peak_mib=max(
+            (g["fb_used_max_mib"] for g in per_gpu if g["fb_used_max_mib"] is not None),
+            default=None,
+        ),
+        per_gpu=per_gpu,
+    )
+    if sm is None:
+        summary.notes.append(ENABLE_PROFILING)
+    conn.execute(f"DROP TABLE IF EXISTS {frame.gpu}")
+    conn.execute(f"DROP TABLE IF EXISTS {frame.jobgpu}")
+    return summary
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{100 * value:.1f} %"
+
+
+def render(s: JobSummary) -> str:
+    out = [
+        f"Job {s.job_id}   {s.start} .. {s.end}",
+        f"hosts: {', '.join(s.hosts)}   GPUs: {len(s.per_gpu)} x {', '.join(s.gpu_models) or '?'}",
+        f"allocated GPU-hours: {s.allocated_gpu_hours:.2f}",
+        f"active (GR engine):  {_pct(s.active_frac)}",
+        f"SM active:           {_pct(s.sm_frac)}",
+        f"tensor active:       {_pct(s.tensor_frac)}",
+        "memory peak:         "
+        + ("n/a" if s.memory_peak_mib is None else f"{s.memory_peak_mib / 1024:.1f} GiB"),
+        "",
+        f"{'host':<16} {'gpu':<8} {'GPU-h':>7} {'active':>8} {'SM':>8} {'tensor':>8}",
+    ]
+    out += [
+        f"{g['host'][:16]:<16} {g['gpu']:<8} {g['alloc_h']:>7.2f} {_pct(g['active_mean']):>8} "
+        f"{_pct(g['sm_mean']):>8} {_pct(g['tensor_mean']):>8}"
+        for g in s.per_gpu
+    ]
+    if s.findings:
+        out += ["", "findings:"]
+        out += [
+            f"  {f.rule_id:<4} {f.severity:<8} {f.wasted_gpu_hours:>7.2f} GPU-h  {f.title}\n"
+            f"       fix: {f.recommendation}"
+            for f in sorted(s.findings, key=lambda f: -f.wasted_gpu_hours)
+        ]
+    else:
+        out += ["", "findings: none"]
+    out += ["", *[f"note: {n}" for n in s.notes]] if s.notes else []
+    return "\n".join(out)

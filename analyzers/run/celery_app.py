@@ -1,0 +1,171 @@
+"""Fleet mode: analyzers as Celery tasks on Redis (or any Celery broker), beat scheduling windows.
+
+    celery -A analyzers.run.celery_app worker      one or more, on any machine that reads the warehouse
+    celery -A analyzers.run.celery_app beat        exactly one (design.md: beat must run once)
+
+Beat fires `fleetscope.tick` every `scheduler.interval_s`. The tick aligns the wall clock down to
+the interval (the schedule time: a late or repeated tick computes the same windows, never
+`now()`), and for every partition enqueues `fleetscope.analyze_window` for each window the
+partition owes since its watermark, and for every bucket that received data since the partition
+last analysed it, whatever its age (analyzers.run.schedule: arrival-driven). A window task reads
+the warehouse's segments (`warehouse.reader.connect`), runs the pipeline on its partition and
+lands findings in the catalog by their stable ids, then advances the partition's watermark. Tasks
+are acknowledged late and rejected when their worker dies (`task_acks_late`,
+`task_reject_on_worker_lost`), so a crashed worker's window is delivered again and re-run; the re-run replaces, never duplicates.
+
+Settings are read once per worker process from the environment and `fleetscope.toml`, like every
+other fleetscope process. This module must never run analyzers in the beat process.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+from functools import cache
+from typing import TYPE_CHECKING, Any
+
+from celery import Celery
+from celery.schedules import crontab
+
+from fleetscope.settings import Settings, load_settings
+
+if TYPE_CHECKING:
+    from analyzers.run.results import FindingStore
+    from analyzers.run.runner import Pipeline
+
+log = logging.getLogger(__name__)
+
+
+def make_app(settings: Settings) -> Celery:
+    broker = settings.get_str("celery.broker_url")
+    backend = broker if broker.startswith(("redis://", "rediss://")) else None
+    celery = Celery("fleetscope", broker=broker, backend=backend)
+    celery.conf.update(
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,
+        task_serializer="json",
+        result_serializer="json",
+        accept_content=["json"],
+        result_expires=3600,
+        timezone="UTC",
+        enable_utc=True,
+        broker_connection_retry_on_startup=True,
+        beat_schedule={
+            "fleetscope-analyzer-tick": {
+                "task": "fleetscope.tick",
+                "schedule": settings.get_float("scheduler.interval_s"),
+            },
+            # Monday 06:00 UTC, when the ISO week just ended has all its late samples.
+            "fleetscope-weekly-reports": {
+                "task": "fleetscope.weekly_reports",
+                "schedule": crontab(minute=0, hour=6, day_of_week=1),
+            },
+        },
+    )
+    return celery
+
+
+@cache
+def _settings() -> Settings:
+    return load_settings()
+
+
+app = make_app(_settings())
+
+
+@cache
+def _pipeline() -> Pipeline:
+    from analyzers.run.runner import Pipeline
+
+    return Pipeline.from_settings(_settings())
+
+
+@cache
+def _store() -> FindingStore:
+    from analyzers.run.results import FindingStore
+    from warehouse import catalog
+    from warehouse.paths import WarehousePaths
+
+    return FindingStore(catalog.connect(WarehousePaths.from_settings(_settings()).catalog_url))
+
+
+@app.task(name="fleetscope.tick")  # type: ignore[untyped-decorator]
+def tick(schedule_iso: str | None = None) -> list[list[Any]]:
+    """Enqueue every window every partition owes at the schedule time; returns what it sent."""
+    from analyzers.run.schedule import due_windows, schedule_time
+
+    settings = _settings()
+    interval_s = settings.get_float("scheduler.interval_s")
+    now = datetime.fromisoformat(schedule_iso) if schedule_iso else datetime.now(UTC)
+    at = schedule_time(now, interval_s)
+    partitions = settings.get_int("analyzers.partitions")
+    sent = []
+    for p in range(partitions):
+        for due in due_windows(
+            _store(),
+            at,
+            bucket_s=settings.get_int("analyzers.bucket_s"),
+            lateness_s=settings.get_float("analyzers.lateness_s"),
+            interval_s=interval_s,
+            reopen_max_age_s=settings.get_float("analyzers.reopen_max_age_s"),
+            partition=p,
+            partitions=partitions,
+        ):
+            w = due.window
+            args: list[Any] = [w.start.isoformat(), w.end.isoformat(), p, partitions]
+            if due.arrival_at is not None:
+                args.append(due.arrival_at.isoformat())
+            analyze_window.apply_async(args=args)
+            sent.append(args)
+    return sent
+
+
+@app.task(  # type: ignore[untyped-decorator]
+    name="fleetscope.analyze_window",
+    autoretry_for=(Exception,),
+    retry_backoff=True,
+    max_retries=3,
+)
+def analyze_window(
+    start_iso: str,
+    end_iso: str,
+    partition: int,
+    partitions: int,
+    arrival_iso: str | None = None,
+) -> dict[str, Any]:
+    """Run the pipeline on one window and partition; land findings; advance the watermark and,
+    for a window arrival owed, record the arrival mark it covered (analyzers.run.schedule)."""
+    from analyzers.base import Window
+    from analyzers.run.results import CatalogJobs
+    from analyzers.run.runner import AnalyzerFailedError
+    from analyzers.run.schedule import Due, finish_due
+    from warehouse.reader import connect
+
+    window = Window(
+        datetime.fromisoformat(start_iso), datetime.fromisoformat(end_iso), partition, partitions
+    )
+    store = _store()
+    conn = connect(_settings())
+    try:
+        result = _pipeline().run(conn, window, CatalogJobs(store.engine), store)
+    finally:
+        conn.close()
+    if result.errors:
+        raise AnalyzerFailedError(f"{window.key()}: {result.errors}")
+    arrival = datetime.fromisoformat(arrival_iso) if arrival_iso else None
+    finish_due(store, Due(window, arrival))
+    return {
+        "window": window.key(),
+        "findings": len(result.findings),
+        "seconds": round(sum(result.seconds.values()), 3),
+    }
+
+
+@app.task(name="fleetscope.weekly_reports", acks_late=True)  # type: ignore[untyped-decorator]
+def weekly_reports() -> str | None:
+    """Beat's weekly job: the last complete week's reports (mailed once, whatever retries)."""
+    from analyzers.reports.scheduled import WeeklyReports
+
+    week = WeeklyReports(_settings()).check()
+    return str(week) if week else None

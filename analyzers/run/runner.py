@@ -1,0 +1,218 @@
+"""Run analyzers over one window and partition, and land the results in the store.
+
+The one place that turns settings into analyzers and frame parameters, prepares the window's
+shared frame once, runs each analyzer, checks it returned only its own rules, folds symptoms into
+their root cause across analyzers (analyzers.rules.causes), and hands the findings to
+`FindingStore.replace_window` (idempotent: a re-run replaces, never duplicates). An analyzer
+that raises is recorded as a failed run and the others still run; the caller decides what a
+failure means (the embedded scheduler logs it, a Celery task retries).
+
+This module must never choose windows (analyzers.run.schedule does) nor write telemetry.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from analyzers.accounting.frames import FrameParams, prepare
+from analyzers.base import (
+    Analyzer,
+    JobCatalog,
+    Window,
+    load_analyzers,
+    load_threshold_overrides,
+    rule_registry,
+)
+from analyzers.findings import Finding
+from analyzers.rules.causes import resolve
+from fleetscope.errors import FleetscopeError
+
+if TYPE_CHECKING:
+    import duckdb
+
+    from analyzers.quantiles.panes import SketchFrame
+    from analyzers.quantiles.tiers import QuantileStore
+    from analyzers.run.results import FindingStore
+    from fleetscope.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+class AnalyzerFailedError(FleetscopeError):
+    """One or more analyzers raised on a window (named with their errors)."""
+
+
+@dataclass
+class WindowResult:
+    window: Window
+    findings: list[Finding] = field(default_factory=list)
+    errors: dict[str, str] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """The analyzers and frame parameters a deployment runs, built from settings."""
+
+    analyzers: tuple[Analyzer, ...]
+    params: FrameParams
+    sketches: QuantileStore | None = None  # keeps the window's quantile sketches (issue 6)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Pipeline:
+        enabled = [n.strip() for n in settings.get_str("analyzers.enabled").split(",")]
+        thresholds_file = settings.get_str("analyzers.thresholds_file")
+        overrides = load_threshold_overrides(
+            settings.get_path("analyzers.thresholds_file") if thresholds_file else None
+        )
+        gpus_per_node = settings.get_int("analyzers.gpus_per_node")
+        overrides.setdefault("fragmentation", {}).setdefault("gpus_per_node", gpus_per_node)
+        names = [n for n in enabled if n]
+        if names and "fragmentation" not in names:
+            overrides.pop("fragmentation")
+        analyzers = load_analyzers(names, overrides)
+        rule_registry(analyzers)
+        params = FrameParams(
+            max_gap_s=settings.get_float("analyzers.max_gap_s"),
+            startup_grace_s=settings.get_float("analyzers.startup_grace_s"),
+            default_interval_s=settings.get_float("agent.interval_s"),
+        )
+        from analyzers.quantiles.tiers import QuantileStore
+
+        return cls(tuple(analyzers), params, QuantileStore.from_settings(settings))
+
+    @classmethod
+    def default(cls) -> Pipeline:
+        return cls(tuple(load_analyzers()), FrameParams())
+
+    def run(
+        self,
+        conn: duckdb.DuckDBPyConnection,
+        window: Window,
+        catalog: JobCatalog,
+        store: FindingStore | None = None,
+    ) -> WindowResult:
+        """Run every analyzer on `window`; with a store, land each analyzer's findings there."""
+        result = WindowResult(window)
+        frames = [prepare(conn, window, self.params)]
+        if window.partition == 0 and window.partitions > 1:
+            frames.append(prepare(conn, Window(window.start, window.end), self.params))
+        sketch_frame = None
+        try:
+            if self.sketches is not None:
+                sketch_frame = self._keep_sketches(conn, window, catalog, result)
+            ran: list[tuple[Analyzer, str, list[Finding], float]] = []
+            for analyzer in self.analyzers:
+                if analyzer.partition_by == "none" and window.partition != 0:
+                    continue
+                done = self._run_one(analyzer, conn, window, catalog, store, result)
+                if done is not None:
+                    ran.append((analyzer, *done))
+            self._land(ran, window, store, result)
+        finally:
+            for frame in frames:
+                conn.execute(f"DROP TABLE IF EXISTS {frame.gpu}")
+                conn.execute(f"DROP TABLE IF EXISTS {frame.jobgpu}")
+            if sketch_frame is not None:
+                from analyzers.quantiles.panes import drop
+
+                drop(conn, sketch_frame)
+        return result
+
+    def _keep_sketches(
+        self,
+        conn: duckdb.DuckDBPyConnection,
+        window: Window,
+        catalog: JobCatalog,
+        result: WindowResult,
+    ) -> SketchFrame | None:
+        """Build the window's pane sketches (rules read them) and keep the new ones; a failure is
+        recorded like an analyzer's (the watermark stays), the rules still run."""
+        from analyzers.quantiles.panes import prepare as prepare_sketches
+
+        assert self.sketches is not None
+        started = time.perf_counter()
+        frame = None
+        try:
+            frame = prepare_sketches(conn, window, self.sketches.pane_s)
+            self.sketches.keep(conn, window, catalog)
+        except Exception as exc:  # like an analyzer's bug: recorded, the rules still run
+            log.exception("quantile sketches failed on %s", window.key())
+            result.errors["quantiles"] = f"{type(exc).__name__}: {exc}"
+            return frame
+        result.seconds["quantiles"] = time.perf_counter() - started
+        return frame
+
+    def _run_one(
+        self,
+        analyzer: Analyzer,
+        conn: duckdb.DuckDBPyConnection,
+        window: Window,
+        catalog: JobCatalog,
+        store: FindingStore | None,
+        result: WindowResult,
+    ) -> tuple[str, list[Finding], float] | None:
+        """Run one analyzer; (run id, its findings, seconds), or None when it failed."""
+        run_id = uuid.uuid4().hex
+        if store is not None:
+            store.start_run(run_id, analyzer.name, window)
+        started = time.perf_counter()
+        try:
+            found = analyzer.run(conn, window, catalog)
+            foreign = sorted({f.rule_id for f in found} - set(analyzer.rule_ids))
+            if foreign:
+                raise AnalyzerFailedError(
+                    f"{analyzer.name} returned rules it does not own: {foreign}"
+                )
+        except Exception as exc:  # an analyzer's bug must not stop the others
+            self._failed(analyzer, window, store, result, run_id, exc)
+            return None
+        return run_id, found, time.perf_counter() - started
+
+    def _land(
+        self,
+        ran: list[tuple[Analyzer, str, list[Finding], float]],
+        window: Window,
+        store: FindingStore | None,
+        result: WindowResult,
+    ) -> None:
+        """Fold symptoms into their root causes (analyzers.rules.causes) across all analyzers of the
+        window, then land each analyzer's remaining findings (its absorbed ones are removed)."""
+        everything = [f for _a, _r, found, _s in ran for f in found]
+        roots = {f.finding_id: f for f in resolve(everything)}
+        for analyzer, run_id, found, elapsed in ran:
+            mine = [roots[f.finding_id] for f in found if f.finding_id in roots]
+            try:
+                if store is not None:
+                    store.replace_window(
+                        mine,
+                        rule_ids=analyzer.rule_ids,
+                        partition_by=analyzer.partition_by,
+                        window=window,
+                        run_id=run_id,
+                    )
+            except Exception as exc:
+                self._failed(analyzer, window, store, result, run_id, exc)
+                continue
+            result.seconds[analyzer.name] = elapsed
+            result.findings.extend(mine)
+            if store is not None:
+                store.finish_run(run_id, findings=len(mine), stats={"seconds": round(elapsed, 4)})
+
+    @staticmethod
+    def _failed(
+        analyzer: Analyzer,
+        window: Window,
+        store: FindingStore | None,
+        result: WindowResult,
+        run_id: str,
+        exc: Exception,
+    ) -> None:
+        log.error("analyzer %s failed on %s", analyzer.name, window.key(), exc_info=exc)
+        result.errors[analyzer.name] = f"{type(exc).__name__}: {exc}"
+        if store is not None:
+            store.finish_run(run_id, error=result.errors[analyzer.name])

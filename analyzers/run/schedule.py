@@ -1,0 +1,253 @@
+"""Analysis windows from the schedule time, and the embedded scheduler.
+
+Windows never come from `now()` (design.md): a tick's schedule time is the wall clock aligned down
+to `scheduler.interval_s`, so a late or repeated tick computes the same window. A window runs from
+its identity bucket's start (`analyzers.bucket_s`, UTC-aligned) to the schedule time minus
+`analyzers.lateness_s` (samples still in flight); a run later in the same bucket re-analyzes the
+bucket so far and replaces the earlier findings. Each partition keeps a watermark (where its last
+window ended); a tick first finishes every bucket between the watermark and now (catch-up after
+downtime), so no bucket is skipped. `backfill` re-runs whole buckets of a past range.
+
+Arrival drives the rest (issue 13): the writer records, per bucket, when rows for it were last
+committed (warehouse.arrivals), and each partition records which arrival mark it analysed. A tick
+also runs every bucket whose arrival mark is newer than its partition's, whatever the bucket's
+age: a replayed spool, `import prometheus` of history or old remote_write samples get findings
+within one interval, with no backfill by hand; a late sample re-opens its bucket and the re-run
+replaces findings by their stable ids. Buckets that start more than `analyzers.reopen_max_age_s`
+before the tick are not re-opened: they are marked skipped once, logged, and listed by
+`fleetscope analyzers --skipped` and the server's `fleetscope_analyzer_buckets_skipped` gauge.
+
+The embedded scheduler is one daemon thread in the server process (no broker): see
+`start_embedded`. This module must never compute findings itself.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Protocol
+
+from analyzers.base import Window
+from analyzers.run.clock import align_down
+from fleetscope.errors import ConfigError
+
+if TYPE_CHECKING:
+    import duckdb
+    from sqlalchemy import Engine
+
+    from analyzers.run.results import FindingStore
+    from analyzers.run.runner import Pipeline, WindowResult
+    from fleetscope.settings import Settings
+
+log = logging.getLogger(__name__)
+
+WATERMARK_KEY = "pipeline"  # one watermark per partition for the whole analyzer pipeline
+
+
+def schedule_time(now: datetime, interval_s: float) -> datetime:
+    """The tick a wall-clock instant belongs to: every instant in one interval gives the same."""
+    return align_down(now, interval_s)
+
+
+def data_end(tick: datetime, lateness_s: float, interval_s: float) -> datetime:
+    """Where a tick's data ends: the tick minus the lateness allowance, on the interval grid."""
+    return align_down(tick - timedelta(seconds=lateness_s), interval_s)
+
+
+def buckets(start: datetime, end: datetime, bucket_s: float) -> Iterator[tuple[datetime, datetime]]:
+    """The identity buckets [b, b + bucket) that overlap [start, end)."""
+    b = align_down(start, bucket_s)
+    step = timedelta(seconds=bucket_s)
+    while b < end:
+        yield b, b + step
+        b += step
+
+
+def pending_windows(
+    watermark: datetime | None,
+    end: datetime,
+    bucket_s: float,
+    *,
+    partition: int = 0,
+    partitions: int = 1,
+    first_start: datetime | None = None,
+) -> list[Window]:
+    """Windows a partition still owes up to `end`: the rest of each bucket from the watermark,
+    each starting at its bucket's start (so a re-run replaces findings of the whole bucket)."""
+    begin = watermark or first_start or align_down(end - timedelta(microseconds=1), bucket_s)
+    out = []
+    for b_start, b_end in buckets(begin, end, bucket_s):
+        w_end = min(b_end, end)
+        if watermark is not None and w_end <= watermark:
+            continue
+        if w_end > b_start:
+            out.append(Window(b_start, w_end, partition, partitions))
+    return out
+
+
+def backfill_windows(
+    start: datetime, end: datetime, bucket_s: float, partitions: int = 1
+) -> list[Window]:
+    """Every bucket overlapping [start, end), whole (capped at `end`), for every partition."""
+    if end <= start:
+        raise ConfigError(f"backfill range is empty: {start} .. {end}")
+    return [
+        Window(b_start, min(b_end, max(end, b_start + timedelta(seconds=1))), p, partitions)
+        for b_start, b_end in buckets(start, end, bucket_s)
+        for p in range(partitions)
+    ]
+
+
+@dataclass(frozen=True)
+class Due:
+    """A window to run and, when arrival owed it, the arrival mark it covers."""
+
+    window: Window
+    arrival_at: datetime | None = None
+
+
+def due_windows(
+    store: FindingStore,
+    tick: datetime,
+    *,
+    bucket_s: float,
+    lateness_s: float,
+    interval_s: float,
+    reopen_max_age_s: float,
+    partition: int = 0,
+    partitions: int = 1,
+) -> list[Due]:
+    """The clock's pending windows plus every bucket that received data since last analysed.
+
+    A bucket older than `reopen_max_age_s` (its start before tick minus the bound) is marked
+    skipped and logged instead; a bucket whose data lies wholly after the tick's data end waits.
+    """
+    key = f"{partition}/{partitions}"
+    end = data_end(tick, lateness_s, interval_s)
+    clock = pending_windows(
+        store.watermark(WATERMARK_KEY, key),
+        end,
+        bucket_s,
+        partition=partition,
+        partitions=partitions,
+    )
+    owed = {o.bucket_start: o for o in store.owed(key)}
+    due = [Due(w, owed[w.start].arrival_at if w.start in owed else None) for w in clock]
+    taken = {w.start for w in clock}
+    oldest = tick - timedelta(seconds=reopen_max_age_s) if reopen_max_age_s > 0 else None
+    for bucket_start, o in sorted(owed.items()):
+        if bucket_start in taken or bucket_start >= end:
+            continue
+        if oldest is not None and bucket_start + timedelta(seconds=bucket_s) <= oldest:
+            log.warning(
+                "late data for bucket %s (clusters %s) not re-analysed: older than "
+                "analyzers.reopen_max_age_s=%s; run `fleetscope backfill` to analyse it",
+                bucket_start.isoformat(),
+                ",".join(o.clusters) or "-",
+                reopen_max_age_s,
+            )
+            store.mark_bucket(key, bucket_start, o.arrival_at, "skipped")
+            continue
+        w_end = min(bucket_start + timedelta(seconds=bucket_s), end)
+        due.append(Due(Window(bucket_start, w_end, partition, partitions), o.arrival_at))
+    return due
+
+
+def finish_due(store: FindingStore, due: Due) -> None:
+    """After a successful run: advance the clock watermark and record the arrival mark covered."""
+    w = due.window
+    key = f"{w.partition}/{w.partitions}"
+    store.advance_watermark(WATERMARK_KEY, key, w.end)
+    if due.arrival_at is not None:
+        store.mark_bucket(key, w.start, due.arrival_at, "analysed")
+
+
+class TelemetrySource(Protocol):
+    """What the embedded scheduler needs from the server: a DuckDB cursor and the catalog."""
+
+    catalog: Engine
+
+    def cursor(self) -> duckdb.DuckDBPyConnection: ...
+
+
+def run_due(
+    pipeline: Pipeline,
+    store: FindingStore,
+    connect: Callable[[], duckdb.DuckDBPyConnection],
+    tick: datetime,
+    *,
+    bucket_s: float,
+    lateness_s: float,
+    interval_s: float,
+    reopen_max_age_s: float = 0.0,
+    partition: int = 0,
+    partitions: int = 1,
+) -> list[WindowResult]:
+    """Run every window a partition owes at `tick` (clock and arrival), recording each done."""
+    from analyzers.run.results import CatalogJobs
+
+    results = []
+    for due in due_windows(
+        store,
+        tick,
+        bucket_s=bucket_s,
+        lateness_s=lateness_s,
+        interval_s=interval_s,
+        reopen_max_age_s=reopen_max_age_s,
+        partition=partition,
+        partitions=partitions,
+    ):
+        conn = connect()
+        try:
+            result = pipeline.run(conn, due.window, CatalogJobs(store.engine), store)
+        finally:
+            conn.close()
+        results.append(result)
+        if not result.errors:
+            finish_due(store, due)
+    return results
+
+
+def start_embedded(
+    settings: Settings, warehouse: TelemetrySource, *, clock: Callable[[], datetime] | None = None
+) -> Callable[[], None]:
+    """Start the in-process scheduler thread; returns the function that stops it (and waits)."""
+    from analyzers.run.results import FindingStore
+    from analyzers.run.runner import Pipeline
+
+    interval_s = settings.get_float("scheduler.interval_s")
+    pipeline = Pipeline.from_settings(settings)
+    store = FindingStore(warehouse.catalog)
+    now = clock or (lambda: datetime.now(UTC))
+    stop = threading.Event()
+
+    def loop() -> None:
+        while not stop.is_set():
+            tick = schedule_time(now(), interval_s)
+            try:
+                run_due(
+                    pipeline,
+                    store,
+                    warehouse.cursor,
+                    tick,
+                    bucket_s=settings.get_int("analyzers.bucket_s"),
+                    lateness_s=settings.get_float("analyzers.lateness_s"),
+                    interval_s=interval_s,
+                    reopen_max_age_s=settings.get_float("analyzers.reopen_max_age_s"),
+                )
+            except Exception:
+                log.exception("embedded analyzer tick %s failed", tick.isoformat())
+            next_tick = tick + timedelta(seconds=interval_s)
+            stop.wait(max(0.0, (next_tick - now()).total_seconds()))
+
+    thread = threading.Thread(target=loop, name="fleetscope-analyzers", daemon=True)
+    thread.start()
+
+    def stopper() -> None:
+        stop.set()
+        thread.join(timeout=60)
+
+    return stopper

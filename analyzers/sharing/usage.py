@@ -1,0 +1,80 @@
+"""Each job GPU's measured profile in a window, from the warehouse's GPU samples: what the
+planner needs to decide whether it can share (docs/sharing.md, "Inputs").
+
+SM activity and DRAM activity are DCGM's profiling fields (`DCGM_FI_PROF_SM_ACTIVE`,
+`DCGM_FI_PROF_DRAM_ACTIVE`, fractions of the whole GPU); when a GPU reports no SM activity
+(no profiling module), utilization / 100 stands in for it, an over-estimate (utilization counts
+a kernel on one SM as busy), so the planner errs towards not sharing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from analyzers.accounting.frames import prepare
+
+if TYPE_CHECKING:
+    import duckdb
+
+    from analyzers.base import Window
+
+__all__ = ["GpuUse", "gpu_uses"]
+
+
+@dataclass(frozen=True)
+class GpuUse:
+    """One GPU of one job over the window; activity fractions are of the whole GPU."""
+
+    job_id: str
+    host: str
+    gpu: str
+    gpu_model: str
+    job_gpus: int  # GPUs the job holds in the window
+    alloc_h: float
+    util_mean_pct: float
+    util_p95_pct: float
+    sm_mean: float
+    sm_p95: float
+    dram_mean: float
+    dram_p95: float
+    idle_share: float  # share of samples under 10 % utilization (burstiness with util_p95)
+    fb_used_max_mib: float
+    fb_total_mib: float
+    on_mig: bool
+
+    @property
+    def memory_share(self) -> float:
+        return self.fb_used_max_mib / self.fb_total_mib if self.fb_total_mib else 1.0
+
+
+def gpu_uses(conn: duckdb.DuckDBPyConnection, window: Window) -> list[GpuUse]:
+    frame = prepare(conn, window)
+    rows = conn.execute(f"""
+        WITH q AS (
+            SELECT job_id, host, gpu,
+                   quantile_cont(sm_active, 0.95) AS sm_p95,
+                   quantile_cont(dram_active, 0.95) AS dram_p95
+            FROM {frame.gpu} WHERE in_window AND warm GROUP BY job_id, host, gpu
+        ), n AS (
+            SELECT job_id, count(*) AS job_gpus FROM {frame.jobgpu} GROUP BY job_id
+        )
+        SELECT j.job_id, j.host, j.gpu, coalesce(j.gpu_model, ''), n.job_gpus, j.alloc_h,
+               coalesce(j.util_mean, 0), coalesce(j.util_p95, 0),
+               coalesce(j.sm_mean, j.util_mean / 100.0, 1.0),
+               coalesce(q.sm_p95, j.util_p95 / 100.0, 1.0),
+               coalesce(j.dram_mean, 0), coalesce(q.dram_p95, j.dram_mean, 0),
+               coalesce(j.frac_util_lt10, 0), coalesce(j.fb_used_max_mib, 0),
+               coalesce(j.fb_total_mib, 0), j.mig_profile IS NOT NULL
+        FROM {frame.jobgpu} j JOIN q USING (job_id, host, gpu) JOIN n USING (job_id)
+        ORDER BY j.job_id, j.host, j.gpu
+    """).fetchall()
+    return [_use(r) for r in rows]
+
+
+def _use(r: tuple[Any, ...]) -> GpuUse:
+    f = [float(v) for v in r[5:15]]
+    return GpuUse(
+        str(r[0]), str(r[1]), str(r[2]), str(r[3]), int(r[4]), f[0], f[1], f[2], f[3], f[4],
+        f[5], f[6], f[7], f[8], f[9], bool(r[15]),
+    )  # fmt: skip

@@ -1,0 +1,256 @@
+"""What-if scenarios: each one file-local function that turns a replay into the `Change` it
+models, at three levels of its assumptions: `EXPECTED`, `OPTIMISTIC` (most saving) and
+`PESSIMISTIC` (least), which give the estimate and its interval. A scenario registers with its
+assumptions in words; the what-if table prints them. Registry, not an if-chain.
+
+Speed-up figures and their sources (the defaults of `TraceOptions`):
+- AMP on the GPU (Micikevicius et al., "Mixed Precision Training", ICLR'18; NVIDIA's Deep
+  Learning Performance guide): GEMM/convolution kernels not on tensor cores move to them, 2-4x
+  (V100: 125 vs 15.7 peak TFLOPS, measured layers 2-4x); memory-bound kernels (elementwise,
+  normalization, pooling) move half the bytes, 1.3-2x; copies, optimizer (fp32 master weights),
+  everything else unchanged; autocast's casts cost the CPU 0-15 % more per op.
+- AMP on the CPU (bf16 autocast): only matmul/convolution ops run in bf16 (autocast's CPU list);
+  AVX512_BF16 doubles the dot-product rate but each op casts its inputs: 0.8-2x on those ops.
+- Data-loader workers (PyTorch DataLoader docs): the loading moves to N processes that prefetch;
+  the main thread still dequeues each batch (0.1-2 ms) and runs slower while they work (shared
+  cores, caches, memory bandwidth): each core of worker load stretches its CPU time by kappa
+  (0.1-0.6; 0.35 expected, from the op durations of the public ResNet-50 0/4-worker pair).
+- Fused optimizer (torch.optim `fused=True` / `foreach=True`, NVIDIA Apex FusedAdam): the
+  optimizer step's CPU time falls to 10-50 % (one launch per tensor list, not per tensor), its
+  kernels to 50-90 % of their time (fewer passes over the parameters).
+- CUDA graphs (CUDA programming guide, "CUDA Graphs"; PyTorch `torch.cuda.graphs`): the whole
+  step is captured; each launch call costs 5-30 % of its time, a kernel follows the previous one
+  after at most 1-5 us.
+- Communication bandwidth x R: collective kernels take 1/R of their time when bandwidth-bound,
+  up to a 20 % latency-bound part that does not scale.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from analyzers.traces.analyses.base import TraceOptions
+from analyzers.traces.analyses.dataloader import is_dataloader
+from analyzers.traces.analyses.replay import Change, Replay, outermost
+from analyzers.traces.analyses.tensor_cores import uses_tensor_cores
+from analyzers.traces.classify import KernelClass
+from analyzers.traces.frame import F64, RUNTIME_CATS, RankFrame
+
+__all__ = ["LEVELS", "SCENARIOS", "Scenario", "scenario"]
+
+EXPECTED, OPTIMISTIC, PESSIMISTIC = 0, 1, 2
+LEVELS = (EXPECTED, OPTIMISTIC, PESSIMISTIC)
+
+ChangeFn = Callable[[Replay, TraceOptions, int], Change | None]
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    assumptions: str
+    fn: ChangeFn
+
+
+SCENARIOS: dict[str, Scenario] = {}
+
+
+def scenario(name: str, assumptions: str) -> Callable[[ChangeFn], ChangeFn]:
+    def wrap(fn: ChangeFn) -> ChangeFn:
+        if name in SCENARIOS:
+            raise ValueError(f"what-if scenario {name!r} registered twice")
+        SCENARIOS[name] = Scenario(name, assumptions, fn)
+        return fn
+
+    return wrap
+
+
+def _pick(level: int, expected: float, optimistic: float, pessimistic: float) -> float:
+    return (expected, optimistic, pessimistic)[level]
+
+
+def _warp(start: F64, end: F64, factor: float | F64) -> tuple[F64, F64, F64]:
+    s, e = outermost(start, end)
+    return s, e, np.broadcast_to(np.asarray(factor, dtype=np.float64), s.shape).copy()
+
+
+def _merge(*warps: tuple[F64, F64, F64] | None) -> tuple[F64, F64, F64] | None:
+    """Several warps as one: sorted, and an interval inside an earlier one dropped."""
+    parts = [w for w in warps if w is not None and len(w[0])]
+    if not parts:
+        return None
+    s = np.concatenate([p[0] for p in parts])
+    e = np.concatenate([p[1] for p in parts])
+    f = np.concatenate([p[2] for p in parts])
+    order = np.argsort(s, kind="stable")
+    keep: list[int] = []
+    last_end = -np.inf
+    for i in order.tolist():
+        if s[i] >= last_end:
+            keep.append(i)
+            last_end = e[i]
+    idx = np.array(keep, dtype=np.int64)
+    return s[idx], e[idx], f[idx]
+
+
+def _dataloader_rows(frame: RankFrame) -> np.ndarray:
+    mask: np.ndarray = frame.names_matching(is_dataloader) & (frame.stream == -1)
+    return mask
+
+
+@scenario("no_dataloader_wait", "every enumerate(DataLoader) wait disappears (a bound, not a fix)")
+def _no_dataloader_wait(replay: Replay, o: TraceOptions, level: int) -> Change | None:
+    rows = _dataloader_rows(replay.frame)
+    if not rows.any():
+        return None
+    return Change(cpu_warp=_warp(replay.frame.ts[rows], replay.frame.end[rows], 0.0))
+
+
+def _workers_change(replay: Replay, o: TraceOptions, level: int) -> Change | None:
+    frame = replay.frame
+    rows = _dataloader_rows(frame)
+    if not rows.any() or o.dataloader_workers < 1:
+        return None
+    s, e = outermost(frame.ts[rows], frame.end[rows])
+    load_us = float((e - s).sum()) / replay.n_steps  # loading CPU work per step, now in workers
+    kappa = _pick(level, o.worker_contention, 0.1, 0.6)
+    residual_us = _pick(level, 500.0, 100.0, 2000.0)  # the main thread's dequeue per batch
+    step = replay.step_time(Change(cpu_warp=(s, e, np.zeros(len(s)))))
+    change = Change()
+    for _ in range(3):  # fixed point: the worker load depends on the new step time
+        load_cores = load_us / max(step, 1.0)
+        scale = 1.0 + kappa * load_cores
+        if o.host_cores > 0:  # processor sharing once main + workers exceed the cores
+            scale = max(scale, (o.main_threads + load_cores) / o.host_cores)
+        # Workers keep up while N of them load a batch faster than the main thread consumes it.
+        behind_us = max(0.0, load_us * scale / o.dataloader_workers - step)
+        keep = np.minimum(1.0, (residual_us + behind_us) / np.maximum(e - s, 1e-9))
+        change = Change(cpu_warp=(s, e, keep), cpu_scale=scale)
+        step = replay.step_time(change)
+    return change
+
+
+scenario(
+    "dataloader_workers",
+    "DataLoader with N worker processes (TraceOptions.dataloader_workers): the loading moves to "
+    "the workers, the main thread dequeues each batch (0.1-2 ms) and its CPU time stretches by "
+    "kappa per core of worker load (0.1-0.6), or by processor sharing when the cores are known",
+)(_workers_change)
+
+
+@scenario("no_sync", "synchronizing calls cost only their overhead (the GPU never blocks the CPU)")
+def _no_sync(replay: Replay, o: TraceOptions, level: int) -> Change | None:
+    return Change(sync_costs_overhead=True) if len(replay.sync) else None
+
+
+@scenario("pinned_copies", "pageable copies become pinned: the CPU call costs the overhead, the "
+          "copy runs TraceOptions.pinned_copy_speedup x faster")  # fmt: skip
+def _pinned(replay: Replay, o: TraceOptions, level: int) -> Change | None:
+    return Change(pinned=True) if any(replay.gpu_pageable) else None
+
+
+_GEMM = re.compile(r"gemm|conv|cudnn.*(dgrad|wgrad|fprop)|winograd|scudnn|dgrad|wgrad", re.I)
+_MEMBOUND = re.compile(
+    r"elementwise|bn_|batch_?norm|layer_?norm|pool|reduce|softmax|relu|add|mul|clamp|threshold",
+    re.I,
+)
+CPU_AMP_OPS = re.compile(
+    r"^(aten::(conv\dd|convolution|linear|addmm|mm|bmm|matmul|baddbmm))$"
+    r"|^autograd::engine::evaluate_function: (Convolution|Addmm|Mm|Bmm)Backward\d*$"
+)
+
+
+def _amp_gpu_factor(replay: Replay, o: TraceOptions, level: int) -> F64:
+    frame = replay.frame
+    names = [frame.names[n] for n in frame.name[replay.gpu].tolist()]
+    cls = frame.kernel_class[replay.gpu]
+    tc = 1.0 / _pick(level, o.amp_tensor_core_speedup, 4.0, 2.0)
+    mem = 1.0 / _pick(level, o.amp_memory_speedup, 2.0, 1.3)
+    factor = np.ones(len(names))
+    for i, name in enumerate(names):
+        if cls[i] != KernelClass.COMPUTATION or uses_tensor_cores(name):
+            continue
+        if _GEMM.search(name):
+            factor[i] = tc
+        elif _MEMBOUND.search(name):
+            factor[i] = mem
+    return factor
+
+
+@scenario("amp", "mixed precision: GEMM/conv kernels off tensor cores 2-4x, memory-bound kernels "
+          "1.3-2x, the rest unchanged, autocast's casts cost the CPU 0-15 %; on a CPU-only trace, "
+          "matmul/conv ops 0.8-2x (bf16 autocast)")  # fmt: skip
+def _amp(replay: Replay, o: TraceOptions, level: int) -> Change | None:
+    cpu_overhead = _pick(level, 1.05, 1.0, 1.15)
+    if replay.has_gpu:
+        return Change(gpu_factor=_amp_gpu_factor(replay, o, level), cpu_scale=cpu_overhead)
+    frame = replay.frame
+    rows = frame.names_matching(CPU_AMP_OPS.match) & replay.cpu
+    if not rows.any():
+        return None
+    speedup = _pick(level, o.amp_cpu_speedup, 2.0, 0.8)
+    return Change(cpu_warp=_warp(frame.ts[rows], frame.end[rows], 1.0 / speedup))
+
+
+def _optimizer_rows(frame: RankFrame) -> np.ndarray:
+    mask: np.ndarray = frame.names_matching(lambda n: n.startswith("Optimizer.step#")) & (
+        frame.stream == -1
+    )
+    return mask
+
+
+@scenario("fused_optimizer", "the optimizer step fused (fused=True / foreach): its CPU time to "
+          "10-50 %, its kernels to 50-90 % of their time")  # fmt: skip
+def _fused_optimizer(replay: Replay, o: TraceOptions, level: int) -> Change | None:
+    frame = replay.frame
+    rows = _optimizer_rows(frame)
+    if not rows.any():
+        return None
+    s, e = outermost(frame.ts[rows], frame.end[rows])
+    cpu_f = _pick(level, 0.25, 0.1, 0.5)
+    gpu_f = _pick(level, 0.7, 0.5, 0.9)
+    launch_ts = frame.ts[replay.launch]
+    k = np.searchsorted(s, launch_ts, side="right") - 1
+    inside = (k >= 0) & (launch_ts < e[np.maximum(k, 0)])
+    factor = np.where(inside, gpu_f, 1.0) if replay.has_gpu else None
+    return Change(cpu_warp=(s, e, np.full(len(s), cpu_f)), gpu_factor=factor)
+
+
+@scenario("cuda_graphs", "the whole step captured in a CUDA graph: each launch call costs 5-30 % "
+          "of its time, a kernel starts at most 1-5 us after it could")  # fmt: skip
+def _cuda_graphs(replay: Replay, o: TraceOptions, level: int) -> Change | None:
+    if not replay.has_gpu:
+        return None
+    frame = replay.frame
+    rows = frame.cat_in(RUNTIME_CATS) & frame.names_matching(lambda n: "Launch" in n)
+    cpu_f = _pick(level, 0.1, 0.05, 0.3)
+    cap = _pick(level, 2.0, 1.0, 5.0)
+    return Change(cpu_warp=_warp(frame.ts[rows], frame.end[rows], cpu_f), latency_cap_us=cap)
+
+
+@scenario("comm_bandwidth", "collective kernels on TraceOptions.comm_bandwidth_ratio x the "
+          "bandwidth: 1/R of their time, up to a 20 % latency-bound part that does not scale")  # fmt: skip
+def _comm_bandwidth(replay: Replay, o: TraceOptions, level: int) -> Change | None:
+    cls = replay.frame.kernel_class[replay.gpu]
+    comm = cls == KernelClass.COMMUNICATION
+    if not comm.any():
+        return None
+    r = o.comm_bandwidth_ratio
+    fixed = _pick(level, 0.1, 0.0, 0.2)
+    return Change(gpu_factor=np.where(comm, fixed + (1.0 - fixed) / r, 1.0))
+
+
+@scenario("dataloader_workers+amp", "both changes at once, each with its own assumptions")
+def _workers_and_amp(replay: Replay, o: TraceOptions, level: int) -> Change | None:
+    workers = _workers_change(replay, o, level)
+    amp = _amp(replay, o, level)
+    if workers is None or amp is None:
+        return None
+    return Change(
+        cpu_warp=_merge(workers.cpu_warp, amp.cpu_warp),
+        cpu_scale=workers.cpu_scale * amp.cpu_scale,
+        gpu_factor=amp.gpu_factor,
+    )

@@ -1,0 +1,55 @@
+"""The JSON summary of one analyzed trace, as the catalog's `traces.summary` keeps it.
+
+What a profile request's requester needs, in a few kilobytes: per-rank headline numbers (steps,
+mean step time, data-loader share), every analysis's per-rank numbers (the breakdowns), the
+findings with their evidence, fix and GPU-hours, and the what-if table with its model notes.
+Per-event tables stay out (they are in the Parquet files next to the trace). Built from
+`analyzers.traces.render.report_to_dict`, so NaN is already null. Never does I/O.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from analyzers.traces.api import TraceReport
+from analyzers.traces.render import report_to_dict
+
+__all__ = ["SUMMARY_VERSION", "summarize"]
+
+SUMMARY_VERSION = 1
+
+
+def _headline(per_rank: dict[str, dict[str, Any]], rank: str) -> dict[str, Any]:
+    steps = per_rank.get("steps", {}).get(rank, {})
+    loader = per_rank.get("dataloader", {}).get(rank, {})
+    mean_us = steps.get("mean_step_us")
+    return {
+        "steps": steps.get("steps"),
+        "mean_step_ms": mean_us / 1000.0 if isinstance(mean_us, int | float) else None,
+        "dataloader_share": loader.get("share"),
+    }
+
+
+def summarize(report: TraceReport, *, trace_id: str, host: str, pid: int) -> dict[str, Any]:
+    data = report_to_dict(report)
+    analyses: dict[str, Any] = data["analyses"]
+    per_rank = {
+        name: {str(rank): values for rank, values in result["per_rank"].items()}
+        for name, result in analyses.items()
+        if result["per_rank"]
+    }
+    whatif = analyses.get("whatif", {})
+    return {
+        "version": SUMMARY_VERSION,
+        "trace_id": trace_id,
+        "host": host,
+        "pid": pid,
+        "mode": data["mode"],
+        "ranks": data["ranks"],
+        "notes": data["notes"],
+        "headline": {str(rank): _headline(per_rank, str(rank)) for rank in data["ranks"]},
+        "per_rank": per_rank,
+        "findings": data["findings"],
+        "whatif": {"tables": whatif.get("tables", {}), "notes": whatif.get("notes", [])},
+        "top_kernels": analyses.get("top_kernels", {}).get("tables", {}),
+    }

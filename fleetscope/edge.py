@@ -1,0 +1,52 @@
+"""The edge of every fleetscope command line: where errors become messages and exit codes.
+
+In the core because both command lines share it: `fleetscope` (app.cli) and the GPU host's
+`fleetscope-agent` (collector.cli), which may import nothing but the core.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from fleetscope.errors import FleetscopeError
+
+if TYPE_CHECKING:
+    from fleetscope.settings import Settings
+
+Handler = Callable[[argparse.Namespace, "Settings"], int]
+
+
+def run(argv: Sequence[str] | None, parser: argparse.ArgumentParser) -> int:
+    """Parse, load settings, call the handler; the one place errors become messages and codes.
+
+    `fleetscope-agent` goes through here too, so both commands behave the same at the edge.
+    """
+    args = parser.parse_args(argv)
+    # Loaded only once a command runs: `fleetscope --help` stays fast.
+    import logging
+
+    from fleetscope.settings import load_settings
+
+    handler: Handler | None = getattr(args, "handler", None)
+    if handler is None:
+        parser.print_help()
+        return 2
+    try:
+        settings = load_settings(args.config)
+        logging.basicConfig(
+            level=settings.get_str("core.log_level").upper(),
+            format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        )
+        return handler(args, settings)
+    except FleetscopeError as exc:
+        print(f"{parser.prog}: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:  # `fleetscope ... | head`: the reader left, which is not an error
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silence the flush at exit
+        return 0
