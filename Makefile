@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck pytest bench fuzz clean docs
+.PHONY: demo test lint typecheck pytest bench bench-quick fuzz clean docs
 
 $(STAMP): pyproject.toml analyzers/sketch/_sketch_scalar.c
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -32,6 +32,11 @@ pytest: $(STAMP)
 ## make bench: every benchmark under bench/, each against its named peer in the same run.
 bench: $(STAMP)
 	$(BIN)/python -m bench
+
+## make bench-quick: each peer comparison run small; fails if a ratio drops below the floor written
+## next to it in bench/RESULTS.md. Not run by CI (timings there are noise).
+bench-quick: $(STAMP)
+	$(BIN)/python -m bench.quick
 
 ## make fuzz: the long mutation-fuzz run against a real server (FUZZ_CASES, FUZZ_SEED to change it).
 fuzz: $(STAMP)

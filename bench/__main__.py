@@ -10,7 +10,20 @@ from __future__ import annotations
 import subprocess
 import sys
 
-BENCHMARKS = ("agent", "ingest", "sketch", "traces", "analyzers", "dashboard", "cli")
+BENCHMARKS = (
+    "agent",
+    "agent_scrape",
+    "ingest",
+    "ingest_prometheus",
+    "query_prometheus",
+    "virtual_prometheus",
+    "sketch",
+    "traces",
+    "trace_command",
+    "analyzers",
+    "dashboard",
+    "cli",
+)
 
 
 def main(argv: list[str]) -> int:

@@ -154,7 +154,9 @@ def render(rows: list[dict[str, Any]], reps: int, command: str) -> str:
         f"process). Machine: {platform.machine()}, {os.cpu_count()} cores, Python "
         f"{platform.python_version()}; HTA 0.5.0 with pandas 2.x in its own venv. Times are load "
         "plus analyses (imports excluded); memory is the process's peak RSS (imports included: "
-        "HTA's pandas/plotly stack is ~96 MiB before it reads anything, ours ~30 MiB).",
+        "HTA's pandas/plotly stack is ~96 MiB before it reads anything, ours ~30 MiB). As a "
+        'user runs it, process start and imports included: section "Trace analysis as a whole '
+        'command (issue 19)" (bench/trace_command.py).',
         "",
         "| trace | gz MB | HTA s | fleetscope --hta-compatible, same 8 analyses s | speed-up | "
         "fleetscope all 17 + rules (HTA mode / native) s | HTA peak MiB | fleetscope peak MiB | "

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from collector.attribution import build_resolver
 from collector.http import Transport, UrllibTransport
+from collector.shipper import split_urls
 from fleetscope.contract import (
     ARROW_STREAM_MEDIA_TYPE,
     GPU_SAMPLES,
@@ -88,7 +89,7 @@ def check_exporter(settings: Settings, report: Report, transport: Transport) -> 
 
 
 def check_ingest(settings: Settings, report: Report, transport: Transport) -> None:
-    base = settings.get_str("agent.ingest_url").rstrip("/")
+    base = split_urls(settings.get_str("agent.ingest_url"))[0]
     try:
         transport.request("GET", base + "/healthz", timeout_s=5.0)
     except SourceUnavailableError as exc:

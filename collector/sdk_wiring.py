@@ -21,6 +21,7 @@ from collector.agent import Agent
 from collector.http import KeepAliveTransport, Transport
 from collector.profile_relay import ProfileRelay
 from collector.sdk.receiver import StepReceiver
+from collector.shipper import split_urls
 from collector.trace_uploader import TraceUploader
 from fleetscope.errors import ConfigError
 from fleetscope.settings import Settings
@@ -75,14 +76,14 @@ def attach_sdk(
         folder.mkdir(parents=True, exist_ok=True)
         relay = ProfileRelay(
             receiver,
-            ingest_url=settings.get_str("agent.ingest_url"),
+            ingest_url=split_urls(settings.get_str("agent.ingest_url"))[0],
             token=settings.get_str("agent.token"),
             host=host,
             transport=transport,
             trace_dir=folder,
             poll_interval_s=poll_s,
             uploader=TraceUploader(
-                ingest_url=settings.get_str("agent.ingest_url"),
+                ingest_url=split_urls(settings.get_str("agent.ingest_url"))[0],
                 token=settings.get_str("agent.token"),
                 transport=transport,
                 metrics=agent.metrics,

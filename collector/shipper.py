@@ -14,6 +14,10 @@ batch id chosen at sealing time and the agent's host name. Outcomes:
 Order: a batch is only sent after every older one was acknowledged or dead-lettered, so ingest
 sees batches in the order they were sealed.
 
+Fail-over: `ingest_url` may be a comma-separated list of gateways (fleet mode) or one
+load-balanced URL. A batch that gets no answer, or a 5xx, is retried on the next URL of the list
+with the same batch id; the shared ledger answers a copy that already landed `duplicate: true`.
+
 Must never: send a batch twice under different ids, or skip ahead of an unacknowledged batch.
 """
 
@@ -56,7 +60,8 @@ class Shipper:
         backoff: Backoff | None = None,
     ) -> None:
         self.spool = spool
-        self.ingest_url = ingest_url.rstrip("/")
+        self.ingest_urls = split_urls(ingest_url)
+        self._current = 0
         self.token = token
         self.agent_name = agent_name
         self.transport = transport
@@ -83,7 +88,8 @@ class Shipper:
             )
         except SourceUnavailableError as exc:
             self.metrics.errors.labels("ingest_unreachable").inc()
-            log.debug("ingest unreachable: %s", exc)
+            log.debug("ingest %s unreachable: %s", self.ingest_url, exc)
+            self.fail_over()
             return "retry"
         if resp.status == 202:
             try:
@@ -99,6 +105,8 @@ class Shipper:
             self.metrics.errors.labels(kind).inc()
             if resp.status in (401, 403):
                 log.error("ingest refused our token (HTTP %s): %s", resp.status, message)
+            if resp.status >= 500:
+                self.fail_over()
             return "retry"
         log.error(
             "ingest refused batch %s (HTTP %s): %s; moved to %s",
@@ -111,6 +119,15 @@ class Shipper:
         self.metrics.batches_dead.inc()
         self.spool.dead_letter(batch, f"HTTP {resp.status}: {message}")
         return "dead"
+
+    @property
+    def ingest_url(self) -> str:
+        """The gateway batches go to now."""
+        return self.ingest_urls[self._current]
+
+    def fail_over(self) -> None:
+        """Move to the next gateway of the list (no-op with one URL)."""
+        self._current = (self._current + 1) % len(self.ingest_urls)
 
     def drain(self) -> bool:
         """Send pending batches in order until the spool is empty (True) or a retry is due."""
@@ -148,6 +165,12 @@ class Shipper:
             else:
                 stop.wait(self.backoff.next_delay())
         self._update_gauges()
+
+
+def split_urls(ingest_url: str) -> list[str]:
+    """`agent.ingest_url` as a list: one URL, or several separated by commas."""
+    urls = [u.strip().rstrip("/") for u in ingest_url.split(",") if u.strip()]
+    return urls or [ingest_url.rstrip("/")]
 
 
 def _rows_in_body(body: bytes) -> int:

@@ -22,6 +22,11 @@ def register(subparsers: Any) -> None:
     server = subparsers.add_parser("server", help="run the ingest server (writer, HTTP, upkeep)")
     server.add_argument("--host", help="listen address (default: server.host)")
     server.add_argument("--port", type=int, help="listen port (default: server.port)")
+    server.add_argument(
+        "--mode",
+        choices=["embedded", "fleet"],
+        help="embedded (DuckDB file) or fleet (Iceberg gateway) (default: server.mode)",
+    )
     server.set_defaults(handler=run_server)
 
     token = subparsers.add_parser("token", help="manage agent bearer tokens")
@@ -42,6 +47,9 @@ def register(subparsers: Any) -> None:
     query = wactions.add_parser("query", help="run SQL over the published segments")
     query.add_argument("sql")
     query.add_argument("--format", choices=["csv", "json"], default="csv")
+    query.add_argument(
+        "--days", type=float, default=7.0, help="fleet mode: days of data to read (default 7)"
+    )
     query.set_defaults(handler=warehouse_query)
 
     importer = subparsers.add_parser("import", help="backfill telemetry from another system")
@@ -71,6 +79,16 @@ def register(subparsers: Any) -> None:
 
 
 def run_server(args: argparse.Namespace, settings: Settings) -> int:
+    mode = args.mode or settings.get_str("server.mode")
+    if mode == "fleet":
+        from warehouse.fleet.gateway import Gateway
+
+        Gateway(settings, host=args.host, port=args.port).serve_until_signalled()
+        return 0
+    if mode != "embedded":
+        from fleetscope.errors import ConfigError
+
+        raise ConfigError(f"server.mode must be embedded or fleet, got {mode!r}")
     from warehouse.runtime import Server
 
     Server(settings, host=args.host, port=args.port).serve_until_signalled()
@@ -125,6 +143,23 @@ def warehouse_migrate(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def _read_connection(args: argparse.Namespace, settings: Settings) -> Any:
+    """Embedded: the published segments. Fleet: DuckDB over the Iceberg scan of the last
+    `--days` days (partition pruning keeps the rest unread)."""
+    if settings.get_str("server.mode") != "fleet":
+        from warehouse.reader import connect
+
+        return connect(settings)
+    from datetime import UTC, datetime, timedelta
+
+    from warehouse.fleet import reader
+    from warehouse.fleet.tables import FleetConfig, FleetTables
+
+    now = datetime.now(UTC)
+    tables = FleetTables(FleetConfig.from_settings(settings))
+    return reader.connect(tables, now - timedelta(days=args.days), now + timedelta(days=1))
+
+
 def warehouse_query(args: argparse.Namespace, settings: Settings) -> int:
     import csv
     import json
@@ -133,9 +168,8 @@ def warehouse_query(args: argparse.Namespace, settings: Settings) -> int:
     import duckdb
 
     from fleetscope.errors import ConfigError
-    from warehouse.reader import connect
 
-    conn = connect(settings)
+    conn = _read_connection(args, settings)
     try:
         table = conn.sql(args.sql).to_arrow_table()
     except duckdb.Error as exc:

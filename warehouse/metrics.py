@@ -15,14 +15,14 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from fleetscope.contract import VALUE_COLUMNS
-from warehouse.writer import Writer
+from warehouse.sink import BatchSink
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
 
 
 class WriterCollector(Collector):
-    def __init__(self, writer: Writer) -> None:
+    def __init__(self, writer: BatchSink) -> None:
         self._writer = writer
 
     def collect(self) -> Iterator[Metric]:
@@ -94,7 +94,7 @@ class ArrivalCollector(Collector):
 
 
 class ServerMetrics:
-    def __init__(self, writer: Writer, catalog: Engine | None = None) -> None:
+    def __init__(self, writer: BatchSink, catalog: Engine | None = None) -> None:
         self.registry = CollectorRegistry()
         self.requests = Counter(
             "fleetscope_ingest_requests",

@@ -108,16 +108,7 @@ class Server:
             catalog=self.catalog,
             auth=self.auth,
             metrics=self.metrics,
-            config=IngestConfig(
-                max_body_bytes=settings.get_int("server.max_body_bytes"),
-                commit_timeout_s=settings.get_float("warehouse.commit_timeout_s"),
-                max_decoded_bytes=settings.get_int("server.max_decoded_bytes"),
-                max_batch_rows=settings.get_int("server.max_batch_rows"),
-                read_auth=settings.get_bool("server.read_auth"),
-                max_connections=settings.get_int("server.max_connections"),
-                header_timeout_s=settings.get_float("server.header_timeout_s"),
-                body_timeout_s=settings.get_float("server.body_timeout_s"),
-            ),
+            config=IngestConfig.from_settings(settings),
             remote_write=self.remote_write,
             profiling=self.profiling,
         )

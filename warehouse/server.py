@@ -38,6 +38,7 @@ from sqlalchemy import Engine
 
 from fleetscope.contract import MAX_BATCH_ROWS, MAX_DECODED_BYTES
 from fleetscope.errors import ConfigError, FleetscopeError, IngestError
+from fleetscope.settings import Settings
 from warehouse.auth import TokenChecker
 from warehouse.catalog.fleet import upsert_jobs
 from warehouse.connections import OVERLOADED, ConnectionGuard
@@ -52,7 +53,7 @@ from warehouse.profiling_api import (
 from warehouse.profiling_service import ProfilingService
 from warehouse.remote_write import RemoteWrite, check_headers
 from warehouse.response import Response
-from warehouse.writer import Writer
+from warehouse.sink import BatchSink
 
 log = logging.getLogger(__name__)
 
@@ -68,12 +69,26 @@ class IngestConfig:
     header_timeout_s: float = 30.0
     body_timeout_s: float = 60.0
 
+    @classmethod
+    def from_settings(cls, settings: Settings) -> IngestConfig:
+        """The limits from the settings: one place for the embedded server and fleet gateways."""
+        return cls(
+            max_body_bytes=settings.get_int("server.max_body_bytes"),
+            commit_timeout_s=settings.get_float("warehouse.commit_timeout_s"),
+            max_decoded_bytes=settings.get_int("server.max_decoded_bytes"),
+            max_batch_rows=settings.get_int("server.max_batch_rows"),
+            read_auth=settings.get_bool("server.read_auth"),
+            max_connections=settings.get_int("server.max_connections"),
+            header_timeout_s=settings.get_float("server.header_timeout_s"),
+            body_timeout_s=settings.get_float("server.body_timeout_s"),
+        )
+
 
 @dataclass
 class Ingest:
     """What the handlers need: the writer, the catalog, token checks, metrics and limits."""
 
-    writer: Writer
+    writer: BatchSink
     catalog: Engine
     auth: TokenChecker
     metrics: ServerMetrics

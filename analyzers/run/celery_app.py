@@ -39,7 +39,7 @@ log = logging.getLogger(__name__)
 def make_app(settings: Settings) -> Celery:
     broker = settings.get_str("celery.broker_url")
     backend = broker if broker.startswith(("redis://", "rediss://")) else None
-    celery = Celery("fleetscope", broker=broker, backend=backend)
+    celery = Celery("fleetscope", broker=broker, backend=backend, include=["analyzers.run.fleet"])
     celery.conf.update(
         task_acks_late=True,
         task_reject_on_worker_lost=True,
@@ -63,6 +63,11 @@ def make_app(settings: Settings) -> Celery:
             },
         },
     )
+    if settings.get_str("server.mode") == "fleet":
+        celery.conf.beat_schedule["fleetscope-fleet-upkeep"] = {
+            "task": "fleetscope.fleet_upkeep",
+            "schedule": 3600.0,
+        }
     return celery
 
 

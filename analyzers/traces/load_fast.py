@@ -26,9 +26,10 @@ import gzip
 import io
 import re
 import zlib
+from collections.abc import Callable
 from itertools import compress
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 import numpy as np
@@ -37,6 +38,20 @@ import numpy.typing as npt
 from analyzers.traces.columns import ColumnBuilder, SymbolTable, event_sink
 
 __all__ = ["decode_fast"]
+
+# zlib-ng's gzip reader inflates these files ~3x faster than stdlib gzip (issue 19: gunzip was
+# 14 % of the load); it comes with the `server` extra, and stdlib gzip reads the same bytes
+# without it. zlib-ng raises its own error type on a corrupt stream, stdlib gzip zlib.error.
+_open_gzip: Callable[[Path, str], io.BufferedIOBase]
+_GZIP_ERRORS: tuple[type[Exception], ...]
+try:
+    from zlib_ng import gzip_ng, zlib_ng
+
+    _open_gzip = gzip_ng.open
+    _GZIP_ERRORS = (cast(type[Exception], zlib_ng.error),)
+except ModuleNotFoundError:  # pragma: no cover - exercised where zlib-ng is not installed
+    _open_gzip = gzip.GzipFile
+    _GZIP_ERRORS = ()
 
 I32 = npt.NDArray[np.int32]
 I64 = npt.NDArray[np.int64]
@@ -97,6 +112,16 @@ class _Fallback(Exception):
     """The fast path cannot read this file; the stdlib path will (or will say why not)."""
 
 
+_READ_ERRORS: tuple[type[BaseException], ...] = (
+    _Fallback,
+    OSError,
+    EOFError,
+    zlib.error,
+    *_GZIP_ERRORS,
+    *_DECODE_ERRORS,
+)
+
+
 class _Source:
     """Decompressed bytes of a file in chunks, checked as UTF-8 (msgspec does not check the
     strings it skips), with HTA's rank found on the way."""
@@ -105,7 +130,7 @@ class _Source:
         with path.open("rb") as probe:
             gz = probe.read(2) == _GZIP_MAGIC
         # Closed by `close()`, which decode_fast calls in a `finally`.
-        self._raw: io.BufferedIOBase = gzip.open(path, "rb") if gz else path.open("rb")  # noqa: SIM115
+        self._raw: io.BufferedIOBase = _open_gzip(path, "rb") if gz else path.open("rb")
         self._utf8 = codecs.getincrementaldecoder("utf-8")("strict")
         self.chunk_size = chunk_size
         self.eof = False
@@ -157,7 +182,7 @@ def decode_fast(
         return None
     try:
         return _decode(source, cols, path), source.hta_rank
-    except (_Fallback, OSError, EOFError, zlib.error, *_DECODE_ERRORS):
+    except _READ_ERRORS:
         return None
     except (TypeError, ValueError, OverflowError):  # a malformed event: the stdlib path names it
         return None

@@ -60,7 +60,13 @@ SETTINGS: tuple[Setting, ...] = (
         "float",
         "Seconds between host metric reads (psutil or node_exporter); at least agent.interval_s.",
     ),
-    Setting("agent.ingest_url", "http://127.0.0.1:8470", "str", "Base URL of the ingest server."),
+    Setting(
+        "agent.ingest_url",
+        "http://127.0.0.1:8470",
+        "str",
+        "Base URL of the ingest server; in fleet mode a comma-separated list of gateways (the "
+        "agent fails over to the next on no answer or a 5xx) or one load-balanced URL.",
+    ),
     Setting("agent.token", "", "str", "Bearer token this agent presents to ingest."),
     Setting(
         "agent.host", "", "str", "Host name to report; empty uses the exporter label or hostname."
@@ -369,6 +375,45 @@ SETTINGS: tuple[Setting, ...] = (
         "project",
         "str",
         "Comma-separated pod labels naming the project.",
+    ),
+    # -- fleet mode: Iceberg tables on S3-compatible storage, many gateways ---------------------
+    Setting(
+        "server.mode",
+        "embedded",
+        "str",
+        "embedded (one process owns a DuckDB file) or fleet (stateless gateway committing to "
+        "Iceberg tables; needs warehouse.catalog_url on PostgreSQL and the fleet.* settings).",
+    ),
+    Setting(
+        "fleet.warehouse_uri",
+        "s3://fleetscope/warehouse",
+        "str",
+        "Object-store location of the Iceberg tables' data and metadata files (s3://bucket/prefix).",
+    ),
+    Setting(
+        "fleet.s3_endpoint",
+        "",
+        "str",
+        "S3 endpoint URL (http://host:port for MinIO, Ceph, moto); empty for AWS's own.",
+    ),
+    Setting(
+        "fleet.s3_access_key", "", "str", "S3 access key id; empty uses the AWS default chain."
+    ),
+    Setting("fleet.s3_secret_key", "", "str", "S3 secret access key."),
+    Setting("fleet.s3_region", "us-east-1", "str", "S3 region of the bucket."),
+    Setting("fleet.namespace", "fleetscope", "str", "Iceberg namespace holding the tables."),
+    Setting(
+        "fleet.lease_s",
+        30.0,
+        "float",
+        "Seconds a gateway's claim on a batch id holds; after it another gateway may take the "
+        "batch over (a gateway gives up a commit it cannot finish within its lease).",
+    ),
+    Setting(
+        "fleet.commit_attempts",
+        20,
+        "int",
+        "Attempts at an Iceberg commit that conflicts with another gateway's before giving up.",
     ),
     # -- analyzers and scheduling ------------------------------------------------------------
     Setting("scheduler.mode", "embedded", "str", "embedded (in the server process) or celery."),

@@ -73,6 +73,7 @@ class ServerSettings:
     profile_run_timeout_s: float
     prometheus_cluster: str
     remote_write_hold_s: float
+    mode: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +117,20 @@ class OwnersSettings:
     k8s_team_labels: str
     k8s_user_labels: str
     k8s_project_labels: str
+
+
+@dataclass(frozen=True, slots=True)
+class FleetSettings:
+    """[fleet] settings."""
+
+    warehouse_uri: str
+    s3_endpoint: str
+    s3_access_key: str
+    s3_secret_key: str
+    s3_region: str
+    namespace: str
+    lease_s: float
+    commit_attempts: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,6 +234,10 @@ class TypedSettings:
     @functools.cached_property
     def owners(self) -> OwnersSettings:
         return OwnersSettings(**self._section("owners"))
+
+    @functools.cached_property
+    def fleet(self) -> FleetSettings:
+        return FleetSettings(**self._section("fleet"))
 
     @functools.cached_property
     def scheduler(self) -> SchedulerSettings:

@@ -11,6 +11,8 @@ tables) and use the small typed functions of each module inside `engine.begin()`
     profiling   profile_requests, traces
     autoprofile auto_profiles (finding -> profile -> refined finding)
     reports     report_runs
+    ledger      ingest_ledger (fleet mode: batch ids shared by every gateway)
+    agents      agent_polls (fleet mode: the profiling registry shared by every gateway)
 
 This package must never hold telemetry samples (those are in DuckDB and Parquet).
 """
@@ -18,11 +20,13 @@ This package must never hold telemetry samples (those are in DuckDB and Parquet)
 from __future__ import annotations
 
 from warehouse.catalog import (
+    agents,
     analysis,
     arrivals,
     autoprofile,
     findings,
     fleet,
+    ledger,
     profiling,
     reports,
     tokens,
@@ -30,12 +34,14 @@ from warehouse.catalog import (
 from warehouse.catalog.base import connect, metadata
 
 __all__ = [
+    "agents",
     "analysis",
     "arrivals",
     "autoprofile",
     "connect",
     "findings",
     "fleet",
+    "ledger",
     "metadata",
     "profiling",
     "reports",

@@ -23,6 +23,7 @@ from sqlalchemy import (
     create_engine,
     event,
     func,
+    text,
 )
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
@@ -80,7 +81,12 @@ def connect(url: str) -> Engine:
         event.listen(engine, "connect", _sqlite_pragmas)
     import warehouse.catalog  # noqa: F401  (registers every table on `metadata`)
 
-    metadata.create_all(engine)
+    with engine.begin() as conn:
+        if engine.dialect.name == "postgresql":
+            # Many gateways start at once in fleet mode: CREATE TABLE IF NOT EXISTS races in
+            # PostgreSQL's own catalog (pg_type unique violation), so creation is serialised.
+            conn.execute(text("SELECT pg_advisory_xact_lock(717217)"))
+        metadata.create_all(conn)
     return engine
 
 

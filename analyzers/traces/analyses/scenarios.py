@@ -121,7 +121,9 @@ def _workers_change(replay: Replay, o: TraceOptions, level: int) -> Change | Non
     step = replay.step_time(Change(cpu_warp=(s, e, np.zeros(len(s)))))
     change = Change()
     for _ in range(3):  # fixed point: the worker load depends on the new step time
-        load_cores = load_us / max(step, 1.0)
+        # N worker processes keep at most N cores busy, however long the loading takes (a
+        # loader that sleeps on I/O would otherwise count as many cores and stretch the step).
+        load_cores = min(load_us / max(step, 1.0), float(o.dataloader_workers))
         scale = 1.0 + kappa * load_cores
         if o.host_cores > 0:  # processor sharing once main + workers exceed the cores
             scale = max(scale, (o.main_threads + load_cores) / o.host_cores)

@@ -1,0 +1,158 @@
+"""Fleet mode on Celery: analyzers and upkeep fan out per (day, cluster) partition of Iceberg.
+
+    fleetscope.fleet_analyze_partition(day, cluster)   one worker reads only that partition
+        (warehouse.fleet.reader: partition + file-statistics pruning, then DuckDB) and runs the
+        pipeline on it; returns its findings and a gpu_util quantile sketch of the partition
+    fleetscope.fleet_compact_partition(table, day, cluster)   small-file compaction
+    fleetscope.fleet_retention(table)                  raw partitions past warehouse.raw_retention_days
+                                                       dropped, roll-ups kept, one at a time
+    fleetscope.fleet_expire_snapshots(table)           snapshots older than a day forgotten
+    fleetscope.fleet_upkeep()                          hourly from beat in fleet mode: sends the above
+
+`merge` joins the partitions' answers: findings are concatenated (a job runs in one cluster, and a
+day window is the partition's own, so no finding spans two partitions), sketches merge losslessly
+(the merged sketch is byte-identical to one built over all the rows). Workers start as the
+embedded analyzers' do (`celery -A analyzers.run.celery_app worker`), from the settings alone.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
+from functools import cache
+from typing import TYPE_CHECKING, Any
+
+from analyzers.run.celery_app import _settings, app
+
+if TYPE_CHECKING:
+    from analyzers.run.runner import Pipeline
+    from analyzers.sketch.core import QuantileSketch
+    from warehouse.fleet.tables import FleetTables
+
+
+@cache
+def _tables() -> FleetTables:
+    from warehouse.fleet.tables import FleetConfig, FleetTables
+
+    return FleetTables(FleetConfig.from_settings(_settings()))
+
+
+def _day(day_iso: str) -> datetime:
+    d = date.fromisoformat(day_iso)
+    return datetime(d.year, d.month, d.day, tzinfo=UTC)
+
+
+def analyze_partition_with(
+    tables: FleetTables, pipeline: Pipeline, day_iso: str, cluster: str
+) -> dict[str, Any]:
+    """The work of one partition task, callable without Celery (benchmarks, tests)."""
+    import numpy as np
+
+    from analyzers.base import StaticJobCatalog, Window
+    from analyzers.sketch.core import QuantileSketch
+    from warehouse.fleet.reader import connect
+
+    start = _day(day_iso)
+    window = Window(start, start + timedelta(days=1))
+    conn = connect(tables, window.start, window.end, [cluster])
+    try:
+        result = pipeline.run(conn, window, StaticJobCatalog())
+        util = conn.execute(
+            "SELECT gpu_util FROM gpu_samples WHERE gpu_util IS NOT NULL"
+        ).fetchnumpy()
+        rows = conn.execute("SELECT count(*) FROM gpu_samples").fetchall()[0][0]
+    finally:
+        conn.close()
+    sketch = QuantileSketch()
+    sketch.add(np.asarray(util["gpu_util"], dtype=np.float64))
+    return {
+        "partition": [day_iso, cluster],
+        "rows": int(rows),
+        "errors": result.errors,
+        "findings": [f.to_dict() for f in result.findings],
+        "gpu_util_sketch": base64.b64encode(sketch.to_bytes()).decode("ascii"),
+    }
+
+
+@app.task(name="fleetscope.fleet_analyze_partition", acks_late=True)  # type: ignore[untyped-decorator]
+def analyze_partition(day_iso: str, cluster: str) -> dict[str, Any]:
+    from analyzers.run.runner import Pipeline
+
+    return analyze_partition_with(_tables(), Pipeline.from_settings(_settings()), day_iso, cluster)
+
+
+@app.task(name="fleetscope.fleet_compact_partition", acks_late=True)  # type: ignore[untyped-decorator]
+def compact_partition(table: str, day_iso: str, cluster: str) -> int:
+    from warehouse.fleet.upkeep import Partition, compact
+
+    return compact(_tables(), Partition(table, date.fromisoformat(day_iso), cluster))
+
+
+@app.task(name="fleetscope.fleet_retention", acks_late=True)  # type: ignore[untyped-decorator]
+def retention(table: str) -> list[str]:
+    from warehouse.fleet.upkeep import retention as drop
+
+    days = _settings().get_int("warehouse.raw_retention_days")
+    dropped = drop(_tables(), table, days, datetime.now(UTC))
+    return [f"{p.day}/{p.cluster}" for p in dropped]
+
+
+@app.task(name="fleetscope.fleet_expire_snapshots", acks_late=True)  # type: ignore[untyped-decorator]
+def expire(table: str) -> int:
+    from warehouse.fleet.upkeep import expire_snapshots
+
+    return expire_snapshots(_tables(), table, timedelta(days=1), datetime.now(UTC))
+
+
+def compaction_due(tables: FleetTables, table: str, min_files: int = 2) -> list[list[str]]:
+    """[day, cluster] of every partition of `table` with at least `min_files` data files."""
+    from warehouse.fleet.upkeep import file_count, partitions
+
+    return [
+        [p.day.isoformat(), p.cluster]
+        for p in partitions(tables, table)
+        if file_count(tables, p) >= min_files
+    ]
+
+
+@app.task(name="fleetscope.fleet_upkeep", acks_late=True)  # type: ignore[untyped-decorator]
+def upkeep() -> dict[str, int]:
+    """Beat's hourly fleet job: one compaction task per partition that needs it, then retention
+    and snapshot expiry per table (each its own task, so workers spread them)."""
+    from fleetscope.contract import TABLES
+
+    sent = 0
+    for table in TABLES:
+        for day_iso, cluster in compaction_due(_tables(), table):
+            compact_partition.apply_async(args=[table, day_iso, cluster])
+            sent += 1
+        retention.apply_async(args=[table])
+        expire.apply_async(args=[table])
+    return {"compactions": sent}
+
+
+@dataclass
+class Merged:
+    """The partitions' answers joined: findings, rows read, and the lossless gpu_util sketch."""
+
+    findings: list[dict[str, Any]] = field(default_factory=list)
+    rows: int = 0
+    errors: dict[str, Any] = field(default_factory=dict)
+    gpu_util: QuantileSketch | None = None
+
+
+def merge(answers: list[dict[str, Any]]) -> Merged:
+    from analyzers.sketch.core import QuantileSketch
+
+    out = Merged(gpu_util=QuantileSketch())
+    for answer in answers:
+        out.findings.extend(answer["findings"])
+        out.rows += int(answer["rows"])
+        if answer["errors"]:
+            out.errors["/".join(answer["partition"])] = answer["errors"]
+        part = QuantileSketch.from_bytes(base64.b64decode(answer["gpu_util_sketch"]))
+        assert out.gpu_util is not None
+        out.gpu_util.merge(part)
+    out.findings.sort(key=lambda f: str(f.get("finding_id", "")))
+    return out

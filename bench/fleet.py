@@ -1,0 +1,360 @@
+"""Fleet mode unit costs, each against its peer in the same run (issue 17).
+
+    .venv/bin/python -m bench.fleet            # about 5-8 minutes on a loaded 2-core machine
+    .venv/bin/python -m bench.fleet --quick    # a smaller run
+
+1. Ingest: one fleet gateway process (Iceberg on an S3 server, ledger in PostgreSQL) and one
+   embedded server process (DuckDB file), the same agents posting the same batches (8 GPUs x
+   `--timestamps` samples, one request at a time per agent, kept-alive connections) for the same
+   number of batches. Figures: values/s stored, and server CPU seconds (user + system, psutil)
+   per million stored values.
+2. Catalog commits: N processes each appending one small file per commit to the same Iceberg
+   table as fast as they can (what N gateways do under full load); commits/s and the share of
+   attempts that conflicted, for N = 1, 2, 4.
+3. Analyzers: `--days` days x `--clusters` clusters x `--gpus` GPUs per cluster at 10 s written as
+   Iceberg partitions, then the per-partition task body (analyzers.run.fleet.analyze_partition_with,
+   what a Celery worker runs) on a process pool of 1, 2 and 4 processes; wall time per pool size,
+   and the 7 days x 1,000 GPUs figure extrapolated linearly from the measured seconds per row.
+
+The S3 server is moto's server mode on loopback: object-store latency is far below a real one's,
+so gateway figures are an upper bound on the CPU side and say nothing about S3 round trips.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import multiprocessing as mp
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import psutil
+import pyarrow as pa
+from sqlalchemy import create_engine, text
+
+from fleetscope.contract import VALUE_COLUMNS, to_ipc
+
+VALUES_PER_ROW = len(VALUE_COLUMNS["gpu_samples"])
+ROOT = Path(__file__).parents[1]
+PG_ADMIN = "postgresql+psycopg2://postgres@127.0.0.1:5432/postgres"
+TOKEN = "bench-token"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_http(url: str, timeout_s: float = 60) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(url, timeout=1).close()
+            return
+        except urllib.error.HTTPError:
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"{url} did not answer")
+
+
+def env_for(values: dict[str, Any]) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLEETSCOPE_")}
+    for key, value in values.items():
+        env["FLEETSCOPE_" + key.upper().replace(".", "_")] = str(value)
+    return env
+
+
+# -- 1. ingest ---------------------------------------------------------------------------------
+def bodies(agents: int, batches: int, timestamps: int) -> list[list[tuple[str, bytes]]]:
+    from simulator.testing import EPOCH_MS, gpu_batch
+
+    out = []
+    for a in range(agents):
+        mine = []
+        for i in range(batches):
+            batch = gpu_batch(
+                f"host-{a:04d}",
+                start_ms=EPOCH_MS + i * timestamps * 1000,
+                timestamps=timestamps,
+                cluster=f"c{a % 2}",
+                seed=a * 1000 + i,
+            )
+            mine.append((uuid.uuid4().hex, to_ipc(batch)))
+        out.append(mine)
+    return out
+
+
+def drive(url: str, load: list[list[tuple[str, bytes]]]) -> float:
+    from simulator.testing import headers_for
+
+    host, port = url.removeprefix("http://").split(":")
+
+    def agent(mine: list[tuple[str, bytes]]) -> None:
+        conn = http.client.HTTPConnection(host, int(port), timeout=120)
+        for batch_id, body in mine:
+            while True:
+                conn.request("POST", "/v1/batches/gpu_samples", body, headers_for(batch_id, TOKEN))
+                resp = conn.getresponse()
+                resp.read()
+                if resp.status == 202:
+                    break
+                time.sleep(0.2)
+        conn.close()
+
+    threads = [threading.Thread(target=agent, args=(m,)) for m in load]
+    started = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return time.perf_counter() - started
+
+
+def serve(values: dict[str, Any], port: int, log: Path) -> subprocess.Popen[bytes]:
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "app.cli", "server", "--port", str(port)],
+            env=env_for(values),
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=out,
+        )
+
+
+def cpu_s(proc: subprocess.Popen[bytes]) -> float:
+    t = psutil.Process(proc.pid).cpu_times()
+    return float(t.user + t.system)
+
+
+def bench_ingest(
+    fleet: dict[str, Any], work: Path, agents: int, batches: int, timestamps: int
+) -> dict[str, dict[str, float]]:
+    load = bodies(agents, batches, timestamps)
+    values = agents * batches * timestamps * 8 * VALUES_PER_ROW
+    common = {"server.tokens": TOKEN, "server.plugins": "", "warehouse.flush_interval_s": 0.05}
+    modes = {
+        "embedded": {**common, "server.mode": "embedded", "core.data_dir": work / "embedded"},
+        "fleet gateway": {**common, **fleet, "core.data_dir": work / "fleet"},
+    }
+    out = {}
+    for name, values_ in modes.items():
+        port = free_port()
+        proc = serve(values_, port, work / f"{name.replace(' ', '-')}.log")
+        try:
+            wait_http(f"http://127.0.0.1:{port}/healthz")
+            before = cpu_s(proc)
+            wall = drive(f"http://127.0.0.1:{port}", load)
+            used = cpu_s(proc) - before
+        finally:
+            proc.terminate()
+            proc.wait(timeout=60)
+        out[name] = {
+            "values_per_s": values / wall,
+            "cpu_s_per_million_values": used / values * 1e6,
+            "wall_s": wall,
+        }
+    return out
+
+
+# -- 2. catalog commits ------------------------------------------------------------------------
+def committer(fleet: dict[str, Any], seconds: float, start: Any, results: Any) -> None:
+    import logging
+
+    from pyiceberg.exceptions import CommitFailedException
+
+    from fleetscope.settings import load_settings
+    from simulator.testing import gpu_batch
+    from warehouse.fleet.tables import FleetConfig, FleetTables, to_table_schema
+
+    retried = [0]
+
+    class CountRetries(logging.Handler):
+        """pyiceberg retries a conflicting commit itself (commit.retry.num-retries, 4) and logs
+        each retry: those are the conflicts a gateway never sees."""
+
+        def emit(self, record: logging.LogRecord) -> None:
+            if "concurrent update" in record.getMessage():
+                retried[0] += 1
+
+    logging.getLogger("pyiceberg").addHandler(CountRetries())
+    logging.getLogger("pyiceberg").propagate = False
+    tables = FleetTables(FleetConfig.from_settings(load_settings(env=env_for(fleet))))
+    table = tables.table("gpu_samples")
+    rows = to_table_schema(gpu_batch("commit-bench", timestamps=2), table)
+    commits = conflicts = 0
+    start.wait()
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            table.append(rows)
+            commits += 1
+        except CommitFailedException:
+            conflicts += 1
+            table.refresh()
+    results.put((commits, conflicts + retried[0]))
+
+
+def bench_commits(fleet: dict[str, Any], seconds: float) -> dict[int, dict[str, float]]:
+    ctx = mp.get_context("spawn")
+    out = {}
+    for n in (1, 2, 4):
+        start, results = ctx.Barrier(n + 1), ctx.Queue()
+        procs = [
+            ctx.Process(target=committer, args=(fleet, seconds, start, results)) for _ in range(n)
+        ]
+        for p in procs:
+            p.start()
+        start.wait()
+        got = [results.get(timeout=seconds + 120) for _ in procs]
+        for p in procs:
+            p.join()
+        commits, conflicts = sum(c for c, _ in got), sum(f for _, f in got)
+        out[n] = {
+            "commits_per_s": commits / seconds,
+            "conflict_share": conflicts / max(1, commits + conflicts),
+        }
+    return out
+
+
+# -- 3. analyzers ------------------------------------------------------------------------------
+def write_partitions(fleet: dict[str, Any], days: int, clusters: int, gpus: int) -> int:
+    from fleetscope.contract import TABLES, conform
+    from fleetscope.settings import load_settings
+    from simulator.testing import EPOCH_MS
+    from warehouse.fleet.tables import FleetConfig, FleetTables, to_table_schema
+
+    tables = FleetTables(FleetConfig.from_settings(load_settings(env=env_for(fleet))))
+    table = tables.table("gpu_samples")
+    rng = np.random.default_rng(7)
+    per_gpu = 8640
+    day0 = EPOCH_MS - EPOCH_MS % 86_400_000
+    total = 0
+    for day in range(days):
+        for c in range(clusters):
+            n = per_gpu * gpus
+            gpu = np.tile(np.arange(gpus), per_gpu)
+            ts = day0 + day * 86_400_000 + np.repeat(np.arange(per_gpu), gpus) * 10_000
+            util = np.where(gpu % 4 == 0, 0.0, rng.uniform(5, 95, n))
+            data = pa.table(
+                {
+                    "ts": pa.array(ts, pa.timestamp("ms", tz="UTC")),
+                    "cluster": [f"c{c}"] * n,
+                    "host": [f"c{c}-h{g // 8}" for g in gpu],
+                    "gpu_index": pa.array(gpu % 8, pa.int16()),
+                    "job_id": [f"c{c}-job{g // 4}" for g in gpu],
+                    "gpu_util": util,
+                    "sm_active": util / 100,
+                    "fb_used_mib": np.full(n, 20_000.0),
+                    "fb_free_mib": np.full(n, 60_000.0),
+                }
+            )
+            table.append(to_table_schema(conform("gpu_samples", data), table))
+            total += n
+    _ = TABLES
+    return total
+
+
+def _analyze(args: tuple[dict[str, Any], str, str]) -> float:
+    from analyzers.run.fleet import analyze_partition_with
+    from analyzers.run.runner import Pipeline
+    from fleetscope.settings import load_settings
+    from warehouse.fleet.tables import FleetConfig, FleetTables
+
+    fleet, day, cluster = args
+    tables = FleetTables(FleetConfig.from_settings(load_settings(env=env_for(fleet))))
+    started = time.perf_counter()
+    answer = analyze_partition_with(tables, Pipeline.default(), day, cluster)
+    assert not answer["errors"], answer["errors"]
+    return time.perf_counter() - started
+
+
+def bench_analyzers(fleet: dict[str, Any], days: int, clusters: int) -> dict[int, float]:
+    from simulator.testing import EPOCH_MS
+
+    day0 = datetime.fromtimestamp(EPOCH_MS / 1000, UTC).date()
+    parts = [
+        (fleet, (day0 + timedelta(days=d)).isoformat(), f"c{c}")
+        for d in range(days)
+        for c in range(clusters)
+    ]
+    out = {}
+    ctx = mp.get_context("spawn")
+    for workers in (1, 2, 4):
+        with ctx.Pool(workers) as pool:
+            pool.map(_analyze, parts[:workers])  # imports and table loads, not timed
+            started = time.perf_counter()
+            pool.map(_analyze, parts, chunksize=1)
+            out[workers] = time.perf_counter() - started
+    return out
+
+
+# -- harness -----------------------------------------------------------------------------------
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="bench.fleet")
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args(argv)
+    agents, batches, timestamps = (8, 10, 20) if args.quick else (16, 20, 30)
+    days, clusters, gpus = (2, 2, 16) if args.quick else (2, 4, 32)
+    commit_s = 5.0 if args.quick else 15.0
+
+    s3_port = free_port()
+    moto = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(s3_port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    db = f"fs_bench_{uuid.uuid4().hex[:8]}"
+    admin = create_engine(PG_ADMIN, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f"CREATE DATABASE {db}"))
+    fleet = {
+        "server.mode": "fleet",
+        "warehouse.catalog_url": f"postgresql+psycopg2://postgres@127.0.0.1:5432/{db}",
+        "fleet.warehouse_uri": "s3://fleetscope-bench/warehouse",
+        "fleet.s3_endpoint": f"http://127.0.0.1:{s3_port}",
+        "fleet.s3_access_key": "bench",
+        "fleet.s3_secret_key": "bench",
+    }
+    try:
+        wait_http(f"http://127.0.0.1:{s3_port}/")
+        with tempfile.TemporaryDirectory(prefix="fleet-bench-") as work:
+            load_before = os.getloadavg()
+            ingest = bench_ingest(fleet, Path(work), agents, batches, timestamps)
+            print("ingest", ingest, flush=True)
+            commits = bench_commits({**fleet, "fleet.namespace": "commits"}, commit_s)
+            print("commits", commits, flush=True)
+            an_fleet = {**fleet, "fleet.namespace": "analyzers"}
+            rows = write_partitions(an_fleet, days, clusters, gpus)
+            timing = bench_analyzers(an_fleet, days, clusters)
+            full_rows = 7 * 1000 * 8640
+            per_row = {w: s / rows for w, s in timing.items()}
+            print("analyzers", {"rows": rows, "seconds": timing}, flush=True)
+            print(
+                "extrapolated 7d x 1,000 GPUs (60,480,000 rows), seconds:",
+                {w: round(per_row[w] * full_rows) for w in timing},
+            )
+            print("load before", load_before, "after", os.getloadavg())
+    finally:
+        moto.kill()
+        moto.wait()
+        with admin.connect() as conn:
+            conn.execute(text(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)"))
+        admin.dispose()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

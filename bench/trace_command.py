@@ -1,0 +1,276 @@
+"""Trace analysis as the user runs it: `fleetscope trace analyze --hta-compatible` against HTA
+0.5.0's whole run, each a fresh process, interleaved in one run.
+
+    .venv/bin/python -m bench.trace_command [--reps N] [--quick] [--traces DIR] [--no-write]
+
+Why a whole command: bench/traces.py times load plus analyses inside a process, which leaves out
+interpreter start and imports; a user pays those on every run (issue 19 measured 5.0x as a whole
+command against 9.3x without them). Here each side is one subprocess, timed from `fork` to exit:
+
+- ours: `.venv/bin/fleetscope trace analyze --hta-compatible DIR --format json` (process start,
+  imports, load, all 17 analyses, the T1-T12 rules, the JSON printed to a pipe);
+- HTA: `$FLEETSCOPE_HTA_VENV/bin/python bench/hta_runner.py DIR` (import, `TraceAnalysis(DIR)`,
+  its 9 analysis calls), in HTA's own virtual environment (created if missing, as bench.traces).
+
+Reps go trace by trace, peer and ours back to back, so load from other processes hits both alike;
+the load average (`os.getloadavg`) is recorded before every pair. The median per trace is kept.
+
+The floor: the same file gunzipped and decoded into typed structs by msgspec (the fields our
+columns read), nothing else, against our load (`load_trace_set(..., hta_compatible=True)`), both
+in one child process after imports. Traces are read in place (default /work/shared/data/traces,
+`--traces` or `$FLEETSCOPE_TRACE_DIR` to point elsewhere); nothing is copied into the repository.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.traces import ensure_hta_venv
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "RESULTS.md"
+SECTION = "## Trace analysis as a whole command (issue 19)"
+DEFAULT_TRACES = Path(os.environ.get("FLEETSCOPE_TRACE_DIR", "/work/shared/data/traces"))
+QUICK = ("hta_amd_mi250_minitoy", "hta_nccl_data_rank0")
+FLOOR_KEY = "whole-command speed-up over HTA, slowest trace"
+# Below this run's worst figure, for the noise of a shared machine; not the issue's 10x target.
+FLOOR_X = 2.5
+
+
+def _load() -> float:
+    return os.getloadavg()[0]
+
+
+def _timed(cmd: list[str]) -> tuple[float, str]:
+    t0 = time.perf_counter()
+    out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    elapsed = time.perf_counter() - t0
+    if out.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed ({out.returncode}):\n{out.stderr[-2000:]}")
+    return elapsed, out.stdout
+
+
+def floor_child(trace_dir: str) -> dict[str, float]:
+    """Our load against gunzip + typed decode of the same files, in this process."""
+    import msgspec
+
+    from analyzers.traces.api import find_trace_files, load_trace_set
+    from analyzers.traces.load_fast import _Args, _Event, _open_gzip
+
+    # The loader's own event type; where a trace has a value of another type (a string stream
+    # id in the AMD trace) the same fields as Any, so the floor always decodes the whole file.
+    strict = msgspec.json.Decoder(msgspec.defstruct("Doc", [("traceEvents", list[_Event])]))
+    loose_args = msgspec.defstruct(
+        "LooseArgs",
+        [(f, Any, None) for f in _Args.__struct_fields__],
+        rename=dict(zip(_Args.__struct_fields__, _Args.__struct_encode_fields__, strict=True)),
+    )
+    loose_event = msgspec.defstruct(
+        "LooseEvent",
+        [(f, Any, None) for f in _Event.__struct_fields__ if f != "args"]
+        + [("args", loose_args | None, None)],
+    )
+    loose = msgspec.json.Decoder(
+        msgspec.defstruct("LooseDoc", [("traceEvents", list[loose_event])])
+    )
+
+    def decoder_for(path: Path) -> msgspec.json.Decoder[Any]:
+        """Chosen before timing, so a failed strict try is not counted in the floor."""
+        with _open_gzip(path, "rb") as stream:
+            text = stream.read()
+        try:
+            strict.decode(text)
+        except msgspec.ValidationError:
+            return loose
+        return strict
+
+    files = find_trace_files(trace_dir)
+    decoders = [decoder_for(f) for f in files]
+    best_floor = best_load = best_gunzip = float("inf")
+    for _ in range(3):
+        t0 = time.perf_counter()
+        texts = []
+        for f in files:
+            with _open_gzip(f, "rb") as stream:  # the loader's gunzip (zlib-ng when installed)
+                texts.append(stream.read())
+        t1 = time.perf_counter()
+        for decoder, text in zip(decoders, texts, strict=True):
+            decoder.decode(text)
+        t2 = time.perf_counter()
+        load_trace_set(trace_dir, hta_compatible=True)
+        t3 = time.perf_counter()
+        best_gunzip = min(best_gunzip, t1 - t0)
+        best_floor = min(best_floor, t2 - t0)
+        best_load = min(best_load, t3 - t2)
+    return {"gunzip_s": best_gunzip, "floor_s": best_floor, "load_s": best_load}
+
+
+def bench_trace(trace_dir: Path, hta_python: Path, reps: int) -> dict[str, Any]:
+    fleetscope = str(Path(sys.executable).parent / "fleetscope")
+    ours_cmd = [fleetscope, "trace", "analyze", "--hta-compatible", str(trace_dir)]
+    ours_cmd += ["--format", "json"]
+    hta_cmd = [str(hta_python), "bench/hta_runner.py", str(trace_dir)]
+    hta_s: list[float] = []
+    ours_s: list[float] = []
+    loads: list[float] = []
+    for rep in range(reps):
+        loads.append(_load())
+        pair = [("hta", hta_cmd), ("ours", ours_cmd)]
+        for name, cmd in pair if rep % 2 == 0 else pair[::-1]:
+            elapsed, _ = _timed(cmd)
+            (hta_s if name == "hta" else ours_s).append(elapsed)
+    _, floor_out = _timed(
+        [sys.executable, "-m", "bench.trace_command", "--floor-child", str(trace_dir)]
+    )
+    floor = json.loads(floor_out.strip().splitlines()[-1])
+    files = [p for p in trace_dir.iterdir() if p.is_file()]
+    hta, ours = statistics.median(hta_s), statistics.median(ours_s)
+    return {
+        "trace": trace_dir.name,
+        "gz_mb": sum(p.stat().st_size for p in files) / 1e6,
+        "hta_s": hta,
+        "ours_s": ours,
+        "speedup": hta / ours,
+        "load_min": min(loads),
+        "load_max": max(loads),
+        **floor,
+    }
+
+
+def render(rows: list[dict[str, Any]], reps: int, command: str, startup: dict[str, float]) -> str:
+    worst = min(r["speedup"] for r in rows)
+    smallest = min(rows, key=lambda r: r["gz_mb"])
+    near = [r["load_s"] / r["floor_s"] for r in rows if r["gz_mb"] > 0.1] or [0.0]
+    hta = sum(r["hta_s"] for r in rows)
+    ours = sum(r["ours_s"] for r in rows)
+    lines = [
+        SECTION,
+        "",
+        f"Command: `{command}` ({reps} reps per trace, HTA and ours back to back, alternating who "
+        "goes first, median; every run a fresh process timed from start to exit). Traces: every "
+        "folder of /work/shared/data/traces except edge_cases/ (CPU-only and rank-less fragments, "
+        "on which HTA raises), read in place. Ours: `fleetscope trace analyze --hta-compatible "
+        "DIR --format json` (all 17 analyses + T1-T12 rules). HTA: `bench/hta_runner.py DIR` "
+        "(import, `TraceAnalysis`, its 9 analysis calls). Load = 1-minute load average before "
+        "each pair (the 2-core machine was shared with 5 other engineers' jobs).",
+        "",
+        f"Start-up alone, same run: `fleetscope --version` {startup['version_s']:.3f} s, "
+        f"`python -c pass` {startup['python_s']:.3f} s, `python -c 'import numpy, msgspec'` "
+        f"{startup['numpy_s']:.3f} s, HTA's venv `python -c 'import "
+        f"hta.trace_analysis'` {startup['hta_import_s']:.3f} s.",
+        "",
+        "| trace | gz MB | HTA whole run s | fleetscope whole command s | speed-up | load | "
+        "our load s | floor s (gunzip + msgspec typed decode) | of which gunzip s | load / floor |",
+        "|---|---:|---:|---:|---:|---|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['trace']} | {r['gz_mb']:.2f} | {r['hta_s']:.3f} | {r['ours_s']:.3f} | "
+            f"{r['speedup']:.1f}x | {r['load_min']:.1f}-{r['load_max']:.1f} | {r['load_s']:.3f} | "
+            f"{r['floor_s']:.3f} | {r['gunzip_s']:.3f} | {r['load_s'] / r['floor_s']:.2f} |"
+        )
+    lines += [
+        f"| **all traces** | {sum(r['gz_mb'] for r in rows):.2f} | {hta:.3f} | {ours:.3f} | "
+        f"{hta / ours:.1f}x | | {sum(r['load_s'] for r in rows):.3f} | "
+        f"{sum(r['floor_s'] for r in rows):.3f} | {sum(r['gunzip_s'] for r in rows):.3f} | "
+        f"{sum(r['load_s'] for r in rows) / sum(r['floor_s'] for r in rows):.2f} |",
+        "",
+        f"Target >= 10x on every trace: **not met** (slowest {worst:.1f}x, all traces "
+        f"{hta / ours:.1f}x). What bounds it, from this run: on the smallest trace 10x means "
+        f"{smallest['hta_s'] / 10:.3f} s for our whole command, while starting Python and "
+        f"importing numpy and msgspec alone take {startup['numpy_s']:.3f} s; on the larger traces "
+        "our time is start-up and imports (the smallest trace's time is nearly all of it) plus "
+        f"a load at {min(near):.1f}-{max(near):.1f}x the gunzip + typed-decode floor (traces "
+        "over 0.1 MB), plus the 17 analyses and the rules (0.06-0.08 s in-process). Levers applied in this issue: `analyzers.traces` imports its "
+        "modules on first use and `fleetscope trace ...` imports only its own command module "
+        "(before, every command module and numpy were imported to parse the command line), and "
+        "zlib-ng "
+        "inflates the files (about 3x stdlib gzip). Not done: a cache of parsed columns between "
+        "runs (it would help a second run of the same trace, not the first).",
+        "",
+        f"Floor for `make bench-quick` ({FLOOR_KEY}): **floor {FLOOR_X:g}x**; this run: "
+        f"{worst:.1f}x.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def startup_times(hta_python: Path) -> dict[str, float]:
+    fleetscope = str(Path(sys.executable).parent / "fleetscope")
+
+    def best(cmd: list[str]) -> float:
+        return min(_timed(cmd)[0] for _ in range(3))
+
+    return {
+        "version_s": best([fleetscope, "--version"]),
+        "python_s": best([sys.executable, "-c", "pass"]),
+        "numpy_s": best([sys.executable, "-c", "import numpy, msgspec"]),
+        "hta_import_s": best([str(hta_python), "-c", "import hta.trace_analysis"]),
+    }
+
+
+def write_section(text: str) -> None:
+    """Replace (or append) the section of bench/RESULTS.md headed by `text`'s first line."""
+    section = text.split("\n", 1)[0]
+    old = RESULTS.read_text()
+    start = old.find(section)
+    if start < 0:
+        new = old.rstrip("\n") + "\n\n" + text
+    else:
+        nxt = old.find("\n## ", start + len(section))
+        new = old[:start] + text.rstrip("\n") + "\n\n" + (old[nxt + 1 :] if nxt >= 0 else "")
+    RESULTS.write_text(new.rstrip("\n") + "\n")
+
+
+def run(traces: Path, reps: int, quick: bool) -> list[dict[str, Any]]:
+    hta_python = ensure_hta_venv()
+    names = (
+        QUICK
+        if quick
+        else sorted(p.name for p in traces.iterdir() if p.is_dir() and p.name != "edge_cases")
+    )
+    rows = []
+    for name in names:
+        row = bench_trace(traces / name, hta_python, reps)
+        rows.append(row)
+        print(
+            f"{name:32s} HTA {row['hta_s']:.3f}s ours {row['ours_s']:.3f}s "
+            f"({row['speedup']:.1f}x) load {row['load_min']:.1f}-{row['load_max']:.1f} | "
+            f"our load {row['load_s']:.3f}s floor {row['floor_s']:.3f}s",
+            flush=True,
+        )
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="two small traces, 3 reps")
+    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--traces", type=Path, default=DEFAULT_TRACES)
+    parser.add_argument("--no-write", action="store_true", help="do not update bench/RESULTS.md")
+    parser.add_argument("--floor-child", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.floor_child:
+        print(json.dumps(floor_child(args.floor_child)))
+        return 0
+    reps = 3 if args.quick else args.reps
+    startup = startup_times(ensure_hta_venv())
+    rows = run(args.traces, reps, args.quick)
+    command = "python -m bench.trace_command" + (" --quick" if args.quick else f" --reps {reps}")
+    text = render(rows, reps, command, startup)
+    print(text)
+    if not args.no_write and not args.quick:
+        write_section(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

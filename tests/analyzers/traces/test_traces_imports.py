@@ -1,0 +1,44 @@
+"""`fleetscope trace` pays only for what it runs: registering the command imports neither numpy
+nor the analyses, and `fleetscope trace ...` builds no other command's parser (issue 19: start-up
+was a third of the whole command on a 1 MB trace). Checked in a fresh interpreter, whose
+`sys.modules` is the evidence."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from tests.analyzers.traces.trace_paths import DATA
+
+
+def _modules_after(code: str) -> set[str]:
+    probe = f"{code}\nimport json, sys\nprint(json.dumps(sorted(sys.modules)))"
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    ).stdout
+    return set(json.loads(out.strip().splitlines()[-1]))
+
+
+def test_registering_the_trace_command_imports_no_numpy_and_no_analysis() -> None:
+    loaded = _modules_after("import analyzers.traces.cli")
+    assert "numpy" not in loaded
+    assert not {m for m in loaded if m.startswith("analyzers.traces.analyses")}
+
+
+def test_the_package_names_still_resolve_on_first_use() -> None:
+    loaded = _modules_after("from analyzers.traces import analyze_trace, TraceSet")
+    assert {"analyzers.traces.api", "analyzers.traces.frame"} <= loaded
+
+
+def test_a_trace_command_builds_only_its_own_parser() -> None:
+    trace = DATA / "hta_amd_mi250_minitoy"
+    loaded = _modules_after(
+        "import contextlib, io\n"
+        "from app.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    assert main(['trace', 'analyze', '--hta-compatible', {str(trace)!r}]) == 0"
+    )
+    others = {"warehouse.cli", "dashboard.cli", "analyzers.cli", "app.demo"}
+    assert not others & loaded
+    assert "analyzers.traces.cli" in loaded

@@ -1,0 +1,103 @@
+"""Real parts for fleet mode: a throwaway PostgreSQL database per test and an S3 server process.
+
+The S3 server is moto's server mode (`moto[server]`), a separate process that speaks the S3
+protocol on loopback; the code under test only talks S3 to it (pyarrow's S3 filesystem through
+pyiceberg), exactly as it would to MinIO, Ceph or AWS.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.exc import OperationalError
+
+from fleetscope.settings import Settings, load_settings
+from simulator.testing import TEST_TOKEN
+
+PG_ADMIN = "postgresql+psycopg2://postgres@127.0.0.1:5432/postgres"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_until(check: object, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if callable(check) and check():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{what} not ready after {timeout_s} s")
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    name = f"fs_fleet_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(PG_ADMIN, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            conn.execute(text(f"CREATE DATABASE {name}"))
+    except OperationalError as exc:
+        admin.dispose()
+        pytest.skip(f"PostgreSQL at 127.0.0.1:5432 is not reachable: {exc.orig}")
+    try:
+        yield f"postgresql+psycopg2://postgres@127.0.0.1:5432/{name}"
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+        admin.dispose()
+
+
+def _answers(url: str) -> bool:
+    try:
+        urllib.request.urlopen(url, timeout=1).close()
+    except urllib.error.HTTPError:
+        return True
+    except OSError:
+        return False
+    return True
+
+
+@pytest.fixture
+def s3_endpoint() -> Iterator[str]:
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    endpoint = f"http://127.0.0.1:{port}"
+    try:
+        wait_until(lambda: _answers(endpoint), 30, "moto S3 server")
+        yield endpoint
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.fixture
+def fleet_settings(tmp_path: object, pg_url: str, s3_endpoint: str) -> Settings:
+    return load_settings(env={}).with_overrides(
+        core__data_dir=str(tmp_path),
+        server__mode="fleet",
+        server__port=0,
+        server__tokens=TEST_TOKEN,
+        server__plugins="",
+        warehouse__catalog_url=pg_url,
+        warehouse__flush_interval_s=0.05,
+        fleet__warehouse_uri="s3://fleetscope-test/warehouse",
+        fleet__s3_endpoint=s3_endpoint,
+        fleet__s3_access_key="test",
+        fleet__s3_secret_key="test",
+    )

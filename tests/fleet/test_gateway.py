@@ -1,0 +1,194 @@
+"""Fleet gateways: standard Iceberg v2 tables on S3, exactly-once across gateways, pruned reads."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from pyarrow.fs import S3FileSystem
+from sqlalchemy import insert
+
+from fleetscope.settings import Settings
+from simulator.testing import EPOCH_MS, TEST_TOKEN, gpu_batch, post_batch
+from warehouse.catalog import ledger
+from warehouse.fleet import reader
+from warehouse.fleet.gateway import Gateway
+from warehouse.fleet.tables import FLUSH_PROPERTY, FleetConfig
+
+DAY_MS = 86_400_000
+
+
+@pytest.fixture
+def gateways(fleet_settings: Settings) -> Iterator[list[Gateway]]:
+    running = [Gateway(fleet_settings), Gateway(fleet_settings)]
+    for g in running:
+        g.start()
+    try:
+        yield running
+    finally:
+        for g in running:
+            g.stop()
+
+
+def s3(config: FleetConfig) -> S3FileSystem:
+    return S3FileSystem(
+        endpoint_override=config.s3_endpoint.removeprefix("http://"),
+        scheme="http",
+        access_key="test",
+        secret_key="test",
+        region="us-east-1",
+    )
+
+
+def test_tables_are_iceberg_v2_partitioned_by_day_and_cluster_with_files_sorted_by_time(
+    gateways: list[Gateway],
+) -> None:
+    gw = gateways[0]
+    for n, (cluster, day) in enumerate([("east", 0), ("east", 1), ("west", 0)]):
+        batch = gpu_batch("node-1", start_ms=EPOCH_MS + day * DAY_MS, cluster=cluster, seed=n)
+        batch = batch.take(pa.array(list(reversed(range(batch.num_rows)))))  # newest first
+        answer = post_batch(gw.url, "gpu_samples", batch, token=TEST_TOKEN, batch_id=f"b{n}")
+        assert answer.status == 202, answer.body
+
+    table = gw.writer.tables.table("gpu_samples")
+    table.refresh()
+    assert table.metadata.format_version == 2
+    assert [(f.name, str(f.transform)) for f in table.spec().fields] == [
+        ("ts_day", "day"),
+        ("cluster", "identity"),
+    ]
+    assert [
+        (table.schema().find_column_name(f.source_id), str(f.direction))
+        for f in table.sort_order().fields
+    ] == [("ts", "ASC")]
+    day0 = datetime.fromtimestamp(EPOCH_MS / 1000, UTC).date()
+    paths = sorted(t.file.file_path for t in table.scan().plan_files())
+    assert [p.split("/data/")[1].rsplit("/", 1)[0] for p in paths] == [
+        f"ts_day={day0}/cluster=east",
+        f"ts_day={day0}/cluster=west",
+        f"ts_day={day0 + timedelta(days=1)}/cluster=east",
+    ]
+    assert all(
+        p.startswith("s3://fleetscope-test/warehouse/fleetscope/gpu_samples/") for p in paths
+    )
+    fs = s3(gw.config)
+    for path in paths:  # any Parquet reader sees the files as they are, sorted by time
+        ts = pq.read_table(path.removeprefix("s3://"), filesystem=fs).column("ts").to_pylist()
+        assert ts == sorted(ts) and len(ts) == 80
+
+
+def test_a_retry_on_another_gateway_is_answered_duplicate_and_stored_once(
+    gateways: list[Gateway],
+) -> None:
+    a, b = gateways
+    batch = gpu_batch("node-7", timestamps=5)
+    first = post_batch(a.url, "gpu_samples", batch, token=TEST_TOKEN, batch_id="same-id")
+    retry = post_batch(b.url, "gpu_samples", batch, token=TEST_TOKEN, batch_id="same-id")
+    assert (first.status, first.body["duplicate"]) == (202, False)
+    assert (retry.status, retry.body["duplicate"]) == (202, True)
+    start = datetime.fromtimestamp(EPOCH_MS / 1000, UTC)
+    rows, _ = reader.scan(b.writer.tables, "gpu_samples", start, start + timedelta(hours=1))
+    assert rows.num_rows == 40
+
+
+def test_a_dead_gateways_claim_is_taken_over_or_found_committed(
+    gateways: list[Gateway], fleet_settings: Settings
+) -> None:
+    gw = gateways[0]
+    old = datetime.now(UTC) - timedelta(seconds=fleet_settings.get_float("fleet.lease_s") + 5)
+    tables = gw.writer.tables
+    batch = gpu_batch("node-9", timestamps=2)
+    landed = tables.table("gpu_samples")
+    landed.append(
+        batch.cast(landed.schema().as_arrow()), snapshot_properties={FLUSH_PROPERTY: "deadflush1"}
+    )
+    with gw.catalog.begin() as conn:
+        for batch_id, flush in [("died-after-commit", "deadflush1"), ("died-before", "deadflush2")]:
+            conn.execute(
+                insert(ledger.ingest_ledger).values(
+                    batch_id=batch_id,
+                    table_name="gpu_samples",
+                    rows=16,
+                    agent="node-9",
+                    flush_id=flush,
+                    state=ledger.PENDING,
+                    claimed_at=old,
+                )
+            )
+    after = post_batch(gw.url, "gpu_samples", batch, token=TEST_TOKEN, batch_id="died-after-commit")
+    before = post_batch(gw.url, "gpu_samples", batch, token=TEST_TOKEN, batch_id="died-before")
+    assert (after.status, after.body["duplicate"]) == (202, True)
+    assert (before.status, before.body["duplicate"]) == (202, False)
+    start = datetime.fromtimestamp(EPOCH_MS / 1000, UTC)
+    rows, _ = reader.scan(tables, "gpu_samples", start, start + timedelta(hours=1))
+    assert rows.num_rows == 32  # the landed copy and the taken-over one, each once
+
+
+def test_a_scan_reads_only_the_files_of_its_partition(gateways: list[Gateway]) -> None:
+    gw = gateways[0]
+    for day in range(3):
+        for cluster in ("east", "west"):
+            batch = gpu_batch("n", start_ms=EPOCH_MS + day * DAY_MS, cluster=cluster)
+            assert post_batch(gw.url, "gpu_samples", batch, token=TEST_TOKEN).status == 202
+    start = datetime.fromtimestamp(EPOCH_MS / 1000, UTC) + timedelta(days=1)
+    rows, stats = reader.scan(
+        gw.writer.tables, "gpu_samples", start, start + timedelta(days=1), ["west"]
+    )
+    assert (stats.files, rows.num_rows) == (1, 80)
+    assert set(rows.column("cluster").to_pylist()) == {"west"}
+    assert rows.schema == gpu_batch("n").schema
+
+
+def test_fleet_mode_refuses_a_catalog_that_is_not_postgresql(fleet_settings: Settings) -> None:
+    from fleetscope.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"fleet mode needs warehouse\.catalog_url on PostgreSQL"):
+        FleetConfig.from_settings(fleet_settings.with_overrides(warehouse__catalog_url=""))
+
+
+def test_an_agents_poll_on_one_gateway_is_seen_by_another(gateways: list[Gateway]) -> None:
+    import json
+    import urllib.request
+
+    a, b = gateways
+    body = {"host": "gpu-1", "processes": [{"pid": 4242, "job_id": "train-7", "rank": 0}]}
+    request = urllib.request.Request(
+        a.url + "/v1/agent/poll",
+        data=json.dumps(body).encode(),
+        headers={"Authorization": f"Bearer {TEST_TOKEN}", "Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=30) as resp:
+        assert resp.status == 200
+    (seen,) = b.profiling.registry.recent(0.0)
+    assert (seen.host, [(p.pid, p.job_id, p.rank) for p in seen.processes]) == (
+        "gpu-1",
+        [(4242, "train-7", 0)],
+    )
+    assert b.profiling.registry.reports_job("train-7", 0.0)
+
+
+def test_the_cli_queries_fleet_tables_with_the_same_sql(
+    gateways: list[Gateway], fleet_settings: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from app.cli import main
+
+    now_ms = int(datetime.now(UTC).timestamp() * 1000)
+    batch = gpu_batch("node-cli", start_ms=now_ms - 60_000, timestamps=3)
+    assert post_batch(gateways[0].url, "gpu_samples", batch, token=TEST_TOKEN).status == 202
+    toml = fleet_settings.raw("core.data_dir")
+    config = f"{toml}/fleetscope.toml"
+    sections: dict[str, list[str]] = {}
+    for key in ("server.mode", "warehouse.catalog_url", "fleet.warehouse_uri",
+                "fleet.s3_endpoint", "fleet.s3_access_key", "fleet.s3_secret_key"):  # fmt: skip
+        section, name = key.split(".")
+        sections.setdefault(section, []).append(f'{name} = "{fleet_settings.raw(key)}"')
+    with open(config, "w") as out:
+        for section, lines in sections.items():
+            out.write(f"[{section}]\n" + "\n".join(lines) + "\n")
+    sql = "SELECT host, count(*) AS n FROM gpu_samples GROUP BY host"
+    assert main(["--config", config, "warehouse", "query", sql, "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out) == [{"host": "node-cli", "n": "24"}]

@@ -1,0 +1,146 @@
+"""The fleet-mode batch-id ledger: which gateway holds, or has committed, each agent batch.
+
+Why in the catalog: with many stateless gateways, a retry of a batch can land on another gateway
+than the first copy; only a shared, transactional ledger can answer it `duplicate: true`. The
+rows live in the same PostgreSQL database as the Iceberg SQL catalog.
+
+Protocol (warehouse.fleet.writer drives it): a gateway *claims* each batch id of a flush under
+its own flush id (`INSERT ... ON CONFLICT DO NOTHING`), appends the rows to the Iceberg table
+with the flush id in the snapshot summary, then marks its claims committed. A claim older than
+the lease whose flush id is not in any snapshot belonged to a gateway that died before its
+commit: another gateway may `take_over` it. If the flush id IS in a snapshot, the gateway died
+after its Iceberg commit and before marking: the batch is stored, so the answer is duplicate.
+This module must never hold telemetry rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Literal
+
+from sqlalchemy import Column, Connection, Integer, String, Table, delete, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+
+from warehouse.catalog.base import UTCDateTime, metadata
+
+ingest_ledger = Table(
+    "ingest_ledger",
+    metadata,
+    Column("batch_id", String(64), primary_key=True),
+    Column("table_name", String(64), nullable=False),
+    Column("rows", Integer, nullable=False),
+    Column("agent", String(255), nullable=False),
+    Column("flush_id", String(32), nullable=False, index=True),
+    Column("state", String(16), nullable=False),  # pending | committed
+    Column("claimed_at", UTCDateTime, nullable=False),
+    Column("committed_at", UTCDateTime),
+)
+
+PENDING = "pending"
+COMMITTED = "committed"
+
+Verdict = Literal["mine", "committed", "busy", "stale"]
+
+
+@dataclass(frozen=True)
+class Entry:
+    batch_id: str
+    table_name: str
+    rows: int
+    agent: str
+
+
+@dataclass(frozen=True)
+class Claim:
+    """What the ledger says about one batch id after a claim: `stale` carries the dead owner."""
+
+    verdict: Verdict
+    owner: str = ""
+
+
+def claim(
+    conn: Connection, entries: Sequence[Entry], flush_id: str, now: datetime, lease_s: float
+) -> dict[str, Claim]:
+    """Claim every batch id not yet in the ledger for `flush_id`; classify the others."""
+    if not entries:
+        return {}
+    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+    values = [
+        {
+            "batch_id": e.batch_id,
+            "table_name": e.table_name,
+            "rows": e.rows,
+            "agent": e.agent[:255],
+            "flush_id": flush_id,
+            "state": PENDING,
+            "claimed_at": now,
+        }
+        for e in entries
+    ]
+    conn.execute(dialect.insert(ingest_ledger).values(values).on_conflict_do_nothing())
+    ids = [e.batch_id for e in entries]
+    rows = conn.execute(
+        select(
+            ingest_ledger.c.batch_id,
+            ingest_ledger.c.flush_id,
+            ingest_ledger.c.state,
+            ingest_ledger.c.claimed_at,
+        ).where(ingest_ledger.c.batch_id.in_(ids))
+    ).all()
+    expiry = now - timedelta(seconds=lease_s)
+    out: dict[str, Claim] = {}
+    for batch_id, owner, state, claimed_at in rows:
+        if owner == flush_id and state == PENDING:
+            out[batch_id] = Claim("mine")
+        elif state == COMMITTED:
+            out[batch_id] = Claim("committed")
+        elif claimed_at > expiry:
+            out[batch_id] = Claim("busy", owner)
+        else:
+            out[batch_id] = Claim("stale", owner)
+    return out
+
+
+def take_over(conn: Connection, batch_id: str, old: str, flush_id: str, now: datetime) -> bool:
+    """Move a stale claim to `flush_id`; False when someone else moved or committed it first."""
+    result = conn.execute(
+        update(ingest_ledger)
+        .where(
+            ingest_ledger.c.batch_id == batch_id,
+            ingest_ledger.c.flush_id == old,
+            ingest_ledger.c.state == PENDING,
+        )
+        .values(flush_id=flush_id, claimed_at=now)
+    )
+    return result.rowcount == 1
+
+
+def mark_committed(conn: Connection, flush_id: str, now: datetime) -> int:
+    """Every claim of `flush_id` is stored: later copies are duplicates."""
+    result = conn.execute(
+        update(ingest_ledger)
+        .where(ingest_ledger.c.flush_id == flush_id)
+        .values(state=COMMITTED, committed_at=now)
+    )
+    return result.rowcount
+
+
+def release(conn: Connection, flush_id: str) -> None:
+    """Drop the pending claims of a flush that did not commit, so a retry need not wait."""
+    conn.execute(
+        delete(ingest_ledger).where(
+            ingest_ledger.c.flush_id == flush_id, ingest_ledger.c.state == PENDING
+        )
+    )
+
+
+def prune(conn: Connection, before: datetime) -> int:
+    """Forget committed batches received before the raw-retention cutoff (as the embedded one)."""
+    result = conn.execute(
+        delete(ingest_ledger).where(
+            ingest_ledger.c.state == COMMITTED, ingest_ledger.c.claimed_at < before
+        )
+    )
+    return result.rowcount

@@ -1,0 +1,132 @@
+"""`fleetscope server --mode fleet`: one stateless ingest gateway, from the settings alone.
+
+Run as many as the load needs behind a load balancer, or give agents the list of their URLs
+(agent.ingest_url takes a comma-separated list and fails over). A gateway holds no state of its
+own: rows go to the Iceberg tables (warehouse.fleet.writer), batch ids to the shared ledger, job
+records, tokens, profile requests and the agents' last polls (the profiling registry) to the
+catalog in PostgreSQL. Killing one loses nothing that
+was acknowledged; its unacknowledged batches are retried by their agents on another gateway.
+Same HTTP routes and answers as the embedded server (warehouse.server), except remote_write,
+which needs one receiver per Prometheus (it assembles scrapes in memory) and stays embedded-only.
+This module must never open a DuckDB file.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import ssl
+import threading
+from types import FrameType
+
+from fleetscope.errors import ConfigError
+from fleetscope.settings import Settings
+from warehouse import catalog
+from warehouse.auth import TokenChecker
+from warehouse.fleet.agent_registry import CatalogAgentRegistry
+from warehouse.fleet.tables import FleetConfig, FleetTables, ensure_bucket
+from warehouse.fleet.writer import FleetWriter
+from warehouse.metrics import ServerMetrics
+from warehouse.profiling_service import ProfilingConfig, ProfilingService
+from warehouse.security import check_exposure, effective_tokens
+from warehouse.server import Ingest, IngestConfig, IngestHTTPServer, tls_context
+
+log = logging.getLogger(__name__)
+
+
+class Gateway:
+    def __init__(
+        self, settings: Settings, *, host: str | None = None, port: int | None = None
+    ) -> None:
+        self.settings = settings
+        self.config = FleetConfig.from_settings(settings)
+        self.catalog = catalog.connect(self.config.catalog_url)
+        ensure_bucket(self.config)
+        self.writer = FleetWriter(
+            FleetTables(self.config),
+            self.catalog,
+            flush_rows=settings.get_int("warehouse.flush_rows"),
+            flush_interval_s=settings.get_float("warehouse.flush_interval_s"),
+            flush_idle_s=settings.get_float("warehouse.flush_idle_s"),
+            queue_max_rows=settings.get_int("warehouse.queue_max_rows"),
+            lease_s=settings.get_float("fleet.lease_s"),
+            commit_attempts=settings.get_int("fleet.commit_attempts"),
+        )
+        self.metrics = ServerMetrics(self.writer)
+        address = (
+            host if host is not None else settings.get_str("server.host"),
+            port if port is not None else settings.get_int("server.port"),
+        )
+        tokens = effective_tokens(settings)  # the embedded server's rules: no public default
+        check_exposure(address[0], tokens)
+        cert, key = (
+            settings.get_str("server.tls_cert_file"),
+            settings.get_str("server.tls_key_file"),
+        )
+        tls = tls_context(cert, key) if cert or key else None
+        self.profiling = ProfilingService(
+            self.catalog,
+            ProfilingConfig(
+                traces_dir=settings.get_path("core.data_dir") / "traces",
+                max_trace_bytes=settings.get_int("server.max_body_bytes"),
+                match_timeout_s=settings.get_float("server.profile_match_timeout_s"),
+                run_timeout_s=settings.get_float("server.profile_run_timeout_s"),
+            ),
+            notify=lambda _upload: False,
+        )
+        self.profiling.registry = CatalogAgentRegistry(self.catalog)
+        ingest = Ingest(
+            writer=self.writer,
+            catalog=self.catalog,
+            auth=TokenChecker(tokens, self.catalog),
+            metrics=self.metrics,
+            config=IngestConfig.from_settings(settings),
+            profiling=self.profiling,
+        )
+        try:
+            self.http = IngestHTTPServer(address, ingest, tls)
+        except OSError as exc:
+            raise ConfigError(f"cannot listen on {address[0]}:{address[1]}: {exc}") from exc
+        self._http_thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        host, port = self.http.server_address[:2]
+        scheme = "https" if isinstance(self.http.socket, ssl.SSLSocket) else "http"
+        return f"{scheme}://{host!s}:{port}"
+
+    def start(self) -> None:
+        self.writer.start()
+        self._http_thread = threading.Thread(
+            target=self.http.serve_forever,
+            kwargs={"poll_interval": 0.1},
+            name="fleetscope-http",
+            daemon=True,
+        )
+        self._http_thread.start()
+        self.profiling.start()
+        log.info("fleet gateway listening on %s", self.url)
+
+    def stop(self) -> None:
+        self.http.stopping = True
+        self.http.shutdown()
+        self.http.server_close()
+        self.profiling.stop()
+        self.writer.stop()
+        self.catalog.dispose()
+
+    def serve_until_signalled(self) -> None:
+        stop = threading.Event()
+
+        def _on_signal(signum: int, _frame: FrameType | None) -> None:
+            log.info("signal %d: stopping", signum)
+            stop.set()
+
+        previous = {s: signal.signal(s, _on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            self.start()
+            stop.wait()
+        finally:
+            self.stop()
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)

@@ -1,0 +1,185 @@
+"""The fleet-mode Iceberg catalog and table layout (standard Iceberg v2, readable as it is).
+
+Why Iceberg through pyiceberg: DuckDB, Trino and Spark read Iceberg v2 tables directly, the
+format defines atomic commits with optimistic concurrency (many writers, no coordinator), and
+pyiceberg's SQL catalog keeps the table pointers in the PostgreSQL the catalog already uses.
+
+Layout of every contract table (gpu_samples, host_samples, step_samples): the contract's columns,
+partitioned by `day(ts)` and `identity(cluster)`, sort order `ts` ascending (writers sort each
+file by time). Timestamps are Iceberg `timestamptz` (microseconds); readers cast back to the
+contract's Arrow schema. Creation is race-safe: a gateway that loses the race loads the winner's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from fleetscope.contract import TABLES
+from fleetscope.errors import ConfigError
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog.sql import SqlCatalog
+    from pyiceberg.table import Table
+
+    from fleetscope.settings import Settings
+
+FLUSH_PROPERTY = "fleetscope.flush-id"  # snapshot summary key: which gateway flush committed it
+
+
+@dataclass(frozen=True)
+class FleetConfig:
+    catalog_url: str
+    warehouse_uri: str
+    s3_endpoint: str
+    s3_access_key: str
+    s3_secret_key: str
+    s3_region: str
+    namespace: str
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> FleetConfig:
+        url = settings.get_str("warehouse.catalog_url")
+        if not url.startswith("postgresql"):
+            raise ConfigError(
+                "fleet mode needs warehouse.catalog_url on PostgreSQL (every gateway shares the "
+                f"catalog and the batch ledger); got {url or 'the default SQLite file'!r}"
+            )
+        return cls(
+            catalog_url=url,
+            warehouse_uri=settings.get_str("fleet.warehouse_uri").rstrip("/"),
+            s3_endpoint=settings.get_str("fleet.s3_endpoint"),
+            s3_access_key=settings.get_str("fleet.s3_access_key"),
+            s3_secret_key=settings.get_str("fleet.s3_secret_key"),
+            s3_region=settings.get_str("fleet.s3_region"),
+            namespace=settings.get_str("fleet.namespace"),
+        )
+
+    def io_properties(self) -> dict[str, str]:
+        """pyiceberg FileIO properties: pyarrow's S3 filesystem, talking plain S3."""
+        props = {
+            "py-io-impl": "pyiceberg.io.pyarrow.PyArrowFileIO",
+            "s3.region": self.s3_region,
+        }
+        if self.s3_endpoint:
+            props["s3.endpoint"] = self.s3_endpoint
+        if self.s3_access_key:
+            props["s3.access-key-id"] = self.s3_access_key
+            props["s3.secret-access-key"] = self.s3_secret_key
+        return props
+
+
+def open_catalog(config: FleetConfig) -> SqlCatalog:
+    from pyiceberg.catalog.sql import SqlCatalog
+    from sqlalchemy.exc import DBAPIError
+
+    props: dict[str, Any] = {"uri": config.catalog_url, "warehouse": config.warehouse_uri}
+    props.update(config.io_properties())
+    try:
+        return SqlCatalog("fleetscope", **props)
+    except DBAPIError:  # another gateway created the catalog's tables at the same moment
+        return SqlCatalog("fleetscope", **props)
+
+
+def ensure_bucket(config: FleetConfig) -> None:
+    """Create the bucket when missing (a fresh MinIO or test server); no-op when it exists."""
+    from pyarrow.fs import S3FileSystem
+
+    bucket = config.warehouse_uri.removeprefix("s3://").split("/", 1)[0]
+    endpoint = config.s3_endpoint
+    scheme = "http" if endpoint.startswith("http://") else "https"
+    fs = S3FileSystem(
+        endpoint_override=endpoint.split("://", 1)[-1] or None,
+        scheme=scheme,
+        access_key=config.s3_access_key or None,
+        secret_key=config.s3_secret_key or None,
+        region=config.s3_region,
+        allow_bucket_creation=True,
+    )
+    fs.create_dir(bucket)
+
+
+class FleetTables:
+    """The contract's tables as Iceberg tables, created on first use."""
+
+    def __init__(self, config: FleetConfig) -> None:
+        self.config = config
+        self.catalog = open_catalog(config)
+        self._tables: dict[str, Table] = {}
+
+    def identifier(self, name: str) -> str:
+        return f"{self.config.namespace}.{name}"
+
+    def table(self, name: str) -> Table:
+        """The table `name`, loaded once and refreshed by callers that need the newest."""
+        if name not in self._tables:
+            self._tables[name] = self._load_or_create(name)
+        return self._tables[name]
+
+    def rollup_table(self, name: str, arrow_schema: pa.Schema) -> Table:
+        """A roll-up table (same layout: day(ts), cluster, sorted by ts), created on first use."""
+        if name not in self._tables:
+            self._tables[name] = self._load_or_create(name, arrow_schema)
+        return self._tables[name]
+
+    def ensure_all(self) -> None:
+        """Bucket and every contract table, created when missing (any gateway may be first)."""
+        ensure_bucket(self.config)
+        for name in TABLES:
+            self.table(name)
+
+    def _load_or_create(self, name: str, arrow_schema: pa.Schema | None = None) -> Table:
+        from pyiceberg.exceptions import (
+            NamespaceAlreadyExistsError,
+            NoSuchTableError,
+            TableAlreadyExistsError,
+        )
+
+        try:
+            return self.catalog.load_table(self.identifier(name))
+        except NoSuchTableError:
+            pass
+        with contextlib.suppress(NamespaceAlreadyExistsError):
+            self.catalog.create_namespace(self.config.namespace)
+        schema, spec, order = layout(arrow_schema if arrow_schema is not None else TABLES[name])
+        try:
+            return self.catalog.create_table(
+                self.identifier(name), schema=schema, partition_spec=spec, sort_order=order
+            )
+        except TableAlreadyExistsError:  # another gateway created it meanwhile
+            return self.catalog.load_table(self.identifier(name))
+
+
+def layout(arrow_schema: pa.Schema) -> tuple[Any, Any, Any]:
+    """Iceberg schema, partition spec (day(ts), cluster) and sort order (ts) for a contract table."""
+    from pyiceberg.io.pyarrow import _ConvertToIcebergWithoutIDs, visit_pyarrow
+    from pyiceberg.partitioning import PartitionField, PartitionSpec
+    from pyiceberg.schema import assign_fresh_schema_ids
+    from pyiceberg.table.sorting import SortField, SortOrder
+    from pyiceberg.transforms import DayTransform, IdentityTransform
+
+    schema = assign_fresh_schema_ids(visit_pyarrow(arrow_schema, _ConvertToIcebergWithoutIDs()))
+    ts_id = schema.find_field("ts").field_id
+    cluster_id = schema.find_field("cluster").field_id
+    spec = PartitionSpec(
+        PartitionField(source_id=ts_id, field_id=1000, transform=DayTransform(), name="ts_day"),
+        PartitionField(
+            source_id=cluster_id, field_id=1001, transform=IdentityTransform(), name="cluster"
+        ),
+    )
+    order = SortOrder(SortField(source_id=ts_id, transform=IdentityTransform()))
+    return schema, spec, order
+
+
+def to_table_schema(data: pa.Table, table: Table) -> pa.Table:
+    """Rows sorted by (cluster, ts) and cast to the Iceberg table's Arrow types (us, int32)."""
+    ordered = data.sort_by([("cluster", "ascending"), ("ts", "ascending")])
+    return ordered.cast(table.schema().as_arrow())
+
+
+def to_contract(name: str, data: pa.Table) -> pa.Table:
+    """Rows read from Iceberg back in the contract's exact Arrow schema (ms, int16)."""
+    return data.select(TABLES[name].names).cast(TABLES[name])

@@ -1,0 +1,193 @@
+"""Fleet-mode upkeep, one (day, cluster) partition at a time: compaction, roll-ups, retention,
+and snapshot expiry per table. Each is a plain function a Celery task calls (analyzers.run.fleet).
+
+Safe while gateways commit: every rewrite is one Iceberg commit whose base is the snapshot it
+read (pyiceberg asserts the table's current snapshot on commit). If a gateway appended to the table
+meanwhile, the commit fails, and the job re-reads and retries; the gateway's own append retries
+the same way when the job won. A reader planning on an older snapshot keeps its files until
+`expire_snapshots` drops snapshots older than its grace.
+
+    compact(partition)            many small files -> one file sorted by ts (same rows)
+    roll_up(partition)            gpu_samples -> gpu_samples_1h for that day and cluster
+    drop_raw(partition)           rolls up first, then deletes the raw rows (whole files)
+    expire_snapshots(table, age)  forgets snapshots (and their unreferenced files) older than age
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from typing import TYPE_CHECKING, TypeVar
+
+import duckdb
+import pyarrow as pa
+
+from warehouse.fleet.reader import scan
+from warehouse.fleet.tables import FleetTables, to_table_schema
+from warehouse.rollups import ROLLUP_COLUMNS
+
+if TYPE_CHECKING:
+    from pyiceberg.table import Table
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+ROLLUP_1H = "gpu_samples_1h"
+EPOCH_DAY = date(1970, 1, 1)
+
+
+@dataclass(frozen=True, order=True)
+class Partition:
+    table: str
+    day: date
+    cluster: str
+
+    @property
+    def start(self) -> datetime:
+        return datetime(self.day.year, self.day.month, self.day.day, tzinfo=UTC)
+
+    @property
+    def end(self) -> datetime:
+        return self.start + timedelta(days=1)
+
+    def row_filter(self, column: str = "ts") -> str:
+        quoted = self.cluster.replace("'", "''")
+        return (
+            f"{column} >= '{self.start.isoformat()}' AND {column} < '{self.end.isoformat()}' "
+            f"AND cluster == '{quoted}'"
+        )
+
+
+def partitions(tables: FleetTables, name: str) -> list[Partition]:
+    """Every (day, cluster) partition of `name` holding data files now."""
+    table = tables.table(name)
+    table.refresh()
+    seen = set()
+    for task in table.scan().plan_files():
+        record = task.file.partition
+        seen.add(Partition(name, EPOCH_DAY + timedelta(days=int(record[0])), str(record[1])))
+    return sorted(seen)
+
+
+def file_count(tables: FleetTables, part: Partition) -> int:
+    table = tables.table(part.table)
+    table.refresh()
+    return sum(1 for _ in table.scan(row_filter=part.row_filter()).plan_files())
+
+
+@contextlib.contextmanager
+def _quiet_empty_delete() -> Iterator[None]:
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "Delete operation did not match any records")
+        yield
+
+
+def _retrying(table: Table, job: Callable[[], T], attempts: int = 10) -> T:
+    """Run a read-then-commit job again after a commit conflict (a gateway committed first)."""
+    from pyiceberg.exceptions import CommitFailedException
+
+    for attempt in range(attempts):
+        try:
+            return job()
+        except CommitFailedException:
+            table.refresh()
+            time.sleep(min(1.0, 0.05 * 2**attempt))
+    raise RuntimeError(f"{table.name()}: still conflicting after {attempts} attempts")
+
+
+def compact(tables: FleetTables, part: Partition, min_files: int = 2) -> int:
+    """Rewrite the partition's files as one, sorted by time; returns the files replaced (0: none)."""
+    table = tables.table(part.table)
+
+    def job() -> int:
+        table.refresh()
+        files = file_count(tables, part)
+        if files < min_files:
+            return 0
+        rows, _ = scan(tables, part.table, part.start, part.end, [part.cluster])
+        table.overwrite(to_table_schema(rows, table), overwrite_filter=part.row_filter())
+        return files
+
+    replaced = _retrying(table, job)
+    if replaced:
+        log.info("compacted %s %s %s: %d files -> 1", part.table, part.day, part.cluster, replaced)
+    return replaced
+
+
+def rollup_rows(raw: pa.Table) -> pa.Table:
+    """Hourly roll-up of gpu_samples rows, the embedded gpu_samples_1h columns (warehouse.rollups)."""
+    stats = ", ".join(f"avg({c}) AS {c}_mean, max({c}) AS {c}_max" for c in ROLLUP_COLUMNS)
+    conn = duckdb.connect()
+    try:
+        conn.execute("SET TimeZone = 'UTC'")
+        conn.register("raw", raw)
+        return conn.sql(
+            "SELECT date_trunc('hour', ts) AS ts, cluster, host, gpu_index, job_id, "
+            f"count(*) AS samples, {stats} FROM raw GROUP BY ALL "
+            "ORDER BY cluster, ts, host, gpu_index"
+        ).to_arrow_table()
+    finally:
+        conn.close()
+
+
+def roll_up(tables: FleetTables, part: Partition) -> int:
+    """(Re)compute gpu_samples_1h for one gpu_samples partition; returns the roll-up rows."""
+    raw, _ = scan(tables, "gpu_samples", part.start, part.end, [part.cluster])
+    rolled = rollup_rows(raw)
+    target = tables.rollup_table(ROLLUP_1H, rolled.schema)
+
+    def job() -> int:
+        target.refresh()
+        with _quiet_empty_delete():  # the first roll-up of a partition replaces nothing
+            target.overwrite(
+                rolled.cast(target.schema().as_arrow()), overwrite_filter=part.row_filter()
+            )
+        return int(rolled.num_rows)
+
+    return _retrying(target, job)
+
+
+def drop_raw(tables: FleetTables, part: Partition) -> int:
+    """Raw retention for one partition: roll up first (roll-ups are kept), then delete the raw
+    rows; the filter matches whole partition files, so Iceberg drops them without rewriting."""
+    if part.table == "gpu_samples":
+        roll_up(tables, part)
+    table = tables.table(part.table)
+    files = file_count(tables, part)
+
+    def job() -> int:
+        table.refresh()
+        table.delete(delete_filter=part.row_filter())
+        return files
+
+    return _retrying(table, job)
+
+
+def retention(tables: FleetTables, name: str, days: int, now: datetime) -> list[Partition]:
+    """Drop every partition of `name` whose day ended more than `days` days before `now`."""
+    cutoff = (now - timedelta(days=days)).date()
+    dropped = [p for p in partitions(tables, name) if p.day < cutoff]
+    for part in dropped:
+        drop_raw(tables, part)
+    return dropped
+
+
+def expire_snapshots(tables: FleetTables, name: str, older_than: timedelta, now: datetime) -> int:
+    """Expire snapshots older than `older_than` (the current one is always kept)."""
+    table = tables.table(name)
+    table.refresh()
+    cutoff_ms = int((now - older_than).timestamp() * 1000)
+    current = table.current_snapshot()
+    old = [
+        s.snapshot_id
+        for s in table.snapshots()
+        if s.timestamp_ms < cutoff_ms and (current is None or s.snapshot_id != current.snapshot_id)
+    ]
+    if old:
+        table.maintenance.expire_snapshots().by_ids(old).commit()
+    return len(old)

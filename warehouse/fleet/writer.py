@@ -1,0 +1,286 @@
+"""A fleet gateway's writer: batches requests, claims their ids, commits Parquet to Iceberg.
+
+Same request side as the embedded writer (warehouse.writer.Writer: `submit` returns a Ticket the
+handler waits on, so 202 still means durable), different commit: per table of a flush,
+
+1. claim every batch id in the shared ledger (warehouse.catalog.ledger) under a fresh flush id;
+   ids already committed are duplicates, ids held by a live gateway are answered 503 (retry),
+   ids held past their lease by a dead gateway are resolved by looking for the dead flush id in
+   the table's snapshots (found: stored, duplicate; not found: taken over);
+2. append the claimed rows (sorted by time) to the Iceberg table: pyiceberg writes one Parquet
+   file per (day, cluster) partition to the object store and commits a snapshot whose summary
+   carries the flush id;
+3. on a commit conflict (another gateway committed first), refresh the table metadata and retry,
+   as the Iceberg spec prescribes for appends (they never conflict on data), with exponential
+   backoff, and only within the lease: a gateway that cannot finish in time gives up rather than
+   commit a batch another gateway may have taken over;
+4. mark the claims committed and answer the tickets.
+
+A flush that fails is retried one batch at a time, and a batch that fails alone on its data is
+refused for good (422), as the embedded writer does (poison isolation, issue 12); any other
+failure (S3 or PostgreSQL down, conflicts past the lease) is 503 and the agent retries.
+
+Must never answer 202 before step 2 committed, nor hold a claim it has given up (it releases it).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+from sqlalchemy import Engine
+
+from fleetscope.errors import IngestError
+from warehouse.catalog import ledger
+from warehouse.fleet.tables import FLUSH_PROPERTY, FleetTables, to_table_schema
+from warehouse.writer import Ticket, WriterStats, _is_data_error
+
+if TYPE_CHECKING:
+    from pyiceberg.table import Table
+
+log = logging.getLogger(__name__)
+
+
+class CommitGaveUpError(IngestError):
+    """The Iceberg commit kept conflicting until the attempts or the lease ran out."""
+
+
+class FleetWriter:
+    """One thread per gateway; see the module docstring for the commit protocol."""
+
+    def __init__(
+        self,
+        tables: FleetTables,
+        catalog: Engine,
+        *,
+        flush_rows: int,
+        flush_interval_s: float,
+        flush_idle_s: float,
+        queue_max_rows: int,
+        lease_s: float,
+        commit_attempts: int,
+    ) -> None:
+        self.tables = tables
+        self.catalog = catalog
+        self._flush_rows = flush_rows
+        self._flush_interval_s = flush_interval_s
+        self._flush_idle_s = flush_idle_s
+        self._queue_max_rows = queue_max_rows
+        self._lease_s = lease_s
+        self._attempts = commit_attempts
+        self._cond = threading.Condition()
+        self._queue: deque[Ticket] = deque()
+        self._queued_rows = 0
+        self._last_arrival = 0.0
+        self._inflight: dict[str, Ticket] = {}
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+        self.stats = WriterStats()
+        self.commit_conflicts = 0
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def start(self) -> None:
+        self.tables.ensure_all()
+        self._thread = threading.Thread(target=self._run, name="fleetscope-gateway", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+        if self._thread is not None:
+            self._thread.join()
+
+    @property
+    def queued_rows(self) -> int:
+        return self._queued_rows
+
+    # -- request side ----------------------------------------------------------------------
+    def submit(
+        self, table: str, data: pa.Table, batch_id: str, agent: str = "", agent_version: str = ""
+    ) -> tuple[Ticket, bool]:
+        """Queue a conformed batch (as warehouse.writer.Writer.submit)."""
+        with self._cond:
+            if self._stopping:
+                raise IngestError("gateway is shutting down; retry later", status=503)
+            existing = self._inflight.get(batch_id)
+            if existing is not None:
+                return existing, True
+            if self._queue and self._queued_rows + data.num_rows > self._queue_max_rows:
+                raise IngestError(
+                    f"gateway queue is full ({self._queued_rows} rows waiting); retry later",
+                    status=503,
+                )
+            ticket = Ticket(
+                batch_id, table, data.num_rows, agent, data, datetime.now(UTC), agent_version
+            )
+            self._inflight[batch_id] = ticket
+            self._queue.append(ticket)
+            self._queued_rows += data.num_rows
+            self._last_arrival = time.monotonic()
+            self._cond.notify_all()
+            return ticket, False
+
+    # -- writer thread ---------------------------------------------------------------------
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._queue and not self._stopping:
+                    self._cond.wait()
+                if self._queue and not self._stopping:
+                    deadline = time.monotonic() + self._flush_interval_s
+                    while self._queued_rows < self._flush_rows and not self._stopping:
+                        now = time.monotonic()
+                        remaining = min(deadline, self._last_arrival + self._flush_idle_s) - now
+                        if remaining <= 0:
+                            break
+                        self._cond.wait(remaining)
+                batch = list(self._queue)
+                self._queue.clear()
+                self._queued_rows = 0
+                done = self._stopping and not batch
+            for name in dict.fromkeys(t.table for t in batch):
+                self._flush([t for t in batch if t.table == name])
+            if done:
+                return
+
+    def _flush(self, tickets: Sequence[Ticket]) -> None:
+        started = time.perf_counter()
+        name = tickets[0].table
+        flush_id = uuid.uuid4().hex
+        claimed = time.monotonic()
+        outcome: dict[str, str | None] = {}  # batch id -> None (stored), "dup", or an error
+        landed = False
+        try:
+            verdicts = self._claim(tickets, flush_id)
+            mine = [t for t in tickets if verdicts[t.batch_id] == "mine"]
+            for t in tickets:
+                verdict = verdicts[t.batch_id]
+                outcome[t.batch_id] = (
+                    None
+                    if verdict == "mine"
+                    else "dup"
+                    if verdict == "committed"
+                    else f"batch {t.batch_id} is being stored by another gateway"
+                )
+            if mine:
+                data = pa.concat_tables([t.data for t in mine])
+                self._commit(name, data, flush_id, claimed + self._lease_s)
+                landed = True
+                with self.catalog.begin() as conn:
+                    ledger.mark_committed(conn, flush_id, datetime.now(UTC))
+                self._account(name, data.num_rows, len(mine), started)
+        except Exception as exc:
+            log.exception("gateway flush %s of %s failed", flush_id, name)
+            self.stats.failed_flushes += 1
+            if not landed:
+                self._release_unless_landed(name, flush_id)
+                if len(tickets) > 1:  # poison isolation (issue 12): one batch at a time
+                    for ticket in tickets:
+                        self._flush([ticket])
+                    return
+            refused = not landed and _is_data_error(exc)
+            if refused:
+                self.stats.batches_refused += 1
+            outcome = {
+                t.batch_id: f"batch {t.batch_id} cannot be stored: {exc}"
+                if refused
+                else f"gateway could not commit: {exc}"
+                for t in tickets
+            }
+            status = 422 if refused else 503
+        else:
+            status = 503
+        with self._cond:
+            for t in tickets:
+                self._inflight.pop(t.batch_id, None)
+                result = outcome[t.batch_id]
+                if result == "dup":
+                    self.stats.duplicates += 1
+                    t._resolve(duplicate=True)
+                elif result is None:
+                    t._resolve()
+                else:
+                    t._resolve(error=result, status=status)
+
+    def _claim(self, tickets: Sequence[Ticket], flush_id: str) -> dict[str, str]:
+        entries = [ledger.Entry(t.batch_id, t.table, t.rows, t.agent) for t in tickets]
+        now = datetime.now(UTC)
+        with self.catalog.begin() as conn:
+            claims = ledger.claim(conn, entries, flush_id, now, self._lease_s)
+        verdicts: dict[str, str] = {batch_id: c.verdict for batch_id, c in claims.items()}
+        stale = {batch_id: c.owner for batch_id, c in claims.items() if c.verdict == "stale"}
+        if stale:
+            table = self.tables.table(tickets[0].table)
+            table.refresh()
+            for batch_id, owner in stale.items():
+                with self.catalog.begin() as conn:
+                    if _has_flush(table, owner):
+                        ledger.mark_committed(conn, owner, now)
+                        verdicts[batch_id] = "committed"
+                    elif ledger.take_over(conn, batch_id, owner, flush_id, now):
+                        verdicts[batch_id] = "mine"
+                    else:
+                        verdicts[batch_id] = "busy"
+        return verdicts
+
+    def _commit(self, name: str, data: pa.Table, flush_id: str, deadline: float) -> None:
+        from pyiceberg.exceptions import CommitFailedException
+
+        table = self.tables.table(name)
+        rows = to_table_schema(data, table)
+        for attempt in range(self._attempts):
+            if time.monotonic() > deadline:
+                break
+            try:
+                table.append(rows, snapshot_properties={FLUSH_PROPERTY: flush_id})
+                return
+            except CommitFailedException:
+                self.commit_conflicts += 1
+                table.refresh()
+                if _has_flush(table, flush_id):  # the commit landed after all
+                    return
+                time.sleep(random.uniform(0, min(2.0, 0.05 * 2**attempt)))  # full jitter
+        raise CommitGaveUpError(
+            f"Iceberg commit of {name} kept conflicting ({self._attempts} attempts or the "
+            f"{self._lease_s:.0f} s lease); retry with the same batch id",
+            status=503,
+        )
+
+    def _release_unless_landed(self, name: str, flush_id: str) -> None:
+        """Drop the claims of a failed flush, unless its commit landed after all (a lost answer):
+        then the claims stay pending and the next copy finds the snapshot once the lease ends."""
+        try:
+            table = self.tables.table(name)
+            table.refresh()
+            if _has_flush(table, flush_id):
+                return
+            with self.catalog.begin() as conn:
+                ledger.release(conn, flush_id)
+        except Exception:  # the lease expires anyway
+            log.exception("could not release the claims of flush %s", flush_id)
+
+    def _account(self, name: str, rows: int, batches: int, started: float) -> None:
+        stats = self.stats
+        stats.flushes += 1
+        stats.batches_committed += batches
+        stats.rows_committed[name] = stats.rows_committed.get(name, 0) + rows
+        stats.last_flush_rows = rows
+        stats.last_flush_s = time.perf_counter() - started
+
+
+def _has_flush(table: Table, flush_id: str) -> bool:
+    """Whether a snapshot of `table` was committed by the flush `flush_id` (summary property)."""
+    for snapshot in reversed(table.metadata.snapshots):
+        summary = snapshot.summary
+        if summary is not None and summary.get(FLUSH_PROPERTY) == flush_id:
+            return True
+    return False
