@@ -63,6 +63,16 @@ def _telemetry(settings: Settings) -> duckdb.DuckDBPyConnection:
 def cmd_analyzers(args: argparse.Namespace, settings: Settings) -> int:
     from analyzers.run.runner import Pipeline
 
+    if args.skipped:
+        skipped = _store(settings).skipped_buckets()
+        for partition, bucket, arrival in skipped:
+            print(
+                f"{bucket.isoformat()}  partition {partition}  data arrived {arrival.isoformat()}"
+            )
+        if not skipped:
+            print("no bucket skipped: every late arrival was analysed")
+        return 0
+
     for a in Pipeline.from_settings(settings).analyzers:
         th = ", ".join(f"{f.name}={getattr(a.thresholds, f.name)}" for f in fields(a.thresholds))
         print(f"{a.name:<20} {','.join(a.rule_ids):<12} reads {','.join(a.inputs)}\n    {th}")
@@ -83,6 +93,7 @@ def cmd_analyze(args: argparse.Namespace, settings: Settings) -> int:
         bucket_s=settings.get_int("analyzers.bucket_s"),
         lateness_s=settings.get_float("analyzers.lateness_s"),
         interval_s=interval_s,
+        reopen_max_age_s=settings.get_float("analyzers.reopen_max_age_s"),
     )
     return _report(results)
 
@@ -220,6 +231,11 @@ def cmd_findings(args: argparse.Namespace, settings: Settings) -> int:
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser("analyzers", help="List registered analyzers, rules, thresholds.")
+    p.add_argument(
+        "--skipped",
+        action="store_true",
+        help="list buckets whose late data was older than analyzers.reopen_max_age_s (not run)",
+    )
     p.set_defaults(handler=cmd_analyzers)
 
     p = subparsers.add_parser("analyze", help="Run the analyzer windows that are due, here.")

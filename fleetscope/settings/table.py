@@ -354,6 +354,28 @@ SETTINGS: tuple[Setting, ...] = (
         "Most seconds a remote_write scrape waits for its remaining series before it is stored "
         "as it is (must exceed Prometheus's scrape interval plus batch_send_deadline).",
     ),
+    # -- owners (issue 13) ---------------------------------------------------------------------
+    Setting(
+        "agent.slurm_job_dir",
+        "/run/fleetscope/slurm-jobs",
+        "str",
+        "Folder of the Slurm prolog's per-job owner records (<jobid>.env, KEY=VALUE lines); "
+        "empty: not read.",
+    ),
+    Setting(
+        "owners.k8s_team_labels",
+        "team",
+        "str",
+        "Comma-separated pod labels naming a Kubernetes job's team, first present wins; "
+        "none present: the namespace.",
+    ),
+    Setting("owners.k8s_user_labels", "user", "str", "Comma-separated pod labels naming the user."),
+    Setting(
+        "owners.k8s_project_labels",
+        "project",
+        "str",
+        "Comma-separated pod labels naming the project.",
+    ),
     # -- fleet mode: Iceberg tables on S3-compatible storage, many gateways ---------------------
     Setting(
         "server.mode",
@@ -410,6 +432,13 @@ SETTINGS: tuple[Setting, ...] = (
         120.0,
         "float",
         "Seconds a scheduled window waits for late samples before it is analyzed.",
+    ),
+    Setting(
+        "analyzers.reopen_max_age_s",
+        7 * 86400.0,
+        "float",
+        "Oldest data (seconds before now) whose late arrival re-opens its bucket for analysis; "
+        "older buckets are reported as skipped; 0: no bound.",
     ),
     Setting(
         "analyzers.partitions", 4, "int", "Slices of the fleet a window is cut into (Celery mode)."
