@@ -18,7 +18,7 @@ from dataclasses import asdict, fields
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from fleetscope.errors import ConfigError
+from fleetscope.errors import ConfigError, NotFoundError
 
 if TYPE_CHECKING:
     import duckdb
@@ -63,6 +63,16 @@ def _telemetry(settings: Settings) -> duckdb.DuckDBPyConnection:
 def cmd_analyzers(args: argparse.Namespace, settings: Settings) -> int:
     from analyzers.run.runner import Pipeline
 
+    if args.skipped:
+        skipped = _store(settings).skipped_buckets()
+        for partition, bucket, arrival in skipped:
+            print(
+                f"{bucket.isoformat()}  partition {partition}  data arrived {arrival.isoformat()}"
+            )
+        if not skipped:
+            print("no bucket skipped: every late arrival was analysed")
+        return 0
+
     for a in Pipeline.from_settings(settings).analyzers:
         th = ", ".join(f"{f.name}={getattr(a.thresholds, f.name)}" for f in fields(a.thresholds))
         print(f"{a.name:<20} {','.join(a.rule_ids):<12} reads {','.join(a.inputs)}\n    {th}")
@@ -83,6 +93,7 @@ def cmd_analyze(args: argparse.Namespace, settings: Settings) -> int:
         bucket_s=settings.get_int("analyzers.bucket_s"),
         lateness_s=settings.get_float("analyzers.lateness_s"),
         interval_s=interval_s,
+        reopen_max_age_s=settings.get_float("analyzers.reopen_max_age_s"),
     )
     return _report(results)
 
@@ -167,14 +178,23 @@ def cmd_opportunities(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_job(args: argparse.Namespace, settings: Settings) -> int:
+    from analyzers.plain import plain, to_text
     from analyzers.reports.job import render, summarize
 
+    found = [s.finding for s in _store(settings).findings(job_id=args.job)]
     conn = _telemetry(settings)
     try:
         summary = summarize(conn, args.job)
+    except NotFoundError:
+        if not found or args.json:
+            raise
+        # a CPU-only process (the demo's PyTorch job): no GPU summary, but its findings
+        print(f"Job {args.job}: no GPU samples (a CPU-only process); findings from its steps:")
+        print("\n".join(to_text(plain(f)) for f in found))
+        return 0
     finally:
         conn.close()
-    summary.findings = [s.finding for s in _store(settings).findings(job_id=args.job)]
+    summary.findings = found
     if args.json:
         data = asdict(summary)
         data["findings"] = [f.to_dict() for f in summary.findings]
@@ -211,6 +231,11 @@ def cmd_findings(args: argparse.Namespace, settings: Settings) -> int:
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser("analyzers", help="List registered analyzers, rules, thresholds.")
+    p.add_argument(
+        "--skipped",
+        action="store_true",
+        help="list buckets whose late data was older than analyzers.reopen_max_age_s (not run)",
+    )
     p.set_defaults(handler=cmd_analyzers)
 
     p = subparsers.add_parser("analyze", help="Run the analyzer windows that are due, here.")

@@ -79,9 +79,26 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def follow_demo(args: argparse.Namespace, settings: Settings) -> Settings:
+    """Point a command at the running `fleetscope demo` (var/demo.json under the data folder)
+    for every setting the user left at its default, and say so on stderr."""
+    from app import demo_discovery
+
+    if getattr(args, "command", None) in demo_discovery.BLIND_COMMANDS:
+        return settings
+    settings, demo = demo_discovery.follow(settings)
+    if demo is not None:
+        print(
+            f"fleetscope: reading the running demo (pid {demo.pid}) at "
+            f"{demo.data_dir}; dashboard {demo.dashboard_url}",
+            file=sys.stderr,
+        )
+    return settings
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else list(argv)
-    return run(words, build_parser(words))
+    return run(words, build_parser(words), follow_demo)
 
 
 if __name__ == "__main__":

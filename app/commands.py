@@ -40,7 +40,9 @@ COMMANDS: tuple[Command, ...] = (
     Command("opportunities", "analyzers.cli", "Recoverable GPU-hours, ranked fleet-wide."),
     Command("job", "analyzers.cli", "One job's efficiency summary and findings."),
     Command("findings", "analyzers.cli", "List findings; acknowledge or suppress them."),
-    Command("eval", "app.eval_cli", "Analyzer precision/recall on the simulated fleet."),
+    Command(
+        "eval", "app.eval_cli", "Analyzer precision/recall on the simulated and the field fleet."
+    ),
     Command("trace", "analyzers.traces.cli", "PyTorch profiler (Kineto) trace analysis"),
     Command("plan", "analyzers.sharing.cli", "Capacity plans from the fleet's telemetry"),
     Command(

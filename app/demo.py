@@ -8,18 +8,33 @@ first so that they flush, then the server, then the dashboard; nothing is left b
 from __future__ import annotations
 
 import argparse
+import importlib.util
+import json
+import os
+import re
+import secrets
 import shutil
 import signal
 import sys
 import time
+import urllib.request
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from app import demo_discovery
+
 if TYPE_CHECKING:
+    from app.supervise import Supervisor
     from fleetscope.settings import Settings
 
-
-DEMO_TOKEN = "demo-token"
+TORCH_JOB = "demo-torch-1"  # the real PyTorch training process's job id
+# The demo's analyzers look every few seconds at data a few seconds old, so that the first findings
+# show within a minute of the URL (a production server waits scheduler.interval_s = 60 s for
+# analyzers.lateness_s = 120 s of stragglers, which the demo's loopback agents never are).
+DEMO_SCHEDULE = {
+    "FLEETSCOPE_SCHEDULER_INTERVAL_S": "10",
+    "FLEETSCOPE_ANALYZERS_LATENESS_S": "10",
+}
 # The closed loop on (analyzers.autoprofile): a stall finding on a job with the SDK attached
 # profiles it by itself, within the budget; no periodic sampling in a minutes-long tour.
 AUTOPROFILE = {
@@ -71,9 +86,11 @@ def run_demo(args: argparse.Namespace, settings: Settings) -> int:
     dashboard_port = settings.get_int("dashboard.port")
     base_port = settings.get_int("simulator.base_port")
     ingest_url = f"http://127.0.0.1:{server_port}"
+    token = secrets.token_urlsafe(18)  # handed to the demo's own processes, and printed
     common = {
+        **DEMO_SCHEDULE,
         "FLEETSCOPE_CORE_DATA_DIR": str(root / "data"),
-        "FLEETSCOPE_SERVER_TOKENS": DEMO_TOKEN,
+        "FLEETSCOPE_SERVER_TOKENS": token,
         "FLEETSCOPE_SERVER_PORT": str(server_port),
         "FLEETSCOPE_DASHBOARD_PORT": str(dashboard_port),
         "FLEETSCOPE_DASHBOARD_DEFAULT_WINDOW": "last hour",  # the demo's data is minutes old
@@ -90,20 +107,24 @@ def run_demo(args: argparse.Namespace, settings: Settings) -> int:
                 "--base-port", str(base_port),
                 "--truth", str(root / "truth.jsonl"),
                 "--ingest-url", ingest_url,
-                "--token", DEMO_TOKEN,
+                "--token", token,
                 # its training processes report steps to each host's agent (sockets below)
                 "--sdk-socket", str(root / "sock" / "agent-{index:02d}.sock"),
             ],
             common,
         )  # fmt: skip
-        last_exporter = f"http://127.0.0.1:{base_port + hosts - 1}/metrics"
-        wait_until(http_ok(last_exporter), 60, "simulated exporters", supervisor.check_alive)
-        for index in range(hosts):
+        # the simulator prints "<host> <url>" per host (base port 0: ports the kernel picked)
+        exporters = _exporters(root / "logs" / "simulator.log", hosts, supervisor)
+        for _name, url in exporters:
+            wait_until(http_ok(url), 60, "simulated exporters", supervisor.check_alive)
+        for index, (name, url) in enumerate(exporters):
             agent_env = {
                 **common,
-                "FLEETSCOPE_AGENT_DCGM_URL": f"http://127.0.0.1:{base_port + index}/metrics",
+                "FLEETSCOPE_AGENT_DCGM_URL": url,
+                # the exporter's host label also names the host rows (psutil: the machine's name)
+                "FLEETSCOPE_AGENT_HOST": name,
                 "FLEETSCOPE_AGENT_INGEST_URL": ingest_url,
-                "FLEETSCOPE_AGENT_TOKEN": DEMO_TOKEN,
+                "FLEETSCOPE_AGENT_TOKEN": token,
                 "FLEETSCOPE_AGENT_INTERVAL_S": str(args.interval_s),
                 "FLEETSCOPE_AGENT_SHIP_INTERVAL_S": str(args.interval_s),
                 "FLEETSCOPE_AGENT_SPOOL_DIR": str(root / "spool" / f"agent-{index:02d}"),
@@ -111,20 +132,105 @@ def run_demo(args: argparse.Namespace, settings: Settings) -> int:
                 "FLEETSCOPE_AGENT_SDK_SOCKET": str(root / "sock" / f"agent-{index:02d}.sock"),
             }
             supervisor.start(f"agent-{index:02d}", [_bin("fleetscope-agent"), "run"], agent_env)
+        trainer = _start_trainer(supervisor, root, ingest_url, token, common)
         supervisor.start("dashboard", [_bin("fleetscope"), "dashboard"], common)
         dashboard_url = f"http://127.0.0.1:{dashboard_port}"
         wait_until(
             http_ok(f"{dashboard_url}/_stcore/health"), 90, "dashboard", supervisor.check_alive
         )
-        print(f"fleetscope demo: {hosts} hosts x 8 GPUs simulated, ingest at {ingest_url}")
-        print(f"fleetscope demo: dashboard at {dashboard_url}  (logs in {root / 'logs'})")
-        print("fleetscope demo: press Ctrl-C to stop everything", flush=True)
-        started = time.monotonic()
+        demo = demo_discovery.RunningDemo(
+            pid=os.getpid(),
+            data_dir=str(root / "data"),
+            ingest_url=ingest_url,
+            token=token,
+            dashboard_url=dashboard_url,
+        )
+        announced = demo_discovery.discovery_file(settings).resolve()
+        demo_discovery.announce(announced, demo)
         try:
-            while args.duration_s <= 0 or time.monotonic() - started < args.duration_s:
-                supervisor.check_alive()
-                time.sleep(1.0)
-        except KeyboardInterrupt:
-            print("\nfleetscope demo: stopping...", flush=True)
+            _print_tour(demo, hosts, announced, root, trainer)
+            started = time.monotonic()
+            try:
+                while args.duration_s <= 0 or time.monotonic() - started < args.duration_s:
+                    supervisor.check_alive()
+                    time.sleep(1.0)
+            except KeyboardInterrupt:
+                print("\nfleetscope demo: stopping...", flush=True)
+        finally:
+            demo_discovery.withdraw(announced, demo.pid)
     print("fleetscope demo: stopped; no process left running.")
     return 0
+
+
+def _exporters(log: Path, hosts: int, supervisor: Supervisor) -> list[tuple[str, str]]:
+    """(simulated host name, exporter URL) per host, in host order, from the simulator's log."""
+    from app.supervise import wait_until
+
+    pattern = re.compile(r"^(\S+) (http://127\.0\.0\.1:\d+/metrics)$")
+
+    def found() -> list[tuple[str, str]]:
+        text = log.read_text() if log.exists() else ""
+        matches = (pattern.match(line) for line in text.splitlines())
+        return [(m[1], m[2]) for m in matches if m]
+
+    wait_until(lambda: len(found()) >= hosts, 60, "simulator host list", supervisor.check_alive)
+    return found()[:hosts]
+
+
+def _start_trainer(
+    supervisor: Supervisor, root: Path, ingest_url: str, token: str, common: dict[str, str]
+) -> bool:
+    """A real PyTorch training process on CPU, SDK attached to host 0's agent, when torch is
+    installed; its job is announced to the catalog first, as a scheduler's prolog would."""
+    if importlib.util.find_spec("torch") is None:
+        return False
+    record = {"job_id": TORCH_JOB, "user": "newcomer", "team": "demo", "name": "cpu-trainer"}
+    request = urllib.request.Request(
+        f"{ingest_url}/v1/jobs",
+        data=json.dumps([record]).encode(),
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+        method="POST",
+    )
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        answer.read()
+    supervisor.start(
+        "trainer",
+        [sys.executable, "-m", "collector.sdk.example_trainer"],
+        {
+            **common,
+            "FLEETSCOPE_JOB_ID": TORCH_JOB,
+            "RANK": "0",
+            "FLEETSCOPE_AGENT_SDK_SOCKET": str(root / "sock" / "agent-00.sock"),
+        },
+    )
+    return True
+
+
+def _print_tour(
+    demo: demo_discovery.RunningDemo, hosts: int, announced: Path, root: Path, trainer: bool
+) -> None:
+    """What a newcomer needs on one screen: where to look, and how the CLI reaches this demo."""
+    say = [
+        f"{hosts} hosts x 8 GPUs simulated; first findings within a minute",
+        f"dashboard at {demo.dashboard_url}",
+        f"ingest at {demo.ingest_url}   token {demo.token}",
+        f"logs in {root / 'logs'}",
+        f"the CLI finds this demo by itself from this folder ({announced});",
+        "  from another folder or shell, first run:",
+        *(f"    {line}" for line in demo.export_lines()),
+        "try:",
+        "  fleetscope opportunities --window 1h",
+        "  fleetscope report weekly --no-pdf",
+    ]
+    if trainer:
+        say += [
+            f"  fleetscope profile --job {TORCH_JOB} --steps 5"
+            "   (a real PyTorch process on CPU, SDK attached)",
+        ]
+    else:
+        say += [
+            "  (install torch, e.g. `pip install -e .[dev]`, for a real PyTorch job to profile)"
+        ]
+    for line in say:
+        print(f"fleetscope demo: {line}")
+    print("fleetscope demo: press Ctrl-C to stop everything", flush=True)

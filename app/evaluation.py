@@ -37,6 +37,25 @@ TARGET_PRECISION = 0.95
 TARGET_RECALL = 0.95
 TARGET_WASTE_ERROR = 0.10
 
+# The cause a person names for each simulated scenario (its design, simulator/
+# scenarios.py); R1 and R3 are one cause (idle), seen over the job and live.
+SCENARIO_ROOT: dict[str, frozenset[str]] = {
+    "idle_allocation": frozenset({"R1", "R3"}),
+    "data_loader_stall": frozenset({"P1"}),
+    "cpu_bottleneck": frozenset({"R9"}),
+    "io_bottleneck": frozenset({"R10"}),
+    "low_sm_activity": frozenset({"R6"}),
+    "memory_bound": frozenset({"R8"}),
+    "no_tensor_cores": frozenset({"R7"}),
+    "oversized_gpu": frozenset({"R5"}),
+    "small_batch": frozenset({"R12"}),
+    "memory_leak": frozenset({"R13"}),
+    "step_outliers": frozenset({"P2"}),
+    "straggler": frozenset({"R14"}),
+    "thermal_throttling": frozenset({"R16"}),
+    "xid_errors": frozenset({"R17"}),
+}
+
 
 @dataclass
 class RuleScore:
@@ -83,6 +102,13 @@ class EvalReport:
     not_simulated: list[str]
     users: int = 0
     ambiguous_users: list[str] = field(default_factory=list)
+    root_correct: int = 0  # jobs whose top finding names their scenario's cause (issue 13)
+    root_wrong: list[str] = field(default_factory=list)
+
+    @property
+    def root_accuracy(self) -> float | None:
+        n = self.root_correct + len(self.root_wrong)
+        return self.root_correct / n if n else None
 
     @property
     def passed(self) -> bool:
@@ -152,6 +178,9 @@ def evaluate(hosts: int = 8, hours: float = 12.0, seed: int = 7, step_s: int = 1
     for f in found:
         if f.job_id:
             by_job[f.job_id][f.rule_id] += f.wasted_gpu_hours
+            # a symptom folded into its root cause (analyzers.rules.causes) still held: it is scored
+            for s in f.evidence.get("symptoms", ()) or ():
+                by_job[f.job_id][str(s["rule_id"])] += float(s["wasted_gpu_hours"])
     truth_rules = {rule for r in scored for rule in r["rules"]}
     scores = {rule: RuleScore(rule) for rule in sorted(truth_rules | implemented)}
     scored_ids = {r["job_id"] for r in scored}
@@ -170,6 +199,7 @@ def evaluate(hosts: int = 8, hours: float = 12.0, seed: int = 7, step_s: int = 1
                 score.fp += 1
                 score.fp_jobs.append(r["job_id"])
     ambiguous = _score_users(scores, user_truth, found)
+    root_correct, root_wrong = _score_roots(scored, found)
     not_simulated = sorted(rule for rule, s in scores.items() if s.tp + s.fn == 0 and s.fp == 0)
     scenarios: dict[str, int] = defaultdict(int)
     for r in scored:
@@ -184,7 +214,30 @@ def evaluate(hosts: int = 8, hours: float = 12.0, seed: int = 7, step_s: int = 1
         not_simulated,
         users=len(user_truth) - len(ambiguous),
         ambiguous_users=ambiguous,
+        root_correct=root_correct,
+        root_wrong=root_wrong,
     )
+
+
+def _score_roots(scored: list[dict[str, Any]], found: list[Finding]) -> tuple[int, list[str]]:
+    """Jobs whose top finding (severity, then recoverable hours) names their scenario's cause;
+    only jobs whose truth holds that cause are judged."""
+    by_job: dict[str, list[Finding]] = defaultdict(list)
+    for f in found:
+        if f.job_id:
+            by_job[f.job_id].append(f)
+    correct, wrong = 0, []
+    for r in scored:
+        root = SCENARIO_ROOT.get(r["scenario"])
+        if not root or not root & set(r["rules"]):
+            continue
+        mine = by_job.get(r["job_id"], [])
+        top = max(mine, key=lambda f: (f.severity.rank, f.wasted_gpu_hours), default=None)
+        if top is not None and top.rule_id in root:
+            correct += 1
+        else:
+            wrong.append(f"{r['job_id']} ({r['scenario']}: top {top.rule_id if top else '-'})")
+    return correct, wrong
 
 
 USER_RULES = ("R4",)  # rules whose findings are about a user, not a job
@@ -259,6 +312,14 @@ def render(report: EvalReport) -> str:
             if report.ambiguous_users
             else ""
         ),
+        "root-cause accuracy (top finding names the scenario's cause): "
+        + (
+            "-"
+            if report.root_accuracy is None
+            else f"{report.root_accuracy:.3f} ({report.root_correct}/"
+            f"{report.root_correct + len(report.root_wrong)})"
+        )
+        + "".join(f"\n      {w}" for w in report.root_wrong[:5]),
         "not simulated (never true in the simulated fleet): "
         + (", ".join(report.not_simulated) or "none"),
         f"targets: precision and recall >= {TARGET_PRECISION}, wasted GPU-hours within "

@@ -30,6 +30,7 @@ from collector.attribution import build_resolver
 from collector.batcher import Batcher
 from collector.http import KeepAliveTransport, Transport
 from collector.metrics import AgentMetrics
+from collector.owner_reporter import OwnerReporter
 from collector.shipper import Shipper
 from collector.sources.base import GpuSource, HostSource
 from collector.spool import Spool
@@ -66,6 +67,8 @@ class Agent:
     row_sources: list[RowSource] = field(default_factory=list)
     workers: list[Callable[[threading.Event], None]] = field(default_factory=list)
     last_gpu_host: str | None = None  # the host name the GPU source reported last
+    owners: OwnerReporter | None = None  # tells the server who owns each job (issue 13)
+    clock_offset_ms: int = 0  # exporter time minus wall time at the last scrape (one clock)
     ticks: int = 0
 
     def tick(self) -> list[GpuReading]:
@@ -87,6 +90,9 @@ class Agent:
                 self.last_ok_scrape = self.wall_clock()
                 if readings:
                     self.last_gpu_host = str(readings[0].row.get("host") or "") or None
+                    self.clock_offset_ms = _exporter_offset_ms(readings, ts_ms)
+                    if self.owners is not None:
+                        self.owners.observe(readings)
                 self.metrics.last_scrape.set(self.last_ok_scrape)
             self.metrics.scrape_duration.labels("gpu").observe(time.perf_counter() - started)
         now = self.monotonic()
@@ -100,7 +106,9 @@ class Agent:
         if self.host_source is not None and (self.ticks - 1) % host_every == 0:
             started = time.perf_counter()
             try:
-                host_rows = self.host_source.read(ts_ms)
+                # host rows follow the time base of the GPU rows scraped with them: an exporter
+                # that stamps its samples (a replay, a late spool) moves both, never one
+                host_rows = self.host_source.read(ts_ms + self.clock_offset_ms)
             except (SourceUnavailableError, ContractError, OSError) as exc:
                 self.metrics.errors.labels("host_source").inc()
                 log.warning("host source: %s", exc)
@@ -150,6 +158,12 @@ class Agent:
                 helper.join(timeout=self.shipper.timeout_s + 1)
             for close in self.closers:
                 close()
+
+
+def _exporter_offset_ms(readings: list[GpuReading], wall_ms: int) -> int:
+    """How far the exporter's sample timestamps are from our wall clock (0 when unstamped)."""
+    stamped = [ts for r in readings if isinstance(ts := r.row.get("ts"), int)]
+    return (max(stamped) - wall_ms) if stamped else 0
 
 
 def agent_name(settings: Settings) -> str:
@@ -230,7 +244,10 @@ def build_agent(
         timeout_s=settings.get_float("agent.ingest_timeout_s"),
         backoff=Backoff(cap_s=settings.get_float("agent.backoff_max_s")),
     )
+    owners = OwnerReporter.from_settings(settings, transport)
     return Agent(
+        owners=owners,
+        workers=[owners.run],
         gpu_source=gpu_source,
         host_source=host_source,
         resolver=build_resolver(settings, pid_gpus=pid_gpus),

@@ -20,6 +20,7 @@ PAGES = [
     st.Page("views/traces.py", title="Traces", icon=":material/timeline:", url_path="traces"),
     st.Page("views/trace.py", title="Trace", icon=":material/query_stats:", url_path="trace"),
     st.Page("views/hosts.py", title="Hosts", icon=":material/dns:", url_path="hosts"),
+    st.Page("views/gpus.py", title="GPUs", icon=":material/memory:", url_path="gpus"),
     st.Page("views/sharing.py", title="Sharing", icon=":material/join:", url_path="sharing"),
 ]
 

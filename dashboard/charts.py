@@ -1,6 +1,8 @@
 """Altair chart builders: a DataFrame in, a chart out. No queries, no Streamlit calls.
 
-Time axes are UTC; utilization axes are fixed to 0-100 % so two charts read the same.
+Time axes are UTC on a 24-hour clock (a day's first tick shows its date), and every time chart
+zooms and pans along time (mouse wheel, drag; double-click resets). Utilization axes are fixed to
+0-100 % so two charts read the same.
 """
 
 from __future__ import annotations
@@ -9,6 +11,30 @@ import altair as alt
 import pandas as pd
 
 _PCT = alt.Scale(domain=[0, 100])
+# 24-hour UTC labels: "14:30", "14:30:20" between whole minutes, the date at midnight
+_UTC_LABEL = (
+    "utcFormat(datum.value, utcseconds(datum.value) != 0 ? '%H:%M:%S' : "
+    "(utchours(datum.value) == 0 && utcminutes(datum.value) == 0) ? '%d %b' : '%H:%M')"
+)
+
+
+def time_x(field: str = "bucket") -> alt.X:
+    """The shared time axis: UTC scale, 24-hour labels."""
+    return alt.X(
+        f"{field}:T",
+        title="time (UTC)",
+        scale=alt.Scale(type="utc"),
+        axis=alt.Axis(labelExpr=_UTC_LABEL, labelOverlap=True),
+    )
+
+
+def time_tooltip(field: str = "bucket") -> alt.Tooltip:
+    return alt.Tooltip(f"{field}:T", title="time (UTC)", format="%Y-%m-%d %H:%M", formatType="utc")
+
+
+def _zoom(chart: alt.Chart) -> alt.Chart:
+    zoomed: alt.Chart = chart.interactive(bind_y=False)
+    return zoomed
 
 
 def gpu_hours(frame: pd.DataFrame) -> alt.Chart:
@@ -17,18 +43,18 @@ def gpu_hours(frame: pd.DataFrame) -> alt.Chart:
         alt.Chart(frame)
         .mark_line(interpolate="step-after")
         .encode(
-            x=alt.X("bucket:T", title="time (UTC)"),
+            x=time_x(),
             y=alt.Y("gpu_h:Q", title="GPU-hours per bucket"),
             color=alt.Color(
                 "measure:N",
                 sort=["allocated", "active", "SM-active"],
                 scale=alt.Scale(range=["#4c78a8", "#f58518", "#54a24b"]),
             ),
-            tooltip=["bucket:T", "measure:N", alt.Tooltip("gpu_h:Q", format=".2f")],
+            tooltip=[time_tooltip(), "measure:N", alt.Tooltip("gpu_h:Q", format=".2f")],
         )
         .properties(height=260)
     )
-    return chart
+    return _zoom(chart)
 
 
 def utilization_lines(frame: pd.DataFrame, key: str, title: str) -> alt.Chart:
@@ -37,14 +63,16 @@ def utilization_lines(frame: pd.DataFrame, key: str, title: str) -> alt.Chart:
         alt.Chart(frame)
         .mark_line()
         .encode(
-            x=alt.X("bucket:T", title="time (UTC)"),
+            x=time_x(),
             y=alt.Y("active_pct:Q", title=title, scale=_PCT),
-            color=alt.Color(f"{key}:N", legend=alt.Legend(orient="bottom", columns=4)),
-            tooltip=["bucket:T", f"{key}:N", alt.Tooltip("active_pct:Q", format=".1f")],
+            color=alt.Color(
+                f"{key}:N", legend=alt.Legend(orient="bottom", columns=2, labelLimit=220)
+            ),
+            tooltip=[time_tooltip(), f"{key}:N", alt.Tooltip("active_pct:Q", format=".1f")],
         )
         .properties(height=240)
     )
-    return chart
+    return _zoom(chart)
 
 
 def heatmap(frame: pd.DataFrame) -> alt.Chart:
@@ -55,12 +83,18 @@ def heatmap(frame: pd.DataFrame) -> alt.Chart:
         alt.Chart(labelled)
         .mark_rect()
         .encode(
-            x=alt.X("bucket:T", title="time (UTC)"),
-            y=alt.Y("row:N", title="cluster / host", sort="ascending"),
+            x=time_x(),
+            y=alt.Y(
+                "row:N",
+                title="cluster / host",
+                sort="ascending",
+                # full host labels, never "gpu-nod…", and every row labelled
+                axis=alt.Axis(labelLimit=0, labelOverlap=False),
+            ),
             color=alt.Color(
                 "active_pct:Q", title="active %", scale=alt.Scale(domain=[0, 100], scheme="viridis")
             ),
-            tooltip=["row:N", "bucket:T", alt.Tooltip("active_pct:Q", format=".1f")],
+            tooltip=["row:N", time_tooltip(), alt.Tooltip("active_pct:Q", format=".1f")],
         )
         .properties(height=min(max(22 * rows, 100), 1200))
     )
@@ -73,14 +107,16 @@ def metric_lines(frame: pd.DataFrame, column: str, title: str, by: str = "gpu") 
         alt.Chart(frame)
         .mark_line()
         .encode(
-            x=alt.X("bucket:T", title="time (UTC)"),
+            x=time_x(),
             y=alt.Y(f"{column}:Q", title=title),
-            color=alt.Color(f"{by}:N", legend=None),
-            tooltip=["bucket:T", f"{by}:N", alt.Tooltip(f"{column}:Q", format=".2f")],
+            # legend on the right: Streamlit fits the whole chart into its height, so a legend
+            # below with a row per few GPUs would squeeze the plot away
+            color=alt.Color(f"{by}:N", title=by, legend=alt.Legend(orient="right", labelLimit=150)),
+            tooltip=[time_tooltip(), f"{by}:N", alt.Tooltip(f"{column}:Q", format=".2f")],
         )
-        .properties(height=180)
+        .properties(height=240)  # room for a legend line per GPU of a host
     )
-    return chart
+    return _zoom(chart)
 
 
 def timeline(frame: pd.DataFrame) -> alt.Chart:
@@ -113,3 +149,20 @@ def bars(frame: pd.DataFrame, x: str, y: str, title: str) -> alt.Chart:
         .properties(height=max(32 * len(frame), 120))
     )
     return chart
+
+
+def panel(
+    frame: pd.DataFrame, column: str, title: str, limit: str | None = None
+) -> alt.Chart | alt.LayerChart:
+    """A DCGM panel: one line per `host / GPU n` (legend below), and a dashed line at each GPU
+    model's limit (`limit` column, e.g. the board power limit) when known."""
+    lines = metric_lines(frame, column, title)
+    if limit is None or limit not in frame.columns or frame[limit].isna().all():
+        return lines
+    caps = frame[["gpu_model", limit]].dropna().drop_duplicates()
+    rule = (
+        alt.Chart(caps)
+        .mark_rule(strokeDash=[6, 4], color="#b00020")
+        .encode(y=f"{limit}:Q", tooltip=["gpu_model:N", alt.Tooltip(f"{limit}:Q", title="limit")])
+    )
+    return alt.LayerChart(layer=[lines, rule])

@@ -137,10 +137,9 @@ def sketch_percentiles(
     """Percentiles of raw samples' active % over allocated GPUs, merged from the quantile
     sketches the analyzers keep (`analyzers.quantiles.tiers`, views attached to `con`): every
     sample counts, tails included, within 1 %. None when no sketch covers the window."""
-    from analyzers.quantiles.tiers import group_sketches
+    from analyzers.quantiles.fleet_percentiles import percentiles
 
-    allocated = "job_id IS NOT NULL"
-    sketch = group_sketches(con, "active_pct", [], window.start, window.end, allocated).get(())
+    sketch = percentiles(con, "active_pct", [], window.start, window.end, "allocated").get(())
     if sketch is None or sketch.count == 0:
         return None
     picks = [float(v) for v in sketch.quantiles(list(quantiles))]

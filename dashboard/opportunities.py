@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from analyzers.accounting.usage import pct
+from analyzers.plain import PlainFinding, plain, rule_name
 from analyzers.reports.ranking import Line, Opportunities, rank
 
 if TYPE_CHECKING:
@@ -24,7 +25,9 @@ if TYPE_CHECKING:
 
 TOP = 10  # `fleetscope opportunities --top` default: the page shows the same rows
 
-RULE_COLUMNS = ["rule_id", "wasted_gpu_h", "findings", "jobs", "previous_gpu_h", "change_pct"]
+RULE_COLUMNS = [
+    "rule_id", "rule", "wasted_gpu_h", "findings", "jobs", "previous_gpu_h", "change_pct",
+]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -94,9 +97,23 @@ def tables(engine: sqlalchemy.Engine | None, start: datetime, end: datetime) -> 
     by_team = _beside(
         lines_frame(now.by_group, "team"), lines_frame(before.by_group, "team"), "team"
     )
+    by_rule["rule"] = [rule_name(r) for r in by_rule["rule_id"]]
     return OpportunityTables(
         total_gpu_h=now.total_gpu_hours,
         previous_total_gpu_h=before.total_gpu_hours,
         by_rule=by_rule[RULE_COLUMNS],
         by_team=by_team,
     )
+
+
+def top_findings(
+    engine: sqlalchemy.Engine | None, since: datetime, until: datetime, top: int = 3
+) -> list[PlainFinding]:
+    """The window's costliest findings (suppressed ones left out), in plain language."""
+    if engine is None or not _has_findings(engine):
+        return []
+    from analyzers.run.results import FindingStore
+
+    found = [s.finding for s in FindingStore(engine).findings(since=since, until=until)]
+    found.sort(key=lambda f: (-f.wasted_gpu_hours, f.finding_id))
+    return [plain(f) for f in found[:top]]

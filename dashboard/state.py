@@ -11,13 +11,14 @@ Must never write telemetry, and never hold anything ingest waits for (readers se
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 import streamlit as st
 
-from dashboard import data, opportunities, source
+from analyzers.plain import PlainFinding
+from dashboard import data, dcgm, jobinfo, opportunities, source
 from fleetscope.settings import Settings, load_settings
 
 if TYPE_CHECKING:
@@ -75,12 +76,41 @@ def latest_sample(key: str) -> datetime | None:
     return data.latest_sample(cursor(key))
 
 
+CUSTOM = "custom range (UTC)"
+
+
 def window(key: str, label: str) -> data.Window | None:
-    """The window called `label` (a key of WINDOWS) ending at the newest sample."""
+    """The window called `label` (a key of WINDOWS) ending at the newest sample, or the custom
+    UTC range picked in the sidebar (`CUSTOM`)."""
     newest = latest_sample(key)
     if newest is None:
         return None
+    if label == CUSTOM:
+        return _custom_window(newest)
     return data.aligned(newest + timedelta(milliseconds=1), WINDOWS[label])
+
+
+def _custom_window(newest: datetime) -> data.Window:
+    """A from/to range in UTC from the sidebar, defaulting to the hour before the newest sample."""
+    end_default = newest.astimezone(UTC) + timedelta(minutes=1)
+    start_default = end_default - timedelta(hours=1)
+    side = st.sidebar
+    start_day = side.date_input("from (UTC)", start_default.date(), key="range_from_day")
+    start_time = side.time_input(
+        "from time (UTC)", start_default.time().replace(second=0, microsecond=0),
+        key="range_from_time", step=timedelta(minutes=5),
+    )  # fmt: skip
+    end_day = side.date_input("to (UTC)", end_default.date(), key="range_to_day")
+    end_time = side.time_input(
+        "to time (UTC)", end_default.time().replace(second=0, microsecond=0),
+        key="range_to_time", step=timedelta(minutes=5),
+    )  # fmt: skip
+    start = datetime.combine(start_day, start_time, tzinfo=UTC)
+    end = datetime.combine(end_day, end_time, tzinfo=UTC)
+    if end <= start:
+        side.warning("The range ends before it starts: showing the hour before its end.")
+        start = end - timedelta(hours=1)
+    return data.aligned(end, end - start)
 
 
 @st.cache_data(ttl=_TTL_S, show_spinner=False)
@@ -133,6 +163,11 @@ def opportunity_tables(key: str, start: datetime, end: datetime) -> opportunitie
 
 
 @st.cache_data(ttl=_TTL_S, show_spinner=False)
+def top_findings(key: str, start: datetime, end: datetime) -> list[PlainFinding]:
+    return opportunities.top_findings(catalog(key), start, end)
+
+
+@st.cache_data(ttl=_TTL_S, show_spinner=False)
 def sharing_plan(key: str, start: datetime, end: datetime) -> dict[str, Any]:
     """`fleetscope plan sharing` over the window, as its JSON plus the table rows."""
     from analyzers.base import Window
@@ -149,7 +184,7 @@ def window_picker(default: str | None = None) -> str:
     """The sidebar's time-window choice, shared by every page through session state.
 
     Pages open on `dashboard.default_window` (the demo, minutes old, opens on the last hour)."""
-    labels = list(WINDOWS)
+    labels = [*WINDOWS, CUSTOM]
     if default is None:
         default = settings().get_str("dashboard.default_window")
     if default not in WINDOWS:
@@ -183,3 +218,49 @@ def job_series(key: str, job_id: str) -> tuple[pd.DataFrame, pd.DataFrame, dict[
 @st.cache_data(ttl=_TTL_S, show_spinner=False)
 def host_health(key: str, start: datetime, end: datetime, bucket_s: int) -> pd.DataFrame:
     return data.host_health(cursor(key), data.Window(start, end, bucket_s))
+
+
+@st.cache_data(ttl=_TTL_S, show_spinner=False)
+def hosts_in(key: str, start: datetime, end: datetime, bucket_s: int) -> list[str]:
+    return dcgm.hosts_in(cursor(key), data.Window(start, end, bucket_s))
+
+
+@st.cache_data(ttl=_TTL_S, show_spinner=False)
+def gpu_panels(
+    key: str,
+    start: datetime,
+    end: datetime,
+    bucket_s: int,
+    hosts: tuple[str, ...],
+    job_id: str | None = None,
+) -> pd.DataFrame:
+    return dcgm.gpu_panels(cursor(key), data.Window(start, end, bucket_s), list(hosts), job_id)
+
+
+@st.cache_data(ttl=_TTL_S, show_spinner=False)
+def job_footprint(
+    key: str, job_id: str, start: datetime, end: datetime, hosts: tuple[str, ...]
+) -> dcgm.Footprint | None:
+    return dcgm.job_footprint(cursor(key), job_id, data.Window(start, end, 60), list(hosts))
+
+
+@st.cache_data(ttl=_TTL_S, show_spinner=False)
+def job_span_hosts(key: str, job_id: str) -> tuple[data.Window, list[str]] | None:
+    """The job's window and hosts: from its GPU samples, else its step metrics (CPU-only)."""
+    con = cursor(key)
+    hosts = data.job_hosts(con, job_id)
+    span = data.job_span(con, job_id, hosts)
+    if span is not None:
+        return span, sorted(hosts)
+    return jobinfo.step_span(cursor(key), job_id)
+
+
+@st.cache_data(ttl=_TTL_S, show_spinner=False)
+def step_series(key: str, job_id: str) -> tuple[pd.DataFrame, dict[str, float | None]]:
+    """A CPU-only job's step series and totals."""
+    found = jobinfo.step_span(cursor(key), job_id)
+    if found is None:
+        return pd.DataFrame(), {}
+    return data.job_step_series(cursor(key), job_id, found[0]), data.job_step_totals(
+        cursor(key), job_id
+    )

@@ -10,17 +10,18 @@ timeline: it computes no figure of its own. Never writes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from analyzers.findings import Finding
 from analyzers.traces import AnalysisResult, TraceOptions, TraceReport, analyze_trace
 from analyzers.traces.classify import KernelClass
 
-__all__ = ["TOP_KERNELS", "RankView", "TraceView", "read_trace", "trace_view"]
+__all__ = ["TOP_KERNELS", "RankView", "StepView", "TraceView", "read_trace", "trace_view"]
 
 TOP_KERNELS = 15  # kernels per rank in the top-kernels table (the analysis' own default is 10)
 
@@ -44,12 +45,27 @@ class RankView:
 
 
 @dataclass(frozen=True)
+class StepView:
+    """One rank's steps as `fleetscope profile` / `trace analyze` print them: the headline
+    (steps, mean step, data-loader share) and the per-step table (ms, percent)."""
+
+    rank: int
+    steps: int
+    mean_step_ms: float | None
+    dataloader_pct: float | None
+    table: pd.DataFrame  # step, duration_ms, gpu_busy_pct, dataloader_ms, dataloader_pct
+
+
+@dataclass(frozen=True)
 class TraceView:
-    """Every rank with GPU activity, and the notes of the analyses (CPU-only ranks, models)."""
+    """Every rank with GPU activity, every rank's steps (CPU-only ranks too), every finding, and
+    the notes of the analyses (CPU-only ranks, models)."""
 
     mode: str
     ranks: dict[int, RankView]
     notes: tuple[str, ...]
+    steps: dict[int, StepView] = field(default_factory=dict)
+    findings: tuple[Finding, ...] = ()
 
 
 def read_trace(path: Path, *, hta_compatible: bool = False) -> TraceView:
@@ -64,8 +80,58 @@ def trace_view(report: TraceReport) -> TraceView:
     results = report.results
     temporal = results["temporal_breakdown"]
     ranks = {rank: _rank_view(report, rank) for rank in sorted(temporal.per_rank)}
-    notes = tuple(note for name in ("temporal_breakdown", "whatif") for note in results[name].notes)
-    return TraceView(str(report.trace.mode), ranks, (*report.trace.notes, *notes))
+    notes = tuple(
+        note
+        for name in ("temporal_breakdown", "whatif", "dataloader")
+        if name in results
+        for note in results[name].notes
+    )
+    return TraceView(
+        str(report.trace.mode),
+        ranks,
+        (*report.trace.notes, *notes),
+        steps=_step_views(report),
+        findings=tuple(report.findings),
+    )
+
+
+def _step_views(report: TraceReport) -> dict[int, StepView]:
+    """Per rank: the steps analysis and the data-loader analysis side by side, per step."""
+    results = report.results
+    if "steps" not in results or "dataloader" not in results:
+        return {}
+    out = {}
+    for rank in sorted(set(results["steps"].per_rank) | set(results["dataloader"].per_rank)):
+        steps = _rows(results["steps"], "steps", rank)
+        loader = _rows(results["dataloader"], "dataloader_share", rank)
+        table = pd.DataFrame(
+            {
+                "step": steps["step"],
+                "duration_ms": steps["duration_us"] / 1000,
+                "gpu_busy_pct": 100 * steps["gpu_busy_share"],
+            }
+        ).merge(
+            pd.DataFrame(
+                {
+                    "step": loader["step"],
+                    "dataloader_ms": loader["dataloader_us"] / 1000,
+                    "dataloader_pct": 100 * loader["share"],
+                }
+            ),
+            on="step",
+            how="outer",
+        )
+        head = results["steps"].per_rank.get(rank, {})
+        share = results["dataloader"].per_rank.get(rank, {}).get("share")
+        mean_us = head.get("mean_step_us")
+        out[rank] = StepView(
+            rank=rank,
+            steps=int(head.get("steps", 0)),
+            mean_step_ms=None if mean_us is None or np.isnan(mean_us) else mean_us / 1000,
+            dataloader_pct=None if share is None or np.isnan(share) else 100 * share,
+            table=table.sort_values("step").reset_index(drop=True),
+        )
+    return out
 
 
 def _rows(result: AnalysisResult, table: str, rank: int) -> pd.DataFrame:

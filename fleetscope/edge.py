@@ -18,9 +18,14 @@ if TYPE_CHECKING:
     from fleetscope.settings import Settings
 
 Handler = Callable[[argparse.Namespace, "Settings"], int]
+# A command line's own step between loading the settings and the handler (app.cli: follow a
+# running demo); a hook, because the core may import no app code.
+Prepare = Callable[[argparse.Namespace, "Settings"], "Settings"]
 
 
-def run(argv: Sequence[str] | None, parser: argparse.ArgumentParser) -> int:
+def run(
+    argv: Sequence[str] | None, parser: argparse.ArgumentParser, prepare: Prepare | None = None
+) -> int:
     """Parse, load settings, call the handler; the one place errors become messages and codes.
 
     `fleetscope-agent` goes through here too, so both commands behave the same at the edge.
@@ -37,6 +42,8 @@ def run(argv: Sequence[str] | None, parser: argparse.ArgumentParser) -> int:
         return 2
     try:
         settings = load_settings(args.config)
+        if prepare is not None:
+            settings = prepare(args, settings)
         logging.basicConfig(
             level=settings.get_str("core.log_level").upper(),
             format="%(asctime)s %(levelname)s %(name)s: %(message)s",

@@ -198,3 +198,16 @@ def test_no_import_cycles() -> None:
         if node not in index:
             visit(node)
     assert cycles == []
+
+
+MAX_MODULE_LINES = 500  # issue 14: a module a newcomer can read in one sitting
+
+
+def test_no_module_is_over_500_lines() -> None:
+    long = {
+        str(path.relative_to(ROOT)): n
+        for package in PACKAGES
+        for path in (ROOT / package).rglob("*.py")
+        if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
+    }
+    assert long == {}

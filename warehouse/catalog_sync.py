@@ -11,13 +11,20 @@ write telemetry.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from sqlalchemy import Engine
 
-from warehouse.catalog.fleet import Allocation, HostSeen, record_allocations, record_hosts
+from warehouse.catalog.fleet import (
+    Allocation,
+    HostSeen,
+    Job,
+    fill_job_owners,
+    record_allocations,
+    record_hosts,
+)
 from warehouse.writer import Commit
 
 # A host's last_seen and an allocation's last_ts are refreshed at most this often: the catalog
@@ -25,6 +32,7 @@ from warehouse.writer import Commit
 # busy server upserts every host and GPU on every flush (about 80 ms per 20k-row flush on SQLite).
 REFRESH_S = 60.0
 _CACHE_LIMIT = 200_000
+_NEVER = datetime.min.replace(tzinfo=UTC)  # an owner is filled once per job and process
 
 
 class CatalogSync:
@@ -40,11 +48,15 @@ class CatalogSync:
             for a in allocations_seen(commit.tables)
             if self._due(("gpu", a.job_id, a.host, str(a.gpu_index)), a.last_ts)
         ]
-        if not seen_hosts and not seen_allocations:
+        owners = [
+            o for o in namespace_owners(commit.tables) if self._due(("owner", o.job_id), _NEVER)
+        ]
+        if not seen_hosts and not seen_allocations and not owners:
             return
         with self._engine.begin() as conn:
             record_hosts(conn, seen_hosts)
             record_allocations(conn, seen_allocations)
+            fill_job_owners(conn, owners)
 
     def _due(self, key: tuple[str, ...], last: datetime) -> bool:
         """True when `key` is new or its last time moved `refresh_s` past what was written."""
@@ -84,6 +96,24 @@ def hosts_seen(commit: Commit) -> list[HostSeen]:
             )
         )
     return seen
+
+
+def namespace_owners(tables: Mapping[str, pa.Table]) -> list[Job]:
+    """Kubernetes jobs' namespace as their team, whatever path the rows came by (agent, import,
+    remote_write); the catalog keeps it only where nothing better (pod label, scheduler) is known."""
+    gpus = tables.get("gpu_samples")
+    if gpus is None or "namespace" not in gpus.column_names:
+        return []
+    mask = pc.and_(pc.is_valid(gpus.column("job_id")), pc.is_valid(gpus.column("namespace")))
+    named = gpus.filter(mask).select(["job_id", "namespace"])
+    if named.num_rows == 0:
+        return []
+    grouped = named.group_by(["job_id"], use_threads=False).aggregate([("namespace", "last")])
+    return [
+        Job(job_id=row["job_id"], team=row["namespace_last"], scheduler="k8s")
+        for row in grouped.to_pylist()
+        if row["namespace_last"]
+    ]
 
 
 def allocations_seen(tables: Mapping[str, pa.Table]) -> list[Allocation]:

@@ -8,6 +8,7 @@ metrics work. This module must never export telemetry samples themselves.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -15,6 +16,9 @@ from prometheus_client.registry import Collector
 
 from fleetscope.contract import VALUE_COLUMNS
 from warehouse.sink import BatchSink
+
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
 
 
 class WriterCollector(Collector):
@@ -70,8 +74,27 @@ class WriterCollector(Collector):
         )
 
 
+class ArrivalCollector(Collector):
+    """Buckets whose late data was not re-analysed (older than analyzers.reopen_max_age_s)."""
+
+    def __init__(self, catalog: Engine) -> None:
+        self._catalog = catalog
+
+    def collect(self) -> Iterator[Metric]:
+        from warehouse.catalog.arrivals import skipped
+
+        with self._catalog.connect() as conn:
+            count = len({bucket for _p, bucket, _a in skipped(conn)})
+        yield GaugeMetricFamily(
+            "fleetscope_analyzer_buckets_skipped",
+            "Buckets that received late data older than analyzers.reopen_max_age_s and were not "
+            "re-analysed (list them with `fleetscope analyzers --skipped`).",
+            count,
+        )
+
+
 class ServerMetrics:
-    def __init__(self, writer: BatchSink) -> None:
+    def __init__(self, writer: BatchSink, catalog: Engine | None = None) -> None:
         self.registry = CollectorRegistry()
         self.requests = Counter(
             "fleetscope_ingest_requests",
@@ -87,3 +110,5 @@ class ServerMetrics:
             registry=self.registry,
         )
         self.registry.register(WriterCollector(writer))
+        if catalog is not None:
+            self.registry.register(ArrivalCollector(catalog))

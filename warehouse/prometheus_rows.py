@@ -21,7 +21,7 @@ differently.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Final
 
 import pyarrow as pa
@@ -69,8 +69,16 @@ def _host(labels: Mapping[str, str]) -> str:
     return instance
 
 
-def scrape_of(labels: Mapping[str, str], default_cluster: str) -> ScrapeKey | None:
+def scrape_of(
+    labels: Mapping[str, str],
+    default_cluster: str,
+    known_cluster: Callable[[str], str | None] | None = None,
+) -> ScrapeKey | None:
     """The (cluster, host) target of a per-GPU DCGM series; None for any other series.
+
+    Without a `cluster` label, the cluster the catalog already knows the host by (an agent's
+    `agent.cluster`), so the same host lands in the same cluster whatever path it came by; a
+    host never seen takes `default_cluster`.
 
     `labels` are the exporter's (see `exporter_labels`). Not per-GPU: a series without a numeric
     `gpu` label (normalize skips those too) or one that is not a DCGM field at all.
@@ -78,7 +86,9 @@ def scrape_of(labels: Mapping[str, str], default_cluster: str) -> ScrapeKey | No
     gpu = labels.get("gpu")
     if gpu is None or not gpu.isdigit():
         return None
-    return (labels.get("cluster") or default_cluster, _host(labels))
+    host = _host(labels)
+    cluster = labels.get("cluster") or (known_cluster(host) if known_cluster else None)
+    return (cluster or default_cluster, host)
 
 
 _RESOLVER: Final = AttributionResolver([HpcJobLabel(), PodLabels()])

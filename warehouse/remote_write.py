@@ -135,8 +135,10 @@ class Assembler:
         hold_s: float,
         clock: Callable[[], float] = time.monotonic,
         watermarks: Mapping[ScrapeKey, int] | None = None,
+        known_cluster: Callable[[str], str | None] | None = None,
     ) -> None:
         self.default_cluster = default_cluster
+        self.known_cluster = known_cluster
         self.hold_s = hold_s
         self.clock = clock
         self.stats = AssemblerStats()
@@ -152,7 +154,8 @@ class Assembler:
         """A series' name, exporter labels and target; the target is None to ignore it."""
         name = raw.get("__name__", "")
         labels = exporter_labels(raw) if name.startswith(DCGM_PREFIX) else {}
-        return name, labels, scrape_of(labels, self.default_cluster) if labels else None
+        target = scrape_of(labels, self.default_cluster, self.known_cluster) if labels else None
+        return name, labels, target
 
     @property
     def waiting(self) -> int:
@@ -288,8 +291,10 @@ class RemoteWrite:
         max_uncompressed_bytes: int,
         registry: CollectorRegistry | None = None,
         clock: Callable[[], float] = time.monotonic,
+        known_cluster: Callable[[str], str | None] | None = None,
     ) -> None:
         self._writer = writer
+        self.known_cluster = known_cluster
         self._commit_timeout_s = commit_timeout_s
         self._max_uncompressed_bytes = max_uncompressed_bytes
         self._lock = threading.Lock()
@@ -313,6 +318,7 @@ class RemoteWrite:
                 hold_s=hold_s,
                 clock=clock,
                 watermarks=recent_scrapes(self._writer),
+                known_cluster=self.known_cluster,
             )
         return self._assembler
 

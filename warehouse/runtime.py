@@ -23,7 +23,9 @@ from fleetscope import plugins
 from fleetscope.errors import ConfigError
 from fleetscope.settings import Settings
 from warehouse import catalog
+from warehouse.arrivals import ArrivalMarks
 from warehouse.auth import TokenChecker
+from warehouse.catalog.fleet import HostClusters
 from warehouse.catalog_sync import CatalogSync
 from warehouse.maintenance import Maintenance, MaintenanceConfig
 from warehouse.metrics import ServerMetrics
@@ -62,10 +64,14 @@ class Server:
             flush_interval_s=settings.get_float("warehouse.flush_interval_s"),
             flush_idle_s=settings.get_float("warehouse.flush_idle_s"),
             queue_max_rows=settings.get_int("warehouse.queue_max_rows"),
-            hooks=[CatalogSync(self.catalog), self._batch_committed],
+            hooks=[
+                CatalogSync(self.catalog),
+                ArrivalMarks(self.catalog, settings.get_int("analyzers.bucket_s")),
+                self._batch_committed,
+            ],
         )
         self.warehouse = Warehouse(self.writer, self.store, self.catalog)
-        self.metrics = ServerMetrics(self.writer)
+        self.metrics = ServerMetrics(self.writer, self.catalog)
         address = (
             host if host is not None else settings.get_str("server.host"),
             port if port is not None else settings.get_int("server.port"),
@@ -85,6 +91,7 @@ class Server:
             commit_timeout_s=settings.get_float("warehouse.commit_timeout_s"),
             max_uncompressed_bytes=settings.get_int("server.max_body_bytes"),
             registry=self.metrics.registry,
+            known_cluster=HostClusters(self.catalog),
         )
         self.profiling = ProfilingService(
             self.catalog,

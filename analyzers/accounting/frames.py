@@ -117,7 +117,8 @@ def prepare(
                    {ACTIVE_FRACTION_SQL} AS active_frac,
                    sm_active, tensor_active, dram_active, fb_used_mib,
                    fb_used_mib + fb_free_mib AS fb_total_mib,
-                   sm_clock_mhz, power_violation_us, thermal_violation_us, clocks_event_reasons
+                   sm_clock_mhz, temp_c, power_w,
+                   power_violation_us, thermal_violation_us, clocks_event_reasons
             FROM gpu_samples
             WHERE ts >= {ts_literal(lookback)} AND ts < {ts_literal(window.end)}
               AND job_id IS NOT NULL AND {partition_clause(window, "job")} AND {only_job}

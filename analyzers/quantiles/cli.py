@@ -1,6 +1,9 @@
 """Registers `fleetscope quantiles` (see app.cli): percentiles answered from the sketch store.
 
-    fleetscope quantiles gpu_util_pct --by cluster --window 7d --q 0.5,0.9,0.99 [--json]
+    fleetscope quantiles gpu_util_pct --by cluster --window 7d --q 0.5,0.9,0.99 [--gpus all] [--json]
+
+A GPU metric's percentiles count allocated GPUs only unless `--gpus all` (one definition with the
+dashboard and reports: analyzers.quantiles.fleet_percentiles).
 
 Reads only the sketches the analyzers keep (analyzers.quantiles.tiers), never the raw samples: a
 fleet-wide p99 over a week is a merge of hourly sketches. Heavy imports stay inside the handler.
@@ -49,22 +52,20 @@ def _number(value: float) -> float | None:
 
 def cmd_quantiles(args: argparse.Namespace, settings: Settings) -> int:
     from analyzers.cli import parse_duration, parse_time
+    from analyzers.quantiles.fleet_percentiles import percentiles, scope_note, scope_where
     from analyzers.quantiles.panes import METRICS
-    from analyzers.quantiles.tiers import QuantileStore, group_sketches
+    from analyzers.quantiles.tiers import QuantileStore
     from analyzers.run.clock import align_down
     from analyzers.sketch.core import DEFAULT_RELATIVE_ACCURACY
 
-    if args.metric not in METRICS:
-        raise ConfigError(
-            f"unknown metric {args.metric!r}; sketched metrics: {', '.join(sorted(METRICS))}"
-        )
+    scope_where(args.metric, args.gpus)  # an unknown metric is a clear error before any read
     qs = parse_quantiles(args.q)
     store = QuantileStore.from_settings(settings)
     end = align_down(parse_time(args.end) if args.end else datetime.now(UTC), store.pane_s)
     start = end - parse_duration(args.window)
     conn = store.connect()
     try:
-        sketches = group_sketches(conn, args.metric, BY[args.by], start, end)
+        sketches = percentiles(conn, args.metric, BY[args.by], start, end, args.gpus)
     finally:
         conn.close()
     rows: list[dict[str, Any]] = []
@@ -87,6 +88,7 @@ def cmd_quantiles(args: argparse.Namespace, settings: Settings) -> int:
             "start": start.isoformat(),
             "end": end.isoformat(),
             "by": args.by,
+            "gpus": args.gpus,
             "relative_error": DEFAULT_RELATIVE_ACCURACY,
             "groups": rows,
         }
@@ -94,7 +96,8 @@ def cmd_quantiles(args: argparse.Namespace, settings: Settings) -> int:
         return 0
     print(
         f"{metric.name} ({metric.unit}, {metric.help}) from {start:%Y-%m-%d %H:%M} to "
-        f"{end:%Y-%m-%d %H:%M} UTC, by {args.by}; values within 1 %"
+        f"{end:%Y-%m-%d %H:%M} UTC, by {args.by}; values within 1 %; "
+        f"counts {scope_note(args.metric, args.gpus)}"
     )
     if not rows:
         print("no sketches in this window (the analyzers keep them: `fleetscope analyze`)")
@@ -135,5 +138,11 @@ def register(subparsers: Any) -> None:
     p.add_argument("--window", default="7d", help="how far back (e.g. 7d, 24h)")
     p.add_argument("--end", help="window end (ISO 8601; default: now)")
     p.add_argument("--q", default="0.5,0.9,0.99", help="comma-separated quantiles in [0, 1]")
+    p.add_argument(
+        "--gpus",
+        choices=["allocated", "all"],
+        default="allocated",
+        help="GPU metrics: count only GPUs a job holds (default, as the dashboard) or all",
+    )
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=cmd_quantiles)

@@ -18,6 +18,7 @@ import pandas as pd
 
 from analyzers.accounting.sql import DEFAULT_MAX_GAP_S
 from analyzers.accounting.usage import Window, gpu_buckets, job_efficiency, pct
+from analyzers.plain import PlainFinding, plain_record
 from analyzers.reports.week import IsoWeek
 from fleetscope.errors import ConfigError
 from fleetscope.names import file_name_part
@@ -76,6 +77,7 @@ class FindingLine:
     recommendation: str
     estimate_method: str
     evidence: dict[str, Any]
+    plain: PlainFinding | None = None  # the same words `fleetscope job` and the dashboard use
 
 
 @dataclass(frozen=True)
@@ -223,6 +225,7 @@ def build_weekly(
             recommendation=str(r["recommendation"] or ""),
             estimate_method=str(r["estimate_method"] or ""),
             evidence=dict(r["evidence"] or {}),
+            plain=plain_record(r),
         )
         for r in ranked.head(TOP_FINDINGS).to_dict("records")
     ]

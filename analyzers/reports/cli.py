@@ -4,12 +4,14 @@
                              [--out DIR] [--send] [--no-pdf]
 
 Without a scope flag the fleet (admin) report is written. The week defaults to the last complete
-ISO week. Heavy imports happen inside the handler (app.cli's rule).
+ISO week; when that week holds no samples, the latest week that does (and stderr says which weeks
+have data). Heavy imports happen inside the handler (app.cli's rule).
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,13 +27,19 @@ def run_report(args: argparse.Namespace, settings: Settings) -> int:
         out_dir,
         scopes_for,
         send_once,
+        weeks_with_data,
         write_weekly,
     )
-    from analyzers.reports.week import IsoWeek
+    from analyzers.reports.week import IsoWeek, default_week
 
-    week = IsoWeek.parse(args.week) if args.week else IsoWeek.last_complete(datetime.now(UTC))
     folder = Path(args.out) if args.out else out_dir(settings)
     con, catalog = open_sources(settings)
+    if args.week:
+        week = IsoWeek.parse(args.week)
+    else:
+        week, note = default_week(datetime.now(UTC), weeks_with_data(con))
+        if note:
+            print(f"fleetscope report: {note}", file=sys.stderr)
     if args.all:
         scopes = scopes_for(catalog)
     elif args.team:
@@ -65,7 +73,10 @@ def register(subparsers: Any) -> None:
     scope.add_argument("--user", help="report for this user")
     scope.add_argument("--admin", action="store_true", help="fleet report ranked by team (default)")
     scope.add_argument("--all", action="store_true", help="fleet, every team and every user")
-    weekly.add_argument("--week", help="ISO week like 2026-W47 (default: last complete week)")
+    weekly.add_argument(
+        "--week",
+        help="ISO week like 2026-W47 (default: last complete week, else the latest with data)",
+    )
     weekly.add_argument("--out", help="folder to write to (default: reports.out_dir)")
     weekly.add_argument("--send", action="store_true", help="mail it (once per scope and week)")
     weekly.add_argument("--no-pdf", action="store_true", help="skip the PDF (no Chromium)")

@@ -9,11 +9,12 @@ This module must never write anything.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from analyzers.accounting.frames import prepare
 from analyzers.base import Window
+from analyzers.plain import plain, to_text, utc_span
 from analyzers.rules._common import fetch, utc
 from fleetscope.errors import NotFoundError
 
@@ -97,7 +98,7 @@ def _pct(value: float | None) -> str:
 
 def render(s: JobSummary) -> str:
     out = [
-        f"Job {s.job_id}   {s.start} .. {s.end}",
+        f"Job {s.job_id}   {utc_span(datetime.fromisoformat(s.start), datetime.fromisoformat(s.end))}",
         f"hosts: {', '.join(s.hosts)}   GPUs: {len(s.per_gpu)} x {', '.join(s.gpu_models) or '?'}",
         f"allocated GPU-hours: {s.allocated_gpu_hours:.2f}",
         f"active (GR engine):  {_pct(s.active_frac)}",
@@ -115,11 +116,7 @@ def render(s: JobSummary) -> str:
     ]
     if s.findings:
         out += ["", "findings:"]
-        out += [
-            f"  {f.rule_id:<4} {f.severity:<8} {f.wasted_gpu_hours:>7.2f} GPU-h  {f.title}\n"
-            f"       fix: {f.recommendation}"
-            for f in sorted(s.findings, key=lambda f: -f.wasted_gpu_hours)
-        ]
+        out += [to_text(plain(f)) for f in sorted(s.findings, key=lambda f: -f.wasted_gpu_hours)]
     else:
         out += ["", "findings: none"]
     out += ["", *[f"note: {n}" for n in s.notes]] if s.notes else []

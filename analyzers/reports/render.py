@@ -7,10 +7,10 @@ recoverable GPU-hours. Numbers are formatted here and nowhere else. Never querie
 
 from __future__ import annotations
 
-import json
 from html import escape
 
-from analyzers.reports.build import Scope, WeeklyReport
+from analyzers.plain import PlainFinding, plain_record
+from analyzers.reports.build import FindingLine, Scope, WeeklyReport
 from analyzers.reports.svg import ACTIVE, ALLOCATED, WASTE, grouped_bars
 from analyzers.reports.week import IsoWeek
 
@@ -27,6 +27,10 @@ th, td { border-bottom: 1px solid #eee; padding: 5px 6px; text-align: left; vert
 td.n { text-align: right; white-space: nowrap; }
 .sev-critical { color: #b00020; font-weight: bold; } .sev-warn { color: #b26a00; }
 code { font-size: 12px; color: #555; }
+.finding { border: 1px solid #ddd; border-radius: 6px; padding: 4px 14px 10px; margin: 10px 0;
+           page-break-inside: avoid; }
+.finding h3 { font-size: 15px; margin: 8px 0 4px; } .finding p { margin: 4px 0; }
+table.evidence { width: auto; font-size: 12px; } table.evidence td:first-child { color: #666; }
 """
 
 
@@ -114,20 +118,7 @@ def to_html(report: WeeklyReport, dashboard_url: str = "") -> str:
         ]
     out.append("<h2>Top findings</h2>")
     if report.findings:
-        out.append(
-            "<table><tr><th>rule</th><th>job</th><th>wasted GPU-h</th><th>evidence</th>"
-            "<th>fix</th></tr>"
-        )
-        for f in report.findings:
-            evidence = ", ".join(f"{k}={_value(v)}" for k, v in f.evidence.items())
-            out.append(
-                f"<tr><td class='sev-{escape(f.severity)}'>{escape(f.rule_id)}</td>"
-                f"<td>{escape(f.job_id or '-')}<br><code>{escape(f.user or '')}</code></td>"
-                f"<td class='n'>{_h(f.wasted_gpu_h)}</td>"
-                f"<td><code>{escape(evidence)}</code><br>{escape(f.estimate_method)}</td>"
-                f"<td>{escape(f.recommendation)}</td></tr>"
-            )
-        out.append("</table>")
+        out += [_finding_html(f) for f in report.findings]
     else:
         out.append("<p>No findings this week.</p>")
     out.append("<h2>Jobs to look at</h2>")
@@ -159,12 +150,39 @@ def to_html(report: WeeklyReport, dashboard_url: str = "") -> str:
     return "\n".join(out)
 
 
-def _value(value: object) -> str:
-    if isinstance(value, float):
-        return f"{value:.3g}"
-    if isinstance(value, dict | list):
-        return json.dumps(value, sort_keys=True)
-    return str(value)
+def _plain(f: FindingLine) -> PlainFinding:
+    """The line's plain-language form (built with it; rebuilt for a line made by hand)."""
+    if f.plain is not None:
+        return f.plain
+    return plain_record(
+        {
+            "rule_id": f.rule_id,
+            "severity": f.severity,
+            "job_id": f.job_id,
+            "wasted_gpu_hours": f.wasted_gpu_h,
+            "recommendation": f.recommendation,
+            "estimate_method": f.estimate_method,
+            "evidence": f.evidence,
+        }
+    )
+
+
+def _finding_html(f: FindingLine) -> str:
+    """One finding as a card: rule name, problem, fix, recoverable GPU-hours, evidence table."""
+    p = _plain(f)
+    rows = "".join(
+        f"<tr><td>{escape(what)}</td><td>{escape(value)}</td></tr>" for what, value in p.evidence
+    )
+    owner = f" ({escape(f.user)})" if f.user else ""
+    where = escape(", ".join(x for x in (p.where, p.when) if x))
+    return (
+        "<div class='finding'>"
+        f"<h3><span class='sev-{escape(p.severity)}'>{escape(p.rule_id)} {escape(p.rule)}</span>"
+        f" · {_h(f.wasted_gpu_h)} GPU-h recoverable</h3>"
+        f"<p><b>Problem:</b> {escape(p.problem)}<br><b>Fix:</b> {escape(p.fix)}</p>"
+        f"<p class='sub'>{where}{owner}. Estimate: {escape(p.estimate)}</p>"
+        f"<table class='evidence'>{rows}</table></div>"
+    )
 
 
 def to_markdown(report: WeeklyReport) -> str:
@@ -190,10 +208,15 @@ def to_markdown(report: WeeklyReport) -> str:
             for s in report.sharing
         ]
     lines += ["", "Top findings:"]
-    lines += [
-        f"- {f.rule_id} on {f.job_id or '-'}: {_h(f.wasted_gpu_h)} GPU-h. Fix: {f.recommendation}"
-        for f in report.findings
-    ] or ["- none"]
+    for f in report.findings:
+        p = _plain(f)
+        lines += [
+            f"- **{p.rule_id} {p.rule}** on {p.where or '-'}: {p.problem}. "
+            f"{_h(f.wasted_gpu_h)} GPU-h recoverable. Fix: {p.fix}",
+            *(f"  - {what}: {value}" for what, value in p.evidence),
+        ]
+    if not report.findings:
+        lines.append("- none")
     lines += ["", "Jobs to look at:"]
     lines += [
         f"- {j.job_id} ({j.user or '-'}): {_h(j.allocated_h)} GPU-h, active {_pct(j.active_pct)}"

@@ -118,6 +118,15 @@ def open_sources(settings: Settings) -> tuple[duckdb.DuckDBPyConnection, sqlalch
     return connect(settings), connect_catalog(WarehousePaths.from_settings(settings).catalog_url)
 
 
+def weeks_with_data(con: duckdb.DuckDBPyConnection) -> list[IsoWeek]:
+    """The ISO weeks in which the warehouse holds GPU samples, oldest first."""
+    rows = con.execute(
+        "SELECT DISTINCT date_trunc('week', ts AT TIME ZONE 'UTC') AS monday FROM gpu_samples "
+        "ORDER BY monday"
+    ).fetchall()
+    return [IsoWeek.containing(monday.replace(tzinfo=UTC)) for (monday,) in rows]
+
+
 def scopes_for(catalog: sqlalchemy.Engine) -> list[Scope]:
     """Every report a weekly run produces: the fleet, each team and each user in the catalog."""
     jobs = catalog_frame(catalog, "jobs")

@@ -55,3 +55,25 @@ class IsoWeek:
 
     def __str__(self) -> str:
         return f"{self.year}-W{self.week:02d}"
+
+
+def default_week(now: datetime, with_data: list[IsoWeek]) -> tuple[IsoWeek, str | None]:
+    """The week `report weekly` reports when none is named, and a note when it is not the usual.
+
+    The usual is the last complete week (a Monday-morning run). When that week holds no samples, a
+    report of zeros helps nobody (a demo started today has data only in the current week): the
+    latest week that has data is reported instead, and the note says so and lists the weeks that
+    have data. With no data at all the last complete week stands, and the note says why it is empty.
+    """
+    usual = IsoWeek.last_complete(now)
+    if usual in with_data:
+        return usual, None
+    if not with_data:
+        return usual, f"no GPU samples in the warehouse: the report for {usual} is empty"
+    latest = max(with_data)
+    listed = ", ".join(str(w) for w in sorted(with_data))
+    partial = " (in progress)" if latest == IsoWeek.containing(now) else ""
+    return latest, (
+        f"{usual}, the last complete week, holds no GPU samples; reporting {latest}{partial}, "
+        f"the latest week with data (weeks with data: {listed}; pick one with --week)"
+    )

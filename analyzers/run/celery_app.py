@@ -6,11 +6,12 @@
 Beat fires `fleetscope.tick` every `scheduler.interval_s`. The tick aligns the wall clock down to
 the interval (the schedule time: a late or repeated tick computes the same windows, never
 `now()`), and for every partition enqueues `fleetscope.analyze_window` for each window the
-partition owes since its watermark (analyzers.run.schedule). A window task reads the warehouse's
-segments (`warehouse.reader.connect`), runs the pipeline on its partition and lands findings in the
-catalog by their stable ids, then advances the partition's watermark. Tasks are acknowledged late
-and rejected when their worker dies (`task_acks_late`, `task_reject_on_worker_lost`), so a crashed
-worker's window is delivered again and re-run; the re-run replaces, never duplicates.
+partition owes since its watermark, and for every bucket that received data since the partition
+last analysed it, whatever its age (analyzers.run.schedule: arrival-driven). A window task reads
+the warehouse's segments (`warehouse.reader.connect`), runs the pipeline on its partition and
+lands findings in the catalog by their stable ids, then advances the partition's watermark. Tasks
+are acknowledged late and rejected when their worker dies (`task_acks_late`,
+`task_reject_on_worker_lost`), so a crashed worker's window is delivered again and re-run; the re-run replaces, never duplicates.
 
 Settings are read once per worker process from the environment and `fleetscope.toml`, like every
 other fleetscope process. This module must never run analyzers in the beat process.
@@ -97,25 +98,29 @@ def _store() -> FindingStore:
 @app.task(name="fleetscope.tick")  # type: ignore[untyped-decorator]
 def tick(schedule_iso: str | None = None) -> list[list[Any]]:
     """Enqueue every window every partition owes at the schedule time; returns what it sent."""
-    from analyzers.run.schedule import WATERMARK_KEY, data_end, pending_windows, schedule_time
+    from analyzers.run.schedule import due_windows, schedule_time
 
     settings = _settings()
     interval_s = settings.get_float("scheduler.interval_s")
     now = datetime.fromisoformat(schedule_iso) if schedule_iso else datetime.now(UTC)
     at = schedule_time(now, interval_s)
-    end = data_end(at, settings.get_float("analyzers.lateness_s"), interval_s)
     partitions = settings.get_int("analyzers.partitions")
     sent = []
     for p in range(partitions):
-        watermark = _store().watermark(WATERMARK_KEY, f"{p}/{partitions}")
-        for w in pending_windows(
-            watermark,
-            end,
-            settings.get_int("analyzers.bucket_s"),
+        for due in due_windows(
+            _store(),
+            at,
+            bucket_s=settings.get_int("analyzers.bucket_s"),
+            lateness_s=settings.get_float("analyzers.lateness_s"),
+            interval_s=interval_s,
+            reopen_max_age_s=settings.get_float("analyzers.reopen_max_age_s"),
             partition=p,
             partitions=partitions,
         ):
-            args = [w.start.isoformat(), w.end.isoformat(), p, partitions]
+            w = due.window
+            args: list[Any] = [w.start.isoformat(), w.end.isoformat(), p, partitions]
+            if due.arrival_at is not None:
+                args.append(due.arrival_at.isoformat())
             analyze_window.apply_async(args=args)
             sent.append(args)
     return sent
@@ -127,12 +132,19 @@ def tick(schedule_iso: str | None = None) -> list[list[Any]]:
     retry_backoff=True,
     max_retries=3,
 )
-def analyze_window(start_iso: str, end_iso: str, partition: int, partitions: int) -> dict[str, Any]:
-    """Run the pipeline on one window and partition; land findings; advance the watermark."""
+def analyze_window(
+    start_iso: str,
+    end_iso: str,
+    partition: int,
+    partitions: int,
+    arrival_iso: str | None = None,
+) -> dict[str, Any]:
+    """Run the pipeline on one window and partition; land findings; advance the watermark and,
+    for a window arrival owed, record the arrival mark it covered (analyzers.run.schedule)."""
     from analyzers.base import Window
     from analyzers.run.results import CatalogJobs
     from analyzers.run.runner import AnalyzerFailedError
-    from analyzers.run.schedule import WATERMARK_KEY
+    from analyzers.run.schedule import Due, finish_due
     from warehouse.reader import connect
 
     window = Window(
@@ -146,7 +158,8 @@ def analyze_window(start_iso: str, end_iso: str, partition: int, partitions: int
         conn.close()
     if result.errors:
         raise AnalyzerFailedError(f"{window.key()}: {result.errors}")
-    store.advance_watermark(WATERMARK_KEY, f"{partition}/{partitions}", window.end)
+    arrival = datetime.fromisoformat(arrival_iso) if arrival_iso else None
+    finish_due(store, Due(window, arrival))
     return {
         "window": window.key(),
         "findings": len(result.findings),

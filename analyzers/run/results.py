@@ -23,7 +23,7 @@ from sqlalchemy import delete, select
 from analyzers.accounting.frames import partition_of
 from analyzers.base import JobInfo, PartitionKey, Window
 from analyzers.findings import Finding
-from warehouse.catalog import analysis, fleet
+from warehouse.catalog import analysis, arrivals, fleet
 from warehouse.catalog import findings as cat
 
 if TYPE_CHECKING:
@@ -219,6 +219,24 @@ class FindingStore:
     def advance_watermark(self, analyzer: str, partition: str, ts: datetime) -> None:
         with self.engine.begin() as conn:
             analysis.set_watermark(conn, analyzer, partition, ts)
+
+    def owed(self, partition: str) -> list[arrivals.Owed]:
+        """Buckets that received data since `partition` last analysed them (arrival-driven)."""
+        with self.engine.connect() as conn:
+            return arrivals.owed(conn, partition)
+
+    def mark_bucket(
+        self, partition: str, bucket_start: datetime, arrival_at: datetime, state: str
+    ) -> None:
+        """Record that `partition` analysed (or skipped) a bucket up to arrival `arrival_at`."""
+        from warehouse.catalog.base import utcnow
+
+        with self.engine.begin() as conn:
+            arrivals.mark(conn, partition, bucket_start, arrival_at, state, utcnow())
+
+    def skipped_buckets(self) -> list[tuple[str, datetime, datetime]]:
+        with self.engine.connect() as conn:
+            return arrivals.skipped(conn)
 
     def start_run(self, run_id: str, analyzer: str, window: Window) -> None:
         with self.engine.begin() as conn:

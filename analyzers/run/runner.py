@@ -1,10 +1,11 @@
 """Run analyzers over one window and partition, and land the results in the store.
 
 The one place that turns settings into analyzers and frame parameters, prepares the window's
-shared frame once, runs each analyzer, checks it returned only its own rules, and hands the
-findings to `FindingStore.replace_window` (idempotent: a re-run replaces, never duplicates). An
-analyzer that raises is recorded as a failed run and the others still run; the caller decides
-what a failure means (the embedded scheduler logs it, a Celery task retries).
+shared frame once, runs each analyzer, checks it returned only its own rules, folds symptoms into
+their root cause across analyzers (analyzers.rules.causes), and hands the findings to
+`FindingStore.replace_window` (idempotent: a re-run replaces, never duplicates). An analyzer
+that raises is recorded as a failed run and the others still run; the caller decides what a
+failure means (the embedded scheduler logs it, a Celery task retries).
 
 This module must never choose windows (analyzers.run.schedule does) nor write telemetry.
 """
@@ -26,12 +27,13 @@ from analyzers.base import (
     load_threshold_overrides,
     rule_registry,
 )
+from analyzers.findings import Finding
+from analyzers.rules.causes import resolve
 from fleetscope.errors import FleetscopeError
 
 if TYPE_CHECKING:
     import duckdb
 
-    from analyzers.findings import Finding
     from analyzers.quantiles.panes import SketchFrame
     from analyzers.quantiles.tiers import QuantileStore
     from analyzers.run.results import FindingStore
@@ -103,10 +105,14 @@ class Pipeline:
         try:
             if self.sketches is not None:
                 sketch_frame = self._keep_sketches(conn, window, catalog, result)
+            ran: list[tuple[Analyzer, str, list[Finding], float]] = []
             for analyzer in self.analyzers:
                 if analyzer.partition_by == "none" and window.partition != 0:
                     continue
-                self._run_one(analyzer, conn, window, catalog, store, result)
+                done = self._run_one(analyzer, conn, window, catalog, store, result)
+                if done is not None:
+                    ran.append((analyzer, *done))
+            self._land(ran, window, store, result)
         finally:
             for frame in frames:
                 conn.execute(f"DROP TABLE IF EXISTS {frame.gpu}")
@@ -149,7 +155,8 @@ class Pipeline:
         catalog: JobCatalog,
         store: FindingStore | None,
         result: WindowResult,
-    ) -> None:
+    ) -> tuple[str, list[Finding], float] | None:
+        """Run one analyzer; (run id, its findings, seconds), or None when it failed."""
         run_id = uuid.uuid4().hex
         if store is not None:
             store.start_run(run_id, analyzer.name, window)
@@ -161,22 +168,51 @@ class Pipeline:
                 raise AnalyzerFailedError(
                     f"{analyzer.name} returned rules it does not own: {foreign}"
                 )
-            if store is not None:
-                store.replace_window(
-                    found,
-                    rule_ids=analyzer.rule_ids,
-                    partition_by=analyzer.partition_by,
-                    window=window,
-                    run_id=run_id,
-                )
         except Exception as exc:  # an analyzer's bug must not stop the others
-            log.exception("analyzer %s failed on %s", analyzer.name, window.key())
-            result.errors[analyzer.name] = f"{type(exc).__name__}: {exc}"
+            self._failed(analyzer, window, store, result, run_id, exc)
+            return None
+        return run_id, found, time.perf_counter() - started
+
+    def _land(
+        self,
+        ran: list[tuple[Analyzer, str, list[Finding], float]],
+        window: Window,
+        store: FindingStore | None,
+        result: WindowResult,
+    ) -> None:
+        """Fold symptoms into their root causes (analyzers.rules.causes) across all analyzers of the
+        window, then land each analyzer's remaining findings (its absorbed ones are removed)."""
+        everything = [f for _a, _r, found, _s in ran for f in found]
+        roots = {f.finding_id: f for f in resolve(everything)}
+        for analyzer, run_id, found, elapsed in ran:
+            mine = [roots[f.finding_id] for f in found if f.finding_id in roots]
+            try:
+                if store is not None:
+                    store.replace_window(
+                        mine,
+                        rule_ids=analyzer.rule_ids,
+                        partition_by=analyzer.partition_by,
+                        window=window,
+                        run_id=run_id,
+                    )
+            except Exception as exc:
+                self._failed(analyzer, window, store, result, run_id, exc)
+                continue
+            result.seconds[analyzer.name] = elapsed
+            result.findings.extend(mine)
             if store is not None:
-                store.finish_run(run_id, error=result.errors[analyzer.name])
-            return
-        elapsed = time.perf_counter() - started
-        result.seconds[analyzer.name] = elapsed
-        result.findings.extend(found)
+                store.finish_run(run_id, findings=len(mine), stats={"seconds": round(elapsed, 4)})
+
+    @staticmethod
+    def _failed(
+        analyzer: Analyzer,
+        window: Window,
+        store: FindingStore | None,
+        result: WindowResult,
+        run_id: str,
+        exc: Exception,
+    ) -> None:
+        log.error("analyzer %s failed on %s", analyzer.name, window.key(), exc_info=exc)
+        result.errors[analyzer.name] = f"{type(exc).__name__}: {exc}"
         if store is not None:
-            store.finish_run(run_id, findings=len(found), stats={"seconds": round(elapsed, 4)})
+            store.finish_run(run_id, error=result.errors[analyzer.name])

@@ -8,6 +8,15 @@ bucket so far and replaces the earlier findings. Each partition keeps a watermar
 window ended); a tick first finishes every bucket between the watermark and now (catch-up after
 downtime), so no bucket is skipped. `backfill` re-runs whole buckets of a past range.
 
+Arrival drives the rest (issue 13): the writer records, per bucket, when rows for it were last
+committed (warehouse.arrivals), and each partition records which arrival mark it analysed. A tick
+also runs every bucket whose arrival mark is newer than its partition's, whatever the bucket's
+age: a replayed spool, `import prometheus` of history or old remote_write samples get findings
+within one interval, with no backfill by hand; a late sample re-opens its bucket and the re-run
+replaces findings by their stable ids. Buckets that start more than `analyzers.reopen_max_age_s`
+before the tick are not re-opened: they are marked skipped once, logged, and listed by
+`fleetscope analyzers --skipped` and the server's `fleetscope_analyzer_buckets_skipped` gauge.
+
 The embedded scheduler is one daemon thread in the server process (no broker): see
 `start_embedded`. This module must never compute findings itself.
 """
@@ -17,6 +26,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Protocol
 
@@ -91,6 +101,70 @@ def backfill_windows(
     ]
 
 
+@dataclass(frozen=True)
+class Due:
+    """A window to run and, when arrival owed it, the arrival mark it covers."""
+
+    window: Window
+    arrival_at: datetime | None = None
+
+
+def due_windows(
+    store: FindingStore,
+    tick: datetime,
+    *,
+    bucket_s: float,
+    lateness_s: float,
+    interval_s: float,
+    reopen_max_age_s: float,
+    partition: int = 0,
+    partitions: int = 1,
+) -> list[Due]:
+    """The clock's pending windows plus every bucket that received data since last analysed.
+
+    A bucket older than `reopen_max_age_s` (its start before tick minus the bound) is marked
+    skipped and logged instead; a bucket whose data lies wholly after the tick's data end waits.
+    """
+    key = f"{partition}/{partitions}"
+    end = data_end(tick, lateness_s, interval_s)
+    clock = pending_windows(
+        store.watermark(WATERMARK_KEY, key),
+        end,
+        bucket_s,
+        partition=partition,
+        partitions=partitions,
+    )
+    owed = {o.bucket_start: o for o in store.owed(key)}
+    due = [Due(w, owed[w.start].arrival_at if w.start in owed else None) for w in clock]
+    taken = {w.start for w in clock}
+    oldest = tick - timedelta(seconds=reopen_max_age_s) if reopen_max_age_s > 0 else None
+    for bucket_start, o in sorted(owed.items()):
+        if bucket_start in taken or bucket_start >= end:
+            continue
+        if oldest is not None and bucket_start + timedelta(seconds=bucket_s) <= oldest:
+            log.warning(
+                "late data for bucket %s (clusters %s) not re-analysed: older than "
+                "analyzers.reopen_max_age_s=%s; run `fleetscope backfill` to analyse it",
+                bucket_start.isoformat(),
+                ",".join(o.clusters) or "-",
+                reopen_max_age_s,
+            )
+            store.mark_bucket(key, bucket_start, o.arrival_at, "skipped")
+            continue
+        w_end = min(bucket_start + timedelta(seconds=bucket_s), end)
+        due.append(Due(Window(bucket_start, w_end, partition, partitions), o.arrival_at))
+    return due
+
+
+def finish_due(store: FindingStore, due: Due) -> None:
+    """After a successful run: advance the clock watermark and record the arrival mark covered."""
+    w = due.window
+    key = f"{w.partition}/{w.partitions}"
+    store.advance_watermark(WATERMARK_KEY, key, w.end)
+    if due.arrival_at is not None:
+        store.mark_bucket(key, w.start, due.arrival_at, "analysed")
+
+
 class TelemetrySource(Protocol):
     """What the embedded scheduler needs from the server: a DuckDB cursor and the catalog."""
 
@@ -108,31 +182,32 @@ def run_due(
     bucket_s: float,
     lateness_s: float,
     interval_s: float,
+    reopen_max_age_s: float = 0.0,
     partition: int = 0,
     partitions: int = 1,
 ) -> list[WindowResult]:
-    """Run every window a partition owes at `tick`, advancing its watermark after each."""
+    """Run every window a partition owes at `tick` (clock and arrival), recording each done."""
     from analyzers.run.results import CatalogJobs
 
-    key = f"{partition}/{partitions}"
-    end = data_end(tick, lateness_s, interval_s)
-    windows = pending_windows(
-        store.watermark(WATERMARK_KEY, key),
-        end,
-        bucket_s,
+    results = []
+    for due in due_windows(
+        store,
+        tick,
+        bucket_s=bucket_s,
+        lateness_s=lateness_s,
+        interval_s=interval_s,
+        reopen_max_age_s=reopen_max_age_s,
         partition=partition,
         partitions=partitions,
-    )
-    results = []
-    for window in windows:
+    ):
         conn = connect()
         try:
-            result = pipeline.run(conn, window, CatalogJobs(store.engine), store)
+            result = pipeline.run(conn, due.window, CatalogJobs(store.engine), store)
         finally:
             conn.close()
         results.append(result)
         if not result.errors:
-            store.advance_watermark(WATERMARK_KEY, key, window.end)
+            finish_due(store, due)
     return results
 
 
@@ -161,6 +236,7 @@ def start_embedded(
                     bucket_s=settings.get_int("analyzers.bucket_s"),
                     lateness_s=settings.get_float("analyzers.lateness_s"),
                     interval_s=interval_s,
+                    reopen_max_age_s=settings.get_float("analyzers.reopen_max_age_s"),
                 )
             except Exception:
                 log.exception("embedded analyzer tick %s failed", tick.isoformat())

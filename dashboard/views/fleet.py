@@ -9,7 +9,10 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from dashboard import charts, data, state
+from analyzers.plain import utc_span
+from dashboard import charts, data, state, tables
+from dashboard.findings_view import show_finding
+from dashboard.tables import Col
 
 IDLEST_JOBS = 15
 JOB_LINES = 8
@@ -31,7 +34,7 @@ def render() -> None:
     buckets = state.buckets_for(key, win)
     totals = data.fleet_totals(buckets)
     st.caption(
-        f"{win.start:%Y-%m-%d %H:%M} to {win.end:%Y-%m-%d %H:%M} UTC · {totals.gpus} GPUs · "
+        f"{utc_span(win.start, win.end)} · {totals.gpus} GPUs · "
         f"{totals.jobs} jobs · buckets of {win.bucket_s // 60} min"
     )
     cols = st.columns(5)
@@ -71,23 +74,52 @@ def render() -> None:
     st.subheader("Utilization heatmap by cluster and host")
     st.altair_chart(charts.heatmap(data.host_heatmap(buckets)), width="stretch")
 
-    left, right = st.columns([1, 2])
+    left, right = st.columns([1, 3])
     with left:
         st.subheader("Percentiles")
         percentiles = state.sketch_percentiles(key, win.start, win.end, win.bucket_s)
-        caption = "of every sample's active % on allocated GPUs (quantile sketches, within 1 %)"
+        caption = (
+            "active % of every sample of allocated GPUs (quantile sketches, within 1 %), "
+            "as `fleetscope quantiles active_pct`"
+        )
         if percentiles is None:  # no sketches kept yet: the bucket-mean approximation
             percentiles = data.utilization_percentiles(buckets)
-            caption = "of per-GPU active % per bucket, weighted by GPU-hours"
+            caption = "active % of allocated GPUs per bucket, weighted by GPU-hours"
         percentiles["quantile"] = [f"p{q * 100:g}" for q in percentiles["quantile"]]
-        st.dataframe(percentiles, hide_index=True, width="stretch")
+        tables.show(
+            percentiles,
+            {"quantile": Col("percentile"), "active_pct": Col("active %", "%.1f")},
+        )
         st.caption(caption)
     with right:
         _opportunities(key, win)
 
+    st.subheader("Top findings")
+    found = state.top_findings(key, win.start, win.end)
+    if not found:
+        st.caption(
+            "No findings stored for this window yet: the analyzers look at new data every "
+            "scheduler.interval_s and write what they find."
+        )
+    for finding in found:
+        show_finding(finding)
+
     st.subheader("Idlest jobs")
     st.caption("ranked by idle GPU-hours: allocated hours minus active hours")
     _idlest(jobs)
+
+
+TREND = {
+    "wasted_gpu_h": Col("recoverable GPU-h", "%.2f"),
+    "trend": Col("trend"),
+}
+
+
+def _trend(table: pd.DataFrame) -> pd.DataFrame:
+    """The change as words where a number would mislead: "new" when nothing came before."""
+    return table.assign(
+        trend=["new" if pd.isna(change) else f"{change:+.0f} %" for change in table["change_pct"]]
+    )
 
 
 def _opportunities(key: str, win: data.Window) -> None:
@@ -98,51 +130,50 @@ def _opportunities(key: str, win: data.Window) -> None:
         return
     st.caption(
         f"{found.total_gpu_h:,.1f} recoverable GPU-h (a job flagged by several rules counted "
-        f"once; previous window {found.previous_total_gpu_h:,.1f}), as `fleetscope opportunities`"
+        f"once; previous window {found.previous_total_gpu_h:,.1f}), as `fleetscope opportunities`; "
+        "trend: against the previous window of the same length"
     )
-    trend = {
-        "wasted_gpu_h": st.column_config.NumberColumn("recoverable GPU-h", format="%.1f"),
-        "previous_gpu_h": st.column_config.NumberColumn("previous window", format="%.1f"),
-        "change_pct": st.column_config.NumberColumn("trend %", format="%+.0f"),
-    }
-    st.dataframe(found.by_rule, hide_index=True, width="stretch", column_config=trend)
-    st.dataframe(
-        found.by_team,
-        hide_index=True,
-        width="stretch",
-        column_config={**trend, "top_rule": st.column_config.TextColumn("top rule")},
+    tables.show(
+        _trend(found.by_rule),
+        {
+            "rule_id": Col("rule", width="small"),
+            "rule": Col("name"),
+            "wasted_gpu_h": TREND["wasted_gpu_h"],
+            "trend": TREND["trend"],
+            "findings": Col("findings", "%d"),
+            "jobs": Col("jobs", "%d"),
+        },
     )
+    tables.show(
+        _trend(found.by_team),
+        {
+            "team": Col("team"),
+            "wasted_gpu_h": TREND["wasted_gpu_h"],
+            "trend": TREND["trend"],
+            "findings": Col("findings", "%d"),
+            "jobs": Col("jobs", "%d"),
+            "top_rule": Col("top rule"),
+        },
+    )
+
+
+IDLEST = {
+    "job_id": Col("job"),
+    "user": Col("user"),
+    "team": Col("team"),
+    "gpus": Col("GPUs", "%d"),
+    "allocated_h": Col("allocated GPU-h", "%.2f"),
+    "idle_h": Col("idle GPU-h", "%.2f"),
+    "active_pct": Col("active %", "%.1f"),
+}
 
 
 def _idlest(jobs: pd.DataFrame) -> None:
     top = jobs.head(IDLEST_JOBS)
-    shown = top[
-        [
-            "job_id",
-            "user",
-            "team",
-            "name",
-            "gpus",
-            "allocated_h",
-            "active_h",
-            "idle_h",
-            "active_pct",
-        ]
-    ]
-    st.dataframe(
-        shown,
-        hide_index=True,
-        width="stretch",
-        column_config={
-            "allocated_h": st.column_config.NumberColumn("allocated GPU-h", format="%.2f"),
-            "active_h": st.column_config.NumberColumn("active GPU-h", format="%.2f"),
-            "idle_h": st.column_config.NumberColumn("idle GPU-h", format="%.2f"),
-            "active_pct": st.column_config.NumberColumn("active %", format="%.1f"),
-        },
-    )
-    links = st.columns(5)
+    tables.show(top, IDLEST)
+    links = st.columns(3)
     for number, job_id in enumerate(top["job_id"]):
-        links[number % 5].page_link(
+        links[number % 3].page_link(
             "views/job.py", label=f"job {job_id}", query_params={"job_id": job_id}
         )
 

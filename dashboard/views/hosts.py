@@ -6,9 +6,11 @@ where the catalog tracks it, the agent's last batch. Read-only.
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
-from dashboard import data, state
+from dashboard import data, state, tables
+from dashboard.tables import Col
 
 
 def render() -> None:
@@ -31,9 +33,49 @@ def render() -> None:
     )
     if not flagged.empty:
         st.subheader("Needs attention")
-        st.dataframe(flagged, hide_index=True, width="stretch")
+        tables.show(_readable(flagged), COLUMNS)
     st.subheader("All hosts")
-    st.dataframe(health, hide_index=True, width="stretch")
+    tables.show(_readable(health), COLUMNS)
+    st.caption(
+        "Counters are what the window added (last minus first per GPU): ECC DBE are new "
+        "double-bit ECC errors, throttled s the seconds clocks were held down by the power cap "
+        "or by heat; XID is the last code seen. The DCGM panels of a host (temperature, clocks, power, memory, PCIe, NVLink): "
+        "the GPUs page."
+    )
+    links = st.columns(6)
+    for number, host in enumerate(health["host"].head(24)):
+        links[number % 6].page_link("views/gpus.py", label=host, query_params={"host": host})
+
+
+COLUMNS = {
+    "host": Col("host"),
+    "cluster": Col("cluster"),
+    "gpus": Col("GPUs", "%d"),
+    "last_sample_utc": Col("last sample (UTC)"),
+    "gpus_with_xid": Col("XID GPUs", "%d"),
+    "xid_code": Col("last XID", "%d"),
+    "ecc_dbe_new": Col("ECC DBE", "%d"),
+    "pcie_replays_new": Col("PCIe replays", "%d"),
+    "throttled": Col("throttled s power / thermal"),
+    "temp_c_max": Col("max °C", "%.0f"),
+}
+
+
+def _readable(health: pd.DataFrame) -> pd.DataFrame:
+    """Times as 24-hour UTC text; an XID code of 0 (none) left empty."""
+    shown = health.copy()
+    shown["last_sample_utc"] = [
+        "-" if pd.isna(t) else f"{pd.Timestamp(t).tz_convert('UTC'):%Y-%m-%d %H:%M:%S}"
+        for t in shown["last_sample"]
+    ]
+    shown["xid_code"] = shown["xid_code"].where(shown["xid_code"] > 0)
+    shown["throttled"] = [
+        f"{power:.0f} / {thermal:.0f}"
+        for power, thermal in zip(
+            shown["power_throttle_s"], shown["thermal_throttle_s"], strict=True
+        )
+    ]
+    return shown
 
 
 if __name__ == "__main__":

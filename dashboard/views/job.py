@@ -6,13 +6,16 @@ write (a catalog request, see `dashboard.actions`); telemetry is only read.
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any
 
 import pandas as pd
 import streamlit as st
 
-from dashboard import actions, charts, data, state
+from analyzers.plain import plain_record
+from dashboard import actions, charts, data, jobinfo, state
+from dashboard.findings_view import show_finding
 from fleetscope.errors import FleetscopeError
 
 SERIES = (
@@ -41,30 +44,50 @@ def render() -> None:
         return
     st.title(f"Job {job_id}")
     gpus, steps, step_totals = state.job_series(key, job_id)
-    if gpus.empty:
-        st.error(f"No GPU samples for job {job_id!r} in the warehouse.")
+    span_hosts = state.job_span_hosts(key, job_id)
+    if span_hosts is None:
+        st.error(f"No GPU samples for job {job_id!r} in the warehouse, and no step metrics.")
         return
-    meta = state.jobs_meta(key)
-    row = meta[meta["job_id"] == job_id]
-    if not row.empty:
-        owner = row.iloc[0]
-        known = [c for c in row.columns if c != "job_id" and not pd.isna(owner[c])]
-        st.caption(" · ".join(f"{c}: {owner[c]}" for c in known))
-    _summary(gpus, step_totals)
-    _profile_button(key, job_id)
-
-    st.subheader("GPUs over time")
-    left, right = st.columns(2)
-    for number, (column, title) in enumerate(SERIES):
-        if gpus[column].notna().any():
-            (left if number % 2 == 0 else right).altair_chart(
-                charts.metric_lines(gpus, column, title), width="stretch"
+    span, hosts = span_hosts
+    if gpus.empty:
+        steps, step_totals = state.step_series(key, job_id)
+    catalog_row = _catalog_row(key, job_id)
+    meta = [(f, catalog_row[f]) for f in ("user", "team", "name") if catalog_row.get(f)]
+    if meta:
+        st.caption(" · ".join(f"{f}: {v}" for f, v in meta))
+    footprint = state.job_footprint(key, job_id, span.start, span.end, tuple(hosts))
+    rows = jobinfo.about(
+        span,
+        hosts,
+        int(gpus["gpu"].nunique()) if not gpus.empty else 0,
+        catalog_row,
+        state.latest_sample(key),
+        footprint,
+    )
+    if not gpus.empty:
+        _summary(gpus, step_totals)
+    left, right = st.columns([3, 2])
+    left.table(pd.DataFrame(rows, columns=["job", "value"]).set_index("job"))
+    with right:
+        _profile_button(key, job_id)
+        for host in hosts[:8]:
+            st.page_link(
+                "views/gpus.py", label=f"DCGM panels of {host}", query_params={"host": host}
             )
-    if not gpus["sm_active_pct"].notna().any():
-        st.caption(
-            "SM and tensor activity are off in dcgm-exporter's default CSV: enable "
-            "DCGM_FI_PROF_SM_ACTIVE and DCGM_FI_PROF_PIPE_TENSOR_ACTIVE to see them."
-        )
+
+    if not gpus.empty:
+        st.subheader("GPUs over time")
+        left, right = st.columns(2)
+        for number, (column, title) in enumerate(SERIES):
+            if gpus[column].notna().any():
+                (left if number % 2 == 0 else right).altair_chart(
+                    charts.metric_lines(gpus, column, title), width="stretch"
+                )
+        if not gpus["sm_active_pct"].notna().any():
+            st.caption(
+                "SM and tensor activity are off in dcgm-exporter's default CSV: enable "
+                "DCGM_FI_PROF_SM_ACTIVE and DCGM_FI_PROF_PIPE_TENSOR_ACTIVE to see them."
+            )
 
     st.subheader("Steps (from the training SDK)")
     if steps.empty:
@@ -82,6 +105,23 @@ def render() -> None:
         )
     _findings(key, job_id)
     _traces(key, job_id)
+
+
+def _catalog_row(key: str, job_id: str) -> dict[str, Any]:
+    jobs = state.catalog_table(key, "jobs")
+    if jobs.empty or "job_id" not in jobs.columns:
+        return {}
+    match = jobs[jobs["job_id"] == job_id]
+    if match.empty:
+        return {}
+    return {str(k): v for k, v in match.iloc[0].to_dict().items() if not _missing(v)}
+
+
+def _missing(value: Any) -> bool:
+    try:
+        return bool(pd.isna(value))
+    except (TypeError, ValueError):
+        return False
 
 
 def _summary(gpus: pd.DataFrame, step_totals: dict[str, float | None]) -> None:
@@ -117,22 +157,17 @@ def _findings(key: str, job_id: str) -> None:
         return
     chains = state.catalog_table(key, "auto_profiles")
     for record in findings.to_dict("records"):
-        wasted = record.get("wasted_gpu_hours", 0.0)
-        with st.expander(
-            f"{record.get('rule_id', '?')} · {record.get('severity', '')} · {wasted:.1f} GPU-h",
-            expanded=True,
-        ):
-            st.markdown(f"**Fix:** {record.get('recommendation', '')}")
-            if record.get("estimate_method"):
-                st.caption(f"Estimate: {record['estimate_method']}")
-            evidence = record.get("evidence")
-            if isinstance(evidence, str):
-                evidence = json.loads(evidence)
-            if evidence:
-                st.json(evidence, expanded=True)
-            mine = chains[chains["finding_id"] == record.get("finding_id")]
-            for link in mine.to_dict("records"):
-                _chain(link)
+        # the closed loop's chain under the finding it started (analyzers.autoprofile)
+        links = chains[chains["finding_id"] == record.get("finding_id")].to_dict("records")
+        show_finding(
+            plain_record({str(k): v for k, v in record.items()}),
+            functools.partial(_chains, links) if links else None,
+        )
+
+
+def _chains(links: list[dict[Any, Any]]) -> None:
+    for link in links:
+        _chain(link)
 
 
 def _chain(link: dict[Any, Any]) -> None:

@@ -7,9 +7,22 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import data, state
+from dashboard import data, state, tables
+from dashboard.tables import Col
 
 LINKS = 20
+COLUMNS = {
+    "job_id": Col("job"),
+    "user": Col("user"),
+    "team": Col("team"),
+    "gpus": Col("GPUs", "%d"),
+    "allocated_h": Col("GPU-h", "%.2f"),
+    "active_pct": Col("active %", "%.1f"),
+    "sm_active_pct": Col("SM %", "%.1f"),
+    "idle_h": Col("idle GPU-h", "%.2f"),
+    "findings": Col("findings", "%d"),
+    "wasted_gpu_h": Col("recoverable GPU-h", "%.2f"),
+}
 
 
 def render() -> None:
@@ -24,44 +37,24 @@ def render() -> None:
     jobs = data.with_findings(jobs, findings)
     search = st.text_input("Search job id, user, team or name", key="job_search")
     shown = data.search_jobs(jobs, search)
-    st.caption(f"{len(shown)} of {len(jobs)} jobs, idlest first")
-    event = st.dataframe(
-        shown[
-            [
-                "job_id",
-                "user",
-                "team",
-                "name",
-                "cluster",
-                "gpus",
-                "allocated_h",
-                "active_pct",
-                "sm_active_pct",
-                "idle_h",
-                "findings",
-                "wasted_gpu_h",
-            ]
-        ],
-        hide_index=True,
-        width="stretch",
+    st.caption(
+        f"{len(shown)} of {len(jobs)} jobs, idlest first · GPU-h: allocated GPU-hours · "
+        "SM %: SM-active % · recoverable: what the findings' fixes would return"
+    )
+    event = tables.show(
+        shown,
+        COLUMNS,
         on_select="rerun",
         selection_mode="single-row",
         key="jobs_table",
-        column_config={
-            "allocated_h": st.column_config.NumberColumn("allocated GPU-h", format="%.2f"),
-            "active_pct": st.column_config.NumberColumn("active %", format="%.1f"),
-            "sm_active_pct": st.column_config.NumberColumn("SM-active %", format="%.1f"),
-            "idle_h": st.column_config.NumberColumn("idle GPU-h", format="%.2f"),
-            "wasted_gpu_h": st.column_config.NumberColumn("recoverable GPU-h", format="%.1f"),
-        },
     )
     rows = event.selection.rows if event is not None else []
     if rows:
         job_id = str(shown.iloc[rows[0]]["job_id"])
         st.switch_page("views/job.py", query_params={"job_id": job_id})
-    links = st.columns(5)
+    links = st.columns(3)
     for number, job_id in enumerate(shown["job_id"].head(LINKS)):
-        links[number % 5].page_link(
+        links[number % 3].page_link(
             "views/job.py", label=f"job {job_id}", query_params={"job_id": job_id}
         )
 

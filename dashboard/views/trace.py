@@ -1,17 +1,22 @@
 """Trace page: one trace as the analyzers report it (`analyzers.traces.analyze_trace`): the GPU
 time breakdown, kernels per stream with idle time by cause, top kernels, what-if estimates, the
-trace rules' findings, and a link that opens it in Perfetto UI. Read-only."""
+trace rules' findings in plain language, the per-step and data-loader tables `fleetscope profile`
+prints (CPU-only traces too), and a button that hands the trace to Perfetto UI the way Perfetto
+documents for dashboards (`dashboard.perfetto`). Read-only."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import streamlit as st
+import streamlit.components.v1 as components
 
-from dashboard import charts, state, trace_report
+from analyzers.plain import plain
+from dashboard import charts, perfetto, state, tables, trace_report
+from dashboard.findings_view import show_finding
+from dashboard.tables import Col
 from fleetscope.errors import TraceError
 
-PERFETTO_UI = "https://ui.perfetto.dev/"
 TIMELINE_OPS = 5000  # most ops drawn: the first ones (a caption says how many there are)
 
 
@@ -56,18 +61,52 @@ def render() -> None:
     except (OSError, TraceError) as exc:
         st.error(f"Cannot read this trace: {exc}")
         return
-    st.link_button("Open in Perfetto UI", PERFETTO_UI, icon=":material/open_in_new:")
-    st.caption(f"Perfetto opens local files: download {path.name} and drop it on the page.")
-    st.download_button("Download trace", path.read_bytes(), file_name=path.name)
+    left, right = st.columns([1, 3])
+    with left:
+        st.download_button("Download trace", path.read_bytes(), file_name=path.name)
+    with right:
+        button = perfetto.open_button_html(path, f"fleetscope {trace_id}")
+        if button is None:
+            st.caption("Too large to hand to Perfetto UI from here: download it and open it there.")
+        else:
+            components.html(button, height=44)
+    _steps(view)
+    _findings(view)
     if not view.ranks:
-        st.info("This trace holds no GPU kernels (a CPU-only trace).")
-        return
-    rank = min(view.ranks)
-    if len(view.ranks) > 1:
-        rank = st.selectbox("Rank", list(view.ranks), key="trace_rank")
-    _rank(view.ranks[rank])
+        st.info("This trace holds no GPU kernels (a CPU-only trace): steps and data loader above.")
+    else:
+        rank = min(view.ranks)
+        if len(view.ranks) > 1:
+            rank = st.selectbox("Rank", list(view.ranks), key="trace_rank")
+        _rank(view.ranks[rank])
     for note in view.notes:
         st.caption(note)
+
+
+STEP_COLUMNS = {
+    "step": Col("step", "%d"),
+    "duration_ms": Col("step time ms", "%.1f"),
+    "gpu_busy_pct": Col("GPU busy %", "%.1f"),
+    "dataloader_ms": Col("data loader ms", "%.1f"),
+    "dataloader_pct": Col("data loader % of step", "%.1f"),
+}
+
+
+def _steps(view: trace_report.TraceView) -> None:
+    """Per rank, what `fleetscope profile` prints: steps, mean step, data-loader share, then the
+    per-step table (step time, GPU busy share, time in the DataLoader)."""
+    st.subheader("Steps and data loader")
+    if not view.steps:
+        st.caption("No ProfilerStep ranges in this trace.")
+        return
+    for rank, steps in view.steps.items():
+        mean = "n/a" if steps.mean_step_ms is None else f"{steps.mean_step_ms:,.1f} ms"
+        loader = "n/a" if steps.dataloader_pct is None else f"{steps.dataloader_pct:.0f} %"
+        cols = st.columns(3)
+        cols[0].metric(f"rank {rank}: steps", f"{steps.steps:,}")
+        cols[1].metric("mean step", mean)
+        cols[2].metric("data loader of step time", loader)
+        tables.show(steps.table, STEP_COLUMNS)
 
 
 def _rank(view: trace_report.RankView) -> None:
@@ -112,23 +151,15 @@ def _rank(view: trace_report.RankView) -> None:
         width="stretch",
         column_config={"share_pct": st.column_config.NumberColumn("share %", format="%.1f")},
     )
-    _findings(view)
 
 
-def _findings(view: trace_report.RankView) -> None:
+def _findings(view: trace_report.TraceView) -> None:
     st.subheader("Findings")
     if not view.findings:
-        st.caption("The trace rules found nothing on this rank.")
+        st.caption("The trace rules found nothing in this trace.")
         return
-    for finding in view.findings:
-        hours = finding["wasted_gpu_hours"]
-        with st.expander(
-            f"{finding['rule_id']} · {finding['severity']} · {finding['title']}"
-            + (f" · {hours:.1f} GPU-h" if hours else ""),
-        ):
-            st.markdown(f"**Fix:** {finding['recommendation']}")
-            st.caption(f"Estimate: {finding['estimate_method']}")
-            st.json(finding["evidence"], expanded=False)
+    for finding in sorted(view.findings, key=lambda f: -f.wasted_gpu_hours):
+        show_finding(plain(finding))
 
 
 if __name__ == "__main__":

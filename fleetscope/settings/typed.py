@@ -49,6 +49,7 @@ class AgentSettings:
     scrape_timeout_s: float
     ingest_timeout_s: float
     backoff_max_s: float
+    slurm_job_dir: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +111,15 @@ class AutoprofileSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class OwnersSettings:
+    """[owners] settings."""
+
+    k8s_team_labels: str
+    k8s_user_labels: str
+    k8s_project_labels: str
+
+
+@dataclass(frozen=True, slots=True)
 class FleetSettings:
     """[fleet] settings."""
 
@@ -144,6 +154,7 @@ class AnalyzersSettings:
 
     bucket_s: int
     lateness_s: float
+    reopen_max_age_s: float
     partitions: int
     enabled: str
     thresholds_file: str
@@ -219,6 +230,10 @@ class TypedSettings:
     @functools.cached_property
     def autoprofile(self) -> AutoprofileSettings:
         return AutoprofileSettings(**self._section("autoprofile"))
+
+    @functools.cached_property
+    def owners(self) -> OwnersSettings:
+        return OwnersSettings(**self._section("owners"))
 
     @functools.cached_property
     def fleet(self) -> FleetSettings:

@@ -120,7 +120,8 @@ def test_a_crashed_worker_task_is_rerun_without_duplicates(
     stored = sorted(s.finding.finding_id for s in store.findings())
     expected = Pipeline.default().run(fleet().connect(), window, StaticJobCatalog()).findings
     assert stored == sorted(f.finding_id for f in expected)
-    assert sum(d["findings"] for d in done) == len(expected) == 6 * 2 + 6 * 2
+    # idle: R1 and R3; low: R2 only (its R11 profile is a symptom, analyzers.rules.causes)
+    assert sum(d["findings"] for d in done) == len(expected) == 6 * 2 + 6 * 1
     for p in range(2):
         assert store.watermark(WATERMARK_KEY, f"{p}/2") == window.end
 
@@ -142,4 +143,4 @@ def test_a_tick_fans_out_windows_per_partition(
         time.sleep(0.5)
     else:
         pytest.fail(f"watermarks never reached {end}: {marks}")
-    assert len(store.findings()) == 24
+    assert len(store.findings()) == 18

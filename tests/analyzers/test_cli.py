@@ -37,7 +37,9 @@ def test_backfill_then_opportunities_job_and_findings(
     assert "R1            6.0         1      1" in out
     assert main([*argv, "job", "idle"]) == 0
     out = capsys.readouterr().out
-    assert "allocated GPU-hours: 6.00" in out and "R1   critical" in out
+    assert "allocated GPU-hours: 6.00" in out
+    assert "Job idle   2025-03-03 00:00 to 02:59 UTC" in out
+    assert "  R1   Zero utilization · critical · 6 GPU-h recoverable\n" in out
     assert main([*argv, "job", "noprof"]) == 0
     assert "DCGM_FI_PROF_SM_ACTIVE" in capsys.readouterr().out
     assert main([*argv, "findings", "--suppress", "job=idle", "--reason", "known"]) == 0

@@ -47,3 +47,5 @@ def test_every_rule_meets_the_quality_targets() -> None:
     assert report.not_simulated == [], text
     assert not report.ambiguous_users, text
     assert report.passed, text
+    # each job's top finding names its scenario's cause (analyzers.rules.causes, issue 13)
+    assert report.root_accuracy == 1.0 and report.root_correct >= 60, text

@@ -33,6 +33,15 @@ def _app(page: str | None = None, **query: str) -> AppTest:
     return app
 
 
+def _finding_rules(app: AppTest) -> list[str]:
+    """Rule ids of the findings shown, from their plain-language headings (`**T1 · Idle time**`)."""
+    return [
+        m.value.removeprefix("**").split(" · ")[0]
+        for m in app.markdown
+        if m.value.startswith("**") and " · " in m.value and "GPU-h** recoverable" in m.value
+    ]
+
+
 def _metrics(app: AppTest) -> dict[str, str]:
     return {m.label: m.value for m in app.metric}
 
@@ -106,8 +115,15 @@ def test_job_page_shows_series_steps_findings_and_traces(warehouse_env: Warehous
         "data wait of step": "40.0 %",
     }
     assert "user: carol" in app.caption[0].value
-    assert [e.label for e in app.expander] == ["P1 · warn · 1.2 GPU-h"]
-    assert "Raise DataLoader num_workers" in app.expander[0].markdown[0].value
+    # issue 15: the finding in plain language (as `fleetscope job`), raw JSON only in an expander
+    markdown = [m.value for m in app.markdown]
+    assert "**P1 · Data-loader stall** · warn · **1.2 GPU-h** recoverable" in markdown
+    assert any(m.startswith("**Problem:** ") and "**Fix:** Raise DataLoader num_workers" in m
+               for m in markdown)  # fmt: skip
+    assert [e.label for e in app.expander] == ["raw evidence (JSON)"]
+    about = app.table[0].value
+    assert about.loc["hosts", "value"] == "e2, w1" and about.loc["GPUs", "value"] == "2"
+    assert about.loc["state", "value"] == "running"  # no end in the catalog, samples fresh
     charts = app.get("vega_lite_chart")
     assert len(charts) == 7  # 5 GPU series + step time + data wait
 
@@ -129,6 +145,9 @@ def test_job_page_for_an_unknown_job(warehouse_env: Warehouse) -> None:
     assert "No GPU samples for job 'nope'" in app.error[0].value
 
 
+STEPS_SEEN = [1, 2]  # the ProfilerStep ranges of the trace
+
+
 def test_traces_and_trace_pages(warehouse_env: Warehouse) -> None:
     app = _app("views/traces.py")
     assert app.dataframe[0].value["trace_id"].tolist() == ["stall-1/mi250"]
@@ -136,18 +155,26 @@ def test_traces_and_trace_pages(warehouse_env: Warehouse) -> None:
     # `analyze_trace`'s definitions (exact timestamps): kernel_time 8911.9 us, idle 98.33 %,
     # compute 1.24 % (HTA's ns rounding gives 98.53 % and 1.08 %: below).
     assert _metrics(app) == {
+        "rank 0: steps": "2",  # issue 15: what `fleetscope profile` prints per rank
+        "mean step": "4.7 ms",
+        "data loader of step time": "0 %",
         "GPU busy span": "8.9 ms",
         "idle": "98.3 %",
         "compute": "1.2 %",
         "GPU ops": "16",
     }
-    stalls = app.dataframe[1].value  # idle time per stream, by cause
+    steps = app.dataframe[0].value  # per step: time, GPU busy share, data loader
+    assert steps["step"].tolist() == STEPS_SEEN
+    # as `fleetscope trace analyze` prints them: 9288 us and 49.07 us, no data-loader time
+    assert steps["duration_ms"].tolist() == pytest.approx([9.288, 0.04907], rel=1e-3)
+    assert steps["dataloader_pct"].tolist() == [0.0, 0.0]
+    stalls = app.dataframe[2].value  # idle time per stream, by cause
     assert stalls["stream"].tolist() == [0]
     assert stalls["host_wait_ms"].tolist() == pytest.approx([8.762845])
-    top = app.dataframe[2].value
+    top = app.dataframe[3].value
     assert top["calls"].sum() == 16
     assert top["name"].iloc[0] == "Memcpy HtoD (Host -> Device)"
-    assert [e.label.split(" · ")[0] for e in app.expander] == ["T1", "T2", "T5", "T10"]
+    assert _finding_rules(app) == ["T1", "T2", "T5", "T10"]
 
 
 def test_trace_page_agrees_with_hta_on_request(warehouse_env: Warehouse) -> None:
@@ -157,12 +184,15 @@ def test_trace_page_agrees_with_hta_on_request(warehouse_env: Warehouse) -> None
     assert not app.exception, app.exception
     hta = pd.read_csv(DATA / "mi250_minitoy_hta-0.5.0_temporal_breakdown.csv").iloc[0]
     assert _metrics(app) == {
+        "rank 0: steps": "1",  # HTA's load rules drop the trace's last step
+        "mean step": "9.3 ms",
+        "data loader of step time": "0 %",
         "GPU busy span": f"{hta['kernel_time(us)'] / 1000:,.1f} ms",
         "idle": f"{hta['idle_time_pctg']:.1f} %",
         "compute": f"{hta['compute_time_pctg']:.1f} %",
         "GPU ops": "16",
     }
-    assert [e.label.split(" · ")[0] for e in app.expander] == ["T1", "T5", "T10"]
+    assert _finding_rules(app) == ["T1", "T5", "T10"]
 
 
 def test_hosts_page_flags_the_faulty_host(warehouse_env: Warehouse) -> None:

@@ -1,18 +1,31 @@
-"""`fleetscope demo` as a person runs it: live numbers in the browser, then Ctrl-C leaves nothing.
+"""`fleetscope demo` as a newcomer meets it (issue 15), on one demo run shared by every check.
 
-The demo's real processes (simulator, agents, server, Streamlit) run on free loopback ports; headless
-Chromium loads the fleet page and must show the GPU and job counts the warehouse holds at that
-moment. SIGINT then stops the demo, and no process that carries the demo's data folder in its
-environment may survive it.
+The demo's real processes (simulator, agents, server, Streamlit, a real PyTorch training process
+with the SDK) run on free loopback ports, started from a scratch folder as `make demo` would be.
+Then, like a person with only the README:
+- the demo prints the dashboard URL, the token and the lines that point a CLI at it;
+- the CLI, run in the same folder, finds the running demo by itself and answers from its data,
+  with findings within 60 s of the URL;
+- `fleetscope profile --job demo-torch-1` captures and analyses a real trace end to end;
+- `fleetscope report weekly` with no arguments reports the week that has data;
+- headless Chromium opens every page and finds no clipped table, no "None", no raw JSON, and
+  findings where findings belong; a screenshot of each page is kept under test-artifacts/.
+SIGINT then stops the demo, and no process that carries the demo's folder in its environment may
+survive it.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -22,7 +35,17 @@ from fleetscope.settings import load_settings
 from tests.dashboard.browser import Browser
 from warehouse import reader
 
-pytestmark = [pytest.mark.slow, pytest.mark.real_component("chromium")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.real_component("chromium"),
+    pytest.mark.real_component("torch"),
+]
+pytest.importorskip("torch", reason="the demo's training process is real PyTorch")
+
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = ROOT / "test-artifacts" / "demo-pages"
+TORCH_JOB = "demo-torch-1"
+FINDINGS_WITHIN_S = 60.0  # the issue's promise: findings within a minute of the URL
 
 
 def processes_mentioning(marker: str) -> list[int]:
@@ -49,45 +72,238 @@ def warehouse_counts(data_dir: Path) -> str:
     return f"{gpus} GPUs · {jobs} jobs"
 
 
-def test_demo_shows_live_warehouse_numbers_and_stops_cleanly(tmp_path: Path) -> None:
-    demo_dir = tmp_path / "demo"
+@dataclass
+class Demo:
+    folder: Path  # where the demo was started (the CLI runs here too)
+    data_dir: Path
+    url: str
+    printed: str
+    url_at: float  # time.monotonic() when the URL was printed
+    env: dict[str, str]
+
+    def cli(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        """`fleetscope ARGS` as the newcomer types it, in the demo's folder, no settings given."""
+        return subprocess.run(
+            [str(Path(sys.executable).with_name("fleetscope")), *args],
+            cwd=self.folder, env=self.env, capture_output=True, text=True, timeout=timeout,
+        )  # fmt: skip
+
+    def catalog(self, sql: str) -> list[tuple[object, ...]]:
+        with sqlite3.connect(self.data_dir / "catalog.sqlite") as db:
+            return db.execute(sql).fetchall()
+
+
+def _wait(condition: object, timeout_s: float, what: str) -> None:
+    assert callable(condition)
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} did not happen within {timeout_s:.0f} s")
+        time.sleep(1.0)
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Demo]:
+    folder = tmp_path_factory.mktemp("newcomer")
+    demo_dir = folder / "demo"
     env = {
         **os.environ,
+        "FLEETSCOPE_CONFIG": os.devnull,
         "FLEETSCOPE_SERVER_PORT": str(free_port()),
         "FLEETSCOPE_DASHBOARD_PORT": str(free_port()),
-        "FLEETSCOPE_SIMULATOR_BASE_PORT": str(free_port()),
+        "FLEETSCOPE_SIMULATOR_BASE_PORT": "0",  # the kernel picks; the demo reads them back
     }
-    demo = subprocess.Popen(
+    env.pop("FLEETSCOPE_CORE_DATA_DIR", None)  # the CLI must find the demo by itself
+    process = subprocess.Popen(
         [str(Path(sys.executable).with_name("fleetscope")), "demo", "--hosts", "2",
          "--interval-s", "1", "--dir", str(demo_dir)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+        cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
     )  # fmt: skip
-    assert demo.stdout is not None
+    assert process.stdout is not None
+    printed = []
+    for line in process.stdout:
+        printed.append(line)
+        if "press Ctrl-C" in line:
+            break
+    text = "".join(printed)
+    found = re.search(r"dashboard at (\S+)", text)
+    assert found, f"the demo never printed its dashboard URL:\n{text}"
     try:
-        url = None
-        for line in demo.stdout:
-            if "dashboard at" in line:
-                url = line.split("dashboard at ")[1].split()[0]
-                break
-        assert url, "the demo never printed its dashboard URL"
-        browser = Browser()
-        try:
-            deadline = time.monotonic() + 60
-            while True:
-                browser.navigate(url)
-                text = browser.wait_for_text("GPU-h", timeout_s=60)
-                expected = warehouse_counts(demo_dir / "data")
-                if expected in text or time.monotonic() > deadline:
-                    break
-                time.sleep(2)  # a job started between the page's query and ours: look again
-            browser.screenshot(tmp_path / "demo.png")
-        finally:
-            browser.close()
-        assert expected in text
-        assert "Allocated" in text and "Idlest jobs" in text
+        yield Demo(folder, demo_dir / "data", found[1], text, time.monotonic(), env)
     finally:
-        demo.send_signal(signal.SIGINT)
-        output = demo.communicate(timeout=60)[0]
-    assert demo.returncode == 0, output
-    assert "no process left running" in output
-    assert processes_mentioning(str(demo_dir)) == []
+        process.send_signal(signal.SIGINT)
+        output = process.communicate(timeout=120)[0]
+        assert process.returncode == 0, text + output
+        assert "no process left running" in output
+        assert processes_mentioning(str(demo_dir)) == []
+        assert not (folder / "var" / "demo.json").exists()  # withdrawn on the way out
+
+
+def test_the_demo_prints_the_url_the_token_and_how_to_point_a_cli_at_it(demo: Demo) -> None:
+    token = re.search(r"token (\S+)", demo.printed)
+    assert token and len(token[1]) >= 20  # generated, never a fixed demo token
+    assert f"export FLEETSCOPE_CORE_DATA_DIR={demo.data_dir}" in demo.printed
+    assert f"export FLEETSCOPE_AGENT_TOKEN={token[1]}" in demo.printed
+    assert f"fleetscope profile --job {TORCH_JOB} --steps 5" in demo.printed
+    announced = json.loads((demo.folder / "var" / "demo.json").read_text())
+    assert announced["token"] == token[1] and announced["dashboard_url"] == demo.url
+
+
+def test_the_cli_finds_the_demo_and_findings_come_within_a_minute(demo: Demo) -> None:
+    def ranked() -> bool:
+        answer = demo.cli("opportunities", "--window", "1h", "--json")
+        return answer.returncode == 0 and bool(json.loads(answer.stdout)["by_rule"])
+
+    _wait(ranked, FINDINGS_WITHIN_S - (time.monotonic() - demo.url_at), "a first finding")
+    answer = demo.cli("opportunities", "--window", "1h")
+    assert "reading the running demo (pid" in answer.stderr
+    assert f"at {demo.data_dir}" in answer.stderr
+    assert "Recoverable GPU-hours, last 1h" in answer.stdout
+
+
+def test_profile_captures_and_analyses_the_real_pytorch_job(demo: Demo) -> None:
+    done = demo.cli("profile", "--job", TORCH_JOB, "--steps", "5", "--timeout", "90")
+    assert done.returncode == 0, done.stdout + done.stderr
+    # The closed loop (issue 18, on in the demo) may have profiled the job first: the user's
+    # request is then not number 1, but it is the user's, not an automatic one.
+    asked = re.search(rf"^profile request (\d+) for job {TORCH_JOB}: done$", done.stdout, re.M)
+    assert asked is not None, done.stdout
+    automatic = demo.catalog("SELECT request_id FROM auto_profiles")
+    assert (int(asked[1]),) not in automatic
+    assert "rank 0: 5 steps" in done.stdout
+    t8 = [line for line in done.stdout.splitlines() if line.strip().startswith("[T8 ")]
+    assert len(t8) == 1 and "data-loader bound" in t8[0], done.stdout
+
+
+def test_a_stall_finding_on_the_pytorch_job_profiles_it_by_itself(demo: Demo) -> None:
+    """Issue 18 in the demo: the trainer's data wait is a P1 finding, and the closed loop turns it
+    into a real profile of the real process, the trace's evidence stored with the chain."""
+    chain = (
+        "SELECT rule_id, trace_id FROM auto_profiles "
+        f"WHERE job_id = '{TORCH_JOB}' AND reason = 'triggered' AND evidence IS NOT NULL"
+    )
+    _wait(lambda: bool(demo.catalog(chain)), 240, "an automatic profile of the PyTorch job")
+    ((rule_id, trace_id),) = demo.catalog(chain)[:1]
+    assert rule_id == "P1"
+    traced = f"SELECT job_id FROM traces WHERE trace_id = '{trace_id}'"
+    assert demo.catalog(traced) == [(TORCH_JOB,)]
+
+
+def test_report_weekly_without_arguments_reports_the_week_with_data(demo: Demo) -> None:
+    done = demo.cli("report", "weekly", "--no-pdf")
+    assert done.returncode == 0, done.stderr
+    week = re.search(r"fleet (\d{4}-W\d{2}): (\S+)", done.stdout)
+    assert week, done.stdout
+    html = Path(week[2]).read_text()
+    assert "No jobs ran this week" not in html  # the week reported is the one with data
+    if "holds no GPU samples" in done.stderr:  # a demo on a Monday+ has no complete week of data
+        assert f"reporting {week[1]}" in done.stderr
+
+
+# Page checks a person would make, run in the page: every table fits (nothing scrolls sideways),
+# and the visible text (the data grids' cells included) shows no "None" and no raw JSON.
+_CLIPPED_JS = """
+(() => {
+  const out = [];
+  document.querySelectorAll('[data-testid="stDataFrame"], [data-testid="stTable"]')
+    .forEach((table, index) => {
+      table.querySelectorAll('*').forEach((inner) => {
+        const style = getComputedStyle(inner);
+        if (!['auto', 'scroll'].includes(style.overflowX)) return;
+        if (inner.scrollWidth > inner.clientWidth + 1)
+          out.push(`${table.dataset.testid} #${index}: ${inner.scrollWidth} > ${inner.clientWidth}`);
+      });
+    });
+  return out;
+})()
+"""
+_TEXT_JS = """
+document.body.innerText + '\\n' + Array.from(
+  document.querySelectorAll('[data-testid="stDataFrame"] [role="gridcell"], '
+    + '[data-testid="stDataFrame"] td, [data-testid="stDataFrame"] th')
+).map((cell) => cell.textContent).join('\\n')
+"""
+RAW_JSON = re.compile(r'[{\[]\s*"[A-Za-z_]+"\s*:|"_meta"|_epoch_s')
+
+
+_UNDRAWN_JS = """
+document.querySelectorAll('[data-testid="stSkeleton"]').length
++ Array.from(document.querySelectorAll('[data-testid="stVegaLiteChart"]'))
+    .filter((chart) => !chart.querySelector('canvas, svg')).length
+"""
+
+
+def _drawn(browser: Browser, timeout_s: float = 60) -> None:
+    """Wait until no element is still a loading skeleton and every chart has its canvas (data
+    grids and charts draw after the text)."""
+    deadline = time.monotonic() + timeout_s
+    while browser.evaluate(_UNDRAWN_JS):
+        assert time.monotonic() < deadline, "the page never finished drawing"
+        time.sleep(0.5)
+
+
+def _check_page(browser: Browser, name: str, *needles: str) -> str:
+    text = browser.wait_for_text(*needles, timeout_s=120)
+    _drawn(browser)
+    browser.screenshot(ARTIFACTS / f"{name}.png")
+    assert browser.evaluate(_CLIPPED_JS) == [], f"{name}: a table is clipped"
+    shown = str(browser.evaluate(_TEXT_JS))
+    assert not re.search(r"\bNone\b", shown), f"{name} shows None:\n{shown[:3000]}"
+    assert not RAW_JSON.search(shown), f"{name} shows raw JSON:\n{shown[:3000]}"
+    return f"{text}\n{shown}"
+
+
+def test_every_page_reads_like_a_person_expects(demo: Demo) -> None:
+    if not demo.catalog("SELECT count(*) FROM traces")[0][0]:  # run alone (-k): profile first
+        profiled = demo.cli("profile", "--job", TORCH_JOB, "--steps", "5", "--timeout", "90")
+        assert profiled.returncode == 0, profiled.stderr
+    _wait(lambda: demo.catalog("SELECT count(*) FROM traces")[0][0] > 0, 60, "a profiled trace")
+    _wait(
+        lambda: (
+            demo.catalog(f"SELECT count(*) FROM findings WHERE job_id != '{TORCH_JOB}'")[0][0] > 0
+        ),
+        120,
+        "a finding on a simulated job",
+    )
+    (job_id,) = demo.catalog(
+        f"SELECT job_id FROM findings WHERE job_id != '{TORCH_JOB}' "
+        "ORDER BY wasted_gpu_hours DESC LIMIT 1"
+    )[0]
+    (trace_id,) = demo.catalog(f"SELECT trace_id FROM traces WHERE job_id = '{TORCH_JOB}' LIMIT 1")[
+        0
+    ]
+    browser = Browser()
+    try:
+        deadline = time.monotonic() + 60
+        while True:  # live numbers: the page shows the GPU and job counts the warehouse holds
+            browser.navigate(demo.url + "/")
+            fleet = browser.wait_for_text("GPU-h", "Idlest jobs", timeout_s=60)
+            expected = warehouse_counts(demo.data_dir)
+            if expected in fleet or time.monotonic() > deadline:
+                break
+            time.sleep(2)  # a job started between the page's query and ours: look again
+        assert expected in fleet
+        assert "Allocated" in fleet
+        _check_page(browser, "fleet", "Top findings", "GPU-h recoverable", "Idlest jobs")
+        browser.navigate(demo.url + "/jobs")
+        _check_page(browser, "jobs", "Search job id", str(job_id))
+        browser.navigate(f"{demo.url}/job?job_id={job_id}")
+        job = _check_page(browser, "job", f"Job {job_id}", "Problem:", "Fix:", "duration")
+        assert "raw evidence (JSON)" in job  # the JSON itself stays folded away
+        browser.navigate(f"{demo.url}/job?job_id={TORCH_JOB}")
+        _check_page(browser, "job-torch", f"Job {TORCH_JOB}", "CPU-only", "step time (s)")
+        browser.navigate(demo.url + "/traces")
+        _check_page(browser, "traces", str(trace_id))
+        browser.navigate(f"{demo.url}/trace?trace_id={trace_id}")
+        trace = _check_page(
+            browser, "trace", "Steps and data loader", "Data loader in the trace", "Fix:"
+        )
+        assert "rank 0: steps" in trace
+        browser.navigate(demo.url + "/hosts")
+        _check_page(browser, "hosts", "All hosts", "Counters are what the window added")
+        browser.navigate(demo.url + "/gpus")
+        _check_page(browser, "gpus", "temperature (°C)", "power (W) against the board limit")
+    finally:
+        browser.close()
+    for page in ("fleet", "jobs", "job", "job-torch", "traces", "trace", "hosts", "gpus"):
+        assert (ARTIFACTS / f"{page}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

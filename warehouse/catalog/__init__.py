@@ -7,6 +7,7 @@ tables) and use the small typed functions of each module inside `engine.begin()`
     tokens      agent_tokens
     findings    findings, suppressions
     analysis    analyzer_watermarks, analyzer_runs
+    arrivals    window_arrivals, window_analysed (arrival-driven scheduling)
     profiling   profile_requests, traces
     autoprofile auto_profiles (finding -> profile -> refined finding)
     reports     report_runs
@@ -21,6 +22,7 @@ from __future__ import annotations
 from warehouse.catalog import (
     agents,
     analysis,
+    arrivals,
     autoprofile,
     findings,
     fleet,
@@ -34,6 +36,7 @@ from warehouse.catalog.base import connect, metadata
 __all__ = [
     "agents",
     "analysis",
+    "arrivals",
     "autoprofile",
     "connect",
     "findings",

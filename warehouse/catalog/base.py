@@ -90,7 +90,7 @@ def connect(url: str) -> Engine:
     return engine
 
 
-Merge = Literal["replace", "least", "greatest", "coalesce"]
+Merge = Literal["replace", "least", "greatest", "coalesce", "keep"]
 
 
 def upsert(
@@ -104,7 +104,8 @@ def upsert(
 
     `update` says how each column merges with a stored row: `replace` takes the incoming value,
     `least`/`greatest` keep the smaller/larger (first_seen, last_seen), `coalesce` takes the
-    incoming value unless it is null (a partial record never erases what is known).
+    incoming value unless it is null (a partial record never erases what is known), `keep` keeps the
+    stored value unless it is null (a weaker source only fills gaps).
     """
     if not rows:
         return
@@ -118,6 +119,8 @@ def upsert(
             sets[col] = new
         elif how == "coalesce":
             sets[col] = func.coalesce(new, old)
+        elif how == "keep":
+            sets[col] = func.coalesce(old, new)
         else:
             least = how == "least"
             fn = (

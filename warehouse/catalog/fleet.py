@@ -8,11 +8,12 @@ erases fields an earlier one gave. This module must never read telemetry samples
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
 
-from sqlalchemy import Column, Connection, Integer, String, Table, and_, select
+from sqlalchemy import Column, Connection, Engine, Integer, String, Table, and_, select
 
 from warehouse.catalog.base import Merge, UTCDateTime, metadata, upsert
 
@@ -114,6 +115,12 @@ def upsert_jobs(conn: Connection, records: Sequence[Job]) -> None:
     upsert(conn, jobs, [asdict(j) for j in records], ["job_id"], _JOB_MERGE)
 
 
+def fill_job_owners(conn: Connection, records: Sequence[Job]) -> None:
+    """Owners derived from telemetry (a Kubernetes namespace): fill only what nothing else set."""
+    merge: dict[str, Merge] = {c.name: "keep" for c in jobs.columns if c.name != "job_id"}
+    upsert(conn, jobs, [asdict(j) for j in records], ["job_id"], merge)
+
+
 def record_allocations(conn: Connection, seen: Sequence[Allocation]) -> None:
     keys = ["job_id", "host", "gpu_index"]
     upsert(conn, gpu_allocations, [asdict(a) for a in seen], keys, _ALLOCATION_MERGE)
@@ -134,6 +141,27 @@ def list_jobs(
     if start is not None:
         query = query.where((jobs.c.end_ts.is_(None)) | (jobs.c.end_ts > start))
     return [Job(**row) for row in conn.execute(query).mappings()]
+
+
+class HostClusters:
+    """host -> the cluster the catalog knows it by, for series that carry no cluster label.
+
+    Read once and re-read at most every `refresh_s` when asked for a host it does not know (the
+    remote_write assembler asks once per series, then caches the route)."""
+
+    def __init__(self, engine: Engine, refresh_s: float = 60.0) -> None:
+        self._engine = engine
+        self._refresh_s = refresh_s
+        self._known: dict[str, str] = {}
+        self._read_at = float("-inf")
+
+    def __call__(self, host: str) -> str | None:
+        if host not in self._known and time.monotonic() - self._read_at >= self._refresh_s:
+            with self._engine.connect() as conn:
+                rows = conn.execute(select(hosts.c.host, hosts.c.cluster)).all()
+            self._known = {h: c for h, c in rows if c}
+            self._read_at = time.monotonic()
+        return self._known.get(host)
 
 
 def list_hosts(conn: Connection) -> list[HostSeen]:

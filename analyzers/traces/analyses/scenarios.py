@@ -109,6 +109,9 @@ def _no_dataloader_wait(replay: Replay, o: TraceOptions, level: int) -> Change |
     return Change(cpu_warp=_warp(replay.frame.ts[rows], replay.frame.end[rows], 0.0))
 
 
+_FIXED_POINT_ROUNDS = 8
+
+
 def _workers_change(replay: Replay, o: TraceOptions, level: int) -> Change | None:
     """Computed once per level and options (`dataloader_workers+amp` reuses it)."""
     return replay.derived(
@@ -125,9 +128,8 @@ def _workers_fixed_point(replay: Replay, o: TraceOptions, level: int) -> Change 
     load_us = float((e - s).sum()) / replay.n_steps  # loading CPU work per step, now in workers
     kappa = _pick(level, o.worker_contention, 0.1, 0.6)
     residual_us = _pick(level, 500.0, 100.0, 2000.0)  # the main thread's dequeue per batch
-    step = replay.step_time(Change(cpu_warp=(s, e, np.zeros(len(s)))))
-    change = Change()
-    for _ in range(3):  # fixed point: the worker load depends on the new step time
+
+    def change_at(step: float) -> Change:
         # N worker processes keep at most N cores busy, however long the loading takes (a
         # loader that sleeps on I/O would otherwise count as many cores and stretch the step).
         load_cores = min(load_us / max(step, 1.0), float(o.dataloader_workers))
@@ -137,9 +139,15 @@ def _workers_fixed_point(replay: Replay, o: TraceOptions, level: int) -> Change 
         # Workers keep up while N of them load a batch faster than the main thread consumes it.
         behind_us = max(0.0, load_us * scale / o.dataloader_workers - step)
         keep = np.minimum(1.0, (residual_us + behind_us) / np.maximum(e - s, 1e-9))
-        change = Change(cpu_warp=(s, e, keep), cpu_scale=scale)
-        step = replay.step_time(change)
-    return change
+        return Change(cpu_warp=(s, e, keep), cpu_scale=scale)
+
+    # The new step time is the fixed point of step = replay(change_at(step)). The replay falls
+    # as the guess grows (less worker load per step), so plain iteration oscillates (it priced a
+    # 29 ms step at 34 ms); averaging each guess with its image converges.
+    step = replay.step_time(Change(cpu_warp=(s, e, np.zeros(len(s)))))
+    for _ in range(_FIXED_POINT_ROUNDS):
+        step = 0.5 * (step + replay.step_time(change_at(step)))
+    return change_at(step)
 
 
 scenario(

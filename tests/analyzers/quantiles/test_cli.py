@@ -67,3 +67,46 @@ def test_bad_input_is_a_clear_error(
     assert main(["--config", config, *args]) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
+
+
+def test_the_dashboard_and_the_cli_give_the_same_fleet_percentiles(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 15: the dashboard said p50 active = 94 % where `fleetscope quantiles` said 0 %, as
+    one counted unallocated GPUs. Both now read analyzers.quantiles.fleet_percentiles; here a busy job's GPU
+    sits beside two GPUs no job holds."""
+    from datetime import UTC, datetime
+
+    from analyzers.quantiles.tiers import QuantileStore
+    from dashboard import data
+    from fleetscope.settings import load_settings
+
+    fleet = Fleet()
+    fleet.gpus(None, "h1", range(2), 0, 180, gpu_util=0.0, gr_engine_active=0.0)
+    fleet.gpus("busy", "h2", range(1), 0, 180, gr_engine_active=lambda i, t: 0.5 + (i % 41) / 100)
+    publish(fleet, tmp_path / "var" / "segments")
+    path = tmp_path / "fleetscope.toml"
+    path.write_text(f'[core]\ndata_dir = "{tmp_path / "var"}"\n')
+    argv = ["--config", str(path)]
+    assert main([*argv, "backfill", "--start", "2025-03-03", "--end", "2025-03-04"]) == 0
+    capsys.readouterr()
+    end = datetime(2025, 3, 4, tzinfo=UTC)
+    cli = [*argv, "quantiles", "active_pct", "--end", end.isoformat(), "--window", "1d", "--json"]
+
+    assert main([*cli, "--q", "0.5,0.9,0.99"]) == 0
+    (allocated,) = json.loads(capsys.readouterr().out)["groups"]
+    assert main([*cli, "--q", "0.5,0.9,0.99", "--gpus", "all"]) == 0
+    (every_gpu,) = json.loads(capsys.readouterr().out)["groups"]
+
+    store = QuantileStore.from_settings(load_settings(str(path)))
+    con = store.connect()
+    try:
+        window = data.Window(datetime(2025, 3, 3, tzinfo=UTC), end, 3600)
+        shown = data.sketch_percentiles(con, window)
+    finally:
+        con.close()
+    assert shown is not None
+    assert shown["active_pct"].tolist() == [allocated["p50"], allocated["p90"], allocated["p99"]]
+    assert allocated["count"] == 1080 and every_gpu["count"] == 3 * 1080
+    assert allocated["p50"] == pytest.approx(70, rel=0.01)
+    assert every_gpu["p50"] == 0.0

@@ -1,0 +1,51 @@
+"""GPUs page: the DCGM panels per GPU and host (temperature, power against the board limit, SM and
+memory clocks, memory used as a share of capacity, utilization, PCIe and NVLink throughput), as a
+Grafana + DCGM user knows them (`dashboard.dcgm`). Pick hosts in the sidebar; `?host=` preselects
+one (the Hosts and Job pages link here). Read-only.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from analyzers.plain import utc_span
+from dashboard import charts, dcgm, state
+
+
+def render() -> None:
+    st.title("GPUs")
+    key = state.warehouse_key(state.settings())
+    win = state.window(key, state.window_picker())
+    if win is None:
+        st.info("The warehouse holds no GPU samples yet: start agents (or `fleetscope demo`).")
+        return
+    known = state.hosts_in(key, win.start, win.end, win.bucket_s)
+    wanted = [h for h in st.query_params.get_all("host") if h in known] or known[:1]
+    hosts = st.sidebar.multiselect("Hosts", known, default=wanted, key="gpu_hosts")
+    st.caption(
+        f"{utc_span(win.start, win.end)} · buckets of {win.bucket_s // 60} min · "
+        f"{len(hosts)} of {len(known)} hosts · one line per GPU"
+    )
+    if not hosts:
+        st.info("Pick one or more hosts in the sidebar.")
+        return
+    frame = state.gpu_panels(key, win.start, win.end, win.bucket_s, tuple(hosts))
+    show_panels(frame)
+
+
+def show_panels(frame: pd.DataFrame) -> None:
+    """The DCGM panels in two columns; a panel without data says which counter is off."""
+
+    left, right = st.columns(2)
+    for number, item in enumerate(dcgm.PANELS):
+        column = left if number % 2 == 0 else right
+        if frame.empty or not frame[item.column].notna().any():
+            column.caption(f"{item.title}: not reported by this host's dcgm-exporter")
+            continue
+        limit = "power_limit_w" if item.column == "power_w" else None
+        column.altair_chart(charts.panel(frame, item.column, item.title, limit), width="stretch")
+
+
+if __name__ == "__main__":
+    render()

@@ -1,0 +1,157 @@
+"""Settings rows of analyzers and scheduling, the dashboard, weekly reports and the simulator
+(part of the one table)."""
+
+from __future__ import annotations
+
+from fleetscope.settings.setting import Setting
+
+ROWS: tuple[Setting, ...] = (
+    # -- analyzers and scheduling ------------------------------------------------------------
+    Setting("scheduler.mode", "embedded", "str", "embedded (in the server process) or celery."),
+    Setting("scheduler.interval_s", 60.0, "float", "Seconds between analyzer windows."),
+    Setting(
+        "celery.broker_url", "redis://127.0.0.1:6379/0", "str", "Celery broker URL (fleet mode)."
+    ),
+    Setting(
+        "analyzers.bucket_s",
+        86400,
+        "int",
+        "Seconds in an analysis bucket: a finding's identity window (runs inside it update it).",
+    ),
+    Setting(
+        "analyzers.lateness_s",
+        120.0,
+        "float",
+        "Seconds a scheduled window waits for late samples before it is analyzed.",
+    ),
+    Setting(
+        "analyzers.reopen_max_age_s",
+        7 * 86400.0,
+        "float",
+        "Oldest data (seconds before now) whose late arrival re-opens its bucket for analysis; "
+        "older buckets are reported as skipped; 0: no bound.",
+    ),
+    Setting(
+        "analyzers.partitions", 4, "int", "Slices of the fleet a window is cut into (Celery mode)."
+    ),
+    Setting(
+        "analyzers.enabled", "", "str", "Comma-separated analyzer names to run; empty runs all."
+    ),
+    Setting(
+        "analyzers.thresholds_file",
+        "",
+        "path",
+        "TOML file of threshold overrides, one [analyzer_name] table each.",
+    ),
+    Setting(
+        "analyzers.max_gap_s",
+        300.0,
+        "float",
+        "Largest sample gap still counted as allocated GPU time (missing samples).",
+    ),
+    Setting(
+        "analyzers.metrics_window_s",
+        86400.0,
+        "float",
+        "Seconds of findings and job efficiency the server's /metrics reports (fleetscope_* "
+        "findings families).",
+    ),
+    Setting(
+        "analyzers.metrics_top_jobs",
+        20,
+        "int",
+        'Jobs with their own series on /metrics; the rest are summed into job="other".',
+    ),
+    Setting(
+        "analyzers.metrics_refresh_s",
+        60.0,
+        "float",
+        "Seconds a computed /metrics snapshot of findings and GPU-hours is served before a "
+        "scrape recomputes it.",
+    ),
+    Setting(
+        "analyzers.startup_grace_s",
+        0.0,
+        "float",
+        "Seconds at a job's start (checkpoint load) that rules do not judge; 0 pools every sample.",
+    ),
+    Setting(
+        "analyzers.gpus_per_node", 8, "int", "GPUs in a full node (multi-node fragmentation, R15)."
+    ),
+    Setting(
+        "analyzers.sketches_dir",
+        "",
+        "path",
+        "Folder of the quantile-sketch store (Parquet + manifest); empty: <data_dir>/sketches.",
+    ),
+    Setting(
+        "analyzers.sketch_pane_s",
+        10,
+        "int",
+        "Seconds in a quantile-sketch pane (must divide 60); panes roll up to 1 min and 1 h.",
+    ),
+    Setting(
+        "analyzers.sketch_pane_retention_s",
+        6 * 3600.0,
+        "float",
+        "How long pane sketches are kept, back from the newest sample (older panes are not "
+        "built; files go by whole days); 0: forever.",
+    ),
+    Setting(
+        "analyzers.sketch_minute_retention_s",
+        86400.0,
+        "float",
+        "How long 1 min sketch roll-ups are kept (whole days); 0: forever.",
+    ),
+    Setting(
+        "analyzers.sketch_hour_retention_s",
+        400 * 86400.0,
+        "float",
+        "How long 1 h sketch roll-ups are kept (whole days); 0: forever.",
+    ),
+    # -- dashboard ----------------------------------------------------------------------------
+    Setting("dashboard.port", 8501, "int", "Port of the Streamlit dashboard."),
+    Setting(
+        "dashboard.default_window",
+        "last 7 days",
+        "str",
+        "Window pages open with: last hour, last 6 hours, last 24 hours, last 7 days, last 28 days.",
+    ),
+    Setting("dashboard.cache_ttl_s", 10.0, "float", "Seconds a dashboard query result is cached."),
+    # -- weekly reports -------------------------------------------------------------------------
+    Setting(
+        "reports.out_dir", "", "path", "Folder reports are written to; empty: <data_dir>/reports."
+    ),
+    Setting("reports.trend_weeks", 6, "int", "Weeks of efficiency trend a weekly report shows."),
+    Setting("reports.smtp_host", "", "str", "SMTP server that delivers reports; empty: no email."),
+    Setting("reports.smtp_port", 25, "int", "Port of the SMTP server."),
+    Setting("reports.from_addr", "fleetscope@localhost", "str", "From address of report emails."),
+    Setting(
+        "reports.email_domain",
+        "",
+        "str",
+        "Domain appended to catalog user names to mail them (user@domain); empty: no user mail.",
+    ),
+    Setting(
+        "reports.admin_recipients", "", "str", "Comma-separated addresses of the fleet report."
+    ),
+    Setting(
+        "reports.dashboard_url",
+        "http://127.0.0.1:8501",
+        "str",
+        "Base URL of the dashboard, linked from reports.",
+    ),
+    # -- simulator ----------------------------------------------------------------------------
+    Setting("simulator.hosts", 16, "int", "Simulated hosts (8 GPUs each)."),
+    Setting("simulator.base_port", 19400, "int", "First port of the simulated dcgm-exporters."),
+    Setting("simulator.seed", 7, "int", "Random seed of the job scenarios."),
+    Setting(
+        "simulator.cluster", "default", "str", "Cluster name on simulated jobs and batch rows."
+    ),
+    Setting(
+        "simulator.scrape_failure_rate",
+        0.003,
+        "float",
+        "Share of scrapes a simulated exporter answers 503 (the third host: 0.05).",
+    ),
+)

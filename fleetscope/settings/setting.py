@@ -1,0 +1,21 @@
+"""One row of the settings table: a key, its default, its type and its help."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+SettingType = Literal["str", "int", "float", "bool", "path"]
+Source = Literal["default", "file", "env"]
+
+
+@dataclass(frozen=True)
+class Setting:
+    key: str
+    default: str | int | float | bool
+    type: SettingType
+    help: str
+
+    @property
+    def env(self) -> str:
+        return "FLEETSCOPE_" + self.key.upper().replace(".", "_")

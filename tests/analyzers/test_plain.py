@@ -1,0 +1,92 @@
+"""Findings in plain language (analyzers.plain): the words every view uses."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from analyzers.findings import Finding, Severity
+from analyzers.plain import evidence_rows, plain, plain_record, rule_name, to_text, utc_span
+
+START = datetime(2026, 11, 24, 14, 5, tzinfo=UTC)
+END = datetime(2026, 11, 24, 16, 30, tzinfo=UTC)
+
+
+def _finding() -> Finding:
+    return Finding(
+        rule_id="R3",
+        severity=Severity.CRITICAL,
+        job_id="train-7",
+        host="gpu-node-01",
+        gpus=("0", "1"),
+        window_start=START,
+        window_end=END,
+        title="GPU(s) 0, 1 at 0 % for 145 min",
+        recommendation="Cancel the job and resubmit it when it can use the GPU.",
+        wasted_gpu_hours=4.8333,
+        estimate_method="hours of the idle stretches inside the window",
+        evidence={
+            "longest_idle_min": 145.0,
+            "ongoing": True,
+            "data_wait_share": 0.4123,
+            "step_median_s": 0.0715,
+            "fb_used_max_mib": 2048.0,
+            "host": None,
+            "stretches": [
+                {"gpu": "0", "from_epoch_s": START.timestamp(), "to_epoch_s": END.timestamp()}
+            ],
+            "samples": {
+                "table": "gpu_samples",
+                "host": "gpu-node-01",
+                "gpus": ["0", "1"],
+                "from_epoch_s": START.timestamp(),
+                "to_epoch_s": END.timestamp(),
+            },
+            "_meta": {"title": "hidden", "job_name": None},
+        },
+    )
+
+
+def test_evidence_reads_with_units_human_utc_times_and_no_json() -> None:
+    assert evidence_rows(_finding().evidence) == [
+        ("longest idle", "145 min"),
+        ("ongoing", "yes"),
+        ("data wait", "41.2 %"),
+        ("step median", "71.5 ms"),
+        ("fb used max", "2 GiB"),
+        ("host", "n/a"),
+        ("stretches", "gpu 0 2026-11-24 14:05 to 16:30 UTC"),
+        ("data", "gpu_samples, gpu-node-01, gpus 0, 1 2026-11-24 14:05 to 16:30 UTC"),
+    ]
+
+
+def test_a_finding_and_its_catalog_row_read_the_same() -> None:
+    finding = _finding()
+    from analyzers.run.results import to_catalog
+
+    row = to_catalog(finding)
+    record = {c: getattr(row, c) for c in (
+        "rule_id", "severity", "job_id", "host", "gpus", "window_start", "window_end",
+        "wasted_gpu_hours", "estimate_method", "evidence", "recommendation",
+    )}  # fmt: skip
+    from_row = plain_record(record)
+    direct = plain(finding)
+    assert from_row.problem == direct.problem == "GPU(s) 0, 1 at 0 % for 145 min"
+    assert from_row.evidence == direct.evidence
+    assert (from_row.rule, from_row.when) == ("Idle allocation", "2026-11-24 14:05 to 16:30 UTC")
+
+
+def test_the_cli_form() -> None:
+    assert to_text(plain(_finding())).splitlines()[:4] == [
+        "  R3   Idle allocation · critical · 4.83 GPU-h recoverable",
+        "       problem: GPU(s) 0, 1 at 0 % for 145 min",
+        "       fix: Cancel the job and resubmit it when it can use the GPU.",
+        "       where: job train-7, gpu-node-01, GPU 0, 1, 2026-11-24 14:05 to 16:30 UTC",
+    ]
+
+
+def test_names_and_spans() -> None:
+    assert rule_name("P1") == "Data-loader stall"
+    assert rule_name("X99") == "X99"  # an external analyzer's rule keeps its id
+    assert utc_span(START, datetime(2026, 11, 25, 1, 0, tzinfo=UTC)) == (
+        "2026-11-24 14:05 to 2026-11-25 01:00 UTC"
+    )
