@@ -12,6 +12,8 @@ Nothing heavy is imported at module level: handlers import DuckDB and SQLAlchemy
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -185,6 +187,30 @@ def warehouse_query(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def _catalog_clusters(settings: Settings) -> Callable[[str], str | None] | None:
+    """host -> the cluster this machine's catalog knows it by (agents report theirs), so imported
+    series without a `cluster` label join their host's cluster; None where there is no catalog
+    here (an import run from another machine), and a catalog that cannot be read knows nothing."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from warehouse import catalog
+    from warehouse.catalog.fleet import HostClusters
+    from warehouse.paths import WarehousePaths
+
+    url = WarehousePaths.from_settings(settings).catalog_url
+    if url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).exists():
+        return None
+    known = HostClusters(catalog.connect(url))
+
+    def cluster_of(host: str) -> str | None:
+        try:
+            return known(host)
+        except SQLAlchemyError:
+            return None
+
+    return cluster_of
+
+
 def import_prometheus(args: argparse.Namespace, settings: Settings) -> int:
     from warehouse.prometheus_import import (
         DEFAULT_MATCH,
@@ -216,6 +242,7 @@ def import_prometheus(args: argparse.Namespace, settings: Settings) -> int:
             args.token if args.token is not None else settings.get_str("agent.token"),
         ),
         progress=print,
+        known_cluster=None if args.cluster else _catalog_clusters(settings),
     )
     print(
         f"imported {result.rows} rows in {result.batches} batches over {result.chunks} chunks "

@@ -228,15 +228,23 @@ class MatrixRows:
     series_ignored: int
 
 
-def rows_of_matrix(results: list[dict[str, Any]], default_cluster: str) -> MatrixRows:
-    """query_range series -> gpu_samples rows, one per GPU or MIG instance per evaluation time."""
+def rows_of_matrix(
+    results: list[dict[str, Any]],
+    default_cluster: str,
+    known_cluster: Callable[[str], str | None] | None = None,
+) -> MatrixRows:
+    """query_range series -> gpu_samples rows, one per GPU or MIG instance per evaluation time.
+
+    A series without a `cluster` label takes the cluster `known_cluster` knows its host by (the
+    catalog's, as remote_write does), so a host lands in the same cluster whatever path it came by.
+    """
     scrapes: dict[tuple[ScrapeKey, int], dict[tuple[tuple[str, str], ...], Sample]] = {}
     ignored = 0
     for series in results:
         metric: dict[str, str] = series.get("metric") or {}
         name = metric.get("__name__", "")
         labels = exporter_labels(metric) if name.startswith(DCGM_PREFIX) else {}
-        key = scrape_of(labels, default_cluster) if labels else None
+        key = scrape_of(labels, default_cluster, known_cluster) if labels else None
         if key is None:
             ignored += 1
             continue
@@ -340,6 +348,7 @@ def run_import(
     *,
     now_ms: int | None = None,
     progress: Callable[[str], None] = lambda _line: None,
+    known_cluster: Callable[[str], str | None] | None = None,
 ) -> ImportResult:
     """Query, convert and send every chunk in time order; see the module docstring."""
     plan.check(now_ms if now_ms is not None else int(time.time() * 1000))
@@ -348,7 +357,7 @@ def run_import(
         matrix: list[dict[str, Any]] = []
         for match in plan.matches:
             matrix += api.query_range(match, first_ms, last_ms, plan.step_ms)
-        converted = rows_of_matrix(matrix, plan.cluster)
+        converted = rows_of_matrix(matrix, plan.cluster, known_cluster)
         rows = converted.rows
         for part, offset in enumerate(range(0, len(rows), plan.batch_rows)):
             table = rows_to_table(rows[offset : offset + plan.batch_rows])

@@ -157,6 +157,24 @@ def test_prometheus_errors_are_reported_with_its_own_words() -> None:
         PrometheusAPI("p:9090")
 
 
+def test_series_without_a_cluster_label_join_the_cluster_their_host_is_known_by() -> None:
+    """issue 13: an agent reported host n7 in cluster `east`; the import of the same host's
+    history (no `cluster` label on its series) lands there too, not in the import's default; a
+    host nobody knows takes the default, and a `cluster` label always wins."""
+    page = (DATA / "h100_slurm_main.prom").read_text()
+    matrix = matrix_of(page, [1767571200.0])
+    stranger = [
+        {**s, "metric": {**s["metric"], "Hostname": "n9", "instance": "n9:9400"}} for s in matrix
+    ]
+    labelled = [{**s, "metric": {**s["metric"], "cluster": "lab"}} for s in matrix]
+    hosts = {r["host"] for r in rows_of_matrix(matrix, "west").rows}
+    known = {host: "east" for host in hosts}
+    clusters = {r["cluster"] for r in rows_of_matrix(matrix, "west", known.get).rows}
+    assert clusters == {"east"}
+    assert {r["cluster"] for r in rows_of_matrix(stranger, "west", known.get).rows} == {"west"}
+    assert {r["cluster"] for r in rows_of_matrix(labelled, "west", known.get).rows} == {"lab"}
+
+
 def test_run_import_queries_each_chunk_and_selector(server: Server) -> None:
     page = (DATA / "h100_slurm_main.prom").read_text()
     calls: list[str] = []
