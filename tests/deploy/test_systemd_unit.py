@@ -28,7 +28,8 @@ import pytest
 from tests.collector.test_readonly_root import exporter  # noqa: F401  (fixture)
 from tests.warehouse.test_prometheus_e2e import free_port
 
-UNIT = Path(__file__).resolve().parents[2] / "deploy" / "systemd" / "fleetscope-agent.service"
+REPO = Path(__file__).resolve().parents[2]
+UNIT = REPO / "deploy" / "systemd" / "fleetscope-agent.service"
 INSTALLED = "/opt/fleetscope/bin/fleetscope-agent"
 AGENT = str(Path(sys.executable).parent / "fleetscope-agent")
 
@@ -97,6 +98,13 @@ def test_agent_runs_in_the_units_protect_system_strict_sandbox(
     ]
     new = root / "root"
     state, runtime = unit["StateDirectory"], unit["RuntimeDirectory"]
+    # The private /tmp hides everything under the real /tmp; a checkout or venv there (a CI clone
+    # in /tmp) stands in for /opt/fleetscope, so it stays visible, read-only like any install.
+    installs = sorted({p for p in (str(REPO), sys.prefix) if p.startswith("/tmp/")})
+    keep_installs = "\n".join(
+        f"mkdir -p {new}{p} && mount --bind {p} {new}{p} && mount -o remount,bind,ro {new}{p}"
+        for p in installs
+    )
     script = f"""
         set -e
         mount --rbind / {new}
@@ -109,6 +117,7 @@ def test_agent_runs_in_the_units_protect_system_strict_sandbox(
         mount --bind -o ro {root / "job-map"} {new}/run/dcgm-job-map
         mount -o remount,ro {new}/run
         mount --bind {root / "tmp"} {new}/tmp
+        {keep_installs}
         exec chroot {new} /usr/bin/env -i PATH=/usr/bin:/bin {" ".join(shlex.quote(e) for e in env)} \
             sh -c 'cd {unit["WorkingDirectory"]} && exec {shlex.join(command)}'
     """
