@@ -6,7 +6,7 @@
     POST /v1/profile-requests, GET /v1/profile-requests/<id>, POST /v1/agent/poll,
     POST /v1/traces            on-demand profiling (warehouse.profiling_api)
     GET  /healthz              liveness and the writer's queue depth
-    GET  /metrics              the server's own Prometheus metrics
+    GET  /metrics              the server's own Prometheus metrics (bearer token if read_auth)
 
 Every refusal is an IngestError turned into `{"error": ...}` with its status; a batch request is
 answered 202 only after the writer committed it (Ticket.wait), so 202 means durable and an agent
@@ -332,6 +332,8 @@ def get_healthz(handler: Handler, ingest: Ingest) -> Response:
 
 
 def get_metrics(handler: Handler, ingest: Ingest) -> Response:
+    if ingest.config.read_auth:  # families carry job and team labels: job data (server.read_auth)
+        ingest.auth.check(handler.headers.get("Authorization"))
     return Response(200, generate_latest(ingest.metrics.registry), CONTENT_TYPE_LATEST)
 
 

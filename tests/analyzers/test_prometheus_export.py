@@ -103,7 +103,10 @@ def populate(server: Server) -> None:
 
 
 def scrape(url: str) -> dict[str, dict[tuple[tuple[str, str], ...], float]]:
-    with urllib.request.urlopen(f"{url}/metrics", timeout=30) as answer:
+    request = urllib.request.Request(
+        f"{url}/metrics", headers={"Authorization": f"Bearer {TEST_TOKEN}"}
+    )  # server.read_auth is on: /metrics names jobs and teams
+    with urllib.request.urlopen(request, timeout=30) as answer:
         text = answer.read().decode()
     out: dict[str, dict[tuple[tuple[str, str], ...], float]] = {}
     for family in text_string_to_metric_families(text):

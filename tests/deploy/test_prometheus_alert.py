@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.analyzers.test_prometheus_export import populate, settings_for
+from tests.analyzers.test_prometheus_export import TEST_TOKEN, populate, settings_for
 from tests.warehouse.test_prometheus_e2e import free_port
 from warehouse.runtime import Server
 
@@ -42,6 +42,8 @@ def prometheus(tmp_path: Path, server: Server) -> Iterator[str]:
     if not os.path.exists(PROMETHEUS):
         pytest.skip("prometheus is not installed (Debian package `prometheus`)")
     target = server.url.removeprefix("http://")
+    token_file = tmp_path / "fleetscope-token"  # server.read_auth is on: /metrics needs the token
+    token_file.write_text(TEST_TOKEN)
     config = tmp_path / "prometheus.yml"
     config.write_text(
         json.dumps(  # YAML is a superset of JSON
@@ -49,7 +51,14 @@ def prometheus(tmp_path: Path, server: Server) -> Iterator[str]:
                 "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
                 "rule_files": [str(RULES)],
                 "scrape_configs": [
-                    {"job_name": "fleetscope-ingest", "static_configs": [{"targets": [target]}]}
+                    {
+                        "job_name": "fleetscope-ingest",
+                        "authorization": {
+                            "type": "Bearer",
+                            "credentials_file": str(token_file),
+                        },
+                        "static_configs": [{"targets": [target]}],
+                    }
                 ],
             }
         )

@@ -305,7 +305,10 @@ def test_healthz_and_metrics(server: Server) -> None:
     assert post_batch(server.url, "gpu_samples", gpu_batch("m"), token=TOKEN).status == 202
     with urllib.request.urlopen(server.url + "/healthz") as response:
         assert json.loads(response.read()) == {"status": "ok", "queued_rows": 0}
-    with urllib.request.urlopen(server.url + "/metrics") as response:
+    scrape = urllib.request.Request(
+        server.url + "/metrics", headers={"Authorization": f"Bearer {TOKEN}"}
+    )  # read_auth is on by default: /metrics carries job data
+    with urllib.request.urlopen(scrape) as response:
         text = response.read().decode()
     samples = {
         (s.name, tuple(sorted(s.labels.items()))): s.value

@@ -291,7 +291,10 @@ def test_complete_scrapes_are_stored_once_across_retries_and_restarts(
             assert post_write(restarted.url, body)[0] == 204
         assert post_write(restarted.url, bodies[2])[0] == 204
         assert stored(restarted) == [(T0 + 1000 * k, "dgx-b7", g) for k in (0, 1) for g in range(8)]
-        with urllib.request.urlopen(f"{restarted.url}/metrics") as answer:
+        scrape = urllib.request.Request(
+            f"{restarted.url}/metrics", headers={"Authorization": f"Bearer {TEST_TOKEN}"}
+        )
+        with urllib.request.urlopen(scrape) as answer:
             metrics = answer.read().decode()
         late = 2 * len(scrapes[0])
         assert f'fleetscope_remote_write_samples_total{{outcome="late"}} {late}.0' in metrics

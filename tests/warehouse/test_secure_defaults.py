@@ -126,6 +126,60 @@ def test_reads_of_job_data_need_a_token_when_read_auth_is_on(
         server.stop()
 
 
+def _get(url: str, path: str, headers: dict[str, str]) -> tuple[int, bytes]:
+    host, port = url.removeprefix("http://").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=30)
+    try:
+        conn.request("GET", path, headers=headers)
+        answer = conn.getresponse()
+        return answer.status, answer.read()
+    finally:
+        conn.close()
+
+
+# What the findings plug-in puts on /metrics: job and team names, so job data under read_auth.
+JOB_FAMILIES = (
+    "# TYPE fleetscope_recoverable_gpu_hours gauge",
+    "# TYPE fleetscope_job_gpu_efficiency_ratio gauge",
+    "# TYPE fleetscope_writer_rows_total counter",
+)
+
+
+def test_metrics_name_jobs_so_they_need_a_token_when_read_auth_is_on(settings: Settings) -> None:
+    server = Server(settings.with_overrides(server__plugins="analyzers.prometheus_export"))
+    server.start()
+    try:
+        assert _get(server.url, "/metrics", {}) == (
+            401,
+            b'{"error": "missing bearer token: send \'Authorization: Bearer <token>\'"}',
+        )
+        assert _get(server.url, "/metrics", {"Authorization": "Bearer nope"}) == (
+            401,
+            b'{"error": "invalid or revoked bearer token"}',
+        )
+        status, text = _get(server.url, "/metrics", {"Authorization": f"Bearer {TEST_TOKEN}"})
+        assert status == 200
+        assert [family for family in JOB_FAMILIES if family not in text.decode()] == []
+        assert _get(server.url, "/healthz", {})[0] == 200  # liveness names no job: stays open
+    finally:
+        server.stop()
+
+
+def test_metrics_are_open_when_read_auth_is_off(settings: Settings) -> None:
+    server = Server(
+        settings.with_overrides(
+            server__plugins="analyzers.prometheus_export", server__read_auth=False
+        )
+    )
+    server.start()
+    try:
+        status, text = _get(server.url, "/metrics", {})
+        assert status == 200
+        assert [family for family in JOB_FAMILIES if family not in text.decode()] == []
+    finally:
+        server.stop()
+
+
 @pytest.mark.parametrize(
     ("path", "body"),
     [
