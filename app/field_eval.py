@@ -25,9 +25,13 @@ from typing import TYPE_CHECKING
 from app.evaluation import RuleScore
 
 if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
+
     from analyzers.findings import Finding
+    from warehouse.catalog.fleet import Job
 
 ORIGIN = datetime(2025, 3, 10, tzinfo=UTC)  # the replayed day; the agent's clock is a day later
+AGENT_CLOCK = ORIGIN + timedelta(days=1, hours=6)
 
 
 PEERS = {"R1": {"R1", "R3"}, "R3": {"R1", "R3"}}  # one cause (idle), seen over the job and live
@@ -67,94 +71,103 @@ def _owners(tmp: Path) -> Path:
     return job_dir
 
 
-def evaluate_field(hours: float = 6.0) -> FieldReport:
+def write_field_warehouse(tmp: Path, engine: Engine, hours: float = 6.0) -> dict[str, Job]:
+    """The field fleet stored as the platform stores it: exporter pages parsed, normalized and
+    attributed by the collector's code, owners from pod labels and prolog records, rows published
+    as segments under `tmp / "segments"` with the writer's arrival marks in `engine`'s catalog.
+    Shared by the evaluation and by other analyzers' tests on this fleet (the sharing planner's)."""
     import pyarrow as pa
 
-    from analyzers.run.results import FindingStore
-    from analyzers.run.runner import Pipeline
-    from analyzers.run.schedule import run_due
     from collector.owners import k8s_owner, read_job_record
     from fleetscope.attribution.labels import HpcJobLabel, PodLabels
     from fleetscope.attribution.resolver import AttributionResolver
     from fleetscope.contract import TABLES, conform
     from fleetscope.exposition import parse
     from fleetscope.normalize import normalize_samples
-    from fleetscope.settings import load_settings
     from simulator.field_fleet import jobs, pages, step_rows
-    from warehouse import catalog as warehouse_catalog
     from warehouse.arrivals import ArrivalMarks
     from warehouse.catalog.fleet import Job, upsert_jobs
     from warehouse.prometheus_rows import rows_to_table
-    from warehouse.reader import open_segments
     from warehouse.segments import SegmentStore
     from warehouse.writer import Commit
 
     origin_ms = int(ORIGIN.timestamp() * 1000)
-    agent_clock = ORIGIN + timedelta(days=1, hours=6)
     resolver = AttributionResolver([HpcJobLabel(), PodLabels()])
+    job_dir = _owners(tmp)
+    segments = SegmentStore(tmp / "segments")
+    marks = ArrivalMarks(engine, 86400, clock=lambda: AGENT_CLOCK)
+    owners: dict[str, Job] = {}
+    rows: list[dict[str, object]] = []
+    seq = 0
+
+    def publish(tables: dict[str, pa.Table]) -> None:
+        nonlocal seq
+        seq += 1
+        written = {name: segments.write(name, t, seq) for name, t in tables.items()}
+        segments.publish(seq, written)
+        marks(Commit(seq, tables, []))
+
+    for host, _ts_ms, text in pages(origin_ms, hours):
+        readings = normalize_samples(
+            parse(text).samples,
+            ts_ms=int(AGENT_CLOCK.timestamp() * 1000),
+            cluster="field",
+            host=host,
+        )
+        resolver.resolve(readings)
+        for reading in readings:
+            job_id = reading.row.get("job_id")
+            if not isinstance(job_id, str) or job_id in owners:
+                continue
+            ns = reading.row.get("namespace")
+            owner = (
+                k8s_owner(job_id, ns if isinstance(ns, str) else None, reading.labels)
+                if reading.row.get("attribution") == "k8s"
+                else read_job_record(job_dir, job_id)
+            )
+            if owner is not None:
+                owners[job_id] = Job(job_id, user=owner.user, team=owner.team)
+        rows += [r.row for r in readings]
+        if len(rows) >= 20_000:
+            publish({"gpu_samples": conform("gpu_samples", rows_to_table(rows))})
+            rows = []
+    if rows:
+        publish({"gpu_samples": conform("gpu_samples", rows_to_table(rows))})
+    steps = step_rows(origin_ms)
+    columns = {f.name: [r.get(f.name) for r in steps] for f in TABLES["step_samples"]}
+    step_table = pa.Table.from_pydict(columns, schema=TABLES["step_samples"])
+    publish({"step_samples": conform("step_samples", step_table)})
+    # users are owners too: the SDK's job record carries the user on Kubernetes
+    for job in jobs():
+        known = owners.get(job.job_id)
+        owners[job.job_id] = Job(
+            job.job_id, user=(known.user if known else None) or job.user,
+            team=known.team if known else None,
+        )  # fmt: skip
+    with engine.begin() as conn:
+        upsert_jobs(conn, list(owners.values()))
+    return owners
+
+
+def evaluate_field(hours: float = 6.0) -> FieldReport:
+    from analyzers.run.results import FindingStore
+    from analyzers.run.runner import Pipeline
+    from analyzers.run.schedule import run_due
+    from fleetscope.settings import load_settings
+    from warehouse import catalog as warehouse_catalog
+    from warehouse.reader import open_segments
+
     with tempfile.TemporaryDirectory(prefix="fleetscope-field-") as tmp_name:
         tmp = Path(tmp_name)
-        job_dir = _owners(tmp)
         engine = warehouse_catalog.connect(f"sqlite:///{tmp / 'catalog.sqlite'}")
         store = FindingStore(engine)
-        segments = SegmentStore(tmp / "segments")
-        marks = ArrivalMarks(engine, 86400, clock=lambda: agent_clock)
-        owners: dict[str, Job] = {}
-        rows: list[dict[str, object]] = []
-        seq = 0
-
-        def publish(tables: dict[str, pa.Table]) -> None:
-            nonlocal seq
-            seq += 1
-            written = {name: segments.write(name, t, seq) for name, t in tables.items()}
-            segments.publish(seq, written)
-            marks(Commit(seq, tables, []))
-
-        for host, _ts_ms, text in pages(origin_ms, hours):
-            readings = normalize_samples(
-                parse(text).samples,
-                ts_ms=int(agent_clock.timestamp() * 1000),
-                cluster="field",
-                host=host,
-            )
-            resolver.resolve(readings)
-            for reading in readings:
-                job_id = reading.row.get("job_id")
-                if not isinstance(job_id, str) or job_id in owners:
-                    continue
-                ns = reading.row.get("namespace")
-                owner = (
-                    k8s_owner(job_id, ns if isinstance(ns, str) else None, reading.labels)
-                    if reading.row.get("attribution") == "k8s"
-                    else read_job_record(job_dir, job_id)
-                )
-                if owner is not None:
-                    owners[job_id] = Job(job_id, user=owner.user, team=owner.team)
-            rows += [r.row for r in readings]
-            if len(rows) >= 20_000:
-                publish({"gpu_samples": conform("gpu_samples", rows_to_table(rows))})
-                rows = []
-        if rows:
-            publish({"gpu_samples": conform("gpu_samples", rows_to_table(rows))})
-        steps = step_rows(origin_ms)
-        columns = {f.name: [r.get(f.name) for r in steps] for f in TABLES["step_samples"]}
-        step_table = pa.Table.from_pydict(columns, schema=TABLES["step_samples"])
-        publish({"step_samples": conform("step_samples", step_table)})
-        # users are owners too: the SDK's job record carries the user on Kubernetes
-        for job in jobs():
-            known = owners.get(job.job_id)
-            owners[job.job_id] = Job(
-                job.job_id, user=(known.user if known else None) or job.user,
-                team=known.team if known else None,
-            )  # fmt: skip
-        with engine.begin() as conn:
-            upsert_jobs(conn, list(owners.values()))
+        owners = write_field_warehouse(tmp, engine, hours)
         settings = load_settings(env={"FLEETSCOPE_ANALYZERS_SKETCHES_DIR": str(tmp / "sk")})
         run_due(
             Pipeline.from_settings(settings),
             store,
             lambda: open_segments(tmp / "segments"),
-            agent_clock,
+            AGENT_CLOCK,
             bucket_s=86400,
             lateness_s=120.0,
             interval_s=60.0,

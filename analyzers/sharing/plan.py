@@ -3,7 +3,9 @@
 1. Candidates: job GPUs not already on a MIG slice (multi-GPU jobs' GPUs too, unless
    `single_gpu_only`), that hold their GPU for at least
    `min_hours` of the window and use it persistently little: mean SM activity <= `max_sm_mean`,
-   95th percentile <= `max_sm_p95`, peak memory <= `max_memory_share` of the GPU.
+   95th percentile <= `max_sm_p95`, peak memory <= `max_memory_share` of the GPU, and, when
+   the job reports its steps, waits on input for at most `max_data_wait_share` of step time
+   (an input-starved job looks light only until its DataLoader is fixed: P1 comes first).
 2. Packing: per GPU product, first-fit decreasing by demand (SM mean + memory share): a job GPU
    joins the first group it fits that holds no other GPU of its job (NCCL cannot put two ranks
    on one device), else opens one; a group of k GPUs frees k - 1 GPUs. A multi-GPU job is only
@@ -47,6 +49,8 @@ class SharingThresholds:
     max_slowdown: float = 1.25  # the largest expected slowdown a proposal may cost a job
     single_gpu_only: bool = False  # leave multi-GPU jobs out altogether
     idle_util_pct: float = 1.0  # below this the fix is to release the GPU (R1/R3), not share it
+    max_data_wait_share: float = 0.05  # P1's line (TB plugin T1): above it the low use is the
+    # input pipeline's, not the job's demand; fixed, the job fills its GPU (P1 before sharing)
 
 
 @dataclass(frozen=True)
@@ -105,6 +109,8 @@ def _reason(u: GpuUse, th: SharingThresholds) -> str | None:
         return "idle: release it (R1/R3)"
     if u.sm_mean > th.max_sm_mean or u.sm_p95 > th.max_sm_p95:
         return "busy"
+    if u.data_wait_share is not None and u.data_wait_share > th.max_data_wait_share:
+        return "input-bound: fix its input pipeline first (P1)"
     if u.memory_share > th.max_memory_share:
         return "memory"
     return None

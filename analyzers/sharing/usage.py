@@ -4,15 +4,17 @@ planner needs to decide whether it can share (docs/sharing.md, "Inputs").
 SM activity and DRAM activity are DCGM's profiling fields (`DCGM_FI_PROF_SM_ACTIVE`,
 `DCGM_FI_PROF_DRAM_ACTIVE`, fractions of the whole GPU); when a GPU reports no SM activity
 (no profiling module), utilization / 100 stands in for it, an over-estimate (utilization counts
-a kernel on one SM as busy), so the planner errs towards not sharing.
+a kernel on one SM as busy), so the planner errs towards not sharing. A job's data-wait share
+(sum of `data_wait_s` over sum of `step_time_s`, as rule P1 computes it) comes from the steps
+its training loop reports; None when it reports none.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from analyzers.accounting.frames import prepare
+from analyzers.accounting.frames import prepare, ts_literal
 
 if TYPE_CHECKING:
     import duckdb
@@ -42,6 +44,7 @@ class GpuUse:
     fb_used_max_mib: float
     fb_total_mib: float
     on_mig: bool
+    data_wait_share: float | None = None  # of step time, from the job's reported steps (SDK)
 
     @property
     def memory_share(self) -> float:
@@ -69,7 +72,24 @@ def gpu_uses(conn: duckdb.DuckDBPyConnection, window: Window) -> list[GpuUse]:
         FROM {frame.jobgpu} j JOIN q USING (job_id, host, gpu) JOIN n USING (job_id)
         ORDER BY j.job_id, j.host, j.gpu
     """).fetchall()
-    return [_use(r) for r in rows]
+    waits = _data_wait_shares(conn, window)
+    return [replace(u, data_wait_share=waits.get(u.job_id)) for u in map(_use, rows)]
+
+
+def _data_wait_shares(conn: duckdb.DuckDBPyConnection, window: Window) -> dict[str, float]:
+    """Each job's share of step time spent waiting on input (P1's measure), in the window."""
+    tables = {
+        r[0] for r in conn.execute("SELECT table_name FROM information_schema.tables").fetchall()
+    }
+    if "step_samples" not in tables:
+        return {}
+    rows = conn.execute(f"""
+        SELECT job_id, sum(data_wait_s) / sum(step_time_s) FROM step_samples
+        WHERE ts >= {ts_literal(window.start)} AND ts < {ts_literal(window.end)}
+          AND job_id IS NOT NULL AND data_wait_s IS NOT NULL AND step_time_s > 0
+        GROUP BY job_id
+    """).fetchall()
+    return {str(job): float(share) for job, share in rows}
 
 
 def _use(r: tuple[Any, ...]) -> GpuUse:

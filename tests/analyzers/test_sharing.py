@@ -6,6 +6,7 @@ NVIDIA's MIG user guide, GPUs freed per week and each job's expected slowdown; a
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
@@ -202,3 +203,67 @@ def test_on_the_simulated_fleet_only_the_oversized_services_are_co_located() -> 
         assert {m.mig_profile for m in group.members} == {"1g.10gb"}
         assert len({m.use.job_id for m in group.members}) == len(group.members)
     assert plan.reasons["idle: release it (R1/R3)"] == 2
+
+
+def test_on_the_independent_field_fleet_only_the_light_8_gpu_job_is_a_candidate(
+    tmp_path: Path,
+) -> None:
+    """The independent field fleet (simulator/field_fleet.py, written from published jobs, not
+    from the planner's thresholds), stored by `fleetscope eval --generator field`'s own path
+    (app.field_eval.write_field_warehouse: exporter pages, label attribution, segments, SDK
+    steps), planned over its 6 h with `min_hours=3` (its jobs run 1-6 h). From its design:
+    - 41877 (an 8-GPU Slurm job at 12 % busy, SM ~0.05, 5 GB of 80; R5's "should share") is
+      the only candidate: its 8 GPUs.
+    - vision/starved looks light (SM ~0.21, 30 GB) but its steps wait on input 65 % of the time:
+      fixed (P1), it fills its GPU, so it is not co-located (4 GPUs, input-bound).
+    - 41902 sits at 0 %: release it (R1/R3), not share it (2 GPUs).
+    - speech/attn-mem's SM ~0.29 is under the line but it holds 60 of 80 GB (4 GPUs, memory).
+    - notebook-8 runs 1 h (3 GPUs, too short); everything else (resnet-nw0 at SM 0.38,
+      llama-ft, the throttled 41950/41951 without profiling fields at 93-95 % utilization,
+      xid79's busy first half, both V100 jobs) is busy (25 GPUs).
+    So no GPU is freed: the one light job cannot share with itself (NCCL cannot put two of its
+    ranks on one GPU), and R5's fix for it is fewer GPUs. Without the step data the planner
+    would have put starved's ranks on 3g slices next to 41877's, capping a job whose real
+    demand its DataLoader hides."""
+    from app.field_eval import ORIGIN, write_field_warehouse
+    from warehouse import catalog as warehouse_catalog
+    from warehouse.reader import open_segments
+
+    engine = warehouse_catalog.connect(f"sqlite:///{tmp_path / 'catalog.sqlite'}")
+    try:
+        write_field_warehouse(tmp_path, engine)
+    finally:
+        engine.dispose()
+    window = Window(ORIGIN, ORIGIN + timedelta(hours=6))
+    conn = open_segments(tmp_path / "segments")
+    try:
+        uses = gpu_uses(conn, window)
+    finally:
+        conn.close()
+    plan = plan_sharing(uses, window.hours, SharingThresholds(min_hours=3.0))
+    assert plan.candidates == 8
+    assert plan.reasons == {
+        "idle: release it (R1/R3)": 2,
+        "input-bound: fix its input pipeline first (P1)": 4,
+        "memory": 4,
+        "too short": 3,
+        "busy": 25,
+    }
+    assert (plan.groups, plan.gpus_freed) == ((), 0)
+    starved = [u for u in uses if u.job_id == "vision/starved"]
+    assert all(u.sm_mean < 0.3 and u.data_wait_share == pytest.approx(0.65) for u in starved)
+    assert {u.job_id for u in uses if u.data_wait_share is None} >= {"41877", "41902"}
+    blind = plan_sharing(
+        [replace(u, data_wait_share=None) for u in uses],
+        window.hours,
+        SharingThresholds(min_hours=3.0),
+    )  # what the GPU samples alone would have proposed
+    assert blind.gpus_freed == 4
+    assert {
+        (g.mechanism, tuple(sorted((m.use.job_id, m.mig_profile) for m in g.members)))
+        for g in blind.groups
+    } == {("mig", (("41877", "1g.10gb"), ("vision/starved", "3g.40gb")))}
+    single = plan_sharing(
+        uses, window.hours, SharingThresholds(min_hours=3.0, single_gpu_only=True)
+    )
+    assert (single.candidates, single.reasons["multi-GPU job"]) == (0, 45)
