@@ -85,7 +85,9 @@ class StepMonitor:
         self._send_socket = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self._send_socket.setblocking(False)
         self._profile_lock = threading.Lock()
-        self._pending_profile: dict[str, Any] | None = None
+        # Requests wait their turn: one profile runs at a time, and a second request (an
+        # automatic one beside a user's) must not replace the first, whose caller is waiting.
+        self._pending_profiles: dict[str, dict[str, Any]] = {}  # by request id, oldest first
         self._profile: ProfileSession | None = None
         self.control_path: str | None = None
         self._control: socket.socket | None = None
@@ -198,25 +200,27 @@ class StepMonitor:
             except OSError:
                 return
             if message["type"] == "profile":
-                with self._profile_lock:
-                    self._pending_profile = message
+                self._queue_profile(message)
 
     def request_profile(self, request_id: str, out_dir: str, steps: int | None = None,
                         duration_s: float | None = None) -> None:  # fmt: skip
         """Profile the next steps; what the control listener does when the agent asks."""
+        self._queue_profile({
+            "request_id": request_id, "out_dir": out_dir, "steps": steps,
+            "duration_s": duration_s,
+        })  # fmt: skip
+
+    def _queue_profile(self, request: dict[str, Any]) -> None:
         with self._profile_lock:
-            self._pending_profile = {
-                "request_id": request_id, "out_dir": out_dir, "steps": steps,
-                "duration_s": duration_s,
-            }  # fmt: skip
+            self._pending_profiles.setdefault(str(request.get("request_id", "")), request)
 
     def _advance_profile(self) -> None:
         """At a step boundary (training thread): start, step or finish a profile."""
         if self._profile is None:
             with self._profile_lock:
-                request, self._pending_profile = self._pending_profile, None
-            if request is None:
-                return
+                if not self._pending_profiles:
+                    return
+                request = self._pending_profiles.pop(next(iter(self._pending_profiles)))
             self._profile = ProfileSession.start(request, rank=self.rank, clock=self._clock)
             if self._profile.error is not None:
                 self._report_profile(self._profile)

@@ -110,6 +110,22 @@ def test_a_requested_profile_writes_a_kineto_trace_of_those_steps(
     assert any(name.startswith("enumerate(DataLoader)") for name in names)
 
 
+def test_a_second_request_waits_its_turn_instead_of_replacing_the_first(
+    receiver: StepReceiver, tmp_path: Path
+) -> None:
+    """A user's `fleetscope profile` and an automatic profile (issue 18) can reach the same
+    process before its next step: both are recorded, oldest first; the same id twice runs once."""
+    monitor = StepMonitor(str(receiver.socket_path), job_id="j", rank=0)
+    monitor.request_profile("user-1", str(tmp_path / "traces"), steps=2)
+    monitor.request_profile("auto-2", str(tmp_path / "traces"), steps=2)
+    monitor.request_profile("user-1", str(tmp_path / "traces"), steps=2)
+    train(torch.utils.data.DataLoader(SleepyDataset(), batch_size=BATCH), monitor)
+    notices = [receiver.traces.get(timeout=10) for _ in range(2)]
+    monitor.close()
+    assert [(n.request_id, n.error) for n in notices] == [("user-1", None), ("auto-2", None)]
+    assert receiver.traces.empty()
+
+
 def test_a_profile_request_through_the_control_socket_reaches_the_training_thread(
     receiver: StepReceiver, tmp_path: Path
 ) -> None:
