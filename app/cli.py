@@ -1,31 +1,27 @@
-"""The `fleetscope` command line: the registry's commands (app.commands) on the shared edge
-(fleetscope.edge.run, where errors become messages and exit codes).
+"""The `fleetscope` command line: the installed commands (entry points of `fleetscope.commands`,
+fleetscope.plugins; fleetscope's own are app/commands/) on the shared edge (fleetscope.edge.run,
+where errors become messages and exit codes).
 
-Only the module of the command being run is imported; the others are listed from the registry by
-name and help, so `fleetscope --help` imports no stage (no numpy, no DuckDB). `build_parser()`
-with no argv (docgen, tests) registers every command for real. Another package's command is an
-entry point of `fleetscope.commands` (fleetscope.plugins), loaded when it is the one run.
+Only the command being run is registered for real (its card's `register` imports its module);
+every other one is listed by name and its card's `HELP`, so `fleetscope --help` imports the cards
+and no stage (no numpy, no DuckDB). `build_parser()` with no argv (docgen, tests) registers every
+command for real. Commands are listed by name, whichever package installs them.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
-from app.commands import COMMANDS
-from fleetscope import __version__
+from fleetscope import __version__, plugins
 from fleetscope.edge import run
 
 if TYPE_CHECKING:
     from fleetscope.settings import Settings
 
 Handler = Callable[[argparse.Namespace, "Settings"], int]
-
-# Each command module once, in registry order.
-COMMAND_MODULES: tuple[str, ...] = tuple(dict.fromkeys(c.module for c in COMMANDS))
 
 
 class Subparsers(Protocol):
@@ -45,6 +41,13 @@ def chosen_command(argv: Sequence[str]) -> str | None:
     return None
 
 
+def commands() -> dict[str, plugins.CommandCard]:
+    """Every installed command's card by command name, in name order (loading a card imports
+    only the card)."""
+    cards = plugins.registered(plugins.COMMANDS)
+    return {name: cards[name].load() for name in sorted(cards)}
+
+
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The parser; given `argv`, only the module of the command it runs is imported."""
     parser = argparse.ArgumentParser(
@@ -56,26 +59,11 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     name = None if argv is None else chosen_command(argv)
-    if argv is None:
-        wanted = set(COMMAND_MODULES)
-    else:
-        wanted = {c.module for c in COMMANDS if c.name == name}
-    registered: set[str] = set()
-    for command in COMMANDS:
-        if command.module in wanted:
-            if command.module not in registered:
-                importlib.import_module(command.module).register(subparsers)
-                registered.add(command.module)
+    for command, card in commands().items():
+        if argv is None or command == name:
+            card.register(subparsers)
         else:
-            subparsers.add_parser(command.name, help=command.help, add_help=False)
-    # Other packages' commands (entry points of `fleetscope.commands`, fleetscope.plugins): read
-    # only when one is run or every command is wanted, so the top-level help stays fast.
-    if argv is None or (name and name not in {c.name for c in COMMANDS}):
-        from fleetscope import plugins
-
-        for plugin_name, entry in plugins.registered(plugins.COMMANDS).items():
-            if argv is None or plugin_name == name:
-                entry.load().register(subparsers)
+            subparsers.add_parser(command, help=plugins.command_help(card), add_help=False)
     return parser
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from fleetscope import plugins
 from fleetscope.settings import Settings, load_settings
 from warehouse.agent_registry import ReportedProcess
 from warehouse.runtime import Server
@@ -29,7 +30,8 @@ def server(tmp_path: Path) -> Iterator[Server]:
         server__port=0,
         warehouse__maintenance_interval_s=3600.0,
     )
-    assert "analyzers.traces.service" in settings.get_str("server.plugins").split(",")  # default
+    installed = list(plugins.registered(plugins.SERVER))  # the default selects every one
+    assert "analyzers.traces.service" in plugins.select_names(settings.server.plugins, installed)
     running = Server(settings)
     running.start()
     try:

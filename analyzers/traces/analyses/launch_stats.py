@@ -59,6 +59,9 @@ def launch_pairs(frame: RankFrame, launches: frozenset[str]) -> np.ndarray:
     return np.array(pairs, dtype=np.int64).reshape(-1, 2)
 
 
+PLUGIN_ORDER = 50  # its place in the trace report (fleetscope.plugins)
+
+
 @analysis(
     "launch_stats",
     "Kernel launch statistics",
