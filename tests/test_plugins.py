@@ -185,8 +185,18 @@ def test_server_plugins_default_to_every_installed_one_in_plugin_order() -> None
 
     assert next(s.default for s in SETTINGS if s.key == "server.plugins") == "*"
     modules = [setup.__module__ for setup in load_plugins("*")]
+    assert modules == [
+        "analyzers.run.embedded",
+        "analyzers.traces.service",
+        "analyzers.reports.scheduled",
+        "analyzers.prometheus_export",
+        "analyzers.autoprofile.plugin",
+    ]
     assert sorted(modules) == sorted(plugins.registered(plugins.SERVER))
-    # The closed loop's upload hook reads what the trace service's stored (PLUGIN_ORDER).
+    # An explicit list runs in plug-in order too.
+    pair = "analyzers.autoprofile.plugin,analyzers.traces.service"
+    assert [s.__module__ for s in load_plugins(pair)] == [modules[1], modules[-1]]
+    # The order the server always had; the closed loop reads what the trace service stored.
     assert modules[-1] == "analyzers.autoprofile.plugin"
     left_out = [s.__module__ for s in load_plugins("*, -analyzers.autoprofile.plugin")]
     assert left_out == modules[:-1]

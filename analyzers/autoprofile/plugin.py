@@ -30,9 +30,9 @@ log = logging.getLogger(__name__)
 
 __all__ = ["AutoProfiler", "setup"]
 
-# After the trace service's hook (default order, fleetscope.plugins): `on_trace` reads the
-# summary that hook stored for the same upload.
-PLUGIN_ORDER = 110
+# Server plug-in order (fleetscope.plugins): after the trace service's hook (20), since
+# `on_trace` reads the summary that hook stored for the same upload.
+PLUGIN_ORDER = 50
 
 
 def setup(server: Any) -> None:

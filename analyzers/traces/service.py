@@ -20,6 +20,11 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 
+# Server plug-in order (fleetscope.plugins): before the closed loop, which reads the summary
+# this hook stores.
+PLUGIN_ORDER = 20
+
+
 def setup(server: Any) -> None:
     server.on_trace_uploaded.append(analyze_upload)
 
