@@ -76,6 +76,9 @@ class CommandCard(Protocol):
     def register(self, subparsers: Any) -> None: ...
 
 
+CommandModule = CommandCard  # its name before cards (a module with `register`), kept for plug-ins
+
+
 class AnalysisModule(Protocol):
     """A trace-analysis module: importing it registers its `@analysis` functions; its
     `PLUGIN_ORDER` is its place in the report."""

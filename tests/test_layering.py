@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import subprocess
 import sys
 import tomllib
@@ -217,3 +218,29 @@ def test_no_module_is_over_500_lines() -> None:
         if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
     }
     assert long == {}
+
+
+def test_the_warehouse_calls_hooks_and_names_no_analyzer() -> None:
+    """No string in the warehouse's code (docstrings aside) names an analyzers module: a plug-in
+    is found through its entry point, never loaded by a name the warehouse spells."""
+    modules = _modules()
+    named: list[str] = []
+    for name, path in modules.items():
+        if name.split(".")[0] != "warehouse":
+            continue
+        tree = ast.parse(path.read_text())
+        docstrings = {
+            id(node.body[0].value)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+            and node.body
+            and isinstance(node.body[0], ast.Expr)
+        }
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                if id(node) in docstrings:
+                    continue
+                for word in re.findall(r"\banalyzers(?:\.\w+)+", node.value):
+                    if _resolve(word, modules) not in (None, "analyzers"):
+                        named.append(f"{name}: {word}")
+    assert named == []
