@@ -103,6 +103,14 @@ class Settings(TypedSettings):
         value = self.get_str(key)
         return Path(value).expanduser() if value else self.get_path("core.data_dir") / default_name
 
+    def path(self, value: str, default_name: str = "") -> Path:
+        """A path setting's value as a `Path` (`~` expanded, relative to the current directory):
+        `settings.path(settings.agent.spool_dir)`. With `default_name`, an empty value means
+        `<core.data_dir>/<default_name>`, for the files the warehouse and reports keep there."""
+        if not value and default_name:
+            return self.path(self.core.data_dir) / default_name
+        return Path(value).expanduser()
+
     def source(self, key: str) -> str:
         self.raw(key)
         return self._sources[key]
