@@ -13,7 +13,7 @@ PLUGIN_ORDER = 10
 
 
 def setup(server: Any) -> None:
-    if server.settings.get_str("scheduler.mode") != "embedded":
+    if server.settings.scheduler.mode != "embedded":
         return
     from analyzers.run.schedule import start_embedded
 
