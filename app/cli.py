@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from fleetscope import __version__, plugins
 from fleetscope.edge import run
+from fleetscope.errors import ConfigError
 
 if TYPE_CHECKING:
     from fleetscope.settings import Settings
@@ -43,13 +44,23 @@ def chosen_command(argv: Sequence[str]) -> str | None:
 
 def commands() -> dict[str, plugins.CommandCard]:
     """Every installed command's card by command name, in name order (loading a card imports
-    only the card)."""
-    cards = plugins.registered(plugins.COMMANDS)
-    return {name: cards[name].load() for name in sorted(cards)}
+    only the card); a card that cannot be loaded raises ConfigError."""
+    return {name: _card(name) for name in sorted(plugins.registered(plugins.COMMANDS))}
+
+
+def _card(name: str) -> plugins.CommandCard:
+    entry = plugins.registered(plugins.COMMANDS)[name]
+    try:
+        card: plugins.CommandCard = entry.load()
+    except Exception as exc:  # a broken plug-in's card: its own error, whatever it raised
+        raise ConfigError(f"command {name}: cannot load {entry.value}: {exc}") from exc
+    return card
 
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
-    """The parser; given `argv`, only the module of the command it runs is imported."""
+    """The parser; given `argv`, only the module of the command it runs is imported. Another
+    command whose card cannot be loaded (a broken plug-in) is listed as such, so it stops only
+    itself; with no `argv` (every command registered) it is an error."""
     parser = argparse.ArgumentParser(
         prog="fleetscope", description="Where your GPU-hours go, and how to win them back."
     )
@@ -59,11 +70,15 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     name = None if argv is None else chosen_command(argv)
-    for command, card in commands().items():
+    for command in sorted(plugins.registered(plugins.COMMANDS)):
         if argv is None or command == name:
-            card.register(subparsers)
-        else:
-            subparsers.add_parser(command, help=plugins.command_help(card), add_help=False)
+            _card(command).register(subparsers)
+            continue
+        try:
+            help_line = plugins.command_help(_card(command))
+        except ConfigError as exc:
+            help_line = f"(broken plug-in: {exc})"
+        subparsers.add_parser(command, help=help_line, add_help=False)
     return parser
 
 
@@ -86,7 +101,12 @@ def follow_demo(args: argparse.Namespace, settings: Settings) -> Settings:
 
 def main(argv: Sequence[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else list(argv)
-    return run(words, build_parser(words), follow_demo)
+    try:
+        parser = build_parser(words)
+    except ConfigError as exc:  # the command run is a plug-in that cannot be loaded
+        print(f"fleetscope: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    return run(words, parser, follow_demo)
 
 
 if __name__ == "__main__":

@@ -73,6 +73,7 @@ ENTRY_POINTS = """
 [fleetscope.commands]
 hello = acme_plugin
 wave = acme_legacy
+broken = acme_nowhere
 
 [fleetscope.trace_analyses]
 acme_count = acme_analysis
@@ -156,6 +157,14 @@ def test_top_level_help_lists_third_party_commands_from_their_cards(
     assert "    hello          say hello (a third-party command)\n" in result.stdout
     assert "    wave           Wave at the fleet.\n" in result.stdout
     assert _run(env, "-m", "app.cli", "wave").stdout == "wave\n"
+
+
+def test_a_broken_command_plugin_stops_only_itself(env: dict[str, str]) -> None:
+    listed = _run({**env, "COLUMNS": "200"}, "-m", "app.cli", "--help").stdout
+    assert "    broken         (broken plug-in: command broken: cannot load acme_nowhere:" in listed
+    result = _run(env, "-m", "app.cli", "broken")
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.startswith("fleetscope: error: command broken: cannot load acme_nowhere")
 
 
 def test_a_third_party_trace_rule_joins_the_built_in_rules(env: dict[str, str]) -> None:
