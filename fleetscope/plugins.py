@@ -47,7 +47,7 @@ TRACE_RULES: Final = "fleetscope.trace_rules"
 COMMANDS: Final = "fleetscope.commands"
 SERVER: Final = "fleetscope.server"
 
-DEFAULT_ORDER: Final = 100  # a plug-in without PLUGIN_ORDER: after the built-ins that set one
+DEFAULT_ORDER: Final = 1000  # without PLUGIN_ORDER: after the built-ins (theirs are below 1000)
 ALL: Final = "*"  # in `server.plugins`: every installed server plug-in
 
 T = TypeVar("T")

@@ -218,3 +218,14 @@ def test_a_selection_adds_all_names_and_leaves_out() -> None:
     assert plugins.select_names("-b,*", installed) == ["a", "c"]
     assert plugins.select_names("c, mod.x ,a,c", installed) == ["c", "mod.x", "a"]
     assert plugins.select_names(" , ", installed) == []
+
+
+def test_a_plugin_without_an_order_comes_after_the_built_ins() -> None:
+    built_in = type("M", (), {"PLUGIN_ORDER": 170})()
+    loaded = [("zz_last_built_in", built_in), ("aa_third_party", object()), ("T10", 1), ("T2", 2)]
+    assert [n for n, _ in plugins.sort_loaded(loaded)] == [
+        "zz_last_built_in",
+        "T2",
+        "T10",
+        "aa_third_party",
+    ]
