@@ -204,7 +204,7 @@ class Server:
                 signal.signal(signum, handler)
 
 
-def load_plugins(spec: str) -> list[Hook]:
+def load_plugins(spec: str) -> list[plugins.ServerPlugin]:
     """The `setup(server)` of each plug-in `server.plugins` selects (`*`: every installed one,
     `-name`: leave one out; fleetscope.plugins.select_names), in plug-in order (`PLUGIN_ORDER`,
     then name) whichever way each was selected, so a hook that reads what another stored runs
@@ -213,7 +213,7 @@ def load_plugins(spec: str) -> list[Hook]:
     return [setup for _, setup in plugins.sort_loaded((n, load_plugin(n)) for n in names)]
 
 
-def load_plugin(module: str) -> Hook:
+def load_plugin(module: str) -> plugins.ServerPlugin:
     """A `server.plugins` name's `setup(server)`: an entry point of the group `fleetscope.server`
     (how the analyzers register theirs, as any third party would), else a module of that name."""
     try:
@@ -226,5 +226,5 @@ def load_plugin(module: str) -> Hook:
         raise ConfigError(f"server.plugins: cannot load {module}.setup: {exc}") from exc
     if not callable(setup):
         raise ConfigError(f"server.plugins: {module}.setup is not callable")
-    hook: Hook = setup
+    hook: plugins.ServerPlugin = setup
     return hook
