@@ -45,11 +45,11 @@ def chosen_command(argv: Sequence[str]) -> str | None:
 def commands() -> dict[str, plugins.CommandCard]:
     """Every installed command's card by command name, in name order (loading a card imports
     only the card); a card that cannot be loaded raises ConfigError."""
-    return {name: _card(name) for name in sorted(plugins.registered(plugins.COMMANDS))}
+    return {name: _card(name) for name in sorted(plugins.required(plugins.COMMANDS))}
 
 
 def _card(name: str) -> plugins.CommandCard:
-    entry = plugins.registered(plugins.COMMANDS)[name]
+    entry = plugins.required(plugins.COMMANDS)[name]
     try:
         card: plugins.CommandCard = entry.load()
     except Exception as exc:  # a broken plug-in's card: its own error, whatever it raised
@@ -70,7 +70,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     name = None if argv is None else chosen_command(argv)
-    for command in sorted(plugins.registered(plugins.COMMANDS)):
+    for command in sorted(plugins.required(plugins.COMMANDS)):
         if argv is None or command == name:
             _card(command).register(subparsers)
             continue

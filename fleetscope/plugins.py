@@ -125,7 +125,22 @@ def sort_loaded(loaded: Iterable[tuple[str, T]]) -> list[tuple[str, T]]:
 
 def load_group(group: str) -> list[tuple[str, Any]]:
     """Every entry point of `group` loaded, in plug-in order."""
-    return sort_loaded((name, entry.load()) for name, entry in registered(group).items())
+    return sort_loaded((name, entry.load()) for name, entry in required(group).items())
+
+
+def required(group: str) -> dict[str, EntryPoint]:
+    """`registered(group)` for a group fleetscope itself fills: empty means the installed metadata
+    predates the entry points (a checkout updated without reinstalling), which would otherwise
+    pass silently as no commands, no analyses or no rules."""
+    found = registered(group)
+    if not found:
+        from fleetscope.errors import ConfigError
+
+        raise ConfigError(
+            f"no entry points in {group}: fleetscope's installed metadata is older than its "
+            "pyproject.toml; reinstall it (pip install --no-deps -e . in a checkout)"
+        )
+    return found
 
 
 def select_names(spec: str, installed: Sequence[str]) -> list[str]:

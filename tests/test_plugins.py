@@ -229,3 +229,15 @@ def test_a_plugin_without_an_order_comes_after_the_built_ins() -> None:
         "T10",
         "aa_third_party",
     ]
+
+
+def test_stale_metadata_says_reinstall_instead_of_finding_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from app.cli import main
+    from fleetscope.errors import ConfigError
+
+    monkeypatch.setattr(plugins, "registered", lambda group: {})
+    with pytest.raises(ConfigError, match="reinstall"):
+        plugins.load_group(plugins.TRACE_ANALYSES)
+    assert main(["--help"]) == 2

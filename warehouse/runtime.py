@@ -209,7 +209,9 @@ def load_plugins(spec: str) -> list[plugins.ServerPlugin]:
     `-name`: leave one out; fleetscope.plugins.select_names), in plug-in order (`PLUGIN_ORDER`,
     then name) whichever way each was selected, so a hook that reads what another stored runs
     after it."""
-    names = plugins.select_names(spec, list(plugins.registered(plugins.SERVER)))
+    words = {word.strip() for word in spec.split(",")}
+    installed = plugins.required(plugins.SERVER) if plugins.ALL in words else {}
+    names = plugins.select_names(spec, list(installed))
     return [setup for _, setup in plugins.sort_loaded((n, load_plugin(n)) for n in names)]
 
 
