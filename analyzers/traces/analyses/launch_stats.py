@@ -19,7 +19,7 @@ import numpy as np
 
 from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
 from analyzers.traces.frame import Mode, RankFrame, TraceSet
-from analyzers.traces.stats import describe
+from analyzers.traces.stats import describe, unique
 
 HTA_LAUNCHES = frozenset(
     {
@@ -45,7 +45,7 @@ COLUMNS = ("correlation", "cpu_duration", "gpu_duration", "launch_delay")
 
 def launch_pairs(frame: RankFrame, launches: frozenset[str]) -> np.ndarray:
     """(cpu_row, gpu_row) pairs in HTA's merge order: CPU rows in order, then their GPU rows."""
-    corr_set = np.unique(frame.correlation[frame.name_in(launches)])
+    corr_set = unique(frame.correlation[frame.name_in(launches)])
     cpu = np.flatnonzero((frame.stream == -1) & np.isin(frame.correlation, corr_set))
     gpu = np.flatnonzero((frame.stream != -1) & np.isin(frame.correlation, corr_set))
     gpu_by_corr: dict[int, list[int]] = defaultdict(list)

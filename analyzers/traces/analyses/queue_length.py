@@ -22,7 +22,7 @@ import numpy as np
 
 from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
 from analyzers.traces.frame import Mode, RankFrame, TraceSet
-from analyzers.traces.stats import DESCRIBE_KEYS, describe, unstable_argsort
+from analyzers.traces.stats import DESCRIBE_KEYS, describe, isin, unique, unstable_argsort
 
 RUNTIME_LAUNCHES = frozenset(
     {
@@ -55,7 +55,7 @@ def queue_series(frame: RankFrame, launches: frozenset[str]) -> dict[int, tuple[
         for g in gpu_by_corr.get(c, [-1]):  # a left join: an unmatched call keeps NaN stream
             r_ts.append(float(frame.ts[row]))
             r_stream.append(float(frame.stream[g]) if g >= 0 else math.nan)
-    launched = np.isin(frame.correlation[on_stream], frame.correlation[runtime])
+    launched = isin(frame.correlation[on_stream], frame.correlation[runtime])
     g_rows = on_stream[launched]
     ts = np.concatenate([np.array(r_ts), frame.ts[g_rows]])
     stream = np.concatenate([np.array(r_stream), frame.stream[g_rows].astype(np.float64)])
@@ -63,7 +63,7 @@ def queue_series(frame: RankFrame, launches: frozenset[str]) -> dict[int, tuple[
     order = unstable_argsort(frame.sort_key(ts))
     ts, stream, delta = ts[order], stream[order], delta[order]
     out = {}
-    for s in np.unique(stream[~np.isnan(stream)]).tolist():
+    for s in unique(stream[~np.isnan(stream)]).tolist():
         sel = stream == s
         out[int(s)] = (ts[sel], np.cumsum(delta[sel]))
     return out
