@@ -10,6 +10,8 @@
 - `percentile` / `unique` / `isin`: `np.percentile` (linear), `np.unique` and `np.isin` bit for bit, without the
   `np.ma.is_masked` check numpy 2.x's `np.unique` makes, which imports numpy.ma: ~7 ms of every
   `fleetscope trace analyze` run for nothing (issue 19).
+- `join_rows`: the row pairs of pandas' `merge` (a left frame in row order, each row's matches
+  in the right frame's row order), sorted and searched in numpy instead of a dict of lists.
 - `union_intervals` / `union_length`: the merged union of [start, end) intervals (HTA's
   `merge_kernel_intervals`: touching intervals merge).
 
@@ -31,6 +33,7 @@ __all__ = [
     "hta_round",
     "intersection_length",
     "isin",
+    "join_rows",
     "percentile",
     "union_intervals",
     "union_length",
@@ -108,6 +111,25 @@ def isin(values: npt.NDArray[Any], test: npt.NDArray[Any]) -> npt.NDArray[np.boo
     at[at == len(table)] = 0
     found: npt.NDArray[np.bool_] = table[at] == values
     return found
+
+
+def join_rows(
+    left: npt.NDArray[np.int64], right: npt.NDArray[np.int64], *, left_join: bool = False
+) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]:
+    """Positions (i, j) with `left[i] == right[j]`, ordered by i, then j. With `left_join`, a
+    left row without a match gives one pair (i, -1)."""
+    order = np.argsort(right, kind="stable")  # by key, then position: each key's rows in order
+    keys = right[order]
+    lo = np.searchsorted(keys, left, side="left")
+    counts = np.searchsorted(keys, left, side="right") - lo
+    per_row = np.maximum(counts, 1) if left_join else counts
+    i = np.repeat(np.arange(len(left)), per_row)
+    within = np.arange(len(i)) - np.repeat(np.cumsum(per_row) - per_row, per_row)
+    at = np.repeat(lo, per_row) + within
+    j = order[np.minimum(at, len(order) - 1)] if len(order) else np.zeros(len(i), dtype=np.intp)
+    if left_join:
+        j = np.where(np.repeat(counts == 0, per_row), -1, j)
+    return i, j
 
 
 def group_std(values: F64) -> float:
