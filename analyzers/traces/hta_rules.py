@@ -50,15 +50,22 @@ def _index_correlation(frame: RankFrame) -> I64:
     gpu_rows = np.flatnonzero(linked & gpu)
     if not len(cpu_rows) or not len(gpu_rows):
         return out
-    last_cpu = dict(zip(corr[cpu_rows].tolist(), cpu_rows.tolist(), strict=True))
-    last_gpu = dict(zip(corr[gpu_rows].tolist(), gpu_rows.tolist(), strict=True))
     index = frame.index
-    for rows, partner in ((cpu_rows, last_gpu), (gpu_rows, last_cpu)):
-        for row, c in zip(rows.tolist(), corr[rows].tolist(), strict=True):
-            other = partner.get(c)
-            if other is not None:
-                out[row] = index[other]
+    for rows, partners in ((cpu_rows, gpu_rows), (gpu_rows, cpu_rows)):
+        keys, last = _last_row_per_key(corr[partners], partners)
+        at = np.minimum(np.searchsorted(keys, corr[rows]), len(keys) - 1)
+        found = keys[at] == corr[rows]
+        out[rows[found]] = index[last[at[found]]]
     return out
+
+
+def _last_row_per_key(keys: I64, rows: I64) -> tuple[I64, I64]:
+    """The distinct keys, sorted, and for each the last of `rows` (ascending) holding it: the
+    last write of a dict built in row order."""
+    order = np.argsort(keys, kind="stable")
+    ordered = keys[order]
+    ends = np.append(ordered[1:] != ordered[:-1], True)
+    return ordered[ends], rows[order[ends]]
 
 
 def _frame(raw: RawTrace, rank: int) -> RankFrame:
