@@ -24,6 +24,7 @@ import json
 import os
 import re
 import sys
+import time
 import zlib
 from dataclasses import dataclass
 from functools import reduce
@@ -37,6 +38,9 @@ __all__ = ["EntryPoint", "cache_dir", "entry_points"]
 _PATTERN = re.compile(r"(?P<module>[\w.]+)\s*(:\s*(?P<attr>[\w.]+)\s*)?((?P<extras>\[.*\])\s*)?$")
 _METADATA_SUFFIXES = (".dist-info", ".egg-info", ".egg")
 _FORMAT = 1
+# A file unused this long is removed when another is written (each interpreter and path, e.g. a
+# test's temporary site folder, has its own file).
+_STALE_S = 7 * 24 * 3600
 
 
 @dataclass(frozen=True)
@@ -122,11 +126,24 @@ def _read(path: Path, state: list[Any]) -> dict[str, list[list[str]]] | None:
 def _write(path: Path, state: list[Any], groups: dict[str, list[list[str]]]) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
+        _prune(path.parent)
         tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
         tmp.write_text(json.dumps({"format": _FORMAT, "state": state, "groups": groups}))
         os.replace(tmp, path)
     except OSError:
         pass
+
+
+def _prune(folder: Path) -> None:
+    """Remove the cache files neither written nor read (atime, as far as the file system keeps
+    it) for `_STALE_S`; run only on a miss, which is rare."""
+    now = time.time()
+    for old in folder.glob("entry-points-*.json"):
+        try:
+            if now - max(old.stat().st_atime, old.stat().st_mtime) > _STALE_S:
+                old.unlink()
+        except OSError:
+            pass
 
 
 def entry_points(group: str, cache: Path | None = None) -> list[EntryPoint]:

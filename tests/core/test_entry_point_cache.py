@@ -4,7 +4,9 @@ rewritten or removed on the path is seen by the next call (no stale plug-in list
 from __future__ import annotations
 
 import importlib.metadata
+import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -69,6 +71,20 @@ def test_a_corrupt_or_unwritable_cache_is_only_a_miss(site: Path, tmp_path: Path
     blocked = tmp_path / "a-file"
     blocked.write_text("")
     assert _names(blocked / "cache") == [("one", "json:dumps")]
+
+
+def test_a_file_unused_for_a_week_goes_when_another_is_written(site: Path, tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    old, recent = cache / "entry-points-00000000.json", cache / "entry-points-11111111.json"
+    for file in (old, recent):
+        file.write_text("{}")
+    week_ago = time.time() - 8 * 24 * 3600
+    os.utime(old, (week_ago, week_ago))
+    _install(site, "acme", "one = json:dumps")
+    assert _names(cache) == [("one", "json:dumps")]  # a miss: written, and pruned
+    assert not old.exists()
+    assert recent.exists()
 
 
 def test_load_follows_importlib_metadata_syntax() -> None:
