@@ -146,15 +146,31 @@ def _prune(folder: Path) -> None:
             pass
 
 
+# The default cache's answer per `sys.path`, for the rest of the process (as fleetscope.plugins
+# reads entry points: once per process), so that a second group costs no second stat walk.
+_PROCESS: dict[tuple[str, ...], dict[str, list[list[str]]]] = {}
+
+
 def entry_points(group: str, cache: Path | None = None) -> list[EntryPoint]:
     """The installed entry points of `group`, in importlib.metadata's order; read from the cache
-    file in `cache` (default `cache_dir()`) when the path has not changed since it was written."""
+    file in `cache` (default `cache_dir()`, then kept for the process) when the path has not
+    changed since it was written."""
+    key = tuple(sys.path)
+    groups = _PROCESS.get(key) if cache is None else None
+    if groups is None:
+        groups = _groups(cache or cache_dir())
+        if cache is None:
+            _PROCESS[key] = groups
+    return [EntryPoint(name, value, group) for name, value in groups.get(group, [])]
+
+
+def _groups(cache: Path) -> dict[str, list[list[str]]]:
     state = _path_state()
     # The file name only spreads interpreters and paths over files; the full state is checked.
     digest = zlib.crc32(json.dumps([*state[:2], list(sys.path)]).encode())
-    path = (cache or cache_dir()) / f"entry-points-{digest:08x}.json"
+    path = cache / f"entry-points-{digest:08x}.json"
     groups = _read(path, state)
     if groups is None:
         groups = _scan()
         _write(path, state, groups)
-    return [EntryPoint(name, value, group) for name, value in groups.get(group, [])]
+    return groups

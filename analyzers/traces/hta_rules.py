@@ -21,7 +21,6 @@ Never used in native mode; never reads files.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
 
 import numpy as np
@@ -137,10 +136,12 @@ def _filter_iterations(frame: RankFrame, step_names: set[str]) -> RankFrame:
     steps = cpu & frame.name_in(step_names)
     last_start = frame.ts[steps].max() if steps.any() else np.nan
     cpu_rows = np.flatnonzero(cpu & (frame.ts < last_start))
-    kept_corr = Counter(frame.correlation[cpu_rows].tolist())
+    kept_corr = np.sort(frame.correlation[cpu_rows])
     gpu_rows = np.flatnonzero(gpu)
-    times = np.array(
-        [kept_corr.get(c, 0) for c in frame.correlation[gpu_rows].tolist()], dtype=np.int64
+    gpu_corr = frame.correlation[gpu_rows]
+    # How many kept CPU rows share each GPU row's correlation (an inner merge's multiplicity).
+    times = np.searchsorted(kept_corr, gpu_corr, side="right") - np.searchsorted(
+        kept_corr, gpu_corr, side="left"
     )
     rows = np.concatenate([np.repeat(gpu_rows, times), cpu_rows]).astype(np.int64)
     return _take(frame, rows)
