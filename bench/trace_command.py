@@ -85,18 +85,12 @@ def install_wheel() -> Path:
     shutil.rmtree(WHEEL_VENV, ignore_errors=True)
     pip = [sys.executable, "-m", "pip"]
     with tempfile.TemporaryDirectory() as wheels:
-        subprocess.run(
-            [*pip, "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", wheels, str(ROOT)],
-            cwd=ROOT,
-            check=True,
-            stdout=subprocess.DEVNULL,
-        )
+        # The build's warnings (setuptools' experimental ext-modules) are noise here.
+        _timed([*pip, "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", wheels, str(ROOT)])
         subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(WHEEL_VENV)], check=True)
         python = WHEEL_VENV / "bin" / "python"
         wheel = next(Path(wheels).glob("fleetscope-*.whl"))
-        subprocess.run(
-            [*pip, "--python", str(python), "install", "-q", "--no-deps", str(wheel)], check=True
-        )
+        _timed([*pip, "--python", str(python), "install", "-q", "--no-deps", str(wheel)])
     site = subprocess.run(
         [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
         check=True,
