@@ -33,7 +33,8 @@ from analyzers.accounting.sql import (
 if TYPE_CHECKING:
     import duckdb
 
-    from analyzers.base import PartitionKey, Window
+    from analyzers.base import PartitionKey
+    from analyzers.run.window import Window
 
 
 # One GPU (MIG instance) of one job: the partition a sample's seconds are measured in.

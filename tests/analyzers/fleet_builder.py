@@ -16,8 +16,9 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from analyzers.base import Analyzer, JobCatalog, StaticJobCatalog, Window
+from analyzers.base import Analyzer, JobCatalog, StaticJobCatalog
 from analyzers.findings import Finding
+from analyzers.run.window import Window
 from fleetscope.contract import TABLES, conform
 
 T0 = datetime(2025, 3, 3, tzinfo=UTC)  # a Monday, 00:00 UTC

@@ -20,8 +20,9 @@ from typing import Any
 
 import pytest
 
-from analyzers.base import StaticJobCatalog, Window
+from analyzers.base import StaticJobCatalog
 from analyzers.run.runner import Pipeline
+from analyzers.run.window import Window
 from fleetscope.exposition import parse
 from fleetscope.normalize import normalize_samples
 from tests.analyzers.fleet_builder import HEALTHY, T0, Fleet

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from analyzers.base import JobInfo, StaticJobCatalog, Window
+from analyzers.base import JobInfo, StaticJobCatalog
 from analyzers.findings import Finding
 from analyzers.reports.ranking import rank
 from analyzers.run.results import FindingStore
@@ -22,6 +22,7 @@ from analyzers.run.schedule import (
     run_due,
     schedule_time,
 )
+from analyzers.run.window import Window
 from tests.analyzers.fleet_builder import T0, Fleet
 from warehouse import catalog
 

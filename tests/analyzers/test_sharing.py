@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from analyzers.base import Window
+from analyzers.run.window import Window
 from analyzers.sharing.mig import MIG_MODELS, product_of, smallest_profile
 from analyzers.sharing.plan import Plan, SharingThresholds, plan_sharing
 from analyzers.sharing.usage import gpu_uses

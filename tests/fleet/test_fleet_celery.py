@@ -15,10 +15,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from analyzers.base import StaticJobCatalog, Window
+from analyzers.base import StaticJobCatalog
 from analyzers.run.celery_app import make_app
 from analyzers.run.fleet import merge
 from analyzers.run.runner import Pipeline
+from analyzers.run.window import Window
 from analyzers.sketch.core import QuantileSketch
 from fleetscope.settings import Settings
 from simulator.testing import TEST_TOKEN, post_batch

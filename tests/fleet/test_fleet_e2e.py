@@ -22,9 +22,10 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from analyzers.base import StaticJobCatalog, Window
+from analyzers.base import StaticJobCatalog
 from analyzers.findings import Finding
 from analyzers.run.runner import Pipeline
+from analyzers.run.window import Window
 from collector.backoff import Backoff
 from collector.http import UrllibTransport
 from collector.metrics import AgentMetrics
