@@ -11,7 +11,7 @@ from analyzers.reports.ranking import rank
 from analyzers.rules.causes import detected_rules, resolve
 from analyzers.run.runner import Pipeline
 from analyzers.run.window import Window
-from tests.analyzers.fleet_builder import T0, Fleet
+from simulator.maker.series import T0, Fleet
 
 
 def finding(

@@ -23,7 +23,7 @@ from analyzers.run.schedule import (
     schedule_time,
 )
 from analyzers.run.window import Window
-from tests.analyzers.fleet_builder import T0, Fleet
+from simulator.maker.series import T0, Fleet
 from warehouse import catalog
 
 IDLE = {"gpu_util": 0.0, "gr_engine_active": 0.0, "sm_active": 0.0, "tensor_active": 0.0}

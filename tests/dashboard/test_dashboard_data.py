@@ -13,7 +13,7 @@ import pytest
 from analyzers.run.results import FindingStore
 from dashboard import data, opportunities, source
 from fleetscope.settings import load_settings
-from simulator.synthetic import Fleet, Job, write_segments
+from simulator.maker.jobs import Fleet, Job, write_segments
 from tests.dashboard.conftest import START, Warehouse
 from warehouse.catalog import connect
 from warehouse.catalog.findings import Finding as CatalogFinding

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from dashboard import data, source
-from simulator.synthetic import Fault, Fleet, Job, write_segments
+from simulator.maker.jobs import Fault, Fleet, Job, write_segments
 from warehouse.rollups import ROLLUP_TABLES
 from warehouse.segments import SegmentStore
 

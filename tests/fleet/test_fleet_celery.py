@@ -22,8 +22,8 @@ from analyzers.run.runner import Pipeline
 from analyzers.run.window import Window
 from analyzers.sketch.core import QuantileSketch
 from fleetscope.settings import Settings
-from simulator.testing import TEST_TOKEN, post_batch
-from tests.analyzers.fleet_builder import T0, Fleet
+from simulator.maker.series import T0, Fleet
+from simulator.wire import TEST_TOKEN, post_batch
 from tests.fleet.test_fleet_e2e import env_for
 from warehouse.fleet import reader
 from warehouse.fleet.gateway import Gateway

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from app.cli import main
-from tests.analyzers.fleet_builder import Fleet, publish
+from simulator.maker.series import Fleet
+from simulator.maker.tables import publish
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from analyzers.quantiles.tiers import BUCKETS, PANES, QuantileStore, group_sketc
 from analyzers.run.runner import Pipeline
 from analyzers.run.window import Window
 from analyzers.sketch.core import QuantileSketch
-from tests.analyzers.fleet_builder import T0, Fleet
+from simulator.maker.series import T0, Fleet
 
 CATALOG = StaticJobCatalog([JobInfo("a", team="vision"), JobInfo("b", team="speech")])
 

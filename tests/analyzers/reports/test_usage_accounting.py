@@ -16,7 +16,7 @@ import pytest
 from analyzers.accounting.frames import FrameParams, prepare
 from analyzers.accounting.usage import fleet_totals, gpu_buckets, job_efficiency
 from analyzers.run.window import Window
-from simulator.synthetic import Fleet, Job, write_segments
+from simulator.maker.jobs import Fleet, Job, write_segments
 from warehouse.reader import open_segments
 
 START = datetime(2026, 11, 16, 8, tzinfo=UTC)
