@@ -149,9 +149,11 @@ class Fleet:
         return self
 
     def tables(self) -> dict[str, pa.Table]:
-        rows = {"gpu_samples": self.gpu_rows, "host_samples": self.host_rows}
-        rows["step_samples"] = self.step_rows
-        return {name: out.rows_table(name, table_rows) for name, table_rows in rows.items()}
+        return {
+            "gpu_samples": out.rows_table("gpu_samples", self.gpu_rows),
+            "host_samples": out.rows_table("host_samples", self.host_rows),
+            "step_samples": out.rows_table("step_samples", self.step_rows),
+        }
 
     def connect(self, path: Path | None = None) -> duckdb.DuckDBPyConnection:
         return out.connect(self, path)
