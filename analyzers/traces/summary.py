@@ -3,7 +3,7 @@
 What a profile request's requester needs, in a few kilobytes: per-rank headline numbers (steps,
 mean step time, data-loader share), every analysis's per-rank numbers (the breakdowns), the
 findings with their evidence, fix and GPU-hours, and the what-if table with its model notes.
-Per-event tables stay out (they are in the Parquet files next to the trace). Built from
+Most tables stay out (the whole analysis is stored beside it: `document.py`). Built from
 `analyzers.traces.render.report_to_dict`, so NaN is already null. Never does I/O.
 """
 
