@@ -114,9 +114,15 @@ def headline(summary: dict[str, Any]) -> list[str]:
             + ", data loader "
             + ("n/a" if share is None else f"{100 * share:.0f} %")
         )
-    rules = sorted({str(f["rule_id"]) for f in summary.get("findings", [])})
+    rules = sorted({str(f["rule_id"]) for f in summary.get("findings", [])}, key=_rule_order)
     out.append("findings: " + (", ".join(rules) if rules else "none"))
     return out
+
+
+def _rule_order(rule_id: str) -> tuple[str, int]:
+    """T2 before T10."""
+    letters = rule_id.rstrip("0123456789")
+    return letters, int(rule_id[len(letters) :] or 0)
 
 
 def read_trace(path: Path, *, hta_compatible: bool = False) -> TraceView:
