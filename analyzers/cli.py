@@ -83,17 +83,17 @@ def cmd_analyze(args: argparse.Namespace, settings: Settings) -> int:
     from analyzers.run.runner import Pipeline
     from analyzers.run.schedule import run_due, schedule_time
 
-    interval_s = settings.get_float("scheduler.interval_s")
+    interval_s = settings.scheduler.interval_s
     at = parse_time(args.at) if args.at else datetime.now(UTC)
     results = run_due(
         Pipeline.from_settings(settings),
         _store(settings),
         lambda: _telemetry(settings),
         schedule_time(at, interval_s),
-        bucket_s=settings.get_int("analyzers.bucket_s"),
-        lateness_s=settings.get_float("analyzers.lateness_s"),
+        bucket_s=settings.analyzers.bucket_s,
+        lateness_s=settings.analyzers.lateness_s,
         interval_s=interval_s,
-        reopen_max_age_s=settings.get_float("analyzers.reopen_max_age_s"),
+        reopen_max_age_s=settings.analyzers.reopen_max_age_s,
     )
     return _report(results)
 
@@ -117,11 +117,11 @@ def cmd_backfill(args: argparse.Namespace, settings: Settings) -> int:
     from analyzers.run.schedule import backfill_windows
 
     start, end = parse_time(args.start), parse_time(args.end)
-    bucket_s = settings.get_int("analyzers.bucket_s")
+    bucket_s = settings.analyzers.bucket_s
     if args.celery:
         from analyzers.run.celery_app import analyze_window
 
-        partitions = settings.get_int("analyzers.partitions")
+        partitions = settings.analyzers.partitions
         windows = backfill_windows(start, end, bucket_s, partitions)
         for w in windows:
             analyze_window.apply_async(

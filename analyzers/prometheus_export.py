@@ -65,12 +65,12 @@ def setup(server: Any) -> None:
     collector = FleetCollector(
         server.catalog,
         server.warehouse.cursor,
-        window_s=settings.get_float("analyzers.metrics_window_s"),
-        top_jobs=settings.get_int("analyzers.metrics_top_jobs"),
-        refresh_s=settings.get_float("analyzers.metrics_refresh_s"),
-        lateness_s=settings.get_float("analyzers.lateness_s"),
-        default_interval_s=settings.get_float("agent.interval_s"),
-        max_gap_s=settings.get_float("analyzers.max_gap_s"),
+        window_s=settings.analyzers.metrics_window_s,
+        top_jobs=settings.analyzers.metrics_top_jobs,
+        refresh_s=settings.analyzers.metrics_refresh_s,
+        lateness_s=settings.analyzers.lateness_s,
+        default_interval_s=settings.agent.interval_s,
+        max_gap_s=settings.analyzers.max_gap_s,
         background=True,
     )
     server.metrics.registry.register(collector)

@@ -67,7 +67,7 @@ def build(hosts: int, days: int, root: Path) -> tuple[Path, Fleet]:
     # on a warehouse already done.
     store = SegmentStore(data_dir / "segments")
     began = time.perf_counter()
-    merged = compact(store, load_settings().get_int("warehouse.compact_target_bytes"))
+    merged = compact(store, load_settings().warehouse.compact_target_bytes)
     store.purge_retired(0.0)
     if merged:
         print(f"compacted into {merged} files in {time.perf_counter() - began:.0f} s")

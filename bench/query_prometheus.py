@@ -68,7 +68,7 @@ def build(hosts: int, interval_s: int, root: Path) -> Path:
     segments = root / "segments"
     write_segments(fleet, segments, rollups=False, slice_s=3600)
     store = SegmentStore(segments)
-    compact(store, load_settings().get_int("warehouse.compact_target_bytes"))
+    compact(store, load_settings().warehouse.compact_target_bytes)
     store.purge_retired(0.0)
     update_rollups(store)
     return segments

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     import duckdb
     import sqlalchemy
 
-_TTL_S = load_settings().get_float("dashboard.cache_ttl_s")
+_TTL_S = load_settings().dashboard.cache_ttl_s
 
 WINDOWS: dict[str, timedelta] = {
     "last hour": timedelta(hours=1),
@@ -44,7 +44,7 @@ def settings() -> Settings:
 def warehouse_key(current: Settings) -> str:
     """What identifies one warehouse + catalog: the settings that locate them."""
     keys = ("core.data_dir", "warehouse.segments_dir", "warehouse.catalog_url")
-    return json.dumps({k: current.get_str(k) for k in keys}, sort_keys=True)
+    return json.dumps({k: current.raw(k) for k in keys}, sort_keys=True)  # keys are data here
 
 
 @st.cache_resource(ttl=max(_TTL_S, 1.0), show_spinner=False)
@@ -124,8 +124,8 @@ def gpu_buckets(
 def buckets_for(key: str, win: data.Window) -> pd.DataFrame:
     """The window's accounted buckets, with the accounting settings the analyzers use."""
     current = settings()
-    interval_s = current.get_float("agent.interval_s")
-    max_gap_s = current.get_float("analyzers.max_gap_s")
+    interval_s = current.agent.interval_s
+    max_gap_s = current.analyzers.max_gap_s
     return gpu_buckets(key, win.start, win.end, win.bucket_s, interval_s, max_gap_s)
 
 
@@ -186,7 +186,7 @@ def window_picker(default: str | None = None) -> str:
     Pages open on `dashboard.default_window` (the demo, minutes old, opens on the last hour)."""
     labels = [*WINDOWS, CUSTOM]
     if default is None:
-        default = settings().get_str("dashboard.default_window")
+        default = settings().dashboard.default_window
     if default not in WINDOWS:
         default = "last 7 days"
     return str(
@@ -196,7 +196,8 @@ def window_picker(default: str | None = None) -> str:
 
 @st.cache_data(ttl=_TTL_S, show_spinner=False)
 def traces(key: str) -> pd.DataFrame:
-    traces_dir = _settings_of(key).get_path("core.data_dir") / "traces"
+    current = _settings_of(key)
+    traces_dir = current.path(current.core.data_dir) / "traces"
     return data.trace_list(catalog_table(key, "traces"), traces_dir)
 
 

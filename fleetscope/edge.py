@@ -45,7 +45,7 @@ def run(
         if prepare is not None:
             settings = prepare(args, settings)
         logging.basicConfig(
-            level=settings.get_str("core.log_level").upper(),
+            level=settings.core.log_level.upper(),
             format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         )
         return handler(args, settings)

@@ -28,7 +28,7 @@ def register(subparsers):
 
 
 def setup(server):
-    out = Path(server.settings.get_str("core.data_dir")) / "acme-commits.jsonl"
+    out = Path(server.settings.core.data_dir) / "acme-commits.jsonl"
 
     def committed(srv, commit):
         rows = {name: table.num_rows for name, table in commit.tables.items()}

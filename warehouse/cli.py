@@ -81,7 +81,7 @@ def register(subparsers: Any) -> None:
 
 
 def run_server(args: argparse.Namespace, settings: Settings) -> int:
-    mode = args.mode or settings.get_str("server.mode")
+    mode = args.mode or settings.server.mode
     if mode == "fleet":
         from warehouse.fleet.gateway import Gateway
 
@@ -148,7 +148,7 @@ def warehouse_migrate(args: argparse.Namespace, settings: Settings) -> int:
 def _read_connection(args: argparse.Namespace, settings: Settings) -> Any:
     """Embedded: the published segments. Fleet: DuckDB over the Iceberg scan of the last
     `--days` days (partition pruning keeps the rest unread)."""
-    if settings.get_str("server.mode") != "fleet":
+    if settings.server.mode != "fleet":
         from warehouse.reader import connect
 
         return connect(settings)
@@ -232,14 +232,14 @@ def import_prometheus(args: argparse.Namespace, settings: Settings) -> int:
         step_ms=step_ms,
         chunk_points=max(1, min(MAX_POINTS, chunk_ms // step_ms)),
         matches=tuple(args.match or [DEFAULT_MATCH]),
-        cluster=args.cluster or settings.get_str("server.prometheus_cluster"),
+        cluster=args.cluster or settings.server.prometheus_cluster,
     )
     result = run_import(
         plan,
         PrometheusAPI(args.url),
         IngestClient(
-            args.ingest_url or settings.get_str("agent.ingest_url"),
-            args.token if args.token is not None else settings.get_str("agent.token"),
+            args.ingest_url or settings.agent.ingest_url,
+            args.token if args.token is not None else settings.agent.token,
         ),
         progress=print,
         known_cluster=None if args.cluster else _catalog_clusters(settings),

@@ -68,10 +68,10 @@ class ProfilingConfig:
     @classmethod
     def from_settings(cls, settings: Settings) -> ProfilingConfig:
         return cls(
-            traces_dir=settings.get_path("core.data_dir") / "traces",
-            max_trace_bytes=settings.get_int("server.max_body_bytes"),
-            match_timeout_s=settings.get_float("server.profile_match_timeout_s"),
-            run_timeout_s=settings.get_float("server.profile_run_timeout_s"),
+            traces_dir=settings.path(settings.core.data_dir) / "traces",
+            max_trace_bytes=settings.server.max_body_bytes,
+            match_timeout_s=settings.server.profile_match_timeout_s,
+            run_timeout_s=settings.server.profile_run_timeout_s,
         )
 
 

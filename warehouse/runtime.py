@@ -60,21 +60,21 @@ class Server:
         self.writer = Writer(
             self.paths.duckdb_path,
             self.store,
-            flush_rows=settings.get_int("warehouse.flush_rows"),
-            flush_interval_s=settings.get_float("warehouse.flush_interval_s"),
-            flush_idle_s=settings.get_float("warehouse.flush_idle_s"),
-            queue_max_rows=settings.get_int("warehouse.queue_max_rows"),
+            flush_rows=settings.warehouse.flush_rows,
+            flush_interval_s=settings.warehouse.flush_interval_s,
+            flush_idle_s=settings.warehouse.flush_idle_s,
+            queue_max_rows=settings.warehouse.queue_max_rows,
             hooks=[
                 CatalogSync(self.catalog),
-                ArrivalMarks(self.catalog, settings.get_int("analyzers.bucket_s")),
+                ArrivalMarks(self.catalog, settings.analyzers.bucket_s),
                 self._batch_committed,
             ],
         )
         self.warehouse = Warehouse(self.writer, self.store, self.catalog)
         self.metrics = ServerMetrics(self.writer, self.catalog)
         address = (
-            host if host is not None else settings.get_str("server.host"),
-            port if port is not None else settings.get_int("server.port"),
+            host if host is not None else settings.server.host,
+            port if port is not None else settings.server.port,
         )
         tokens = effective_tokens(settings)
         try:
@@ -86,10 +86,10 @@ class Server:
         self.auth = TokenChecker(tokens, self.catalog)
         self.remote_write = RemoteWrite(
             self.writer,
-            default_cluster=settings.get_str("server.prometheus_cluster"),
-            hold_s=settings.get_float("server.remote_write_hold_s"),
-            commit_timeout_s=settings.get_float("warehouse.commit_timeout_s"),
-            max_uncompressed_bytes=settings.get_int("server.max_body_bytes"),
+            default_cluster=settings.server.prometheus_cluster,
+            hold_s=settings.server.remote_write_hold_s,
+            commit_timeout_s=settings.warehouse.commit_timeout_s,
+            max_uncompressed_bytes=settings.server.max_body_bytes,
             registry=self.metrics.registry,
             known_cluster=HostClusters(self.catalog),
         )
@@ -114,22 +114,20 @@ class Server:
             self.store,
             self.writer,
             MaintenanceConfig(
-                interval_s=settings.get_float("warehouse.maintenance_interval_s"),
-                target_bytes=settings.get_int("warehouse.compact_target_bytes"),
-                grace_s=settings.get_float("warehouse.segment_grace_s"),
-                retention_days=settings.get_int("warehouse.raw_retention_days"),
+                interval_s=settings.warehouse.maintenance_interval_s,
+                target_bytes=settings.warehouse.compact_target_bytes,
+                grace_s=settings.warehouse.segment_grace_s,
+                retention_days=settings.warehouse.raw_retention_days,
             ),
         )
         self._http_thread: threading.Thread | None = None
-        for module in filter(
-            None, (m.strip() for m in settings.get_str("server.plugins").split(","))
-        ):
+        for module in filter(None, (m.strip() for m in settings.server.plugins.split(","))):
             load_plugin(module)(self)
 
     @staticmethod
     def _tls(settings: Settings) -> ssl.SSLContext | None:
-        cert = settings.get_str("server.tls_cert_file")
-        key = settings.get_str("server.tls_key_file")
+        cert = settings.server.tls_cert_file
+        key = settings.server.tls_key_file
         return tls_context(cert, key) if cert or key else None
 
     @property

@@ -32,7 +32,7 @@ __all__ = ["AutoProfiler", "setup"]
 
 
 def setup(server: Any) -> None:
-    if not server.settings.get_bool("autoprofile.enabled"):
+    if not server.settings.autoprofile.enabled:
         return
     loop = AutoProfiler(server.catalog, server.profiling, server.settings)
     server.autoprofiler = loop  # for the finding view and tests
@@ -47,11 +47,11 @@ class AutoProfiler:
         self.profiling = profiling
         self.settings = settings
         self.budget = Budget.from_settings(settings)
-        self.rules = [r.strip() for r in settings.get_str("autoprofile.trigger_rules").split(",")]
-        self.periodic = settings.get_bool("autoprofile.periodic")
-        self.steps = settings.get_int("autoprofile.steps")
-        self.tick_s = settings.get_float("autoprofile.tick_s")
-        self.bucket_s = settings.get_float("analyzers.bucket_s")
+        self.rules = [r.strip() for r in settings.autoprofile.trigger_rules.split(",")]
+        self.periodic = settings.autoprofile.periodic
+        self.steps = settings.autoprofile.steps
+        self.tick_s = settings.autoprofile.tick_s
+        self.bucket_s = settings.analyzers.bucket_s
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 

@@ -10,7 +10,7 @@ from typing import Any
 
 
 def setup(server: Any) -> None:
-    if server.settings.get_str("scheduler.mode") != "embedded":
+    if server.settings.scheduler.mode != "embedded":
         return
     from analyzers.run.schedule import start_embedded
 

@@ -93,7 +93,7 @@ def compact_partition(table: str, day_iso: str, cluster: str) -> int:
 def retention(table: str) -> list[str]:
     from warehouse.fleet.upkeep import retention as drop
 
-    days = _settings().get_int("warehouse.raw_retention_days")
+    days = _settings().warehouse.raw_retention_days
     dropped = drop(_tables(), table, days, datetime.now(UTC))
     return [f"{p.day}/{p.cluster}" for p in dropped]
 

@@ -33,7 +33,7 @@ def server(tmp_path: Path) -> Iterator[Server]:
         server__port=0,
         warehouse__maintenance_interval_s=3600.0,
     )
-    assert "analyzers.traces.service" in settings.get_str("server.plugins").split(",")  # default
+    assert "analyzers.traces.service" in settings.server.plugins.split(",")  # default
     running = Server(settings)
     running.start()
     try:

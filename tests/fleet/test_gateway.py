@@ -99,7 +99,7 @@ def test_a_dead_gateways_claim_is_taken_over_or_found_committed(
     gateways: list[Gateway], fleet_settings: Settings
 ) -> None:
     gw = gateways[0]
-    old = datetime.now(UTC) - timedelta(seconds=fleet_settings.get_float("fleet.lease_s") + 5)
+    old = datetime.now(UTC) - timedelta(seconds=fleet_settings.fleet.lease_s + 5)
     tables = gw.writer.tables
     batch = gpu_batch("node-9", timestamps=2)
     landed = tables.table("gpu_samples")
