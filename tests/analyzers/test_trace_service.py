@@ -99,3 +99,18 @@ def test_an_unreadable_trace_fails_the_request_with_the_trace_error(server: Serv
     )
     with server.catalog.connect() as conn:
         assert get_trace_analysis(conn, "req1-node-a-pid9") is None
+
+
+def test_the_stored_summary_is_the_one_the_default_options_give() -> None:
+    """The upload runs once under `document.OPTIONS` (more top kernels for the Trace page); the
+    summary the API answers stays what the analyses' defaults give."""
+    from analyzers.traces.api import analyze_trace
+    from analyzers.traces.document import OPTIONS
+    from analyzers.traces.summary import summarize
+
+    def summary(**options: Any) -> dict[str, Any]:
+        report = analyze_trace(RESNET_NW0, job_id="train-1", **options)
+        return summarize(report, trace_id="t", host="node-a", pid=9)
+
+    assert OPTIONS.top_kernels > 10
+    assert summary(options=OPTIONS) == summary()
