@@ -4,7 +4,6 @@ upload is drawn from the stored analysis, never analysed again unless the HTA to
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -15,7 +14,7 @@ from analyzers.traces import service as trace_service
 from dashboard import actions, trace_report
 from fleetscope.errors import NotFoundError
 from fleetscope.settings import load_settings
-from tests.dashboard.conftest import TRACE, Warehouse
+from tests.dashboard.conftest import TRACE, Warehouse, build_warehouse
 from tests.dashboard.test_dashboard_pages import _app, _finding_rules, _metrics
 from warehouse.agent_registry import ReportedProcess
 from warehouse.catalog import connect
@@ -27,15 +26,13 @@ TRACE_ID = "req1-e2-pid9"
 
 
 @pytest.fixture
-def own_warehouse(
-    warehouse: Warehouse, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> Warehouse:
-    """A copy of the shared warehouse this test may write to."""
-    copy = Warehouse(tmp_path / "fleet", warehouse.fleet)
-    shutil.copytree(warehouse.data_dir, copy.data_dir)
-    for name, value in copy.env.items():
+def own_warehouse(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Warehouse:
+    """A warehouse of its own, which this test may write to (the shared one gets a profile
+    request from `test_job_page_requests_a_profile`)."""
+    built = build_warehouse(tmp_path / "fleet")
+    for name, value in built.env.items():
         monkeypatch.setenv(name, value)
-    return copy
+    return built
 
 
 def _requests(data_dir: Path) -> list[tuple[str, str]]:
