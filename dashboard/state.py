@@ -117,7 +117,7 @@ def _custom_window(newest: datetime) -> data.Window:
 def gpu_buckets(
     key: str, start: datetime, end: datetime, bucket_s: int, interval_s: float, max_gap_s: float
 ) -> pd.DataFrame:
-    window = data.Window(start, end, bucket_s)
+    window = data.Window(start, end, bucket_s=bucket_s)
     return data.gpu_buckets(cursor(key), window, interval_s, max_gap_s=max_gap_s)
 
 
@@ -141,7 +141,7 @@ def sketch_percentiles(
         return None
     con = store.connect()
     try:
-        return data.sketch_percentiles(con, data.Window(start, end, bucket_s))
+        return data.sketch_percentiles(con, data.Window(start, end, bucket_s=bucket_s))
     finally:
         con.close()
 
@@ -170,7 +170,7 @@ def top_findings(key: str, start: datetime, end: datetime) -> list[PlainFinding]
 @st.cache_data(ttl=_TTL_S, show_spinner=False)
 def sharing_plan(key: str, start: datetime, end: datetime) -> dict[str, Any]:
     """`fleetscope plan sharing` over the window, as its JSON plus the table rows."""
-    from analyzers.base import Window
+    from analyzers.run.window import Window
     from analyzers.sharing.plan import plan_sharing
     from analyzers.sharing.render import plan_rows, plan_to_dict
     from analyzers.sharing.usage import gpu_uses
@@ -226,12 +226,12 @@ def job_series(key: str, job_id: str) -> tuple[pd.DataFrame, pd.DataFrame, dict[
 
 @st.cache_data(ttl=_TTL_S, show_spinner=False)
 def host_health(key: str, start: datetime, end: datetime, bucket_s: int) -> pd.DataFrame:
-    return data.host_health(cursor(key), data.Window(start, end, bucket_s))
+    return data.host_health(cursor(key), data.Window(start, end, bucket_s=bucket_s))
 
 
 @st.cache_data(ttl=_TTL_S, show_spinner=False)
 def hosts_in(key: str, start: datetime, end: datetime, bucket_s: int) -> list[str]:
-    return dcgm.hosts_in(cursor(key), data.Window(start, end, bucket_s))
+    return dcgm.hosts_in(cursor(key), data.Window(start, end, bucket_s=bucket_s))
 
 
 @st.cache_data(ttl=_TTL_S, show_spinner=False)
@@ -243,14 +243,18 @@ def gpu_panels(
     hosts: tuple[str, ...],
     job_id: str | None = None,
 ) -> pd.DataFrame:
-    return dcgm.gpu_panels(cursor(key), data.Window(start, end, bucket_s), list(hosts), job_id)
+    return dcgm.gpu_panels(
+        cursor(key), data.Window(start, end, bucket_s=bucket_s), list(hosts), job_id
+    )
 
 
 @st.cache_data(ttl=_TTL_S, show_spinner=False)
 def job_footprint(
     key: str, job_id: str, start: datetime, end: datetime, hosts: tuple[str, ...]
 ) -> dcgm.Footprint | None:
-    return dcgm.job_footprint(cursor(key), job_id, data.Window(start, end, 60), list(hosts))
+    return dcgm.job_footprint(
+        cursor(key), job_id, data.Window(start, end, bucket_s=60), list(hosts)
+    )
 
 
 @st.cache_data(ttl=_TTL_S, show_spinner=False)

@@ -18,7 +18,7 @@ from typing import Any
 from sqlalchemy import JSON, Column, Connection, Float, Integer, String, Table, Text, select, update
 
 from fleetscope.errors import NotFoundError
-from warehouse.catalog.base import UTCDateTime, metadata, upsert, utcnow
+from warehouse.catalog.base import UTCDateTime, metadata, rows_where, upsert, utcnow
 
 profile_requests = Table(
     "profile_requests",
@@ -130,12 +130,8 @@ def update_profile_request(conn: Connection, request_id: int, **changes: Any) ->
 def list_profile_requests(
     conn: Connection, *, state: str | None = None, host: str | None = None
 ) -> list[ProfileRequest]:
-    query = select(profile_requests).order_by(profile_requests.c.id)
-    if state is not None:
-        query = query.where(profile_requests.c.state == state)
-    if host is not None:
-        query = query.where(profile_requests.c.host == host)
-    return [ProfileRequest(**row) for row in conn.execute(query).mappings()]
+    rows = rows_where(conn, profile_requests, state=state, host=host)
+    return [ProfileRequest(**row) for row in rows]
 
 
 def record_trace(conn: Connection, trace: Trace) -> None:
