@@ -18,7 +18,7 @@ import pandas as pd
 import streamlit as st
 
 from analyzers.plain import PlainFinding
-from dashboard import data, dcgm, jobinfo, opportunities, source
+from dashboard import data, dcgm, jobinfo, opportunities, source, trace_report
 from fleetscope.settings import Settings, load_settings
 
 if TYPE_CHECKING:
@@ -199,6 +199,14 @@ def traces(key: str) -> pd.DataFrame:
     current = _settings_of(key)
     traces_dir = current.path(current.core.data_dir) / "traces"
     return data.trace_list(catalog_table(key, "traces"), traces_dir)
+
+
+@st.cache_data(ttl=_TTL_S, show_spinner=False, max_entries=8)
+def stored_trace_view(key: str, trace_id: str) -> trace_report.TraceView | None:
+    """The trace page's view of the analysis stored when the trace was uploaded; None while there
+    is none (cached for the TTL only, so an analysis that lands later shows on the next run)."""
+    document = trace_report.stored_document(catalog(key), trace_id)
+    return trace_report.trace_view(document) if document is not None else None
 
 
 @st.cache_data(ttl=_TTL_S, show_spinner=False)
