@@ -227,8 +227,9 @@ class FleetCollector(Collector):
             return self._snapshot, copy
 
     def _refresh(self, now_s: float) -> None:
-        from analyzers.accounting.usage import Window, gpu_buckets, job_efficiency
+        from analyzers.accounting.usage import gpu_buckets, job_efficiency
         from analyzers.run.results import FindingStore
+        from analyzers.run.window import Window
 
         since = datetime.fromtimestamp(now_s - self._window_s, tz=UTC)
         stored = [s for s in FindingStore(self._catalog).findings(since=since) if s.state == "open"]

@@ -18,7 +18,7 @@ import pandas as pd
 import streamlit as st
 
 from analyzers.plain import PlainFinding
-from dashboard import data, dcgm, jobinfo, opportunities, source
+from dashboard import data, dcgm, jobinfo, opportunities, source, trace_report
 from fleetscope.settings import Settings, load_settings
 
 if TYPE_CHECKING:
@@ -117,7 +117,7 @@ def _custom_window(newest: datetime) -> data.Window:
 def gpu_buckets(
     key: str, start: datetime, end: datetime, bucket_s: int, interval_s: float, max_gap_s: float
 ) -> pd.DataFrame:
-    window = data.Window(start, end, bucket_s)
+    window = data.Window(start, end, bucket_s=bucket_s)
     return data.gpu_buckets(cursor(key), window, interval_s, max_gap_s=max_gap_s)
 
 
@@ -141,7 +141,7 @@ def sketch_percentiles(
         return None
     con = store.connect()
     try:
-        return data.sketch_percentiles(con, data.Window(start, end, bucket_s))
+        return data.sketch_percentiles(con, data.Window(start, end, bucket_s=bucket_s))
     finally:
         con.close()
 
@@ -170,7 +170,7 @@ def top_findings(key: str, start: datetime, end: datetime) -> list[PlainFinding]
 @st.cache_data(ttl=_TTL_S, show_spinner=False)
 def sharing_plan(key: str, start: datetime, end: datetime) -> dict[str, Any]:
     """`fleetscope plan sharing` over the window, as its JSON plus the table rows."""
-    from analyzers.base import Window
+    from analyzers.run.window import Window
     from analyzers.sharing.plan import plan_sharing
     from analyzers.sharing.render import plan_rows, plan_to_dict
     from analyzers.sharing.usage import gpu_uses
@@ -201,6 +201,14 @@ def traces(key: str) -> pd.DataFrame:
     return data.trace_list(catalog_table(key, "traces"), traces_dir)
 
 
+@st.cache_data(ttl=_TTL_S, show_spinner=False, max_entries=8)
+def stored_trace_view(key: str, trace_id: str) -> trace_report.TraceView | None:
+    """The trace page's view of the analysis stored when the trace was uploaded; None while there
+    is none (cached for the TTL only, so an analysis that lands later shows on the next run)."""
+    document = trace_report.stored_document(catalog(key), trace_id)
+    return trace_report.trace_view(document) if document is not None else None
+
+
 @st.cache_data(ttl=_TTL_S, show_spinner=False)
 def job_series(key: str, job_id: str) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, float | None]]:
     """A job's per-GPU series, its step series and its step totals (empty for an unknown job)."""
@@ -218,12 +226,12 @@ def job_series(key: str, job_id: str) -> tuple[pd.DataFrame, pd.DataFrame, dict[
 
 @st.cache_data(ttl=_TTL_S, show_spinner=False)
 def host_health(key: str, start: datetime, end: datetime, bucket_s: int) -> pd.DataFrame:
-    return data.host_health(cursor(key), data.Window(start, end, bucket_s))
+    return data.host_health(cursor(key), data.Window(start, end, bucket_s=bucket_s))
 
 
 @st.cache_data(ttl=_TTL_S, show_spinner=False)
 def hosts_in(key: str, start: datetime, end: datetime, bucket_s: int) -> list[str]:
-    return dcgm.hosts_in(cursor(key), data.Window(start, end, bucket_s))
+    return dcgm.hosts_in(cursor(key), data.Window(start, end, bucket_s=bucket_s))
 
 
 @st.cache_data(ttl=_TTL_S, show_spinner=False)
@@ -235,14 +243,18 @@ def gpu_panels(
     hosts: tuple[str, ...],
     job_id: str | None = None,
 ) -> pd.DataFrame:
-    return dcgm.gpu_panels(cursor(key), data.Window(start, end, bucket_s), list(hosts), job_id)
+    return dcgm.gpu_panels(
+        cursor(key), data.Window(start, end, bucket_s=bucket_s), list(hosts), job_id
+    )
 
 
 @st.cache_data(ttl=_TTL_S, show_spinner=False)
 def job_footprint(
     key: str, job_id: str, start: datetime, end: datetime, hosts: tuple[str, ...]
 ) -> dcgm.Footprint | None:
-    return dcgm.job_footprint(cursor(key), job_id, data.Window(start, end, 60), list(hosts))
+    return dcgm.job_footprint(
+        cursor(key), job_id, data.Window(start, end, bucket_s=60), list(hosts)
+    )
 
 
 @st.cache_data(ttl=_TTL_S, show_spinner=False)

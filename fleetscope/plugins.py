@@ -37,8 +37,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar
 
 if TYPE_CHECKING:
-    from importlib.metadata import EntryPoint
-
+    from fleetscope.entry_point_cache import EntryPoint
     from fleetscope.settings import Settings
 
 RULES: Final = "fleetscope.analyzers"
@@ -170,6 +169,8 @@ def registered(group: str) -> dict[str, EntryPoint]:
 
 @functools.cache
 def _registered(group: str) -> tuple[tuple[str, EntryPoint], ...]:
-    from importlib.metadata import entry_points
+    # Through a cache keyed on the import path's mtimes: scanning every installed distribution
+    # cost ~40 ms of each run (fleetscope.entry_point_cache says why it stays correct).
+    from fleetscope.entry_point_cache import entry_points
 
-    return tuple((ep.name, ep) for ep in entry_points(group=group))
+    return tuple((ep.name, ep) for ep in entry_points(group))

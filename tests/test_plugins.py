@@ -89,7 +89,8 @@ SERVER_PROBE = """
 import json, sys, time
 from pathlib import Path
 from fleetscope.settings import load_settings
-from simulator.testing import TEST_TOKEN, gpu_batch, post_batch
+from simulator.maker.batches import gpu_batch
+from simulator.wire import TEST_TOKEN, post_batch
 from warehouse.runtime import Server
 
 data = Path(sys.argv[1])

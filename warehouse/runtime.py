@@ -95,14 +95,7 @@ class Server:
             known_cluster=HostClusters(self.catalog),
         )
         self.profiling = ProfilingService(
-            self.catalog,
-            ProfilingConfig(
-                traces_dir=settings.path(settings.core.data_dir) / "traces",
-                max_trace_bytes=settings.server.max_body_bytes,
-                match_timeout_s=settings.server.profile_match_timeout_s,
-                run_timeout_s=settings.server.profile_run_timeout_s,
-            ),
-            notify=self._trace_uploaded,
+            self.catalog, ProfilingConfig.from_settings(settings), notify=self._trace_uploaded
         )
         ingest = Ingest(
             writer=self.writer,

@@ -70,7 +70,8 @@ from warehouse.compaction import compact
 from warehouse.segments import Segment, SegmentStore, read_manifest
 
 if TYPE_CHECKING:
-    from analyzers.base import JobCatalog, Window
+    from analyzers.base import JobCatalog
+    from analyzers.run.window import Window
     from analyzers.sketch.core import QuantileSketch
     from fleetscope.settings import Settings
 

@@ -141,10 +141,10 @@ def analyze_window(
 ) -> dict[str, Any]:
     """Run the pipeline on one window and partition; land findings; advance the watermark and,
     for a window arrival owed, record the arrival mark it covered (analyzers.run.schedule)."""
-    from analyzers.base import Window
     from analyzers.run.results import CatalogJobs
     from analyzers.run.runner import AnalyzerFailedError
     from analyzers.run.schedule import Due, finish_due
+    from analyzers.run.window import Window
     from warehouse.reader import connect
 
     window = Window(

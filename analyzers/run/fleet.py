@@ -49,7 +49,8 @@ def analyze_partition_with(
     """The work of one partition task, callable without Celery (benchmarks, tests)."""
     import numpy as np
 
-    from analyzers.base import StaticJobCatalog, Window
+    from analyzers.base import StaticJobCatalog
+    from analyzers.run.window import Window
     from analyzers.sketch.core import QuantileSketch
     from warehouse.fleet.reader import connect
 

@@ -22,13 +22,13 @@ from analyzers.accounting.frames import FrameParams, prepare
 from analyzers.base import (
     Analyzer,
     JobCatalog,
-    Window,
     load_analyzers,
     load_threshold_overrides,
     rule_registry,
 )
 from analyzers.findings import Finding
 from analyzers.rules.causes import resolve
+from analyzers.run.window import Window
 from fleetscope.errors import FleetscopeError
 
 if TYPE_CHECKING:

@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Protocol
 
-from analyzers.base import Window
 from analyzers.run.clock import align_down
+from analyzers.run.window import Window
 from fleetscope.errors import ConfigError
 
 if TYPE_CHECKING:

@@ -13,7 +13,8 @@ from pyarrow.fs import S3FileSystem
 from sqlalchemy import insert
 
 from fleetscope.settings import Settings
-from simulator.testing import EPOCH_MS, TEST_TOKEN, gpu_batch, post_batch
+from simulator.maker.batches import EPOCH_MS, gpu_batch
+from simulator.wire import TEST_TOKEN, post_batch
 from warehouse.catalog import ledger
 from warehouse.fleet import reader
 from warehouse.fleet.gateway import Gateway

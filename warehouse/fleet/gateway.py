@@ -66,15 +66,10 @@ class Gateway:
         tls = tls_context(cert, key) if cert or key else None
         self.profiling = ProfilingService(
             self.catalog,
-            ProfilingConfig(
-                traces_dir=settings.path(settings.core.data_dir) / "traces",
-                max_trace_bytes=settings.server.max_body_bytes,
-                match_timeout_s=settings.server.profile_match_timeout_s,
-                run_timeout_s=settings.server.profile_run_timeout_s,
-            ),
+            ProfilingConfig.from_settings(settings),
             notify=lambda _upload: False,
+            registry=CatalogAgentRegistry(self.catalog),
         )
-        self.profiling.registry = CatalogAgentRegistry(self.catalog)
         ingest = Ingest(
             writer=self.writer,
             catalog=self.catalog,
