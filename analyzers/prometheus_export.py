@@ -58,6 +58,10 @@ OTHER = "other"  # the one `job` series every job outside the top N is summed in
 HOUR_S = 3600.0
 
 
+# Server plug-in order (fleetscope.plugins): after the scheduler and the reports, as it was.
+PLUGIN_ORDER = 40
+
+
 def setup(server: Any) -> None:
     """Register the collector on the server's registry and refresh it on a thread of its own
     (warehouse.runtime plug-in hook), so a scrape never waits for a warehouse query."""

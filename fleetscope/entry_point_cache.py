@@ -26,11 +26,10 @@ import re
 import sys
 import time
 import zlib
-from dataclasses import dataclass
 from functools import reduce
 from importlib import import_module
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 __all__ = ["EntryPoint", "cache_dir", "entry_points"]
 
@@ -43,8 +42,7 @@ _FORMAT = 1
 _STALE_S = 7 * 24 * 3600
 
 
-@dataclass(frozen=True)
-class EntryPoint:
+class EntryPoint(NamedTuple):
     """An installed entry point: `value` is `module[:attr.attr] [extras]`."""
 
     name: str

@@ -21,6 +21,14 @@ if TYPE_CHECKING:
 
 
 def register(subparsers: Any) -> None:
+    """Every command of this module (each is also its own entry point, app/commands/)."""
+    register_server(subparsers)
+    register_token(subparsers)
+    register_warehouse(subparsers)
+    register_import(subparsers)
+
+
+def register_server(subparsers: Any) -> None:
     server = subparsers.add_parser("server", help="run the ingest server (writer, HTTP, upkeep)")
     server.add_argument("--host", help="listen address (default: server.host)")
     server.add_argument("--port", type=int, help="listen port (default: server.port)")
@@ -31,6 +39,8 @@ def register(subparsers: Any) -> None:
     )
     server.set_defaults(handler=run_server)
 
+
+def register_token(subparsers: Any) -> None:
     token = subparsers.add_parser("token", help="manage agent bearer tokens")
     actions = token.add_subparsers(dest="token_command", metavar="ACTION", required=True)
     create = actions.add_parser("create", help="create a token and print it (shown only once)")
@@ -41,6 +51,8 @@ def register(subparsers: Any) -> None:
     revoke.set_defaults(handler=token_revoke)
     actions.add_parser("list", help="list token names and states").set_defaults(handler=token_list)
 
+
+def register_warehouse(subparsers: Any) -> None:
     warehouse = subparsers.add_parser("warehouse", help="telemetry store maintenance and queries")
     wactions = warehouse.add_subparsers(dest="warehouse_command", metavar="ACTION", required=True)
     wactions.add_parser("migrate", help="apply telemetry schema migrations").set_defaults(
@@ -54,6 +66,8 @@ def register(subparsers: Any) -> None:
     )
     query.set_defaults(handler=warehouse_query)
 
+
+def register_import(subparsers: Any) -> None:
     importer = subparsers.add_parser("import", help="backfill telemetry from another system")
     sources = importer.add_subparsers(dest="import_source", metavar="SOURCE", required=True)
     prom = sources.add_parser(

@@ -1,12 +1,13 @@
 """`fleetscope server`: assembles the writer, the HTTP server, maintenance and plug-in hooks.
 
 Start order: catalog, segment store, writer (opens and migrates DuckDB, republishes what a crash
-left unpublished), HTTP listener, maintenance, then `on_start` hooks (the analyzers' embedded
-scheduler plugs in here through `server.plugins`: each named module's `setup(server)` runs before
-start and may append to `on_start`/`on_stop`). Stop order is the reverse, and the writer flushes
-what is queued before it closes the database. `on_trace_uploaded` hooks `(server, TraceUpload)` run
-on the profiling worker thread for each stored trace (analyzers.traces.service analyzes it there).
-This module must never handle a request itself.
+left unpublished), HTTP listener, maintenance, then `on_start` hooks. The hooks come from the
+installed `fleetscope.server` plug-ins that `server.plugins` selects (all by default): each one's
+`setup(server)` runs before start and may append to the hook lists (fleetscope.plugins.ServerHooks).
+Stop order is the reverse, and the writer flushes what is queued before it closes the database.
+`on_trace_uploaded` hooks `(server, TraceUpload)` run on the profiling worker thread for each
+stored trace. This module calls hooks and never names an analyzer; it must never handle a request
+itself.
 """
 
 from __future__ import annotations
@@ -121,8 +122,8 @@ class Server:
             ),
         )
         self._http_thread: threading.Thread | None = None
-        for module in filter(None, (m.strip() for m in settings.server.plugins.split(","))):
-            load_plugin(module)(self)
+        for setup in load_plugins(settings.server.plugins):
+            setup(self)
 
     @staticmethod
     def _tls(settings: Settings) -> ssl.SSLContext | None:
@@ -196,7 +197,18 @@ class Server:
                 signal.signal(signum, handler)
 
 
-def load_plugin(module: str) -> Hook:
+def load_plugins(spec: str) -> list[plugins.ServerPlugin]:
+    """The `setup(server)` of each plug-in `server.plugins` selects (`*`: every installed one,
+    `-name`: leave one out; fleetscope.plugins.select_names), in plug-in order (`PLUGIN_ORDER`,
+    then name) whichever way each was selected, so a hook that reads what another stored runs
+    after it."""
+    words = {word.strip() for word in spec.split(",")}
+    installed = plugins.required(plugins.SERVER) if plugins.ALL in words else {}
+    names = plugins.select_names(spec, list(installed))
+    return [setup for _, setup in plugins.sort_loaded((n, load_plugin(n)) for n in names)]
+
+
+def load_plugin(module: str) -> plugins.ServerPlugin:
     """A `server.plugins` name's `setup(server)`: an entry point of the group `fleetscope.server`
     (how the analyzers register theirs, as any third party would), else a module of that name."""
     try:
@@ -209,5 +221,5 @@ def load_plugin(module: str) -> Hook:
         raise ConfigError(f"server.plugins: cannot load {module}.setup: {exc}") from exc
     if not callable(setup):
         raise ConfigError(f"server.plugins: {module}.setup is not callable")
-    hook: Hook = setup
+    hook: plugins.ServerPlugin = setup
     return hook

@@ -1,4 +1,4 @@
-"""The server plug-in of the closed loop (`server.plugins`, after `analyzers.traces.service`).
+"""The server plug-in of the closed loop (`fleetscope.server`, after `analyzers.traces.service`).
 
 Every `autoprofile.tick_s` it looks at the catalog's open findings of the trigger rules whose
 job has the SDK attached (an agent reported one of its processes in its last poll), and, when
@@ -29,6 +29,10 @@ from warehouse.catalog.profiling import get_trace
 log = logging.getLogger(__name__)
 
 __all__ = ["AutoProfiler", "setup"]
+
+# Server plug-in order (fleetscope.plugins): after the trace service's hook (20), since
+# `on_trace` reads the summary that hook stored for the same upload.
+PLUGIN_ORDER = 50
 
 
 def setup(server: Any) -> None:

@@ -48,6 +48,10 @@ class WeeklyReports:
         return week
 
 
+# Server plug-in order (fleetscope.plugins): after the scheduler whose findings the reports read.
+PLUGIN_ORDER = 30
+
+
 def setup(server: Any) -> None:
     """Server plug-in (`server.plugins`): in embedded mode, check hourly in a daemon thread."""
     if server.settings.scheduler.mode != "embedded":

@@ -8,6 +8,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+# Server plug-in order (fleetscope.plugins): first to start, last to stop, as it always was.
+PLUGIN_ORDER = 10
+
 
 def setup(server: Any) -> None:
     if server.settings.scheduler.mode != "embedded":

@@ -1,7 +1,7 @@
 """The server plug-in that analyzes every uploaded profiler trace (on-demand profiling, issue 4).
 
-In `server.plugins` by default (warehouse.runtime loads it and calls `setup(server)`), it appends
-an `on_trace_uploaded` hook. For each trace an agent uploads, the hook runs `analyze_trace` once
+A `fleetscope.server` entry point (selected by `server.plugins`' default `*`; warehouse.runtime
+calls `setup(server)`), it appends an `on_trace_uploaded` hook. For each trace an agent uploads, the hook runs `analyze_trace` once
 (every trace analysis and the trace rules T1-T12, under `document.OPTIONS`) and hands the outcome
 to `server.profiling.finish`, which stores it and marks the profile request done: the summary
 (`trace_summary`, the catalog's `traces.summary`, what the API and `fleetscope profile` show) and
@@ -17,6 +17,10 @@ write anything itself (the warehouse stores what it is given).
 from __future__ import annotations
 
 from typing import Any
+
+# Server plug-in order (fleetscope.plugins): before the closed loop, which reads the summary
+# this hook stores.
+PLUGIN_ORDER = 20
 
 
 def setup(server: Any) -> None:

@@ -15,6 +15,7 @@ import pytest
 
 from analyzers.traces.analyses import load_registry
 from analyzers.traces.document import DOCUMENT_VERSION
+from fleetscope import plugins
 from fleetscope.settings import Settings, load_settings
 from warehouse.agent_registry import ReportedProcess
 from warehouse.catalog.profiling import get_trace_analysis
@@ -33,7 +34,8 @@ def server(tmp_path: Path) -> Iterator[Server]:
         server__port=0,
         warehouse__maintenance_interval_s=3600.0,
     )
-    assert "analyzers.traces.service" in settings.server.plugins.split(",")  # default
+    installed = list(plugins.registered(plugins.SERVER))  # the default selects every one
+    assert "analyzers.traces.service" in plugins.select_names(settings.server.plugins, installed)
     running = Server(settings)
     running.start()
     try:

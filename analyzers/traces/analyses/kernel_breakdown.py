@@ -107,6 +107,9 @@ def aggregate_by_name(
     return out
 
 
+PLUGIN_ORDER = 30  # its place in the trace report (fleetscope.plugins)
+
+
 @analysis(
     "kernel_breakdown",
     "GPU kernel breakdown by class, with overlaps, and top kernels per class",

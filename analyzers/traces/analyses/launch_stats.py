@@ -50,6 +50,9 @@ def launch_pairs(frame: RankFrame, launches: frozenset[str]) -> np.ndarray:
     return np.stack([cpu[i], gpu[j]], axis=1).astype(np.int64)
 
 
+PLUGIN_ORDER = 50  # its place in the trace report (fleetscope.plugins)
+
+
 @analysis(
     "launch_stats",
     "Kernel launch statistics",

@@ -21,6 +21,9 @@ def is_pageable(name: str) -> bool:
     return name.startswith("Memcpy") and "Pageable" in name
 
 
+PLUGIN_ORDER = 120  # its place in the trace report (fleetscope.plugins)
+
+
 @analysis("pageable_memcpy", "Pageable memory copies", None, "HTA has none")
 def pageable_memcpy(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
     rows = []

@@ -73,6 +73,9 @@ def queue_series(frame: RankFrame, launches: frozenset[str]) -> dict[int, tuple[
     return out
 
 
+PLUGIN_ORDER = 60  # its place in the trace report (fleetscope.plugins)
+
+
 @analysis(
     "queue_length",
     "Launch queue length per stream",

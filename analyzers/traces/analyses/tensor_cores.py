@@ -72,6 +72,9 @@ def eligible_kernels(frame: RankFrame) -> np.ndarray:
     return mask
 
 
+PLUGIN_ORDER = 150  # its place in the trace report (fleetscope.plugins)
+
+
 @analysis("tensor_cores", "Tensor-core use", None, "HTA has none")
 def tensor_cores(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
     rows = []
