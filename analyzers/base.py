@@ -1,4 +1,4 @@
-"""The Analyzer protocol, the analysis window, the job catalog it reads owners from, and the registry.
+"""The Analyzer protocol, the job catalog it reads owners from, and the registry.
 
 Every analyzer, built-in or external, is found the same way: an entry point in the group
 `fleetscope.analyzers` naming a class (or factory) that builds an `Analyzer` from its thresholds.
@@ -15,7 +15,7 @@ import dataclasses
 import tomllib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, runtime_checkable
@@ -27,43 +27,11 @@ if TYPE_CHECKING:
     import duckdb
 
     from analyzers.findings import Finding
+    from analyzers.run.window import Window
 
 ENTRY_POINT_GROUP = plugins.RULES
 
 PartitionKey = Literal["job", "host", "none"]
-
-
-@dataclass(frozen=True, slots=True)
-class Window:
-    """The time range an analyzer run covers, and which slice of the fleet.
-
-    `start` is aligned to the identity bucket (a finding's `bucket_start`); `end` is where the data
-    considered ends (the schedule time minus the lateness allowance, or the bucket's end). The fleet
-    is cut into `partitions` slices by the analyzer's partition key; this run covers `partition`.
-    """
-
-    start: datetime
-    end: datetime
-    partition: int = 0
-    partitions: int = 1
-
-    def __post_init__(self) -> None:
-        for name in ("start", "end"):
-            value = getattr(self, name)
-            if value.tzinfo is None:
-                raise ConfigError(f"window {name} {value!r} must be timezone-aware")
-            object.__setattr__(self, name, value.astimezone(UTC))
-        if self.end <= self.start:
-            raise ConfigError(f"empty window: {self.start} .. {self.end}")
-        if not 0 <= self.partition < self.partitions:
-            raise ConfigError(f"partition {self.partition} not in 0..{self.partitions - 1}")
-
-    @property
-    def hours(self) -> float:
-        return (self.end - self.start).total_seconds() / 3600.0
-
-    def key(self) -> str:
-        return f"{self.start:%Y%m%dT%H%M%S}-{self.end:%Y%m%dT%H%M%S}-p{self.partition}of{self.partitions}"
 
 
 @dataclass(frozen=True, slots=True)

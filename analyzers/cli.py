@@ -83,17 +83,17 @@ def cmd_analyze(args: argparse.Namespace, settings: Settings) -> int:
     from analyzers.run.runner import Pipeline
     from analyzers.run.schedule import run_due, schedule_time
 
-    interval_s = settings.get_float("scheduler.interval_s")
+    interval_s = settings.scheduler.interval_s
     at = parse_time(args.at) if args.at else datetime.now(UTC)
     results = run_due(
         Pipeline.from_settings(settings),
         _store(settings),
         lambda: _telemetry(settings),
         schedule_time(at, interval_s),
-        bucket_s=settings.get_int("analyzers.bucket_s"),
-        lateness_s=settings.get_float("analyzers.lateness_s"),
+        bucket_s=settings.analyzers.bucket_s,
+        lateness_s=settings.analyzers.lateness_s,
         interval_s=interval_s,
-        reopen_max_age_s=settings.get_float("analyzers.reopen_max_age_s"),
+        reopen_max_age_s=settings.analyzers.reopen_max_age_s,
     )
     return _report(results)
 
@@ -117,11 +117,11 @@ def cmd_backfill(args: argparse.Namespace, settings: Settings) -> int:
     from analyzers.run.schedule import backfill_windows
 
     start, end = parse_time(args.start), parse_time(args.end)
-    bucket_s = settings.get_int("analyzers.bucket_s")
+    bucket_s = settings.analyzers.bucket_s
     if args.celery:
         from analyzers.run.celery_app import analyze_window
 
-        partitions = settings.get_int("analyzers.partitions")
+        partitions = settings.analyzers.partitions
         windows = backfill_windows(start, end, bucket_s, partitions)
         for w in windows:
             analyze_window.apply_async(
@@ -230,6 +230,16 @@ def cmd_findings(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def register(subparsers: Any) -> None:
+    """Every command of this module (each is also its own entry point, app/commands/)."""
+    register_analyzers(subparsers)
+    register_analyze(subparsers)
+    register_backfill(subparsers)
+    register_opportunities(subparsers)
+    register_job(subparsers)
+    register_findings(subparsers)
+
+
+def register_analyzers(subparsers: Any) -> None:
     p = subparsers.add_parser("analyzers", help="List registered analyzers, rules, thresholds.")
     p.add_argument(
         "--skipped",
@@ -238,16 +248,22 @@ def register(subparsers: Any) -> None:
     )
     p.set_defaults(handler=cmd_analyzers)
 
+
+def register_analyze(subparsers: Any) -> None:
     p = subparsers.add_parser("analyze", help="Run the analyzer windows that are due, here.")
     p.add_argument("--at", help="schedule time (ISO 8601; default: now)")
     p.set_defaults(handler=cmd_analyze)
 
+
+def register_backfill(subparsers: Any) -> None:
     p = subparsers.add_parser("backfill", help="Re-run whole analysis buckets of a past range.")
     p.add_argument("--start", required=True, help="ISO 8601 start")
     p.add_argument("--end", required=True, help="ISO 8601 end")
     p.add_argument("--celery", action="store_true", help="enqueue window tasks for workers")
     p.set_defaults(handler=cmd_backfill)
 
+
+def register_opportunities(subparsers: Any) -> None:
     p = subparsers.add_parser("opportunities", help="Recoverable GPU-hours, ranked fleet-wide.")
     p.add_argument("--window", default="7d", help="how far back (e.g. 7d, 24h)")
     p.add_argument("--end", help="window end (ISO 8601; default: now)")
@@ -256,11 +272,15 @@ def register(subparsers: Any) -> None:
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=cmd_opportunities)
 
+
+def register_job(subparsers: Any) -> None:
     p = subparsers.add_parser("job", help="One job's efficiency summary and findings.")
     p.add_argument("job", help="job id")
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=cmd_job)
 
+
+def register_findings(subparsers: Any) -> None:
     p = subparsers.add_parser("findings", help="List findings; acknowledge or suppress them.")
     p.add_argument("--job")
     p.add_argument("--rule", help="filter by rule (with --suppress: suppress only this rule)")

@@ -58,6 +58,10 @@ OTHER = "other"  # the one `job` series every job outside the top N is summed in
 HOUR_S = 3600.0
 
 
+# Server plug-in order (fleetscope.plugins): after the scheduler and the reports, as it was.
+PLUGIN_ORDER = 40
+
+
 def setup(server: Any) -> None:
     """Register the collector on the server's registry and refresh it on a thread of its own
     (warehouse.runtime plug-in hook), so a scrape never waits for a warehouse query."""
@@ -65,12 +69,12 @@ def setup(server: Any) -> None:
     collector = FleetCollector(
         server.catalog,
         server.warehouse.cursor,
-        window_s=settings.get_float("analyzers.metrics_window_s"),
-        top_jobs=settings.get_int("analyzers.metrics_top_jobs"),
-        refresh_s=settings.get_float("analyzers.metrics_refresh_s"),
-        lateness_s=settings.get_float("analyzers.lateness_s"),
-        default_interval_s=settings.get_float("agent.interval_s"),
-        max_gap_s=settings.get_float("analyzers.max_gap_s"),
+        window_s=settings.analyzers.metrics_window_s,
+        top_jobs=settings.analyzers.metrics_top_jobs,
+        refresh_s=settings.analyzers.metrics_refresh_s,
+        lateness_s=settings.analyzers.lateness_s,
+        default_interval_s=settings.agent.interval_s,
+        max_gap_s=settings.analyzers.max_gap_s,
         background=True,
     )
     server.metrics.registry.register(collector)
@@ -223,8 +227,9 @@ class FleetCollector(Collector):
             return self._snapshot, copy
 
     def _refresh(self, now_s: float) -> None:
-        from analyzers.accounting.usage import Window, gpu_buckets, job_efficiency
+        from analyzers.accounting.usage import gpu_buckets, job_efficiency
         from analyzers.run.results import FindingStore
+        from analyzers.run.window import Window
 
         since = datetime.fromtimestamp(now_s - self._window_s, tz=UTC)
         stored = [s for s in FindingStore(self._catalog).findings(since=since) if s.state == "open"]

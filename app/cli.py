@@ -1,31 +1,28 @@
-"""The `fleetscope` command line: the registry's commands (app.commands) on the shared edge
-(fleetscope.edge.run, where errors become messages and exit codes).
+"""The `fleetscope` command line: the installed commands (entry points of `fleetscope.commands`,
+fleetscope.plugins; fleetscope's own are app/commands/) on the shared edge (fleetscope.edge.run,
+where errors become messages and exit codes).
 
-Only the module of the command being run is imported; the others are listed from the registry by
-name and help, so `fleetscope --help` imports no stage (no numpy, no DuckDB). `build_parser()`
-with no argv (docgen, tests) registers every command for real. Another package's command is an
-entry point of `fleetscope.commands` (fleetscope.plugins), loaded when it is the one run.
+Only the command being run is registered for real (its card's `register` imports its module);
+every other one is listed by name and its card's `HELP`, so `fleetscope --help` imports the cards
+and no stage (no numpy, no DuckDB). `build_parser()` with no argv (docgen, tests) registers every
+command for real. Commands are listed by name, whichever package installs them.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
-from app.commands import COMMANDS
-from fleetscope import __version__
+from fleetscope import __version__, plugins
 from fleetscope.edge import run
+from fleetscope.errors import ConfigError
 
 if TYPE_CHECKING:
     from fleetscope.settings import Settings
 
 Handler = Callable[[argparse.Namespace, "Settings"], int]
-
-# Each command module once, in registry order.
-COMMAND_MODULES: tuple[str, ...] = tuple(dict.fromkeys(c.module for c in COMMANDS))
 
 
 class Subparsers(Protocol):
@@ -45,8 +42,25 @@ def chosen_command(argv: Sequence[str]) -> str | None:
     return None
 
 
+def commands() -> dict[str, plugins.CommandCard]:
+    """Every installed command's card by command name, in name order (loading a card imports
+    only the card); a card that cannot be loaded raises ConfigError."""
+    return {name: _card(name) for name in sorted(plugins.required(plugins.COMMANDS))}
+
+
+def _card(name: str) -> plugins.CommandCard:
+    entry = plugins.required(plugins.COMMANDS)[name]
+    try:
+        card: plugins.CommandCard = entry.load()
+    except Exception as exc:  # a broken plug-in's card: its own error, whatever it raised
+        raise ConfigError(f"command {name}: cannot load {entry.value}: {exc}") from exc
+    return card
+
+
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
-    """The parser; given `argv`, only the module of the command it runs is imported."""
+    """The parser; given `argv`, only the module of the command it runs is imported. Another
+    command whose card cannot be loaded (a broken plug-in) is listed as such, so it stops only
+    itself; with no `argv` (every command registered) it is an error."""
     parser = argparse.ArgumentParser(
         prog="fleetscope", description="Where your GPU-hours go, and how to win them back."
     )
@@ -56,26 +70,15 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     name = None if argv is None else chosen_command(argv)
-    if argv is None:
-        wanted = set(COMMAND_MODULES)
-    else:
-        wanted = {c.module for c in COMMANDS if c.name == name}
-    registered: set[str] = set()
-    for command in COMMANDS:
-        if command.module in wanted:
-            if command.module not in registered:
-                importlib.import_module(command.module).register(subparsers)
-                registered.add(command.module)
-        else:
-            subparsers.add_parser(command.name, help=command.help, add_help=False)
-    # Other packages' commands (entry points of `fleetscope.commands`, fleetscope.plugins): read
-    # only when one is run or every command is wanted, so the top-level help stays fast.
-    if argv is None or (name and name not in {c.name for c in COMMANDS}):
-        from fleetscope import plugins
-
-        for plugin_name, entry in plugins.registered(plugins.COMMANDS).items():
-            if argv is None or plugin_name == name:
-                entry.load().register(subparsers)
+    for command in sorted(plugins.required(plugins.COMMANDS)):
+        if argv is None or command == name:
+            _card(command).register(subparsers)
+            continue
+        try:
+            help_line = plugins.command_help(_card(command))
+        except ConfigError as exc:
+            help_line = f"(broken plug-in: {exc})"
+        subparsers.add_parser(command, help=help_line, add_help=False)
     return parser
 
 
@@ -98,7 +101,12 @@ def follow_demo(args: argparse.Namespace, settings: Settings) -> Settings:
 
 def main(argv: Sequence[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else list(argv)
-    return run(words, build_parser(words), follow_demo)
+    try:
+        parser = build_parser(words)
+    except ConfigError as exc:  # the command run is a plug-in that cannot be loaded
+        print(f"fleetscope: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    return run(words, parser, follow_demo)
 
 
 if __name__ == "__main__":

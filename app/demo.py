@@ -81,10 +81,10 @@ def run_demo(args: argparse.Namespace, settings: Settings) -> int:
     root = Path(args.dir).resolve()
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir(parents=True)
-    hosts = args.hosts or settings.get_int("simulator.hosts")
-    server_port = settings.get_int("server.port")
-    dashboard_port = settings.get_int("dashboard.port")
-    base_port = settings.get_int("simulator.base_port")
+    hosts = args.hosts or settings.simulator.hosts
+    server_port = settings.server.port
+    dashboard_port = settings.dashboard.port
+    base_port = settings.simulator.base_port
     ingest_url = f"http://127.0.0.1:{server_port}"
     token = secrets.token_urlsafe(18)  # handed to the demo's own processes, and printed
     common = {

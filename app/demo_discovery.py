@@ -53,7 +53,7 @@ class RunningDemo:
 
 
 def discovery_file(settings: Settings) -> Path:
-    return settings.get_path("core.data_dir") / FILE_NAME
+    return settings.path(settings.core.data_dir) / FILE_NAME
 
 
 def announce(path: Path, demo: RunningDemo) -> None:

@@ -116,9 +116,10 @@ class EvalReport:
 
 
 def evaluate(hosts: int = 8, hours: float = 12.0, seed: int = 7, step_s: int = 10) -> EvalReport:
-    from analyzers.base import JobInfo, StaticJobCatalog, Window, load_analyzers, rule_registry
+    from analyzers.base import JobInfo, StaticJobCatalog, load_analyzers, rule_registry
     from analyzers.run.results import FindingStore
     from analyzers.run.runner import Pipeline
+    from analyzers.run.window import Window
     from fleetscope.settings import load_settings
     from simulator.fleet import FleetSpec
     from simulator.sim import FleetSimulator

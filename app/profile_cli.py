@@ -72,8 +72,8 @@ def run_profile(args: argparse.Namespace, settings: Settings) -> int:
     if args.rank is not None and args.rank < 0:
         raise ConfigError(f"--rank must be >= 0, got {args.rank}")
     client = ProfileClient(
-        args.server or settings.get_str("agent.ingest_url"),
-        args.token if args.token is not None else settings.get_str("agent.token"),
+        args.server or settings.agent.ingest_url,
+        args.token if args.token is not None else settings.agent.token,
     )
     request_id = client.create(args.job, rank=args.rank, steps=args.steps, duration_s=args.duration)
     what = f"job {args.job}" + (f" rank {args.rank}" if args.rank is not None else "")

@@ -32,7 +32,8 @@ TOKEN = "ackload-" + "0" * 24
 
 def _agents(url: str, agents: list[int], args: tuple[float, float, int], out: Connection) -> None:
     from fleetscope.contract import to_ipc
-    from simulator.testing import EPOCH_MS, gpu_batch, headers_for, post
+    from simulator.maker.batches import EPOCH_MS, gpu_batch
+    from simulator.wire import headers_for, post
 
     period_s, step_s, samples = args
     host, port = url.removeprefix("http://").split(":")

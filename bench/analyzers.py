@@ -70,7 +70,7 @@ def embedded(settings_env: dict[str, str], days: float) -> tuple[float, int]:
     end = datetime.fromtimestamp(ORIGIN + days * 86400, UTC)
     began = time.perf_counter()
     findings = 0
-    for window in backfill_windows(start, end, settings.get_int("analyzers.bucket_s")):
+    for window in backfill_windows(start, end, settings.analyzers.bucket_s):
         conn = connect(settings)
         try:
             result = pipeline.run(conn, window, StaticJobCatalog(), store)
@@ -125,7 +125,7 @@ def celery(settings_env: dict[str, str], days: float, log_dir: Path) -> tuple[fl
                 break
         start = datetime.fromtimestamp(ORIGIN, UTC)
         end = datetime.fromtimestamp(ORIGIN + days * 86400, UTC)
-        windows = backfill_windows(start, end, settings.get_int("analyzers.bucket_s"), 2)
+        windows = backfill_windows(start, end, settings.analyzers.bucket_s, 2)
         began = time.perf_counter()
         results = [
             app.send_task(

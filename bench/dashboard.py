@@ -3,7 +3,7 @@
     .venv/bin/python -m bench.dashboard            # 125 hosts x 8 GPUs x 7 days x 10 s = 60.5 M rows
     .venv/bin/python -m bench.dashboard --quick    # 16 hosts x 8 GPUs x 1 day
 
-The warehouse is written once as real warehouse segments (`simulator.synthetic`, through
+The warehouse is written once as real warehouse segments (`simulator.maker.jobs`, through
 `warehouse.segments.SegmentStore`) under `var/bench/dashboard-<spec>/` and reused: an hour of
 every host's samples per segment, in time order as the ingest writer publishes them, then
 compacted and rolled up (every roll-up family) as the server's maintenance leaves it. Each page is
@@ -27,7 +27,7 @@ from pathlib import Path
 
 from dashboard import data, source
 from fleetscope.settings import load_settings
-from simulator.synthetic import Fleet, random_jobs, write_segments
+from simulator.maker.jobs import Fleet, random_jobs, write_segments
 from warehouse.compaction import compact
 from warehouse.rollups import update_rollups
 from warehouse.segments import SegmentStore
@@ -67,7 +67,7 @@ def build(hosts: int, days: int, root: Path) -> tuple[Path, Fleet]:
     # on a warehouse already done.
     store = SegmentStore(data_dir / "segments")
     began = time.perf_counter()
-    merged = compact(store, load_settings().get_int("warehouse.compact_target_bytes"))
+    merged = compact(store, load_settings().warehouse.compact_target_bytes)
     store.purge_retired(0.0)
     if merged:
         print(f"compacted into {merged} files in {time.perf_counter() - began:.0f} s")

@@ -32,7 +32,7 @@ from collector.metrics import AgentMetrics
 from collector.shipper import Shipper
 from collector.spool import Spool
 from fleetscope.contract import to_ipc
-from simulator.testing import EPOCH_MS, gpu_batch
+from simulator.maker.batches import EPOCH_MS, gpu_batch
 
 TOKEN = "faults-" + "0" * 24
 

@@ -79,7 +79,7 @@ def env_for(values: dict[str, Any]) -> dict[str, str]:
 
 # -- 1. ingest ---------------------------------------------------------------------------------
 def bodies(agents: int, batches: int, timestamps: int) -> list[list[tuple[str, bytes]]]:
-    from simulator.testing import EPOCH_MS, gpu_batch
+    from simulator.maker.batches import EPOCH_MS, gpu_batch
 
     out = []
     for a in range(agents):
@@ -98,7 +98,7 @@ def bodies(agents: int, batches: int, timestamps: int) -> list[list[tuple[str, b
 
 
 def drive(url: str, load: list[list[tuple[str, bytes]]]) -> float:
-    from simulator.testing import headers_for
+    from simulator.wire import headers_for
 
     host, port = url.removeprefix("http://").split(":")
 
@@ -176,7 +176,7 @@ def committer(fleet: dict[str, Any], seconds: float, start: Any, results: Any) -
     from pyiceberg.exceptions import CommitFailedException
 
     from fleetscope.settings import load_settings
-    from simulator.testing import gpu_batch
+    from simulator.maker.batches import gpu_batch
     from warehouse.fleet.tables import FleetConfig, FleetTables, to_table_schema
 
     retried = [0]
@@ -233,7 +233,7 @@ def bench_commits(fleet: dict[str, Any], seconds: float) -> dict[int, dict[str, 
 def write_partitions(fleet: dict[str, Any], days: int, clusters: int, gpus: int) -> int:
     from fleetscope.contract import TABLES, conform
     from fleetscope.settings import load_settings
-    from simulator.testing import EPOCH_MS
+    from simulator.maker.batches import EPOCH_MS
     from warehouse.fleet.tables import FleetConfig, FleetTables, to_table_schema
 
     tables = FleetTables(FleetConfig.from_settings(load_settings(env=env_for(fleet))))
@@ -282,7 +282,7 @@ def _analyze(args: tuple[dict[str, Any], str, str]) -> float:
 
 
 def bench_analyzers(fleet: dict[str, Any], days: int, clusters: int) -> dict[int, float]:
-    from simulator.testing import EPOCH_MS
+    from simulator.maker.batches import EPOCH_MS
 
     day0 = datetime.fromtimestamp(EPOCH_MS / 1000, UTC).date()
     parts = [

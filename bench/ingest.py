@@ -119,7 +119,7 @@ def serve_naive(data_dir: str, ready: Connection, stop: Event) -> None:
 
 # -- agents ----------------------------------------------------------------------------------
 def _bodies(agent: int, load: Load, batches: int) -> list[tuple[str, bytes]]:
-    from simulator.testing import EPOCH_MS, gpu_batch
+    from simulator.maker.batches import EPOCH_MS, gpu_batch
 
     base = gpu_batch(
         f"host-{agent:05d}", timestamps=load.timestamps, job_id=f"job-{agent % 97}", seed=agent
@@ -136,7 +136,7 @@ def _bodies(agent: int, load: Load, batches: int) -> list[tuple[str, bytes]]:
 def run_agents(
     url: str, load: Load, batches: int, proc: int, start: Barrier, results: Connection
 ) -> None:
-    from simulator.testing import headers_for, post
+    from simulator.wire import headers_for, post
 
     mine = [a for a in range(load.agents) if a % load.procs == proc]
     prepared = {a: _bodies(a, load, batches) for a in mine}

@@ -3,7 +3,7 @@ dashboard would run over the same samples in Prometheus, timed in the same run.
 
     .venv/bin/python -m bench.query_prometheus [--hosts 13] [--interval 60] [--reps 5] [--no-write]
 
-Same data on both sides: the dashboard's synthetic fleet (`simulator.synthetic`, as
+Same data on both sides: the dashboard's synthetic fleet (`simulator.maker.jobs`, as
 bench.dashboard uses it; `hosts` x 8 GPUs, 7 days, one sample per `interval` seconds, random
 back-to-back jobs) is written as warehouse segments (compacted and rolled up as the server's
 maintenance leaves them); the same gpu_samples rows, read back from those segments, are written
@@ -48,7 +48,7 @@ FLOOR_X = 0.15
 
 def build(hosts: int, interval_s: int, root: Path) -> Path:
     from fleetscope.settings import load_settings
-    from simulator.synthetic import Fleet, random_jobs, write_segments
+    from simulator.maker.jobs import Fleet, random_jobs, write_segments
     from warehouse.compaction import compact
     from warehouse.rollups import update_rollups
     from warehouse.segments import SegmentStore
@@ -68,7 +68,7 @@ def build(hosts: int, interval_s: int, root: Path) -> Path:
     segments = root / "segments"
     write_segments(fleet, segments, rollups=False, slice_s=3600)
     store = SegmentStore(segments)
-    compact(store, load_settings().get_int("warehouse.compact_target_bytes"))
+    compact(store, load_settings().warehouse.compact_target_bytes)
     store.purge_retired(0.0)
     update_rollups(store)
     return segments

@@ -2,14 +2,16 @@
 0.5.0's whole run, each a fresh process, interleaved in one run.
 
     .venv/bin/python -m bench.trace_command [--reps N] [--quick] [--traces DIR] [--no-write]
-                                            [--before TREE]
+                                            [--before TREE] [--editable]
 
 Why a whole command: bench/traces.py times load plus analyses inside a process, which leaves out
 interpreter start and imports; a user pays those on every run (issue 19 measured 5.0x as a whole
 command against 9.3x without them). Here each side is one subprocess, timed from `fork` to exit:
 
-- ours: `.venv/bin/fleetscope trace analyze --hta-compatible DIR --format json` (process start,
-  imports, load, all 17 analyses, the T1-T12 rules, the JSON printed to a pipe);
+- ours: `fleetscope trace analyze --hta-compatible DIR --format json` (process start, imports,
+  load, all 17 analyses, the T1-T12 rules, the JSON printed to a pipe), as installed: a wheel of
+  this tree installed into a venv of its own (`install_wheel`: bytecode compiled at install, no
+  editable finder), or with `--editable` this checkout's venv, byte-compiled first;
 - HTA: `$FLEETSCOPE_HTA_VENV/bin/python bench/hta_runner.py DIR` (import, `TraceAnalysis(DIR)`,
   its 9 analysis calls), in HTA's own virtual environment (created if missing, as bench.traces).
 
@@ -31,9 +33,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
+import sysconfig
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -47,7 +52,60 @@ DEFAULT_TRACES = Path(os.environ.get("FLEETSCOPE_TRACE_DIR", "/work/shared/data/
 QUICK = ("hta_amd_mi250_minitoy", "hta_nccl_data_rank0")
 FLOOR_KEY = "whole-command speed-up over HTA, slowest trace"
 # Below this run's worst figure, for the noise of a shared machine; not the issue's 10x target.
-FLOOR_X = 2.5
+FLOOR_X = 3.0
+
+
+# The project's packages ([tool.setuptools.packages.find] in pyproject.toml).
+PACKAGES = ("fleetscope", "app", "collector", "warehouse", "analyzers", "dashboard", "simulator")
+
+
+def compile_bytecode() -> None:
+    """Byte-compile the project as `pip install` does. This checkout is an editable install and
+    PYTHONDONTWRITEBYTECODE=1 is set here, so without this step every run compiles ~50 modules
+    from source (~36 ms), a cost no installed copy has; HTA's venv was installed from wheels,
+    its bytecode written at install. The variable only stops writing at import, so the
+    `__pycache__` files written here are read by every timed run."""
+    subprocess.run(
+        [sys.executable, "-m", "compileall", "-q", *PACKAGES],
+        cwd=ROOT,
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+
+
+WHEEL_VENV = Path(tempfile.gettempdir()) / "fleetscope-bench-wheel-venv"
+
+
+def install_wheel() -> Path:
+    """This checkout installed as `pip install fleetscope` installs it: a wheel built from the tree,
+    installed (bytecode compiled at install) into a venv of its own; returns its `bin` folder.
+    Its dependencies are this venv's site-packages, put on its path by a `.pth` (the same
+    packages, without the editable finder that site runs at every start of this checkout's
+    venv, ~10 ms)."""
+    shutil.rmtree(WHEEL_VENV, ignore_errors=True)
+    pip = [sys.executable, "-m", "pip"]
+    with tempfile.TemporaryDirectory() as wheels:
+        # The build's warnings (setuptools' experimental ext-modules) are noise here.
+        _timed([*pip, "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", wheels, str(ROOT)])
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(WHEEL_VENV)], check=True)
+        python = WHEEL_VENV / "bin" / "python"
+        wheel = next(Path(wheels).glob("fleetscope-*.whl"))
+        _timed([*pip, "--python", str(python), "install", "-q", "--no-deps", str(wheel)])
+    site = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    (Path(site) / "fleetscope-bench-deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    return WHEEL_VENV / "bin"
+
+
+def ours_bin(editable: bool) -> Path:
+    """The `bin` folder whose `fleetscope` and `python` are timed: a wheel install (default), or
+    this checkout's editable venv, byte-compiled first."""
+    compile_bytecode()  # the floor child and `--before` run from this checkout
+    return Path(sys.executable).parent if editable else install_wheel()
 
 
 def _load() -> float:
@@ -119,9 +177,9 @@ def floor_child(trace_dir: str) -> dict[str, float]:
 
 
 def bench_trace(
-    trace_dir: Path, hta_python: Path, reps: int, before: Path | None = None
+    trace_dir: Path, hta_python: Path, reps: int, bin_dir: Path, before: Path | None = None
 ) -> dict[str, Any]:
-    fleetscope = str(Path(sys.executable).parent / "fleetscope")
+    fleetscope = str(bin_dir / "fleetscope")
     args = ["trace", "analyze", "--hta-compatible", str(trace_dir), "--format", "json"]
     ours_cmd = [fleetscope, *args]
     hta_cmd = [str(hta_python), "bench/hta_runner.py", str(trace_dir)]
@@ -156,10 +214,14 @@ def bench_trace(
     }
 
 
-def render(rows: list[dict[str, Any]], reps: int, command: str, startup: dict[str, float]) -> str:
+def render(
+    rows: list[dict[str, Any]],
+    reps: int,
+    command: str,
+    startup: dict[str, float],
+    editable: bool = False,
+) -> str:
     worst = min(r["speedup"] for r in rows)
-    smallest = min(rows, key=lambda r: r["gz_mb"])
-    near = [r["load_s"] / r["floor_s"] for r in rows if r["gz_mb"] > 0.1] or [0.0]
     hta = sum(r["hta_s"] for r in rows)
     ours = sum(r["ours_s"] for r in rows)
     lines = [
@@ -172,6 +234,15 @@ def render(rows: list[dict[str, Any]], reps: int, command: str, startup: dict[st
         "DIR --format json` (all 17 analyses + T1-T12 rules). HTA: `bench/hta_runner.py DIR` "
         "(import, `TraceAnalysis`, its 9 analysis calls). Load = 1-minute load average before "
         "each pair (the 2-core machine was shared with 5 other engineers' jobs).",
+        "",
+        "Both sides are timed as installed: HTA's venv from wheels; ours "
+        + (
+            "this checkout's editable venv, byte-compiled first (`compileall`, as `pip install` "
+            "does; it still pays the editable finder below)."
+            if editable
+            else "a wheel of this tree installed into a venv of its own (bytecode compiled at "
+            "install, no editable finder; `install_wheel`), its dependencies this venv's."
+        ),
         "",
         f"Start-up alone, same run: `fleetscope --version` {startup['version_s']:.3f} s, "
         f"`python -c pass` {startup['python_s']:.3f} s, `python -c 'import numpy, msgspec'` "
@@ -194,18 +265,7 @@ def render(rows: list[dict[str, Any]], reps: int, command: str, startup: dict[st
         f"{sum(r['floor_s'] for r in rows):.3f} | {sum(r['gunzip_s'] for r in rows):.3f} | "
         f"{sum(r['load_s'] for r in rows) / sum(r['floor_s'] for r in rows):.2f} |",
         "",
-        f"Target >= 10x on every trace: **not met** (slowest {worst:.1f}x, all traces "
-        f"{hta / ours:.1f}x). What bounds it, from this run: on the smallest trace 10x means "
-        f"{smallest['hta_s'] / 10:.3f} s for our whole command, while starting Python and "
-        f"importing numpy and msgspec alone take {startup['numpy_s']:.3f} s; on the larger traces "
-        "our time is start-up and imports (the smallest trace's time is nearly all of it) plus "
-        f"a load at {min(near):.1f}-{max(near):.1f}x the gunzip + typed-decode floor (traces "
-        "over 0.1 MB), plus the 17 analyses and the rules (0.06-0.08 s in-process). Levers applied in this issue: `analyzers.traces` imports its "
-        "modules on first use and `fleetscope trace ...` imports only its own command module "
-        "(before, every command module and numpy were imported to parse the command line), and "
-        "zlib-ng "
-        "inflates the files (about 3x stdlib gzip). Not done: a cache of parsed columns between "
-        "runs (it would help a second run of the same trace, not the first).",
+        _verdict(rows, startup, editable),
         "",
         *_before_after(rows),
         f"Floor for `make bench-quick` ({FLOOR_KEY}): **floor {FLOOR_X:g}x**; this run: "
@@ -213,6 +273,55 @@ def render(rows: list[dict[str, Any]], reps: int, command: str, startup: dict[st
         "",
     ]
     return "\n".join(lines)
+
+
+def _verdict(rows: list[dict[str, Any]], startup: dict[str, float], editable: bool) -> str:
+    """Met or not, trace by trace, and what bounds the traces that miss (from this run)."""
+    worst = min(r["speedup"] for r in rows)
+    hta = sum(r["hta_s"] for r in rows)
+    ours = sum(r["ours_s"] for r in rows)
+    met = [r["trace"] for r in rows if r["speedup"] >= 10.0]
+    missed = [r for r in rows if r["speedup"] < 10.0]
+    smallest = min(rows, key=lambda r: r["gz_mb"])
+    near = [r["load_s"] / r["floor_s"] for r in rows if r["gz_mb"] > 0.1] or [0.0]
+    floor_s = startup["numpy_s"]
+    verdict = "**met**" if not missed else "**not met**"
+    text = (
+        f"Target >= 10x on every trace: {verdict} (slowest {worst:.1f}x, all traces "
+        f"{hta / ours:.1f}x; at 10x or more: {', '.join(met) or 'none'}). "
+    )
+    if missed:
+        text += (
+            "What bounds the others, from this run: 10x means "
+            + ", ".join(f"{r['trace']} <= {r['hta_s'] / 10:.3f} s" for r in missed)
+            + f" for our whole command, while starting Python and importing numpy and msgspec "
+            f"alone take {floor_s:.3f} s"
+            + (
+                f" (10x on the smallest trace, {smallest['trace']}, is below that floor)"
+                if smallest["hta_s"] / 10 < floor_s
+                else ""
+            )
+            + "; on the larger traces our time is that "
+            "start-up, our own imports (argparse, the trace modules: ~0.03 s), a load at "
+            f"{min(near):.1f}-{max(near):.1f}x the gunzip + typed-decode floor (traces over "
+            "0.1 MB) and the 17 analyses and rules (0.015-0.06 s in process, the what-if "
+            "replays half of it). "
+        )
+    return text + (
+        "Levers applied (issue 19): ours is timed as installed (before, this editable checkout "
+        "with PYTHONDONTWRITEBYTECODE set compiled ~50 modules in every run, ~36 ms, and site "
+        f"ran the editable finder, {startup['editable_s']:.3f} s this run"
+        + (", still paid in these figures" if editable else "")
+        + "); installed entry points come from a cache keyed on the "
+        "import path's stamps (fleetscope/entry_point_cache.py; the scan of every "
+        "distribution cost ~40 ms a run); `trace analyze` runs standalone, without the "
+        "settings loader, logging set-up and demo hook it never used (~25 ms); no numpy.ma "
+        "(numpy 2's `np.unique` imports it, ~7 ms; analyzers/traces/stats.py has exact "
+        "`percentile`/`unique`/`isin`); the launch and queue joins and HTA's correlation index "
+        "in numpy; earlier, modules imported on first use and zlib-ng's inflate. Not done: inflating in a second thread while the main one decodes and imports (it lost "
+        "~30 ms on this shared 2-core machine, untested quiet), a cache of parsed columns "
+        "between runs (it would help a second run of the same trace, not the first)."
+    )
 
 
 def _before_after(rows: list[dict[str, Any]]) -> list[str]:
@@ -230,18 +339,37 @@ def _before_after(rows: list[dict[str, Any]]) -> list[str]:
     ]
 
 
-def startup_times(hta_python: Path) -> dict[str, float]:
-    fleetscope = str(Path(sys.executable).parent / "fleetscope")
+def startup_times(hta_python: Path, bin_dir: Path) -> dict[str, float]:
+    fleetscope = str(bin_dir / "fleetscope")
+    python = str(bin_dir / "python")
 
     def best(cmd: list[str]) -> float:
         return min(_timed(cmd)[0] for _ in range(3))
 
     return {
+        "editable_s": editable_finder_s(),
         "version_s": best([fleetscope, "--version"]),
-        "python_s": best([sys.executable, "-c", "pass"]),
-        "numpy_s": best([sys.executable, "-c", "import numpy, msgspec"]),
+        "python_s": best([python, "-c", "pass"]),
+        "numpy_s": best([python, "-c", "import numpy, msgspec"]),
         "hta_import_s": best([str(hta_python), "-c", "import hta.trace_analysis"]),
     }
+
+
+def editable_finder_s() -> float:
+    """What the editable install's finder (a `.pth` that site imports at every start) costs, from
+    `-X importtime`: a wheel install has no finder, so this is a cost only of this checkout."""
+    best = float("inf")
+    for _ in range(3):
+        out = subprocess.run(
+            [sys.executable, "-X", "importtime", "-c", "pass"], capture_output=True, text=True
+        )
+        total = sum(
+            int(line.split("|")[1])
+            for line in out.stderr.splitlines()
+            if "__editable__" in line and line.rstrip().endswith("_finder")
+        )
+        best = min(best, total / 1e6)
+    return best
 
 
 def write_section(text: str) -> None:
@@ -257,8 +385,17 @@ def write_section(text: str) -> None:
     RESULTS.write_text(new.rstrip("\n") + "\n")
 
 
-def run(traces: Path, reps: int, quick: bool, before: Path | None = None) -> list[dict[str, Any]]:
+def run(
+    traces: Path,
+    reps: int,
+    quick: bool,
+    before: Path | None = None,
+    bin_dir: Path | None = None,
+) -> list[dict[str, Any]]:
+    """Time every trace folder (or the quick two); `bin_dir` is `ours_bin()`'s (made here if
+    not given)."""
     hta_python = ensure_hta_venv()
+    bin_dir = bin_dir or ours_bin(editable=False)
     names = (
         QUICK
         if quick
@@ -266,7 +403,7 @@ def run(traces: Path, reps: int, quick: bool, before: Path | None = None) -> lis
     )
     rows = []
     for name in names:
-        row = bench_trace(traces / name, hta_python, reps, before)
+        row = bench_trace(traces / name, hta_python, reps, bin_dir, before)
         rows.append(row)
         print(
             f"{name:32s} HTA {row['hta_s']:.3f}s ours {row['ours_s']:.3f}s "
@@ -287,18 +424,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--before", type=Path, help="also time the command from this source tree (same reps)"
     )
+    parser.add_argument(
+        "--editable",
+        action="store_true",
+        help="time this checkout's editable venv (byte-compiled) instead of a wheel install",
+    )
     parser.add_argument("--floor-child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.floor_child:
         print(json.dumps(floor_child(args.floor_child)))
         return 0
     reps = 3 if args.quick else args.reps
-    startup = startup_times(ensure_hta_venv())
-    rows = run(args.traces, reps, args.quick, args.before)
+    bin_dir = ours_bin(args.editable)
+    startup = startup_times(ensure_hta_venv(), bin_dir)
+    rows = run(args.traces, reps, args.quick, args.before, bin_dir)
     command = "python -m bench.trace_command" + (" --quick" if args.quick else f" --reps {reps}")
+    if args.editable:
+        command += " --editable"
     if args.before is not None:
         command += f" --before {args.before}"
-    text = render(rows, reps, command, startup)
+    text = render(rows, reps, command, startup, args.editable)
     print(text)
     if not args.no_write and not args.quick:
         write_section(text)

@@ -4,7 +4,7 @@ Prometheus's backfill, same samples, same run. CPU seconds and bytes on disk per
     .venv/bin/python -m bench.virtual_prometheus [--gpus 10000] [--minutes 120] [--interval 60]
 
 What is virtual (nothing scrapes, nothing is served; a live 10,000-GPU fleet does not fit this
-machine): the samples are the dashboard's synthetic fleet (`simulator.synthetic.gpu_table`,
+machine): the samples are the dashboard's synthetic fleet (`simulator.maker.jobs.gpu_table`,
 `gpus / 8` hosts, `minutes` of samples every `interval` s), generated in memory before any timer.
 - ours: the rows as the ingest writer publishes them, one slice per `--slice` seconds of every
   host's samples in time order, written through `warehouse.segments.SegmentStore` (Parquet
@@ -42,7 +42,7 @@ def run(gpus: int, minutes: int, interval_s: int, slice_s: int) -> dict[str, Any
     import pyarrow.compute as pc
 
     from fleetscope.contract import VALUE_COLUMNS
-    from simulator.synthetic import Fleet, gpu_table, random_jobs
+    from simulator.maker.jobs import Fleet, gpu_table, random_jobs
     from warehouse.segments import Segment, SegmentStore
 
     hosts = max(1, gpus // 8)

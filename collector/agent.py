@@ -167,7 +167,7 @@ def _exporter_offset_ms(readings: list[GpuReading], wall_ms: int) -> int:
 
 
 def agent_name(settings: Settings) -> str:
-    return settings.get_str("agent.host") or socket.gethostname()
+    return settings.agent.host or socket.gethostname()
 
 
 def build_agent(
@@ -185,20 +185,18 @@ def build_agent(
 
     closers: list[Callable[[], None]] = []
     if transport is None:
-        transport = KeepAliveTransport(settings.get_str("agent.tls_ca_file"))
+        transport = KeepAliveTransport(settings.agent.tls_ca_file)
         closers.append(transport.close)
     metrics = metrics or AgentMetrics()
-    cluster = settings.get_str("agent.cluster")
-    host = settings.get_str("agent.host") or None
-    timeout_s = settings.get_float("agent.scrape_timeout_s")
-    cgroup_root = (
-        settings.get_path("agent.cgroup_root") if settings.get_str("agent.cgroup_root") else None
-    )
+    cluster = settings.agent.cluster
+    host = settings.agent.host or None
+    timeout_s = settings.agent.scrape_timeout_s
+    cgroup_root = settings.path(settings.agent.cgroup_root) if settings.agent.cgroup_root else None
     pid_gpus = None
     gpu_source: GpuSource
-    if settings.get_str("agent.dcgm_url"):
+    if settings.agent.dcgm_url:
         gpu_source = DcgmSource(
-            settings.get_str("agent.dcgm_url"),
+            settings.agent.dcgm_url,
             cluster=cluster,
             host=host,
             transport=transport,
@@ -216,9 +214,9 @@ def build_agent(
         closers.append(nvml_source.close)
         gpu_source = nvml_source
     host_source: HostSource
-    if settings.get_str("agent.node_exporter_url"):
+    if settings.agent.node_exporter_url:
         host_source = NodeExporterSource(
-            settings.get_str("agent.node_exporter_url"),
+            settings.agent.node_exporter_url,
             cluster=cluster,
             host=host,
             transport=transport,
@@ -227,22 +225,22 @@ def build_agent(
         )
     else:
         host_source = PsutilHostSource(cluster=cluster, host=host, cgroup_root=cgroup_root)
-    spool_dir = settings.get_path("agent.spool_dir")
+    spool_dir = settings.path(settings.agent.spool_dir)
     try:
-        spool = Spool(spool_dir, max_bytes=settings.get_int("agent.spool_max_bytes"))
+        spool = Spool(spool_dir, max_bytes=settings.agent.spool_max_bytes)
     except OSError as exc:  # a read-only root, or a folder not on a writable volume
         raise ConfigError(f"agent.spool_dir: cannot create {spool_dir}: {exc}") from exc
     from collector.backoff import Backoff
 
     shipper = Shipper(
         spool,
-        ingest_url=settings.get_str("agent.ingest_url"),
-        token=settings.get_str("agent.token"),
+        ingest_url=settings.agent.ingest_url,
+        token=settings.agent.token,
         agent_name=agent_name(settings),
         transport=transport,
         metrics=metrics,
-        timeout_s=settings.get_float("agent.ingest_timeout_s"),
-        backoff=Backoff(cap_s=settings.get_float("agent.backoff_max_s")),
+        timeout_s=settings.agent.ingest_timeout_s,
+        backoff=Backoff(cap_s=settings.agent.backoff_max_s),
     )
     owners = OwnerReporter.from_settings(settings, transport)
     return Agent(
@@ -253,12 +251,12 @@ def build_agent(
         resolver=build_resolver(settings, pid_gpus=pid_gpus),
         batcher=Batcher(
             spool,
-            max_rows=settings.get_int("agent.batch_max_rows"),
-            max_age_s=settings.get_float("agent.ship_interval_s"),
+            max_rows=settings.agent.batch_max_rows,
+            max_age_s=settings.agent.ship_interval_s,
         ),
         shipper=shipper,
         metrics=metrics,
-        interval_s=settings.get_float("agent.interval_s"),
-        host_interval_s=settings.get_float("agent.host_interval_s"),
+        interval_s=settings.agent.interval_s,
+        host_interval_s=settings.agent.host_interval_s,
         closers=closers,
     )

@@ -51,16 +51,16 @@ class Report:
 def check_exporter(settings: Settings, report: Report, transport: Transport) -> list[GpuReading]:
     from collector.sources.dcgm import DcgmSource
 
-    url = settings.get_str("agent.dcgm_url")
+    url = settings.agent.dcgm_url
     if not url:
         report.add("WARN", "exporter: agent.dcgm_url is empty; the agent will use NVML")
         return []
     source = DcgmSource(
         url,
-        cluster=settings.get_str("agent.cluster"),
-        host=settings.get_str("agent.host") or None,
+        cluster=settings.agent.cluster,
+        host=settings.agent.host or None,
         transport=transport,
-        timeout_s=settings.get_float("agent.scrape_timeout_s"),
+        timeout_s=settings.agent.scrape_timeout_s,
     )
     try:
         readings = source.read(0)
@@ -89,7 +89,7 @@ def check_exporter(settings: Settings, report: Report, transport: Transport) -> 
 
 
 def check_ingest(settings: Settings, report: Report, transport: Transport) -> None:
-    base = split_urls(settings.get_str("agent.ingest_url"))[0]
+    base = split_urls(settings.agent.ingest_url)[0]
     try:
         transport.request("GET", base + "/healthz", timeout_s=5.0)
     except SourceUnavailableError as exc:
@@ -101,9 +101,9 @@ def check_ingest(settings: Settings, report: Report, transport: Transport) -> No
         "Content-Type": ARROW_STREAM_MEDIA_TYPE,
         HEADER_SCHEMA_VERSION: str(SCHEMA_VERSION),
         HEADER_BATCH_ID: uuid.uuid4().hex,
-        HEADER_AGENT: settings.get_str("agent.host") or os.uname().nodename,
+        HEADER_AGENT: settings.agent.host or os.uname().nodename,
     }
-    token = settings.get_str("agent.token")
+    token = settings.agent.token
     if token:
         headers["Authorization"] = f"Bearer {token}"
     try:
@@ -126,8 +126,10 @@ def check_attribution(settings: Settings, report: Report, readings: list[GpuRead
     resolver = build_resolver(settings)
     names = [s.name for s in resolver.sources]
     report.add("OK", "attribution: sources in precedence order: " + ", ".join(names))
-    for key in ("agent.attribution_override", "agent.job_mapping_dir"):
-        value = settings.get_str(key)
+    for key, value in (
+        ("agent.attribution_override", settings.agent.attribution_override),
+        ("agent.job_mapping_dir", settings.agent.job_mapping_dir),
+    ):
         if value and not os.path.exists(value):
             report.add("WARN", f"attribution: {key} = {value} does not exist")
     if readings:
@@ -142,7 +144,7 @@ def check_attribution(settings: Settings, report: Report, readings: list[GpuRead
 
 
 def run_checks(settings: Settings, transport: Transport | None = None) -> Report:
-    transport = transport or UrllibTransport(settings.get_str("agent.tls_ca_file"))
+    transport = transport or UrllibTransport(settings.agent.tls_ca_file)
     report = Report()
     readings = check_exporter(settings, report, transport)
     check_ingest(settings, report, transport)

@@ -50,15 +50,15 @@ def cmd_once(args: argparse.Namespace, settings: Settings) -> int:
     from collector.sources.dcgm import DcgmSource
 
     settings = _settings_for(args, settings)
-    url = settings.get_str("agent.dcgm_url")
+    url = settings.agent.dcgm_url
     ts_ms = int(datetime.now(tz=UTC).timestamp() * 1000)
     source: Any
     if url:
         source = DcgmSource(
             url,
-            cluster=settings.get_str("agent.cluster"),
-            host=settings.get_str("agent.host") or None,
-            timeout_s=settings.get_float("agent.scrape_timeout_s"),
+            cluster=settings.agent.cluster,
+            host=settings.agent.host or None,
+            timeout_s=settings.agent.scrape_timeout_s,
         )
         pid_gpus = None
     else:
@@ -66,7 +66,7 @@ def cmd_once(args: argparse.Namespace, settings: Settings) -> int:
 
         from collector.sources.nvml import NvmlSource
 
-        source = NvmlSource(pynvml, cluster=settings.get_str("agent.cluster"))
+        source = NvmlSource(pynvml, cluster=settings.agent.cluster)
         pid_gpus = source.pid_gpus
     readings = source.read(ts_ms)
     build_resolver(settings, pid_gpus=pid_gpus).resolve(readings)
@@ -90,7 +90,7 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
 
     settings = _settings_for(args, settings)
     agent = build_agent(settings)
-    if settings.get_str("agent.sdk_socket"):
+    if settings.agent.sdk_socket:
         from collector.sdk_wiring import attach_sdk
 
         attach_sdk(agent, settings)
@@ -98,7 +98,7 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     server = None
-    port = settings.get_int("agent.metrics_port")
+    port = settings.agent.metrics_port
     if port:
         health = freshness_check(lambda: agent.last_ok_scrape, 3 * agent.interval_s + 5)
         server = MetricsServer(agent.metrics, health, port)
@@ -106,9 +106,9 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     logging.getLogger(__name__).info(
         "agent started: interval %.1fs, ingest %s, spool %s, SDK socket %s",
         agent.interval_s,
-        settings.get_str("agent.ingest_url"),
-        settings.get_str("agent.spool_dir"),
-        settings.get_str("agent.sdk_socket") or "off",
+        settings.agent.ingest_url,
+        settings.agent.spool_dir,
+        settings.agent.sdk_socket or "off",
     )
     try:
         agent.run(stop)

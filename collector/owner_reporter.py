@@ -67,19 +67,19 @@ class OwnerReporter:
 
     @classmethod
     def from_settings(cls, settings: Settings, transport: Transport) -> OwnerReporter:
-        def names(key: str) -> tuple[str, ...]:
-            return tuple(n.strip() for n in settings.get_str(key).split(",") if n.strip())
+        def names(listed: str) -> tuple[str, ...]:
+            return tuple(n.strip() for n in listed.split(",") if n.strip())
 
-        job_dir = settings.get_str("agent.slurm_job_dir")
+        job_dir = settings.agent.slurm_job_dir
         return cls(
-            ingest_url=settings.get_str("agent.ingest_url"),
-            token=settings.get_str("agent.token"),
+            ingest_url=settings.agent.ingest_url,
+            token=settings.agent.token,
             transport=transport,
             slurm_job_dir=Path(job_dir) if job_dir else None,
-            team_labels=names("owners.k8s_team_labels"),
-            user_labels=names("owners.k8s_user_labels"),
-            project_labels=names("owners.k8s_project_labels"),
-            timeout_s=settings.get_float("agent.ingest_timeout_s"),
+            team_labels=names(settings.owners.k8s_team_labels),
+            user_labels=names(settings.owners.k8s_user_labels),
+            project_labels=names(settings.owners.k8s_project_labels),
+            timeout_s=settings.agent.ingest_timeout_s,
         )
 
     def owner_of(self, reading: GpuReading) -> Owner | None:

@@ -46,52 +46,50 @@ class SdkSteps:
 
 def trace_dir(settings: Settings) -> Path:
     """agent.trace_dir, else `traces/` next to the SDK socket (the SDK can write there)."""
-    if settings.get_str("agent.trace_dir"):
-        return settings.get_path("agent.trace_dir")
-    return settings.get_path("agent.sdk_socket").parent / "traces"
+    if settings.agent.trace_dir:
+        return settings.path(settings.agent.trace_dir)
+    return settings.path(settings.agent.sdk_socket).parent / "traces"
 
 
 def attach_sdk(
     agent: Agent, settings: Settings, *, transport: Transport | None = None
 ) -> StepReceiver:
     """Bind the SDK socket and wire steps and profiling into `agent`; returns the receiver."""
-    configured = settings.get_str("agent.host")
+    configured = settings.agent.host
 
     def host() -> str:
         return configured or agent.last_gpu_host or socket.gethostname()
 
-    path = settings.get_path("agent.sdk_socket")
+    path = settings.path(settings.agent.sdk_socket)
     try:
-        receiver = StepReceiver(
-            path, host=host(), cluster=settings.get_str("agent.cluster")
-        ).start()
+        receiver = StepReceiver(path, host=host(), cluster=settings.agent.cluster).start()
     except OSError as exc:  # a folder we cannot write, or a path over the 107-byte socket limit
         raise ConfigError(f"agent.sdk_socket: cannot bind {path}: {exc}") from exc
     agent.closers.append(receiver.stop)
     agent.row_sources.append(SdkSteps(receiver, host))
-    poll_s = settings.get_float("agent.profile_poll_s")
+    poll_s = settings.agent.profile_poll_s
     if poll_s > 0:
-        transport = transport or KeepAliveTransport(settings.get_str("agent.tls_ca_file"))
+        transport = transport or KeepAliveTransport(settings.agent.tls_ca_file)
         folder = trace_dir(settings)
         folder.mkdir(parents=True, exist_ok=True)
         relay = ProfileRelay(
             receiver,
-            ingest_url=split_urls(settings.get_str("agent.ingest_url"))[0],
-            token=settings.get_str("agent.token"),
+            ingest_url=split_urls(settings.agent.ingest_url)[0],
+            token=settings.agent.token,
             host=host,
             transport=transport,
             trace_dir=folder,
             poll_interval_s=poll_s,
             uploader=TraceUploader(
-                ingest_url=split_urls(settings.get_str("agent.ingest_url"))[0],
-                token=settings.get_str("agent.token"),
+                ingest_url=split_urls(settings.agent.ingest_url)[0],
+                token=settings.agent.token,
                 transport=transport,
                 metrics=agent.metrics,
                 report=lambda request_id, pid, error: relay.report(request_id, pid, error),
-                backoff_cap_s=settings.get_float("agent.backoff_max_s"),
+                backoff_cap_s=settings.agent.backoff_max_s,
             ),
             metrics=agent.metrics,
-            timeout_s=settings.get_float("agent.ingest_timeout_s"),
+            timeout_s=settings.agent.ingest_timeout_s,
         )
         agent.workers.append(relay.run)
     return receiver

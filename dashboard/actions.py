@@ -1,8 +1,10 @@
 """The dashboard's only write: asking for an on-demand profile of a job, as `fleetscope profile` does.
 
-A request is a row in the catalog's `profile_requests` table (`warehouse.catalog.profiling`),
-which the agent on the job's host picks up and hands to the training process's SDK; the trace it
-uploads lands in `traces` and shows on the job page. Never touches telemetry.
+Through the same call the HTTP API makes (`warehouse.profiling_service.ProfilingService.create`),
+so the dashboard's request gets the same checks and errors: a job neither the catalog (jobs, GPU
+allocations) nor a recent agent poll kept in the catalog (fleet mode) knows is NotFoundError, and
+nothing is written. The agent on the job's host picks the request up on its next poll; the trace
+it uploads is analyzed on the server and shows on the job page. Never touches telemetry.
 """
 
 from __future__ import annotations
@@ -13,14 +15,18 @@ PROFILE_STEPS = 20  # steps recorded per request: a few steady-state iterations,
 
 
 def request_profile(settings: Settings, job_id: str, steps: int = PROFILE_STEPS) -> int:
-    """Record a pending profile request for `job_id`; returns the request id."""
+    """Create a pending profile request for `job_id` through the profiling service; returns its
+    id. NotFoundError (fleetscope.errors) for a job nobody knows."""
     from warehouse.catalog import connect
-    from warehouse.catalog.profiling import create_profile_request
+    from warehouse.fleet.agent_registry import CatalogAgentRegistry
     from warehouse.paths import WarehousePaths
+    from warehouse.profiling_service import ProfilingConfig, ProfilingService
 
     engine = connect(WarehousePaths.from_settings(settings).catalog_url)
     try:
-        with engine.begin() as conn:
-            return create_profile_request(conn, job_id, steps=steps)
+        service = ProfilingService(
+            engine, ProfilingConfig.from_settings(settings), registry=CatalogAgentRegistry(engine)
+        )
+        return service.create(job_id, steps=steps)
     finally:
         engine.dispose()

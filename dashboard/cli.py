@@ -45,7 +45,7 @@ def settings_env(settings: Settings) -> dict[str, str]:
 
 
 def run_dashboard(args: argparse.Namespace, settings: Settings) -> int:
-    port = args.port if args.port is not None else settings.get_int("dashboard.port")
+    port = args.port if args.port is not None else settings.dashboard.port
     command = streamlit_command(port, args.address)
     print(f"fleetscope dashboard on http://{args.address}:{port}/", flush=True)
     # Become the Streamlit server rather than wait on it: a SIGTERM to `fleetscope dashboard`

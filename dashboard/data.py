@@ -18,11 +18,8 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from analyzers.accounting.usage import (
-    HOUR_S,
     FleetTotals,
-    Window,
     aligned,
-    bucket_for,
     epoch_s,
     fleet_totals,
     gpu_buckets,
@@ -34,6 +31,7 @@ from analyzers.accounting.usage import (
 )
 from analyzers.accounting.usage import latest_sample as usage_latest_sample
 from analyzers.reports.catalog_frames import catalog_frame as catalog_table
+from analyzers.run.window import HOUR_S, Window, bucket_for
 from dashboard import tiles
 from dashboard.health import HEALTH_ROLLUPS, host_health
 from warehouse.rollups import JOB_SERIES
@@ -202,7 +200,7 @@ def job_span(
     last = max(span[1] for span in hosts.values())
     start = datetime.fromtimestamp(first / 1000, tz=UTC)
     end = datetime.fromtimestamp(last / 1000, tz=UTC) + timedelta(milliseconds=1)
-    return Window(start, end, bucket_for(end - start))
+    return Window(start, end)  # read in buckets of `bucket_for` its length
 
 
 def _sql_list(values: list[str]) -> str:

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from analyzers.accounting.usage import Window, query
+from analyzers.accounting.usage import query
+from analyzers.run.window import Window
 
 if TYPE_CHECKING:
     import duckdb

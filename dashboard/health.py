@@ -9,10 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from analyzers.accounting.usage import (
-    Window,
-    query,
-)
+from analyzers.accounting.usage import query
+from analyzers.run.window import Window
 from dashboard import tiles
 
 # -- hosts --------------------------------------------------------------------------------------

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from analyzers.accounting.usage import Window, bucket_for
 from analyzers.plain import number, utc_time
+from analyzers.run.window import Window
 from dashboard.dcgm import Footprint
 
 if TYPE_CHECKING:
@@ -32,7 +32,7 @@ def step_span(con: duckdb.DuckDBPyConnection, job_id: str) -> tuple[Window, list
     if row[0] is None:
         return None
     start, end = row[0], row[1] + timedelta(milliseconds=1)
-    return Window(start, end, bucket_for(end - start)), [str(h) for h in row[2]]
+    return Window(start, end), [str(h) for h in row[2]]
 
 
 def duration_text(length: timedelta) -> str:

@@ -18,14 +18,14 @@ import pandas as pd
 import streamlit as st
 
 from analyzers.plain import PlainFinding
-from dashboard import data, dcgm, jobinfo, opportunities, source
+from dashboard import data, dcgm, jobinfo, opportunities, source, trace_report
 from fleetscope.settings import Settings, load_settings
 
 if TYPE_CHECKING:
     import duckdb
     import sqlalchemy
 
-_TTL_S = load_settings().get_float("dashboard.cache_ttl_s")
+_TTL_S = load_settings().dashboard.cache_ttl_s
 
 WINDOWS: dict[str, timedelta] = {
     "last hour": timedelta(hours=1),
@@ -44,7 +44,7 @@ def settings() -> Settings:
 def warehouse_key(current: Settings) -> str:
     """What identifies one warehouse + catalog: the settings that locate them."""
     keys = ("core.data_dir", "warehouse.segments_dir", "warehouse.catalog_url")
-    return json.dumps({k: current.get_str(k) for k in keys}, sort_keys=True)
+    return json.dumps({k: current.raw(k) for k in keys}, sort_keys=True)  # keys are data here
 
 
 @st.cache_resource(ttl=max(_TTL_S, 1.0), show_spinner=False)
@@ -117,15 +117,15 @@ def _custom_window(newest: datetime) -> data.Window:
 def gpu_buckets(
     key: str, start: datetime, end: datetime, bucket_s: int, interval_s: float, max_gap_s: float
 ) -> pd.DataFrame:
-    window = data.Window(start, end, bucket_s)
+    window = data.Window(start, end, bucket_s=bucket_s)
     return data.gpu_buckets(cursor(key), window, interval_s, max_gap_s=max_gap_s)
 
 
 def buckets_for(key: str, win: data.Window) -> pd.DataFrame:
     """The window's accounted buckets, with the accounting settings the analyzers use."""
     current = settings()
-    interval_s = current.get_float("agent.interval_s")
-    max_gap_s = current.get_float("analyzers.max_gap_s")
+    interval_s = current.agent.interval_s
+    max_gap_s = current.analyzers.max_gap_s
     return gpu_buckets(key, win.start, win.end, win.bucket_s, interval_s, max_gap_s)
 
 
@@ -141,7 +141,7 @@ def sketch_percentiles(
         return None
     con = store.connect()
     try:
-        return data.sketch_percentiles(con, data.Window(start, end, bucket_s))
+        return data.sketch_percentiles(con, data.Window(start, end, bucket_s=bucket_s))
     finally:
         con.close()
 
@@ -170,7 +170,7 @@ def top_findings(key: str, start: datetime, end: datetime) -> list[PlainFinding]
 @st.cache_data(ttl=_TTL_S, show_spinner=False)
 def sharing_plan(key: str, start: datetime, end: datetime) -> dict[str, Any]:
     """`fleetscope plan sharing` over the window, as its JSON plus the table rows."""
-    from analyzers.base import Window
+    from analyzers.run.window import Window
     from analyzers.sharing.plan import plan_sharing
     from analyzers.sharing.render import plan_rows, plan_to_dict
     from analyzers.sharing.usage import gpu_uses
@@ -186,7 +186,7 @@ def window_picker(default: str | None = None) -> str:
     Pages open on `dashboard.default_window` (the demo, minutes old, opens on the last hour)."""
     labels = [*WINDOWS, CUSTOM]
     if default is None:
-        default = settings().get_str("dashboard.default_window")
+        default = settings().dashboard.default_window
     if default not in WINDOWS:
         default = "last 7 days"
     return str(
@@ -196,8 +196,17 @@ def window_picker(default: str | None = None) -> str:
 
 @st.cache_data(ttl=_TTL_S, show_spinner=False)
 def traces(key: str) -> pd.DataFrame:
-    traces_dir = _settings_of(key).get_path("core.data_dir") / "traces"
+    current = _settings_of(key)
+    traces_dir = current.path(current.core.data_dir) / "traces"
     return data.trace_list(catalog_table(key, "traces"), traces_dir)
+
+
+@st.cache_data(ttl=_TTL_S, show_spinner=False, max_entries=8)
+def stored_trace_view(key: str, trace_id: str) -> trace_report.TraceView | None:
+    """The trace page's view of the analysis stored when the trace was uploaded; None while there
+    is none (cached for the TTL only, so an analysis that lands later shows on the next run)."""
+    document = trace_report.stored_document(catalog(key), trace_id)
+    return trace_report.trace_view(document) if document is not None else None
 
 
 @st.cache_data(ttl=_TTL_S, show_spinner=False)
@@ -217,12 +226,12 @@ def job_series(key: str, job_id: str) -> tuple[pd.DataFrame, pd.DataFrame, dict[
 
 @st.cache_data(ttl=_TTL_S, show_spinner=False)
 def host_health(key: str, start: datetime, end: datetime, bucket_s: int) -> pd.DataFrame:
-    return data.host_health(cursor(key), data.Window(start, end, bucket_s))
+    return data.host_health(cursor(key), data.Window(start, end, bucket_s=bucket_s))
 
 
 @st.cache_data(ttl=_TTL_S, show_spinner=False)
 def hosts_in(key: str, start: datetime, end: datetime, bucket_s: int) -> list[str]:
-    return dcgm.hosts_in(cursor(key), data.Window(start, end, bucket_s))
+    return dcgm.hosts_in(cursor(key), data.Window(start, end, bucket_s=bucket_s))
 
 
 @st.cache_data(ttl=_TTL_S, show_spinner=False)
@@ -234,14 +243,18 @@ def gpu_panels(
     hosts: tuple[str, ...],
     job_id: str | None = None,
 ) -> pd.DataFrame:
-    return dcgm.gpu_panels(cursor(key), data.Window(start, end, bucket_s), list(hosts), job_id)
+    return dcgm.gpu_panels(
+        cursor(key), data.Window(start, end, bucket_s=bucket_s), list(hosts), job_id
+    )
 
 
 @st.cache_data(ttl=_TTL_S, show_spinner=False)
 def job_footprint(
     key: str, job_id: str, start: datetime, end: datetime, hosts: tuple[str, ...]
 ) -> dcgm.Footprint | None:
-    return dcgm.job_footprint(cursor(key), job_id, data.Window(start, end, 60), list(hosts))
+    return dcgm.job_footprint(
+        cursor(key), job_id, data.Window(start, end, bucket_s=60), list(hosts)
+    )
 
 
 @st.cache_data(ttl=_TTL_S, show_spinner=False)

@@ -1,11 +1,13 @@
-"""What the trace page draws, laid out from the analyzers' report on the trace.
+"""What the trace page draws, laid out from the analyzers' document on the trace.
 
-`analyzers.traces.analyze_trace` loads the trace, runs every trace analysis and derives the trace
-rules' findings (T1-T12): by default under fleetscope's definitions (exact timestamps, every
-ProfilerStep; what `fleetscope trace analyze` prints and the profiling pipeline stores as the
-catalog's trace summary), or under HTA 0.5.0's when asked (`--hta-compatible`). This module only
-picks one rank's rows out of the analyses' tables, and the prepared trace's GPU ops for the
-timeline: it computes no figure of its own. Never writes.
+The document (`analyzers.traces.document.analysis_document`: every analysis's tables, the trace
+rules' findings T1-T12 and the timeline's GPU ops) is built once when a trace is uploaded, under
+fleetscope's definitions (exact timestamps, every ProfilerStep; what `fleetscope trace analyze`
+prints), and stored in the catalog (`trace_analyses`): `stored_document` reads it back. Only
+HTA 0.5.0's definitions (`--hta-compatible`), or a trace nothing analyzed yet (dropped in the
+folder by hand, or uploaded to a server without the analysis plug-in), are analysed here
+(`analyze_document`). This module only picks one rank's rows out of the tables: it computes no
+figure of its own. Never writes.
 """
 
 from __future__ import annotations
@@ -18,12 +20,19 @@ import numpy as np
 import pandas as pd
 
 from analyzers.findings import Finding
-from analyzers.traces import AnalysisResult, TraceOptions, TraceReport, analyze_trace
-from analyzers.traces.classify import KernelClass
 
-__all__ = ["TOP_KERNELS", "RankView", "StepView", "TraceView", "read_trace", "trace_view"]
+__all__ = [
+    "RankView",
+    "StepView",
+    "TraceView",
+    "analyze_document",
+    "headline",
+    "read_trace",
+    "stored_document",
+    "trace_view",
+]
 
-TOP_KERNELS = 15  # kernels per rank in the top-kernels table (the analysis' own default is 10)
+Document = dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -68,42 +77,94 @@ class TraceView:
     findings: tuple[Finding, ...] = ()
 
 
+def analyze_document(path: Path, *, hta_compatible: bool = False) -> Document:
+    """Analyze the trace file as the upload hook does (`document.OPTIONS`): the document it would
+    have stored, under HTA's definitions when asked."""
+    from analyzers.traces import analyze_trace
+    from analyzers.traces.document import OPTIONS, analysis_document
+
+    return analysis_document(analyze_trace(path, hta_compatible=hta_compatible, options=OPTIONS))
+
+
+def stored_document(engine: Any, trace_id: str) -> Document | None:
+    """The document stored when `trace_id` was uploaded; None if there is none (or no catalog)."""
+    import sqlalchemy
+
+    from warehouse.catalog.profiling import get_trace_analysis
+
+    if engine is None:
+        return None
+    try:
+        with engine.connect() as conn:
+            return get_trace_analysis(conn, trace_id)
+    except sqlalchemy.exc.DBAPIError:  # a catalog from before trace_analyses, or none yet
+        return None
+
+
+def headline(summary: dict[str, Any]) -> list[str]:
+    """What `fleetscope profile` prints first about a trace, from its stored summary
+    (`analyzers.traces.summary`): per rank the steps, mean step and data-loader share, then the
+    rule ids of its findings."""
+    out = []
+    for rank, head in sorted(summary.get("headline", {}).items()):
+        mean, share = head.get("mean_step_ms"), head.get("dataloader_share")
+        out.append(
+            f"rank {rank}: {head.get('steps') or 0:.0f} steps, mean step "
+            + ("n/a" if mean is None else f"{mean:,.1f} ms")
+            + ", data loader "
+            + ("n/a" if share is None else f"{100 * share:.0f} %")
+        )
+    rules = sorted({str(f["rule_id"]) for f in summary.get("findings", [])}, key=_rule_order)
+    out.append("findings: " + (", ".join(rules) if rules else "none"))
+    return out
+
+
+def _rule_order(rule_id: str) -> tuple[str, int]:
+    """T2 before T10."""
+    letters = rule_id.rstrip("0123456789")
+    return letters, int(rule_id[len(letters) :] or 0)
+
+
 def read_trace(path: Path, *, hta_compatible: bool = False) -> TraceView:
-    """Analyze the trace file with the analyzers' one entry point and lay out what the page shows."""
-    report = analyze_trace(
-        path, hta_compatible=hta_compatible, options=TraceOptions(top_kernels=TOP_KERNELS)
-    )
-    return trace_view(report)
+    """Analyze the trace file and lay out what the page shows."""
+    return trace_view(analyze_document(path, hta_compatible=hta_compatible))
 
 
-def trace_view(report: TraceReport) -> TraceView:
-    results = report.results
-    temporal = results["temporal_breakdown"]
-    ranks = {rank: _rank_view(report, rank) for rank in sorted(temporal.per_rank)}
+def trace_view(document: Document) -> TraceView:
+    analyses = document["analyses"]
+    temporal = analyses["temporal_breakdown"]
+    ranks = {rank: _rank_view(document, rank) for rank in sorted(map(int, temporal["per_rank"]))}
     notes = tuple(
         note
         for name in ("temporal_breakdown", "whatif", "dataloader")
-        if name in results
-        for note in results[name].notes
+        if name in analyses
+        for note in analyses[name]["notes"]
     )
     return TraceView(
-        str(report.trace.mode),
+        str(document["mode"]),
         ranks,
-        (*report.trace.notes, *notes),
-        steps=_step_views(report),
-        findings=tuple(report.findings),
+        (*document["notes"], *notes),
+        steps=_step_views(analyses),
+        findings=tuple(Finding.from_dict(f) for f in document["findings"]),
     )
 
 
-def _step_views(report: TraceReport) -> dict[int, StepView]:
+def _number(value: Any) -> float:
+    return float("nan") if value is None else float(value)
+
+
+def _step_views(analyses: dict[str, Any]) -> dict[int, StepView]:
     """Per rank: the steps analysis and the data-loader analysis side by side, per step."""
-    results = report.results
-    if "steps" not in results or "dataloader" not in results:
+    if "steps" not in analyses or "dataloader" not in analyses:
         return {}
+    per_rank = {
+        name: {int(r): v for r, v in analyses[name]["per_rank"].items()}
+        for name in ("steps", "dataloader")
+    }
     out = {}
-    for rank in sorted(set(results["steps"].per_rank) | set(results["dataloader"].per_rank)):
-        steps = _rows(results["steps"], "steps", rank)
-        loader = _rows(results["dataloader"], "dataloader_share", rank)
+    for rank in sorted(set(per_rank["steps"]) | set(per_rank["dataloader"])):
+        steps = _rows(analyses["steps"], "steps", rank)
+        loader = _rows(analyses["dataloader"], "dataloader_share", rank)
         table = pd.DataFrame(
             {
                 "step": steps["step"],
@@ -121,28 +182,32 @@ def _step_views(report: TraceReport) -> dict[int, StepView]:
             on="step",
             how="outer",
         )
-        head = results["steps"].per_rank.get(rank, {})
-        share = results["dataloader"].per_rank.get(rank, {}).get("share")
-        mean_us = head.get("mean_step_us")
+        head = per_rank["steps"].get(rank, {})
+        share = _number(per_rank["dataloader"].get(rank, {}).get("share"))
+        mean_us = _number(head.get("mean_step_us"))
         out[rank] = StepView(
             rank=rank,
-            steps=int(head.get("steps", 0)),
-            mean_step_ms=None if mean_us is None or np.isnan(mean_us) else mean_us / 1000,
-            dataloader_pct=None if share is None or np.isnan(share) else 100 * share,
+            steps=int(head.get("steps") or 0),
+            mean_step_ms=None if np.isnan(mean_us) else mean_us / 1000,
+            dataloader_pct=None if np.isnan(share) else 100 * share,
             table=table.sort_values("step").reset_index(drop=True),
         )
     return out
 
 
-def _rows(result: AnalysisResult, table: str, rank: int) -> pd.DataFrame:
-    records = [r for r in result.table(table).records() if r["rank"] == rank]
-    columns = list(result.table(table).columns)
-    return pd.DataFrame(records, columns=columns).drop(columns=["rank"])
+def _rows(result: dict[str, Any], table: str, rank: int) -> pd.DataFrame:
+    """One rank's rows of a stored table, numbers as floats (null is NaN) as the analysis made
+    them."""
+    stored = result["tables"][table]
+    rank_at = stored["columns"].index("rank")
+    rows = [row for row in stored["rows"] if row[rank_at] == rank]
+    frame = pd.DataFrame(rows, columns=stored["columns"]).drop(columns=["rank"])
+    return frame.infer_objects()
 
 
-def _rank_view(report: TraceReport, rank: int) -> RankView:
-    results = report.results
-    temporal = _rows(results["temporal_breakdown"], "temporal_breakdown", rank).iloc[0]
+def _rank_view(document: Document, rank: int) -> RankView:
+    analyses = document["analyses"]
+    temporal = _rows(analyses["temporal_breakdown"], "temporal_breakdown", rank).iloc[0]
     breakdown = pd.DataFrame(
         {
             "category": ["idle", "compute", "non-compute"],
@@ -158,42 +223,41 @@ def _rank_view(report: TraceReport, rank: int) -> RankView:
             ],
         }
     )
-    ops = _gpu_ops(report, rank)
+    timeline = document["timeline"][str(rank)]
     return RankView(
         rank=rank,
         kernel_time_us=float(temporal["kernel_time(us)"]),
         idle_pct=float(temporal["idle_time_pctg"]),
         compute_pct=float(temporal["compute_time_pctg"]),
-        gpu_ops=len(ops),
+        gpu_ops=int(timeline["total"]),
         breakdown=breakdown,
-        ops=ops,
-        idle_by_stream=_idle_by_stream(results["idle_time"], rank),
-        top_kernels=_top_kernels(results["top_kernels"], rank),
-        whatif=_whatif(results["whatif"], rank),
-        findings=tuple(f.to_dict() for f in report.findings if f.evidence.get("rank") == rank),
+        ops=_gpu_ops(timeline),
+        idle_by_stream=_idle_by_stream(analyses["idle_time"], rank),
+        top_kernels=_top_kernels(analyses["top_kernels"], rank),
+        whatif=_whatif(analyses["whatif"], rank),
+        findings=tuple(f for f in document["findings"] if f["evidence"].get("rank") == rank),
     )
 
 
-def _gpu_ops(report: TraceReport, rank: int) -> pd.DataFrame:
-    """The rows the temporal breakdown counts (every op on a stream), from its first op's start."""
-    frame = report.trace.ranks[rank]
-    rows = np.flatnonzero(frame.on_stream)
-    start = frame.ts[rows]
-    origin = float(start.min()) if len(rows) else 0.0
+def _gpu_ops(timeline: dict[str, Any]) -> pd.DataFrame:
+    """The timeline's ops as the document keeps them (the first ones, in start order)."""
+    names = np.asarray(timeline["names"], dtype=object)
+    kinds = np.asarray(timeline["kinds"], dtype=object)
+    index = np.asarray(timeline["name"], dtype=np.int64)
     ops = pd.DataFrame(
         {
-            "name": [frame.names[i] for i in frame.name[rows].tolist()],
-            "kind": [KernelClass(int(c)).name.lower() for c in frame.kernel_class[rows].tolist()],
-            "stream": frame.stream[rows],
-            "start_us": start - origin,
-            "dur_us": frame.dur[rows],
+            "name": names[index] if len(index) else [],
+            "kind": kinds[index] if len(index) else [],
+            "stream": np.asarray(timeline["stream"], dtype=np.int64),
+            "start_us": np.asarray(timeline["start_us"], dtype=np.float64),
+            "dur_us": np.asarray(timeline["dur_us"], dtype=np.float64),
         }
     )
     ops["end_us"] = ops["start_us"] + ops["dur_us"]
-    return ops.sort_values(["start_us", "stream"], kind="stable").reset_index(drop=True)
+    return ops
 
 
-def _idle_by_stream(result: AnalysisResult, rank: int) -> pd.DataFrame:
+def _idle_by_stream(result: dict[str, Any], rank: int) -> pd.DataFrame:
     rows = _rows(result, "idle_time_breakdown", rank)
     wide = rows.pivot_table(
         index="stream", columns="idle_category", values="idle_time", aggfunc="sum", fill_value=0.0
@@ -202,14 +266,14 @@ def _idle_by_stream(result: AnalysisResult, rank: int) -> pd.DataFrame:
     return wide.add_suffix("_ms").reset_index().rename_axis(columns=None)
 
 
-def _top_kernels(result: AnalysisResult, rank: int) -> pd.DataFrame:
+def _top_kernels(result: dict[str, Any], rank: int) -> pd.DataFrame:
     table = _rows(result, "top_kernels", rank)
     table["class"] = table["class"].str.lower()
     table["share_pct"] = 100 * table.pop("share")
     return table
 
 
-def _whatif(result: AnalysisResult, rank: int) -> pd.DataFrame:
+def _whatif(result: dict[str, Any], rank: int) -> pd.DataFrame:
     table = _rows(result, "whatif", rank)
     return pd.DataFrame(
         {

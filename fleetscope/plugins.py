@@ -2,32 +2,42 @@
 
 A package extends fleetscope by declaring entry points in its own pyproject.toml, and the built-ins
 register exactly that way (fleetscope's pyproject.toml), so a third party's rule, analysis,
-command or server plug-in is found the same way as ours:
+command or server plug-in is found the same way as ours. Nothing in the repository lists the
+built-ins a second time:
 
 | group | an entry point names | protocol |
 |---|---|---|
 | `fleetscope.analyzers` | a rule class (telemetry or pipeline rule) | `analyzers.base.Analyzer` |
-| `fleetscope.trace_analyses` | a module whose `@analysis` functions register themselves | |
-| `fleetscope.trace_rules` | a trace rule function | `analyzers.traces.findings.Rule` |
-| `fleetscope.commands` | a module with `register(subparsers)`; the name is the command | `CommandModule` |
+| `fleetscope.trace_analyses` | a module whose `@analysis` functions register themselves | `AnalysisModule` |
+| `fleetscope.trace_rules` | a trace rule function (the entry-point name is its rule id) | `analyzers.traces.findings.Rule` |
+| `fleetscope.commands` | a command's card: a module with `HELP` and `register(subparsers)`; the name is the command | `CommandCard` |
 | `fleetscope.server` | `setup(server)`, run before the ingest server starts | `ServerPlugin` |
 
+Order, where it matters (the trace report, server hooks that read what an earlier hook stored):
+a plug-in's module may set `PLUGIN_ORDER: int` (lower first, `DEFAULT_ORDER` when absent); ties go
+by entry-point name in natural order (`T2` before `T10`). `sort_loaded` applies it. setuptools
+writes entry points sorted by name, so the order of lines in pyproject.toml carries nothing.
+
 A server plug-in hooks the server's events through the lists of `ServerHooks`: start, stop, batch
-committed, trace uploaded. The warehouse runs these hooks and never names an analyzer.
+committed, trace uploaded. The warehouse runs these hooks and never names an analyzer: the setting
+`server.plugins` selects among the installed plug-ins (`select_names`), `*` (the default) being
+all of them.
 
 The core declares the points and loads nothing itself: `registered(group)` reads the entry points
-when a loader asks (the top-level `fleetscope --help` never does, to stay fast).
+when a loader asks. The top-level `fleetscope --help` reads `fleetscope.commands` and imports only
+the cards (app/commands/), never a command's implementation.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Final, Protocol
+import re
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar
 
 if TYPE_CHECKING:
-    from importlib.metadata import EntryPoint
-
+    from fleetscope.entry_point_cache import EntryPoint
     from fleetscope.settings import Settings
 
 RULES: Final = "fleetscope.analyzers"
@@ -36,11 +46,22 @@ TRACE_RULES: Final = "fleetscope.trace_rules"
 COMMANDS: Final = "fleetscope.commands"
 SERVER: Final = "fleetscope.server"
 
+DEFAULT_ORDER: Final = 1000  # without PLUGIN_ORDER: after the built-ins (theirs are below 1000)
+ALL: Final = "*"  # in `server.plugins`: every installed server plug-in
+
+T = TypeVar("T")
+
 
 class ServerHooks(Protocol):
-    """What a server plug-in's `setup(server)` may use: settings and the event hook lists."""
+    """What a server plug-in's `setup(server)` may use: settings, the server's parts (typed `Any`
+    here: the core may not import the warehouse) and the event hook lists. warehouse.runtime's
+    `Server` is checked against it where it calls `setup(self)`."""
 
     settings: Settings
+    catalog: Any  # sqlalchemy Engine of the catalog
+    warehouse: Any  # warehouse.reader.Warehouse: the in-process read handle
+    profiling: Any  # warehouse.profiling_service.ProfilingService
+    metrics: Any  # warehouse.metrics.ServerMetrics (its prometheus registry)
     on_start: list[Callable[[Any], None]]  # (server): after the listener is up
     on_stop: list[Callable[[Any], None]]  # (server): before the writer flushes and closes
     on_batch_committed: list[Callable[[Any, Any], None]]  # (server, writer.Commit)
@@ -51,8 +72,93 @@ class ServerPlugin(Protocol):
     def __call__(self, server: ServerHooks) -> None: ...
 
 
-class CommandModule(Protocol):
+class CommandCard(Protocol):
+    """A command's card: what `fleetscope --help` reads (`HELP`, one line) without importing the
+    command's implementation, and `register`, which imports it and adds the command's parser.
+    A card without `HELP` (a plug-in written before cards) is listed with its docstring's first
+    line."""
+
     def register(self, subparsers: Any) -> None: ...
+
+
+CommandModule = CommandCard  # its name before cards (a module with `register`), kept for plug-ins
+
+
+class AnalysisModule(Protocol):
+    """A trace-analysis module: importing it registers its `@analysis` functions; its
+    `PLUGIN_ORDER` is its place in the report."""
+
+    PLUGIN_ORDER: int
+
+
+def command_help(card: object) -> str | None:
+    """The one-line help of a command card: its `HELP`, else its docstring's first line."""
+    text = getattr(card, "HELP", None)
+    if isinstance(text, str):
+        return text
+    doc = getattr(card, "__doc__", None)
+    return doc.strip().splitlines()[0] if isinstance(doc, str) and doc.strip() else None
+
+
+def natural_key(name: str) -> tuple[tuple[int, int | str], ...]:
+    """`T2` before `T10`: digit runs compare as numbers."""
+    return tuple(
+        (0, int(part)) if part.isdigit() else (1, part) for part in re.split(r"(\d+)", name) if part
+    )
+
+
+def order_of(obj: object) -> int:
+    """A loaded plug-in's `PLUGIN_ORDER`: the object's own, else its module's, else the default."""
+    own = getattr(obj, "PLUGIN_ORDER", None)
+    if isinstance(own, int):
+        return own
+    module = sys.modules.get(getattr(obj, "__module__", "") or "")
+    found = getattr(module, "PLUGIN_ORDER", DEFAULT_ORDER)
+    return found if isinstance(found, int) else DEFAULT_ORDER
+
+
+def sort_loaded(loaded: Iterable[tuple[str, T]]) -> list[tuple[str, T]]:
+    """Loaded plug-ins `(entry-point name, object)` by `PLUGIN_ORDER`, then name."""
+    return sorted(loaded, key=lambda item: (order_of(item[1]), natural_key(item[0])))
+
+
+def load_group(group: str) -> list[tuple[str, Any]]:
+    """Every entry point of `group` loaded, in plug-in order."""
+    return sort_loaded((name, entry.load()) for name, entry in required(group).items())
+
+
+def required(group: str) -> dict[str, EntryPoint]:
+    """`registered(group)` for a group fleetscope itself fills: empty means the installed metadata
+    predates the entry points (a checkout updated without reinstalling), which would otherwise
+    pass silently as no commands, no analyses or no rules."""
+    found = registered(group)
+    if not found:
+        from fleetscope.errors import ConfigError
+
+        raise ConfigError(
+            f"no entry points in {group}: fleetscope's installed metadata is older than its "
+            "pyproject.toml; reinstall it (pip install --no-deps -e . in a checkout)"
+        )
+    return found
+
+
+def select_names(spec: str, installed: Sequence[str]) -> list[str]:
+    """The plug-in names a selection such as `server.plugins` picks, in order.
+
+    Comma-separated words: `*` adds every installed plug-in (in the order given, `installed`),
+    a name adds that plug-in (an installed name, or a module with `setup`), `-name` leaves that
+    one out wherever it stands (`*,-analyzers.autoprofile.plugin`).
+    An empty selection picks none (how tests and benchmarks run a bare server)."""
+    chosen: list[str] = []
+    removed: set[str] = set()
+    for word in (w.strip() for w in spec.split(",")):
+        if word == ALL:
+            chosen.extend(installed)
+        elif word.startswith("-"):
+            removed.add(word[1:].strip())
+        elif word:
+            chosen.append(word)
+    return [n for n in dict.fromkeys(chosen) if n not in removed]
 
 
 def registered(group: str) -> dict[str, EntryPoint]:
@@ -63,6 +169,8 @@ def registered(group: str) -> dict[str, EntryPoint]:
 
 @functools.cache
 def _registered(group: str) -> tuple[tuple[str, EntryPoint], ...]:
-    from importlib.metadata import entry_points
+    # Through a cache keyed on the import path's mtimes: scanning every installed distribution
+    # cost ~40 ms of each run (fleetscope.entry_point_cache says why it stays correct).
+    from fleetscope.entry_point_cache import entry_points
 
-    return tuple((ep.name, ep) for ep in entry_points(group=group))
+    return tuple((ep.name, ep) for ep in entry_points(group))

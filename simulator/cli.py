@@ -71,9 +71,9 @@ def _spec(args: argparse.Namespace, settings: Settings, hosts: int) -> Any:
         raise ConfigError(f"--hosts must be at least 1, got {hosts}")
     return FleetSpec(
         hosts=hosts,
-        seed=args.seed if args.seed is not None else settings.get_int("simulator.seed"),
-        cluster=settings.get_str("simulator.cluster"),
-        scrape_failure_rate=settings.get_float("simulator.scrape_failure_rate"),
+        seed=args.seed if args.seed is not None else settings.simulator.seed,
+        cluster=settings.simulator.cluster,
+        scrape_failure_rate=settings.simulator.scrape_failure_rate,
     )
 
 
@@ -95,10 +95,8 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
     from simulator.serve import ExporterFleet
     from simulator.sim import FleetSimulator
 
-    hosts = args.hosts if args.hosts is not None else settings.get_int("simulator.hosts")
-    base_port = (
-        args.base_port if args.base_port is not None else settings.get_int("simulator.base_port")
-    )
+    hosts = args.hosts if args.hosts is not None else settings.simulator.hosts
+    base_port = args.base_port if args.base_port is not None else settings.simulator.base_port
     if args.duration < 0:
         raise ConfigError(f"--duration must be >= 0, got {args.duration}")
     now = time.time()

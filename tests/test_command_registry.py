@@ -1,5 +1,6 @@
-"""One registry of commands (app.commands): its lines are what the modules register, and the
-top-level help is built from it alone, importing no stage."""
+"""One registry of commands, the entry points of `fleetscope.commands` (fleetscope.plugins):
+each card's help is the help its command registers, and the top-level help is built from the
+cards alone, importing no stage."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ import json
 import subprocess
 import sys
 
-from app.cli import build_parser
-from app.commands import COMMANDS
+from app.cli import build_parser, commands
+from fleetscope import plugins
 
 
 def _subcommands(parser: argparse.ArgumentParser) -> list[tuple[str, str | None]]:
@@ -17,13 +18,26 @@ def _subcommands(parser: argparse.ArgumentParser) -> list[tuple[str, str | None]
     return [(a.dest, a.help) for a in action._choices_actions]
 
 
-def test_registry_lines_are_the_registered_commands_in_order() -> None:
-    assert _subcommands(build_parser()) == [(c.name, c.help) for c in COMMANDS]
+def _cards() -> list[tuple[str, str | None]]:
+    return [(name, plugins.command_help(card)) for name, card in commands().items()]
 
 
-def test_running_one_command_imports_only_its_module() -> None:
+def test_every_card_is_the_command_it_registers_in_name_order() -> None:
+    cards = _cards()
+    assert [name for name, _ in cards] == sorted(name for name, _ in cards)
+    assert _subcommands(build_parser()) == cards
+
+
+def test_fleetscope_registers_its_own_commands_as_entry_points() -> None:
+    own = {n: e.value for n, e in plugins.registered(plugins.COMMANDS).items()}
+    assert own["trace"] == "app.commands.trace"
+    assert own["import"] == "app.commands.import_"
+    assert len([v for v in own.values() if v.startswith("app.commands.")]) == 20
+
+
+def test_running_one_command_registers_only_it() -> None:
     parser = build_parser(["--config", "x.toml", "trace", "analyze", "t.json"])
-    assert _subcommands(parser) == [(c.name, c.help) for c in COMMANDS]
+    assert _subcommands(parser) == _cards()
     args = parser.parse_args(["trace", "analyze", "t.json"])
     assert args.paths == ["t.json"]
 
@@ -47,7 +61,7 @@ print(json.dumps({
 
 def test_top_level_help_lists_every_command_and_imports_no_stage() -> None:
     result = subprocess.run(
-        [sys.executable, "-c", PROBE, *(c.name for c in COMMANDS)],
+        [sys.executable, "-c", PROBE, *commands()],
         capture_output=True,
         text=True,
         check=True,

@@ -39,9 +39,9 @@ def test_a_running_demo_supplies_data_dir_ingest_url_and_token(tmp_path: Path) -
     followed, found = demo_discovery.follow(settings)
 
     assert found == demo
-    assert followed.get_str("core.data_dir") == str(tmp_path / "demo" / "data")
-    assert followed.get_str("agent.ingest_url") == "http://127.0.0.1:18000"
-    assert followed.get_str("agent.token") == "demo-secret"
+    assert followed.core.data_dir == str(tmp_path / "demo" / "data")
+    assert followed.agent.ingest_url == "http://127.0.0.1:18000"
+    assert followed.agent.token == "demo-secret"
 
 
 def test_what_the_user_set_wins_over_the_demo(tmp_path: Path) -> None:
@@ -51,8 +51,8 @@ def test_what_the_user_set_wins_over_the_demo(tmp_path: Path) -> None:
 
     followed, _ = demo_discovery.follow(settings)
 
-    assert followed.get_str("agent.token") == "mine"
-    assert followed.get_str("core.data_dir") == str(tmp_path / "demo" / "data")
+    assert followed.agent.token == "mine"
+    assert followed.core.data_dir == str(tmp_path / "demo" / "data")
 
 
 def test_a_file_left_by_a_dead_demo_is_ignored(tmp_path: Path) -> None:
@@ -62,7 +62,7 @@ def test_a_file_left_by_a_dead_demo_is_ignored(tmp_path: Path) -> None:
     followed, found = demo_discovery.follow(settings)
 
     assert found is None
-    assert followed.get_str("core.data_dir") == str(tmp_path / "var")
+    assert followed.core.data_dir == str(tmp_path / "var")
 
 
 def test_withdraw_removes_only_its_own_announcement(tmp_path: Path) -> None:

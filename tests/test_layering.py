@@ -3,15 +3,16 @@
 Each package's modules are imported in a fresh interpreter and the loaded modules inspected, so a
 forbidden import anywhere in the import graph (not only at the top of a file) fails the test. The
 static graph (every import statement, in functions too, `if TYPE_CHECKING:` blocks aside) adds
-the imports a handler makes only when it runs, and the modules loaded by name at run time (the
-command registry, the trace-analysis registry, entry points, the server's plug-ins): it must go the
-same way and hold no cycle.
+the imports a handler makes only when it runs, and the plug-ins loaded at run time (entry points,
+fleetscope.plugins: each belongs to its registering package and depends on the host that loads it;
+`server.plugins` names outside them): it must go the same way and hold no cycle.
 """
 
 from __future__ import annotations
 
 import ast
 import json
+import re
 import subprocess
 import sys
 import tomllib
@@ -114,34 +115,40 @@ def _static_edges(modules: dict[str, Path]) -> dict[str, set[str]]:
     return edges
 
 
+# Where each plug-in group is loaded (its host). A plug-in hooks into its host, so it depends on
+# it, never the reverse: the host reaches it only through fleetscope.plugins (entry points).
+HOSTS = {
+    "fleetscope.analyzers": "analyzers",
+    "fleetscope.trace_analyses": "analyzers",
+    "fleetscope.trace_rules": "analyzers",
+    "fleetscope.commands": "app",
+    "fleetscope.server": "warehouse",
+}
+
+
 def _runtime_edges(modules: dict[str, Path]) -> dict[str, set[str]]:
-    """Modules loaded by name, as an edge from whoever names them to the module named."""
-    from app.commands import COMMANDS
+    """Modules loaded at run time: entry points as an edge from the registering package to the
+    module it registers plus one from the plug-in to the host it hooks into, and the modules
+    `server.plugins` names outside the entry points as the warehouse's own imports."""
+    from fleetscope import plugins
     from fleetscope.settings import SETTINGS
 
-    edges: dict[str, set[str]] = {"app.commands": {c.module for c in COMMANDS}}
-    analyses = ROOT / "analyzers" / "traces" / "analyses" / "__init__.py"
-    names = ast.literal_eval(
-        next(
-            node.value
-            for node in ast.parse(analyses.read_text()).body
-            if isinstance(node, ast.AnnAssign) and ast.unparse(node.target) == "ANALYSIS_MODULES"
-        )
-    )
-    edges["analyzers.traces.analyses"] = {f"analyzers.traces.analyses.{n}" for n in names}
-    # Entry points: a package registers its own objects (the registration is the package's).
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    for group in pyproject["project"].get("entry-points", {}).values():
-        for target in group.values():
+    groups: dict[str, dict[str, str]] = pyproject["project"]["entry-points"]
+    declared = {plugins.RULES, plugins.TRACE_ANALYSES, plugins.TRACE_RULES}
+    assert set(groups) == set(HOSTS) == declared | {plugins.COMMANDS, plugins.SERVER}
+    edges: dict[str, set[str]] = {}
+    for group, entries in groups.items():
+        for target in entries.values():
             module = target.split(":")[0]
             edges.setdefault(module.split(".")[0], set()).add(module)
-    # The server loads `server.plugins` by name: a name is either a registered entry point of
-    # the group `fleetscope.server` (the registering package's edge, above) or a module the
-    # warehouse imports itself.
-    registered = set(pyproject["project"].get("entry-points", {}).get("fleetscope.server", {}))
-    plugins = next(s.default for s in SETTINGS if s.key == "server.plugins")
+            if module.split(".")[0] != HOSTS[group]:
+                edges.setdefault(module, set()).add(HOSTS[group])
+    default = next(s.default for s in SETTINGS if s.key == "server.plugins")
     edges["warehouse.runtime"] = {
-        name for name in str(plugins).split(",") if name and name not in registered
+        name
+        for name in plugins.select_names(str(default), [])
+        if name not in groups["fleetscope.server"]
     }
     for source, targets in edges.items():
         for target in targets:
@@ -211,3 +218,29 @@ def test_no_module_is_over_500_lines() -> None:
         if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
     }
     assert long == {}
+
+
+def test_the_warehouse_calls_hooks_and_names_no_analyzer() -> None:
+    """No string in the warehouse's code (docstrings aside) names an analyzers module: a plug-in
+    is found through its entry point, never loaded by a name the warehouse spells."""
+    modules = _modules()
+    named: list[str] = []
+    for name, path in modules.items():
+        if name.split(".")[0] != "warehouse":
+            continue
+        tree = ast.parse(path.read_text())
+        docstrings = {
+            id(node.body[0].value)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+            and node.body
+            and isinstance(node.body[0], ast.Expr)
+        }
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                if id(node) in docstrings:
+                    continue
+                for word in re.findall(r"\banalyzers(?:\.\w+)+", node.value):
+                    if _resolve(word, modules) not in (None, "analyzers"):
+                        named.append(f"{name}: {word}")
+    assert named == []

@@ -1,5 +1,6 @@
 """A third party's package extends fleetscope through fleetscope.plugins' entry points, exactly as
-the built-ins do: a command, a trace rule and a server plug-in hooking committed batches.
+the built-ins do: a command, a trace analysis, a trace rule and a server plug-in hooking committed
+batches; and the built-ins are found only that way.
 
 The package is real as far as Python packaging goes: a module and a `.dist-info` folder with its
 `entry_points.txt` on the path of a fresh interpreter, which is all an installed wheel adds.
@@ -15,10 +16,14 @@ from pathlib import Path
 
 import pytest
 
+from fleetscope import plugins
+
 PLUGIN = """
 import argparse
 import json
 from pathlib import Path
+
+HELP = "say hello (a third-party command)"
 
 
 def register(subparsers):
@@ -28,7 +33,7 @@ def register(subparsers):
 
 
 def setup(server):
-    out = Path(server.settings.get_str("core.data_dir")) / "acme-commits.jsonl"
+    out = Path(server.settings.core.data_dir) / "acme-commits.jsonl"
 
     def committed(srv, commit):
         rows = {name: table.num_rows for name, table in commit.tables.items()}
@@ -42,9 +47,36 @@ def slow_everything(frame, results, options, emit):
     return iter(())
 """
 
+# Written before command cards: no HELP, so --help shows its docstring's first line.
+LEGACY = """\"\"\"Wave at the fleet.
+
+More words.\"\"\"
+
+
+def register(subparsers):
+    wave = subparsers.add_parser("wave", help="wave at the fleet")
+    wave.set_defaults(handler=lambda args, settings: print("wave") or 0)
+"""
+
+ANALYSIS = """
+from analyzers.traces.analyses.base import AnalysisResult, analysis
+
+PLUGIN_ORDER = 15  # between the built-ins at 10 and 20
+
+
+@analysis("acme_count", "Events per rank", None, "HTA has none")
+def acme_count(trace, options):
+    return AnalysisResult("acme_count")
+"""
+
 ENTRY_POINTS = """
 [fleetscope.commands]
 hello = acme_plugin
+wave = acme_legacy
+broken = acme_nowhere
+
+[fleetscope.trace_analyses]
+acme_count = acme_analysis
 
 [fleetscope.server]
 acme = acme_plugin:setup
@@ -57,7 +89,8 @@ SERVER_PROBE = """
 import json, sys, time
 from pathlib import Path
 from fleetscope.settings import load_settings
-from simulator.testing import TEST_TOKEN, gpu_batch, post_batch
+from simulator.maker.batches import gpu_batch
+from simulator.wire import TEST_TOKEN, post_batch
 from warehouse.runtime import Server
 
 data = Path(sys.argv[1])
@@ -81,8 +114,14 @@ finally:
 
 RULES_PROBE = """
 import json
-from fleetscope import plugins
-print(json.dumps(sorted(plugins.registered(plugins.TRACE_RULES))))
+from analyzers.traces.findings import trace_rules
+print(json.dumps(list(trace_rules())))
+"""
+
+ANALYSES_PROBE = """
+import json
+from analyzers.traces.analyses import load_registry
+print(json.dumps(list(load_registry())))
 """
 
 
@@ -94,6 +133,8 @@ def env(tmp_path: Path) -> dict[str, str]:
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: acme-fleetscope\nVersion: 0.1\n")
     (dist / "entry_points.txt").write_text(ENTRY_POINTS)
     (site / "acme_plugin.py").write_text(PLUGIN)
+    (site / "acme_legacy.py").write_text(LEGACY)
+    (site / "acme_analysis.py").write_text(ANALYSIS)
     path = os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH", "")]))
     return {**os.environ, "PYTHONPATH": path}
 
@@ -109,12 +150,95 @@ def test_a_third_party_command_runs_like_a_built_in(env: dict[str, str]) -> None
     assert (result.returncode, result.stdout) == (0, "hello ada\n")
 
 
+def test_top_level_help_lists_third_party_commands_from_their_cards(
+    env: dict[str, str],
+) -> None:
+    result = _run(env, "-m", "app.cli", "--help")
+    assert result.returncode == 0, result.stderr
+    assert "    hello          say hello (a third-party command)\n" in result.stdout
+    assert "    wave           Wave at the fleet.\n" in result.stdout
+    assert _run(env, "-m", "app.cli", "wave").stdout == "wave\n"
+
+
+def test_a_broken_command_plugin_stops_only_itself(env: dict[str, str]) -> None:
+    listed = _run({**env, "COLUMNS": "200"}, "-m", "app.cli", "--help").stdout
+    assert "    broken         (broken plug-in: command broken: cannot load acme_nowhere:" in listed
+    result = _run(env, "-m", "app.cli", "broken")
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.startswith("fleetscope: error: command broken: cannot load acme_nowhere")
+
+
 def test_a_third_party_trace_rule_joins_the_built_in_rules(env: dict[str, str]) -> None:
     result = _run(env, "-c", RULES_PROBE)
-    assert json.loads(result.stdout) == ["acme_slow"]
+    assert json.loads(result.stdout) == [f"T{n}" for n in range(1, 13)] + ["acme_slow"]
+
+
+def test_a_third_party_analysis_takes_its_declared_place_in_the_report(
+    env: dict[str, str],
+) -> None:
+    result = _run(env, "-c", ANALYSES_PROBE)
+    assert result.returncode == 0, result.stderr
+    names = json.loads(result.stdout)
+    assert names[:3] == ["temporal_breakdown", "acme_count", "idle_time"]
+    assert names[-1] == "whatif" and len(names) == 18
 
 
 def test_a_server_plugin_sees_every_committed_batch(env: dict[str, str], tmp_path: Path) -> None:
     result = _run(env, "-c", SERVER_PROBE, str(tmp_path / "data"))
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout) == {"status": 202, "commits": ['{"gpu_samples": 80}']}
+
+
+def test_server_plugins_default_to_every_installed_one_in_plugin_order() -> None:
+    from fleetscope.settings import SETTINGS
+    from warehouse.runtime import load_plugins
+
+    assert next(s.default for s in SETTINGS if s.key == "server.plugins") == "*"
+    modules = [setup.__module__ for setup in load_plugins("*")]
+    assert modules == [
+        "analyzers.run.embedded",
+        "analyzers.traces.service",
+        "analyzers.reports.scheduled",
+        "analyzers.prometheus_export",
+        "analyzers.autoprofile.plugin",
+    ]
+    assert sorted(modules) == sorted(plugins.registered(plugins.SERVER))
+    # An explicit list runs in plug-in order too.
+    pair = "analyzers.autoprofile.plugin,analyzers.traces.service"
+    assert [s.__module__ for s in load_plugins(pair)] == [modules[1], modules[-1]]
+    # The order the server always had; the closed loop reads what the trace service stored.
+    assert modules[-1] == "analyzers.autoprofile.plugin"
+    left_out = [s.__module__ for s in load_plugins("*, -analyzers.autoprofile.plugin")]
+    assert left_out == modules[:-1]
+    assert load_plugins("") == []
+
+
+def test_a_selection_adds_all_names_and_leaves_out() -> None:
+    installed = ["a", "b", "c"]
+    assert plugins.select_names("*", installed) == ["a", "b", "c"]
+    assert plugins.select_names("-b,*", installed) == ["a", "c"]
+    assert plugins.select_names("c, mod.x ,a,c", installed) == ["c", "mod.x", "a"]
+    assert plugins.select_names(" , ", installed) == []
+
+
+def test_a_plugin_without_an_order_comes_after_the_built_ins() -> None:
+    built_in = type("M", (), {"PLUGIN_ORDER": 170})()
+    loaded = [("zz_last_built_in", built_in), ("aa_third_party", object()), ("T10", 1), ("T2", 2)]
+    assert [n for n, _ in plugins.sort_loaded(loaded)] == [
+        "zz_last_built_in",
+        "T2",
+        "T10",
+        "aa_third_party",
+    ]
+
+
+def test_stale_metadata_says_reinstall_instead_of_finding_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from app.cli import main
+    from fleetscope.errors import ConfigError
+
+    monkeypatch.setattr(plugins, "registered", lambda group: {})
+    with pytest.raises(ConfigError, match="reinstall"):
+        plugins.load_group(plugins.TRACE_ANALYSES)
+    assert main(["--help"]) == 2

@@ -12,7 +12,7 @@ from fleetscope.settings import SETTINGS, load_settings
 
 def test_defaults_come_from_the_table(tmp_path: Path) -> None:
     settings = load_settings(env={})
-    assert settings.get_float("agent.interval_s") == 10.0
+    assert settings.agent.interval_s == 10.0
     assert settings.source("agent.interval_s") == "default"
 
 
@@ -20,9 +20,9 @@ def test_file_then_environment_override(tmp_path: Path) -> None:
     config = tmp_path / "fleetscope.toml"
     config.write_text('[agent]\ninterval_s = 2.5\ntoken = "from-file"\n')
     settings = load_settings(config, env={"FLEETSCOPE_AGENT_TOKEN": "from-env"})
-    assert settings.get_float("agent.interval_s") == 2.5
+    assert settings.agent.interval_s == 2.5
     assert settings.source("agent.interval_s") == f"file {config}"
-    assert settings.get_str("agent.token") == "from-env"
+    assert settings.agent.token == "from-env"
     assert settings.source("agent.token") == "env FLEETSCOPE_AGENT_TOKEN"
 
 

@@ -21,6 +21,14 @@ if TYPE_CHECKING:
 
 
 def register(subparsers: Any) -> None:
+    """Every command of this module (each is also its own entry point, app/commands/)."""
+    register_server(subparsers)
+    register_token(subparsers)
+    register_warehouse(subparsers)
+    register_import(subparsers)
+
+
+def register_server(subparsers: Any) -> None:
     server = subparsers.add_parser("server", help="run the ingest server (writer, HTTP, upkeep)")
     server.add_argument("--host", help="listen address (default: server.host)")
     server.add_argument("--port", type=int, help="listen port (default: server.port)")
@@ -31,6 +39,8 @@ def register(subparsers: Any) -> None:
     )
     server.set_defaults(handler=run_server)
 
+
+def register_token(subparsers: Any) -> None:
     token = subparsers.add_parser("token", help="manage agent bearer tokens")
     actions = token.add_subparsers(dest="token_command", metavar="ACTION", required=True)
     create = actions.add_parser("create", help="create a token and print it (shown only once)")
@@ -41,6 +51,8 @@ def register(subparsers: Any) -> None:
     revoke.set_defaults(handler=token_revoke)
     actions.add_parser("list", help="list token names and states").set_defaults(handler=token_list)
 
+
+def register_warehouse(subparsers: Any) -> None:
     warehouse = subparsers.add_parser("warehouse", help="telemetry store maintenance and queries")
     wactions = warehouse.add_subparsers(dest="warehouse_command", metavar="ACTION", required=True)
     wactions.add_parser("migrate", help="apply telemetry schema migrations").set_defaults(
@@ -54,6 +66,8 @@ def register(subparsers: Any) -> None:
     )
     query.set_defaults(handler=warehouse_query)
 
+
+def register_import(subparsers: Any) -> None:
     importer = subparsers.add_parser("import", help="backfill telemetry from another system")
     sources = importer.add_subparsers(dest="import_source", metavar="SOURCE", required=True)
     prom = sources.add_parser(
@@ -81,7 +95,7 @@ def register(subparsers: Any) -> None:
 
 
 def run_server(args: argparse.Namespace, settings: Settings) -> int:
-    mode = args.mode or settings.get_str("server.mode")
+    mode = args.mode or settings.server.mode
     if mode == "fleet":
         from warehouse.fleet.gateway import Gateway
 
@@ -148,7 +162,7 @@ def warehouse_migrate(args: argparse.Namespace, settings: Settings) -> int:
 def _read_connection(args: argparse.Namespace, settings: Settings) -> Any:
     """Embedded: the published segments. Fleet: DuckDB over the Iceberg scan of the last
     `--days` days (partition pruning keeps the rest unread)."""
-    if settings.get_str("server.mode") != "fleet":
+    if settings.server.mode != "fleet":
         from warehouse.reader import connect
 
         return connect(settings)
@@ -232,14 +246,14 @@ def import_prometheus(args: argparse.Namespace, settings: Settings) -> int:
         step_ms=step_ms,
         chunk_points=max(1, min(MAX_POINTS, chunk_ms // step_ms)),
         matches=tuple(args.match or [DEFAULT_MATCH]),
-        cluster=args.cluster or settings.get_str("server.prometheus_cluster"),
+        cluster=args.cluster or settings.server.prometheus_cluster,
     )
     result = run_import(
         plan,
         PrometheusAPI(args.url),
         IngestClient(
-            args.ingest_url or settings.get_str("agent.ingest_url"),
-            args.token if args.token is not None else settings.get_str("agent.token"),
+            args.ingest_url or settings.agent.ingest_url,
+            args.token if args.token is not None else settings.agent.token,
         ),
         progress=print,
         known_cluster=None if args.cluster else _catalog_clusters(settings),

@@ -21,12 +21,12 @@ class WarehousePaths:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> WarehousePaths:
-        catalog_url = settings.get_str("warehouse.catalog_url")
+        catalog_url = settings.warehouse.catalog_url
         if not catalog_url:
-            sqlite_path = settings.get_path("core.data_dir") / "catalog.sqlite"
+            sqlite_path = settings.path(settings.core.data_dir) / "catalog.sqlite"
             catalog_url = f"sqlite:///{sqlite_path}"
         return cls(
-            duckdb_path=settings.data_path("warehouse.duckdb_path", "telemetry.duckdb"),
-            segments_dir=settings.data_path("warehouse.segments_dir", "segments"),
+            duckdb_path=settings.path(settings.warehouse.duckdb_path, "telemetry.duckdb"),
+            segments_dir=settings.path(settings.warehouse.segments_dir, "segments"),
             catalog_url=catalog_url,
         )

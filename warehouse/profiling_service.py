@@ -11,7 +11,9 @@ A matched process moves running -> analyzing (its trace is stored) -> done | fai
 without a rank may be joined by agents of other hosts while it is younger than the match timeout,
 so a multi-node job is traced on every node. Uploaded traces go to the `on_trace_uploaded` hooks
 (`notify`) on one worker thread, so an upload is answered before analysis runs; the hook calls
-`finish` with the summary or the error. With no hook, a stored trace is done, with no summary.
+`finish` with the summary and the analysis document (stored once, read by the API and the
+dashboard) or the error. With no hook, a stored trace is done, with no summary.
+Every profile request, the dashboard's too, is created through `create` (the unknown-job check).
 Timeouts are judged on every poll, every read and once a second on the worker thread.
 
 All state changes happen under one lock in this process, in catalog transactions. Must never
@@ -28,7 +30,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, Engine, select
 
@@ -42,9 +44,13 @@ from warehouse.catalog.profiling import (
     get_trace,
     profile_requests,
     record_trace,
+    record_trace_analysis,
     update_profile_request,
 )
 from warehouse.trace_store import check_gzip_trace, store_trace, trace_id_for
+
+if TYPE_CHECKING:
+    from fleetscope.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +64,15 @@ class ProfilingConfig:
     max_trace_bytes: int
     match_timeout_s: float
     run_timeout_s: float
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> ProfilingConfig:
+        return cls(
+            traces_dir=settings.path(settings.core.data_dir) / "traces",
+            max_trace_bytes=settings.server.max_body_bytes,
+            match_timeout_s=settings.server.profile_match_timeout_s,
+            run_timeout_s=settings.server.profile_run_timeout_s,
+        )
 
 
 @dataclass(frozen=True)
@@ -115,10 +130,11 @@ class ProfilingService:
         *,
         notify: Notify | None = None,
         clock: Callable[[], float] = time.time,
+        registry: AgentRegistry | None = None,
     ) -> None:
         self.catalog = catalog
         self.config = config
-        self.registry = AgentRegistry(clock)
+        self.registry = registry if registry is not None else AgentRegistry(clock)
         self._notify = notify
         self._clock = clock
         self._lock = threading.RLock()
@@ -341,12 +357,16 @@ class ProfilingService:
         upload: TraceUpload,
         *,
         summary: dict[str, Any] | None = None,
+        analysis: dict[str, Any] | None = None,
         error: str | None = None,
     ) -> None:
-        """What an analysis hook calls: the trace's summary, or why it could not be analyzed."""
+        """What an analysis hook calls: the trace's summary and analysis document, or why it could
+        not be analyzed. Stored in the transaction that marks the process done."""
         with self._lock, self.catalog.begin() as conn:
             if summary is not None:
                 record_trace(conn, replace(get_trace(conn, upload.trace_id), summary=summary))
+            if analysis is not None:
+                record_trace_analysis(conn, upload.trace_id, analysis)
             if error is None:
                 self._set_process(conn, upload.request_id, upload.host, upload.pid, state="done")
             else:

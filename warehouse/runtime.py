@@ -1,12 +1,13 @@
 """`fleetscope server`: assembles the writer, the HTTP server, maintenance and plug-in hooks.
 
 Start order: catalog, segment store, writer (opens and migrates DuckDB, republishes what a crash
-left unpublished), HTTP listener, maintenance, then `on_start` hooks (the analyzers' embedded
-scheduler plugs in here through `server.plugins`: each named module's `setup(server)` runs before
-start and may append to `on_start`/`on_stop`). Stop order is the reverse, and the writer flushes
-what is queued before it closes the database. `on_trace_uploaded` hooks `(server, TraceUpload)` run
-on the profiling worker thread for each stored trace (analyzers.traces.service analyzes it there).
-This module must never handle a request itself.
+left unpublished), HTTP listener, maintenance, then `on_start` hooks. The hooks come from the
+installed `fleetscope.server` plug-ins that `server.plugins` selects (all by default): each one's
+`setup(server)` runs before start and may append to the hook lists (fleetscope.plugins.ServerHooks).
+Stop order is the reverse, and the writer flushes what is queued before it closes the database.
+`on_trace_uploaded` hooks `(server, TraceUpload)` run on the profiling worker thread for each
+stored trace. This module calls hooks and never names an analyzer; it must never handle a request
+itself.
 """
 
 from __future__ import annotations
@@ -60,21 +61,21 @@ class Server:
         self.writer = Writer(
             self.paths.duckdb_path,
             self.store,
-            flush_rows=settings.get_int("warehouse.flush_rows"),
-            flush_interval_s=settings.get_float("warehouse.flush_interval_s"),
-            flush_idle_s=settings.get_float("warehouse.flush_idle_s"),
-            queue_max_rows=settings.get_int("warehouse.queue_max_rows"),
+            flush_rows=settings.warehouse.flush_rows,
+            flush_interval_s=settings.warehouse.flush_interval_s,
+            flush_idle_s=settings.warehouse.flush_idle_s,
+            queue_max_rows=settings.warehouse.queue_max_rows,
             hooks=[
                 CatalogSync(self.catalog),
-                ArrivalMarks(self.catalog, settings.get_int("analyzers.bucket_s")),
+                ArrivalMarks(self.catalog, settings.analyzers.bucket_s),
                 self._batch_committed,
             ],
         )
         self.warehouse = Warehouse(self.writer, self.store, self.catalog)
         self.metrics = ServerMetrics(self.writer, self.catalog)
         address = (
-            host if host is not None else settings.get_str("server.host"),
-            port if port is not None else settings.get_int("server.port"),
+            host if host is not None else settings.server.host,
+            port if port is not None else settings.server.port,
         )
         tokens = effective_tokens(settings)
         try:
@@ -86,22 +87,15 @@ class Server:
         self.auth = TokenChecker(tokens, self.catalog)
         self.remote_write = RemoteWrite(
             self.writer,
-            default_cluster=settings.get_str("server.prometheus_cluster"),
-            hold_s=settings.get_float("server.remote_write_hold_s"),
-            commit_timeout_s=settings.get_float("warehouse.commit_timeout_s"),
-            max_uncompressed_bytes=settings.get_int("server.max_body_bytes"),
+            default_cluster=settings.server.prometheus_cluster,
+            hold_s=settings.server.remote_write_hold_s,
+            commit_timeout_s=settings.warehouse.commit_timeout_s,
+            max_uncompressed_bytes=settings.server.max_body_bytes,
             registry=self.metrics.registry,
             known_cluster=HostClusters(self.catalog),
         )
         self.profiling = ProfilingService(
-            self.catalog,
-            ProfilingConfig(
-                traces_dir=settings.get_path("core.data_dir") / "traces",
-                max_trace_bytes=settings.get_int("server.max_body_bytes"),
-                match_timeout_s=settings.get_float("server.profile_match_timeout_s"),
-                run_timeout_s=settings.get_float("server.profile_run_timeout_s"),
-            ),
-            notify=self._trace_uploaded,
+            self.catalog, ProfilingConfig.from_settings(settings), notify=self._trace_uploaded
         )
         ingest = Ingest(
             writer=self.writer,
@@ -121,22 +115,20 @@ class Server:
             self.store,
             self.writer,
             MaintenanceConfig(
-                interval_s=settings.get_float("warehouse.maintenance_interval_s"),
-                target_bytes=settings.get_int("warehouse.compact_target_bytes"),
-                grace_s=settings.get_float("warehouse.segment_grace_s"),
-                retention_days=settings.get_int("warehouse.raw_retention_days"),
+                interval_s=settings.warehouse.maintenance_interval_s,
+                target_bytes=settings.warehouse.compact_target_bytes,
+                grace_s=settings.warehouse.segment_grace_s,
+                retention_days=settings.warehouse.raw_retention_days,
             ),
         )
         self._http_thread: threading.Thread | None = None
-        for module in filter(
-            None, (m.strip() for m in settings.get_str("server.plugins").split(","))
-        ):
-            load_plugin(module)(self)
+        for setup in load_plugins(settings.server.plugins):
+            setup(self)
 
     @staticmethod
     def _tls(settings: Settings) -> ssl.SSLContext | None:
-        cert = settings.get_str("server.tls_cert_file")
-        key = settings.get_str("server.tls_key_file")
+        cert = settings.server.tls_cert_file
+        key = settings.server.tls_key_file
         return tls_context(cert, key) if cert or key else None
 
     @property
@@ -205,7 +197,18 @@ class Server:
                 signal.signal(signum, handler)
 
 
-def load_plugin(module: str) -> Hook:
+def load_plugins(spec: str) -> list[plugins.ServerPlugin]:
+    """The `setup(server)` of each plug-in `server.plugins` selects (`*`: every installed one,
+    `-name`: leave one out; fleetscope.plugins.select_names), in plug-in order (`PLUGIN_ORDER`,
+    then name) whichever way each was selected, so a hook that reads what another stored runs
+    after it."""
+    words = {word.strip() for word in spec.split(",")}
+    installed = plugins.required(plugins.SERVER) if plugins.ALL in words else {}
+    names = plugins.select_names(spec, list(installed))
+    return [setup for _, setup in plugins.sort_loaded((n, load_plugin(n)) for n in names)]
+
+
+def load_plugin(module: str) -> plugins.ServerPlugin:
     """A `server.plugins` name's `setup(server)`: an entry point of the group `fleetscope.server`
     (how the analyzers register theirs, as any third party would), else a module of that name."""
     try:
@@ -218,5 +221,5 @@ def load_plugin(module: str) -> Hook:
         raise ConfigError(f"server.plugins: cannot load {module}.setup: {exc}") from exc
     if not callable(setup):
         raise ConfigError(f"server.plugins: {module}.setup is not callable")
-    hook: Hook = setup
+    hook: plugins.ServerPlugin = setup
     return hook

@@ -29,12 +29,12 @@ WELL_KNOWN_TOKENS = frozenset({"dev-token", "demo-token", "test-token", "token",
 
 
 def token_path(settings: Settings) -> Path:
-    return settings.get_path("core.data_dir") / TOKEN_FILE
+    return settings.path(settings.core.data_dir) / TOKEN_FILE
 
 
 def configured_tokens(settings: Settings) -> list[str]:
     """The non-empty entries of server.tokens."""
-    return [t.strip() for t in settings.get_str("server.tokens").split(",") if t.strip()]
+    return [t.strip() for t in settings.server.tokens.split(",") if t.strip()]
 
 
 def load_or_create_token(path: Path) -> str:

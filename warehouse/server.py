@@ -73,14 +73,14 @@ class IngestConfig:
     def from_settings(cls, settings: Settings) -> IngestConfig:
         """The limits from the settings: one place for the embedded server and fleet gateways."""
         return cls(
-            max_body_bytes=settings.get_int("server.max_body_bytes"),
-            commit_timeout_s=settings.get_float("warehouse.commit_timeout_s"),
-            max_decoded_bytes=settings.get_int("server.max_decoded_bytes"),
-            max_batch_rows=settings.get_int("server.max_batch_rows"),
-            read_auth=settings.get_bool("server.read_auth"),
-            max_connections=settings.get_int("server.max_connections"),
-            header_timeout_s=settings.get_float("server.header_timeout_s"),
-            body_timeout_s=settings.get_float("server.body_timeout_s"),
+            max_body_bytes=settings.server.max_body_bytes,
+            commit_timeout_s=settings.warehouse.commit_timeout_s,
+            max_decoded_bytes=settings.server.max_decoded_bytes,
+            max_batch_rows=settings.server.max_batch_rows,
+            read_auth=settings.server.read_auth,
+            max_connections=settings.server.max_connections,
+            header_timeout_s=settings.server.header_timeout_s,
+            body_timeout_s=settings.server.body_timeout_s,
         )
 
 

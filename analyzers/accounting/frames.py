@@ -5,10 +5,11 @@ The accounting (rules.md, "Accounting every rule shares": sample seconds `dt_s`,
 hours, utilization % and the active fraction) is `analyzers.accounting.sql`, whose SQL this module
 uses; the dashboard's and reports' GPU-hours come from the same definition. On top of it:
 
-- Rule statistics pool every sample of the job in the window, start-up included, as the simulator's
-  ground truth does (simulator/truth.py). `startup_grace_s` > 0 skips each job's first
-  seconds instead (checkpoint load), as SageMaker Debugger's rules skip their first `patience`
-  points; allocated hours always count them.
+- Rule statistics pool every sample of the job in the window, start-up included: a job-mean is
+  over the same time its allocated hours count (rules.md, "Accounting every rule shares"; jobstats'
+  job-mean utilization). `startup_grace_s` > 0 skips each job's first seconds instead (checkpoint
+  load), as SageMaker Debugger's rules skip their first `patience` points; allocated hours always
+  count them.
 
 Temp tables live on the caller's connection, named after the window, so preparing twice is free.
 This module must never write to the warehouse's own tables.
@@ -33,7 +34,8 @@ from analyzers.accounting.sql import (
 if TYPE_CHECKING:
     import duckdb
 
-    from analyzers.base import PartitionKey, Window
+    from analyzers.base import PartitionKey
+    from analyzers.run.window import Window
 
 
 # One GPU (MIG instance) of one job: the partition a sample's seconds are measured in.

@@ -28,39 +28,10 @@ from analyzers.accounting.sql import (
     sample_seconds_sql,
     typical_gap_sql,
 )
+from analyzers.run.window import HOUR_S, Window, bucket_for
 
 if TYPE_CHECKING:
     import duckdb
-
-HOUR_S = 3600.0
-
-
-@dataclass(frozen=True)
-class Window:
-    """A half-open time range [start, end) read in buckets of `bucket_s` seconds."""
-
-    start: datetime
-    end: datetime
-    bucket_s: int
-
-    @property
-    def hours(self) -> float:
-        return (self.end - self.start).total_seconds() / HOUR_S
-
-    def previous(self) -> Window:
-        """The window of the same length just before this one (for week-over-week trends)."""
-        length = self.end - self.start
-        return Window(self.start - length, self.start, self.bucket_s)
-
-
-def bucket_for(length: timedelta) -> int:
-    """Bucket size that keeps a chart to a few hundred points: 1 min up to 6 h, 5 min up to 2 days,
-    then 1 h (7 days at 1 h is 168 points per series)."""
-    if length <= timedelta(hours=6):
-        return 60
-    if length <= timedelta(days=2):
-        return 300
-    return 3600
 
 
 def query(con: duckdb.DuckDBPyConnection, sql: str, **params: Any) -> pd.DataFrame:
@@ -101,7 +72,7 @@ def aligned(end: datetime, length: timedelta) -> Window:
     bucket boundaries (and the warehouse's roll-ups) line up with it."""
     bucket_s = bucket_for(length)
     start_s = (end - length).timestamp() // bucket_s * bucket_s
-    return Window(datetime.fromtimestamp(start_s, tz=UTC), end, bucket_s)
+    return Window(datetime.fromtimestamp(start_s, tz=UTC), end, bucket_s=bucket_s)
 
 
 # One GPU (MIG instance) and job, or the GPU's unallocated samples: where sample seconds are measured.

@@ -1,4 +1,4 @@
-"""The server plug-in of the closed loop (`server.plugins`, after `analyzers.traces.service`).
+"""The server plug-in of the closed loop (`fleetscope.server`, after `analyzers.traces.service`).
 
 Every `autoprofile.tick_s` it looks at the catalog's open findings of the trigger rules whose
 job has the SDK attached (an agent reported one of its processes in its last poll), and, when
@@ -30,9 +30,13 @@ log = logging.getLogger(__name__)
 
 __all__ = ["AutoProfiler", "setup"]
 
+# Server plug-in order (fleetscope.plugins): after the trace service's hook (20), since
+# `on_trace` reads the summary that hook stored for the same upload.
+PLUGIN_ORDER = 50
+
 
 def setup(server: Any) -> None:
-    if not server.settings.get_bool("autoprofile.enabled"):
+    if not server.settings.autoprofile.enabled:
         return
     loop = AutoProfiler(server.catalog, server.profiling, server.settings)
     server.autoprofiler = loop  # for the finding view and tests
@@ -47,11 +51,11 @@ class AutoProfiler:
         self.profiling = profiling
         self.settings = settings
         self.budget = Budget.from_settings(settings)
-        self.rules = [r.strip() for r in settings.get_str("autoprofile.trigger_rules").split(",")]
-        self.periodic = settings.get_bool("autoprofile.periodic")
-        self.steps = settings.get_int("autoprofile.steps")
-        self.tick_s = settings.get_float("autoprofile.tick_s")
-        self.bucket_s = settings.get_float("analyzers.bucket_s")
+        self.rules = [r.strip() for r in settings.autoprofile.trigger_rules.split(",")]
+        self.periodic = settings.autoprofile.periodic
+        self.steps = settings.autoprofile.steps
+        self.tick_s = settings.autoprofile.tick_s
+        self.bucket_s = settings.analyzers.bucket_s
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 

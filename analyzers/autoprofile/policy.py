@@ -30,12 +30,12 @@ class Budget:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Budget:
-        names = settings.get_str("autoprofile.opt_out").split(",")
+        names = settings.autoprofile.opt_out.split(",")
         return cls(
-            gpu_seconds_per_day=settings.get_float("autoprofile.gpu_seconds_per_day"),
-            team_profiles_per_day=settings.get_int("autoprofile.team_profiles_per_day"),
-            job_interval_s=settings.get_float("autoprofile.job_interval_s"),
-            profile_seconds=settings.get_float("autoprofile.profile_seconds"),
+            gpu_seconds_per_day=settings.autoprofile.gpu_seconds_per_day,
+            team_profiles_per_day=settings.autoprofile.team_profiles_per_day,
+            job_interval_s=settings.autoprofile.job_interval_s,
+            profile_seconds=settings.autoprofile.profile_seconds,
             opt_out=frozenset(n.strip() for n in names if n.strip()),
         )
 

@@ -52,7 +52,7 @@ from fleetscope.errors import ConfigError
 if TYPE_CHECKING:
     import duckdb
 
-    from analyzers.base import Window
+    from analyzers.run.window import Window
 
 __all__ = [
     "BUCKET_SCHEMA",

@@ -70,7 +70,8 @@ from warehouse.compaction import compact
 from warehouse.segments import Segment, SegmentStore, read_manifest
 
 if TYPE_CHECKING:
-    from analyzers.base import JobCatalog, Window
+    from analyzers.base import JobCatalog
+    from analyzers.run.window import Window
     from analyzers.sketch.core import QuantileSketch
     from fleetscope.settings import Settings
 
@@ -138,16 +139,16 @@ class QuantileStore:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> QuantileStore:
-        pane_s = settings.get_int("analyzers.sketch_pane_s")
+        pane_s = settings.analyzers.sketch_pane_s
         keep = {
-            pane_s: settings.get_float("analyzers.sketch_pane_retention_s"),
-            60: settings.get_float("analyzers.sketch_minute_retention_s"),
-            3600: settings.get_float("analyzers.sketch_hour_retention_s"),
+            pane_s: settings.analyzers.sketch_pane_retention_s,
+            60: settings.analyzers.sketch_minute_retention_s,
+            3600: settings.analyzers.sketch_hour_retention_s,
         }
         return cls(
-            settings.data_path("analyzers.sketches_dir", "sketches"),
+            settings.path(settings.analyzers.sketches_dir, "sketches"),
             pane_s,
-            settings.get_float("warehouse.segment_grace_s"),
+            settings.warehouse.segment_grace_s,
             {res: (s if s > 0 else None) for res, s in keep.items()},
         )
 

@@ -17,9 +17,10 @@ from typing import TYPE_CHECKING, Any, Literal
 import pandas as pd
 
 from analyzers.accounting.sql import DEFAULT_MAX_GAP_S
-from analyzers.accounting.usage import Window, gpu_buckets, job_efficiency, pct
+from analyzers.accounting.usage import gpu_buckets, job_efficiency, pct
 from analyzers.plain import PlainFinding, plain_record
 from analyzers.reports.week import IsoWeek
+from analyzers.run.window import Window
 from fleetscope.errors import ConfigError
 from fleetscope.names import file_name_part
 
@@ -181,7 +182,7 @@ def build_weekly(
     jobs_meta = catalog_frame(catalog, "jobs")[["job_id", "user", "team", "name"]]
     all_findings = catalog_frame(catalog, "findings")
     first = week.shift(-(trend_weeks - 1))
-    window = Window(first.start, week.end, DAY_S)
+    window = Window(first.start, week.end, bucket_s=DAY_S)
     buckets = gpu_buckets(con, window, default_interval_s, max_gap_s=max_gap_s)
     allocated = buckets[buckets["job_id"].notna()].merge(jobs_meta, on="job_id", how="left")
     allocated["week"] = _week_of(allocated["bucket"])
@@ -247,11 +248,10 @@ def build_weekly(
 
 def sharing_lines(con: duckdb.DuckDBPyConnection, week: IsoWeek) -> list[SharingLine]:
     """The week's GPU-sharing plan (analyzers.sharing), one line per co-location."""
-    from analyzers.base import Window as RuleWindow
     from analyzers.sharing.plan import plan_sharing
     from analyzers.sharing.usage import gpu_uses
 
-    window = RuleWindow(week.start, week.end)
+    window = Window(week.start, week.end)
     plan = plan_sharing(gpu_uses(con, window), window.hours)
     return [
         SharingLine(

@@ -23,9 +23,9 @@ from fleetscope.settings import Settings
 def recipients(settings: Settings, scope: Scope, jobs: pd.DataFrame) -> list[str]:
     """Addresses for a report of `scope`; `jobs` is the catalog's jobs table (user, team)."""
     if scope.kind == "admin":
-        listed = settings.get_str("reports.admin_recipients")
+        listed = settings.reports.admin_recipients
         return sorted({a.strip() for a in listed.split(",") if a.strip()})
-    domain = settings.get_str("reports.email_domain")
+    domain = settings.reports.email_domain
     if not domain:
         return []
     if scope.kind == "user":
@@ -46,7 +46,7 @@ def build_message(
     pdf: Path | None,
 ) -> EmailMessage:
     message = EmailMessage()
-    message["From"] = settings.get_str("reports.from_addr")
+    message["From"] = settings.reports.from_addr
     message["To"] = ", ".join(to)
     message["Subject"] = subject
     message.set_content(markdown)
@@ -59,10 +59,10 @@ def build_message(
 
 
 def send(settings: Settings, message: EmailMessage) -> None:
-    host = settings.get_str("reports.smtp_host")
+    host = settings.reports.smtp_host
     if not host:
         raise ConfigError("reports.smtp_host is empty: set it to deliver reports by email")
-    port = settings.get_int("reports.smtp_port")
+    port = settings.reports.smtp_port
     try:
         with smtplib.SMTP(host, port, timeout=30) as smtp:
             smtp.send_message(message)

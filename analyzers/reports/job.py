@@ -13,9 +13,9 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from analyzers.accounting.frames import prepare
-from analyzers.base import Window
 from analyzers.plain import plain, to_text, utc_span
 from analyzers.rules._common import fetch, utc
+from analyzers.run.window import Window
 from fleetscope.errors import NotFoundError
 
 if TYPE_CHECKING:

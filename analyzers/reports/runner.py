@@ -38,7 +38,7 @@ class ReportFiles:
 
 
 def out_dir(settings: Settings) -> Path:
-    return settings.data_path("reports.out_dir", "reports")
+    return settings.path(settings.reports.out_dir, "reports")
 
 
 def write_weekly(
@@ -57,14 +57,14 @@ def write_weekly(
         catalog,
         week,
         scope,
-        trend_weeks=settings.get_int("reports.trend_weeks"),
-        default_interval_s=settings.get_float("agent.interval_s"),
-        max_gap_s=settings.get_float("analyzers.max_gap_s"),
+        trend_weeks=settings.reports.trend_weeks,
+        default_interval_s=settings.agent.interval_s,
+        max_gap_s=settings.analyzers.max_gap_s,
     )
     target = folder / str(week)
     target.mkdir(parents=True, exist_ok=True)
     html_path = target / f"{scope.slug}.html"
-    html_path.write_text(to_html(report, settings.get_str("reports.dashboard_url")), "utf-8")
+    html_path.write_text(to_html(report, settings.reports.dashboard_url), "utf-8")
     md_path = target / f"{scope.slug}.md"
     md_path.write_text(to_markdown(report), "utf-8")
     pdf_path = html_to_pdf(html_path, target / f"{scope.slug}.pdf") if pdf else None

@@ -41,16 +41,20 @@ class WeeklyReports:
         week = IsoWeek.last_complete(self.clock())
         if week in self.reported:
             return None
-        send = bool(self.settings.get_str("reports.smtp_host"))
+        send = bool(self.settings.reports.smtp_host)
         results = run_weekly(self.settings, week, send=send)
         self.reported.add(week)
         log.info("weekly reports for %s: %d scopes (mail: %s)", week, len(results), send)
         return week
 
 
+# Server plug-in order (fleetscope.plugins): after the scheduler whose findings the reports read.
+PLUGIN_ORDER = 30
+
+
 def setup(server: Any) -> None:
     """Server plug-in (`server.plugins`): in embedded mode, check hourly in a daemon thread."""
-    if server.settings.get_str("scheduler.mode") != "embedded":
+    if server.settings.scheduler.mode != "embedded":
         return
     stop = threading.Event()
     reports = WeeklyReports(server.settings)

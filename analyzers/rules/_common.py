@@ -15,7 +15,8 @@ from analyzers.findings import Finding, Severity
 if TYPE_CHECKING:
     import duckdb
 
-    from analyzers.base import JobCatalog, Window
+    from analyzers.base import JobCatalog
+    from analyzers.run.window import Window
 
 
 def fetch(

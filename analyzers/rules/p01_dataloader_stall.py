@@ -25,7 +25,8 @@ from analyzers.rules._common import fetch, make_finding, r
 if TYPE_CHECKING:
     import duckdb
 
-    from analyzers.base import JobCatalog, Window
+    from analyzers.base import JobCatalog
+    from analyzers.run.window import Window
 
 
 def steps_sql(window: Window, skip_steps: int) -> str:

@@ -32,7 +32,8 @@ from analyzers.rules.p01_dataloader_stall import steps_sql
 if TYPE_CHECKING:
     import duckdb
 
-    from analyzers.base import JobCatalog, Window
+    from analyzers.base import JobCatalog
+    from analyzers.run.window import Window
 
 
 def periodic(steps: list[int], max_cv: float) -> bool:

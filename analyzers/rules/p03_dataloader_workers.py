@@ -22,7 +22,8 @@ from analyzers.rules.p01_dataloader_stall import steps_sql
 if TYPE_CHECKING:
     import duckdb
 
-    from analyzers.base import JobCatalog, Window
+    from analyzers.base import JobCatalog
+    from analyzers.run.window import Window
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,8 @@ from analyzers.rules._common import job_rows, make_finding, r
 if TYPE_CHECKING:
     import duckdb
 
-    from analyzers.base import JobCatalog, Window
+    from analyzers.base import JobCatalog
+    from analyzers.run.window import Window
 
 
 @dataclass(frozen=True)

@@ -17,9 +17,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
 from analyzers.accounting.frames import prepare
-from analyzers.base import PartitionKey, Window
+from analyzers.base import PartitionKey
 from analyzers.findings import Finding, Severity
 from analyzers.rules._common import job_rows, make_finding, r
+from analyzers.run.window import Window
 
 if TYPE_CHECKING:
     import duckdb

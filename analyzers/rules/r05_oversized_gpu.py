@@ -26,7 +26,8 @@ from analyzers.rules._common import fetch, job_rows, make_finding, r
 if TYPE_CHECKING:
     import duckdb
 
-    from analyzers.base import JobCatalog, Window
+    from analyzers.base import JobCatalog
+    from analyzers.run.window import Window
 
 DEFAULT_GPU_MEMORY_MIB = 81920.0  # when the exporter reports no free memory: an 80 GB part
 

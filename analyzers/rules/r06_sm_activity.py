@@ -30,7 +30,8 @@ from analyzers.rules._common import JobRow, job_rows, make_finding, r
 if TYPE_CHECKING:
     import duckdb
 
-    from analyzers.base import JobCatalog, Window
+    from analyzers.base import JobCatalog
+    from analyzers.run.window import Window
 
 # Compute capability by product name (NVIDIA CUDA GPUs list); first match wins, longest names first.
 COMPUTE_CAPABILITY: tuple[tuple[str, float], ...] = (

@@ -23,7 +23,8 @@ from analyzers.rules._common import fetch, gpu_with_host_sql, job_rows, make_fin
 if TYPE_CHECKING:
     import duckdb
 
-    from analyzers.base import JobCatalog, Window
+    from analyzers.base import JobCatalog
+    from analyzers.run.window import Window
 
 
 @dataclass(frozen=True)

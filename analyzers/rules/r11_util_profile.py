@@ -31,7 +31,8 @@ if TYPE_CHECKING:
     import duckdb
 
     from analyzers.accounting.frames import Frame
-    from analyzers.base import JobCatalog, Window
+    from analyzers.base import JobCatalog
+    from analyzers.run.window import Window
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,8 @@ from analyzers.rules._common import fetch, make_finding
 if TYPE_CHECKING:
     import duckdb
 
-    from analyzers.base import JobCatalog, Window
+    from analyzers.base import JobCatalog
+    from analyzers.run.window import Window
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,7 @@ log = logging.getLogger(__name__)
 
 
 def make_app(settings: Settings) -> Celery:
-    broker = settings.get_str("celery.broker_url")
+    broker = settings.celery.broker_url
     backend = broker if broker.startswith(("redis://", "rediss://")) else None
     celery = Celery("fleetscope", broker=broker, backend=backend, include=["analyzers.run.fleet"])
     celery.conf.update(
@@ -54,7 +54,7 @@ def make_app(settings: Settings) -> Celery:
         beat_schedule={
             "fleetscope-analyzer-tick": {
                 "task": "fleetscope.tick",
-                "schedule": settings.get_float("scheduler.interval_s"),
+                "schedule": settings.scheduler.interval_s,
             },
             # Monday 06:00 UTC, when the ISO week just ended has all its late samples.
             "fleetscope-weekly-reports": {
@@ -63,7 +63,7 @@ def make_app(settings: Settings) -> Celery:
             },
         },
     )
-    if settings.get_str("server.mode") == "fleet":
+    if settings.server.mode == "fleet":
         celery.conf.beat_schedule["fleetscope-fleet-upkeep"] = {
             "task": "fleetscope.fleet_upkeep",
             "schedule": 3600.0,
@@ -101,19 +101,19 @@ def tick(schedule_iso: str | None = None) -> list[list[Any]]:
     from analyzers.run.schedule import due_windows, schedule_time
 
     settings = _settings()
-    interval_s = settings.get_float("scheduler.interval_s")
+    interval_s = settings.scheduler.interval_s
     now = datetime.fromisoformat(schedule_iso) if schedule_iso else datetime.now(UTC)
     at = schedule_time(now, interval_s)
-    partitions = settings.get_int("analyzers.partitions")
+    partitions = settings.analyzers.partitions
     sent = []
     for p in range(partitions):
         for due in due_windows(
             _store(),
             at,
-            bucket_s=settings.get_int("analyzers.bucket_s"),
-            lateness_s=settings.get_float("analyzers.lateness_s"),
+            bucket_s=settings.analyzers.bucket_s,
+            lateness_s=settings.analyzers.lateness_s,
             interval_s=interval_s,
-            reopen_max_age_s=settings.get_float("analyzers.reopen_max_age_s"),
+            reopen_max_age_s=settings.analyzers.reopen_max_age_s,
             partition=p,
             partitions=partitions,
         ):
@@ -141,10 +141,10 @@ def analyze_window(
 ) -> dict[str, Any]:
     """Run the pipeline on one window and partition; land findings; advance the watermark and,
     for a window arrival owed, record the arrival mark it covered (analyzers.run.schedule)."""
-    from analyzers.base import Window
     from analyzers.run.results import CatalogJobs
     from analyzers.run.runner import AnalyzerFailedError
     from analyzers.run.schedule import Due, finish_due
+    from analyzers.run.window import Window
     from warehouse.reader import connect
 
     window = Window(

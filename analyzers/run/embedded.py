@@ -8,9 +8,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+# Server plug-in order (fleetscope.plugins): first to start, last to stop, as it always was.
+PLUGIN_ORDER = 10
+
 
 def setup(server: Any) -> None:
-    if server.settings.get_str("scheduler.mode") != "embedded":
+    if server.settings.scheduler.mode != "embedded":
         return
     from analyzers.run.schedule import start_embedded
 

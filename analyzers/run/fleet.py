@@ -49,7 +49,8 @@ def analyze_partition_with(
     """The work of one partition task, callable without Celery (benchmarks, tests)."""
     import numpy as np
 
-    from analyzers.base import StaticJobCatalog, Window
+    from analyzers.base import StaticJobCatalog
+    from analyzers.run.window import Window
     from analyzers.sketch.core import QuantileSketch
     from warehouse.fleet.reader import connect
 
@@ -93,7 +94,7 @@ def compact_partition(table: str, day_iso: str, cluster: str) -> int:
 def retention(table: str) -> list[str]:
     from warehouse.fleet.upkeep import retention as drop
 
-    days = _settings().get_int("warehouse.raw_retention_days")
+    days = _settings().warehouse.raw_retention_days
     dropped = drop(_tables(), table, days, datetime.now(UTC))
     return [f"{p.day}/{p.cluster}" for p in dropped]
 

@@ -21,8 +21,9 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import delete, select
 
 from analyzers.accounting.frames import partition_of
-from analyzers.base import JobInfo, PartitionKey, Window
+from analyzers.base import JobInfo, PartitionKey
 from analyzers.findings import Finding
+from analyzers.run.window import Window
 from warehouse.catalog import analysis, arrivals, fleet
 from warehouse.catalog import findings as cat
 

@@ -22,13 +22,13 @@ from analyzers.accounting.frames import FrameParams, prepare
 from analyzers.base import (
     Analyzer,
     JobCatalog,
-    Window,
     load_analyzers,
     load_threshold_overrides,
     rule_registry,
 )
 from analyzers.findings import Finding
 from analyzers.rules.causes import resolve
+from analyzers.run.window import Window
 from fleetscope.errors import FleetscopeError
 
 if TYPE_CHECKING:
@@ -64,12 +64,12 @@ class Pipeline:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Pipeline:
-        enabled = [n.strip() for n in settings.get_str("analyzers.enabled").split(",")]
-        thresholds_file = settings.get_str("analyzers.thresholds_file")
+        enabled = [n.strip() for n in settings.analyzers.enabled.split(",")]
+        thresholds_file = settings.analyzers.thresholds_file
         overrides = load_threshold_overrides(
-            settings.get_path("analyzers.thresholds_file") if thresholds_file else None
+            settings.path(settings.analyzers.thresholds_file) if thresholds_file else None
         )
-        gpus_per_node = settings.get_int("analyzers.gpus_per_node")
+        gpus_per_node = settings.analyzers.gpus_per_node
         overrides.setdefault("fragmentation", {}).setdefault("gpus_per_node", gpus_per_node)
         names = [n for n in enabled if n]
         if names and "fragmentation" not in names:
@@ -77,9 +77,9 @@ class Pipeline:
         analyzers = load_analyzers(names, overrides)
         rule_registry(analyzers)
         params = FrameParams(
-            max_gap_s=settings.get_float("analyzers.max_gap_s"),
-            startup_grace_s=settings.get_float("analyzers.startup_grace_s"),
-            default_interval_s=settings.get_float("agent.interval_s"),
+            max_gap_s=settings.analyzers.max_gap_s,
+            startup_grace_s=settings.analyzers.startup_grace_s,
+            default_interval_s=settings.agent.interval_s,
         )
         from analyzers.quantiles.tiers import QuantileStore
 

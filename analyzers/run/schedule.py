@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Protocol
 
-from analyzers.base import Window
 from analyzers.run.clock import align_down
+from analyzers.run.window import Window
 from fleetscope.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -218,7 +218,7 @@ def start_embedded(
     from analyzers.run.results import FindingStore
     from analyzers.run.runner import Pipeline
 
-    interval_s = settings.get_float("scheduler.interval_s")
+    interval_s = settings.scheduler.interval_s
     pipeline = Pipeline.from_settings(settings)
     store = FindingStore(warehouse.catalog)
     now = clock or (lambda: datetime.now(UTC))
@@ -233,10 +233,10 @@ def start_embedded(
                     store,
                     warehouse.cursor,
                     tick,
-                    bucket_s=settings.get_int("analyzers.bucket_s"),
-                    lateness_s=settings.get_float("analyzers.lateness_s"),
+                    bucket_s=settings.analyzers.bucket_s,
+                    lateness_s=settings.analyzers.lateness_s,
                     interval_s=interval_s,
-                    reopen_max_age_s=settings.get_float("analyzers.reopen_max_age_s"),
+                    reopen_max_age_s=settings.analyzers.reopen_max_age_s,
                 )
             except Exception:
                 log.exception("embedded analyzer tick %s failed", tick.isoformat())

@@ -31,7 +31,7 @@ def register(subparsers: Any) -> None:
 def _sharing(args: argparse.Namespace, settings: Settings) -> int:
     from datetime import UTC, datetime, timedelta
 
-    from analyzers.base import Window
+    from analyzers.run.window import Window
     from analyzers.sharing.plan import plan_sharing
     from analyzers.sharing.render import plan_to_dict, render_text
     from analyzers.sharing.usage import gpu_uses

@@ -19,7 +19,7 @@ from analyzers.accounting.frames import prepare, ts_literal
 if TYPE_CHECKING:
     import duckdb
 
-    from analyzers.base import Window
+    from analyzers.run.window import Window
 
 __all__ = ["GpuUse", "gpu_uses"]
 

@@ -7,7 +7,7 @@
 
 Layers: `load` (stream-parse a file into columns) -> `hta_rules` or `native` (prepare a
 `TraceSet`) -> `analyses` (one module per analysis, a registry) -> `findings` (rules) ->
-`render` / `arrow` (output, storage). See docs/traces.md and shared/trace-semantics.md.
+`render` / `document` (output, the stored analysis). See docs/traces.md and shared/trace-semantics.md.
 
 The names below load on first use (PEP 562), so importing the package (as `fleetscope trace`'s
 registration does) loads no numpy and keeps `fleetscope --help` fast.

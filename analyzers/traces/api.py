@@ -2,7 +2,7 @@
 
 `analyze_trace(path)` is what the CLI, the profiling pipeline (a freshly uploaded trace) and the
 dashboard call; `load_trace_set` and `run_analyses` are its two halves for callers that need one.
-Never prints; never touches the warehouse (see `arrow.to_arrow_tables` for storage).
+Never prints; never touches the warehouse (`document.analysis_document` is what gets stored).
 """
 
 from __future__ import annotations

@@ -10,10 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from fleetscope.settings import Settings
+from typing import Any
 
 
 def register(subparsers: Any) -> None:
@@ -37,7 +34,8 @@ def register(subparsers: Any) -> None:
     analyze.add_argument(
         "--gpus", type=int, default=0, help="GPUs the job holds (default: the trace's world size)"
     )
-    analyze.set_defaults(handler=_analyze)
+    # Reads files and no setting: runs without the settings loader (fleetscope.edge).
+    analyze.set_defaults(standalone=_analyze)
     trace.set_defaults(handler=lambda args, settings: _usage(trace))
 
 
@@ -46,7 +44,7 @@ def _usage(parser: argparse.ArgumentParser) -> int:
     return 2
 
 
-def _analyze(args: argparse.Namespace, settings: Settings) -> int:
+def _analyze(args: argparse.Namespace) -> int:
     from analyzers.traces.analyses.base import TraceOptions
     from analyzers.traces.api import analyze_trace
     from analyzers.traces.render import render_text, report_to_dict

@@ -1,6 +1,8 @@
 """Trace rules T1-T12 (shared/rules.md): analysis results in, `analyzers.findings.Finding`s out.
 
-Each rule is a small function in `RULES` (a registry, not an if-chain) that reads the results of
+Each rule is a small function registered as an entry point of `fleetscope.trace_rules`
+(pyproject.toml; the entry-point name is its rule id), exactly as another package's trace rule
+is (fleetscope.plugins); a registry, not an if-chain. A rule reads the results of
 the analyses it names and returns zero or more findings per rank, each with its evidence (steps,
 kernels, streams, time shares), a fix, and, where the what-if replay can price it, the GPU-hours
 per week the fix would return. Thresholds are `TraceOptions` fields with their sources; where
@@ -21,7 +23,7 @@ from analyzers.traces.analyses.base import AnalysisResult, TraceOptions
 from analyzers.traces.frame import RankFrame, TraceSet
 from fleetscope import plugins
 
-__all__ = ["RULES", "trace_findings"]
+__all__ = ["Rule", "trace_findings", "trace_rules"]
 
 Results = dict[str, AnalysisResult]
 Emit = Callable[..., Finding]
@@ -50,7 +52,7 @@ def _whatif(results: Results, rank: int, scenario: str) -> tuple[float, str]:
     )
 
 
-def _t1_idle(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterator[Finding]:
+def t1_idle(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterator[Finding]:
     kernel = _value(r, "temporal_breakdown", frame.rank, "kernel_time_us")
     idle = _value(r, "temporal_breakdown", frame.rank, "idle_us")
     if not kernel or math.isnan(kernel) or idle / kernel < IDLE_SHARE_WARN:
@@ -75,7 +77,7 @@ def _t1_idle(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Itera
     )
 
 
-def _t2_launch(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterator[Finding]:
+def t2_launch(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterator[Finding]:
     n = _value(r, "launch_stats", frame.rank, "launches")
     if not n or math.isnan(n):
         return
@@ -94,7 +96,7 @@ def _t2_launch(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Ite
     )  # fmt: skip
 
 
-def _t3_queue(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterator[Finding]:
+def t3_queue(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterator[Finding]:
     share = _value(r, "queue_length", frame.rank, "blocked_share")
     if share and not math.isnan(share) and share > 0:
         yield emit(
@@ -105,7 +107,7 @@ def _t3_queue(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iter
         )  # fmt: skip
 
 
-def _t4_gaps(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterator[Finding]:
+def t4_gaps(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterator[Finding]:
     gaps = _value(r, "gpu_gaps", frame.rank, "gaps")
     if gaps and not math.isnan(gaps):
         rows = [row for row in r["gpu_gaps"].table("gpu_gaps").rows if row[0] == frame.rank]
@@ -116,7 +118,7 @@ def _t4_gaps(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Itera
         )  # fmt: skip
 
 
-def _t5_low_util(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterator[Finding]:
+def t5_low_util(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterator[Finding]:
     low = _value(r, "low_util", frame.rank, "low_chunks")
     if low and not math.isnan(low):
         rows = [row for row in r["low_util"].table("low_util_chunks").rows if row[0] == frame.rank]
@@ -128,7 +130,7 @@ def _t5_low_util(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> I
         )  # fmt: skip
 
 
-def _t6_pageable(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterator[Finding]:
+def t6_pageable(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterator[Finding]:
     copies = _value(r, "pageable_memcpy", frame.rank, "copies")
     if copies and not math.isnan(copies):
         hours, method = _whatif(r, frame.rank, "pinned_copies")
@@ -142,7 +144,7 @@ def _t6_pageable(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> I
         )  # fmt: skip
 
 
-def _t7_sync(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterator[Finding]:
+def t7_sync(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterator[Finding]:
     share = _value(r, "sync", frame.rank, "share")
     calls = _value(r, "sync", frame.rank, "sync_calls")
     if not calls or math.isnan(calls) or math.isnan(share) or share < SYNC_SHARE_WARN:
@@ -158,7 +160,7 @@ def _t7_sync(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Itera
     )  # fmt: skip
 
 
-def _t8_dataloader(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterator[Finding]:
+def t8_dataloader(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterator[Finding]:
     share = _value(r, "dataloader", frame.rank, "share")
     if math.isnan(share) or share <= o.dataloader_share_warn:
         return
@@ -180,7 +182,7 @@ def _t8_dataloader(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) ->
     )  # fmt: skip
 
 
-def _t9_comm(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterator[Finding]:
+def t9_comm(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterator[Finding]:
     share = _value(r, "comm_comp_overlap", frame.rank, "communication_share_of_busy")
     overlap = _value(r, "comm_comp_overlap", frame.rank, "overlap_ratio")
     if math.isnan(share) or share <= o.communication_share_warn:
@@ -196,7 +198,7 @@ def _t9_comm(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Itera
     )  # fmt: skip
 
 
-def _t10_tensor_cores(
+def t10_tensor_cores(
     frame: RankFrame, r: Results, o: TraceOptions, emit: Emit
 ) -> Iterator[Finding]:
     cc = _value(r, "tensor_cores", frame.rank, "compute_capability")
@@ -222,7 +224,7 @@ def _t10_tensor_cores(
     )  # fmt: skip
 
 
-def _t11_memory(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterator[Finding]:
+def t11_memory(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterator[Finding]:
     allocated = frame.mem_total_allocated[
         (frame.mem_device_type == 1) & ~np.isnan(frame.mem_total_allocated)
     ]
@@ -239,7 +241,7 @@ def _t11_memory(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> It
         )  # fmt: skip
 
 
-def _t12_parallel(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterator[Finding]:
+def t12_parallel(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterator[Finding]:
     names = set(frame.names)
     if any(n.startswith("DataParallel.forward") for n in names):
         yield emit(
@@ -256,20 +258,9 @@ def _t12_parallel(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> 
         )  # fmt: skip
 
 
-RULES: dict[str, Rule] = {
-    "T1": _t1_idle,
-    "T2": _t2_launch,
-    "T3": _t3_queue,
-    "T4": _t4_gaps,
-    "T5": _t5_low_util,
-    "T6": _t6_pageable,
-    "T7": _t7_sync,
-    "T8": _t8_dataloader,
-    "T9": _t9_comm,
-    "T10": _t10_tensor_cores,
-    "T11": _t11_memory,
-    "T12": _t12_parallel,
-}
+def trace_rules() -> dict[str, Rule]:
+    """Every installed trace rule (the built-ins and other packages') by rule id, in order."""
+    return dict(plugins.load_group(plugins.TRACE_RULES))
 
 
 def _window(trace: TraceSet, frame: RankFrame) -> tuple[datetime, datetime]:
@@ -297,8 +288,8 @@ def trace_findings(
     rules: dict[str, Rule] | None = None,
 ) -> list[Finding]:
     """Every rule on every rank; findings ordered by rank, then rule id."""
-    if not rules:  # the built-ins and every installed trace-rule plug-in
-        rules = RULES | {n: ep.load() for n, ep in plugins.registered(plugins.TRACE_RULES).items()}
+    if not rules:
+        rules = trace_rules()
     out: list[Finding] = []
     for frame in trace.frames():
         start, end = _window(trace, frame)

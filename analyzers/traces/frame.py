@@ -99,9 +99,17 @@ class RankFrame:
         return np.isin(self.name, ids) if ids else np.zeros(len(self), dtype=bool)
 
     def names_matching(self, predicate: Any) -> Mask:
-        """Rows whose name satisfies `predicate(str)`; evaluated once per distinct symbol."""
-        hit = np.fromiter((bool(predicate(s)) for s in self.names), bool, len(self.names))
+        """Rows whose name satisfies `predicate(str)`; evaluated once per distinct symbol, and
+        once per frame for a predicate several analyses ask (`is_pageable`, `is_dataloader`)."""
+        hit = self._symbol_hits.get(predicate)
+        if hit is None:
+            hit = np.fromiter((bool(predicate(s)) for s in self.names), bool, len(self.names))
+            self._symbol_hits[predicate] = hit
         return hit[self.name] if len(self.names) else np.zeros(len(self), dtype=bool)
+
+    @cached_property
+    def _symbol_hits(self) -> dict[Any, Mask]:
+        return {}
 
     @cached_property
     def on_stream(self) -> Mask:

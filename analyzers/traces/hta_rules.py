@@ -21,7 +21,6 @@ Never used in native mode; never reads files.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
 
 import numpy as np
@@ -50,15 +49,22 @@ def _index_correlation(frame: RankFrame) -> I64:
     gpu_rows = np.flatnonzero(linked & gpu)
     if not len(cpu_rows) or not len(gpu_rows):
         return out
-    last_cpu = dict(zip(corr[cpu_rows].tolist(), cpu_rows.tolist(), strict=True))
-    last_gpu = dict(zip(corr[gpu_rows].tolist(), gpu_rows.tolist(), strict=True))
     index = frame.index
-    for rows, partner in ((cpu_rows, last_gpu), (gpu_rows, last_cpu)):
-        for row, c in zip(rows.tolist(), corr[rows].tolist(), strict=True):
-            other = partner.get(c)
-            if other is not None:
-                out[row] = index[other]
+    for rows, partners in ((cpu_rows, gpu_rows), (gpu_rows, cpu_rows)):
+        keys, last = _last_row_per_key(corr[partners], partners)
+        at = np.minimum(np.searchsorted(keys, corr[rows]), len(keys) - 1)
+        found = keys[at] == corr[rows]
+        out[rows[found]] = index[last[at[found]]]
     return out
+
+
+def _last_row_per_key(keys: I64, rows: I64) -> tuple[I64, I64]:
+    """The distinct keys, sorted, and for each the last of `rows` (ascending) holding it: the
+    last write of a dict built in row order."""
+    order = np.argsort(keys, kind="stable")
+    ordered = keys[order]
+    ends = np.append(ordered[1:] != ordered[:-1], True)
+    return ordered[ends], rows[order[ends]]
 
 
 def _frame(raw: RawTrace, rank: int) -> RankFrame:
@@ -130,10 +136,12 @@ def _filter_iterations(frame: RankFrame, step_names: set[str]) -> RankFrame:
     steps = cpu & frame.name_in(step_names)
     last_start = frame.ts[steps].max() if steps.any() else np.nan
     cpu_rows = np.flatnonzero(cpu & (frame.ts < last_start))
-    kept_corr = Counter(frame.correlation[cpu_rows].tolist())
+    kept_corr = np.sort(frame.correlation[cpu_rows])
     gpu_rows = np.flatnonzero(gpu)
-    times = np.array(
-        [kept_corr.get(c, 0) for c in frame.correlation[gpu_rows].tolist()], dtype=np.int64
+    gpu_corr = frame.correlation[gpu_rows]
+    # How many kept CPU rows share each GPU row's correlation (an inner merge's multiplicity).
+    times = np.searchsorted(kept_corr, gpu_corr, side="right") - np.searchsorted(
+        kept_corr, gpu_corr, side="left"
     )
     rows = np.concatenate([np.repeat(gpu_rows, times), cpu_rows]).astype(np.int64)
     return _take(frame, rows)

@@ -322,9 +322,16 @@ def _symbols(table: SymbolTable, columns: tuple[list[Any], ...]) -> list[I32]:
             stale.append(c)
             out.append(np.zeros(0, dtype=np.int32))
     if stale:
-        fresh = [(i, c) for c in stale for i, code in enumerate(codes[c]) if code is None]
-        for i, c in sorted(fresh):
-            table[columns[c][i]]  # interns it
+        # Only each new value's first row matters (later rows find it interned); a dict built
+        # from the rows backwards keeps the first. Then interned in (row, column) order.
+        fresh = []
+        for c in stale:
+            column = columns[c]
+            rows = [i for i, code in enumerate(codes[c]) if code is None]
+            first = dict(zip([column[i] for i in reversed(rows)], reversed(rows), strict=True))
+            fresh += [(i, c, value) for value, i in first.items()]
+        for _, _, value in sorted(fresh, key=lambda f: (f[0], f[1])):
+            table[value]  # interns it
         for c in stale:
             out[c] = np.array(list(map(get, columns[c])), dtype=np.int32)
     return out

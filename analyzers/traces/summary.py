@@ -3,14 +3,16 @@
 What a profile request's requester needs, in a few kilobytes: per-rank headline numbers (steps,
 mean step time, data-loader share), every analysis's per-rank numbers (the breakdowns), the
 findings with their evidence, fix and GPU-hours, and the what-if table with its model notes.
-Per-event tables stay out (they are in the Parquet files next to the trace). Built from
+Most tables stay out (the whole analysis is stored beside it: `document.py`). Built from
 `analyzers.traces.render.report_to_dict`, so NaN is already null. Never does I/O.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
+from analyzers.traces.analyses.base import TraceOptions
 from analyzers.traces.api import TraceReport
 from analyzers.traces.render import report_to_dict
 
@@ -51,5 +53,20 @@ def summarize(report: TraceReport, *, trace_id: str, host: str, pid: int) -> dic
         "per_rank": per_rank,
         "findings": data["findings"],
         "whatif": {"tables": whatif.get("tables", {}), "notes": whatif.get("notes", [])},
-        "top_kernels": analyses.get("top_kernels", {}).get("tables", {}),
+        "top_kernels": _top_kernels(analyses.get("top_kernels", {}).get("tables", {})),
     }
+
+
+def _top_kernels(tables: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
+    """The analysis' default number of top kernels per rank, whatever the report was run with
+    (the stored analysis keeps more for the Trace page: `document.OPTIONS`)."""
+    keep = TraceOptions().top_kernels
+    out: dict[str, list[dict[str, Any]]] = {}
+    for name, rows in tables.items():
+        per_rank: Counter[Any] = Counter()
+        out[name] = []
+        for row in rows:  # each rank's rows come biggest first
+            per_rank[row.get("rank")] += 1
+            if per_rank[row.get("rank")] <= keep:
+                out[name].append(row)
+    return out

@@ -36,14 +36,14 @@ def build_resolver(
 ) -> AttributionResolver:
     """The resolver for these settings: sources whose folder or file is configured, in order."""
     sources: list[AttributionSource] = []
-    override = settings.get_str("agent.attribution_override")
+    override = settings.agent.attribution_override
     if override:
-        sources.append(OverrideFile(settings.get_path("agent.attribution_override")))
-    if settings.get_str("agent.job_mapping_dir"):
-        sources.append(MappingDir(settings.get_path("agent.job_mapping_dir")))
-    if settings.get_str("agent.pod_resources_socket"):
-        sources.append(PodResources(settings.get_path("agent.pod_resources_socket")))
+        sources.append(OverrideFile(settings.path(settings.agent.attribution_override)))
+    if settings.agent.job_mapping_dir:
+        sources.append(MappingDir(settings.path(settings.agent.job_mapping_dir)))
+    if settings.agent.pod_resources_socket:
+        sources.append(PodResources(settings.path(settings.agent.pod_resources_socket)))
     sources += [HpcJobLabel(), PodLabels()]
-    if settings.get_str("agent.proc_root"):
-        sources.append(ProcEnviron(settings.get_path("agent.proc_root"), pid_gpus=pid_gpus))
+    if settings.agent.proc_root:
+        sources.append(ProcEnviron(settings.path(settings.agent.proc_root), pid_gpus=pid_gpus))
     return AttributionResolver(sources)

@@ -1,7 +1,8 @@
 """Job page: one job's GPUs over time, its step times and data wait, its findings and traces.
 
 Opened from the fleet and jobs pages with `?job_id=...`. The profile button is the dashboard's one
-write (a catalog request, see `dashboard.actions`); telemetry is only read.
+write (a request through the profiling service, see `dashboard.actions`); telemetry is only read.
+Each trace shows the headline its analysis stored on upload (`traces.summary`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import pandas as pd
 import streamlit as st
 
 from analyzers.plain import plain_record
-from dashboard import actions, charts, data, jobinfo, state
+from dashboard import actions, charts, data, jobinfo, state, trace_report
 from dashboard.findings_view import show_finding
 from fleetscope.errors import FleetscopeError
 
@@ -140,8 +141,8 @@ def _profile_button(key: str, job_id: str) -> None:
     if st.button("Request a profile", key="request_profile", icon=":material/speed:"):
         try:
             request_id = actions.request_profile(state.settings(), job_id)
-        except FleetscopeError as exc:
-            st.warning(f"Could not request a profile: {exc}")
+        except FleetscopeError as exc:  # the service's own message (an unknown job, ...)
+            st.error(f"Could not request a profile: {exc}")
         else:
             st.success(
                 f"Profile requested (request {request_id}); the trace appears below once "
@@ -205,10 +206,17 @@ def _traces(key: str, job_id: str) -> None:
     if mine.empty:
         st.caption("No trace captured for this job yet.")
         return
+    stored = state.catalog_table(key, "traces")
+    summaries = dict(zip(stored["trace_id"], stored["summary"], strict=True))
     for trace_id in mine["trace_id"]:
         st.page_link(
             "views/trace.py", label=f"trace {trace_id}", query_params={"trace_id": trace_id}
         )
+        summary = summaries.get(trace_id)
+        if isinstance(summary, str):
+            summary = json.loads(summary)
+        if isinstance(summary, dict):
+            st.caption(" · ".join(trace_report.headline(summary)))
 
 
 if __name__ == "__main__":

@@ -1,8 +1,10 @@
-"""Trace page: one trace as the analyzers report it (`analyzers.traces.analyze_trace`): the GPU
-time breakdown, kernels per stream with idle time by cause, top kernels, what-if estimates, the
-trace rules' findings in plain language, the per-step and data-loader tables `fleetscope profile`
-prints (CPU-only traces too), and a button that hands the trace to Perfetto UI the way Perfetto
-documents for dashboards (`dashboard.perfetto`). Read-only."""
+"""Trace page: one trace as the analyzers report it: the GPU time breakdown, kernels per stream
+with idle time by cause, top kernels, what-if estimates, the trace rules' findings in plain
+language, the per-step and data-loader tables `fleetscope profile` prints (CPU-only traces too),
+and a button that hands the trace to Perfetto UI the way Perfetto documents for dashboards
+(`dashboard.perfetto`). It draws the analysis the server stored when the trace was uploaded
+(`dashboard.trace_report`); only the HTA toggle, or a trace nothing analyzed, runs the analyses
+here. Read-only."""
 
 from __future__ import annotations
 
@@ -16,8 +18,6 @@ from dashboard import charts, perfetto, state, tables, trace_report
 from dashboard.findings_view import show_finding
 from dashboard.tables import Col
 from fleetscope.errors import TraceError
-
-TIMELINE_OPS = 5000  # most ops drawn: the first ones (a caption says how many there are)
 
 
 @st.cache_data(show_spinner="Analyzing the trace…", max_entries=8)
@@ -56,11 +56,15 @@ def render() -> None:
         "the numbers agree with HTA's. Off: fleetscope's (exact timestamps, every step), as "
         "the profiling pipeline stores them.",
     )
-    try:
-        view = _view(str(path), path.stat().st_mtime_ns, hta)
-    except (OSError, TraceError) as exc:
-        st.error(f"Cannot read this trace: {exc}")
-        return
+    view = None if hta else state.stored_trace_view(key, trace_id)
+    if view is None:
+        try:
+            view = _view(str(path), path.stat().st_mtime_ns, hta)
+        except (OSError, TraceError) as exc:
+            st.error(f"Cannot read this trace: {exc}")
+            return
+        if not hta:
+            st.caption("No analysis was stored for this trace on upload: analysed here.")
     left, right = st.columns([1, 3])
     with left:
         st.download_button("Download trace", path.read_bytes(), file_name=path.name)
@@ -135,12 +139,11 @@ def _rank(view: trace_report.RankView) -> None:
                 },
             )
     st.subheader("GPU timeline: kernels per stream")
-    ops = view.ops
-    shown = ops.head(TIMELINE_OPS).assign(
+    shown = view.ops.assign(
         start_ms=lambda f: f["start_us"] / 1000, end_ms=lambda f: f["end_us"] / 1000
     )
-    if len(ops) > TIMELINE_OPS:
-        st.caption(f"first {TIMELINE_OPS:,} of {len(ops):,} ops; blank space is GPU idle time")
+    if view.gpu_ops > len(shown):  # the analysis keeps the first ones (its TIMELINE_OPS)
+        st.caption(f"first {len(shown):,} of {view.gpu_ops:,} ops; blank space is GPU idle time")
     st.altair_chart(charts.timeline(shown), width="stretch")
     st.caption("Idle time per stream by cause (host wait: the launch came late)")
     st.dataframe(view.idle_by_stream, hide_index=True, width="stretch")

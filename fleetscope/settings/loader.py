@@ -1,7 +1,12 @@
 """Settings from the table (fleetscope/settings/table.py): defaults, then the TOML file, then the
 environment, each value coerced to its row's type; the effective `Settings` with each value's
-origin, read by key (`get_str("agent.dcgm_url")`) or typed (`settings.agent.dcgm_url`, from the
-generated fleetscope/settings/typed.py).
+origin.
+
+Code reads a value typed, `settings.agent.dcgm_url` (the generated fleetscope/settings/typed.py),
+so mypy catches a misspelt key or a wrong type; a path setting is resolved with
+`settings.path(settings.agent.spool_dir)`. Reading by key (`raw`, `source`, `rows`) is for generic
+use only, where the key is data (`config show`, docgen, handing settings on as environment
+variables): tests/core/test_settings_call_sites.py fails when a package reads a literal key.
 """
 
 from __future__ import annotations
@@ -76,34 +81,22 @@ class Settings(TypedSettings):
         return out
 
     def raw(self, key: str) -> str | int | float | bool:
+        """The value of `key`, for generic use only (a key computed at run time: `config show`,
+        settings handed on as environment variables); code reads `settings.<section>.<name>`."""
         if key not in self._values:
             raise ConfigError(f"unknown setting {key!r}")
         return self._values[key]
 
-    def get_str(self, key: str) -> str:
-        return str(self.raw(key))
-
-    def get_int(self, key: str) -> int:
-        value = self.raw(key)
-        assert isinstance(value, int)
-        return value
-
-    def get_float(self, key: str) -> float:
-        return float(self.raw(key))
-
-    def get_bool(self, key: str) -> bool:
-        return bool(self.raw(key))
-
-    def get_path(self, key: str) -> Path:
-        """A path setting; relative paths are taken from the current directory."""
-        return Path(self.get_str(key)).expanduser()
-
-    def data_path(self, key: str, default_name: str) -> Path:
-        """A path setting whose empty value means `<core.data_dir>/<default_name>`."""
-        value = self.get_str(key)
-        return Path(value).expanduser() if value else self.get_path("core.data_dir") / default_name
+    def path(self, value: str, default_name: str = "") -> Path:
+        """A path setting's value as a `Path` (`~` expanded, relative to the current directory):
+        `settings.path(settings.agent.spool_dir)`. With `default_name`, an empty value means
+        `<core.data_dir>/<default_name>`, for the files the warehouse and reports keep there."""
+        if not value and default_name:
+            return self.path(self.core.data_dir) / default_name
+        return Path(value).expanduser()
 
     def source(self, key: str) -> str:
+        """Where `key`'s value came from (default, file, env, override), for generic use only."""
         self.raw(key)
         return self._sources[key]
 

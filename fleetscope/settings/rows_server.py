@@ -122,10 +122,11 @@ ROWS: tuple[Setting, ...] = (
     ),
     Setting(
         "server.plugins",
-        "analyzers.run.embedded,analyzers.traces.service,analyzers.reports.scheduled,"
-        "analyzers.prometheus_export,analyzers.autoprofile.plugin",
+        "*",
         "str",
-        "Comma-separated modules whose setup(server) runs before the ingest server starts.",
+        "Which server plug-ins (entry points of fleetscope.server) run their setup(server) before "
+        "the ingest server starts, comma-separated: * every installed one, a name adds one (an "
+        "entry-point name or a module with setup), -name leaves one out; empty: none.",
     ),
     Setting(
         "server.profile_match_timeout_s",
@@ -145,7 +146,7 @@ ROWS: tuple[Setting, ...] = (
         False,
         "bool",
         "Profile SDK-attached jobs automatically when a trigger rule fires, and periodically "
-        "(add analyzers.autoprofile.plugin to server.plugins).",
+        "(its server plug-in, analyzers.autoprofile.plugin, must be in server.plugins).",
     ),
     Setting(
         "autoprofile.trigger_rules",

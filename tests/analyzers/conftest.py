@@ -1,10 +1,10 @@
-"""Fixtures for analyzer tests (helpers live in fleet_builder)."""
+"""Fixtures for analyzer tests (fleets from simulator.maker.series, runs in rule_runs)."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.analyzers.fleet_builder import Fleet
+from simulator.maker.series import Fleet
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ import pytest
 from analyzers.run.results import FindingStore
 from analyzers.run.runner import Pipeline
 from analyzers.run.schedule import run_due
-from tests.analyzers.fleet_builder import T0, Fleet
+from simulator.maker.series import T0, Fleet
 from warehouse import catalog
 from warehouse.arrivals import ArrivalMarks
 from warehouse.writer import Commit

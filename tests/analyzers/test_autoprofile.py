@@ -149,7 +149,7 @@ def test_periodic_sampling_profiles_an_attached_job_and_ranks_its_trace_findings
             break
         assert time.monotonic() < deadline
         time.sleep(0.05)
-    bucket_s = server.settings.get_float("analyzers.bucket_s")
+    bucket_s = server.settings.analyzers.bucket_s
     assert {f.rule_id for f in stored} >= {"T8", "T10"}  # every trace finding, not a subset
     assert all(f.bucket_start is not None for f in stored)
     assert {f.bucket_start.timestamp() % bucket_s for f in stored if f.bucket_start} == {0.0}

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from analyzers.base import StaticJobCatalog, Window
+from analyzers.base import StaticJobCatalog
 from analyzers.findings import Finding
 from analyzers.reports.ranking import rank
 from analyzers.rules.causes import detected_rules, resolve
 from analyzers.run.runner import Pipeline
-from tests.analyzers.fleet_builder import T0, Fleet
+from analyzers.run.window import Window
+from simulator.maker.series import T0, Fleet
 
 
 def finding(

@@ -15,13 +15,15 @@ from pathlib import Path
 
 import pytest
 
-from analyzers.base import StaticJobCatalog, Window
+from analyzers.base import StaticJobCatalog
 from analyzers.run.celery_app import make_app
 from analyzers.run.results import FindingStore
 from analyzers.run.runner import Pipeline
 from analyzers.run.schedule import WATERMARK_KEY
+from analyzers.run.window import Window
 from fleetscope.settings import load_settings
-from tests.analyzers.fleet_builder import T0, Fleet, publish
+from simulator.maker.series import T0, Fleet
+from simulator.maker.tables import publish
 from warehouse import catalog
 
 pytestmark = [pytest.mark.slow, pytest.mark.real_component("redis")]

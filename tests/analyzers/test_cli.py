@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from app.cli import main
-from tests.analyzers.fleet_builder import Fleet, publish
+from simulator.maker.series import Fleet
+from simulator.maker.tables import publish
 
 IDLE = {"gpu_util": 0.0, "gr_engine_active": 0.0, "sm_active": 0.0, "tensor_active": 0.0}
 

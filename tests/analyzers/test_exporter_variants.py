@@ -20,11 +20,12 @@ from typing import Any
 
 import pytest
 
-from analyzers.base import StaticJobCatalog, Window
+from analyzers.base import StaticJobCatalog
 from analyzers.run.runner import Pipeline
+from analyzers.run.window import Window
 from fleetscope.exposition import parse
 from fleetscope.normalize import normalize_samples
-from tests.analyzers.fleet_builder import HEALTHY, T0, Fleet
+from simulator.maker.series import HEALTHY, T0, Fleet
 
 DATA = Path(__file__).parents[1] / "data" / "dcgm"
 PROF = {"gr_engine_active", "sm_active", "sm_occupancy", "tensor_active", "dram_active"}

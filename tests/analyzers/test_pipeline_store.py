@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from analyzers.base import JobInfo, StaticJobCatalog, Window
+from analyzers.base import JobInfo, StaticJobCatalog
 from analyzers.findings import Finding
 from analyzers.reports.ranking import rank
 from analyzers.run.results import FindingStore
@@ -22,7 +22,8 @@ from analyzers.run.schedule import (
     run_due,
     schedule_time,
 )
-from tests.analyzers.fleet_builder import T0, Fleet
+from analyzers.run.window import Window
+from simulator.maker.series import T0, Fleet
 from warehouse import catalog
 
 IDLE = {"gpu_util": 0.0, "gr_engine_active": 0.0, "sm_active": 0.0, "tensor_active": 0.0}

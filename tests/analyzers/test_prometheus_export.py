@@ -24,7 +24,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from analyzers.prometheus_export import OTHER, recoverable_series, top_keys
 from fleetscope.settings import Settings, load_settings
-from simulator.testing import TEST_TOKEN, gpu_batch, post_batch
+from simulator.maker.batches import gpu_batch
+from simulator.wire import TEST_TOKEN, post_batch
 from warehouse.catalog import findings as cat
 from warehouse.catalog import fleet
 from warehouse.runtime import Server

@@ -10,7 +10,8 @@ from analyzers.rules.r14_stragglers import Stragglers
 from analyzers.rules.r15_fragmentation import Fragmentation
 from analyzers.rules.r16_throttling import Throttling
 from analyzers.rules.r17_hardware import HardwareFaults
-from tests.analyzers.fleet_builder import Fleet, run
+from simulator.maker.series import Fleet
+from tests.analyzers.rule_runs import run
 
 
 def test_r13_steady_growth_fires_a_flat_job_does_not(fleet: Fleet) -> None:

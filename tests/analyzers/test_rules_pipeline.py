@@ -7,7 +7,8 @@ import pytest
 from analyzers.rules.p01_dataloader_stall import DataLoaderStall
 from analyzers.rules.p02_step_outliers import StepOutliers, periodic
 from analyzers.rules.p03_dataloader_workers import DataLoaderWorkers
-from tests.analyzers.fleet_builder import Fleet, run
+from simulator.maker.series import Fleet
+from tests.analyzers.rule_runs import run
 
 
 def test_p1_moderate_and_high_input_bound(fleet: Fleet) -> None:

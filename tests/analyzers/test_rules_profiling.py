@@ -7,7 +7,8 @@ import pytest
 
 from analyzers.rules.r06_sm_activity import SmActivity, compute_capability
 from analyzers.rules.r09_host_bottleneck import HostBottleneck
-from tests.analyzers.fleet_builder import Fleet, run
+from simulator.maker.series import Fleet
+from tests.analyzers.rule_runs import run
 
 
 def test_r6_low_sm_r7_no_tensor_r8_memory_bound(fleet: Fleet) -> None:

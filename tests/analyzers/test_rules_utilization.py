@@ -12,7 +12,8 @@ from analyzers.rules.r03_idle_live import IdleAllocation
 from analyzers.rules.r04_user_efficiency import UserEfficiency
 from analyzers.rules.r05_oversized_gpu import OversizedGpu
 from analyzers.rules.r11_util_profile import UtilProfile
-from tests.analyzers.fleet_builder import T0, Fleet, run
+from simulator.maker.series import T0, Fleet
+from tests.analyzers.rule_runs import run
 
 IDLE = {"gpu_util": 0.0, "gr_engine_active": 0.0, "sm_active": 0.0, "tensor_active": 0.0}
 

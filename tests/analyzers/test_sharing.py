@@ -12,12 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from analyzers.base import Window
+from analyzers.run.window import Window
 from analyzers.sharing.mig import MIG_MODELS, product_of, smallest_profile
 from analyzers.sharing.plan import Plan, SharingThresholds, plan_sharing
 from analyzers.sharing.usage import gpu_uses
 from app.cli import main
-from tests.analyzers.fleet_builder import T0, Fleet, publish
+from simulator.maker.series import T0, Fleet
+from simulator.maker.tables import publish
 
 DAY = Window(T0, T0 + timedelta(days=1))
 H100 = {"gpu_model": "NVIDIA H100 80GB HBM3", "fb_free_mib": 81559.0}

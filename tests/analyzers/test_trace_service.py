@@ -1,6 +1,7 @@
 """analyzers.traces.service in a real server (it is in server.plugins by default): an uploaded
-trace is analyzed on the server, its summary lands in the catalog and makes the request done; a
-trace the analyses cannot read fails the request with the trace error, word for word."""
+trace is analyzed on the server once, its summary and analysis document land in the catalog and
+make the request done; a trace the analyses cannot read fails the request with the trace error,
+word for word."""
 
 from __future__ import annotations
 
@@ -12,8 +13,12 @@ from typing import Any
 
 import pytest
 
+from analyzers.traces.analyses import load_registry
+from analyzers.traces.document import DOCUMENT_VERSION
+from fleetscope import plugins
 from fleetscope.settings import Settings, load_settings
 from warehouse.agent_registry import ReportedProcess
+from warehouse.catalog.profiling import get_trace_analysis
 from warehouse.runtime import Server
 
 RESNET_NW0 = (
@@ -29,7 +34,8 @@ def server(tmp_path: Path) -> Iterator[Server]:
         server__port=0,
         warehouse__maintenance_interval_s=3600.0,
     )
-    assert "analyzers.traces.service" in settings.get_str("server.plugins").split(",")  # default
+    installed = list(plugins.registered(plugins.SERVER))  # the default selects every one
+    assert "analyzers.traces.service" in plugins.select_names(settings.server.plugins, installed)
     running = Server(settings)
     running.start()
     try:
@@ -73,9 +79,16 @@ def test_an_uploaded_trace_is_analyzed_and_its_findings_stored(server: Server) -
     assert t8[0]["recommendation"].startswith("raise DataLoader(num_workers=...)")
     assert set(summary["per_rank"]) >= {"dataloader", "steps", "temporal_breakdown"}
     assert "notes" in summary["whatif"]
-    stem = Path(request["traces"][0]["path"]).with_name("req1-node-a-pid9")
-    assert stem.with_suffix(".trace_events.parquet").exists()
-    assert stem.with_suffix(".trace_kernels.parquet").exists()
+    # The whole analysis is stored once, beside the summary (the dashboard draws it), and
+    # nothing but the trace is written next to the trace.
+    with server.catalog.connect() as conn:
+        document = get_trace_analysis(conn, "req1-node-a-pid9")
+    assert document is not None and document["version"] == DOCUMENT_VERSION
+    assert document["findings"] == summary["findings"]
+    assert set(document["analyses"]) == set(load_registry())
+    assert document["timeline"]["0"]["total"] > 0
+    trace = Path(request["traces"][0]["path"])
+    assert [p.name for p in trace.parent.iterdir()] == [trace.name]
 
 
 def test_an_unreadable_trace_fails_the_request_with_the_trace_error(server: Server) -> None:
@@ -86,3 +99,20 @@ def test_an_unreadable_trace_fails_the_request_with_the_trace_error(server: Serv
         f"{request['traces'][0]['path']}: not a Kineto trace: expected '[' to open traceEvents, "
         "found '5'"
     )
+    with server.catalog.connect() as conn:
+        assert get_trace_analysis(conn, "req1-node-a-pid9") is None
+
+
+def test_the_stored_summary_is_the_one_the_default_options_give() -> None:
+    """The upload runs once under `document.OPTIONS` (more top kernels for the Trace page); the
+    summary the API answers stays what the analyses' defaults give."""
+    from analyzers.traces.api import analyze_trace
+    from analyzers.traces.document import OPTIONS
+    from analyzers.traces.summary import summarize
+
+    def summary(**options: Any) -> dict[str, Any]:
+        report = analyze_trace(RESNET_NW0, job_id="train-1", **options)
+        return summarize(report, trace_id="t", host="node-a", pid=9)
+
+    assert OPTIONS.top_kernels > 10
+    assert summary(options=OPTIONS) == summary()

@@ -35,9 +35,9 @@ from collector.spool import Spool, SpooledBatch
 from fleetscope.contract import from_ipc
 from fleetscope.settings import Settings, load_settings
 from simulator.fleet import FleetSpec
+from simulator.maker.batches import EPOCH_MS
 from simulator.serve import ExporterFleet
 from simulator.sim import FleetSimulator
-from simulator.testing import EPOCH_MS
 from warehouse import reader
 from warehouse.paths import WarehousePaths
 

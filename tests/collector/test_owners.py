@@ -23,7 +23,7 @@ from collector.owners import (
 )
 from fleetscope.normalize import GpuReading
 from fleetscope.settings import load_settings
-from simulator.testing import TEST_TOKEN
+from simulator.wire import TEST_TOKEN
 from warehouse.catalog.fleet import jobs
 from warehouse.runtime import Server
 

@@ -13,7 +13,7 @@ import pytest
 from analyzers.run.results import FindingStore
 from dashboard import data, opportunities, source
 from fleetscope.settings import load_settings
-from simulator.synthetic import Fleet, Job, write_segments
+from simulator.maker.jobs import Fleet, Job, write_segments
 from tests.dashboard.conftest import START, Warehouse
 from warehouse.catalog import connect
 from warehouse.catalog.findings import Finding as CatalogFinding
@@ -37,7 +37,7 @@ def test_window_ends_just_after_the_newest_sample(warehouse: Warehouse) -> None:
     window = data.window_ending(con, WEEK)
     # A week of hourly buckets, its start rounded down to a whole hour.
     assert window == data.Window(
-        START + timedelta(hours=1) - WEEK, newest + timedelta(milliseconds=1), 3600
+        START + timedelta(hours=1) - WEEK, newest + timedelta(milliseconds=1), bucket_s=3600
     )
 
 
@@ -164,7 +164,7 @@ def test_an_empty_warehouse_has_no_window(tmp_path: Path) -> None:
     con = source.connect_segments(tmp_path / "nothing")
     assert data.latest_sample(con) is None
     assert data.window_ending(con, WEEK) is None
-    window = data.Window(START, START + WEEK, 3600)
+    window = data.Window(START, START + WEEK, bucket_s=3600)
     assert data.gpu_buckets(con, window, 10.0).empty
     assert data.fleet_totals(data.gpu_buckets(con, window, 10.0)).allocated_h == 0.0
     schema = con.sql("SELECT * FROM step_samples").to_arrow_table().schema

@@ -132,7 +132,7 @@ def test_job_page_requests_a_profile(warehouse_env: Warehouse) -> None:
     app = _app("views/job.py", job_id="train-ok")
     app.button(key="request_profile").click().run()
     assert "Profile requested" in app.success[0].value
-    engine = connect(load_settings(env=warehouse_env.env).get_str("core.data_dir") and
+    engine = connect(load_settings(env=warehouse_env.env).core.data_dir and
                      f"sqlite:///{warehouse_env.data_dir / 'catalog.sqlite'}")  # fmt: skip
     with engine.begin() as conn:
         requests = list_profile_requests(conn)

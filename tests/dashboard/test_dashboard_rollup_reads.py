@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from dashboard import data, source
-from simulator.synthetic import Fault, Fleet, Job, write_segments
+from simulator.maker.jobs import Fault, Fleet, Job, write_segments
 from warehouse.rollups import ROLLUP_TABLES
 from warehouse.segments import SegmentStore
 
@@ -59,8 +59,12 @@ WINDOWS = [
     data.aligned(NEWEST + timedelta(milliseconds=1), timedelta(days=1)),
     data.aligned(NEWEST + timedelta(milliseconds=1), timedelta(days=7)),
     # Edges inside minutes and hours, a window ending in the past, one inside a single minute.
-    data.Window(START + timedelta(seconds=95), START + timedelta(hours=4, seconds=17), 300),
-    data.Window(START + timedelta(minutes=61), START + timedelta(minutes=61, seconds=30), 60),
+    data.Window(
+        START + timedelta(seconds=95), START + timedelta(hours=4, seconds=17), bucket_s=300
+    ),
+    data.Window(
+        START + timedelta(minutes=61), START + timedelta(minutes=61, seconds=30), bucket_s=60
+    ),
 ]
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests.analyzers.fleet_builder import publish
+from simulator.maker.tables import publish
 from tests.analyzers.test_sharing import _known_fleet
 
 APP = str(Path(__file__).parents[2] / "dashboard" / "app.py")
@@ -40,7 +40,7 @@ def test_job_page_shows_the_finding_profile_evidence_chain(
 
     from analyzers.findings import Finding, Severity
     from analyzers.run.results import to_catalog
-    from tests.analyzers.fleet_builder import T0, Fleet
+    from simulator.maker.series import T0, Fleet
     from warehouse.catalog import autoprofile as chain
     from warehouse.catalog import connect
     from warehouse.catalog.findings import upsert_findings

@@ -24,6 +24,9 @@ import pytest
 from app.supervise import Supervisor, free_port, http_ok, wait_until
 from fleetscope.settings import load_settings
 from warehouse import reader
+from warehouse.catalog import connect
+from warehouse.catalog.profiling import get_trace_analysis
+from warehouse.paths import WarehousePaths
 
 pytestmark = [pytest.mark.slow, pytest.mark.real_component("torch")]
 pytest.importorskip("torch", reason="the training process is real PyTorch")
@@ -145,11 +148,13 @@ def test_a_profile_request_comes_back_with_the_data_loader_stall(tmp_path: Path)
             assert "rank 0: 5 steps" in done.stdout
             traces = list((data_dir / "traces").glob("req1-*.pt.trace.json.gz"))
             assert len(traces) == 1
-            assert (
-                traces[0]
-                .with_name(traces[0].name.replace(".pt.trace.json.gz", ".trace_events.parquet"))
-                .exists()
-            )
+            # analysed once on upload, the whole analysis stored in the catalog for the dashboard
+            settings = load_settings(env={"FLEETSCOPE_CORE_DATA_DIR": str(data_dir)})
+            engine = connect(WarehousePaths.from_settings(settings).catalog_url)
+            with engine.connect() as conn:
+                document = get_trace_analysis(conn, traces[0].name.split(".")[0])
+            engine.dispose()
+            assert document is not None and any(f["rule_id"] == "T8" for f in document["findings"])
 
             unknown = _profile(url, "--job", "no-such-job", "--steps", "5")
             assert unknown.returncode == 6

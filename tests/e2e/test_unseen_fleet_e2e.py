@@ -23,7 +23,7 @@ from analyzers.run.results import FindingStore
 from collector.agent import build_agent
 from fleetscope.settings import load_settings
 from simulator.field_fleet import jobs, pages
-from simulator.testing import TEST_TOKEN
+from simulator.wire import TEST_TOKEN
 from warehouse.runtime import Server
 
 pytestmark = pytest.mark.slow

@@ -21,7 +21,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.exc import OperationalError
 
 from fleetscope.settings import Settings, load_settings
-from simulator.testing import TEST_TOKEN
+from simulator.wire import TEST_TOKEN
 
 PG_ADMIN = "postgresql+psycopg2://postgres@127.0.0.1:5432/postgres"
 

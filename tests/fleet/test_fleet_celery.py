@@ -15,14 +15,15 @@ from typing import Any
 import numpy as np
 import pytest
 
-from analyzers.base import StaticJobCatalog, Window
+from analyzers.base import StaticJobCatalog
 from analyzers.run.celery_app import make_app
 from analyzers.run.fleet import merge
 from analyzers.run.runner import Pipeline
+from analyzers.run.window import Window
 from analyzers.sketch.core import QuantileSketch
 from fleetscope.settings import Settings
-from simulator.testing import TEST_TOKEN, post_batch
-from tests.analyzers.fleet_builder import T0, Fleet
+from simulator.maker.series import T0, Fleet
+from simulator.wire import TEST_TOKEN, post_batch
 from tests.fleet.test_fleet_e2e import env_for
 from warehouse.fleet import reader
 from warehouse.fleet.gateway import Gateway

@@ -22,9 +22,10 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from analyzers.base import StaticJobCatalog, Window
+from analyzers.base import StaticJobCatalog
 from analyzers.findings import Finding
 from analyzers.run.runner import Pipeline
+from analyzers.run.window import Window
 from collector.backoff import Backoff
 from collector.http import UrllibTransport
 from collector.metrics import AgentMetrics
@@ -32,8 +33,8 @@ from collector.shipper import Shipper
 from collector.spool import Spool
 from fleetscope.contract import to_ipc
 from fleetscope.settings import Settings
-from simulator.testing import TEST_TOKEN, post_batch
-from tests.analyzers.fleet_builder import T0, Fleet
+from simulator.maker.series import T0, Fleet
+from simulator.wire import TEST_TOKEN, post_batch
 from tests.fleet.conftest import free_port, wait_until
 from warehouse import reader as embedded_reader
 from warehouse.fleet import reader as fleet_reader

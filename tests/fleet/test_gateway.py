@@ -13,7 +13,8 @@ from pyarrow.fs import S3FileSystem
 from sqlalchemy import insert
 
 from fleetscope.settings import Settings
-from simulator.testing import EPOCH_MS, TEST_TOKEN, gpu_batch, post_batch
+from simulator.maker.batches import EPOCH_MS, gpu_batch
+from simulator.wire import TEST_TOKEN, post_batch
 from warehouse.catalog import ledger
 from warehouse.fleet import reader
 from warehouse.fleet.gateway import Gateway
@@ -99,7 +100,7 @@ def test_a_dead_gateways_claim_is_taken_over_or_found_committed(
     gateways: list[Gateway], fleet_settings: Settings
 ) -> None:
     gw = gateways[0]
-    old = datetime.now(UTC) - timedelta(seconds=fleet_settings.get_float("fleet.lease_s") + 5)
+    old = datetime.now(UTC) - timedelta(seconds=fleet_settings.fleet.lease_s + 5)
     tables = gw.writer.tables
     batch = gpu_batch("node-9", timestamps=2)
     landed = tables.table("gpu_samples")

@@ -9,7 +9,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from fleetscope.settings import Settings
-from simulator.testing import EPOCH_MS, TEST_TOKEN, gpu_batch, post_batch
+from simulator.maker.batches import EPOCH_MS, gpu_batch
+from simulator.wire import TEST_TOKEN, post_batch
 from warehouse.fleet import reader, upkeep
 from warehouse.fleet.gateway import Gateway
 

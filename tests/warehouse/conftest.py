@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from fleetscope.settings import Settings, load_settings
-from simulator.testing import TEST_TOKEN
+from simulator.wire import TEST_TOKEN
 from warehouse.runtime import Server
 
 TOKEN = TEST_TOKEN

@@ -9,7 +9,8 @@ import pytest
 
 from app.cli import main
 from fleetscope.settings import Settings
-from simulator.testing import gpu_batch, post_batch
+from simulator.maker.batches import gpu_batch
+from simulator.wire import post_batch
 from warehouse.runtime import Server
 
 

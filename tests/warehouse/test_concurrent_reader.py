@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 
 from fleetscope.settings import Settings
-from simulator.testing import EPOCH_MS, gpu_batch, post_batch
-from simulator.testing import TEST_TOKEN as TOKEN
+from simulator.maker.batches import EPOCH_MS, gpu_batch
+from simulator.wire import TEST_TOKEN as TOKEN
+from simulator.wire import post_batch
 from warehouse.runtime import Server
 
 READER = """

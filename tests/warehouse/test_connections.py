@@ -15,7 +15,8 @@ import pytest
 
 from fleetscope.contract import to_ipc
 from fleetscope.settings import Settings
-from simulator.testing import TEST_TOKEN, gpu_batch, headers_for, post_batch
+from simulator.maker.batches import gpu_batch
+from simulator.wire import TEST_TOKEN, headers_for, post_batch
 from warehouse.runtime import Server
 
 

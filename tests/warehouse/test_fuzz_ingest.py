@@ -16,7 +16,8 @@ import pytest
 
 from bench.fuzz import Client, run, start_server
 from fleetscope.contract import to_ipc
-from simulator.testing import gpu_batch, headers_for
+from simulator.maker.batches import gpu_batch
+from simulator.wire import headers_for
 
 TOKEN = "fuzz-test-token-0123456789abcdef"
 DATA = Path(__file__).resolve().parents[1] / "data" / "ingest"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from sqlalchemy import select
 
-from simulator.testing import gpu_batch
+from simulator.maker.batches import gpu_batch
 from tests.warehouse.test_prometheus_remote_write import DATA, Clock, page_series, rows_of
 from warehouse import catalog
 from warehouse.catalog.fleet import HostClusters, HostSeen, Job, jobs, record_hosts, upsert_jobs

@@ -18,8 +18,9 @@ from fleetscope.contract import (
     to_ipc,
 )
 from fleetscope.settings import Settings
-from simulator.testing import EPOCH_MS, Answer, gpu_batch, headers_for, host_batch, post, post_batch
-from simulator.testing import TEST_TOKEN as TOKEN
+from simulator.maker.batches import EPOCH_MS, gpu_batch, host_batch
+from simulator.wire import TEST_TOKEN as TOKEN
+from simulator.wire import Answer, headers_for, post, post_batch
 from warehouse import reader
 from warehouse.catalog import fleet
 from warehouse.runtime import Server

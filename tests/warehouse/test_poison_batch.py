@@ -19,7 +19,8 @@ from collector.shipper import Shipper
 from collector.spool import Spool
 from fleetscope.contract import to_ipc
 from fleetscope.settings import Settings
-from simulator.testing import EPOCH_MS, TEST_TOKEN, gpu_batch
+from simulator.maker.batches import EPOCH_MS, gpu_batch
+from simulator.wire import TEST_TOKEN
 from warehouse.runtime import Server
 from warehouse.segments import SegmentStore
 from warehouse.writer import Writer

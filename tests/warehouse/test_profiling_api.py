@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from fleetscope.settings import Settings
-from simulator.testing import TEST_TOKEN as TOKEN
+from simulator.wire import TEST_TOKEN as TOKEN
 from warehouse.runtime import Server
 
 TRACE = (

@@ -14,7 +14,7 @@ from fleetscope.errors import IngestError, NotFoundError
 from warehouse import catalog
 from warehouse.agent_registry import ReportedProcess
 from warehouse.catalog.fleet import Job, upsert_jobs
-from warehouse.catalog.profiling import create_profile_request, get_trace
+from warehouse.catalog.profiling import get_trace, get_trace_analysis, list_profile_requests
 from warehouse.profiling_service import (
     AgentResult,
     ProfilingConfig,
@@ -147,7 +147,7 @@ def test_a_trace_goes_to_the_hook_and_its_summary_makes_the_request_done(
     upload = service.receive_trace(request_id, "node-a", 10, 0, TRACE)
     assert upload.path == tmp_path / "traces" / "req1-node-a-pid10.pt.trace.json.gz"
     assert upload.path.read_bytes() == TRACE
-    service.finish(upload, summary={"findings": [{"rule_id": "T8"}]})
+    service.finish(upload, summary={"findings": [{"rule_id": "T8"}]}, analysis={"version": 1})
     assert service.describe(request_id)["state"] == "running"  # pid 11 still owes its trace
     service.poll("node-a", [], [AgentResult(request_id, 11, "the profiler in the process failed")])
     described = service.describe(request_id)
@@ -157,6 +157,10 @@ def test_a_trace_goes_to_the_hook_and_its_summary_makes_the_request_done(
     with service.catalog.connect() as conn:
         trace = get_trace(conn, "req1-node-a-pid10")
     assert (trace.job_id, trace.host, trace.rank) == ("train-7", "node-a", 0)
+    # the analysis document is stored beside the summary, apart from the traces listing
+    with service.catalog.connect() as conn:
+        assert get_trace_analysis(conn, "req1-node-a-pid10") == {"version": 1}
+        assert get_trace_analysis(conn, "req1-node-a-pid11") is None
 
 
 def test_the_worker_thread_runs_the_hook_or_finishes_without_one(
@@ -249,7 +253,11 @@ def test_requests_the_dashboard_writes_are_served_the_same_way(
     make_service: Callable[..., ProfilingService],
 ) -> None:
     service = make_service()
-    with service.catalog.begin() as conn:  # what dashboard.actions.request_profile does
-        request_id = create_profile_request(conn, "train-7", steps=20)
+    desk = make_service()  # what dashboard.actions.request_profile builds: a service, no worker
+    with pytest.raises(NotFoundError, match="unknown job 'nope'"):
+        desk.create("nope", steps=20)
+    with desk.catalog.connect() as conn:
+        assert list_profile_requests(conn) == []  # refused: nothing written
+    request_id = desk.create("train-7", steps=20)
     (assignment,) = service.poll("node-a", procs((10, "train-7", 0)))
     assert (assignment.request_id, assignment.steps, assignment.pids) == (request_id, 20, (10,))

@@ -39,7 +39,7 @@ from fleetscope.settings import Settings, load_settings
 from simulator.fleet import FleetSpec
 from simulator.serve import ExporterFleet
 from simulator.sim import FleetSimulator
-from simulator.testing import TEST_TOKEN
+from simulator.wire import TEST_TOKEN
 from warehouse import reader
 from warehouse.runtime import Server
 

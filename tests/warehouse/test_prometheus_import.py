@@ -20,7 +20,7 @@ from app.cli import main as fleetscope_main
 from fleetscope.errors import ConfigError, IngestError, SourceUnavailableError
 from fleetscope.exposition import parse
 from fleetscope.settings import Settings
-from simulator.testing import TEST_TOKEN
+from simulator.wire import TEST_TOKEN
 from warehouse.prometheus_import import (
     MAX_POINTS,
     ImportPlan,

@@ -28,7 +28,7 @@ from fleetscope.errors import ContractError
 from fleetscope.exposition import parse
 from fleetscope.normalize import normalize_samples
 from fleetscope.settings import Settings
-from simulator.testing import TEST_TOKEN
+from simulator.wire import TEST_TOKEN
 from warehouse.prompb import (
     STALE_NAN_BITS,
     Series,

@@ -8,7 +8,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from simulator.testing import EPOCH_MS, gpu_batch
+from simulator.maker.batches import EPOCH_MS, gpu_batch
 from warehouse.reader import open_segments
 from warehouse.rollups import update_rollups
 from warehouse.segments import Segment, SegmentStore

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from simulator.testing import EPOCH_MS, gpu_batch
+from simulator.maker.batches import EPOCH_MS, gpu_batch
 from warehouse.compaction import compact
 from warehouse.reader import open_segments
 from warehouse.retention import expire

@@ -15,7 +15,8 @@ from collector.http import KeepAliveTransport, UrllibTransport
 from fleetscope.contract import to_ipc
 from fleetscope.errors import ConfigError, SourceUnavailableError
 from fleetscope.settings import Settings
-from simulator.testing import TEST_TOKEN, gpu_batch, headers_for, post_batch
+from simulator.maker.batches import gpu_batch
+from simulator.wire import TEST_TOKEN, headers_for, post_batch
 from warehouse.runtime import Server
 from warehouse.security import server_token, token_path
 

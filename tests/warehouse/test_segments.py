@@ -8,7 +8,7 @@ import pytest
 
 from fleetscope.contract import GPU_SAMPLES
 from fleetscope.errors import IngestError
-from simulator.testing import EPOCH_MS, gpu_batch
+from simulator.maker.batches import EPOCH_MS, gpu_batch
 from warehouse.compaction import compact
 from warehouse.reader import open_segments
 from warehouse.segments import SegmentStore, read_manifest

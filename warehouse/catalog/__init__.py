@@ -8,7 +8,7 @@ tables) and use the small typed functions of each module inside `engine.begin()`
     findings    findings, suppressions
     analysis    analyzer_watermarks, analyzer_runs
     arrivals    window_arrivals, window_analysed (arrival-driven scheduling)
-    profiling   profile_requests, traces
+    profiling   profile_requests, traces, trace_analyses
     autoprofile auto_profiles (finding -> profile -> refined finding)
     reports     report_runs
     ledger      ingest_ledger (fleet mode: batch ids shared by every gateway)

@@ -25,7 +25,7 @@ from sqlalchemy import (
     update,
 )
 
-from warehouse.catalog.base import UTCDateTime, metadata, utcnow
+from warehouse.catalog.base import UTCDateTime, metadata, rows_where, utcnow
 
 auto_profiles = Table(
     "auto_profiles",
@@ -93,12 +93,8 @@ def auto_profiles_since(conn: Connection, since: datetime) -> list[AutoProfile]:
 def auto_profiles_of(
     conn: Connection, *, request_id: int | None = None, finding_id: str | None = None
 ) -> list[AutoProfile]:
-    query = select(auto_profiles).order_by(auto_profiles.c.id)
-    if request_id is not None:
-        query = query.where(auto_profiles.c.request_id == request_id)
-    if finding_id is not None:
-        query = query.where(auto_profiles.c.finding_id == finding_id)
-    return [AutoProfile(**row) for row in conn.execute(query).mappings()]
+    rows = rows_where(conn, auto_profiles, request_id=request_id, finding_id=finding_id)
+    return [AutoProfile(**row) for row in rows]
 
 
 def set_trace_evidence(

@@ -23,6 +23,7 @@ from sqlalchemy import (
     create_engine,
     event,
     func,
+    select,
     text,
 )
 from sqlalchemy.dialects import postgresql, sqlite
@@ -148,3 +149,16 @@ def _upsert_statement(
             # both ways so a stored null never wins over a value.
             sets[col] = fn(func.coalesce(old, new), func.coalesce(new, old))
     return stmt.on_conflict_do_update(index_elements=list(keys), set_=sets)
+
+
+def rows_where(conn: Connection, table: Table, **equal: Any) -> list[dict[str, Any]]:
+    """The rows of `table` whose columns equal the values given, oldest id first.
+
+    A value of None is no filter (a listing's optional arguments pass straight through), so a
+    column can't be matched to null here.
+    """
+    query = select(table).order_by(table.c.id)
+    for name, value in equal.items():
+        if value is not None:
+            query = query.where(table.c[name] == value)
+    return [dict(row) for row in conn.execute(query).mappings()]

@@ -3,7 +3,10 @@
 A request asks the agent on `host` to make ranks of `job_id` record `steps` steps (or
 `duration_s` seconds) with the PyTorch profiler; the agent marks it matched/running/done and the
 uploaded trace is recorded in `traces`. States: pending -> running -> done | failed | expired.
-This module must never read or parse a trace file.
+A trace's analysis is stored once, when it arrives: the small summary (`traces.summary`, what the
+API answers) and the whole document the dashboard draws (`trace_analyses`, one row per trace, read
+one at a time so that listing traces never loads them). This module must never read or parse a
+trace file, nor know what the documents hold.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from typing import Any
 from sqlalchemy import JSON, Column, Connection, Float, Integer, String, Table, Text, select, update
 
 from fleetscope.errors import NotFoundError
-from warehouse.catalog.base import UTCDateTime, metadata, upsert, utcnow
+from warehouse.catalog.base import UTCDateTime, metadata, rows_where, upsert, utcnow
 
 profile_requests = Table(
     "profile_requests",
@@ -44,6 +47,14 @@ traces = Table(
     Column("path", Text, nullable=False),
     Column("uploaded_at", UTCDateTime, nullable=False),
     Column("summary", JSON),
+)
+
+trace_analyses = Table(
+    "trace_analyses",
+    metadata,
+    Column("trace_id", String(255), primary_key=True),
+    Column("stored_at", UTCDateTime, nullable=False),
+    Column("document", JSON, nullable=False),
 )
 
 
@@ -119,12 +130,8 @@ def update_profile_request(conn: Connection, request_id: int, **changes: Any) ->
 def list_profile_requests(
     conn: Connection, *, state: str | None = None, host: str | None = None
 ) -> list[ProfileRequest]:
-    query = select(profile_requests).order_by(profile_requests.c.id)
-    if state is not None:
-        query = query.where(profile_requests.c.state == state)
-    if host is not None:
-        query = query.where(profile_requests.c.host == host)
-    return [ProfileRequest(**row) for row in conn.execute(query).mappings()]
+    rows = rows_where(conn, profile_requests, state=state, host=host)
+    return [ProfileRequest(**row) for row in rows]
 
 
 def record_trace(conn: Connection, trace: Trace) -> None:
@@ -138,3 +145,19 @@ def get_trace(conn: Connection, trace_id: str) -> Trace:
     if row is None:
         raise NotFoundError(f"no trace {trace_id!r}")
     return Trace(**row)
+
+
+def record_trace_analysis(conn: Connection, trace_id: str, document: dict[str, Any]) -> None:
+    """Store (or replace) the analysis document of `trace_id`."""
+    row = {"trace_id": trace_id, "stored_at": utcnow(), "document": document}
+    upsert(
+        conn, trace_analyses, [row], ["trace_id"], {"stored_at": "replace", "document": "replace"}
+    )
+
+
+def get_trace_analysis(conn: Connection, trace_id: str) -> dict[str, Any] | None:
+    """The stored analysis document of `trace_id`; None when none was stored (not analyzed yet,
+    analysis failed or not run on this server, or a trace dropped in the folder by hand)."""
+    query = select(trace_analyses.c.document).where(trace_analyses.c.trace_id == trace_id)
+    document = conn.execute(query).scalar()
+    return dict(document) if document is not None else None

@@ -45,36 +45,31 @@ class Gateway:
         self.writer = FleetWriter(
             FleetTables(self.config),
             self.catalog,
-            flush_rows=settings.get_int("warehouse.flush_rows"),
-            flush_interval_s=settings.get_float("warehouse.flush_interval_s"),
-            flush_idle_s=settings.get_float("warehouse.flush_idle_s"),
-            queue_max_rows=settings.get_int("warehouse.queue_max_rows"),
-            lease_s=settings.get_float("fleet.lease_s"),
-            commit_attempts=settings.get_int("fleet.commit_attempts"),
+            flush_rows=settings.warehouse.flush_rows,
+            flush_interval_s=settings.warehouse.flush_interval_s,
+            flush_idle_s=settings.warehouse.flush_idle_s,
+            queue_max_rows=settings.warehouse.queue_max_rows,
+            lease_s=settings.fleet.lease_s,
+            commit_attempts=settings.fleet.commit_attempts,
         )
         self.metrics = ServerMetrics(self.writer)
         address = (
-            host if host is not None else settings.get_str("server.host"),
-            port if port is not None else settings.get_int("server.port"),
+            host if host is not None else settings.server.host,
+            port if port is not None else settings.server.port,
         )
         tokens = effective_tokens(settings)  # the embedded server's rules: no public default
         check_exposure(address[0], tokens)
         cert, key = (
-            settings.get_str("server.tls_cert_file"),
-            settings.get_str("server.tls_key_file"),
+            settings.server.tls_cert_file,
+            settings.server.tls_key_file,
         )
         tls = tls_context(cert, key) if cert or key else None
         self.profiling = ProfilingService(
             self.catalog,
-            ProfilingConfig(
-                traces_dir=settings.get_path("core.data_dir") / "traces",
-                max_trace_bytes=settings.get_int("server.max_body_bytes"),
-                match_timeout_s=settings.get_float("server.profile_match_timeout_s"),
-                run_timeout_s=settings.get_float("server.profile_run_timeout_s"),
-            ),
+            ProfilingConfig.from_settings(settings),
             notify=lambda _upload: False,
+            registry=CatalogAgentRegistry(self.catalog),
         )
-        self.profiling.registry = CatalogAgentRegistry(self.catalog)
         ingest = Ingest(
             writer=self.writer,
             catalog=self.catalog,

@@ -42,7 +42,7 @@ class FleetConfig:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> FleetConfig:
-        url = settings.get_str("warehouse.catalog_url")
+        url = settings.warehouse.catalog_url
         if not url.startswith("postgresql"):
             raise ConfigError(
                 "fleet mode needs warehouse.catalog_url on PostgreSQL (every gateway shares the "
@@ -50,12 +50,12 @@ class FleetConfig:
             )
         return cls(
             catalog_url=url,
-            warehouse_uri=settings.get_str("fleet.warehouse_uri").rstrip("/"),
-            s3_endpoint=settings.get_str("fleet.s3_endpoint"),
-            s3_access_key=settings.get_str("fleet.s3_access_key"),
-            s3_secret_key=settings.get_str("fleet.s3_secret_key"),
-            s3_region=settings.get_str("fleet.s3_region"),
-            namespace=settings.get_str("fleet.namespace"),
+            warehouse_uri=settings.fleet.warehouse_uri.rstrip("/"),
+            s3_endpoint=settings.fleet.s3_endpoint,
+            s3_access_key=settings.fleet.s3_access_key,
+            s3_secret_key=settings.fleet.s3_secret_key,
+            s3_region=settings.fleet.s3_region,
+            namespace=settings.fleet.namespace,
         )
 
     def io_properties(self) -> dict[str, str]:

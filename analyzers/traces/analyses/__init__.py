@@ -1,49 +1,26 @@
 """Trace analyses: one module per analysis, each registering itself in `base.REGISTRY`.
 
-`ANALYSIS_MODULES` is the list of built-in modules, imported once by `load_registry()`; the
-order is the order of the report. Adding an analysis means adding a module here, never an
-if-chain elsewhere; another package adds its own through the entry-point group
-`fleetscope.trace_analyses` (fleetscope.plugins), after the built-ins.
+The built-in modules are entry points of `fleetscope.trace_analyses` (pyproject.toml), exactly as
+another package's are (fleetscope.plugins): `load_registry()` loads the group, and loading a
+module registers its `@analysis` functions. The report order is each module's `PLUGIN_ORDER`
+(the built-ins step by 10 from 10, so a new one can sit between two; a module without one comes
+after them), then the entry-point name. Adding an analysis is a module plus one entry-point line,
+never an if-chain or a list here.
 """
 
 from __future__ import annotations
 
-import importlib
-
 from analyzers.traces.analyses.base import REGISTRY, AnalysisSpec
 from fleetscope import plugins
 
-__all__ = ["ANALYSIS_MODULES", "load_registry"]
-
-ANALYSIS_MODULES: tuple[str, ...] = (
-    "temporal",
-    "idle_time",
-    "kernel_breakdown",
-    "overlap",
-    "launch_stats",
-    "queue_length",
-    "memory_bw",
-    "user_annotation",
-    "steps",
-    "dataloader",
-    "sync",
-    "pageable_memcpy",
-    "gpu_gaps",
-    "low_util",
-    "tensor_cores",
-    "top_kernels",
-    "whatif",
-)
+__all__ = ["load_registry"]
 
 
 def load_registry() -> dict[str, AnalysisSpec]:
     """Every registered analysis by name, in report order."""
-    for module in ANALYSIS_MODULES:
-        importlib.import_module(f"{__name__}.{module}")
-    for entry in plugins.registered(plugins.TRACE_ANALYSES).values():
-        entry.load()  # a third party's module: its @analysis functions register on import
-    # Report order is the module list's, whatever imported a module first (the what-if's replay
-    # imports the step, sync and copy analyses); third parties' after the built-ins.
-    rank = {f"{__name__}.{m}": n for n, m in enumerate(ANALYSIS_MODULES)}
+    modules = plugins.load_group(plugins.TRACE_ANALYSES)
+    # Whatever imported a module first (the what-if's replay imports the step, sync and copy
+    # analyses), the report follows the plug-in order of the modules the functions live in.
+    rank = {module.__name__: n for n, (_, module) in enumerate(modules)}
     ordered = sorted(REGISTRY.items(), key=lambda item: rank.get(item[1].fn.__module__, len(rank)))
     return dict(ordered)

@@ -1,8 +1,8 @@
 """What every trace analysis shares: its options, its result, and the registry it joins.
 
 An analysis is a function `(TraceSet, TraceOptions) -> AnalysisResult` registered with
-`@analysis(...)` in its own module; `analyzers.traces.analyses.ANALYSIS_MODULES` lists the modules
-(adding one never edits an if-chain). A result holds tables (what is printed and compared with
+`@analysis(...)` in its own module, which is an entry point of `fleetscope.trace_analyses`
+(pyproject.toml; adding one never edits an if-chain). A result holds tables (what is printed and compared with
 HTA's CSVs, with HTA's column names where HTA has the analysis) and `per_rank` key numbers that
 the trace rules (findings.py) and the what-if model read. Never does I/O.
 """

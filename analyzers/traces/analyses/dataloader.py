@@ -24,6 +24,9 @@ def is_dataloader(name: str) -> bool:
     return name.startswith("enumerate(DataLoader)")
 
 
+PLUGIN_ORDER = 100  # its place in the trace report (fleetscope.plugins)
+
+
 @analysis(
     "dataloader",
     "Data-loader share of each step",

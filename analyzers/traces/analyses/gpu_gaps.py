@@ -30,6 +30,9 @@ def _busiest_cpu_ops(frame: RankFrame, start: float, end: float, top: int = 3) -
     return "; ".join(f"{name} ({us / 1e3:.1f} ms)" for name, us in best)
 
 
+PLUGIN_ORDER = 130  # its place in the trace report (fleetscope.plugins)
+
+
 @analysis("gpu_gaps", "GPU starvation gaps (Nsight gpu_gaps)", None, "HTA has none")
 def gpu_gaps(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
     rows = []

@@ -26,6 +26,9 @@ COLUMNS = ("rank", "stream", "idle_category", "idle_time", "idle_time_ratio")
 STATS_COLUMNS = ("idle_category", "rank", "stream", *DESCRIBE_KEYS)
 
 
+PLUGIN_ORDER = 20  # its place in the trace report (fleetscope.plugins)
+
+
 @analysis(
     "idle_time",
     "Idle time per stream by cause (host wait / kernel wait / other)",

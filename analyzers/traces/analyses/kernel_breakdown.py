@@ -24,7 +24,14 @@ import numpy as np
 from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
 from analyzers.traces.classify import KernelClass
 from analyzers.traces.frame import RankFrame, TraceSet
-from analyzers.traces.stats import group_std, hta_round, union_intervals, unstable_argsort
+from analyzers.traces.stats import (
+    group_std,
+    hta_round,
+    percentile,
+    union_intervals,
+    unique,
+    unstable_argsort,
+)
 
 TYPES = (KernelClass.COMPUTATION, KernelClass.COMMUNICATION, KernelClass.MEMORY)
 KERNEL_COLUMNS = (
@@ -56,7 +63,7 @@ def overlap_label_sums(frame: RankFrame) -> dict[str, float]:
     running = np.cumsum(np.concatenate(deltas)[order])
     seg = np.trunc(np.diff(t))  # HTA: (next_time - time).astype(int)
     out: dict[str, float] = defaultdict(float)
-    for mask in np.unique(running[:-1]).tolist():
+    for mask in unique(running[:-1]).tolist():
         if mask <= 0:
             continue
         length = float(seg[running[:-1] == mask].sum())
@@ -87,7 +94,7 @@ def aggregate_by_name(
         return ranked
     sums = np.array([s[1] for s in ranked])
     cumsum = np.cumsum(sums)
-    threshold = np.percentile(cumsum, np.array([duration_ratio]) * 100.0)[0]
+    threshold = percentile(cumsum, np.array([duration_ratio]) * 100.0)[0]
     regroup: dict[str, list[float]] = defaultdict(list)
     for pos, (row, cum) in enumerate(zip(ranked, cumsum.tolist(), strict=True)):
         name = "others" if cum > threshold or pos >= num_kernels else row[0]
@@ -98,6 +105,9 @@ def aggregate_by_name(
         total = float(v.sum())
         out.append((key, total, float(v.max()), float(v.min()), group_std(v), total / len(v)))
     return out
+
+
+PLUGIN_ORDER = 30  # its place in the trace report (fleetscope.plugins)
 
 
 @analysis(

@@ -13,13 +13,11 @@ graphs) and HIP launches, which HTA skips (so HTA returns nothing for AMD traces
 
 from __future__ import annotations
 
-from collections import defaultdict
-
 import numpy as np
 
 from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
 from analyzers.traces.frame import Mode, RankFrame, TraceSet
-from analyzers.traces.stats import describe
+from analyzers.traces.stats import describe, join_rows, unique
 
 HTA_LAUNCHES = frozenset(
     {
@@ -45,18 +43,14 @@ COLUMNS = ("correlation", "cpu_duration", "gpu_duration", "launch_delay")
 
 def launch_pairs(frame: RankFrame, launches: frozenset[str]) -> np.ndarray:
     """(cpu_row, gpu_row) pairs in HTA's merge order: CPU rows in order, then their GPU rows."""
-    corr_set = np.unique(frame.correlation[frame.name_in(launches)])
+    corr_set = unique(frame.correlation[frame.name_in(launches)])
     cpu = np.flatnonzero((frame.stream == -1) & np.isin(frame.correlation, corr_set))
     gpu = np.flatnonzero((frame.stream != -1) & np.isin(frame.correlation, corr_set))
-    gpu_by_corr: dict[int, list[int]] = defaultdict(list)
-    for row, c in zip(gpu.tolist(), frame.correlation[gpu].tolist(), strict=True):
-        gpu_by_corr[c].append(row)
-    pairs = [
-        (c_row, g_row)
-        for c_row, c in zip(cpu.tolist(), frame.correlation[cpu].tolist(), strict=True)
-        for g_row in gpu_by_corr.get(c, ())
-    ]
-    return np.array(pairs, dtype=np.int64).reshape(-1, 2)
+    i, j = join_rows(frame.correlation[cpu], frame.correlation[gpu])
+    return np.stack([cpu[i], gpu[j]], axis=1).astype(np.int64)
+
+
+PLUGIN_ORDER = 50  # its place in the trace report (fleetscope.plugins)
 
 
 @analysis(

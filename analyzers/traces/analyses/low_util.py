@@ -13,6 +13,8 @@ from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, 
 from analyzers.traces.frame import TraceSet
 from analyzers.traces.stats import intersection_length, union_intervals
 
+PLUGIN_ORDER = 140  # its place in the trace report (fleetscope.plugins)
+
 
 @analysis("low_util", "Low GPU utilization chunks (Nsight gpu_time_util)", None, "HTA has none")
 def low_util(trace: TraceSet, options: TraceOptions) -> AnalysisResult:

@@ -29,6 +29,9 @@ def memory_kind(name: str) -> str:
     return name[:11]
 
 
+PLUGIN_ORDER = 70  # its place in the trace report (fleetscope.plugins)
+
+
 @analysis(
     "memory_bw",
     "Memory copy/set bandwidth",

@@ -16,6 +16,8 @@ from analyzers.traces.classify import KernelClass
 from analyzers.traces.frame import TraceSet
 from analyzers.traces.stats import hta_round, intersection_length, union_intervals, union_length
 
+PLUGIN_ORDER = 40  # its place in the trace report (fleetscope.plugins)
+
 
 @analysis(
     "comm_comp_overlap",

@@ -15,14 +15,20 @@ and reports every stream's blocked time.
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 from typing import Any
 
 import numpy as np
 
 from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
 from analyzers.traces.frame import Mode, RankFrame, TraceSet
-from analyzers.traces.stats import DESCRIBE_KEYS, describe, unstable_argsort
+from analyzers.traces.stats import (
+    DESCRIBE_KEYS,
+    describe,
+    isin,
+    join_rows,
+    unique,
+    unstable_argsort,
+)
 
 RUNTIME_LAUNCHES = frozenset(
     {
@@ -46,27 +52,28 @@ def queue_series(frame: RankFrame, launches: frozenset[str]) -> dict[int, tuple[
     """stream -> (change-point times, queue length after each), in HTA's order."""
     runtime = np.flatnonzero(frame.name_in(launches) & (frame.index_correlation > 0))
     on_stream = np.flatnonzero(frame.on_stream)
-    gpu_by_corr: dict[int, list[int]] = defaultdict(list)
-    for row, c in zip(on_stream.tolist(), frame.correlation[on_stream].tolist(), strict=True):
-        gpu_by_corr[c].append(row)
-    r_ts: list[float] = []
-    r_stream: list[float] = []
-    for row, c in zip(runtime.tolist(), frame.correlation[runtime].tolist(), strict=True):
-        for g in gpu_by_corr.get(c, [-1]):  # a left join: an unmatched call keeps NaN stream
-            r_ts.append(float(frame.ts[row]))
-            r_stream.append(float(frame.stream[g]) if g >= 0 else math.nan)
-    launched = np.isin(frame.correlation[on_stream], frame.correlation[runtime])
+    # A left join: an unmatched call keeps a NaN stream.
+    i, j = join_rows(frame.correlation[runtime], frame.correlation[on_stream], left_join=True)
+    r_ts = frame.ts[runtime[i]].astype(np.float64)
+    g_stream = frame.stream[on_stream].astype(np.float64)
+    r_stream = (
+        np.where(j >= 0, g_stream[j], math.nan) if len(g_stream) else np.full(len(j), math.nan)
+    )
+    launched = isin(frame.correlation[on_stream], frame.correlation[runtime])
     g_rows = on_stream[launched]
-    ts = np.concatenate([np.array(r_ts), frame.ts[g_rows]])
-    stream = np.concatenate([np.array(r_stream), frame.stream[g_rows].astype(np.float64)])
+    ts = np.concatenate([r_ts, frame.ts[g_rows]])
+    stream = np.concatenate([r_stream, frame.stream[g_rows].astype(np.float64)])
     delta = np.concatenate([np.ones(len(r_ts)), -np.ones(len(g_rows))])
     order = unstable_argsort(frame.sort_key(ts))
     ts, stream, delta = ts[order], stream[order], delta[order]
     out = {}
-    for s in np.unique(stream[~np.isnan(stream)]).tolist():
+    for s in unique(stream[~np.isnan(stream)]).tolist():
         sel = stream == s
         out[int(s)] = (ts[sel], np.cumsum(delta[sel]))
     return out
+
+
+PLUGIN_ORDER = 60  # its place in the trace report (fleetscope.plugins)
 
 
 @analysis(

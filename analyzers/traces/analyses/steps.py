@@ -51,6 +51,9 @@ def profiler_steps(frame: RankFrame) -> list[Step]:
     return sorted(best.values(), key=lambda s: s.start_us)
 
 
+PLUGIN_ORDER = 90  # its place in the trace report (fleetscope.plugins)
+
+
 @analysis("steps", "Profiler steps", None, "HTA lists step numbers only")
 def steps(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
     rows = []

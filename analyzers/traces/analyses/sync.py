@@ -38,6 +38,9 @@ SYNC_CALLS = frozenset(
 SYNC_CAUSES = frozenset({"aten::item", "aten::_local_scalar_dense", "aten::nonzero"})
 
 
+PLUGIN_ORDER = 110  # its place in the trace report (fleetscope.plugins)
+
+
 @analysis(
     "sync",
     "Synchronization calls",

@@ -29,6 +29,9 @@ COLUMNS = (
 )
 
 
+PLUGIN_ORDER = 10  # its place in the trace report (fleetscope.plugins)
+
+
 @analysis(
     "temporal_breakdown",
     "Temporal breakdown (GPU busy span)",

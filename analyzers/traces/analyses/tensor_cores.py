@@ -18,6 +18,7 @@ import numpy as np
 from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
 from analyzers.traces.classify import KernelClass
 from analyzers.traces.frame import CPU_OP_CATS, RankFrame, TraceSet
+from analyzers.traces.stats import unique
 
 TC_KERNEL_PATTERNS = (
     "h884", "s884", "h1688", "s1688", "hmma", "i8816", "16816", "dgrad_1x1_stride_2x2",
@@ -64,11 +65,14 @@ def compute_capability(frame: RankFrame) -> float:
 def eligible_kernels(frame: RankFrame) -> np.ndarray:
     """Compute kernels launched by a tensor-core-eligible operator (by External id)."""
     ops = frame.cat_in(CPU_OP_CATS) & frame.name_in(TC_OPS)
-    ids = np.unique(frame.external_id[ops])
+    ids = unique(frame.external_id[ops])
     ids = ids[ids >= 0]
     kernels = frame.of_class(KernelClass.COMPUTATION)
     mask: np.ndarray = kernels & np.isin(frame.external_id, ids)
     return mask
+
+
+PLUGIN_ORDER = 150  # its place in the trace report (fleetscope.plugins)
 
 
 @analysis("tensor_cores", "Tensor-core use", None, "HTA has none")

@@ -13,6 +13,8 @@ from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, 
 from analyzers.traces.classify import KernelClass
 from analyzers.traces.frame import TraceSet
 
+PLUGIN_ORDER = 160  # its place in the trace report (fleetscope.plugins)
+
 
 @analysis("top_kernels", "Top kernels by GPU time", None, "per-invocation statistics")
 def top_kernels(trace: TraceSet, options: TraceOptions) -> AnalysisResult:

@@ -17,6 +17,9 @@ from analyzers.traces.frame import TraceSet
 COLUMNS = ("name", "sum (us)", "max (us)", "min (us)", "stddev", "mean (us)", "rank")
 
 
+PLUGIN_ORDER = 80  # its place in the trace report (fleetscope.plugins)
+
+
 @analysis(
     "user_annotation",
     "GPU time per user annotation",

@@ -55,6 +55,9 @@ def _saved(base: float, est: float) -> float:
     return max(0.0, 1.0 - est / base) if base > 0 else 0.0
 
 
+PLUGIN_ORDER = 170  # its place in the trace report (fleetscope.plugins)
+
+
 @analysis(
     "whatif",
     "What-if estimates (Daydream-style replay)",

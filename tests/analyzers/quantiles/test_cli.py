@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from app.cli import main
-from tests.analyzers.fleet_builder import Fleet, publish
+from simulator.maker.series import Fleet
+from simulator.maker.tables import publish
 
 
 @pytest.fixture
@@ -101,7 +102,7 @@ def test_the_dashboard_and_the_cli_give_the_same_fleet_percentiles(
     store = QuantileStore.from_settings(load_settings(str(path)))
     con = store.connect()
     try:
-        window = data.Window(datetime(2025, 3, 3, tzinfo=UTC), end, 3600)
+        window = data.Window(datetime(2025, 3, 3, tzinfo=UTC), end, bucket_s=3600)
         shown = data.sketch_percentiles(con, window)
     finally:
         con.close()

@@ -8,7 +8,8 @@ import pytest
 
 from analyzers.rules.p02_step_outliers import StepOutliers
 from analyzers.rules.r11_util_profile import UtilProfile
-from tests.analyzers.fleet_builder import Fleet, run
+from simulator.maker.series import Fleet
+from tests.analyzers.rule_runs import run
 
 
 def noisy(mean: float) -> object:

@@ -10,11 +10,12 @@ import numpy as np
 import pytest
 
 from analyzers.accounting.frames import FrameParams
-from analyzers.base import JobInfo, StaticJobCatalog, Window
+from analyzers.base import JobInfo, StaticJobCatalog
 from analyzers.quantiles.tiers import BUCKETS, PANES, QuantileStore, group_sketches
 from analyzers.run.runner import Pipeline
+from analyzers.run.window import Window
 from analyzers.sketch.core import QuantileSketch
-from tests.analyzers.fleet_builder import T0, Fleet
+from simulator.maker.series import T0, Fleet
 
 CATALOG = StaticJobCatalog([JobInfo("a", team="vision"), JobInfo("b", team="speech")])
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from simulator.synthetic import Fleet, Job, write_segments
+from simulator.maker.jobs import Fleet, Job, write_segments
 from warehouse.catalog import connect
 from warehouse.catalog.findings import Finding, upsert_findings
 from warehouse.catalog.fleet import Job as CatalogJob

@@ -13,7 +13,7 @@ import pytest
 
 from app.cli import main
 from fleetscope.names import file_name_part
-from simulator.synthetic import Fleet, Job, write_segments
+from simulator.maker.jobs import Fleet, Job, write_segments
 from warehouse.catalog import connect
 from warehouse.catalog.fleet import Job as CatalogJob
 from warehouse.catalog.fleet import upsert_jobs

@@ -14,9 +14,9 @@ import duckdb
 import pytest
 
 from analyzers.accounting.frames import FrameParams, prepare
-from analyzers.accounting.usage import Window, fleet_totals, gpu_buckets, job_efficiency
-from analyzers.base import Window as AnalysisWindow
-from simulator.synthetic import Fleet, Job, write_segments
+from analyzers.accounting.usage import fleet_totals, gpu_buckets, job_efficiency
+from analyzers.run.window import Window
+from simulator.maker.jobs import Fleet, Job, write_segments
 from warehouse.reader import open_segments
 
 START = datetime(2026, 11, 16, 8, tzinfo=UTC)
@@ -53,13 +53,15 @@ def test_usage_and_the_analyzers_frame_count_the_same_hours(
     tmp_path: Path, outage_min: int, allocated_h: float
 ) -> None:
     con = _with_outage(tmp_path, outage_min)
-    buckets = gpu_buckets(con, Window(START, END, 300), default_interval_s=10.0, max_gap_s=300.0)
+    buckets = gpu_buckets(
+        con, Window(START, END, bucket_s=300), default_interval_s=10.0, max_gap_s=300.0
+    )
     totals = fleet_totals(buckets)
     assert totals.allocated_h == pytest.approx(allocated_h)
     assert totals.active_h == pytest.approx(0.5 * allocated_h)
     assert totals.sm_h == pytest.approx(0.25 * allocated_h)
 
-    frame = prepare(con, AnalysisWindow(START, END), FrameParams(max_gap_s=300.0))
+    frame = prepare(con, Window(START, END), FrameParams(max_gap_s=300.0))
     alloc_h, active_mean = con.sql(
         f"SELECT alloc_h, active_mean FROM {frame.jobgpu} WHERE job_id = 'j'"
     ).fetchall()[0]
@@ -71,5 +73,7 @@ def test_usage_and_the_analyzers_frame_count_the_same_hours(
 
 def test_max_gap_s_is_the_readers_setting(tmp_path: Path) -> None:
     con = _with_outage(tmp_path, 4)
-    buckets = gpu_buckets(con, Window(START, END, 300), default_interval_s=10.0, max_gap_s=60.0)
+    buckets = gpu_buckets(
+        con, Window(START, END, bucket_s=300), default_interval_s=10.0, max_gap_s=60.0
+    )
     assert fleet_totals(buckets).allocated_h == pytest.approx(2.0 - 4 / 60)

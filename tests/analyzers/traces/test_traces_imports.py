@@ -6,16 +6,18 @@ was a third of the whole command on a 1 MB trace). Checked in a fresh interprete
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 from tests.analyzers.traces.trace_paths import DATA
 
 
-def _modules_after(code: str) -> set[str]:
+def _modules_after(code: str, env: dict[str, str] | None = None) -> set[str]:
     probe = f"{code}\nimport json, sys\nprint(json.dumps(sorted(sys.modules)))"
     out = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, env=env
     ).stdout
     return set(json.loads(out.strip().splitlines()[-1]))
 
@@ -42,3 +44,20 @@ def test_a_trace_command_builds_only_its_own_parser() -> None:
     others = {"warehouse.cli", "dashboard.cli", "analyzers.cli", "app.demo"}
     assert not others & loaded
     assert "analyzers.traces.cli" in loaded
+
+
+def test_a_trace_analysis_loads_no_settings_logging_or_metadata_scan(tmp_path: Path) -> None:
+    """What the command never used cost ~70 ms a run: the settings loader and logging (it reads
+    no setting), numpy.ma (numpy 2's `np.unique` imports it) and importlib.metadata's scan of
+    every distribution (the entry points come from fleetscope.entry_point_cache once warm)."""
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path)}
+    run = (
+        "import contextlib, io\n"
+        "from app.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    assert main(['trace', 'analyze', '--hta-compatible', {str(DATA / 'hta_ns_resolution_rank0')!r}]) == 0"
+    )
+    _modules_after(run, env)  # fills the entry-point cache
+    loaded = _modules_after(run, env)
+    assert "analyzers.traces.analyses.whatif" in loaded
+    assert not {"fleetscope.settings", "logging", "numpy.ma", "importlib.metadata"} & loaded

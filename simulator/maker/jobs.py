@@ -1,4 +1,5 @@
-"""A synthetic warehouse with known truth, for the dashboard's and reports' tests, demo and benchmark.
+"""The fleet maker's jobs: a warehouse of clusters, hosts and jobs with known truth, for the
+dashboard's and reports' tests, the demo and the benchmarks.
 
 It writes contract tables (`fleetscope.contract`) as sealed Parquet segments in the layout the
 readers expect (`warehouse.segments`: one file per host and day, listed in the manifest), vectorized with numpy so
@@ -6,7 +7,9 @@ readers expect (`warehouse.segments`: one file per host and day, listed in the m
 constant activity (plus optional noise), so a test can compute the expected GPU-hours by hand.
 
 It must never be used on a real warehouse's folder: it writes files, and is for tests and the
-benchmark only (the collector's simulator is the faithful end-to-end source).
+benchmark only (`simulator.sim` is the faithful end-to-end source). Its output is the maker's
+(`tables`): `Fleet.tables()` for `tables.connect`/`tables.publish`, or `write_segments` for the
+warehouse's own layout and roll-ups; `series.Fleet` is the maker for a few crafted series.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from fleetscope.contract import GPU_SAMPLES, HOST_SAMPLES, STEP_SAMPLES
+from simulator.maker.tables import contract_table
 from warehouse.rollups import update_rollups
 from warehouse.segments import Segment, SegmentStore
 
@@ -82,6 +86,16 @@ class Fleet:
 
     def host_cluster(self) -> dict[str, str]:
         return {h: c for c, hosts in self.clusters.items() for h in hosts}
+
+    def tables(self) -> dict[str, pa.Table]:
+        """The whole range as contract tables (host by host), for `tables.connect`/`publish`."""
+        samples, hosts = self.duration_s // self.interval_s, sorted(self.host_cluster())
+        steps = [step_table(self, job) for job in self.jobs if job.step_time_s is not None]
+        return {
+            "gpu_samples": pa.concat_tables(gpu_table(self, h, 0, samples) for h in hosts),
+            "host_samples": pa.concat_tables(host_table(self, h, 0, samples) for h in hosts),
+            "step_samples": pa.concat_tables(steps) if steps else STEP_SAMPLES.empty_table(),
+        }
 
 
 def _days(fleet: Fleet) -> Iterator[tuple[str, int, int]]:
@@ -160,15 +174,7 @@ def gpu_table(fleet: Fleet, host: str, first: int, end: int) -> pa.Table:
         "power_violation_us": pa.array(np.zeros(n)),
         "thermal_violation_us": pa.array(thermal_us),
     }
-    return _conform(GPU_SAMPLES, columns, n)
-
-
-def _conform(schema: pa.Schema, columns: dict[str, pa.Array], rows: int) -> pa.Table:
-    arrays = [
-        columns[f.name].cast(f.type) if f.name in columns else pa.nulls(rows, f.type)
-        for f in schema
-    ]
-    return pa.Table.from_arrays(arrays, schema=schema)
+    return contract_table(GPU_SAMPLES, columns, n)
 
 
 def host_table(fleet: Fleet, host: str, first: int, end: int) -> pa.Table:
@@ -184,7 +190,7 @@ def host_table(fleet: Fleet, host: str, first: int, end: int) -> pa.Table:
         "cpu_iowait_pct": pa.array(np.full(n, 1.0)),
         "cpu_cores": pa.array(np.full(n, 64.0)),
     }
-    return _conform(HOST_SAMPLES, columns, n)
+    return contract_table(HOST_SAMPLES, columns, n)
 
 
 def step_table(fleet: Fleet, job: Job) -> pa.Table:
@@ -208,7 +214,7 @@ def step_table(fleet: Fleet, job: Job) -> pa.Table:
             "batch_size": pa.array(np.full(steps, 256, dtype=np.int64)),
             "samples_per_s": pa.array(np.full(steps, 256 / job.step_time_s)),
         }
-        frames.append(_conform(STEP_SAMPLES, columns, steps))
+        frames.append(contract_table(STEP_SAMPLES, columns, steps))
     return pa.concat_tables(frames)
 
 

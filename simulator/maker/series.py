@@ -1,8 +1,11 @@
-"""Crafted warehouse data for rule tests: contract-conforming Arrow tables in a real DuckDB.
+"""The fleet maker's crafted series: a few GPUs, hosts and ranks whose every value a test chooses.
 
 A `Fleet` collects rows; each field of a series is a constant or a function of (sample index,
-seconds since the series start). `connect()` loads the rows through `fleetscope.contract.conform`
-(so every test table follows the data contract) into a DuckDB database file or memory.
+seconds since the series start), and a GPU is busy and healthy (`HEALTHY`) unless a test says
+otherwise. Rows go through `fleetscope.contract.conform`, so every table follows the data
+contract; `connect()` loads them into a DuckDB database file or memory (`tables.connect`) and
+`tables.publish` writes them as live segments. Use it for rule tests (row by row in Python: a few
+GPU-days at most); `jobs.Fleet` is the vectorized maker for weeks of a thousand GPUs.
 """
 
 from __future__ import annotations
@@ -11,14 +14,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import duckdb
 import pyarrow as pa
 
-from analyzers.base import Analyzer, JobCatalog, StaticJobCatalog, Window
-from analyzers.findings import Finding
-from fleetscope.contract import TABLES, conform
+from simulator.maker import tables as out
+
+if TYPE_CHECKING:
+    import duckdb
 
 T0 = datetime(2025, 3, 3, tzinfo=UTC)  # a Monday, 00:00 UTC
 
@@ -146,48 +149,11 @@ class Fleet:
         return self
 
     def tables(self) -> dict[str, pa.Table]:
-        out = {}
-        for name, rows in (
-            ("gpu_samples", self.gpu_rows),
-            ("host_samples", self.host_rows),
-            ("step_samples", self.step_rows),
-        ):
-            schema = TABLES[name]
-            if rows:
-                cols = {f.name: [r.get(f.name) for r in rows] for f in schema}
-                out[name] = conform(name, pa.table(cols, schema=schema))
-            else:
-                out[name] = schema.empty_table()
-        return out
+        return {
+            "gpu_samples": out.rows_table("gpu_samples", self.gpu_rows),
+            "host_samples": out.rows_table("host_samples", self.host_rows),
+            "step_samples": out.rows_table("step_samples", self.step_rows),
+        }
 
     def connect(self, path: Path | None = None) -> duckdb.DuckDBPyConnection:
-        conn = duckdb.connect(str(path) if path else ":memory:")
-        for name, table in self.tables().items():
-            conn.register("_load", table)
-            conn.execute(f"CREATE TABLE {name} AS SELECT * FROM _load")
-            conn.unregister("_load")
-        return conn
-
-
-DAY = Window(T0, T0 + timedelta(days=1))
-
-
-def run(analyzer: Analyzer, fleet: Fleet, catalog: JobCatalog | None = None) -> list[Finding]:
-    conn = fleet.connect()
-    try:
-        found = analyzer.run(conn, DAY, catalog or StaticJobCatalog())
-    finally:
-        conn.close()
-    for f in found:
-        assert f.rule_id in analyzer.rule_ids
-    return sorted(found, key=lambda f: (f.rule_id, f.job_id or "", f.host or ""))
-
-
-def publish(fleet: Fleet, segments_dir: Path) -> None:
-    """Publish the fleet's rows as live warehouse segments (what the writer does after a commit),
-    so `warehouse.reader.connect` reads them like ingested data."""
-    from warehouse.segments import SegmentStore
-
-    store = SegmentStore(segments_dir)
-    written = {name: store.write(name, table, 1) for name, table in fleet.tables().items()}
-    store.publish(1, written)
+        return out.connect(self, path)

@@ -1,35 +1,22 @@
-"""Synthetic contract batches and a minimal wire-format client, for ingest tests and bench/ingest.
+"""The fleet maker's ingest batches: one host's contract rows with plausible random values.
 
 The batches look like an 8-GPU host sampled at a fixed interval: every contract column is filled
 with plausible values (utilisation ratios in 0-1, percentages in 0-100, memory in MiB, a job id on
 allocated GPUs, one unknown exporter field in `extra`), so compression, casting and the catalog
-hooks see what real agents send. `post` speaks the wire format of fleetscope.contract over one
-http.client connection. This module must never be imported by the server's request path.
+hooks see what real agents send; the values are drawn from `seed`, so a test sees the same rows
+every run. For rows whose values a test chooses use `series.Fleet`; for weeks of jobs, `jobs`.
+`simulator.wire` sends them. This module must never be imported by the server's request path.
 """
 
 from __future__ import annotations
 
-import http.client
-import json
-import uuid
-from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import numpy as np
 import pyarrow as pa
 
-from fleetscope.contract import (
-    ARROW_STREAM_MEDIA_TYPE,
-    GPU_SAMPLES,
-    HEADER_AGENT,
-    HEADER_BATCH_ID,
-    HEADER_SCHEMA_VERSION,
-    HOST_SAMPLES,
-    SCHEMA_VERSION,
-    to_ipc,
-)
-
-TEST_TOKEN = "test-token"  # the bearer token the warehouse tests configure in server.tokens
+from fleetscope.contract import GPU_SAMPLES, HOST_SAMPLES
+from simulator.maker.tables import contract_table
 
 # Today's UTC midnight: synthetic samples stay inside raw retention whenever tests run.
 EPOCH_MS = int(
@@ -74,9 +61,7 @@ def gpu_batch(
     columns["extra"] = pa.array(
         [[("DCGM_FI_PROF_NVOFA_ACTIVE", float(r))] for r in ratio], GPU_SAMPLES.field("extra").type
     )
-    return pa.table(
-        [columns.get(f.name, pa.nulls(n, f.type)) for f in GPU_SAMPLES], schema=GPU_SAMPLES
-    )
+    return contract_table(GPU_SAMPLES, columns, n)
 
 
 def host_batch(host: str, *, start_ms: int = EPOCH_MS, timestamps: int = 10) -> pa.Table:
@@ -91,61 +76,4 @@ def host_batch(host: str, *, start_ms: int = EPOCH_MS, timestamps: int = 10) -> 
     for field in HOST_SAMPLES:
         if field.name not in data and field.name != "job_id":
             data[field.name] = pa.array(np.linspace(1.0, 50.0, n))
-    return pa.table(
-        [data.get(f.name, pa.nulls(n, f.type)) for f in HOST_SAMPLES], schema=HOST_SAMPLES
-    )
-
-
-@dataclass(frozen=True)
-class Answer:
-    status: int
-    body: dict[str, object]
-    headers: dict[str, str]
-
-
-def headers_for(batch_id: str, token: str, agent: str = "") -> dict[str, str]:
-    return {
-        "Authorization": f"Bearer {token}",
-        "Content-Type": ARROW_STREAM_MEDIA_TYPE,
-        HEADER_SCHEMA_VERSION: str(SCHEMA_VERSION),
-        HEADER_BATCH_ID: batch_id,
-        HEADER_AGENT: agent,
-        "User-Agent": "fleetscope-agent/0.1.0",
-    }
-
-
-def post(
-    conn: http.client.HTTPConnection,
-    path: str,
-    body: bytes,
-    headers: dict[str, str],
-) -> Answer:
-    """One request on a kept-alive connection; the JSON answer and its headers."""
-    conn.request("POST", path, body=body, headers=headers)
-    response = conn.getresponse()
-    raw = response.read()
-    payload = json.loads(raw) if raw else {}
-    return Answer(response.status, payload, {k.lower(): v for k, v in response.getheaders()})
-
-
-def post_batch(
-    base_url: str,
-    table: str,
-    batch: pa.Table,
-    *,
-    token: str,
-    batch_id: str | None = None,
-    agent: str = "",
-) -> Answer:
-    """Serialize and send one batch on a fresh connection (tests)."""
-    host, port = base_url.removeprefix("http://").split(":")
-    conn = http.client.HTTPConnection(host, int(port), timeout=60)
-    try:
-        return post(
-            conn,
-            f"/v1/batches/{table}",
-            to_ipc(batch),
-            headers_for(batch_id or uuid.uuid4().hex, token, agent),
-        )
-    finally:
-        conn.close()
+    return contract_table(HOST_SAMPLES, data, n)

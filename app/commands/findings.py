@@ -1,0 +1,15 @@
+"""The card of `fleetscope findings` (fleetscope.plugins.CommandCard): the help `--help` prints,
+and `register`, which imports the command's module only when the command is built:
+analyzers.cli."""
+
+from __future__ import annotations
+
+from typing import Any
+
+HELP = "List findings; acknowledge or suppress them."
+
+
+def register(subparsers: Any) -> None:
+    from analyzers import cli
+
+    cli.register_findings(subparsers)

@@ -1,0 +1,15 @@
+"""The card of `fleetscope job` (fleetscope.plugins.CommandCard): the help `--help` prints,
+and `register`, which imports the command's module only when the command is built:
+analyzers.cli."""
+
+from __future__ import annotations
+
+from typing import Any
+
+HELP = "One job's efficiency summary and findings."
+
+
+def register(subparsers: Any) -> None:
+    from analyzers import cli
+
+    cli.register_job(subparsers)

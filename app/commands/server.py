@@ -1,0 +1,15 @@
+"""The card of `fleetscope server` (fleetscope.plugins.CommandCard): the help `--help` prints,
+and `register`, which imports the command's module only when the command is built:
+warehouse.cli."""
+
+from __future__ import annotations
+
+from typing import Any
+
+HELP = "run the ingest server (writer, HTTP, upkeep)"
+
+
+def register(subparsers: Any) -> None:
+    from warehouse import cli
+
+    cli.register_server(subparsers)

@@ -1,0 +1,15 @@
+"""The card of `fleetscope warehouse` (fleetscope.plugins.CommandCard): the help `--help` prints,
+and `register`, which imports the command's module only when the command is built:
+warehouse.cli."""
+
+from __future__ import annotations
+
+from typing import Any
+
+HELP = "telemetry store maintenance and queries"
+
+
+def register(subparsers: Any) -> None:
+    from warehouse import cli
+
+    cli.register_warehouse(subparsers)
