@@ -11,7 +11,6 @@ builds a fresh one. NaN becomes null. Never does I/O, never computes an analysis
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
@@ -20,6 +19,7 @@ from analyzers.traces.analyses.base import Table, TraceOptions
 from analyzers.traces.api import TraceReport
 from analyzers.traces.classify import KernelClass
 from analyzers.traces.frame import RankFrame
+from analyzers.traces.render import json_ready
 
 __all__ = ["DOCUMENT_VERSION", "OPTIONS", "TIMELINE_OPS", "analysis_document"]
 
@@ -28,19 +28,6 @@ DOCUMENT_VERSION = 1
 # (the analysis' own default is 10; the summary's readers take the first rows they need).
 OPTIONS = TraceOptions(top_kernels=15)
 TIMELINE_OPS = 5000  # ops kept per rank for the timeline: a chart of more is unreadable anyway
-
-
-def _clean(value: Any) -> Any:
-    """JSON-ready: NaN and infinities null (PostgreSQL's JSON refuses them), numpy scalars plain."""
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {str(k): _clean(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_clean(v) for v in value]
-    return value
 
 
 def _table(table: Table) -> dict[str, Any]:
@@ -83,7 +70,7 @@ def analysis_document(report: TraceReport) -> dict[str, Any]:
         }
         for name, result in report.results.items()
     }
-    document: dict[str, Any] = _clean(
+    document: dict[str, Any] = json_ready(
         {
             "version": DOCUMENT_VERSION,
             "mode": str(trace.mode),
@@ -92,6 +79,7 @@ def analysis_document(report: TraceReport) -> dict[str, Any]:
             "analyses": analyses,
             "findings": [f.to_dict() for f in report.findings],
             "timeline": {rank: _timeline(frame) for rank, frame in trace.ranks.items()},
-        }
+        },
+        finite=True,
     )
     return document

@@ -9,6 +9,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
+
 from analyzers.traces.analyses import load_registry
 from analyzers.traces.analyses.base import Table
 from analyzers.traces.api import TraceReport
@@ -23,13 +25,17 @@ def _is_detail(table: Table) -> bool:
     return table.name.startswith("cuda_kernel_launch_stats_rank")
 
 
-def _clean(value: Any) -> Any:
-    if isinstance(value, float) and math.isnan(value):
+def json_ready(value: Any, *, finite: bool = False) -> Any:
+    """Plain JSON values: NaN null, numpy scalars plain; with `finite`, infinities null too (the
+    stored document: PostgreSQL's JSON refuses them; the CLI's JSON keeps them as it always has)."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and (math.isnan(value) or (finite and math.isinf(value))):
         return None
     if isinstance(value, dict):
-        return {str(k): _clean(v) for k, v in value.items()}
+        return {str(k): json_ready(v, finite=finite) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_clean(v) for v in value]
+        return [json_ready(v, finite=finite) for v in value]
     return value
 
 
@@ -47,7 +53,7 @@ def report_to_dict(report: TraceReport) -> dict[str, Any]:
             "per_rank": result.per_rank,
             "notes": list(result.notes),
         }
-    data: dict[str, Any] = _clean(
+    data: dict[str, Any] = json_ready(
         {
             "source": str(trace.source),
             "mode": str(trace.mode),
