@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from sqlalchemy import select
 
 from collector.http import UrllibTransport
-from collector.owner_reporter import OwnerReporter
+from collector.owner_reporter import UNOWNED_RETRY_S, OwnerReporter
 from collector.owners import (
     Owner,
     k8s_owner,
@@ -94,6 +94,24 @@ def test_k8s_team_from_the_mapped_pod_label_else_the_namespace() -> None:
 
 def reading(job: str, **row: object) -> GpuReading:
     return GpuReading(row={"job_id": job, **row}, labels={"pod_label_team": "speech"})
+
+
+def test_a_job_without_a_record_is_looked_up_again_only_after_the_retry(tmp_path: Path) -> None:
+    now = [100.0]
+    reporter = OwnerReporter(
+        ingest_url="http://127.0.0.1:9",
+        token="",
+        transport=UrllibTransport(),
+        slurm_job_dir=tmp_path,
+        monotonic=lambda: now[0],
+    )
+    reporter.observe([reading("55", attribution="hpc_job")] * 8)  # the prolog has not run yet
+    (tmp_path / "55.env").write_text("SLURM_JOB_ID=55\nSLURM_JOB_USER=di\n")
+    reporter.observe([reading("55", attribution="hpc_job")])
+    assert not reporter.wakeup.is_set()  # not read again on every tick
+    now[0] += UNOWNED_RETRY_S
+    reporter.observe([reading("55", attribution="hpc_job")])
+    assert reporter.wakeup.is_set()  # found once the retry is due
 
 
 def test_the_agent_reports_each_owner_once_to_a_real_server(tmp_path: Path) -> None:

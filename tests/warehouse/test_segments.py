@@ -111,3 +111,31 @@ def test_a_full_queue_answers_503_and_a_retry_in_flight_joins_the_first(tmp_path
     assert first.wait(30) and first.error is None and not first.duplicate
     writer.stop()
     assert count(tmp_path / "segments") == 80
+
+
+def test_a_flush_of_more_batches_than_one_ledger_probe_drops_every_known_id(tmp_path: Path) -> None:
+    writer = Writer(
+        tmp_path / "t.duckdb",
+        SegmentStore(tmp_path / "segments"),
+        flush_rows=10**6,
+        flush_interval_s=0.01,
+        queue_max_rows=10**6,
+    )  # not started: the whole queue goes in one flush, probed in chunks
+    row = gpu_batch("n", timestamps=1, gpus=1)
+    early = [writer.submit("gpu_samples", row, f"b{i}")[0] for i in range(0, 1200, 2)]
+    writer.start()
+    assert all(t.wait(30) and t.error is None and not t.duplicate for t in early)
+    writer.stop()
+    again = Writer(
+        tmp_path / "t.duckdb",
+        SegmentStore(tmp_path / "segments"),
+        flush_rows=10**6,
+        flush_interval_s=0.01,
+        queue_max_rows=10**6,
+    )
+    tickets = [again.submit("gpu_samples", row, f"b{i}")[0] for i in range(1200)]
+    again.start()
+    assert all(t.wait(30) and t.error is None for t in tickets)
+    again.stop()
+    assert [t.duplicate for t in tickets] == [i % 2 == 0 for i in range(1200)]
+    assert count(tmp_path / "segments") == 1200
