@@ -351,19 +351,28 @@ def _reduce(events: list[_Event], base: int, cols: ColumnBuilder) -> dict[str, n
     # None -> NaN (msgspec refuses NaN literals); integers convert as the stdlib path's do.
     ts_all = np.array(ts, dtype=np.float64)
     dur_all = np.array([e.dur for e in events], dtype=np.float64)
-    cats = np.array([e.cat for e in events], dtype=object)
-    kept = (cats != None) & (cats != "Trace") & ~np.isnan(ts_all) & ~np.isnan(dur_all)  # noqa: E711
+    cat_all = [e.cat for e in events]
+    kept = ~(np.isnan(ts_all) | np.isnan(dur_all))
+    kept_list = kept.tolist()
+    cat = list(compress(cat_all, kept_list))
+    # A timed event without a `cat` or of `cat` Trace (one a file) is rare: the whole batch's
+    # categories are compared as objects only then.
+    if cat.count(None) or cat.count("Trace"):
+        cats = np.array(cat_all, dtype=object)
+        kept &= (cats != None) & (cats != "Trace")  # noqa: E711
+        kept_list = kept.tolist()
+        cat = list(compress(cat_all, kept_list))
     rows = np.flatnonzero(kept)
     blocks: dict[str, npt.NDArray[Any]] = {}
     if len(rows) < len(events):
         blocks.update(_memory_counters(list(compress(events, (~kept).tolist()))))
-        events = list(compress(events, kept.tolist()))
+        events = list(compress(events, kept_list))
         if not events:
             return blocks
-    cat, name, pid, tid = _symbols(
+    cat_ids, name, pid, tid = _symbols(
         cols.symbols,
         (
-            [e.cat for e in events],
+            cat,
             [e.name for e in events],
             [e.pid for e in events],
             [e.tid for e in events],
@@ -376,7 +385,7 @@ def _reduce(events: list[_Event], base: int, cols: ColumnBuilder) -> dict[str, n
         external = [x if x is not None else y for x, y in zip(external, external_2021, strict=True)]
     blocks.update(
         index=rows.astype(np.int64) + base,
-        cat=cat,
+        cat=cat_ids,
         name=name,
         pid=pid,
         tid=tid,
