@@ -13,7 +13,7 @@ from typing import Any
 
 
 def register(subparsers: Any) -> None:
-    trace = subparsers.add_parser("trace", help="PyTorch profiler (Kineto) trace analysis")
+    trace = subparsers.add_parser("trace", help="PyTorch profiler (Kineto) trace analysis.")
     sub = trace.add_subparsers(dest="trace_command", metavar="SUBCOMMAND")
     analyze = sub.add_parser(
         "analyze",
