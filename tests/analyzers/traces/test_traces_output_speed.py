@@ -1,7 +1,7 @@
 """What made `fleetscope trace analyze` faster as a whole command (issue 19) changes no byte of
-what it prints: the JSON made by msgspec equals the stdlib's, the second thread that inflates
-ahead reads the same columns and hands errors to the loader, and the console script's exit
-without teardown still flushes everything (checked in a subprocess, the only place it runs)."""
+what it prints: the JSON made by msgspec equals the stdlib's (which still writes whatever msgspec
+would write otherwise), and the console script's exit without teardown still flushes everything
+(checked in a subprocess, the only place it runs)."""
 
 from __future__ import annotations
 
@@ -18,8 +18,6 @@ import pytest
 from analyzers.traces.api import analyze_trace
 from analyzers.traces.render import _msgspec_json, json_ready, report_json, report_to_dict
 from tests.analyzers.traces.trace_paths import ALL_TRACES, DATA
-
-GOLDEN = [f for d in ALL_TRACES for f in sorted(d.glob("*.gz"))]
 
 
 def _stdlib(data: Any) -> str:
