@@ -160,7 +160,7 @@ class _Source:
         if match is not None and match.start() < len(tail) and match.end() < len(edge):
             self.hta_rank = int(match.group(1))
             return
-        if _RANK_KEY in data:
+        if _holds_rank_key(data):
             match = _HTA_RANK_RE.search(data)
             if match is not None and match.end() < len(data):
                 self.hta_rank = int(match.group(1))
@@ -169,6 +169,25 @@ class _Source:
 
     def close(self) -> None:
         self._raw.close()
+
+
+def _holds_rank_key(data: bytes) -> bool:
+    """`_RANK_KEY in data`, found from the positions of the key's rarest byte in trace text, its
+    `k` (~1 % of the bytes): numpy compares every byte in C at 0.29 ms a MiB where
+    `bytes.__contains__` takes 0.47 (its skip rarely fires: the key's other bytes are JSON's
+    commonest). A trace without the key has every chunk searched: 15-17 ms of the resnet50
+    traces' load (issue 19)."""
+    view = np.frombuffer(data, dtype=np.uint8)
+    at = _RANK_KEY.index(b"k")
+    # Every position where a `k` has room for the whole key around it.
+    k = np.flatnonzero(view[at : len(view) - (len(_RANK_KEY) - 1 - at)] == _RANK_KEY[at]) + at
+    if not len(k):
+        return False
+    hit = np.ones(len(k), dtype=bool)
+    for offset, byte in enumerate(_RANK_KEY):
+        if offset != at:
+            hit &= view[k + (offset - at)] == byte
+    return bool(hit.any())
 
 
 def decode_fast(

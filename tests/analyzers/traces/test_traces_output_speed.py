@@ -98,3 +98,15 @@ def test_the_console_script_prints_everything_and_exits_zero(tmp_path: Path) -> 
         check=True,
     )
     assert closed.stdout == out.stdout[:10] and b"Traceback" not in closed.stderr
+
+
+def test_the_rank_key_is_found_where_bytes_find_it() -> None:
+    """The numpy search for HTA's `"rank":` (load_fast) answers as `in` does, borders included."""
+    from analyzers.traces.load_fast import _RANK_KEY, _holds_rank_key
+
+    rng = np.random.default_rng(7)
+    alphabet = np.frombuffer(b'"rank: k{}ab', dtype=np.uint8)
+    texts = [b"", b'"rank":', b'x"rank":', b'"rank":x', b'"rank"', b'rank":', b'"rank";']
+    texts += [rng.choice(alphabet, int(rng.integers(0, 16))).tobytes() for _ in range(20000)]
+    for text in texts:
+        assert _holds_rank_key(text) == (_RANK_KEY in text), text
