@@ -11,7 +11,7 @@ if TYPE_CHECKING:
 
 
 def register(subparsers: Any) -> None:
-    config = subparsers.add_parser("config", help="inspect settings")
+    config = subparsers.add_parser("config", help="Inspect settings.")
     actions = config.add_subparsers(dest="config_command", metavar="ACTION", required=True)
     show = actions.add_parser("show", help="print every effective setting and its source")
     show.add_argument("--format", choices=["table", "json"], default="table")

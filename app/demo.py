@@ -46,7 +46,7 @@ AUTOPROFILE = {
 
 def register(subparsers: Any) -> None:
     demo = subparsers.add_parser(
-        "demo", help="run a simulated fleet, agents, server and dashboard until Ctrl-C"
+        "demo", help="Run a simulated fleet, agents, server and dashboard until Ctrl-C."
     )
     demo.add_argument("--hosts", type=int, default=None, help="simulated hosts (8 GPUs each)")
     demo.add_argument("--dir", default=".demo", help="folder for the demo's data and logs")

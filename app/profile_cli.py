@@ -48,7 +48,7 @@ def _positive_float(text: str) -> float:
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "profile",
-        help="profile a running job on demand and print its trace findings",
+        help="Profile a running job on demand and print its trace findings.",
         description="Ask the agents running JOB to record the next steps with torch.profiler, "
         "wait for the trace, and print its analysis (findings such as T8 data-loader stalls).",
     )

@@ -318,9 +318,15 @@ def _verdict(rows: list[dict[str, Any]], startup: dict[str, float], editable: bo
         "settings loader, logging set-up and demo hook it never used (~25 ms); no numpy.ma "
         "(numpy 2's `np.unique` imports it, ~7 ms; analyzers/traces/stats.py has exact "
         "`percentile`/`unique`/`isin`); the launch and queue joins and HTA's correlation index "
-        "in numpy; earlier, modules imported on first use and zlib-ng's inflate. Not done: inflating in a second thread while the main one decodes and imports (it lost "
-        "~30 ms on this shared 2-core machine, untested quiet), a cache of parsed columns "
-        "between runs (it would help a second run of the same trace, not the first)."
+        "in numpy; earlier, modules imported on first use and zlib-ng's inflate; second round, "
+        "`--format json` written by msgspec (byte-identical, the stdlib where msgspec would "
+        "write otherwise) and the console script ending the command with `os._exit` after "
+        "flushing and `atexit` (no interpreter teardown, 10-17 ms), HTA's rank key looked for "
+        "with numpy from its rarest byte (~7 ms on resnet50_nw0). Not done: inflating in a "
+        "second thread while the main one imports and decodes (measured twice: it lost ~30 ms "
+        "on the shared machine, and 10 ms on ns_resolution at load 1.7 in the second round, "
+        "with long tails under load: every chunk is a GIL hand-over), a cache of parsed "
+        "columns between runs (it would help a second run of the same trace, not the first)."
     )
 
 

@@ -34,7 +34,7 @@ DEFAULT_START = "2026-01-05T00:00:00+00:00"  # a Monday: weekly reports get a wh
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "simulate",
-        help="serve simulated dcgm-exporter endpoints, or generate a simulated fleet's tables",
+        help="Serve simulated dcgm-exporter endpoints, or generate a simulated fleet's tables.",
         description=__doc__.split("\n\n")[1] if __doc__ else None,
     )
     parser.add_argument("--hosts", type=int, help="hosts of 8 GPUs (default: simulator.hosts)")

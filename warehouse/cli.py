@@ -29,7 +29,7 @@ def register(subparsers: Any) -> None:
 
 
 def register_server(subparsers: Any) -> None:
-    server = subparsers.add_parser("server", help="run the ingest server (writer, HTTP, upkeep)")
+    server = subparsers.add_parser("server", help="Run the ingest server (writer, HTTP, upkeep).")
     server.add_argument("--host", help="listen address (default: server.host)")
     server.add_argument("--port", type=int, help="listen port (default: server.port)")
     server.add_argument(
@@ -41,7 +41,7 @@ def register_server(subparsers: Any) -> None:
 
 
 def register_token(subparsers: Any) -> None:
-    token = subparsers.add_parser("token", help="manage agent bearer tokens")
+    token = subparsers.add_parser("token", help="Manage agent bearer tokens.")
     actions = token.add_subparsers(dest="token_command", metavar="ACTION", required=True)
     create = actions.add_parser("create", help="create a token and print it (shown only once)")
     create.add_argument("name")
@@ -53,7 +53,7 @@ def register_token(subparsers: Any) -> None:
 
 
 def register_warehouse(subparsers: Any) -> None:
-    warehouse = subparsers.add_parser("warehouse", help="telemetry store maintenance and queries")
+    warehouse = subparsers.add_parser("warehouse", help="Telemetry store maintenance and queries.")
     wactions = warehouse.add_subparsers(dest="warehouse_command", metavar="ACTION", required=True)
     wactions.add_parser("migrate", help="apply telemetry schema migrations").set_defaults(
         handler=warehouse_migrate
@@ -68,7 +68,7 @@ def register_warehouse(subparsers: Any) -> None:
 
 
 def register_import(subparsers: Any) -> None:
-    importer = subparsers.add_parser("import", help="backfill telemetry from another system")
+    importer = subparsers.add_parser("import", help="Backfill telemetry from another system.")
     sources = importer.add_subparsers(dest="import_source", metavar="SOURCE", required=True)
     prom = sources.add_parser(
         "prometheus",

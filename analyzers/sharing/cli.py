@@ -14,7 +14,7 @@ from fleetscope.settings import Settings
 
 
 def register(subparsers: Any) -> None:
-    plan = subparsers.add_parser("plan", help="Capacity plans from the fleet's telemetry")
+    plan = subparsers.add_parser("plan", help="Capacity plans from the fleet's telemetry.")
     sub = plan.add_subparsers(dest="plan_kind", metavar="KIND", required=True)
     sharing = sub.add_parser(
         "sharing",

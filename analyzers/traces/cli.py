@@ -8,13 +8,12 @@ Each PATH is one profiling session: a trace file, or a folder holding one file p
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
 
 
 def register(subparsers: Any) -> None:
-    trace = subparsers.add_parser("trace", help="PyTorch profiler (Kineto) trace analysis")
+    trace = subparsers.add_parser("trace", help="PyTorch profiler (Kineto) trace analysis.")
     sub = trace.add_subparsers(dest="trace_command", metavar="SUBCOMMAND")
     analyze = sub.add_parser(
         "analyze",
@@ -47,7 +46,7 @@ def _usage(parser: argparse.ArgumentParser) -> int:
 def _analyze(args: argparse.Namespace) -> int:
     from analyzers.traces.analyses.base import TraceOptions
     from analyzers.traces.api import analyze_trace
-    from analyzers.traces.render import render_text, report_to_dict
+    from analyzers.traces.render import render_text, report_json
     from fleetscope.errors import ConfigError
 
     if args.gpus < 0:
@@ -58,9 +57,7 @@ def _analyze(args: argparse.Namespace) -> int:
         for path in args.paths
     ]
     if args.format == "json":
-        data = [report_to_dict(r) for r in reports]
-        json.dump(data[0] if len(data) == 1 else data, sys.stdout, indent=1)
-        sys.stdout.write("\n")
+        sys.stdout.write(report_json(reports))
     else:
         sys.stdout.write("\n\n".join(render_text(r) for r in reports) + "\n")
     return 0

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-HELP = "inspect settings"
+HELP = "Inspect settings."
 
 
 def register(subparsers: Any) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-HELP = "run a simulated fleet, agents, server and dashboard until Ctrl-C"
+HELP = "Run a simulated fleet, agents, server and dashboard until Ctrl-C."
 
 
 def register(subparsers: Any) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-HELP = "backfill telemetry from another system"
+HELP = "Backfill telemetry from another system."
 
 
 def register(subparsers: Any) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-HELP = "Capacity plans from the fleet's telemetry"
+HELP = "Capacity plans from the fleet's telemetry."
 
 
 def register(subparsers: Any) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-HELP = "profile a running job on demand and print its trace findings"
+HELP = "Profile a running job on demand and print its trace findings."
 
 
 def register(subparsers: Any) -> None:

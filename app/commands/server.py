@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-HELP = "run the ingest server (writer, HTTP, upkeep)"
+HELP = "Run the ingest server (writer, HTTP, upkeep)."
 
 
 def register(subparsers: Any) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-HELP = "serve simulated dcgm-exporter endpoints, or generate a simulated fleet's tables"
+HELP = "Serve simulated dcgm-exporter endpoints, or generate a simulated fleet's tables."
 
 
 def register(subparsers: Any) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-HELP = "manage agent bearer tokens"
+HELP = "Manage agent bearer tokens."
 
 
 def register(subparsers: Any) -> None:

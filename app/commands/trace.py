@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-HELP = "PyTorch profiler (Kineto) trace analysis"
+HELP = "PyTorch profiler (Kineto) trace analysis."
 
 
 def register(subparsers: Any) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-HELP = "telemetry store maintenance and queries"
+HELP = "Telemetry store maintenance and queries."
 
 
 def register(subparsers: Any) -> None:
