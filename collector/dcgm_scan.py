@@ -59,6 +59,9 @@ class _Shape(NamedTuple):
     skeleton: list[str]  # the text between values (comments, names and labels), in page order
     gpus: list[tuple[tuple[str, str], dict[str, str]]]  # (key, labels) in first appearance
     steps: list[tuple[int, str | None, float, str] | None]  # per value: reading, column, scale
+    # (cluster, host) -> each GPU's row before its values and ts: copied per scrape, never handed
+    # out (new_reading's label lookups once per shape, not per GPU per scrape)
+    rows: dict[tuple[str, str | None], list[dict[str, object]]]
 
 
 class DcgmScanner:
@@ -109,7 +112,7 @@ class DcgmScanner:
                 index[series.key] = len(gpus)
                 gpus.append((series.key, series.labels))
             steps.append((index[series.key], series.column, series.scale, series.name))
-        return _Shape(skeleton, gpus, steps)
+        return _Shape(skeleton, gpus, steps, {})
 
     def _scan_lines(
         self, text: str, ts_ms: int, cluster: str, host: str | None
@@ -198,10 +201,19 @@ def _apply_shape(
     shape: _Shape, values: list[str], ts_ms: int, cluster: str, host: str | None
 ) -> list[GpuReading]:
     """normalize_samples' result for a page of a known shape, from its values alone."""
-    readings = {
-        key: new_reading(dict(labels), ts_ms=ts_ms, cluster=cluster, host=host)
-        for key, labels in shape.gpus
-    }
+    templates = shape.rows.get((cluster, host))
+    if templates is None:
+        if len(shape.rows) >= 4:
+            shape.rows.clear()
+        templates = shape.rows[(cluster, host)] = [
+            new_reading(dict(labels), ts_ms=0, cluster=cluster, host=host).row
+            for _, labels in shape.gpus
+        ]
+    readings: dict[tuple[str, str], GpuReading] = {}
+    for (key, labels), template in zip(shape.gpus, templates, strict=True):
+        row = template.copy()
+        row["ts"] = ts_ms
+        readings[key] = GpuReading(row, dict(labels))
     rows = [r.row for r in readings.values()]
     extras = [r.extra for r in readings.values()]
     for step, value_text in zip(shape.steps, values, strict=True):

@@ -133,8 +133,8 @@ class Shipper:
         """Send pending batches in order until the spool is empty (True) or a retry is due."""
         while True:
             batch = self.spool.oldest()
-            self._update_gauges()
             if batch is None:
+                self._update_gauges()
                 return True
             body = self.spool.read(batch)
             if body is None:  # dropped by the size cap meanwhile
@@ -142,6 +142,7 @@ class Shipper:
                 continue
             outcome = self.send(batch, body)
             if outcome == "retry":
+                self._update_gauges()
                 return False
             if outcome == "ok":
                 self.spool.ack(batch)

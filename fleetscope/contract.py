@@ -12,8 +12,8 @@ Wire format (agent -> ingest), one HTTP request per batch:
     X-Fleetscope-Batch-Id: <uuid4 hex, chosen by the agent; a retry reuses it>
     X-Fleetscope-Agent: <host name>
 
-    body: one Arrow IPC stream (zstd-compressed buffers) whose schema is TABLES[table]; extra
-    columns are refused, missing nullable columns are filled with nulls.
+    body: one Arrow IPC stream (lz4- or zstd-compressed buffers) whose schema is TABLES[table];
+    extra columns are refused, missing nullable columns are filled with nulls.
 
     202 {"batch_id": ..., "rows": N, "duplicate": false}   stored (or already stored: duplicate true)
     4xx {"error": "<what is wrong>"}                           nothing stored; do not retry as is
@@ -184,12 +184,17 @@ def conform(table_name: str, batch: pa.Table) -> pa.Table:
     return pa.Table.from_arrays(columns, schema=schema)
 
 
-def to_ipc(batch: pa.Table) -> bytes:
-    """Serialize a batch as one compressed Arrow IPC stream (the request body)."""
+def to_ipc(batch: pa.Table, compression: str = "zstd") -> bytes:
+    """Serialize a batch as one compressed Arrow IPC stream (the request body).
+
+    `compression` is Arrow's buffer codec; readers take either. The agent passes "lz4": Arrow
+    creates a zstd context for every buffer (~6 us each, ~100 buffers in a gpu_samples batch),
+    which was the largest part of the agent's sealing (bench/RESULTS.md, "Agent against
+    Prometheus's own scrape"); lz4 costs a tenth of that for ~25 % more bytes."""
     sink = pa.BufferOutputStream()
     # use_threads=False: a batch is small; handing its ~60 buffers to Arrow's thread pool cost
     # twice the CPU of compressing them in line (bench/RESULTS.md, "Ingest against Prometheus").
-    options = pa.ipc.IpcWriteOptions(compression="zstd", use_threads=False)
+    options = pa.ipc.IpcWriteOptions(compression=compression, use_threads=False)
     with pa.ipc.new_stream(sink, batch.schema, options=options) as writer:
         writer.write_table(batch)
     return bytes(sink.getvalue().to_pybytes())

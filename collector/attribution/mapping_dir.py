@@ -52,6 +52,8 @@ class MappingDir:
         self._jobs = jobs
 
     def job_for(self, reading: GpuReading) -> str | None:
+        if not self._jobs:  # nothing to match: skip building the reading's keys (per GPU per tick)
+            return None
         for key in gpu_keys(reading):
             job = self._jobs.get(key) or self._jobs.get(key.replace(":", "."))
             if job:

@@ -63,6 +63,8 @@ class OverrideFile:
             self._mtime_ns = mtime
 
     def job_for(self, reading: GpuReading) -> str | None:
+        if not self._table:  # nothing to match: skip building the reading's keys (per GPU per tick)
+            return None
         for key in gpu_keys(reading):
             job = self._table.get(key)
             if job:

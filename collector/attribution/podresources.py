@@ -115,6 +115,8 @@ class PodResources:
         self._last_error = ""
 
     def job_for(self, reading: GpuReading) -> str | None:
+        if not self._jobs:  # nothing to match: skip building the reading's keys (per GPU per tick)
+            return None
         for key in gpu_keys(reading):
             job = self._jobs.get(key)
             if job:

@@ -33,16 +33,23 @@ from collector.sources.cgroup_files import (
 NO_LIMIT_BYTES = 2**62  # limits at or above this are the kernel's "unlimited"
 
 
+def _subdirs(path: Path, prefix: str) -> list[Path]:
+    """`path`'s folders whose names start with `prefix`, sorted; none if it cannot be listed.
+    (os.scandir, not Path.glob: this runs for five hierarchies on every host read, and glob's
+    per-call set-up was most of the cost on a node without Slurm jobs.)"""
+    try:
+        names = sorted(e.name for e in os.scandir(path) if e.name.startswith(prefix) and e.is_dir())
+    except OSError:
+        return []
+    return [path / name for name in names]
+
+
 def _job_dirs(hierarchy: Path) -> dict[str, Path]:
     """job id -> its folder, for every `slurm*/uid_*/job_*` under one controller hierarchy."""
     jobs: dict[str, Path] = {}
-    for slurm in sorted(hierarchy.glob("slurm*")):
-        for uid in sorted(slurm.glob("uid_*")):
-            try:
-                names = sorted(e.name for e in os.scandir(uid) if e.is_dir())
-            except OSError:
-                continue
-            jobs.update({n[4:]: uid / n for n in names if n.startswith("job_")})
+    for slurm in _subdirs(hierarchy, "slurm"):
+        for uid in _subdirs(slurm, "uid_"):
+            jobs.update({job.name[4:]: job for job in _subdirs(uid, "job_")})
     return jobs
 
 

@@ -20,7 +20,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import duckdb
@@ -153,10 +153,10 @@ class RecordingSpool(Spool):
         super().__init__(root, max_bytes=max_bytes)
         self.sealed: list[str] = []
 
-    def put(self, table: str, body: bytes) -> SpooledBatch:
-        batch = super().put(table, body)
-        self.sealed.append(batch.batch_id)
-        return batch
+    def put_many(self, sealed: Sequence[tuple[str, bytes]]) -> list[SpooledBatch]:
+        batches = super().put_many(sealed)
+        self.sealed += [batch.batch_id for batch in batches]
+        return batches
 
 
 def stored_gpu_rows(settings: Settings) -> list[tuple[int, int, float]]:
