@@ -138,8 +138,13 @@ def test_a_day_old_label_attributed_fleet_gets_root_causes_and_owners(
                     got.setdefault(f.job_id, set()).add(f.rule_id)
                     teams[f.job_id] = f.team
             done = all(e.served > len(by_host[h]) for h, e in exporters.items())
+            # Wait for what is asserted below, symptoms folded included: a pass over a bucket
+            # whose data is still arriving may show a symptom (R12) that the pass after the last
+            # arrival folds into its root cause (R5) and retracts.
             if done and all(
-                got.get(j, set()) & want and teams.get(j) == team
+                got.get(j, set()) & want
+                and not got[j] - want - {"R3", "R1"}
+                and teams.get(j) == team
                 for j, (want, team) in EXPECTED.items()
             ):
                 break
