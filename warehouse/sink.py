@@ -10,7 +10,8 @@ from typing import Protocol
 
 import pyarrow as pa
 
-from warehouse.writer import Ticket, WriterStats
+from warehouse.batch_queue import Ticket
+from warehouse.writer import WriterStats
 
 
 class BatchSink(Protocol):

@@ -33,7 +33,6 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -43,41 +42,13 @@ import pyarrow as pa
 from fleetscope.contract import TABLES
 from fleetscope.errors import ConfigError, IngestError
 from warehouse import schema
+from warehouse.batch_queue import BatchQueue, Ticket
 from warehouse.migrations import migrate
 from warehouse.segments import Segment, SegmentStore
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-
-
-@dataclass
-class Ticket:
-    """A submitted batch; `wait` returns once it is committed (or refused with `error`)."""
-
-    batch_id: str
-    table: str
-    rows: int
-    agent: str
-    data: pa.Table
-    received_at: datetime
-    agent_version: str = ""
-    duplicate: bool = False
-    error: str | None = None
-    status: int = 202  # 503: retry later with the same id; 422: this batch can never be stored
-    _done: threading.Event = field(default_factory=threading.Event)
-
-    def wait(self, timeout_s: float) -> bool:
-        return self._done.wait(timeout_s)
-
-    def _resolve(
-        self, *, duplicate: bool = False, error: str | None = None, status: int = 202
-    ) -> None:
-        self.duplicate = duplicate
-        self.error = error
-        self.status = status
-        self.data = self.data.slice(0, 0)  # free the rows; the ticket may outlive the flush
-        self._done.set()
 
 
 @dataclass(frozen=True)
@@ -106,7 +77,7 @@ class WriterStats:
     last_flush_rows: int = 0
 
 
-class Writer:
+class Writer(BatchQueue):
     """Owns the DuckDB file; see the module docstring for the flush protocol."""
 
     def __init__(
@@ -121,20 +92,18 @@ class Writer:
         hooks: Sequence[CommitHook] = (),
         tables: Mapping[str, pa.Schema] = TABLES,
     ) -> None:
+        super().__init__(
+            queue_name="ingest",
+            owner="server",
+            flush_rows=flush_rows,
+            flush_interval_s=flush_interval_s,
+            flush_idle_s=flush_idle_s,
+            queue_max_rows=queue_max_rows,
+        )
         self._store = store
-        self._flush_rows = flush_rows
-        self._flush_interval_s = flush_interval_s
-        self._flush_idle_s = flush_idle_s
-        self._last_arrival = 0.0
-        self._queue_max_rows = queue_max_rows
         self._hooks = list(hooks)
         self._tables = dict(tables)
-        self._cond = threading.Condition()
-        self._queue: deque[Ticket] = deque()
         self._calls: deque[tuple[Callable[[duckdb.DuckDBPyConnection], Any], Future[Any]]] = deque()
-        self._queued_rows = 0
-        self._inflight: dict[str, Ticket] = {}
-        self._stopping = False
         self._thread: threading.Thread | None = None
         self.stats = WriterStats()
         self._conn = open_database(duckdb_path, self._tables)
@@ -157,41 +126,7 @@ class Writer:
         self._read_root.close()
         self._conn.close()
 
-    @property
-    def queued_rows(self) -> int:
-        return self._queued_rows
-
-    # -- request side ----------------------------------------------------------------------
-    def submit(
-        self, table: str, data: pa.Table, batch_id: str, agent: str = "", agent_version: str = ""
-    ) -> tuple[Ticket, bool]:
-        """Queue a conformed batch; returns its ticket and whether it was already in flight.
-
-        Raises IngestError(503) when the queue holds `warehouse.queue_max_rows` rows: the agent
-        keeps the batch and retries later with the same id.
-        """
-        with self._cond:
-            if self._stopping:
-                raise IngestError("server is shutting down; retry later", status=503)
-            existing = self._inflight.get(batch_id)
-            if existing is not None:
-                return existing, True
-            if self._queue and self._queued_rows + data.num_rows > self._queue_max_rows:
-                raise IngestError(
-                    f"ingest queue is full ({self._queued_rows} rows waiting); retry later",
-                    status=503,
-                )
-            ticket = Ticket(
-                batch_id, table, data.num_rows, agent, data, datetime.now(UTC), agent_version
-            )
-            self._inflight[batch_id] = ticket
-            self._queue.append(ticket)
-            self._queued_rows += data.num_rows
-            self._last_arrival = time.monotonic()
-            if self._queued_rows >= self._flush_rows or len(self._queue) == 1:
-                self._cond.notify_all()
-            return ticket, False
-
+    # -- request side: submit (BatchQueue) and calls on the writer's connection ------------
     def call(self, fn: Callable[[duckdb.DuckDBPyConnection], T]) -> Future[T]:
         """Run `fn(connection)` on the writer thread between flushes (retention, maintenance)."""
         future: Future[T] = Future()
@@ -211,20 +146,7 @@ class Writer:
     def _run(self) -> None:
         while True:
             with self._cond:
-                while not self._queue and not self._calls and not self._stopping:
-                    self._cond.wait()
-                if self._queue and not self._stopping:
-                    deadline = time.monotonic() + self._flush_interval_s
-                    while self._queued_rows < self._flush_rows and not self._stopping:
-                        now = time.monotonic()
-                        quiet_until = self._last_arrival + self._flush_idle_s
-                        remaining = min(deadline, quiet_until) - now
-                        if remaining <= 0:
-                            break
-                        self._cond.wait(remaining)
-                batch = list(self._queue)
-                self._queue.clear()
-                self._queued_rows = 0
+                batch = self._take_group(lambda: bool(self._calls))
                 calls = list(self._calls)
                 self._calls.clear()
                 done = self._stopping and not batch and not calls

@@ -30,7 +30,6 @@ import random
 import threading
 import time
 import uuid
-from collections import deque
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
@@ -39,9 +38,10 @@ import pyarrow as pa
 from sqlalchemy import Engine
 
 from fleetscope.errors import IngestError
+from warehouse.batch_queue import BatchQueue, Ticket
 from warehouse.catalog import ledger
 from warehouse.fleet.tables import FLUSH_PROPERTY, FleetTables, to_table_schema
-from warehouse.writer import Ticket, WriterStats, _is_data_error
+from warehouse.writer import WriterStats, _is_data_error
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
@@ -53,7 +53,7 @@ class CommitGaveUpError(IngestError):
     """The Iceberg commit kept conflicting until the attempts or the lease ran out."""
 
 
-class FleetWriter:
+class FleetWriter(BatchQueue):
     """One thread per gateway; see the module docstring for the commit protocol."""
 
     def __init__(
@@ -68,20 +68,18 @@ class FleetWriter:
         lease_s: float,
         commit_attempts: int,
     ) -> None:
+        super().__init__(
+            queue_name="gateway",
+            owner="gateway",
+            flush_rows=flush_rows,
+            flush_interval_s=flush_interval_s,
+            flush_idle_s=flush_idle_s,
+            queue_max_rows=queue_max_rows,
+        )
         self.tables = tables
         self.catalog = catalog
-        self._flush_rows = flush_rows
-        self._flush_interval_s = flush_interval_s
-        self._flush_idle_s = flush_idle_s
-        self._queue_max_rows = queue_max_rows
         self._lease_s = lease_s
         self._attempts = commit_attempts
-        self._cond = threading.Condition()
-        self._queue: deque[Ticket] = deque()
-        self._queued_rows = 0
-        self._last_arrival = 0.0
-        self._inflight: dict[str, Ticket] = {}
-        self._stopping = False
         self._thread: threading.Thread | None = None
         self.stats = WriterStats()
         self.commit_conflicts = 0
@@ -99,53 +97,11 @@ class FleetWriter:
         if self._thread is not None:
             self._thread.join()
 
-    @property
-    def queued_rows(self) -> int:
-        return self._queued_rows
-
-    # -- request side ----------------------------------------------------------------------
-    def submit(
-        self, table: str, data: pa.Table, batch_id: str, agent: str = "", agent_version: str = ""
-    ) -> tuple[Ticket, bool]:
-        """Queue a conformed batch (as warehouse.writer.Writer.submit)."""
-        with self._cond:
-            if self._stopping:
-                raise IngestError("gateway is shutting down; retry later", status=503)
-            existing = self._inflight.get(batch_id)
-            if existing is not None:
-                return existing, True
-            if self._queue and self._queued_rows + data.num_rows > self._queue_max_rows:
-                raise IngestError(
-                    f"gateway queue is full ({self._queued_rows} rows waiting); retry later",
-                    status=503,
-                )
-            ticket = Ticket(
-                batch_id, table, data.num_rows, agent, data, datetime.now(UTC), agent_version
-            )
-            self._inflight[batch_id] = ticket
-            self._queue.append(ticket)
-            self._queued_rows += data.num_rows
-            self._last_arrival = time.monotonic()
-            self._cond.notify_all()
-            return ticket, False
-
     # -- writer thread ---------------------------------------------------------------------
     def _run(self) -> None:
         while True:
             with self._cond:
-                while not self._queue and not self._stopping:
-                    self._cond.wait()
-                if self._queue and not self._stopping:
-                    deadline = time.monotonic() + self._flush_interval_s
-                    while self._queued_rows < self._flush_rows and not self._stopping:
-                        now = time.monotonic()
-                        remaining = min(deadline, self._last_arrival + self._flush_idle_s) - now
-                        if remaining <= 0:
-                            break
-                        self._cond.wait(remaining)
-                batch = list(self._queue)
-                self._queue.clear()
-                self._queued_rows = 0
+                batch = self._take_group()
                 done = self._stopping and not batch
             for name in dict.fromkeys(t.table for t in batch):
                 self._flush([t for t in batch if t.table == name])

@@ -1,0 +1,136 @@
+"""The request side both writers share: batches queued by request threads, taken in groups by the
+one writer thread (the embedded `warehouse.writer.Writer` and the fleet gateway's
+`warehouse.fleet.writer.FleetWriter`).
+
+Why one class: backpressure (503 once `queue_max_rows` wait), the in-flight dedup of a retried
+batch id and the group wait (flush at `flush_rows`, after `flush_idle_s` without arrivals or at
+`flush_interval_s`, whichever first) are the ingest contract of issue 12; two copies drift.
+Subclasses keep `_cond` held while touching these fields and drop a batch id from `_inflight`
+once its ticket is resolved. Never does I/O.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import pyarrow as pa
+
+from fleetscope.errors import IngestError
+
+__all__ = ["BatchQueue", "Ticket"]
+
+
+@dataclass
+class Ticket:
+    """A submitted batch; `wait` returns once it is committed (or refused with `error`)."""
+
+    batch_id: str
+    table: str
+    rows: int
+    agent: str
+    data: pa.Table
+    received_at: datetime
+    agent_version: str = ""
+    duplicate: bool = False
+    error: str | None = None
+    status: int = 202  # 503: retry later with the same id; 422: this batch can never be stored
+    _done: threading.Event = field(default_factory=threading.Event)
+
+    def wait(self, timeout_s: float) -> bool:
+        return self._done.wait(timeout_s)
+
+    def _resolve(
+        self, *, duplicate: bool = False, error: str | None = None, status: int = 202
+    ) -> None:
+        self.duplicate = duplicate
+        self.error = error
+        self.status = status
+        self.data = self.data.slice(0, 0)  # free the rows; the ticket may outlive the flush
+        self._done.set()
+
+
+class BatchQueue:
+    """Tickets waiting for the writer thread; `owner` and `queue_name` word its 503 messages
+    ("server is shutting down", "ingest queue is full")."""
+
+    def __init__(
+        self,
+        *,
+        owner: str,
+        queue_name: str,
+        flush_rows: int,
+        flush_interval_s: float,
+        flush_idle_s: float,
+        queue_max_rows: int,
+    ) -> None:
+        self._owner = owner
+        self._queue_name = queue_name
+        self._flush_rows = flush_rows
+        self._flush_interval_s = flush_interval_s
+        self._flush_idle_s = flush_idle_s
+        self._queue_max_rows = queue_max_rows
+        self._cond = threading.Condition()
+        self._queue: deque[Ticket] = deque()
+        self._queued_rows = 0
+        self._last_arrival = 0.0
+        self._inflight: dict[str, Ticket] = {}
+        self._stopping = False
+
+    @property
+    def queued_rows(self) -> int:
+        return self._queued_rows
+
+    def submit(
+        self, table: str, data: pa.Table, batch_id: str, agent: str = "", agent_version: str = ""
+    ) -> tuple[Ticket, bool]:
+        """Queue a conformed batch; returns its ticket and whether it was already in flight.
+
+        Raises IngestError(503) while stopping or when the queue holds `queue_max_rows` rows:
+        the agent keeps the batch and retries later with the same id.
+        """
+        with self._cond:
+            if self._stopping:
+                raise IngestError(f"{self._owner} is shutting down; retry later", status=503)
+            existing = self._inflight.get(batch_id)
+            if existing is not None:
+                return existing, True
+            if self._queue and self._queued_rows + data.num_rows > self._queue_max_rows:
+                raise IngestError(
+                    f"{self._queue_name} queue is full ({self._queued_rows} rows waiting); retry later",
+                    status=503,
+                )
+            ticket = Ticket(
+                batch_id, table, data.num_rows, agent, data, datetime.now(UTC), agent_version
+            )
+            self._inflight[batch_id] = ticket
+            self._queue.append(ticket)
+            self._queued_rows += data.num_rows
+            self._last_arrival = time.monotonic()
+            # The writer re-reads `_last_arrival` when its idle wait ends: wake it only when a
+            # group starts or fills.
+            if self._queued_rows >= self._flush_rows or len(self._queue) == 1:
+                self._cond.notify_all()
+            return ticket, False
+
+    def _take_group(self, other_work: Callable[[], bool] = lambda: False) -> list[Ticket]:
+        """With `_cond` held: wait for a batch (or `other_work`, or stopping), then for its group
+        to fill or go quiet; return the queued tickets and empty the queue."""
+        while not self._queue and not other_work() and not self._stopping:
+            self._cond.wait()
+        if self._queue and not self._stopping:
+            deadline = time.monotonic() + self._flush_interval_s
+            while self._queued_rows < self._flush_rows and not self._stopping:
+                quiet_until = self._last_arrival + self._flush_idle_s
+                remaining = min(deadline, quiet_until) - time.monotonic()
+                if remaining <= 0:
+                    break
+                self._cond.wait(remaining)
+        batch = list(self._queue)
+        self._queue.clear()
+        self._queued_rows = 0
+        return batch
