@@ -163,8 +163,42 @@ def select_names(spec: str, installed: Sequence[str]) -> list[str]:
 
 def registered(group: str) -> dict[str, EntryPoint]:
     """The entry points of `group` by name, from every installed distribution (read once per
-    process: installing a package means starting the process again)."""
-    return dict(_registered(group))
+    process: installing a package means starting the process again).
+
+    A name two distributions give different values is a clash, not "the last one wins": that
+    entry's `load()` raises ConfigError naming both, so the clashing command, rule or analysis
+    fails with that message (a command is listed as broken, as any plug-in that cannot load)
+    and nothing silently runs in its place. The same value twice (one package on the path
+    twice) is one entry."""
+    found: dict[str, EntryPoint] = {}
+    clashes: dict[str, list[str]] = {}
+    for name, entry in _registered(group):
+        first = found.setdefault(name, entry)
+        if first.value != entry.value and entry.value not in clashes.setdefault(
+            name, [first.value]
+        ):
+            clashes[name].append(entry.value)
+    for name, values in clashes.items():
+        if len(values) > 1:
+            found[name] = _clash(name, group, values)
+    return found
+
+
+def _clash(name: str, group: str, values: list[str]) -> EntryPoint:
+    from fleetscope.entry_point_cache import EntryPoint
+
+    class ClashingEntryPoint(EntryPoint):
+        __slots__ = ()
+
+        def load(self) -> Any:
+            from fleetscope.errors import ConfigError
+
+            raise ConfigError(
+                f"{len(values)} installed packages claim the name {name!r} in {group} "
+                f"({' and '.join(values)}); uninstall all but one"
+            )
+
+    return ClashingEntryPoint(name, " | ".join(values), group)
 
 
 @functools.cache

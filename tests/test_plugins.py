@@ -242,3 +242,37 @@ def test_stale_metadata_says_reinstall_instead_of_finding_nothing(
     with pytest.raises(ConfigError, match="reinstall"):
         plugins.load_group(plugins.TRACE_ANALYSES)
     assert main(["--help"]) == 2
+
+
+def test_a_name_two_packages_claim_fails_with_both_named_instead_of_one_winning(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    rival = tmp_path / "rival"
+    dist = rival / "rival_fleetscope-0.2.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: rival-fleetscope\nVersion: 0.2\n")
+    (dist / "entry_points.txt").write_text(
+        "[fleetscope.commands]\nhello = rival_hello\n\n"
+        "[fleetscope.trace_rules]\nT3 = rival_hello:rule\n"
+    )
+    (rival / "rival_hello.py").write_text(PLUGIN.replace("hello {args.name}", "rival {args.name}"))
+    env = {**env, "PYTHONPATH": os.pathsep.join([str(rival), env["PYTHONPATH"]])}
+
+    ran = _run(env, "-m", "app.cli", "hello")
+    assert (ran.returncode, ran.stdout) == (2, "")
+    assert ran.stderr.startswith(
+        "fleetscope: error: command hello: cannot load rival_hello | acme_plugin: "
+        "2 installed packages claim the name 'hello' in fleetscope.commands "
+        "(rival_hello and acme_plugin); uninstall all but one"
+    )
+    listed = _run({**env, "COLUMNS": "200"}, "-m", "app.cli", "--help").stdout
+    assert "    hello          (broken plug-in: command hello: cannot load rival_hello" in listed
+    assert _run(env, "-m", "app.cli", "wave").stdout == "wave\n"  # the others still run
+
+    rules = _run(env, "-c", RULES_PROBE)
+    assert rules.returncode != 0
+    assert (
+        "2 installed packages claim the name 'T3' in fleetscope.trace_rules "
+        "(analyzers.traces.findings:t3_queue and rival_hello:rule); uninstall all but one"
+        in rules.stderr
+    )
