@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import http.client
 import json
+import ssl
+import urllib.parse
 import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -68,10 +70,19 @@ def post_batch(
     token: str,
     batch_id: str | None = None,
     agent: str = "",
+    ca_file: str | None = None,
 ) -> Answer:
-    """Serialize and send one batch on a fresh connection (tests)."""
-    host, port = base_url.removeprefix("http://").split(":")
-    conn = http.client.HTTPConnection(host, int(port), timeout=60)
+    """Serialize and send one batch on a fresh connection (tests); an https URL is verified
+    against `ca_file` (a test's self-signed certificate)."""
+    url = urllib.parse.urlsplit(base_url)
+    host, port = url.hostname or "127.0.0.1", url.port or 80
+    conn = (
+        http.client.HTTPSConnection(
+            host, port, timeout=60, context=ssl.create_default_context(cafile=ca_file)
+        )
+        if url.scheme == "https"
+        else http.client.HTTPConnection(host, port, timeout=60)
+    )
     try:
         return post(
             conn,

@@ -81,11 +81,12 @@ def server(tmp_path: Path) -> Iterator[Server]:
         running.stop()
 
 
-def populate(server: Server) -> None:
+def populate(server: Server, ca_file: str | None = None) -> None:
     for host, job, gpus, active in (("h1", "job-a", 2, 0.25), ("h2", "job-b", 1, 0.5)):
         answer = post_batch(
-            server.url, "gpu_samples", batch(host, job, gpus, active), token=TEST_TOKEN
-        )
+            server.url, "gpu_samples", batch(host, job, gpus, active), token=TEST_TOKEN,
+            ca_file=ca_file,
+        )  # fmt: skip
         assert answer.status == 202, answer.payload
     with server.catalog.begin() as conn:
         fleet.upsert_jobs(conn, [fleet.Job("job-a", cluster="c1", team="ml")])

@@ -1,4 +1,6 @@
-"""A real Prometheus scrapes a real fleetscope server's /metrics and evaluates the shipped rule file
+"""A real Prometheus scrapes a real fleetscope server's /metrics over TLS with the bearer token, by
+the shipped scrape job (deploy/prometheus/fleetscope-scrape.yml: only the target, the CA file and
+the token file are this test's), and evaluates the shipped rule file
 (deploy/prometheus/fleetscope-alerts.yml, unchanged) until FleetscopeCriticalFinding fires for the
 one open critical finding, with the finding's rule and team as labels."""
 
@@ -16,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from tests.analyzers.test_prometheus_export import TEST_TOKEN, populate, settings_for
 from tests.warehouse.test_prometheus_e2e import free_port
@@ -24,12 +27,20 @@ from warehouse.runtime import Server
 pytestmark = [pytest.mark.slow, pytest.mark.real_component("prometheus")]
 
 PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
-RULES = Path(__file__).resolve().parents[2] / "deploy" / "prometheus" / "fleetscope-alerts.yml"
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "prometheus"
+RULES = DEPLOY / "fleetscope-alerts.yml"
+SCRAPE = DEPLOY / "fleetscope-scrape.yml"
+TLS = Path(__file__).resolve().parents[1] / "data" / "tls"  # self-signed for 127.0.0.1
 
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[Server]:
-    running = Server(settings_for(tmp_path / "server"))
+    running = Server(
+        settings_for(tmp_path / "server").with_overrides(
+            server__tls_cert_file=str(TLS / "ingest-cert.pem"),
+            server__tls_key_file=str(TLS / "ingest-key.pem"),
+        )
+    )
     running.start()
     try:
         yield running
@@ -41,25 +52,20 @@ def server(tmp_path: Path) -> Iterator[Server]:
 def prometheus(tmp_path: Path, server: Server) -> Iterator[str]:
     if not os.path.exists(PROMETHEUS):
         pytest.skip("prometheus is not installed (Debian package `prometheus`)")
-    target = server.url.removeprefix("http://")
     token_file = tmp_path / "fleetscope-token"  # server.read_auth is on: /metrics needs the token
     token_file.write_text(TEST_TOKEN)
+    (job,) = yaml.safe_load(SCRAPE.read_text())["scrape_configs"]
+    assert job["job_name"] == "fleetscope-ingest" and job["scheme"] == "https"
+    job["static_configs"] = [{"targets": [server.url.removeprefix("https://")]}]
+    job["tls_config"]["ca_file"] = str(TLS / "ingest-cert.pem")
+    job["authorization"]["credentials_file"] = str(token_file)
     config = tmp_path / "prometheus.yml"
     config.write_text(
         json.dumps(  # YAML is a superset of JSON
             {
                 "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
                 "rule_files": [str(RULES)],
-                "scrape_configs": [
-                    {
-                        "job_name": "fleetscope-ingest",
-                        "authorization": {
-                            "type": "Bearer",
-                            "credentials_file": str(token_file),
-                        },
-                        "static_configs": [{"targets": [target]}],
-                    }
-                ],
+                "scrape_configs": [job],
             }
         )
     )
@@ -97,7 +103,9 @@ def alerts(prom_url: str) -> list[dict[str, Any]]:
 
 
 def test_critical_finding_alert_fires_in_real_prometheus(server: Server, prometheus: str) -> None:
-    populate(server)  # one open critical finding: R17 for team ml
+    populate(
+        server, ca_file=str(TLS / "ingest-cert.pem")
+    )  # one open critical finding: R17 for team ml
     deadline = time.monotonic() + 90
     firing: list[dict[str, Any]] = []
     while not firing and time.monotonic() < deadline:
