@@ -22,10 +22,10 @@ from pathlib import Path
 
 import pytest
 
+from app.supervise import free_port
 from simulator.fleet import FleetSpec
 from simulator.serve import ExporterFleet
 from simulator.sim import FleetSimulator
-from tests.warehouse.test_prometheus_e2e import free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.real_component("unshare")]
 

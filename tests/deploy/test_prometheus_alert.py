@@ -7,10 +7,6 @@ one open critical finding, with the finding's rule and team as labels."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import signal
-import subprocess
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -21,12 +17,11 @@ import pytest
 import yaml
 
 from tests.analyzers.test_prometheus_export import TEST_TOKEN, populate, settings_for
-from tests.warehouse.test_prometheus_e2e import free_port
+from tests.prometheus_process import start_prometheus, stop_prometheus
 from warehouse.runtime import Server
 
 pytestmark = [pytest.mark.slow, pytest.mark.real_component("prometheus")]
 
-PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "prometheus"
 RULES = DEPLOY / "fleetscope-alerts.yml"
 SCRAPE = DEPLOY / "fleetscope-scrape.yml"
@@ -50,8 +45,6 @@ def server(tmp_path: Path) -> Iterator[Server]:
 
 @pytest.fixture
 def prometheus(tmp_path: Path, server: Server) -> Iterator[str]:
-    if not os.path.exists(PROMETHEUS):
-        pytest.skip("prometheus is not installed (Debian package `prometheus`)")
     token_file = tmp_path / "fleetscope-token"  # server.read_auth is on: /metrics needs the token
     token_file.write_text(TEST_TOKEN)
     (job,) = yaml.safe_load(SCRAPE.read_text())["scrape_configs"]
@@ -59,38 +52,20 @@ def prometheus(tmp_path: Path, server: Server) -> Iterator[str]:
     job["static_configs"] = [{"targets": [server.url.removeprefix("https://")]}]
     job["tls_config"]["ca_file"] = str(TLS / "ingest-cert.pem")
     job["authorization"]["credentials_file"] = str(token_file)
-    config = tmp_path / "prometheus.yml"
-    config.write_text(
+    proc, url = start_prometheus(
+        tmp_path,
         json.dumps(  # YAML is a superset of JSON
             {
                 "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
                 "rule_files": [str(RULES)],
                 "scrape_configs": [job],
             }
-        )
+        ),
     )
-    port = free_port()
-    with (tmp_path / "prometheus.log").open("w") as log:
-        proc = subprocess.Popen(
-            [
-                PROMETHEUS,
-                f"--config.file={config}",
-                f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-                f"--web.listen-address=127.0.0.1:{port}",
-                "--log.level=warn",
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
     try:
-        yield f"http://127.0.0.1:{port}"
+        yield url
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_prometheus(proc)
 
 
 def alerts(prom_url: str) -> list[dict[str, Any]]:

@@ -25,8 +25,8 @@ from pathlib import Path
 
 import pytest
 
+from app.supervise import free_port
 from tests.collector.test_readonly_root import exporter  # noqa: F401  (fixture)
-from tests.warehouse.test_prometheus_e2e import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 UNIT = REPO / "deploy" / "systemd" / "fleetscope-agent.service"

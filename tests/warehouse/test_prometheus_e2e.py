@@ -15,11 +15,6 @@ Specification:
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import signal
-import socket
-import subprocess
 import time
 import urllib.parse
 import urllib.request
@@ -40,20 +35,14 @@ from simulator.fleet import FleetSpec
 from simulator.serve import ExporterFleet
 from simulator.sim import FleetSimulator
 from simulator.wire import TEST_TOKEN
+from tests.prometheus_process import start_prometheus, stop_prometheus
 from warehouse import reader
 from warehouse.runtime import Server
 
 pytestmark = [pytest.mark.slow, pytest.mark.real_component("prometheus")]
 
-PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
 CLUSTER = "prom-test"  # from Prometheus's external_labels on remote_write; --cluster on import
 SCRAPES_WANTED = 7  # successful scrapes per host before the comparison
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def server_settings(root: Path) -> Settings:
@@ -104,48 +93,6 @@ def sim() -> FleetSimulator:
     now = int(time.time())
     spec = FleetSpec(hosts=4, seed=11, scrape_failure_rate=0.0, flaky_failure_rate=0.15)
     return FleetSimulator(spec, origin_s=now // 3600 * 3600, horizon_s=2 * 3600 + 600)
-
-
-def start_prometheus(tmp_path: Path, targets: list[str], write_url: str) -> tuple[Any, str]:
-    if not os.path.exists(PROMETHEUS):
-        pytest.skip("prometheus is not installed (Debian package `prometheus`)")
-    config = tmp_path / "prometheus.yml"
-    config.write_text(prometheus_config(targets, write_url))
-    port = free_port()
-    with (tmp_path / "prometheus.log").open("w") as log:  # the child keeps its own copy
-        proc = subprocess.Popen(
-            [
-                PROMETHEUS,
-                f"--config.file={config}",
-                f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-                f"--web.listen-address=127.0.0.1:{port}",
-                "--log.level=warn",
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            with urllib.request.urlopen(f"{url}/-/ready", timeout=1) as answer:
-                if answer.status == 200:
-                    return proc, url
-        except OSError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            raise AssertionError((tmp_path / "prometheus.log").read_text())
-        time.sleep(0.1)
-
-
-def stop_prometheus(proc: Any) -> None:
-    proc.send_signal(signal.SIGTERM)  # flushes remote_write queues before exiting
-    try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
 
 
 def stored_rows(settings: Settings) -> list[dict[str, Any]]:
@@ -218,7 +165,9 @@ def test_remote_write_and_import_match_the_served_pages(
         urls = fleet.urls()
         instance_host = {urllib.parse.urlsplit(u).netloc: h for h, u in urls.items()}
         targets = sorted(instance_host)
-        prom, prom_url = start_prometheus(tmp_path, targets, f"{live.url}/api/v1/write")
+        prom, prom_url = start_prometheus(
+            tmp_path, prometheus_config(targets, f"{live.url}/api/v1/write")
+        )
         try:
             deadline = time.monotonic() + 40
             while True:
