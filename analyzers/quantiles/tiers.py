@@ -23,7 +23,13 @@ expired days are retired.
 Watermarks. Each partition (`p/n`, as the analyzer windows) keeps one mark per tier in the
 manifest's `marks`: a tier's panes are kept once, from the mark to the window's last whole pane,
 so a re-run or a later run of the same bucket adds only new panes (the runner re-analyzes a bucket
-from its start on every tick; the store does not).
+from its start on every tick; the store does not). A window that ends at or behind the mark
+re-runs time already built: the samples of a replayed spool, an import, a fleet first seen with
+day-old data (the scheduler runs the current bucket first, then the buckets the arrival marks
+owe), an out-of-order Celery window or a backfill. Its whole panes are built again and replace
+that partition's rows of the range in the day's files (`_replace`), so late samples are counted
+and nothing twice. Late samples for panes behind the mark inside the clock's current window are
+not rebuilt (the clock window only adds panes past the mark): `analyzers.lateness_s` covers them.
 
 Reading. A query over [start, end) takes, per sketch key, the coarsest rows that lie inside the
 range and no finer row they cover (`chosen_sql`), so nothing counts twice whatever tiers exist;
@@ -32,10 +38,8 @@ team, job or host.
 
 Locks (Celery workers of several partitions share the folder): a partition's builds take its own
 file lock (its marks are its own), and every manifest swap the store-wide one, so partitions
-build in parallel. Marks are high-water marks: a window of a partition that finishes after a
-later window of the same partition adds no panes, and `backfill` does not rebuild sketches (the
-scheduler runs a partition's windows in order). This module must never write telemetry nor open
-the telemetry DuckDB file.
+build in parallel; a rebuild rewrites its day's files under the store-wide lock. This module
+must never write telemetry nor open the telemetry DuckDB file.
 """
 
 from __future__ import annotations
@@ -51,8 +55,9 @@ from typing import TYPE_CHECKING
 import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
-from analyzers.accounting.frames import table_exists, ts_literal
+from analyzers.accounting.frames import partition_of, table_exists, ts_literal
 from analyzers.quantiles.panes import (
     BUCKET_SCHEMA,
     METRICS,
@@ -178,11 +183,17 @@ class QuantileStore:
             files = SegmentStore(self.root, compression="zstd")
             marks = _marks(files, part)
             for res in self.tiers:
-                start = marks.get(res) or align_down(window.start, res)
+                mark = marks.get(res)
+                end = align_down(window.end, res)
+                # A window ending at or behind the mark re-runs time already built (late data:
+                # a replayed spool, an import, an out-of-order window, a backfill): its range is
+                # built again and replaces what is stored. The clock's window always ends past
+                # the mark (its end advances every tick), so it only adds the panes after it.
+                rebuild = mark is not None and window.end <= mark
+                start = align_down(window.start, res) if rebuild or mark is None else mark
                 keep_s = self.retention_s[res]
                 if keep_s is not None:
                     start = max(start, align_down(_utc(now - keep_s), res))
-                end = align_down(window.end, res)
                 slice_s = 86400 if res >= 3600 else 3600
                 at = start
                 while at < end:
@@ -190,8 +201,12 @@ class QuantileStore:
                     tables = _tier_rows(conn, window, catalog, res, at, stop)
                     rows[res] += tables[BUCKETS].num_rows
                     named = {tier_table(name, res): t for name, t in tables.items()}
-                    _add(files, self._locked, named, part, {res: stop}, stop)
-                    marks[res] = at = stop
+                    if rebuild:
+                        _replace(self._locked, named, window, at, stop)
+                    else:
+                        _add(files, self._locked, named, part, {res: stop}, stop)
+                        marks[res] = stop
+                    at = stop
         with self._locked() as store:
             self._expire(store, now)
             manifest = store.snapshot()
@@ -332,6 +347,52 @@ def _add(
         store.swap(
             changes, {f"quantiles/{part}/{res}s": ts.isoformat() for res, ts in marks.items()}
         )
+
+
+def _replace(
+    locked: Callable[[], AbstractContextManager[SegmentStore]],
+    tables: Mapping[str, pa.Table],
+    window: Window,
+    start: datetime,
+    end: datetime,
+) -> None:
+    """Make `tables` the window's partition's rows of [start, end), one UTC day (a slice never
+    spans two): under the store-wide lock, that day's files are rewritten without the rows they
+    held for this partition and range, plus the new ones, and swapped in at once. Other
+    partitions' rows and the rest of the day stay as they were. Rare (late data only), so the
+    whole day's file of a tier is read back."""
+    day = start.date().isoformat()
+    with locked() as store:
+        manifest = store.snapshot()
+        changes: dict[str, tuple[list[Segment], list[Segment]]] = {}
+        for name, fresh in tables.items():
+            old = [s for s in manifest.live(name) if s.date == day]
+            kept = [_without(store.root / s.path, fresh.schema, window, start, end) for s in old]
+            merged = pa.concat_tables([*kept, fresh])
+            changes[name] = (old, store.write(name, merged, int(end.timestamp()), "pane_start"))
+        store.swap(changes)
+
+
+def _without(
+    path: Path, schema: pa.Schema, window: Window, start: datetime, end: datetime
+) -> pa.Table:
+    """A stored file's rows minus the window's partition's rows of [start, end) (rows without a
+    job belong to partition 0, as `_tier_rows` keeps them)."""
+    table = pq.read_table(path, schema=schema)
+    ts = table.column("pane_start")
+    in_range = pc.and_(
+        pc.greater_equal(ts, pa.scalar(start, ts.type)), pc.less(ts, pa.scalar(end, ts.type))
+    )
+    jobs = table.column("job_id")
+    if window.partitions == 1:
+        ours = pa.scalar(True)
+    else:
+        names = [j for j in pc.unique(jobs).drop_null().to_pylist()]
+        mine = [j for j in names if partition_of(j, window.partitions) == window.partition]
+        ours = pc.if_else(
+            pc.is_null(jobs), window.partition == 0, pc.is_in(jobs, pa.array(mine, jobs.type))
+        )
+    return table.filter(pc.invert(pc.and_(in_range, ours)))
 
 
 def _newest_sample_s(conn: duckdb.DuckDBPyConnection, window: Window) -> float:

@@ -19,11 +19,14 @@ from pathlib import Path
 
 import pytest
 
+from analyzers.accounting.sql import UTIL_PCT_SQL
+from analyzers.quantiles.tiers import QuantileStore
 from analyzers.run.results import FindingStore
 from collector.agent import build_agent
 from fleetscope.settings import load_settings
 from simulator.field_fleet import jobs, pages
 from simulator.wire import TEST_TOKEN
+from warehouse import reader
 from warehouse.runtime import Server
 
 pytestmark = pytest.mark.slow
@@ -162,3 +165,29 @@ def test_a_day_old_label_attributed_fleet_gets_root_causes_and_owners(
         assert not got[job_id] - want - {"R3", "R1"}, (job_id, got[job_id])
     assert "nlp/llama-ft" not in got  # the healthy job
     assert all(s.finding.window_start < now - timedelta(hours=20) for s in store.findings())
+
+    # The quantile sketches cover yesterday's samples too (the owed buckets ran after the
+    # current one had moved the sketch marks to today), each value once.
+    lo, hi = origin - timedelta(hours=1), now - timedelta(hours=20)
+    sketches = QuantileStore.from_settings(server.settings)
+    samples = sketched = -1
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        conn = reader.connect(server.settings)
+        (samples,) = conn.execute(
+            f"SELECT count(*) FROM gpu_samples WHERE ts >= ? AND ts < ? "
+            f"AND isfinite(CAST({UTIL_PCT_SQL} AS DOUBLE))",
+            [lo, hi],
+        ).fetchone() or (0,)
+        conn.close()
+        view = sketches.connect()
+        (sketched,) = view.execute(
+            "SELECT coalesce(sum(count), 0) FROM sketch_panes WHERE metric = 'gpu_util_pct' "
+            "AND resolution_s = 60 AND pane_start >= ? AND pane_start < ?",
+            [lo, hi],
+        ).fetchone() or (0,)
+        view.close()
+        if samples > 0 and sketched == samples:
+            break
+        time.sleep(0.5)
+    assert samples > 0 and sketched == samples, (samples, sketched)

@@ -164,3 +164,76 @@ def test_tiers_live_in_their_own_tables_and_expired_days_are_retired(tmp_path: P
     }
     assert days[f"{PANES}_10s"] == ["2025-03-05"] and days[f"{PANES}_60s"] == ["2025-03-05"]
     assert days[f"{PANES}_3600s"] == ["2025-03-03", "2025-03-05"]
+
+
+def test_a_window_behind_the_marks_rebuilds_its_range_from_what_is_stored_now(
+    fleet: Fleet, tmp_path: Path
+) -> None:
+    """Late data (a spool replayed after an outage, a day-old import, an out-of-order Celery
+    window or a backfill) arrives for panes already built: the window that re-analyses them lies
+    behind the marks, and its range is rebuilt from the samples stored now, never appended twice."""
+    store = QuantileStore(tmp_path / "sketches")
+    partial = Fleet()
+    partial.gpus("a", "h1", range(2), 0, 150, gpu_util=util)
+    partial.gpus("b", "h2", range(1), 20, 40, gpu_util=lambda i, t: 10.0 + i % 3)  # 60 min late
+    partial.gpus(None, "h3", range(1), 0, 150, gpu_util=0.0)
+    partial.host("h1", 0, 150, job="a")
+    keep(store, partial, Window(T0, T0 + timedelta(minutes=150)))
+    assert rows(store, PANES)[0] == (10, len(partial.gpu_rows))
+
+    # the replay lands: the scheduler re-runs the first hour's bucket (arrival-owed)
+    keep(store, fleet, Window(T0, T0 + timedelta(minutes=60)))
+    keep(store, fleet, Window(T0 + timedelta(minutes=60), T0 + timedelta(minutes=120)))
+    two_hours = sum(r["ts"] < T0 + timedelta(hours=2) for r in fleet.gpu_rows)
+    late = sum(r["ts"] >= T0 + timedelta(hours=2) for r in fleet.gpu_rows) - sum(
+        r["ts"] >= T0 + timedelta(hours=2) for r in partial.gpu_rows
+    )
+    assert late == 0  # this fleet's late rows all fall in the first two hours
+    assert rows(store, PANES) == [
+        (10, len(fleet.gpu_rows)),
+        (60, len(fleet.gpu_rows)),
+        (3600, two_hours),
+    ]
+    conn = store.connect()
+    by_job = group_sketches(conn, "gpu_util_pct", ["job_id"], T0, T0 + timedelta(hours=3))
+    assert same(by_job["b",], exact(fleet, 0, 150, "b"))
+    for lo, hi in ((0, 150), (30.5, 125), (0, 60), (59, 121)):
+        (fleet_sketch,) = group_sketches(
+            conn, "gpu_util_pct", [], T0 + timedelta(minutes=lo), T0 + timedelta(minutes=hi)
+        ).values()
+        assert same(fleet_sketch, exact(fleet, lo, hi)), (lo, hi)
+    conn.close()
+
+
+def test_a_fleet_first_seen_now_gets_panes_for_its_day_old_samples(
+    fleet: Fleet, tmp_path: Path
+) -> None:
+    """The scheduler's first tick on a new warehouse runs the current bucket before the buckets
+    the arrival marks owe: the older buckets, run after, still get their panes."""
+    store = QuantileStore(tmp_path / "sketches")
+    keep(store, fleet, Window(T0 + timedelta(hours=26), T0 + timedelta(hours=26, minutes=5)))
+    for hour in (0, 1, 2):
+        start = T0 + timedelta(hours=hour)
+        keep(store, fleet, Window(start, start + timedelta(hours=1)))
+    samples = len(fleet.gpu_rows)  # the third hour's window ends on the hour: whole
+    assert rows(store, PANES) == [(10, samples), (60, samples), (3600, samples)]
+    conn = store.connect()
+    (fleet_sketch,) = group_sketches(conn, "gpu_util_pct", [], T0, T0 + timedelta(hours=3)).values()
+    assert same(fleet_sketch, exact(fleet, 0, 180))
+    conn.close()
+
+
+def test_a_rebuild_of_one_partition_leaves_the_others_rows_alone(
+    fleet: Fleet, tmp_path: Path
+) -> None:
+    store = QuantileStore(tmp_path / "sketches")
+    for partition in (0, 1):
+        keep(store, fleet, Window(T0, T0 + timedelta(minutes=150), partition, 2))
+    before = rows(store, PANES)
+    for partition in (1, 0, 1):  # each re-run behind its marks rebuilds its own rows only
+        keep(store, fleet, Window(T0, T0 + timedelta(minutes=60), partition, 2))
+    assert rows(store, PANES) == before
+    conn = store.connect()
+    (all_values,) = group_sketches(conn, "gpu_util_pct", [], T0, T0 + timedelta(hours=3)).values()
+    assert same(all_values, exact(fleet, 0, 180))
+    conn.close()
