@@ -145,6 +145,7 @@ class FleetSource:
     def missing(self, start: datetime, end: datetime) -> list[str]:
         namespace = self.config.namespace
         notes = []
+        window = _ts_filter(start, end)
         with self._lock:
             for name in TABLES:
                 if self._existing(name) is None:
@@ -153,23 +154,25 @@ class FleetSource:
                         "committed a batch of it): what it would show is empty."
                     )
             raw = self._existing("gpu_samples")
-            days = sorted(d for d, _ in _partitions(raw, None)) if raw is not None else []
-            has_rollup = self._existing(ROLLUP_1H) is not None
-        if not days:
-            return notes
-        oldest = datetime.combine(EPOCH_DAY + timedelta(days=days[0]), datetime.min.time(), UTC)
-        if start >= oldest:
-            return notes
-        if not has_rollup:
+            if raw is None:
+                return notes
+            raw_parts = _partitions(raw, window)
+            rollup = self._existing(ROLLUP_1H)
+            rolled = _partitions(rollup, window) - raw_parts if rollup is not None else set()
+            oldest = min((d for d, _ in _partitions(raw, None)), default=None)
+        if rolled and (bucket_for(end - start) % HOUR_S or start.timestamp() % HOUR_S):
+            first, last = (_day(d) for d in (min(rolled)[0], max(rolled)[0]))
             notes.append(
-                f"Raw samples before {oldest:%Y-%m-%d} are gone (warehouse.raw_retention_days) and "
-                f"the fleet has no hourly roll-up table {namespace}.{ROLLUP_1H} (fleet upkeep "
-                "writes it when it drops a day): this window shows only from that day on."
+                f"{first:%Y-%m-%d} to {last:%Y-%m-%d} are kept only as hourly roll-ups "
+                f"({namespace}.{ROLLUP_1H}, raw samples past warehouse.raw_retention_days are "
+                "dropped): a window of 7 days or more shows them."
             )
-        elif bucket_for(end - start) % HOUR_S or start.timestamp() % HOUR_S:
+        retained = end - timedelta(days=self.settings.warehouse.raw_retention_days)
+        if rollup is None and oldest is not None and start < min(_day(oldest), retained):
             notes.append(
-                f"Days before {oldest:%Y-%m-%d} are kept only as hourly roll-ups "
-                f"({namespace}.{ROLLUP_1H}): a window of 7 days or more shows them."
+                f"No raw samples before {_day(oldest):%Y-%m-%d}, and the fleet has no hourly "
+                f"roll-up table {namespace}.{ROLLUP_1H} yet (fleet upkeep writes it when it drops "
+                "days past warehouse.raw_retention_days): older days of this window show nothing."
             )
         return notes
 
@@ -184,6 +187,10 @@ def _create(conn: duckdb.DuckDBPyConnection, name: str, rows: pa.Table) -> None:
     conn.register(f"_arrow_{name}", rows)
     conn.execute(f"CREATE TABLE {name} AS SELECT * FROM _arrow_{name}")
     conn.unregister(f"_arrow_{name}")
+
+
+def _day(days_since_epoch: int) -> datetime:
+    return datetime.combine(EPOCH_DAY + timedelta(days=days_since_epoch), datetime.min.time(), UTC)
 
 
 def _partitions(table: Table, row_filter: str | None) -> set[tuple[int, str | None]]:

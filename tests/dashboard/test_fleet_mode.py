@@ -170,6 +170,13 @@ def test_a_window_is_read_from_its_own_partitions_only(fleet_warehouse: FleetWar
     assert scanned.rows == 720  # the known fleet's samples, not the old day's 20
     assert scanned.files == days.count(start_day) < len(days)
     assert con.sql("SELECT count(*) FROM gpu_samples").fetchall() == [(720,)]
+    assert src.missing(win.start, win.end) == []
+    month = _window(newest + timedelta(milliseconds=1), timedelta(days=28))
+    assert src.missing(month.start, month.end) == [  # past raw retention (14 days), no roll-up
+        "No raw samples before 2026-11-06, and the fleet has no hourly roll-up table "
+        "fleetscope.gpu_samples_1h yet (fleet upkeep writes it when it drops days past "
+        "warehouse.raw_retention_days): older days of this window show nothing."
+    ]
 
 
 def _totals(con: object, win: data.Window, settings: Settings) -> list[str]:
@@ -197,10 +204,15 @@ def test_days_past_raw_retention_count_from_the_hourly_rollup(
     src = FleetSource(settings)
     dropped = upkeep.retention(src.tables, "gpu_samples", 1, START)
     assert [p.day for p in dropped] == [OLD_DAY.date()]
-    day = _window(START + timedelta(hours=2), timedelta(days=1))  # from the day before, by 5 min
-    assert src.missing(day.start, day.end) == [
-        "Days before 2026-11-16 are kept only as hourly roll-ups (fleetscope.gpu_samples_1h): "
-        "a window of 7 days or more shows them."
+    day = _window(START + timedelta(hours=2), timedelta(days=1))
+    assert src.missing(day.start, day.end) == []  # the old day is not in it
+    month = _window(START + timedelta(hours=2), timedelta(days=28))
+    assert src.missing(month.start, month.end) == []  # hourly buckets: the roll-up counts
+    old = _window(OLD_DAY + timedelta(days=1), timedelta(days=2))  # buckets of 5 min
+    assert src.missing(old.start, old.end) == [
+        "2026-11-06 to 2026-11-06 are kept only as hourly roll-ups (fleetscope.gpu_samples_1h, "
+        "raw samples past warehouse.raw_retention_days are dropped): a window of 7 days or more "
+        "shows them."
     ]
     dropped = upkeep.retention(src.tables, "gpu_samples", 1, START + timedelta(days=2))
     assert [(p.day, p.cluster) for p in dropped] == [(START.date(), "east"), (START.date(), "west")]
