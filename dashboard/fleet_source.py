@@ -23,7 +23,9 @@ read. It must never write a table, a file or a snapshot.
 
 from __future__ import annotations
 
+import contextlib
 import threading
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -32,6 +34,7 @@ import pyarrow as pa
 
 from analyzers.run.window import bucket_for
 from fleetscope.contract import TABLES
+from fleetscope.errors import SourceUnavailableError
 from warehouse import schema
 from warehouse.fleet import reader
 from warehouse.fleet.tables import FleetConfig, FleetTables
@@ -65,6 +68,22 @@ class FleetSource:
         # What the newest `connect` planned per table: files and rows (the pruning, for tests).
         self.last_scans: dict[str, reader.ScanStats] = {}
 
+    @contextlib.contextmanager
+    def _reading(self) -> Iterator[None]:
+        """One reader at a time; an unreachable catalog or object store becomes the project's
+        error, which the app shows as a message (dashboard/app.py), not a traceback."""
+        from sqlalchemy.exc import DBAPIError
+
+        with self._lock:
+            try:
+                yield
+            except (OSError, DBAPIError) as exc:
+                raise SourceUnavailableError(
+                    f"fleet tables unreachable (catalog {self.config.catalog_url.split('@')[-1]}, "
+                    f"storage {self.config.s3_endpoint or self.config.warehouse_uri}): "
+                    f"{str(exc).splitlines()[0]}"
+                ) from exc
+
     @property
     def tables(self) -> FleetTables:
         if self._tables is None:
@@ -89,7 +108,7 @@ class FleetSource:
         start, end = scope
         conn = duckdb.connect(":memory:")
         conn.execute("SET TimeZone = 'UTC'")
-        with self._lock:
+        with self._reading():
             for name, table_schema in TABLES.items():
                 rows = table_schema.empty_table()
                 if self._existing(name) is not None:
@@ -131,7 +150,7 @@ class FleetSource:
         )
 
     def latest_sample(self) -> datetime | None:
-        with self._lock:
+        with self._reading():
             table = self._existing("gpu_samples")
             if table is None:
                 return None
@@ -146,7 +165,7 @@ class FleetSource:
         namespace = self.config.namespace
         notes = []
         window = _ts_filter(start, end)
-        with self._lock:
+        with self._reading():
             for name in TABLES:
                 if self._existing(name) is None:
                     notes.append(

@@ -289,11 +289,17 @@ def gpu_panels(
 
 @st.cache_data(ttl=_TTL_S, show_spinner=False)
 def job_footprint(
-    key: str, job_id: str, start: datetime, end: datetime, hosts: tuple[str, ...]
+    key: str,
+    job_id: str,
+    start: datetime,
+    end: datetime,
+    hosts: tuple[str, ...],
+    scope: tuple[datetime | None, datetime | None] = (None, None),
 ) -> dcgm.Footprint | None:
-    return dcgm.job_footprint(
-        cursor(key, start, end), job_id, data.Window(start, end, bucket_s=60), list(hosts)
-    )
+    """The job's footprint over its span [start, end), read from the connection of `scope` (the
+    window the job page looked for the job in) where there is one, else of the span."""
+    con = cursor(key, *scope) if scope[0] is not None else cursor(key, start, end)
+    return dcgm.job_footprint(con, job_id, data.Window(start, end, bucket_s=60), list(hosts))
 
 
 @st.cache_data(ttl=_TTL_S, show_spinner=False)

@@ -63,7 +63,7 @@ def render() -> None:
     meta = [(f, catalog_row[f]) for f in ("user", "team", "name") if catalog_row.get(f)]
     if meta:
         st.caption(" · ".join(f"{f}: {v}" for f, v in meta))
-    footprint = state.job_footprint(key, job_id, span.start, span.end, tuple(hosts))
+    footprint = state.job_footprint(key, job_id, span.start, span.end, tuple(hosts), (start, end))
     rows = jobinfo.about(
         span,
         hosts,

@@ -21,7 +21,7 @@ from streamlit.testing.v1 import AppTest
 from dashboard import data, source
 from dashboard.cli import settings_env
 from dashboard.fleet_source import FleetSource
-from fleetscope.settings import Settings
+from fleetscope.settings import Settings, load_settings
 from simulator.maker.batches import gpu_batch
 from simulator.maker.jobs import Fleet
 from simulator.wire import TEST_TOKEN, post_batch
@@ -55,16 +55,6 @@ JOB_METRICS = [
 ]
 
 
-@dataclass(frozen=True)
-class FleetWarehouse:
-    settings: Settings
-    fleet: Fleet
-
-    @property
-    def env(self) -> dict[str, str]:
-        return settings_env(self.settings)
-
-
 def ingest(settings: Settings, fleet: Fleet) -> None:
     """Every row of `fleet` through one gateway's HTTP route and writer, a batch per host and table
     (202 only once committed to Iceberg), plus one batch on OLD_DAY."""
@@ -83,13 +73,13 @@ def ingest(settings: Settings, fleet: Fleet) -> None:
 
 
 @pytest.fixture
-def fleet_warehouse(fleet_settings: Settings) -> FleetWarehouse:  # noqa: F811 (the fixture)
-    fleet = known_fleet()
-    ingest(fleet_settings, fleet)
+def fleet_warehouse(fleet_settings: Settings) -> Settings:  # noqa: F811 (the fixture)
+    """The known fleet in fleet mode; its settings."""
+    ingest(fleet_settings, known_fleet())
     engine = catalog.connect(fleet_settings.warehouse.catalog_url)
     write_catalog(engine, fleet_settings.path(fleet_settings.core.data_dir))
     engine.dispose()
-    return FleetWarehouse(fleet_settings, fleet)
+    return fleet_settings
 
 
 METRICS_JS = (
@@ -133,11 +123,11 @@ def fleet_and_job(env: dict[str, str], shots: Path, *more: tuple[str, str]) -> d
 @pytest.mark.real_component("chromium")
 @pytest.mark.skipif(shutil.which(CHROMIUM) is None, reason="chromium is not installed")
 def test_fleet_and_job_pages_show_the_embedded_numbers_in_fleet_mode(
-    warehouse: Warehouse, fleet_warehouse: FleetWarehouse, tmp_path: Path
+    warehouse: Warehouse, fleet_warehouse: Settings, tmp_path: Path
 ) -> None:
     embedded = fleet_and_job(warehouse.env, tmp_path / "embedded")
     fleet = fleet_and_job(
-        fleet_warehouse.env,
+        settings_env(fleet_warehouse),
         tmp_path / "fleet",
         ("jobs", "stall-1"),
         ("hosts", "hosts with XID errors"),
@@ -157,8 +147,8 @@ def _window(end: datetime, length: timedelta) -> data.Window:
     return data.aligned(end, length)
 
 
-def test_a_window_is_read_from_its_own_partitions_only(fleet_warehouse: FleetWarehouse) -> None:
-    src = FleetSource(fleet_warehouse.settings)
+def test_a_window_is_read_from_its_own_partitions_only(fleet_warehouse: Settings) -> None:
+    src = FleetSource(fleet_warehouse)
     newest = src.latest_sample()
     assert newest == START + timedelta(seconds=7200 - 60)  # from the files' ts bounds alone
     win = _window(newest + timedelta(milliseconds=1), WEEK)
@@ -198,9 +188,9 @@ def _totals(con: object, win: data.Window, settings: Settings) -> list[str]:
 
 
 def test_days_past_raw_retention_count_from_the_hourly_rollup(
-    warehouse: Warehouse, fleet_warehouse: FleetWarehouse
+    warehouse: Warehouse, fleet_warehouse: Settings
 ) -> None:
-    settings = fleet_warehouse.settings
+    settings = fleet_warehouse
     src = FleetSource(settings)
     dropped = upkeep.retention(src.tables, "gpu_samples", 1, START)
     assert [p.day for p in dropped] == [OLD_DAY.date()]
@@ -249,3 +239,28 @@ def test_a_fleet_without_tables_says_what_is_missing(
     assert con.sql("SELECT count(*) FROM gpu_samples").fetchall() == [(0,)]
     assert src.tables.catalog.list_namespaces() == []  # reading created nothing
     assert pa.types.is_timestamp(con.sql("SELECT ts FROM host_samples").to_arrow_table()[0].type)
+
+
+@pytest.mark.parametrize(
+    ("catalog_url", "message"),
+    [
+        ("", "fleet mode needs warehouse.catalog_url on PostgreSQL"),
+        (
+            "postgresql+psycopg2://postgres:secret@127.0.0.1:1/nowhere",
+            "fleet tables unreachable (catalog 127.0.0.1:1/nowhere, storage ",
+        ),
+    ],
+)
+def test_a_wrong_or_unreachable_fleet_is_a_message_on_the_page(
+    catalog_url: str, message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings = load_settings(env={}).with_overrides(
+        core__data_dir=str(tmp_path), server__mode="fleet", warehouse__catalog_url=catalog_url
+    )
+    for name, value in settings_env(settings).items():
+        monkeypatch.setenv(name, value)
+    app = AppTest.from_file(APP, default_timeout=60)
+    app.run()
+    assert not app.exception, app.exception
+    assert app.error[0].value.startswith(message)
+    assert "secret" not in app.error[0].value
