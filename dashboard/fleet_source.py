@@ -34,7 +34,7 @@ import pyarrow as pa
 
 from analyzers.run.window import bucket_for
 from fleetscope.contract import TABLES
-from fleetscope.errors import SourceUnavailableError
+from fleetscope.errors import ConfigError, SourceUnavailableError
 from warehouse import schema
 from warehouse.fleet import reader
 from warehouse.fleet.tables import FleetConfig, FleetTables
@@ -70,13 +70,21 @@ class FleetSource:
 
     @contextlib.contextmanager
     def _reading(self) -> Iterator[None]:
-        """One reader at a time; an unreachable catalog or object store becomes the project's
-        error, which the app shows as a message (dashboard/app.py), not a traceback."""
+        """One reader at a time; an unreachable catalog or object store, or a dashboard installed
+        without the fleet extra, becomes the project's error, which the app shows as a message
+        (dashboard/app.py), not a traceback."""
         from sqlalchemy.exc import DBAPIError
 
         with self._lock:
             try:
                 yield
+            except ModuleNotFoundError as exc:
+                if not (exc.name or "").startswith("pyiceberg"):
+                    raise
+                raise ConfigError(
+                    "server.mode = fleet reads Iceberg tables through pyiceberg: install the fleet "
+                    "extra where the dashboard runs (pip install 'fleetscope[fleet]')"
+                ) from exc
             except (OSError, DBAPIError) as exc:
                 raise SourceUnavailableError(
                     f"fleet tables unreachable (catalog {self.config.catalog_url.split('@')[-1]}, "

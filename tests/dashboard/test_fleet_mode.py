@@ -9,6 +9,7 @@ that say what is missing on a fleet whose tables do not exist yet.
 from __future__ import annotations
 
 import shutil
+import sys
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -21,6 +22,7 @@ from streamlit.testing.v1 import AppTest
 from dashboard import data, source
 from dashboard.cli import settings_env
 from dashboard.fleet_source import FleetSource
+from fleetscope.errors import ConfigError
 from fleetscope.settings import Settings, load_settings
 from simulator.maker.batches import gpu_batch
 from simulator.maker.jobs import Fleet
@@ -134,8 +136,8 @@ def test_fleet_and_job_pages_show_the_embedded_numbers_in_fleet_mode(
     )
     assert fleet["fleet"].metrics == embedded["fleet"].metrics == FLEET_METRICS
     assert fleet["job"].metrics == embedded["job"].metrics == JOB_METRICS
+    assert "6 GPUs · 3 jobs" in fleet["fleet"].text
     for page in ("fleet", "job"):
-        assert "6 GPUs · 3 jobs" in fleet["fleet"].text
         assert "Raise DataLoader num_workers" in fleet[page].text  # a finding from PostgreSQL
     assert "Read from 2026-11-09" in fleet["job"].text  # the window the job was looked for in
     assert "no Iceberg table" not in fleet["fleet"].text
@@ -264,3 +266,14 @@ def test_a_wrong_or_unreachable_fleet_is_a_message_on_the_page(
     assert not app.exception, app.exception
     assert app.error[0].value.startswith(message)
     assert "secret" not in app.error[0].value
+
+
+def test_a_dashboard_without_the_fleet_extra_says_what_to_install(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    settings = load_settings(env={}).with_overrides(
+        server__mode="fleet", warehouse__catalog_url="postgresql+psycopg2://postgres@127.0.0.1:1/x"
+    )
+    monkeypatch.setitem(sys.modules, "pyiceberg.catalog.sql", None)  # as if not installed
+    with pytest.raises(ConfigError, match=r"install the fleet extra .*fleetscope\[fleet\]"):
+        FleetSource(settings).latest_sample()
