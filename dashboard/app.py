@@ -2,12 +2,15 @@
 
 Fleet -> job -> trace in three clicks; hosts on the side. Pages are files under `views/`, routed by
 `st.navigation`; settings reach the app only through `FLEETSCOPE_*` variables and the TOML file.
-Read-only: no page writes telemetry.
+Read-only: no page writes telemetry. The project's errors (a wrong setting, a source that cannot be
+reached) are shown as their message.
 """
 
 from __future__ import annotations
 
 import streamlit as st
+
+from fleetscope.errors import FleetscopeError
 
 st.set_page_config(page_title="fleetscope", page_icon=":material/monitoring:", layout="wide")
 
@@ -24,4 +27,7 @@ PAGES = [
     st.Page("views/sharing.py", title="Sharing", icon=":material/join:", url_path="sharing"),
 ]
 
-st.navigation(PAGES).run()
+try:
+    st.navigation(PAGES).run()
+except FleetscopeError as exc:  # a setting or an unreachable source: said, never a traceback
+    st.error(str(exc), icon=":material/error:")

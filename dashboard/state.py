@@ -1,7 +1,10 @@
 """Streamlit glue: settings, cached connections and cached frames shared by every page.
 
-Connections are `st.cache_resource` (one per warehouse and catalog, re-opened after a TTL so newly
-published segments are seen); frames are `st.cache_data` with `dashboard.cache_ttl_s`, keyed by
+The telemetry source is the deployment's (`dashboard.source.source_for`: embedded segments or fleet
+Iceberg tables, by `server.mode`); pages never ask which. Connections are `st.cache_resource` (one
+per warehouse, catalog and source scope: the embedded source has one scope for every window, the
+fleet source one per window, read through a pruned scan; re-opened after a TTL so newly published
+data is seen); frames are `st.cache_data` with `dashboard.cache_ttl_s`, keyed by
 the warehouse they came from and the window, so two warehouses in one process never share a frame.
 Each query runs on its own DuckDB cursor: Streamlit serves sessions from several threads.
 
@@ -43,18 +46,26 @@ def settings() -> Settings:
 
 def warehouse_key(current: Settings) -> str:
     """What identifies one warehouse + catalog: the settings that locate them."""
-    keys = ("core.data_dir", "warehouse.segments_dir", "warehouse.catalog_url")
+    keys = (
+        "core.data_dir", "server.mode", "warehouse.segments_dir", "warehouse.catalog_url",
+        "fleet.warehouse_uri", "fleet.s3_endpoint", "fleet.namespace",
+    )  # fmt: skip
     return json.dumps({k: current.raw(k) for k in keys}, sort_keys=True)  # keys are data here
 
 
-@st.cache_resource(ttl=max(_TTL_S, 1.0), show_spinner=False)
-def _connection(key: str) -> duckdb.DuckDBPyConnection:
-    return source.connect(_settings_of(key))
+@st.cache_resource(show_spinner=False)
+def _source(key: str) -> source.TelemetrySource:
+    return source.source_for(_settings_of(key))
+
+
+@st.cache_resource(ttl=max(_TTL_S, 1.0), show_spinner=False, max_entries=8)
+def _connection(key: str, scope: tuple[datetime, ...]) -> duckdb.DuckDBPyConnection:
+    return _source(key).connect(scope)
 
 
 @st.cache_resource(show_spinner=False)
 def _catalog(key: str) -> sqlalchemy.Engine:
-    return source.catalog_engine(_settings_of(key))
+    return _source(key).catalog_engine()
 
 
 def _settings_of(key: str) -> Settings:
@@ -62,9 +73,35 @@ def _settings_of(key: str) -> Settings:
     return load_settings().with_overrides(**overrides)
 
 
-def cursor(key: str) -> duckdb.DuckDBPyConnection:
-    """A fresh cursor on the cached read-only warehouse connection (one per query)."""
-    return _connection(key).cursor()
+def cursor(
+    key: str, start: datetime | None = None, end: datetime | None = None
+) -> duckdb.DuckDBPyConnection:
+    """A fresh cursor on the cached read-only connection holding [start, end) (one per query).
+
+    Embedded, one connection sees every day and the window is ignored; in fleet mode the window
+    is what the pruned scan reads, so every fleet read passes one."""
+    return _connection(key, _source(key).scope(start, end)).cursor()
+
+
+def windowed(key: str) -> bool:
+    """Whether reads hold only their window (fleet mode): a job is looked for inside it."""
+    return _source(key).windowed
+
+
+@st.cache_data(ttl=_TTL_S, show_spinner=False)
+def missing(key: str, start: datetime, end: datetime) -> list[str]:
+    """What the deployment lacks for the window (a fleet table not created yet, ...)."""
+    return _source(key).missing(start, end)
+
+
+def show_missing(key: str, win: data.Window) -> None:
+    """Say on the page what the window cannot show, instead of failing on it."""
+    for note in missing(key, win.start, win.end):
+        st.warning(note, icon=":material/info:")
+
+
+def no_samples(key: str) -> str:
+    return _source(key).no_samples()
 
 
 def catalog(key: str) -> sqlalchemy.Engine:
@@ -73,7 +110,7 @@ def catalog(key: str) -> sqlalchemy.Engine:
 
 @st.cache_data(ttl=_TTL_S, show_spinner=False)
 def latest_sample(key: str) -> datetime | None:
-    return data.latest_sample(cursor(key))
+    return _source(key).latest_sample()
 
 
 CUSTOM = "custom range (UTC)"
@@ -118,7 +155,7 @@ def gpu_buckets(
     key: str, start: datetime, end: datetime, bucket_s: int, interval_s: float, max_gap_s: float
 ) -> pd.DataFrame:
     window = data.Window(start, end, bucket_s=bucket_s)
-    return data.gpu_buckets(cursor(key), window, interval_s, max_gap_s=max_gap_s)
+    return data.gpu_buckets(cursor(key, start, end), window, interval_s, max_gap_s=max_gap_s)
 
 
 def buckets_for(key: str, win: data.Window) -> pd.DataFrame:
@@ -176,7 +213,7 @@ def sharing_plan(key: str, start: datetime, end: datetime) -> dict[str, Any]:
     from analyzers.sharing.usage import gpu_uses
 
     window = Window(start, end)
-    plan = plan_sharing(gpu_uses(cursor(key), window), window.hours)
+    plan = plan_sharing(gpu_uses(cursor(key, start, end), window), window.hours)
     return {**plan_to_dict(plan), "rows": plan_rows(plan)}
 
 
@@ -210,9 +247,11 @@ def stored_trace_view(key: str, trace_id: str) -> trace_report.TraceView | None:
 
 
 @st.cache_data(ttl=_TTL_S, show_spinner=False)
-def job_series(key: str, job_id: str) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, float | None]]:
+def job_series(
+    key: str, job_id: str, start: datetime | None = None, end: datetime | None = None
+) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, float | None]]:
     """A job's per-GPU series, its step series and its step totals (empty for an unknown job)."""
-    con = cursor(key)
+    con = cursor(key, start, end)
     hosts = data.job_hosts(con, job_id)
     span = data.job_span(con, job_id, hosts)
     if span is None:
@@ -220,18 +259,18 @@ def job_series(key: str, job_id: str) -> tuple[pd.DataFrame, pd.DataFrame, dict[
     return (
         data.job_gpu_series(con, job_id, span, hosts),
         data.job_step_series(con, job_id, span),
-        data.job_step_totals(cursor(key), job_id),
+        data.job_step_totals(cursor(key, start, end), job_id),
     )
 
 
 @st.cache_data(ttl=_TTL_S, show_spinner=False)
 def host_health(key: str, start: datetime, end: datetime, bucket_s: int) -> pd.DataFrame:
-    return data.host_health(cursor(key), data.Window(start, end, bucket_s=bucket_s))
+    return data.host_health(cursor(key, start, end), data.Window(start, end, bucket_s=bucket_s))
 
 
 @st.cache_data(ttl=_TTL_S, show_spinner=False)
 def hosts_in(key: str, start: datetime, end: datetime, bucket_s: int) -> list[str]:
-    return dcgm.hosts_in(cursor(key), data.Window(start, end, bucket_s=bucket_s))
+    return dcgm.hosts_in(cursor(key, start, end), data.Window(start, end, bucket_s=bucket_s))
 
 
 @st.cache_data(ttl=_TTL_S, show_spinner=False)
@@ -244,36 +283,46 @@ def gpu_panels(
     job_id: str | None = None,
 ) -> pd.DataFrame:
     return dcgm.gpu_panels(
-        cursor(key), data.Window(start, end, bucket_s=bucket_s), list(hosts), job_id
+        cursor(key, start, end), data.Window(start, end, bucket_s=bucket_s), list(hosts), job_id
     )
 
 
 @st.cache_data(ttl=_TTL_S, show_spinner=False)
 def job_footprint(
-    key: str, job_id: str, start: datetime, end: datetime, hosts: tuple[str, ...]
+    key: str,
+    job_id: str,
+    start: datetime,
+    end: datetime,
+    hosts: tuple[str, ...],
+    scope: tuple[datetime | None, datetime | None] = (None, None),
 ) -> dcgm.Footprint | None:
-    return dcgm.job_footprint(
-        cursor(key), job_id, data.Window(start, end, bucket_s=60), list(hosts)
-    )
+    """The job's footprint over its span [start, end), read from the connection of `scope` (the
+    window the job page looked for the job in) where there is one, else of the span."""
+    con = cursor(key, *scope) if scope[0] is not None else cursor(key, start, end)
+    return dcgm.job_footprint(con, job_id, data.Window(start, end, bucket_s=60), list(hosts))
 
 
 @st.cache_data(ttl=_TTL_S, show_spinner=False)
-def job_span_hosts(key: str, job_id: str) -> tuple[data.Window, list[str]] | None:
+def job_span_hosts(
+    key: str, job_id: str, start: datetime | None = None, end: datetime | None = None
+) -> tuple[data.Window, list[str]] | None:
     """The job's window and hosts: from its GPU samples, else its step metrics (CPU-only)."""
-    con = cursor(key)
+    con = cursor(key, start, end)
     hosts = data.job_hosts(con, job_id)
     span = data.job_span(con, job_id, hosts)
     if span is not None:
         return span, sorted(hosts)
-    return jobinfo.step_span(cursor(key), job_id)
+    return jobinfo.step_span(cursor(key, start, end), job_id)
 
 
 @st.cache_data(ttl=_TTL_S, show_spinner=False)
-def step_series(key: str, job_id: str) -> tuple[pd.DataFrame, dict[str, float | None]]:
+def step_series(
+    key: str, job_id: str, start: datetime | None = None, end: datetime | None = None
+) -> tuple[pd.DataFrame, dict[str, float | None]]:
     """A CPU-only job's step series and totals."""
-    found = jobinfo.step_span(cursor(key), job_id)
+    found = jobinfo.step_span(cursor(key, start, end), job_id)
     if found is None:
         return pd.DataFrame(), {}
-    return data.job_step_series(cursor(key), job_id, found[0]), data.job_step_totals(
-        cursor(key), job_id
+    return data.job_step_series(cursor(key, start, end), job_id, found[0]), data.job_step_totals(
+        cursor(key, start, end), job_id
     )

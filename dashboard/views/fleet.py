@@ -18,7 +18,15 @@ IDLEST_JOBS = 15
 JOB_LINES = 8
 
 
+def _settled(value: float) -> float:
+    """`value` rounded at 1e-9 before it is shown: the same hours summed in another order (the
+    embedded roll-ups, the fleet's raw scan) differ in the last bits, and a number exactly on a
+    rounding edge (3.70 of 8.00 GPU-h is 46.25 %) must show the same digit on either path."""
+    return round(value, 9)
+
+
 def _fmt_h(hours: float) -> str:
+    hours = _settled(hours)
     return f"{hours:,.0f} GPU-h" if hours >= 1000 else f"{hours:,.2f} GPU-h"
 
 
@@ -29,8 +37,9 @@ def render() -> None:
     label = state.window_picker()
     win = state.window(key, label)
     if win is None:
-        st.info("The warehouse holds no GPU samples yet: start agents (or `fleetscope demo`).")
+        st.info(state.no_samples(key))
         return
+    state.show_missing(key, win)
     buckets = state.buckets_for(key, win)
     totals = data.fleet_totals(buckets)
     st.caption(
@@ -42,13 +51,13 @@ def render() -> None:
     cols[1].metric(
         "Active",
         _fmt_h(totals.active_h),
-        f"{totals.active_pct:.1f} % of allocated",
+        f"{_settled(totals.active_pct):.1f} % of allocated",
         delta_color="off",
     )
     if totals.sm_h is None:
         cols[2].metric("SM-active", "n/a", "enable DCGM_FI_PROF_SM_ACTIVE", delta_color="off")
     else:
-        sm_pct = 100.0 * totals.sm_h / totals.sm_known_h
+        sm_pct = _settled(100.0 * totals.sm_h / totals.sm_known_h)
         cols[2].metric("SM-active", _fmt_h(totals.sm_h), f"{sm_pct:.1f} %", delta_color="off")
     cols[3].metric("Idle while allocated", _fmt_h(totals.idle_h))
     cols[4].metric("Capacity seen", _fmt_h(totals.capacity_h))

@@ -18,8 +18,9 @@ def render() -> None:
     key = state.warehouse_key(state.settings())
     win = state.window(key, state.window_picker())
     if win is None:
-        st.info("The warehouse holds no GPU samples yet: start agents (or `fleetscope demo`).")
+        st.info(state.no_samples(key))
         return
+    state.show_missing(key, win)
     known = state.hosts_in(key, win.start, win.end, win.bucket_s)
     wanted = [h for h in st.query_params.get_all("host") if h in known] or known[:1]
     hosts = st.sidebar.multiselect("Hosts", known, default=wanted, key="gpu_hosts")

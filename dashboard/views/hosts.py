@@ -18,8 +18,9 @@ def render() -> None:
     key = state.warehouse_key(state.settings())
     win = state.window(key, state.window_picker())
     if win is None:
-        st.info("The warehouse holds no GPU samples yet.")
+        st.info(state.no_samples(key))
         return
+    state.show_missing(key, win)
     health = state.host_health(key, win.start, win.end, win.bucket_s)
     health = data.with_agents(health, state.catalog_table(key, "hosts"))
     flagged = health[data.unhealthy(health)]

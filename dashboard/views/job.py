@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import functools
 import json
+from datetime import datetime
 from typing import Any
 
 import pandas as pd
 import streamlit as st
 
-from analyzers.plain import plain_record
+from analyzers.plain import plain_record, utc_span
 from dashboard import actions, charts, data, jobinfo, state, trace_report
 from dashboard.findings_view import show_finding
 from fleetscope.errors import FleetscopeError
@@ -35,8 +36,9 @@ def render() -> None:
         st.title("Job")
         win = state.window(key, state.window_picker())
         if win is None:
-            st.info("The warehouse holds no GPU samples yet.")
+            st.info(state.no_samples(key))
             return
+        state.show_missing(key, win)
         known = data.job_efficiency(state.buckets_for(key, win))["job_id"].tolist()
         choice = st.selectbox("Job", known, index=None, placeholder="pick a job")
         if choice:
@@ -44,19 +46,24 @@ def render() -> None:
             st.rerun()
         return
     st.title(f"Job {job_id}")
-    gpus, steps, step_totals = state.job_series(key, job_id)
-    span_hosts = state.job_span_hosts(key, job_id)
+    scope = _scope(key)
+    if scope is None:
+        return
+    start, end = scope
+    gpus, steps, step_totals = state.job_series(key, job_id, start, end)
+    span_hosts = state.job_span_hosts(key, job_id, start, end)
     if span_hosts is None:
-        st.error(f"No GPU samples for job {job_id!r} in the warehouse, and no step metrics.")
+        where = "in the warehouse" if start is None else "in the window picked in the sidebar"
+        st.error(f"No GPU samples for job {job_id!r} {where}, and no step metrics.")
         return
     span, hosts = span_hosts
     if gpus.empty:
-        steps, step_totals = state.step_series(key, job_id)
+        steps, step_totals = state.step_series(key, job_id, start, end)
     catalog_row = _catalog_row(key, job_id)
     meta = [(f, catalog_row[f]) for f in ("user", "team", "name") if catalog_row.get(f)]
     if meta:
         st.caption(" · ".join(f"{f}: {v}" for f, v in meta))
-    footprint = state.job_footprint(key, job_id, span.start, span.end, tuple(hosts))
+    footprint = state.job_footprint(key, job_id, span.start, span.end, tuple(hosts), (start, end))
     rows = jobinfo.about(
         span,
         hosts,
@@ -106,6 +113,24 @@ def render() -> None:
         )
     _findings(key, job_id)
     _traces(key, job_id)
+
+
+def _scope(key: str) -> tuple[datetime | None, datetime | None] | None:
+    """Where to look for the job: everywhere (None, None) where one connection sees every day,
+    else the window picked in the sidebar (fleet mode keeps no job index: a job is read from the
+    pruned scan of that window); None when there is nothing to look in (the page said why)."""
+    if not state.windowed(key):
+        return None, None
+    win = state.window(key, state.window_picker())
+    if win is None:
+        st.info(state.no_samples(key))
+        return None
+    state.show_missing(key, win)
+    st.caption(
+        f"Read from {utc_span(win.start, win.end)} (the window picked in the sidebar): "
+        "pick a longer one for a job that ran earlier."
+    )
+    return win.start, win.end
 
 
 def _catalog_row(key: str, job_id: str) -> dict[str, Any]:

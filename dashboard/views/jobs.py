@@ -30,8 +30,9 @@ def render() -> None:
     key = state.warehouse_key(state.settings())
     win = state.window(key, state.window_picker())
     if win is None:
-        st.info("The warehouse holds no GPU samples yet.")
+        st.info(state.no_samples(key))
         return
+    state.show_missing(key, win)
     jobs = data.job_efficiency(state.buckets_for(key, win), state.jobs_meta(key))
     findings = state.catalog_table(key, "findings")
     jobs = data.with_findings(jobs, findings)

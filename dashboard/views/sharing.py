@@ -16,8 +16,9 @@ def render() -> None:
     label = state.window_picker()
     win = state.window(key, label)
     if win is None:
-        st.info("No GPU samples yet: nothing to plan.")
+        st.info(state.no_samples(key))
         return
+    state.show_missing(key, win)
     plan = state.sharing_plan(key, win.start, win.end)
     cols = st.columns(3)
     cols[0].metric("GPUs freed", str(plan["gpus_freed"]))

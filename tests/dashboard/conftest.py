@@ -20,6 +20,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from sqlalchemy import Engine
 
 from simulator.maker.jobs import Fault, Fleet, Job, write_segments
 from warehouse.catalog import connect
@@ -51,7 +52,7 @@ class Warehouse:
         return {"FLEETSCOPE_CORE_DATA_DIR": str(self.data_dir)}
 
 
-def _fleet() -> Fleet:
+def known_fleet() -> Fleet:
     stall = JOBS[2]
     # stall-1 holds GPU 1 of e2 and GPU 0 of w1: two Job rows with the same id, one per host.
     jobs = (
@@ -72,9 +73,16 @@ def _fleet() -> Fleet:
 
 
 def build_warehouse(data_dir: Path) -> Warehouse:
-    fleet = _fleet()
+    fleet = known_fleet()
     write_segments(fleet, data_dir / "segments")
     engine = connect(f"sqlite:///{data_dir / 'catalog.sqlite'}")
+    write_catalog(engine, data_dir)
+    engine.dispose()
+    return Warehouse(data_dir, fleet)
+
+
+def write_catalog(engine: Engine, data_dir: Path) -> None:
+    """The fleet's jobs and findings in the catalog `engine`, its trace under `data_dir`."""
     with engine.begin() as conn:
         upsert_jobs(
             conn,
@@ -100,11 +108,9 @@ def build_warehouse(data_dir: Path) -> Warehouse:
             ],
             run_id="test",
         )  # fmt: skip
-    engine.dispose()
     traces = data_dir / "traces" / "stall-1"
     traces.mkdir(parents=True)
     shutil.copy(TRACE, traces / "mi250.json.gz")
-    return Warehouse(data_dir, fleet)
 
 
 @pytest.fixture(scope="session")
