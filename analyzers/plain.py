@@ -243,7 +243,7 @@ def plain(finding: Finding) -> PlainFinding:
         rule_id=finding.rule_id,
         rule=rule_name(finding.rule_id),
         severity=str(finding.severity),
-        problem=finding.title,
+        problem=finding.title or rule_name(finding.rule_id),
         fix=finding.recommendation,
         gpu_hours=finding.wasted_gpu_hours,
         estimate=finding.estimate_method,

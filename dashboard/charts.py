@@ -75,28 +75,46 @@ def utilization_lines(frame: pd.DataFrame, key: str, title: str) -> alt.Chart:
     return _zoom(chart)
 
 
-def heatmap(frame: pd.DataFrame) -> alt.Chart:
-    """Active % per host (rows, grouped by cluster) and time bucket (columns)."""
-    labelled = frame.assign(row=frame["cluster"] + " / " + frame["host"])
+# Streamlit draws charts with autosize "fit", under which Vega-Lite ignores a number as the height
+# of a chart whose y is discrete (host rows, streams, kernel names): the rows collapse to a few
+# pixels and their labels overlap. A step per row (alt.Step) is kept.
+ROW_STEP_PX = 22
+MAX_ROWS_HEIGHT_PX = 1200
+
+
+def row_step(rows: int, step_px: int = ROW_STEP_PX) -> alt.Step:
+    """Pixels per discrete row: `step_px`, smaller for many rows so the chart stays under
+    MAX_ROWS_HEIGHT_PX (labels then thin out instead of overlapping)."""
+    return alt.Step(max(2, min(step_px, MAX_ROWS_HEIGHT_PX // max(rows, 1))))
+
+
+def heatmap(frame: pd.DataFrame, bucket_s: int) -> alt.Chart:
+    """Active % per host (rows, grouped by cluster) and time bucket (cells spanning the bucket)."""
+    labelled = frame.assign(
+        row=frame["cluster"] + " / " + frame["host"],
+        bucket_end=frame["bucket"] + pd.Timedelta(seconds=bucket_s),
+    )
     rows = int(labelled["row"].nunique())
+    step = row_step(rows)
     chart: alt.Chart = (
         alt.Chart(labelled)
         .mark_rect()
         .encode(
             x=time_x(),
+            x2="bucket_end:T",
             y=alt.Y(
                 "row:N",
                 title="cluster / host",
                 sort="ascending",
-                # full host labels, never "gpu-nod…", and every row labelled
-                axis=alt.Axis(labelLimit=0, labelOverlap=False),
+                # full host labels, never "gpu-nod…"; every row labelled while they fit
+                axis=alt.Axis(labelLimit=0, labelOverlap=step.step < 12),
             ),
             color=alt.Color(
                 "active_pct:Q", title="active %", scale=alt.Scale(domain=[0, 100], scheme="viridis")
             ),
             tooltip=["row:N", time_tooltip(), alt.Tooltip("active_pct:Q", format=".1f")],
         )
-        .properties(height=min(max(22 * rows, 100), 1200))
+        .properties(height=step)
     )
     return chart
 
@@ -131,7 +149,7 @@ def timeline(frame: pd.DataFrame) -> alt.Chart:
             color=alt.Color("kind:N", title="kernel kind"),
             tooltip=["name:N", "kind:N", alt.Tooltip("dur_us:Q", format=".1f")],
         )
-        .properties(height=200)
+        .properties(height=row_step(int(frame["stream"].nunique()), 40))
     )
     return chart
 
@@ -146,7 +164,7 @@ def bars(frame: pd.DataFrame, x: str, y: str, title: str) -> alt.Chart:
             y=alt.Y(f"{y}:N", sort="-x", title=None),
             tooltip=[f"{y}:N", alt.Tooltip(f"{x}:Q", format=".2f")],
         )
-        .properties(height=max(32 * len(frame), 120))
+        .properties(height=row_step(len(frame), 32))
     )
     return chart
 

@@ -26,8 +26,15 @@ def _settled(value: float) -> float:
 
 
 def _fmt_h(hours: float) -> str:
-    hours = _settled(hours)
-    return f"{hours:,.0f} GPU-h" if hours >= 1000 else f"{hours:,.2f} GPU-h"
+    """Three significant digits, k and M past 10,000: five headline numbers share one row, and a
+    longer value is cut ("12.00 GP…") at the browser widths a laptop has."""
+    value, suffix = _settled(hours), ""
+    if abs(value) >= 9999.5:
+        value, suffix = value / 1e3, "k"
+        if abs(value) >= 999.5:
+            value, suffix = value / 1e3, "M"
+    digits = 2 if abs(value) < 9.995 else 1 if abs(value) < 99.95 else 0
+    return f"{value:,.{digits}f}{suffix} GPU-h"
 
 
 def render() -> None:
@@ -81,7 +88,7 @@ def render() -> None:
         st.altair_chart(charts.utilization_lines(by_job, "job_id", "active %"), width="stretch")
 
     st.subheader("Utilization heatmap by cluster and host")
-    st.altair_chart(charts.heatmap(data.host_heatmap(buckets)), width="stretch")
+    st.altair_chart(charts.heatmap(data.host_heatmap(buckets), win.bucket_s), width="stretch")
 
     left, right = st.columns([1, 3])
     with left:

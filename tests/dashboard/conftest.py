@@ -95,11 +95,13 @@ def write_catalog(engine: Engine, data_dir: Path) -> None:
                 Finding("f-stall", "P1", "warn", window_start, START + timedelta(hours=2), 1.2,
                         job_id="stall-1", user="carol", team="nlp",
                         estimate_method="data-wait share x GPU-hours",
-                        evidence={"data_wait_pct": 40.0},
+                        evidence={"data_wait_pct": 40.0, "_meta": {
+                            "title": "stall-1 waits on its DataLoader 40 % of each step"}},
                         recommendation="Raise DataLoader num_workers and pin memory."),
                 Finding("f-idle", "R3", "critical", window_start, START + timedelta(hours=1), 1.0,
                         job_id="idle-1", user="bob", team="nlp",
-                        estimate_method="all idle hours", evidence={"idle_min": 60},
+                        estimate_method="all idle hours", evidence={"idle_min": 60, "_meta": {
+                            "title": "idle-1 held its GPU 60 min at 0 % utilization"}},
                         recommendation="Cancel idle allocations."),
                 # Last week's: before the 7-day window the pages open on (from START + 1 h - 7 days).
                 Finding("f-old", "R3", "warn", START - timedelta(days=8),

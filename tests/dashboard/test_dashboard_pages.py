@@ -54,7 +54,7 @@ def test_fleet_page_shows_the_warehouse_numbers(warehouse_env: Warehouse) -> Non
         "Active": "4.95 GPU-h",
         "SM-active": "3.70 GPU-h",
         "Idle while allocated": "3.05 GPU-h",
-        "Capacity seen": "12.00 GPU-h",
+        "Capacity seen": "12.0 GPU-h",
     }
     assert "6 GPUs · 3 jobs" in app.caption[0].value
     idlest = app.dataframe[-1].value
@@ -206,3 +206,24 @@ def test_hosts_page_flags_the_faulty_host(warehouse_env: Warehouse) -> None:
     flagged = app.dataframe[0].value
     assert flagged["host"].tolist() == ["w1"]
     assert flagged["xid_code"].tolist() == [79]
+
+
+@pytest.mark.parametrize(
+    ("hours", "shown"),
+    [
+        (3.05, "3.05 GPU-h"),
+        (9.999, "10.0 GPU-h"),
+        (12.0, "12.0 GPU-h"),
+        (123.4, "123 GPU-h"),
+        (9999.4, "9,999 GPU-h"),
+        (12345.0, "12.3k GPU-h"),
+        (168000.0, "168k GPU-h"),
+        (2.5e6, "2.50M GPU-h"),
+    ],
+)
+def test_headline_gpu_hours_keep_three_significant_digits_so_they_fit_their_column(
+    hours: float, shown: str
+) -> None:
+    from dashboard.views.fleet import _fmt_h
+
+    assert _fmt_h(hours) == shown

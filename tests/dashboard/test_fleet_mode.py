@@ -46,7 +46,7 @@ FLEET_METRICS = [
     "Active 4.95 GPU-h 61.9 % of allocated",
     "SM-active 3.70 GPU-h 46.2 %",
     "Idle while allocated 3.05 GPU-h",
-    "Capacity seen 12.00 GPU-h",
+    "Capacity seen 12.0 GPU-h",
 ]
 JOB_METRICS = [
     "GPUs 2",
