@@ -397,14 +397,10 @@ def trace_list(traces: pd.DataFrame, traces_dir: Path) -> pd.DataFrame:
     )
 
 
-def with_findings(jobs: pd.DataFrame, findings: pd.DataFrame) -> pd.DataFrame:
-    """Jobs with the count of their stored findings and the recoverable GPU-hours they name."""
-    if findings.empty or not {"job_id", "wasted_gpu_hours"} <= set(findings.columns):
-        return jobs.assign(findings=0, wasted_gpu_h=0.0)
-    per_job = findings.groupby("job_id", as_index=False).agg(
-        findings=("job_id", "size"), wasted_gpu_h=("wasted_gpu_hours", "sum")
-    )
-    merged = jobs.merge(per_job, on="job_id", how="left")
+def with_findings(jobs: pd.DataFrame, per_job: pd.DataFrame) -> pd.DataFrame:
+    """Jobs with their findings count and recoverable GPU-hours (`opportunities.per_job`: the
+    window's unsuppressed findings, each job's hours counted once); 0 for a job without any."""
+    merged = jobs.merge(per_job[["job_id", "findings", "wasted_gpu_h"]], on="job_id", how="left")
     merged["findings"] = merged["findings"].fillna(0).astype("int64")
     merged["wasted_gpu_h"] = merged["wasted_gpu_h"].fillna(0.0)
     return merged

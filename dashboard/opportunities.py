@@ -106,6 +106,15 @@ def tables(engine: sqlalchemy.Engine | None, start: datetime, end: datetime) -> 
     )
 
 
+def per_job(engine: sqlalchemy.Engine | None, start: datetime, end: datetime) -> pd.DataFrame:
+    """Each job's findings in [start, end) (suppressed ones left out) and the GPU-hours their
+    fixes would return, counted once where several rules flag the job in one bucket: the
+    ranking's own job lines, so the Jobs page adds up to the Fleet page's total."""
+    lines = ranked(engine, start, end, top=1_000_000).top_jobs
+    frame = lines_frame(lines, "job_id")
+    return frame[["job_id", "findings", "wasted_gpu_h"]]
+
+
 def top_findings(
     engine: sqlalchemy.Engine | None, since: datetime, until: datetime, top: int = 3
 ) -> list[PlainFinding]:

@@ -200,6 +200,12 @@ def opportunity_tables(key: str, start: datetime, end: datetime) -> opportunitie
 
 
 @st.cache_data(ttl=_TTL_S, show_spinner=False)
+def job_findings(key: str, start: datetime, end: datetime) -> pd.DataFrame:
+    """Per job: the window's findings and recoverable GPU-hours, as the ranking counts them."""
+    return opportunities.per_job(catalog(key), start, end)
+
+
+@st.cache_data(ttl=_TTL_S, show_spinner=False)
 def top_findings(key: str, start: datetime, end: datetime) -> list[PlainFinding]:
     return opportunities.top_findings(catalog(key), start, end)
 

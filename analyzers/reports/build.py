@@ -11,6 +11,7 @@ finding's estimate counts, the rule `analyzers.reports.ranking` states. This mod
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -18,7 +19,8 @@ import pandas as pd
 
 from analyzers.accounting.sql import DEFAULT_MAX_GAP_S
 from analyzers.accounting.usage import gpu_buckets, job_efficiency, pct
-from analyzers.plain import PlainFinding, plain_record
+from analyzers.plain import META, PlainFinding, plain_record
+from analyzers.reports.ranking import counted_once
 from analyzers.reports.week import IsoWeek
 from analyzers.run.window import Window
 from fleetscope.errors import ConfigError
@@ -149,11 +151,27 @@ def _scoped(frame: pd.DataFrame, scope: Scope) -> pd.DataFrame:
 
 
 def deduplicated_waste(findings: pd.DataFrame) -> float:
-    """Sum of wasted GPU-hours with, per job and window start, only the largest estimate."""
+    """Recoverable GPU-hours of catalog finding rows, each job's hours in a bucket counted once
+    (`ranking.counted_once`: what `fleetscope opportunities` and the dashboard total)."""
     if findings.empty:
         return 0.0
-    keyed = findings.assign(job_key=findings["job_id"].fillna(findings["finding_id"]))
-    return float(keyed.groupby(["job_key", "window_start"])["wasted_gpu_hours"].max().sum())
+    rows: list[dict[str, Any]] = [
+        {str(k): v for k, v in r.items()} for r in findings.to_dict("records")
+    ]
+    return float(sum(r["wasted_gpu_hours"] for r in counted_once(rows, _job_bucket, _hours_of)))
+
+
+def _job_bucket(row: dict[str, Any]) -> tuple[str, str]:
+    job = _opt(row.get("job_id")) or str(row["finding_id"])
+    evidence = row.get("evidence") or {}
+    if isinstance(evidence, str):
+        evidence = json.loads(evidence)
+    bucket = (evidence.get(META) or {}).get("bucket_start")
+    return job, str(bucket) if bucket else pd.Timestamp(row["window_start"]).isoformat()
+
+
+def _hours_of(row: dict[str, Any]) -> float:
+    return float(row["wasted_gpu_hours"])
 
 
 def _findings_in(findings: pd.DataFrame, week: IsoWeek) -> pd.DataFrame:

@@ -10,14 +10,15 @@ left out by the store. This module must never query telemetry.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, TypeVar
 
 from analyzers.base import JobCatalog
 from analyzers.findings import Finding
 
 GroupBy = Literal["team", "user", "job", "model"]
+T = TypeVar("T")
 
 
 @dataclass
@@ -52,6 +53,21 @@ def _group_key(finding: Finding, by: GroupBy, catalog: JobCatalog | None) -> str
     return value or f"(no {by})"
 
 
+def counted_once(
+    items: Iterable[T], job_bucket: Callable[[T], tuple[str, str]], hours: Callable[[T], float]
+) -> list[T]:
+    """The count-once rule, the one place it is written: per (job, identity bucket) only the
+    largest estimate of the rules that flagged it (an idle job is R1 and R3; a starved one P1
+    and R2). `job_bucket` gives a finding's job (its own id when it has none) and bucket start."""
+    best: dict[tuple[str, str], T] = {}
+    for item in items:
+        key = job_bucket(item)
+        current = best.get(key)
+        if current is None or hours(item) > hours(current):
+            best[key] = item
+    return list(best.values())
+
+
 def rank(
     findings: Sequence[Finding],
     *,
@@ -67,14 +83,11 @@ def rank(
         line.rules[f.rule_id] += f.wasted_gpu_hours
         if f.job_id:
             line.jobs.add(f.job_id)
-    # One estimate per (job, bucket): the largest of the rules that flagged it.
-    best: dict[tuple[str, str], Finding] = {}
-    for f in findings:
-        bucket = (f.bucket_start or f.window_start).isoformat()
-        key = (f.job_id or f.finding_id, bucket)
-        current = best.get(key)
-        if current is None or f.wasted_gpu_hours > current.wasted_gpu_hours:
-            best[key] = f
+    best = counted_once(
+        findings,
+        lambda f: (f.job_id or f.finding_id, (f.bucket_start or f.window_start).isoformat()),
+        lambda f: f.wasted_gpu_hours,
+    )
     groups: dict[str, Line] = {}
     jobs: dict[str, Line] = {}
     for f in findings:
@@ -87,12 +100,12 @@ def rank(
             j.findings += 1
             j.rules[f.rule_id] += f.wasted_gpu_hours
             j.jobs.add(f.job_id)
-    for f in best.values():
+    for f in best:
         groups[_group_key(f, by, catalog)].gpu_hours += f.wasted_gpu_hours
         if f.job_id:
             jobs[f.job_id].gpu_hours += f.wasted_gpu_hours
     return Opportunities(
-        total_gpu_hours=sum(f.wasted_gpu_hours for f in best.values()),
+        total_gpu_hours=sum(f.wasted_gpu_hours for f in best),
         by_rule=_order(by_rule.values()),
         by_group=_order(groups.values())[:top],
         top_jobs=_order(jobs.values())[:top],

@@ -34,8 +34,7 @@ def render() -> None:
         return
     state.show_missing(key, win)
     jobs = data.job_efficiency(state.buckets_for(key, win), state.jobs_meta(key))
-    findings = state.catalog_table(key, "findings")
-    jobs = data.with_findings(jobs, findings)
+    jobs = data.with_findings(jobs, state.job_findings(key, win.start, win.end))
     search = st.text_input("Search job id, user, team or name", key="job_search")
     shown = data.search_jobs(jobs, search)
     st.caption(

@@ -212,10 +212,10 @@ def test_opportunities_compare_with_the_previous_window(warehouse: Warehouse) ->
     nlp = found.by_team.set_index("team").loc["nlp"]
     assert (nlp["wasted_gpu_h"], nlp["jobs"], nlp["top_rule"]) == (2.2, 2, "P1")
     assert (found.total_gpu_h, found.previous_total_gpu_h) == (2.2, 0.5)
-    findings = data.catalog_table(engine, "findings")
-    assert data.with_findings(pd.DataFrame({"job_id": ["stall-1", "x"]}), findings)[
-        "wasted_gpu_h"
-    ].tolist() == [1.2, 0.0]
+    per_job = opportunities.per_job(engine, START - timedelta(days=6), START + timedelta(days=1))
+    assert per_job.values.tolist() == [["stall-1", 1, 1.2], ["idle-1", 1, 1.0]]  # not old-1's
+    shown = data.with_findings(pd.DataFrame({"job_id": ["stall-1", "x"]}), per_job)
+    assert shown[["findings", "wasted_gpu_h"]].values.tolist() == [[1, 1.2], [0, 0.0]]
 
 
 def test_opportunities_leave_suppressed_findings_out(tmp_path: Path) -> None:
@@ -228,14 +228,18 @@ def test_opportunities_leave_suppressed_findings_out(tmp_path: Path) -> None:
             [
                 CatalogFinding("f-a", "R3", "warn", START, end, 1.0, job_id="a", team="nlp"),
                 CatalogFinding("f-b", "R2", "warn", START, end, 0.5, job_id="b", team="cv"),
+                # b's idle hour is also R1's: the Jobs page counts b's hours once, as the ranking
+                CatalogFinding("f-c", "R1", "warn", START, end, 0.8, job_id="b", team="cv"),
             ],
             run_id="test",
         )
     FindingStore(engine).suppress("team", "nlp", reason="known")
     found = opportunities.tables(engine, START, end)
-    assert found.by_rule["rule_id"].tolist() == ["R2"]
+    assert found.by_rule["rule_id"].tolist() == ["R1", "R2"]
     assert found.by_team["team"].tolist() == ["cv"]
+    assert opportunities.per_job(engine, START, end).values.tolist() == [["b", 2, 0.8]]
     assert opportunities.tables(None, START, end).by_rule.empty
+    assert opportunities.per_job(None, START, end).empty
 
 
 def test_search_matches_id_user_team_and_name() -> None:
