@@ -9,6 +9,11 @@
     fleetscope.fleet_expire_snapshots(table)           snapshots older than a day forgotten
     fleetscope.fleet_upkeep()                          hourly from beat in fleet mode: sends the above
 
+Scheduled analysis is the embedded one (analyzers.run.celery_app): beat's `fleetscope.tick` sends
+`fleetscope.analyze_window` for the windows the clock and the gateways' arrival marks owe, and in
+fleet mode each reads the Iceberg tables through `connect_window`, so day-old samples a gateway
+receives get findings with no backfill.
+
 `merge` joins the partitions' answers: findings are concatenated (a job runs in one cluster, and a
 day window is the partition's own, so no finding spans two partitions), sketches merge losslessly
 (the merged sketch is byte-identical to one built over all the rows). Workers start as the
@@ -26,7 +31,10 @@ from typing import TYPE_CHECKING, Any
 from analyzers.run.celery_app import _settings, app
 
 if TYPE_CHECKING:
+    import duckdb
+
     from analyzers.run.runner import Pipeline
+    from analyzers.run.window import Window
     from analyzers.sketch.core import QuantileSketch
     from warehouse.fleet.tables import FleetTables
 
@@ -74,6 +82,14 @@ def analyze_partition_with(
         "findings": [f.to_dict() for f in result.findings],
         "gpu_util_sketch": base64.b64encode(sketch.to_bytes()).decode("ascii"),
     }
+
+
+def connect_window(window: Window) -> duckdb.DuckDBPyConnection:
+    """The fleet tables for a scheduled window (`fleetscope.analyze_window` in fleet mode): Iceberg
+    prunes the scan to the window's days, and the pipeline reads it as it reads the segments."""
+    from warehouse.fleet.reader import connect
+
+    return connect(_tables(), window.start, window.end)
 
 
 @app.task(name="fleetscope.fleet_analyze_partition", acks_late=True)  # type: ignore[untyped-decorator]
