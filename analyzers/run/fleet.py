@@ -7,6 +7,8 @@
     fleetscope.fleet_retention(table)                  raw partitions past warehouse.raw_retention_days
                                                        dropped, roll-ups kept, one at a time
     fleetscope.fleet_expire_snapshots(table)           snapshots older than a day forgotten
+    fleetscope.fleet_prune_ledger()                    batch ids past raw retention plus
+                                                       fleet.ledger_margin_days forgotten
     fleetscope.fleet_upkeep()                          hourly from beat in fleet mode: sends the above
 
 Scheduled analysis is the embedded one (analyzers.run.celery_app): beat's `fleetscope.tick` sends
@@ -32,6 +34,7 @@ from analyzers.run.celery_app import _settings, app
 
 if TYPE_CHECKING:
     import duckdb
+    from celery import Task
 
     from analyzers.run.runner import Pipeline
     from analyzers.run.window import Window
@@ -122,6 +125,22 @@ def expire(table: str) -> int:
     return expire_snapshots(_tables(), table, timedelta(days=1), datetime.now(UTC))
 
 
+@app.task(name="fleetscope.fleet_prune_ledger", acks_late=True)  # type: ignore[untyped-decorator]
+def prune_ledger() -> int:
+    """Forget batch ids past raw retention plus `fleet.ledger_margin_days` (the PostgreSQL ledger
+    would otherwise grow by every batch every gateway ever took)."""
+    from analyzers.run.celery_app import _store
+    from warehouse.fleet.upkeep import prune_ledger as prune
+
+    settings = _settings()
+    return prune(
+        _store().engine,
+        settings.warehouse.raw_retention_days,
+        settings.fleet.ledger_margin_days,
+        datetime.now(UTC),
+    )
+
+
 def compaction_due(tables: FleetTables, table: str, min_files: int = 2) -> list[list[str]]:
     """[day, cluster] of every partition of `table` with at least `min_files` data files."""
     from warehouse.fleet.upkeep import file_count, partitions
@@ -133,20 +152,27 @@ def compaction_due(tables: FleetTables, table: str, min_files: int = 2) -> list[
     ]
 
 
-@app.task(name="fleetscope.fleet_upkeep", acks_late=True)  # type: ignore[untyped-decorator]
-def upkeep() -> dict[str, int]:
-    """Beat's hourly fleet job: one compaction task per partition that needs it, then retention
-    and snapshot expiry per table (each its own task, so workers spread them)."""
+def upkeep_plan(tables: FleetTables) -> list[tuple[Task, list[str]]]:
+    """What one upkeep sends, in order: a compaction per partition that needs it, then retention
+    and snapshot expiry per table, then the ledger's pruning (each its own task, so workers
+    spread them)."""
     from fleetscope.contract import TABLES
 
-    sent = 0
+    plan: list[tuple[Task, list[str]]] = []
     for table in TABLES:
-        for day_iso, cluster in compaction_due(_tables(), table):
-            compact_partition.apply_async(args=[table, day_iso, cluster])
-            sent += 1
-        retention.apply_async(args=[table])
-        expire.apply_async(args=[table])
-    return {"compactions": sent}
+        plan += [(compact_partition, [table, d, c]) for d, c in compaction_due(tables, table)]
+        plan += [(retention, [table]), (expire, [table])]
+    plan.append((prune_ledger, []))
+    return plan
+
+
+@app.task(name="fleetscope.fleet_upkeep", acks_late=True)  # type: ignore[untyped-decorator]
+def upkeep() -> dict[str, int]:
+    """Beat's hourly fleet job: sends `upkeep_plan`'s tasks."""
+    plan = upkeep_plan(_tables())
+    for task, args in plan:
+        task.apply_async(args=args)
+    return {"compactions": sum(1 for task, _ in plan if task is compact_partition)}
 
 
 @dataclass

@@ -34,7 +34,7 @@ ingest_ledger = Table(
     Column("agent", String(255), nullable=False),
     Column("flush_id", String(32), nullable=False, index=True),
     Column("state", String(16), nullable=False),  # pending | committed
-    Column("claimed_at", UTCDateTime, nullable=False),
+    Column("claimed_at", UTCDateTime, nullable=False, index=True),  # prune deletes by it
     Column("committed_at", UTCDateTime),
 )
 
@@ -137,10 +137,12 @@ def release(conn: Connection, flush_id: str) -> None:
 
 
 def prune(conn: Connection, before: datetime) -> int:
-    """Forget committed batches received before the raw-retention cutoff (as the embedded one)."""
-    result = conn.execute(
-        delete(ingest_ledger).where(
-            ingest_ledger.c.state == COMMITTED, ingest_ledger.c.claimed_at < before
-        )
-    )
+    """Forget every batch id claimed before `before`; returns how many.
+
+    Why it is safe past the raw-retention cutoff (the embedded writer's rule, warehouse.retention):
+    a batch's samples are older than its claim, so by then raw retention has dropped them, and a
+    copy sent again duplicates nothing that is stored. Pending claims that old go too: their
+    gateway died days ago, and whether its rows landed no longer matters for the same reason.
+    """
+    result = conn.execute(delete(ingest_ledger).where(ingest_ledger.c.claimed_at < before))
     return result.rowcount
