@@ -7,6 +7,8 @@
     fleetscope.fleet_retention(table)                  raw partitions past warehouse.raw_retention_days
                                                        dropped, roll-ups kept, one at a time
     fleetscope.fleet_expire_snapshots(table)           snapshots older than a day forgotten
+    fleetscope.fleet_sweep_orphans(table)              files no snapshot reaches, older than 3 days,
+                                                       deleted (warehouse.fleet.orphans)
     fleetscope.fleet_prune_ledger()                    batch ids past raw retention plus
                                                        fleet.ledger_margin_days forgotten
     fleetscope.fleet_upkeep()                          hourly from beat in fleet mode: sends the above
@@ -125,6 +127,13 @@ def expire(table: str) -> int:
     return expire_snapshots(_tables(), table, timedelta(days=1), datetime.now(UTC))
 
 
+@app.task(name="fleetscope.fleet_sweep_orphans", acks_late=True)  # type: ignore[untyped-decorator]
+def sweep_orphans(table: str) -> int:
+    from warehouse.fleet.orphans import ORPHAN_MIN_AGE, sweep
+
+    return len(sweep(_tables().table(table), ORPHAN_MIN_AGE, datetime.now(UTC)))
+
+
 @app.task(name="fleetscope.fleet_prune_ledger", acks_late=True)  # type: ignore[untyped-decorator]
 def prune_ledger() -> int:
     """Forget batch ids past raw retention plus `fleet.ledger_margin_days` (the PostgreSQL ledger
@@ -153,15 +162,16 @@ def compaction_due(tables: FleetTables, table: str, min_files: int = 2) -> list[
 
 
 def upkeep_plan(tables: FleetTables) -> list[tuple[Task, list[str]]]:
-    """What one upkeep sends, in order: a compaction per partition that needs it, then retention
-    and snapshot expiry per table, then the ledger's pruning (each its own task, so workers
-    spread them)."""
+    """What one upkeep sends, in order: a compaction per partition that needs it, then retention,
+    snapshot expiry and the orphan-file sweep per table, then the ledger's pruning (each its own
+    task, so workers spread them; a sweep that reads the metadata before its table's expiry
+    keeps what the expiry frees, and the next hour's sweep deletes it)."""
     from fleetscope.contract import TABLES
 
     plan: list[tuple[Task, list[str]]] = []
     for table in TABLES:
         plan += [(compact_partition, [table, d, c]) for d, c in compaction_due(tables, table)]
-        plan += [(retention, [table]), (expire, [table])]
+        plan += [(retention, [table]), (expire, [table]), (sweep_orphans, [table])]
     plan.append((prune_ledger, []))
     return plan
 

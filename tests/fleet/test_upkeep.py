@@ -154,7 +154,7 @@ def test_a_negative_ledger_margin_is_refused_with_the_setting_named() -> None:
         upkeep.ledger_cutoff(datetime(2026, 5, 20, tzinfo=UTC), 14, -1)
 
 
-def test_fleet_upkeep_sends_compactions_then_retention_and_expiry_per_table_then_the_ledgers_pruning(
+def test_upkeep_sends_compactions_then_retention_expiry_and_sweep_per_table_then_ledger_pruning(
     gateway: Gateway,
 ) -> None:
     from analyzers.run.fleet import upkeep_plan
@@ -164,6 +164,10 @@ def test_fleet_upkeep_sends_compactions_then_retention_and_expiry_per_table_then
             upkeep_plan(gateway.writer.tables)]  # fmt: skip
     assert plan == [
         ("compact_partition", ["gpu_samples", T0.date().isoformat(), "c1"]),
-        *[(job, [table]) for table in TABLES for job in ("retention", "expire_snapshots")],
+        *[
+            (job, [table])
+            for table in TABLES
+            for job in ("retention", "expire_snapshots", "sweep_orphans")
+        ],
         ("prune_ledger", []),
     ]

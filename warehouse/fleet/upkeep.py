@@ -10,7 +10,8 @@ the same way when the job won. A reader planning on an older snapshot keeps its 
     compact(partition)            many small files -> one file sorted by ts (same rows)
     roll_up(partition)            gpu_samples -> gpu_samples_1h for that day and cluster
     drop_raw(partition)           rolls up first, then deletes the raw rows (whole files)
-    expire_snapshots(table, age)  forgets snapshots (and their unreferenced files) older than age
+    expire_snapshots(table, age)  forgets snapshots older than age (their files stay until the
+                                  orphan sweep, warehouse.fleet.orphans, deletes them)
     prune_ledger(catalog, ...)    forgets batch ids past raw retention plus fleet.ledger_margin_days
 """
 
