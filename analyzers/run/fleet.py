@@ -122,9 +122,10 @@ def retention(table: str) -> list[str]:
 
 @app.task(name="fleetscope.fleet_expire_snapshots", acks_late=True)  # type: ignore[untyped-decorator]
 def expire(table: str) -> int:
+    from analyzers.run.celery_app import _store
     from warehouse.fleet.upkeep import expire_snapshots
 
-    return expire_snapshots(_tables(), table, timedelta(days=1), datetime.now(UTC))
+    return expire_snapshots(_tables(), table, timedelta(days=1), datetime.now(UTC), _store().engine)
 
 
 @app.task(name="fleetscope.fleet_sweep_orphans", acks_late=True)  # type: ignore[untyped-decorator]

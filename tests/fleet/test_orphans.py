@@ -71,7 +71,9 @@ def test_the_sweep_deletes_exactly_the_unreached_files_past_the_safety_age(
     only_expired = {s.manifest_list for s in old} | (
         {m.manifest_path for s in old for m in s.manifests(table.io)} - kept_manifests
     )  # what only the snapshots about to expire name: their manifest lists and manifests
-    expired = upkeep.expire_snapshots(tables, "gpu_samples", timedelta(0), datetime.now(UTC))
+    expired = upkeep.expire_snapshots(
+        tables, "gpu_samples", timedelta(0), datetime.now(UTC), gateway.catalog
+    )
     assert expired == len(old) >= 2
     table.refresh()
 

@@ -18,6 +18,7 @@ from simulator.wire import TEST_TOKEN, post_batch
 from warehouse.catalog import ledger
 from warehouse.fleet import reader, upkeep
 from warehouse.fleet.gateway import Gateway
+from warehouse.fleet.tables import FLUSH_PROPERTY
 
 DAY_MS = 86_400_000
 T0 = datetime.fromtimestamp(EPOCH_MS / 1000, UTC)
@@ -84,12 +85,53 @@ def test_snapshot_expiry_keeps_the_current_snapshot_and_its_rows(gateway: Gatewa
     table.refresh()
     assert len(table.snapshots()) == 3
     expired = upkeep.expire_snapshots(
-        tables, "gpu_samples", timedelta(0), datetime.now(UTC) + timedelta(seconds=1)
+        tables,
+        "gpu_samples",
+        timedelta(0),
+        datetime.now(UTC) + timedelta(seconds=1),
+        gateway.catalog,
     )
     table.refresh()
     assert (expired, len(table.snapshots())) == (2, 1)
     rows, _ = reader.scan(tables, "gpu_samples", T0, T0 + timedelta(days=1))
     assert rows.num_rows == 3 * 80
+
+
+def test_expiry_settles_a_dead_gateways_landed_claim_so_a_later_copy_is_still_a_duplicate(
+    gateway: Gateway, fleet_settings: Settings
+) -> None:
+    """The dead gateway appended its flush and died before marking its claim committed; nobody
+    retried before the snapshot naming its flush expired (an agent offline for days)."""
+    tables = gateway.writer.tables
+    table = tables.table("gpu_samples")
+    batch = gpu_batch("h9", cluster="c1")
+    table.append(
+        batch.cast(table.schema().as_arrow()), snapshot_properties={FLUSH_PROPERTY: "deadflush"}
+    )
+    claimed = datetime.now(UTC) - timedelta(seconds=fleet_settings.fleet.lease_s + 5)
+    with gateway.catalog.begin() as conn:
+        conn.execute(
+            insert(ledger.ingest_ledger).values(
+                batch_id="landed", table_name="gpu_samples", rows=80, agent="h9",
+                flush_id="deadflush", state=ledger.PENDING, claimed_at=claimed,
+            )
+        )  # fmt: skip
+    fill(gateway, days=1, batches=1)  # a newer snapshot, so the dead flush's one can expire
+    assert (
+        upkeep.expire_snapshots(
+            tables,
+            "gpu_samples",
+            timedelta(0),
+            datetime.now(UTC) + timedelta(seconds=1),
+            gateway.catalog,
+        )
+        == 1
+    )
+    assert dict(ledger_rows(gateway))["landed"] == "committed"
+    copy = post_batch(gateway.url, "gpu_samples", batch, token=TEST_TOKEN, batch_id="landed")
+    assert (copy.status, copy.body["duplicate"]) == (202, True)
+    rows, _ = reader.scan(tables, "gpu_samples", T0, T0 + timedelta(days=1))
+    assert rows.num_rows == 2 * 80  # the dead flush's copy and fill's batch, each once
 
 
 def test_compaction_is_due_only_where_a_partition_has_several_files(gateway: Gateway) -> None:

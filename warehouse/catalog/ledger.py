@@ -127,6 +127,28 @@ def mark_committed(conn: Connection, flush_id: str, now: datetime) -> int:
     return result.rowcount
 
 
+def settle(conn: Connection, flush_ids: Sequence[str], now: datetime) -> int:
+    """Mark committed the pending claims of flushes whose commit is in the table; returns how many.
+
+    Why: a gateway that died between its Iceberg commit and `mark_committed` leaves its claims
+    pending, and a retry learns the rows landed only from the flush id in a snapshot summary.
+    Snapshot expiry forgets those summaries, so it settles their claims first; else a copy sent
+    after the expiry would be taken over and stored twice.
+    """
+    settled = 0
+    for i in range(0, len(flush_ids), 1000):  # bounded IN lists
+        result = conn.execute(
+            update(ingest_ledger)
+            .where(
+                ingest_ledger.c.flush_id.in_(flush_ids[i : i + 1000]),
+                ingest_ledger.c.state == PENDING,
+            )
+            .values(state=COMMITTED, committed_at=now)
+        )
+        settled += result.rowcount
+    return settled
+
+
 def release(conn: Connection, flush_id: str) -> None:
     """Drop the pending claims of a flush that did not commit, so a retry need not wait."""
     conn.execute(

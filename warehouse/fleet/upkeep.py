@@ -33,7 +33,7 @@ from sqlalchemy import Engine
 from fleetscope.errors import ConfigError
 from warehouse.catalog import ledger
 from warehouse.fleet.reader import scan
-from warehouse.fleet.tables import FleetTables, to_table_schema
+from warehouse.fleet.tables import FLUSH_PROPERTY, FleetTables, to_table_schema
 from warehouse.rollups import ROLLUP_COLUMNS
 
 if TYPE_CHECKING:
@@ -182,19 +182,27 @@ def retention(tables: FleetTables, name: str, days: int, now: datetime) -> list[
     return dropped
 
 
-def expire_snapshots(tables: FleetTables, name: str, older_than: timedelta, now: datetime) -> int:
-    """Expire snapshots older than `older_than` (the current one is always kept)."""
+def expire_snapshots(
+    tables: FleetTables, name: str, older_than: timedelta, now: datetime, catalog: Engine
+) -> int:
+    """Expire snapshots older than `older_than` (the current one is always kept), after settling
+    the ledger claims of the flushes they carry (ledger.settle: the summary is the only proof a
+    dead gateway's commit landed, and expiry forgets it)."""
     table = tables.table(name)
     table.refresh()
     cutoff_ms = int((now - older_than).timestamp() * 1000)
     current = table.current_snapshot()
     old = [
-        s.snapshot_id
+        s
         for s in table.snapshots()
         if s.timestamp_ms < cutoff_ms and (current is None or s.snapshot_id != current.snapshot_id)
     ]
     if old:
-        table.maintenance.expire_snapshots().by_ids(old).commit()
+        carried = (s.summary.get(FLUSH_PROPERTY) for s in old if s.summary is not None)
+        flushes = [str(flush) for flush in carried if flush]  # compactions and deletes carry none
+        with catalog.begin() as conn:
+            ledger.settle(conn, flushes, now)
+        table.maintenance.expire_snapshots().by_ids([s.snapshot_id for s in old]).commit()
     return len(old)
 
 
