@@ -9,7 +9,6 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -37,16 +36,6 @@ from warehouse.fleet.tables import FLUSH_PROPERTY
 DAY = timedelta(days=1)
 DAY0 = datetime.fromtimestamp(EPOCH_MS / 1000, UTC)
 IDLE: dict[str, Any] = {"gpu_util": 0.0, "gr_engine_active": 0.0, "sm_active": 0.0}
-
-
-@pytest.fixture
-def gateway(fleet_settings: Settings) -> Iterator[Gateway]:
-    gw = Gateway(fleet_settings)
-    gw.start()
-    try:
-        yield gw
-    finally:
-        gw.stop()
 
 
 def marks(gw: Gateway) -> list[tuple[datetime, str, datetime, datetime]]:

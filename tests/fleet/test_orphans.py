@@ -5,40 +5,17 @@ writable."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
-import pytest
 from pyarrow.fs import S3FileSystem
 
-from fleetscope.settings import Settings
 from simulator.maker.batches import EPOCH_MS, gpu_batch
 from simulator.wire import TEST_TOKEN, post_batch
-from tests.fleet.conftest import wait_until
+from tests.fleet.conftest import s3_filesystem, wait_until
 from warehouse.fleet import orphans, reader, upkeep
 from warehouse.fleet.gateway import Gateway
 
 DAY0 = datetime.fromtimestamp(EPOCH_MS / 1000, UTC)
-
-
-@pytest.fixture
-def gateway(fleet_settings: Settings) -> Iterator[Gateway]:
-    gw = Gateway(fleet_settings)
-    gw.start()
-    try:
-        yield gw
-    finally:
-        gw.stop()
-
-
-def s3(gw: Gateway) -> S3FileSystem:
-    return S3FileSystem(
-        endpoint_override=gw.config.s3_endpoint.removeprefix("http://"),
-        scheme="http",
-        access_key="test",
-        secret_key="test",
-        region="us-east-1",
-    )
 
 
 def put(fs: S3FileSystem, uri: str, body: bytes) -> datetime:
@@ -77,7 +54,7 @@ def test_the_sweep_deletes_exactly_the_unreached_files_past_the_safety_age(
     assert expired == len(old) >= 2
     table.refresh()
 
-    fs = s3(gateway)
+    fs = s3_filesystem(gateway.config)
     location = table.location()
     lost_data = f"{location}/data/ts_day={DAY0.date()}/cluster=c1/00000-0-lost-attempt.parquet"
     lost_manifest = f"{location}/metadata/lost-attempt-m0.avro"
@@ -110,7 +87,7 @@ def test_the_default_safety_age_keeps_every_file_written_today(gateway: Gateway)
     assert post_batch(gateway.url, "gpu_samples", batch, token=TEST_TOKEN).status == 202
     table = gateway.writer.tables.table("gpu_samples")
     lost = f"{table.location()}/data/ts_day={DAY0.date()}/cluster=c1/lost.parquet"
-    put(s3(gateway), lost, b"PAR1")
+    put(s3_filesystem(gateway.config), lost, b"PAR1")
     assert orphans.orphans(table, timedelta(0), datetime.now(UTC) + timedelta(seconds=2)) == [lost]
     assert orphans.sweep(table, orphans.ORPHAN_MIN_AGE, datetime.now(UTC)) == []
     assert lost in {f.uri for f in orphans.stored(table)}

@@ -4,7 +4,6 @@ and the batch ledger in PostgreSQL forgets ids past raw retention plus a margin.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -22,16 +21,6 @@ from warehouse.fleet.tables import FLUSH_PROPERTY
 
 DAY_MS = 86_400_000
 T0 = datetime.fromtimestamp(EPOCH_MS / 1000, UTC)
-
-
-@pytest.fixture
-def gateway(fleet_settings: Settings) -> Iterator[Gateway]:
-    gw = Gateway(fleet_settings)
-    gw.start()
-    try:
-        yield gw
-    finally:
-        gw.stop()
 
 
 def fill(gw: Gateway, days: int, batches: int) -> None:
