@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from analyzers.run.results import FindingStore
     from analyzers.run.runner import Pipeline
     from analyzers.run.window import Window
+    from warehouse.fleet.tables import FleetTables
 
 log = logging.getLogger(__name__)
 
@@ -107,10 +108,18 @@ def _embedded_telemetry(settings: Settings, _window: Window) -> duckdb.DuckDBPyC
     return connect(settings)
 
 
-def _fleet_telemetry(_settings: Settings, window: Window) -> duckdb.DuckDBPyConnection:
-    from analyzers.run.fleet import connect_window
+@cache
+def fleet_tables() -> FleetTables:
+    """This worker's handle on the fleet's Iceberg tables (fleet mode), opened once."""
+    from warehouse.fleet.tables import FleetConfig, FleetTables
 
-    return connect_window(window)
+    return FleetTables(FleetConfig.from_settings(_settings()))
+
+
+def _fleet_telemetry(_settings: Settings, window: Window) -> duckdb.DuckDBPyConnection:
+    from warehouse.fleet.reader import connect
+
+    return connect(fleet_tables(), window.start, window.end)  # Iceberg prunes to its days
 
 
 # Where a window task reads telemetry, per `server.mode`: the embedded server's published

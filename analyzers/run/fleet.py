@@ -15,7 +15,7 @@
 
 Scheduled analysis is the embedded one (analyzers.run.celery_app): beat's `fleetscope.tick` sends
 `fleetscope.analyze_window` for the windows the clock and the gateways' arrival marks owe, and in
-fleet mode each reads the Iceberg tables through `connect_window`, so day-old samples a gateway
+fleet mode each reads the Iceberg tables (`celery_app.TELEMETRY`), so day-old samples a gateway
 receives get findings with no backfill.
 
 `merge` joins the partitions' answers: findings are concatenated (a job runs in one cluster, and a
@@ -29,26 +29,16 @@ from __future__ import annotations
 import base64
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
-from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from analyzers.run.celery_app import _settings, app
+from analyzers.run.celery_app import _settings, _store, app, fleet_tables
 
 if TYPE_CHECKING:
-    import duckdb
     from celery import Task
 
     from analyzers.run.runner import Pipeline
-    from analyzers.run.window import Window
     from analyzers.sketch.core import QuantileSketch
     from warehouse.fleet.tables import FleetTables
-
-
-@cache
-def _tables() -> FleetTables:
-    from warehouse.fleet.tables import FleetConfig, FleetTables
-
-    return FleetTables(FleetConfig.from_settings(_settings()))
 
 
 def _day(day_iso: str) -> datetime:
@@ -89,26 +79,20 @@ def analyze_partition_with(
     }
 
 
-def connect_window(window: Window) -> duckdb.DuckDBPyConnection:
-    """The fleet tables for a scheduled window (`fleetscope.analyze_window` in fleet mode): Iceberg
-    prunes the scan to the window's days, and the pipeline reads it as it reads the segments."""
-    from warehouse.fleet.reader import connect
-
-    return connect(_tables(), window.start, window.end)
-
-
 @app.task(name="fleetscope.fleet_analyze_partition", acks_late=True)  # type: ignore[untyped-decorator]
 def analyze_partition(day_iso: str, cluster: str) -> dict[str, Any]:
     from analyzers.run.runner import Pipeline
 
-    return analyze_partition_with(_tables(), Pipeline.from_settings(_settings()), day_iso, cluster)
+    return analyze_partition_with(
+        fleet_tables(), Pipeline.from_settings(_settings()), day_iso, cluster
+    )
 
 
 @app.task(name="fleetscope.fleet_compact_partition", acks_late=True)  # type: ignore[untyped-decorator]
 def compact_partition(table: str, day_iso: str, cluster: str) -> int:
     from warehouse.fleet.upkeep import Partition, compact
 
-    return compact(_tables(), Partition(table, date.fromisoformat(day_iso), cluster))
+    return compact(fleet_tables(), Partition(table, date.fromisoformat(day_iso), cluster))
 
 
 @app.task(name="fleetscope.fleet_retention", acks_late=True)  # type: ignore[untyped-decorator]
@@ -116,30 +100,30 @@ def retention(table: str) -> list[str]:
     from warehouse.fleet.upkeep import retention as drop
 
     days = _settings().warehouse.raw_retention_days
-    dropped = drop(_tables(), table, days, datetime.now(UTC))
+    dropped = drop(fleet_tables(), table, days, datetime.now(UTC))
     return [f"{p.day}/{p.cluster}" for p in dropped]
 
 
 @app.task(name="fleetscope.fleet_expire_snapshots", acks_late=True)  # type: ignore[untyped-decorator]
 def expire(table: str) -> int:
-    from analyzers.run.celery_app import _store
     from warehouse.fleet.upkeep import expire_snapshots
 
-    return expire_snapshots(_tables(), table, timedelta(days=1), datetime.now(UTC), _store().engine)
+    return expire_snapshots(
+        fleet_tables(), table, timedelta(days=1), datetime.now(UTC), _store().engine
+    )
 
 
 @app.task(name="fleetscope.fleet_sweep_orphans", acks_late=True)  # type: ignore[untyped-decorator]
 def sweep_orphans(table: str) -> int:
     from warehouse.fleet.orphans import ORPHAN_MIN_AGE, sweep
 
-    return len(sweep(_tables().table(table), ORPHAN_MIN_AGE, datetime.now(UTC)))
+    return len(sweep(fleet_tables().table(table), ORPHAN_MIN_AGE, datetime.now(UTC)))
 
 
 @app.task(name="fleetscope.fleet_prune_ledger", acks_late=True)  # type: ignore[untyped-decorator]
 def prune_ledger() -> int:
     """Forget batch ids past raw retention plus `fleet.ledger_margin_days` (the PostgreSQL ledger
     would otherwise grow by every batch every gateway ever took)."""
-    from analyzers.run.celery_app import _store
     from warehouse.fleet.upkeep import prune_ledger as prune
 
     settings = _settings()
@@ -180,7 +164,7 @@ def upkeep_plan(tables: FleetTables) -> list[tuple[Task, list[str]]]:
 @app.task(name="fleetscope.fleet_upkeep", acks_late=True)  # type: ignore[untyped-decorator]
 def upkeep() -> dict[str, int]:
     """Beat's hourly fleet job: sends `upkeep_plan`'s tasks."""
-    plan = upkeep_plan(_tables())
+    plan = upkeep_plan(fleet_tables())
     for task, args in plan:
         task.apply_async(args=args)
     return {"compactions": sum(1 for task, _ in plan if task is compact_partition)}
