@@ -8,7 +8,9 @@ the interval (the schedule time: a late or repeated tick computes the same windo
 `now()`), and for every partition enqueues `fleetscope.analyze_window` for each window the
 partition owes since its watermark, and for every bucket that received data since the partition
 last analysed it, whatever its age (analyzers.run.schedule: arrival-driven). A window task reads
-the warehouse's segments (`warehouse.reader.connect`), runs the pipeline on its partition and
+the warehouse's segments (`warehouse.reader.connect`), or in fleet mode (`server.mode = fleet`)
+the Iceberg tables the gateways commit to, whose arrival marks the gateways record in the same
+catalog (`TELEMETRY`); it runs the pipeline on its partition and
 lands findings in the catalog by their stable ids, then advances the partition's watermark. Tasks
 are acknowledged late and rejected when their worker dies (`task_acks_late`,
 `task_reject_on_worker_lost`), so a crashed worker's window is delivered again and re-run; the re-run replaces, never duplicates.
@@ -20,6 +22,7 @@ other fleetscope process. This module must never run analyzers in the beat proce
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import UTC, datetime
 from functools import cache
 from typing import TYPE_CHECKING, Any
@@ -30,8 +33,12 @@ from celery.schedules import crontab
 from fleetscope.settings import Settings, load_settings
 
 if TYPE_CHECKING:
+    import duckdb
+
     from analyzers.run.results import FindingStore
     from analyzers.run.runner import Pipeline
+    from analyzers.run.window import Window
+    from warehouse.fleet.tables import FleetTables
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +102,35 @@ def _store() -> FindingStore:
     return FindingStore(catalog.connect(WarehousePaths.from_settings(_settings()).catalog_url))
 
 
+def _embedded_telemetry(settings: Settings, _window: Window) -> duckdb.DuckDBPyConnection:
+    from warehouse.reader import connect
+
+    return connect(settings)
+
+
+@cache
+def fleet_tables() -> FleetTables:
+    """This worker's handle on the fleet's Iceberg tables (fleet mode), opened once."""
+    from warehouse.fleet.tables import FleetConfig, FleetTables
+
+    return FleetTables(FleetConfig.from_settings(_settings()))
+
+
+def _fleet_telemetry(_settings: Settings, window: Window) -> duckdb.DuckDBPyConnection:
+    from warehouse.fleet.reader import connect
+
+    return connect(fleet_tables(), window.start, window.end)  # Iceberg prunes to its days
+
+
+# Where a window task reads telemetry, per `server.mode`: the embedded server's published
+# segments, or the fleet's Iceberg tables (pruned to the window's days). Everything else about a
+# window (the schedule, the arrival marks it covers, where findings land) is the same.
+TELEMETRY: dict[str, Callable[[Settings, Window], duckdb.DuckDBPyConnection]] = {
+    "embedded": _embedded_telemetry,
+    "fleet": _fleet_telemetry,
+}
+
+
 @app.task(name="fleetscope.tick")  # type: ignore[untyped-decorator]
 def tick(schedule_iso: str | None = None) -> list[list[Any]]:
     """Enqueue every window every partition owes at the schedule time; returns what it sent."""
@@ -145,13 +181,13 @@ def analyze_window(
     from analyzers.run.runner import AnalyzerFailedError
     from analyzers.run.schedule import Due, finish_due
     from analyzers.run.window import Window
-    from warehouse.reader import connect
 
     window = Window(
         datetime.fromisoformat(start_iso), datetime.fromisoformat(end_iso), partition, partitions
     )
     store = _store()
-    conn = connect(_settings())
+    settings = _settings()
+    conn = TELEMETRY[settings.server.mode](settings, window)
     try:
         result = _pipeline().run(conn, window, CatalogJobs(store.engine), store)
     finally:

@@ -7,7 +7,16 @@
     fleetscope.fleet_retention(table)                  raw partitions past warehouse.raw_retention_days
                                                        dropped, roll-ups kept, one at a time
     fleetscope.fleet_expire_snapshots(table)           snapshots older than a day forgotten
+    fleetscope.fleet_sweep_orphans(table)              files no snapshot reaches, older than 3 days,
+                                                       deleted (warehouse.fleet.orphans)
+    fleetscope.fleet_prune_ledger()                    batch ids past raw retention plus
+                                                       fleet.ledger_margin_days forgotten
     fleetscope.fleet_upkeep()                          hourly from beat in fleet mode: sends the above
+
+Scheduled analysis is the embedded one (analyzers.run.celery_app): beat's `fleetscope.tick` sends
+`fleetscope.analyze_window` for the windows the clock and the gateways' arrival marks owe, and in
+fleet mode each reads the Iceberg tables (`celery_app.TELEMETRY`), so day-old samples a gateway
+receives get findings with no backfill.
 
 `merge` joins the partitions' answers: findings are concatenated (a job runs in one cluster, and a
 day window is the partition's own, so no finding spans two partitions), sketches merge losslessly
@@ -20,22 +29,16 @@ from __future__ import annotations
 import base64
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
-from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from analyzers.run.celery_app import _settings, app
+from analyzers.run.celery_app import _settings, _store, app, fleet_tables
 
 if TYPE_CHECKING:
+    from celery import Task
+
     from analyzers.run.runner import Pipeline
     from analyzers.sketch.core import QuantileSketch
     from warehouse.fleet.tables import FleetTables
-
-
-@cache
-def _tables() -> FleetTables:
-    from warehouse.fleet.tables import FleetConfig, FleetTables
-
-    return FleetTables(FleetConfig.from_settings(_settings()))
 
 
 def _day(day_iso: str) -> datetime:
@@ -80,14 +83,16 @@ def analyze_partition_with(
 def analyze_partition(day_iso: str, cluster: str) -> dict[str, Any]:
     from analyzers.run.runner import Pipeline
 
-    return analyze_partition_with(_tables(), Pipeline.from_settings(_settings()), day_iso, cluster)
+    return analyze_partition_with(
+        fleet_tables(), Pipeline.from_settings(_settings()), day_iso, cluster
+    )
 
 
 @app.task(name="fleetscope.fleet_compact_partition", acks_late=True)  # type: ignore[untyped-decorator]
 def compact_partition(table: str, day_iso: str, cluster: str) -> int:
     from warehouse.fleet.upkeep import Partition, compact
 
-    return compact(_tables(), Partition(table, date.fromisoformat(day_iso), cluster))
+    return compact(fleet_tables(), Partition(table, date.fromisoformat(day_iso), cluster))
 
 
 @app.task(name="fleetscope.fleet_retention", acks_late=True)  # type: ignore[untyped-decorator]
@@ -95,7 +100,7 @@ def retention(table: str) -> list[str]:
     from warehouse.fleet.upkeep import retention as drop
 
     days = _settings().warehouse.raw_retention_days
-    dropped = drop(_tables(), table, days, datetime.now(UTC))
+    dropped = drop(fleet_tables(), table, days, datetime.now(UTC))
     return [f"{p.day}/{p.cluster}" for p in dropped]
 
 
@@ -103,7 +108,31 @@ def retention(table: str) -> list[str]:
 def expire(table: str) -> int:
     from warehouse.fleet.upkeep import expire_snapshots
 
-    return expire_snapshots(_tables(), table, timedelta(days=1), datetime.now(UTC))
+    return expire_snapshots(
+        fleet_tables(), table, timedelta(days=1), datetime.now(UTC), _store().engine
+    )
+
+
+@app.task(name="fleetscope.fleet_sweep_orphans", acks_late=True)  # type: ignore[untyped-decorator]
+def sweep_orphans(table: str) -> int:
+    from warehouse.fleet.orphans import ORPHAN_MIN_AGE, sweep
+
+    return len(sweep(fleet_tables().table(table), ORPHAN_MIN_AGE, datetime.now(UTC)))
+
+
+@app.task(name="fleetscope.fleet_prune_ledger", acks_late=True)  # type: ignore[untyped-decorator]
+def prune_ledger() -> int:
+    """Forget batch ids past raw retention plus `fleet.ledger_margin_days` (the PostgreSQL ledger
+    would otherwise grow by every batch every gateway ever took)."""
+    from warehouse.fleet.upkeep import prune_ledger as prune
+
+    settings = _settings()
+    return prune(
+        _store().engine,
+        settings.warehouse.raw_retention_days,
+        settings.fleet.ledger_margin_days,
+        datetime.now(UTC),
+    )
 
 
 def compaction_due(tables: FleetTables, table: str, min_files: int = 2) -> list[list[str]]:
@@ -117,20 +146,28 @@ def compaction_due(tables: FleetTables, table: str, min_files: int = 2) -> list[
     ]
 
 
-@app.task(name="fleetscope.fleet_upkeep", acks_late=True)  # type: ignore[untyped-decorator]
-def upkeep() -> dict[str, int]:
-    """Beat's hourly fleet job: one compaction task per partition that needs it, then retention
-    and snapshot expiry per table (each its own task, so workers spread them)."""
+def upkeep_plan(tables: FleetTables) -> list[tuple[Task, list[str]]]:
+    """What one upkeep sends, in order: a compaction per partition that needs it, then retention,
+    snapshot expiry and the orphan-file sweep per table, then the ledger's pruning (each its own
+    task, so workers spread them; a sweep that reads the metadata before its table's expiry
+    keeps what the expiry frees, and the next hour's sweep deletes it)."""
     from fleetscope.contract import TABLES
 
-    sent = 0
+    plan: list[tuple[Task, list[str]]] = []
     for table in TABLES:
-        for day_iso, cluster in compaction_due(_tables(), table):
-            compact_partition.apply_async(args=[table, day_iso, cluster])
-            sent += 1
-        retention.apply_async(args=[table])
-        expire.apply_async(args=[table])
-    return {"compactions": sent}
+        plan += [(compact_partition, [table, d, c]) for d, c in compaction_due(tables, table)]
+        plan += [(retention, [table]), (expire, [table]), (sweep_orphans, [table])]
+    plan.append((prune_ledger, []))
+    return plan
+
+
+@app.task(name="fleetscope.fleet_upkeep", acks_late=True)  # type: ignore[untyped-decorator]
+def upkeep() -> dict[str, int]:
+    """Beat's hourly fleet job: sends `upkeep_plan`'s tasks."""
+    plan = upkeep_plan(fleet_tables())
+    for task, args in plan:
+        task.apply_async(args=args)
+    return {"compactions": sum(1 for task, _ in plan if task is compact_partition)}
 
 
 @dataclass

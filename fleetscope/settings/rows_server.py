@@ -277,4 +277,12 @@ ROWS: tuple[Setting, ...] = (
         "int",
         "Attempts at an Iceberg commit that conflicts with another gateway's before giving up.",
     ),
+    Setting(
+        "fleet.ledger_margin_days",
+        1,
+        "int",
+        "Days a batch id stays in the shared ledger beyond warehouse.raw_retention_days; fleet "
+        "upkeep forgets older ids (a copy of a forgotten batch is stored again, into days raw "
+        "retention drops). The margin covers retention running late and agents' clock skew.",
+    ),
 )

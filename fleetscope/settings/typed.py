@@ -131,6 +131,7 @@ class FleetSettings:
     namespace: str
     lease_s: float
     commit_attempts: int
+    ledger_margin_days: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,11 +17,14 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
+from pyarrow.fs import S3FileSystem
 from sqlalchemy import create_engine, text
 from sqlalchemy.exc import OperationalError
 
 from fleetscope.settings import Settings, load_settings
 from simulator.wire import TEST_TOKEN
+from warehouse.fleet.gateway import Gateway
+from warehouse.fleet.tables import FleetConfig
 
 PG_ADMIN = "postgresql+psycopg2://postgres@127.0.0.1:5432/postgres"
 
@@ -100,4 +103,26 @@ def fleet_settings(tmp_path: object, pg_url: str, s3_endpoint: str) -> Settings:
         fleet__s3_endpoint=s3_endpoint,
         fleet__s3_access_key="test",
         fleet__s3_secret_key="test",
+    )
+
+
+@pytest.fixture
+def gateway(fleet_settings: Settings) -> Iterator[Gateway]:
+    """One in-process fleet gateway on those parts, stopped after the test."""
+    gw = Gateway(fleet_settings)
+    gw.start()
+    try:
+        yield gw
+    finally:
+        gw.stop()
+
+
+def s3_filesystem(config: FleetConfig) -> S3FileSystem:
+    """pyarrow's S3 filesystem on the test's S3 server, to look at objects as they are."""
+    return S3FileSystem(
+        endpoint_override=config.s3_endpoint.removeprefix("http://"),
+        scheme="http",
+        access_key="test",
+        secret_key="test",
+        region="us-east-1",
     )

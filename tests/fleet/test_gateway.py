@@ -9,12 +9,12 @@ from datetime import UTC, datetime, timedelta
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from pyarrow.fs import S3FileSystem
 from sqlalchemy import insert
 
 from fleetscope.settings import Settings
 from simulator.maker.batches import EPOCH_MS, gpu_batch
 from simulator.wire import TEST_TOKEN, post_batch
+from tests.fleet.conftest import s3_filesystem
 from warehouse.catalog import ledger
 from warehouse.fleet import reader
 from warehouse.fleet.gateway import Gateway
@@ -33,16 +33,6 @@ def gateways(fleet_settings: Settings) -> Iterator[list[Gateway]]:
     finally:
         for g in running:
             g.stop()
-
-
-def s3(config: FleetConfig) -> S3FileSystem:
-    return S3FileSystem(
-        endpoint_override=config.s3_endpoint.removeprefix("http://"),
-        scheme="http",
-        access_key="test",
-        secret_key="test",
-        region="us-east-1",
-    )
 
 
 def test_tables_are_iceberg_v2_partitioned_by_day_and_cluster_with_files_sorted_by_time(
@@ -76,7 +66,7 @@ def test_tables_are_iceberg_v2_partitioned_by_day_and_cluster_with_files_sorted_
     assert all(
         p.startswith("s3://fleetscope-test/warehouse/fleetscope/gpu_samples/") for p in paths
     )
-    fs = s3(gw.config)
+    fs = s3_filesystem(gw.config)
     for path in paths:  # any Parquet reader sees the files as they are, sorted by time
         ts = pq.read_table(path.removeprefix("s3://"), filesystem=fs).column("ts").to_pylist()
         assert ts == sorted(ts) and len(ts) == 80

@@ -1,31 +1,26 @@
 """Fleet upkeep on real Iceberg tables in an S3 server: compaction keeps every row and leaves one
-sorted file, retention drops raw partitions but keeps their roll-ups, expiry forgets snapshots."""
+sorted file, retention drops raw partitions but keeps their roll-ups, expiry forgets snapshots,
+and the batch ledger in PostgreSQL forgets ids past raw retention plus a margin."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from sqlalchemy import insert, select
 
+from fleetscope.contract import TABLES
+from fleetscope.errors import ConfigError
 from fleetscope.settings import Settings
 from simulator.maker.batches import EPOCH_MS, gpu_batch
 from simulator.wire import TEST_TOKEN, post_batch
+from warehouse.catalog import ledger
 from warehouse.fleet import reader, upkeep
 from warehouse.fleet.gateway import Gateway
+from warehouse.fleet.tables import FLUSH_PROPERTY
 
 DAY_MS = 86_400_000
 T0 = datetime.fromtimestamp(EPOCH_MS / 1000, UTC)
-
-
-@pytest.fixture
-def gateway(fleet_settings: Settings) -> Iterator[Gateway]:
-    gw = Gateway(fleet_settings)
-    gw.start()
-    try:
-        yield gw
-    finally:
-        gw.stop()
 
 
 def fill(gw: Gateway, days: int, batches: int) -> None:
@@ -79,12 +74,53 @@ def test_snapshot_expiry_keeps_the_current_snapshot_and_its_rows(gateway: Gatewa
     table.refresh()
     assert len(table.snapshots()) == 3
     expired = upkeep.expire_snapshots(
-        tables, "gpu_samples", timedelta(0), datetime.now(UTC) + timedelta(seconds=1)
+        tables,
+        "gpu_samples",
+        timedelta(0),
+        datetime.now(UTC) + timedelta(seconds=1),
+        gateway.catalog,
     )
     table.refresh()
     assert (expired, len(table.snapshots())) == (2, 1)
     rows, _ = reader.scan(tables, "gpu_samples", T0, T0 + timedelta(days=1))
     assert rows.num_rows == 3 * 80
+
+
+def test_expiry_settles_a_dead_gateways_landed_claim_so_a_later_copy_is_still_a_duplicate(
+    gateway: Gateway, fleet_settings: Settings
+) -> None:
+    """The dead gateway appended its flush and died before marking its claim committed; nobody
+    retried before the snapshot naming its flush expired (an agent offline for days)."""
+    tables = gateway.writer.tables
+    table = tables.table("gpu_samples")
+    batch = gpu_batch("h9", cluster="c1")
+    table.append(
+        batch.cast(table.schema().as_arrow()), snapshot_properties={FLUSH_PROPERTY: "deadflush"}
+    )
+    claimed = datetime.now(UTC) - timedelta(seconds=fleet_settings.fleet.lease_s + 5)
+    with gateway.catalog.begin() as conn:
+        conn.execute(
+            insert(ledger.ingest_ledger).values(
+                batch_id="landed", table_name="gpu_samples", rows=80, agent="h9",
+                flush_id="deadflush", state=ledger.PENDING, claimed_at=claimed,
+            )
+        )  # fmt: skip
+    fill(gateway, days=1, batches=1)  # a newer snapshot, so the dead flush's one can expire
+    assert (
+        upkeep.expire_snapshots(
+            tables,
+            "gpu_samples",
+            timedelta(0),
+            datetime.now(UTC) + timedelta(seconds=1),
+            gateway.catalog,
+        )
+        == 1
+    )
+    assert dict(ledger_rows(gateway))["landed"] == "committed"
+    copy = post_batch(gateway.url, "gpu_samples", batch, token=TEST_TOKEN, batch_id="landed")
+    assert (copy.status, copy.body["duplicate"]) == (202, True)
+    rows, _ = reader.scan(tables, "gpu_samples", T0, T0 + timedelta(days=1))
+    assert rows.num_rows == 2 * 80  # the dead flush's copy and fill's batch, each once
 
 
 def test_compaction_is_due_only_where_a_partition_has_several_files(gateway: Gateway) -> None:
@@ -99,3 +135,70 @@ def test_compaction_is_due_only_where_a_partition_has_several_files(gateway: Gat
     assert compaction_due(tables, "gpu_samples") == [[day0.isoformat(), "c1"]]
     schedule = make_app(gateway.settings).conf.beat_schedule
     assert schedule["fleetscope-fleet-upkeep"]["task"] == "fleetscope.fleet_upkeep"
+
+
+def ledger_rows(gw: Gateway) -> list[tuple[str, str]]:
+    t = ledger.ingest_ledger
+    with gw.catalog.connect() as conn:
+        rows = conn.execute(select(t.c.batch_id, t.c.state).order_by(t.c.batch_id)).all()
+    return [(str(b), str(s)) for b, s in rows]
+
+
+def test_the_ledger_forgets_batch_ids_past_raw_retention_plus_the_margin_and_still_dedups_the_rest(
+    gateway: Gateway,
+) -> None:
+    now = datetime(2026, 5, 20, 13, 30, tzinfo=UTC)
+    cutoff = datetime(2026, 5, 5, tzinfo=UTC)  # 14 days of raw retention + 1 day of margin
+    assert upkeep.ledger_cutoff(now, 14, 1) == cutoff
+    with gateway.catalog.begin() as conn:
+        for batch_id, state, claimed_at in [
+            ("old-committed", ledger.COMMITTED, cutoff - timedelta(microseconds=1)),
+            ("old-pending", ledger.PENDING, cutoff - timedelta(days=3)),  # its gateway died
+            ("at-cutoff", ledger.COMMITTED, cutoff),
+        ]:
+            conn.execute(
+                insert(ledger.ingest_ledger).values(
+                    batch_id=batch_id, table_name="gpu_samples", rows=80, agent="h1",
+                    flush_id=f"flush-{batch_id}", state=state, claimed_at=claimed_at,
+                )
+            )  # fmt: skip
+    batch = gpu_batch("h1", cluster="c1")
+    first = post_batch(gateway.url, "gpu_samples", batch, token=TEST_TOKEN, batch_id="recent")
+    assert (first.status, first.body["duplicate"]) == (202, False)
+    assert ledger_rows(gateway) == [
+        ("at-cutoff", "committed"),
+        ("old-committed", "committed"),
+        ("old-pending", "pending"),
+        ("recent", "committed"),
+    ]
+
+    assert upkeep.prune_ledger(gateway.catalog, 14, 1, now) == 2
+    assert ledger_rows(gateway) == [("at-cutoff", "committed"), ("recent", "committed")]
+    retry = post_batch(gateway.url, "gpu_samples", batch, token=TEST_TOKEN, batch_id="recent")
+    assert (retry.status, retry.body["duplicate"]) == (202, True)
+    rows, _ = reader.scan(gateway.writer.tables, "gpu_samples", T0, T0 + timedelta(days=1))
+    assert rows.num_rows == 80  # stored once
+
+
+def test_a_negative_ledger_margin_is_refused_with_the_setting_named() -> None:
+    with pytest.raises(ConfigError, match=r"fleet\.ledger_margin_days \(-1\)"):
+        upkeep.ledger_cutoff(datetime(2026, 5, 20, tzinfo=UTC), 14, -1)
+
+
+def test_upkeep_sends_compactions_then_retention_expiry_and_sweep_per_table_then_ledger_pruning(
+    gateway: Gateway,
+) -> None:
+    from analyzers.run.fleet import upkeep_plan
+
+    fill(gateway, days=1, batches=2)
+    plan = [(task.name.removeprefix("fleetscope.fleet_"), args) for task, args in
+            upkeep_plan(gateway.writer.tables)]  # fmt: skip
+    assert plan == [
+        ("compact_partition", ["gpu_samples", T0.date().isoformat(), "c1"]),
+        *[
+            (job, [table])
+            for table in TABLES
+            for job in ("retention", "expire_snapshots", "sweep_orphans")
+        ],
+        ("prune_ledger", []),
+    ]

@@ -8,7 +8,7 @@ backend stores. This module must never hold telemetry samples: those live in Duc
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -59,6 +59,26 @@ class UTCDateTime(TypeDecorator[datetime]):
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+def database_clock(engine: Engine) -> Callable[[], datetime]:
+    """The catalog server's clock, for stamps that processes on many machines compare.
+
+    Why: fleet gateways stamp arrival marks (warehouse.arrivals) and the scheduler compares them
+    with the marks it analysed; with each gateway's own clock, a gateway running a few seconds
+    behind could stamp rows that landed after an analysis with an older time than the one that
+    analysis covered, and they would never be analysed. One clock, PostgreSQL's, orders them.
+    SQLite has no server: its clock is this process's.
+    """
+    if engine.dialect.name != "postgresql":
+        return utcnow
+
+    def now() -> datetime:
+        with engine.connect() as conn:
+            value = conn.execute(text("SELECT clock_timestamp()")).scalar_one()
+        return value.astimezone(UTC)  # type: ignore[no-any-return]
+
+    return now
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:

@@ -34,7 +34,7 @@ ingest_ledger = Table(
     Column("agent", String(255), nullable=False),
     Column("flush_id", String(32), nullable=False, index=True),
     Column("state", String(16), nullable=False),  # pending | committed
-    Column("claimed_at", UTCDateTime, nullable=False),
+    Column("claimed_at", UTCDateTime, nullable=False, index=True),  # prune deletes by it
     Column("committed_at", UTCDateTime),
 )
 
@@ -127,6 +127,28 @@ def mark_committed(conn: Connection, flush_id: str, now: datetime) -> int:
     return result.rowcount
 
 
+def settle(conn: Connection, flush_ids: Sequence[str], now: datetime) -> int:
+    """Mark committed the pending claims of flushes whose commit is in the table; returns how many.
+
+    Why: a gateway that died between its Iceberg commit and `mark_committed` leaves its claims
+    pending, and a retry learns the rows landed only from the flush id in a snapshot summary.
+    Snapshot expiry forgets those summaries, so it settles their claims first; else a copy sent
+    after the expiry would be taken over and stored twice.
+    """
+    settled = 0
+    for i in range(0, len(flush_ids), 1000):  # bounded IN lists
+        result = conn.execute(
+            update(ingest_ledger)
+            .where(
+                ingest_ledger.c.flush_id.in_(flush_ids[i : i + 1000]),
+                ingest_ledger.c.state == PENDING,
+            )
+            .values(state=COMMITTED, committed_at=now)
+        )
+        settled += result.rowcount
+    return settled
+
+
 def release(conn: Connection, flush_id: str) -> None:
     """Drop the pending claims of a flush that did not commit, so a retry need not wait."""
     conn.execute(
@@ -137,10 +159,12 @@ def release(conn: Connection, flush_id: str) -> None:
 
 
 def prune(conn: Connection, before: datetime) -> int:
-    """Forget committed batches received before the raw-retention cutoff (as the embedded one)."""
-    result = conn.execute(
-        delete(ingest_ledger).where(
-            ingest_ledger.c.state == COMMITTED, ingest_ledger.c.claimed_at < before
-        )
-    )
+    """Forget every batch id claimed before `before`; returns how many.
+
+    Why it is safe past the raw-retention cutoff (the embedded writer's rule, warehouse.retention):
+    a batch's samples are older than its claim, so by then raw retention has dropped them, and a
+    copy sent again duplicates nothing that is stored. Pending claims that old go too: their
+    gateway died days ago, and whether its rows landed no longer matters for the same reason.
+    """
+    result = conn.execute(delete(ingest_ledger).where(ingest_ledger.c.claimed_at < before))
     return result.rowcount

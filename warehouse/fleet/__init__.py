@@ -5,6 +5,7 @@
     gateway  `fleetscope server --mode fleet`: the ingest HTTP routes over that writer
     reader   DuckDB over a pruned Iceberg scan, for analyzers, dashboard and CLI
     upkeep   compaction, snapshot expiry and raw retention, one partition at a time
+    orphans  the sweep of files no snapshot reaches (lost commit attempts, expired snapshots)
 
 The embedded mode (warehouse.runtime) does not import this package.
 """

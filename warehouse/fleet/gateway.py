@@ -3,9 +3,11 @@
 Run as many as the load needs behind a load balancer, or give agents the list of their URLs
 (agent.ingest_url takes a comma-separated list and fails over). A gateway holds no state of its
 own: rows go to the Iceberg tables (warehouse.fleet.writer), batch ids to the shared ledger, job
-records, tokens, profile requests and the agents' last polls (the profiling registry) to the
-catalog in PostgreSQL. Killing one loses nothing that
-was acknowledged; its unacknowledged batches are retried by their agents on another gateway.
+records, tokens, profile requests, the agents' last polls (the profiling registry) and the arrival
+marks that lead the scheduler to buckets receiving data (warehouse.arrivals, stamped by
+PostgreSQL's clock so every gateway's marks are ordered) to the catalog in PostgreSQL. Killing one
+loses nothing that was acknowledged; its unacknowledged batches are retried by their agents on
+another gateway.
 Same HTTP routes and answers as the embedded server (warehouse.server), except remote_write,
 which needs one receiver per Prometheus (it assembles scrapes in memory) and stays embedded-only.
 This module must never open a DuckDB file.
@@ -22,7 +24,9 @@ from types import FrameType
 from fleetscope.errors import ConfigError
 from fleetscope.settings import Settings
 from warehouse import catalog
+from warehouse.arrivals import ArrivalMarks
 from warehouse.auth import TokenChecker
+from warehouse.catalog.base import database_clock
 from warehouse.fleet.agent_registry import CatalogAgentRegistry
 from warehouse.fleet.tables import FleetConfig, FleetTables, ensure_bucket
 from warehouse.fleet.writer import FleetWriter
@@ -51,6 +55,11 @@ class Gateway:
             queue_max_rows=settings.warehouse.queue_max_rows,
             lease_s=settings.fleet.lease_s,
             commit_attempts=settings.fleet.commit_attempts,
+            hooks=[
+                ArrivalMarks(
+                    self.catalog, settings.analyzers.bucket_s, clock=database_clock(self.catalog)
+                )
+            ],
         )
         self.metrics = ServerMetrics(self.writer)
         address = (

@@ -10,7 +10,9 @@ the same way when the job won. A reader planning on an older snapshot keeps its 
     compact(partition)            many small files -> one file sorted by ts (same rows)
     roll_up(partition)            gpu_samples -> gpu_samples_1h for that day and cluster
     drop_raw(partition)           rolls up first, then deletes the raw rows (whole files)
-    expire_snapshots(table, age)  forgets snapshots (and their unreferenced files) older than age
+    expire_snapshots(table, age)  forgets snapshots older than age (their files stay until the
+                                  orphan sweep, warehouse.fleet.orphans, deletes them)
+    prune_ledger(catalog, ...)    forgets batch ids past raw retention plus fleet.ledger_margin_days
 """
 
 from __future__ import annotations
@@ -26,9 +28,12 @@ from typing import TYPE_CHECKING, TypeVar
 
 import duckdb
 import pyarrow as pa
+from sqlalchemy import Engine
 
+from fleetscope.errors import ConfigError
+from warehouse.catalog import ledger
 from warehouse.fleet.reader import scan
-from warehouse.fleet.tables import FleetTables, to_table_schema
+from warehouse.fleet.tables import FLUSH_PROPERTY, FleetTables, to_table_schema
 from warehouse.rollups import ROLLUP_COLUMNS
 
 if TYPE_CHECKING:
@@ -177,17 +182,46 @@ def retention(tables: FleetTables, name: str, days: int, now: datetime) -> list[
     return dropped
 
 
-def expire_snapshots(tables: FleetTables, name: str, older_than: timedelta, now: datetime) -> int:
-    """Expire snapshots older than `older_than` (the current one is always kept)."""
+def expire_snapshots(
+    tables: FleetTables, name: str, older_than: timedelta, now: datetime, catalog: Engine
+) -> int:
+    """Expire snapshots older than `older_than` (the current one is always kept), after settling
+    the ledger claims of the flushes they carry (ledger.settle: the summary is the only proof a
+    dead gateway's commit landed, and expiry forgets it)."""
     table = tables.table(name)
     table.refresh()
     cutoff_ms = int((now - older_than).timestamp() * 1000)
     current = table.current_snapshot()
     old = [
-        s.snapshot_id
+        s
         for s in table.snapshots()
         if s.timestamp_ms < cutoff_ms and (current is None or s.snapshot_id != current.snapshot_id)
     ]
     if old:
-        table.maintenance.expire_snapshots().by_ids(old).commit()
+        carried = (s.summary.get(FLUSH_PROPERTY) for s in old if s.summary is not None)
+        flushes = [str(flush) for flush in carried if flush]  # compactions and deletes carry none
+        with catalog.begin() as conn:
+            ledger.settle(conn, flushes, now)
+        table.maintenance.expire_snapshots().by_ids([s.snapshot_id for s in old]).commit()
     return len(old)
+
+
+def ledger_cutoff(now: datetime, raw_retention_days: int, margin_days: int) -> datetime:
+    """Where the batch ledger may be forgotten: midnight UTC, `raw_retention_days` plus
+    `margin_days` days before `now`'s day (retention drops raw days before `raw_retention_days`)."""
+    if margin_days < 0 or raw_retention_days < 0:
+        raise ConfigError(
+            f"fleet.ledger_margin_days ({margin_days}) and warehouse.raw_retention_days "
+            f"({raw_retention_days}) must not be negative"
+        )
+    day = now.astimezone(UTC).date() - timedelta(days=raw_retention_days + margin_days)
+    return datetime(day.year, day.month, day.day, tzinfo=UTC)
+
+
+def prune_ledger(catalog: Engine, raw_retention_days: int, margin_days: int, now: datetime) -> int:
+    """Forget the batch ids claimed before `ledger_cutoff`; returns how many (ledger.prune)."""
+    cutoff = ledger_cutoff(now, raw_retention_days, margin_days)
+    with catalog.begin() as conn:
+        pruned = ledger.prune(conn, cutoff)
+    log.info("ledger: forgot %d batch ids claimed before %s", pruned, cutoff.isoformat())
+    return pruned

@@ -14,7 +14,10 @@ handler waits on, so 202 still means durable), different commit: per table of a 
    as the Iceberg spec prescribes for appends (they never conflict on data), with exponential
    backoff, and only within the lease: a gateway that cannot finish in time gives up rather than
    commit a batch another gateway may have taken over;
-4. mark the claims committed and answer the tickets.
+4. run the commit hooks on the rows that landed (the arrival marks, warehouse.arrivals, as the
+   embedded writer does), then mark the claims committed and answer the tickets. A batch a dead
+   gateway committed before it could mark it (found in the snapshots at step 1) goes through
+   the hooks too: its rows landed, and their arrival marks may not have been written.
 
 A flush that fails is retried one batch at a time, and a batch that fails alone on its data is
 refused for good (422), as the embedded writer does (poison isolation, issue 12); any other
@@ -41,12 +44,16 @@ from fleetscope.errors import IngestError
 from warehouse.batch_queue import BatchQueue, Ticket
 from warehouse.catalog import ledger
 from warehouse.fleet.tables import FLUSH_PROPERTY, FleetTables, to_table_schema
-from warehouse.writer import WriterStats, _is_data_error
+from warehouse.writer import Commit, CommitHook, WriterStats, _is_data_error
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
 
 log = logging.getLogger(__name__)
+
+# A stale claim whose dead flush is in the table's snapshots: stored, answered duplicate, and
+# its rows go through the commit hooks (the dead gateway may have died before running them).
+RECOVERED = "recovered"
 
 
 class CommitGaveUpError(IngestError):
@@ -67,6 +74,7 @@ class FleetWriter(BatchQueue):
         queue_max_rows: int,
         lease_s: float,
         commit_attempts: int,
+        hooks: Sequence[CommitHook] = (),
     ) -> None:
         super().__init__(
             queue_name="gateway",
@@ -80,6 +88,8 @@ class FleetWriter(BatchQueue):
         self.catalog = catalog
         self._lease_s = lease_s
         self._attempts = commit_attempts
+        self._hooks = list(hooks)
+        self._flushes_landed = 0  # the Commit's seq: this writer's count, for hook logs only
         self._thread: threading.Thread | None = None
         self.stats = WriterStats()
         self.commit_conflicts = 0
@@ -124,13 +134,16 @@ class FleetWriter(BatchQueue):
                     None
                     if verdict == "mine"
                     else "dup"
-                    if verdict == "committed"
+                    if verdict in ("committed", RECOVERED)
                     else f"batch {t.batch_id} is being stored by another gateway"
                 )
+            recovered = [t for t in tickets if verdicts[t.batch_id] == RECOVERED]
             if mine:
                 data = pa.concat_tables([t.data for t in mine])
                 self._commit(name, data, flush_id, claimed + self._lease_s)
                 landed = True
+            self._run_hooks(name, mine + recovered)
+            if mine:
                 with self.catalog.begin() as conn:
                     ledger.mark_committed(conn, flush_id, datetime.now(UTC))
                 self._account(name, data.num_rows, len(mine), started)
@@ -181,7 +194,7 @@ class FleetWriter(BatchQueue):
                 with self.catalog.begin() as conn:
                     if _has_flush(table, owner):
                         ledger.mark_committed(conn, owner, now)
-                        verdicts[batch_id] = "committed"
+                        verdicts[batch_id] = RECOVERED
                     elif ledger.take_over(conn, batch_id, owner, flush_id, now):
                         verdicts[batch_id] = "mine"
                     else:
@@ -210,6 +223,21 @@ class FleetWriter(BatchQueue):
             f"{self._lease_s:.0f} s lease); retry with the same batch id",
             status=503,
         )
+
+    def _run_hooks(self, name: str, landed: Sequence[Ticket]) -> None:
+        """The commit hooks on the rows of `landed`; a hook's failure is logged, never the flush's
+        (the rows are in the table already), as in the embedded writer."""
+        if not landed or not self._hooks:
+            return
+        self._flushes_landed += 1
+        commit = Commit(
+            self._flushes_landed, {name: pa.concat_tables([t.data for t in landed])}, landed
+        )
+        for hook in self._hooks:
+            try:
+                hook(commit)
+            except Exception:
+                log.exception("commit hook %r failed for a flush of %s", hook, name)
 
     def _release_unless_landed(self, name: str, flush_id: str) -> None:
         """Drop the claims of a failed flush, unless its commit landed after all (a lost answer):

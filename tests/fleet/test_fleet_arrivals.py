@@ -1,0 +1,174 @@
+"""Arrival marks in fleet mode (issue 13 on the gateways): a gateway's commit marks each (day
+bucket, cluster) it stored rows for, in the catalog the Celery tick reads, stamped by PostgreSQL's
+clock; and day-old samples a real gateway receives over HTTP get their findings from a real
+Celery worker and beat with nobody running a backfill."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+from sqlalchemy import insert, select
+
+from analyzers.base import StaticJobCatalog
+from analyzers.run.results import FindingStore
+from analyzers.run.runner import Pipeline
+from analyzers.run.window import Window
+from fleetscope.settings import Settings
+from simulator.maker.batches import EPOCH_MS, gpu_batch
+from simulator.maker.series import T0, Fleet
+from simulator.wire import TEST_TOKEN, post_batch
+from tests.fleet.test_fleet_e2e import env_for
+from warehouse.catalog import arrivals, ledger
+from warehouse.catalog.base import database_clock
+from warehouse.fleet import reader
+from warehouse.fleet.gateway import Gateway
+from warehouse.fleet.tables import FLUSH_PROPERTY
+
+DAY = timedelta(days=1)
+DAY0 = datetime.fromtimestamp(EPOCH_MS / 1000, UTC)
+IDLE: dict[str, Any] = {"gpu_util": 0.0, "gr_engine_active": 0.0, "sm_active": 0.0}
+
+
+def marks(gw: Gateway) -> list[tuple[datetime, str, datetime, datetime]]:
+    t = arrivals.window_arrivals
+    with gw.catalog.connect() as conn:
+        rows = conn.execute(
+            select(t.c.bucket_start, t.c.cluster, t.c.min_ts, t.c.max_ts).order_by(
+                t.c.bucket_start, t.c.cluster
+            )
+        ).all()
+    return [tuple(r) for r in rows]  # type: ignore[misc]
+
+
+def test_a_gateway_commit_marks_each_day_and_cluster_it_stored_by_the_catalogs_clock(
+    gateway: Gateway,
+) -> None:
+    clock = database_clock(gateway.catalog)
+    before = clock()
+    for day, cluster in [(0, "east"), (0, "west"), (1, "east")]:
+        batch = gpu_batch("n1", start_ms=EPOCH_MS + day * 86_400_000, cluster=cluster)
+        assert post_batch(gateway.url, "gpu_samples", batch, token=TEST_TOKEN).status == 202
+    after = clock()
+    last = DAY0 + timedelta(seconds=9)  # 10 timestamps a second apart
+    assert marks(gateway) == [
+        (DAY0, "east", DAY0, last),
+        (DAY0, "west", DAY0, last),
+        (DAY0 + DAY, "east", DAY0 + DAY, last + DAY),
+    ]
+    with gateway.catalog.connect() as conn:
+        owed = arrivals.owed(conn, "0/1")
+    assert [(o.bucket_start, o.clusters) for o in owed] == [
+        (DAY0, ("east", "west")),
+        (DAY0 + DAY, ("east",)),
+    ]
+    assert all(before <= o.arrival_at <= after for o in owed)
+
+
+def test_a_batch_a_dead_gateway_committed_is_marked_when_its_retry_finds_it(
+    gateway: Gateway, fleet_settings: Settings
+) -> None:
+    """The dead gateway appended the rows and died before its hooks: no mark, claim pending."""
+    table = gateway.writer.tables.table("gpu_samples")
+    batch = gpu_batch("node-9", timestamps=2, cluster="c9")
+    table.append(
+        batch.cast(table.schema().as_arrow()), snapshot_properties={FLUSH_PROPERTY: "deadflush"}
+    )
+    expired = datetime.now(UTC) - timedelta(seconds=fleet_settings.fleet.lease_s + 5)
+    with gateway.catalog.begin() as conn:
+        conn.execute(
+            insert(ledger.ingest_ledger).values(
+                batch_id="died-after-commit",
+                table_name="gpu_samples",
+                rows=batch.num_rows,
+                agent="node-9",
+                flush_id="deadflush",
+                state=ledger.PENDING,
+                claimed_at=expired,
+            )
+        )
+    assert marks(gateway) == []
+    retry = post_batch(
+        gateway.url, "gpu_samples", batch, token=TEST_TOKEN, batch_id="died-after-commit"
+    )
+    assert (retry.status, retry.body["duplicate"]) == (202, True)
+    assert marks(gateway) == [(DAY0, "c9", DAY0, DAY0 + timedelta(seconds=1))]
+    rows, _ = reader.scan(gateway.writer.tables, "gpu_samples", DAY0, DAY0 + DAY)
+    assert rows.num_rows == batch.num_rows  # stored once
+
+
+BROKER_DB = "redis://127.0.0.1:6379/13"
+
+
+def yesterdays_fleet() -> tuple[pa.Table, datetime]:
+    """An idle job and a low-utilisation job, replayed as if sampled yesterday from 00:00 UTC."""
+    fleet = Fleet().gpus("idle-1", "h1", range(2), 0, 120, **IDLE)
+    fleet.gpus("low-1", "h2", range(2), 0, 120, gpu_util=10.0)
+    gpu = fleet.tables()["gpu_samples"]
+    today = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    yesterday = today - DAY
+    ts = gpu.column("ts")
+    shifted = pc.add(ts, pa.scalar(yesterday - T0, pa.duration(ts.type.unit)))
+    return gpu.set_column(gpu.schema.get_field_index("ts"), "ts", shifted), yesterday
+
+
+@pytest.mark.slow
+@pytest.mark.real_component("redis")
+def test_day_old_samples_at_a_gateway_get_findings_from_beat_and_a_worker_without_backfill(
+    gateway: Gateway, tmp_path: Path
+) -> None:
+    redis = pytest.importorskip("redis")
+    try:
+        redis.Redis.from_url(BROKER_DB).ping()
+    except redis.exceptions.ConnectionError:
+        pytest.skip("no Redis at 127.0.0.1:6379")
+    gpu, yesterday = yesterdays_fleet()
+    for i in range(0, gpu.num_rows, 480):
+        batch = gpu.slice(i, 480)
+        assert post_batch(gateway.url, "gpu_samples", batch, token=TEST_TOKEN).status == 202
+
+    settings = gateway.settings
+    env = {
+        **env_for(settings),
+        "FLEETSCOPE_CELERY_BROKER_URL": BROKER_DB,
+        "FLEETSCOPE_SCHEDULER_INTERVAL_S": "2",
+        "FLEETSCOPE_ANALYZERS_LATENESS_S": "0",
+    }
+    log = (tmp_path / "worker.log").open("wb")
+    worker = subprocess.Popen(  # the worker runs beat too (-B): the only scheduler there is
+        [sys.executable, "-m", "celery", "-A", "analyzers.run.celery_app", "worker", "-B",
+         "-s", str(tmp_path / "beat-schedule"), "--hostname", f"arrivals-{uuid.uuid4().hex[:8]}@%h",
+         "--pool", "solo", "--loglevel", "WARNING"],
+        env=env, cwd=Path(__file__).parents[2], stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    store = FindingStore(gateway.catalog)
+    n = settings.analyzers.partitions
+    partitions = [f"{p}/{n}" for p in range(n)]  # the schedule's keys: each slice owes the bucket
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:
+            stored = store.findings()
+            if stored and not any(store.owed(key) for key in partitions):
+                break
+            assert worker.poll() is None, (tmp_path / "worker.log").read_text()
+            time.sleep(0.2)
+    finally:
+        worker.terminate()
+        worker.wait(timeout=60)
+        log.close()
+
+    window = Window(yesterday, yesterday + DAY)
+    conn = reader.connect(gateway.writer.tables, window.start, window.end)
+    expected = Pipeline.from_settings(settings).run(conn, window, StaticJobCatalog()).findings
+    assert {(f.rule_id, f.job_id) for f in expected} >= {("R1", "idle-1"), ("R2", "low-1")}
+    assert sorted(s.finding.finding_id for s in stored) == sorted(f.finding_id for f in expected)
+    assert {s.finding.window_start for s in stored} == {yesterday}
+    assert [store.owed(key) for key in partitions] == [[]] * n  # every slice analysed the mark
