@@ -53,6 +53,11 @@ class CatalogSync:
         ]
         if not seen_hosts and not seen_allocations and not owners:
             return
+        # In key order: fleet gateways upsert the same rows concurrently in PostgreSQL, and two
+        # transactions taking row locks in different orders deadlock.
+        seen_hosts.sort(key=lambda h: h.host)
+        seen_allocations.sort(key=lambda a: (a.job_id, a.host, a.gpu_index))
+        owners.sort(key=lambda o: o.job_id)
         with self._engine.begin() as conn:
             record_hosts(conn, seen_hosts)
             record_allocations(conn, seen_allocations)

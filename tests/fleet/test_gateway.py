@@ -183,3 +183,22 @@ def test_the_cli_queries_fleet_tables_with_the_same_sql(
     sql = "SELECT host, count(*) AS n FROM gpu_samples GROUP BY host"
     assert main(["--config", config, "warehouse", "query", sql, "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out) == [{"host": "node-cli", "n": "24"}]
+
+
+def test_gateways_record_hosts_and_gpu_allocations_as_the_embedded_server(
+    gateways: list[Gateway],
+) -> None:
+    """The catalog's hosts and GPU allocations (what the dashboard's job list and the profiling
+    service's "known job" read) come from every gateway's commits."""
+    from warehouse.catalog import fleet as catalog_fleet
+
+    for n, gw in enumerate(gateways):
+        batch = gpu_batch(f"node-{n}", timestamps=3, gpus=2, job_id=f"job-{n}", cluster="east")
+        assert post_batch(gw.url, "gpu_samples", batch, token=TEST_TOKEN).status == 202
+    with gateways[0].catalog.connect() as conn:
+        hosts = sorted(h.host for h in catalog_fleet.list_hosts(conn))
+        allocated = sorted((a.job_id, a.host, a.gpu_index) for a in catalog_fleet.allocations(conn))
+    assert hosts == ["node-0", "node-1"]
+    assert allocated == [("job-0", "node-0", 0), ("job-0", "node-0", 1),
+                         ("job-1", "node-1", 0), ("job-1", "node-1", 1)]  # fmt: skip
+    assert gateways[1].profiling.create("job-0") >= 1  # a job only gateway 0 saw is known

@@ -27,6 +27,7 @@ from warehouse import catalog
 from warehouse.arrivals import ArrivalMarks
 from warehouse.auth import TokenChecker
 from warehouse.catalog.base import database_clock
+from warehouse.catalog_sync import CatalogSync
 from warehouse.fleet.agent_registry import CatalogAgentRegistry
 from warehouse.fleet.tables import FleetConfig, FleetTables, ensure_bucket
 from warehouse.fleet.writer import FleetWriter
@@ -56,9 +57,10 @@ class Gateway:
             lease_s=settings.fleet.lease_s,
             commit_attempts=settings.fleet.commit_attempts,
             hooks=[
+                CatalogSync(self.catalog),  # hosts and GPU allocations, as the embedded server
                 ArrivalMarks(
                     self.catalog, settings.analyzers.bucket_s, clock=database_clock(self.catalog)
-                )
+                ),
             ],
         )
         self.metrics = ServerMetrics(self.writer)
