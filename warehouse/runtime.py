@@ -14,11 +14,7 @@ from __future__ import annotations
 
 import importlib
 import logging
-import signal
-import ssl
-import threading
 from collections.abc import Callable
-from types import FrameType
 
 from fleetscope import plugins
 from fleetscope.errors import ConfigError
@@ -28,6 +24,7 @@ from warehouse.arrivals import ArrivalMarks
 from warehouse.auth import TokenChecker
 from warehouse.catalog.fleet import HostClusters
 from warehouse.catalog_sync import CatalogSync
+from warehouse.listener import Listening, bind, listen_address, tls_from
 from warehouse.maintenance import Maintenance, MaintenanceConfig
 from warehouse.metrics import ServerMetrics
 from warehouse.paths import WarehousePaths
@@ -36,7 +33,7 @@ from warehouse.reader import Warehouse
 from warehouse.remote_write import RemoteWrite
 from warehouse.security import check_exposure, effective_tokens
 from warehouse.segments import SegmentStore
-from warehouse.server import Ingest, IngestConfig, IngestHTTPServer, tls_context
+from warehouse.server import Ingest, IngestConfig
 from warehouse.writer import Commit, Writer
 
 log = logging.getLogger(__name__)
@@ -46,7 +43,7 @@ TraceHook = Callable[["Server", TraceUpload], None]
 CommitPluginHook = Callable[["Server", Commit], None]
 
 
-class Server:
+class Server(Listening):
     def __init__(
         self, settings: Settings, *, host: str | None = None, port: int | None = None
     ) -> None:
@@ -73,14 +70,11 @@ class Server:
         )
         self.warehouse = Warehouse(self.writer, self.store, self.catalog)
         self.metrics = ServerMetrics(self.writer, self.catalog)
-        address = (
-            host if host is not None else settings.server.host,
-            port if port is not None else settings.server.port,
-        )
+        address = listen_address(settings, host, port)
         tokens = effective_tokens(settings)
         try:
             check_exposure(address[0], tokens)
-            tls = self._tls(settings)
+            tls = tls_from(settings)
         except ConfigError:
             self.writer.stop()
             raise
@@ -107,10 +101,10 @@ class Server:
             profiling=self.profiling,
         )
         try:
-            self.http = IngestHTTPServer(address, ingest, tls)
-        except OSError as exc:
+            self.http = bind(address, ingest, tls)
+        except ConfigError:
             self.writer.stop()
-            raise ConfigError(f"cannot listen on {address[0]}:{address[1]}: {exc}") from exc
+            raise
         self.maintenance = Maintenance(
             self.store,
             self.writer,
@@ -121,21 +115,8 @@ class Server:
                 retention_days=settings.warehouse.raw_retention_days,
             ),
         )
-        self._http_thread: threading.Thread | None = None
         for setup in load_plugins(settings.server.plugins):
             setup(self)
-
-    @staticmethod
-    def _tls(settings: Settings) -> ssl.SSLContext | None:
-        cert = settings.server.tls_cert_file
-        key = settings.server.tls_key_file
-        return tls_context(cert, key) if cert or key else None
-
-    @property
-    def url(self) -> str:
-        host, port = self.http.server_address[:2]
-        scheme = "https" if isinstance(self.http.socket, ssl.SSLSocket) else "http"
-        return f"{scheme}://{host!s}:{port}"
 
     def _batch_committed(self, commit: Commit) -> None:
         """Run every on_batch_committed hook (the writer logs a failing one; rows stay committed)."""
@@ -150,13 +131,7 @@ class Server:
 
     def start(self) -> None:
         self.writer.start()
-        self._http_thread = threading.Thread(
-            target=self.http.serve_forever,
-            kwargs={"poll_interval": 0.1},  # how soon stop() is noticed
-            name="fleetscope-http",
-            daemon=True,
-        )
-        self._http_thread.start()
+        self._serve_http()
         self.remote_write.start()
         self.maintenance.start()
         self.profiling.start()
@@ -170,31 +145,12 @@ class Server:
                 hook(self)
             except Exception:
                 log.exception("on_stop hook %r failed", hook)
-        self.http.stopping = True
-        self.http.shutdown()
-        self.http.server_close()
+        self._close_http()
         self.remote_write.stop()  # stores waiting scrapes while the writer still runs
         self.profiling.stop()  # lets the trace being analyzed finish
         self.maintenance.stop()
         self.writer.stop()
         self.catalog.dispose()
-
-    def serve_until_signalled(self) -> None:
-        """Run until SIGINT or SIGTERM, then stop cleanly (flush, close)."""
-        stop = threading.Event()
-
-        def _on_signal(signum: int, _frame: FrameType | None) -> None:
-            log.info("signal %d: stopping", signum)
-            stop.set()
-
-        previous = {s: signal.signal(s, _on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-        try:
-            self.start()
-            stop.wait()
-        finally:
-            self.stop()
-            for signum, handler in previous.items():
-                signal.signal(signum, handler)
 
 
 def load_plugins(spec: str) -> list[plugins.ServerPlugin]:

@@ -16,12 +16,7 @@ This module must never open a DuckDB file.
 from __future__ import annotations
 
 import logging
-import signal
-import ssl
-import threading
-from types import FrameType
 
-from fleetscope.errors import ConfigError
 from fleetscope.settings import Settings
 from warehouse import catalog
 from warehouse.arrivals import ArrivalMarks
@@ -31,15 +26,16 @@ from warehouse.catalog_sync import CatalogSync
 from warehouse.fleet.agent_registry import CatalogAgentRegistry
 from warehouse.fleet.tables import FleetConfig, FleetTables, ensure_bucket
 from warehouse.fleet.writer import FleetWriter
+from warehouse.listener import Listening, bind, listen_address, tls_from
 from warehouse.metrics import ServerMetrics
 from warehouse.profiling_service import ProfilingConfig, ProfilingService
 from warehouse.security import check_exposure, effective_tokens
-from warehouse.server import Ingest, IngestConfig, IngestHTTPServer, tls_context
+from warehouse.server import Ingest, IngestConfig
 
 log = logging.getLogger(__name__)
 
 
-class Gateway:
+class Gateway(Listening):
     def __init__(
         self, settings: Settings, *, host: str | None = None, port: int | None = None
     ) -> None:
@@ -64,17 +60,10 @@ class Gateway:
             ],
         )
         self.metrics = ServerMetrics(self.writer)
-        address = (
-            host if host is not None else settings.server.host,
-            port if port is not None else settings.server.port,
-        )
+        address = listen_address(settings, host, port)
         tokens = effective_tokens(settings)  # the embedded server's rules: no public default
         check_exposure(address[0], tokens)
-        cert, key = (
-            settings.server.tls_cert_file,
-            settings.server.tls_key_file,
-        )
-        tls = tls_context(cert, key) if cert or key else None
+        tls = tls_from(settings)
         self.profiling = ProfilingService(
             self.catalog,
             ProfilingConfig.from_settings(settings),
@@ -89,50 +78,16 @@ class Gateway:
             config=IngestConfig.from_settings(settings),
             profiling=self.profiling,
         )
-        try:
-            self.http = IngestHTTPServer(address, ingest, tls)
-        except OSError as exc:
-            raise ConfigError(f"cannot listen on {address[0]}:{address[1]}: {exc}") from exc
-        self._http_thread: threading.Thread | None = None
-
-    @property
-    def url(self) -> str:
-        host, port = self.http.server_address[:2]
-        scheme = "https" if isinstance(self.http.socket, ssl.SSLSocket) else "http"
-        return f"{scheme}://{host!s}:{port}"
+        self.http = bind(address, ingest, tls)
 
     def start(self) -> None:
         self.writer.start()
-        self._http_thread = threading.Thread(
-            target=self.http.serve_forever,
-            kwargs={"poll_interval": 0.1},
-            name="fleetscope-http",
-            daemon=True,
-        )
-        self._http_thread.start()
+        self._serve_http()
         self.profiling.start()
         log.info("fleet gateway listening on %s", self.url)
 
     def stop(self) -> None:
-        self.http.stopping = True
-        self.http.shutdown()
-        self.http.server_close()
+        self._close_http()
         self.profiling.stop()
         self.writer.stop()
         self.catalog.dispose()
-
-    def serve_until_signalled(self) -> None:
-        stop = threading.Event()
-
-        def _on_signal(signum: int, _frame: FrameType | None) -> None:
-            log.info("signal %d: stopping", signum)
-            stop.set()
-
-        previous = {s: signal.signal(s, _on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-        try:
-            self.start()
-            stop.wait()
-        finally:
-            self.stop()
-            for signum, handler in previous.items():
-                signal.signal(signum, handler)
