@@ -1,6 +1,8 @@
-"""The fast decoder for Kineto traces: msgspec decodes batches of `traceEvents` straight into
-small typed structs, skipping every field no analysis reads, and numpy turns each batch into column
-blocks.
+"""The fast decoder for Kineto traces: batches of `traceEvents` go straight to column blocks, by
+the C pass of analyzers/traces/_kineto_columns.c where it is built, else (and for every batch it
+leaves) by msgspec decoding them into small typed structs, skipping every field no analysis reads,
+and numpy turning those into columns. Both give the same columns (tests hold them to it); the C
+pass takes only strict JSON of the shapes the structs describe, so msgspec decides everything else.
 
 Why: decoding each event into a dict with stdlib `json` and reducing it in Python was about 90 % of
 the load (RawTrace's columns need 13 numbers of an event and its `args`); msgspec skips the other
@@ -35,9 +37,23 @@ import msgspec
 import numpy as np
 import numpy.typing as npt
 
-from analyzers.traces.columns import ColumnBuilder, SymbolTable, event_sink
+from analyzers.traces.columns import DTYPES, ColumnBuilder, SymbolTable, event_sink
 
-__all__ = ["decode_fast"]
+__all__ = ["COLUMNS_PATH", "decode_fast"]
+
+# The C pass from text to columns (analyzers/traces/_kineto_columns.c: the same columns for ~1/3
+# of the CPU that msgspec's structs turned into columns here take); an optional extension, so
+# without a compiler every batch takes the msgspec path below. None forces that path (tests).
+_decode_columns: Callable[[Any, int, SymbolTable], Any] | None
+COLUMNS_PATH: str
+try:
+    from analyzers.traces import _kineto_columns
+
+    _decode_columns = _kineto_columns.decode_events
+    COLUMNS_PATH = "c"
+except ImportError:  # pragma: no cover - exercised where the extension is not built
+    _decode_columns = None
+    COLUMNS_PATH = "msgspec"
 
 # zlib-ng's gzip reader inflates these files ~3x faster than stdlib gzip (issue 19: gunzip was
 # 14 % of the load); it comes with the `server` extra, and stdlib gzip reads the same bytes
@@ -292,7 +308,10 @@ class _Batches:
 
     def decode(self, text: memoryview | msgspec.Raw) -> None:
         """Decode one JSON array of events; raise a msgspec error if it is not valid JSON (so the
-        caller can try another cut) and fall back to dicts if it is but the types are not ours."""
+        caller can try another cut) and fall back to dicts if it is but the types are not ours.
+        The C pass goes first; whatever it does not take (None) msgspec decides."""
+        if _decode_columns is not None and self._columns(text):
+            return
         try:
             events = _BATCH.decode(text)
         except msgspec.ValidationError:
@@ -305,6 +324,25 @@ class _Batches:
             return
         self.cols.add_blocks(blocks)
         self.position += len(events)
+
+    def _columns(self, text: memoryview | msgspec.Raw) -> bool:
+        """The batch through the C pass; False when it leaves the batch to msgspec."""
+        assert _decode_columns is not None
+        cols = self.cols
+        decoded = _decode_columns(text, self.position, cols.symbols)
+        if decoded is None:
+            return False
+        count, ts_has_float, ts_all_present, columns = decoded
+        if ts_has_float:
+            cols.ts_has_float = True
+        if not ts_all_present:
+            cols.ts_all_present = False
+        if columns:
+            cols.add_blocks(
+                {key: np.frombuffer(data, dtype=DTYPES[key]) for key, data in columns.items()}
+            )
+        self.position += count
+        return True
 
     def _reference(self, events: object) -> None:
         if not isinstance(events, list):
