@@ -7,3 +7,6 @@ def decode_events(
     text: Any, base: int, symbols: dict[object, int], /
 ) -> tuple[int, bool, bool, dict[str, bytearray]] | None:
     """Columns of one JSON array of Kineto events, or None where msgspec must decide."""
+
+def find(data: Any, needle: bytes, rare_at: int, /) -> int:
+    """`data.find(needle)`, found from the positions of `needle[rare_at]` (a rare byte)."""

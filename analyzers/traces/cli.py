@@ -8,6 +8,7 @@ Each PATH is one profiling session: a trace file, or a folder holding one file p
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any
 
@@ -44,6 +45,10 @@ def _usage(parser: argparse.ArgumentParser) -> int:
 
 
 def _analyze(args: argparse.Namespace) -> int:
+    # No analysis calls BLAS, yet numpy's import starts OpenBLAS's thread pool, one thread a
+    # core, which costs ~30 ms of CPU a run (issue 19); a user's own setting wins. Must run
+    # before numpy's first import, which the imports below make.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     from analyzers.traces.analyses.base import TraceOptions
     from analyzers.traces.api import analyze_trace
     from analyzers.traces.render import render_text, report_json
