@@ -100,7 +100,9 @@ typedef struct {
 static inline void
 skip_ws(Cursor *c)
 {
-    while (c->p < c->end && (*c->p == ' ' || *c->p == '\n' || *c->p == '\r' || *c->p == '\t')) {
+    /* One test per byte for the usual non-space, JSON's four whitespace bytes after it. */
+    while (c->p < c->end && *c->p <= ' ' &&
+           (*c->p == ' ' || *c->p == '\n' || *c->p == '\r' || *c->p == '\t')) {
         c->p++;
     }
 }
@@ -251,15 +253,10 @@ static const uint64_t pow10_u64[] = {1ULL,
                                      1000000000000000000ULL,
                                      10000000000000000000ULL};
 
-static int
-bit_length(unsigned __int128 x)
+static inline int
+bit_length(uint64_t x)
 {
-    int n = 0;
-    while (x) {
-        n++;
-        x >>= 1;
-    }
-    return n;
+    return x ? 64 - __builtin_clzll(x) : 0;
 }
 
 /* m / 10^k correctly rounded (round half to even), for 0 < m < 2^64 and 0 <= k <= 19: a 64-bit
@@ -569,10 +566,20 @@ typedef struct {
 } Args;
 
 /* Parse `{...}` into `a`; every key we read at most once. Returns 0 or -1. */
+/* Every field absent. Only the kinds: a memset of the whole struct per event was a tenth of the
+   pass. */
+static inline void
+clear_args(Args *a)
+{
+    a->stream.kind = a->correlation.kind = a->bandwidth.kind = a->nbytes.kind = ABSENT;
+    a->external_id.kind = a->external_id_2021.kind = ABSENT;
+    a->device_type.kind = a->device_id.kind = a->total_allocated.kind = ABSENT;
+    a->present = 0;
+}
+
 static int
 read_args(Cursor *c, Args *a)
 {
-    memset(a, 0, sizeof(*a));
     a->present = 1;
     c->p++; /* '{' */
     skip_ws(c);
@@ -656,7 +663,8 @@ typedef struct {
 static int
 read_event(Cursor *c, Event *e)
 {
-    memset(e, 0, sizeof(*e));
+    e->cat.kind = e->name.kind = e->pid.kind = e->tid.kind = e->ts.kind = e->dur.kind = ABSENT;
+    clear_args(&e->args);
     if (c->p >= c->end || *c->p != '{') {
         return -1;
     }
