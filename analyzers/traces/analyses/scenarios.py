@@ -243,10 +243,13 @@ def _amp(replay: Replay, o: TraceOptions, level: int) -> Change | None:
 
 
 def _optimizer_rows(frame: RankFrame) -> np.ndarray:
-    mask: np.ndarray = frame.names_matching(lambda n: n.startswith("Optimizer.step#")) & (
-        frame.stream == -1
-    )
+    mask: np.ndarray = frame.names_matching(_is_optimizer_step) & (frame.stream == -1)
     return mask
+
+
+def _is_optimizer_step(name: str) -> bool:
+    """One function, not a lambda per call: `names_matching` keeps its answers per predicate."""
+    return name.startswith("Optimizer.step#")
 
 
 @scenario("fused_optimizer", "the optimizer step fused (fused=True / foreach): its CPU time to "
@@ -271,11 +274,21 @@ def _fused_optimizer(replay: Replay, o: TraceOptions, level: int) -> Change | No
 def _cuda_graphs(replay: Replay, o: TraceOptions, level: int) -> Change | None:
     if not replay.has_gpu:
         return None
-    frame = replay.frame
-    rows = frame.cat_in(RUNTIME_CATS) & frame.names_matching(lambda n: "Launch" in n)
+    s, e = replay.derived("launch_calls", lambda: _launch_calls(replay.frame))
     cpu_f = _pick(level, 0.1, 0.05, 0.3)
     cap = _pick(level, 2.0, 1.0, 5.0)
-    return Change(cpu_warp=_warp(frame.ts[rows], frame.end[rows], cpu_f), latency_cap_us=cap)
+    return Change(cpu_warp=(s, e, np.full(len(s), cpu_f)), latency_cap_us=cap)
+
+
+def _launch_calls(frame: RankFrame) -> tuple[F64, F64]:
+    """The outermost launch-call intervals, once per replay (not once per level: sorting
+    thousands of launches three times was most of the scenario)."""
+    rows = frame.cat_in(RUNTIME_CATS) & frame.names_matching(_is_launch_call)
+    return outermost(frame.ts[rows], frame.end[rows])
+
+
+def _is_launch_call(name: str) -> bool:
+    return "Launch" in name
 
 
 @scenario("comm_bandwidth", "collective kernels on TraceOptions.comm_bandwidth_ratio x the "
