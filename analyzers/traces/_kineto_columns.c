@@ -429,6 +429,42 @@ scan_number(Cursor *c, Value *v, int convert)
     return 0;
 }
 
+/* A member's key and its colon, the cursor then at the value. Returns 0 or -1. */
+static inline int
+read_key(Cursor *c, const unsigned char **key, Py_ssize_t *len, int *escaped)
+{
+    if (c->p >= c->end || *c->p != '"' || scan_string(c, key, len, escaped) < 0) {
+        return -1;
+    }
+    skip_ws(c);
+    if (c->p >= c->end || *c->p != ':') {
+        return -1;
+    }
+    c->p++;
+    skip_ws(c);
+    return 0;
+}
+
+/* After a member or element: 1 past a `,` (another follows), 0 past `close`, -1 otherwise. */
+static inline int
+next_item(Cursor *c, unsigned char close)
+{
+    skip_ws(c);
+    if (c->p >= c->end) {
+        return -1;
+    }
+    if (*c->p == ',') {
+        c->p++;
+        skip_ws(c);
+        return 1;
+    }
+    if (*c->p == close) {
+        c->p++;
+        return 0;
+    }
+    return -1;
+}
+
 /* Skip one JSON value of any kind, checking it is valid. Returns 0 or -1. */
 static int
 skip_value(Cursor *c, int depth)
@@ -437,10 +473,10 @@ skip_value(Cursor *c, int depth)
         return -1;
     }
     unsigned char ch = *c->p;
+    const unsigned char *s;
+    Py_ssize_t n;
+    int escaped;
     if (ch == '"') {
-        const unsigned char *s;
-        Py_ssize_t n;
-        int escaped;
         return scan_string(c, &s, &n, &escaped);
     }
     if (ch == '{' || ch == '[') {
@@ -455,37 +491,14 @@ skip_value(Cursor *c, int depth)
             return 0;
         }
         for (;;) {
-            if (ch == '{') {
-                const unsigned char *s;
-                Py_ssize_t n;
-                int escaped;
-                if (c->p >= c->end || *c->p != '"' || scan_string(c, &s, &n, &escaped) < 0) {
-                    return -1;
-                }
-                skip_ws(c);
-                if (c->p >= c->end || *c->p != ':') {
-                    return -1;
-                }
-                c->p++;
-                skip_ws(c);
-            }
-            if (skip_value(c, depth + 1) < 0) {
+            int more;
+            if ((ch == '{' && read_key(c, &s, &n, &escaped) < 0) || skip_value(c, depth + 1) < 0 ||
+                (more = next_item(c, close)) < 0) {
                 return -1;
             }
-            skip_ws(c);
-            if (c->p >= c->end) {
-                return -1;
-            }
-            if (*c->p == ',') {
-                c->p++;
-                skip_ws(c);
-                continue;
-            }
-            if (*c->p == close) {
-                c->p++;
+            if (!more) {
                 return 0;
             }
-            return -1;
         }
     }
     if (ch == 't' && c->end - c->p >= 4 && memcmp(c->p, "true", 4) == 0) {
@@ -515,20 +528,15 @@ skip_value(Cursor *c, int depth)
 static int
 read_value(Cursor *c, int types, Value *v)
 {
-    if (c->p >= c->end) {
-        return -1;
-    }
-    unsigned char ch = *c->p;
+    int ch = c->p < c->end ? *c->p : -1;
     if (ch == '"') {
-        const unsigned char *s;
-        Py_ssize_t n;
+        const unsigned char *text;
         int escaped;
-        if (!(types & T_STR) || scan_string(c, &s, &n, &escaped) < 0 || escaped) {
+        if (!(types & T_STR) || scan_string(c, &text, &v->n, &escaped) < 0 || escaped) {
             return -1;
         }
         v->kind = IS_STR;
-        v->s = (const char *)s;
-        v->n = n;
+        v->s = (const char *)text;
         return 0;
     }
     if (ch == 'n') {
@@ -565,7 +573,84 @@ typedef struct {
     Value device_type, device_id, total_allocated;
 } Args;
 
-/* Parse `{...}` into `a`; every key we read at most once. Returns 0 or -1. */
+/* One event (load_fast._Event). */
+typedef struct {
+    Value cat, name, pid, tid, ts, dur;
+    Args args;
+} Event;
+
+/* What a key of an object is to us: a value to read with the types the struct accepts, the
+   event's `args` (an object), or neither (skipped, checked as JSON). */
+typedef struct {
+    Value *value;
+    int types;
+    Args *args;
+} Field;
+
+static Field
+args_field(void *target, const unsigned char *k, Py_ssize_t n)
+{
+    Args *a = target;
+    Field f = {NULL, 0, NULL};
+    if (KEY_IS(k, n, "stream")) {
+        f.value = &a->stream, f.types = T_INT;
+    }
+    else if (KEY_IS(k, n, "correlation")) {
+        f.value = &a->correlation, f.types = T_INT;
+    }
+    else if (KEY_IS(k, n, "memory bandwidth (GB/s)")) {
+        f.value = &a->bandwidth, f.types = T_INT | T_FLOAT;
+    }
+    else if (KEY_IS(k, n, "bytes")) {
+        f.value = &a->nbytes, f.types = T_INT;
+    }
+    else if (KEY_IS(k, n, "External id")) {
+        f.value = &a->external_id, f.types = T_INT | T_NULL;
+    }
+    else if (KEY_IS(k, n, "external id")) {
+        f.value = &a->external_id_2021, f.types = T_INT | T_NULL;
+    }
+    else if (KEY_IS(k, n, "Device Type")) {
+        f.value = &a->device_type, f.types = T_INT | T_NULL;
+    }
+    else if (KEY_IS(k, n, "Device Id")) {
+        f.value = &a->device_id, f.types = T_INT | T_NULL;
+    }
+    else if (KEY_IS(k, n, "Total Allocated")) {
+        f.value = &a->total_allocated, f.types = T_INT | T_FLOAT | T_NULL;
+    }
+    return f;
+}
+
+static Field
+event_field(void *target, const unsigned char *k, Py_ssize_t n)
+{
+    Event *e = target;
+    Field f = {NULL, 0, NULL};
+    if (KEY_IS(k, n, "ts")) {
+        f.value = &e->ts, f.types = T_INT | T_FLOAT | T_NULL;
+    }
+    else if (KEY_IS(k, n, "dur")) {
+        f.value = &e->dur, f.types = T_INT | T_FLOAT | T_NULL;
+    }
+    else if (KEY_IS(k, n, "cat")) {
+        f.value = &e->cat, f.types = T_STR | T_NULL;
+    }
+    else if (KEY_IS(k, n, "name")) {
+        f.value = &e->name, f.types = T_STR | T_NULL;
+    }
+    else if (KEY_IS(k, n, "pid")) {
+        f.value = &e->pid, f.types = T_INT | T_STR | T_NULL;
+    }
+    else if (KEY_IS(k, n, "tid")) {
+        f.value = &e->tid, f.types = T_INT | T_STR | T_NULL;
+    }
+    else if (KEY_IS(k, n, "args")) {
+        f.args = &e->args;
+    }
+    return f;
+}
+
 /* Every field absent. Only the kinds: a memset of the whole struct per event was a tenth of the
    pass. */
 static inline void
@@ -577,94 +662,14 @@ clear_args(Args *a)
     a->present = 0;
 }
 
-static int
-read_args(Cursor *c, Args *a)
-{
-    a->present = 1;
-    c->p++; /* '{' */
-    skip_ws(c);
-    if (c->p < c->end && *c->p == '}') {
-        c->p++;
-        return 0;
-    }
-    for (;;) {
-        const unsigned char *k;
-        Py_ssize_t n;
-        int escaped;
-        if (c->p >= c->end || *c->p != '"' || scan_string(c, &k, &n, &escaped) < 0 || escaped) {
-            return -1;
-        }
-        skip_ws(c);
-        if (c->p >= c->end || *c->p != ':') {
-            return -1;
-        }
-        c->p++;
-        skip_ws(c);
-        Value *v = NULL;
-        int types = 0;
-        if (KEY_IS(k, n, "stream")) {
-            v = &a->stream, types = T_INT;
-        }
-        else if (KEY_IS(k, n, "correlation")) {
-            v = &a->correlation, types = T_INT;
-        }
-        else if (KEY_IS(k, n, "memory bandwidth (GB/s)")) {
-            v = &a->bandwidth, types = T_INT | T_FLOAT;
-        }
-        else if (KEY_IS(k, n, "bytes")) {
-            v = &a->nbytes, types = T_INT;
-        }
-        else if (KEY_IS(k, n, "External id")) {
-            v = &a->external_id, types = T_INT | T_NULL;
-        }
-        else if (KEY_IS(k, n, "external id")) {
-            v = &a->external_id_2021, types = T_INT | T_NULL;
-        }
-        else if (KEY_IS(k, n, "Device Type")) {
-            v = &a->device_type, types = T_INT | T_NULL;
-        }
-        else if (KEY_IS(k, n, "Device Id")) {
-            v = &a->device_id, types = T_INT | T_NULL;
-        }
-        else if (KEY_IS(k, n, "Total Allocated")) {
-            v = &a->total_allocated, types = T_INT | T_FLOAT | T_NULL;
-        }
-        if (v != NULL) {
-            if (v->kind != ABSENT || read_value(c, types, v) < 0) {
-                return -1;
-            }
-        }
-        else if (skip_value(c, 2) < 0) {
-            return -1;
-        }
-        skip_ws(c);
-        if (c->p >= c->end) {
-            return -1;
-        }
-        if (*c->p == ',') {
-            c->p++;
-            skip_ws(c);
-            continue;
-        }
-        if (*c->p == '}') {
-            c->p++;
-            return 0;
-        }
-        return -1;
-    }
-}
+static int read_args(Cursor *c, Args *a);
 
-/* One event (load_fast._Event). Returns 0 or -1. */
-typedef struct {
-    Value cat, name, pid, tid, ts, dur;
-    Args args;
-} Event;
-
-static int
-read_event(Cursor *c, Event *e)
+/* The members of the object at the cursor (`{`), each key we read at most once, its value of a
+   type the struct accepts; other keys' values skipped at `depth`. Returns 0 or -1. */
+static inline int
+read_members(Cursor *c, Field (*field_of)(void *, const unsigned char *, Py_ssize_t),
+             void *target, int depth)
 {
-    e->cat.kind = e->name.kind = e->pid.kind = e->tid.kind = e->ts.kind = e->dur.kind = ABSENT;
-    clear_args(&e->args);
     if (c->p >= c->end || *c->p != '{') {
         return -1;
     }
@@ -677,65 +682,44 @@ read_event(Cursor *c, Event *e)
     for (;;) {
         const unsigned char *k;
         Py_ssize_t n;
-        int escaped;
-        if (c->p >= c->end || *c->p != '"' || scan_string(c, &k, &n, &escaped) < 0 || escaped) {
+        int escaped, more;
+        if (read_key(c, &k, &n, &escaped) < 0 || escaped) {
             return -1;
         }
-        skip_ws(c);
-        if (c->p >= c->end || *c->p != ':') {
-            return -1;
-        }
-        c->p++;
-        skip_ws(c);
-        Value *v = NULL;
-        int types = 0;
-        if (KEY_IS(k, n, "ts")) {
-            v = &e->ts, types = T_INT | T_FLOAT | T_NULL;
-        }
-        else if (KEY_IS(k, n, "dur")) {
-            v = &e->dur, types = T_INT | T_FLOAT | T_NULL;
-        }
-        else if (KEY_IS(k, n, "cat")) {
-            v = &e->cat, types = T_STR | T_NULL;
-        }
-        else if (KEY_IS(k, n, "name")) {
-            v = &e->name, types = T_STR | T_NULL;
-        }
-        else if (KEY_IS(k, n, "pid")) {
-            v = &e->pid, types = T_INT | T_STR | T_NULL;
-        }
-        else if (KEY_IS(k, n, "tid")) {
-            v = &e->tid, types = T_INT | T_STR | T_NULL;
-        }
-        if (v != NULL) {
-            if (v->kind != ABSENT || read_value(c, types, v) < 0) {
+        Field f = field_of(target, k, n);
+        if (f.value != NULL) {
+            if (f.value->kind != ABSENT || read_value(c, f.types, f.value) < 0) {
                 return -1;
             }
         }
-        else if (KEY_IS(k, n, "args")) {
+        else if (f.args != NULL) {
             /* An object; `null` has no place in the struct. */
-            if (e->args.present || c->p >= c->end || *c->p != '{' || read_args(c, &e->args) < 0) {
+            if (f.args->present || read_args(c, f.args) < 0) {
                 return -1;
             }
         }
-        else if (skip_value(c, 1) < 0) {
+        else if (skip_value(c, depth) < 0) {
             return -1;
         }
-        skip_ws(c);
-        if (c->p >= c->end) {
-            return -1;
+        if ((more = next_item(c, '}')) <= 0) {
+            return more;
         }
-        if (*c->p == ',') {
-            c->p++;
-            skip_ws(c);
-            continue;
-        }
-        if (*c->p == '}') {
-            c->p++;
-            return 0;
-        }
-        return -1;
     }
+}
+
+static int
+read_args(Cursor *c, Args *a)
+{
+    a->present = 1;
+    return read_members(c, args_field, a, 2);
+}
+
+static int
+read_event(Cursor *c, Event *e)
+{
+    e->cat.kind = e->name.kind = e->pid.kind = e->tid.kind = e->ts.kind = e->dur.kind = ABSENT;
+    clear_args(&e->args);
+    return read_members(c, event_field, e, 1);
 }
 
 static inline int
@@ -927,20 +911,13 @@ decode_events(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nar
                      present(&a->total_allocated) ? a->total_allocated.d : Py_NAN);
             }
             events++;
-            skip_ws(&c);
-            if (c.p >= c.end) {
+            int more = next_item(&c, ']');
+            if (more < 0) {
                 goto not_ours;
             }
-            if (*c.p == ',') {
-                c.p++;
-                skip_ws(&c);
-                continue;
-            }
-            if (*c.p == ']') {
-                c.p++;
+            if (!more) {
                 break;
             }
-            goto not_ours;
         }
     }
     skip_ws(&c);
