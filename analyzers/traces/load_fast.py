@@ -230,14 +230,46 @@ def decode_fast(
         source.close()
 
 
+class _Text:
+    """The text not decoded yet, at the start of one bytearray that is allocated once (and grows
+    only for an element longer than it). Why not `del buf[:cut]` then `buf += chunk`: CPython
+    gives a bytearray whose head was dropped a fresh buffer on every growth, ~1 MiB a chunk, and
+    the allocator maps and faults in its pages each time (~3,000 page faults, 5-10 ms of a
+    large trace's load in a fresh process, issue 19)."""
+
+    def __init__(self, capacity: int) -> None:
+        self.data = bytearray(capacity)
+        self.length = 0
+
+    def append(self, chunk: bytes) -> None:
+        end = self.length + len(chunk)
+        if end > len(self.data):
+            self.data.extend(bytes(max(end, 2 * len(self.data)) - len(self.data)))
+        # Through a memoryview: a bytearray's slice assignment copies a `bytes` value first.
+        with memoryview(self.data) as view:
+            view[self.length : end] = chunk
+        self.length = end
+
+    def drop(self, count: int) -> None:
+        """Drop the first `count` bytes (the rest is short: part of one element)."""
+        rest = self.length - count
+        self.data[:rest] = self.data[count : self.length]
+        self.length = rest
+
+    def find(self, sub: bytes, start: int = 0) -> int:
+        return self.data.find(sub, start, self.length)
+
+
 def _decode(source: _Source, cols: ColumnBuilder, path: Path) -> dict[str, Any]:
     # The members before `traceEvents`: `{`, members, `,` decode as an object once the comma is
     # replaced by `}`, and only if the key really is a top-level key.
-    buf = bytearray()
-    while (key_at := buf.find(_KEY)) < 0 or (len(buf) < key_at + 64 and not source.eof):
-        if source.eof or len(buf) > _MAX_BUFFER:
+    text = _Text(2 * source.chunk_size + 64)
+    buf = text.data
+    while (key_at := text.find(_KEY)) < 0 or (text.length < key_at + 64 and not source.eof):
+        if source.eof or text.length > _MAX_BUFFER:
             raise _Fallback
-        buf += source.read()
+        text.append(source.read())
+        buf = text.data
     head = bytes(buf[:key_at]).rstrip(_JSON_WS)
     if head.lstrip(_JSON_WS) == b"{":
         metadata = {}
@@ -245,31 +277,32 @@ def _decode(source: _Source, cols: ColumnBuilder, path: Path) -> dict[str, Any]:
         metadata = _META.decode(head[:-1] + b"}")
     else:
         raise _Fallback
-    opening = _KEY_RE.match(buf, key_at + len(_KEY))
+    opening = _KEY_RE.match(buf, key_at + len(_KEY), text.length)
     if opening is None:  # not `"traceEvents": [`: the stdlib path says what it is
         raise _Fallback
-    # From here on buf[0] is the `[` or `,` before the next element.
-    del buf[: opening.end() - 1]
+    # From here on the text's first byte is the `[` or `,` before the next element.
+    text.drop(opening.end() - 1)
     batches = _Batches(cols, path)
     while True:
-        if not source.eof and len(buf) < source.chunk_size:
-            buf += source.read()
+        if not source.eof and text.length < source.chunk_size:
+            text.append(source.read())
             continue
-        cut = _decode_batch(buf, batches)
+        cut = _decode_batch(text.data, text.length, batches)
         if cut:
-            del buf[:cut]  # O(1): a bytearray drops its head by moving its start
+            text.drop(cut)
         elif source.eof:
             break
-        elif len(buf) > _MAX_BUFFER:
+        elif text.length > _MAX_BUFFER:
             raise _Fallback
         else:
-            buf += source.read()
+            text.append(source.read())
     # What is left: the last elements, `]`, and the members after `traceEvents`, decoded as
     # `{"traceEvents": [` + rest, so that the last element and the array's end need no cut.
-    if _KEY in buf:
+    if text.find(_KEY) >= 0:
         raise _Fallback  # a second `traceEvents` key: the stdlib path reads both, as before
+    buf = text.data
     buf[0] = _OPEN
-    tail = _TAIL.decode(b'{"traceEvents":' + buf)
+    tail = _TAIL.decode(b'{"traceEvents":' + buf[: text.length])
     batches.decode(tail.pop("traceEvents"))
     for key, raw in tail.items():
         metadata[key] = _ANY.decode(raw)
@@ -277,14 +310,13 @@ def _decode(source: _Source, cols: ColumnBuilder, path: Path) -> dict[str, Any]:
     return metadata
 
 
-def _decode_batch(buf: bytearray, batches: _Batches) -> int:
-    """Decode the whole elements in `buf` (after its first byte, a `[` or `,`); return the
-    position of the `,` after the last one decoded (0: no cut found that decodes).
+def _decode_batch(buf: bytearray, end: int, batches: _Batches) -> int:
+    """Decode the whole elements in `buf[:end]` (after its first byte, a `[` or `,`); return
+    the position of the `,` after the last one decoded (0: no cut found that decodes).
 
     The batch is decoded in place, without a copy: its first byte becomes `[` and the `,` after
     it becomes `]` for the duration of the call.
     """
-    end = len(buf)
     for _ in range(_CUT_TRIES):
         cut = buf.rfind(_CUT, 1, end)
         if cut < 0:
