@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -297,3 +298,12 @@ def test_any_document_reads_like_stdlib(
     fast, reference = both(path, chunk)
     assert differences(fast, reference) == []
     assert fast.metadata == reference.metadata
+
+
+def test_ci_builds_the_c_column_pass(columns_path: str) -> None:
+    """The extension is optional for a user without a compiler, not for CI (.ci/run has gcc)."""
+    if os.environ.get("CI"):
+        assert load_fast.COLUMNS_PATH == "c", (
+            "CI must build analyzers/traces/_kineto_columns.c (gcc and the Python headers)"
+        )
+    assert load_fast.COLUMNS_PATH in {"c", "msgspec"}
