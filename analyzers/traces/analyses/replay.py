@@ -31,8 +31,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TypeVar, cast
+from typing import NamedTuple, TypeVar, cast
 
 import numpy as np
 
@@ -47,11 +46,11 @@ __all__ = ["Change", "Replay", "outermost"]
 T = TypeVar("T")
 
 
-@dataclass(frozen=True)
-class Change:
+class Change(NamedTuple):
     """One thing changed. `cpu_warp`: sorted, non-overlapping CPU intervals (start, end, factor)
     whose time is multiplied by factor; `cpu_scale`: the factor for every other CPU interval;
-    `gpu_factor`: a duration factor per replayed GPU op (`Replay.gpu` order)."""
+    `gpu_factor`: a duration factor per replayed GPU op (`Replay.gpu` order). A NamedTuple: an
+    immutable record with no dataclass to generate at import (issue 19)."""
 
     cpu_warp: tuple[F64, F64, F64] | None = None
     cpu_scale: float = 1.0

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -48,8 +48,7 @@ LEVELS = (EXPECTED, OPTIMISTIC, PESSIMISTIC)
 ChangeFn = Callable[[Replay, TraceOptions, int], Change | None]
 
 
-@dataclass(frozen=True)
-class Scenario:
+class Scenario(NamedTuple):
     name: str
     assumptions: str
     fn: ChangeFn
