@@ -115,9 +115,11 @@ def _load() -> float:
     return os.getloadavg()[0]
 
 
-def _timed(cmd: list[str], cwd: Path = ROOT) -> tuple[float, str]:
+def _timed(
+    cmd: list[str], cwd: Path = ROOT, env: dict[str, str] | None = None
+) -> tuple[float, str]:
     t0 = time.perf_counter()
-    out = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd)
+    out = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, env=env)
     elapsed = time.perf_counter() - t0
     if out.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed ({out.returncode}):\n{out.stderr[-2000:]}")
@@ -282,7 +284,8 @@ def render(
         "",
         f"Start-up alone, same run: `fleetscope --version` {startup['version_s']:.3f} s, "
         f"`python -c pass` {startup['python_s']:.3f} s, `python -c 'import numpy, msgspec'` "
-        f"{startup['numpy_s']:.3f} s, HTA's venv `python -c 'import "
+        f"{startup['numpy_s']:.3f} s with one OpenBLAS thread as `trace analyze` imports them "
+        f"({startup['numpy_pool_s']:.3f} s with OpenBLAS's thread pool), HTA's venv `python -c 'import "
         f"hta.trace_analysis'` {startup['hta_import_s']:.3f} s.",
         "",
         "| trace | gz MB | HTA whole run s | fleetscope whole command s | speed-up | load | "
@@ -392,14 +395,18 @@ def startup_times(hta_python: Path, bin_dir: Path) -> dict[str, float]:
     fleetscope = str(bin_dir / "fleetscope")
     python = str(bin_dir / "python")
 
-    def best(cmd: list[str]) -> float:
-        return min(_timed(cmd)[0] for _ in range(3))
+    def best(cmd: list[str], env: dict[str, str] | None = None) -> float:
+        return min(_timed(cmd, env=env)[0] for _ in range(3))
 
     return {
         "editable_s": editable_finder_s(),
         "version_s": best([fleetscope, "--version"]),
         "python_s": best([python, "-c", "pass"]),
-        "numpy_s": best([python, "-c", "import numpy, msgspec"]),
+        "numpy_s": best(
+            [python, "-c", "import numpy, msgspec"],
+            dict(os.environ, OPENBLAS_NUM_THREADS="1"),
+        ),
+        "numpy_pool_s": best([python, "-c", "import numpy, msgspec"]),
         "hta_import_s": best([str(hta_python), "-c", "import hta.trace_analysis"]),
     }
 
