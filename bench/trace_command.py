@@ -22,9 +22,11 @@ extracted), run as `python -c 'from app.cli import main; ...'` with TREE as the 
 Reps go trace by trace, peer and ours back to back, so load from other processes hits both alike;
 the load average (`os.getloadavg`) is recorded before every pair. The median per trace is kept.
 
-The floor: the same file gunzipped and decoded into typed structs by msgspec (the fields our
-columns read), nothing else, against our load (`load_trace_set(..., hta_compatible=True)`), both
-in one child process after imports. Traces are read in place (default /work/shared/data/traces,
+The floor: the same file gunzipped (in the loader's reads) plus the fastest typed decode there
+is of the fields our columns read, of the text in memory, nothing else: the C column pass (analyzers/traces/_kineto_columns.c) over the whole
+`traceEvents` array in one call where it is built and takes the file, else msgspec's structs;
+against our load (`load_trace_set(..., hta_compatible=True)`: chunked inflate, the rank search,
+UTF-8 check, columns joined, HTA's load rules), both in one child process after imports. Traces are read in place (default /work/shared/data/traces,
 `--traces` or `$FLEETSCOPE_TRACE_DIR` to point elsewhere); nothing is copied into the repository.
 """
 
@@ -40,6 +42,7 @@ import sys
 import sysconfig
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -112,9 +115,11 @@ def _load() -> float:
     return os.getloadavg()[0]
 
 
-def _timed(cmd: list[str], cwd: Path = ROOT) -> tuple[float, str]:
+def _timed(
+    cmd: list[str], cwd: Path = ROOT, env: dict[str, str] | None = None
+) -> tuple[float, str]:
     t0 = time.perf_counter()
-    out = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd)
+    out = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, env=env)
     elapsed = time.perf_counter() - t0
     if out.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed ({out.returncode}):\n{out.stderr[-2000:]}")
@@ -126,7 +131,15 @@ def floor_child(trace_dir: str) -> dict[str, float]:
     import msgspec
 
     from analyzers.traces.api import find_trace_files, load_trace_set
-    from analyzers.traces.load_fast import _Args, _Event, _open_gzip
+    from analyzers.traces.columns import SymbolTable
+    from analyzers.traces.load import _CHUNK
+    from analyzers.traces.load_fast import (
+        COLUMNS_PATH,
+        _Args,
+        _decode_columns,
+        _Event,
+        _open_gzip,
+    )
 
     # The loader's own event type; where a trace has a value of another type (a string stream
     # id in the AMD trace) the same fields as Any, so the floor always decodes the whole file.
@@ -145,35 +158,60 @@ def floor_child(trace_dir: str) -> dict[str, float]:
         msgspec.defstruct("LooseDoc", [("traceEvents", list[loose_event])])
     )
 
-    def decoder_for(path: Path) -> msgspec.json.Decoder[Any]:
-        """Chosen before timing, so a failed strict try is not counted in the floor."""
+    def decoder_for(path: Path) -> Callable[[bytes], object]:
+        """The fastest typed decode of the file, chosen before timing (a failed try is not
+        counted): the C column pass over the `traceEvents` array where the extension is built
+        and takes the whole array in one call, else msgspec's structs."""
         with _open_gzip(path, "rb") as stream:
             text = stream.read()
+        events = _events_span(text)
+        if COLUMNS_PATH == "c" and events is not None:
+            start, end = events
+            if _decode_columns(memoryview(text)[start:end], 0, SymbolTable()) is not None:
+                return lambda text: _decode_columns(memoryview(text)[start:end], 0, SymbolTable())
         try:
             strict.decode(text)
         except msgspec.ValidationError:
-            return loose
-        return strict
+            return loose.decode
+        return strict.decode
 
     files = find_trace_files(trace_dir)
     decoders = [decoder_for(f) for f in files]
-    best_floor = best_load = best_gunzip = float("inf")
+    texts = []
+    for f in files:
+        with _open_gzip(f, "rb") as stream:
+            texts.append(stream.read())
+    best_decode = best_load = best_gunzip = float("inf")
     for _ in range(3):
+        # Inflate in the loader's 1 MiB reads (zlib-ng when installed), the text discarded: one
+        # read of a whole 35 MB text costs its page faults twice over (~20 ms), which no
+        # streaming loader pays. The decode is timed on the text already in memory.
         t0 = time.perf_counter()
-        texts = []
         for f in files:
-            with _open_gzip(f, "rb") as stream:  # the loader's gunzip (zlib-ng when installed)
-                texts.append(stream.read())
+            with _open_gzip(f, "rb") as stream:
+                while stream.read(_CHUNK):
+                    pass
         t1 = time.perf_counter()
-        for decoder, text in zip(decoders, texts, strict=True):
-            decoder.decode(text)
+        for decode, text in zip(decoders, texts, strict=True):
+            decode(text)
         t2 = time.perf_counter()
         load_trace_set(trace_dir, hta_compatible=True)
         t3 = time.perf_counter()
         best_gunzip = min(best_gunzip, t1 - t0)
-        best_floor = min(best_floor, t2 - t0)
+        best_decode = min(best_decode, t2 - t1)
         best_load = min(best_load, t3 - t2)
+    best_floor = best_gunzip + best_decode
     return {"gunzip_s": best_gunzip, "floor_s": best_floor, "load_s": best_load}
+
+
+def _events_span(text: bytes) -> tuple[int, int] | None:
+    """Where the `traceEvents` array is in the text (found untimed, for the floor's C pass)."""
+    import msgspec
+
+    raw = bytes(msgspec.json.Decoder(dict[str, msgspec.Raw]).decode(text)["traceEvents"])
+    start = text.find(b"[", text.find(b'"traceEvents"'))
+    end = start + len(raw)
+    return (start, end) if start >= 0 and text[start:end] == raw else None
 
 
 def bench_trace(
@@ -246,11 +284,12 @@ def render(
         "",
         f"Start-up alone, same run: `fleetscope --version` {startup['version_s']:.3f} s, "
         f"`python -c pass` {startup['python_s']:.3f} s, `python -c 'import numpy, msgspec'` "
-        f"{startup['numpy_s']:.3f} s, HTA's venv `python -c 'import "
+        f"{startup['numpy_s']:.3f} s with one OpenBLAS thread as `trace analyze` imports them "
+        f"({startup['numpy_pool_s']:.3f} s with OpenBLAS's thread pool), HTA's venv `python -c 'import "
         f"hta.trace_analysis'` {startup['hta_import_s']:.3f} s.",
         "",
         "| trace | gz MB | HTA whole run s | fleetscope whole command s | speed-up | load | "
-        "our load s | floor s (gunzip + msgspec typed decode) | of which gunzip s | load / floor |",
+        "our load s | floor s (gunzip + typed decode) | of which gunzip s | load / floor |",
         "|---|---:|---:|---:|---:|---|---:|---:|---:|---:|",
     ]
     for r in rows:
@@ -304,7 +343,7 @@ def _verdict(rows: list[dict[str, Any]], startup: dict[str, float], editable: bo
             + "; on the larger traces our time is that "
             "start-up, our own imports (argparse, the trace modules: ~0.03 s), a load at "
             f"{min(near):.1f}-{max(near):.1f}x the gunzip + typed-decode floor (traces over "
-            "0.1 MB) and the 17 analyses and rules (0.015-0.06 s in process, the what-if "
+            "0.1 MB) and the 17 analyses and rules (0.015-0.045 s in process, the what-if "
             "replays half of it). "
         )
     return text + (
@@ -322,7 +361,14 @@ def _verdict(rows: list[dict[str, Any]], startup: dict[str, float], editable: bo
         "`--format json` written by msgspec (byte-identical, the stdlib where msgspec would "
         "write otherwise) and the console script ending the command with `os._exit` after "
         "flushing and `atexit` (no interpreter teardown, 10-17 ms), HTA's rank key looked for "
-        "with numpy from its rarest byte (~7 ms on resnet50_nw0). Not done: inflating in a "
+        "with numpy from its rarest byte (~7 ms on resnet50_nw0); third round, the events read "
+        "straight into columns by an optional C pass (analyzers/traces/_kineto_columns.c: "
+        "the load 2-2.5x less CPU than msgspec's structs turned into columns in Python; "
+        "strict JSON of the structs' shapes only, everything else left to msgspec), the rank "
+        "key found by memchr in it, one OpenBLAS thread (its pool cost ~30 ms of CPU a run), "
+        "msgspec's JSON kept when a float needs Python's spelling (rewritten in place), and "
+        "exact shortcuts in the analyses (AMP's kernel kinds, one window against a merged "
+        "set, launch calls sorted once per replay). Not done: inflating in a "
         "second thread while the main one imports and decodes (measured twice: it lost ~30 ms "
         "on the shared machine, and 10 ms on ns_resolution at load 1.7 in the second round, "
         "with long tails under load: every chunk is a GIL hand-over), a cache of parsed "
@@ -349,14 +395,18 @@ def startup_times(hta_python: Path, bin_dir: Path) -> dict[str, float]:
     fleetscope = str(bin_dir / "fleetscope")
     python = str(bin_dir / "python")
 
-    def best(cmd: list[str]) -> float:
-        return min(_timed(cmd)[0] for _ in range(3))
+    def best(cmd: list[str], env: dict[str, str] | None = None) -> float:
+        return min(_timed(cmd, env=env)[0] for _ in range(3))
 
     return {
         "editable_s": editable_finder_s(),
         "version_s": best([fleetscope, "--version"]),
         "python_s": best([python, "-c", "pass"]),
-        "numpy_s": best([python, "-c", "import numpy, msgspec"]),
+        "numpy_s": best(
+            [python, "-c", "import numpy, msgspec"],
+            dict(os.environ, OPENBLAS_NUM_THREADS="1"),
+        ),
+        "numpy_pool_s": best([python, "-c", "import numpy, msgspec"]),
         "hta_import_s": best([str(hta_python), "-c", "import hta.trace_analysis"]),
     }
 

@@ -8,6 +8,7 @@ Each PATH is one profiling session: a trace file, or a folder holding one file p
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any
 
@@ -44,10 +45,20 @@ def _usage(parser: argparse.ArgumentParser) -> int:
 
 
 def _analyze(args: argparse.Namespace) -> int:
-    from analyzers.traces.analyses.base import TraceOptions
-    from analyzers.traces.api import analyze_trace
-    from analyzers.traces.render import render_text, report_json
-    from fleetscope.errors import ConfigError
+    # No analysis calls BLAS, yet numpy's import starts OpenBLAS's thread pool, one thread a
+    # core, which costs ~30 ms of CPU a run (issue 19); a user's own setting wins. OpenBLAS
+    # reads it when numpy is first imported (the imports below), so it is unset again after,
+    # and processes this one starts get the user's environment.
+    blas_set = "OPENBLAS_NUM_THREADS" in os.environ
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    try:
+        from analyzers.traces.analyses.base import TraceOptions
+        from analyzers.traces.api import analyze_trace
+        from analyzers.traces.render import render_text, report_json
+        from fleetscope.errors import ConfigError
+    finally:
+        if not blas_set:
+            del os.environ["OPENBLAS_NUM_THREADS"]
 
     if args.gpus < 0:
         raise ConfigError(f"--gpus must be >= 0, got {args.gpus}")

@@ -1,6 +1,8 @@
-"""The fast decoder for Kineto traces: msgspec decodes batches of `traceEvents` straight into
-small typed structs, skipping every field no analysis reads, and numpy turns each batch into column
-blocks.
+"""The fast decoder for Kineto traces: batches of `traceEvents` go straight to column blocks, by
+the C pass of analyzers/traces/_kineto_columns.c where it is built, else (and for every batch it
+leaves) by msgspec decoding them into small typed structs, skipping every field no analysis reads,
+and numpy turning those into columns. Both give the same columns (tests hold them to it); the C
+pass takes only strict JSON of the shapes the structs describe, so msgspec decides everything else.
 
 Why: decoding each event into a dict with stdlib `json` and reducing it in Python was about 90 % of
 the load (RawTrace's columns need 13 numbers of an event and its `args`); msgspec skips the other
@@ -35,9 +37,25 @@ import msgspec
 import numpy as np
 import numpy.typing as npt
 
-from analyzers.traces.columns import ColumnBuilder, SymbolTable, event_sink
+from analyzers.traces.columns import DTYPES, ColumnBuilder, SymbolTable, event_sink
 
-__all__ = ["decode_fast"]
+__all__ = ["COLUMNS_PATH", "decode_fast"]
+
+# The C pass from text to columns (analyzers/traces/_kineto_columns.c: the same columns for ~1/3
+# of the CPU that msgspec's structs turned into columns here take); an optional extension, so
+# without a compiler every batch takes the msgspec path below. None forces that path (tests).
+_decode_columns: Callable[[Any, int, SymbolTable], Any] | None
+_find: Callable[[bytes, bytes, int], int] | None
+COLUMNS_PATH: str
+try:
+    from analyzers.traces import _kineto_columns
+
+    _decode_columns = _kineto_columns.decode_events
+    _find = _kineto_columns.find
+    COLUMNS_PATH = "c"
+except ImportError:  # pragma: no cover - exercised where the extension is not built
+    _decode_columns = _find = None
+    COLUMNS_PATH = "msgspec"
 
 # zlib-ng's gzip reader inflates these files ~3x faster than stdlib gzip (issue 19: gunzip was
 # 14 % of the load); it comes with the `server` extra, and stdlib gzip reads the same bytes
@@ -60,6 +78,7 @@ _GZIP_MAGIC = b"\x1f\x8b"
 # HTA's rank detection (hta/common/trace_file.py): the first `"rank":\s+(\d+)` of any line.
 _HTA_RANK_RE = re.compile(rb'"rank":[ \t\r\x0b\x0c]+(\d+)')
 _RANK_KEY = b'"rank":'
+_RANK_KEY_RARE_AT = _RANK_KEY.index(b"k")
 _KEY = b'"traceEvents"'
 _KEY_RE = re.compile(rb"[ \t\n\r]*:[ \t\n\r]*\[")
 _JSON_WS = b" \t\n\r"
@@ -173,12 +192,14 @@ class _Source:
 
 def _holds_rank_key(data: bytes) -> bool:
     """`_RANK_KEY in data`, found from the positions of the key's rarest byte in trace text, its
-    `k` (~1 % of the bytes): numpy compares every byte in C at 0.29 ms a MiB where
-    `bytes.__contains__` takes 0.47 (its skip rarely fires: the key's other bytes are JSON's
-    commonest). A trace without the key has every chunk searched: 15-17 ms of the resnet50
-    traces' load (issue 19)."""
+    `k` (~1 % of the bytes): the C extension's memchr, else numpy, which compares every byte in
+    C at 0.29 ms a MiB where `bytes.__contains__` takes 0.47 (its skip rarely fires: the key's
+    other bytes are JSON's commonest). A trace without the key has every chunk searched: 15-17
+    ms of the resnet50 traces' load with `in`, 9 with numpy, ~3 with memchr (issue 19)."""
+    if _find is not None:
+        return _find(data, _RANK_KEY, _RANK_KEY_RARE_AT) >= 0
     view = np.frombuffer(data, dtype=np.uint8)
-    at = _RANK_KEY.index(b"k")
+    at = _RANK_KEY_RARE_AT
     # Every position where a `k` has room for the whole key around it.
     k = np.flatnonzero(view[at : len(view) - (len(_RANK_KEY) - 1 - at)] == _RANK_KEY[at]) + at
     if not len(k):
@@ -209,14 +230,46 @@ def decode_fast(
         source.close()
 
 
+class _Text:
+    """The text not decoded yet, at the start of one bytearray that is allocated once (and grows
+    only for an element longer than it). Why not `del buf[:cut]` then `buf += chunk`: CPython
+    gives a bytearray whose head was dropped a fresh buffer on every growth, ~1 MiB a chunk, and
+    the allocator maps and faults in its pages each time (~3,000 page faults, 5-10 ms of a
+    large trace's load in a fresh process, issue 19)."""
+
+    def __init__(self, capacity: int) -> None:
+        self.data = bytearray(capacity)
+        self.length = 0
+
+    def append(self, chunk: bytes) -> None:
+        end = self.length + len(chunk)
+        if end > len(self.data):
+            self.data.extend(bytes(max(end, 2 * len(self.data)) - len(self.data)))
+        # Through a memoryview: a bytearray's slice assignment copies a `bytes` value first.
+        with memoryview(self.data) as view:
+            view[self.length : end] = chunk
+        self.length = end
+
+    def drop(self, count: int) -> None:
+        """Drop the first `count` bytes (the rest is short: part of one element)."""
+        rest = self.length - count
+        self.data[:rest] = self.data[count : self.length]
+        self.length = rest
+
+    def find(self, sub: bytes, start: int = 0) -> int:
+        return self.data.find(sub, start, self.length)
+
+
 def _decode(source: _Source, cols: ColumnBuilder, path: Path) -> dict[str, Any]:
     # The members before `traceEvents`: `{`, members, `,` decode as an object once the comma is
     # replaced by `}`, and only if the key really is a top-level key.
-    buf = bytearray()
-    while (key_at := buf.find(_KEY)) < 0 or (len(buf) < key_at + 64 and not source.eof):
-        if source.eof or len(buf) > _MAX_BUFFER:
+    text = _Text(2 * source.chunk_size + 64)
+    buf = text.data
+    while (key_at := text.find(_KEY)) < 0 or (text.length < key_at + 64 and not source.eof):
+        if source.eof or text.length > _MAX_BUFFER:
             raise _Fallback
-        buf += source.read()
+        text.append(source.read())
+        buf = text.data
     head = bytes(buf[:key_at]).rstrip(_JSON_WS)
     if head.lstrip(_JSON_WS) == b"{":
         metadata = {}
@@ -224,31 +277,32 @@ def _decode(source: _Source, cols: ColumnBuilder, path: Path) -> dict[str, Any]:
         metadata = _META.decode(head[:-1] + b"}")
     else:
         raise _Fallback
-    opening = _KEY_RE.match(buf, key_at + len(_KEY))
+    opening = _KEY_RE.match(buf, key_at + len(_KEY), text.length)
     if opening is None:  # not `"traceEvents": [`: the stdlib path says what it is
         raise _Fallback
-    # From here on buf[0] is the `[` or `,` before the next element.
-    del buf[: opening.end() - 1]
+    # From here on the text's first byte is the `[` or `,` before the next element.
+    text.drop(opening.end() - 1)
     batches = _Batches(cols, path)
     while True:
-        if not source.eof and len(buf) < source.chunk_size:
-            buf += source.read()
+        if not source.eof and text.length < source.chunk_size:
+            text.append(source.read())
             continue
-        cut = _decode_batch(buf, batches)
+        cut = _decode_batch(text.data, text.length, batches)
         if cut:
-            del buf[:cut]  # O(1): a bytearray drops its head by moving its start
+            text.drop(cut)
         elif source.eof:
             break
-        elif len(buf) > _MAX_BUFFER:
+        elif text.length > _MAX_BUFFER:
             raise _Fallback
         else:
-            buf += source.read()
+            text.append(source.read())
     # What is left: the last elements, `]`, and the members after `traceEvents`, decoded as
     # `{"traceEvents": [` + rest, so that the last element and the array's end need no cut.
-    if _KEY in buf:
+    if text.find(_KEY) >= 0:
         raise _Fallback  # a second `traceEvents` key: the stdlib path reads both, as before
+    buf = text.data
     buf[0] = _OPEN
-    tail = _TAIL.decode(b'{"traceEvents":' + buf)
+    tail = _TAIL.decode(b'{"traceEvents":' + buf[: text.length])
     batches.decode(tail.pop("traceEvents"))
     for key, raw in tail.items():
         metadata[key] = _ANY.decode(raw)
@@ -256,14 +310,13 @@ def _decode(source: _Source, cols: ColumnBuilder, path: Path) -> dict[str, Any]:
     return metadata
 
 
-def _decode_batch(buf: bytearray, batches: _Batches) -> int:
-    """Decode the whole elements in `buf` (after its first byte, a `[` or `,`); return the
-    position of the `,` after the last one decoded (0: no cut found that decodes).
+def _decode_batch(buf: bytearray, end: int, batches: _Batches) -> int:
+    """Decode the whole elements in `buf[:end]` (after its first byte, a `[` or `,`); return
+    the position of the `,` after the last one decoded (0: no cut found that decodes).
 
     The batch is decoded in place, without a copy: its first byte becomes `[` and the `,` after
     it becomes `]` for the duration of the call.
     """
-    end = len(buf)
     for _ in range(_CUT_TRIES):
         cut = buf.rfind(_CUT, 1, end)
         if cut < 0:
@@ -292,7 +345,10 @@ class _Batches:
 
     def decode(self, text: memoryview | msgspec.Raw) -> None:
         """Decode one JSON array of events; raise a msgspec error if it is not valid JSON (so the
-        caller can try another cut) and fall back to dicts if it is but the types are not ours."""
+        caller can try another cut) and fall back to dicts if it is but the types are not ours.
+        The C pass goes first; whatever it does not take (None) msgspec decides."""
+        if _decode_columns is not None and self._columns(text):
+            return
         try:
             events = _BATCH.decode(text)
         except msgspec.ValidationError:
@@ -305,6 +361,25 @@ class _Batches:
             return
         self.cols.add_blocks(blocks)
         self.position += len(events)
+
+    def _columns(self, text: memoryview | msgspec.Raw) -> bool:
+        """The batch through the C pass; False when it leaves the batch to msgspec."""
+        assert _decode_columns is not None
+        cols = self.cols
+        decoded = _decode_columns(text, self.position, cols.symbols)
+        if decoded is None:
+            return False
+        count, ts_has_float, ts_all_present, columns = decoded
+        if ts_has_float:
+            cols.ts_has_float = True
+        if not ts_all_present:
+            cols.ts_all_present = False
+        if columns:
+            cols.add_blocks(
+                {key: np.frombuffer(data, dtype=DTYPES[key]) for key, data in columns.items()}
+            )
+        self.position += count
+        return True
 
     def _reference(self, events: object) -> None:
         if not isinstance(events, list):

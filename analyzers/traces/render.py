@@ -81,10 +81,10 @@ def report_json(reports: Sequence[TraceReport]) -> str:
     Made by msgspec in C where it writes exactly those bytes: the stdlib encoder with an indent
     is pure Python (with `json_ready`'s walk 2.3 ms of resnet50_nw0's run, msgspec 1.1 ms; issue
     19 times the command whole). msgspec writes NaN as null (as `json_ready` makes it) and numpy
-    scalars through `_plain`; what it would write differently goes to the stdlib instead: an
-    infinity (msgspec: null, the CLI: `Infinity`), a float with an exponent or below 1e-4,
-    non-ASCII text (the stdlib escapes it), control characters and DEL, anything it cannot
-    encode.
+    scalars through `_plain`; a float with an exponent or below 1e-4 is rewritten as Python
+    writes it; what it would write differently goes to the stdlib instead: an infinity
+    (msgspec: null, the CLI: `Infinity`), non-ASCII text (the stdlib escapes it), control
+    characters and DEL, anything it cannot encode.
     """
     raw = [_report_data(r) for r in reports]
     data = raw[0] if len(raw) == 1 else raw
@@ -96,8 +96,11 @@ def report_json(reports: Sequence[TraceReport]) -> str:
 
 # A number msgspec writes otherwise than `float.__repr__`: with an exponent (msgspec `1e16`,
 # `1e-7`; Python `1e+16`, `1e-07`) or below 1e-4 (msgspec `0.0000853`, Python `8.53e-05`). Matched
-# after `:`, `,` or `[` in the compact text; a match inside a string only sends it to the stdlib.
+# after `:`, `,` or `[` in the compact text; a match inside a string only costs the rewrite below.
 _ODD_FLOAT = re.compile(rb"[:,\[]-?(?:[0-9.]+e|0\.0000)")
+# The rewrite's tokens: a whole string (left as it is, so nothing inside one is touched) or a
+# number after `:`, `,` or `[` (compact JSON has no spaces).
+_STRING_OR_NUMBER = re.compile(rb'"(?:[^"\\]|\\.)*"|(?<=[:,\[])-?[0-9][0-9.eE+-]*')
 # An infinity as msgpack writes a float: 0xcb and the IEEE 754 double, big-endian.
 _INFINITIES = tuple(b"\xcb" + struct.pack(">d", v) for v in (math.inf, -math.inf))
 
@@ -126,8 +129,17 @@ def _msgspec_json(data: Any) -> str | None:
     if not compact.isascii() or b"\x7f" in compact or b"\\u" in compact:
         return None
     if _ODD_FLOAT.search(compact):
-        return None
+        compact = _STRING_OR_NUMBER.sub(_as_python_writes, compact)
     return msgspec.json.format(compact, indent=1).decode()
+
+
+def _as_python_writes(token: re.Match[bytes]) -> bytes:
+    """A float token as `float.__repr__` writes it (msgspec's digits are the shortest that read
+    back as the same double, so `float()` of them is exact); strings and integers unchanged."""
+    text = token.group()
+    if text[:1] == b'"' or not (b"e" in text or b"." in text):
+        return text
+    return repr(float(text)).encode()
 
 
 def _fmt(value: Any) -> str:

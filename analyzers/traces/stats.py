@@ -21,6 +21,7 @@ Pure numpy; never pandas.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -39,6 +40,7 @@ __all__ = [
     "union_length",
     "unique",
     "unstable_argsort",
+    "window_intersections",
 ]
 
 F64 = npt.NDArray[np.float64]
@@ -193,6 +195,34 @@ def intersection_length(a_start: F64, a_end: F64, b_start: F64, b_end: F64) -> f
     running = np.cumsum(delta[order])
     seg = np.diff(times)
     return float(seg[running[:-1] == 3].sum())
+
+
+def window_intersections(
+    windows: Sequence[tuple[float, float]], b_start: F64, b_end: F64
+) -> list[float]:
+    """`intersection_length` of each window (start, end) with the merged set B, the same floats.
+
+    The sweep sorts every time of B once per window (low_util's 30 chunks: 3 ms, issue 19). When
+    B is merged as `union_intervals` leaves it (sorted, each interval's end >= its start, each
+    start after the previous end, no NaN), the sweep's segments inside a window are
+    `min(end, w1) - max(start, w0)` for the intervals with `start < w1` and `end >= w0` (an end
+    equal to w0 is a zero-length segment the sweep counts too), in the same order, so they sum
+    to the same float. Anything else, and an empty or reversed window, takes the sweep."""
+    merged = (
+        len(b_start) > 0
+        and not (np.isnan(b_start).any() or np.isnan(b_end).any())
+        and bool((b_end >= b_start).all())
+        and bool((b_start[1:] > b_end[:-1]).all())
+    )
+    out = []
+    for w0, w1 in windows:
+        if merged and w0 < w1:
+            inside = (b_start < w1) & (b_end >= w0)
+            seg = np.minimum(b_end[inside], w1) - np.maximum(b_start[inside], w0)
+            out.append(float(seg.sum()))
+        else:
+            out.append(intersection_length(np.array([w0]), np.array([w1]), b_start, b_end))
+    return out
 
 
 def union_length(start: F64, end: F64) -> float:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from analyzers.traces.frame import TraceSet
 
@@ -93,8 +93,9 @@ class AnalysisResult:
 AnalysisFn = Callable[[TraceSet, TraceOptions], AnalysisResult]
 
 
-@dataclass(frozen=True)
-class AnalysisSpec:
+class AnalysisSpec(NamedTuple):
+    """A registered analysis (a NamedTuple: no dataclass to generate at import, issue 19)."""
+
     name: str
     title: str
     hta_api: str | None  # the HTA 0.5.0 call it reproduces in --hta-compatible mode

@@ -12,12 +12,10 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
 from analyzers.traces.analyses.steps import profiler_steps
 from analyzers.traces.frame import TraceSet
-from analyzers.traces.stats import intersection_length, union_intervals
+from analyzers.traces.stats import union_intervals, window_intersections
 
 
 def is_dataloader(name: str) -> bool:
@@ -47,8 +45,8 @@ def dataloader(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
             windows = [(-1, float(frame.ts[cpu].min()), float(frame.end[cpu].max()))]
             notes.append(f"rank {frame.rank}: no ProfilerStep ranges; share of the whole trace")
         wait_total = step_total = 0.0
-        for number, start, end in windows:
-            wait = intersection_length(np.array([start]), np.array([end]), d_start, d_end)
+        waits = window_intersections([(start, end) for _, start, end in windows], d_start, d_end)
+        for (number, start, end), wait in zip(windows, waits, strict=True):
             share = wait / (end - start) if end > start else math.nan
             rows.append((frame.rank, number, end - start, wait, share))
             wait_total += wait

@@ -7,11 +7,13 @@ chunks below 50 % are reported. Utilization here is "some GPU op runs", not SM o
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import numpy as np
 
 from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
 from analyzers.traces.frame import TraceSet
-from analyzers.traces.stats import intersection_length, union_intervals
+from analyzers.traces.stats import union_intervals, window_intersections
 
 PLUGIN_ORDER = 140  # its place in the trace report (fleetscope.plugins)
 
@@ -24,13 +26,11 @@ def low_util(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
         starts, ends = union_intervals(frame.ts[frame.on_stream], frame.end[frame.on_stream])
         if not len(starts):
             continue
-        edges = np.linspace(starts[0], ends[-1], options.util_chunks + 1)
+        edges = np.linspace(starts[0], ends[-1], options.util_chunks + 1).tolist()
+        chunks = [(i, c0, c1) for i, (c0, c1) in enumerate(pairwise(edges)) if c1 > c0]
+        busy_us = window_intersections([(c0, c1) for _, c0, c1 in chunks], starts, ends)
         low = 0
-        for i in range(options.util_chunks):
-            c0, c1 = float(edges[i]), float(edges[i + 1])
-            if c1 <= c0:
-                continue
-            busy = intersection_length(np.array([c0]), np.array([c1]), starts, ends)
+        for (i, c0, c1), busy in zip(chunks, busy_us, strict=True):
             pct = 100.0 * busy / (c1 - c0)
             if pct < options.util_threshold_pct:
                 low += 1

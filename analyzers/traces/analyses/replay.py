@@ -31,8 +31,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TypeVar, cast
+from typing import NamedTuple, TypeVar, cast
 
 import numpy as np
 
@@ -47,11 +46,11 @@ __all__ = ["Change", "Replay", "outermost"]
 T = TypeVar("T")
 
 
-@dataclass(frozen=True)
-class Change:
+class Change(NamedTuple):
     """One thing changed. `cpu_warp`: sorted, non-overlapping CPU intervals (start, end, factor)
     whose time is multiplied by factor; `cpu_scale`: the factor for every other CPU interval;
-    `gpu_factor`: a duration factor per replayed GPU op (`Replay.gpu` order)."""
+    `gpu_factor`: a duration factor per replayed GPU op (`Replay.gpu` order). A NamedTuple: an
+    immutable record with no dataclass to generate at import (issue 19)."""
 
     cpu_warp: tuple[F64, F64, F64] | None = None
     cpu_scale: float = 1.0
@@ -151,6 +150,8 @@ class Replay:
         self.gpu_pageable = frame.names_matching(is_pageable)[self.gpu]
         self.latency = self._latency()
         self._order_events()
+        # The times every replay warps, in one array: the step range, then the events.
+        self.clock_times = np.concatenate([[self.start, self.end], self.launch_ts, self.sync_ts])
 
     def _latency(self) -> F64:
         """Launch latency: the part of each op's start delay not spent waiting for the previous
@@ -243,8 +244,9 @@ class Replay:
             return math.nan
         scale = change.cpu_scale
         n_l = len(self.launch)
-        ends = self._clock(change, np.array([self.start, self.end]))
-        clk = self._clock(change, np.concatenate([self.launch_ts, self.sync_ts]))
+        # One call for the step range and the events (the clock is elementwise).
+        warped = self._clock(change, self.clock_times)
+        ends, clk = warped[:2], warped[2:]
         dur = self.gpu_dur if change.gpu_factor is None else self.gpu_dur * change.gpu_factor
         pin = np.zeros(len(clk))  # shift added by the pinned copies before each event
         if change.pinned:
@@ -257,7 +259,10 @@ class Replay:
             pin_total = -float(ordered.sum())
         else:
             pin_total = 0.0
-        base = clk[:n_l] + pin[:n_l] + np.minimum(self.latency, change.latency_cap_us)
+        latency = self.latency  # >= 0: an infinite cap leaves every value as it is
+        if change.latency_cap_us != math.inf:
+            latency = np.minimum(latency, change.latency_cap_us)
+        base = clk[:n_l] + pin[:n_l] + latency
         # Per (stream, segment) group, the closed form of end = max(start, free) + dur.
         d = dur[self.perm]
         c = np.cumsum(d)  # differences within one stream are the sums of its durations

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -48,8 +48,7 @@ LEVELS = (EXPECTED, OPTIMISTIC, PESSIMISTIC)
 ChangeFn = Callable[[Replay, TraceOptions, int], Change | None]
 
 
-@dataclass(frozen=True)
-class Scenario:
+class Scenario(NamedTuple):
     name: str
     assumptions: str
     fn: ChangeFn
@@ -181,6 +180,26 @@ CPU_AMP_OPS = re.compile(
 
 
 _NOT_CHANGED, _GEMM_OP, _MEMBOUND_OP = 0, 1, 2
+# The regexes' words, for ASCII names (kernel names are; where IGNORECASE is a plain lower()):
+# a substring test per word is ~10x faster than the alternation on a 1,600-character name
+# (5 ms of trace_diff_control's what-if, issue 19). `cudnn.*fprop` alone needs the regex.
+_GEMM_WORDS = ("gemm", "conv", "winograd", "scudnn", "dgrad", "wgrad")
+_MEMBOUND_WORDS = (
+    "elementwise", "bn_", "batchnorm", "batch_norm", "pool", "reduce", "softmax", "relu",
+    "add", "mul", "clamp", "threshold", "layernorm", "layer_norm",
+)  # fmt: skip
+
+
+def _kernel_kind(name: str) -> int:
+    """`_GEMM_OP` where `_GEMM` matches, else `_MEMBOUND_OP` where `_MEMBOUND` does."""
+    if not name.isascii():
+        return _GEMM_OP if _GEMM.search(name) else _MEMBOUND_OP if _MEMBOUND.search(name) else 0
+    low = name.lower()
+    if any(word in low for word in _GEMM_WORDS) or (
+        "cudnn" in low and "fprop" in low and _GEMM.search(name)
+    ):
+        return _GEMM_OP
+    return _MEMBOUND_OP if any(word in low for word in _MEMBOUND_WORDS) else _NOT_CHANGED
 
 
 def _amp_kind(replay: Replay) -> np.ndarray:
@@ -192,12 +211,8 @@ def _amp_kind(replay: Replay) -> np.ndarray:
     kind_of = np.zeros(len(frame.names), dtype=np.int8)  # per name code
     for code in set(codes.tolist()):
         name = frame.names[code]
-        if uses_tensor_cores(name):
-            continue
-        if _GEMM.search(name):
-            kind_of[code] = _GEMM_OP
-        elif _MEMBOUND.search(name):
-            kind_of[code] = _MEMBOUND_OP
+        if not uses_tensor_cores(name):
+            kind_of[code] = _kernel_kind(name)
     kind = kind_of[codes]
     computation = frame.kernel_class[replay.gpu] == KernelClass.COMPUTATION
     return np.where(computation, kind, _NOT_CHANGED)
@@ -227,10 +242,13 @@ def _amp(replay: Replay, o: TraceOptions, level: int) -> Change | None:
 
 
 def _optimizer_rows(frame: RankFrame) -> np.ndarray:
-    mask: np.ndarray = frame.names_matching(lambda n: n.startswith("Optimizer.step#")) & (
-        frame.stream == -1
-    )
+    mask: np.ndarray = frame.names_matching(_is_optimizer_step) & (frame.stream == -1)
     return mask
+
+
+def _is_optimizer_step(name: str) -> bool:
+    """One function, not a lambda per call: `names_matching` keeps its answers per predicate."""
+    return name.startswith("Optimizer.step#")
 
 
 @scenario("fused_optimizer", "the optimizer step fused (fused=True / foreach): its CPU time to "
@@ -255,11 +273,21 @@ def _fused_optimizer(replay: Replay, o: TraceOptions, level: int) -> Change | No
 def _cuda_graphs(replay: Replay, o: TraceOptions, level: int) -> Change | None:
     if not replay.has_gpu:
         return None
-    frame = replay.frame
-    rows = frame.cat_in(RUNTIME_CATS) & frame.names_matching(lambda n: "Launch" in n)
+    s, e = replay.derived("launch_calls", lambda: _launch_calls(replay.frame))
     cpu_f = _pick(level, 0.1, 0.05, 0.3)
     cap = _pick(level, 2.0, 1.0, 5.0)
-    return Change(cpu_warp=_warp(frame.ts[rows], frame.end[rows], cpu_f), latency_cap_us=cap)
+    return Change(cpu_warp=(s, e, np.full(len(s), cpu_f)), latency_cap_us=cap)
+
+
+def _launch_calls(frame: RankFrame) -> tuple[F64, F64]:
+    """The outermost launch-call intervals, once per replay (not once per level: sorting
+    thousands of launches three times was most of the scenario)."""
+    rows = frame.cat_in(RUNTIME_CATS) & frame.names_matching(_is_launch_call)
+    return outermost(frame.ts[rows], frame.end[rows])
+
+
+def _is_launch_call(name: str) -> bool:
+    return "Launch" in name
 
 
 @scenario("comm_bandwidth", "collective kernels on TraceOptions.comm_bandwidth_ratio x the "

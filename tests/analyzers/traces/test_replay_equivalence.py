@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from analyzers.traces.analyses.base import TraceOptions
 from analyzers.traces.analyses.replay import Change, Replay, grouped_cummax, outermost
-from analyzers.traces.analyses.scenarios import LEVELS, SCENARIOS
+from analyzers.traces.analyses.scenarios import _GEMM, _MEMBOUND, LEVELS, SCENARIOS, _kernel_kind
 from tests.analyzers.traces.trace_paths import ALL_TRACES, DATA, trace_set
 
 CPU_PAIR = Path(__file__).resolve().parents[2] / "data" / "whatif_pairs" / "cpu_cnn" / "base"
@@ -149,3 +149,36 @@ def test_grouped_cummax_restarts_at_each_group(rows: list[tuple[int, float]]) ->
     for i, (g, v) in enumerate(rows):
         want.append(v if i == 0 or rows[i - 1][0] != g else max(want[-1], v))
     assert grouped_cummax(values, group).tolist() == want
+
+
+def _regex_kind(name: str) -> int:
+    """AMP's kernel kind as the two regexes give it (what `_kernel_kind` replaced)."""
+    return 1 if _GEMM.search(name) else 2 if _MEMBOUND.search(name) else 0
+
+
+_kernel_text = st.text(
+    alphabet=st.sampled_from(list("abcdgmnoprsuwlzCDGMNOPRUW_ \n\u212a\u017f")), max_size=40
+)
+
+
+@given(
+    words=st.lists(
+        st.one_of(
+            _kernel_text,
+            st.sampled_from(
+                ["cuDNN", "FPROP", "Gemm", "CONV", "batch_Norm", "LAYERNORM", "bn_", "ADD",
+                 "scudnn", "winograd", "\n", "fprop", "cudnn", "wgrad", "Threshold"]
+            ),
+        ),
+        max_size=6,
+    )
+)  # fmt: skip
+def test_amp_kernel_kinds_are_the_regexes(words: list[str]) -> None:
+    name = "".join(words)
+    assert _kernel_kind(name) == _regex_kind(name), name
+
+
+def test_amp_kernel_kinds_of_the_golden_kernels_are_the_regexes() -> None:
+    names = {n for d in ALL_TRACES for f in trace_set(d).frames() for n in f.names}
+    assert len(names) > 1000
+    assert [_kernel_kind(n) for n in sorted(names)] == [_regex_kind(n) for n in sorted(names)]

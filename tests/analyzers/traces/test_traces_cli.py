@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -74,3 +75,19 @@ def test_two_files_of_one_rank_are_refused_natively(
     assert "both claim rank 0" in capsys.readouterr().err
     assert main(["trace", "analyze", str(tmp_path), "--hta-compatible"]) == 0
     assert "HTA keeps the later file" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("users", [None, "3"])
+def test_the_command_leaves_the_blas_setting_as_it_found_it(
+    users: str | None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One OpenBLAS thread while numpy is first imported (issue 19), unless the user chose;
+    afterwards the environment is the user's again (processes started later inherit it)."""
+    if users is None:
+        monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+    else:
+        monkeypatch.setenv("OPENBLAS_NUM_THREADS", users)
+    path = DATA / "hta_amd_mi250_minitoy"
+    assert main(["trace", "analyze", str(path), "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["mode"] == "native"
+    assert os.environ.get("OPENBLAS_NUM_THREADS") == users

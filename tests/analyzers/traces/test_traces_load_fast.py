@@ -1,12 +1,15 @@
-"""The msgspec fast path of the trace loader: it reads every file exactly as the stdlib path does
-(the reference), takes the golden traces without falling back, and leaves every file it cannot
-read to the stdlib path, so errors still say what is wrong and where."""
+"""The fast path of the trace loader: it reads every file exactly as the stdlib path does (the
+reference), takes the golden traces without falling back, and leaves every file it cannot read to
+the stdlib path, so errors still say what is wrong and where. Every specification here runs on
+both of its column passes: the C one (analyzers/traces/_kineto_columns.c, where it is built) and
+msgspec's structs, which is all a host without a compiler has."""
 
 from __future__ import annotations
 
 import dataclasses
 import gzip
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -15,10 +18,20 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from analyzers.traces import load
+from analyzers.traces import load, load_fast
 from analyzers.traces.load import RawTrace, load_raw_trace
 from fleetscope.errors import CorruptTraceError
 from tests.analyzers.traces.trace_paths import ALL_TRACES
+
+
+@pytest.fixture(autouse=True, params=["c", "msgspec"])
+def columns_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    if request.param == "c":
+        if load_fast.COLUMNS_PATH != "c":
+            pytest.skip("the C extension analyzers/traces/_kineto_columns.c is not built here")
+    else:
+        monkeypatch.setattr(load_fast, "_decode_columns", None)
+    return str(request.param)
 
 
 def differences(fast: RawTrace, reference: RawTrace) -> list[str]:
@@ -285,3 +298,12 @@ def test_any_document_reads_like_stdlib(
     fast, reference = both(path, chunk)
     assert differences(fast, reference) == []
     assert fast.metadata == reference.metadata
+
+
+def test_ci_builds_the_c_column_pass(columns_path: str) -> None:
+    """The extension is optional for a user without a compiler, not for CI (.ci/run has gcc)."""
+    if os.environ.get("CI"):
+        assert load_fast.COLUMNS_PATH == "c", (
+            "CI must build analyzers/traces/_kineto_columns.c (gcc and the Python headers)"
+        )
+    assert load_fast.COLUMNS_PATH in {"c", "msgspec"}

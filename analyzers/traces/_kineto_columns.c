@@ -1,0 +1,1061 @@
+/* The C fast path of the trace loader: one JSON array of Kineto events straight to columns.
+ *
+ * Why C: after msgspec's typed decode (load_fast.py) most of a large trace's load was Python
+ * turning ~10^5 structs into columns (a list comprehension and an `np.array` per field, the symbol
+ * look-ups): ~60 of ~110 ms on resnet50_nw0, more than the decode itself (issue 19). Here one pass
+ * over the text fills the columns and looks each value up in the symbol table, and the fields no
+ * column reads are skipped as they are validated.
+ *
+ * What it must never do: accept what the Python path refuses, or read a value differently. It
+ * accepts only strict JSON (RFC 8259) and only the event shapes load_fast.py's msgspec structs
+ * describe, and computes the columns by the same rules (`load_fast._reduce`, which follows
+ * `columns.event_sink`). Anything else returns None, and the caller decodes the same text with
+ * msgspec, which decides (and falls back to the reference rules, or to the stdlib parser that says
+ * what is wrong): a string with an escape where a value is read, a duplicate key we read, a
+ * number an int64 column cannot hold, a null where the struct has no None, a bool, nesting deeper
+ * than MAX_DEPTH, a cut that does not fall between two events. The text is validated as a whole
+ * before the symbol table sees any value, so a batch returned as None changes nothing.
+ *
+ * Numbers are read as msgspec reads them: an integer literal is an int (converted to double where
+ * the column is float64, rounding to nearest as numpy does), a literal with a fraction or exponent
+ * a float, correctly rounded (Clinger's exact cases, a 128-bit division for up to 19 digits over a
+ * power of ten, CPython's dtoa otherwise).
+ *
+ * Plain CPython C API only (no numpy C API): the columns come back as bytearrays of native int32,
+ * int64 and float64 that load_fast.py views with `np.frombuffer`. Built as an optional extension;
+ * load_fast.py works the same without it.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#define MAX_DEPTH 64         /* nesting of a skipped value; deeper goes to msgspec */
+#define CACHE_SLOTS 4096     /* symbol cache entries per call (a power of two) */
+#define MAX_FLOAT_TEXT 128   /* longest float literal handed to dtoa (longer: msgspec) */
+
+/* ------------------------------------------------------------------------------------------ */
+/* Growable column buffers                                                                    */
+
+typedef struct {
+    char *data;
+    Py_ssize_t size;     /* bytes used */
+    Py_ssize_t capacity; /* bytes allocated */
+} Buffer;
+
+static int
+buffer_reserve(Buffer *b, Py_ssize_t more)
+{
+    if (b->size + more <= b->capacity) {
+        return 0;
+    }
+    Py_ssize_t capacity = b->capacity ? b->capacity : 4096;
+    while (capacity < b->size + more) {
+        capacity *= 2;
+    }
+    char *data = PyMem_Realloc(b->data, (size_t)capacity);
+    if (data == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    b->data = data;
+    b->capacity = capacity;
+    return 0;
+}
+
+#define PUSH(buffer, type, value)                                                              \
+    do {                                                                                       \
+        if (buffer_reserve(&(buffer), (Py_ssize_t)sizeof(type)) < 0) {                         \
+            goto error;                                                                        \
+        }                                                                                      \
+        *(type *)((buffer).data + (buffer).size) = (type)(value);                              \
+        (buffer).size += (Py_ssize_t)sizeof(type);                                             \
+    } while (0)
+
+/* ------------------------------------------------------------------------------------------ */
+/* Values of the fields that are read                                                         */
+
+enum { ABSENT = 0, IS_NULL, IS_INT, IS_FLOAT, IS_STR };
+
+typedef struct {
+    int kind;
+    int64_t i;      /* IS_INT */
+    double d;       /* IS_INT and IS_FLOAT: the value as a double */
+    const char *s;  /* IS_STR: the bytes between the quotes (no escapes); IS_INT: the literal */
+    Py_ssize_t n;
+} Value;
+
+/* A symbol-valued field of a kept event, held until the whole batch is known to be valid. */
+typedef struct {
+    Value cat, name, pid, tid;
+} Symbols;
+
+/* A cursor over the batch. `fail` set means "not ours: let msgspec decide". */
+typedef struct {
+    const unsigned char *p;
+    const unsigned char *end;
+} Cursor;
+
+static inline void
+skip_ws(Cursor *c)
+{
+    /* One test per byte for the usual non-space, JSON's four whitespace bytes after it. */
+    while (c->p < c->end && *c->p <= ' ' &&
+           (*c->p == ' ' || *c->p == '\n' || *c->p == '\r' || *c->p == '\t')) {
+        c->p++;
+    }
+}
+
+static inline int
+is_digit(unsigned char ch)
+{
+    return ch >= '0' && ch <= '9';
+}
+
+static inline int
+hex_value(unsigned char ch)
+{
+    if (ch >= '0' && ch <= '9') return ch - '0';
+    if (ch >= 'a' && ch <= 'f') return ch - 'a' + 10;
+    if (ch >= 'A' && ch <= 'F') return ch - 'A' + 10;
+    return -1;
+}
+
+/* The code unit of the `\\uXXXX` escape at `p`, or -1 when it is not one. */
+static int
+hex_unit(const unsigned char *p, const unsigned char *end)
+{
+    if (end - p < 6) {
+        return -1;
+    }
+    int unit = 0;
+    for (int i = 2; i < 6; i++) {
+        int digit = hex_value(p[i]);
+        if (digit < 0) {
+            return -1;
+        }
+        unit = unit << 4 | digit;
+    }
+    return unit;
+}
+
+/* A string starting at the opening quote. Sets `*start`/`*len` to its raw bytes and
+   `*escaped` when it holds a backslash. Returns 0, or -1 when it is not a valid JSON string
+   (unterminated, a control character, a bad escape). Bytes >= 0x80 were checked as UTF-8 by the
+   reader (load_fast._Source). */
+static int
+scan_string(Cursor *c, const unsigned char **start, Py_ssize_t *len, int *escaped)
+{
+    const unsigned char *p = c->p + 1;
+    const unsigned char *end = c->end;
+    *escaped = 0;
+    *start = p;
+    for (;;) {
+#if PY_LITTLE_ENDIAN
+        /* Eight bytes at a time up to the first special one: a byte < 0x20, '"' or '\\'. Each
+           test flags a special byte's high bit, and a flag above a special byte may be false
+           (a borrow), never one below it: the lowest flag is the first special byte. */
+        while (end - p >= 8) {
+            uint64_t w;
+            memcpy(&w, p, 8);
+            const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+            uint64_t quote = w ^ (ones * '"'), slash = w ^ (ones * '\\');
+            uint64_t hit = (((w - ones * 0x20) & ~w) | ((quote - ones) & ~quote) |
+                            ((slash - ones) & ~slash)) &
+                           highs;
+            if (hit) {
+                p += __builtin_ctzll(hit) >> 3;
+                goto special;
+            }
+            p += 8;
+        }
+#endif
+        while (p < end && *p >= 0x20 && *p != '"' && *p != '\\') {
+            p++;
+        }
+        if (p >= end) {
+            return -1;
+        }
+#if PY_LITTLE_ENDIAN
+    special:;
+#endif
+        unsigned char ch = *p;
+        if (ch == '"') {
+            *len = p - *start;
+            c->p = p + 1;
+            return 0;
+        }
+        if (ch < 0x20) {
+            return -1;
+        }
+        if (ch == '\\') {
+            *escaped = 1;
+            if (end - p < 2) {
+                return -1;
+            }
+            unsigned char e = p[1];
+            if (e == 'u') {
+                /* A surrogate must be a high one followed by a low one: msgspec refuses a lone
+                   one even in a string it skips. */
+                int unit = hex_unit(p, end);
+                if (unit < 0 || (unit >= 0xDC00 && unit <= 0xDFFF)) {
+                    return -1;
+                }
+                p += 6;
+                if (unit >= 0xD800 && unit <= 0xDBFF) {
+                    if (end - p < 2 || p[0] != '\\' || p[1] != 'u') {
+                        return -1;
+                    }
+                    int low = hex_unit(p, end);
+                    if (low < 0xDC00 || low > 0xDFFF) {
+                        return -1;
+                    }
+                    p += 6;
+                }
+            }
+            else if (e == '"' || e == '\\' || e == '/' || e == 'b' || e == 'f' || e == 'n' ||
+                     e == 'r' || e == 't') {
+                p += 2;
+            }
+            else {
+                return -1;
+            }
+            continue;
+        }
+        p++;
+    }
+}
+
+/* Powers of ten exactly representable as doubles (Clinger's fast path). */
+static const double exact_pow10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
+                                     1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+                                     1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+
+static const uint64_t pow10_u64[] = {1ULL,
+                                     10ULL,
+                                     100ULL,
+                                     1000ULL,
+                                     10000ULL,
+                                     100000ULL,
+                                     1000000ULL,
+                                     10000000ULL,
+                                     100000000ULL,
+                                     1000000000ULL,
+                                     10000000000ULL,
+                                     100000000000ULL,
+                                     1000000000000ULL,
+                                     10000000000000ULL,
+                                     100000000000000ULL,
+                                     1000000000000000ULL,
+                                     10000000000000000ULL,
+                                     100000000000000000ULL,
+                                     1000000000000000000ULL,
+                                     10000000000000000000ULL};
+
+static inline int
+bit_length(uint64_t x)
+{
+    return x ? 64 - __builtin_clzll(x) : 0;
+}
+
+/* m / 10^k correctly rounded (round half to even), for 0 < m < 2^64 and 0 <= k <= 19: a 64-bit
+   quotient of m * 2^s / 10^k with its top bit set, plus a sticky bit for the remainder, rounded
+   to 53 bits. The result is between 2^-64 and 2^64, far from subnormals and overflow. */
+static double
+divide_pow10(uint64_t m, int k)
+{
+    uint64_t d = pow10_u64[k];
+    int s = 63 + bit_length(d) - bit_length(m);
+    if (s < 0) {
+        s = 0;
+    }
+    unsigned __int128 n, q;
+    for (;;) {
+        n = (unsigned __int128)m << s;
+        q = n / d;
+        if (q >> 64) {
+            s--;
+        }
+        else if (!(q >> 63)) {
+            s++;
+        }
+        else {
+            break;
+        }
+    }
+    int sticky = (n % d) != 0;
+    uint64_t q64 = (uint64_t)q;
+    uint64_t mantissa = q64 >> 11;
+    uint64_t low = q64 & 0x7FF;
+    if (low > 0x400 || (low == 0x400 && (sticky || (mantissa & 1)))) {
+        mantissa++; /* 2^53 at most: still exact as a double */
+    }
+    return ldexp((double)mantissa, 11 - s);
+}
+
+/* A JSON number at the cursor. Sets `v` to IS_INT (fits int64) or IS_FLOAT (its double computed
+   only when `convert`). Returns 0, -1 for text that is not a JSON number, -2 for one we do not
+   read (an integer beyond int64, a float beyond the double range): both mean "let msgspec
+   decide", and the cursor is past the number unless -1. */
+static int
+scan_number(Cursor *c, Value *v, int convert)
+{
+    const unsigned char *p = c->p, *end = c->end, *start = c->p;
+    int negative = 0;
+    if (p < end && *p == '-') {
+        negative = 1;
+        p++;
+    }
+    if (p >= end || !is_digit(*p)) {
+        return -1;
+    }
+    /* Digits of the integer part and the fraction, as one integer `m` (up to 19 of them). */
+    uint64_t m = 0;
+    int digits = 0;          /* significant digits in m (leading zeros not counted) */
+    int dropped = 0;         /* significant digits beyond the 19 that m holds */
+    int fraction_digits = 0; /* digits after the point that are in m */
+    if (*p == '0') {
+        p++;
+        if (p < end && is_digit(*p)) {
+            return -1; /* a leading zero */
+        }
+    }
+    else {
+        while (p < end && is_digit(*p)) {
+            if (digits < 19) {
+                m = m * 10 + (uint64_t)(*p - '0');
+                digits++;
+            }
+            else {
+                dropped++;
+            }
+            p++;
+        }
+    }
+    int is_float = 0;
+    if (p < end && *p == '.') {
+        is_float = 1;
+        p++;
+        if (p >= end || !is_digit(*p)) {
+            return -1;
+        }
+        while (p < end && is_digit(*p)) {
+            if (digits < 19 && !dropped) {
+                if (m || *p != '0') {
+                    digits++;
+                }
+                m = m * 10 + (uint64_t)(*p - '0');
+                fraction_digits++;
+            }
+            else {
+                dropped++;
+            }
+            p++;
+        }
+    }
+    int exponent = 0, exponent_digits = 0;
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        is_float = 1;
+        p++;
+        int exponent_negative = 0;
+        if (p < end && (*p == '+' || *p == '-')) {
+            exponent_negative = *p == '-';
+            p++;
+        }
+        if (p >= end || !is_digit(*p)) {
+            return -1;
+        }
+        while (p < end && is_digit(*p)) {
+            if (exponent_digits < 6) {
+                exponent = exponent * 10 + (*p - '0');
+            }
+            exponent_digits++;
+            p++;
+        }
+        if (exponent_negative) {
+            exponent = -exponent;
+        }
+    }
+    c->p = p;
+    v->s = (const char *)start;
+    v->n = p - start;
+    if (!is_float) {
+        /* 19 digits may still exceed int64; 20 or more always do. */
+        if (dropped || (m > (uint64_t)INT64_MAX + (uint64_t)negative)) {
+            return -2;
+        }
+        v->kind = IS_INT;
+        v->i = negative ? (int64_t)(0 - m) : (int64_t)m;
+        v->d = (double)v->i;
+        return 0;
+    }
+    v->kind = IS_FLOAT;
+    if (!convert) {
+        return 0;
+    }
+    double d;
+    int e10 = exponent - fraction_digits;
+    if (m == 0 && !dropped) {
+        d = 0.0;
+    }
+    else if (!dropped && exponent_digits <= 4 && m <= (1ULL << 53) && e10 >= -22 && e10 <= 22) {
+        d = e10 < 0 ? (double)m / exact_pow10[-e10] : (double)m * exact_pow10[e10];
+    }
+    else if (!dropped && exponent_digits <= 4 && e10 < 0 && e10 >= -19) {
+        d = divide_pow10(m, -e10);
+    }
+    else {
+        char text[MAX_FLOAT_TEXT];
+        if (v->n >= MAX_FLOAT_TEXT) {
+            return -2;
+        }
+        memcpy(text, start + negative, (size_t)(v->n - negative));
+        text[v->n - negative] = '\0';
+        char *stop = NULL;
+        d = PyOS_string_to_double(text, &stop, NULL);
+        if (d == -1.0 && PyErr_Occurred()) {
+            PyErr_Clear();
+            return -2;
+        }
+        if (stop != text + (v->n - negative)) {
+            return -2;
+        }
+    }
+    if (!isfinite(d)) {
+        return -2;
+    }
+    v->d = negative ? -d : d;
+    return 0;
+}
+
+/* A member's key and its colon, the cursor then at the value. Returns 0 or -1. */
+static inline int
+read_key(Cursor *c, const unsigned char **key, Py_ssize_t *len, int *escaped)
+{
+    if (c->p >= c->end || *c->p != '"' || scan_string(c, key, len, escaped) < 0) {
+        return -1;
+    }
+    skip_ws(c);
+    if (c->p >= c->end || *c->p != ':') {
+        return -1;
+    }
+    c->p++;
+    skip_ws(c);
+    return 0;
+}
+
+/* After a member or element: 1 past a `,` (another follows), 0 past `close`, -1 otherwise. */
+static inline int
+next_item(Cursor *c, unsigned char close)
+{
+    skip_ws(c);
+    if (c->p >= c->end) {
+        return -1;
+    }
+    if (*c->p == ',') {
+        c->p++;
+        skip_ws(c);
+        return 1;
+    }
+    if (*c->p == close) {
+        c->p++;
+        return 0;
+    }
+    return -1;
+}
+
+/* Skip one JSON value of any kind, checking it is valid. Returns 0 or -1. */
+static int
+skip_value(Cursor *c, int depth)
+{
+    if (c->p >= c->end) {
+        return -1;
+    }
+    unsigned char ch = *c->p;
+    const unsigned char *s;
+    Py_ssize_t n;
+    int escaped;
+    if (ch == '"') {
+        return scan_string(c, &s, &n, &escaped);
+    }
+    if (ch == '{' || ch == '[') {
+        if (depth >= MAX_DEPTH) {
+            return -1;
+        }
+        unsigned char close = ch == '{' ? '}' : ']';
+        c->p++;
+        skip_ws(c);
+        if (c->p < c->end && *c->p == close) {
+            c->p++;
+            return 0;
+        }
+        for (;;) {
+            int more;
+            if ((ch == '{' && read_key(c, &s, &n, &escaped) < 0) || skip_value(c, depth + 1) < 0 ||
+                (more = next_item(c, close)) < 0) {
+                return -1;
+            }
+            if (!more) {
+                return 0;
+            }
+        }
+    }
+    if (ch == 't' && c->end - c->p >= 4 && memcmp(c->p, "true", 4) == 0) {
+        c->p += 4;
+        return 0;
+    }
+    if (ch == 'f' && c->end - c->p >= 5 && memcmp(c->p, "false", 5) == 0) {
+        c->p += 5;
+        return 0;
+    }
+    if (ch == 'n' && c->end - c->p >= 4 && memcmp(c->p, "null", 4) == 0) {
+        c->p += 4;
+        return 0;
+    }
+    Value v;
+    /* A number we would not read as a field is still a valid JSON number here. */
+    return scan_number(c, &v, 0) == -1 ? -1 : 0;
+}
+
+/* Accepted types of a read field (bits). */
+#define T_NULL 1
+#define T_INT 2
+#define T_FLOAT 4
+#define T_STR 8
+
+/* Read one field's value of the accepted types into `v`. Returns 0, or -1 (not ours). */
+static int
+read_value(Cursor *c, int types, Value *v)
+{
+    int ch = c->p < c->end ? *c->p : -1;
+    if (ch == '"') {
+        const unsigned char *text;
+        int escaped;
+        if (!(types & T_STR) || scan_string(c, &text, &v->n, &escaped) < 0 || escaped) {
+            return -1;
+        }
+        v->kind = IS_STR;
+        v->s = (const char *)text;
+        return 0;
+    }
+    if (ch == 'n') {
+        if (!(types & T_NULL) || c->end - c->p < 4 || memcmp(c->p, "null", 4) != 0) {
+            return -1;
+        }
+        c->p += 4;
+        v->kind = IS_NULL;
+        return 0;
+    }
+    if (ch == '-' || is_digit(ch)) {
+        if (scan_number(c, v, 1) < 0) {
+            return -1;
+        }
+        if (v->kind == IS_INT ? !(types & T_INT) : !(types & T_FLOAT)) {
+            return -1;
+        }
+        return 0;
+    }
+    return -1; /* a bool, an object or an array where the struct has none */
+}
+
+static inline int
+key_is(const unsigned char *s, Py_ssize_t n, const char *key, Py_ssize_t key_len)
+{
+    return n == key_len && memcmp(s, key, (size_t)key_len) == 0;
+}
+#define KEY_IS(s, n, literal) key_is((s), (n), literal, (Py_ssize_t)sizeof(literal) - 1)
+
+/* The `args` of an event (load_fast._Args). */
+typedef struct {
+    int present;
+    Value stream, correlation, bandwidth, nbytes, external_id, external_id_2021;
+    Value device_type, device_id, total_allocated;
+} Args;
+
+/* One event (load_fast._Event). */
+typedef struct {
+    Value cat, name, pid, tid, ts, dur;
+    Args args;
+} Event;
+
+/* What a key of an object is to us: a value to read with the types the struct accepts, the
+   event's `args` (an object), or neither (skipped, checked as JSON). */
+typedef struct {
+    Value *value;
+    int types;
+    Args *args;
+} Field;
+
+static Field
+args_field(void *target, const unsigned char *k, Py_ssize_t n)
+{
+    Args *a = target;
+    Field f = {NULL, 0, NULL};
+    if (KEY_IS(k, n, "stream")) {
+        f.value = &a->stream, f.types = T_INT;
+    }
+    else if (KEY_IS(k, n, "correlation")) {
+        f.value = &a->correlation, f.types = T_INT;
+    }
+    else if (KEY_IS(k, n, "memory bandwidth (GB/s)")) {
+        f.value = &a->bandwidth, f.types = T_INT | T_FLOAT;
+    }
+    else if (KEY_IS(k, n, "bytes")) {
+        f.value = &a->nbytes, f.types = T_INT;
+    }
+    else if (KEY_IS(k, n, "External id")) {
+        f.value = &a->external_id, f.types = T_INT | T_NULL;
+    }
+    else if (KEY_IS(k, n, "external id")) {
+        f.value = &a->external_id_2021, f.types = T_INT | T_NULL;
+    }
+    else if (KEY_IS(k, n, "Device Type")) {
+        f.value = &a->device_type, f.types = T_INT | T_NULL;
+    }
+    else if (KEY_IS(k, n, "Device Id")) {
+        f.value = &a->device_id, f.types = T_INT | T_NULL;
+    }
+    else if (KEY_IS(k, n, "Total Allocated")) {
+        f.value = &a->total_allocated, f.types = T_INT | T_FLOAT | T_NULL;
+    }
+    return f;
+}
+
+static Field
+event_field(void *target, const unsigned char *k, Py_ssize_t n)
+{
+    Event *e = target;
+    Field f = {NULL, 0, NULL};
+    if (KEY_IS(k, n, "ts")) {
+        f.value = &e->ts, f.types = T_INT | T_FLOAT | T_NULL;
+    }
+    else if (KEY_IS(k, n, "dur")) {
+        f.value = &e->dur, f.types = T_INT | T_FLOAT | T_NULL;
+    }
+    else if (KEY_IS(k, n, "cat")) {
+        f.value = &e->cat, f.types = T_STR | T_NULL;
+    }
+    else if (KEY_IS(k, n, "name")) {
+        f.value = &e->name, f.types = T_STR | T_NULL;
+    }
+    else if (KEY_IS(k, n, "pid")) {
+        f.value = &e->pid, f.types = T_INT | T_STR | T_NULL;
+    }
+    else if (KEY_IS(k, n, "tid")) {
+        f.value = &e->tid, f.types = T_INT | T_STR | T_NULL;
+    }
+    else if (KEY_IS(k, n, "args")) {
+        f.args = &e->args;
+    }
+    return f;
+}
+
+/* Every field absent. Only the kinds: a memset of the whole struct per event was a tenth of the
+   pass. */
+static inline void
+clear_args(Args *a)
+{
+    a->stream.kind = a->correlation.kind = a->bandwidth.kind = a->nbytes.kind = ABSENT;
+    a->external_id.kind = a->external_id_2021.kind = ABSENT;
+    a->device_type.kind = a->device_id.kind = a->total_allocated.kind = ABSENT;
+    a->present = 0;
+}
+
+static int read_args(Cursor *c, Args *a);
+
+/* The members of the object at the cursor (`{`), each key we read at most once, its value of a
+   type the struct accepts; other keys' values skipped at `depth`. Returns 0 or -1. */
+static inline int
+read_members(Cursor *c, Field (*field_of)(void *, const unsigned char *, Py_ssize_t),
+             void *target, int depth)
+{
+    if (c->p >= c->end || *c->p != '{') {
+        return -1;
+    }
+    c->p++;
+    skip_ws(c);
+    if (c->p < c->end && *c->p == '}') {
+        c->p++;
+        return 0;
+    }
+    for (;;) {
+        const unsigned char *k;
+        Py_ssize_t n;
+        int escaped, more;
+        if (read_key(c, &k, &n, &escaped) < 0 || escaped) {
+            return -1;
+        }
+        Field f = field_of(target, k, n);
+        if (f.value != NULL) {
+            if (f.value->kind != ABSENT || read_value(c, f.types, f.value) < 0) {
+                return -1;
+            }
+        }
+        else if (f.args != NULL) {
+            /* An object; `null` has no place in the struct. */
+            if (f.args->present || read_args(c, f.args) < 0) {
+                return -1;
+            }
+        }
+        else if (skip_value(c, depth) < 0) {
+            return -1;
+        }
+        if ((more = next_item(c, '}')) <= 0) {
+            return more;
+        }
+    }
+}
+
+static int
+read_args(Cursor *c, Args *a)
+{
+    a->present = 1;
+    return read_members(c, args_field, a, 2);
+}
+
+static int
+read_event(Cursor *c, Event *e)
+{
+    e->cat.kind = e->name.kind = e->pid.kind = e->tid.kind = e->ts.kind = e->dur.kind = ABSENT;
+    clear_args(&e->args);
+    return read_members(c, event_field, e, 1);
+}
+
+static inline int
+present(const Value *v)
+{
+    return v->kind == IS_INT || v->kind == IS_FLOAT || v->kind == IS_STR;
+}
+
+static inline int64_t
+int_or(const Value *v, int64_t absent)
+{
+    return v->kind == IS_INT ? v->i : absent;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Symbols: a value's id in the file's SymbolTable (columns.SymbolTable), which interns a value
+   on its first look-up. A per-call cache keyed by the value's bytes saves making a Python object
+   for values seen before in the batch. */
+
+typedef struct {
+    const char *s;
+    Py_ssize_t n;
+    int kind;
+    int32_t id;
+} CacheSlot;
+
+/* Cheap: the length and the first and last eight bytes (the slot's bytes are compared anyway). */
+static uint64_t
+hash_bytes(const char *s, Py_ssize_t n, int kind)
+{
+    uint64_t first = 0, last = 0;
+    if (n >= 8) {
+        memcpy(&first, s, 8);
+        memcpy(&last, s + n - 8, 8);
+    }
+    else {
+        memcpy(&first, s, (size_t)n);
+    }
+    uint64_t h = ((uint64_t)n << 3 | (uint64_t)kind) * 0x9E3779B97F4A7C15ULL;
+    h ^= first * 0xC2B2AE3D27D4EB4FULL;
+    h ^= (last ^ (h >> 29)) * 0x165667B19E3779F9ULL;
+    return h ^ (h >> 32);
+}
+
+/* The id of `v` (-1 for absent or null, as SymbolTable[None]); -2 with an exception set. */
+static int32_t
+symbol_id(PyObject *table, const Value *v, CacheSlot *cache)
+{
+    if (v->kind != IS_STR && v->kind != IS_INT) {
+        return -1;
+    }
+    uint64_t h = hash_bytes(v->s, v->n, v->kind);
+    CacheSlot *slot = NULL;
+    for (int probe = 0; probe < 8; probe++) {
+        CacheSlot *candidate = &cache[(h + (uint64_t)probe) & (CACHE_SLOTS - 1)];
+        if (candidate->s == NULL) {
+            slot = candidate;
+            break;
+        }
+        if (candidate->kind == v->kind && candidate->n == v->n &&
+            memcmp(candidate->s, v->s, (size_t)v->n) == 0) {
+            return candidate->id;
+        }
+    }
+    PyObject *key = v->kind == IS_STR ? PyUnicode_DecodeUTF8(v->s, v->n, "strict")
+                                      : PyLong_FromLongLong(v->i);
+    if (key == NULL) {
+        return -2;
+    }
+    PyObject *found = PyObject_GetItem(table, key); /* SymbolTable.__missing__ interns */
+    Py_DECREF(key);
+    if (found == NULL) {
+        return -2;
+    }
+    long id = PyLong_AsLong(found);
+    Py_DECREF(found);
+    if (id == -1 && PyErr_Occurred()) {
+        return -2;
+    }
+    if (id < -1 || id > INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "symbol id out of int32 range");
+        return -2;
+    }
+    if (slot != NULL) {
+        slot->s = v->s;
+        slot->n = v->n;
+        slot->kind = v->kind;
+        slot->id = (int32_t)id;
+    }
+    return (int32_t)id;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+
+enum {
+    COL_INDEX, COL_CAT, COL_NAME, COL_PID, COL_TID, COL_TS, COL_DUR, COL_STREAM, COL_CORRELATION,
+    COL_BW, COL_NBYTES, COL_EXT, COL_MEM_TS, COL_MEM_TYPE, COL_MEM_DEV, COL_MEM_TOTAL, N_COLUMNS
+};
+
+static const char *const column_names[N_COLUMNS] = {
+    "index", "cat", "name", "pid", "tid", "ts", "dur", "stream", "correlation", "bw", "nbytes",
+    "ext", "mem_ts", "mem_type", "mem_dev", "mem_total",
+};
+
+PyDoc_STRVAR(decode_events_doc,
+"decode_events(text, base, symbols, /)\n--\n\n"
+"Columns of one JSON array of Kineto events (a bytes-like object), by load_fast._reduce's rules:\n"
+"a tuple (events, ts_has_float, ts_all_present, columns), `columns` a dict of column name to a\n"
+"bytearray of native int32/int64/float64 values (only columns that got values), `index` counted\n"
+"from `base`; symbols are looked up (and interned) in `symbols`. None when the text is not\n"
+"strict JSON of the shapes load_fast.py's structs describe: msgspec then decides.");
+
+static PyObject *
+decode_events(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "decode_events(text, base, symbols)");
+        return NULL;
+    }
+    long long base = PyLong_AsLongLong(args[1]);
+    if (base == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    PyObject *table = args[2];
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    Buffer columns[N_COLUMNS];
+    memset(columns, 0, sizeof(columns));
+    Buffer kept = {0};  /* Symbols of kept events, resolved once the text is known valid */
+    CacheSlot *cache = NULL;
+    PyObject *result = NULL, *dict = NULL;
+    int ts_has_float = 0, ts_all_present = 1;
+    Py_ssize_t events = 0;
+
+    Cursor c = {(const unsigned char *)view.buf, (const unsigned char *)view.buf + view.len};
+    Event e;
+    skip_ws(&c);
+    if (c.p >= c.end || *c.p != '[') {
+        goto not_ours;
+    }
+    c.p++;
+    skip_ws(&c);
+    if (c.p < c.end && *c.p == ']') {
+        c.p++;
+    }
+    else {
+        for (;;) {
+            if (read_event(&c, &e) < 0) {
+                goto not_ours;
+            }
+            /* load_fast._reduce: every event's ts decides the flags. */
+            if (e.ts.kind == IS_FLOAT) {
+                ts_has_float = 1;
+            }
+            else if (!present(&e.ts)) {
+                ts_all_present = 0;
+            }
+            int timed = present(&e.ts) && present(&e.dur);
+            int has_cat = e.cat.kind == IS_STR &&
+                          !(e.cat.n == 5 && memcmp(e.cat.s, "Trace", 5) == 0);
+            if (timed && has_cat) {
+                Args *a = &e.args;
+                Symbols sym = {e.cat, e.name, e.pid, e.tid};
+                if (buffer_reserve(&kept, (Py_ssize_t)sizeof(Symbols)) < 0) {
+                    goto error;
+                }
+                memcpy(kept.data + kept.size, &sym, sizeof(Symbols));
+                kept.size += (Py_ssize_t)sizeof(Symbols);
+                PUSH(columns[COL_INDEX], int64_t, base + events);
+                PUSH(columns[COL_TS], double, e.ts.d);
+                PUSH(columns[COL_DUR], double, e.dur.d);
+                PUSH(columns[COL_STREAM], int64_t, int_or(&a->stream, -1));
+                PUSH(columns[COL_CORRELATION], int64_t, int_or(&a->correlation, -1));
+                PUSH(columns[COL_BW], double, present(&a->bandwidth) ? a->bandwidth.d : 0.0);
+                PUSH(columns[COL_NBYTES], int64_t, int_or(&a->nbytes, -1));
+                PUSH(columns[COL_EXT], int64_t,
+                     a->external_id.kind == IS_INT ? a->external_id.i
+                                                   : int_or(&a->external_id_2021, -1));
+            }
+            else if (e.name.kind == IS_STR && e.name.n == 8 &&
+                     memcmp(e.name.s, "[memory]", 8) == 0 && present(&e.ts) && e.args.present) {
+                Args *a = &e.args;
+                PUSH(columns[COL_MEM_TS], double, e.ts.d);
+                PUSH(columns[COL_MEM_TYPE], int64_t, int_or(&a->device_type, -1));
+                PUSH(columns[COL_MEM_DEV], int64_t, int_or(&a->device_id, -1));
+                PUSH(columns[COL_MEM_TOTAL], double,
+                     present(&a->total_allocated) ? a->total_allocated.d : Py_NAN);
+            }
+            events++;
+            int more = next_item(&c, ']');
+            if (more < 0) {
+                goto not_ours;
+            }
+            if (!more) {
+                break;
+            }
+        }
+    }
+    skip_ws(&c);
+    if (c.p != c.end) {
+        goto not_ours;
+    }
+
+    /* The text is valid and ours: now the symbol table may see the values, in event order and
+       cat/name/pid/tid within an event (the order load_fast._symbols interns them in). */
+    Py_ssize_t n_kept = kept.size / (Py_ssize_t)sizeof(Symbols);
+    if (n_kept) {
+        cache = PyMem_Calloc(CACHE_SLOTS, sizeof(CacheSlot));
+        if (cache == NULL) {
+            PyErr_NoMemory();
+            goto error;
+        }
+        for (int col = COL_CAT; col <= COL_TID; col++) {
+            if (buffer_reserve(&columns[col], n_kept * (Py_ssize_t)sizeof(int32_t)) < 0) {
+                goto error;
+            }
+        }
+        const Symbols *all = (const Symbols *)kept.data;
+        for (Py_ssize_t i = 0; i < n_kept; i++) {
+            const Value *fields[4] = {&all[i].cat, &all[i].name, &all[i].pid, &all[i].tid};
+            for (int f = 0; f < 4; f++) {
+                int32_t id = symbol_id(table, fields[f], cache);
+                if (id == -2) {
+                    goto error;
+                }
+                ((int32_t *)columns[COL_CAT + f].data)[i] = id;
+            }
+        }
+        for (int col = COL_CAT; col <= COL_TID; col++) {
+            columns[col].size = n_kept * (Py_ssize_t)sizeof(int32_t);
+        }
+    }
+
+    dict = PyDict_New();
+    if (dict == NULL) {
+        goto error;
+    }
+    for (int col = 0; col < N_COLUMNS; col++) {
+        if (!columns[col].size) {
+            continue;
+        }
+        PyObject *bytes = PyByteArray_FromStringAndSize(columns[col].data, columns[col].size);
+        if (bytes == NULL || PyDict_SetItemString(dict, column_names[col], bytes) < 0) {
+            Py_XDECREF(bytes);
+            goto error;
+        }
+        Py_DECREF(bytes);
+    }
+    result = Py_BuildValue("(nOOO)", events, ts_has_float ? Py_True : Py_False,
+                           ts_all_present ? Py_True : Py_False, dict);
+    goto done;
+
+not_ours:
+    result = Py_NewRef(Py_None);
+    goto done;
+error:
+    result = NULL;
+done:
+    Py_XDECREF(dict);
+    for (int col = 0; col < N_COLUMNS; col++) {
+        PyMem_Free(columns[col].data);
+    }
+    PyMem_Free(kept.data);
+    PyMem_Free(cache);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+PyDoc_STRVAR(find_doc,
+"find(data, needle, rare_at, /)\n--\n\n"
+"The first position of `needle` in the bytes-like `data`, or -1: `data.find(needle)`, found from\n"
+"the positions of the needle's byte at `rare_at` (memchr), which should be rare in the data.");
+
+/* HTA's `"rank":` in every chunk of a trace that has none (issue 19): bytes.find's skip rarely
+   fires on JSON, whose commonest bytes are the key's; its `k` is ~1 % of the bytes. */
+static PyObject *
+find(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "find(data, needle, rare_at)");
+        return NULL;
+    }
+    Py_ssize_t rare_at = PyLong_AsSsize_t(args[2]);
+    if (rare_at == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    Py_buffer data, needle;
+    if (PyObject_GetBuffer(args[0], &data, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    if (PyObject_GetBuffer(args[1], &needle, PyBUF_SIMPLE) < 0) {
+        PyBuffer_Release(&data);
+        return NULL;
+    }
+    Py_ssize_t found = -1;
+    if (rare_at < 0 || rare_at >= needle.len) {
+        PyErr_SetString(PyExc_ValueError, "rare_at must index the needle");
+        found = -2;
+    }
+    else if (needle.len <= data.len) {
+        const char *base = data.buf, *key = needle.buf;
+        const char rare = key[rare_at];
+        /* Candidates for the rare byte: from rare_at to where the needle still fits. */
+        const char *p = base + rare_at, *last = base + data.len - needle.len + rare_at;
+        while (p <= last && (p = memchr(p, rare, (size_t)(last - p + 1))) != NULL) {
+            if (memcmp(p - rare_at, key, (size_t)needle.len) == 0) {
+                found = p - rare_at - base;
+                break;
+            }
+            p++;
+        }
+    }
+    PyBuffer_Release(&needle);
+    PyBuffer_Release(&data);
+    return found == -2 ? NULL : PyLong_FromSsize_t(found);
+}
+
+static PyMethodDef module_methods[] = {
+    {"find", (PyCFunction)(void (*)(void))find, METH_FASTCALL, find_doc},
+    {"decode_events", (PyCFunction)(void (*)(void))decode_events, METH_FASTCALL,
+     decode_events_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef kineto_columns_module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "analyzers.traces._kineto_columns",
+    .m_doc = "The C fast path of the trace loader; see analyzers/traces/_kineto_columns.c.",
+    .m_size = -1,
+    .m_methods = module_methods,
+};
+
+PyMODINIT_FUNC
+PyInit__kineto_columns(void)
+{
+    return PyModule_Create(&kineto_columns_module);
+}
