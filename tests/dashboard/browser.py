@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -194,9 +195,9 @@ def dashboard_server(env: dict[str, str], timeout_s: float = 60.0) -> Iterator[s
             process.stderr.close()
 
 
-def tour(url: str, shots: Path) -> dict[str, str]:
-    """Fleet -> idlest job -> its trace, by clicking links, with a screenshot of each page and
-    the hosts page; returns each page's text."""
+def tour(url: str, shots: Path, trace_id: str = "stall-1/mi250") -> dict[str, str]:
+    """Fleet -> idlest job -> its trace (`trace_id`), by clicking links, with a screenshot of each
+    page and the hosts page; returns each page's text."""
     browser = Browser()
     texts: dict[str, str] = {}
     try:
@@ -204,12 +205,10 @@ def tour(url: str, shots: Path) -> dict[str, str]:
         texts["fleet"] = browser.wait_for_text("Idlest jobs", "GPU-h", "job stall-1")
         browser.screenshot(shots / "fleet.png")
         browser.click_link("job_id=stall-1")
-        texts["job"] = browser.wait_for_text("Job stall-1", "Findings", "trace stall-1/mi250")
+        texts["job"] = browser.wait_for_text("Job stall-1", "Findings", f"trace {trace_id}")
         browser.screenshot(shots / "job.png")
-        browser.click_link("trace_id=stall-1")
-        texts["trace"] = browser.wait_for_text(
-            "Trace stall-1/mi250", "GPU busy span", "Top kernels"
-        )
+        browser.click_link("trace_id=" + urllib.parse.quote(trace_id, safe=""))
+        texts["trace"] = browser.wait_for_text(f"Trace {trace_id}", "GPU busy span", "Top kernels")
         browser.screenshot(shots / "trace.png")
         browser.navigate(url + "/jobs")
         texts["jobs"] = browser.wait_for_text("Search job id", "stall-1")
@@ -223,11 +222,15 @@ def tour(url: str, shots: Path) -> dict[str, str]:
 
 
 if __name__ == "__main__":
-    from tests.dashboard.conftest import build_warehouse
+    from tests.dashboard.conftest import build_warehouse, upload_trace
 
     out = Path(sys.argv[1] if len(sys.argv) > 1 else "docs/screenshots")
     with tempfile.TemporaryDirectory() as tmp:
         built = build_warehouse(Path(tmp))
+        # The docs show the trace as a user gets it: requested, uploaded and analysed once by the
+        # server (the tests' fixture drops a file in the folder, which the page analyses itself).
+        shutil.rmtree(built.data_dir / "traces" / "stall-1")
+        uploaded = upload_trace(built)
         with dashboard_server(built.env) as base:
-            tour(base, out)
+            tour(base, out, uploaded)
     print(f"screenshots in {out}")

@@ -115,6 +115,30 @@ def write_catalog(engine: Engine, data_dir: Path) -> None:
     shutil.copy(TRACE, traces / "mi250.json.gz")
 
 
+def upload_trace(built: Warehouse) -> str:
+    """stall-1's trace uploaded through the profiling service and analysed by the server's hook,
+    exactly as `fleetscope server` does (the worker thread aside: the hook is called here);
+    returns its trace id."""
+    from types import SimpleNamespace
+
+    from analyzers.traces import service as trace_service
+    from fleetscope.settings import load_settings
+    from warehouse.agent_registry import ReportedProcess
+    from warehouse.profiling_service import ProfilingConfig, ProfilingService
+
+    settings = load_settings(env=built.env)
+    engine = connect(f"sqlite:///{built.data_dir / 'catalog.sqlite'}")
+    service = ProfilingService(engine, ProfilingConfig.from_settings(settings))
+    request_id = service.create("stall-1", steps=2)
+    service.poll("e2", [ReportedProcess(9, "stall-1", 0)])
+    upload = service.receive_trace(request_id, "e2", 9, 0, TRACE.read_bytes())
+    trace_service.analyze_upload(SimpleNamespace(profiling=service), upload)
+    described = service.describe(request_id)
+    assert described["state"] == "done", described
+    engine.dispose()
+    return str(upload.trace_id)
+
+
 @pytest.fixture(scope="session")
 def warehouse(tmp_path_factory: pytest.TempPathFactory) -> Warehouse:
     return build_warehouse(tmp_path_factory.mktemp("fleet"))

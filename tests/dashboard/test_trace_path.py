@@ -5,22 +5,18 @@ upload is drawn from the stored analysis, never analysed again unless the HTA to
 from __future__ import annotations
 
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 from sqlalchemy import delete
 
-from analyzers.traces import service as trace_service
 from dashboard import actions, trace_report
 from fleetscope.errors import NotFoundError
 from fleetscope.settings import load_settings
-from tests.dashboard.conftest import TRACE, Warehouse, build_warehouse
+from tests.dashboard.conftest import Warehouse, build_warehouse, upload_trace
 from tests.dashboard.test_dashboard_pages import _app, _finding_rules, _metrics
-from warehouse.agent_registry import ReportedProcess
 from warehouse.catalog import connect
 from warehouse.catalog.fleet import jobs
 from warehouse.catalog.profiling import list_profile_requests
-from warehouse.profiling_service import ProfilingConfig, ProfilingService
 
 TRACE_ID = "req1-e2-pid9"
 
@@ -45,17 +41,8 @@ def _requests(data_dir: Path) -> list[tuple[str, str]]:
 
 @pytest.fixture
 def uploaded(own_warehouse: Warehouse) -> Warehouse:
-    """stall-1's trace uploaded through the profiling service and analysed by the server's hook,
-    exactly as `fleetscope server` does (the worker thread aside: the hook is called here)."""
-    settings = load_settings(env=own_warehouse.env)
-    engine = connect(f"sqlite:///{own_warehouse.data_dir / 'catalog.sqlite'}")
-    service = ProfilingService(engine, ProfilingConfig.from_settings(settings))
-    request_id = service.create("stall-1", steps=2)
-    service.poll("e2", [ReportedProcess(9, "stall-1", 0)])
-    upload = service.receive_trace(request_id, "e2", 9, 0, TRACE.read_bytes())
-    trace_service.analyze_upload(SimpleNamespace(profiling=service), upload)
-    assert service.describe(request_id)["state"] == "done"
-    engine.dispose()
+    """stall-1's trace uploaded through the profiling service and analysed by the server's hook."""
+    assert upload_trace(own_warehouse) == TRACE_ID
     return own_warehouse
 
 
