@@ -38,9 +38,11 @@ bench: $(STAMP)
 bench-quick: $(STAMP)
 	$(BIN)/python -m bench.quick
 
-## make fuzz: the long mutation-fuzz run against a real server (FUZZ_CASES, FUZZ_SEED to change it).
+## make fuzz: the long mutation-fuzz runs: a real server's bodies, then the trace loader's C pass
+## (FUZZ_CASES, FUZZ_SEED to change them).
 fuzz: $(STAMP)
 	$(BIN)/python -m bench.fuzz --cases $${FUZZ_CASES:-20000} $${FUZZ_SEED:+--seed $$FUZZ_SEED}
+	$(BIN)/python -m bench.fuzz_traces --cases $${FUZZ_CASES:-20000} $${FUZZ_SEED:+--seed $$FUZZ_SEED}
 
 docs: $(STAMP)
 	COLUMNS=100 $(BIN)/python -m app.docgen docs
