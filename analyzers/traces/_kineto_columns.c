@@ -143,7 +143,7 @@ hex_unit(const unsigned char *p, const unsigned char *end)
 /* A string starting at the opening quote. Sets `*start`/`*len` to its raw bytes and
    `*escaped` when it holds a backslash. Returns 0, or -1 when it is not a valid JSON string
    (unterminated, a control character, a bad escape). Bytes >= 0x80 were checked as UTF-8 by the
-   reader (load_fast._Source). */
+   reader (trace_text.TextSource). */
 static int
 scan_string(Cursor *c, const unsigned char **start, Py_ssize_t *len, int *escaped)
 {

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from analyzers.traces import load, load_fast
+from analyzers.traces import load, trace_text
 from analyzers.traces.load import load_raw_trace
 from fleetscope.errors import CorruptTraceError
 from tests.analyzers.traces.test_traces_load_fast import differences, fast_only
@@ -21,7 +21,7 @@ GOLDEN = [f for d in ALL_TRACES for f in sorted(d.glob("*.gz"))]
 def test_zlib_ng_is_the_inflater_where_the_server_extra_is_installed() -> None:
     from zlib_ng import gzip_ng
 
-    assert load_fast._open_gzip is gzip_ng.open
+    assert trace_text._open_gzip is gzip_ng.open
 
 
 @pytest.mark.parametrize("trace_file", GOLDEN, ids=lambda p: p.parent.name)
@@ -29,7 +29,7 @@ def test_stdlib_gzip_reads_the_same_columns(
     trace_file: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with_zlib_ng = fast_only(trace_file)
-    monkeypatch.setattr(load_fast, "_open_gzip", gzip.GzipFile)
+    monkeypatch.setattr(trace_text, "_open_gzip", gzip.GzipFile)
     with_stdlib = fast_only(trace_file)
     assert differences(with_zlib_ng, with_stdlib) == []
 
@@ -39,7 +39,7 @@ def test_a_corrupt_stream_is_named_by_the_stdlib_path(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, inflater: str
 ) -> None:
     if inflater == "stdlib":
-        monkeypatch.setattr(load_fast, "_open_gzip", gzip.GzipFile)
+        monkeypatch.setattr(trace_text, "_open_gzip", gzip.GzipFile)
     good = gzip.compress(b'{"traceEvents": [' + b'{"ph": "X"},' * 2000 + b"{}]}")
     bad = bytearray(good)
     bad[len(bad) // 2] ^= 0xFF  # a flipped byte in the deflate stream

@@ -122,14 +122,14 @@ def test_the_console_script_prints_everything_and_exits_zero(tmp_path: Path) -> 
 def test_the_rank_key_is_found_where_bytes_find_it(
     search: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The memchr (C extension) and numpy searches for HTA's `"rank":` (load_fast) answer as
+    """The memchr (C extension) and numpy searches for HTA's `"rank":` (trace_text) answer as
     `in` does, borders included."""
-    from analyzers.traces import load_fast
-    from analyzers.traces.load_fast import _RANK_KEY, _holds_rank_key
+    from analyzers.traces import trace_text
+    from analyzers.traces.trace_text import _RANK_KEY, holds_rank_key
 
     if search == "numpy":
-        monkeypatch.setattr(load_fast, "_find", None)
-    elif load_fast._find is None:
+        monkeypatch.setattr(trace_text, "_find", None)
+    elif trace_text._find is None:
         pytest.skip("the C extension analyzers/traces/_kineto_columns.c is not built here")
 
     rng = np.random.default_rng(7)
@@ -137,7 +137,7 @@ def test_the_rank_key_is_found_where_bytes_find_it(
     texts = [b"", b'"rank":', b'x"rank":', b'"rank":x', b'"rank"', b'rank":', b'"rank";']
     texts += [rng.choice(alphabet, int(rng.integers(0, 16))).tobytes() for _ in range(20000)]
     for text in texts:
-        assert _holds_rank_key(text) == (_RANK_KEY in text), text
+        assert holds_rank_key(text) == (_RANK_KEY in text), text
 
 
 _time = st.one_of(

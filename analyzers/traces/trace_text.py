@@ -1,0 +1,117 @@
+"""A trace file's text in chunks, as the fast loader (load_fast.py) reads it: inflated (zlib-ng
+where installed), checked as UTF-8, with HTA's rank found on the way.
+
+Why its own module: reading and checking the bytes is one job, turning them into columns another
+(load_fast.py). Never parses JSON.
+"""
+
+from __future__ import annotations
+
+import codecs
+import gzip
+import io
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import cast
+
+import numpy as np
+
+__all__ = ["GZIP_ERRORS", "TextSource", "holds_rank_key"]
+
+# The extension's memchr search (analyzers/traces/_kineto_columns.c); numpy where not built.
+_find: Callable[[bytes, bytes, int], int] | None
+try:
+    from analyzers.traces._kineto_columns import find as _find
+except ImportError:  # pragma: no cover - exercised where the extension is not built
+    _find = None
+
+# zlib-ng's gzip reader inflates these files ~3x faster than stdlib gzip (issue 19: gunzip was
+# 14 % of the load); it comes with the `server` extra, and stdlib gzip reads the same bytes
+# without it. zlib-ng raises its own error type on a corrupt stream, stdlib gzip zlib.error.
+_open_gzip: Callable[[Path, str], io.BufferedIOBase]
+GZIP_ERRORS: tuple[type[Exception], ...]
+try:
+    from zlib_ng import gzip_ng, zlib_ng
+
+    _open_gzip = gzip_ng.open
+    GZIP_ERRORS = (cast(type[Exception], zlib_ng.error),)
+except ModuleNotFoundError:  # pragma: no cover - exercised where zlib-ng is not installed
+    _open_gzip = gzip.GzipFile
+    GZIP_ERRORS = ()
+
+_GZIP_MAGIC = b"\x1f\x8b"
+# HTA's rank detection (hta/common/trace_file.py): the first `"rank":\s+(\d+)` of any line.
+_HTA_RANK_RE = re.compile(rb'"rank":[ \t\r\x0b\x0c]+(\d+)')
+_RANK_KEY = b'"rank":'
+_RANK_KEY_RARE_AT = _RANK_KEY.index(b"k")
+
+
+class TextSource:
+    """Decompressed bytes of a file in chunks, checked as UTF-8 (msgspec does not check the
+    strings it skips), with HTA's rank found on the way."""
+
+    def __init__(self, path: Path, chunk_size: int) -> None:
+        with path.open("rb") as probe:
+            gz = probe.read(2) == _GZIP_MAGIC
+        # Closed by `close()`, which decode_fast calls in a `finally`.
+        self._raw: io.BufferedIOBase = _open_gzip(path, "rb") if gz else path.open("rb")
+        self._utf8 = codecs.getincrementaldecoder("utf-8")("strict")
+        self.chunk_size = chunk_size
+        self.eof = False
+        self.hta_rank: int | None = None
+        self._tail = b""
+
+    def read(self) -> bytes:
+        data = self._raw.read(self.chunk_size)
+        if not data:
+            self.eof = True
+            self._utf8.decode(b"", final=True)  # a multi-byte character cut by the end of file
+            return data
+        if not data.isascii() or self._utf8.getstate()[0]:
+            self._utf8.decode(data)
+        if self.hta_rank is None:
+            self._find_rank(data)
+        return data
+
+    def _find_rank(self, data: bytes) -> None:
+        """HTA's rank: the first match in the file, with all its digits. A match that starts in
+        the previous chunk's last bytes is looked for at the border; a match that the chunk's
+        end may cut is left for the next chunk's border. The whole chunk is searched only when
+        it holds the key (a regex over every chunk cost 5 % of the load)."""
+        tail = self._tail
+        edge = tail + data[:64]
+        match = _HTA_RANK_RE.search(edge)
+        if match is not None and match.start() < len(tail) and match.end() < len(edge):
+            self.hta_rank = int(match.group(1))
+            return
+        if holds_rank_key(data):
+            match = _HTA_RANK_RE.search(data)
+            if match is not None and match.end() < len(data):
+                self.hta_rank = int(match.group(1))
+                return
+        self._tail = (tail + data[-64:])[-64:]
+
+    def close(self) -> None:
+        self._raw.close()
+
+
+def holds_rank_key(data: bytes) -> bool:
+    """`_RANK_KEY in data`, found from the positions of the key's rarest byte in trace text, its
+    `k` (~1 % of the bytes): the C extension's memchr, else numpy, which compares every byte in
+    C at 0.29 ms a MiB where `bytes.__contains__` takes 0.47 (its skip rarely fires: the key's
+    other bytes are JSON's commonest). A trace without the key has every chunk searched: 15-17
+    ms of the resnet50 traces' load with `in`, 9 with numpy, ~3 with memchr (issue 19)."""
+    if _find is not None:
+        return _find(data, _RANK_KEY, _RANK_KEY_RARE_AT) >= 0
+    view = np.frombuffer(data, dtype=np.uint8)
+    at = _RANK_KEY_RARE_AT
+    # Every position where a `k` has room for the whole key around it.
+    k = np.flatnonzero(view[at : len(view) - (len(_RANK_KEY) - 1 - at)] == _RANK_KEY[at]) + at
+    if not len(k):
+        return False
+    hit = np.ones(len(k), dtype=bool)
+    for offset, byte in enumerate(_RANK_KEY):
+        if offset != at:
+            hit &= view[k + (offset - at)] == byte
+    return bool(hit.any())
