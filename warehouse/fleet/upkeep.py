@@ -140,21 +140,49 @@ def rollup_rows(raw: pa.Table) -> pa.Table:
         conn.close()
 
 
+ROLLUP_KEY = ("ts", "cluster", "host", "gpu_index", "job_id")
+
+
 def roll_up(tables: FleetTables, part: Partition) -> int:
-    """(Re)compute gpu_samples_1h for one gpu_samples partition; returns the roll-up rows."""
+    """(Re)compute gpu_samples_1h for one gpu_samples partition; returns the roll-up rows.
+
+    The partition may have been rolled up before: its raw rows were dropped at retention and
+    late rows arrived since (a spool replayed weeks later, an import), or a retention run died
+    between the roll-up and the delete. So the roll-up rows already stored are kept, and only
+    hours (per GPU and job) they do not hold are added: a re-run adds nothing twice, and late
+    rows never replace the day they join. Late samples of an hour already rolled up are not
+    merged into it (the stored row does not keep what a merge would need)."""
     raw, _ = scan(tables, "gpu_samples", part.start, part.end, [part.cluster])
     rolled = rollup_rows(raw)
     target = tables.rollup_table(ROLLUP_1H, rolled.schema)
 
     def job() -> int:
         target.refresh()
+        schema = target.schema().as_arrow()
+        stored = target.scan(row_filter=part.row_filter()).to_arrow().cast(schema)
+        rows = _with_new_hours(stored, rolled.cast(schema))
         with _quiet_empty_delete():  # the first roll-up of a partition replaces nothing
-            target.overwrite(
-                rolled.cast(target.schema().as_arrow()), overwrite_filter=part.row_filter()
-            )
-        return int(rolled.num_rows)
+            target.overwrite(rows, overwrite_filter=part.row_filter())
+        return int(rows.num_rows)
 
     return _retrying(target, job)
+
+
+def _with_new_hours(stored: pa.Table, rolled: pa.Table) -> pa.Table:
+    """`stored` plus the rows of `rolled` whose key (hour, cluster, host, GPU, job) it lacks."""
+    if stored.num_rows == 0:
+        return rolled
+    conn = duckdb.connect()
+    try:
+        conn.register("stored", stored)
+        conn.register("rolled", rolled)
+        same = " AND ".join(f"r.{k} IS NOT DISTINCT FROM s.{k}" for k in ROLLUP_KEY)
+        fresh = conn.sql(f"SELECT r.* FROM rolled r ANTI JOIN stored s ON {same}").to_arrow_table()
+    finally:
+        conn.close()
+    merged = pa.concat_tables([stored, fresh.cast(stored.schema)])
+    order = [(k, "ascending") for k in ("cluster", "ts", "host", "gpu_index")]
+    return merged.sort_by(order)  # as rollup_rows writes them: the table is sorted by ts
 
 
 def drop_raw(tables: FleetTables, part: Partition) -> int:
