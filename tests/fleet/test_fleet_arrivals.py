@@ -16,7 +16,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from sqlalchemy import insert, select
+from sqlalchemy import select
 
 from analyzers.base import StaticJobCatalog
 from analyzers.run.results import FindingStore
@@ -26,12 +26,12 @@ from fleetscope.settings import Settings
 from simulator.maker.batches import EPOCH_MS, gpu_batch
 from simulator.maker.series import T0, Fleet
 from simulator.wire import TEST_TOKEN, post_batch
+from tests.fleet.conftest import land_as_dead_gateway
 from tests.fleet.test_fleet_e2e import env_for
-from warehouse.catalog import arrivals, ledger
+from warehouse.catalog import arrivals
 from warehouse.catalog.base import database_clock
 from warehouse.fleet import reader
 from warehouse.fleet.gateway import Gateway
-from warehouse.fleet.tables import FLUSH_PROPERTY
 
 DAY = timedelta(days=1)
 DAY0 = datetime.fromtimestamp(EPOCH_MS / 1000, UTC)
@@ -77,24 +77,8 @@ def test_a_batch_a_dead_gateway_committed_is_marked_when_its_retry_finds_it(
     gateway: Gateway, fleet_settings: Settings
 ) -> None:
     """The dead gateway appended the rows and died before its hooks: no mark, claim pending."""
-    table = gateway.writer.tables.table("gpu_samples")
     batch = gpu_batch("node-9", timestamps=2, cluster="c9")
-    table.append(
-        batch.cast(table.schema().as_arrow()), snapshot_properties={FLUSH_PROPERTY: "deadflush"}
-    )
-    expired = datetime.now(UTC) - timedelta(seconds=fleet_settings.fleet.lease_s + 5)
-    with gateway.catalog.begin() as conn:
-        conn.execute(
-            insert(ledger.ingest_ledger).values(
-                batch_id="died-after-commit",
-                table_name="gpu_samples",
-                rows=batch.num_rows,
-                agent="node-9",
-                flush_id="deadflush",
-                state=ledger.PENDING,
-                claimed_at=expired,
-            )
-        )
+    land_as_dead_gateway(gateway, batch, "died-after-commit")
     assert marks(gateway) == []
     retry = post_batch(
         gateway.url, "gpu_samples", batch, token=TEST_TOKEN, batch_id="died-after-commit"

@@ -14,10 +14,10 @@ from fleetscope.errors import ConfigError
 from fleetscope.settings import Settings
 from simulator.maker.batches import EPOCH_MS, gpu_batch
 from simulator.wire import TEST_TOKEN, post_batch
+from tests.fleet.conftest import land_as_dead_gateway
 from warehouse.catalog import ledger
 from warehouse.fleet import reader, upkeep
 from warehouse.fleet.gateway import Gateway
-from warehouse.fleet.tables import FLUSH_PROPERTY
 
 DAY_MS = 86_400_000
 T0 = datetime.fromtimestamp(EPOCH_MS / 1000, UTC)
@@ -126,19 +126,8 @@ def test_expiry_settles_a_dead_gateways_landed_claim_so_a_later_copy_is_still_a_
     """The dead gateway appended its flush and died before marking its claim committed; nobody
     retried before the snapshot naming its flush expired (an agent offline for days)."""
     tables = gateway.writer.tables
-    table = tables.table("gpu_samples")
     batch = gpu_batch("h9", cluster="c1")
-    table.append(
-        batch.cast(table.schema().as_arrow()), snapshot_properties={FLUSH_PROPERTY: "deadflush"}
-    )
-    claimed = datetime.now(UTC) - timedelta(seconds=fleet_settings.fleet.lease_s + 5)
-    with gateway.catalog.begin() as conn:
-        conn.execute(
-            insert(ledger.ingest_ledger).values(
-                batch_id="landed", table_name="gpu_samples", rows=80, agent="h9",
-                flush_id="deadflush", state=ledger.PENDING, claimed_at=claimed,
-            )
-        )  # fmt: skip
+    land_as_dead_gateway(gateway, batch, "landed")
     fill(gateway, days=1, batches=1)  # a newer snapshot, so the dead flush's one can expire
     assert (
         upkeep.expire_snapshots(

@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
+import duckdb
 import numpy as np
 import pytest
 
@@ -66,6 +67,17 @@ def same(a: QuantileSketch, b: QuantileSketch) -> bool:
     )
 
 
+def assert_ranges_exact(
+    conn: duckdb.DuckDBPyConnection, fleet: Fleet, ranges: list[tuple[float, float]]
+) -> None:
+    """The fleet-wide sketch of each [lo, hi) minute range equals the exact one-pass sketch."""
+    for lo, hi in ranges:
+        (fleet_sketch,) = group_sketches(
+            conn, "gpu_util_pct", [], T0 + timedelta(minutes=lo), T0 + timedelta(minutes=hi)
+        ).values()
+        assert same(fleet_sketch, exact(fleet, lo, hi)), (lo, hi)
+
+
 def rows(store: QuantileStore, table: str) -> list[tuple[int, int]]:
     conn = store.connect()
     found = conn.execute(
@@ -94,11 +106,7 @@ def test_runs_keep_each_pane_once_roll_up_and_answer_any_range(
     assert set(by_job) == {("a", "vision"), ("b", "speech"), (None, None)}
     assert same(by_job["a", "vision"], exact(fleet, 0, 150, "a"))
     # unaligned edges: hours inside, minutes and panes at the edges, nothing twice
-    for lo, hi in ((0, 150), (30.5, 125), (61, 119), (0.5, 1), (59, 121)):
-        (fleet_sketch,) = group_sketches(
-            conn, "gpu_util_pct", [], T0 + timedelta(minutes=lo), T0 + timedelta(minutes=hi)
-        ).values()
-        assert same(fleet_sketch, exact(fleet, lo, hi)), (lo, hi)
+    assert_ranges_exact(conn, fleet, [(0, 150), (30.5, 125), (61, 119), (0.5, 1), (59, 121)])
     conn.close()
 
 
@@ -197,11 +205,7 @@ def test_a_window_behind_the_marks_rebuilds_its_range_from_what_is_stored_now(
     conn = store.connect()
     by_job = group_sketches(conn, "gpu_util_pct", ["job_id"], T0, T0 + timedelta(hours=3))
     assert same(by_job["b",], exact(fleet, 0, 150, "b"))
-    for lo, hi in ((0, 150), (30.5, 125), (0, 60), (59, 121)):
-        (fleet_sketch,) = group_sketches(
-            conn, "gpu_util_pct", [], T0 + timedelta(minutes=lo), T0 + timedelta(minutes=hi)
-        ).values()
-        assert same(fleet_sketch, exact(fleet, lo, hi)), (lo, hi)
+    assert_ranges_exact(conn, fleet, [(0, 150), (30.5, 125), (0, 60), (59, 121)])
     conn.close()
 
 
