@@ -38,3 +38,14 @@ def test_lines_in_another_shape_are_not_floors() -> None:
 def test_any_key_and_value_round_trip(key: str, value: object) -> None:
     line = f"Floor for `make bench-quick` ({key}): **floor {value}x**"
     assert read_floors(line) == {key: float(str(value))}
+
+
+def test_the_trace_floor_child_runs_on_a_real_trace() -> None:
+    """bench/trace_command.py reaches into the loader's private names for its floor; a move in
+    analyzers/traces must break this test, not the next benchmark run (it once did: `_open_gzip`
+    moved to trace_text.py)."""
+    from bench.trace_command import DEFAULT_TRACES, floor_child
+
+    figures = floor_child(str(DEFAULT_TRACES / "hta_amd_mi250_minitoy"))
+    assert set(figures) >= {"load_s", "floor_s"}
+    assert all(seconds > 0 for seconds in figures.values())
