@@ -76,7 +76,9 @@ def compile_bytecode() -> None:
     )
 
 
-WHEEL_VENV = Path(tempfile.gettempdir()) / "fleetscope-bench-wheel-venv"
+# In this checkout's ignored build/ folder: it is rebuilt on every run, so a shared path (it was
+# /tmp) let two checkouts' runs delete each other's venv mid-run.
+WHEEL_VENV = ROOT / "build" / "bench-wheel-venv"
 
 
 def install_wheel() -> Path:
