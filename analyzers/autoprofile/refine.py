@@ -7,6 +7,12 @@ fix: P1 (data-loader stall) by T8 and `dataloader_workers`; R7 (no tensor cores)
 `cuda_graphs`. The refining trace findings are stored on the telemetry finding's job and
 identity bucket, so the ranking (analyzers.reports.ranking) counts the job's hours once: the
 larger estimate wins, never the sum. Pure: no I/O.
+
+Units: a trace finding's GPU-hours are a rate, its what-if saving for a week of the job's GPUs
+(analyzers.traces: `fleetscope trace analyze` prints them per week). Every other finding in the
+ranking holds the GPU-hours of its own window. So a refining finding is priced on the window it
+is stored in: the weekly figure times that window's share of a week. Stored as it was, a 5-second
+profile of a one-GPU job ranked as 166 GPU-h "in the last hour" of a 128-GPU demo fleet.
 """
 
 from __future__ import annotations
@@ -16,8 +22,9 @@ from datetime import datetime
 from typing import Any
 
 from analyzers.findings import Finding
+from analyzers.traces.document import OPTIONS
 
-__all__ = ["REFINES", "refined_findings", "trace_evidence"]
+__all__ = ["REFINES", "in_window", "refined_findings", "trace_evidence"]
 
 REFINES: dict[str, tuple[str, ...]] = {
     "P1": ("T8",),
@@ -69,7 +76,7 @@ def trace_evidence(summary: dict[str, Any], rule_id: str | None) -> dict[str, An
             {
                 "rule_id": f["rule_id"],
                 "title": f["title"],
-                "wasted_gpu_hours": f["wasted_gpu_hours"],
+                "gpu_hours_per_week": f["wasted_gpu_hours"],  # a trace's rate (see Units above)
             }
             for f in found
         ],
@@ -91,11 +98,13 @@ def refined_findings(
     """The trace findings that refine `rule_id` (all of them for a periodic profile), moved onto
     the telemetry finding's job, window and identity bucket."""
     wanted = set(REFINES.get(rule_id or "", ()))
+    window_h = max(0.0, (window_end - window_start).total_seconds() / 3600.0)
     out = []
     for data in summary.get("findings", []):
         if wanted and data["rule_id"] not in wanted:
             continue
         finding = Finding.from_dict(data)
+        per_week = finding.wasted_gpu_hours
         out.append(
             dataclasses.replace(
                 finding,
@@ -104,7 +113,20 @@ def refined_findings(
                 window_end=window_end,
                 bucket_start=bucket_start or window_start,
                 scope=f"trace:{summary.get('trace_id')}",
-                evidence={**finding.evidence, "refines": rule_id},
+                wasted_gpu_hours=in_window(per_week, window_h),
+                estimate_method=f"{finding.estimate_method}; here {per_week:.4g} GPU-h a week "
+                f"priced on this finding's window ({window_h:.4g} h)",
+                evidence={
+                    **finding.evidence,
+                    "refines": rule_id,
+                    "gpu_hours_saved_per_week": per_week,
+                },
             )
         )
     return out
+
+
+def in_window(gpu_hours_per_week: float, window_h: float) -> float:
+    """A trace's weekly what-if saving over `window_h` hours of the job (the analyses' week is
+    `OPTIONS.hours_per_week`, the options the server analyses uploads with)."""
+    return gpu_hours_per_week * window_h / OPTIONS.hours_per_week

@@ -101,6 +101,10 @@ def test_a_stall_finding_gets_a_profile_and_the_trace_evidence(server: Server) -
     assert sorted(f.rule_id for f in stored) == ["P1", "T8"]
     t8 = next(f for f in stored if f.rule_id == "T8")
     assert (t8.bucket_start, t8.team) == (HOUR, "vision")
+    # priced on P1's hour, not the trace's weekly rate: the ranking adds GPU-hours of windows
+    per_week = t8.evidence["gpu_hours_saved_per_week"]
+    assert per_week > 1.0
+    assert t8.wasted_gpu_hours == pytest.approx(per_week / 168.0)
     report = rank(stored, by="team")
     assert report.total_gpu_hours == pytest.approx(max(f.wasted_gpu_hours for f in stored))
 
