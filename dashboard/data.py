@@ -40,6 +40,8 @@ if TYPE_CHECKING:
     import duckdb
     import sqlalchemy
 
+    from warehouse.trace_storage import TraceStorage
+
 # The shared accounting, re-exported: pages and tests read every fleet number through this module.
 __all__ = [
     "HEALTH_ROLLUPS",
@@ -353,11 +355,12 @@ def job_findings(findings: pd.DataFrame, job_id: str) -> pd.DataFrame:
 TRACE_SUFFIXES = (".json", ".json.gz")
 
 
-def trace_list(traces: pd.DataFrame, traces_dir: Path) -> pd.DataFrame:
+def trace_list(traces: pd.DataFrame, storage: TraceStorage, traces_dir: Path) -> pd.DataFrame:
     """Captured traces: (trace_id, job_id, path, captured_at, size_mib), newest first.
 
     From the catalog's `traces` table (`warehouse.catalog.profiling`; captured_at is its
-    uploaded_at); trace files found under
+    uploaded_at; path where the server stored it, an s3:// URI in fleet mode; the size from the
+    trace storage, `warehouse.trace_storage`); trace files found under
     `<data_dir>/traces/<job_id>/` that the catalog does not know are listed too, so a trace dropped
     there by hand (or by the SDK before the catalog saw it) can be opened.
     """
@@ -365,16 +368,17 @@ def trace_list(traces: pd.DataFrame, traces_dir: Path) -> pd.DataFrame:
     known: set[str] = set()
     if not traces.empty and {"trace_id", "path"} <= set(traces.columns):
         for record in traces.to_dict("records"):
-            path = Path(str(record["path"]))
-            known.add(str(path.resolve()))
+            location = str(record["path"])
+            known.add(str(Path(location).resolve()))
             captured = record.get("uploaded_at")
+            size = storage.size_bytes(str(record["trace_id"]))
             rows.append(
                 {
                     "trace_id": str(record["trace_id"]),
                     "job_id": record.get("job_id"),
-                    "path": str(path),
+                    "path": location,
                     "captured_at": pd.Timestamp(captured) if captured is not None else pd.NaT,
-                    "size_mib": path.stat().st_size / 2**20 if path.exists() else float("nan"),
+                    "size_mib": size / 2**20 if size is not None else float("nan"),
                 }
             )
     if traces_dir.is_dir():

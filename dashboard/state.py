@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
@@ -22,7 +23,9 @@ import streamlit as st
 
 from analyzers.plain import PlainFinding
 from dashboard import data, dcgm, jobinfo, opportunities, source, trace_report
+from fleetscope.errors import NotFoundError
 from fleetscope.settings import Settings, load_settings
+from warehouse.trace_storage import TraceStorage, trace_storage, traces_dir
 
 if TYPE_CHECKING:
     import duckdb
@@ -237,11 +240,24 @@ def window_picker(default: str | None = None) -> str:
     )
 
 
+@st.cache_resource(show_spinner=False)
+def _trace_storage(key: str) -> TraceStorage:
+    return trace_storage(_settings_of(key))
+
+
 @st.cache_data(ttl=_TTL_S, show_spinner=False)
 def traces(key: str) -> pd.DataFrame:
-    current = _settings_of(key)
-    traces_dir = current.path(current.core.data_dir) / "traces"
-    return data.trace_list(catalog_table(key, "traces"), traces_dir)
+    storage = _trace_storage(key)
+    return data.trace_list(catalog_table(key, "traces"), storage, traces_dir(_settings_of(key)))
+
+
+def trace_file(key: str, trace_id: str, listed_path: str) -> Path:
+    """A local file holding the trace: the stored one opened by id through the trace storage
+    (fetched from the object store in fleet mode), else the file dropped in the traces folder."""
+    try:
+        return _trace_storage(key).local_path(trace_id)
+    except NotFoundError:
+        return Path(listed_path)
 
 
 @st.cache_data(ttl=_TTL_S, show_spinner=False, max_entries=8)

@@ -195,4 +195,4 @@ def post_trace(handler: Handler, ingest: Ingest) -> Response:
         upload = service.receive_trace(request_id, host, pid, rank, handler.read_body(limit))
     except NotFoundError as exc:
         raise IngestError(str(exc), status=404) from exc
-    return _json(201, {"trace_id": upload.trace_id, "path": str(upload.path)})
+    return _json(201, {"trace_id": upload.trace_id, "path": upload.location})

@@ -16,8 +16,13 @@ dashboard) or the error. With no hook, a stored trace is done, with no summary.
 Every profile request, the dashboard's too, is created through `create` (the unknown-job check).
 Timeouts are judged on every poll, every read and once a second on the worker thread.
 
-All state changes happen under one lock in this process, in catalog transactions. Must never
-parse a trace file or import the analyzers (the warehouse must not depend on them).
+Every state change is a conditional update of the request's row in the catalog
+(warehouse.profile_transitions: the row locked, the expected state checked, then written), so
+fleet gateways sharing one PostgreSQL catalog hand out and settle requests as one server would.
+They also run under one lock in this process: on SQLite (the embedded catalog), where row locks
+do not exist, that lock is what serialises them. Traces are stored through a TraceStorage
+(warehouse.trace_storage: local disk embedded, the object store in fleet mode). Must never parse
+a trace file or import the analyzers (the warehouse must not depend on them).
 """
 
 from __future__ import annotations
@@ -32,9 +37,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, Engine, select
+from sqlalchemy import Engine
 
 from fleetscope.errors import CorruptTraceError, IngestError, NotFoundError
+from warehouse import profile_transitions as transitions
 from warehouse.agent_registry import AgentRegistry, ReportedProcess, describe_agents
 from warehouse.catalog import fleet
 from warehouse.catalog.profiling import (
@@ -42,12 +48,13 @@ from warehouse.catalog.profiling import (
     Trace,
     create_profile_request,
     get_trace,
-    profile_requests,
     record_trace,
     record_trace_analysis,
     update_profile_request,
 )
-from warehouse.trace_store import check_gzip_trace, store_trace, trace_id_for
+from warehouse.profile_transitions import FINISHED
+from warehouse.trace_storage import LocalTraceStorage, TraceStorage
+from warehouse.trace_store import check_gzip_trace, trace_id_for
 
 if TYPE_CHECKING:
     from fleetscope.settings import Settings
@@ -55,7 +62,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DEFAULT_STEPS = 5  # the SDK's default too (collector.sdk.profiling): a few steady-state steps
-FINISHED = frozenset({"done", "failed"})
 
 
 @dataclass(frozen=True)
@@ -85,7 +91,7 @@ class TraceUpload:
     host: str
     rank: int | None
     pid: int
-    path: Path
+    location: str  # where the storage put it: a path, or an s3:// URI in fleet mode
 
 
 @dataclass(frozen=True)
@@ -131,9 +137,11 @@ class ProfilingService:
         notify: Notify | None = None,
         clock: Callable[[], float] = time.time,
         registry: AgentRegistry | None = None,
+        storage: TraceStorage | None = None,
     ) -> None:
         self.catalog = catalog
         self.config = config
+        self.storage = storage if storage is not None else LocalTraceStorage(config.traces_dir)
         self.registry = registry if registry is not None else AgentRegistry(clock)
         self._notify = notify
         self._clock = clock
@@ -212,7 +220,7 @@ class ProfilingService:
         """The request as `GET /v1/profile-requests/<id>` answers it."""
         self.sweep()
         with self.catalog.connect() as conn:
-            request = _get(conn, request_id)
+            request = transitions.get_request(conn, request_id)
             traces = []
             for entry in request.matched or []:
                 if entry.get("trace_id"):
@@ -258,51 +266,32 @@ class ProfilingService:
     ) -> list[Assignment]:
         """Record what `host` runs, apply its reports, and hand it the requests it can serve."""
         self.registry.record(host, tuple(processes))
-        with self._lock:
-            for result in results:
-                self._fail_process(result.request_id, host, result.pid, result.error)
-            self.sweep()
-            now = self._now()
-            join_after = now - timedelta(seconds=self.config.match_timeout_s)
-            assignments = []
-            with self.catalog.begin() as conn:
-                for request in _open_requests(conn):
-                    matched = list(request.matched or [])
-                    if request.state == "running" and (
-                        request.rank is not None
-                        or request.created < join_after
-                        or any(e["host"] == host for e in matched)
-                    ):
-                        continue
-                    found = [
-                        p
-                        for p in processes
-                        if p.job_id == request.job_id
-                        and (request.rank is None or p.rank == request.rank)
-                    ]
-                    if not found:
-                        continue
-                    matched += [
-                        {"host": host, "pid": p.pid, "rank": p.rank, "state": "running"}
-                        for p in found
-                    ]
-                    update_profile_request(
-                        conn,
+        for result in results:
+            self._fail_process(result.request_id, host, result.pid, result.error)
+        self.sweep()
+        join_after = self._now() - timedelta(seconds=self.config.match_timeout_s)
+        with self.catalog.connect() as conn:
+            candidates = [
+                r.id
+                for r in transitions.open_requests(conn)
+                if transitions.serves(r, host, processes, join_after)
+            ]
+        assignments = []
+        for request_id in candidates:  # each re-checked on its locked row, in its own transaction
+            with self._lock, self.catalog.begin() as conn:
+                matched = transitions.match(conn, request_id, host, processes, join_after)
+            if matched is not None:
+                request, found = matched
+                assignments.append(
+                    Assignment(
                         request.id,
-                        state="running",
-                        matched=matched,
-                        host=request.host or host,
+                        request.job_id,
+                        request.rank,
+                        request.steps,
+                        request.duration_s,
+                        tuple(p.pid for p in found),
                     )
-                    assignments.append(
-                        Assignment(
-                            request.id,
-                            request.job_id,
-                            request.rank,
-                            request.steps,
-                            request.duration_s,
-                            tuple(p.pid for p in found),
-                        )
-                    )
+                )
         return assignments
 
     # -- traces --------------------------------------------------------------------------------
@@ -318,37 +307,46 @@ class ProfilingService:
     def receive_trace(
         self, request_id: int, host: str, pid: int, rank: int | None, body: bytes
     ) -> TraceUpload:
-        """Check and store one process's trace, record it, queue it for analysis."""
-        with self._lock:
-            with self.catalog.connect() as conn:
-                request = _get(conn, request_id)
-            entry = _entry(request, host, pid)
-            if entry is None:
-                raise IngestError(
-                    f"profile request {request_id} did not match pid {pid} on {host}", status=409
-                )
-            if request.state != "running" or entry.get("state") != "running":
-                raise IngestError(
-                    f"profile request {request_id} is {request.state} (pid {pid} on {host}: "
-                    f"{entry.get('state')}); no trace is expected",
-                    status=409,
-                )
-            try:
-                check_gzip_trace(body)
-            except CorruptTraceError as exc:
-                self._fail_process(
-                    request_id, host, pid, f"the trace from {host} pid {pid} is corrupt: {exc}"
-                )
-                raise IngestError(f"corrupt trace: {exc}", status=400) from exc
-            trace_id = trace_id_for(request_id, host, pid)
-            path = store_trace(self.config.traces_dir, trace_id, body)
-            rank = rank if rank is not None else entry.get("rank")
-            with self.catalog.begin() as conn:
-                record_trace(
-                    conn, Trace(trace_id, request.job_id, host, rank, str(path), self._now(), None)
-                )
-                self._set_process(conn, request_id, host, pid, state="analyzing", trace_id=trace_id)
-            upload = TraceUpload(trace_id, request_id, request.job_id, host, rank, pid, path)
+        """Check, claim and store one process's trace, record it, queue it for analysis.
+
+        The process's entry is claimed (running -> uploading) in the catalog before the body is
+        stored, so of two copies of one upload arriving at two gateways one is stored and the
+        other answered 409, as on one server."""
+        with self.catalog.connect() as conn:
+            request = transitions.get_request(conn, request_id)
+        entry = transitions.entry(request, host, pid)
+        if entry is None:
+            raise IngestError(
+                f"profile request {request_id} did not match pid {pid} on {host}", status=409
+            )
+        if request.state != "running" or entry.get("state") != "running":
+            raise _unexpected(request, host, pid, entry)
+        try:
+            check_gzip_trace(body)
+        except CorruptTraceError as exc:
+            self._fail_process(
+                request_id, host, pid, f"the trace from {host} pid {pid} is corrupt: {exc}"
+            )
+            raise IngestError(f"corrupt trace: {exc}", status=400) from exc
+        if not self._change(request_id, host, pid, {"running"}, state="uploading"):
+            raise self._unexpected_now(request_id, host, pid)
+        trace_id = trace_id_for(request_id, host, pid)
+        try:
+            location = self.storage.store(trace_id, body)
+        except BaseException:
+            self._change(request_id, host, pid, {"uploading"}, state="running")  # agent may retry
+            raise
+        rank = rank if rank is not None else entry.get("rank")
+        trace = Trace(trace_id, request.job_id, host, rank, location, self._now(), None)
+        with self._lock, self.catalog.begin() as conn:
+            stored = transitions.set_process(
+                conn, request_id, host, pid, {"uploading"}, state="analyzing", trace_id=trace_id
+            )
+            if stored:
+                record_trace(conn, trace)
+        if not stored:  # the request expired meanwhile: refused as a late upload would be
+            raise self._unexpected_now(request_id, host, pid)
+        upload = TraceUpload(trace_id, request_id, request.job_id, host, rank, pid, location)
         self._queue.put(upload)
         return upload
 
@@ -362,17 +360,22 @@ class ProfilingService:
     ) -> None:
         """What an analysis hook calls: the trace's summary and analysis document, or why it could
         not be analyzed. Stored in the transaction that marks the process done."""
+        changes: dict[str, Any] = (
+            {"state": "done"}
+            if error is None
+            else {
+                "state": "failed",
+                "error": error,
+            }
+        )
         with self._lock, self.catalog.begin() as conn:
+            transitions.set_process(
+                conn, upload.request_id, upload.host, upload.pid, {"analyzing"}, **changes
+            )
             if summary is not None:
                 record_trace(conn, replace(get_trace(conn, upload.trace_id), summary=summary))
             if analysis is not None:
                 record_trace_analysis(conn, upload.trace_id, analysis)
-            if error is None:
-                self._set_process(conn, upload.request_id, upload.host, upload.pid, state="done")
-            else:
-                self._set_process(
-                    conn, upload.request_id, upload.host, upload.pid, state="failed", error=error
-                )
 
     # -- timeouts ------------------------------------------------------------------------------
     def sweep(self) -> None:
@@ -380,32 +383,40 @@ class ProfilingService:
         now = self._now()
         match_before = now - timedelta(seconds=self.config.match_timeout_s)
         run_before = now - timedelta(seconds=self.config.run_timeout_s)
-        with self._lock, self.catalog.begin() as conn:
-            for request in _open_requests(conn):
-                if request.state == "pending" and request.created < match_before:
-                    update_profile_request(
-                        conn, request.id, state="failed", error=self._no_match(request)
-                    )
-                elif request.state == "running" and request.updated < run_before:
-                    matched = [
-                        e
-                        if e.get("state") in FINISHED
-                        else {**e, "state": "failed", "error": "no trace arrived"}
-                        for e in request.matched or []
-                    ]
-                    waiting = ", ".join(
-                        f"{e['host']} pid {e['pid']}"
-                        for e in request.matched or []
-                        if e.get("state") not in FINISHED
-                    )
-                    update_profile_request(
-                        conn,
-                        request.id,
-                        state="expired",
-                        matched=matched,
-                        error=f"no trace from {waiting} within {self.config.run_timeout_s:g} s "
-                        "(server.profile_run_timeout_s): the process may have stopped stepping",
-                    )
+        with self.catalog.connect() as conn:
+            due = [
+                r.id
+                for r in transitions.open_requests(conn)
+                if (r.state == "pending" and r.created < match_before)
+                or (r.state == "running" and r.updated < run_before)
+            ]
+        for request_id in due:  # each re-checked on its locked row, in its own transaction
+            with self._lock, self.catalog.begin() as conn:
+                request = transitions.settle_timeout(conn, request_id, match_before, run_before)
+                if request is not None:
+                    update_profile_request(conn, request_id, **self._timed_out(request))
+
+    def _timed_out(self, request: ProfileRequest) -> dict[str, Any]:
+        """What a request past its timeout becomes: failed (nobody matched) or expired."""
+        if request.state == "pending":
+            return {"state": "failed", "error": self._no_match(request)}
+        matched = [
+            e
+            if e.get("state") in FINISHED
+            else {**e, "state": "failed", "error": "no trace arrived"}
+            for e in request.matched or []
+        ]
+        waiting = ", ".join(
+            f"{e['host']} pid {e['pid']}"
+            for e in request.matched or []
+            if e.get("state") not in FINISHED
+        )
+        return {
+            "state": "expired",
+            "matched": matched,
+            "error": f"no trace from {waiting} within {self.config.run_timeout_s:g} s "
+            "(server.profile_run_timeout_s): the process may have stopped stepping",
+        }
 
     def _no_match(self, request: ProfileRequest) -> str:
         what = f"job {request.job_id}" + (
@@ -425,55 +436,27 @@ class ProfilingService:
 
     # -- per-process state ---------------------------------------------------------------------
     def _fail_process(self, request_id: int, host: str, pid: int, error: str) -> None:
+        self._change(request_id, host, pid, {"running"}, state="failed", error=error)
+
+    def _change(
+        self, request_id: int, host: str, pid: int, expect: set[str], **changes: Any
+    ) -> bool:
         with self._lock, self.catalog.begin() as conn:
-            self._set_process(conn, request_id, host, pid, state="failed", error=error)
+            return transitions.set_process(conn, request_id, host, pid, expect, **changes)
 
-    def _set_process(
-        self, conn: Connection, request_id: int, host: str, pid: int, **changes: Any
-    ) -> None:
-        """Change one matched process's entry; settle the request once every process finished."""
-        request = _get(conn, request_id)
-        if request.state not in ("running",):
-            return
-        matched = [
-            {**e, **changes} if (e["host"], e["pid"]) == (host, pid) else e
-            for e in request.matched or []
-        ]
-        fields: dict[str, Any] = {"matched": matched}
-        if changes.get("trace_id") and not request.trace_id:
-            fields["trace_id"] = changes["trace_id"]
-        if matched and all(e.get("state") in FINISHED for e in matched):
-            errors = [
-                f"{e['host']} pid {e['pid']}: {e['error']}" for e in matched if e.get("error")
-            ]
-            done = any(e.get("state") == "done" for e in matched)
-            fields["state"] = "done" if done else "failed"
-            fields["error"] = "; ".join(errors) or None
-        update_profile_request(conn, request_id, **fields)
+    def _unexpected_now(self, request_id: int, host: str, pid: int) -> IngestError:
+        with self.catalog.connect() as conn:
+            request = transitions.get_request(conn, request_id)
+        return _unexpected(request, host, pid, transitions.entry(request, host, pid))
 
 
-def _get(conn: Connection, request_id: int) -> ProfileRequest:
-    row = (
-        conn.execute(select(profile_requests).where(profile_requests.c.id == request_id))
-        .mappings()
-        .first()
+def _unexpected(
+    request: ProfileRequest, host: str, pid: int, entry: dict[str, Any] | None
+) -> IngestError:
+    """409: a trace for a request or process that expects none (anymore)."""
+    state = entry.get("state") if entry is not None else None
+    return IngestError(
+        f"profile request {request.id} is {request.state} (pid {pid} on {host}: {state}); "
+        "no trace is expected",
+        status=409,
     )
-    if row is None:
-        raise NotFoundError(f"no profile request {request_id}")
-    return ProfileRequest(**row)
-
-
-def _open_requests(conn: Connection) -> list[ProfileRequest]:
-    query = (
-        select(profile_requests)
-        .where(profile_requests.c.state.in_(("pending", "running")))
-        .order_by(profile_requests.c.id)
-    )
-    return [ProfileRequest(**row) for row in conn.execute(query).mappings()]
-
-
-def _entry(request: ProfileRequest, host: str, pid: int) -> dict[str, Any] | None:
-    for entry in request.matched or []:
-        if (entry.get("host"), entry.get("pid")) == (host, pid):
-            return dict(entry)
-    return None

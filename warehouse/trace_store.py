@@ -58,9 +58,14 @@ def check_gzip_trace(body: bytes) -> int:
 
 def store_trace(traces_dir: Path, trace_id: str, body: bytes) -> Path:
     """Write `body` as `<traces_dir>/<trace_id>.pt.trace.json.gz` atomically; returns the path."""
-    traces_dir.mkdir(parents=True, exist_ok=True)
-    path = traces_dir / f"{trace_id}{TRACE_SUFFIX}"
-    tmp = traces_dir / f".tmp-{trace_id}{TRACE_SUFFIX}"
+    return write_atomically(traces_dir, f"{trace_id}{TRACE_SUFFIX}", body)
+
+
+def write_atomically(folder: Path, name: str, body: bytes) -> Path:
+    """`folder/name` holding `body`, never partly: a `.tmp-` file, fsync, rename."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    tmp = folder / f".tmp-{name}"
     with tmp.open("wb") as handle:
         handle.write(body)
         handle.flush()

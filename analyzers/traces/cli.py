@@ -1,8 +1,11 @@
 """Registers `fleetscope trace analyze` (see app.cli). Imports nothing heavy at module level.
 
     fleetscope trace analyze PATH... [--hta-compatible] [--format json|table] [--job JOB] [--gpus N]
+    fleetscope trace fetch TRACE_ID... [--dir DIR]
 
-Each PATH is one profiling session: a trace file, or a folder holding one file per rank.
+Each PATH is one profiling session: a trace file, or a folder holding one file per rank. `fetch`
+copies traces the server stored (by the ids `fleetscope profile` prints) from where `server.mode`
+keeps them (warehouse.trace_storage: the data folder, or the fleet's object store) into DIR.
 """
 
 from __future__ import annotations
@@ -36,6 +39,16 @@ def register(subparsers: Any) -> None:
     )
     # Reads files and no setting: runs without the settings loader (fleetscope.edge).
     analyze.set_defaults(standalone=_analyze)
+    fetch = sub.add_parser(
+        "fetch",
+        help="copy stored traces, by id, into a folder",
+        description="Copy traces the server stored (ids as `fleetscope profile` prints them) from "
+        "the trace storage of server.mode (the data folder, or in fleet mode the object store) "
+        "into DIR, and print each file's path, for `fleetscope trace analyze`.",
+    )
+    fetch.add_argument("trace_ids", nargs="+", metavar="TRACE_ID")
+    fetch.add_argument("--dir", default=".", help="folder to write the trace files to (default: .)")
+    fetch.set_defaults(handler=_fetch)
     trace.set_defaults(handler=lambda args, settings: _usage(trace))
 
 
@@ -71,4 +84,18 @@ def _analyze(args: argparse.Namespace) -> int:
         sys.stdout.write(report_json(reports))
     else:
         sys.stdout.write("\n\n".join(render_text(r) for r in reports) + "\n")
+    return 0
+
+
+def _fetch(args: argparse.Namespace, settings: Any) -> int:
+    from pathlib import Path
+
+    from warehouse.trace_storage import trace_storage
+    from warehouse.trace_store import TRACE_SUFFIX, write_atomically
+
+    storage = trace_storage(settings)
+    folder = Path(args.dir)
+    for trace_id in args.trace_ids:  # NotFoundError names a missing one (exit code at the edge)
+        path = write_atomically(folder, f"{trace_id}{TRACE_SUFFIX}", storage.read_bytes(trace_id))
+        sys.stdout.write(f"{path}\n")
     return 0

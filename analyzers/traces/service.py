@@ -35,7 +35,11 @@ def analyze_upload(server: Any, upload: Any) -> None:
     from fleetscope.errors import TraceError
 
     try:
-        report = analyze_trace(upload.path, job_id=upload.job_id, options=OPTIONS)
+        report = analyze_trace(
+            server.profiling.storage.local_path(upload.trace_id),
+            job_id=upload.job_id,
+            options=OPTIONS,
+        )
     except TraceError as exc:
         server.profiling.finish(upload, error=f"trace {upload.trace_id}: {exc}")
         return

@@ -42,7 +42,7 @@ def render() -> None:
         st.error(f"No trace {trace_id!r} is known.")
         return
     record = match.iloc[0]
-    path = Path(str(record["path"]))
+    path = state.trace_file(key, trace_id, str(record["path"]))
     if record["job_id"]:
         st.page_link(
             "views/job.py",

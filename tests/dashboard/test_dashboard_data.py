@@ -18,6 +18,7 @@ from tests.dashboard.conftest import START, Warehouse
 from warehouse.catalog import connect
 from warehouse.catalog.findings import Finding as CatalogFinding
 from warehouse.catalog.findings import upsert_findings
+from warehouse.trace_storage import trace_storage, traces_dir
 
 WEEK = timedelta(days=7)
 
@@ -258,8 +259,11 @@ def test_search_matches_id_user_team_and_name() -> None:
 
 
 def test_trace_list_reads_the_catalog_and_the_traces_folder(warehouse: Warehouse) -> None:
-    engine = source.catalog_engine(load_settings(env=warehouse.env))
-    listed = data.trace_list(data.catalog_table(engine, "traces"), warehouse.data_dir / "traces")
+    settings = load_settings(env=warehouse.env)
+    engine = source.catalog_engine(settings)
+    listed = data.trace_list(
+        data.catalog_table(engine, "traces"), trace_storage(settings), traces_dir(settings)
+    )
     assert listed[["trace_id", "job_id"]].values.tolist() == [["stall-1/mi250", "stall-1"]]
     assert data.catalog_table(None, "traces").empty
 

@@ -145,8 +145,9 @@ def test_a_trace_goes_to_the_hook_and_its_summary_makes_the_request_done(
     request_id = service.create("train-7", steps=5)
     service.poll("node-a", procs((10, "train-7", 0), (11, "train-7", 1)))
     upload = service.receive_trace(request_id, "node-a", 10, 0, TRACE)
-    assert upload.path == tmp_path / "traces" / "req1-node-a-pid10.pt.trace.json.gz"
-    assert upload.path.read_bytes() == TRACE
+    assert upload.location == str(tmp_path / "traces" / "req1-node-a-pid10.pt.trace.json.gz")
+    assert Path(upload.location).read_bytes() == TRACE
+    assert service.storage.read_bytes(upload.trace_id) == TRACE
     service.finish(upload, summary={"findings": [{"rule_id": "T8"}]}, analysis={"version": 1})
     assert service.describe(request_id)["state"] == "running"  # pid 11 still owes its trace
     service.poll("node-a", [], [AgentResult(request_id, 11, "the profiler in the process failed")])

@@ -6,6 +6,7 @@
     reader   DuckDB over a pruned Iceberg scan, for analyzers, dashboard and CLI
     upkeep   compaction, snapshot expiry and raw retention, one partition at a time
     orphans  the sweep of files no snapshot reaches (lost commit attempts, expired snapshots)
+    trace_objects  uploaded profiler traces in the bucket, readable from every gateway
 
 The embedded mode (warehouse.runtime) does not import this package.
 """

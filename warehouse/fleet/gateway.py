@@ -3,9 +3,11 @@
 Run as many as the load needs behind a load balancer, or give agents the list of their URLs
 (agent.ingest_url takes a comma-separated list and fails over). A gateway holds no state of its
 own: rows go to the Iceberg tables (warehouse.fleet.writer), batch ids to the shared ledger, job
-records, tokens, profile requests, the agents' last polls (the profiling registry) and the arrival
+records, tokens, profile requests (changed by conditional updates, warehouse.profile_transitions),
+the agents' last polls (the profiling registry) and the arrival
 marks that lead the scheduler to buckets receiving data (warehouse.arrivals, stamped by
-PostgreSQL's clock so every gateway's marks are ordered) to the catalog in PostgreSQL. Killing one
+PostgreSQL's clock so every gateway's marks are ordered) to the catalog in PostgreSQL; uploaded
+profiler traces to the object store (warehouse.fleet.trace_objects). Killing one
 loses nothing that was acknowledged; its unacknowledged batches are retried by their agents on
 another gateway.
 Same HTTP routes and answers as the embedded server (warehouse.server), except remote_write,
@@ -25,6 +27,7 @@ from warehouse.catalog.base import database_clock
 from warehouse.catalog_sync import CatalogSync
 from warehouse.fleet.agent_registry import CatalogAgentRegistry
 from warehouse.fleet.tables import FleetConfig, FleetTables, ensure_bucket
+from warehouse.fleet.trace_objects import ObjectTraceStorage
 from warehouse.fleet.writer import FleetWriter
 from warehouse.listener import Listening, bind, listen_address, tls_from
 from warehouse.metrics import ServerMetrics
@@ -69,6 +72,7 @@ class Gateway(Listening):
             ProfilingConfig.from_settings(settings),
             notify=lambda _upload: False,
             registry=CatalogAgentRegistry(self.catalog),
+            storage=ObjectTraceStorage.from_settings(settings),  # any gateway reads any trace
         )
         ingest = Ingest(
             writer=self.writer,

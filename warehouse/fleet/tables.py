@@ -22,6 +22,7 @@ from fleetscope.contract import TABLES
 from fleetscope.errors import ConfigError
 
 if TYPE_CHECKING:
+    from pyarrow.fs import S3FileSystem
     from pyiceberg.catalog.sql import SqlCatalog
     from pyiceberg.table import Table
 
@@ -84,22 +85,26 @@ def open_catalog(config: FleetConfig) -> SqlCatalog:
         return SqlCatalog("fleetscope", **props)
 
 
-def ensure_bucket(config: FleetConfig) -> None:
-    """Create the bucket when missing (a fresh MinIO or test server); no-op when it exists."""
+def s3_filesystem(config: FleetConfig, *, allow_bucket_creation: bool = False) -> S3FileSystem:
+    """pyarrow's S3 filesystem on the fleet's object store (the client pyiceberg's FileIO uses)."""
     from pyarrow.fs import S3FileSystem
 
-    bucket = config.warehouse_uri.removeprefix("s3://").split("/", 1)[0]
     endpoint = config.s3_endpoint
     scheme = "http" if endpoint.startswith("http://") else "https"
-    fs = S3FileSystem(
+    return S3FileSystem(
         endpoint_override=endpoint.split("://", 1)[-1] or None,
         scheme=scheme,
         access_key=config.s3_access_key or None,
         secret_key=config.s3_secret_key or None,
         region=config.s3_region,
-        allow_bucket_creation=True,
+        allow_bucket_creation=allow_bucket_creation,
     )
-    fs.create_dir(bucket)
+
+
+def ensure_bucket(config: FleetConfig) -> None:
+    """Create the bucket when missing (a fresh MinIO or test server); no-op when it exists."""
+    bucket = config.warehouse_uri.removeprefix("s3://").split("/", 1)[0]
+    s3_filesystem(config, allow_bucket_creation=True).create_dir(bucket)
 
 
 class FleetTables:
