@@ -12,13 +12,20 @@ import streamlit as st
 from analyzers.plain import PlainFinding, number
 
 
-def show_finding(p: PlainFinding, follow_up: Callable[[], None] | None = None) -> None:
+def show_finding(
+    p: PlainFinding,
+    follow_up: Callable[[], None] | None = None,
+    *,
+    gpu_hours_unit: str = "GPU-h",
+) -> None:
     """`follow_up` draws what the finding led to (the job page: the automatic profile's chain,
-    analyzers.autoprofile) inside the finding's box, open, above the raw JSON."""
+    analyzers.autoprofile) inside the finding's box, open, above the raw JSON.
+    `gpu_hours_unit`: a trace's own findings hold a weekly rate (their what-if saving for a week
+    of the job's GPUs), every stored finding the GPU-hours of its window."""
     with st.container(border=True):
         st.markdown(
             f"**{p.rule_id} · {p.rule}** · {p.severity} · "
-            f"**{number(p.gpu_hours)} GPU-h** recoverable"
+            f"**{number(p.gpu_hours)} {gpu_hours_unit}** recoverable"
         )
         st.markdown(f"**Problem:** {p.problem}  \n**Fix:** {p.fix}")
         st.caption(", ".join(x for x in (p.where, p.when, f"estimate: {p.estimate}") if x))

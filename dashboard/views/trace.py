@@ -162,7 +162,7 @@ def _findings(view: trace_report.TraceView) -> None:
         st.caption("The trace rules found nothing in this trace.")
         return
     for finding in sorted(view.findings, key=lambda f: -f.wasted_gpu_hours):
-        show_finding(plain(finding))
+        show_finding(plain(finding), gpu_hours_unit="GPU-h/week")
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -38,8 +39,11 @@ def _finding_rules(app: AppTest) -> list[str]:
     return [
         m.value.removeprefix("**").split(" · ")[0]
         for m in app.markdown
-        if m.value.startswith("**") and " · " in m.value and "GPU-h** recoverable" in m.value
+        if m.value.startswith("**") and " · " in m.value and _RECOVERABLE.search(m.value)
     ]
+
+
+_RECOVERABLE = re.compile(r"GPU-h(/week)?\*\* recoverable")
 
 
 def _metrics(app: AppTest) -> dict[str, str]:
@@ -175,6 +179,9 @@ def test_traces_and_trace_pages(warehouse_env: Warehouse) -> None:
     assert top["calls"].sum() == 16
     assert top["name"].iloc[0] == "Memcpy HtoD (Host -> Device)"
     assert _finding_rules(app) == ["T1", "T2", "T5", "T10"]
+    # a trace's findings are weekly what-if rates, not GPU-hours of a window (stored findings)
+    headings = [m.value for m in app.markdown if _RECOVERABLE.search(m.value)]
+    assert all("GPU-h/week** recoverable" in h for h in headings), headings
 
 
 def test_trace_page_agrees_with_hta_on_request(warehouse_env: Warehouse) -> None:
