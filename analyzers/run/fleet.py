@@ -177,9 +177,11 @@ def upkeep_plan(tables: FleetTables) -> list[tuple[Task, list[str]]]:
     from fleetscope.contract import TABLES
     from warehouse.fleet.rollup import ROLLUP_1H
 
+    days, now = _settings().warehouse.raw_retention_days, datetime.now(UTC)
     plan: list[tuple[Task, list[str]]] = []
     for table in TABLES:
-        plan += [(compact_partition, [table, d, c]) for d, c in compaction_due(tables, table)]
+        due = compaction_due(tables, table, raw_retention_days=days, now=now)
+        plan += [(compact_partition, [table, d, c]) for d, c in due]
         plan += [(retention, [table]), (expire, [table]), (sweep_orphans, [table])]
     plan += [(expire, [ROLLUP_1H]), (sweep_orphans, [ROLLUP_1H])]
     plan.append((prune_ledger, []))

@@ -5,17 +5,26 @@ the roll-up table's snapshots expire and its orphan files are swept like the raw
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import uuid
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pytest
 
+from analyzers.run.celery_app import make_app
+from fleetscope.settings import Settings
 from simulator.maker.batches import EPOCH_MS, gpu_batch
 from simulator.wire import TEST_TOKEN, post_batch
+from tests.fleet.test_fleet_celery import BROKER
+from tests.fleet.test_fleet_e2e import env_for
 from warehouse.fleet import orphans, reader, upkeep
 from warehouse.fleet.gateway import Gateway
 from warehouse.fleet.rollup import MERGE_COLUMNS, ROLLUP_1H, rollup_rows
-from warehouse.fleet.tables import FleetTables
+from warehouse.fleet.tables import FleetConfig, FleetTables
 from warehouse.rollups import ROLLUP_COLUMNS
 
 T0 = datetime.fromtimestamp(EPOCH_MS / 1000, UTC)
@@ -98,6 +107,35 @@ def test_a_late_sample_of_an_hour_already_rolled_up_makes_its_row_the_rollup_of_
     assert not [k for k in rollup.properties if k.startswith("fleetscope.rolled-files.")]
 
 
+def test_retention_deletes_exactly_the_files_it_rolled_up_and_a_file_appended_meanwhile_waits(
+    gateway: Gateway, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A gateway appends samples of the day between retention's roll-up and its delete: they are
+    not in the roll-up yet, so they stay raw, and the next retention rolls them up."""
+    tables = gateway.writer.tables
+    first = quarters(gpu_batch("h1", cluster="c1"))
+    meanwhile = quarters(gpu_batch("h1", start_ms=EPOCH_MS + 20_000, cluster="c1", timestamps=3))
+    roll_up = upkeep._roll_up
+
+    def then_a_gateway_appends(tables: FleetTables, part: upkeep.Partition) -> upkeep.RolledUp:
+        rolled = roll_up(tables, part)
+        post(gateway, meanwhile)
+        return rolled
+
+    post(gateway, first)
+    monkeypatch.setattr(upkeep, "_roll_up", then_a_gateway_appends)
+    upkeep.retention(tables, "gpu_samples", days=1, now=NOW)
+    monkeypatch.undo()
+    assert stored_rollup(tables).equals(expected(tables, first))
+    raw, _ = reader.scan(tables, "gpu_samples", T0, T0 + timedelta(days=1))
+    assert raw.num_rows == meanwhile.num_rows
+
+    upkeep.retention(tables, "gpu_samples", days=1, now=NOW)
+    assert stored_rollup(tables).equals(expected(tables, first, meanwhile))
+    raw, _ = reader.scan(tables, "gpu_samples", T0, T0 + timedelta(days=1))
+    assert raw.num_rows == 0
+
+
 def test_a_rollup_table_made_before_sums_and_counts_gains_them_and_merges_its_old_rows(
     gateway: Gateway,
 ) -> None:
@@ -171,3 +209,55 @@ def test_compaction_leaves_alone_a_partition_retention_drops_within_a_day(gatewa
     late = T0 + timedelta(days=1, hours=1)
     assert compaction_due(tables, "gpu_samples", raw_retention_days=1, now=late) == []
     assert compaction_due(tables, "gpu_samples", raw_retention_days=2, now=late) == day0
+
+
+@pytest.mark.slow
+@pytest.mark.real_component("redis")
+def test_a_celery_worker_keeps_the_rollup_table_through_the_upkeep_tasks(
+    fleet_settings: Settings, tmp_path: Path
+) -> None:
+    """The tasks the hourly upkeep sends for gpu_samples_1h, on a real worker: before any
+    retention they find no table and make none; after it, they keep the table (its snapshots and
+    files are younger than the expiry and sweep ages, so nothing goes yet)."""
+    redis = pytest.importorskip("redis")
+    try:
+        redis.Redis.from_url(BROKER).flushdb()
+    except redis.exceptions.ConnectionError:
+        pytest.skip("no Redis at 127.0.0.1:6379")
+    settings = fleet_settings.with_overrides(
+        celery__broker_url=BROKER, warehouse__raw_retention_days=0
+    )
+    gw = Gateway(settings)
+    gw.start()
+    try:
+        post(gw, gpu_batch("h1", start_ms=EPOCH_MS - 86_400_000, cluster="c1"))
+    finally:
+        gw.stop()
+    queue = f"fleet-test-{uuid.uuid4().hex[:8]}"
+    env = {**env_for(settings), "FLEETSCOPE_CELERY_BROKER_URL": BROKER,
+           "FLEETSCOPE_WAREHOUSE_RAW_RETENTION_DAYS": "0"}  # fmt: skip
+    log = (tmp_path / "worker.log").open("wb")
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "analyzers.run.celery_app", "worker",
+         "--pool", "solo", "-Q", queue, "--loglevel", "WARNING"],
+        env=env, cwd=Path(__file__).parents[2], stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    producer = make_app(settings)
+
+    def run(task: str, *args: str) -> object:
+        sent = producer.send_task(f"fleetscope.fleet_{task}", args=list(args), queue=queue)
+        return sent.get(timeout=120)
+
+    try:
+        upkeep_of_rollup = [("expire_snapshots", ROLLUP_1H), ("sweep_orphans", ROLLUP_1H)]
+        assert [run(*job) for job in upkeep_of_rollup] == [0, 0]
+        tables = FleetTables(FleetConfig.from_settings(settings))
+        assert tables.existing(ROLLUP_1H) is None
+        yesterday = (T0 - timedelta(days=1)).date().isoformat()
+        assert run("retention", "gpu_samples") == [f"{yesterday}/c1"]
+        assert [run(*job) for job in upkeep_of_rollup] == [0, 0]
+    finally:
+        worker.terminate()
+        worker.wait(timeout=30)
+        log.close()
+    assert stored_rollup(tables).column("samples").to_pylist() == [10] * 8
