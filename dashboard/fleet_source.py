@@ -37,8 +37,9 @@ from fleetscope.contract import TABLES
 from fleetscope.errors import ConfigError, SourceUnavailableError
 from warehouse import schema
 from warehouse.fleet import reader
+from warehouse.fleet.rollup import ROLLUP_1H
 from warehouse.fleet.tables import FleetConfig, FleetTables
-from warehouse.fleet.upkeep import EPOCH_DAY, ROLLUP_1H
+from warehouse.fleet.upkeep import EPOCH_DAY
 from warehouse.rollups import ROLLUP_SCHEMA
 
 if TYPE_CHECKING:

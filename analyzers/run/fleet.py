@@ -8,7 +8,8 @@
                                                        dropped, roll-ups kept, one at a time
     fleetscope.fleet_expire_snapshots(table)           snapshots older than a day forgotten
     fleetscope.fleet_sweep_orphans(table)              files no snapshot reaches, older than 3 days,
-                                                       deleted (warehouse.fleet.orphans)
+                                                       deleted (warehouse.fleet.orphans); both for
+                                                       the contract's tables and gpu_samples_1h
     fleetscope.fleet_prune_ledger()                    batch ids past raw retention plus
                                                        fleet.ledger_margin_days forgotten
     fleetscope.fleet_upkeep()                          hourly from beat in fleet mode: sends the above
@@ -90,9 +91,14 @@ def analyze_partition(day_iso: str, cluster: str) -> dict[str, Any]:
 
 @app.task(name="fleetscope.fleet_compact_partition", acks_late=True)  # type: ignore[untyped-decorator]
 def compact_partition(table: str, day_iso: str, cluster: str) -> int:
-    from warehouse.fleet.upkeep import Partition, compact
+    """Compacts the partition unless retention drops it within a day (a task may run late)."""
+    from warehouse.fleet.upkeep import Partition, compact, compaction_allowed
 
-    return compact(fleet_tables(), Partition(table, date.fromisoformat(day_iso), cluster))
+    part = Partition(table, date.fromisoformat(day_iso), cluster)
+    days = _settings().warehouse.raw_retention_days
+    if not compaction_allowed(part, days, datetime.now(UTC)):
+        return 0
+    return compact(fleet_tables(), part)
 
 
 @app.task(name="fleetscope.fleet_retention", acks_late=True)  # type: ignore[untyped-decorator]
@@ -117,7 +123,8 @@ def expire(table: str) -> int:
 def sweep_orphans(table: str) -> int:
     from warehouse.fleet.orphans import ORPHAN_MIN_AGE, sweep
 
-    return len(sweep(fleet_tables().table(table), ORPHAN_MIN_AGE, datetime.now(UTC)))
+    found = fleet_tables().existing(table)  # the roll-up table exists after a first retention
+    return 0 if found is None else len(sweep(found, ORPHAN_MIN_AGE, datetime.now(UTC)))
 
 
 @app.task(name="fleetscope.fleet_prune_ledger", acks_late=True)  # type: ignore[untyped-decorator]
@@ -135,28 +142,48 @@ def prune_ledger() -> int:
     )
 
 
-def compaction_due(tables: FleetTables, table: str, min_files: int = 2) -> list[list[str]]:
-    """[day, cluster] of every partition of `table` with at least `min_files` data files."""
-    from warehouse.fleet.upkeep import file_count, partitions
+def compaction_due(
+    tables: FleetTables,
+    table: str,
+    min_files: int = 2,
+    raw_retention_days: int | None = None,
+    now: datetime | None = None,
+) -> list[list[str]]:
+    """[day, cluster] of every partition of `table` with at least `min_files` data files, but
+    none that retention drops within a day (`upkeep.compaction_allowed`; by default
+    `warehouse.raw_retention_days` and the clock)."""
+    from warehouse.fleet.upkeep import compaction_allowed, file_count, partitions
 
+    days = (
+        _settings().warehouse.raw_retention_days
+        if raw_retention_days is None
+        else raw_retention_days
+    )
+    at = datetime.now(UTC) if now is None else now
     return [
         [p.day.isoformat(), p.cluster]
         for p in partitions(tables, table)
-        if file_count(tables, p) >= min_files
+        if compaction_allowed(p, days, at) and file_count(tables, p) >= min_files
     ]
 
 
 def upkeep_plan(tables: FleetTables) -> list[tuple[Task, list[str]]]:
     """What one upkeep sends, in order: a compaction per partition that needs it, then retention,
-    snapshot expiry and the orphan-file sweep per table, then the ledger's pruning (each its own
-    task, so workers spread them; a sweep that reads the metadata before its table's expiry
-    keeps what the expiry frees, and the next hour's sweep deletes it)."""
+    snapshot expiry and the orphan-file sweep per table, then expiry and sweep of the hourly
+    roll-up table that retention commits to, then the ledger's pruning (each its own task, so
+    workers spread them; a sweep that reads the metadata before its table's expiry keeps what
+    the expiry frees, and the next hour's sweep deletes it). The roll-up table needs no
+    compaction: each roll-up rewrites its (day, cluster) partition as one file."""
     from fleetscope.contract import TABLES
+    from warehouse.fleet.rollup import ROLLUP_1H
 
+    days, now = _settings().warehouse.raw_retention_days, datetime.now(UTC)
     plan: list[tuple[Task, list[str]]] = []
     for table in TABLES:
-        plan += [(compact_partition, [table, d, c]) for d, c in compaction_due(tables, table)]
+        due = compaction_due(tables, table, raw_retention_days=days, now=now)
+        plan += [(compact_partition, [table, d, c]) for d, c in due]
         plan += [(retention, [table]), (expire, [table]), (sweep_orphans, [table])]
+    plan += [(expire, [ROLLUP_1H]), (sweep_orphans, [ROLLUP_1H])]
     plan.append((prune_ledger, []))
     return plan
 

@@ -67,40 +67,6 @@ def test_retention_drops_old_raw_partitions_and_keeps_their_hourly_rollups(
     assert set(rows.column("samples").to_pylist()) == {10}
 
 
-def test_late_rows_for_a_dropped_day_join_its_rollup_instead_of_replacing_it(
-    gateway: Gateway,
-) -> None:
-    """Day 0 is rolled up and dropped; then a spool replayed weeks later brings day 0 rows of
-    another host (new hours) and of h1 (an hour already rolled up). The next retention adds
-    the new host's hours and keeps the stored ones as they were; a roll-up run twice over the
-    same rows (a retention that died before its delete) adds nothing twice."""
-    fill(gateway, days=1, batches=1)
-    tables = gateway.writer.tables
-    now = T0 + timedelta(days=2, hours=1)
-    upkeep.retention(tables, "gpu_samples", days=1, now=now)
-    rollup = tables.table(upkeep.ROLLUP_1H)
-    first = rollup.scan().to_arrow().sort_by([("host", "ascending"), ("gpu_index", "ascending")])
-    assert (first.num_rows, set(first.column("samples").to_pylist())) == (8, {10})
-
-    late = [gpu_batch("h2", start_ms=EPOCH_MS, cluster="c1", gpus=2),
-            gpu_batch("h1", start_ms=EPOCH_MS + 20_000, cluster="c1", timestamps=3, seed=5)]  # fmt: skip
-    for batch in late:
-        assert post_batch(gateway.url, "gpu_samples", batch, token=TEST_TOKEN).status == 202
-    (part,) = upkeep.partitions(tables, "gpu_samples")
-    assert upkeep.roll_up(tables, part) == upkeep.roll_up(tables, part) == 10
-    upkeep.retention(tables, "gpu_samples", days=1, now=now)
-
-    rollup.refresh()
-    rows = rollup.scan().to_arrow().sort_by([("host", "ascending"), ("gpu_index", "ascending")])
-    assert rows.slice(0, 8).equals(first)  # h1's hour as it was rolled up
-    assert rows.slice(8).select(["host", "gpu_index", "samples"]).to_pylist() == [
-        {"host": "h2", "gpu_index": 0, "samples": 10},
-        {"host": "h2", "gpu_index": 1, "samples": 10},
-    ]
-    raw, _ = reader.scan(tables, "gpu_samples", T0, T0 + timedelta(days=1))
-    assert raw.num_rows == 0
-
-
 def test_snapshot_expiry_keeps_the_current_snapshot_and_its_rows(gateway: Gateway) -> None:
     fill(gateway, days=1, batches=3)
     tables = gateway.writer.tables
@@ -208,7 +174,7 @@ def test_a_negative_ledger_margin_is_refused_with_the_setting_named() -> None:
         upkeep.ledger_cutoff(datetime(2026, 5, 20, tzinfo=UTC), 14, -1)
 
 
-def test_upkeep_sends_compactions_then_retention_expiry_and_sweep_per_table_then_ledger_pruning(
+def test_upkeep_sends_compactions_then_retention_expiry_and_sweep_per_table_and_rollup_then_ledger_pruning(
     gateway: Gateway,
 ) -> None:
     from analyzers.run.fleet import upkeep_plan
@@ -223,5 +189,7 @@ def test_upkeep_sends_compactions_then_retention_expiry_and_sweep_per_table_then
             for table in TABLES
             for job in ("retention", "expire_snapshots", "sweep_orphans")
         ],
+        ("expire_snapshots", ["gpu_samples_1h"]),
+        ("sweep_orphans", ["gpu_samples_1h"]),
         ("prune_ledger", []),
     ]

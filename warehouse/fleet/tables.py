@@ -130,6 +130,18 @@ class FleetTables:
             self._tables[name] = self._load_or_create(name, arrow_schema)
         return self._tables[name]
 
+    def existing(self, name: str) -> Table | None:
+        """The table `name` if some writer made it, else None (upkeep of a roll-up table that no
+        retention has written yet has nothing to do, and must not create it)."""
+        from pyiceberg.exceptions import NoSuchTableError
+
+        if name not in self._tables:
+            try:
+                self._tables[name] = self.catalog.load_table(self.identifier(name))
+            except NoSuchTableError:
+                return None
+        return self._tables[name]
+
     def ensure_all(self) -> None:
         """Bucket and every contract table, created when missing (any gateway may be first)."""
         ensure_bucket(self.config)

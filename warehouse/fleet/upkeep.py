@@ -8,10 +8,12 @@ the same way when the job won. A reader planning on an older snapshot keeps its 
 `expire_snapshots` drops snapshots older than its grace.
 
     compact(partition)            many small files -> one file sorted by ts (same rows)
-    roll_up(partition)            gpu_samples -> gpu_samples_1h for that day and cluster
-    drop_raw(partition)           rolls up first, then deletes the raw rows (whole files)
+    roll_up(partition)            gpu_samples -> gpu_samples_1h for that day and cluster, late
+                                  samples merged into hours already rolled up (fleet.rollup)
+    drop_raw(partition)           rolls up first, then deletes the files rolled up (whole files)
     expire_snapshots(table, age)  forgets snapshots older than age (their files stay until the
-                                  orphan sweep, warehouse.fleet.orphans, deletes them)
+                                  orphan sweep, warehouse.fleet.orphans, deletes them); the
+                                  contract's tables and gpu_samples_1h alike
     prune_ledger(catalog, ...)    forgets batch ids past raw retention plus fleet.ledger_margin_days
 """
 
@@ -26,23 +28,31 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING, TypeVar
 
-import duckdb
 import pyarrow as pa
 from sqlalchemy import Engine
 
 from fleetscope.errors import ConfigError
 from warehouse.catalog import ledger
 from warehouse.fleet.reader import scan
-from warehouse.fleet.tables import FLUSH_PROPERTY, FleetTables, to_table_schema
-from warehouse.rollups import ROLLUP_COLUMNS
+from warehouse.fleet.rollup import (
+    ROLLUP_1H,
+    evolve,
+    merge_rows,
+    rolled_files,
+    rolled_key,
+    rolled_record,
+    rollup_rows,
+    rollup_schema,
+)
+from warehouse.fleet.tables import FLUSH_PROPERTY, FleetTables, to_contract, to_table_schema
 
 if TYPE_CHECKING:
-    from pyiceberg.table import Table
+    from pyiceberg.manifest import DataFile
+    from pyiceberg.table import FileScanTask, Table
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-ROLLUP_1H = "gpu_samples_1h"
 EPOCH_DAY = date(1970, 1, 1)
 
 
@@ -105,6 +115,15 @@ def _retrying(table: Table, job: Callable[[], T], attempts: int = 10) -> T:
     raise RuntimeError(f"{table.name()}: still conflicting after {attempts} attempts")
 
 
+def compaction_allowed(part: Partition, raw_retention_days: int, now: datetime) -> bool:
+    """False for a partition that retention drops now or within a day (its day is not after
+    `now - raw_retention_days`). Retention rolls a partition up, records which files it rolled
+    up and deletes exactly those (`drop_raw`); a compaction beside it (both are upkeep tasks,
+    sent together) would replace them by a file whose rows are already rolled up, which a later
+    roll-up would count twice. Compacting a partition about to go is wasted work anyway."""
+    return part.day > (now - timedelta(days=raw_retention_days)).date()
+
+
 def compact(tables: FleetTables, part: Partition, min_files: int = 2) -> int:
     """Rewrite the partition's files as one, sorted by time; returns the files replaced (0: none)."""
     table = tables.table(part.table)
@@ -124,79 +143,104 @@ def compact(tables: FleetTables, part: Partition, min_files: int = 2) -> int:
     return replaced
 
 
-def rollup_rows(raw: pa.Table) -> pa.Table:
-    """Hourly roll-up of gpu_samples rows, the embedded gpu_samples_1h columns (warehouse.rollups)."""
-    stats = ", ".join(f"avg({c}) AS {c}_mean, max({c}) AS {c}_max" for c in ROLLUP_COLUMNS)
-    conn = duckdb.connect()
-    try:
-        conn.execute("SET TimeZone = 'UTC'")
-        conn.register("raw", raw)
-        return conn.sql(
-            "SELECT date_trunc('hour', ts) AS ts, cluster, host, gpu_index, job_id, "
-            f"count(*) AS samples, {stats} FROM raw GROUP BY ALL "
-            "ORDER BY cluster, ts, host, gpu_index"
-        ).to_arrow_table()
-    finally:
-        conn.close()
+@dataclass(frozen=True)
+class RolledUp:
+    """What one roll-up of a partition did: the partition's roll-up rows now, and the raw data
+    files their samples came from (every file of the partition at the snapshot it read)."""
 
-
-ROLLUP_KEY = ("ts", "cluster", "host", "gpu_index", "job_id")
+    rows: int
+    files: tuple[DataFile, ...]
 
 
 def roll_up(tables: FleetTables, part: Partition) -> int:
-    """(Re)compute gpu_samples_1h for one gpu_samples partition; returns the roll-up rows.
+    """Merge the partition's raw samples into gpu_samples_1h; returns its roll-up rows."""
+    return _roll_up(tables, part).rows
 
-    The partition may have been rolled up before: its raw rows were dropped at retention and
+
+def _roll_up(tables: FleetTables, part: Partition) -> RolledUp:
+    """The partition may have been rolled up before: its raw rows were dropped at retention and
     late rows arrived since (a spool replayed weeks later, an import), or a retention run died
-    between the roll-up and the delete. So the roll-up rows already stored are kept, and only
-    hours (per GPU and job) they do not hold are added: a re-run adds nothing twice, and late
-    rows never replace the day they join. Late samples of an hour already rolled up are not
-    merged into it (the stored row does not keep what a merge would need)."""
-    raw, _ = scan(tables, "gpu_samples", part.start, part.end, [part.cluster])
-    rolled = rollup_rows(raw)
-    target = tables.rollup_table(ROLLUP_1H, rolled.schema)
+    between the roll-up and the delete. So only the raw files the stored rows do not hold yet
+    (the record in the roll-up table, warehouse.fleet.rollup) are rolled up and merged into
+    them, and the record is replaced in the same commit: a re-run merges nothing twice."""
+    raw_table = tables.table("gpu_samples")
+    raw_table.refresh()
+    snapshot = raw_table.current_snapshot()
+    if snapshot is None:
+        return RolledUp(0, ())
+    tasks = list(
+        raw_table.scan(row_filter=part.row_filter(), snapshot_id=snapshot.snapshot_id).plan_files()
+    )
+    files = {t.file.file_path for t in tasks}
+    target = tables.rollup_table(ROLLUP_1H, rollup_schema())
 
-    def job() -> int:
+    def job() -> RolledUp:
         target.refresh()
+        evolve(target)
         schema = target.schema().as_arrow()
         stored = target.scan(row_filter=part.row_filter()).to_arrow().cast(schema)
-        rows = _with_new_hours(stored, rolled.cast(schema))
-        with _quiet_empty_delete():  # the first roll-up of a partition replaces nothing
-            target.overwrite(rows, overwrite_filter=part.row_filter())
-        return int(rows.num_rows)
+        fresh = [
+            t for t in tasks if t.file.file_path not in rolled_files(target, part.day, part.cluster)
+        ]
+        if not fresh:
+            return RolledUp(stored.num_rows, tuple(t.file for t in tasks))
+        raw = to_contract("gpu_samples", _read(raw_table, fresh, part))
+        rows = merge_rows(stored, rollup_rows(raw).cast(schema)).cast(schema)
+        with _quiet_empty_delete(), target.transaction() as tx:  # a first roll-up replaces nothing
+            tx.overwrite(rows, overwrite_filter=part.row_filter())
+            tx.set_properties({rolled_key(part.day, part.cluster): rolled_record(files)})
+        return RolledUp(rows.num_rows, tuple(t.file for t in tasks))
 
     return _retrying(target, job)
 
 
-def _with_new_hours(stored: pa.Table, rolled: pa.Table) -> pa.Table:
-    """`stored` plus the rows of `rolled` whose key (hour, cluster, host, GPU, job) it lacks."""
-    if stored.num_rows == 0:
-        return rolled
-    conn = duckdb.connect()
-    try:
-        conn.register("stored", stored)
-        conn.register("rolled", rolled)
-        same = " AND ".join(f"r.{k} IS NOT DISTINCT FROM s.{k}" for k in ROLLUP_KEY)
-        fresh = conn.sql(f"SELECT r.* FROM rolled r ANTI JOIN stored s ON {same}").to_arrow_table()
-    finally:
-        conn.close()
-    merged = pa.concat_tables([stored, fresh.cast(stored.schema)])
-    order = [(k, "ascending") for k in ("cluster", "ts", "host", "gpu_index")]
-    return merged.sort_by(order)  # as rollup_rows writes them: the table is sorted by ts
+def _read(table: Table, tasks: list[FileScanTask], part: Partition) -> pa.Table:
+    """The rows of exactly these data files (pyiceberg's own delete reads files so)."""
+    from pyiceberg.expressions import parser
+    from pyiceberg.io.pyarrow import ArrowScan
+
+    scan = ArrowScan(table.metadata, table.io, table.schema(), parser.parse(part.row_filter()))
+    return scan.to_table(tasks)
 
 
 def drop_raw(tables: FleetTables, part: Partition) -> int:
-    """Raw retention for one partition: roll up first (roll-ups are kept), then delete the raw
-    rows; the filter matches whole partition files, so Iceberg drops them without rewriting."""
-    if part.table == "gpu_samples":
-        roll_up(tables, part)
-    table = tables.table(part.table)
-    files = file_count(tables, part)
+    """Raw retention for one partition. gpu_samples is rolled up first (roll-ups are kept), and
+    exactly the files rolled up are deleted: a file a gateway appended meanwhile stays for the
+    next run. Other tables: the partition's files. Whole files go, Iceberg rewrites nothing."""
+    if part.table != "gpu_samples":
+        table = tables.table(part.table)
+        files = file_count(tables, part)
 
+        def by_filter() -> int:
+            table.refresh()
+            table.delete(delete_filter=part.row_filter())
+            return files
+
+        return _retrying(table, by_filter)
+    rolled = _roll_up(tables, part)
+    deleted = _delete_files(tables.table(part.table), part, rolled.files)
+    target = tables.rollup_table(ROLLUP_1H, rollup_schema())
+
+    def forget() -> None:  # those files are gone: the record would only grow the metadata
+        target.refresh()
+        key = rolled_key(part.day, part.cluster)
+        if key in target.properties:
+            target.transaction().remove_properties(key).commit_transaction()
+
+    _retrying(target, forget)
+    return deleted
+
+
+def _delete_files(table: Table, part: Partition, files: tuple[DataFile, ...]) -> int:
     def job() -> int:
         table.refresh()
-        table.delete(delete_filter=part.row_filter())
-        return files
+        live = {t.file.file_path for t in table.scan(row_filter=part.row_filter()).plan_files()}
+        gone = [f for f in files if f.file_path in live]
+        if gone:
+            with table.transaction() as tx, tx.update_snapshot().overwrite() as overwrite:
+                for data_file in gone:
+                    overwrite.delete_data_file(data_file)
+        return len(gone)
 
     return _retrying(table, job)
 
@@ -216,7 +260,9 @@ def expire_snapshots(
     """Expire snapshots older than `older_than` (the current one is always kept), after settling
     the ledger claims of the flushes they carry (ledger.settle: the summary is the only proof a
     dead gateway's commit landed, and expiry forgets it)."""
-    table = tables.table(name)
+    table = tables.existing(name)
+    if table is None:
+        return 0
     table.refresh()
     cutoff_ms = int((now - older_than).timestamp() * 1000)
     current = table.current_snapshot()
