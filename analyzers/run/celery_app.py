@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from celery import Celery
 from celery.schedules import crontab
 
+from fleetscope.errors import ConfigError
 from fleetscope.settings import Settings, load_settings
 
 if TYPE_CHECKING:
@@ -206,6 +207,18 @@ def analyze_window(
     }
 
 
+def require_result_backend(celery: Celery) -> None:
+    """A chord's body gets its parts' answers through the result backend, which this app has only
+    with a Redis broker (`make_app`): a window cut per cluster cannot land without one."""
+    from celery.backends.base import DisabledBackend
+
+    if isinstance(celery.backend, DisabledBackend):
+        raise ConfigError(
+            "fleet mode lands a window's per-cluster parts with a Celery chord, which needs a "
+            f"result backend: set celery.broker_url to a redis:// URL, not {celery.conf.broker_url!r}"
+        )
+
+
 def _fan_out(window: Window, arrival_iso: str | None) -> dict[str, Any]:
     """Fleet mode: a chord of one `analyze_window_part` per cluster with data for the window,
     whose body `land_window` lands them together (no data: the empty window lands at once)."""
@@ -213,6 +226,7 @@ def _fan_out(window: Window, arrival_iso: str | None) -> dict[str, Any]:
 
     from analyzers.run.fleet_window import plan_parts
 
+    require_result_backend(app)
     args = [window.start.isoformat(), window.end.isoformat(), window.partition, window.partitions]
     planned = plan_parts(fleet_tables(), _pipeline(), window)
     if not planned:  # landing nothing drops the window's stale open findings, as a read would

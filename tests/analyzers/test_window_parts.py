@@ -136,3 +136,15 @@ def test_an_analyzer_failing_in_one_part_fails_for_the_window_and_keeps_what_it_
     result = pipeline.land_parts(broken, WINDOW, CATALOG, store)
     assert result.errors == {"zero_util": "AnalyzerFailedError: cluster west: RuntimeError: boom"}
     assert stored(store) == before  # east's R1 not landed alone: west's would read as stale
+
+
+def test_a_fleet_window_needs_a_result_backend_to_land_its_parts() -> None:
+    from analyzers.run.celery_app import make_app, require_result_backend
+    from fleetscope.errors import ConfigError
+    from fleetscope.settings import load_settings
+
+    settings = load_settings(env={})
+    require_result_backend(make_app(settings.with_overrides(celery__broker_url="redis://h:6379/0")))
+    amqp = make_app(settings.with_overrides(celery__broker_url="amqp://guest@127.0.0.1:5672//"))
+    with pytest.raises(ConfigError, match=r"needs a result backend: set celery\.broker_url"):
+        require_result_backend(amqp)
