@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import tomllib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from importlib.metadata import entry_points
@@ -85,6 +85,24 @@ class Analyzer(Protocol):
 
     def run(
         self, conn: duckdb.DuckDBPyConnection, window: Window, catalog: JobCatalog
+    ) -> list[Finding]: ...
+
+
+@runtime_checkable
+class CombinedAnalyzer(Protocol):
+    """A fleet-wide analyzer (`partition_by = "none"`) whose answer can be assembled from parts.
+
+    Fleet mode cuts a scheduled window per cluster, and no worker reads the whole fleet: such an
+    analyzer returns a small JSON-ready `partial` from each cluster's rows (one row per job, say),
+    and `combine` turns every part's rows, concatenated, into the findings it would have found on
+    all the rows at once. `run` must equal `combine(partial(conn, window), window, catalog)`. A
+    fleet-wide analyzer without these two methods gets one task that reads the whole window.
+    """
+
+    def partial(self, conn: duckdb.DuckDBPyConnection, window: Window) -> list[dict[str, Any]]: ...
+
+    def combine(
+        self, rows: Sequence[Mapping[str, Any]], window: Window, catalog: JobCatalog
     ) -> list[Finding]: ...
 
 

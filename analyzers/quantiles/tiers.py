@@ -51,6 +51,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import quote
 
 import duckdb
 import pyarrow as pa
@@ -70,6 +71,7 @@ from analyzers.quantiles.panes import (
     values_sql,
 )
 from analyzers.run.clock import align_down
+from analyzers.run.parts import WHOLE, Scope, Whole
 from fleetscope.errors import ConfigError
 from warehouse.compaction import compact
 from warehouse.segments import Segment, SegmentStore, read_manifest
@@ -166,22 +168,37 @@ class QuantileStore:
             # read the manifest under the lock: another process may have swapped it
             yield SegmentStore(self.root, compression="zstd")
 
-    def keep(self, conn: duckdb.DuckDBPyConnection, window: Window, catalog: JobCatalog) -> Kept:
+    def keep(
+        self,
+        conn: duckdb.DuckDBPyConnection,
+        window: Window,
+        catalog: JobCatalog,
+        cluster: Scope = WHOLE,
+    ) -> Kept:
         """Store every tier's whole panes of the window past the partition's marks.
+
+        `cluster`: the connection holds one cluster's rows only (fleet mode cuts a window per
+        cluster): the partition's marks and a rebuild's replaced rows are that cluster's.
 
         Each tier (10 s, 1 min, 1 h) is built straight from the samples, an hour (a day for the
         hour tier) at a time so memory stays bounded: by the sketch's lossless merge that equals
         merging the finer panes, bit for bit (tests/analyzers/quantiles), without reading them
         back. Panes older than a tier's retention are skipped and expired days are retired."""
-        part = f"{window.partition}/{window.partitions}"
+        part = f"{window.partition}/{window.partitions}{_scope_key(cluster)}"
         rows = dict.fromkeys(self.tiers, 0)
         now = _newest_sample_s(conn, window)
         # One build per partition at a time (its marks are its own); partitions build in
         # parallel and take the store-wide lock only to swap each slice in.
         self.root.mkdir(parents=True, exist_ok=True)
-        with _flock(self.root / f".lock-{window.partition}-{window.partitions}"):
+        lock = (
+            f".lock-{window.partition}-{window.partitions}{_scope_key(cluster).replace('@', '-')}"
+        )
+        with _flock(self.root / lock):
             files = SegmentStore(self.root, compression="zstd")
-            marks = _marks(files, part)
+            # a tier a cluster's part has not built yet goes on from its slice's mark, which
+            # covered every cluster (a store kept before fleet mode cut windows per cluster)
+            whole = _marks(files, f"{window.partition}/{window.partitions}")
+            marks = {**whole, **_marks(files, part)}
             for res in self.tiers:
                 mark = marks.get(res)
                 end = align_down(window.end, res)
@@ -202,7 +219,7 @@ class QuantileStore:
                     rows[res] += tables[BUCKETS].num_rows
                     named = {tier_table(name, res): t for name, t in tables.items()}
                     if rebuild:
-                        _replace(self._locked, named, window, at, stop)
+                        _replace(self._locked, named, window, at, stop, cluster)
                     else:
                         _add(files, self._locked, named, part, {res: stop}, stop)
                         marks[res] = stop
@@ -306,6 +323,14 @@ def group_sketches(
     )
 
 
+def _scope_key(cluster: Scope) -> str:
+    """The marks' key suffix of a cluster's builds: quoted, so a `/` in a name cannot reach
+    into another key, and `@` so no key is a prefix of the whole partition's."""
+    if isinstance(cluster, Whole):
+        return ""
+    return "@" + ("%" if cluster is None else quote(cluster, safe=""))  # quote never ends in %
+
+
 def _marks(store: SegmentStore, part: str) -> dict[int, datetime]:
     prefix = f"quantiles/{part}/"
     out = {}
@@ -355,29 +380,38 @@ def _replace(
     window: Window,
     start: datetime,
     end: datetime,
+    cluster: Scope = WHOLE,
 ) -> None:
     """Make `tables` the window's partition's rows of [start, end), one UTC day (a slice never
     spans two): under the store-wide lock, that day's files are rewritten without the rows they
-    held for this partition and range, plus the new ones, and swapped in at once. Other
-    partitions' rows and the rest of the day stay as they were. Rare (late data only), so the
-    whole day's file of a tier is read back."""
+    held for this partition (and cluster, when one) and range, plus the new ones, and swapped in
+    at once. Other partitions' rows and the rest of the day stay as they were. Rare (late data
+    only), so the whole day's file of a tier is read back."""
     day = start.date().isoformat()
     with locked() as store:
         manifest = store.snapshot()
         changes: dict[str, tuple[list[Segment], list[Segment]]] = {}
         for name, fresh in tables.items():
             old = [s for s in manifest.live(name) if s.date == day]
-            kept = [_without(store.root / s.path, fresh.schema, window, start, end) for s in old]
+            kept = [
+                _without(store.root / s.path, fresh.schema, window, start, end, cluster)
+                for s in old
+            ]
             merged = pa.concat_tables([*kept, fresh])
             changes[name] = (old, store.write(name, merged, int(end.timestamp()), "pane_start"))
         store.swap(changes)
 
 
 def _without(
-    path: Path, schema: pa.Schema, window: Window, start: datetime, end: datetime
+    path: Path,
+    schema: pa.Schema,
+    window: Window,
+    start: datetime,
+    end: datetime,
+    cluster: Scope = WHOLE,
 ) -> pa.Table:
     """A stored file's rows minus the window's partition's rows of [start, end) (rows without a
-    job belong to partition 0, as `_tier_rows` keeps them)."""
+    job belong to partition 0, as `_tier_rows` keeps them), of `cluster` only when one."""
     table = pq.read_table(path, schema=schema)
     ts = table.column("pane_start")
     in_range = pc.and_(
@@ -392,6 +426,10 @@ def _without(
         ours = pc.if_else(
             pc.is_null(jobs), window.partition == 0, pc.is_in(jobs, pa.array(mine, jobs.type))
         )
+    if not isinstance(cluster, Whole):
+        column = table.column("cluster")
+        same = pc.is_null(column) if cluster is None else pc.equal(column, cluster)
+        ours = pc.and_(ours, pc.fill_null(same, False))
     return table.filter(pc.invert(pc.and_(in_range, ours)))
 
 

@@ -13,8 +13,9 @@ at the target are in the evidence (`recoverable_at_target_gpu_hours`).
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from analyzers.accounting.frames import prepare
 from analyzers.base import PartitionKey
@@ -46,21 +47,41 @@ class UserEfficiency:
     def run(
         self, conn: duckdb.DuckDBPyConnection, window: Window, catalog: JobCatalog
     ) -> list[Finding]:
-        th = self.thresholds
+        return self.combine(self.partial(conn, window), window, catalog)
+
+    def partial(self, conn: duckdb.DuckDBPyConnection, window: Window) -> list[dict[str, Any]]:
+        """The window's jobs (a part of the fleet's, in fleet mode: a job runs in one cluster)."""
         whole = Window(window.start, window.end)  # every job: a user's jobs span partitions
+        return [
+            {
+                "job_id": job.job_id,
+                "alloc_h": job.alloc_h,
+                "util_mean_all": job.util_mean_all,
+                "first_t": job.first_t,
+                "last_t": job.last_t,
+            }
+            for job in job_rows(conn, prepare(conn, whole))
+        ]
+
+    def combine(
+        self, rows: Sequence[Mapping[str, Any]], window: Window, catalog: JobCatalog
+    ) -> list[Finding]:
+        """Per-user totals over every part's jobs, in job order (the sums add up the same way
+        whatever the parts), then the findings."""
+        th = self.thresholds
         totals: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, float("inf"), 0.0])
         jobs: dict[str, list[str]] = defaultdict(list)
-        for job in job_rows(conn, prepare(conn, whole)):
-            info = catalog.get(job.job_id)
-            if info is None or not info.user or job.util_mean_all is None:
+        for job in sorted(rows, key=lambda j: str(j["job_id"])):
+            info = catalog.get(job["job_id"])
+            if info is None or not info.user or job["util_mean_all"] is None:
                 continue
             t = totals[info.user]
-            t[0] += job.alloc_h
-            t[1] += job.alloc_h * job.util_mean_all
+            t[0] += job["alloc_h"]
+            t[1] += job["alloc_h"] * job["util_mean_all"]
             t[2] += 1
-            t[3] = min(t[3], job.first_t)
-            t[4] = max(t[4], job.last_t)
-            jobs[info.user].append(job.job_id)
+            t[3] = min(t[3], job["first_t"])
+            t[4] = max(t[4], job["last_t"])
+            jobs[info.user].append(job["job_id"])
         findings = []
         for user, (gpu_h, util_h, n_jobs, first_t, last_t) in sorted(totals.items()):
             efficiency = util_h / gpu_h if gpu_h else 0.0

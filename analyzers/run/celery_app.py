@@ -8,10 +8,12 @@ the interval (the schedule time: a late or repeated tick computes the same windo
 `now()`), and for every partition enqueues `fleetscope.analyze_window` for each window the
 partition owes since its watermark, and for every bucket that received data since the partition
 last analysed it, whatever its age (analyzers.run.schedule: arrival-driven). A window task reads
-the warehouse's segments (`warehouse.reader.connect`), or in fleet mode (`server.mode = fleet`)
-the Iceberg tables the gateways commit to, whose arrival marks the gateways record in the same
-catalog (`TELEMETRY`); it runs the pipeline on its partition and
-lands findings in the catalog by their stable ids, then advances the partition's watermark. Tasks
+the warehouse's segments (`warehouse.reader.connect`) and runs the pipeline on its partition; in
+fleet mode (`server.mode = fleet`) it cuts the window per cluster holding data for it and sends
+one task per cluster, each reading only its (day, cluster) partitions of the Iceberg tables the
+gateways commit to, landed together by a chord's body (analyzers.run.fleet_window; the gateways
+record arrival marks in the same catalog). Either way findings land in the catalog by their
+stable ids, then the partition's watermark advances. Tasks
 are acknowledged late and rejected when their worker dies (`task_acks_late`,
 `task_reject_on_worker_lost`), so a crashed worker's window is delivered again and re-run; the re-run replaces, never duplicates.
 
@@ -30,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from celery import Celery
 from celery.schedules import crontab
 
+from fleetscope.errors import ConfigError
 from fleetscope.settings import Settings, load_settings
 
 if TYPE_CHECKING:
@@ -46,7 +49,12 @@ log = logging.getLogger(__name__)
 def make_app(settings: Settings) -> Celery:
     broker = settings.celery.broker_url
     backend = broker if broker.startswith(("redis://", "rediss://")) else None
-    celery = Celery("fleetscope", broker=broker, backend=backend, include=["analyzers.run.fleet"])
+    celery = Celery(
+        "fleetscope",
+        broker=broker,
+        backend=backend,
+        include=["analyzers.run.fleet"],
+    )
     celery.conf.update(
         task_acks_late=True,
         task_reject_on_worker_lost=True,
@@ -116,18 +124,12 @@ def fleet_tables() -> FleetTables:
     return FleetTables(FleetConfig.from_settings(_settings()))
 
 
-def _fleet_telemetry(_settings: Settings, window: Window) -> duckdb.DuckDBPyConnection:
-    from warehouse.fleet.reader import connect
-
-    return connect(fleet_tables(), window.start, window.end)  # Iceberg prunes to its days
-
-
-# Where a window task reads telemetry, per `server.mode`: the embedded server's published
-# segments, or the fleet's Iceberg tables (pruned to the window's days). Everything else about a
-# window (the schedule, the arrival marks it covers, where findings land) is the same.
+# Where a window task reads telemetry in one read: the embedded server's published segments. In
+# fleet mode no task reads a whole window: it is cut per cluster (analyzers.run.fleet_window).
+# Everything else about a window (the schedule, the arrival marks it covers, where findings
+# land, their ids) is the same.
 TELEMETRY: dict[str, Callable[[Settings, Window], duckdb.DuckDBPyConnection]] = {
     "embedded": _embedded_telemetry,
-    "fleet": _fleet_telemetry,
 }
 
 
@@ -185,8 +187,10 @@ def analyze_window(
     window = Window(
         datetime.fromisoformat(start_iso), datetime.fromisoformat(end_iso), partition, partitions
     )
-    store = _store()
     settings = _settings()
+    if settings.server.mode == "fleet":  # one task per cluster, landed together
+        return _fan_out(window, arrival_iso)
+    store = _store()
     conn = TELEMETRY[settings.server.mode](settings, window)
     try:
         result = _pipeline().run(conn, window, CatalogJobs(store.engine), store)
@@ -201,6 +205,88 @@ def analyze_window(
         "findings": len(result.findings),
         "seconds": round(sum(result.seconds.values()), 3),
     }
+
+
+def require_result_backend(celery: Celery) -> None:
+    """A chord's body gets its parts' answers through the result backend, which this app has only
+    with a Redis broker (`make_app`): a window cut per cluster cannot land without one."""
+    from celery.backends.base import DisabledBackend
+
+    if isinstance(celery.backend, DisabledBackend):
+        raise ConfigError(
+            "fleet mode lands a window's per-cluster parts with a Celery chord, which needs a "
+            f"result backend: set celery.broker_url to a redis:// URL, not {celery.conf.broker_url!r}"
+        )
+
+
+def _fan_out(window: Window, arrival_iso: str | None) -> dict[str, Any]:
+    """Fleet mode: a chord of one `analyze_window_part` per cluster with data for the window,
+    whose body `land_window` lands them together (no data: the empty window lands at once)."""
+    from celery import chord
+
+    from analyzers.run.fleet_window import plan_parts
+
+    require_result_backend(app)
+    args = [window.start.isoformat(), window.end.isoformat(), window.partition, window.partitions]
+    planned = plan_parts(fleet_tables(), _pipeline(), window)
+    if not planned:  # landing nothing drops the window's stale open findings, as a read would
+        return {"window": window.key(), "parts": [], "landed": land_window([], *args, arrival_iso)}
+    parts = [analyze_window_part.s(*args, cluster, whole) for cluster, whole in planned]
+    landing = chord(parts)(land_window.s(*args, arrival_iso))
+    return {"window": window.key(), "parts": planned, "landing": landing.id}
+
+
+@app.task(  # type: ignore[untyped-decorator]
+    name="fleetscope.analyze_window_part",
+    autoretry_for=(Exception,),
+    retry_backoff=True,
+    max_retries=3,
+)
+def analyze_window_part(
+    start_iso: str,
+    end_iso: str,
+    partition: int,
+    partitions: int,
+    cluster: str | None,
+    whole: bool = False,
+) -> dict[str, Any]:
+    """Fleet mode: one cluster's part of a window, read alone and analysed, not landed."""
+    from analyzers.run.fleet_window import analyze_part
+    from analyzers.run.results import CatalogJobs
+    from analyzers.run.window import Window
+
+    window = Window(
+        datetime.fromisoformat(start_iso), datetime.fromisoformat(end_iso), partition, partitions
+    )
+    jobs = CatalogJobs(_store().engine)
+    return analyze_part(fleet_tables(), _pipeline(), jobs, window, cluster, whole)
+
+
+@app.task(  # type: ignore[untyped-decorator]
+    name="fleetscope.land_window",
+    autoretry_for=(Exception,),
+    retry_backoff=True,
+    max_retries=3,
+)
+def land_window(
+    answers: list[dict[str, Any]],
+    start_iso: str,
+    end_iso: str,
+    partition: int,
+    partitions: int,
+    arrival_iso: str | None = None,
+) -> dict[str, Any]:
+    """Fleet mode: the chord's body, landing every part of one window (analyzers.run.fleet_window)."""
+    from analyzers.run.fleet_window import land
+    from analyzers.run.results import CatalogJobs
+    from analyzers.run.window import Window
+
+    window = Window(
+        datetime.fromisoformat(start_iso), datetime.fromisoformat(end_iso), partition, partitions
+    )
+    store = _store()
+    arrival = datetime.fromisoformat(arrival_iso) if arrival_iso else None
+    return land(_pipeline(), store, CatalogJobs(store.engine), answers, window, arrival)
 
 
 @app.task(name="fleetscope.weekly_reports", acks_late=True)  # type: ignore[untyped-decorator]

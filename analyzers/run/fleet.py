@@ -16,8 +16,8 @@
 
 Scheduled analysis is the embedded one (analyzers.run.celery_app): beat's `fleetscope.tick` sends
 `fleetscope.analyze_window` for the windows the clock and the gateways' arrival marks owe, and in
-fleet mode each reads the Iceberg tables (`celery_app.TELEMETRY`), so day-old samples a gateway
-receives get findings with no backfill.
+fleet mode each is cut per cluster and landed together (analyzers.run.fleet_window), so day-old
+samples a gateway receives get findings with no backfill.
 
 `merge` joins the partitions' answers: findings are concatenated (a job runs in one cluster, and a
 day window is the partition's own, so no finding spans two partitions), sketches merge losslessly
@@ -51,11 +51,9 @@ def analyze_partition_with(
     tables: FleetTables, pipeline: Pipeline, day_iso: str, cluster: str
 ) -> dict[str, Any]:
     """The work of one partition task, callable without Celery (benchmarks, tests)."""
-    import numpy as np
-
     from analyzers.base import StaticJobCatalog
+    from analyzers.run.fleet_window import gpu_util_sketch
     from analyzers.run.window import Window
-    from analyzers.sketch.core import QuantileSketch
     from warehouse.fleet.reader import connect
 
     start = _day(day_iso)
@@ -63,20 +61,16 @@ def analyze_partition_with(
     conn = connect(tables, window.start, window.end, [cluster])
     try:
         result = pipeline.run(conn, window, StaticJobCatalog())
-        util = conn.execute(
-            "SELECT gpu_util FROM gpu_samples WHERE gpu_util IS NOT NULL"
-        ).fetchnumpy()
+        sketch = gpu_util_sketch(conn)
         rows = conn.execute("SELECT count(*) FROM gpu_samples").fetchall()[0][0]
     finally:
         conn.close()
-    sketch = QuantileSketch()
-    sketch.add(np.asarray(util["gpu_util"], dtype=np.float64))
     return {
         "partition": [day_iso, cluster],
         "rows": int(rows),
         "errors": result.errors,
         "findings": [f.to_dict() for f in result.findings],
-        "gpu_util_sketch": base64.b64encode(sketch.to_bytes()).decode("ascii"),
+        "gpu_util_sketch": sketch,
     }
 
 

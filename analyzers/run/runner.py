@@ -15,12 +15,15 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from analyzers.accounting.frames import FrameParams, prepare
 from analyzers.base import (
     Analyzer,
+    CombinedAnalyzer,
     JobCatalog,
     load_analyzers,
     load_threshold_overrides,
@@ -28,6 +31,7 @@ from analyzers.base import (
 )
 from analyzers.findings import Finding
 from analyzers.rules.causes import resolve
+from analyzers.run.parts import WHOLE, Part, Scope, Whole
 from analyzers.run.window import Window
 from fleetscope.errors import FleetscopeError
 
@@ -98,13 +102,7 @@ class Pipeline:
     ) -> WindowResult:
         """Run every analyzer on `window`; with a store, land each analyzer's findings there."""
         result = WindowResult(window)
-        frames = [prepare(conn, window, self.params)]
-        if window.partition == 0 and window.partitions > 1:
-            frames.append(prepare(conn, Window(window.start, window.end), self.params))
-        sketch_frame = None
-        try:
-            if self.sketches is not None:
-                sketch_frame = self._keep_sketches(conn, window, catalog, result)
+        with self._prepared(conn, window, catalog, result, WHOLE):
             ran: list[tuple[Analyzer, str, list[Finding], float]] = []
             for analyzer in self.analyzers:
                 if analyzer.partition_by == "none" and window.partition != 0:
@@ -113,6 +111,103 @@ class Pipeline:
                 if done is not None:
                     ran.append((analyzer, *done))
             self._land(ran, window, store, result)
+        return result
+
+    def run_part(
+        self,
+        conn: duckdb.DuckDBPyConnection,
+        window: Window,
+        catalog: JobCatalog,
+        cluster: Scope,
+    ) -> Part:
+        """One part of a window cut per cluster (fleet mode), `conn` holding only its rows: what
+        each analyzer found, not landed (`land_parts` lands every part's at once). A cluster's
+        part runs the per-job and per-host analyzers and the fleet-wide ones' `partial`; the
+        whole window's part (cluster WHOLE) runs the fleet-wide ones that cannot combine parts."""
+        part = Part(None if isinstance(cluster, Whole) else cluster, whole=cluster is WHOLE)
+        result = WindowResult(window)
+        # the whole part keeps no sketches: the clusters' parts keep theirs
+        with self._prepared(conn, window, catalog, result, cluster, keep_sketches=not part.whole):
+            for analyzer in self.analyzers:
+                kind = part_kind(analyzer, window, whole=part.whole)
+                if kind is None:
+                    continue
+                started = time.perf_counter()
+                try:
+                    if kind == "partial":
+                        assert isinstance(analyzer, CombinedAnalyzer)
+                        part.partials[analyzer.name] = analyzer.partial(conn, window)
+                    else:
+                        found = _own(analyzer, analyzer.run(conn, window, catalog))
+                        part.findings[analyzer.name] = [f.to_dict() for f in found]
+                except Exception as exc:  # an analyzer's bug must not stop the others
+                    log.error("analyzer %s failed on %s", analyzer.name, window.key(), exc_info=exc)
+                    part.errors[analyzer.name] = f"{type(exc).__name__}: {exc}"
+                part.seconds[analyzer.name] = time.perf_counter() - started
+        part.errors.update(result.errors)  # the quantile sketches'
+        return part
+
+    def land_parts(
+        self,
+        parts: Sequence[Part],
+        window: Window,
+        catalog: JobCatalog,
+        store: FindingStore,
+    ) -> WindowResult:
+        """Land every part's findings of one window as `run` lands one read's: per analyzer,
+        the parts' findings concatenated (a job runs in one cluster, a host is in one) or a
+        fleet-wide analyzer's `combine` of the parts' partials; symptoms folded into causes
+        across all of them; replaced in the store by stable ids. An analyzer that failed in any
+        part fails for the window (landing the other parts' would drop the failed part's
+        findings as stale), and a sketch failure is the window's error as in `run`."""
+        result = WindowResult(window)
+        ran: list[tuple[Analyzer, str, list[Finding], float]] = []
+        for analyzer in self.analyzers:
+            if analyzer.partition_by == "none" and window.partition != 0:
+                continue
+            run_id = uuid.uuid4().hex
+            store.start_run(run_id, analyzer.name, window)
+            name = analyzer.name
+            try:
+                failed = [f"{p.label()}: {p.errors[name]}" for p in parts if name in p.errors]
+                if failed:
+                    raise AnalyzerFailedError("; ".join(failed))
+                if part_kind(analyzer, window, whole=False) == "partial":
+                    assert isinstance(analyzer, CombinedAnalyzer)
+                    rows = [row for p in parts for row in p.partials.get(name, [])]
+                    found = _own(analyzer, analyzer.combine(rows, window, catalog))
+                else:
+                    found = [Finding.from_dict(d) for p in parts for d in p.findings.get(name, [])]
+            except Exception as exc:
+                self._failed(analyzer, window, store, result, run_id, exc)
+                continue
+            ran.append((analyzer, run_id, found, sum(p.seconds.get(name, 0.0) for p in parts)))
+        self._land(ran, window, store, result)
+        for p in parts:
+            if "quantiles" in p.errors:
+                result.errors[f"quantiles {p.label()}"] = p.errors["quantiles"]
+        return result
+
+    @contextmanager
+    def _prepared(
+        self,
+        conn: duckdb.DuckDBPyConnection,
+        window: Window,
+        catalog: JobCatalog,
+        result: WindowResult,
+        cluster: Scope,
+        *,
+        keep_sketches: bool = True,
+    ) -> Iterator[None]:
+        """The window's shared frames (and its quantile sketches kept), dropped afterwards."""
+        frames = [prepare(conn, window, self.params)]
+        if window.partition == 0 and window.partitions > 1:
+            frames.append(prepare(conn, Window(window.start, window.end), self.params))
+        sketch_frame = None
+        try:
+            if self.sketches is not None and keep_sketches:
+                sketch_frame = self._keep_sketches(conn, window, catalog, result, cluster)
+            yield
         finally:
             for frame in frames:
                 conn.execute(f"DROP TABLE IF EXISTS {frame.gpu}")
@@ -121,7 +216,6 @@ class Pipeline:
                 from analyzers.quantiles.panes import drop
 
                 drop(conn, sketch_frame)
-        return result
 
     def _keep_sketches(
         self,
@@ -129,6 +223,7 @@ class Pipeline:
         window: Window,
         catalog: JobCatalog,
         result: WindowResult,
+        cluster: Scope,
     ) -> SketchFrame | None:
         """Build the window's pane sketches (rules read them) and keep the new ones; a failure is
         recorded like an analyzer's (the watermark stays), the rules still run."""
@@ -139,7 +234,7 @@ class Pipeline:
         frame = None
         try:
             frame = prepare_sketches(conn, window, self.sketches.pane_s)
-            self.sketches.keep(conn, window, catalog)
+            self.sketches.keep(conn, window, catalog, cluster)
         except Exception as exc:  # like an analyzer's bug: recorded, the rules still run
             log.exception("quantile sketches failed on %s", window.key())
             result.errors["quantiles"] = f"{type(exc).__name__}: {exc}"
@@ -162,12 +257,7 @@ class Pipeline:
             store.start_run(run_id, analyzer.name, window)
         started = time.perf_counter()
         try:
-            found = analyzer.run(conn, window, catalog)
-            foreign = sorted({f.rule_id for f in found} - set(analyzer.rule_ids))
-            if foreign:
-                raise AnalyzerFailedError(
-                    f"{analyzer.name} returned rules it does not own: {foreign}"
-                )
+            found = _own(analyzer, analyzer.run(conn, window, catalog))
         except Exception as exc:  # an analyzer's bug must not stop the others
             self._failed(analyzer, window, store, result, run_id, exc)
             return None
@@ -216,3 +306,23 @@ class Pipeline:
         result.errors[analyzer.name] = f"{type(exc).__name__}: {exc}"
         if store is not None:
             store.finish_run(run_id, error=result.errors[analyzer.name])
+
+
+def _own(analyzer: Analyzer, found: list[Finding]) -> list[Finding]:
+    """`found`, when every finding is of a rule the analyzer implements."""
+    foreign = sorted({f.rule_id for f in found} - set(analyzer.rule_ids))
+    if foreign:
+        raise AnalyzerFailedError(f"{analyzer.name} returned rules it does not own: {foreign}")
+    return found
+
+
+def part_kind(analyzer: Analyzer, window: Window, *, whole: bool) -> str | None:
+    """What a part of a window cut per cluster runs of `analyzer`: "run" (its findings),
+    "partial" (a fleet-wide analyzer's part, combined at landing) or None (another part's)."""
+    if analyzer.partition_by != "none":
+        return None if whole else "run"
+    if window.partition != 0:
+        return None
+    if isinstance(analyzer, CombinedAnalyzer):
+        return None if whole else "partial"
+    return "run" if whole else None

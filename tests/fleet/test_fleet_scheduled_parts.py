@@ -1,0 +1,203 @@
+"""Scheduled windows in fleet mode are cut per (day, cluster): beat's tick on a real Celery worker
+(Redis broker and result backend) sends one task per cluster holding data for the window, each
+reading only its cluster's rows of the Iceberg tables, landed together. They store exactly what
+the embedded scheduler stores on the same batches: the same findings by id and content, a
+fleet-wide rule (R4: a user's jobs in two clusters) included, and the same quantile panes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+import pytest
+
+from analyzers.quantiles.tiers import QuantileStore
+from analyzers.run.celery_app import make_app
+from analyzers.run.results import FindingStore, StoredFinding
+from analyzers.run.runner import Pipeline
+from analyzers.run.schedule import WATERMARK_KEY, run_due
+from fleetscope.settings import Settings
+from simulator.maker.series import T0, Fleet
+from simulator.wire import TEST_TOKEN, post_batch
+from tests.fleet.test_fleet_e2e import env_for
+from warehouse import catalog
+from warehouse import reader as embedded_reader
+from warehouse.catalog.fleet import Job, upsert_jobs
+from warehouse.fleet.gateway import Gateway
+from warehouse.fleet.tables import FleetConfig, FleetTables
+from warehouse.runtime import Server
+
+pytestmark = [pytest.mark.slow, pytest.mark.real_component("redis")]
+
+BROKER = "redis://127.0.0.1:6379/10"
+DAY = timedelta(days=1)
+IDLE: dict[str, Any] = {"gpu_util": 0.0, "gr_engine_active": 0.0, "sm_active": 0.0}
+CLUSTERS = ("east", "west")
+# ann runs one job per cluster: 8 GPUs x 4 h = 32 GPU-h each at 10 % utilisation. Only the two
+# together pass R4's 50 GPU-h floor, so R4 finds her only if it sees both clusters.
+JOBS = [Job(f"ann-{c}", cluster=c, user="ann", team="ml") for c in CLUSTERS] + [
+    Job(f"{j}-{c}", cluster=c, user="bob", team="ml") for c in CLUSTERS for j in ("idle", "low")
+]
+
+
+def cluster_samples(cluster: str) -> pa.Table:
+    fleet = Fleet().gpus(f"idle-{cluster}", f"{cluster}-1", range(2), 0, 90, **IDLE)
+    fleet.gpus(f"low-{cluster}", f"{cluster}-2", range(2), 30, 90, gpu_util=10.0)
+    fleet.gpus(f"ann-{cluster}", f"{cluster}-3", range(8), 60, 240, gpu_util=10.0)
+    gpu = fleet.tables()["gpu_samples"]
+    return gpu.set_column(1, "cluster", [[cluster] * gpu.num_rows])
+
+
+def send(url: str, samples: pa.Table) -> None:
+    for i in range(0, samples.num_rows, 2000):
+        assert (
+            post_batch(url, "gpu_samples", samples.slice(i, 2000), token=TEST_TOKEN).status == 202
+        )
+
+
+@pytest.fixture
+def broker() -> Iterator[str]:
+    redis = pytest.importorskip("redis")
+    client = redis.Redis.from_url(BROKER)
+    try:
+        client.flushdb()  # an earlier run killed mid-way leaves its tasks and results
+    except redis.exceptions.ConnectionError:
+        pytest.skip("no Redis at 127.0.0.1:6379")
+    yield BROKER
+    client.flushdb()
+
+
+def stored(store: FindingStore) -> list[tuple[Any, ...]]:
+    def row(s: StoredFinding) -> tuple[Any, ...]:
+        f = s.finding
+        return (f.finding_id, f.rule_id, f.job_id, f.host, f.gpus, str(f.severity),
+                f.wasted_gpu_hours, f.window_start, f.window_end, f.user, f.team,
+                json.dumps(f.evidence, sort_keys=True), s.state)  # fmt: skip
+
+    return sorted(map(row, store.findings()))
+
+
+def panes(settings: Settings) -> list[tuple[Any, ...]]:
+    conn: duckdb.DuckDBPyConnection = QuantileStore.from_settings(settings).connect()
+    return conn.execute("SELECT * FROM sketch_buckets ORDER BY ALL").fetchall()
+
+
+def test_a_scheduled_fleet_window_reads_per_cluster_and_stores_what_embedded_mode_stores(
+    fleet_settings: Settings, broker: str, tmp_path: Path
+) -> None:
+    settings = fleet_settings.with_overrides(
+        celery__broker_url=broker, analyzers__lateness_s=0.0, analyzers__partitions=2
+    )
+    samples = {c: cluster_samples(c) for c in CLUSTERS}
+    gw = Gateway(settings)
+    gw.start()
+    try:
+        for data in samples.values():
+            send(gw.url, data)
+        with gw.catalog.begin() as conn:
+            upsert_jobs(conn, JOBS)
+    finally:
+        gw.stop()
+
+    # embedded mode on the same batches, analysed by the embedded scheduler's own function
+    one_box = settings.with_overrides(
+        server__mode="embedded",
+        warehouse__catalog_url=f"sqlite:///{tmp_path / 'one-box.sqlite'}",
+        core__data_dir=str(tmp_path / "one-box"),
+    )
+    embedded = Server(one_box)
+    embedded.start()
+    try:
+        for data in samples.values():
+            send(embedded.url, data)
+    finally:
+        embedded.stop()
+    one_box_store = FindingStore(catalog.connect(one_box.warehouse.catalog_url))
+    with one_box_store.engine.begin() as conn:
+        upsert_jobs(conn, JOBS)
+    tick = T0 + DAY  # the window is T0's whole day bucket
+    ran = run_due(
+        Pipeline.from_settings(one_box),
+        one_box_store,
+        lambda: embedded_reader.connect(one_box),
+        tick,
+        bucket_s=one_box.analyzers.bucket_s,
+        lateness_s=0.0,
+        interval_s=one_box.scheduler.interval_s,
+    )
+    assert [(r.window.start, r.window.end, r.errors) for r in ran] == [(T0, T0 + DAY, {})]
+
+    # fleet mode: beat's tick on a real worker
+    env = {
+        **env_for(settings),
+        "FLEETSCOPE_CELERY_BROKER_URL": broker,
+        "FLEETSCOPE_ANALYZERS_LATENESS_S": "0",
+        "FLEETSCOPE_ANALYZERS_PARTITIONS": "2",
+    }
+    log = (tmp_path / "worker.log").open("wb")
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "analyzers.run.celery_app", "worker",
+         "--pool", "prefork", "--concurrency", "2", "--loglevel", "WARNING",
+         "--hostname", f"parts-{uuid.uuid4().hex[:8]}@%h"],
+        env=env, cwd=Path(__file__).parents[2], stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    store = FindingStore(catalog.connect(settings.warehouse.catalog_url))
+    keys = ["0/2", "1/2"]
+    try:
+        producer = make_app(settings)
+        sent = producer.send_task("fleetscope.tick", args=[tick.isoformat()]).get(timeout=120)
+        assert sorted(a[:4] for a in sent) == [
+            [T0.isoformat(), tick.isoformat(), p, 2] for p in range(2)
+        ]
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:
+            if all(store.watermark(WATERMARK_KEY, k) == tick for k in keys):
+                break
+            assert worker.poll() is None, (tmp_path / "worker.log").read_text()
+            time.sleep(0.2)
+        else:
+            pytest.fail((tmp_path / "worker.log").read_text())
+    finally:
+        worker.terminate()
+        worker.wait(timeout=60)
+        log.close()
+
+    assert [store.owed(k) for k in keys] == [[], []]  # the arrival mark is analysed too
+    fleet_found = stored(store)
+    assert {(f[1], f[2]) for f in fleet_found} >= {("R1", "idle-east"), ("R2", "low-west")}
+    assert ("R4", None) in {(f[1], f[2]) for f in fleet_found}  # ann, over both clusters
+    assert fleet_found == stored(one_box_store)
+    assert panes(settings) and panes(settings) == panes(one_box)  # the same quantile panes
+
+    # each part task read only its cluster's rows, from its cluster's files only
+    results = [
+        json.loads(v)["result"]
+        for v in producer.backend.client.mget(
+            list(producer.backend.client.scan_iter("celery-task-meta-*"))
+        )
+    ]
+    parts = [r for r in results if isinstance(r, dict) and "part" in r]
+    tables = FleetTables(FleetConfig.from_settings(settings))
+    gpu = tables.table("gpu_samples")
+    files = {
+        c: sum(1 for _ in gpu.scan(row_filter=f"cluster = '{c}'").plan_files()) for c in CLUSTERS
+    }
+    read = sorted(
+        (p["part"]["cluster"], s["table"], s["rows"], s["files"], s["clusters"])
+        for p in parts
+        for s in p["scanned"]
+        if s["table"] == "gpu_samples"
+    )
+    assert read == sorted(
+        (c, "gpu_samples", samples[c].num_rows, files[c], [c]) for c in CLUSTERS for _ in range(2)
+    )  # two hash slices x two clusters, no part reading the whole fleet
+    assert all(s["rows"] == 0 for p in parts for s in p["scanned"] if s["table"] != "gpu_samples")
