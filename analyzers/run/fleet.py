@@ -84,7 +84,7 @@ def analyze_partition(day_iso: str, cluster: str) -> dict[str, Any]:
 
 
 @app.task(name="fleetscope.fleet_compact_partition", acks_late=True)  # type: ignore[untyped-decorator]
-def compact_partition(table: str, day_iso: str, cluster: str) -> int:
+def compact_partition(table: str, day_iso: str, cluster: str | None) -> int:
     """Compacts the partition unless retention drops it within a day (a task may run late)."""
     from warehouse.fleet.upkeep import Partition, compact, compaction_allowed
 
@@ -142,7 +142,7 @@ def compaction_due(
     min_files: int = 2,
     raw_retention_days: int | None = None,
     now: datetime | None = None,
-) -> list[list[str]]:
+) -> list[list[str | None]]:
     """[day, cluster] of every partition of `table` with at least `min_files` data files, but
     none that retention drops within a day (`upkeep.compaction_allowed`; by default
     `warehouse.raw_retention_days` and the clock)."""
@@ -161,7 +161,7 @@ def compaction_due(
     ]
 
 
-def upkeep_plan(tables: FleetTables) -> list[tuple[Task, list[str]]]:
+def upkeep_plan(tables: FleetTables) -> list[tuple[Task, list[str | None]]]:
     """What one upkeep sends, in order: a compaction per partition that needs it, then retention,
     snapshot expiry and the orphan-file sweep per table, then expiry and sweep of the hourly
     roll-up table that retention commits to, then the ledger's pruning (each its own task, so
@@ -172,7 +172,7 @@ def upkeep_plan(tables: FleetTables) -> list[tuple[Task, list[str]]]:
     from warehouse.fleet.rollup import ROLLUP_1H
 
     days, now = _settings().warehouse.raw_retention_days, datetime.now(UTC)
-    plan: list[tuple[Task, list[str]]] = []
+    plan: list[tuple[Task, list[str | None]]] = []
     for table in TABLES:
         due = compaction_due(tables, table, raw_retention_days=days, now=now)
         plan += [(compact_partition, [table, d, c]) for d, c in due]

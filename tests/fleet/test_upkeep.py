@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import pyarrow as pa
 import pytest
 from sqlalchemy import insert, select
 
@@ -65,6 +66,35 @@ def test_retention_drops_old_raw_partitions_and_keeps_their_hourly_rollups(
     rows = rollup.scan().to_arrow()
     assert rows.num_rows == 8  # 8 GPUs x the one hour of day 0 that had samples
     assert set(rows.column("samples").to_pylist()) == {10}
+
+
+def test_rows_without_a_cluster_are_compacted_rolled_up_and_dropped_like_any_partition(
+    gateway: Gateway,
+) -> None:
+    """The contract's cluster is nullable (an agent with no agent.cluster, an import): its rows
+    form a partition with a null cluster, which upkeep once named "None" and never matched, so
+    they were never compacted, rolled up or dropped."""
+    for i in range(2):
+        batch = gpu_batch("h1", start_ms=EPOCH_MS + i * 10_000)
+        batch = batch.set_column(
+            batch.schema.get_field_index("cluster"),
+            "cluster",
+            pa.nulls(batch.num_rows, pa.string()),
+        )
+        assert post_batch(gateway.url, "gpu_samples", batch, token=TEST_TOKEN).status == 202
+    tables = gateway.writer.tables
+    (part,) = upkeep.partitions(tables, "gpu_samples")
+    assert (part.day, part.cluster) == (T0.date(), None)
+    assert upkeep.file_count(tables, part) == 2
+    assert upkeep.compact(tables, part) == 2
+    dropped = upkeep.retention(tables, "gpu_samples", days=1, now=T0 + timedelta(days=2))
+    assert [(p.day, p.cluster) for p in dropped] == [(T0.date(), None)]
+    raw, _ = reader.scan(tables, "gpu_samples", T0, T0 + timedelta(days=1))
+    assert raw.num_rows == 0
+    rollup = tables.table(upkeep.ROLLUP_1H).scan().to_arrow()
+    assert rollup.num_rows == 8
+    assert set(rollup.column("samples").to_pylist()) == {20}
+    assert set(rollup.column("cluster").to_pylist()) == {None}
 
 
 def test_snapshot_expiry_keeps_the_current_snapshot_and_its_rows(gateway: Gateway) -> None:

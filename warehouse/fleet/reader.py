@@ -48,7 +48,7 @@ def _time_filter(start: datetime, end: datetime) -> str:
     return f"ts >= '{start.isoformat()}' AND ts < '{end.isoformat()}'"
 
 
-def _cluster_filter(clusters: Sequence[str | None]) -> str:
+def cluster_filter(clusters: Sequence[str | None]) -> str:
     named = [c for c in clusters if c is not None]
     terms = []
     if named:
@@ -72,7 +72,7 @@ def scan(
     table.refresh()
     expr = _time_filter(start, end)
     if clusters is not None:
-        expr += " AND " + _cluster_filter(clusters)
+        expr += " AND " + cluster_filter(clusters)
     planned = table.scan(row_filter=expr)
     files = sum(1 for _ in planned.plan_files())
     data = to_contract(name, planned.to_arrow())

@@ -121,11 +121,13 @@ def evolve(table: Table) -> None:
             update.union_by_name(pa.schema(missing))
 
 
-def rolled_key(day: date, cluster: str) -> str:
-    return f"{ROLLED_FILES_PREFIX}{day.isoformat()}/{cluster}"
+def rolled_key(day: date, cluster: str | None) -> str:
+    """The property naming a partition's rolled-up files; the cluster JSON-quoted, so rows
+    without a cluster (null) and a cluster named "None" or "" keep records of their own."""
+    return f"{ROLLED_FILES_PREFIX}{day.isoformat()}/{json.dumps(cluster)}"
 
 
-def rolled_files(table: Table, day: date, cluster: str) -> set[str]:
+def rolled_files(table: Table, day: date, cluster: str | None) -> set[str]:
     """The raw data files whose samples the partition's roll-up rows hold (and that retention
     has not yet been seen to delete)."""
     recorded = table.properties.get(rolled_key(day, cluster))

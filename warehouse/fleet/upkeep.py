@@ -33,7 +33,7 @@ from sqlalchemy import Engine
 
 from fleetscope.errors import ConfigError
 from warehouse.catalog import ledger
-from warehouse.fleet.reader import scan
+from warehouse.fleet.reader import cluster_filter, scan
 from warehouse.fleet.rollup import (
     ROLLUP_1H,
     evolve,
@@ -56,11 +56,17 @@ T = TypeVar("T")
 EPOCH_DAY = date(1970, 1, 1)
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True)
 class Partition:
+    """One (day, cluster) partition of a table; `cluster` None holds the rows without a cluster
+    (the contract's column is nullable: an agent with no `agent.cluster`, an import)."""
+
     table: str
     day: date
-    cluster: str
+    cluster: str | None
+
+    def sort_key(self) -> tuple[str, date, bool, str]:
+        return (self.table, self.day, self.cluster is not None, self.cluster or "")
 
     @property
     def start(self) -> datetime:
@@ -71,10 +77,9 @@ class Partition:
         return self.start + timedelta(days=1)
 
     def row_filter(self, column: str = "ts") -> str:
-        quoted = self.cluster.replace("'", "''")
         return (
             f"{column} >= '{self.start.isoformat()}' AND {column} < '{self.end.isoformat()}' "
-            f"AND cluster == '{quoted}'"
+            f"AND {cluster_filter([self.cluster])}"
         )
 
 
@@ -85,8 +90,9 @@ def partitions(tables: FleetTables, name: str) -> list[Partition]:
     seen = set()
     for task in table.scan().plan_files():
         record = task.file.partition
-        seen.add(Partition(name, EPOCH_DAY + timedelta(days=int(record[0])), str(record[1])))
-    return sorted(seen)
+        cluster = None if record[1] is None else str(record[1])
+        seen.add(Partition(name, EPOCH_DAY + timedelta(days=int(record[0])), cluster))
+    return sorted(seen, key=Partition.sort_key)
 
 
 def file_count(tables: FleetTables, part: Partition) -> int:
