@@ -164,12 +164,12 @@ def tick(schedule_iso: str | None = None) -> list[list[Any]]:
     return sent
 
 
-@app.task(  # type: ignore[untyped-decorator]
-    name="fleetscope.analyze_window",
-    autoretry_for=(Exception,),
-    retry_backoff=True,
-    max_retries=3,
-)
+# A window's tasks retry a failure (a worker killed, the catalog briefly gone) with backoff; a
+# window that still fails is sent again by the next tick, since its watermark did not move.
+RETRIED: dict[str, Any] = {"autoretry_for": (Exception,), "retry_backoff": True, "max_retries": 3}
+
+
+@app.task(name="fleetscope.analyze_window", **RETRIED)  # type: ignore[untyped-decorator]
 def analyze_window(
     start_iso: str,
     end_iso: str,
@@ -236,12 +236,7 @@ def _fan_out(window: Window, arrival_iso: str | None) -> dict[str, Any]:
     return {"window": window.key(), "parts": planned, "landing": landing.id}
 
 
-@app.task(  # type: ignore[untyped-decorator]
-    name="fleetscope.analyze_window_part",
-    autoretry_for=(Exception,),
-    retry_backoff=True,
-    max_retries=3,
-)
+@app.task(name="fleetscope.analyze_window_part", **RETRIED)  # type: ignore[untyped-decorator]
 def analyze_window_part(
     start_iso: str,
     end_iso: str,
@@ -262,12 +257,7 @@ def analyze_window_part(
     return analyze_part(fleet_tables(), _pipeline(), jobs, window, cluster, whole)
 
 
-@app.task(  # type: ignore[untyped-decorator]
-    name="fleetscope.land_window",
-    autoretry_for=(Exception,),
-    retry_backoff=True,
-    max_retries=3,
-)
+@app.task(name="fleetscope.land_window", **RETRIED)  # type: ignore[untyped-decorator]
 def land_window(
     answers: list[dict[str, Any]],
     start_iso: str,
