@@ -168,6 +168,7 @@ def test_two_gateways_running_the_closed_loop_request_one_profile_per_trigger_fi
         autoprofile__enabled=True,
         autoprofile__periodic=False,
         autoprofile__tick_s=0.05,
+        server__profile_match_timeout_s=120.0,  # the request waits for the test's poll
     )
     a, b = two_gateways(settings, tmp_path)
     loops: dict[Gateway, Any] = {a: a.autoprofiler, b: b.autoprofiler}  # type: ignore[attr-defined]
