@@ -60,6 +60,9 @@ HOUR_S = 3600.0
 
 # Server plug-in order (fleetscope.plugins): after the scheduler and the reports, as it was.
 PLUGIN_ORDER = 40
+# The embedded server only (fleetscope.plugins.server_modes): its counters read the server's
+# DuckDB warehouse, which a fleet gateway does not have (docs/fleet.md, "Not done yet").
+SERVER_MODES = ("embedded",)
 
 
 def setup(server: Any) -> None:

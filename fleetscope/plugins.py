@@ -21,7 +21,10 @@ writes entry points sorted by name, so the order of lines in pyproject.toml carr
 A server plug-in hooks the server's events through the lists of `ServerHooks`: start, stop, batch
 committed, trace uploaded. The warehouse runs these hooks and never names an analyzer: the setting
 `server.plugins` selects among the installed plug-ins (`select_names`), `*` (the default) being
-all of them.
+all of them. Which servers may run one (`server_modes`): a plug-in's module may set
+`SERVER_MODES: tuple[str, ...]`, the `server.mode` values whose server runs it; without it,
+`("embedded",)`, since a plug-in written before fleet gateways may use the embedded server's
+DuckDB warehouse, which a gateway does not have (it must never open a DuckDB file).
 
 The core declares the points and loads nothing itself: `registered(group)` reads the entry points
 when a loader asks. The top-level `fleetscope --help` reads `fleetscope.commands` and imports only
@@ -47,6 +50,7 @@ COMMANDS: Final = "fleetscope.commands"
 SERVER: Final = "fleetscope.server"
 
 DEFAULT_ORDER: Final = 1000  # without PLUGIN_ORDER: after the built-ins (theirs are below 1000)
+DEFAULT_SERVER_MODES: Final = ("embedded",)  # without SERVER_MODES: the embedded server only
 ALL: Final = "*"  # in `server.plugins`: every installed server plug-in
 
 T = TypeVar("T")
@@ -59,7 +63,7 @@ class ServerHooks(Protocol):
 
     settings: Settings
     catalog: Any  # sqlalchemy Engine of the catalog
-    warehouse: Any  # warehouse.reader.Warehouse: the in-process read handle
+    warehouse: Any  # warehouse.reader.Warehouse: the in-process read handle; None on a gateway
     profiling: Any  # warehouse.profiling_service.ProfilingService
     metrics: Any  # warehouse.metrics.ServerMetrics (its prometheus registry)
     on_start: list[Callable[[Any], None]]  # (server): after the listener is up
@@ -115,6 +119,16 @@ def order_of(obj: object) -> int:
     module = sys.modules.get(getattr(obj, "__module__", "") or "")
     found = getattr(module, "PLUGIN_ORDER", DEFAULT_ORDER)
     return found if isinstance(found, int) else DEFAULT_ORDER
+
+
+def server_modes(obj: object) -> tuple[str, ...]:
+    """The `server.mode` values whose server may run a loaded server plug-in: its module's
+    `SERVER_MODES`, else `DEFAULT_SERVER_MODES`."""
+    module = sys.modules.get(getattr(obj, "__module__", "") or "")
+    found = getattr(obj, "SERVER_MODES", getattr(module, "SERVER_MODES", DEFAULT_SERVER_MODES))
+    if isinstance(found, str) or not all(isinstance(mode, str) for mode in found):
+        return DEFAULT_SERVER_MODES
+    return tuple(found)
 
 
 def sort_loaded(loaded: Iterable[tuple[str, T]]) -> list[tuple[str, T]]:

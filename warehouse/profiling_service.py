@@ -62,6 +62,14 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DEFAULT_STEPS = 5  # the SDK's default too (collector.sdk.profiling): a few steady-state steps
+# Why a process that had not finished at the run timeout failed, by the state it was left in:
+# past `running`, its trace arrived and the server that took it stopped (a fleet gateway killed
+# while storing or analysing it; no other server redoes that work).
+LEFT_IN = {
+    "running": "no trace arrived",
+    "uploading": "its trace was never stored: the server receiving it stopped",
+    "analyzing": "its trace was stored, never analysed: the server analysing it stopped",
+}
 
 
 @dataclass(frozen=True)
@@ -400,23 +408,20 @@ class ProfilingService:
         """What a request past its timeout becomes: failed (nobody matched) or expired."""
         if request.state == "pending":
             return {"state": "failed", "error": self._no_match(request)}
+        late = [e for e in request.matched or [] if e.get("state") not in FINISHED]
+        why = {id(e): LEFT_IN.get(e.get("state") or "", LEFT_IN["running"]) for e in late}
         matched = [
-            e
-            if e.get("state") in FINISHED
-            else {**e, "state": "failed", "error": "no trace arrived"}
+            {**e, "state": "failed", "error": why[id(e)]} if id(e) in why else e
             for e in request.matched or []
         ]
-        waiting = ", ".join(
-            f"{e['host']} pid {e['pid']}"
-            for e in request.matched or []
-            if e.get("state") not in FINISHED
-        )
-        return {
-            "state": "expired",
-            "matched": matched,
-            "error": f"no trace from {waiting} within {self.config.run_timeout_s:g} s "
-            "(server.profile_run_timeout_s): the process may have stopped stepping",
-        }
+        within = f"within {self.config.run_timeout_s:g} s (server.profile_run_timeout_s)"
+        waiting = ", ".join(f"{e['host']} pid {e['pid']}" for e in late if e["state"] == "running")
+        errors = [f"no trace from {waiting} {within}: the process may have stopped stepping"]
+        errors = errors if waiting else []
+        errors += [
+            f"{e['host']} pid {e['pid']}: {why[id(e)]}" for e in late if e["state"] != "running"
+        ]
+        return {"state": "expired", "matched": matched, "error": "; ".join(errors)}
 
     def _no_match(self, request: ProfileRequest) -> str:
         what = f"job {request.job_id}" + (

@@ -7,6 +7,14 @@ short profile through the server's profiling service, and each request is record
 reason in `auto_profiles`. When the trace is analyzed (the trace service's hook has stored its
 summary), `on_trace` writes the trace's evidence onto the chain and stores the refining trace
 findings on the telemetry finding's job and bucket (refine.py). Never raises into the server.
+
+In fleet mode every gateway loads it (`SERVER_MODES`): each refines the traces uploaded to it,
+and the tick runs on one gateway at a time, the leader (warehouse.leadership: a PostgreSQL
+advisory lock, taken over by another gateway within a tick when the leader dies), since every
+gateway ticking would request each finding's profile and spend the budget once per gateway. A
+leader rather than a Celery beat task keeps the loop one plug-in with one setting (`tick_s`) in
+both modes and needs no Celery deployment for it; the budget and the `auto_profiles` records it
+reads are in the shared catalog, so a new leader goes on where the last one stopped.
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ from analyzers.run.results import to_catalog
 from warehouse.catalog import autoprofile as chain
 from warehouse.catalog import findings as cat
 from warehouse.catalog.profiling import get_trace
+from warehouse.leadership import Leadership
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +42,7 @@ __all__ = ["AutoProfiler", "setup"]
 # Server plug-in order (fleetscope.plugins): after the trace service's hook (20), since
 # `on_trace` reads the summary that hook stored for the same upload.
 PLUGIN_ORDER = 50
+SERVER_MODES = ("embedded", "fleet")  # fleetscope.plugins.server_modes; the tick has one leader
 
 
 def setup(server: Any) -> None:
@@ -56,6 +66,9 @@ class AutoProfiler:
         self.steps = settings.autoprofile.steps
         self.tick_s = settings.autoprofile.tick_s
         self.bucket_s = settings.analyzers.bucket_s
+        self.leadership = Leadership(catalog, "autoprofile.tick")
+        self.rounds = 0  # loop rounds, led or not (tests wait on these, never on the clock)
+        self.led = 0  # rounds this server ticked as the leader
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -70,13 +83,17 @@ class AutoProfiler:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=30)
+        self.leadership.release()
 
     def _run(self) -> None:
         while not self._stop.wait(self.tick_s):
             try:
-                self.tick(datetime.now(UTC))
+                if self.leadership.leads():
+                    self.tick(datetime.now(UTC))
+                    self.led += 1
             except Exception:  # never let one bad tick stop the loop
                 log.exception("autoprofile tick failed")
+            self.rounds += 1
 
     # -- requests --------------------------------------------------------------------------------
     def _attached(self, now: datetime) -> dict[str, int]:

@@ -50,6 +50,9 @@ class WeeklyReports:
 
 # Server plug-in order (fleetscope.plugins): after the scheduler whose findings the reports read.
 PLUGIN_ORDER = 30
+# The embedded server only (fleetscope.plugins.server_modes): in fleet mode the weekly reports are
+# the Celery beat task, once for the fleet, not a thread on every gateway.
+SERVER_MODES = ("embedded",)
 
 
 def setup(server: Any) -> None:

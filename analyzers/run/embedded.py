@@ -10,6 +10,9 @@ from typing import Any
 
 # Server plug-in order (fleetscope.plugins): first to start, last to stop, as it always was.
 PLUGIN_ORDER = 10
+# The embedded server only (fleetscope.plugins.server_modes): it reads the server's DuckDB
+# warehouse. In fleet mode Celery beat and workers run the analyzers (scheduler.mode = celery).
+SERVER_MODES = ("embedded",)
 
 
 def setup(server: Any) -> None:

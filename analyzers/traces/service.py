@@ -21,6 +21,10 @@ from typing import Any
 # Server plug-in order (fleetscope.plugins): before the closed loop, which reads the summary
 # this hook stores.
 PLUGIN_ORDER = 20
+# Both servers (fleetscope.plugins.server_modes): in fleet mode the gateway an upload lands on
+# analyses it (the trace is read from the bucket into that gateway's cache folder); the claim of
+# the upload in the catalog makes that one analysis per trace.
+SERVER_MODES = ("embedded", "fleet")
 
 
 def setup(server: Any) -> None:

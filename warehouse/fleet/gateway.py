@@ -12,7 +12,11 @@ loses nothing that was acknowledged; its unacknowledged batches are retried by t
 another gateway.
 Same HTTP routes and answers as the embedded server (warehouse.server), except remote_write,
 which needs one receiver per Prometheus (it assembles scrapes in memory) and stays embedded-only.
-This module must never open a DuckDB file.
+Server plug-ins: the ones `server.plugins` selects that declare they run in fleet mode
+(warehouse.plugin_host, the embedded server's loader), with the same hooks: a trace uploaded here
+is analysed here, on this gateway's profiling worker thread. Selecting one that needs the embedded
+server (its DuckDB warehouse) is a ConfigError before anything starts. A gateway has no in-process
+warehouse (`warehouse` is None). This module must never open a DuckDB file.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from warehouse.fleet.trace_objects import ObjectTraceStorage
 from warehouse.fleet.writer import FleetWriter
 from warehouse.listener import Listening, bind, listen_address, tls_from
 from warehouse.metrics import ServerMetrics
+from warehouse.plugin_host import PluginHost, load_plugins
 from warehouse.profiling_service import ProfilingConfig, ProfilingService
 from warehouse.security import check_exposure, effective_tokens
 from warehouse.server import Ingest, IngestConfig
@@ -38,11 +43,16 @@ from warehouse.server import Ingest, IngestConfig
 log = logging.getLogger(__name__)
 
 
-class Gateway(Listening):
+class Gateway(PluginHost, Listening):
     def __init__(
         self, settings: Settings, *, host: str | None = None, port: int | None = None
     ) -> None:
         self.settings = settings
+        setups = load_plugins(
+            settings.server.plugins, mode="fleet"
+        )  # refused before anything opens
+        self._init_hooks()
+        self.warehouse = None  # no in-process read handle: plug-ins needing one are embedded-only
         self.config = FleetConfig.from_settings(settings)
         self.catalog = catalog.connect(self.config.catalog_url)
         ensure_bucket(self.config)
@@ -60,6 +70,7 @@ class Gateway(Listening):
                 ArrivalMarks(
                     self.catalog, settings.analyzers.bucket_s, clock=database_clock(self.catalog)
                 ),
+                self._batch_committed,
             ],
         )
         self.metrics = ServerMetrics(self.writer)
@@ -70,7 +81,7 @@ class Gateway(Listening):
         self.profiling = ProfilingService(
             self.catalog,
             ProfilingConfig.from_settings(settings),
-            notify=lambda _upload: False,
+            notify=self._trace_uploaded,
             registry=CatalogAgentRegistry(self.catalog),
             storage=ObjectTraceStorage.from_settings(settings),  # any gateway reads any trace
         )
@@ -83,14 +94,18 @@ class Gateway(Listening):
             profiling=self.profiling,
         )
         self.http = bind(address, ingest, tls)
+        for setup in setups:
+            setup(self)
 
     def start(self) -> None:
         self.writer.start()
         self._serve_http()
         self.profiling.start()
+        self._started()
         log.info("fleet gateway listening on %s", self.url)
 
     def stop(self) -> None:
+        self._stopping()
         self._close_http()
         self.profiling.stop()
         self.writer.stop()
