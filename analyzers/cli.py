@@ -119,9 +119,9 @@ def cmd_backfill(args: argparse.Namespace, settings: Settings) -> int:
     start, end = parse_time(args.start), parse_time(args.end)
     bucket_s = settings.analyzers.bucket_s
     if args.celery:
-        from analyzers.run.celery_app import analyze_window
+        from analyzers.run.celery_app import analyze_window, window_slices
 
-        partitions = settings.analyzers.partitions
+        partitions = window_slices(settings)
         windows = backfill_windows(start, end, bucket_s, partitions)
         for w in windows:
             analyze_window.apply_async(

@@ -133,6 +133,14 @@ TELEMETRY: dict[str, Callable[[Settings, Window], duckdb.DuckDBPyConnection]] = 
 }
 
 
+def window_slices(settings: Settings) -> int:
+    """Hash slices per window: `analyzers.partitions` in embedded mode, one in fleet mode. There a
+    window is cut per cluster (the clusters are the parallelism) and each part reads its
+    cluster's rows whole before a slice keeps its jobs, so four slices read every cluster four
+    times."""
+    return 1 if settings.server.mode == "fleet" else settings.analyzers.partitions
+
+
 @app.task(name="fleetscope.tick")  # type: ignore[untyped-decorator]
 def tick(schedule_iso: str | None = None) -> list[list[Any]]:
     """Enqueue every window every partition owes at the schedule time; returns what it sent."""
@@ -142,7 +150,7 @@ def tick(schedule_iso: str | None = None) -> list[list[Any]]:
     interval_s = settings.scheduler.interval_s
     now = datetime.fromisoformat(schedule_iso) if schedule_iso else datetime.now(UTC)
     at = schedule_time(now, interval_s)
-    partitions = settings.analyzers.partitions
+    partitions = window_slices(settings)
     sent = []
     for p in range(partitions):
         for due in due_windows(

@@ -16,9 +16,11 @@ The work of the tasks (analyzers.run.celery_app sends and runs them), callable w
 
 When `analyzers.bucket_s` divides a day (86400, the default, does), a window lies in one UTC day
 and a part reads one (day, cluster) partition per table; otherwise a part reads its cluster's
-partitions of each day the window touches. The analyzers' hash slices (`analyzers.partitions`)
-stay as in embedded mode: each slice's window is cut per cluster, and within its part each
-analyzer keeps its slice's jobs or hosts.
+partitions of each day the window touches. Beat's tick and `backfill --celery` send one hash
+slice per window in fleet mode (`celery_app.window_slices`: the clusters are the parallelism, and
+`analyzers.partitions` slices would each read every cluster whole); a window sent with several
+slices still works: each slice's window is cut per cluster, and within its part each analyzer
+keeps its slice's jobs or hosts.
 
 A part that fails (after its retries) fails the chord: the body does not run, the watermark and
 the arrival mark stay, and the next tick sends the window again. This module must never choose

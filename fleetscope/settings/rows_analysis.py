@@ -32,7 +32,10 @@ ROWS: tuple[Setting, ...] = (
         "older buckets are reported as skipped; 0: no bound.",
     ),
     Setting(
-        "analyzers.partitions", 4, "int", "Slices of the fleet a window is cut into (Celery mode)."
+        "analyzers.partitions",
+        4,
+        "int",
+        "Slices of the fleet a window is cut into (Celery mode; fleet mode cuts a window per cluster instead, one slice).",
     ),
     Setting(
         "analyzers.enabled", "", "str", "Comma-separated analyzer names to run; empty runs all."

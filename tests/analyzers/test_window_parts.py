@@ -148,3 +148,14 @@ def test_a_fleet_window_needs_a_result_backend_to_land_its_parts() -> None:
     amqp = make_app(settings.with_overrides(celery__broker_url="amqp://guest@127.0.0.1:5672//"))
     with pytest.raises(ConfigError, match=r"needs a result backend: set celery\.broker_url"):
         require_result_backend(amqp)
+
+
+def test_a_fleet_window_is_one_hash_slice_since_its_clusters_are_the_parallelism() -> None:
+    """Each cluster's part reads that cluster's rows whole; `analyzers.partitions` slices would
+    then read every cluster once per slice (four times by default)."""
+    from analyzers.run.celery_app import window_slices
+    from fleetscope.settings import load_settings
+
+    settings = load_settings(env={}).with_overrides(analyzers__partitions=4)
+    assert window_slices(settings) == 4
+    assert window_slices(settings.with_overrides(server__mode="fleet")) == 1
