@@ -276,3 +276,27 @@ def test_a_name_two_packages_claim_fails_with_both_named_instead_of_one_winning(
         "(analyzers.traces.findings:t3_queue and rival_hello:rule); uninstall all but one"
         in rules.stderr
     )
+
+
+def test_a_server_plugin_selection_that_cannot_load_fails_before_the_server_opens_anything(
+    tmp_path: Path,
+) -> None:
+    """The plug-ins are resolved first: a refused selection leaves no DuckDB file written and no
+    port held (it once failed after binding, leaving the socket open)."""
+    import socket
+
+    from fleetscope.errors import ConfigError
+    from fleetscope.settings import load_settings
+    from warehouse.runtime import Server
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    settings = load_settings(env={}).with_overrides(
+        core__data_dir=str(tmp_path / "data"), server__port=port, server__plugins="no_such.plugin"
+    )
+    with pytest.raises(ConfigError, match=r"no_such\.plugin"):
+        Server(settings)
+    assert not list(tmp_path.rglob("*.duckdb"))
+    with socket.socket() as again:
+        again.bind(("127.0.0.1", port))  # free: nothing kept it

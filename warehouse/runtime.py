@@ -45,6 +45,9 @@ class Server(PluginHost, Listening):
         self, settings: Settings, *, host: str | None = None, port: int | None = None
     ) -> None:
         self.settings = settings
+        # Resolved before anything opens (DuckDB, the port): a selection naming a plug-in that is
+        # missing or cannot run here fails with nothing left to close.
+        plugin_setups = load_plugins(settings.server.plugins, mode="embedded")
         self.paths = WarehousePaths.from_settings(settings)
         self._init_hooks()
         self.catalog = catalog.connect(self.paths.catalog_url)
@@ -109,7 +112,7 @@ class Server(PluginHost, Listening):
                 retention_days=settings.warehouse.raw_retention_days,
             ),
         )
-        for setup in load_plugins(settings.server.plugins, mode="embedded"):
+        for setup in plugin_setups:
             setup(self)
 
     def start(self) -> None:
