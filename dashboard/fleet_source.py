@@ -144,9 +144,14 @@ class FleetSource:
         conn.execute(schema.create_table_sql(ROLLUP_1H, ROLLUP_SCHEMA))
         conn.register("_rolled", rolled)
         conn.register("_raw_parts", kept)
-        columns = [f.name for f in ROLLUP_SCHEMA if f.name != "bucket_ts"]
+        # A table the upkeep has not yet evolved lacks the sums and counts: they stay null.
+        have = set(rolled.column_names)
+        listed = ", ".join(
+            f.name for f in ROLLUP_SCHEMA if f.name != "bucket_ts" and f.name in have
+        )
         conn.execute(
-            f"INSERT INTO {ROLLUP_1H} SELECT ts AS bucket_ts, {', '.join(columns)} FROM _rolled "
+            f"INSERT INTO {ROLLUP_1H} (bucket_ts, {listed}) SELECT ts AS bucket_ts, {listed} "
+            "FROM _rolled "
             "WHERE (datediff('day', DATE '1970-01-01', CAST(ts AS DATE)), coalesce(cluster, '')) "
             "NOT IN (SELECT day, coalesce(cluster, '') FROM _raw_parts)"
         )

@@ -2,7 +2,7 @@
 
 `connect(settings)` works from any process while ingest writes at full rate: it opens an
 in-memory DuckDB and defines one view per table (gpu_samples, host_samples, step_samples and the
-roll-ups gpu_samples_1m, gpu_samples_1h) over the files the manifest lists at that moment. It
+roll-ups gpu_samples_1m, gpu_samples_1h, ...) over the files the manifest lists at that moment. It
 never opens the telemetry DuckDB file, so it can neither block the writer nor be refused by its
 lock (design.md). A connection sees the data as of its manifest; call `refresh` (or `connect`
 again) for newer rows. Files compacted away stay readable for `warehouse.segment_grace_s`, so
@@ -27,6 +27,7 @@ from fleetscope.contract import TABLES
 from fleetscope.settings import Settings
 from warehouse import schema
 from warehouse.paths import WarehousePaths
+from warehouse.rollup_format import mixed
 from warehouse.rollups import ROLLUP_TABLES
 from warehouse.segments import Manifest, SegmentStore, read_manifest
 from warehouse.writer import Writer
@@ -64,8 +65,11 @@ def _select(root: Path, manifest: Manifest, table: str) -> str:
     if not files:
         return f"SELECT * FROM _empty_{table}"
     listed = ", ".join("'" + f.replace("'", "''") + "'" for f in files)
+    # Roll-up files written before their table gained columns are read by name until the roll-up
+    # step has rewritten them (warehouse.rollup_format).
+    by_name = ", union_by_name = true" if table in ROLLUP_TABLES and mixed(manifest) else ""
     # No hive columns: the views have exactly the contract's columns, like the writer's tables.
-    return f"SELECT * FROM read_parquet([{listed}], hive_partitioning = false)"
+    return f"SELECT * FROM read_parquet([{listed}], hive_partitioning = false{by_name})"
 
 
 class Warehouse:

@@ -4,8 +4,9 @@ of a week of raw samples (design.md: weekly report < 30 s, dashboard page < 2 s)
 Two families, each a registry entry (`FAMILIES`) whose tables go live together:
 
 - usage (`gpu_samples_1m`, `gpu_samples_1h`): per (bucket, cluster, host, GPU index, job) the
-  sample count and the mean and max of the main utilisation columns, so a week-long fleet query
-  reads 1/60 or 1/3600 of the raw rows.
+  sample count and the mean and max of the main utilisation columns, plus each column's sum and
+  count of values (warehouse.rollup_merge, shared with fleet mode), so a week-long fleet query
+  reads 1/60 or 1/3600 of the raw rows and late samples merge exactly.
 - health_jobs, from one pass per (minute, GPU, job): `gpu_health_1m`, `gpu_health_1h` per
   (bucket, cluster, host, GPU index) with the newest sample time, the XID samples, and min / max
   of the error and throttle counters (the hosts page's "increase in the window" is max - min,
@@ -14,16 +15,26 @@ Two families, each a registry entry (`FAMILIES`) whose tables go live together:
   and `gpu_jobs_1m`, per (minute, job, cluster, host, GPU index) the sum and count of each column
   the job page charts, sorted by job so one job's minutes are a few row groups.
 
+Every statistic of every table is a count, sum, min or max (a mean is kept with its sum and count),
+so each table has a merge (`Family.merge`): its rows and rows of other samples of the same buckets
+combine into the rows of all the samples taken together, exactly (sums of doubles to rounding
+order).
+
 Incremental by UTC day and family: a day is rolled up again only when its raw input changed, which
 the manifest's mark `<family>/<day>` records as "<highest segment seq>:<row count>"; compaction
 keeps both, so merging files never triggers recomputation, and a family added later is computed
 for every day that still has raw segments without touching the others. A family's tables of a day
-go live in one manifest swap. A day whose raw segments retention removed keeps its roll-ups. This
-module must never modify raw segments or the telemetry DuckDB file.
+go live in one manifest swap. Retention retires a day's raw segments only when every family's mark
+is theirs, and marks the day `raw_retired/<day>` in the same swap (warehouse.retention). From then
+on the day's roll-ups are the only record of those samples: a raw segment of the day that arrives
+later (a spool replayed weeks later) is merged into them, every family in one swap that also
+retires it (`_merge_late`), so it is counted once and never rolled up alone in their place. This
+module must never modify raw segments other than by that swap, nor the telemetry DuckDB file.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Final
@@ -32,32 +43,14 @@ import duckdb
 import pyarrow as pa
 
 from fleetscope.contract import GPU_SAMPLES
-from warehouse.segments import Segment, SegmentStore
+from warehouse import rollup_format
+from warehouse.rollup_merge import MERGE_COLUMNS, raw_usage_stats, usage_merge_sql
+from warehouse.rollup_merge import ROLLUP_COLUMNS as ROLLUP_COLUMNS
+from warehouse.segments import Manifest, Segment, SegmentStore
+
+log = logging.getLogger(__name__)
 
 SOURCE_TABLE: Final = "gpu_samples"
-
-# The columns analyzers and the dashboard aggregate over time: utilisation, memory, power,
-# temperature, clocks and interconnect traffic. Counters and bitmasks are not averaged.
-ROLLUP_COLUMNS: Final = (
-    "gpu_util",
-    "gr_engine_active",
-    "sm_active",
-    "sm_occupancy",
-    "tensor_active",
-    "dram_active",
-    "fp16_active",
-    "fp32_active",
-    "fp64_active",
-    "mem_copy_util",
-    "fb_used_mib",
-    "power_w",
-    "temp_c",
-    "sm_clock_mhz",
-    "pcie_tx_bytes_s",
-    "pcie_rx_bytes_s",
-    "nvlink_tx_bytes_s",
-    "nvlink_rx_bytes_s",
-)
 
 ROLLUP_SCHEMA: Final = pa.schema(
     [
@@ -71,6 +64,10 @@ ROLLUP_SCHEMA: Final = pa.schema(
             pa.field(f"{column}_{stat}", pa.float64())
             for column in ROLLUP_COLUMNS
             for stat in ("mean", "max")
+        ),
+        *(
+            pa.field(name, pa.float64() if name.endswith("_sum") else pa.int64())
+            for name in MERGE_COLUMNS
         ),
     ]
 )
@@ -152,20 +149,18 @@ JOB_MINUTES_SCHEMA: Final = pa.schema(
     ]
 )
 
-# Rows per Parquet row group of a roll-up file: small enough that a reader's zone maps skip most of
-# a day (a job's minutes, a window's edge minutes), big enough to stay a few groups per file.
-ROW_GROUP_ROWS: Final = 64 * 1024
-
 Build = Callable[[duckdb.DuckDBPyConnection, list[str]], Mapping[str, pa.Table]]
 
 
 @dataclass(frozen=True)
 class Family:
-    """Roll-up tables computed together from one day's raw files and published in one swap."""
+    """Roll-up tables computed together from one day's raw files and published in one swap;
+    `merge` is, per table, the SQL over relations `stored` and `rolled` that merges them."""
 
     mark: str  # manifest mark prefix: `<mark>/<day>`
     tables: Mapping[str, pa.Schema]
     build: Build
+    merge: Mapping[str, str]
 
 
 def _files_sql(files: list[str]) -> str:
@@ -173,12 +168,15 @@ def _files_sql(files: list[str]) -> str:
     return f"read_parquet([{listed}], hive_partitioning = false)"
 
 
+_USAGE_KEY: Final = ("bucket_ts", "cluster", "host", "gpu_index", "job_id")
+_USAGE_ORDER: Final = "ORDER BY host, gpu_index, bucket_ts"
+
+
 def _query(files: list[str], unit: str) -> str:
-    stats = ", ".join(f"avg({c}) AS {c}_mean, max({c}) AS {c}_max" for c in ROLLUP_COLUMNS)
     return (
         f"SELECT date_trunc('{unit}', ts) AS bucket_ts, cluster, host, gpu_index, job_id, "
-        f"count(*) AS samples, {stats} FROM {_files_sql(files)} "
-        "GROUP BY ALL ORDER BY host, gpu_index, bucket_ts"
+        f"count(*) AS samples, {raw_usage_stats()} FROM {_files_sql(files)} "
+        f"GROUP BY ALL {_USAGE_ORDER}"
     )
 
 
@@ -215,6 +213,35 @@ def _series_stats() -> str:
     )
 
 
+def _health_queries(source: str) -> dict[str, str]:
+    """The health family's tables from per-(minute, GPU, job) rows, or from earlier rows of the
+    tables themselves: every statistic is a count, sum, min or max, so both give the same rows."""
+    # Minutes sorted by time, so a reader of a window's edges prunes the rest by zone maps.
+    minute = _combine_health(source, "minute") + " ORDER BY bucket_ts, host, gpu_index"
+    hour = _combine_health(source, "hour") + " ORDER BY host, gpu_index, bucket_ts"
+    # Sorted by job, so a job's page reads one row group of the index.
+    jobs = (
+        "SELECT date_trunc('day', bucket_ts) AS bucket_ts, job_id, cluster, host, gpu_index, "
+        "min(first_ts) AS first_ts, max(last_ts) AS last_ts, sum(samples) AS samples "
+        f"FROM {source} WHERE job_id IS NOT NULL GROUP BY ALL "
+        "ORDER BY job_id, host, gpu_index"
+    )
+    series = ", ".join(
+        f"sum({name}_sum) AS {name}_sum, sum({name}_n) AS {name}_n" for name in JOB_SERIES
+    )
+    job_minutes = (
+        f"SELECT bucket_ts, job_id, cluster, host, gpu_index, sum(samples) AS samples, {series} "
+        f"FROM {source} WHERE job_id IS NOT NULL GROUP BY ALL "
+        "ORDER BY job_id, host, gpu_index, bucket_ts"
+    )
+    return {
+        "gpu_health_1m": minute,
+        "gpu_health_1h": hour,
+        "gpu_jobs_1d": jobs,
+        "gpu_jobs_1m": job_minutes,
+    }
+
+
 def _build_health(conn: duckdb.DuckDBPyConnection, files: list[str]) -> Mapping[str, pa.Table]:
     """One pass over the day's raw rows per (minute, GPU, job); every table derives from it."""
     conn.execute(
@@ -225,34 +252,24 @@ def _build_health(conn: duckdb.DuckDBPyConnection, files: list[str]) -> Mapping[
         f"{_counter_stats(suffixed=False)}, max(temp_c) AS temp_c_max, {_series_stats()} "
         f"FROM {_files_sql(files)} GROUP BY ALL"
     )
-    # Minutes sorted by time, so a reader of a window's edges prunes the rest by zone maps.
-    minute = _combine_health("_health_job", "minute") + " ORDER BY bucket_ts, host, gpu_index"
-    hour = _combine_health("_health_job", "hour") + " ORDER BY host, gpu_index, bucket_ts"
-    # Sorted by job, so a job's page reads one row group of the index.
-    jobs = (
-        "SELECT date_trunc('day', bucket_ts) AS bucket_ts, job_id, cluster, host, gpu_index, "
-        "min(first_ts) AS first_ts, max(last_ts) AS last_ts, sum(samples) AS samples "
-        "FROM _health_job WHERE job_id IS NOT NULL GROUP BY ALL "
-        "ORDER BY job_id, host, gpu_index"
-    )
-    series = ", ".join(f"{name}_sum, {name}_n" for name in JOB_SERIES)
-    job_minutes = (
-        f"SELECT bucket_ts, job_id, cluster, host, gpu_index, samples, {series} "
-        "FROM _health_job WHERE job_id IS NOT NULL ORDER BY job_id, host, gpu_index, bucket_ts"
-    )
     try:
         return {
-            "gpu_health_1m": conn.sql(minute).to_arrow_table(),
-            "gpu_health_1h": conn.sql(hour).to_arrow_table(),
-            "gpu_jobs_1d": conn.sql(jobs).to_arrow_table(),
-            "gpu_jobs_1m": conn.sql(job_minutes).to_arrow_table(),
+            table: conn.sql(query).to_arrow_table()
+            for table, query in _health_queries("_health_job").items()
         }
     finally:
         conn.execute("DROP TABLE _health_job")
 
 
+_PARTS: Final = "(SELECT * FROM stored UNION ALL BY NAME SELECT * FROM rolled)"
+
 FAMILIES: Final[tuple[Family, ...]] = (
-    Family("rollup", {name: ROLLUP_SCHEMA for name in BUCKETS}, _build_usage),
+    Family(
+        "rollup",
+        {name: ROLLUP_SCHEMA for name in BUCKETS},
+        _build_usage,
+        {name: usage_merge_sql("stored", "rolled", _USAGE_KEY, _USAGE_ORDER) for name in BUCKETS},
+    ),
     Family(
         "health_jobs",
         {
@@ -262,28 +279,88 @@ FAMILIES: Final[tuple[Family, ...]] = (
             "gpu_jobs_1m": JOB_MINUTES_SCHEMA,
         },
         _build_health,
+        _health_queries(_PARTS),
     ),
 )
 ROLLUP_TABLES: Final[Mapping[str, pa.Schema]] = {
     name: table_schema for family in FAMILIES for name, table_schema in family.tables.items()
 }
 
+RETIRED_MARK: Final = "raw_retired"  # `raw_retired/<day>`: retention retired the day's raw rows
 
-def _mark(segments: list[Segment]) -> str:
+
+def input_mark(segments: list[Segment]) -> str:
+    """What a family's mark `<family>/<day>` records of the raw segments its roll-ups hold: the
+    highest sequence and the row count, both kept by compaction and both grown by a publish."""
     return f"{max(s.seq for s in segments)}:{sum(s.rows for s in segments)}"
 
 
-def update_rollups(store: SegmentStore) -> int:
-    """Roll up every (family, day) whose raw segments changed since; returns the days touched."""
-    manifest = store.snapshot()
-    done: set[str] = set()
+def retired_key(day: str) -> str:
+    return f"{RETIRED_MARK}/{day}"
+
+
+def rolled_up(manifest: Manifest, day: str, raw: list[Segment]) -> bool:
+    """Whether every family's roll-ups of `day` hold exactly the raw segments `raw`."""
+    mark = input_mark(raw)
+    return all(manifest.marks.get(f"{family.mark}/{day}") == mark for family in FAMILIES)
+
+
+def _raw_retired(manifest: Manifest, day: str, raw: list[Segment]) -> bool:
+    """Whether retention retired raw rows of `day` that its roll-ups hold: then every raw segment
+    of the day still live is late (none was rolled up, `_merge_late`). A day retired before the
+    mark existed is known by its roll-ups holding more rows than it has raw."""
+    if retired_key(day) in manifest.marks:
+        return True
+    rows = sum(s.rows for s in raw)
+    return any(
+        int(mark.rsplit(":", 1)[1]) > rows
+        for family in FAMILIES
+        if (mark := manifest.marks.get(f"{family.mark}/{day}"))
+    )
+
+
+def _legacy_retired(manifest: Manifest) -> dict[str, str]:
+    """Retired marks for the days a build before them retired: roll-ups left, no raw segment."""
+    families = {family.mark for family in FAMILIES}
+    raw_days = manifest.by_date(SOURCE_TABLE)
+    return {
+        retired_key(day): "legacy"
+        for family, _, day in (key.partition("/") for key in manifest.marks)
+        if family in families and day not in raw_days and retired_key(day) not in manifest.marks
+    }
+
+
+def _connect() -> duckdb.DuckDBPyConnection:
     conn = duckdb.connect(":memory:")
+    conn.execute("SET TimeZone = 'UTC'")
+    conn.execute("SET threads = 1")  # background work: leave the cores to ingest
+    conn.execute("SET enable_progress_bar = false")  # it would print into the server log
+    return conn
+
+
+def update_rollups(store: SegmentStore) -> int:
+    """Roll up every (family, day) whose raw segments changed since; returns the days touched.
+
+    A day whose raw rows retention retired keeps its roll-ups: its late raw segments are merged
+    into them (`_merge_late`), never rolled up alone in their place.
+    """
     try:
-        conn.execute("SET TimeZone = 'UTC'")
-        conn.execute("SET threads = 1")  # background work: leave the cores to ingest
-        conn.execute("SET enable_progress_bar = false")  # it would print into the server log
+        rollup_format.upgrade(store, ROLLUP_TABLES)
+    except Exception:  # readers read old files by name meanwhile: roll up the days regardless
+        log.exception("roll-up files not brought to the current layout; next pass tries again")
+    manifest = store.snapshot()
+    if legacy := _legacy_retired(manifest):
+        store.swap({}, marks=legacy)
+        manifest = store.snapshot()
+    done: set[str] = set()
+    conn = _connect()
+    try:
         for date, raw in sorted(manifest.by_date(SOURCE_TABLE).items()):
-            mark = _mark(raw)
+            if _raw_retired(manifest, date, raw):
+                if _merge_late(conn, store, manifest, date, raw):
+                    done.add(date)
+                continue
+            mark = input_mark(raw)
             files = [str(store.path(s)) for s in raw]
             seq = max(s.seq for s in raw)
             for family in FAMILIES:
@@ -292,14 +369,8 @@ def update_rollups(store: SegmentStore) -> int:
                     continue
                 changes: dict[str, tuple[list[Segment], list[Segment]]] = {}
                 for table, result in family.build(conn, files).items():
-                    rolled = result.cast(family.tables[table])
-                    new = store.write_parts(
-                        store.new_name(table, date, seq),
-                        rolled.schema,
-                        (
-                            rolled.slice(offset, ROW_GROUP_ROWS)
-                            for offset in range(0, max(rolled.num_rows, 1), ROW_GROUP_ROWS)
-                        ),
+                    new = rollup_format.write_rows(
+                        store, table, date, seq, result.cast(family.tables[table])
                     )
                     changes[table] = (manifest.by_date(table).get(date, []), [new])
                 if store.swap(changes, marks={key: mark}):
@@ -309,3 +380,36 @@ def update_rollups(store: SegmentStore) -> int:
     finally:
         conn.close()
     return len(done)
+
+
+def _merge_late(
+    conn: duckdb.DuckDBPyConnection,
+    store: SegmentStore,
+    manifest: Manifest,
+    day: str,
+    raw: list[Segment],
+) -> bool:
+    """Merge the late raw segments `raw` of a retired `day` into every roll-up of the day, and
+    retire them in the same swap: past retention, and held by the roll-ups from then on, so a
+    re-run finds nothing to merge twice. A segment published meanwhile is not in `raw`: it stays
+    live for the next pass."""
+    files = [str(store.path(s)) for s in raw]
+    seq = max(s.seq for s in raw)
+    changes: dict[str, tuple[list[Segment], list[Segment]]] = {SOURCE_TABLE: (raw, [])}
+    for family in FAMILIES:
+        for table, result in family.build(conn, files).items():
+            schema = family.tables[table]
+            current = manifest.by_date(table).get(day, [])
+            conn.register("stored", rollup_format.read_rows(store, current, schema))
+            conn.register("rolled", result.cast(schema))
+            try:
+                merged = conn.sql(family.merge[table]).to_arrow_table().cast(schema)
+            finally:
+                conn.unregister("stored")
+                conn.unregister("rolled")
+            changes[table] = (current, [rollup_format.write_rows(store, table, day, seq, merged)])
+    marks = {retired_key(day): manifest.marks.get(retired_key(day), "legacy")}
+    if store.swap(changes, marks=marks):
+        return True
+    store.discard(s for table, (_old, new) in changes.items() for s in new)
+    return False

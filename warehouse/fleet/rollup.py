@@ -8,7 +8,8 @@ that arrive after the hour was rolled up (a spool replayed weeks later, an impor
 as counts and sums added, maxima maxed, and the mean recomputed as sum / count, so the merged row
 is the roll-up of all the hour's samples taken together. Counts and maxima are exact; sums are
 added as doubles, exact whenever the values are (sums of binary fractions such as 0.25), else to
-the last bits of rounding order, as any parallel sum is.
+the last bits of rounding order, as any parallel sum is. The SQL is `warehouse.rollup_merge`'s,
+shared with the embedded roll-ups.
 
 Tables rolled up before the two columns existed get them by Iceberg schema evolution (`evolve`,
 added as optional: old data files read them as null). A row without them is read as if every one
@@ -32,7 +33,8 @@ import duckdb
 import pyarrow as pa
 
 from fleetscope.contract import GPU_SAMPLES
-from warehouse.rollups import ROLLUP_COLUMNS
+from warehouse.rollup_merge import MERGE_COLUMNS as MERGE_COLUMNS
+from warehouse.rollup_merge import raw_usage_stats, usage_merge_sql
 
 if TYPE_CHECKING:
     from datetime import date
@@ -42,20 +44,6 @@ if TYPE_CHECKING:
 ROLLUP_1H: Final = "gpu_samples_1h"
 ROLLUP_KEY: Final = ("ts", "cluster", "host", "gpu_index", "job_id")
 ROLLED_FILES_PREFIX: Final = "fleetscope.rolled-files."  # + "<day>/<cluster>": JSON list of paths
-MERGE_COLUMNS: Final = tuple(f"{c}_{s}" for c in ROLLUP_COLUMNS for s in ("sum", "n"))
-
-
-def _stats(sum_of: str, n_of: str, max_of: str) -> str:
-    """mean, max, sum and count of every roll-up column, from raw columns or partial rows."""
-    return ", ".join(
-        f"CAST({sum_of.format(c=c)} AS DOUBLE) / nullif({n_of.format(c=c)}, 0) AS {c}_mean, "
-        f"{max_of.format(c=c)} AS {c}_max"
-        for c in ROLLUP_COLUMNS
-    ) + ", " + ", ".join(
-        f"CAST({sum_of.format(c=c)} AS DOUBLE) AS {c}_sum, "
-        f"CAST(coalesce({n_of.format(c=c)}, 0) AS BIGINT) AS {c}_n"
-        for c in ROLLUP_COLUMNS
-    )  # fmt: skip
 
 
 def _run(sql: str, **tables: pa.Table) -> pa.Table:
@@ -74,7 +62,7 @@ _ORDER: Final = "ORDER BY cluster, ts, host, gpu_index, job_id"  # the table is 
 
 def rollup_rows(raw: pa.Table) -> pa.Table:
     """Hourly roll-up of gpu_samples rows (contract schema): one row per (hour, GPU, job)."""
-    stats = _stats("sum({c})", "count({c})", "max({c})")
+    stats = raw_usage_stats()
     return _run(
         "SELECT date_trunc('hour', ts) AS ts, cluster, host, gpu_index, job_id, "
         f"count(*) AS samples, {stats} FROM raw GROUP BY ALL {_ORDER}",
@@ -94,18 +82,8 @@ def merge_rows(stored: pa.Table, rolled: pa.Table) -> pa.Table:
     docstring says."""
     if stored.num_rows == 0:
         return rolled
-    legacy = ", ".join(
-        f"coalesce({c}_n, CASE WHEN {c}_mean IS NULL THEN 0 ELSE samples END) AS {c}_n, "
-        f"coalesce({c}_sum, {c}_mean * samples) AS {c}_sum, {c}_max"
-        for c in ROLLUP_COLUMNS
-    )
-    key = ", ".join(ROLLUP_KEY)
-    stats = _stats("sum({c}_sum)", "sum({c}_n)", "max({c}_max)")
     return _run(
-        f"WITH parts AS (SELECT {key}, samples, {legacy} FROM stored "
-        f"UNION ALL BY NAME SELECT * FROM rolled) "
-        f"SELECT {key}, CAST(sum(samples) AS BIGINT) AS samples, {stats} "
-        f"FROM parts GROUP BY ALL {_ORDER}",
+        usage_merge_sql("stored", "rolled", ROLLUP_KEY, _ORDER),
         stored=stored,
         rolled=rolled,
     )
