@@ -186,7 +186,8 @@ class QuantileStore:
         back. Panes older than a tier's retention are skipped and expired days are retired."""
         part = f"{window.partition}/{window.partitions}{_scope_key(cluster)}"
         rows = dict.fromkeys(self.tiers, 0)
-        now = _newest_sample_s(conn, window)
+        newest = _newest_sample_s(conn, window)  # None: no sample since the window's start
+        now = window.end.timestamp() if newest is None else newest
         # One build per partition at a time (its marks are its own); partitions build in
         # parallel and take the store-wide lock only to swap each slice in.
         self.root.mkdir(parents=True, exist_ok=True)
@@ -225,7 +226,8 @@ class QuantileStore:
                         marks[res] = stop
                     at = stop
         with self._locked() as store:
-            self._expire(store, now)
+            if newest is not None:  # a window with no sample (the clock's, over a replayed
+                self._expire(store, newest)  # day-old fleet) must not expire by the wall clock
             manifest = store.snapshot()
             if any(
                 len(segs) >= COMPACT_AFTER_FILES
@@ -433,10 +435,11 @@ def _without(
     return table.filter(pc.invert(pc.and_(in_range, ours)))
 
 
-def _newest_sample_s(conn: duckdb.DuckDBPyConnection, window: Window) -> float:
-    """Epoch seconds of the warehouse's newest GPU sample (the window's end when none since the
-    window's start: then there is nothing to build). Only samples from the window's start on are
-    read, so the embedded scheduler's every tick does not scan the whole history."""
+def _newest_sample_s(conn: duckdb.DuckDBPyConnection, window: Window) -> float | None:
+    """Epoch seconds of the warehouse's newest GPU sample, None when none since the window's
+    start (then there is nothing to build, nor a clock to expire by). Only samples from the
+    window's start on are read, so the embedded scheduler's every tick does not scan the whole
+    history."""
     newest = None
     if table_exists(conn, "gpu_samples"):
         conn.complete()
@@ -444,7 +447,7 @@ def _newest_sample_s(conn: duckdb.DuckDBPyConnection, window: Window) -> float:
             f"SELECT epoch(max(ts)) FROM gpu_samples WHERE ts >= {ts_literal(window.start)}"
         ).fetchone()
         newest = found[0] if found else None
-    return float(newest) if newest is not None else window.end.timestamp()
+    return float(newest) if newest is not None else None
 
 
 def _utc(epoch_s: float) -> datetime:

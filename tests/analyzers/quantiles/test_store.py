@@ -174,6 +174,23 @@ def test_tiers_live_in_their_own_tables_and_expired_days_are_retired(tmp_path: P
     assert days[f"{PANES}_3600s"] == ["2025-03-03", "2025-03-05"]
 
 
+def test_a_window_without_samples_retires_nothing_since_retention_counts_from_the_newest_sample(
+    tmp_path: Path,
+) -> None:
+    """The clock's window over a fleet seen only through day-old samples holds no sample: it
+    once expired by the wall clock, retiring the minutes of the replayed day (after midnight
+    UTC, the day before yesterday's share of them)."""
+    from warehouse.segments import read_manifest
+
+    store = QuantileStore(tmp_path / "sketches", retention_s={10: 3600.0, 60: 3600.0})
+    old = Fleet()
+    old.gpus("a", "h1", range(1), 0, 30, gpu_util=util)
+    keep(store, old, Window(T0, T0 + timedelta(days=1)))
+    before = read_manifest(store.root).tables
+    keep(store, old, Window(T0 + timedelta(days=3), T0 + timedelta(days=3, hours=1)))
+    assert read_manifest(store.root).tables == before
+
+
 def test_a_window_behind_the_marks_rebuilds_its_range_from_what_is_stored_now(
     fleet: Fleet, tmp_path: Path
 ) -> None:
