@@ -29,6 +29,16 @@ samples arriving later than `analyzers.lateness_s` are counted only after a serv
 `analyzers.metrics_refresh_s` seconds on a thread of the plug-in's own (started and stopped with
 the server), never on the writer thread and never while a scrape waits.
 
+Both modes (`analyzers.prometheus_sources.SOURCES` picks the telemetry and the exporter by
+`server.mode`). Embedded: the server's DuckDB warehouse; the counters start at its first sample.
+Fleet: every gateway loads the plug-in, one exports: the leader (a PostgreSQL advisory lock,
+`warehouse.leadership`) computes and serves every family above from the catalog and a pruned scan
+of the Iceberg `gpu_samples`; the others serve none of them (their ingest families stay). A
+gateway that takes the lead (the leader stopped or died) starts a new term: its counters start
+from its own first refresh, at the first sample of the metrics window before it (a counter reset
+on another `instance`, which `rate()` handles), so no term reads the whole history from the
+object store.
+
 Reads the catalog and the warehouse; must never write either, nor import the dashboard.
 """
 
@@ -47,9 +57,9 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 if TYPE_CHECKING:
-    import duckdb
     from sqlalchemy import Engine
 
+    from analyzers.prometheus_sources import Telemetry
     from analyzers.run.results import StoredFinding
 
 log = logging.getLogger(__name__)
@@ -60,18 +70,21 @@ HOUR_S = 3600.0
 
 # Server plug-in order (fleetscope.plugins): after the scheduler and the reports, as it was.
 PLUGIN_ORDER = 40
-# The embedded server only (fleetscope.plugins.server_modes): its counters read the server's
-# DuckDB warehouse, which a fleet gateway does not have (docs/fleet.md, "Not done yet").
-SERVER_MODES = ("embedded",)
+# fleetscope.plugins.server_modes: the telemetry per mode is analyzers.prometheus_sources's.
+SERVER_MODES = ("embedded", "fleet")
 
 
 def setup(server: Any) -> None:
     """Register the collector on the server's registry and refresh it on a thread of its own
-    (warehouse.runtime plug-in hook), so a scrape never waits for a warehouse query."""
+    (warehouse.runtime plug-in hook), so a scrape never waits for a warehouse query; it serves
+    the families while this server leads the export (always, on an embedded server)."""
+    from analyzers.prometheus_sources import SOURCES
+
     settings = server.settings
+    source = SOURCES[settings.server.mode](server)
     collector = FleetCollector(
         server.catalog,
-        server.warehouse.cursor,
+        source.telemetry,
         window_s=settings.analyzers.metrics_window_s,
         top_jobs=settings.analyzers.metrics_top_jobs,
         refresh_s=settings.analyzers.metrics_refresh_s,
@@ -79,6 +92,7 @@ def setup(server: Any) -> None:
         default_interval_s=settings.agent.interval_s,
         max_gap_s=settings.analyzers.max_gap_s,
         background=True,
+        exporting=not source.elected,  # elected: once it leads and has refreshed
     )
     server.metrics.registry.register(collector)
     stop = threading.Event()
@@ -86,7 +100,10 @@ def setup(server: Any) -> None:
 
     def refresh_loop() -> None:
         while True:
-            collector.refresh()
+            if _leads(source.leads):
+                collector.lead()
+            else:
+                collector.stand_down()
             if stop.wait(max(collector.refresh_s, 0.1)):
                 return
 
@@ -99,9 +116,19 @@ def setup(server: Any) -> None:
         stop.set()
         for thread in threads:
             thread.join(timeout=60)
+        source.release()
 
     server.on_start.append(on_start)
     server.on_stop.append(on_stop)
+
+
+def _leads(leads: Callable[[], bool]) -> bool:
+    """Whether to export now; a catalog that cannot say is a lost lead (its lock went with it)."""
+    try:
+        return leads()
+    except Exception:
+        log.warning("fleet metrics: leadership unknown (catalog unreachable?); not exporting")
+        return False
 
 
 @dataclass
@@ -129,7 +156,7 @@ class FleetCollector(Collector):
     def __init__(
         self,
         catalog: Engine,
-        cursor: Callable[[], duckdb.DuckDBPyConnection],
+        telemetry: Telemetry,
         *,
         window_s: float,
         top_jobs: int,
@@ -139,9 +166,11 @@ class FleetCollector(Collector):
         max_gap_s: float,
         clock: Callable[[], float] = time.time,
         background: bool = False,
+        exporting: bool = True,
     ) -> None:
         self._catalog = catalog
-        self._cursor = cursor
+        self._telemetry = telemetry
+        self.exporting = exporting  # False: `collect` yields nothing (a gateway that does not lead)
         self._window_s = window_s
         self._top_jobs = top_jobs
         self.refresh_s = refresh_s
@@ -157,6 +186,8 @@ class FleetCollector(Collector):
         self._failures = 0
 
     def collect(self) -> Iterator[Metric]:
+        if not self.exporting:
+            return
         snapshot, totals = self._current()
         recoverable = GaugeMetricFamily(
             "fleetscope_recoverable_gpu_hours",
@@ -205,6 +236,22 @@ class FleetCollector(Collector):
             self._failures,
         )
 
+    def lead(self) -> None:
+        """Refresh, then serve; a server that did not export until now starts a new term: fresh
+        counters (their first refresh starts them, module docstring) and no failures yet."""
+        if not self.exporting:
+            with self._lock:
+                self._snapshot, self._totals = Snapshot(), Totals()
+                self._refreshed_at, self._failures = None, 0
+        self.refresh()
+        self.exporting = True
+
+    def stand_down(self) -> None:
+        """Serve none of the families (another server exports them)."""
+        if self.exporting:
+            log.info("fleet metrics: another server exports the findings and GPU-hours now")
+        self.exporting = False
+
     def refresh(self) -> None:
         """Recompute the snapshot and advance the counters; on failure keep the previous ones."""
         with self._lock:
@@ -236,10 +283,12 @@ class FleetCollector(Collector):
 
         since = datetime.fromtimestamp(now_s - self._window_s, tz=UTC)
         stored = [s for s in FindingStore(self._catalog).findings(since=since) if s.state == "open"]
-        con = self._cursor()
+        start_s = self._totals.through_s
+        # What both windows read: the counters' [through, now - lateness) and the metrics window.
+        read_from_s = since.timestamp() if start_s is None else min(start_s, since.timestamp())
+        con = self._telemetry(read_from_s, now_s)
         try:
             end_s = now_s - self._lateness_s
-            start_s = self._totals.through_s
             if start_s is None:
                 ((first_ms,),) = con.sql("SELECT epoch_ms(min(ts)) FROM gpu_samples").fetchall()
                 start_s = first_ms / 1000.0 if first_ms is not None else end_s

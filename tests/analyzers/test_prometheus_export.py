@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from sqlalchemy import Engine
 
 from analyzers.prometheus_export import OTHER, recoverable_series, top_keys
 from fleetscope.settings import Settings, load_settings
@@ -82,13 +83,20 @@ def server(tmp_path: Path) -> Iterator[Server]:
 
 
 def populate(server: Server, ca_file: str | None = None) -> None:
-    for host, job, gpus, active in (("h1", "job-a", 2, 0.25), ("h2", "job-b", 1, 0.5)):
-        answer = post_batch(
-            server.url, "gpu_samples", batch(host, job, gpus, active), token=TEST_TOKEN,
-            ca_file=ca_file,
-        )  # fmt: skip
-        assert answer.status == 202, answer.payload
-    with server.catalog.begin() as conn:
+    land_samples(server.url, ca_file)
+    land_findings(server.catalog)
+
+
+def land_samples(url: str, ca_file: str | None = None) -> None:
+    """Both jobs' samples in one batch: one commit, so no refresh counts one job without the other
+    (a refresh between two commits would leave the second one's samples late, never counted)."""
+    both = pa.concat_tables([batch("h1", "job-a", 2, 0.25), batch("h2", "job-b", 1, 0.5)])
+    answer = post_batch(url, "gpu_samples", both, token=TEST_TOKEN, ca_file=ca_file)
+    assert answer.status == 202, answer.payload
+
+
+def land_findings(catalog: Engine) -> None:
+    with catalog.begin() as conn:
         fleet.upsert_jobs(conn, [fleet.Job("job-a", cluster="c1", team="ml")])
         cat.upsert_findings(
             conn,

@@ -6,6 +6,7 @@ one open critical finding, with the finding's rule and team as labels."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 import urllib.request
@@ -45,11 +46,19 @@ def server(tmp_path: Path) -> Iterator[Server]:
 
 @pytest.fixture
 def prometheus(tmp_path: Path, server: Server) -> Iterator[str]:
+    with shipped_prometheus(tmp_path, [server.url]) as url:
+        yield url
+
+
+@contextlib.contextmanager
+def shipped_prometheus(tmp_path: Path, server_urls: list[str]) -> Iterator[str]:
+    """A real Prometheus with the shipped scrape job on `server_urls` (https, the test CA, the test
+    token) and the shipped rules, scraping and evaluating every second; its URL."""
     token_file = tmp_path / "fleetscope-token"  # server.read_auth is on: /metrics needs the token
     token_file.write_text(TEST_TOKEN)
     (job,) = yaml.safe_load(SCRAPE.read_text())["scrape_configs"]
     assert job["job_name"] == "fleetscope-ingest" and job["scheme"] == "https"
-    job["static_configs"] = [{"targets": [server.url.removeprefix("https://")]}]
+    job["static_configs"] = [{"targets": [url.removeprefix("https://") for url in server_urls]}]
     job["tls_config"]["ca_file"] = str(TLS / "ingest-cert.pem")
     job["authorization"]["credentials_file"] = str(token_file)
     proc, url = start_prometheus(
@@ -77,20 +86,26 @@ def alerts(prom_url: str) -> list[dict[str, Any]]:
         return []
 
 
+def firing(prom_url: str, alertname: str, timeout_s: float = 90) -> list[dict[str, Any]]:
+    """The firing alerts named `alertname`, once there is one (none after `timeout_s`)."""
+    deadline = time.monotonic() + timeout_s
+    found: list[dict[str, Any]] = []
+    while not found and time.monotonic() < deadline:
+        found = [
+            a
+            for a in alerts(prom_url)
+            if a["labels"]["alertname"] == alertname and a["state"] == "firing"
+        ]
+        time.sleep(0.2)
+    return found
+
+
 def test_critical_finding_alert_fires_in_real_prometheus(server: Server, prometheus: str) -> None:
     populate(
         server, ca_file=str(TLS / "ingest-cert.pem")
     )  # one open critical finding: R17 for team ml
-    deadline = time.monotonic() + 90
-    firing: list[dict[str, Any]] = []
-    while not firing and time.monotonic() < deadline:
-        firing = [
-            a
-            for a in alerts(prometheus)
-            if a["labels"]["alertname"] == "FleetscopeCriticalFinding" and a["state"] == "firing"
-        ]
-        time.sleep(0.2)
-    assert [a["labels"] for a in firing] == [
+    fired = firing(prometheus, "FleetscopeCriticalFinding")
+    assert [a["labels"] for a in fired] == [
         {
             "alertname": "FleetscopeCriticalFinding",
             "rule": "R17",
@@ -98,7 +113,7 @@ def test_critical_finding_alert_fires_in_real_prometheus(server: Server, prometh
             "severity": "critical",
         }
     ]
-    assert firing[0]["value"] == "1e+00"
-    assert firing[0]["annotations"]["summary"] == (
+    assert fired[0]["value"] == "1e+00"
+    assert fired[0]["annotations"]["summary"] == (
         "1 open critical fleetscope finding(s) of rule R17 for team ml"
     )

@@ -223,6 +223,7 @@ def test_every_plugin_a_gateway_can_run_is_the_default_and_one_it_cannot_is_refu
 ) -> None:
     assert [setup.__module__ for setup in load_plugins("*", mode="fleet")] == [
         "analyzers.traces.service",
+        "analyzers.prometheus_export",
         "analyzers.autoprofile.plugin",
     ]
     # Nothing is reachable at these addresses: the refusal comes before anything is opened.
@@ -234,7 +235,7 @@ def test_every_plugin_a_gateway_can_run_is_the_default_and_one_it_cannot_is_refu
         fleet__warehouse_uri="s3://nowhere/warehouse",
         fleet__s3_endpoint="http://127.0.0.1:1",
     )
-    for name in ("analyzers.prometheus_export", "analyzers.run.embedded"):
+    for name in ("analyzers.reports.scheduled", "analyzers.run.embedded"):
         with pytest.raises(ConfigError) as refused:
             Gateway(settings.with_overrides(server__plugins=f"*,{name}"))
         assert str(refused.value) == (
