@@ -81,7 +81,7 @@ def cmd_analyzers(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_analyze(args: argparse.Namespace, settings: Settings) -> int:
     from analyzers.run.runner import Pipeline
-    from analyzers.run.schedule import run_due, schedule_time
+    from analyzers.run.schedule import reopen_bound_s, run_due, schedule_time
 
     interval_s = settings.scheduler.interval_s
     at = parse_time(args.at) if args.at else datetime.now(UTC)
@@ -93,7 +93,7 @@ def cmd_analyze(args: argparse.Namespace, settings: Settings) -> int:
         bucket_s=settings.analyzers.bucket_s,
         lateness_s=settings.analyzers.lateness_s,
         interval_s=interval_s,
-        reopen_max_age_s=settings.analyzers.reopen_max_age_s,
+        reopen_max_age_s=reopen_bound_s(settings),
     )
     return _report(results)
 

@@ -144,7 +144,7 @@ def window_slices(settings: Settings) -> int:
 @app.task(name="fleetscope.tick")  # type: ignore[untyped-decorator]
 def tick(schedule_iso: str | None = None) -> list[list[Any]]:
     """Enqueue every window every partition owes at the schedule time; returns what it sent."""
-    from analyzers.run.schedule import due_windows, schedule_time
+    from analyzers.run.schedule import due_windows, reopen_bound_s, schedule_time
 
     settings = _settings()
     interval_s = settings.scheduler.interval_s
@@ -159,7 +159,7 @@ def tick(schedule_iso: str | None = None) -> list[list[Any]]:
             bucket_s=settings.analyzers.bucket_s,
             lateness_s=settings.analyzers.lateness_s,
             interval_s=interval_s,
-            reopen_max_age_s=settings.analyzers.reopen_max_age_s,
+            reopen_max_age_s=reopen_bound_s(settings),
             partition=p,
             partitions=partitions,
         ):

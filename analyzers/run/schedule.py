@@ -109,6 +109,18 @@ class Due:
     arrival_at: datetime | None = None
 
 
+def reopen_bound_s(settings: Settings) -> float:
+    """How old a bucket's data may be for its late arrival to re-open the bucket (0: no bound):
+    `analyzers.reopen_max_age_s`, and never past raw retention (`warehouse.raw_retention_days`).
+    A day whose raw samples retention retired holds only the late rows: analysing them alone
+    would replace the day's findings with theirs (roll-ups merge late rows; findings cannot)."""
+    bounds = (
+        settings.analyzers.reopen_max_age_s,
+        settings.warehouse.raw_retention_days * 86400.0,
+    )
+    return min((b for b in bounds if b > 0), default=0.0)
+
+
 def due_windows(
     store: FindingStore,
     tick: datetime,
@@ -143,8 +155,9 @@ def due_windows(
             continue
         if oldest is not None and bucket_start + timedelta(seconds=bucket_s) <= oldest:
             log.warning(
-                "late data for bucket %s (clusters %s) not re-analysed: older than "
-                "analyzers.reopen_max_age_s=%s; run `fleetscope backfill` to analyse it",
+                "late data for bucket %s (clusters %s) not re-analysed: older than %s s "
+                "(analyzers.reopen_max_age_s, at most warehouse.raw_retention_days); "
+                "`fleetscope backfill` analyses it while its raw samples are kept",
                 bucket_start.isoformat(),
                 ",".join(o.clusters) or "-",
                 reopen_max_age_s,
@@ -236,7 +249,7 @@ def start_embedded(
                     bucket_s=settings.analyzers.bucket_s,
                     lateness_s=settings.analyzers.lateness_s,
                     interval_s=interval_s,
-                    reopen_max_age_s=settings.analyzers.reopen_max_age_s,
+                    reopen_max_age_s=reopen_bound_s(settings),
                 )
             except Exception:
                 log.exception("embedded analyzer tick %s failed", tick.isoformat())

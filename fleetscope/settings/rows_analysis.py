@@ -29,7 +29,8 @@ ROWS: tuple[Setting, ...] = (
         7 * 86400.0,
         "float",
         "Oldest data (seconds before now) whose late arrival re-opens its bucket for analysis; "
-        "older buckets are reported as skipped; 0: no bound.",
+        "older buckets are reported as skipped; 0: no bound. Never past "
+        "warehouse.raw_retention_days (a retired day holds only its late rows).",
     ),
     Setting(
         "analyzers.partitions",

@@ -129,6 +129,25 @@ def test_data_older_than_the_reopen_bound_is_skipped_and_reported(
     ]
 
 
+@pytest.mark.parametrize(
+    ("reopen_days", "retention_days", "bound_days"),
+    [(7, 14, 7), (30, 14, 14), (0, 14, 14), (7, 0, 7), (0, 0, 0)],
+)
+def test_late_data_reopens_no_bucket_past_raw_retention(
+    reopen_days: float, retention_days: int, bound_days: float
+) -> None:
+    """A day retention retired holds only its late rows: re-analysed alone they would replace
+    its findings, so the bound is never past `warehouse.raw_retention_days` (0: no bound)."""
+    from analyzers.run.schedule import reopen_bound_s
+    from fleetscope.settings import load_settings
+
+    settings = load_settings(env={}).with_overrides(
+        analyzers__reopen_max_age_s=reopen_days * 86400.0,
+        warehouse__raw_retention_days=retention_days,
+    )
+    assert reopen_bound_s(settings) == bound_days * 86400.0
+
+
 def test_the_commit_hook_marks_each_bucket_and_cluster_its_rows_fall_in(
     store: FindingStore,
 ) -> None:
