@@ -197,16 +197,30 @@ def _list_text(key: str, items: Sequence[Any]) -> str:
     return separator.join(head) + more
 
 
+# What a unit suffix measures, said when two keys would read alike (`idle_share`, `idle_us`).
+KINDS: dict[str, str] = {
+    **dict.fromkeys(("_share", "_frac", "_pct"), "share"),
+    **dict.fromkeys(("_ms", "_us", "_s", "_min", "_hours", "_h"), "time"),
+    **dict.fromkeys(("_gpu_hours", "_gpu_h"), "GPU-hours"),
+    **dict.fromkeys(("_mib", "_gib", "_gb"), "memory"),
+}
+
+
 def evidence_rows(evidence: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """The evidence as (what, value) rows; `samples` (where the rows are) reads as 'data'."""
+    """The evidence as (what, value) rows; `samples` (where the rows are) reads as 'data'. Keys
+    that differ only in their unit (`idle_share` and `idle_us`) keep what the unit measures."""
+    keys = [k for k in evidence if k != META]
+    labels = [label(k) for k in keys]
     rows = []
-    for key, value in evidence.items():
-        if key == META:
-            continue
+    for key, what in zip(keys, labels, strict=True):
+        value = evidence[key]
         if key == "samples" and isinstance(value, Mapping):
             rows.append(("data", _mapping_text(value)))
             continue
-        rows.append((label(key), value_text(key, value)))
+        if labels.count(what) > 1:
+            suffix = next((s for s in _BY_LENGTH if key.endswith(s) and len(key) > len(s)), "")
+            what = f"{what} {KINDS.get(suffix, suffix.strip('_'))}".strip()
+        rows.append((what, value_text(key, value)))
     return rows
 
 

@@ -59,6 +59,16 @@ def test_evidence_reads_with_units_human_utc_times_and_no_json() -> None:
     ]
 
 
+def test_keys_that_differ_only_in_their_unit_keep_what_the_unit_measures() -> None:
+    """T1's evidence once read "idle 98.3 %" and "idle 8.76 ms" on one table."""
+    evidence = {"idle_share": 0.983, "idle_us": 8763.0, "per_stream_idle_us": 2000.0}
+    assert evidence_rows(evidence) == [
+        ("idle share", "98.3 %"),
+        ("idle time", "8.76 ms"),
+        ("per stream idle", "2 ms"),
+    ]
+
+
 def test_a_finding_and_its_catalog_row_read_the_same() -> None:
     finding = _finding()
     from analyzers.run.results import to_catalog
