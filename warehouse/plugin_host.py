@@ -17,10 +17,13 @@ from __future__ import annotations
 import importlib
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fleetscope import plugins
 from fleetscope.errors import ConfigError
+
+if TYPE_CHECKING:
+    from warehouse.profiling_service import ProfilingService
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +34,8 @@ CommitPluginHook = Callable[[Any, Any], None]  # (server, writer.Commit)
 
 class PluginHost:
     """The event hook lists a plug-in's `setup(server)` appends to, and their running."""
+
+    profiling: ProfilingService
 
     def _init_hooks(self) -> None:
         self.on_start: list[Hook] = []
@@ -44,8 +49,14 @@ class PluginHost:
             hook(self, commit)
 
     def _trace_uploaded(self, upload: Any) -> bool:
-        """Run every on_trace_uploaded hook; False when none is registered (nothing analyzes)."""
+        """Run every on_trace_uploaded hook; False when none is registered (nothing analyzes).
+        Each runs only while this server holds the trace's analysis: once another server took it
+        over (this one stopped renewing its lease, warehouse.analysis_leases), that server runs
+        the hooks, and this one's would store their outcome a second time."""
         for hook in self.on_trace_uploaded:
+            if not self.profiling.holds(upload):
+                log.warning("trace %s: analysed by another server now; hooks stop here", upload)
+                break
             hook(self, upload)
         return bool(self.on_trace_uploaded)
 

@@ -12,7 +12,9 @@ ProfilingService's in-process lock is what serialises changes.
 A matched process's entry moves: running -> uploading (its trace is being stored; claimed before
 the body is written so two copies of one upload cannot both be stored) -> analyzing (stored and
 recorded) -> done | failed; running -> failed (agent report, corrupt or oversized trace);
-uploading -> running (storing failed: the agent may retry). Must never read or store a trace.
+uploading -> running (storing failed: the agent may retry). An `analyzing` entry also says which
+server analyses its trace and until when (warehouse.analysis_leases), so that a trace whose
+analyser stopped is analysed by another, once. Must never read or store a trace.
 """
 
 from __future__ import annotations
@@ -105,13 +107,20 @@ def set_process(
     host: str,
     pid: int,
     expect: Collection[str],
+    *,
+    held_by: str | None = None,
+    touch: bool = True,
     **changes: Any,
 ) -> bool:
-    """Change one matched process's entry if the request runs and the entry's state is one of
-    `expect`; settle the request once every process finished. False when nothing changed."""
+    """Change one matched process's entry if the request runs, the entry's state is one of
+    `expect` and, given `held_by`, that server holds the entry's analysis (warehouse.
+    analysis_leases); settle the request once every process finished. False when nothing
+    changed. `touch=False` keeps the request's `updated` (a lease renewal is no progress)."""
     request = get_request(conn, request_id, lock=True)
     current = entry(request, host, pid)
     if request.state != "running" or current is None or current.get("state") not in expect:
+        return False
+    if held_by is not None and current.get("analyser") != held_by:
         return False
     matched = [
         {**e, **changes} if (e["host"], e["pid"]) == (host, pid) else e
@@ -125,7 +134,7 @@ def set_process(
         done = any(e.get("state") == "done" for e in matched)
         fields["state"] = "done" if done else "failed"
         fields["error"] = "; ".join(errors) or None
-    update_profile_request(conn, request_id, **fields)
+    update_profile_request(conn, request_id, touch=touch, **fields)
     return True
 
 

@@ -5,14 +5,17 @@
     every matched process     done       at least one trace stored (and analyzed, if a hook runs)
       has finished            failed     none did; `error` joins what went wrong per process
     nobody matched in time    failed     error says which agents polled and what they run
-    no progress in time       expired
+    no progress in time       expired    (a process whose trace is stored never expires)
 
 A matched process moves running -> analyzing (its trace is stored) -> done | failed. A request
 without a rank may be joined by agents of other hosts while it is younger than the match timeout,
 so a multi-node job is traced on every node. Uploaded traces go to the `on_trace_uploaded` hooks
 (`notify`) on one worker thread, so an upload is answered before analysis runs; the hook calls
 `finish` with the summary and the analysis document (stored once, read by the API and the
-dashboard) or the error. With no hook, a stored trace is done, with no summary.
+dashboard) or the error. With no hook, a stored trace is done, with no summary. Every stored trace
+is analysed once even if the server analysing it stops first: the server that stored it holds a
+lease on its analysis, and another server (an embedded server at its next start) takes a lapsed
+one over and analyses it through the same hooks (warehouse.analysis_leases).
 Every profile request, the dashboard's too, is created through `create` (the unknown-job check).
 Timeouts are judged on every poll, every read and once a second on the worker thread.
 
@@ -39,9 +42,11 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine
 
-from fleetscope.errors import CorruptTraceError, IngestError, NotFoundError
+from fleetscope.errors import ConfigError, CorruptTraceError, IngestError, NotFoundError
+from warehouse import profile_timeouts as timeouts
 from warehouse import profile_transitions as transitions
-from warehouse.agent_registry import AgentRegistry, ReportedProcess, describe_agents
+from warehouse.agent_registry import AgentRegistry, ReportedProcess
+from warehouse.analysis_leases import Adopted, AnalysisLeases, Held
 from warehouse.catalog import fleet
 from warehouse.catalog.profiling import (
     ProfileRequest,
@@ -52,7 +57,6 @@ from warehouse.catalog.profiling import (
     record_trace_analysis,
     update_profile_request,
 )
-from warehouse.profile_transitions import FINISHED
 from warehouse.trace_storage import LocalTraceStorage, TraceStorage
 from warehouse.trace_store import check_gzip_trace, trace_id_for
 
@@ -62,14 +66,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DEFAULT_STEPS = 5  # the SDK's default too (collector.sdk.profiling): a few steady-state steps
-# Why a process that had not finished at the run timeout failed, by the state it was left in:
-# past `running`, its trace arrived and the server that took it stopped (a fleet gateway killed
-# while storing or analysing it; no other server redoes that work).
-LEFT_IN = {
-    "running": "no trace arrived",
-    "uploading": "its trace was never stored: the server receiving it stopped",
-    "analyzing": "its trace was stored, never analysed: the server analysing it stopped",
-}
 
 
 @dataclass(frozen=True)
@@ -78,14 +74,21 @@ class ProfilingConfig:
     max_trace_bytes: int
     match_timeout_s: float
     run_timeout_s: float
+    analysis_lease_s: float = 60.0
 
     @classmethod
     def from_settings(cls, settings: Settings) -> ProfilingConfig:
+        if settings.server.profile_analysis_lease_s <= 0:
+            raise ConfigError(
+                "server.profile_analysis_lease_s must be > 0 (seconds a claim on a trace's "
+                f"analysis lasts), got {settings.server.profile_analysis_lease_s:g}"
+            )
         return cls(
             traces_dir=settings.path(settings.core.data_dir) / "traces",
             max_trace_bytes=settings.server.max_body_bytes,
             match_timeout_s=settings.server.profile_match_timeout_s,
             run_timeout_s=settings.server.profile_run_timeout_s,
+            analysis_lease_s=settings.server.profile_analysis_lease_s,
         )
 
 
@@ -146,7 +149,11 @@ class ProfilingService:
         clock: Callable[[], float] = time.time,
         registry: AgentRegistry | None = None,
         storage: TraceStorage | None = None,
+        sole_server: bool = False,
     ) -> None:
+        """`sole_server`: no other server shares the catalog (the embedded server), so at start
+        the analyses left unfinished were abandoned; otherwise (fleet gateways, and the safe
+        default) a claim is taken over only once its lease lapsed."""
         self.catalog = catalog
         self.config = config
         self.storage = storage if storage is not None else LocalTraceStorage(config.traces_dir)
@@ -156,13 +163,25 @@ class ProfilingService:
         self._lock = threading.RLock()
         self._queue: queue.Queue[TraceUpload | None] = queue.Queue()
         self._thread: threading.Thread | None = None
+        self.leases = AnalysisLeases(
+            catalog,
+            self._lock,
+            lease_s=config.analysis_lease_s,
+            clock=clock,
+            sole_server=sole_server,
+            adopted=self._adopted,
+        )
 
     # -- lifecycle -----------------------------------------------------------------------------
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="fleetscope-traces", daemon=True)
         self._thread.start()
+        self.leases.start()
 
     def stop(self) -> None:
+        """Stop renewing leases, then let the queued traces' analyses run (up to 30 s): what is
+        left goes to another server, or to this one's next start, once its lease lapses."""
+        self.leases.stop()
         if self._thread is not None:
             self._queue.put(None)
             self._thread.join(timeout=30)
@@ -177,7 +196,10 @@ class ProfilingService:
                 continue
             if upload is None:
                 return
-            self._analyze(upload)
+            try:
+                self._analyze(upload)
+            finally:
+                self.leases.release(upload.trace_id)
 
     def _analyze(self, upload: TraceUpload) -> None:
         try:
@@ -188,6 +210,17 @@ class ProfilingService:
             return
         if not handled:
             self.finish(upload, summary=None)
+
+    def _adopted(self, taken: Adopted) -> None:
+        """A stored trace whose analyser stopped: analysed here, as if it had been uploaded here."""
+        t = taken
+        upload = TraceUpload(t.trace_id, t.request_id, t.job_id, t.host, t.rank, t.pid, t.location)
+        self._queue.put(upload)
+
+    def holds(self, upload: TraceUpload) -> bool:
+        """Whether this server still holds `upload`'s analysis (no other server took it over):
+        the hooks run, and a finish counts, only while it does."""
+        return self.leases.holds(upload.request_id, upload.host, upload.pid)
 
     def _safely(self, fn: Callable[[], object]) -> None:
         try:
@@ -348,13 +381,21 @@ class ProfilingService:
         trace = Trace(trace_id, request.job_id, host, rank, location, self._now(), None)
         with self._lock, self.catalog.begin() as conn:
             stored = transitions.set_process(
-                conn, request_id, host, pid, {"uploading"}, state="analyzing", trace_id=trace_id
+                conn,
+                request_id,
+                host,
+                pid,
+                {"uploading"},
+                state="analyzing",
+                trace_id=trace_id,
+                **self.leases.claim(),
             )
             if stored:
                 record_trace(conn, trace)
         if not stored:  # the request expired meanwhile: refused as a late upload would be
             raise self._unexpected_now(request_id, host, pid)
         upload = TraceUpload(trace_id, request_id, request.job_id, host, rank, pid, location)
+        self.leases.hold(Held(request_id, host, pid, trace_id))
         self._queue.put(upload)
         return upload
 
@@ -365,9 +406,11 @@ class ProfilingService:
         summary: dict[str, Any] | None = None,
         analysis: dict[str, Any] | None = None,
         error: str | None = None,
-    ) -> None:
+    ) -> bool:
         """What an analysis hook calls: the trace's summary and analysis document, or why it could
-        not be analyzed. Stored in the transaction that marks the process done."""
+        not be analyzed. Stored in the transaction that marks the process done, only if this
+        server still holds the trace's analysis; False when another server took it over (its
+        outcome is the one kept)."""
         changes: dict[str, Any] = (
             {"state": "done"}
             if error is None
@@ -377,17 +420,30 @@ class ProfilingService:
             }
         )
         with self._lock, self.catalog.begin() as conn:
-            transitions.set_process(
-                conn, upload.request_id, upload.host, upload.pid, {"analyzing"}, **changes
+            finished = transitions.set_process(
+                conn,
+                upload.request_id,
+                upload.host,
+                upload.pid,
+                {"analyzing"},
+                held_by=self.leases.analyser,
+                **changes,
             )
+            if not finished:
+                log.warning(
+                    "trace %s: analysed here, but no longer ours to finish", upload.trace_id
+                )
+                return False
             if summary is not None:
                 record_trace(conn, replace(get_trace(conn, upload.trace_id), summary=summary))
             if analysis is not None:
                 record_trace_analysis(conn, upload.trace_id, analysis)
+        return True
 
     # -- timeouts ------------------------------------------------------------------------------
     def sweep(self) -> None:
-        """Fail requests nobody matched in time; expire running ones that stopped progressing."""
+        """Fail requests nobody matched in time; expire running ones that stopped progressing
+        while a process still owed its trace (one whose trace is stored waits for its analysis)."""
         now = self._now()
         match_before = now - timedelta(seconds=self.config.match_timeout_s)
         run_before = now - timedelta(seconds=self.config.run_timeout_s)
@@ -396,48 +452,21 @@ class ProfilingService:
                 r.id
                 for r in transitions.open_requests(conn)
                 if (r.state == "pending" and r.created < match_before)
-                or (r.state == "running" and r.updated < run_before)
+                or (r.state == "running" and r.updated < run_before and timeouts.owes_trace(r))
             ]
         for request_id in due:  # each re-checked on its locked row, in its own transaction
             with self._lock, self.catalog.begin() as conn:
                 request = transitions.settle_timeout(conn, request_id, match_before, run_before)
-                if request is not None:
-                    update_profile_request(conn, request_id, **self._timed_out(request))
-
-    def _timed_out(self, request: ProfileRequest) -> dict[str, Any]:
-        """What a request past its timeout becomes: failed (nobody matched) or expired."""
-        if request.state == "pending":
-            return {"state": "failed", "error": self._no_match(request)}
-        late = [e for e in request.matched or [] if e.get("state") not in FINISHED]
-        why = {id(e): LEFT_IN.get(e.get("state") or "", LEFT_IN["running"]) for e in late}
-        matched = [
-            {**e, "state": "failed", "error": why[id(e)]} if id(e) in why else e
-            for e in request.matched or []
-        ]
-        within = f"within {self.config.run_timeout_s:g} s (server.profile_run_timeout_s)"
-        waiting = ", ".join(f"{e['host']} pid {e['pid']}" for e in late if e["state"] == "running")
-        errors = [f"no trace from {waiting} {within}: the process may have stopped stepping"]
-        errors = errors if waiting else []
-        errors += [
-            f"{e['host']} pid {e['pid']}: {why[id(e)]}" for e in late if e["state"] != "running"
-        ]
-        return {"state": "expired", "matched": matched, "error": "; ".join(errors)}
-
-    def _no_match(self, request: ProfileRequest) -> str:
-        what = f"job {request.job_id}" + (
-            f" rank {request.rank}" if request.rank is not None else ""
-        )
-        since = request.created.timestamp() - self.config.match_timeout_s
-        agents = self.registry.recent(since)
-        if not agents:
-            seen = "no agent polled meanwhile (is a fleetscope-agent with agent.profile_poll_s > 0 "
-            seen += "shipping to this server?)"
-        else:
-            seen = "agents polling: " + describe_agents(agents)
-        return (
-            f"no processes matched {what} within {self.config.match_timeout_s:g} s "
-            f"(server.profile_match_timeout_s); {seen}"
-        )
+                if request is not None and (
+                    request.state == "pending" or timeouts.owes_trace(request)
+                ):
+                    changes = timeouts.timed_out(
+                        request,
+                        self.config.match_timeout_s,
+                        self.config.run_timeout_s,
+                        self.registry,
+                    )
+                    update_profile_request(conn, request_id, **changes)
 
     # -- per-process state ---------------------------------------------------------------------
     def _fail_process(self, request_id: int, host: str, pid: int, error: str) -> None:

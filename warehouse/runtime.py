@@ -86,7 +86,10 @@ class Server(PluginHost, Listening):
             known_cluster=HostClusters(self.catalog),
         )
         self.profiling = ProfilingService(
-            self.catalog, ProfilingConfig.from_settings(settings), notify=self._trace_uploaded
+            self.catalog,
+            ProfilingConfig.from_settings(settings),
+            notify=self._trace_uploaded,
+            sole_server=True,  # its data folder is its own: what is left unanalysed is abandoned
         )
         ingest = Ingest(
             writer=self.writer,

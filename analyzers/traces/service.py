@@ -23,7 +23,8 @@ from typing import Any
 PLUGIN_ORDER = 20
 # Both servers (fleetscope.plugins.server_modes): in fleet mode the gateway an upload lands on
 # analyses it (the trace is read from the bucket into that gateway's cache folder); the claim of
-# the upload in the catalog makes that one analysis per trace.
+# the upload in the catalog makes that one analysis per trace, and if that gateway stops first
+# another takes its lapsed lease over and this hook runs there (warehouse.analysis_leases).
 SERVER_MODES = ("embedded", "fleet")
 
 

@@ -142,6 +142,13 @@ ROWS: tuple[Setting, ...] = (
         "Seconds a matched profile request waits for its traces before it expires.",
     ),
     Setting(
+        "server.profile_analysis_lease_s",
+        60.0,
+        "float",
+        "Seconds a server's claim on a stored trace's analysis lasts unrenewed (renewed every "
+        "quarter of it while the analysis runs); past it another fleet gateway analyses the trace.",
+    ),
+    Setting(
         "autoprofile.enabled",
         False,
         "bool",

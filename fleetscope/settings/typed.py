@@ -71,6 +71,7 @@ class ServerSettings:
     plugins: str
     profile_match_timeout_s: float
     profile_run_timeout_s: float
+    profile_analysis_lease_s: float
     prometheus_cluster: str
     remote_write_hold_s: float
     mode: str

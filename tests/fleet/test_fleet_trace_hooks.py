@@ -1,12 +1,13 @@
 """Server plug-ins on fleet gateways (real PostgreSQL, a real S3 server, gateways over HTTP): a trace
 uploaded to a gateway is analysed there once, its summary and analysis document the ones an
 embedded server stores for the same file, read through another gateway; a gateway that stops
-mid-analysis leaves the request expiring, not stuck; two gateways running the closed loop request
+mid-analysis has another analyse the trace, once; two gateways running the closed loop request
 one profile per trigger finding (one leads the tick, the other takes over when it stops); a
 plug-in a gateway cannot run is refused by name before the gateway opens anything."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -19,7 +20,7 @@ from analyzers.findings import Finding, Severity
 from analyzers.run.results import to_catalog
 from fleetscope.errors import ConfigError
 from fleetscope.settings import Settings, load_settings
-from tests.fleet import stalled_analysis
+from tests.fleet import counted_analysis, stalled_analysis
 from tests.fleet.conftest import wait_until
 from tests.fleet.test_fleet_profiling import create, proc, request_state, settled, upload
 from tests.warehouse.test_profiling_api import poll
@@ -116,33 +117,84 @@ def test_a_trace_uploaded_to_a_gateway_is_analysed_there_and_read_through_anothe
     assert not (tmp_path / "gw-b" / "trace_cache").exists()
 
 
-def test_a_gateway_stopping_mid_analysis_leaves_the_request_expiring_not_stuck(
+def test_a_gateway_stopped_mid_analysis_has_another_analyse_the_trace_once(
     fleet_settings: Settings, tmp_path: Path
 ) -> None:
-    settings = fleet_settings.with_overrides(server__profile_run_timeout_s=3.0)
+    """Gateway A stores the trace and stops in the middle of its analysis (its worker stalls in a
+    hook before the trace service's); B takes the analysis over once A's lease lapses and runs
+    every hook: the summary, the closed loop's evidence and refined findings, stored once. A's
+    worker, let go afterwards, runs no further hook: the trace is B's. The run timeout passed
+    many times over meanwhile; a stored trace does not expire."""
+    settings = fleet_settings.with_overrides(
+        server__profile_run_timeout_s=1.0,
+        server__profile_analysis_lease_s=2.0,
+        autoprofile__enabled=True,
+        autoprofile__periodic=False,
+        autoprofile__tick_s=3600.0,  # no tick: the test links the request to its finding
+    )
+    hooks = "analyzers.traces.service,analyzers.autoprofile.plugin,tests.fleet.counted_analysis"
     stalled_analysis.RELEASE.clear()
     stalled_analysis.STARTED.clear()
-    a, b = two_gateways(
-        settings.with_overrides(server__plugins="tests.fleet.stalled_analysis"), tmp_path
+    counted_analysis.ran_on.clear()
+    a = Gateway(
+        settings.with_overrides(
+            core__data_dir=str(tmp_path / "gw-a"),
+            server__plugins=f"tests.fleet.stalled_analysis,{hooks}",
+        )
     )
+    b = Gateway(
+        settings.with_overrides(core__data_dir=str(tmp_path / "gw-b"), server__plugins=hooks)
+    )
+    a.start()
+    b.start()
+    stopping = threading.Thread(target=a.stop)
     try:
-        poll(a, "node-a", [proc(9, "train-1")])
-        request_id = create(a, "train-1")
-        poll(a, "node-a", [proc(9, "train-1")])
+        stall = stall_finding("stall-1")
+        poll(a, "node-a", [proc(9, "stall-1")])
+        request_id = create(a, "stall-1")
+        with a.catalog.begin() as conn:
+            cat.upsert_findings(conn, [to_catalog(stall)], run_id="test")
+            chain.record_auto_profile(
+                conn, request_id=request_id, job_id="stall-1", team="vision", reason="triggered",
+                gpu_seconds=60.0, finding_id=stall.finding_id, rule_id="P1",
+            )  # fmt: skip
+        poll(a, "node-a", [proc(9, "stall-1")])
         assert upload(a, request_id, "node-a", 9, RESNET_NW0.read_bytes())[0] == 201
-        assert stalled_analysis.STARTED.wait(30)  # A analyses it, and never finishes
+        assert stalled_analysis.STARTED.wait(30)  # A analyses it, and stops before it finishes
+        stopping.start()  # A stops renewing its lease at once; its worker stays stalled
 
         wait_until(
-            lambda: request_state(b, request_id)["state"] == "expired", 60, "the request expired"
+            lambda: request_state(b, request_id)["state"] != "running", ANALYSE_S, "B's analysis"
         )
+        wait_until(lambda: counted_analysis.ran_on, 60, "B's hooks after the trace service's")
+        stalled_analysis.RELEASE.set()  # A's worker goes on, to find the trace is B's now
+        stopping.join(60)
+        assert not stopping.is_alive()
+
         request = request_state(b, request_id)
-        why = "its trace was stored, never analysed: the server analysing it stopped"
-        assert request["error"] == f"node-a pid 9: {why}"
-        assert [(e["state"], e["error"]) for e in request["matched"]] == [("failed", why)]
-        assert request["traces"][0]["trace_id"] == "req1-node-a-pid9"  # kept, for a new request
+        assert (request["state"], request["error"]) == ("done", None)
+        (entry,) = request["matched"]
+        assert (entry["analyser"], entry["analyses"]) == (b.profiling.leases.analyser, 2)
+        (summary,) = request["summary"]
+        assert [f["rule_id"] for f in summary["findings"] if f["rule_id"] == "T8"] == ["T8"]
+        assert summary["trace_id"] == "req1-node-a-pid9"
+        assert counted_analysis.ran_on == [(b.profiling.leases.analyser, "req1-node-a-pid9")]
+        with b.catalog.connect() as conn:
+            (link,) = chain.auto_profiles_of(conn, request_id=request_id)
+            refined = [
+                f.rule_id
+                for f in cat.list_findings(conn, job_id="stall-1")
+                if f.run_id == "autoprofile"
+            ]
+        assert [f["rule_id"] for f in (link.evidence or {})["trace_findings"]] == ["T8"]
+        assert refined == ["T8"]
+        assert (tmp_path / "gw-b" / "trace_cache").is_dir()
     finally:
         stalled_analysis.RELEASE.set()
-        a.stop()
+        if stopping.ident is None:  # failed before A was stopped
+            a.stop()
+        else:
+            stopping.join(60)
         b.stop()
 
 

@@ -96,9 +96,12 @@ def test_request_poll_upload_read_back(profiling_server: Server) -> None:
         assert time.monotonic() < deadline, request
         time.sleep(0.05)
     assert request["trace_id"] == "req1-node-a-pid77"
-    assert request["matched"] == [
-        {"host": "node-a", "pid": 77, "rank": 0, "state": "done", "trace_id": "req1-node-a-pid77"}
-    ]
+    (entry,) = request["matched"]
+    assert isinstance(entry.pop("analysis_renewed_at"), float)  # the claim on its analysis
+    assert entry == {
+        "host": "node-a", "pid": 77, "rank": 0, "state": "done", "trace_id": "req1-node-a-pid77",
+        "analyser": profiling_server.profiling.leases.analyser, "analyses": 1,
+    }  # fmt: skip
     assert request["summary"] is None  # no analysis plug-in on this server
 
 

@@ -112,8 +112,11 @@ def create_profile_request(
     return int(key[0])
 
 
-def update_profile_request(conn: Connection, request_id: int, **changes: Any) -> None:
-    """Change state, matched, trace_id, error or host of a request."""
+def update_profile_request(
+    conn: Connection, request_id: int, *, touch: bool = True, **changes: Any
+) -> None:
+    """Change state, matched, trace_id, error or host of a request. `touch=False` leaves `updated`
+    (what the run timeout judges progress by) as it was: a renewed analysis lease is no progress."""
     allowed = {"state", "matched", "trace_id", "error", "host"}
     unknown = set(changes) - allowed
     if unknown:
@@ -121,7 +124,7 @@ def update_profile_request(conn: Connection, request_id: int, **changes: Any) ->
     result = conn.execute(
         update(profile_requests)
         .where(profile_requests.c.id == request_id)
-        .values(**changes, updated=utcnow())
+        .values(**changes, **({"updated": utcnow()} if touch else {}))
     )
     if result.rowcount == 0:
         raise NotFoundError(f"no profile request {request_id}")

@@ -14,7 +14,8 @@ Same HTTP routes and answers as the embedded server (warehouse.server), except r
 which needs one receiver per Prometheus (it assembles scrapes in memory) and stays embedded-only.
 Server plug-ins: the ones `server.plugins` selects that declare they run in fleet mode
 (warehouse.plugin_host, the embedded server's loader), with the same hooks: a trace uploaded here
-is analysed here, on this gateway's profiling worker thread. Selecting one that needs the embedded
+is analysed here, on this gateway's profiling worker thread; if this gateway stops first, another
+takes the analysis over once its lease lapses (warehouse.analysis_leases). Selecting one that needs the embedded
 server (its DuckDB warehouse) is a ConfigError before anything starts. A gateway has no in-process
 warehouse (`warehouse` is None). This module must never open a DuckDB file.
 """
