@@ -20,7 +20,7 @@ import duckdb
 import pyarrow as pa
 import pytest
 
-from analyzers.quantiles.tiers import QuantileStore
+from analyzers.quantiles.store import open_store
 from analyzers.run.celery_app import make_app
 from analyzers.run.results import FindingStore, StoredFinding
 from analyzers.run.runner import Pipeline
@@ -87,7 +87,7 @@ def stored(store: FindingStore) -> list[tuple[Any, ...]]:
 
 
 def panes(settings: Settings) -> list[tuple[Any, ...]]:
-    conn: duckdb.DuckDBPyConnection = QuantileStore.from_settings(settings).connect()
+    conn: duckdb.DuckDBPyConnection = open_store(settings).connect()
     return conn.execute("SELECT * FROM sketch_buckets ORDER BY ALL").fetchall()
 
 
