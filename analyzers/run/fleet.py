@@ -60,7 +60,8 @@ def analyze_partition_with(
     window = Window(start, start + timedelta(days=1))
     conn = connect(tables, window.start, window.end, [cluster])
     try:
-        result = pipeline.run(conn, window, StaticJobCatalog())
+        # the cluster's panes under the cluster's marks (the scheduled parts' of the same day)
+        result = pipeline.run(conn, window, StaticJobCatalog(), cluster=cluster)
         sketch = gpu_util_sketch(conn)
         rows = conn.execute("SELECT count(*) FROM gpu_samples").fetchall()[0][0]
     finally:

@@ -99,10 +99,12 @@ class Pipeline:
         window: Window,
         catalog: JobCatalog,
         store: FindingStore | None = None,
+        cluster: Scope = WHOLE,
     ) -> WindowResult:
-        """Run every analyzer on `window`; with a store, land each analyzer's findings there."""
+        """Run every analyzer on `window`; with a store, land each analyzer's findings there.
+        `cluster`: `conn` holds that cluster's rows only (its quantile panes are kept as its)."""
         result = WindowResult(window)
-        with self._prepared(conn, window, catalog, result, WHOLE):
+        with self._prepared(conn, window, catalog, result, cluster):
             ran: list[tuple[Analyzer, str, list[Finding], float]] = []
             for analyzer in self.analyzers:
                 if analyzer.partition_by == "none" and window.partition != 0:
