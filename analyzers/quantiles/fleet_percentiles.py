@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Literal
 
 from analyzers.quantiles.panes import METRICS
-from analyzers.quantiles.store import group_sketches
+from analyzers.quantiles.reading import group_sketches
 from fleetscope.errors import ConfigError
 
 if TYPE_CHECKING:

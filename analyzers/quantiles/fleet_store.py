@@ -15,7 +15,7 @@ The semantics are `analyzers.quantiles.tiers`' (shared code: `store_rows`): pane
 the mark; a window at or behind the mark rebuilds its range and replaces only its partition's
 (and cluster's) rows of it, one (tier, day) partition rewrite in one commit; retention per tier
 counted back from the newest sample, and a window without samples expires nothing; reading takes
-per key the coarsest rows inside the range (`store.chosen_sql`) over a pruned scan.
+per key the coarsest rows inside the range (`reading.chosen_sql`) over a pruned scan.
 
 Concurrency is Iceberg's optimistic commit: a commit whose base snapshot is no longer current
 fails, and the job re-reads and retries (`warehouse.fleet.upkeep.retrying`). Data files are
@@ -40,7 +40,6 @@ import duckdb
 import pyarrow as pa
 
 from analyzers.quantiles.panes import PANE_S
-from analyzers.quantiles.store import retention_of, tiers_of
 from analyzers.quantiles.store_rows import (
     BUCKETS,
     COLUMNS,
@@ -50,8 +49,10 @@ from analyzers.quantiles.store_rows import (
     marks_in,
     newest_sample_s,
     part_key,
+    retention_of,
     span,
     tier_rows,
+    tiers_of,
     utc,
     without,
 )

@@ -8,21 +8,20 @@
   CLI anywhere read all of them, from the settings alone.
 
 The runner's `_keep_sketches` writes (`keep`), `fleetscope quantiles`, the dashboard's Fleet page
-and the fleet percentiles read (`connect` or `attach`, then `group_sketches` / `chosen_sql` on
-the views `sketch_panes` and `sketch_buckets`); none of them asks which store it has. Both keep
+and the fleet percentiles read (`connect` or `attach`, then `reading.group_sketches` / `chosen_sql`
+on the views `sketch_panes` and `sketch_buckets`); none of them asks which store it has. Both keep
 the same panes from the same samples (`analyzers.quantiles.store_rows`: the marks, rebuilds and
 retention of `tiers`' docstring).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
-from analyzers.accounting.frames import ts_literal
-from analyzers.quantiles.panes import merged
-from analyzers.quantiles.store_rows import BUCKETS, KEYS, PANES, ROLLUPS, Kept
+from analyzers.quantiles.reading import chosen_sql, group_sketches
+from analyzers.quantiles.store_rows import Kept
 from analyzers.run.parts import WHOLE, Scope
 from fleetscope.errors import ConfigError
 
@@ -31,10 +30,15 @@ if TYPE_CHECKING:
 
     from analyzers.base import JobCatalog
     from analyzers.run.window import Window
-    from analyzers.sketch.core import QuantileSketch
     from fleetscope.settings import Settings
 
-__all__ = ["STORES", "SketchStore", "chosen_sql", "group_sketches", "open_store", "tiers_of"]
+__all__ = [
+    "STORES",
+    "SketchStore",
+    "chosen_sql",
+    "group_sketches",
+    "open_store",
+]
 
 
 class SketchStore(Protocol):
@@ -73,23 +77,6 @@ class SketchStore(Protocol):
     def has_rows(self) -> bool: ...
 
 
-def tiers_of(pane_s: int) -> tuple[int, ...]:
-    if pane_s <= 0 or pane_s >= 60 or 60 % pane_s:
-        raise ConfigError(f"analyzers.sketch_pane_s must divide 60 and be below it: {pane_s}")
-    return (pane_s, *ROLLUPS)
-
-
-def retention_of(settings: Settings) -> dict[int, float | None]:
-    """How long each tier is kept (None: forever), from the settings."""
-    pane_s = settings.analyzers.sketch_pane_s
-    keep = {
-        pane_s: settings.analyzers.sketch_pane_retention_s,
-        60: settings.analyzers.sketch_minute_retention_s,
-        3600: settings.analyzers.sketch_hour_retention_s,
-    }
-    return {res: (s if s > 0 else None) for res, s in keep.items()}
-
-
 def _local(settings: Settings) -> SketchStore:
     from analyzers.quantiles.tiers import QuantileStore
 
@@ -111,43 +98,3 @@ def open_store(settings: Settings) -> SketchStore:
     if mode not in STORES:
         raise ConfigError(f"no quantile-sketch store for server.mode {mode!r}: {sorted(STORES)}")
     return STORES[mode](settings)
-
-
-def chosen_sql(table: str, start: datetime, end: datetime, where: str = "TRUE") -> str:
-    """Rows of `table` (a store view) for [start, end): per sketch key, the 1 h rows inside the
-    range, the 1 min rows inside it no used hour covers, the panes no used minute or hour covers."""
-    rng = (
-        f"pane_start >= {ts_literal(start)} "
-        f"AND pane_start + to_seconds(resolution_s) <= {ts_literal(end)} AND ({where})"
-    )
-    same = " AND ".join(f"x.{k} IS NOT DISTINCT FROM c.{k}" for k in KEYS)
-    cover = f"SELECT DISTINCT {', '.join(KEYS)}, epoch_ms(pane_start) AS at_ms FROM {PANES}"
-    return f"""
-        SELECT x.* EXCLUDE (hour_ms, minute_ms) FROM (
-            SELECT *, epoch_ms(pane_start) // 3600000 * 3600000 AS hour_ms,
-                   epoch_ms(pane_start) // 60000 * 60000 AS minute_ms
-            FROM {table} WHERE {rng}) x
-        ANTI JOIN ({cover} WHERE resolution_s = 3600 AND {rng}) c
-            ON {same} AND x.hour_ms = c.at_ms AND x.resolution_s < 3600
-        ANTI JOIN ({cover} WHERE resolution_s = 60 AND {rng}) c
-            ON {same} AND x.minute_ms = c.at_ms AND x.resolution_s < 60
-    """
-
-
-def group_sketches(
-    conn: duckdb.DuckDBPyConnection,
-    metric: str,
-    keys: Sequence[str],
-    start: datetime,
-    end: datetime,
-    where: str = "TRUE",
-) -> dict[tuple[object, ...], QuantileSketch]:
-    """One merged sketch per distinct `keys` of `metric`'s rows in [start, end) that satisfy the
-    SQL condition `where` (views attached)."""
-    where = "metric = '" + metric.replace("'", "''") + f"' AND ({where})"
-    return merged(
-        conn,
-        chosen_sql(BUCKETS, start, end, where),
-        chosen_sql(PANES, start, end, where),
-        keys,
-    )

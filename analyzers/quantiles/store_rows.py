@@ -30,12 +30,14 @@ from analyzers.quantiles.panes import (
 )
 from analyzers.run.clock import align_down
 from analyzers.run.parts import WHOLE, Scope, Whole
+from fleetscope.errors import ConfigError
 
 if TYPE_CHECKING:
     import duckdb
 
     from analyzers.base import JobCatalog
     from analyzers.run.window import Window
+    from fleetscope.settings import Settings
 
 PANES = "sketch_panes"
 BUCKETS = "sketch_buckets"
@@ -83,6 +85,23 @@ class Span:
             stop = min(self.end, align_down(at, slice_s) + timedelta(seconds=slice_s))
             yield at, stop
             at = stop
+
+
+def tiers_of(pane_s: int) -> tuple[int, ...]:
+    if pane_s <= 0 or pane_s >= 60 or 60 % pane_s:
+        raise ConfigError(f"analyzers.sketch_pane_s must divide 60 and be below it: {pane_s}")
+    return (pane_s, *ROLLUPS)
+
+
+def retention_of(settings: Settings) -> dict[int, float | None]:
+    """How long each tier is kept (None: forever), from the settings."""
+    pane_s = settings.analyzers.sketch_pane_s
+    keep = {
+        pane_s: settings.analyzers.sketch_pane_retention_s,
+        60: settings.analyzers.sketch_minute_retention_s,
+        3600: settings.analyzers.sketch_hour_retention_s,
+    }
+    return {res: (s if s > 0 else None) for res, s in keep.items()}
 
 
 def tier_table(name: str, resolution_s: int) -> str:

@@ -60,7 +60,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from analyzers.quantiles.panes import PANE_S
-from analyzers.quantiles.store import chosen_sql, group_sketches, retention_of, tiers_of
+from analyzers.quantiles.reading import chosen_sql, group_sketches
 from analyzers.quantiles.store_rows import (
     BUCKETS,
     COLUMNS,
@@ -70,9 +70,11 @@ from analyzers.quantiles.store_rows import (
     marks_in,
     newest_sample_s,
     part_key,
+    retention_of,
     span,
     tier_rows,
     tier_table,
+    tiers_of,
     utc,
     without,
 )

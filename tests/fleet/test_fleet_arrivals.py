@@ -19,6 +19,7 @@ import pytest
 from sqlalchemy import select
 
 from analyzers.base import StaticJobCatalog
+from analyzers.run.celery_app import window_slices
 from analyzers.run.results import FindingStore
 from analyzers.run.runner import Pipeline
 from analyzers.run.window import Window
@@ -135,7 +136,7 @@ def test_day_old_samples_at_a_gateway_get_findings_from_beat_and_a_worker_withou
         env=env, cwd=Path(__file__).parents[2], stdout=log, stderr=subprocess.STDOUT,
     )  # fmt: skip
     store = FindingStore(gateway.catalog)
-    n = settings.analyzers.partitions
+    n = window_slices(settings)  # fleet mode: one slice per window, cut per cluster
     partitions = [f"{p}/{n}" for p in range(n)]  # the schedule's keys: each slice owes the bucket
     try:
         deadline = time.monotonic() + 240
