@@ -135,7 +135,7 @@ def sketch_percentiles(
     con: duckdb.DuckDBPyConnection, window: Window, quantiles: tuple[float, ...] = (0.5, 0.9, 0.99)
 ) -> pd.DataFrame | None:
     """Percentiles of raw samples' active % over allocated GPUs, merged from the quantile
-    sketches the analyzers keep (`analyzers.quantiles.tiers`, views attached to `con`): every
+    sketches the analyzers keep (`analyzers.quantiles.store`, views attached to `con`): every
     sample counts, tails included, within 1 %. None when no sketch covers the window."""
     from analyzers.quantiles.fleet_percentiles import percentiles
 

@@ -174,12 +174,12 @@ def sketch_percentiles(
     key: str, start: datetime, end: datetime, bucket_s: int
 ) -> pd.DataFrame | None:
     """Fleet percentiles from the analyzers' quantile sketches; None when there are none."""
-    from analyzers.quantiles.tiers import QuantileStore
+    from analyzers.quantiles.store import open_store
 
-    store = QuantileStore.from_settings(_settings_of(key))
+    store = open_store(_settings_of(key))  # the mode's: the local folder or the fleet's Iceberg
     if not store.has_rows():
         return None
-    con = store.connect()
+    con = store.connect(start, end)
     try:
         return data.sketch_percentiles(con, data.Window(start, end, bucket_s=bucket_s))
     finally:

@@ -5,7 +5,7 @@
 A GPU metric's percentiles count allocated GPUs only unless `--gpus all` (one definition with the
 dashboard and reports: analyzers.quantiles.fleet_percentiles).
 
-Reads only the sketches the analyzers keep (analyzers.quantiles.tiers), never the raw samples: a
+Reads only the sketches the analyzers keep (analyzers.quantiles.store, the server mode's), never the raw samples: a
 fleet-wide p99 over a week is a merge of hourly sketches. Heavy imports stay inside the handler.
 """
 
@@ -54,16 +54,16 @@ def cmd_quantiles(args: argparse.Namespace, settings: Settings) -> int:
     from analyzers.cli import parse_duration, parse_time
     from analyzers.quantiles.fleet_percentiles import percentiles, scope_note, scope_where
     from analyzers.quantiles.panes import METRICS
-    from analyzers.quantiles.tiers import QuantileStore
+    from analyzers.quantiles.store import open_store
     from analyzers.run.clock import align_down
     from analyzers.sketch.core import DEFAULT_RELATIVE_ACCURACY
 
     scope_where(args.metric, args.gpus)  # an unknown metric is a clear error before any read
     qs = parse_quantiles(args.q)
-    store = QuantileStore.from_settings(settings)
+    store = open_store(settings)  # the local folder, or the fleet's Iceberg table
     end = align_down(parse_time(args.end) if args.end else datetime.now(UTC), store.pane_s)
     start = end - parse_duration(args.window)
-    conn = store.connect()
+    conn = store.connect(start, end)
     try:
         sketches = percentiles(conn, args.metric, BY[args.by], start, end, args.gpus)
     finally:

@@ -8,7 +8,7 @@ distinction (a host row without a job is the whole host), so the scope does not 
 
 `fleetscope quantiles` and the dashboard's Percentiles table both call `percentiles`; a test
 asserts that they print the same numbers. Values come from the analyzers' quantile sketches
-(`analyzers.quantiles.tiers`), within their 1 % relative error.
+(`analyzers.quantiles.store`: either mode's store), within their 1 % relative error.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Literal
 
 from analyzers.quantiles.panes import METRICS
-from analyzers.quantiles.tiers import group_sketches
+from analyzers.quantiles.reading import group_sketches
 from fleetscope.errors import ConfigError
 
 if TYPE_CHECKING:

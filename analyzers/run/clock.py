@@ -1,7 +1,8 @@
 """Schedule arithmetic every room shares: times aligned down to whole steps since the Unix epoch.
 
-Its own module so the sketch tiers (analyzers.quantiles.tiers) can align panes without importing
-the scheduler, which imports the runner, which imports the tiers (the import cycle this broke).
+Its own module so the sketch tiers (analyzers.quantiles.store_rows) can align panes without
+importing the scheduler, which imports the runner, which imports the tiers (the import cycle this
+broke).
 """
 
 from __future__ import annotations

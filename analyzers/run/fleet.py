@@ -60,7 +60,8 @@ def analyze_partition_with(
     window = Window(start, start + timedelta(days=1))
     conn = connect(tables, window.start, window.end, [cluster])
     try:
-        result = pipeline.run(conn, window, StaticJobCatalog())
+        # the cluster's panes under the cluster's marks (the scheduled parts' of the same day)
+        result = pipeline.run(conn, window, StaticJobCatalog(), cluster=cluster)
         sketch = gpu_util_sketch(conn)
         rows = conn.execute("SELECT count(*) FROM gpu_samples").fetchall()[0][0]
     finally:
@@ -164,10 +165,12 @@ def compaction_due(
 def upkeep_plan(tables: FleetTables) -> list[tuple[Task, list[str | None]]]:
     """What one upkeep sends, in order: a compaction per partition that needs it, then retention,
     snapshot expiry and the orphan-file sweep per table, then expiry and sweep of the hourly
-    roll-up table that retention commits to, then the ledger's pruning (each its own task, so
-    workers spread them; a sweep that reads the metadata before its table's expiry keeps what
-    the expiry frees, and the next hour's sweep deletes it). The roll-up table needs no
-    compaction: each roll-up rewrites its (day, cluster) partition as one file."""
+    roll-up table that retention commits to and of the quantile-sketch table the analyzers'
+    parts commit to, then the ledger's pruning (each its own task, so workers spread them; a
+    sweep that reads the metadata before its table's expiry keeps what the expiry frees, and the
+    next hour's sweep deletes it). Neither derived table needs compaction here: each roll-up
+    rewrites its (day, cluster) partition as one file, the sketch store compacts its own."""
+    from analyzers.quantiles.fleet_store import TABLE as SKETCHES
     from fleetscope.contract import TABLES
     from warehouse.fleet.rollup import ROLLUP_1H
 
@@ -177,7 +180,8 @@ def upkeep_plan(tables: FleetTables) -> list[tuple[Task, list[str | None]]]:
         due = compaction_due(tables, table, raw_retention_days=days, now=now)
         plan += [(compact_partition, [table, d, c]) for d, c in due]
         plan += [(retention, [table]), (expire, [table]), (sweep_orphans, [table])]
-    plan += [(expire, [ROLLUP_1H]), (sweep_orphans, [ROLLUP_1H])]
+    for derived in (ROLLUP_1H, SKETCHES):  # committed to by retention, by the analyzers' parts
+        plan += [(expire, [derived]), (sweep_orphans, [derived])]
     plan.append((prune_ledger, []))
     return plan
 

@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     import duckdb
 
     from analyzers.quantiles.panes import SketchFrame
-    from analyzers.quantiles.tiers import QuantileStore
+    from analyzers.quantiles.store import SketchStore
     from analyzers.run.results import FindingStore
     from fleetscope.settings import Settings
 
@@ -64,7 +64,7 @@ class Pipeline:
 
     analyzers: tuple[Analyzer, ...]
     params: FrameParams
-    sketches: QuantileStore | None = None  # keeps the window's quantile sketches (issue 6)
+    sketches: SketchStore | None = None  # keeps the window's quantile sketches (issue 6)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Pipeline:
@@ -85,9 +85,9 @@ class Pipeline:
             startup_grace_s=settings.analyzers.startup_grace_s,
             default_interval_s=settings.agent.interval_s,
         )
-        from analyzers.quantiles.tiers import QuantileStore
+        from analyzers.quantiles.store import open_store  # the mode's: a folder, or Iceberg
 
-        return cls(tuple(analyzers), params, QuantileStore.from_settings(settings))
+        return cls(tuple(analyzers), params, open_store(settings))
 
     @classmethod
     def default(cls) -> Pipeline:
@@ -99,10 +99,12 @@ class Pipeline:
         window: Window,
         catalog: JobCatalog,
         store: FindingStore | None = None,
+        cluster: Scope = WHOLE,
     ) -> WindowResult:
-        """Run every analyzer on `window`; with a store, land each analyzer's findings there."""
+        """Run every analyzer on `window`; with a store, land each analyzer's findings there.
+        `cluster`: `conn` holds that cluster's rows only (its quantile panes are kept as its)."""
         result = WindowResult(window)
-        with self._prepared(conn, window, catalog, result, WHOLE):
+        with self._prepared(conn, window, catalog, result, cluster):
             ran: list[tuple[Analyzer, str, list[Finding], float]] = []
             for analyzer in self.analyzers:
                 if analyzer.partition_by == "none" and window.partition != 0:

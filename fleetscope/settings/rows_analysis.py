@@ -86,7 +86,8 @@ ROWS: tuple[Setting, ...] = (
         "analyzers.sketches_dir",
         "",
         "path",
-        "Folder of the quantile-sketch store (Parquet + manifest); empty: <data_dir>/sketches.",
+        "Folder of the quantile-sketch store (Parquet + manifest) in embedded mode; empty: "
+        "<data_dir>/sketches. Fleet mode keeps the sketches in the fleet's Iceberg storage.",
     ),
     Setting(
         "analyzers.sketch_pane_s",

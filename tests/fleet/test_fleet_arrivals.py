@@ -136,7 +136,7 @@ def test_day_old_samples_at_a_gateway_get_findings_from_beat_and_a_worker_withou
         env=env, cwd=Path(__file__).parents[2], stdout=log, stderr=subprocess.STDOUT,
     )  # fmt: skip
     store = FindingStore(gateway.catalog)
-    n = window_slices(settings)  # one in fleet mode: the clusters are the parallelism
+    n = window_slices(settings)  # fleet mode: one slice per window, cut per cluster
     partitions = [f"{p}/{n}" for p in range(n)]  # the schedule's keys: each slice owes the bucket
     try:
         deadline = time.monotonic() + 240

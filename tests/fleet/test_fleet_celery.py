@@ -8,6 +8,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -83,12 +84,24 @@ def test_partitions_analyzed_on_two_workers_merge_into_the_whole_runs_answer(
         worker.wait(timeout=30)
         log.close()
 
+    from analyzers.quantiles.store import open_store
     from warehouse.fleet.tables import FleetConfig, FleetTables
 
+    # each partition task kept its cluster's quantile panes once, in the fleet's one store
+    kept = (
+        open_store(loaded)
+        .connect()
+        .execute(
+            "SELECT cluster, CAST(sum(count) AS BIGINT) FROM sketch_panes "
+            "WHERE metric = 'gpu_util_pct' AND resolution_s = 10 GROUP BY ALL ORDER BY ALL"
+        )
+    )
+    assert kept.fetchall() == [("east", 2 * 540 + 2 * 540), ("west", 2 * 540 + 2 * 540)]
     tables = FleetTables(FleetConfig.from_settings(loaded))
     window = Window(T0, T0 + timedelta(days=1))
     conn = reader.connect(tables, window.start, window.end)
-    whole = Pipeline.from_settings(loaded).run(conn, window, StaticJobCatalog())
+    one_read = replace(Pipeline.from_settings(loaded), sketches=None)  # the findings only: its
+    whole = one_read.run(conn, window, StaticJobCatalog())  # panes would have marks of their own
     util = conn.execute("SELECT gpu_util FROM gpu_samples WHERE gpu_util IS NOT NULL").fetchnumpy()
     sketch = QuantileSketch()
     sketch.add(np.asarray(util["gpu_util"], dtype=np.float64))

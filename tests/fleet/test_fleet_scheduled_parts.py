@@ -1,8 +1,10 @@
-"""Scheduled windows in fleet mode are cut per (day, cluster): beat's tick on a real Celery worker
+"""Scheduled windows in fleet mode are cut per (day, cluster): beat's tick on real Celery workers
 (Redis broker and result backend) sends one task per cluster holding data for the window, each
 reading only its cluster's rows of the Iceberg tables, landed together. They store exactly what
 the embedded scheduler stores on the same batches: the same findings by id and content, a
-fleet-wide rule (R4: a user's jobs in two clusters) included, and the same quantile panes."""
+fleet-wide rule (R4: a user's jobs in two clusters) included, and the same quantile panes, kept
+in the fleet's own storage by workers whose local sketch folders differ (two machines), so that
+`fleetscope quantiles` and the dashboard anywhere give the percentiles embedded mode gives."""
 
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ import duckdb
 import pyarrow as pa
 import pytest
 
-from analyzers.quantiles.tiers import QuantileStore
+from analyzers.quantiles.store import open_store
 from analyzers.run.celery_app import make_app
 from analyzers.run.results import FindingStore, StoredFinding
 from analyzers.run.runner import Pipeline
@@ -87,12 +89,44 @@ def stored(store: FindingStore) -> list[tuple[Any, ...]]:
 
 
 def panes(settings: Settings) -> list[tuple[Any, ...]]:
-    conn: duckdb.DuckDBPyConnection = QuantileStore.from_settings(settings).connect()
+    conn: duckdb.DuckDBPyConnection = open_store(settings).connect()
     return conn.execute("SELECT * FROM sketch_buckets ORDER BY ALL").fetchall()
 
 
+def percentiles_on_cli(config: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
+    from app.cli import main
+
+    capsys.readouterr()
+    end = (T0 + DAY).isoformat()
+    argv = ["--config", str(config), "quantiles", "active_pct", "--by", "cluster"]
+    assert main([*argv, "--end", end, "--window", "1d", "--q", "0.5,0.9,0.99", "--json"]) == 0
+    out: dict[str, Any] = json.loads(capsys.readouterr().out)
+    return out
+
+
+def percentiles_on_dashboard(settings: Settings) -> list[list[float]]:
+    from dashboard import state
+
+    shown = state.sketch_percentiles(state.warehouse_key(settings), T0, T0 + DAY, 3600)
+    assert shown is not None
+    return [[float(v) for v in row] for row in shown.values.tolist()]
+
+
+def toml(path: Path, settings: Settings, keys: tuple[str, ...]) -> Path:
+    sections: dict[str, list[str]] = {}
+    for key in keys:
+        section, name = key.split(".")
+        sections.setdefault(section, []).append(f"{name} = {json.dumps(settings.raw(key))}")
+    path.write_text("".join(f"[{s}]\n" + "\n".join(lines) + "\n" for s, lines in sections.items()))
+    return path
+
+
 def test_a_scheduled_fleet_window_reads_per_cluster_and_stores_what_embedded_mode_stores(
-    fleet_settings: Settings, broker: str, tmp_path: Path
+    fleet_settings: Settings,
+    broker: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     settings = fleet_settings.with_overrides(
         celery__broker_url=broker, analyzers__lateness_s=0.0, analyzers__partitions=2
@@ -136,45 +170,66 @@ def test_a_scheduled_fleet_window_reads_per_cluster_and_stores_what_embedded_mod
     )
     assert [(r.window.start, r.window.end, r.errors) for r in ran] == [(T0, T0 + DAY, {})]
 
-    # fleet mode: beat's tick on a real worker
+    # fleet mode: beat's tick on two real workers, as on two machines: local folders differ
     env = {
         **env_for(settings),
         "FLEETSCOPE_CELERY_BROKER_URL": broker,
         "FLEETSCOPE_ANALYZERS_LATENESS_S": "0",
-        "FLEETSCOPE_ANALYZERS_PARTITIONS": "2",
+        "FLEETSCOPE_ANALYZERS_PARTITIONS": "2",  # fleet mode still sends one slice per window
     }
-    log = (tmp_path / "worker.log").open("wb")
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "analyzers.run.celery_app", "worker",
-         "--pool", "prefork", "--concurrency", "2", "--loglevel", "WARNING",
-         "--hostname", f"parts-{uuid.uuid4().hex[:8]}@%h"],
-        env=env, cwd=Path(__file__).parents[2], stdout=log, stderr=subprocess.STDOUT,
-    )  # fmt: skip
+    logs = [tmp_path / f"worker-{n}.log" for n in range(2)]
+    workers = []
+    for n, log in enumerate(logs):
+        with log.open("wb") as out:
+            workers.append(subprocess.Popen(
+                [sys.executable, "-m", "celery", "-A", "analyzers.run.celery_app", "worker",
+                 "--pool", "prefork", "--concurrency", "1", "--loglevel", "WARNING",
+                 "--hostname", f"parts-{n}-{uuid.uuid4().hex[:8]}@%h"],
+                env={**env, "FLEETSCOPE_CORE_DATA_DIR": str(tmp_path / f"machine-{n}"),
+                     "FLEETSCOPE_ANALYZERS_SKETCHES_DIR": str(tmp_path / f"sketches-{n}")},
+                cwd=Path(__file__).parents[2], stdout=out, stderr=subprocess.STDOUT,
+            ))  # fmt: skip
     store = FindingStore(catalog.connect(settings.warehouse.catalog_url))
-    keys = ["0/1"]  # one hash slice in fleet mode, whatever analyzers.partitions says
+    keys = ["0/1"]
     try:
         producer = make_app(settings)
         sent = producer.send_task("fleetscope.tick", args=[tick.isoformat()]).get(timeout=120)
-        assert sorted(a[:4] for a in sent) == [[T0.isoformat(), tick.isoformat(), 0, 1]]
+        assert [a[:4] for a in sent] == [[T0.isoformat(), tick.isoformat(), 0, 1]]
         deadline = time.monotonic() + 240
         while time.monotonic() < deadline:
             if all(store.watermark(WATERMARK_KEY, k) == tick for k in keys):
                 break
-            assert worker.poll() is None, (tmp_path / "worker.log").read_text()
+            assert all(w.poll() is None for w in workers), [x.read_text() for x in logs]
             time.sleep(0.2)
         else:
-            pytest.fail((tmp_path / "worker.log").read_text())
+            pytest.fail(str([x.read_text() for x in logs]))
     finally:
-        worker.terminate()
-        worker.wait(timeout=60)
-        log.close()
+        for worker in workers:
+            worker.terminate()
+        for worker in workers:
+            worker.wait(timeout=60)
 
     assert [store.owed(k) for k in keys] == [[]]  # the arrival mark is analysed too
     fleet_found = stored(store)
     assert {(f[1], f[2]) for f in fleet_found} >= {("R1", "idle-east"), ("R2", "low-west")}
     assert ("R4", None) in {(f[1], f[2]) for f in fleet_found}  # ann, over both clusters
     assert fleet_found == stored(one_box_store)
-    assert panes(settings) and panes(settings) == panes(one_box)  # the same quantile panes
+    # the same quantile panes, in the fleet's storage: no worker's local folder holds any
+    assert panes(settings) and panes(settings) == panes(one_box)
+    assert not any((tmp_path / f"sketches-{n}").exists() for n in range(2))
+    assert not (tmp_path / "sketches").exists()  # nor the test's (the fleet settings' folder)
+    # and read from the settings alone, as on another machine: the CLI and the dashboard
+    fleet_keys = ("server.mode", "warehouse.catalog_url", "fleet.warehouse_uri",
+                  "fleet.s3_endpoint", "fleet.s3_access_key", "fleet.s3_secret_key")  # fmt: skip
+    elsewhere = settings.with_overrides(core__data_dir=str(tmp_path / "dashboard-host"))
+    fleet_cli = toml(tmp_path / "fleet.toml", elsewhere, ("core.data_dir", *fleet_keys))
+    one_box_cli = toml(tmp_path / "one-box.toml", one_box, ("core.data_dir", "server.mode"))
+    by_cluster = percentiles_on_cli(fleet_cli, capsys)
+    assert [g["cluster"] for g in by_cluster["groups"]] == list(CLUSTERS)
+    assert by_cluster == percentiles_on_cli(one_box_cli, capsys)
+    for key in ("fleet.s3_access_key", "fleet.s3_secret_key"):  # not in the dashboard's key
+        monkeypatch.setenv("FLEETSCOPE_" + key.upper().replace(".", "_"), str(settings.raw(key)))
+    assert percentiles_on_dashboard(elsewhere) == percentiles_on_dashboard(one_box)
 
     # each part task read only its cluster's rows, from its cluster's files only
     results = [
@@ -197,5 +252,5 @@ def test_a_scheduled_fleet_window_reads_per_cluster_and_stores_what_embedded_mod
     )
     assert read == sorted(
         (c, "gpu_samples", samples[c].num_rows, files[c], [c]) for c in CLUSTERS
-    )  # each cluster read once (analyzers.partitions = 2 is not a second read), no part the fleet
+    )  # one part per cluster, none reading the whole fleet
     assert all(s["rows"] == 0 for p in parts for s in p["scanned"] if s["table"] != "gpu_samples")

@@ -221,5 +221,7 @@ def test_upkeep_sends_compactions_then_retention_expiry_and_sweep_per_table_and_
         ],
         ("expire_snapshots", ["gpu_samples_1h"]),
         ("sweep_orphans", ["gpu_samples_1h"]),
+        ("expire_snapshots", ["quantile_sketches"]),
+        ("sweep_orphans", ["quantile_sketches"]),
         ("prune_ledger", []),
     ]

@@ -130,6 +130,15 @@ class FleetTables:
             self._tables[name] = self._load_or_create(name, arrow_schema)
         return self._tables[name]
 
+    def derived_table(
+        self, name: str, arrow_schema: pa.Schema, ts: str, identity: tuple[str, ...] = ()
+    ) -> Table:
+        """A table of derived rows (the analyzers' quantile sketches), laid out as the telemetry
+        by day(`ts`) and cluster, then by the `identity` columns; created on first use."""
+        if name not in self._tables:
+            self._tables[name] = self._load_or_create(name, arrow_schema, ts, identity)
+        return self._tables[name]
+
     def existing(self, name: str) -> Table | None:
         """The table `name` if some writer made it, else None (upkeep of a roll-up table that no
         retention has written yet has nothing to do, and must not create it)."""
@@ -148,7 +157,13 @@ class FleetTables:
         for name in TABLES:
             self.table(name)
 
-    def _load_or_create(self, name: str, arrow_schema: pa.Schema | None = None) -> Table:
+    def _load_or_create(
+        self,
+        name: str,
+        arrow_schema: pa.Schema | None = None,
+        ts: str = "ts",
+        identity: tuple[str, ...] = (),
+    ) -> Table:
         from pyiceberg.exceptions import (
             NamespaceAlreadyExistsError,
             NoSuchTableError,
@@ -161,7 +176,9 @@ class FleetTables:
             pass
         with contextlib.suppress(NamespaceAlreadyExistsError):
             self.catalog.create_namespace(self.config.namespace)
-        schema, spec, order = layout(arrow_schema if arrow_schema is not None else TABLES[name])
+        schema, spec, order = layout(
+            arrow_schema if arrow_schema is not None else TABLES[name], ts, identity
+        )
         try:
             return self.catalog.create_table(
                 self.identifier(name), schema=schema, partition_spec=spec, sort_order=order
@@ -170,8 +187,11 @@ class FleetTables:
             return self.catalog.load_table(self.identifier(name))
 
 
-def layout(arrow_schema: pa.Schema) -> tuple[Any, Any, Any]:
-    """Iceberg schema, partition spec (day(ts), cluster) and sort order (ts) for a contract table."""
+def layout(
+    arrow_schema: pa.Schema, ts: str = "ts", identity: tuple[str, ...] = ()
+) -> tuple[Any, Any, Any]:
+    """Iceberg schema, partition spec (day(ts), cluster, then `identity`'s columns) and sort order
+    (ts) for a contract table (or a derived one, whose time column is `ts`)."""
     from pyiceberg.io.pyarrow import _ConvertToIcebergWithoutIDs, visit_pyarrow
     from pyiceberg.partitioning import PartitionField, PartitionSpec
     from pyiceberg.schema import assign_fresh_schema_ids
@@ -179,12 +199,21 @@ def layout(arrow_schema: pa.Schema) -> tuple[Any, Any, Any]:
     from pyiceberg.transforms import DayTransform, IdentityTransform
 
     schema = assign_fresh_schema_ids(visit_pyarrow(arrow_schema, _ConvertToIcebergWithoutIDs()))
-    ts_id = schema.find_field("ts").field_id
+    ts_id = schema.find_field(ts).field_id
     cluster_id = schema.find_field("cluster").field_id
     spec = PartitionSpec(
-        PartitionField(source_id=ts_id, field_id=1000, transform=DayTransform(), name="ts_day"),
+        PartitionField(source_id=ts_id, field_id=1000, transform=DayTransform(), name=f"{ts}_day"),
         PartitionField(
             source_id=cluster_id, field_id=1001, transform=IdentityTransform(), name="cluster"
+        ),
+        *(
+            PartitionField(
+                source_id=schema.find_field(column).field_id,
+                field_id=1002 + n,
+                transform=IdentityTransform(),
+                name=column,
+            )
+            for n, column in enumerate(identity)
         ),
     )
     order = SortOrder(SortField(source_id=ts_id, transform=IdentityTransform()))

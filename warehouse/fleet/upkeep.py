@@ -102,13 +102,13 @@ def file_count(tables: FleetTables, part: Partition) -> int:
 
 
 @contextlib.contextmanager
-def _quiet_empty_delete() -> Iterator[None]:
+def quiet_empty_delete() -> Iterator[None]:
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", "Delete operation did not match any records")
         yield
 
 
-def _retrying(table: Table, job: Callable[[], T], attempts: int = 10) -> T:
+def retrying(table: Table, job: Callable[[], T], attempts: int = 10) -> T:
     """Run a read-then-commit job again after a commit conflict (a gateway committed first)."""
     from pyiceberg.exceptions import CommitFailedException
 
@@ -143,7 +143,7 @@ def compact(tables: FleetTables, part: Partition, min_files: int = 2) -> int:
         table.overwrite(to_table_schema(rows, table), overwrite_filter=part.row_filter())
         return files
 
-    replaced = _retrying(table, job)
+    replaced = retrying(table, job)
     if replaced:
         log.info("compacted %s %s %s: %d files -> 1", part.table, part.day, part.cluster, replaced)
     return replaced
@@ -192,12 +192,12 @@ def _roll_up(tables: FleetTables, part: Partition) -> RolledUp:
             return RolledUp(stored.num_rows, tuple(t.file for t in tasks))
         raw = to_contract("gpu_samples", _read(raw_table, fresh, part))
         rows = merge_rows(stored, rollup_rows(raw).cast(schema)).cast(schema)
-        with _quiet_empty_delete(), target.transaction() as tx:  # a first roll-up replaces nothing
+        with quiet_empty_delete(), target.transaction() as tx:  # a first roll-up replaces nothing
             tx.overwrite(rows, overwrite_filter=part.row_filter())
             tx.set_properties({rolled_key(part.day, part.cluster): rolled_record(files)})
         return RolledUp(rows.num_rows, tuple(t.file for t in tasks))
 
-    return _retrying(target, job)
+    return retrying(target, job)
 
 
 def _read(table: Table, tasks: list[FileScanTask], part: Partition) -> pa.Table:
@@ -222,7 +222,7 @@ def drop_raw(tables: FleetTables, part: Partition) -> int:
             table.delete(delete_filter=part.row_filter())
             return files
 
-        return _retrying(table, by_filter)
+        return retrying(table, by_filter)
     rolled = _roll_up(tables, part)
     deleted = _delete_files(tables.table(part.table), part, rolled.files)
     target = tables.rollup_table(ROLLUP_1H, rollup_schema())
@@ -233,7 +233,7 @@ def drop_raw(tables: FleetTables, part: Partition) -> int:
         if key in target.properties:
             target.transaction().remove_properties(key).commit_transaction()
 
-    _retrying(target, forget)
+    retrying(target, forget)
     return deleted
 
 
@@ -248,7 +248,7 @@ def _delete_files(table: Table, part: Partition, files: tuple[DataFile, ...]) ->
                     overwrite.delete_data_file(data_file)
         return len(gone)
 
-    return _retrying(table, job)
+    return retrying(table, job)
 
 
 def retention(tables: FleetTables, name: str, days: int, now: datetime) -> list[Partition]:

@@ -1,0 +1,247 @@
+"""The sketch store's rows and how one window's are built: the tier tables' schemas, which panes a
+`keep` builds per tier (from the partition's mark, within retention), the pane-building SQL, and
+which stored rows a rebuild replaces. Shared by both stores (`analyzers.quantiles.store`): the
+local Parquet one (`tiers`) and the fleet's Iceberg one (`fleet_store`), so they keep the same
+panes from the same samples and marks.
+
+This module must never write files nor read a store: rows in, rows out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
+from urllib.parse import quote
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from analyzers.accounting.frames import partition_of, table_exists, ts_literal
+from analyzers.quantiles.panes import (
+    BUCKET_SCHEMA,
+    METRICS,
+    PANE_SCHEMA,
+    arrow,
+    build,
+    grouped,
+    values_sql,
+)
+from analyzers.run.clock import align_down
+from analyzers.run.parts import WHOLE, Scope, Whole
+from fleetscope.errors import ConfigError
+
+if TYPE_CHECKING:
+    import duckdb
+
+    from analyzers.base import JobCatalog
+    from analyzers.run.window import Window
+    from fleetscope.settings import Settings
+
+PANES = "sketch_panes"
+BUCKETS = "sketch_buckets"
+ROLLUPS = (60, 3600)  # the issue's 1 min and 1 h
+KEYS = ("metric", "cluster", "team", "job_id", "host", "gpu_index")
+
+
+def _store_schema(schema: pa.Schema) -> pa.Schema:
+    fields = list(schema)
+    fields.insert(1, pa.field("resolution_s", pa.int32()))
+    fields.insert(4, pa.field("team", pa.string()))
+    return pa.schema(fields)
+
+
+TABLES: Mapping[str, pa.Schema] = {
+    PANES: _store_schema(PANE_SCHEMA),
+    BUCKETS: _store_schema(BUCKET_SCHEMA),
+}
+COLUMNS = {name: ", ".join(schema.names) for name, schema in TABLES.items()}
+
+
+@dataclass(frozen=True, slots=True)
+class Kept:
+    """What one `keep` call stored: rows per resolution, and where the partition's marks are."""
+
+    rows: dict[int, int]
+    marks: dict[int, datetime]
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """The panes of one tier a `keep` builds: [start, end), and whether they replace stored rows
+    (a window at or behind the mark) or add past the mark."""
+
+    start: datetime
+    end: datetime
+    rebuild: bool
+
+    def slices(self, res: int) -> Iterator[tuple[datetime, datetime]]:
+        """[start, end) an hour at a time (the hour tier: a day), so memory is bounded by one
+        slice and no slice spans two UTC days."""
+        slice_s = 86400 if res >= 3600 else 3600
+        at = self.start
+        while at < self.end:
+            stop = min(self.end, align_down(at, slice_s) + timedelta(seconds=slice_s))
+            yield at, stop
+            at = stop
+
+
+def tiers_of(pane_s: int) -> tuple[int, ...]:
+    if pane_s <= 0 or pane_s >= 60 or 60 % pane_s:
+        raise ConfigError(f"analyzers.sketch_pane_s must divide 60 and be below it: {pane_s}")
+    return (pane_s, *ROLLUPS)
+
+
+def retention_of(settings: Settings) -> dict[int, float | None]:
+    """How long each tier is kept (None: forever), from the settings."""
+    pane_s = settings.analyzers.sketch_pane_s
+    keep = {
+        pane_s: settings.analyzers.sketch_pane_retention_s,
+        60: settings.analyzers.sketch_minute_retention_s,
+        3600: settings.analyzers.sketch_hour_retention_s,
+    }
+    return {res: (s if s > 0 else None) for res, s in keep.items()}
+
+
+def tier_table(name: str, resolution_s: int) -> str:
+    """The store table of one resolution: tiers live in their own files so that each can have
+    its own retention (whole days are dropped)."""
+    return f"{name}_{resolution_s}s"
+
+
+def span(
+    window: Window, res: int, mark: datetime | None, keep_s: float | None, now_s: float
+) -> Span:
+    """What a window builds of tier `res`, its partition's mark at `mark`.
+
+    A window ending at or behind the mark re-runs time already built (late data: a replayed
+    spool, an import, an out-of-order window, a backfill): its range is built again and replaces
+    what is stored. The clock's window always ends past the mark (its end advances every tick),
+    so it only adds the panes after it. Panes older than the tier's retention (`keep_s` back from
+    `now_s`, the newest sample) are not built."""
+    end = align_down(window.end, res)
+    rebuild = mark is not None and window.end <= mark
+    start = align_down(window.start, res) if rebuild or mark is None else mark
+    if keep_s is not None:
+        start = max(start, align_down(utc(now_s - keep_s), res))
+    return Span(start, end, rebuild)
+
+
+def part_key(window: Window, cluster: Scope = WHOLE) -> str:
+    """The marks' key of a window's partition (and cluster): `p/n`, `p/n@cluster`."""
+    return f"{window.partition}/{window.partitions}{scope_key(cluster)}"
+
+
+def scope_key(cluster: Scope) -> str:
+    """The marks' key suffix of a cluster's builds: quoted, so a `/` in a name cannot reach
+    into another key, and `@` so no key is a prefix of the whole partition's."""
+    if isinstance(cluster, Whole):
+        return ""
+    return "@" + ("%" if cluster is None else quote(cluster, safe=""))  # quote never ends in %
+
+
+def marks_in(
+    stored: Mapping[str, str], prefix: str, window: Window, cluster: Scope
+) -> dict[int, datetime]:
+    """The partition's marks per resolution from `stored` (key `<prefix><part>/<res>s`, value
+    ISO): a tier a cluster's part has not built yet goes on from its slice's mark, which covered
+    every cluster (a store kept before fleet mode cut windows per cluster)."""
+
+    def of(part: str) -> dict[int, datetime]:
+        head = f"{prefix}{part}/"
+        return {
+            int(key.removeprefix(head).removesuffix("s")): datetime.fromisoformat(value)
+            for key, value in stored.items()
+            if key.startswith(head)
+        }
+
+    return {**of(part_key(window)), **of(part_key(window, cluster))}
+
+
+def without(
+    table: pa.Table,
+    window: Window,
+    start: datetime,
+    end: datetime,
+    cluster: Scope = WHOLE,
+) -> pa.Table:
+    """Stored rows minus the window's partition's rows of [start, end) (rows without a job
+    belong to partition 0, as `tier_rows` keeps them), of `cluster` only when one."""
+    ts = table.column("pane_start")
+    in_range = pc.and_(
+        pc.greater_equal(ts, pa.scalar(start, ts.type)), pc.less(ts, pa.scalar(end, ts.type))
+    )
+    jobs = table.column("job_id")
+    if window.partitions == 1:
+        ours = pa.scalar(True)
+    else:
+        names = [j for j in pc.unique(jobs).drop_null().to_pylist()]
+        mine = [j for j in names if partition_of(j, window.partitions) == window.partition]
+        ours = pc.if_else(
+            pc.is_null(jobs), window.partition == 0, pc.is_in(jobs, pa.array(mine, jobs.type))
+        )
+    if not isinstance(cluster, Whole):
+        column = table.column("cluster")
+        same = pc.is_null(column) if cluster is None else pc.equal(column, cluster)
+        ours = pc.and_(ours, pc.fill_null(same, False))
+    return table.filter(pc.invert(pc.and_(in_range, ours)))
+
+
+def newest_sample_s(conn: duckdb.DuckDBPyConnection, window: Window) -> float | None:
+    """Epoch seconds of the warehouse's newest GPU sample, None when none since the window's
+    start (then there is nothing to build, nor a clock to expire by). Only samples from the
+    window's start on are read, so the embedded scheduler's every tick does not scan the whole
+    history."""
+    newest = None
+    if table_exists(conn, "gpu_samples"):
+        conn.complete()
+        found = conn.execute(
+            f"SELECT epoch(max(ts)) FROM gpu_samples WHERE ts >= {ts_literal(window.start)}"
+        ).fetchone()
+        newest = found[0] if found else None
+    return float(newest) if newest is not None else None
+
+
+def utc(epoch_s: float) -> datetime:
+    return datetime.fromtimestamp(epoch_s, UTC)
+
+
+def _team_table(jobs: pa.Array, catalog: JobCatalog) -> pa.Table:
+    names = [str(j) for j in pc.unique(jobs).drop_null().to_pylist()]
+    teams = []
+    for job in names:
+        info = catalog.get(job)
+        teams.append(info.team if info else None)
+    return pa.table({"job_id": pa.array(names, pa.string()), "team": pa.array(teams, pa.string())})
+
+
+def tier_rows(
+    conn: duckdb.DuckDBPyConnection,
+    window: Window,
+    catalog: JobCatalog,
+    res: int,
+    start: datetime,
+    end: datetime,
+) -> dict[str, pa.Table]:
+    """The `res`-second panes of [start, end) of the window's partition with their team; rows
+    without a job are kept by partition 0 only."""
+    source = values_sql(window, res, list(METRICS.values()), start, end)
+    if window.partition != 0:
+        source = f"SELECT * FROM ({source}) WHERE job_id IS NOT NULL"
+    # Panes of the finest tier hold a sample or two (10 s panes of 10 s samples): numpy's one
+    # sort beats a hash group per pane there; roll-up tiers hold many values per group.
+    panes, buckets = build(conn, source) if res < 60 else grouped(conn, source)
+    conn.register("_fs_teams", _team_table(panes.column("job_id"), catalog))
+    try:
+        out = {}
+        for name, built in ((PANES, panes), (BUCKETS, buckets)):
+            conn.register("_fs_tier_rows", built)
+            select = COLUMNS[name].replace("resolution_s", f"{int(res)} AS resolution_s")
+            out[name] = arrow(
+                conn, f"SELECT {select} FROM _fs_tier_rows LEFT JOIN _fs_teams USING (job_id)"
+            ).cast(TABLES[name])
+            conn.unregister("_fs_tier_rows")
+        return out
+    finally:
+        conn.unregister("_fs_teams")
