@@ -2,7 +2,7 @@
 label-attributed fleet, produce the right root-cause findings with owners and no manual step.
 
 Six real dcgm-exporter stand-ins on loopback serve simulator.field_fleet's pages in time order,
-each stamped a day before now (a replay). One real agent per host scrapes its exporter, attributes
+stamped yesterday (a replay). One real agent per host scrapes its exporter, attributes
 jobs by the exporter's `pod`/`namespace` or `hpc_job` labels only, reads the Slurm prolog's owner
 records, ships over HTTP and reports owners. Nobody runs a backfill: the writer's arrival marks
 lead the embedded scheduler to yesterday's bucket within one interval.
@@ -94,8 +94,14 @@ def server(tmp_path: Path) -> Iterator[Server]:
 def test_a_day_old_label_attributed_fleet_gets_root_causes_and_owners(
     server: Server, tmp_path: Path
 ) -> None:
-    now = datetime.now(UTC)
-    origin = (now - timedelta(days=1, hours=HOURS)).replace(second=0, microsecond=0)
+    # Yesterday (UTC) from 08:00: a day-old replay inside one day bucket whatever the hour the
+    # test runs. Four hours ending "a day before now" straddled midnight when run between 00:00
+    # and 04:00 UTC, and a job cut at a bucket edge shows another rule in each half (R2 for
+    # R5's oversized GPU), so the test failed by the clock.
+    yesterday = (datetime.now(UTC) - timedelta(days=1)).replace(
+        hour=0, minute=0, second=0, microsecond=0
+    )
+    origin = yesterday + timedelta(hours=8)
     by_host: dict[str, list[str]] = {}
     for host, _ts, text in pages(int(origin.timestamp() * 1000), HOURS, interval_s=60):
         by_host.setdefault(host, []).append(text)
@@ -164,11 +170,14 @@ def test_a_day_old_label_attributed_fleet_gets_root_causes_and_owners(
         # the root cause is the finding; its symptoms are evidence, not findings of their own
         assert not got[job_id] - want - {"R3", "R1"}, (job_id, got[job_id])
     assert "nlp/llama-ft" not in got  # the healthy job
-    assert all(s.finding.window_start < now - timedelta(hours=20) for s in store.findings())
+    assert all(
+        yesterday <= s.finding.window_start < yesterday + timedelta(days=1)
+        for s in store.findings()
+    )
 
     # The quantile sketches cover yesterday's samples too (the owed buckets ran after the
     # current one had moved the sketch marks to today), each value once.
-    lo, hi = origin - timedelta(hours=1), now - timedelta(hours=20)
+    lo, hi = origin - timedelta(hours=1), origin + timedelta(hours=HOURS + 1)
     sketches = QuantileStore.from_settings(server.settings)
     samples = sketched = -1
     deadline = time.monotonic() + 60
