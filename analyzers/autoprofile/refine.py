@@ -22,7 +22,6 @@ from datetime import datetime
 from typing import Any
 
 from analyzers.findings import Finding
-from analyzers.traces.document import OPTIONS
 
 __all__ = ["REFINES", "in_window", "refined_findings", "trace_evidence"]
 
@@ -128,5 +127,8 @@ def refined_findings(
 
 def in_window(gpu_hours_per_week: float, window_h: float) -> float:
     """A trace's weekly what-if saving over `window_h` hours of the job (the analyses' week is
-    `OPTIONS.hours_per_week`, the options the server analyses uploads with)."""
+    `OPTIONS.hours_per_week`, the options the server analyses uploads with). Imported here: the
+    server loads this plug-in at start, and the trace modules bring numpy (~75 ms)."""
+    from analyzers.traces.document import OPTIONS
+
     return gpu_hours_per_week * window_h / OPTIONS.hours_per_week
