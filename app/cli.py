@@ -58,9 +58,11 @@ def _card(name: str) -> plugins.CommandCard:
 
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
-    """The parser; given `argv`, only the module of the command it runs is imported. Another
-    command whose card cannot be loaded (a broken plug-in) is listed as such, so it stops only
-    itself; with no `argv` (every command registered) it is an error."""
+    """The parser; given `argv` that names an installed command, only that command is on it
+    (its module imported), since parsing its words needs no other: the rest are listed, by
+    their cards, only for the top-level help or a command name argparse must refuse with the
+    list. A command whose card cannot be loaded (a broken plug-in) is listed as such, so it
+    stops only itself; with no `argv` (every command registered) it is an error."""
     parser = argparse.ArgumentParser(
         prog="fleetscope", description="Where your GPU-hours go, and how to win them back."
     )
@@ -69,9 +71,13 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         "--config", help="TOML settings file (default: $FLEETSCOPE_CONFIG or ./fleetscope.toml)"
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    installed = plugins.required(plugins.COMMANDS)
     name = None if argv is None else chosen_command(argv)
-    for command in sorted(plugins.required(plugins.COMMANDS)):
-        if argv is None or command == name:
+    if name in installed:  # ~20 parsers and cards fewer: ~15 ms of every command (issue 19)
+        _card(name).register(subparsers)
+        return parser
+    for command in sorted(installed):
+        if argv is None:
             _card(command).register(subparsers)
             continue
         try:

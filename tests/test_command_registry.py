@@ -9,6 +9,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from app.cli import build_parser, commands
 from fleetscope import plugins
 
@@ -35,11 +37,24 @@ def test_fleetscope_registers_its_own_commands_as_entry_points() -> None:
     assert len([v for v in own.values() if v.startswith("app.commands.")]) == 20
 
 
-def test_running_one_command_registers_only_it() -> None:
+def test_running_one_command_puts_only_it_on_the_parser() -> None:
     parser = build_parser(["--config", "x.toml", "trace", "analyze", "t.json"])
-    assert _subcommands(parser) == _cards()
+    assert _subcommands(parser) == [c for c in _cards() if c[0] == "trace"]
     args = parser.parse_args(["trace", "analyze", "t.json"])
     assert args.paths == ["t.json"]
+
+
+def test_a_command_name_not_installed_is_refused_with_every_command_listed(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    parser = build_parser(["tracee", "analyze"])
+    assert _subcommands(parser) == _cards()
+    with pytest.raises(SystemExit) as exited:
+        parser.parse_args(["tracee", "analyze"])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert "invalid choice: 'tracee'" in err
+    assert all(f"'{name}'" in err for name, _ in _cards())
 
 
 PROBE = """
