@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from fleetscope.errors import IngestError
 from fleetscope.settings import Settings
 from simulator.wire import TEST_TOKEN
 from tests.warehouse.test_prometheus_remote_write import (
@@ -29,8 +30,10 @@ from tests.warehouse.test_prometheus_remote_write import (
 )
 from warehouse.fleet import reader
 from warehouse.fleet.gateway import Gateway
+from warehouse.fleet.reader import newest_per_target
+from warehouse.prometheus_rows import ScrapeKey
 from warehouse.prompb import Series, encode_write_request
-from warehouse.remote_write import Assembler
+from warehouse.remote_write import Assembler, RemoteWrite
 
 PAGE = (DATA / "h100_slurm_main.prom").read_text()
 
@@ -126,6 +129,38 @@ def test_a_malformed_body_is_refused_and_the_gateway_keeps_serving(gateway: Gate
     for k in range(2):
         body = encode_write_request(page_series(PAGE, T0 + 1000 * k))
         assert post_write(gateway.url, body)[0] == 204
+    assert keys(stored_rows(gateway)) == [(T0, "dgx-b7", g) for g in range(8)]
+
+
+def test_a_failed_watermark_read_is_answered_503_and_read_again(gateway: Gateway) -> None:
+    """Without its watermark a receiver could store a re-sent scrape twice: it never goes on
+    without one (the store was unreachable: 503, Prometheus retries)."""
+    reads: list[int] = []
+
+    def watermarks() -> dict[ScrapeKey, int]:
+        reads.append(len(reads))
+        if len(reads) == 1:
+            raise OSError("S3 endpoint unreachable")
+        since = datetime.fromtimestamp(T0 / 1000, UTC) - timedelta(hours=1)
+        return newest_per_target(gateway.writer.tables, since)
+
+    receiver = RemoteWrite(
+        gateway.writer,
+        watermarks=watermarks,
+        default_cluster="default",
+        hold_s=60.0,
+        commit_timeout_s=30.0,
+        max_uncompressed_bytes=1 << 24,
+    )
+    for k in range(2):  # T0 stored through the gateway's own receiver
+        body = encode_write_request(page_series(PAGE, T0 + 1000 * k))
+        assert post_write(gateway.url, body) == (204, b"")
+    body = encode_write_request(page_series(PAGE, T0))
+    with pytest.raises(IngestError, match="S3 endpoint unreachable") as refused:
+        receiver.receive(body)
+    assert refused.value.status == 503
+    receiver.receive(body)  # read again: T0 is stored, its samples are late
+    assert (len(reads), receiver.assembler.stats.late_samples) == (2, len(page_series(PAGE, T0)))
     assert keys(stored_rows(gateway)) == [(T0, "dgx-b7", g) for g in range(8)]
 
 

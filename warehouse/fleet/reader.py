@@ -102,9 +102,12 @@ def newest_per_target(tables: FleetTables, since: datetime) -> dict[tuple[str, s
             continue
         grouped = pa.Table.from_batches([batch]).group_by(["cluster", "host"])
         reduced = grouped.aggregate([("ts", "max")])
-        micros = pc.cast(reduced.column("ts_max"), pa.int64()).to_pylist()
-        targets = zip(reduced.column("cluster").to_pylist(), reduced.column("host").to_pylist())
-        for (cluster, host), ts_us in zip(targets, micros, strict=True):
+        columns = (
+            reduced.column("cluster").to_pylist(),
+            reduced.column("host").to_pylist(),
+            pc.cast(reduced.column("ts_max"), pa.int64()).to_pylist(),  # microseconds
+        )
+        for cluster, host, ts_us in zip(*columns, strict=True):
             key = (cluster or "", str(host))
             ts_ms = int(ts_us) // 1000
             if newest.get(key, -1) < ts_ms:
