@@ -51,13 +51,11 @@ import hashlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Final
 
 import pyarrow as pa
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
-from prometheus_client.registry import Collector, CollectorRegistry
 
 from fleetscope.errors import ContractError, IngestError
 from fleetscope.exposition import Sample
@@ -305,7 +303,6 @@ class RemoteWrite:
         hold_s: float,
         commit_timeout_s: float,
         max_uncompressed_bytes: int,
-        registry: CollectorRegistry | None = None,
         clock: Callable[[], float] = time.monotonic,
         known_cluster: Callable[[str], str | None] | None = None,
     ) -> None:
@@ -323,8 +320,6 @@ class RemoteWrite:
         self.requests = 0
         self.rows_stored = 0
         self.already_stored = 0  # batches the ledger held on their first submission
-        if registry is not None:
-            registry.register(RemoteWriteCollector(self))
 
     @property
     def assembler(self) -> Assembler:
@@ -348,6 +343,14 @@ class RemoteWrite:
                 known_cluster=self.known_cluster,
             )
         return self._assembler
+
+    def snapshot(self) -> tuple[AssemblerStats, int]:
+        """The assembler's counters and its waiting scrapes, consistent (for /metrics)."""
+        with self._lock:
+            assembler = self._assembler
+            if assembler is None:
+                return AssemblerStats(), 0
+            return replace(assembler.stats), assembler.waiting
 
     def receive(self, body: bytes) -> None:
         """Take one request body; returns once its complete scrapes are committed.
@@ -459,57 +462,3 @@ def recent_scrapes(writer: Writer) -> dict[ScrapeKey, int]:
         .fetchall()
     )
     return {(str(cluster), str(host)): int(ts) for cluster, host, ts in rows}
-
-
-class RemoteWriteCollector(Collector):
-    """The receiver's counters on the server's /metrics, read at scrape time."""
-
-    def __init__(self, receiver: RemoteWrite) -> None:
-        self._receiver = receiver
-
-    def collect(self) -> Iterator[Metric]:
-        receiver = self._receiver
-        with receiver._lock:
-            assembler = receiver._assembler
-            stats = replace(assembler.stats) if assembler is not None else AssemblerStats()
-            waiting = assembler.waiting if assembler is not None else 0
-        yield CounterMetricFamily(
-            "fleetscope_remote_write_requests", "remote_write requests decoded.", receiver.requests
-        )
-        series = CounterMetricFamily(
-            "fleetscope_remote_write_samples",
-            "remote_write samples by what became of them.",
-            labels=["outcome"],
-        )
-        for outcome, count in (
-            ("kept", stats.samples),
-            ("late", stats.late_samples),
-            ("stale_marker", stats.stale_markers),
-        ):
-            series.add_metric([outcome], count)
-        yield series
-        yield CounterMetricFamily(
-            "fleetscope_remote_write_already_stored_batches",
-            "Assembled batches the ledger already held when first submitted: another receiver "
-            "stored the same scrapes (a failover re-send, or shards of one Prometheus split "
-            "across gateways).",
-            receiver.already_stored,
-        )
-        yield CounterMetricFamily(
-            "fleetscope_remote_write_ignored_series",
-            "Series that are not per-GPU DCGM fields (up, scrape_*, other exporters).",
-            stats.series_ignored,
-        )
-        scrapes = CounterMetricFamily(
-            "fleetscope_remote_write_scrapes",
-            "Scrapes assembled and stored, complete or at the hold timeout.",
-            labels=["state"],
-        )
-        scrapes.add_metric(["complete"], stats.scrapes_complete)
-        scrapes.add_metric(["incomplete"], stats.scrapes_incomplete)
-        yield scrapes
-        yield GaugeMetricFamily(
-            "fleetscope_remote_write_waiting_scrapes",
-            "Scrapes waiting for their remaining series.",
-            waiting,
-        )

@@ -31,6 +31,7 @@ from warehouse.plugin_host import PluginHost, load_plugins
 from warehouse.profiling_service import ProfilingConfig, ProfilingService
 from warehouse.reader import Warehouse
 from warehouse.remote_write import RemoteWrite, recent_scrapes
+from warehouse.remote_write_metrics import RemoteWriteCollector
 from warehouse.security import check_exposure, effective_tokens
 from warehouse.segments import SegmentStore
 from warehouse.server import Ingest, IngestConfig
@@ -84,9 +85,9 @@ class Server(PluginHost, Listening):
             hold_s=settings.server.remote_write_hold_s,
             commit_timeout_s=settings.warehouse.commit_timeout_s,
             max_uncompressed_bytes=settings.server.max_body_bytes,
-            registry=self.metrics.registry,
             known_cluster=HostClusters(self.catalog),
         )
+        self.metrics.registry.register(RemoteWriteCollector(self.remote_write))
         self.profiling = ProfilingService(
             self.catalog,
             ProfilingConfig.from_settings(settings),

@@ -59,6 +59,7 @@ from warehouse.plugin_host import PluginHost, load_plugins
 from warehouse.profiling_service import ProfilingConfig, ProfilingService
 from warehouse.prometheus_rows import ScrapeKey
 from warehouse.remote_write import REPLAY_WINDOW_S, RemoteWrite
+from warehouse.remote_write_metrics import RemoteWriteCollector
 from warehouse.security import check_exposure, effective_tokens
 from warehouse.server import Ingest, IngestConfig
 
@@ -107,9 +108,9 @@ class Gateway(PluginHost, Listening):
             hold_s=settings.server.remote_write_hold_s,
             commit_timeout_s=settings.warehouse.commit_timeout_s,
             max_uncompressed_bytes=settings.server.max_body_bytes,
-            registry=self.metrics.registry,
             known_cluster=HostClusters(self.catalog),
         )
+        self.metrics.registry.register(RemoteWriteCollector(self.remote_write))
         self.profiling = ProfilingService(
             self.catalog,
             ProfilingConfig.from_settings(settings),
