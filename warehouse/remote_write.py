@@ -16,13 +16,24 @@ scrape still waiting after `server.remote_write_hold_s` (the target stopped, Pro
 is stored as it is. Samples for a scrape already taken (a late shard, a retried request) are
 dropped and counted: each scrape is stored at most once.
 
-Idempotency: the rows of the scrapes taken together are one writer batch whose id is the hash
-of their (cluster, host, timestamp) keys. A batch that fails to commit keeps its id and is
-retried (by the next request or the flush thread) until it commits, so the ledger deduplicates
-it exactly; the request that took it is answered 503, and Prometheus re-sends the same body,
+Idempotency: every scrape taken is one writer batch whose id is the hash of its (cluster, host,
+timestamp) key, whichever receiver assembled it and whatever else was taken with it, so the
+ledger stores a scrape at most once across every receiver sharing it (the fleet's gateways). A
+batch that fails to commit keeps its id and is retried (by the next request or the flush thread)
+until it commits, so the ledger deduplicates it exactly; the request that took it is answered 503, and Prometheus re-sends the same body,
 whose samples are then late and dropped. After a restart the taken-watermark per target is read
 back from the last 3 hours of gpu_samples (Prometheus cannot re-send anything older than its WAL,
 which keeps about 2 hours), so a request Prometheus re-sends across a restart is not stored twice.
+The receiver is given that read as a function (`watermarks`): the embedded server reads its
+DuckDB file (`recent_scrapes`), a fleet gateway a projected Iceberg scan
+(warehouse.fleet.reader.newest_per_target); a failed read answers 503 and is tried again on the
+next request, never skipped (without it a re-sent scrape could be stored twice).
+
+One receiver per Prometheus: the assembly is in this process's memory, so every shard of one
+Prometheus must reach the same receiver (a fleet gateway: see warehouse.fleet.gateway). A batch
+the ledger already holds when first submitted is counted (`already_stored`): another receiver
+stored the same scrape (a failover re-send, or a Prometheus whose shards are split; a collision
+with a commit still under way is answered 503 instead, and its retry is not counted).
 
 Answers: 204 after the complete scrapes are committed; 400 (Prometheus drops the batch, no retry)
 for a body that is not a snappy WriteRequest; 503 when the writer queue is full or the commit
@@ -40,13 +51,11 @@ import hashlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Final
 
 import pyarrow as pa
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
-from prometheus_client.registry import Collector, CollectorRegistry
 
 from fleetscope.errors import ContractError, IngestError
 from fleetscope.exposition import Sample
@@ -60,6 +69,7 @@ from warehouse.prometheus_rows import (
     scrape_of,
 )
 from warehouse.prompb import Series, decode_write_request, is_stale_marker
+from warehouse.sink import BatchSink
 from warehouse.writer import Writer
 
 __all__ = ["Assembler", "RemoteWrite", "Scrape", "check_headers"]
@@ -279,21 +289,25 @@ def unit_of(scrapes: list[Scrape]) -> Unit:
 
 
 class RemoteWrite:
-    """Decodes requests, assembles scrapes, commits them through the writer; see the docstring."""
+    """Decodes requests, assembles scrapes, commits them through the writer; see the docstring.
+
+    `watermarks` reads the newest stored timestamp per target over the replay window; it is
+    called once, on the first request (the writer's store is open by then)."""
 
     def __init__(
         self,
-        writer: Writer,
+        writer: BatchSink,
         *,
+        watermarks: Callable[[], Mapping[ScrapeKey, int]],
         default_cluster: str,
         hold_s: float,
         commit_timeout_s: float,
         max_uncompressed_bytes: int,
-        registry: CollectorRegistry | None = None,
         clock: Callable[[], float] = time.monotonic,
         known_cluster: Callable[[str], str | None] | None = None,
     ) -> None:
         self._writer = writer
+        self._watermarks = watermarks
         self.known_cluster = known_cluster
         self._commit_timeout_s = commit_timeout_s
         self._max_uncompressed_bytes = max_uncompressed_bytes
@@ -305,22 +319,38 @@ class RemoteWrite:
         self._thread: threading.Thread | None = None
         self.requests = 0
         self.rows_stored = 0
-        if registry is not None:
-            registry.register(RemoteWriteCollector(self))
+        self.already_stored = 0  # batches the ledger held on their first submission
 
     @property
     def assembler(self) -> Assembler:
-        """Created on first use: reading the watermarks needs the writer's database open."""
+        """Created on first use: reading the watermarks needs the writer's store open. A read
+        that fails is IngestError 503 and leaves no assembler, so the next request reads again."""
         if self._assembler is None:
             cluster, hold_s, clock = self._assembler_args
+            try:
+                watermarks = self._watermarks()
+            except Exception as exc:
+                log.exception("remote_write: reading the restart watermarks failed")
+                raise IngestError(
+                    f"remote_write cannot read back what it stored before: {exc}; retry later",
+                    status=503,
+                ) from exc
             self._assembler = Assembler(
                 default_cluster=cluster,
                 hold_s=hold_s,
                 clock=clock,
-                watermarks=recent_scrapes(self._writer),
+                watermarks=watermarks,
                 known_cluster=self.known_cluster,
             )
         return self._assembler
+
+    def snapshot(self) -> tuple[AssemblerStats, int]:
+        """The assembler's counters and its waiting scrapes, consistent (for /metrics)."""
+        with self._lock:
+            assembler = self._assembler
+            if assembler is None:
+                return AssemblerStats(), 0
+            return replace(assembler.stats), assembler.waiting
 
     def receive(self, body: bytes) -> None:
         """Take one request body; returns once its complete scrapes are committed.
@@ -334,14 +364,14 @@ class RemoteWrite:
         with self._lock:
             self.requests += 1
             self.assembler.add(series)
-            units, scrapes = self._take_locked(everything=False, all_targets=False)
-        self._commit(units + ([unit_of(scrapes)] if scrapes else []))
+            retries, scrapes = self._take_locked(everything=False, all_targets=False)
+        self._commit(retries, [unit_of([scrape]) for scrape in scrapes])
 
     def flush(self, *, everything: bool = False) -> None:
         """Store what is due (or everything); the flush thread and `stop` call this."""
         with self._lock:
-            units, scrapes = self._take_locked(everything=everything, all_targets=True)
-        self._commit(units + ([unit_of(scrapes)] if scrapes else []))
+            retries, scrapes = self._take_locked(everything=everything, all_targets=True)
+        self._commit(retries, [unit_of([scrape]) for scrape in scrapes])
 
     def start(self) -> None:
         hold_s = self._assembler_args[1]
@@ -379,10 +409,13 @@ class RemoteWrite:
             return units, []
         return units, self._assembler.take(everything=everything, all_targets=all_targets)
 
-    def _commit(self, units: list[Unit]) -> None:
+    def _commit(self, retries: list[Unit], fresh: list[Unit]) -> None:
+        """Submit and wait; `fresh` units were never submitted by this receiver, so a duplicate
+        answer for one means another receiver stored the same scrapes (counted, warned)."""
         failed: list[Unit] = []
         waiting = []
-        for unit in units:
+        first_tries = {unit.batch_id for unit in fresh}
+        for unit in retries + fresh:
             try:
                 ticket, _ = self._writer.submit("gpu_samples", unit.table, unit.batch_id, AGENT)
             except IngestError:
@@ -401,6 +434,13 @@ class RemoteWrite:
                 failed.append(unit)
             elif not ticket.duplicate:
                 self.rows_stored += unit.table.num_rows
+            elif unit.batch_id in first_tries:
+                self.already_stored += 1
+                log.warning(
+                    "remote_write: batch %s was already stored by another receiver (a re-send "
+                    "after a failover, or one Prometheus's shards reaching several gateways)",
+                    unit.batch_id,
+                )
         if failed:
             with self._lock:
                 self._retry = failed + self._retry
@@ -422,50 +462,3 @@ def recent_scrapes(writer: Writer) -> dict[ScrapeKey, int]:
         .fetchall()
     )
     return {(str(cluster), str(host)): int(ts) for cluster, host, ts in rows}
-
-
-class RemoteWriteCollector(Collector):
-    """The receiver's counters on the server's /metrics, read at scrape time."""
-
-    def __init__(self, receiver: RemoteWrite) -> None:
-        self._receiver = receiver
-
-    def collect(self) -> Iterator[Metric]:
-        receiver = self._receiver
-        with receiver._lock:
-            assembler = receiver._assembler
-            stats = replace(assembler.stats) if assembler is not None else AssemblerStats()
-            waiting = assembler.waiting if assembler is not None else 0
-        yield CounterMetricFamily(
-            "fleetscope_remote_write_requests", "remote_write requests decoded.", receiver.requests
-        )
-        series = CounterMetricFamily(
-            "fleetscope_remote_write_samples",
-            "remote_write samples by what became of them.",
-            labels=["outcome"],
-        )
-        for outcome, count in (
-            ("kept", stats.samples),
-            ("late", stats.late_samples),
-            ("stale_marker", stats.stale_markers),
-        ):
-            series.add_metric([outcome], count)
-        yield series
-        yield CounterMetricFamily(
-            "fleetscope_remote_write_ignored_series",
-            "Series that are not per-GPU DCGM fields (up, scrape_*, other exporters).",
-            stats.series_ignored,
-        )
-        scrapes = CounterMetricFamily(
-            "fleetscope_remote_write_scrapes",
-            "Scrapes assembled and stored, complete or at the hold timeout.",
-            labels=["state"],
-        )
-        scrapes.add_metric(["complete"], stats.scrapes_complete)
-        scrapes.add_metric(["incomplete"], stats.scrapes_incomplete)
-        yield scrapes
-        yield GaugeMetricFamily(
-            "fleetscope_remote_write_waiting_scrapes",
-            "Scrapes waiting for their remaining series.",
-            waiting,
-        )

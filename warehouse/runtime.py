@@ -14,6 +14,7 @@ itself.
 from __future__ import annotations
 
 import logging
+from functools import partial
 
 from fleetscope.errors import ConfigError
 from fleetscope.settings import Settings
@@ -29,7 +30,8 @@ from warehouse.paths import WarehousePaths
 from warehouse.plugin_host import PluginHost, load_plugins
 from warehouse.profiling_service import ProfilingConfig, ProfilingService
 from warehouse.reader import Warehouse
-from warehouse.remote_write import RemoteWrite
+from warehouse.remote_write import RemoteWrite, recent_scrapes
+from warehouse.remote_write_metrics import RemoteWriteCollector
 from warehouse.security import check_exposure, effective_tokens
 from warehouse.segments import SegmentStore
 from warehouse.server import Ingest, IngestConfig
@@ -78,13 +80,14 @@ class Server(PluginHost, Listening):
         self.auth = TokenChecker(tokens, self.catalog)
         self.remote_write = RemoteWrite(
             self.writer,
+            watermarks=partial(recent_scrapes, self.writer),
             default_cluster=settings.server.prometheus_cluster,
             hold_s=settings.server.remote_write_hold_s,
             commit_timeout_s=settings.warehouse.commit_timeout_s,
             max_uncompressed_bytes=settings.server.max_body_bytes,
-            registry=self.metrics.registry,
             known_cluster=HostClusters(self.catalog),
         )
+        self.metrics.registry.register(RemoteWriteCollector(self.remote_write))
         self.profiling = ProfilingService(
             self.catalog,
             ProfilingConfig.from_settings(settings),

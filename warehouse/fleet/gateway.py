@@ -10,8 +10,24 @@ PostgreSQL's clock so every gateway's marks are ordered) to the catalog in Postg
 profiler traces to the object store (warehouse.fleet.trace_objects). Killing one
 loses nothing that was acknowledged; its unacknowledged batches are retried by their agents on
 another gateway.
-Same HTTP routes and answers as the embedded server (warehouse.server), except remote_write,
-which needs one receiver per Prometheus (it assembles scrapes in memory) and stays embedded-only.
+Same HTTP routes and answers as the embedded server (warehouse.server), remote_write included.
+remote_write (warehouse.remote_write) assembles each scrape in this gateway's memory, because
+Prometheus spreads one scrape's series over several requests (its shards): every shard of one
+Prometheus must therefore reach the same gateway. One Prometheus sends all its shards to the one
+URL it is given: give each Prometheus one gateway's URL, or put the gateways behind a load
+balancer with affinity by source address. The assembled rows go through this gateway's
+FleetWriter under batch ids hashed from their (cluster, host, timestamp) keys, deduplicated by
+the shared ledger; the restart watermark per target is read from the fleet's gpu_samples (a
+projected Iceberg scan of the last 3 hours, warehouse.fleet.reader.newest_per_target), so a body
+Prometheus re-sends across a restart, or to another gateway after this one died, is not stored
+twice. If the affinity is broken and two gateways each receive part of one scrape, each stores
+its part: per (host, GPU, timestamp), either one partial row (the two batches hash to the same
+id and the ledger drops the second: its fields are lost) or two partial rows with disjoint
+fields, whichever the request boundaries give (tests/fleet/test_fleet_remote_write.py). The
+second case is counted by no one; the first shows as
+`fleetscope_remote_write_already_stored_batches` on /metrics. Scrapes still waiting for their
+remaining series live in memory only: a gateway killed loses at most those (about one scrape
+interval per target it receives), which it had answered 204; a clean stop stores them.
 Server plug-ins: the ones `server.plugins` selects that declare they run in fleet mode
 (warehouse.plugin_host, the embedded server's loader), with the same hooks: a trace uploaded here
 is analysed here, on this gateway's profiling worker thread; if this gateway stops first, another
@@ -23,14 +39,17 @@ warehouse (`warehouse` is None). This module must never open a DuckDB file.
 from __future__ import annotations
 
 import logging
+from datetime import UTC, datetime, timedelta
 
 from fleetscope.settings import Settings
 from warehouse import catalog
 from warehouse.arrivals import ArrivalMarks
 from warehouse.auth import TokenChecker
 from warehouse.catalog.base import database_clock
+from warehouse.catalog.fleet import HostClusters
 from warehouse.catalog_sync import CatalogSync
 from warehouse.fleet.agent_registry import CatalogAgentRegistry
+from warehouse.fleet.reader import newest_per_target
 from warehouse.fleet.tables import FleetConfig, FleetTables, ensure_bucket
 from warehouse.fleet.trace_objects import ObjectTraceStorage
 from warehouse.fleet.writer import FleetWriter
@@ -38,6 +57,9 @@ from warehouse.listener import Listening, bind, listen_address, tls_from
 from warehouse.metrics import ServerMetrics
 from warehouse.plugin_host import PluginHost, load_plugins
 from warehouse.profiling_service import ProfilingConfig, ProfilingService
+from warehouse.prometheus_rows import ScrapeKey
+from warehouse.remote_write import REPLAY_WINDOW_S, RemoteWrite
+from warehouse.remote_write_metrics import RemoteWriteCollector
 from warehouse.security import check_exposure, effective_tokens
 from warehouse.server import Ingest, IngestConfig
 
@@ -79,6 +101,16 @@ class Gateway(PluginHost, Listening):
         tokens = effective_tokens(settings)  # the embedded server's rules: no public default
         check_exposure(address[0], tokens)
         tls = tls_from(settings)
+        self.remote_write = RemoteWrite(
+            self.writer,
+            watermarks=self._stored_scrapes,
+            default_cluster=settings.server.prometheus_cluster,
+            hold_s=settings.server.remote_write_hold_s,
+            commit_timeout_s=settings.warehouse.commit_timeout_s,
+            max_uncompressed_bytes=settings.server.max_body_bytes,
+            known_cluster=HostClusters(self.catalog),
+        )
+        self.metrics.registry.register(RemoteWriteCollector(self.remote_write))
         self.profiling = ProfilingService(
             self.catalog,
             ProfilingConfig.from_settings(settings),
@@ -92,6 +124,7 @@ class Gateway(PluginHost, Listening):
             auth=TokenChecker(tokens, self.catalog),
             metrics=self.metrics,
             config=IngestConfig.from_settings(settings),
+            remote_write=self.remote_write,
             profiling=self.profiling,
         )
         self.http = bind(address, ingest, tls)
@@ -101,6 +134,7 @@ class Gateway(PluginHost, Listening):
     def start(self) -> None:
         self.writer.start()
         self._serve_http()
+        self.remote_write.start()
         self.profiling.start()
         self._started()
         log.info("fleet gateway listening on %s", self.url)
@@ -108,6 +142,13 @@ class Gateway(PluginHost, Listening):
     def stop(self) -> None:
         self._stopping()
         self._close_http()
+        self.remote_write.stop()  # stores waiting scrapes while the writer still runs
         self.profiling.stop()
         self.writer.stop()
         self.catalog.dispose()
+
+    def _stored_scrapes(self) -> dict[ScrapeKey, int]:
+        """remote_write's restart watermark: the newest stored timestamp per target over the
+        replay window, from the fleet's gpu_samples (any gateway's rows)."""
+        since = datetime.now(UTC) - timedelta(seconds=REPLAY_WINDOW_S)
+        return newest_per_target(self.writer.tables, since)

@@ -10,6 +10,10 @@ the clusters holding data in a time range from the partition metadata alone (man
 file is opened), which is how a scheduled window is cut per (day, cluster).
 
 A cluster of None stands for rows without a cluster label (their own Iceberg partition).
+
+`newest_per_target` is the remote_write receiver's restart watermark (warehouse.remote_write):
+the same pruned scan, projected to (cluster, host, ts) and reduced batch by batch, so a gateway
+reads three columns of the replay window and never holds its rows at once.
 """
 
 from __future__ import annotations
@@ -82,6 +86,33 @@ def scan(
         )
     )
     return data, ScanStats(name, files, data.num_rows, seen)
+
+
+def newest_per_target(tables: FleetTables, since: datetime) -> dict[tuple[str, str], int]:
+    """Newest gpu_samples `ts` (epoch ms) per (cluster, host) at or after `since`; a row without a
+    cluster counts under '' (as the embedded server's watermark read, `coalesce(cluster, '')`)."""
+    table = tables.table("gpu_samples")
+    table.refresh()
+    planned = table.scan(
+        row_filter=f"ts >= '{since.isoformat()}'", selected_fields=("cluster", "host", "ts")
+    )
+    newest: dict[tuple[str, str], int] = {}
+    for batch in planned.to_arrow_batch_reader():
+        if batch.num_rows == 0:
+            continue
+        grouped = pa.Table.from_batches([batch]).group_by(["cluster", "host"])
+        reduced = grouped.aggregate([("ts", "max")])
+        columns = (
+            reduced.column("cluster").to_pylist(),
+            reduced.column("host").to_pylist(),
+            pc.cast(reduced.column("ts_max"), pa.int64()).to_pylist(),  # microseconds
+        )
+        for cluster, host, ts_us in zip(*columns, strict=True):
+            key = (cluster or "", str(host))
+            ts_ms = int(ts_us) // 1000
+            if newest.get(key, -1) < ts_ms:
+                newest[key] = ts_ms
+    return newest
 
 
 def clusters(tables: FleetTables, start: datetime, end: datetime) -> list[str | None]:
