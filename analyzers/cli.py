@@ -3,7 +3,8 @@ the handlers.
 
     analyzers        the registered analyzers, their rules and thresholds
     analyze          one scheduler tick in this process: every window owed since the watermark
-    backfill         re-run whole buckets of a past range (here, or enqueued with --celery)
+    backfill         re-run whole buckets of a past range (here, or enqueued with --celery);
+                     buckets retention retired are skipped unless --rerun-retired
     opportunities    the fleet ranking: recoverable GPU-hours by rule and group, top offenders
     job              one job's efficiency summary and findings
     findings         list stored findings; ack / suppress / reopen them
@@ -23,7 +24,9 @@ from fleetscope.errors import ConfigError, NotFoundError
 if TYPE_CHECKING:
     import duckdb
 
+    from analyzers.run.backfill import BackfillPlan, RetiredBucket
     from analyzers.run.results import FindingStore
+    from analyzers.run.runner import WindowResult
     from fleetscope.settings import Settings
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -99,49 +102,88 @@ def cmd_analyze(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _report(results: list[Any]) -> int:
-    failed = 0
     for r in results:
-        print(
-            f"{r.window.start.isoformat()} .. {r.window.end.isoformat()}  "
-            f"p{r.window.partition}: {len(r.findings)} finding(s)"
-        )
-        for name, error in r.errors.items():
-            failed += 1
-            print(f"  analyzer {name} failed: {error}")
+        print(_result_text(r))
     if not results:
         print("nothing due: every window up to the watermark is analyzed")
-    return 1 if failed else 0
+    return 1 if any(r.errors for r in results) else 0
+
+
+def _result_text(r: WindowResult) -> str:
+    """A window's findings, and each analyzer that failed on it, one line each."""
+    lines = [
+        f"{r.window.start.isoformat()} .. {r.window.end.isoformat()}  "
+        f"p{r.window.partition}: {len(r.findings)} finding(s)"
+    ]
+    lines += [f"  analyzer {name} failed: {error}" for name, error in r.errors.items()]
+    return "\n".join(lines)
 
 
 def cmd_backfill(args: argparse.Namespace, settings: Settings) -> int:
+    from analyzers.run.backfill import plan_backfill
     from analyzers.run.schedule import backfill_windows
 
     start, end = parse_time(args.start), parse_time(args.end)
     bucket_s = settings.analyzers.bucket_s
+    if settings.server.mode == "fleet" and not args.celery:
+        raise ConfigError(
+            "fleet mode: run `fleetscope backfill` with --celery (workers read the Iceberg tables "
+            "per cluster); run here, it would read no telemetry and replace the range's findings "
+            "with none"
+        )
     if args.celery:
         from analyzers.run.celery_app import analyze_window, window_slices
 
-        partitions = window_slices(settings)
-        windows = backfill_windows(start, end, bucket_s, partitions)
-        for w in windows:
+        windows = backfill_windows(start, end, bucket_s, window_slices(settings))
+        planned = plan_backfill(settings, windows, rerun_retired=args.rerun_retired)
+        for w in planned.windows:
             analyze_window.apply_async(
                 args=[w.start.isoformat(), w.end.isoformat(), w.partition, w.partitions]
             )
-        print(f"enqueued {len(windows)} window task(s)")
+        for bucket in planned.retired:
+            print(_retired_line(bucket, planned.rerun_retired))
+        print(_backfill_summary(planned, f"enqueued ({len(planned.windows)} window task(s))"))
         return 0
     from analyzers.run.results import CatalogJobs
     from analyzers.run.runner import Pipeline
 
+    planned = plan_backfill(
+        settings, backfill_windows(start, end, bucket_s), rerun_retired=args.rerun_retired
+    )
     pipeline, store = Pipeline.from_settings(settings), _store(settings)
     conn = _telemetry(settings)
     try:
-        results = [
-            pipeline.run(conn, w, CatalogJobs(store.engine), store)
-            for w in backfill_windows(start, end, bucket_s)
-        ]
+        results = [pipeline.run(conn, w, CatalogJobs(store.engine), store) for w in planned.windows]
     finally:
         conn.close()
-    return _report(results)
+    lines = [(b.start, _retired_line(b, planned.rerun_retired)) for b in planned.retired]
+    lines += [(r.window.start, _result_text(r)) for r in results]
+    for _, text in sorted(lines, key=lambda line: line[0]):  # stable: a re-run's note first
+        print(text)
+    print(_backfill_summary(planned, "re-run"))
+    return 1 if any(r.errors for r in results) else 0
+
+
+def _retired_line(bucket: RetiredBucket, rerun_retired: bool) -> str:
+    """A bucket whose raw samples retention retired: skipped, or re-run anyway, and why."""
+    done = "re-run anyway (--rerun-retired)" if rerun_retired else "skipped, findings kept"
+    span = f"{bucket.start.isoformat()} .. {bucket.end.isoformat()}"
+    return f"{span}  {done}: raw samples retired ({bucket.why()})"
+
+
+def _backfill_summary(planned: BackfillPlan, done: str) -> str:
+    """The command's last line: buckets run or enqueued, and the retired ones skipped or not."""
+    buckets = len({w.start for w in planned.windows})
+    summary = f"backfill: {buckets} bucket(s) {done}"
+    retired = len(planned.retired)
+    if retired and planned.rerun_retired:
+        return f"{summary}, {retired} of them on what is left after retention (--rerun-retired)"
+    if retired:
+        return (
+            f"{summary}, {retired} skipped: retention retired their raw samples, their findings "
+            "are kept (--rerun-retired re-runs them on what is left)"
+        )
+    return summary
 
 
 def cmd_opportunities(args: argparse.Namespace, settings: Settings) -> int:
@@ -256,10 +298,28 @@ def register_analyze(subparsers: Any) -> None:
 
 
 def register_backfill(subparsers: Any) -> None:
-    p = subparsers.add_parser("backfill", help="Re-run whole analysis buckets of a past range.")
+    p = subparsers.add_parser(
+        "backfill",
+        help="Re-run whole analysis buckets of a past range.",
+        description=(
+            "Re-run whole analysis buckets of a past range; each re-run replaces its bucket's "
+            "findings. A bucket whose raw samples retention retired (any day of it) is skipped "
+            "and its findings kept: only roll-ups and late rows are left to read."
+        ),
+    )
     p.add_argument("--start", required=True, help="ISO 8601 start")
     p.add_argument("--end", required=True, help="ISO 8601 end")
-    p.add_argument("--celery", action="store_true", help="enqueue window tasks for workers")
+    p.add_argument(
+        "--celery",
+        action="store_true",
+        help="enqueue window tasks for workers (required in fleet mode)",
+    )
+    p.add_argument(
+        "--rerun-retired",
+        action="store_true",
+        help="re-run buckets whose raw samples retention retired as well, replacing their "
+        "findings with those of what is left (none, or the late rows')",
+    )
     p.set_defaults(handler=cmd_backfill)
 
 

@@ -305,7 +305,7 @@ def rolled_up(manifest: Manifest, day: str, raw: list[Segment]) -> bool:
     return all(manifest.marks.get(f"{family.mark}/{day}") == mark for family in FAMILIES)
 
 
-def _raw_retired(manifest: Manifest, day: str, raw: list[Segment]) -> bool:
+def raw_retired(manifest: Manifest, day: str, raw: list[Segment]) -> bool:
     """Whether retention retired raw rows of `day` that its roll-ups hold: then every raw segment
     of the day still live is late (none was rolled up, `_merge_late`). A day retired before the
     mark existed is known by its roll-ups holding more rows than it has raw."""
@@ -356,7 +356,7 @@ def update_rollups(store: SegmentStore) -> int:
     conn = _connect()
     try:
         for date, raw in sorted(manifest.by_date(SOURCE_TABLE).items()):
-            if _raw_retired(manifest, date, raw):
+            if raw_retired(manifest, date, raw):
                 if _merge_late(conn, store, manifest, date, raw):
                     done.add(date)
                 continue

@@ -6,7 +6,8 @@ its identity bucket's start (`analyzers.bucket_s`, UTC-aligned) to the schedule 
 `analyzers.lateness_s` (samples still in flight); a run later in the same bucket re-analyzes the
 bucket so far and replaces the earlier findings. Each partition keeps a watermark (where its last
 window ended); a tick first finishes every bucket between the watermark and now (catch-up after
-downtime), so no bucket is skipped. `backfill` re-runs whole buckets of a past range.
+downtime), so no bucket is skipped. `backfill` re-runs whole buckets of a past range, but none
+whose raw samples retention retired (analyzers.run.backfill).
 
 Arrival drives the rest (issue 13): the writer records, per bucket, when rows for it were last
 committed (warehouse.arrivals), and each partition records which arrival mark it analysed. A tick
