@@ -86,6 +86,13 @@ def cmd_analyze(args: argparse.Namespace, settings: Settings) -> int:
     from analyzers.run.runner import Pipeline
     from analyzers.run.schedule import reopen_bound_s, run_due, schedule_time
 
+    if settings.server.mode == "fleet":
+        raise ConfigError(
+            "fleet mode: due windows are analysed by the Celery workers (beat sends "
+            "`fleetscope.tick` every scheduler.interval_s); run here, `analyze` would read no "
+            "telemetry, replace the due windows' findings with none and move the watermark past "
+            "them"
+        )
     interval_s = settings.scheduler.interval_s
     at = parse_time(args.at) if args.at else datetime.now(UTC)
     results = run_due(

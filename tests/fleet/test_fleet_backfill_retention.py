@@ -10,7 +10,7 @@ from datetime import UTC, date, datetime, timedelta
 import pyarrow as pa
 import pytest
 
-from analyzers.cli import cmd_backfill
+from analyzers.cli import cmd_analyze, cmd_backfill
 from analyzers.run.backfill import plan_backfill
 from analyzers.run.schedule import backfill_windows
 from analyzers.run.window import Window
@@ -84,6 +84,15 @@ def test_a_backfill_here_in_fleet_mode_is_refused_before_it_replaces_findings(
     )
     with pytest.raises(ConfigError, match="fleet mode: run `fleetscope backfill` with --celery"):
         cmd_backfill(args, fleet_settings)
+
+
+def test_analyze_here_in_fleet_mode_is_refused_before_it_replaces_findings(
+    fleet_settings: Settings,
+) -> None:
+    """`fleetscope analyze` runs due windows in this process on the embedded warehouse, which a
+    fleet does not have: it would store no findings for them and move the watermark on."""
+    with pytest.raises(ConfigError, match="fleet mode: due windows are analysed by the Celery"):
+        cmd_analyze(argparse.Namespace(at=None), fleet_settings)
 
 
 def test_no_retention_yet_means_nothing_retired(fleet_settings: Settings) -> None:
