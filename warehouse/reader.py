@@ -65,11 +65,14 @@ def _select(root: Path, manifest: Manifest, table: str) -> str:
     if not files:
         return f"SELECT * FROM _empty_{table}"
     listed = ", ".join("'" + f.replace("'", "''") + "'" for f in files)
-    # Roll-up files written before their table gained columns are read by name until the roll-up
-    # step has rewritten them (warehouse.rollup_format).
-    by_name = ", union_by_name = true" if table in ROLLUP_TABLES and mixed(manifest) else ""
     # No hive columns: the views have exactly the contract's columns, like the writer's tables.
-    return f"SELECT * FROM read_parquet([{listed}], hive_partitioning = false{by_name})"
+    scan = f"SELECT * FROM read_parquet([{listed}], hive_partitioning = false"
+    if table in ROLLUP_TABLES and mixed(manifest):
+        # Roll-up files written before their table gained columns are read by name until the
+        # roll-up step has rewritten them (warehouse.rollup_format); the empty table first keeps
+        # every column of the layout, null where no file has it yet.
+        return f"SELECT * FROM _empty_{table} UNION ALL BY NAME {scan}, union_by_name = true)"
+    return f"{scan})"
 
 
 class Warehouse:

@@ -1,13 +1,15 @@
 """The layout of roll-up segment files: written in row groups, and brought up to date once when a
 roll-up table gains columns.
 
-The usage roll-ups gained `<column>_sum` and `<column>_n` (warehouse.rollup_merge). Files written
-before have neither; a DuckDB view over old and new files together must read them by column name
-(`union_by_name`, which opens every file's footer when a query binds: about three times the time
-of a plain scan over hundreds of files). So the roll-up step rewrites every older file once, with
-the new columns null (a merge reads null as the rule in warehouse.rollup_merge says), in one
-manifest swap that also sets the mark `rollups/format`; a reader reads by name only while that mark
-is not the current format. This module must never change a row's values, only add null columns.
+The usage roll-ups gained `<column>_sum` and `<column>_n` (format 2), then `active_sum` and
+`active_n` (format 3; warehouse.rollup_merge). Files written before lack them; a DuckDB view over
+old and new files together must read them by column name (`union_by_name`, which opens every
+file's footer when a query binds: about three times the time of a plain scan over hundreds of
+files, and which warehouse.reader unions with the empty table so that a column no file has yet is
+still there, null). So the roll-up step rewrites every older file once, with the new columns null
+(merges and readers read null by the rules of warehouse.rollup_merge), in one manifest swap that
+also sets the mark `rollups/format`; a reader reads by name only while that mark is not the
+current format. This module must never change a row's values, only add null columns.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ import pyarrow.parquet as pq
 from warehouse.segments import Manifest, Segment, SegmentStore
 
 FORMAT_MARK: Final = "rollups/format"
-FORMAT: Final = "2"  # 2: usage roll-ups keep per-column sums and counts
+# 2: usage roll-ups keep per-column sums and counts; 3: and the active fraction's sum and count.
+FORMAT: Final = "3"
 
 # Rows per Parquet row group of a roll-up file: small enough that a reader's zone maps skip most of
 # a day (a job's minutes, a window's edge minutes), big enough to stay a few groups per file.

@@ -5,8 +5,9 @@ Two families, each a registry entry (`FAMILIES`) whose tables go live together:
 
 - usage (`gpu_samples_1m`, `gpu_samples_1h`): per (bucket, cluster, host, GPU index, job) the
   sample count and the mean and max of the main utilisation columns, plus each column's sum and
-  count of values (warehouse.rollup_merge, shared with fleet mode), so a week-long fleet query
-  reads 1/60 or 1/3600 of the raw rows and late samples merge exactly.
+  count of values and those of the accounting's per-sample active fraction (warehouse.rollup_merge,
+  shared with fleet mode), so a week-long fleet query reads 1/60 or 1/3600 of the raw rows, weighs
+  each column by the samples that had it, and late samples merge exactly.
 - health_jobs, from one pass per (minute, GPU, job): `gpu_health_1m`, `gpu_health_1h` per
   (bucket, cluster, host, GPU index) with the newest sample time, the XID samples, and min / max
   of the error and throttle counters (the hosts page's "increase in the window" is max - min,
@@ -44,7 +45,7 @@ import pyarrow as pa
 
 from fleetscope.contract import GPU_SAMPLES
 from warehouse import rollup_format
-from warehouse.rollup_merge import MERGE_COLUMNS, raw_usage_stats, usage_merge_sql
+from warehouse.rollup_merge import ACTIVE_FRACTION, MERGE_COLUMNS, raw_usage_stats, usage_merge_sql
 from warehouse.rollup_merge import ROLLUP_COLUMNS as ROLLUP_COLUMNS
 from warehouse.segments import Manifest, Segment, SegmentStore
 
@@ -122,7 +123,7 @@ JOBS_SCHEMA: Final = pa.schema(
 # `active` is the accounting's active fraction (rules.md): GR_ENGINE_ACTIVE, else GPU_UTIL / 100.
 JOB_SERIES: Final[Mapping[str, str]] = {
     "gpu_util": "gpu_util",
-    "active": "coalesce(gr_engine_active, gpu_util / 100.0)",
+    "active": ACTIVE_FRACTION,
     "sm_active": "sm_active",
     "tensor_active": "tensor_active",
     "dram_active": "dram_active",

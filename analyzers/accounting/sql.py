@@ -20,9 +20,10 @@ finding's GPU-hours and a page's GPU-hours are the same hours.
 - **SM-active GPU-hours**: sample seconds times `DCGM_FI_PROF_SM_ACTIVE`, known only where the
   exporter reports it (off in dcgm-exporter's default CSV).
 
-Where a reader has only the warehouse's roll-ups (sample counts and means per bucket, no gaps),
-a sample counts as its host's measured interval (`analyzers.accounting.usage.host_intervals`): the
-same hours as above whenever no sample goes missing inside rolled-up time. That is the one place
+Where a reader has only the warehouse's roll-ups (per bucket the sample count and each column's
+sum and count of the samples that had it, the active fraction's among them; no gaps), a sample
+counts as its host's measured interval (`analyzers.accounting.usage.host_intervals`): the same
+hours as above whenever no sample goes missing inside rolled-up time. That is the one place
 the two can differ, by at most `max_gap_s` per outage; only roll-ups that keep sample seconds
 would close it.
 

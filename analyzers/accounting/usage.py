@@ -5,10 +5,12 @@ Shared by the weekly reports and the dashboard (which imports it: dashboard -> a
 show the same numbers. The accounting is `analyzers.accounting.sql` (rules.md), the analyzers' own:
 over raw samples every sample counts its sample seconds, gaps up to `max_gap_s` included, so an
 agent outage of a few minutes stays allocated here as it does in every finding. Where the
-warehouse's roll-ups cover the window (they keep sample counts and means, not gaps) a sample counts
-as its host's measured interval: for each (bucket, GPU, job) group `(last ts - first ts) /
-(samples - 1)`, and a host's interval is the median over its groups (robust to outages, which only
-stretch the groups they fall in). `analyzers.accounting.sql` says where the two can differ.
+warehouse's roll-ups cover the window (they keep sample counts and, per column, the sum and count of
+the samples that had it, not gaps) a sample counts as its host's measured interval: for each
+(bucket, GPU, job) group `(last ts - first ts) / (samples - 1)`, and a host's interval is the
+median over its groups (robust to outages, which only stretch the groups they fall in); a column
+is known for as many intervals as samples had it. `analyzers.accounting.sql` says where the two can
+differ.
 
 This module reads through the DuckDB connection it is given and must never write anything.
 """
@@ -29,6 +31,7 @@ from analyzers.accounting.sql import (
     typical_gap_sql,
 )
 from analyzers.run.window import HOUR_S, Window, bucket_for
+from warehouse.rollup_merge import stored_sums
 
 if TYPE_CHECKING:
     import duckdb
@@ -123,28 +126,30 @@ GROUP BY ALL
 """
 
 
-# A roll-up row carries per-bucket means: sums are mean x samples. A column counts as known for
-# the whole roll-up bucket when its mean is not null.
-_ROLLUP_SQL = """
+# A roll-up row carries, per column, the sum and the count of the samples that had it
+# (warehouse.rollup_merge; `stored_sums` reads rows written before those existed): a column is
+# known for its own count of samples, never for every sample of the row, and `active` is the
+# accounting's active fraction summed per sample, as the raw reader computes it.
+_ROLLUP_SQL = f"""
+WITH r AS (
+    SELECT bucket_ts, coalesce(cluster, '') AS cluster, host, gpu_index, job_id, samples,
+           {stored_sums(("active", "sm_active", "tensor_active", "gpu_util", "power_w"))},
+           fb_used_mib_max
+    FROM {{table}}
+    WHERE bucket_ts >= to_timestamp($start) AND bucket_ts < to_timestamp($cutoff)
+)
 SELECT epoch_ms(bucket_ts) // $bucket_ms * $bucket_ms AS bucket_ms,
-       coalesce(cluster, '') AS cluster, host, gpu_index, job_id,
+       cluster, host, gpu_index, job_id,
        CAST(sum(samples) AS BIGINT) AS samples,
        CAST(NULL AS BIGINT) AS first_ms, CAST(NULL AS BIGINT) AS last_ms,
        max(samples) AS rollup_full,
-       CAST(coalesce(sum(samples) FILTER (WHERE coalesce(gr_engine_active_mean, gpu_util_mean)
-                                          IS NOT NULL), 0) AS BIGINT) AS active_n,
-       sum(samples * coalesce(gr_engine_active_mean, gpu_util_mean / 100.0)) AS active_sum,
-       CAST(coalesce(sum(samples) FILTER (WHERE sm_active_mean IS NOT NULL), 0) AS BIGINT) AS sm_n,
-       sum(samples * sm_active_mean) AS sm_sum,
-       sum(samples * tensor_active_mean) AS tensor_sum,
-       sum(samples * gpu_util_mean) AS util_sum,
-       CAST(coalesce(sum(samples) FILTER (WHERE gpu_util_mean IS NOT NULL), 0) AS BIGINT)
-           AS util_n,
+       CAST(sum(active_n) AS BIGINT) AS active_n, sum(active_sum) AS active_sum,
+       CAST(sum(sm_active_n) AS BIGINT) AS sm_n, sum(sm_active_sum) AS sm_sum,
+       sum(tensor_active_sum) AS tensor_sum,
+       sum(gpu_util_sum) AS util_sum, CAST(sum(gpu_util_n) AS BIGINT) AS util_n,
        max(fb_used_mib_max) AS fb_used_mib_max,
-       sum(samples * power_w_mean) / nullif(sum(samples) FILTER (WHERE power_w_mean IS NOT NULL), 0)
-           AS power_w_mean
-FROM {table}
-WHERE bucket_ts >= to_timestamp($start) AND bucket_ts < to_timestamp($cutoff)
+       sum(power_w_sum) / nullif(sum(power_w_n), 0) AS power_w_mean
+FROM r
 GROUP BY ALL
 """
 

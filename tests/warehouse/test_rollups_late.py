@@ -204,10 +204,11 @@ def test_rollups_written_before_sums_are_read_and_late_samples_merge_into_them(
         for s in store.snapshot().live(t)
     )
     # Old rows count every sample for a column with a mean (docstring of rollup_merge): exact for
-    # gpu_util, which no sample left blank; sm_active's old count is taken as 10, not 6.
+    # gpu_util, which no sample left blank; sm_active's old count is taken as 10, not 6. The
+    # active fraction is GR_ENGINE_ACTIVE's, which every old sample had.
     every = pa.concat_tables([FIRST, LATE]).column("gpu_util")
     hour = open_segments(store.root).execute(
-        "SELECT samples, gpu_util_mean, gpu_util_max, gpu_util_n, sm_active_n "
+        "SELECT samples, gpu_util_mean, gpu_util_max, gpu_util_n, sm_active_n, active_n "
         "FROM gpu_samples_1h WHERE bucket_ts = make_timestamptz(?::BIGINT * 1000)",
         [OLD_HOUR_MS],
     )
@@ -218,6 +219,7 @@ def test_rollups_written_before_sums_are_read_and_late_samples_merge_into_them(
             pc.max(every).as_py(),
             13,
             10 + pc.count(LATE["sm_active"]).as_py(),
+            13,
         )
     ]
 

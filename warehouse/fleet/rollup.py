@@ -3,7 +3,8 @@
 A row is, per (hour, cluster, host, GPU index, job): the sample count, and for each column of
 `warehouse.rollups.ROLLUP_COLUMNS` the mean and max (what the embedded `gpu_samples_1h` has, so
 the dashboard and the accounting read both alike) plus the sum and the count of the values that
-were not blank (`<column>_sum`, `<column>_n`). Those two make a row mergeable: samples of an hour
+were not blank (`<column>_sum`, `<column>_n`), and the sum and count of the accounting's
+per-sample active fraction (`active_sum`, `active_n`). Those two make a row mergeable: samples of an hour
 that arrive after the hour was rolled up (a spool replayed weeks later, an import) join its row
 as counts and sums added, maxima maxed, and the mean recomputed as sum / count, so the merged row
 is the roll-up of all the hour's samples taken together. Counts and maxima are exact; sums are
@@ -11,11 +12,10 @@ added as doubles, exact whenever the values are (sums of binary fractions such a
 the last bits of rounding order, as any parallel sum is. The SQL is `warehouse.rollup_merge`'s,
 shared with the embedded roll-ups.
 
-Tables rolled up before the two columns existed get them by Iceberg schema evolution (`evolve`,
-added as optional: old data files read them as null). A row without them is read as if every one
-of its samples had the column when its mean is set (`samples`, `mean * samples`), the assumption
-the accounting makes of every roll-up row (analyzers.accounting.usage); from then on it merges
-as above.
+Tables rolled up before those columns existed get them by Iceberg schema evolution (`evolve`,
+added as optional: old data files read them as null). A row without them is read by the rules of
+`warehouse.rollup_merge` (`stored_sums`), as the accounting reads it (analyzers.accounting.usage);
+from then on it merges as above.
 
 Which raw files a partition's row already holds is recorded in the roll-up table's properties
 (`rolled_files`), in the commit that writes the rows: a roll-up re-run (retention died before
