@@ -321,7 +321,7 @@ class FleetCollector(Collector):
         finally:
             con.close()
         hours = self._hours.updated(fresh, hours_from_s, now_s, self._window_s, self._lateness_s)
-        per_job = job_efficiency(hours.rows)
+        per_job = job_efficiency(fresh if hours.rows is None else hours.rows)  # rows: always set
         teams, clusters = self._job_facts(stored, per_job)
         snapshot = Snapshot(
             recoverable=recoverable_series(stored, clusters, self._top_jobs),

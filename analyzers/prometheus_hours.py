@@ -16,7 +16,8 @@ What differs from reading the whole window every refresh (docs/deploy.md):
   more than `window_s`);
 - a sample arriving more than `lateness_s` after its time is not in the efficiency until its hour
   leaves the window (or a new term, or a restart, reads the window again), as the counters never
-  count it before a restart;
+  count it before a restart. Until a refresh finds a sample in the window it keeps nothing, so
+  the history a fresh server or fleet receives first (a spool, an import) is read whole;
 - a sample that counts its GPU's typical interval (the last one of its GPU and job, or one before
   a gap over `max_gap_s`) takes the median gap of the read that last covered its hour, not of the
   whole window: the same whenever a GPU keeps its sample interval.
@@ -59,14 +60,14 @@ class HourRows:
     the next refresh reads the whole window).
     """
 
-    rows: pd.DataFrame | None = None
+    rows: pd.DataFrame | None = None  # None: never read
     complete_s: float | None = None
 
     def read_from_s(self, now_s: float, window_s: float, max_gap_s: float) -> float:
         """Where a refresh at `now_s` reads from: the first hour whose rows may still change
         (its last sample's successor may be missing, module docstring), else the window's start."""
         start_s = window_start_s(now_s, window_s)
-        if self.rows is None or self.complete_s is None:
+        if self.complete_s is None:
             return start_s
         first_open_s = hour_start_s(self.complete_s - max_gap_s)
         if first_open_s >= now_s:  # the clock went back: nothing kept can be trusted
@@ -85,6 +86,8 @@ class HourRows:
         [read_from_s, now_s)) in their place; complete as of this refresh."""
         import pandas as pd  # the exporter's refresh thread only, not the server's start-up
 
+        if self.complete_s is None and fresh.empty:  # no sample in the window yet: read all again
+            return HourRows(fresh, None)
         start = pd.Timestamp(window_start_s(now_s, window_s), unit="s", tz="UTC")
         parts = [fresh[fresh["job_id"].notna()]]
         if self.rows is not None:
