@@ -8,7 +8,7 @@ its ingest and writer families:
 |---|---|---|---|
 | `fleetscope_recoverable_gpu_hours` | gauge | rule, team, job, cluster | open findings' GPU-hours a fix returns, findings whose window ends in the last `analyzers.metrics_window_s` |
 | `fleetscope_findings_open` | gauge | rule, severity, team | open (not acknowledged, not suppressed) findings in that window |
-| `fleetscope_job_gpu_efficiency_ratio` | gauge | job, team | active / allocated GPU-hours (where the active fraction is known) over that window |
+| `fleetscope_job_gpu_efficiency_ratio` | gauge | job, team | active / allocated GPU-hours (where the active fraction is known) over that window's whole hours |
 | `fleetscope_allocated_gpu_hours_total` | counter | cluster | allocated GPU-hours accounted since the warehouse's first sample |
 | `fleetscope_active_gpu_hours_total` | counter | cluster | active GPU-hours (GR_ENGINE_ACTIVE, else GPU_UTIL) |
 | `fleetscope_sm_active_gpu_hours_total` | counter | cluster | SM-active GPU-hours (DCGM_FI_PROF_SM_ACTIVE, where reported) |
@@ -25,7 +25,12 @@ per rule; `max by (job)` gives what `fleetscope opportunities` reports per job.
 The counters are the accounting of `analyzers.accounting` (through `analyzers.accounting.usage`)
 over consecutive closed windows: each refresh adds the hours of [last end, now - lateness_s), so
 samples arriving later than `analyzers.lateness_s` are counted only after a server restart
-(Prometheus's `rate()` handles the reset). A snapshot is computed every
+(Prometheus's `rate()` handles the reset). The job efficiency is incremental
+(`analyzers.prometheus_hours`): the window's hour rows are kept between refreshes and a refresh
+reads only the hours that can still change (about an hour plus `lateness_s`), in the same read as
+the counters' range; the first refresh of a term reads the whole window, whose start is aligned
+down to the hour. A sample arriving later than `lateness_s` is therefore left out of the efficiency
+until its hour leaves the window, as it is left out of the counters. A snapshot is computed every
 `analyzers.metrics_refresh_s` seconds on a thread of the plug-in's own (started and stopped with
 the server), never on the writer thread and never while a scrape waits.
 
