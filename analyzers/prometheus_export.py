@@ -8,7 +8,7 @@ its ingest and writer families:
 |---|---|---|---|
 | `fleetscope_recoverable_gpu_hours` | gauge | rule, team, job, cluster | open findings' GPU-hours a fix returns, findings whose window ends in the last `analyzers.metrics_window_s` |
 | `fleetscope_findings_open` | gauge | rule, severity, team | open (not acknowledged, not suppressed) findings in that window |
-| `fleetscope_job_gpu_efficiency_ratio` | gauge | job, team | active / allocated GPU-hours (where the active fraction is known) over that window |
+| `fleetscope_job_gpu_efficiency_ratio` | gauge | job, team | active / allocated GPU-hours (where the active fraction is known) over that window's whole hours |
 | `fleetscope_allocated_gpu_hours_total` | counter | cluster | allocated GPU-hours accounted since the warehouse's first sample |
 | `fleetscope_active_gpu_hours_total` | counter | cluster | active GPU-hours (GR_ENGINE_ACTIVE, else GPU_UTIL) |
 | `fleetscope_sm_active_gpu_hours_total` | counter | cluster | SM-active GPU-hours (DCGM_FI_PROF_SM_ACTIVE, where reported) |
@@ -25,7 +25,12 @@ per rule; `max by (job)` gives what `fleetscope opportunities` reports per job.
 The counters are the accounting of `analyzers.accounting` (through `analyzers.accounting.usage`)
 over consecutive closed windows: each refresh adds the hours of [last end, now - lateness_s), so
 samples arriving later than `analyzers.lateness_s` are counted only after a server restart
-(Prometheus's `rate()` handles the reset). A snapshot is computed every
+(Prometheus's `rate()` handles the reset). The job efficiency is incremental
+(`analyzers.prometheus_hours`): the window's hour rows are kept between refreshes and a refresh
+reads only the hours that can still change (about an hour plus `lateness_s`), in the same read as
+the counters' range; the first refresh of a term reads the whole window, whose start is aligned
+down to the hour. A sample arriving later than `lateness_s` is therefore left out of the efficiency
+until its hour leaves the window, as it is left out of the counters. A snapshot is computed every
 `analyzers.metrics_refresh_s` seconds on a thread of the plug-in's own (started and stopped with
 the server), never on the writer thread and never while a scrape waits.
 
@@ -55,6 +60,8 @@ from typing import TYPE_CHECKING, Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+
+from analyzers.prometheus_hours import HourRows
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
@@ -182,6 +189,7 @@ class FleetCollector(Collector):
         self._lock = threading.Lock()
         self._snapshot = Snapshot()
         self._totals = Totals()
+        self._hours = HourRows()  # the window's hour rows kept between refreshes
         self._refreshed_at: float | None = None
         self._failures = 0
 
@@ -241,7 +249,7 @@ class FleetCollector(Collector):
         counters (their first refresh starts them, module docstring) and no failures yet."""
         if not self.exporting:
             with self._lock:
-                self._snapshot, self._totals = Snapshot(), Totals()
+                self._snapshot, self._totals, self._hours = Snapshot(), Totals(), HourRows()
                 self._refreshed_at, self._failures = None, 0
         self.refresh()
         self.exporting = True
@@ -284,9 +292,12 @@ class FleetCollector(Collector):
         since = datetime.fromtimestamp(now_s - self._window_s, tz=UTC)
         stored = [s for s in FindingStore(self._catalog).findings(since=since) if s.state == "open"]
         start_s = self._totals.through_s
-        # What both windows read: the counters' [through, now - lateness) and the metrics window.
-        read_from_s = since.timestamp() if start_s is None else min(start_s, since.timestamp())
+        # The hours whose efficiency rows can still change (the whole window on a first refresh,
+        # analyzers.prometheus_hours), and the counters' [through, now - lateness): one read.
+        hours_from_s = self._hours.read_from_s(now_s, self._window_s, self._max_gap_s)
+        read_from_s = min(hours_from_s, since.timestamp() if start_s is None else start_s)
         con = self._telemetry(read_from_s, now_s)
+        totals = Totals(start_s)
         try:
             end_s = now_s - self._lateness_s
             if start_s is None:
@@ -301,25 +312,33 @@ class FleetCollector(Collector):
                 )
                 allocated = buckets[buckets["job_id"].notna()]
                 for cluster, group in allocated.groupby(allocated["cluster"].fillna("")):
-                    self._totals.allocated_h[str(cluster)] += float(group["gpu_h"].sum())
-                    self._totals.active_h[str(cluster)] += float(group["active_h"].sum())
-                    self._totals.sm_h[str(cluster)] += float(group["sm_h"].sum())
-                self._totals.through_s = end_s
-            recent = gpu_buckets(
+                    totals.allocated_h[str(cluster)] += float(group["gpu_h"].sum())
+                    totals.active_h[str(cluster)] += float(group["active_h"].sum())
+                    totals.sm_h[str(cluster)] += float(group["sm_h"].sum())
+                totals.through_s = end_s
+            fresh = gpu_buckets(
                 con,
-                Window(since, _utc(now_s), bucket_s=3600),
+                Window(_utc(hours_from_s), _utc(now_s), bucket_s=3600),
                 self._default_interval_s,
                 max_gap_s=self._max_gap_s,
+                rollups=False,  # each hour read as a read of the whole window reads it
             )
         finally:
             con.close()
-        per_job = job_efficiency(recent)
+        hours = self._hours.updated(fresh, hours_from_s, now_s, self._window_s, self._lateness_s)
+        per_job = job_efficiency(fresh if hours.rows is None else hours.rows)  # rows: always set
         teams, clusters = self._job_facts(stored, per_job)
-        self._snapshot = Snapshot(
+        snapshot = Snapshot(
             recoverable=recoverable_series(stored, clusters, self._top_jobs),
             open_findings=open_counts(stored),
             efficiency=efficiency_series(per_job, teams, self._top_jobs),
         )
+        # Nothing is kept from a failed refresh: the next one reads the same hours again.
+        self._snapshot, self._hours = snapshot, hours
+        for name in ("allocated_h", "active_h", "sm_h"):
+            for cluster, hours_h in getattr(totals, name).items():
+                getattr(self._totals, name)[cluster] += hours_h
+        self._totals.through_s = totals.through_s
 
     def _job_facts(
         self, stored: list[StoredFinding], per_job: Any

@@ -181,6 +181,7 @@ def gpu_buckets(
     default_interval_s: float,
     *,
     max_gap_s: float = DEFAULT_MAX_GAP_S,
+    rollups: bool = True,
 ) -> pd.DataFrame:
     """One row per (bucket, cluster, host, gpu_index, job_id) with GPU-hours already accounted.
 
@@ -190,7 +191,8 @@ def gpu_buckets(
     interval), gpu_h, known_h (hours whose active fraction is known), active_h, sm_known_h, sm_h,
     tensor_h, util_sum, util_n, fb_used_mib_max, power_w_mean. `default_interval_s` and
     `max_gap_s` are the accounting's (`analyzers.accounting.sql`: settings `agent.interval_s` and
-    `analyzers.max_gap_s`).
+    `analyzers.max_gap_s`). `rollups=False` reads raw samples only: every sample counts its own
+    sample seconds, so a bucket's rows do not depend on which roll-ups exist when it is read.
     """
     params: dict[str, Any] = {
         "bucket_ms": window.bucket_s * 1000,
@@ -199,7 +201,7 @@ def gpu_buckets(
         "end": epoch_s(window.end),
     }
     sql, rollup_s = _raw_sql(max_gap_s, default_interval_s), 0.0
-    rollup = _rollup_for(con, window)
+    rollup = _rollup_for(con, window) if rollups else None
     if rollup is not None:
         table, rollup_s, cutoff = rollup
         # The raw tail measures each GPU's typical interval over `max_gap_s` before it too, as a
