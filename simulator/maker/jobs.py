@@ -15,6 +15,7 @@ warehouse's own layout and roll-ups; `series.Fleet` is the maker for a few craft
 from __future__ import annotations
 
 import random
+import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -132,7 +133,8 @@ def gpu_table(fleet: Fleet, host: str, first: int, end: int) -> pa.Table:
     index = np.where(job_of >= 0, job_of, len(fleet.jobs)).ravel()
     active = active_of[index]
     if fleet.noise:
-        rng = np.random.default_rng([fleet.seed, abs(hash(host)) % 2**31, first])
+        # crc32, not hash(): str hashes are salted per process, so the same seed drew other noise
+        rng = np.random.default_rng([fleet.seed, zlib.crc32(host.encode()), first])
         active = np.clip(active + rng.normal(0.0, fleet.noise, active.shape) * (active > 0), 0, 1)
     util = np.round(active * 100.0)
     ids = np.array([j.job_id for j in fleet.jobs] + [None], dtype=object)

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -59,3 +63,30 @@ def test_publish_writes_live_segments_a_reader_sees(tmp_path: Path) -> None:
         assert reader.sql("SELECT count(*) FROM step_samples").fetchall()[0][0] == 5
     finally:
         reader.close()
+
+
+NOISY = """
+import json
+from datetime import UTC, datetime
+from simulator.maker.jobs import Fleet, Job
+job = Job("job-1", ("h1", "h2"), (0, 1), 0, 3600, active=0.5)
+fleet = Fleet({"c1": ("h1", "h2")}, 2, datetime(2026, 11, 16, tzinfo=UTC), 3600, 10, jobs=(job,),
+              noise=0.05, seed=7)
+print(json.dumps(fleet.tables()["gpu_samples"].column("gpu_util").to_pylist()))
+"""
+
+
+def test_a_noisy_fleet_is_the_same_fleet_in_every_process() -> None:
+    """The noise is drawn from the fleet's seed and each host's name; Python salts str hashes per
+    process (PYTHONHASHSEED), so a seed made from `hash(host)` drew other numbers every run."""
+
+    def utilization(hash_seed: str) -> str:
+        env = dict(os.environ, PYTHONHASHSEED=hash_seed)
+        done = subprocess.run(
+            [sys.executable, "-c", NOISY], env=env, capture_output=True, text=True, check=True
+        )
+        return done.stdout
+
+    first = utilization("1")
+    assert len(set(json.loads(first))) > 1  # the noise is there
+    assert utilization("2") == first
