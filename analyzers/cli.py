@@ -139,13 +139,17 @@ def cmd_backfill(args: argparse.Namespace, settings: Settings) -> int:
             "with none"
         )
     if args.celery:
-        from analyzers.run.celery_app import analyze_window, window_slices
+        from analyzers.run.celery_app import make_app, window_slices
 
         windows = backfill_windows(start, end, bucket_s, window_slices(settings))
         planned = plan_backfill(settings, windows, rerun_retired=args.rerun_retired)
+        # Sent through an app of this command's settings: the module's own `app` reads the
+        # environment's, so `--config` named a broker the tasks never went to.
+        sender = make_app(settings)
         for w in planned.windows:
-            analyze_window.apply_async(
-                args=[w.start.isoformat(), w.end.isoformat(), w.partition, w.partitions]
+            sender.send_task(
+                "fleetscope.analyze_window",
+                args=[w.start.isoformat(), w.end.isoformat(), w.partition, w.partitions],
             )
         for bucket in planned.retired:
             print(_retired_line(bucket, planned.rerun_retired))

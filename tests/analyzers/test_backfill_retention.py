@@ -160,3 +160,36 @@ def test_a_bucket_partly_retired_is_skipped_once_for_all_its_partitions() -> Non
         RetiredBucket(datetime(2025, 3, 3, tzinfo=UTC), datetime(2025, 3, 5, tzinfo=UTC), (monday,))
     ]
     assert plan(windows, {monday.day: monday}, rerun_retired=True).windows == windows
+
+
+BACKFILL_BROKER = "redis://127.0.0.1:6379/12"  # a database of its own (tests/ use 10, 13-15)
+
+
+def test_backfill_with_celery_sends_its_windows_to_the_broker_of_its_config(
+    warehouse: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--celery` enqueues on the broker `--config` names, not on the environment's."""
+    import json
+
+    import redis
+
+    path = warehouse / "fleetscope.toml"
+    path.write_text(
+        f'[core]\ndata_dir = "{warehouse / "var"}"\n[celery]\nbroker_url = "{BACKFILL_BROKER}"\n'
+    )
+    broker = redis.Redis.from_url(BACKFILL_BROKER)
+    broker.flushdb()
+    try:
+        assert main(["--config", str(path), *BOTH_DAYS, "--celery"]) == 0
+        sent = [json.loads(m) for m in broker.lrange("celery", 0, -1)]
+    finally:
+        broker.flushdb()
+    # embedded mode's Celery windows: analyzers.partitions (4) hash slices of each day
+    assert sorted((m["headers"]["task"], m["headers"]["argsrepr"]) for m in sent) == [
+        ("fleetscope.analyze_window", f"['{day}T00:00:00+00:00', '{end}T00:00:00+00:00', {p}, 4]")
+        for day, end in (("2025-03-03", "2025-03-04"), ("2025-03-04", "2025-03-05"))
+        for p in range(4)
+    ]
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        "backfill: 2 bucket(s) enqueued (8 window task(s))"
+    )
