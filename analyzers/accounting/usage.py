@@ -118,6 +118,7 @@ SELECT epoch_ms(ts) // $bucket_ms * $bucket_ms AS bucket_ms,
        coalesce(sum(dt_s * active_frac), 0) AS active_s,
        coalesce(sum(dt_s) FILTER (WHERE sm_active IS NOT NULL), 0) AS sm_known_s,
        coalesce(sum(dt_s * sm_active), 0) AS sm_s,
+       coalesce(sum(dt_s) FILTER (WHERE tensor_active IS NOT NULL), 0) AS tensor_known_s,
        coalesce(sum(dt_s * tensor_active), 0) AS tensor_s,
        sum(gpu_util) AS util_sum, count(gpu_util) AS util_n,
        max(fb_used_mib) AS fb_used_mib_max, avg(power_w) AS power_w_mean
@@ -145,7 +146,7 @@ SELECT epoch_ms(bucket_ts) // $bucket_ms * $bucket_ms AS bucket_ms,
        max(samples) AS rollup_full,
        CAST(sum(active_n) AS BIGINT) AS active_n, sum(active_sum) AS active_sum,
        CAST(sum(sm_active_n) AS BIGINT) AS sm_n, sum(sm_active_sum) AS sm_sum,
-       sum(tensor_active_sum) AS tensor_sum,
+       CAST(sum(tensor_active_n) AS BIGINT) AS tensor_n, sum(tensor_active_sum) AS tensor_sum,
        sum(gpu_util_sum) AS util_sum, CAST(sum(gpu_util_n) AS BIGINT) AS util_n,
        max(fb_used_mib_max) AS fb_used_mib_max,
        sum(power_w_sum) / nullif(sum(power_w_n), 0) AS power_w_mean
@@ -189,7 +190,7 @@ def gpu_buckets(
     hourly rows instead of 60 M samples) and raw samples after them. Columns: bucket (UTC
     timestamp), cluster, host, gpu_index, job_id, samples, interval_s (the host's measured sample
     interval), gpu_h, known_h (hours whose active fraction is known), active_h, sm_known_h, sm_h,
-    tensor_h, util_sum, util_n, fb_used_mib_max, power_w_mean. `default_interval_s` and
+    tensor_known_h, tensor_h, util_sum, util_n, fb_used_mib_max, power_w_mean. `default_interval_s` and
     `max_gap_s` are the accounting's (`analyzers.accounting.sql`: settings `agent.interval_s` and
     `analyzers.max_gap_s`). `rollups=False` reads raw samples only: every sample counts its own
     sample seconds, so a bucket's rows do not depend on which roll-ups exist when it is read.
@@ -231,6 +232,7 @@ _MEASURES = {
     "active_h": ("active_s", "active_sum"),
     "sm_known_h": ("sm_known_s", "sm_n"),
     "sm_h": ("sm_s", "sm_sum"),
+    "tensor_known_h": ("tensor_known_s", "tensor_n"),
     "tensor_h": ("tensor_s", "tensor_sum"),
 }
 
@@ -247,6 +249,7 @@ _BUCKET_COLUMNS = (
     "active_h",
     "sm_known_h",
     "sm_h",
+    "tensor_known_h",
     "tensor_h",
     "util_sum",
     "util_n",
@@ -347,14 +350,16 @@ def job_efficiency(buckets: pd.DataFrame, jobs_meta: pd.DataFrame | None = None)
         active_h=("active_h", "sum"),
         sm_known_h=("sm_known_h", "sum"),
         sm_h=("sm_h", "sum"),
+        tensor_known_h=("tensor_known_h", "sum"),
         tensor_h=("tensor_h", "sum"),
         fb_used_mib_max=("fb_used_mib_max", "max"),
     )
     per_job["idle_h"] = per_job["known_h"] - per_job["active_h"]
     per_job["active_pct"] = pct(per_job["active_h"], per_job["known_h"])
     per_job["sm_active_pct"] = pct(per_job["sm_h"], per_job["sm_known_h"])
-    per_job["tensor_active_pct"] = pct(per_job["tensor_h"], per_job["sm_known_h"])
-    per_job = per_job.drop(columns=["known_h", "sm_known_h", "sm_h", "tensor_h"])
+    # over the hours TENSOR_ACTIVE was reported, which exporters may report less often than SM
+    per_job["tensor_active_pct"] = pct(per_job["tensor_h"], per_job["tensor_known_h"])
+    per_job = per_job.drop(columns=["known_h", "sm_known_h", "sm_h", "tensor_known_h", "tensor_h"])
     if jobs_meta is not None and not jobs_meta.empty:
         per_job = per_job.merge(jobs_meta, on="job_id", how="left")
     for column in ("user", "team", "name"):

@@ -97,7 +97,8 @@ def test_max_gap_s_is_the_readers_setting(tmp_path: Path) -> None:
 PARTIAL_SAMPLES = 1080
 PARTIAL_WINDOW = 720
 ROLLUP_S = dict(ROLLUPS)
-SM_STOPS_AT = 183  # SM_ACTIVE and TENSOR_ACTIVE stop 30 min 30 s in, inside a minute and an hour
+SM_STOPS_AT = 183  # SM_ACTIVE stops 30 min 30 s in, inside a minute and an hour
+TENSOR_STOPS_AT = 123  # TENSOR_ACTIVE ten minutes before it (an exporter reporting it less often)
 POWER_STOPS_AT = 360 + 90  # 09:15 on, no power reading
 
 
@@ -116,7 +117,7 @@ def _partially_reported() -> pa.Table:
         "gr_engine_active": [None if k % 4 == 0 else 0.5 for k in i],
         "gpu_util": [None if k % 5 == 0 else 90.0 for k in i],
         "sm_active": [0.25 if k < SM_STOPS_AT else None for k in i],
-        "tensor_active": [0.5 if k < SM_STOPS_AT else None for k in i],
+        "tensor_active": [0.5 if k < TENSOR_STOPS_AT else None for k in i],
         "power_w": [300.0 if k < 360 else 100.0 if k < POWER_STOPS_AT else None for k in i],
     }
     for name, values in columns.items():
@@ -167,7 +168,8 @@ def test_a_column_some_samples_lack_counts_for_the_samples_that_have_it(
         assert row["active_h"] == pytest.approx((0.5 * len(engine) + 0.9 * len(fallback)) / 360)
         assert row["sm_known_h"] == pytest.approx(SM_STOPS_AT * 10 / 3600)
         assert row["sm_h"] == pytest.approx(0.25 * SM_STOPS_AT / 360)
-        assert row["tensor_h"] == pytest.approx(0.5 * SM_STOPS_AT / 360)
+        assert row["tensor_known_h"] == pytest.approx(TENSOR_STOPS_AT * 10 / 3600)
+        assert row["tensor_h"] == pytest.approx(0.5 * TENSOR_STOPS_AT / 360)
         assert (row["util_n"], row["util_sum"]) == (len(util), pytest.approx(90.0 * len(util)))
         assert row["power_w_mean"] == pytest.approx((360 * 300 + 90 * 100) / len(powered))
 
