@@ -81,8 +81,6 @@ class IcebergSamples:
         self._tables: FleetTables | None = None
 
     def connect(self, start_s: float, end_s: float) -> duckdb.DuckDBPyConnection:
-        import duckdb
-
         from fleetscope.contract import TABLES
         from warehouse.fleet import reader
         from warehouse.fleet.tables import FleetTables
@@ -92,12 +90,20 @@ class IcebergSamples:
         rows = TABLES["gpu_samples"].empty_table()
         if self._tables.existing("gpu_samples") is not None:  # no gateway wrote one yet: empty
             rows, _ = reader.scan(self._tables, "gpu_samples", _utc(start_s), _utc(end_s))
-        conn = duckdb.connect(":memory:")
-        conn.execute("SET TimeZone = 'UTC'")
-        conn.register("_scanned", rows)
-        conn.execute("CREATE TABLE gpu_samples AS SELECT * FROM _scanned")
-        conn.unregister("_scanned")
-        return conn
+        return landed(rows)
+
+
+def landed(rows: Any) -> duckdb.DuckDBPyConnection:
+    """`rows` (an Arrow table of gpu_samples) as the fleet source lands a scan: the
+    `gpu_samples` table of a DuckDB of its own, in memory."""
+    import duckdb
+
+    conn = duckdb.connect(":memory:")
+    conn.execute("SET TimeZone = 'UTC'")
+    conn.register("_scanned", rows)
+    conn.execute("CREATE TABLE gpu_samples AS SELECT * FROM _scanned")
+    conn.unregister("_scanned")
+    return conn
 
 
 def _utc(epoch_s: float) -> datetime:

@@ -65,6 +65,7 @@ def embedded(root: Path) -> Callable[[float, float], duckdb.DuckDBPyConnection]:
 
 
 def fleet_like(root: Path) -> Callable[[float, float], duckdb.DuckDBPyConnection]:
+    from analyzers.prometheus_sources import landed
     from warehouse.reader import open_segments
 
     def connect(start_s: float, end_s: float) -> duckdb.DuckDBPyConnection:
@@ -74,12 +75,7 @@ def fleet_like(root: Path) -> Callable[[float, float], duckdb.DuckDBPyConnection
             params={"s": start_s, "e": end_s},
         ).to_arrow_table()
         source.close()
-        conn = duckdb.connect(":memory:")
-        conn.execute("SET TimeZone = 'UTC'")
-        conn.register("_scanned", rows)
-        conn.execute("CREATE TABLE gpu_samples AS SELECT * FROM _scanned")
-        conn.unregister("_scanned")
-        return conn
+        return landed(rows)
 
     return connect
 

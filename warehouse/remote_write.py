@@ -53,7 +53,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import pyarrow as pa
 
@@ -71,6 +71,9 @@ from warehouse.prometheus_rows import (
 from warehouse.prompb import Series, decode_write_request, is_stale_marker
 from warehouse.sink import BatchSink
 from warehouse.writer import Writer
+
+if TYPE_CHECKING:
+    from fleetscope.settings import Settings
 
 __all__ = ["Assembler", "RemoteWrite", "Scrape", "check_headers"]
 
@@ -320,6 +323,27 @@ class RemoteWrite:
         self.requests = 0
         self.rows_stored = 0
         self.already_stored = 0  # batches the ledger held on their first submission
+
+    @classmethod
+    def from_settings(
+        cls,
+        writer: BatchSink,
+        settings: Settings,
+        *,
+        watermarks: Callable[[], Mapping[ScrapeKey, int]],
+        known_cluster: Callable[[str], str | None],
+    ) -> RemoteWrite:
+        """The receiver as either server runs it (the embedded one and a fleet gateway differ
+        only in their writer, where the watermarks come from and how a host's cluster is known)."""
+        return cls(
+            writer,
+            watermarks=watermarks,
+            default_cluster=settings.server.prometheus_cluster,
+            hold_s=settings.server.remote_write_hold_s,
+            commit_timeout_s=settings.warehouse.commit_timeout_s,
+            max_uncompressed_bytes=settings.server.max_body_bytes,
+            known_cluster=known_cluster,
+        )
 
     @property
     def assembler(self) -> Assembler:

@@ -78,13 +78,10 @@ class Server(PluginHost, Listening):
             self.writer.stop()
             raise
         self.auth = TokenChecker(tokens, self.catalog)
-        self.remote_write = RemoteWrite(
+        self.remote_write = RemoteWrite.from_settings(
             self.writer,
+            settings,
             watermarks=partial(recent_scrapes, self.writer),
-            default_cluster=settings.server.prometheus_cluster,
-            hold_s=settings.server.remote_write_hold_s,
-            commit_timeout_s=settings.warehouse.commit_timeout_s,
-            max_uncompressed_bytes=settings.server.max_body_bytes,
             known_cluster=HostClusters(self.catalog),
         )
         self.metrics.registry.register(RemoteWriteCollector(self.remote_write))

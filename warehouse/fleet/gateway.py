@@ -101,13 +101,10 @@ class Gateway(PluginHost, Listening):
         tokens = effective_tokens(settings)  # the embedded server's rules: no public default
         check_exposure(address[0], tokens)
         tls = tls_from(settings)
-        self.remote_write = RemoteWrite(
+        self.remote_write = RemoteWrite.from_settings(
             self.writer,
+            settings,
             watermarks=self._stored_scrapes,
-            default_cluster=settings.server.prometheus_cluster,
-            hold_s=settings.server.remote_write_hold_s,
-            commit_timeout_s=settings.warehouse.commit_timeout_s,
-            max_uncompressed_bytes=settings.server.max_body_bytes,
             known_cluster=HostClusters(self.catalog),
         )
         self.metrics.registry.register(RemoteWriteCollector(self.remote_write))
