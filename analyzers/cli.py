@@ -151,8 +151,8 @@ def cmd_backfill(args: argparse.Namespace, settings: Settings) -> int:
                 "fleetscope.analyze_window",
                 args=[w.start.isoformat(), w.end.isoformat(), w.partition, w.partitions],
             )
-        for bucket in planned.retired:
-            print(_retired_line(bucket, planned.rerun_retired))
+        for _, line in _retired_lines(planned):
+            print(line)
         print(_backfill_summary(planned, f"enqueued ({len(planned.windows)} window task(s))"))
         return 0
     from analyzers.run.results import CatalogJobs
@@ -167,7 +167,7 @@ def cmd_backfill(args: argparse.Namespace, settings: Settings) -> int:
         results = [pipeline.run(conn, w, CatalogJobs(store.engine), store) for w in planned.windows]
     finally:
         conn.close()
-    lines = [(b.start, _retired_line(b, planned.rerun_retired)) for b in planned.retired]
+    lines = _retired_lines(planned)
     lines += [(r.window.start, _result_text(r)) for r in results]
     for _, text in sorted(lines, key=lambda line: line[0]):  # stable: a re-run's note first
         print(text)
@@ -175,11 +175,38 @@ def cmd_backfill(args: argparse.Namespace, settings: Settings) -> int:
     return 1 if any(r.errors for r in results) else 0
 
 
-def _retired_line(bucket: RetiredBucket, rerun_retired: bool) -> str:
-    """A bucket whose raw samples retention retired: skipped, or re-run anyway, and why."""
-    done = "re-run anyway (--rerun-retired)" if rerun_retired else "skipped, findings kept"
-    span = f"{bucket.start.isoformat()} .. {bucket.end.isoformat()}"
-    return f"{span}  {done}: raw samples retired ({bucket.why()})"
+def _retired_lines(planned: BackfillPlan) -> list[tuple[datetime, str]]:
+    """Each retired bucket's line (skipped, or re-run anyway, and why), by start. Skipped
+    buckets in a row retired for the same reason share one line: a month-long range before
+    retention's cut-off is one line, not thirty."""
+    if planned.rerun_retired:
+        return [
+            (b.start, _retired_line([b], "re-run anyway (--rerun-retired)"))
+            for b in planned.retired
+        ]
+    runs: list[list[RetiredBucket]] = []
+    for bucket in planned.retired:
+        last = runs[-1][-1] if runs else None
+        reason = _reason(bucket)
+        if last is not None and last.end == bucket.start and reason and reason == _reason(last):
+            runs[-1].append(bucket)
+        else:
+            runs.append([bucket])
+    return [(run[0].start, _retired_line(run, "skipped, findings kept")) for run in runs]
+
+
+def _reason(bucket: RetiredBucket) -> str | None:
+    """The one reason all of a bucket's days give (None when they differ)."""
+    reasons = {d.why for d in bucket.days}
+    return reasons.pop() if len(reasons) == 1 else None
+
+
+def _retired_line(run: list[RetiredBucket], done: str) -> str:
+    span = f"{run[0].start.isoformat()} .. {run[-1].end.isoformat()}"
+    if len(run) == 1:
+        return f"{span}  {done}: raw samples retired ({run[0].why()})"
+    days = f"{run[0].days[0].day.isoformat()} to {run[-1].days[-1].day.isoformat()}"
+    return f"{span}  {len(run)} buckets {done}: raw samples retired ({days}: {_reason(run[0])})"
 
 
 def _backfill_summary(planned: BackfillPlan, done: str) -> str:

@@ -51,8 +51,8 @@ def retired_days(manifest: Manifest, first: date, last: date) -> dict[date, Reti
         elif newest is not None and day < newest:
             out[day] = RetiredDay(
                 day,
-                f"retention retired raw days up to {newest.isoformat()}: its cut-off passed "
-                "this day, whose host and step samples went with it",
+                f"before {newest.isoformat()}, the newest day retention retired: its cut-off "
+                "took the host and step samples with it",
             )
         day += timedelta(days=1)
     return out

@@ -140,9 +140,30 @@ def test_a_day_before_the_newest_retired_day_is_skipped_though_it_had_no_gpu_sam
     )
     assert capsys.readouterr().out == (
         "2025-03-02T00:00:00+00:00 .. 2025-03-03T00:00:00+00:00  skipped, findings kept: raw "
-        "samples retired (2025-03-02: retention retired raw days up to 2025-03-03: its cut-off "
-        "passed this day, whose host and step samples went with it)\n"
+        "samples retired (2025-03-02: before 2025-03-03, the newest day retention retired: its "
+        "cut-off took the host and step samples with it)\n"
         "backfill: 0 bucket(s) re-run, 1 skipped: retention retired their raw samples, their "
+        "findings are kept (--rerun-retired re-runs them on what is left)\n"
+    )
+
+
+def test_days_in_a_row_retired_for_one_reason_share_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A month before retention's cut-off is one line, not thirty; the marked Monday, retired
+    for its own reason, keeps its line, and the summary still counts every bucket."""
+    fleet = Fleet().host("h1", -DAY_MIN, 60).gpus("idle-mon", "h1", range(2), 0, 180, **IDLE)
+    publish(fleet, tmp_path / "var" / "segments")
+    retain_one_day(tmp_path)
+    argv = [*config(tmp_path), "backfill", "--start", "2025-02-01", "--end", "2025-03-04"]
+    assert main(argv) == 0
+    assert capsys.readouterr().out == (
+        "2025-02-01T00:00:00+00:00 .. 2025-03-03T00:00:00+00:00  30 buckets skipped, findings "
+        "kept: raw samples retired (2025-02-01 to 2025-03-02: before 2025-03-03, the newest day "
+        "retention retired: its cut-off took the host and step samples with it)\n"
+        f"{RETIRED}  skipped, findings kept: raw samples retired (2025-03-03: retention retired "
+        "its 2160 raw GPU samples; roll-ups keep them by minute and hour)\n"
+        "backfill: 0 bucket(s) re-run, 31 skipped: retention retired their raw samples, their "
         "findings are kept (--rerun-retired re-runs them on what is left)\n"
     )
 
