@@ -61,6 +61,7 @@ RULE_NAMES: dict[str, str] = {
 }
 
 META = "_meta"  # analyzers.run.results keeps title, job name, bucket and scope here
+SYMPTOMS = "symptoms"  # analyzers.rules.causes.SYMPTOMS_KEY: the findings a root cause absorbed
 MAX_ITEMS = 4  # list evidence shows this many items, then "+N more"
 
 
@@ -217,11 +218,34 @@ def evidence_rows(evidence: Mapping[str, Any]) -> list[tuple[str, str]]:
         if key == "samples" and isinstance(value, Mapping):
             rows.append(("data", _mapping_text(value)))
             continue
+        if key == SYMPTOMS and _summaries(value):
+            rows += [_symptom_row(symptom) for symptom in value]
+            continue
         if labels.count(what) > 1:
             suffix = next((s for s in _BY_LENGTH if key.endswith(s) and len(key) > len(s)), "")
             what = f"{what} {KINDS.get(suffix, suffix.strip('_'))}".strip()
         rows.append((what, value_text(key, value)))
     return rows
+
+
+def _summaries(value: Any) -> bool:
+    return isinstance(value, Sequence) and all(
+        isinstance(item, Mapping) and {"rule_id", "title"} <= set(item) for item in value
+    )
+
+
+def _symptom_row(symptom: Mapping[str, Any]) -> tuple[str, str]:
+    """An absorbed finding as one row: its rule, its own line and hours, its own evidence (its
+    job, host, GPUs and data are the root's, shown above)."""
+    hours = symptom.get("wasted_gpu_hours")
+    parts = [str(symptom["title"])]
+    if isinstance(hours, int | float):
+        parts.append(f"{number(float(hours))} GPU-h")
+    evidence = symptom.get("evidence")
+    if isinstance(evidence, Mapping):
+        own = _pairs({k: v for k, v in evidence.items() if k not in ("samples", META, SYMPTOMS)})
+        parts.append(own)
+    return f"also {symptom['rule_id']}", " · ".join(p for p in parts if p)
 
 
 @dataclass(frozen=True)

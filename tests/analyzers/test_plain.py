@@ -100,3 +100,26 @@ def test_names_and_spans() -> None:
     assert utc_span(START, datetime(2026, 11, 25, 1, 0, tzinfo=UTC)) == (
         "2026-11-24 14:05 to 2026-11-25 01:00 UTC"
     )
+
+
+def test_each_absorbed_symptom_reads_as_a_row_of_its_own() -> None:
+    """A root cause carries the findings it explains (analyzers.rules.causes): each reads as
+    'also <rule>' with its own line, hours and evidence, not one run-on list of dicts."""
+    from dataclasses import replace
+
+    from analyzers.rules.causes import resolve
+
+    root = replace(_finding(), evidence={"idle_min": 145.0})
+    symptom = replace(
+        _finding(),
+        rule_id="R2",
+        severity=Severity.WARN,
+        title="job-mean GPU utilization 0.0 % over 2 GPU(s)",
+        wasted_gpu_hours=4.8,
+        evidence={"util_mean_pct": 0.0, "samples": {"table": "gpu_samples", "host": "x"}},
+    )
+    (finding,) = resolve([root, symptom])
+    assert evidence_rows(finding.evidence) == [
+        ("idle", "145 min"),
+        ("also R2", "job-mean GPU utilization 0.0 % over 2 GPU(s) · 4.8 GPU-h · util mean 0 %"),
+    ]
