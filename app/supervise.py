@@ -13,6 +13,7 @@ import os
 import signal
 import socket
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -83,9 +84,34 @@ class Supervisor:
         return process.returncode
 
     def stop_all(self) -> None:
-        for child in reversed(self.children):
-            self.stop(child)
-        self.children.clear()
+        """Stop every child, newest first. A second Ctrl-C (or SIGTERM) while they stop, as an
+        impatient user gives, kills the rest at once: it used to end this process mid-way and
+        leave the children not yet stopped running (a server still holding the demo's ports)."""
+        try:
+            for child in reversed(self.children):
+                self.stop(child)
+        except KeyboardInterrupt:
+            self.kill_all()
+            raise
+        finally:
+            self.children.clear()
+
+    def kill_all(self) -> None:
+        """SIGKILL to every child's group; Ctrl-C and SIGTERM are ignored until all are gone (on
+        the main thread, where Python runs signal handlers: one more press must not cut this
+        short too)."""
+        ignored = {}
+        if threading.current_thread() is threading.main_thread():
+            ignored = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            for child in self.children:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(child.process.pid, signal.SIGKILL)
+            for child in self.children:
+                child.process.wait()
+        finally:
+            for signum, handler in ignored.items():
+                signal.signal(signum, handler)
 
     def __enter__(self) -> Supervisor:
         return self

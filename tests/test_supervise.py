@@ -1,0 +1,83 @@
+"""`fleetscope demo`'s supervisor (app.supervise) leaves no process behind, however it is stopped."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+# Children that take SIGTERM slowly (a server flushing): each notes the SIGTERM and goes on.
+CHILD = """
+import pathlib, signal, sys, time
+note = pathlib.Path(sys.argv[1])
+signal.signal(signal.SIGTERM, lambda *_: note.write_text("term"))
+note.with_suffix(".up").write_text("up")
+while True:
+    time.sleep(0.05)
+"""
+
+SUPERVISOR = """
+import sys, time
+from app.demo import _stop_on_ctrl_c_and_sigterm
+from app.supervise import Supervisor
+
+_stop_on_ctrl_c_and_sigterm()
+folder = sys.argv[1]
+with Supervisor(grace_s=600) as supervisor:
+    children = [
+        supervisor.start(f"c{i}", [sys.executable, "-c", sys.argv[2], f"{folder}/c{i}.term"])
+        for i in range(3)
+    ]
+    print(" ".join(str(c.process.pid) for c in children), flush=True)
+    try:
+        while True:
+            time.sleep(0.05)
+    except KeyboardInterrupt:
+        print("stopping", flush=True)
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _wait(condition: Callable[[], bool], timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+def test_a_second_ctrl_c_while_children_stop_kills_them_all(tmp_path: Path) -> None:
+    """The first Ctrl-C stops the children newest first, waiting for each; a second one while
+    the newest still flushes kills all three at once (it used to leave the other two running)."""
+    supervisor = subprocess.Popen(
+        [sys.executable, "-c", SUPERVISOR, str(tmp_path), CHILD],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert supervisor.stdout is not None
+    pids = [int(p) for p in supervisor.stdout.readline().split()]
+    try:
+        _wait(lambda: all((tmp_path / f"c{i}.up").exists() for i in range(3)))
+        supervisor.send_signal(signal.SIGINT)
+        _wait(lambda: (tmp_path / "c2.term").exists())  # the newest child is being stopped
+        assert not (tmp_path / "c1.term").exists()
+        supervisor.send_signal(signal.SIGINT)
+        assert supervisor.wait(60) != 0  # the second Ctrl-C ends it, as a KeyboardInterrupt
+        _wait(lambda: not any(_alive(pid) for pid in pids))
+    finally:
+        for pid in pids:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+        supervisor.kill()
+        supervisor.wait()
+        supervisor.stdout.close()
