@@ -131,7 +131,9 @@ def run_demo(args: argparse.Namespace, settings: Settings) -> int:
                 "FLEETSCOPE_AGENT_METRICS_PORT": "0",
                 "FLEETSCOPE_AGENT_SDK_SOCKET": str(root / "sock" / f"agent-{index:02d}.sock"),
             }
-            supervisor.start(f"agent-{index:02d}", [_bin("fleetscope-agent"), "run"], agent_env)
+            supervisor.start(
+                f"agent-{index:02d}", [_bin("fleetscope-agent"), "run"], agent_env, "agents"
+            )
         trainer = _start_trainer(supervisor, root, ingest_url, token, common)
         supervisor.start("dashboard", [_bin("fleetscope"), "dashboard"], common)
         dashboard_url = f"http://127.0.0.1:{dashboard_port}"

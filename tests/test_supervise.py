@@ -81,3 +81,55 @@ def test_a_second_ctrl_c_while_children_stop_kills_them_all(tmp_path: Path) -> N
         supervisor.kill()
         supervisor.wait()
         supervisor.stdout.close()
+
+
+# An agent: on SIGTERM it notes it, waits for its siblings' notes (they must be told together)
+# and says "exited"; the server: on SIGTERM it checks every agent has exited (it goes last).
+AGENT = """
+import pathlib, signal, sys, time
+folder, me, siblings = pathlib.Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+
+def stop(*_):
+    (folder / f"{me}.term").write_text("term")
+    deadline = time.monotonic() + 20
+    while len(list(folder.glob("agent-*.term"))) < siblings and time.monotonic() < deadline:
+        time.sleep(0.01)
+    told_together = len(list(folder.glob("agent-*.term"))) == siblings
+    (folder / f"{me}.exited").write_text("exited")
+    sys.exit(0 if told_together else 3)
+
+signal.signal(signal.SIGTERM, stop)
+(folder / f"{me}.up").write_text("up")
+while True:
+    time.sleep(0.05)
+"""
+
+SERVER = """
+import pathlib, signal, sys, time
+folder, agents = pathlib.Path(sys.argv[1]), int(sys.argv[2])
+signal.signal(
+    signal.SIGTERM,
+    lambda *_: sys.exit(0 if len(list(folder.glob("agent-*.exited"))) == agents else 3),
+)
+(folder / "server.up").write_text("up")
+while True:
+    time.sleep(0.05)
+"""
+
+
+def test_a_stop_group_is_told_together_and_before_what_started_earlier(tmp_path: Path) -> None:
+    """The demo's agents are stopped together, then the server (started first) after them."""
+    from app.supervise import Supervisor
+
+    supervisor = Supervisor(grace_s=60)
+    server = supervisor.start("server", [sys.executable, "-c", SERVER, str(tmp_path), "4"])
+    agents = [
+        supervisor.start(
+            name, [sys.executable, "-c", AGENT, str(tmp_path), name, "4"], stop_group="agents"
+        )
+        for name in (f"agent-{i}" for i in range(4))
+    ]
+    _wait(lambda: len(list(tmp_path.glob("*.up"))) == 5)
+    supervisor.stop_all()
+    assert [a.process.returncode for a in agents] == [0, 0, 0, 0]
+    assert server.process.returncode == 0
