@@ -121,7 +121,10 @@ def run_demo(args: argparse.Namespace, settings: Settings) -> int:
             agent_env = {
                 **common,
                 "FLEETSCOPE_AGENT_DCGM_URL": url,
-                # the exporter's host label also names the host rows (psutil: the machine's name)
+                # the simulated host's node_exporter page on the same port (simulator/serve.py):
+                # its 96 CPUs and 2 TiB, busy with its jobs, not this machine's (psutil)
+                "FLEETSCOPE_AGENT_NODE_EXPORTER_URL": _node_url(url),
+                # the exporter's host label also names the host rows
                 "FLEETSCOPE_AGENT_HOST": name,
                 "FLEETSCOPE_AGENT_INGEST_URL": ingest_url,
                 "FLEETSCOPE_AGENT_TOKEN": token,
@@ -177,6 +180,13 @@ def _exporters(log: Path, hosts: int, supervisor: Supervisor) -> list[tuple[str,
 
     wait_until(lambda: len(found()) >= hosts, 60, "simulator host list", supervisor.check_alive)
     return found()[:hosts]
+
+
+def _node_url(dcgm_url: str) -> str:
+    """The node_exporter page the simulator serves next to a host's dcgm-exporter page."""
+    from simulator.serve import NODE_PATH
+
+    return dcgm_url.removesuffix("/metrics") + NODE_PATH
 
 
 def _start_trainer(

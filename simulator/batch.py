@@ -30,6 +30,7 @@ from fleetscope.contract import GPU_SAMPLES, HOST_SAMPLES, STEP_SAMPLES, TS
 from fleetscope.dcgm_fields import FIELDS
 from simulator.fields import EXPORTER_FIELDS
 from simulator.fleet import Fleet
+from simulator.hardware import GPU_HOST
 from simulator.scenarios import Periodic, StepProfile
 from simulator.signals import Frame, SignalModel, hash_u01
 
@@ -38,8 +39,8 @@ __all__ = ["grid_frame", "scrape_failed", "tables"]
 I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]
 
-HOST_CORES: Final = 96
-HOST_MEM_BYTES: Final = 2 * 1024**4
+HOST_CORES: Final = GPU_HOST.logical_cpus
+HOST_MEM_BYTES: Final = GPU_HOST.mem_total_bytes
 _GIB: Final = 1024**3
 
 

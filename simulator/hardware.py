@@ -7,6 +7,11 @@ nvidia-smi reports them), DGX H100 PCI topology for bus ids, `nvidia-smi mig -lg
 for the 3g.40gb / 4g.40gb profiles (39.25 GiB = 40192 MiB each). Framebuffer totals as DCGM
 reports them (FB_FREE + FB_USED).
 
+The host around the GPUs (GPU_HOST) is one model for every GPU model: 96 logical CPUs, 12 per GPU
+(the cores a Slurm or Kubernetes job gets per GPU, truth.CORES_PER_GPU; a DGX H100 has 224 and
+reserves some for the system), and 2 TiB of memory (a DGX H100's). Its
+network and disk devices are the names node_exporter prints on such a host.
+
 Must never: hold state or depend on time.
 """
 
@@ -15,7 +20,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-__all__ = ["A100_PCIE", "DRIVER_VERSION", "GPU_MODELS", "H100_SXM", "MIG_LAYOUT", "GpuModel"]
+__all__ = [
+    "A100_PCIE",
+    "DRIVER_VERSION",
+    "GPU_HOST",
+    "GPU_MODELS",
+    "H100_SXM",
+    "MIG_LAYOUT",
+    "GpuModel",
+    "HostModel",
+]
 
 DRIVER_VERSION: Final = "570.133.20"
 
@@ -79,4 +93,20 @@ class MigSlice:
 MIG_LAYOUT: Final[tuple[MigSlice, ...]] = (
     MigSlice("3g.40gb", 1, 40192, 3 / 7),
     MigSlice("4g.40gb", 2, 40192, 4 / 7),
+)
+
+
+@dataclass(frozen=True)
+class HostModel:
+    """The CPU side of a GPU host, as batch.py's host rows and node.py's node_exporter page
+    show it."""
+
+    logical_cpus: int
+    mem_total_bytes: int
+    nic: str  # node_exporter's `device` label of the data network interface
+    disk: str  # node_exporter's `device` label of the local scratch disk
+
+
+GPU_HOST: Final = HostModel(
+    logical_cpus=96, mem_total_bytes=2 * 1024**4, nic="enp170s0f0np0", disk="nvme0n1"
 )

@@ -1,4 +1,4 @@
-"""Live serving: one dcgm-exporter stand-in per simulated host, on 127.0.0.1, in one process.
+"""Live serving: one dcgm-exporter (and node_exporter) stand-in per simulated host, on 127.0.0.1, in one process.
 
 What it is for: agents scrape these exactly as they would scrape dcgm-exporter on :9400.
 `GET /metrics` answers the host's page for the current second of the injected clock with
@@ -6,6 +6,11 @@ dcgm-exporter's Content-Type, or 503 when the simulated scrape fails (missing sa
 answer can be recorded (`record_dir`: one append-only JSON Lines file per host, one line per
 request: host, served_at, status, page) so an end-to-end test can prove that every served sample
 reached the warehouse exactly once.
+
+`GET /node/metrics` on the same port answers the host's node_exporter page (node_page.py: its
+CPUs, memory, network and disk, following the jobs on its GPUs), always 200 and never recorded,
+so that an agent's `agent.node_exporter_url` reads the simulated host, not the machine that runs
+the simulator.
 
 Each host is a ThreadingHTTPServer in its own daemon thread: 16 hosts cost 16 idle threads.
 `stop()` shuts every server down and joins its thread.
@@ -28,7 +33,9 @@ from simulator.fleet import Host
 from simulator.render import CONTENT_TYPE
 from simulator.sim import FleetSimulator
 
-__all__ = ["ExporterFleet"]
+__all__ = ["NODE_PATH", "ExporterFleet"]
+
+NODE_PATH = "/node/metrics"  # the host's node_exporter page, next to dcgm-exporter's /metrics
 
 log = logging.getLogger(__name__)
 Clock = Callable[[], float]
@@ -56,7 +63,11 @@ def _handler(
         protocol_version = "HTTP/1.1"
 
         def do_GET(self) -> None:
-            if self.path.split("?", 1)[0] != "/metrics":
+            path = self.path.split("?", 1)[0]
+            if path == NODE_PATH:
+                self._answer(HTTPStatus.OK, sim.node_page(host, clock()), CONTENT_TYPE)
+                return
+            if path != "/metrics":
                 self._answer(
                     HTTPStatus.NOT_FOUND, "404 page not found\n", "text/plain; charset=utf-8"
                 )
@@ -120,6 +131,13 @@ class ExporterFleet:
         """Host name -> its /metrics URL."""
         return {
             host.name: f"http://{self.address}:{server.server_address[1]}/metrics"
+            for host, server in self._servers
+        }
+
+    def node_urls(self) -> dict[str, str]:
+        """Host name -> its node_exporter page's URL."""
+        return {
+            host.name: f"http://{self.address}:{server.server_address[1]}{NODE_PATH}"
             for host, server in self._servers
         }
 

@@ -278,6 +278,18 @@ class SignalModel:
         allocated = found & (t < self.s_end[safe])
         return seg, allocated
 
+    def levels(self, unit: I64, t: I64) -> tuple[B, I64]:
+        """Whether each (unit[i], t[i]) is allocated, and its level: `evaluate` without the
+        exporter values, for the host's CPU load (node.py)."""
+        unit = np.asarray(unit, dtype=np.int64)
+        t = np.asarray(t, dtype=np.int64)
+        seg, alloc = self.lookup(unit, t)
+        safe_seg = np.maximum(seg, 0)
+        job = np.where(alloc, self.s_job[safe_seg], 0)
+        rank = np.where(alloc, self.s_rank[safe_seg], -1)
+        level, _ = self._levels_at(job, rank, t, alloc)
+        return alloc, level
+
     def evaluate(self, unit: I64, t: I64) -> Frame:
         """Every exporter value for each (unit[i], t[i]); t in whole seconds."""
         unit = np.asarray(unit, dtype=np.int64)

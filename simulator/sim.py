@@ -1,7 +1,7 @@
 """The simulator's one entry point: a fleet over a time range, and everything read from it.
 
 What it is for: `FleetSimulator` ties the parts together so callers (the CLI, the HTTP servers,
-tests, benchmarks, evaluation) use one object: `page(host, t)` for live serving,
+tests, benchmarks, evaluation) use one object: `page(host, t)` and `node_page(host, t)` (its node_exporter page) for live serving,
 `tables(t0, t1, step_s)` / `iter_tables(...)` for batch generation, `job_records()`,
 `truth_records()` and `user_truth_records()` for the catalog and the ground truth. Times are always passed in (Unix
 seconds); nothing here reads the clock.
@@ -19,6 +19,9 @@ import pyarrow as pa
 
 from simulator import batch
 from simulator.fleet import Fleet, FleetSpec, Host, Job
+from simulator.hardware import GPU_HOST
+from simulator.host_load import IDLE_CPU_PCT, HostLoad, boot_s
+from simulator.node_page import HostCounters, render_node_page
 from simulator.records import job_record, truth_record
 from simulator.render import allocations, render_page
 from simulator.signals import Frame, SignalModel
@@ -33,6 +36,7 @@ class FleetSimulator:
     def __init__(self, spec: FleetSpec, *, origin_s: int, horizon_s: int) -> None:
         self.fleet = Fleet(spec, origin_s, horizon_s)
         self.signals = SignalModel(self.fleet)
+        self.host_load = HostLoad(self.signals)
         self._host_units = {
             host.index: [u for u in self.fleet.units if u.host == host.index]
             for host in self.fleet.hosts
@@ -59,6 +63,31 @@ class FleetSimulator:
         frame = self.host_frame(host, t)
         allocs = allocations(self.fleet, frame, self.signals.seg_pod)
         return render_page(host, self._host_units[host.index], frame, allocs)
+
+    def node_counters(self, host: Host, t: float) -> HostCounters:
+        """The host's load sums since boot at second floor(t), for its node_exporter page."""
+        second = int(t)
+        load = self.host_load
+        boot = boot_s(self.fleet, host)
+        before_s = self.fleet.origin_s - boot
+        cpu_s, io_s = load.sums(host, second)
+        ago = [load.sums(host, second - minutes * 60)[0] for minutes in (1, 5, 15)]
+        return HostCounters(
+            t=second,
+            boot_s=boot,
+            cpu_pct_s=IDLE_CPU_PCT * before_s + cpu_s,
+            iowait_pct_s=load.idle_iowait_pct * before_s + io_s,
+            cpu_pct=load.sums(host, second + 1)[0] - cpu_s,
+            load_cpu_pct=(
+                (cpu_s - ago[0]) / 60.0,
+                (cpu_s - ago[1]) / 300.0,
+                (cpu_s - ago[2]) / 900.0,
+            ),
+        )
+
+    def node_page(self, host: Host, t: float) -> str:
+        """The host's node_exporter page at second floor(t) (node_page.py)."""
+        return render_node_page(GPU_HOST, self.node_counters(host, t))
 
     def tables(self, t0: int, t1: int, step_s: int) -> dict[str, pa.Table]:
         """gpu_samples, host_samples, step_samples for [t0, t1), every step_s seconds."""
