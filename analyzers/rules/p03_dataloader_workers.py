@@ -2,8 +2,11 @@
 
 Source: SageMaker Debugger's Dataloader rule: worker processes below 70 % or above 200 % of the CPU
 cores. Workers are summed over the job's ranks on a host (each rank has its own DataLoader); cores
-come from the host samples (the job's cgroup where reported, else the host). The data-wait share is
-in the evidence: too few workers matter most when P1 also fires.
+come from the host samples: the job's cgroup where reported, else the host's cores times the job's
+share of the host's GPUs (in the window's gpu_samples), the CPUs a GPU scheduler allots per GPU
+(Slurm's `DefCpuPerGPU`, a Kubernetes pod's CPU request in proportion): a one-GPU job on an
+eight-GPU, 96-core host is judged against 12 cores, not 96. The data-wait share is in the
+evidence: too few workers matter most when P1 also fires.
 
 Wasted GPU-hours: 0: the waste of a stalled loader is counted once, by P1.
 """
@@ -11,7 +14,7 @@ Wasted GPU-hours: 0: the waste of a stalled loader is counted once, by P1.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from analyzers.accounting.frames import ts_literal
 from analyzers.base import PartitionKey
@@ -37,7 +40,7 @@ class WorkerThresholds:
 class DataLoaderWorkers:
     name: ClassVar[str] = "dataloader_workers"
     rule_ids: ClassVar[tuple[str, ...]] = ("P3",)
-    inputs: ClassVar[tuple[str, ...]] = ("step_samples", "host_samples")
+    inputs: ClassVar[tuple[str, ...]] = ("step_samples", "host_samples", "gpu_samples")
     partition_by: ClassVar[PartitionKey] = "job"
     thresholds: WorkerThresholds = field(default_factory=WorkerThresholds)
 
@@ -45,6 +48,7 @@ class DataLoaderWorkers:
         self, conn: duckdb.DuckDBPyConnection, window: Window, catalog: JobCatalog
     ) -> list[Finding]:
         th = self.thresholds
+        in_window = f"ts >= {ts_literal(window.start)} AND ts < {ts_literal(window.end)}"
         rows = fetch(
             conn,
             f"""
@@ -60,13 +64,22 @@ class DataLoaderWorkers:
                 FROM per_rank GROUP BY ALL
             ), cores AS (
                 SELECT host, job_id, median(cpu_cores) AS cores FROM host_samples
-                WHERE ts >= {ts_literal(window.start)} AND ts < {ts_literal(window.end)}
-                  AND cpu_cores > 0 GROUP BY ALL
+                WHERE {in_window} AND cpu_cores > 0 GROUP BY ALL
+            ), host_gpus AS (
+                SELECT host, count(DISTINCT gpu_index) AS gpus FROM gpu_samples
+                WHERE {in_window} GROUP BY ALL
+            ), job_gpus AS (
+                SELECT host, job_id, count(DISTINCT gpu_index) AS gpus FROM gpu_samples
+                WHERE {in_window} AND job_id IS NOT NULL GROUP BY ALL
             )
-            SELECT p.*, COALESCE(cj.cores, ch.cores) AS cores
+            SELECT p.*, cj.cores AS cgroup_cores, ch.cores AS host_cores, jg.gpus AS job_gpus,
+                   hg.gpus AS host_gpus,
+                   COALESCE(cj.cores, ch.cores * coalesce(jg.gpus / hg.gpus, 1.0)) AS cores
             FROM per_host p
             LEFT JOIN cores cj ON cj.host = p.host AND cj.job_id = p.job_id
             LEFT JOIN cores ch ON ch.host = p.host AND ch.job_id IS NULL
+            LEFT JOIN job_gpus jg ON jg.host = p.host AND jg.job_id = p.job_id
+            LEFT JOIN host_gpus hg ON hg.host = p.host
             WHERE COALESCE(cj.cores, ch.cores) IS NOT NULL
             ORDER BY p.job_id, p.host
             """,
@@ -108,6 +121,7 @@ class DataLoaderWorkers:
                         "workers": float(row["workers"]),
                         "cpu_cores": float(row["cores"]),
                         "workers_per_core": r(ratio),
+                        **_share_of_host(row),
                         "data_wait_share": r(wait),
                         "ranks_on_host": int(row["ranks"]),
                     },
@@ -115,3 +129,16 @@ class DataLoaderWorkers:
                 )
             )
         return findings
+
+
+def _share_of_host(row: dict[str, Any]) -> dict[str, float | int]:
+    """How `cpu_cores` was reached when it is the job's GPU share of the whole host's cores."""
+    if row["cgroup_cores"] is not None or row["job_gpus"] is None or row["host_gpus"] is None:
+        return {}
+    if row["job_gpus"] == row["host_gpus"]:
+        return {}
+    return {
+        "host_cpu_cores": float(row["host_cores"]),
+        "job_gpus_on_host": int(row["job_gpus"]),
+        "host_gpus": int(row["host_gpus"]),
+    }

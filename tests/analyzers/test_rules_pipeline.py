@@ -52,3 +52,25 @@ def test_p3_too_few_and_too_many_workers_for_the_cores(fleet: Fleet) -> None:
         2,
     )
     assert few.wasted_gpu_hours == many.wasted_gpu_hours == 0.0
+
+
+def test_p3_a_job_on_part_of_a_host_is_judged_against_its_gpus_share_of_the_cores(
+    fleet: Fleet,
+) -> None:
+    """No cgroup row for the jobs: a one-GPU job on an eight-GPU, 96-core host has 12 cores (12
+    workers are right for it, not 12 % of the host); a two-GPU job with 2 workers has too few."""
+    fleet.host("h1", 0, 10, cpu_cores=96.0)
+    fleet.gpus(None, "h1", range(3, 8), 0, 10)
+    fleet.gpus("one_gpu", "h1", [0], 0, 10)
+    fleet.steps("one_gpu", "h1", 0, 0, 200, dataloader_workers=12)
+    fleet.gpus("two_gpus", "h1", [1, 2], 0, 10)
+    fleet.steps("two_gpus", "h1", 0, 0, 200, dataloader_workers=2)
+    (few,) = run(DataLoaderWorkers(), fleet)
+    assert few.job_id == "two_gpus"
+    assert few.title == "2 DataLoader workers for 24 CPU cores (8%)"
+    assert {k: few.evidence[k] for k in ("cpu_cores", "host_cpu_cores", "job_gpus_on_host")} == {
+        "cpu_cores": 24.0,
+        "host_cpu_cores": 96.0,
+        "job_gpus_on_host": 2,
+    }
+    assert few.evidence["host_gpus"] == 8
