@@ -278,26 +278,26 @@ class SignalModel:
         allocated = found & (t < self.s_end[safe])
         return seg, allocated
 
-    def levels(self, unit: I64, t: I64) -> tuple[B, I64]:
-        """Whether each (unit[i], t[i]) is allocated, and its level: `evaluate` without the
-        exporter values, for the host's CPU load (node.py)."""
+    def _allocation(self, unit: I64, t: I64) -> tuple[I64, I64, I64, B, I64, I64]:
+        """(unit, t, segment, allocated, job, rank) of each (unit[i], t[i])."""
         unit = np.asarray(unit, dtype=np.int64)
         t = np.asarray(t, dtype=np.int64)
         seg, alloc = self.lookup(unit, t)
         safe_seg = np.maximum(seg, 0)
         job = np.where(alloc, self.s_job[safe_seg], 0)
         rank = np.where(alloc, self.s_rank[safe_seg], -1)
+        return unit, t, seg, alloc, job, rank
+
+    def levels(self, unit: I64, t: I64) -> tuple[B, I64]:
+        """Whether each (unit[i], t[i]) is allocated, and its level: `evaluate` without the
+        exporter values, for the host's CPU load (node.py)."""
+        _, t, _, alloc, job, rank = self._allocation(unit, t)
         level, _ = self._levels_at(job, rank, t, alloc)
         return alloc, level
 
     def evaluate(self, unit: I64, t: I64) -> Frame:
         """Every exporter value for each (unit[i], t[i]); t in whole seconds."""
-        unit = np.asarray(unit, dtype=np.int64)
-        t = np.asarray(t, dtype=np.int64)
-        seg, alloc = self.lookup(unit, t)
-        safe_seg = np.maximum(seg, 0)
-        job = np.where(alloc, self.s_job[safe_seg], 0)
-        rank = np.where(alloc, self.s_rank[safe_seg], -1)
+        unit, t, seg, alloc, job, rank = self._allocation(unit, t)
         level, throttled = self._levels_at(job, rank, t, alloc)
         values = self._values(unit, t, seg, alloc, job, rank, level, throttled)
         return Frame(unit, t, seg, alloc, np.where(alloc, job, -1), rank, level, values)
