@@ -82,3 +82,37 @@ def test_top_level_help_lists_every_command_and_imports_no_stage() -> None:
         check=True,
     )
     assert json.loads(result.stdout) == {"stages": [], "numpy": False, "listed": True}
+
+
+VERSION_PROBE = """
+import contextlib, io, json, sys
+from app.cli import main
+with contextlib.redirect_stdout(io.StringIO()) as out:
+    try:
+        main(["--version"])
+    except SystemExit as exited:
+        code = exited.code
+print(json.dumps({
+    "printed": out.getvalue(),
+    "code": code,
+    "cards": sorted(m for m in sys.modules if m.startswith("app.commands.")),
+}))
+"""
+
+
+def test_version_loads_no_command_card() -> None:
+    """Only a help lists the commands: `fleetscope --version` imports no card (issue 19)."""
+    result = subprocess.run(
+        [sys.executable, "-c", VERSION_PROBE], capture_output=True, text=True, check=True
+    )
+    assert json.loads(result.stdout) == {"printed": "fleetscope 0.1.0\n", "code": 0, "cards": []}
+
+
+def test_a_bare_command_line_prints_the_help_with_every_command(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from app.cli import main
+
+    assert main([]) == 2
+    out = capsys.readouterr().out
+    assert all(f"    {name} " in out for name, _ in _cards())
