@@ -13,13 +13,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import cached_property
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 
 from analyzers.traces.classify import Classifier, KernelClass
+
+if TYPE_CHECKING:  # annotations only: pathlib imports urllib.parse and ipaddress (~4 ms, issue 19)
+    from pathlib import Path
 
 __all__ = ["Mode", "RankFrame", "TraceSet"]
 
