@@ -101,12 +101,15 @@ def _path_state() -> list[Any]:
             children = sorted(os.listdir(where))
         except OSError:  # a zip, a file or a missing folder: its own mtime covers it
             continue
+        # Every run stats each installed distribution (~150 here): paths by plain concatenation,
+        # not os.path.join, which was a fifth of this function's time.
+        prefix = where + os.sep
         for child in children:
-            if child.lower().endswith(_METADATA_SUFFIXES):
-                folder = os.path.join(where, child)
-                state.append([child, *_stamp(os.path.join(folder, "entry_points.txt"))])
-                if child.lower().endswith(".egg"):
-                    egg_info = os.path.join(folder, "EGG-INFO", "entry_points.txt")
+            lower = child.lower()
+            if lower.endswith(_METADATA_SUFFIXES):
+                state.append([child, *_stamp(f"{prefix}{child}{os.sep}entry_points.txt")])
+                if lower.endswith(".egg"):
+                    egg_info = os.path.join(prefix + child, "EGG-INFO", "entry_points.txt")
                     state.append([child + "/EGG-INFO", *_stamp(egg_info)])
     return state
 
