@@ -11,9 +11,10 @@ command for real. Commands are listed by name, whichever package installs them.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 from fleetscope import __version__, plugins
 from fleetscope.edge import run
@@ -63,7 +64,9 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     their cards, only for the top-level help or a command name argparse must refuse with the
     list. A command whose card cannot be loaded (a broken plug-in) is listed as such, so it
     stops only itself; with no `argv` (every command registered) it is an error."""
-    parser = argparse.ArgumentParser(
+    installed = plugins.required(plugins.COMMANDS)
+    name = None if argv is None else chosen_command(argv)
+    parser = _Parser(
         prog="fleetscope", description="Where your GPU-hours go, and how to win them back."
     )
     parser.add_argument("--version", action="version", version=f"fleetscope {__version__}")
@@ -71,21 +74,78 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         "--config", help="TOML settings file (default: $FLEETSCOPE_CONFIG or ./fleetscope.toml)"
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    installed = plugins.required(plugins.COMMANDS)
-    name = None if argv is None else chosen_command(argv)
     if name in installed:  # ~20 parsers and cards fewer: ~15 ms of every command (issue 19)
         _card(name).register(subparsers)
-        return parser
-    for command in sorted(installed):
-        if argv is None:
+    elif argv is None:
+        for command in sorted(installed):
             _card(command).register(subparsers)
-            continue
+    elif name is None:
+        # No command word: argparse reads the list only to print the help (`--help`, or no
+        # command at all), so `fleetscope --version` loads no card (~10 ms, issue 19).
+        parser.list_on_help = lambda: _list_commands(subparsers, installed)
+    else:  # a name argparse refuses, with the list
+        _list_commands(subparsers, installed)
+    return parser
+
+
+class _Parser(argparse.ArgumentParser):
+    """fleetscope's parsers: the top level's and, made by its `add_subparsers` (argparse makes a
+    subparser of the parent's class), every command's. They lay out help with `_Formatter`, and
+    the top level's command list may wait until its help is formatted (`list_on_help`)."""
+
+    list_on_help: Callable[[], None] | None = None
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _Formatter)
+        super().__init__(**kwargs)
+
+    def format_help(self) -> str:
+        if self.list_on_help is not None:
+            list_commands, self.list_on_help = self.list_on_help, None
+            list_commands()
+        return super().format_help()
+
+
+class _Formatter(argparse.HelpFormatter):
+    """argparse's help layout, at the width argparse would take, found without importing shutil:
+    argparse makes a formatter for every argument it adds, and shutil (with the bz2 and lzma it
+    imports) was ~2 ms of every command (issue 19)."""
+
+    def __init__(
+        self,
+        prog: str,
+        indent_increment: int = 2,
+        max_help_position: int = 24,
+        width: int | None = None,
+    ) -> None:
+        if width is None:
+            width = _terminal_columns() - 2
+        super().__init__(prog, indent_increment, max_help_position, width)
+
+
+def _terminal_columns() -> int:
+    """`shutil.get_terminal_size().columns`, by its rule: $COLUMNS if a positive number, else
+    the width of the terminal stdout is, else 80."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):  # no stdout, or not a terminal
+            columns = 0
+    return columns or 80
+
+
+def _list_commands(subparsers: Any, installed: Iterable[str]) -> None:
+    """Every installed command by name with its card's one-line help, not registered."""
+    for command in sorted(installed):
         try:
             help_line = plugins.command_help(_card(command))
         except ConfigError as exc:
             help_line = f"(broken plug-in: {exc})"
         subparsers.add_parser(command, help=help_line, add_help=False)
-    return parser
 
 
 def follow_demo(args: argparse.Namespace, settings: Settings) -> Settings:

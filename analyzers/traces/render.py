@@ -6,7 +6,7 @@ Per-launch tables (one row per kernel launch, thousands of rows) are summarized 
 
 from __future__ import annotations
 
-import json
+import functools
 import math
 import re
 import struct
@@ -90,6 +90,8 @@ def report_json(reports: Sequence[TraceReport]) -> str:
     data = raw[0] if len(raw) == 1 else raw
     text = _msgspec_json(data)
     if text is None:
+        import json  # only here: msgspec writes the rest (the json module is ~1.7 ms to import)
+
         text = json.dumps(json_ready(data), indent=1)
     return text + "\n"
 
@@ -98,9 +100,16 @@ def report_json(reports: Sequence[TraceReport]) -> str:
 # `1e-7`; Python `1e+16`, `1e-07`) or below 1e-4 (msgspec `0.0000853`, Python `8.53e-05`). Matched
 # after `:`, `,` or `[` in the compact text; a match inside a string only costs the rewrite below.
 _ODD_FLOAT = re.compile(rb"[:,\[]-?(?:[0-9.]+e|0\.0000)")
-# The rewrite's tokens: a whole string (left as it is, so nothing inside one is touched) or a
-# number after `:`, `,` or `[` (compact JSON has no spaces).
-_STRING_OR_NUMBER = re.compile(rb'"(?:[^"\\]|\\.)*"|(?<=[:,\[])-?[0-9][0-9.eE+-]*')
+
+
+@functools.cache
+def _string_or_number() -> re.Pattern[bytes]:
+    """The rewrite's tokens: a whole string (left as it is, so nothing inside one is touched) or
+    a number after `:`, `,` or `[` (compact JSON has no spaces). Compiled on first use: a report
+    with no float to rewrite never needs it."""
+    return re.compile(rb'"(?:[^"\\]|\\.)*"|(?<=[:,\[])-?[0-9][0-9.eE+-]*')
+
+
 # An infinity as msgpack writes a float: 0xcb and the IEEE 754 double, big-endian.
 _INFINITIES = tuple(b"\xcb" + struct.pack(">d", v) for v in (math.inf, -math.inf))
 
@@ -129,7 +138,7 @@ def _msgspec_json(data: Any) -> str | None:
     if not compact.isascii() or b"\x7f" in compact or b"\\u" in compact:
         return None
     if _ODD_FLOAT.search(compact):
-        compact = _STRING_OR_NUMBER.sub(_as_python_writes, compact)
+        compact = _string_or_number().sub(_as_python_writes, compact)
     return msgspec.json.format(compact, indent=1).decode()
 
 

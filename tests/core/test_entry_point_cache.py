@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -100,3 +101,20 @@ def test_load_follows_importlib_metadata_syntax() -> None:
 def test_the_default_folder_follows_xdg(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     assert entry_point_cache.cache_dir() == tmp_path / "fleetscope"
+
+
+def test_a_warm_cache_is_read_without_json_or_pathlib(tmp_path: Path) -> None:
+    """Every command reads the cache: reading it imports no module the command line would not
+    have imported anyway (json and pathlib cost ~7 ms of `fleetscope --version`, issue 19)."""
+    probe = (
+        "import sys\n"
+        "before = set(sys.modules)\n"
+        "from fleetscope.entry_point_cache import entry_points\n"
+        "assert entry_points('fleetscope.commands')\n"
+        "print(sorted({'json', 'pathlib'} & (set(sys.modules) - before)))"
+    )
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path)}
+    run = [sys.executable, "-c", probe]
+    for _ in range(2):  # a miss, which scans with importlib.metadata, then a hit
+        out = subprocess.run(run, capture_output=True, text=True, check=True, env=env).stdout
+    assert out == "[]\n"

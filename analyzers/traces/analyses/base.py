@@ -19,9 +19,12 @@ from analyzers.traces.frame import TraceSet
 __all__ = ["REGISTRY", "AnalysisResult", "AnalysisSpec", "Table", "TraceOptions", "analysis"]
 
 
-@dataclass(frozen=True)
-class TraceOptions:
-    """Thresholds and assumptions, each with its source (rules.md) as the default."""
+class TraceOptions(NamedTuple):
+    """Thresholds and assumptions, each with its source (rules.md) as the default.
+
+    A NamedTuple, like the other immutable records here: a frozen dataclass of these 26 fields
+    generated six methods at every import, ~2.5 ms of each `fleetscope trace analyze` (issue 19).
+    """
 
     # HTA get_idle_time_breakdown default, in us (its docstring says ns; it compares us).
     consecutive_kernel_delay_us: float = 30.0
@@ -61,9 +64,9 @@ class TraceOptions:
     top_kernels: int = 10
 
 
-@dataclass(frozen=True)
-class Table:
-    """Rows with named columns; `name` is stable (JSON key, HTA CSV stem where HTA has one)."""
+class Table(NamedTuple):
+    """Rows with named columns; `name` is stable (JSON key, HTA CSV stem where HTA has one).
+    A NamedTuple: no dataclass to generate at import (issue 19)."""
 
     name: str
     columns: tuple[str, ...]

@@ -27,6 +27,7 @@ Speed-up figures and their sources (the defaults of `TraceOptions`):
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from typing import NamedTuple
@@ -168,15 +169,28 @@ def _pinned(replay: Replay, o: TraceOptions, level: int) -> Change | None:
     return Change(pinned=True) if replay.gpu_pageable.any() else None
 
 
-_GEMM = re.compile(r"gemm|conv|cudnn.*(dgrad|wgrad|fprop)|winograd|scudnn|dgrad|wgrad", re.I)
-_MEMBOUND = re.compile(
-    r"elementwise|bn_|batch_?norm|layer_?norm|pool|reduce|softmax|relu|add|mul|clamp|threshold",
-    re.I,
-)
-CPU_AMP_OPS = re.compile(
-    r"^(aten::(conv\dd|convolution|linear|addmm|mm|bmm|matmul|baddbmm))$"
-    r"|^autograd::engine::evaluate_function: (Convolution|Addmm|Mm|Bmm)Backward\d*$"
-)
+# The AMP scenario's regexes, compiled on first use: most runs need none of them (ASCII kernel
+# names take the word tests below; the CPU ops' only a CPU-only trace), and compiling the three
+# at import cost ~0.8 ms of every `fleetscope trace analyze` (issue 19).
+@functools.cache
+def gemm_kernels() -> re.Pattern[str]:
+    return re.compile(r"gemm|conv|cudnn.*(dgrad|wgrad|fprop)|winograd|scudnn|dgrad|wgrad", re.I)
+
+
+@functools.cache
+def membound_kernels() -> re.Pattern[str]:
+    return re.compile(
+        r"elementwise|bn_|batch_?norm|layer_?norm|pool|reduce|softmax|relu|add|mul|clamp|threshold",
+        re.I,
+    )
+
+
+@functools.cache
+def cpu_amp_ops() -> re.Pattern[str]:
+    return re.compile(
+        r"^(aten::(conv\dd|convolution|linear|addmm|mm|bmm|matmul|baddbmm))$"
+        r"|^autograd::engine::evaluate_function: (Convolution|Addmm|Mm|Bmm)Backward\d*$"
+    )
 
 
 _NOT_CHANGED, _GEMM_OP, _MEMBOUND_OP = 0, 1, 2
@@ -191,12 +205,15 @@ _MEMBOUND_WORDS = (
 
 
 def _kernel_kind(name: str) -> int:
-    """`_GEMM_OP` where `_GEMM` matches, else `_MEMBOUND_OP` where `_MEMBOUND` does."""
+    """`_GEMM_OP` where `gemm_kernels()` matches, else `_MEMBOUND_OP` where `membound_kernels()`
+    does."""
     if not name.isascii():
-        return _GEMM_OP if _GEMM.search(name) else _MEMBOUND_OP if _MEMBOUND.search(name) else 0
+        if gemm_kernels().search(name):
+            return _GEMM_OP
+        return _MEMBOUND_OP if membound_kernels().search(name) else _NOT_CHANGED
     low = name.lower()
     if any(word in low for word in _GEMM_WORDS) or (
-        "cudnn" in low and "fprop" in low and _GEMM.search(name)
+        "cudnn" in low and "fprop" in low and gemm_kernels().search(name)
     ):
         return _GEMM_OP
     return _MEMBOUND_OP if any(word in low for word in _MEMBOUND_WORDS) else _NOT_CHANGED
@@ -234,7 +251,7 @@ def _amp(replay: Replay, o: TraceOptions, level: int) -> Change | None:
     if replay.has_gpu:
         return Change(gpu_factor=_amp_gpu_factor(replay, o, level), cpu_scale=cpu_overhead)
     frame = replay.frame
-    rows = frame.names_matching(CPU_AMP_OPS.match) & replay.cpu
+    rows = frame.names_matching(cpu_amp_ops().match) & replay.cpu
     if not rows.any():
         return None
     speedup = _pick(level, o.amp_cpu_speedup, 2.0, 0.8)

@@ -72,6 +72,17 @@ def eligible_kernels(frame: RankFrame) -> np.ndarray:
     return mask
 
 
+def _on_tensor_cores(frame: RankFrame, kernels: np.ndarray) -> np.ndarray:
+    """The rows of `kernels` whose name holds a tensor-core pattern. Only the kernels' names are
+    tested, once each: a trace has far more names of CPU ops (tracelens_b200_eager: 1,041
+    names, 28 of compute kernels; testing them all was 3 ms of its run, issue 19)."""
+    hit = np.zeros(len(frame.names), dtype=bool)
+    for code in unique(frame.name[kernels]).tolist():
+        hit[code] = uses_tensor_cores(frame.names[code])
+    mask: np.ndarray = kernels & hit[frame.name]
+    return mask
+
+
 PLUGIN_ORDER = 150  # its place in the trace report (fleetscope.plugins)
 
 
@@ -81,7 +92,7 @@ def tensor_cores(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
     per_rank: dict[int, dict[str, float]] = {}
     for frame in trace.frames():
         compute = frame.of_class(KernelClass.COMPUTATION)
-        tc = compute & frame.names_matching(uses_tensor_cores)
+        tc = _on_tensor_cores(frame, compute)
         eligible = eligible_kernels(frame) | tc
         compute_us = float(frame.dur[compute].sum())
         eligible_us = float(frame.dur[eligible].sum())

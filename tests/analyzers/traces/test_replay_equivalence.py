@@ -16,7 +16,13 @@ from hypothesis import strategies as st
 
 from analyzers.traces.analyses.base import TraceOptions
 from analyzers.traces.analyses.replay import Change, Replay, grouped_cummax, outermost
-from analyzers.traces.analyses.scenarios import _GEMM, _MEMBOUND, LEVELS, SCENARIOS, _kernel_kind
+from analyzers.traces.analyses.scenarios import (
+    LEVELS,
+    SCENARIOS,
+    _kernel_kind,
+    gemm_kernels,
+    membound_kernels,
+)
 from tests.analyzers.traces.trace_paths import ALL_TRACES, DATA, trace_set
 
 CPU_PAIR = Path(__file__).resolve().parents[2] / "data" / "whatif_pairs" / "cpu_cnn" / "base"
@@ -153,7 +159,7 @@ def test_grouped_cummax_restarts_at_each_group(rows: list[tuple[int, float]]) ->
 
 def _regex_kind(name: str) -> int:
     """AMP's kernel kind as the two regexes give it (what `_kernel_kind` replaced)."""
-    return 1 if _GEMM.search(name) else 2 if _MEMBOUND.search(name) else 0
+    return 1 if gemm_kernels().search(name) else 2 if membound_kernels().search(name) else 0
 
 
 _kernel_text = st.text(

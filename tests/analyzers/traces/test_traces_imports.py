@@ -61,3 +61,18 @@ def test_a_trace_analysis_loads_no_settings_logging_or_metadata_scan(tmp_path: P
     loaded = _modules_after(run, env)
     assert "analyzers.traces.analyses.whatif" in loaded
     assert not {"fleetscope.settings", "logging", "numpy.ma", "importlib.metadata"} & loaded
+
+
+def test_a_trace_analysis_loads_no_openssl(tmp_path: Path) -> None:
+    """Finding ids are SHA-256 by CPython's own implementation: hashlib's import loads OpenSSL,
+    ~3 ms of the command (issue 19), for digests of a few dozen bytes."""
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path)}
+    run = (
+        "import contextlib, io\n"
+        "from app.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
+        f"    assert main(['trace', 'analyze', {str(DATA / 'hta_ns_resolution_rank0')!r}, '--format', 'json']) == 0\n"
+        "assert '\"finding_id\"' in out.getvalue()"
+    )
+    loaded = _modules_after(run, env)
+    assert not {"hashlib", "_hashlib"} & loaded

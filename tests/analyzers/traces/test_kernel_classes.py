@@ -1,0 +1,47 @@
+"""Kernel classes by name (classify.py): fleetscope's communication test is its regex, for any
+name; and a frame classifies each GPU row by its name (frame.kernel_class)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from analyzers.traces.classify import _fleetscope_patterns, _is_communication
+from tests.analyzers.traces.trace_paths import ALL_TRACES, trace_set
+
+_WORDS = [
+    "nccl", "NCCL", "ncclKernel", "NcclKERNEL", "hccl", "rccl", "RCCL", "c10d::", "C10D::",
+    "msccl", "dpsk::ep::", "DPSK::EP::", "nvshmem", "NVSHMEM", "all", "All", "to", "_", "Gather",
+    "gather", "reduce", "Reduce", "scatter", "Scatter", "kernel", "\\n", "\n", "::",
+    "alltoall", "all_toall", "AllTo_All", "all_to_all", "AllGather", "reduceScatter",
+    "reduce_scatter", "allreduce", "ALL_REDUCE", "ncc", "all_to", "_all",
+]  # fmt: skip
+_text = st.text(
+    alphabet=st.sampled_from(list("acdeklnrstvAKLNS_: \n\u212a\u017f\u0130")), max_size=12
+)
+
+
+@given(st.lists(st.one_of(_text, st.sampled_from(_WORDS)), max_size=6))
+def test_the_communication_test_is_the_regex(words: list[str]) -> None:
+    name = "".join(words)
+    comm = _fleetscope_patterns()[0]
+    assert _is_communication(name, comm) == (comm.search(name) is not None), repr(name)
+
+
+def test_the_communication_test_is_the_regex_on_every_golden_name() -> None:
+    comm = _fleetscope_patterns()[0]
+    names = sorted({n for d in ALL_TRACES for f in trace_set(d).frames() for n in f.names})
+    assert len(names) > 1000
+    assert [_is_communication(n, comm) for n in names] == [bool(comm.search(n)) for n in names]
+
+
+@pytest.mark.parametrize("trace_dir", ALL_TRACES, ids=lambda p: p.name)
+@pytest.mark.parametrize("hta_compatible", [True, False])
+def test_every_gpu_row_has_its_names_class(trace_dir: Path, hta_compatible: bool) -> None:
+    for frame in trace_set(trace_dir, hta_compatible=hta_compatible).frames():
+        rows = frame.on_stream.nonzero()[0]
+        expected = [int(frame.classifier(frame.names[frame.name[r]])) for r in rows]
+        assert frame.kernel_class[rows].tolist() == expected
