@@ -46,7 +46,10 @@ _TRACE_SUFFIXES = (".json", ".gz")
 # Files smaller than this in all load in 1-5 ms: less than a fork and a second process cost.
 MIN_BYTES = 256 << 10
 _FOOTER_BYTES = 8  # where the records start, after the columns: little-endian uint64
-_ALIGN = 64  # every column starts at a multiple of this, as numpy's own allocations do
+_ALIGN = 64
+_PR_SET_PDEATHSIG = (
+    1  # linux/prctl.h  # every column starts at a multiple of this, as numpy's own allocations do
+)
 
 # One loaded file, as the child writes it and the parent reads it back: the fields of RawTrace
 # that are not columns, then each column's (offset, bytes) in the memfd, in columns.DTYPES order.
@@ -134,13 +137,14 @@ class Prefetch:
 
     def _fork(self, files: list[Path]) -> _Child:
         fd = os.memfd_create("fleetscope-trace-prefetch", os.MFD_CLOEXEC)
+        parent = os.getpid()
         try:
             pid = os.fork()
         except BaseException:
             os.close(fd)
             raise
         if pid == 0:
-            _child_main(files, fd)
+            _child_main(files, fd, parent)
         child = _Child(pid, fd)
         self._children.append(child)
         return child
@@ -257,17 +261,32 @@ def _read_records(fd: int) -> dict[Path, RawTrace]:
     return loaded
 
 
-def _child_main(files: list[Path], fd: int) -> NoReturn:
+def _child_main(files: list[Path], fd: int, parent: int) -> NoReturn:
     """The child: load, write, and leave without running anything of the parent's (atexit,
     buffered output); exit code 0 only when the records are whole."""
     code = 1
     try:
+        _die_with(parent)
         _write_records(files, fd)
         code = 0
     except BaseException:  # any failure (Ctrl-C too): the parent loads the files itself
         pass
     finally:
         os._exit(code)
+
+
+def _die_with(parent: int) -> None:
+    """Have the kernel kill this child when its parent dies (killed, say, where `close()` never
+    runs): nobody would read what it writes. Where that cannot be asked, it ends with its load."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):  # pragma: no cover - a libc without prctl
+        return
+    if os.getppid() != parent:  # it died before the request was in place
+        os._exit(1)
 
 
 def _write_records(files: list[Path], fd: int) -> None:

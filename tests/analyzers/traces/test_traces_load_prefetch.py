@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -171,6 +172,41 @@ def test_children_not_waited_for_are_killed_and_reaped(monkeypatch: pytest.Monke
     prefetched.close()
     assert all(is_reaped(pid) for pid in pids)
     assert differences(prefetched.load(NW0), load_raw_trace(NW0)) == []  # in process now
+
+
+def is_running(pid: int) -> bool:
+    """Alive and not a zombie (an orphan's zombie waits for whoever adopts it)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+
+
+@needs_fork
+def test_a_child_dies_with_its_killed_parent() -> None:
+    script = (
+        "import os, signal, sys\n"
+        "from pathlib import Path\n"
+        "from analyzers.traces import prefetch\n"
+        "def never_finish(files, fd):\n"
+        "    while True:\n"
+        "        signal.pause()\n"
+        "prefetch._write_records = never_finish\n"
+        f"prefetched = prefetch.Prefetch([Path({str(NW0)!r})])\n"
+        "print(prefetched._children[0].pid, flush=True)\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    parent = subprocess.run(
+        [sys.executable, "-c", script], env=env, cwd=ROOT, capture_output=True, text=True
+    )
+    assert parent.returncode == -signal.SIGKILL
+    child = int(parent.stdout)
+    deadline = time.monotonic() + 60
+    while is_running(child) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not is_running(child)
 
 
 @needs_fork
