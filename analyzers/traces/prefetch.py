@@ -38,13 +38,17 @@ if TYPE_CHECKING:
 
     from analyzers.traces.load import RawTrace
 
-__all__ = ["MIN_BYTES", "SWITCH", "Prefetch", "prefetch_traces"]
+__all__ = ["MIN_TEXT_BYTES", "SWITCH", "Prefetch", "prefetch_traces"]
 
 SWITCH = "FLEETSCOPE_TRACE_PREFETCH"
 # api.TRACE_SUFFIXES (api imports numpy): which files of a folder `find_trace_files` returns.
 _TRACE_SUFFIXES = (".json", ".gz")
-# Files smaller than this in all load in 1-5 ms: less than a fork and a second process cost.
-MIN_BYTES = 256 << 10
+# Below this much JSON text in all (~10 ms of load) a fork costs the parent about what it saves:
+# the fork itself and the copy-on-write faults of its imports after it, ~9 ms of CPU (issue 19).
+MIN_TEXT_BYTES = 4 << 20
+# A gzip file's text, estimated from its size: these traces inflate 8-30x; the low end, so that a
+# file counted in is worth it.
+_GZIP_RATIO = 10
 _FOOTER_BYTES = 8  # where the records start, after the columns: little-endian uint64
 _ALIGN = 64
 _PR_SET_PDEATHSIG = (
@@ -64,7 +68,7 @@ def prefetch_traces(paths: Sequence[str | Path]) -> Prefetch:
     if not _worth_forking():
         return Prefetch([])
     files = [file for path in paths for file in _trace_files(Path(path))]
-    if _total_bytes(files) < MIN_BYTES:
+    if _text_bytes(files) < MIN_TEXT_BYTES:
         return Prefetch([])
     # Here, not in the child: this process imports them anyway (so they cost it nothing more),
     # and a child that imported them itself would finish ~40 ms later.
@@ -101,11 +105,13 @@ def _trace_files(path: Path) -> list[Path]:
     return []
 
 
-def _total_bytes(files: list[Path]) -> int:
+def _text_bytes(files: list[Path]) -> int:
+    """About how much JSON text the files hold (gzip told by the name: a guess is enough)."""
     total = 0
     for file in files:
         with contextlib.suppress(OSError):  # the parent's load says what is wrong with it
-            total += file.stat().st_size
+            size = file.stat().st_size
+            total += size * _GZIP_RATIO if file.name.endswith(".gz") else size
     return total
 
 

@@ -249,6 +249,14 @@ def test_the_command_loads_in_a_child_and_prints_what_it_printed_before() -> Non
 
 
 @needs_fork
+def test_a_small_trace_is_loaded_in_process() -> None:
+    """Its load takes less than the fork would cost the command (MIN_TEXT_BYTES)."""
+    small = DATA / "hta_amd_mi250_minitoy"
+    run = run_command("--hta-compatible", str(small), "--format", "json", switch="1")
+    assert run.returncode == 0 and run.stderr.splitlines()[-1] == "forked 0"
+
+
+@needs_fork
 def test_the_command_still_names_a_broken_file(tmp_path: Path) -> None:
     path = truncated_gzip(tmp_path)
     on, off = run_command(str(path), switch="1"), run_command(str(path), switch="0")
