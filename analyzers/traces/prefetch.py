@@ -25,6 +25,7 @@ running (a fork copies one thread of a locked world).
 from __future__ import annotations
 
 import contextlib
+import gc
 import marshal
 import os
 import signal
@@ -132,6 +133,12 @@ class Prefetch:
         self._children: list[_Child] = []
         self._owner: dict[Path, _Child] = {}
         workers = min(len(files), os.cpu_count() or 1)
+        # Out of the collector's sight while children live: a collection writes to every object
+        # it looks at, and each page written while a child shares it is copied (~5 ms of the
+        # parent's CPU, and its faults, a tenth fewer; measured on nccl_data).
+        self._frozen = workers > 0
+        if self._frozen:
+            gc.freeze()
         try:
             for worker in range(workers):
                 share = list(files[worker::workers])
@@ -164,6 +171,7 @@ class Prefetch:
             return None
         if child.records is None:
             child.records = _collect(child)
+            self._thaw_once_reaped()
         return child.records.pop(path, None)
 
     def load(self, path: str | Path) -> RawTrace:
@@ -187,6 +195,12 @@ class Prefetch:
                 os.close(child.fd)
                 child.fd = -1
         self._owner.clear()
+        self._thaw_once_reaped()
+
+    def _thaw_once_reaped(self) -> None:
+        if self._frozen and all(child.records is not None for child in self._children):
+            gc.unfreeze()
+            self._frozen = False
 
     def __enter__(self) -> Prefetch:
         return self

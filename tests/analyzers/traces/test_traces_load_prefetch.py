@@ -5,6 +5,7 @@ left behind, and the old path when the switch is off."""
 from __future__ import annotations
 
 import dataclasses
+import gc
 import gzip
 import os
 import signal
@@ -103,6 +104,7 @@ def test_a_folder_of_ranks_is_dealt_out_to_one_child_a_core(tmp_path: Path) -> N
     for rank in range(3):
         (tmp_path / f"rank{rank}.json.gz").symlink_to(NW0)
     files = sorted(tmp_path.iterdir())
+    frozen = gc.get_freeze_count()
     with Prefetch(files) as prefetched:
         pids = [child.pid for child in prefetched._children]
         assert len(pids) == min(3, os.cpu_count() or 1)
@@ -111,6 +113,7 @@ def test_a_folder_of_ranks_is_dealt_out_to_one_child_a_core(tmp_path: Path) -> N
             raw = prefetched.load(path)
             assert raw.path == path
             assert differences(raw, reference) == ["path"]
+        assert gc.get_freeze_count() == frozen  # the collector sees everything again
     assert all(is_reaped(pid) for pid in pids)
 
 
@@ -169,8 +172,10 @@ def test_children_not_waited_for_are_killed_and_reaped(monkeypatch: pytest.Monke
     prefetched = Prefetch([NW0, NW0.with_name("other.json.gz")])
     pids = [child.pid for child in prefetched._children]
     assert len(pids) == min(2, os.cpu_count() or 1)
+    assert gc.get_freeze_count() > 0  # while children share its pages
     prefetched.close()
     assert all(is_reaped(pid) for pid in pids)
+    assert gc.get_freeze_count() == 0
     assert differences(prefetched.load(NW0), load_raw_trace(NW0)) == []  # in process now
 
 
