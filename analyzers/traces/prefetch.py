@@ -19,7 +19,10 @@ reaps those not waited for yet.
 
 Off with FLEETSCOPE_TRACE_PREFETCH=0, and wherever it cannot pay: no fork or memfd (macOS,
 Windows), numpy already imported (nothing left to overlap: a server, a test process), threads
-running (a fork copies one thread of a locked world).
+running (a fork copies one thread of a locked world), less than ~10 ms of load (MIN_TEXT_BYTES),
+or no core free when the command starts: the child would only take CPU from this process (the
+fork costs ~10-20 ms of CPU in all, which an idle core hides). FLEETSCOPE_TRACE_PREFETCH=1
+forks whether a core is free or not (tests, benchmarks).
 """
 
 from __future__ import annotations
@@ -81,14 +84,28 @@ def prefetch_traces(paths: Sequence[str | Path]) -> Prefetch:
 
 
 def _worth_forking() -> bool:
-    if os.environ.get(SWITCH, "1").strip().lower() in ("0", "false", "no", "off"):
+    switch = os.environ.get(SWITCH, "").strip().lower()
+    if switch in ("0", "false", "no", "off"):
         return False
     if sys.platform != "linux" or not hasattr(os, "fork") or not hasattr(os, "memfd_create"):
         return False
     if "numpy" in sys.modules:
         return False
     threading = sys.modules.get("threading")
-    return threading is None or threading.active_count() == 1
+    if threading is not None and threading.active_count() > 1:
+        return False
+    return switch in ("1", "true", "yes", "on") or _a_core_is_free()
+
+
+def _a_core_is_free() -> bool:
+    """Fewer tasks running right now than cores (this one included): the kernel's count in
+    /proc/loadavg, `running/total`, a sample of this instant (not the minute's average)."""
+    try:
+        with open("/proc/loadavg", "rb") as loadavg:
+            running = int(loadavg.read().split()[3].split(b"/")[0])
+    except (OSError, ValueError, IndexError):
+        return True
+    return running < (os.cpu_count() or 1)
 
 
 def _trace_files(path: Path) -> list[Path]:

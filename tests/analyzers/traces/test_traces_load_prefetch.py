@@ -59,13 +59,17 @@ def is_reaped(pid: int) -> bool:
     return False
 
 
-def run_command(*args: str, switch: str) -> subprocess.CompletedProcess[str]:
+def run_command(
+    *args: str, switch: str, core_free: bool | None = None
+) -> subprocess.CompletedProcess[str]:
     """`fleetscope trace analyze ARGS` in a fresh process (numpy not imported yet: the case the
-    prefetch is for); its stderr's last line says how many children it forked."""
+    prefetch is for), with `core_free` what the machine says when asked (None: the machine's
+    word); its stderr's last line says how many children it forked."""
     script = (
         "import sys\n"
         "from analyzers.traces import prefetch\n"
-        "forked = []\n"
+        + ("" if core_free is None else f"prefetch._a_core_is_free = lambda: {core_free}\n")
+        + "forked = []\n"
         "fork = prefetch.Prefetch._fork\n"
         "prefetch.Prefetch._fork = lambda self, files: forked.append(files) or fork(self, files)\n"
         "from app.cli import main\n"
@@ -252,6 +256,15 @@ def test_the_command_loads_in_a_child_and_prints_what_it_printed_before() -> Non
     assert on.stderr.splitlines()[-1] == "forked 1"
     assert off.stderr.splitlines()[-1] == "forked 0"
     assert on.stdout == off.stdout
+
+
+@needs_fork
+def test_by_default_a_child_is_forked_only_when_a_core_is_free() -> None:
+    """Without a free core the child would only take CPU from the command; =1 forks anyway."""
+    args = ("--hta-compatible", str(NCCL), "--format", "json")
+    assert run_command(*args, switch="", core_free=True).stderr.splitlines()[-1] == "forked 1"
+    assert run_command(*args, switch="", core_free=False).stderr.splitlines()[-1] == "forked 0"
+    assert run_command(*args, switch="1", core_free=False).stderr.splitlines()[-1] == "forked 1"
 
 
 @needs_fork
