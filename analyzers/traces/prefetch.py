@@ -47,17 +47,16 @@ __all__ = ["MIN_TEXT_BYTES", "SWITCH", "Prefetch", "prefetch_traces"]
 SWITCH = "FLEETSCOPE_TRACE_PREFETCH"
 # api.TRACE_SUFFIXES (api imports numpy): which files of a folder `find_trace_files` returns.
 _TRACE_SUFFIXES = (".json", ".gz")
-# Below this much JSON text in all (~10 ms of load) a fork costs the parent about what it saves:
-# the fork itself and the copy-on-write faults of its imports after it, ~9 ms of CPU (issue 19).
+# Below this much JSON text in all (~10 ms of load) a fork costs about what it saves: the fork,
+# the copy-on-write faults of the parent's imports after it and the child's own (3-9 ms of the
+# parent's CPU, nccl_data; the child takes ~10 ms more CPU than the same load in process).
 MIN_TEXT_BYTES = 4 << 20
 # A gzip file's text, estimated from its size: these traces inflate 8-30x; the low end, so that a
 # file counted in is worth it.
 _GZIP_RATIO = 10
 _FOOTER_BYTES = 8  # where the records start, after the columns: little-endian uint64
-_ALIGN = 64
-_PR_SET_PDEATHSIG = (
-    1  # linux/prctl.h  # every column starts at a multiple of this, as numpy's own allocations do
-)
+_ALIGN = 64  # every column starts at a multiple of this, as numpy's own allocations do
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 # One loaded file, as the child writes it and the parent reads it back: the fields of RawTrace
 # that are not columns, then each column's (offset, bytes) in the memfd, in columns.DTYPES order.
