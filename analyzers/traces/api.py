@@ -7,7 +7,7 @@ Never prints; never touches the warehouse (`document.analysis_document` is what 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -39,11 +39,18 @@ def find_trace_files(path: str | Path) -> list[Path]:
 
 
 def load_trace_set(
-    path: str | Path, *, hta_compatible: bool = False, raws: Sequence[RawTrace] | None = None
+    path: str | Path,
+    *,
+    hta_compatible: bool = False,
+    raws: Sequence[RawTrace] | None = None,
+    load: Callable[[Path], RawTrace] = load_raw_trace,
 ) -> TraceSet:
-    """Parse a trace file or a folder of per-rank files and prepare it for the analyses."""
+    """Parse a trace file or a folder of per-rank files and prepare it for the analyses.
+
+    `load` reads one file (`fleetscope trace analyze` passes prefetch.Prefetch.load: the same
+    columns, loaded while the command imported)."""
     if raws is None:
-        raws = [load_raw_trace(p) for p in find_trace_files(path)]
+        raws = [load(p) for p in find_trace_files(path)]
     return prepare_hta(raws) if hta_compatible else prepare_native(raws)
 
 
@@ -80,13 +87,14 @@ def analyze_trace(
     hta_compatible: bool = False,
     options: TraceOptions | None = None,
     job_id: str | None = None,
+    load: Callable[[Path], RawTrace] = load_raw_trace,
 ) -> TraceReport:
     """Load, analyze and judge one trace (file or folder of ranks): the one call a freshly
-    uploaded trace needs."""
+    uploaded trace needs. `load` reads one file (see `load_trace_set`)."""
     from analyzers.traces.findings import trace_findings
 
     options = options or TraceOptions()
-    trace = load_trace_set(path, hta_compatible=hta_compatible)
+    trace = load_trace_set(path, hta_compatible=hta_compatible, load=load)
     results = run_analyses(trace, options)
     findings = trace_findings(trace, results, options, job_id=job_id)
     return TraceReport(trace, options, results, findings)

@@ -13,7 +13,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
+
+    from analyzers.traces.load import RawTrace
 
 
 def register(subparsers: Any) -> None:
@@ -58,6 +64,15 @@ def _usage(parser: argparse.ArgumentParser) -> int:
 
 
 def _analyze(args: argparse.Namespace) -> int:
+    # The files start loading in forked children now, before numpy is imported, and load while
+    # this process imports (analyzers/traces/prefetch.py says why and when not).
+    from analyzers.traces.prefetch import prefetch_traces
+
+    with prefetch_traces(args.paths) as prefetched:
+        return _analyze_loaded_by(args, prefetched.load)
+
+
+def _analyze_loaded_by(args: argparse.Namespace, load: Callable[[Path], RawTrace]) -> int:
     # No analysis calls BLAS, yet numpy's import starts OpenBLAS's thread pool, one thread a
     # core, which costs ~30 ms of CPU a run (issue 19); a user's own setting wins. OpenBLAS
     # reads it when numpy is first imported (the imports below), so it is unset again after,
@@ -77,7 +92,9 @@ def _analyze(args: argparse.Namespace) -> int:
         raise ConfigError(f"--gpus must be >= 0, got {args.gpus}")
     options = TraceOptions(gpus=args.gpus)
     reports = [
-        analyze_trace(path, hta_compatible=args.hta_compatible, options=options, job_id=args.job)
+        analyze_trace(
+            path, hta_compatible=args.hta_compatible, options=options, job_id=args.job, load=load
+        )
         for path in args.paths
     ]
     if args.format == "json":

@@ -5,40 +5,48 @@ whole numpy blocks per batch of events, the stdlib path (and the fast path's per
 appends one event at a time through `event_sink`, whose rules are the definition of what a row
 holds (RawTrace's docstring). The builder keeps the two kinds of appends in file order.
 
-Never decodes JSON and never reads files; never imports pandas.
+Never decodes JSON and never reads files; never imports pandas. Imports numpy only where a
+column is made from Python values or read out: the C pass's blocks stay bytearrays until then,
+so the prefetch child (prefetch.py), which must not spend ~70 ms importing numpy, can fill a
+builder and send its blocks on as bytes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
-import numpy as np
-import numpy.typing as npt
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from fleetscope.errors import CorruptTraceError
 
-__all__ = ["ColumnBuilder", "SymbolTable", "event_sink"]
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
-# Every column of RawTrace that grows with the file, and its dtype.
-DTYPES: dict[str, type[np.generic]] = {
-    "index": np.int64,
-    "cat": np.int32,
-    "name": np.int32,
-    "pid": np.int32,
-    "tid": np.int32,
-    "ts": np.float64,
-    "dur": np.float64,
-    "stream": np.int64,
-    "correlation": np.int64,
-    "bw": np.float64,
-    "nbytes": np.int64,
-    "ext": np.int64,
-    "mem_ts": np.float64,
-    "mem_type": np.int64,
-    "mem_dev": np.int64,
-    "mem_total": np.float64,
+__all__ = ["DTYPES", "Block", "ColumnBuilder", "SymbolTable", "event_sink"]
+
+# Every column of RawTrace that grows with the file, and its dtype (numpy's name for it: the
+# names need no numpy to be imported).
+DTYPES: dict[str, str] = {
+    "index": "int64",
+    "cat": "int32",
+    "name": "int32",
+    "pid": "int32",
+    "tid": "int32",
+    "ts": "float64",
+    "dur": "float64",
+    "stream": "int64",
+    "correlation": "int64",
+    "bw": "float64",
+    "nbytes": "int64",
+    "ext": "int64",
+    "mem_ts": "float64",
+    "mem_type": "int64",
+    "mem_dev": "int64",
+    "mem_total": "float64",
 }
+
+# A run of one column's values: a numpy array of the column's dtype, or the C pass's bytearray
+# of the same values in native byte order.
+Block: TypeAlias = "npt.NDArray[Any] | bytearray"
 
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
@@ -72,37 +80,49 @@ class SymbolTable(dict[object, int]):
 
 class ColumnBuilder:
     """Append-only columns: per-event appends go to plain lists (the fastest thing to append to
-    from Python), per-batch appends to numpy blocks; `flush()` turns pending lists into a block so
-    the two kinds stay in file order."""
+    from Python), per-batch appends to blocks; `flush()` turns pending lists into a block so the
+    two kinds stay in file order."""
 
     def __init__(self) -> None:
         self.symbols = SymbolTable()
         self.lists: dict[str, list[Any]] = {key: [] for key in DTYPES}
-        self.blocks: dict[str, list[npt.NDArray[Any]]] = {key: [] for key in DTYPES}
+        self.blocks: dict[str, list[Block]] = {key: [] for key in DTYPES}
         self.ts_has_float = False
         self.ts_all_present = True
         self.count = 0
 
-    def add_blocks(self, blocks: dict[str, npt.NDArray[Any]]) -> None:
+    def add_blocks(self, blocks: Mapping[str, Block]) -> None:
         """Append one batch; `blocks` holds the row columns, or the memory-counter ones, or both."""
         self.flush()
         for key, block in blocks.items():
             self.blocks[key].append(block)
 
     def flush(self) -> None:
-        for key, pending in self.lists.items():
-            if pending:
-                self.blocks[key].append(np.array(pending, dtype=DTYPES[key]))
-                pending.clear()
+        pending_keys = [key for key, pending in self.lists.items() if pending]
+        if not pending_keys:
+            return
+        import numpy as np
+
+        for key in pending_keys:
+            pending = self.lists[key]
+            self.blocks[key].append(np.array(pending, dtype=DTYPES[key]))
+            pending.clear()
 
     def column(self, key: str) -> npt.NDArray[Any]:
+        import numpy as np
+
         self.flush()
-        blocks = self.blocks[key]
+        dtype = DTYPES[key]
+        blocks = [
+            np.frombuffer(block, dtype=dtype) if isinstance(block, bytearray) else block
+            for block in self.blocks[key]
+        ]
         if len(blocks) == 1:
-            return blocks[0]
-        if not blocks:
-            return np.zeros(0, dtype=DTYPES[key])
-        whole = np.concatenate(blocks)
+            whole = blocks[0]
+        elif not blocks:
+            return np.zeros(0, dtype=dtype)
+        else:
+            whole = np.concatenate(blocks)
         self.blocks[key] = [whole]  # the blocks go now, not when the builder does
         return whole
 

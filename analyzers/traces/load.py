@@ -33,7 +33,7 @@ import gzip
 import json
 import re
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -41,7 +41,8 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from analyzers.traces.columns import ColumnBuilder, event_sink
+from analyzers.traces.columns import DTYPES, ColumnBuilder, event_sink
+from analyzers.traces.trace_text import CHUNK_SIZE
 from fleetscope.errors import CorruptTraceError, TruncatedTraceError
 
 try:
@@ -51,13 +52,13 @@ except ModuleNotFoundError as exc:  # msgspec comes with the `server` extra; wit
         raise
     load_fast = None  # type: ignore[assignment]
 
-__all__ = ["RawTrace", "load_raw_trace"]
+__all__ = ["RawTrace", "load_raw_trace", "raw_trace"]
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
 I32 = npt.NDArray[np.int32]
 
-_CHUNK = 1 << 20
+_CHUNK = CHUNK_SIZE
 # HTA's rank detection (hta/common/trace_file.py): the first `"rank":\s+(\d+)` of any line. A line
 # cannot end inside the whitespace, so in a stream the whitespace must not hold a newline.
 _HTA_RANK_RE = re.compile(r'"rank":[^\S\n]+(\d+)')
@@ -408,11 +409,38 @@ def _finish(
             f"{path}: not a Kineto trace: a value does not fit its column "
             f"({type(exc).__name__}: {exc})"
         ) from exc
-    column = cols.column
+    return raw_trace(
+        path,
+        metadata,
+        cols.symbols.names,
+        {key: cols.column(key) for key in DTYPES},
+        ts_has_float=cols.ts_has_float,
+        ts_all_present=cols.ts_all_present,
+        event_count=cols.count,
+        hta_rank=hta_rank,
+        symbols=cols.symbols.ids,
+    )
+
+
+def raw_trace(
+    path: Path,
+    metadata: dict[str, Any],
+    names: list[str],
+    columns: Mapping[str, npt.NDArray[Any]],
+    *,
+    ts_has_float: bool,
+    ts_all_present: bool,
+    event_count: int,
+    hta_rank: int | None,
+    symbols: dict[str, int],
+) -> RawTrace:
+    """A RawTrace of finished columns (keyed and typed as `columns.DTYPES`): a file loaded here,
+    or in the prefetch child (prefetch.py), which sends them over as bytes."""
+    column = columns.__getitem__
     return RawTrace(
         path=path,
         metadata=metadata,
-        names=cols.symbols.names,
+        names=names,
         index=column("index"),
         cat=column("cat"),
         name=column("name"),
@@ -429,9 +457,9 @@ def _finish(
         mem_device_type=column("mem_type"),
         mem_device_id=column("mem_dev"),
         mem_total_allocated=column("mem_total"),
-        ts_has_float=cols.ts_has_float,
-        ts_all_present=cols.ts_all_present,
-        event_count=cols.count,
+        ts_has_float=ts_has_float,
+        ts_all_present=ts_all_present,
+        event_count=event_count,
         hta_rank=hta_rank,
-        symbols=cols.symbols.ids,
+        symbols=symbols,
     )

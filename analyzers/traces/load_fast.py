@@ -18,7 +18,9 @@ decodes only what the strict struct types describe; a batch with anything else (
 a null `args`, an integer beyond int64) is decoded into dicts and reduced by `columns.event_sink`,
 the reference rules. Anything it cannot decode at all (a truncated or corrupt file, NaN literals,
 lone surrogates, a top level it does not recognise) makes `decode_fast` return None, and `load.py`
-reads the file again with the stdlib parser, which says what is wrong. Never imports pandas.
+reads the file again with the stdlib parser, which says what is wrong. Never imports pandas, and
+imports numpy only for a batch the C pass leaves to msgspec: the prefetch child (prefetch.py) runs
+this module while its parent imports numpy, and most files never need it there.
 """
 
 from __future__ import annotations
@@ -28,14 +30,19 @@ import zlib
 from collections.abc import Callable
 from itertools import compress
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
-import numpy as np
-import numpy.typing as npt
 
-from analyzers.traces.columns import DTYPES, ColumnBuilder, SymbolTable, event_sink
+from analyzers.traces.columns import ColumnBuilder, SymbolTable, event_sink
 from analyzers.traces.trace_text import GZIP_ERRORS, TextSource
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    I32 = npt.NDArray[np.int32]
+    I64 = npt.NDArray[np.int64]
 
 __all__ = ["COLUMNS_PATH", "decode_fast"]
 
@@ -52,9 +59,6 @@ try:
 except ImportError:  # pragma: no cover - exercised where the extension is not built
     _decode_columns = None
     COLUMNS_PATH = "msgspec"
-
-I32 = npt.NDArray[np.int32]
-I64 = npt.NDArray[np.int64]
 
 _KEY = b'"traceEvents"'
 _KEY_RE = re.compile(rb"[ \t\n\r]*:[ \t\n\r]*\[")
@@ -282,9 +286,7 @@ class _Batches:
         if not ts_all_present:
             cols.ts_all_present = False
         if columns:
-            cols.add_blocks(
-                {key: np.frombuffer(data, dtype=DTYPES[key]) for key, data in columns.items()}
-            )
+            cols.add_blocks(columns)
         self.position += count
         return True
 
@@ -302,6 +304,8 @@ class _Batches:
 
 def _ints(values: list[int | None]) -> I64:
     """Integers, None -> -1 (the columns' "absent")."""
+    import numpy as np
+
     try:
         return np.array(values, dtype=np.int64)
     except TypeError:  # a None
@@ -312,6 +316,8 @@ def _symbols(table: SymbolTable, columns: tuple[list[Any], ...]) -> list[I32]:
     """Symbol ids of each column, looked up column by column in C. Values not seen before are
     interned first, in event order and cat/name/pid/tid within an event: the order in which the
     per-event reduction assigns ids, so both paths give every symbol the same id."""
+    import numpy as np
+
     get = table.get
     codes = [list(map(get, column)) for column in columns]
     out: list[I32] = []
@@ -341,6 +347,8 @@ def _symbols(table: SymbolTable, columns: tuple[list[Any], ...]) -> list[I32]:
 def _reduce(events: list[_Event], base: int, cols: ColumnBuilder) -> dict[str, npt.NDArray[Any]]:
     """One batch as column blocks, by the rules of `columns.event_sink` (kept rows: a `dur`, a
     `ts` and a `cat` other than `Trace`; `[memory]` counters among the others)."""
+    import numpy as np
+
     if not events:
         return {}
     ts = [e.ts for e in events]
@@ -403,6 +411,8 @@ def _reduce(events: list[_Event], base: int, cols: ColumnBuilder) -> dict[str, n
 
 def _memory_counters(others: list[_Event]) -> dict[str, npt.NDArray[Any]]:
     """`[memory]` instant events (not rows) that have a `ts` and `args`."""
+    import numpy as np
+
     counters = [
         e for e in others if e.name == "[memory]" and e.ts is not None and e.args is not _NO_ARGS
     ]

@@ -2,7 +2,8 @@
 where installed), checked as UTF-8, with HTA's rank found on the way.
 
 Why its own module: reading and checking the bytes is one job, turning them into columns another
-(load_fast.py). Never parses JSON.
+(load_fast.py). Never parses JSON; imports numpy only where the C extension is not built (the
+prefetch child, prefetch.py, reads files before its parent has numpy).
 """
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import cast
 
-import numpy as np
+__all__ = ["CHUNK_SIZE", "GZIP_ERRORS", "TextSource", "holds_rank_key"]
 
-__all__ = ["GZIP_ERRORS", "TextSource", "holds_rank_key"]
+# Decompressed bytes read at a time: bounds the memory of a load (load.py's module docstring).
+CHUNK_SIZE = 1 << 20
 
 # The extension's memchr search (analyzers/traces/_kineto_columns.c); numpy where not built.
 _find: Callable[[bytes, bytes, int], int] | None
@@ -104,6 +106,8 @@ def holds_rank_key(data: bytes) -> bool:
     ms of the resnet50 traces' load with `in`, 9 with numpy, ~3 with memchr (issue 19)."""
     if _find is not None:
         return _find(data, _RANK_KEY, _RANK_KEY_RARE_AT) >= 0
+    import numpy as np
+
     view = np.frombuffer(data, dtype=np.uint8)
     at = _RANK_KEY_RARE_AT
     # Every position where a `k` has room for the whole key around it.

@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from analyzers.traces import load_fast
-from analyzers.traces.columns import ColumnBuilder
+from analyzers.traces.columns import DTYPES, ColumnBuilder
 from analyzers.traces.load import load_raw_trace
 from tests.analyzers.traces.test_traces_load_fast import differences
 from tests.analyzers.traces.trace_paths import ALL_TRACES
@@ -30,7 +30,7 @@ if load_fast.COLUMNS_PATH != "c":
 
 from analyzers.traces._kineto_columns import decode_events
 
-COLUMNS = list(load_fast.DTYPES)
+COLUMNS = list(DTYPES)
 
 
 def msgspec_columns(text: bytes, base: int = 0) -> tuple[dict[str, list[Any]], ColumnBuilder]:
@@ -49,9 +49,7 @@ def c_columns(text: bytes, base: int = 0) -> tuple[dict[str, list[Any]], ColumnB
     count, ts_has_float, ts_all_present, blocks = decoded
     assert count == len(json.loads(text))
     cols.ts_has_float, cols.ts_all_present = ts_has_float, ts_all_present
-    cols.add_blocks(
-        {key: np.frombuffer(data, dtype=load_fast.DTYPES[key]) for key, data in blocks.items()}
-    )
+    cols.add_blocks({key: np.frombuffer(data, dtype=DTYPES[key]) for key, data in blocks.items()})
     return {key: cols.column(key).tolist() for key in COLUMNS}, cols
 
 
