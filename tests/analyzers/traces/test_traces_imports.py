@@ -51,12 +51,7 @@ def test_a_trace_analysis_loads_no_settings_logging_or_metadata_scan(tmp_path: P
     no setting), numpy.ma (numpy 2's `np.unique` imports it) and importlib.metadata's scan of
     every distribution (the entry points come from fleetscope.entry_point_cache once warm)."""
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path)}
-    run = (
-        "import contextlib, io\n"
-        "from app.cli import main\n"
-        "with contextlib.redirect_stdout(io.StringIO()):\n"
-        f"    assert main(['trace', 'analyze', '--hta-compatible', {str(DATA / 'hta_ns_resolution_rank0')!r}]) == 0"
-    )
+    run = _trace_analysis("'--hta-compatible', " + repr(str(DATA / "hta_ns_resolution_rank0")))
     _modules_after(run, env)  # fills the entry-point cache
     loaded = _modules_after(run, env)
     assert "analyzers.traces.analyses.whatif" in loaded
@@ -67,12 +62,18 @@ def test_a_trace_analysis_loads_no_openssl(tmp_path: Path) -> None:
     """Finding ids are SHA-256 by CPython's own implementation: hashlib's import loads OpenSSL,
     ~3 ms of the command (issue 19), for digests of a few dozen bytes."""
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path)}
-    run = (
+    run = _trace_analysis(repr(str(DATA / "hta_ns_resolution_rank0")) + ", '--format', 'json'")
+    run += "\nassert '\"finding_id\"' in out.getvalue()"
+    loaded = _modules_after(run, env)
+    assert not {"hashlib", "_hashlib"} & loaded
+
+
+def _trace_analysis(words: str) -> str:
+    """A script that runs `fleetscope trace analyze` with `words` (Python literals) in process,
+    its output kept in `out`."""
+    return (
         "import contextlib, io\n"
         "from app.cli import main\n"
         "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
-        f"    assert main(['trace', 'analyze', {str(DATA / 'hta_ns_resolution_rank0')!r}, '--format', 'json']) == 0\n"
-        "assert '\"finding_id\"' in out.getvalue()"
+        f"    assert main(['trace', 'analyze', {words}]) == 0"
     )
-    loaded = _modules_after(run, env)
-    assert not {"hashlib", "_hashlib"} & loaded
