@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -64,15 +64,54 @@ def _usage(parser: argparse.ArgumentParser) -> int:
 
 
 def _analyze(args: argparse.Namespace) -> int:
+    from analyzers.traces import xp
+    from analyzers.traces.engine import engine_for
+
+    # A caller that is not the whole process (a test, a script calling `main`) gets numpy unless
+    # it asks for lite: a lite run that cannot answer exactly raises there (_analyze_lite).
+    engine = xp.preference()
+    if engine is None:
+        engine = engine_for(args.paths) if getattr(args, "whole_process", False) else "numpy"
+    if engine == "lite":
+        return _analyze_lite(args)
     # The files start loading in forked children now, before numpy is imported, and load while
     # this process imports (analyzers/traces/prefetch.py says why and when not).
     from analyzers.traces.prefetch import prefetch_traces
 
     with prefetch_traces(args.paths) as prefetched:
-        return _analyze_loaded_by(args, prefetched.load)
+        sys.stdout.write(_report_text(args, prefetched.load))
+    return 0
 
 
-def _analyze_loaded_by(args: argparse.Namespace, load: Callable[[Path], RawTrace]) -> int:
+def _analyze_lite(args: argparse.Namespace) -> int:
+    """A small trace on listnp (engine.py); on anything it cannot do exactly, the same command
+    again on numpy, in a fresh process when this one is the whole command (nothing printed yet,
+    so what the user sees is the numpy run's output or error), else the error."""
+    from analyzers.traces import xp
+
+    xp.choose("lite")
+    try:
+        from analyzers.traces.load import load_raw_trace
+
+        text = _report_text(args, load_raw_trace)
+    except Exception:
+        if not getattr(args, "whole_process", False):
+            raise
+        _rerun_on_numpy()
+    sys.stdout.write(text)
+    return 0
+
+
+def _rerun_on_numpy() -> NoReturn:
+    from analyzers.traces.xp import ENV
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.environ[ENV] = "numpy"
+    os.execv(sys.executable, sys.orig_argv)
+
+
+def _report_text(args: argparse.Namespace, load: Callable[[Path], RawTrace]) -> str:
     # No analysis calls BLAS, yet numpy's import starts OpenBLAS's thread pool, one thread a
     # core, which costs ~30 ms of CPU a run (issue 19); a user's own setting wins. OpenBLAS
     # reads it when numpy is first imported (the imports below), so it is unset again after,
@@ -98,10 +137,8 @@ def _analyze_loaded_by(args: argparse.Namespace, load: Callable[[Path], RawTrace
         for path in args.paths
     ]
     if args.format == "json":
-        sys.stdout.write(report_json(reports))
-    else:
-        sys.stdout.write("\n\n".join(render_text(r) for r in reports) + "\n")
-    return 0
+        return report_json(reports)
+    return "\n\n".join(render_text(r) for r in reports) + "\n"
 
 
 def _fetch(args: argparse.Namespace, settings: Any) -> int:

@@ -101,7 +101,7 @@ class ColumnBuilder:
         pending_keys = [key for key, pending in self.lists.items() if pending]
         if not pending_keys:
             return
-        import numpy as np
+        from analyzers.traces.xp import np
 
         for key in pending_keys:
             pending = self.lists[key]
@@ -109,7 +109,7 @@ class ColumnBuilder:
             pending.clear()
 
     def column(self, key: str) -> npt.NDArray[Any]:
-        import numpy as np
+        from analyzers.traces.xp import np
 
         self.flush()
         dtype = DTYPES[key]

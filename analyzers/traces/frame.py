@@ -13,23 +13,23 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
-
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from analyzers.traces.classify import Classifier, KernelClass
 from analyzers.traces.stats import unique
+from analyzers.traces.xp import np
 
 if TYPE_CHECKING:  # annotations only: pathlib imports urllib.parse and ipaddress (~4 ms, issue 19)
     from pathlib import Path
 
+    import numpy.typing as npt
+
 __all__ = ["Mode", "RankFrame", "TraceSet"]
 
-F64 = npt.NDArray[np.float64]
-I64 = npt.NDArray[np.int64]
-I32 = npt.NDArray[np.int32]
-Mask = npt.NDArray[np.bool_]
+F64: TypeAlias = "npt.NDArray[np.float64]"
+I64: TypeAlias = "npt.NDArray[np.int64]"
+I32: TypeAlias = "npt.NDArray[np.int32]"
+Mask: TypeAlias = "npt.NDArray[np.bool_]"
 
 # Categories of GPU activity rows, 2021 and current names (HTA's idle-time kernel filter).
 GPU_OP_CATS = frozenset(

@@ -36,10 +36,12 @@ import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
-import numpy as np
-import numpy.typing as npt
+from analyzers.traces.xp import np
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
 from analyzers.traces.columns import DTYPES, ColumnBuilder, event_sink
 from analyzers.traces.trace_text import CHUNK_SIZE
@@ -54,9 +56,9 @@ except ModuleNotFoundError as exc:  # msgspec comes with the `server` extra; wit
 
 __all__ = ["RawTrace", "load_raw_trace", "raw_trace"]
 
-F64 = npt.NDArray[np.float64]
-I64 = npt.NDArray[np.int64]
-I32 = npt.NDArray[np.int32]
+F64: TypeAlias = "npt.NDArray[np.float64]"
+I64: TypeAlias = "npt.NDArray[np.int64]"
+I32: TypeAlias = "npt.NDArray[np.int32]"
 
 _CHUNK = CHUNK_SIZE
 # HTA's rank detection (hta/common/trace_file.py): the first `"rank":\s+(\d+)` of any line. A line

@@ -38,8 +38,9 @@ from analyzers.traces.columns import ColumnBuilder, SymbolTable, event_sink
 from analyzers.traces.trace_text import GZIP_ERRORS, TextSource
 
 if TYPE_CHECKING:
-    import numpy as np
     import numpy.typing as npt
+
+    from analyzers.traces.xp import np
 
     I32 = npt.NDArray[np.int32]
     I64 = npt.NDArray[np.int64]
@@ -304,7 +305,7 @@ class _Batches:
 
 def _ints(values: list[int | None]) -> I64:
     """Integers, None -> -1 (the columns' "absent")."""
-    import numpy as np
+    from analyzers.traces.xp import np
 
     try:
         return np.array(values, dtype=np.int64)
@@ -316,7 +317,7 @@ def _symbols(table: SymbolTable, columns: tuple[list[Any], ...]) -> list[I32]:
     """Symbol ids of each column, looked up column by column in C. Values not seen before are
     interned first, in event order and cat/name/pid/tid within an event: the order in which the
     per-event reduction assigns ids, so both paths give every symbol the same id."""
-    import numpy as np
+    from analyzers.traces.xp import np
 
     get = table.get
     codes = [list(map(get, column)) for column in columns]
@@ -347,7 +348,7 @@ def _symbols(table: SymbolTable, columns: tuple[list[Any], ...]) -> list[I32]:
 def _reduce(events: list[_Event], base: int, cols: ColumnBuilder) -> dict[str, npt.NDArray[Any]]:
     """One batch as column blocks, by the rules of `columns.event_sink` (kept rows: a `dur`, a
     `ts` and a `cat` other than `Trace`; `[memory]` counters among the others)."""
-    import numpy as np
+    from analyzers.traces.xp import np
 
     if not events:
         return {}
@@ -411,7 +412,7 @@ def _reduce(events: list[_Event], base: int, cols: ColumnBuilder) -> dict[str, n
 
 def _memory_counters(others: list[_Event]) -> dict[str, npt.NDArray[Any]]:
     """`[memory]` instant events (not rows) that have a `ts` and `args`."""
-    import numpy as np
+    from analyzers.traces.xp import np
 
     counters = [
         e for e in others if e.name == "[memory]" and e.ts is not None and e.args is not _NO_ARGS

@@ -258,10 +258,9 @@ def _collect(child: _Child) -> dict[Path, RawTrace]:
 def _read_records(fd: int) -> dict[Path, RawTrace]:
     import mmap
 
-    import numpy as np
-
     from analyzers.traces.columns import DTYPES
     from analyzers.traces.load import raw_trace
+    from analyzers.traces.xp import np
 
     size = os.fstat(fd).st_size
     # Shared, not private: the child is gone, so the pages are this process's alone, and a

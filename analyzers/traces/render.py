@@ -13,12 +13,11 @@ import struct
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-
 from analyzers.traces.analyses import load_registry
 from analyzers.traces.analyses.base import Table
 from analyzers.traces.api import TraceReport
 from analyzers.traces.frame import Mode
+from analyzers.traces.xp import np
 
 __all__ = ["json_ready", "render_text", "report_json", "report_to_dict"]
 

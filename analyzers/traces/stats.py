@@ -22,10 +22,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
-import numpy as np
-import numpy.typing as npt
+from analyzers.traces.xp import np
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
 __all__ = [
     "DESCRIBE_KEYS",
@@ -43,7 +45,7 @@ __all__ = [
     "window_intersections",
 ]
 
-F64 = npt.NDArray[np.float64]
+F64: TypeAlias = "npt.NDArray[np.float64]"
 DESCRIBE_KEYS = ("count", "mean", "std", "min", "25%", "50%", "75%", "max")
 
 

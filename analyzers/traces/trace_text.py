@@ -106,7 +106,7 @@ def holds_rank_key(data: bytes) -> bool:
     ms of the resnet50 traces' load with `in`, 9 with numpy, ~3 with memchr (issue 19)."""
     if _find is not None:
         return _find(data, _RANK_KEY, _RANK_KEY_RARE_AT) >= 0
-    import numpy as np
+    from analyzers.traces.xp import np
 
     view = np.frombuffer(data, dtype=np.uint8)
     at = _RANK_KEY_RARE_AT

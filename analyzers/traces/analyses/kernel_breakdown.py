@@ -19,8 +19,6 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-import numpy as np
-
 from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
 from analyzers.traces.classify import KernelClass
 from analyzers.traces.frame import RankFrame, TraceSet
@@ -32,6 +30,7 @@ from analyzers.traces.stats import (
     unique,
     unstable_argsort,
 )
+from analyzers.traces.xp import np
 
 TYPES = (KernelClass.COMPUTATION, KernelClass.COMMUNICATION, KernelClass.MEMORY)
 KERNEL_COLUMNS = (

@@ -17,8 +17,6 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import numpy as np
-
 from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
 from analyzers.traces.frame import Mode, RankFrame, TraceSet
 from analyzers.traces.stats import (
@@ -29,6 +27,7 @@ from analyzers.traces.stats import (
     unique,
     unstable_argsort,
 )
+from analyzers.traces.xp import np
 
 RUNTIME_LAUNCHES = frozenset(
     {
