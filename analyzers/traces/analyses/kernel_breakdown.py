@@ -16,6 +16,7 @@ communication; `top_kernels` gives the plain per-kernel view.
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from typing import Any
 
@@ -85,12 +86,12 @@ def aggregate_by_name(
         v = np.array(groups[key])
         total = float(v.sum())
         stats.append((key, total, float(v.max()), float(v.min()), group_std(v), total / len(v)))
-    if not stats:
-        return []
-    order = unstable_argsort(np.array([s[1] for s in stats]), descending=True)
-    ranked = [stats[i] for i in order]
-    if len(ranked) <= num_kernels:
-        return ranked
+    if len(stats) <= num_kernels:
+        # Every row is kept as it is, and both callers order the rows by name (unique here):
+        # HTA's ranking, whose order of equal sums is the CPU's sort network's, changes nothing.
+        # Skipping it keeps the small-trace engine from trying every order of tied sums (engine.py).
+        return stats
+    ranked = _ranked_by_sum(stats, num_kernels, duration_ratio)
     sums = np.array([s[1] for s in ranked])
     cumsum = np.cumsum(sums)
     threshold = percentile(cumsum, np.array([duration_ratio]) * 100.0)[0]
@@ -104,6 +105,36 @@ def aggregate_by_name(
         total = float(v.sum())
         out.append((key, total, float(v.max()), float(v.min()), group_std(v), total / len(v)))
     return out
+
+
+def _ranked_by_sum(
+    stats: list[tuple[str, float, float, float, float, float]],
+    num_kernels: int,
+    duration_ratio: float,
+) -> list[tuple[str, float, float, float, float, float]]:
+    """The rows in HTA's order of descending sums (its unstable `sort_values`), or any other
+    descending order where that gives the same result: tied sums are equal values, so every
+    descending order has the same sums in the same places, and only which of the tied names
+    stay named can differ, when a run of equal sums straddles the cut into "others". Only then
+    does HTA's own (CPU-dependent) order of ties decide, and only then is it asked for; the
+    small-trace engine would otherwise try every order of every tie (engine.py)."""
+    sums = [s[1] for s in stats]
+    hta_order = None
+    if any(math.isnan(x) or x == 0.0 for x in sums):  # NaN last; 0.0 ties -0.0
+        hta_order = unstable_argsort(np.array(sums), descending=True).tolist()
+    ranked = (
+        sorted(stats, key=lambda s: -s[1]) if hta_order is None else [stats[i] for i in hta_order]
+    )
+    if hta_order is not None:
+        return ranked
+    cumsum = np.cumsum(np.array([s[1] for s in ranked])).tolist()
+    threshold = percentile(np.array(cumsum), np.array([duration_ratio]) * 100.0)[0]
+    kept = [not (cum > threshold or pos >= num_kernels) for pos, cum in enumerate(cumsum)]
+    for pos in range(1, len(ranked)):
+        if ranked[pos][1] == ranked[pos - 1][1] and kept[pos] != kept[pos - 1]:
+            order = unstable_argsort(np.array(sums), descending=True).tolist()
+            return [stats[i] for i in order]
+    return ranked
 
 
 PLUGIN_ORDER = 30  # its place in the trace report (fleetscope.plugins)
