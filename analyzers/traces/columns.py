@@ -21,7 +21,12 @@ from fleetscope.errors import CorruptTraceError
 if TYPE_CHECKING:
     import numpy.typing as npt
 
-__all__ = ["DTYPES", "Block", "ColumnBuilder", "SymbolTable", "event_sink"]
+__all__ = ["CHUNK_SIZE", "DTYPES", "Block", "ColumnBuilder", "SymbolTable", "event_sink"]
+
+# Decompressed bytes a loader reads at a time: bounds the memory of a load (load.py's module
+# docstring). Here, not in trace_text.py, so that load.py has it without importing the reader
+# (zlib-ng and shutil): a command whose files a prefetch child loads never reads one itself.
+CHUNK_SIZE = 1 << 20
 
 # Every column of RawTrace that grows with the file, and its dtype (numpy's name for it: the
 # names need no numpy to be imported).

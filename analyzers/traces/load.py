@@ -29,12 +29,11 @@ iteration filter) are a separate step in `hta_rules.py`. It must never import pa
 from __future__ import annotations
 
 import codecs
-import gzip
-import json
+import io
 import re
-import zlib
+import reprlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
@@ -43,16 +42,8 @@ from analyzers.traces.xp import np
 if TYPE_CHECKING:
     import numpy.typing as npt
 
-from analyzers.traces.columns import DTYPES, ColumnBuilder, event_sink
-from analyzers.traces.trace_text import CHUNK_SIZE
+from analyzers.traces.columns import CHUNK_SIZE, DTYPES, ColumnBuilder, event_sink
 from fleetscope.errors import CorruptTraceError, TruncatedTraceError
-
-try:
-    from analyzers.traces import load_fast
-except ModuleNotFoundError as exc:  # msgspec comes with the `server` extra; without it, the
-    if exc.name != "msgspec":  # stdlib path reads every file (2-3x the CPU, same columns)
-        raise
-    load_fast = None  # type: ignore[assignment]
 
 __all__ = ["RawTrace", "load_raw_trace", "raw_trace"]
 
@@ -62,15 +53,37 @@ I32: TypeAlias = "npt.NDArray[np.int32]"
 
 _CHUNK = CHUNK_SIZE
 # HTA's rank detection (hta/common/trace_file.py): the first `"rank":\s+(\d+)` of any line. A line
-# cannot end inside the whitespace, so in a stream the whitespace must not hold a newline.
-_HTA_RANK_RE = re.compile(r'"rank":[^\S\n]+(\d+)')
+# cannot end inside the whitespace, so in a stream the whitespace must not hold a newline. Compiled
+# on first use (re's cache): only the reference path reads text here.
+_HTA_RANK_RE = r'"rank":[^\S\n]+(\d+)'
 _WS = " \t\n\r"
 _NUMBER_CHARS = frozenset("0123456789.eE+-")
 _GZIP_MAGIC = b"\x1f\x8b"
 Decoder = Literal["msgspec", "stdlib"]
 
+_UNLOADED = object()
+# The fast path's module (load_fast.py), imported on first use (`_fast_loader`): a command whose
+# files a prefetch child loads (prefetch.py) never imports it, nor msgspec and zlib-ng with it
+# (~8 ms of the command, issue 19). None: the stdlib path reads every file (2-3x the CPU, same
+# columns): msgspec comes with the `server` extra; tests set None to force that path.
+load_fast: Any = _UNLOADED
 
-@dataclass
+
+def _fast_loader() -> Any:
+    global load_fast
+    if load_fast is _UNLOADED:
+        try:
+            from analyzers.traces import load_fast as module
+
+            load_fast = module
+        except ModuleNotFoundError as exc:
+            if exc.name != "msgspec":
+                raise
+            load_fast = None
+    return load_fast
+
+
+@dataclass(init=False, repr=False)
 class RawTrace:
     """One trace file (one rank) as columns; row i is the i-th kept event.
 
@@ -109,6 +122,65 @@ class RawTrace:
     hta_rank: int | None
     symbols: dict[str, int] = field(repr=False)
 
+    # Written out as @dataclass would generate them (tests/analyzers/traces/test_traces_records.py
+    # holds them to it): generating them cost ~0.7 ms of every command (issue 19).
+    def __init__(
+        self,
+        path: Path,
+        metadata: dict[str, Any],
+        names: list[str],
+        index: I64,
+        cat: I32,
+        name: I32,
+        pid: I32,
+        tid: I32,
+        ts: F64,
+        dur: F64,
+        stream: I64,
+        correlation: I64,
+        memory_bw_gbps: F64,
+        bytes: I64,
+        external_id: I64,
+        mem_ts: F64,
+        mem_device_type: I64,
+        mem_device_id: I64,
+        mem_total_allocated: F64,
+        ts_has_float: bool,
+        ts_all_present: bool,
+        event_count: int,
+        hta_rank: int | None,
+        symbols: dict[str, int],
+    ) -> None:
+        self.path = path
+        self.metadata = metadata
+        self.names = names
+        self.index = index
+        self.cat = cat
+        self.name = name
+        self.pid = pid
+        self.tid = tid
+        self.ts = ts
+        self.dur = dur
+        self.stream = stream
+        self.correlation = correlation
+        self.memory_bw_gbps = memory_bw_gbps
+        self.bytes = bytes
+        self.external_id = external_id
+        self.mem_ts = mem_ts
+        self.mem_device_type = mem_device_type
+        self.mem_device_id = mem_device_id
+        self.mem_total_allocated = mem_total_allocated
+        self.ts_has_float = ts_has_float
+        self.ts_all_present = ts_all_present
+        self.event_count = event_count
+        self.hta_rank = hta_rank
+        self.symbols = symbols
+
+    @reprlib.recursive_repr()
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in fields(self) if f.repr)
+        return f"{self.__class__.__qualname__}({shown})"
+
     @property
     def distributed_rank(self) -> int | None:
         """`distributedInfo.rank` when the profiler wrote it (it is missing in 2021 traces)."""
@@ -144,7 +216,13 @@ class _Reader:
         except OSError as exc:
             raise CorruptTraceError(f"{path}: cannot read: {exc.strerror or exc}") from exc
         # Closed by `close()`, which load_raw_trace calls in a `finally`.
-        self._raw = gzip.open(path, "rb") if magic == _GZIP_MAGIC else path.open("rb")  # noqa: SIM115
+        self._raw: io.BufferedIOBase
+        if magic == _GZIP_MAGIC:
+            import gzip  # the reference path only (the fast one has its own reader)
+
+            self._raw = gzip.open(path, "rb")  # noqa: SIM115
+        else:
+            self._raw = path.open("rb")
         self._decoder = codecs.getincrementaldecoder("utf-8")("strict")
         self.eof = False
         self.tail = ""  # the last bytes read, to find HTA's rank across chunk borders
@@ -158,7 +236,7 @@ class _Reader:
             text = self._read_chunk()
         if self.hta_rank is None:
             window = self.tail + text
-            match = _HTA_RANK_RE.search(window)
+            match = re.search(_HTA_RANK_RE, window)
             # A match that ends with the window may lose digits to the next chunk: wait for it.
             if match is not None and (match.end() < len(window) or self.eof):
                 self.hta_rank = int(match.group(1))
@@ -166,6 +244,8 @@ class _Reader:
         return text
 
     def _read_chunk(self) -> str:
+        import zlib  # the reference path only: a command loaded by a prefetch child never reads
+
         try:
             data = self._raw.read(self.chunk_size)
         except EOFError as exc:
@@ -194,7 +274,12 @@ class _Parser:
         self.reader = reader
         self.buf = ""
         self.pos = 0
+        # Imported here: a command whose files the fast path reads (or a prefetch child) and
+        # that prints a table never needs the json module (~1.5 ms, issue 19).
+        import json
+
         self.decoder = json.JSONDecoder()
+        self.decode_error = json.JSONDecodeError
 
     def _more(self) -> bool:
         text = self.reader.read()
@@ -229,7 +314,7 @@ class _Parser:
         while True:
             try:
                 obj, end = self.decoder.raw_decode(self.buf, self.pos)
-            except json.JSONDecodeError as exc:
+            except self.decode_error as exc:
                 if self._more():
                     continue
                 if exc.pos >= len(self.buf) - 1 or "Unterminated" in exc.msg:
@@ -344,9 +429,10 @@ def load_raw_trace(
     path = Path(path)
     if not path.is_file():
         raise CorruptTraceError(f"{path}: no such file")
-    if decoder == "msgspec" and load_fast is not None:
+    fast = _fast_loader() if decoder == "msgspec" else None
+    if fast is not None:
         cols = ColumnBuilder()
-        decoded = load_fast.decode_fast(path, cols, chunk_size)
+        decoded = fast.decode_fast(path, cols, chunk_size)
         if decoded is not None:
             metadata, hta_rank = decoded
             return _finish(path, metadata, cols, hta_rank)

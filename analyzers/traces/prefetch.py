@@ -31,7 +31,6 @@ import contextlib
 import gc
 import marshal
 import os
-import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -57,6 +56,9 @@ _GZIP_RATIO = 10
 _FOOTER_BYTES = 8  # where the records start, after the columns: little-endian uint64
 _ALIGN = 64  # every column starts at a multiple of this, as numpy's own allocations do
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
+# signal.SIGKILL on Linux, the only system that forks a child here (`signal` builds its enums at
+# import, ~0.6 ms of either process).
+_SIGKILL = 9
 
 # One loaded file, as the child writes it and the parent reads it back: the fields of RawTrace
 # that are not columns, then each column's (offset, bytes) in the memfd, in columns.DTYPES order.
@@ -73,13 +75,41 @@ def prefetch_traces(paths: Sequence[str | Path]) -> Prefetch:
     files = [file for path in paths for file in _trace_files(Path(path))]
     if _text_bytes(files) < MIN_TEXT_BYTES:
         return Prefetch([])
-    # Here, not in the child: this process imports them anyway (so they cost it nothing more),
-    # and a child that imported them itself would finish ~40 ms later.
-    try:
-        import analyzers.traces.load_fast  # noqa: F401
-    except ImportError:  # no msgspec: the stdlib path, in process
+    # The child imports the fast loader (load_fast.py: msgspec, zlib-ng) after the fork, while
+    # this process imports numpy: this one never needs them (~8 ms, issue 19). Without msgspec
+    # there is only the stdlib path, in process.
+    if not _installed("msgspec"):
         return Prefetch([])
+    _import_shared()
     return Prefetch(files)
+
+
+# What both processes import after the fork: the child for msgspec and its own death signal
+# (ctypes), this one for numpy and the dataclasses. Imported once, before the fork, it costs this
+# process nothing more and spares the child ~12 ms of CPU, so the child still finishes when it
+# did while this process imported msgspec for it (where the child is the critical path: a large
+# trace, a busy machine).
+_SHARED = ("ctypes", "datetime", "inspect", "numbers", "platform", "struct", "textwrap")
+
+
+def _import_shared() -> None:
+    import importlib
+
+    for name in _SHARED:
+        with contextlib.suppress(ImportError):  # ctypes is optional in a CPython build
+            importlib.import_module(name)
+
+
+def _installed(name: str) -> bool:
+    """Whether `import name` would find a module: `importlib.util.find_spec(name) is not None`,
+    without importing importlib.util (~0.4 ms)."""
+    if name in sys.modules:
+        return sys.modules[name] is not None
+    return any(
+        finder.find_spec(name, None) is not None
+        for finder in sys.meta_path
+        if hasattr(finder, "find_spec")
+    )
 
 
 def _worth_forking() -> bool:
@@ -205,7 +235,7 @@ class Prefetch:
             if child.records is None:
                 child.records = {}
                 with contextlib.suppress(ProcessLookupError):  # ours until reaped: never raised
-                    os.kill(child.pid, signal.SIGKILL)
+                    os.kill(child.pid, _SIGKILL)
                 _reap(child.pid)
             if child.fd >= 0:
                 os.close(child.fd)
@@ -317,7 +347,7 @@ def _die_with(parent: int) -> None:
 
     try:
         libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        libc.prctl(_PR_SET_PDEATHSIG, _SIGKILL)
     except (OSError, AttributeError):  # pragma: no cover - a libc without prctl
         return
     if os.getppid() != parent:  # it died before the request was in place

@@ -16,10 +16,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import cast
 
-__all__ = ["CHUNK_SIZE", "GZIP_ERRORS", "TextSource", "holds_rank_key"]
+from analyzers.traces.columns import CHUNK_SIZE
 
-# Decompressed bytes read at a time: bounds the memory of a load (load.py's module docstring).
-CHUNK_SIZE = 1 << 20
+__all__ = ["CHUNK_SIZE", "GZIP_ERRORS", "TextSource", "holds_rank_key"]
 
 # The extension's memchr search (analyzers/traces/_kineto_columns.c); numpy where not built.
 _find: Callable[[bytes, bytes, int], int] | None

@@ -304,3 +304,26 @@ def test_the_child_reads_a_c_pass_file_without_numpy(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     subprocess.run([sys.executable, "-c", script], env=env, cwd=ROOT, check=True)
     assert report.read_text() == "False"
+
+
+@needs_fork
+def test_where_a_child_loaded_the_command_imports_no_msgspec() -> None:
+    """The child imports the fast loader (msgspec, zlib-ng); the command itself, which only maps
+    what the child wrote and prints the JSON with the stdlib, never does (issue 19: ~8 ms)."""
+    script = (
+        "import sys\n"
+        "from app.cli import main\n"
+        "code = main(sys.argv[1:])\n"
+        "sys.stdout.flush()\n"
+        "heavy = ('msgspec', 'zlib_ng', 'analyzers.traces.load_fast', 'signal')\n"
+        "print(sorted(m for m in heavy if m in sys.modules), file=sys.stderr)\n"
+        "sys.exit(code)\n"
+    )
+    env = {**os.environ, SWITCH: "1", "PYTHONPATH": str(ROOT)}
+    args = ("trace", "analyze", "--hta-compatible", str(NCCL), "--format", "json")
+    run = subprocess.run(
+        [sys.executable, "-c", script, *args], capture_output=True, text=True, env=env, cwd=ROOT
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stderr.splitlines()[-1] == "[]"
+    assert run.stdout == run_command(*args[2:], switch="0").stdout
