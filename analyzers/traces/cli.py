@@ -11,6 +11,7 @@ keeps them (warehouse.trace_storage: the data folder, or the fleet's object stor
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -118,12 +119,17 @@ def _report_text(args: argparse.Namespace, load: Callable[[Path], RawTrace]) -> 
     # core, which costs ~30 ms of CPU a run (issue 19); a user's own setting wins. OpenBLAS
     # reads it when numpy is first imported (the imports below), so it is unset again after,
     # and processes this one starts get the user's environment.
+    from analyzers.traces.numpy_docs import docstrings_deferred
+
     blas_set = "OPENBLAS_NUM_THREADS" in os.environ
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     try:
-        from analyzers.traces.analyses.base import TraceOptions
-        from analyzers.traces.api import analyze_trace
-        from analyzers.traces.render import render_text, report_json
+        # In a command that is the whole process numpy's docstrings are never read (numpy_docs.py).
+        deferred = getattr(args, "whole_process", False)
+        with docstrings_deferred() if deferred else contextlib.nullcontext():
+            from analyzers.traces.analyses.base import TraceOptions
+            from analyzers.traces.api import analyze_trace
+            from analyzers.traces.render import render_text, report_json
         from fleetscope.errors import ConfigError
     finally:
         if not blas_set:
