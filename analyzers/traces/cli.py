@@ -90,6 +90,12 @@ def _analyze_lite(args: argparse.Namespace) -> int:
     so what the user sees is the numpy run's output or error), else the error."""
     from analyzers.traces import xp
 
+    whole_process = getattr(args, "whole_process", False)
+    standby = None
+    if whole_process:
+        from analyzers.traces.standby import start_standby
+
+        standby = start_standby()  # numpy imported on the other core, should lite give up
     xp.choose("lite")
     try:
         from analyzers.traces.load import load_raw_trace
@@ -98,9 +104,13 @@ def _analyze_lite(args: argparse.Namespace) -> int:
         # event) costs less than importing msgspec and zlib-ng for the fast one (~10 ms).
         text = _report_text(args, lambda path: load_raw_trace(path, decoder="stdlib"))
     except Exception:
-        if not getattr(args, "whole_process", False):
+        if not whole_process:
             raise
+        if standby is not None:
+            return standby.take_over()
         _rerun_on_numpy()
+    if standby is not None:
+        standby.cancel()
     sys.stdout.write(text)
     return 0
 

@@ -35,10 +35,12 @@ __all__ = [
     "text_bytes",
 ]
 
-# The largest trace (JSON text, all files together) the lite engine takes: about where its
-# whole command stops being faster than numpy's import plus numpy's analyses (bench/RESULTS.md,
-# "Trace analysis as a whole command": the crossover measured with bench.trace_command).
-LITE_MAX_TEXT_BYTES = 512 << 10
+# The largest trace (JSON text, all files together) the lite engine takes. Measured with
+# bench.trace_engines (bench/RESULTS.md, "Trace analysis engines"): on windows of real traces the
+# lite command was still faster than the numpy one at ~1 MiB (4,000 events: 98-129 ms against
+# 133-165), by less as windows grow; a window it cannot answer costs the numpy run plus ~15 ms
+# where the numpy standby runs (standby.py). Above this, fewer traces would gain and more lose.
+LITE_MAX_TEXT_BYTES = 1 << 20
 # Runs of one analysis under different orders of tied keys before the numpy run decides instead.
 MAX_TIE_RUNS = 64
 _TRACE_SUFFIXES = (".json", ".gz")  # api.TRACE_SUFFIXES (api imports the engine)

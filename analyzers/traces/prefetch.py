@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 
     from analyzers.traces.load import RawTrace
 
-__all__ = ["MIN_TEXT_BYTES", "SWITCH", "Prefetch", "prefetch_traces"]
+__all__ = ["MIN_TEXT_BYTES", "SWITCH", "Prefetch", "a_core_is_free", "die_with", "prefetch_traces"]
 
 SWITCH = "FLEETSCOPE_TRACE_PREFETCH"
 # api.TRACE_SUFFIXES (api imports numpy): which files of a folder `find_trace_files` returns.
@@ -123,10 +123,10 @@ def _worth_forking() -> bool:
     threading = sys.modules.get("threading")
     if threading is not None and threading.active_count() > 1:
         return False
-    return switch in ("1", "true", "yes", "on") or _a_core_is_free()
+    return switch in ("1", "true", "yes", "on") or a_core_is_free()
 
 
-def _a_core_is_free() -> bool:
+def a_core_is_free() -> bool:
     """Fewer tasks running right now than cores (this one included): the kernel's count in
     /proc/loadavg, `running/total`, a sample of this instant (not the minute's average)."""
     try:
@@ -331,7 +331,7 @@ def _child_main(files: list[Path], fd: int, parent: int) -> NoReturn:
     buffered output); exit code 0 only when the records are whole."""
     code = 1
     try:
-        _die_with(parent)
+        die_with(parent)
         _write_records(files, fd)
         code = 0
     except BaseException:  # any failure (Ctrl-C too): the parent loads the files itself
@@ -340,7 +340,7 @@ def _child_main(files: list[Path], fd: int, parent: int) -> NoReturn:
         os._exit(code)
 
 
-def _die_with(parent: int) -> None:
+def die_with(parent: int) -> None:
     """Have the kernel kill this child when its parent dies (killed, say, where `close()` never
     runs): nobody would read what it writes. Where that cannot be asked, it ends with its load."""
     import ctypes

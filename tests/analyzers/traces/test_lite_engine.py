@@ -15,6 +15,7 @@ import pytest
 
 from analyzers.traces import engine, listnp
 from analyzers.traces.engine import TieOrderMatters, each_tie_order, engine_for, text_bytes
+from analyzers.traces.standby import SWITCH as STANDBY_SWITCH
 from analyzers.traces.xp import ENV
 from bench.trace_slices import read_trace, write_window
 from tests.analyzers.traces.trace_paths import DATA, EDGE_TRACES, MAIN_TRACES
@@ -125,16 +126,22 @@ def _fleetscope(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[
     )
 
 
+STANDBY = pytest.mark.parametrize(
+    "standby", ["0", "1"], ids=["re-executes-on-numpy", "numpy-standby-takes-over"]
+)
+
+
+@STANDBY
 @pytest.mark.parametrize(
     "trace",
     [MINITOY, DATA / "edge_cases" / "critical_path_simple_add"],
     ids=["answered-on-lite", "ties-matter-so-numpy-answers"],
 )
-def test_the_whole_command_prints_numpys_output_either_way(trace: Path) -> None:
+def test_the_whole_command_prints_numpys_output_either_way(trace: Path, standby: str) -> None:
     base = {k: v for k, v in os.environ.items() if k != ENV}
     args = ("trace", "analyze", str(trace), "--hta-compatible", "--format", "json")
     on_numpy = _fleetscope(*args, env={**base, ENV: "numpy"})
-    by_size = _fleetscope(*args, env=base)
+    by_size = _fleetscope(*args, env={**base, STANDBY_SWITCH: standby})
     assert on_numpy.returncode == 0
     assert (by_size.returncode, by_size.stdout, by_size.stderr) == (
         0,
@@ -143,12 +150,13 @@ def test_the_whole_command_prints_numpys_output_either_way(trace: Path) -> None:
     )
 
 
-def test_a_corrupt_small_trace_gets_the_numpy_runs_error_once(tmp_path: Path) -> None:
+@STANDBY
+def test_a_corrupt_small_trace_gets_the_numpy_runs_error_once(tmp_path: Path, standby: str) -> None:
     bad = tmp_path / "t.json"
     bad.write_text('{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": ')
     base = {k: v for k, v in os.environ.items() if k != ENV}
     on_numpy = _fleetscope("trace", "analyze", str(bad), env={**base, ENV: "numpy"})
-    by_size = _fleetscope("trace", "analyze", str(bad), env=base)
+    by_size = _fleetscope("trace", "analyze", str(bad), env={**base, STANDBY_SWITCH: standby})
     assert on_numpy.returncode == 4 and "truncated" in on_numpy.stderr
     assert (by_size.returncode, by_size.stdout, by_size.stderr) == (
         4,

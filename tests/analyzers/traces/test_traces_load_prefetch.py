@@ -68,7 +68,7 @@ def run_command(
     script = (
         "import sys\n"
         "from analyzers.traces import prefetch\n"
-        + ("" if core_free is None else f"prefetch._a_core_is_free = lambda: {core_free}\n")
+        + ("" if core_free is None else f"prefetch.a_core_is_free = lambda: {core_free}\n")
         + "forked = []\n"
         "fork = prefetch.Prefetch._fork\n"
         "prefetch.Prefetch._fork = lambda self, files: forked.append(files) or fork(self, files)\n"
@@ -259,7 +259,7 @@ def test_the_command_loads_in_a_child_and_prints_what_it_printed_before() -> Non
 
 
 @needs_fork
-def test_by_default_a_child_is_forked_only_when_a_core_is_free() -> None:
+def test_by_default_a_child_is_forked_only_whena_core_is_free() -> None:
     """Without a free core the child would only take CPU from the command; =1 forks anyway."""
     args = ("--hta-compatible", str(NCCL), "--format", "json")
     assert run_command(*args, switch="", core_free=True).stderr.splitlines()[-1] == "forked 1"

@@ -1,0 +1,113 @@
+"""A process that waits, numpy already imported, to run the command on numpy should the small-trace
+engine give up (issue 19).
+
+Why: when listnp cannot answer a trace exactly (engine.py: the ties of numpy's unstable sort
+changed a number, on a trace of repeated timestamps), the command runs again on numpy. Re-running
+it in a fresh process pays Python's start, the command line and numpy's import after the lite
+attempt (~80 ms of a ~250 ms run on a 250-event trace, where the numpy engine alone takes ~150).
+So before the lite attempt the command forks this standby, which imports numpy and the numpy
+engine on the other core while the lite attempt runs, then waits. If the lite engine answers,
+the standby is killed; if it gives up, the standby runs the command itself (same argv, same
+stdout and stderr: nothing was printed before) and the command exits with its code.
+
+Only where that can pay, as for the prefetch children (prefetch.py): Linux with fork, no thread
+running, and a core free at this instant (on a busy machine the standby would only take CPU from
+the lite attempt; the command then re-executes itself on numpy instead, cli._rerun_on_numpy).
+`FLEETSCOPE_TRACE_STANDBY=0` turns it off, `=1` forks it whether a core is free or not. The standby dies with the command (PR_SET_PDEATHSIG).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import NoReturn
+
+from analyzers.traces.prefetch import a_core_is_free, die_with
+
+__all__ = ["SWITCH", "Standby", "start_standby"]
+
+SWITCH = "FLEETSCOPE_TRACE_STANDBY"
+_SIGKILL = 9
+_GO = b"g"
+
+
+class Standby:
+    """The parent's handle on the waiting process."""
+
+    def __init__(self, pid: int, go_fd: int) -> None:
+        self.pid = pid
+        self.go_fd = go_fd
+
+    def take_over(self) -> int:
+        """Let the standby run the command on numpy; its exit code, once it has finished."""
+        os.write(self.go_fd, _GO)
+        os.close(self.go_fd)
+        _, status = os.waitpid(self.pid, 0)
+        return os.waitstatus_to_exitcode(status)
+
+    def cancel(self) -> None:
+        """Kill and reap the standby (the lite engine answered)."""
+        os.close(self.go_fd)
+        os.kill(self.pid, _SIGKILL)  # not reaped yet, so it exists, if only as a zombie
+        os.waitpid(self.pid, 0)
+
+
+def start_standby() -> Standby | None:
+    """Fork the standby where it can pay (module docstring); None otherwise."""
+    switch = os.environ.get(SWITCH, "").strip().lower()
+    if switch in ("0", "false", "no", "off"):
+        return None
+    if sys.platform != "linux" or not hasattr(os, "fork") or "numpy" in sys.modules:
+        return None
+    threading = sys.modules.get("threading")
+    if threading is not None and threading.active_count() > 1:
+        return None
+    if switch not in ("1", "true", "yes", "on") and not a_core_is_free():
+        return None
+    sys.stdout.flush()
+    sys.stderr.flush()
+    go_read, go_write = os.pipe()
+    parent = os.getpid()
+    pid = os.fork()
+    if pid:
+        os.close(go_read)
+        return Standby(pid, go_write)
+    os.close(go_write)
+    _standby(go_read, parent)
+
+
+def _standby(go_read: int, parent: int) -> NoReturn:
+    code = 1
+    try:
+        die_with(parent)
+        from analyzers.traces import xp
+
+        xp.choose("numpy")
+        os.environ[xp.ENV] = "numpy"  # for the command run below, which reads its preference
+        _import_numpy_engine()
+        if os.read(go_read, 1) != _GO:
+            os._exit(0)
+        from app.cli import main
+
+        code = main()  # the whole command: it exits the process itself when it succeeds
+    except BaseException:  # an error the command's edge did not turn into a code
+        code = 1
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def _import_numpy_engine() -> None:
+    """What the command on numpy imports, as cli._report_text imports it."""
+    blas_set = "OPENBLAS_NUM_THREADS" in os.environ
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    try:
+        from analyzers.traces.numpy_docs import docstrings_deferred
+
+        with docstrings_deferred():
+            import analyzers.traces.api
+            import analyzers.traces.render  # noqa: F401
+    finally:
+        if not blas_set:
+            del os.environ["OPENBLAS_NUM_THREADS"]
