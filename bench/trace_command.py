@@ -46,6 +46,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from analyzers.traces.engine import LITE_MAX_TEXT_BYTES, text_bytes
 from bench.traces import ensure_hta_venv
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -236,9 +237,13 @@ def bench_trace(
     floor = json.loads(floor_out.strip().splitlines()[-1])
     files = [p for p in trace_dir.iterdir() if p.is_file()]
     hta, ours = statistics.median(hta_s), statistics.median(ours_s)
+    text = text_bytes([trace_dir])
     return {
         "trace": trace_dir.name,
         "gz_mb": sum(p.stat().st_size for p in files) / 1e6,
+        # The engine the command picks by size (analyzers/traces/engine.py); a lite run that
+        # gives up is answered by numpy, and its time says so.
+        "engine": "lite" if text is not None and text <= LITE_MAX_TEXT_BYTES else "numpy",
         "hta_s": hta,
         "ours_s": ours,
         "speedup": hta / ours,
@@ -285,18 +290,18 @@ def render(
         f"({startup['numpy_pool_s']:.3f} s with OpenBLAS's thread pool), HTA's venv `python -c 'import "
         f"hta.trace_analysis'` {startup['hta_import_s']:.3f} s.",
         "",
-        "| trace | gz MB | HTA whole run s | fleetscope whole command s | speed-up | load | "
+        "| trace | gz MB | engine | HTA whole run s | fleetscope whole command s | speed-up | load | "
         "our load s | floor s (gunzip + typed decode) | of which gunzip s | load / floor |",
-        "|---|---:|---:|---:|---:|---|---:|---:|---:|---:|",
+        "|---|---:|---|---:|---:|---:|---|---:|---:|---:|---:|",
     ]
     for r in rows:
         lines.append(
-            f"| {r['trace']} | {r['gz_mb']:.2f} | {r['hta_s']:.3f} | {r['ours_s']:.3f} | "
+            f"| {r['trace']} | {r['gz_mb']:.2f} | {r['engine']} | {r['hta_s']:.3f} | {r['ours_s']:.3f} | "
             f"{r['speedup']:.1f}x | {r['load_min']:.1f}-{r['load_max']:.1f} | {r['load_s']:.3f} | "
             f"{r['floor_s']:.3f} | {r['gunzip_s']:.3f} | {r['load_s'] / r['floor_s']:.2f} |"
         )
     lines += [
-        f"| **all traces** | {sum(r['gz_mb'] for r in rows):.2f} | {hta:.3f} | {ours:.3f} | "
+        f"| **all traces** | {sum(r['gz_mb'] for r in rows):.2f} | | {hta:.3f} | {ours:.3f} | "
         f"{hta / ours:.1f}x | | {sum(r['load_s'] for r in rows):.3f} | "
         f"{sum(r['floor_s'] for r in rows):.3f} | {sum(r['gunzip_s'] for r in rows):.3f} | "
         f"{sum(r['load_s'] for r in rows) / sum(r['floor_s'] for r in rows):.2f} |",
@@ -318,7 +323,9 @@ def _verdict(rows: list[dict[str, Any]], startup: dict[str, float], editable: bo
     ours = sum(r["ours_s"] for r in rows)
     met = [r["trace"] for r in rows if r["speedup"] >= 10.0]
     missed = [r for r in rows if r["speedup"] < 10.0]
-    smallest = min(rows, key=lambda r: r["gz_mb"])
+    smallest = min(
+        (r for r in rows if r["engine"] == "numpy"), key=lambda r: r["gz_mb"], default=None
+    )
     near = [r["load_s"] / r["floor_s"] for r in rows if r["gz_mb"] > 0.1] or [0.0]
     floor_s = startup["numpy_s"]
     verdict = "**met**" if not missed else "**not met**"
@@ -333,8 +340,9 @@ def _verdict(rows: list[dict[str, Any]], startup: dict[str, float], editable: bo
             + f" for our whole command, while starting Python and importing numpy and msgspec "
             f"alone take {floor_s:.3f} s"
             + (
-                f" (10x on the smallest trace, {smallest['trace']}, is below that floor)"
-                if smallest["hta_s"] / 10 < floor_s
+                f" (10x on the smallest numpy-engine trace, {smallest['trace']}, is below that "
+                "floor)"
+                if smallest is not None and smallest["hta_s"] / 10 < floor_s
                 else ""
             )
             + "; on the larger traces our time is that "
@@ -365,7 +373,13 @@ def _verdict(rows: list[dict[str, Any]], startup: dict[str, float], editable: bo
         "key found by memchr in it, one OpenBLAS thread (its pool cost ~30 ms of CPU a run), "
         "msgspec's JSON kept when a float needs Python's spelling (rewritten in place), and "
         "exact shortcuts in the analyses (AMP's kernel kinds, one window against a merged "
-        "set, launch calls sorted once per replay). Not done: inflating in a "
+        "set, launch calls sorted once per replay); ninth session, traces up to "
+        f"{LITE_MAX_TEXT_BYTES >> 20} MiB of text computed without numpy (analyzers/traces/"
+        "listnp.py, the same analysis code on Python lists with numpy's exact results; a numpy "
+        "standby forked on the free core answers whatever lite cannot, engine.py and "
+        "standby.py), the numpy engine's parent importing no msgspec or zlib-ng when a prefetch "
+        "child loaded the file, and numpy's docstring modules left unrun (numpy_docs.py). "
+        "Not done: inflating in a "
         "second thread while the main one imports and decodes (measured twice: it lost ~30 ms "
         "on the shared machine, and 10 ms on ns_resolution at load 1.7 in the second round, "
         "with long tails under load: every chunk is a GIL hand-over), a cache of parsed "

@@ -61,9 +61,10 @@ def preference() -> Engine | None:
 def __getattr__(name: str) -> object:
     if name != "np":
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    if preference() == "lite":
-        from analyzers.traces import listnp as module
-    else:
-        import numpy as module
+    import importlib
+
+    module = importlib.import_module(
+        "analyzers.traces.listnp" if preference() == "lite" else "numpy"
+    )
     globals()["np"] = module
     return module
