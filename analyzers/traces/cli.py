@@ -95,7 +95,7 @@ def _analyze_lite(args: argparse.Namespace) -> int:
     if whole_process:
         from analyzers.traces.standby import start_standby
 
-        standby = start_standby()  # numpy imported on the other core, should lite give up
+        standby = start_standby(args.paths)  # numpy imported on the other core, should lite give up
     xp.choose("lite")
     try:
         from analyzers.traces.load import load_raw_trace

@@ -10,23 +10,33 @@ engine on the other core while the lite attempt runs, then waits. If the lite en
 the standby is killed; if it gives up, the standby runs the command itself (same argv, same
 stdout and stderr: nothing was printed before) and the command exits with its code.
 
-Only where that can pay, as for the prefetch children (prefetch.py): Linux with fork, no thread
-running, and a core free at this instant (on a busy machine the standby would only take CPU from
-the lite attempt; the command then re-executes itself on numpy instead, cli._rerun_on_numpy).
-`FLEETSCOPE_TRACE_STANDBY=0` turns it off, `=1` forks it whether a core is free or not. The standby dies with the command (PR_SET_PDEATHSIG).
+Only where that can pay: a trace of `MIN_TEXT_BYTES` or more (below, the lite attempt is short and
+the standby slows it more than it saves), and as for the prefetch children (prefetch.py), Linux
+with fork, no thread running and a core free at this instant (on a busy machine the standby would
+only take CPU from the lite attempt; the command then re-executes itself on numpy instead,
+cli._rerun_on_numpy). `FLEETSCOPE_TRACE_STANDBY=0` turns it off, `=1` forks it whether a core is
+free or not. The standby dies with the command (PR_SET_PDEATHSIG).
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Sequence
+from pathlib import Path
 from typing import NoReturn
 
+from analyzers.traces.engine import text_bytes
 from analyzers.traces.prefetch import a_core_is_free, die_with
 
-__all__ = ["SWITCH", "Standby", "start_standby"]
+__all__ = ["MIN_TEXT_BYTES", "SWITCH", "Standby", "start_standby"]
 
 SWITCH = "FLEETSCOPE_TRACE_STANDBY"
+# Below this much JSON text the standby costs more than it saves: the lite attempt is ~70 ms,
+# mostly start-up, and the standby importing numpy on the other vCPU slowed it by ~10 ms (minitoy,
+# 67 KiB: 71 -> 82 ms, 60 runs; the two vCPUs share a core here), on the path where lite answers,
+# for ~45 ms saved on the path where it does not.
+MIN_TEXT_BYTES = 256 << 10
 _SIGKILL = 9
 _GO = b"g"
 
@@ -46,23 +56,28 @@ class Standby:
         return os.waitstatus_to_exitcode(status)
 
     def cancel(self) -> None:
-        """Kill and reap the standby (the lite engine answered)."""
+        """Kill the standby (the lite engine answered). Not reaped: waiting for the kernel to
+        tear down a process half-way through numpy's import took the command ~5 ms, and the
+        command is about to exit, which hands the dead child to init to reap."""
         os.close(self.go_fd)
         os.kill(self.pid, _SIGKILL)  # not reaped yet, so it exists, if only as a zombie
-        os.waitpid(self.pid, 0)
 
 
-def start_standby() -> Standby | None:
-    """Fork the standby where it can pay (module docstring); None otherwise."""
+def start_standby(paths: Sequence[str | Path]) -> Standby | None:
+    """Fork the standby for the trace at `paths` where it can pay (module docstring); None
+    otherwise."""
     switch = os.environ.get(SWITCH, "").strip().lower()
     if switch in ("0", "false", "no", "off"):
+        return None
+    forced = switch in ("1", "true", "yes", "on")
+    if not forced and (text_bytes(paths) or 0) < MIN_TEXT_BYTES:
         return None
     if sys.platform != "linux" or not hasattr(os, "fork") or "numpy" in sys.modules:
         return None
     threading = sys.modules.get("threading")
     if threading is not None and threading.active_count() > 1:
         return None
-    if switch not in ("1", "true", "yes", "on") and not a_core_is_free():
+    if not forced and not a_core_is_free():
         return None
     sys.stdout.flush()
     sys.stderr.flush()
