@@ -75,6 +75,10 @@ def _analyze(args: argparse.Namespace) -> int:
         engine = engine_for(args.paths) if getattr(args, "whole_process", False) else "numpy"
     if engine == "lite":
         return _analyze_lite(args)
+    return _analyze_numpy(args)
+
+
+def _analyze_numpy(args: argparse.Namespace) -> int:
     # The files start loading in forked children now, before numpy is imported, and load while
     # this process imports (analyzers/traces/prefetch.py says why and when not).
     from analyzers.traces.prefetch import prefetch_traces
@@ -85,17 +89,22 @@ def _analyze(args: argparse.Namespace) -> int:
 
 
 def _analyze_lite(args: argparse.Namespace) -> int:
-    """A small trace on listnp (engine.py); on anything it cannot do exactly, the same command
-    again on numpy, in a fresh process when this one is the whole command (nothing printed yet,
-    so what the user sees is the numpy run's output or error), else the error."""
+    """A small trace on listnp (engine.py); on anything it cannot do exactly, the command on
+    numpy when this process is the whole command (nothing printed yet, so what the user sees is
+    the numpy run's output or error): by the numpy standby where one was forked (standby.py),
+    else in a fresh process. A caller that is not the whole process gets the error."""
     from analyzers.traces import xp
 
     whole_process = getattr(args, "whole_process", False)
     standby = None
     if whole_process:
-        from analyzers.traces.standby import start_standby
+        from analyzers.traces.standby import Standby, start_standby
 
-        standby = start_standby(args.paths)  # numpy imported on the other core, should lite give up
+        # A fork that imports numpy on the other core, should lite give up (standby.py).
+        started = start_standby(args.paths)
+        if started is not None and not isinstance(started, Standby):
+            return _analyze_numpy(args)  # this process is that fork, and lite gave up
+        standby = started
     xp.choose("lite")
     try:
         from analyzers.traces.load import load_raw_trace
@@ -106,8 +115,8 @@ def _analyze_lite(args: argparse.Namespace) -> int:
     except Exception:
         if not whole_process:
             raise
-        if standby is not None:
-            return standby.take_over()
+        if standby is not None and (code := standby.take_over()) is not None:
+            return code
         _rerun_on_numpy()
     if standby is not None:
         standby.cancel()

@@ -7,8 +7,9 @@ it in a fresh process pays Python's start, the command line and numpy's import a
 attempt (~80 ms of a ~250 ms run on a 250-event trace, where the numpy engine alone takes ~150).
 So before the lite attempt the command forks this standby, which imports numpy and the numpy
 engine on the other core while the lite attempt runs, then waits. If the lite engine answers,
-the standby is killed; if it gives up, the standby runs the command itself (same argv, same
-stdout and stderr: nothing was printed before) and the command exits with its code.
+the standby is killed; if it gives up, the standby runs the command's numpy path itself (it is a
+fork of the command: same arguments, stdout and stderr, and nothing was printed before) and the
+command exits with its code.
 
 Only where that can pay: a trace of `MIN_TEXT_BYTES` or more (below, the lite attempt is short and
 the standby slows it more than it saves), and as for the prefetch children (prefetch.py), Linux
@@ -24,12 +25,11 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn
 
 from analyzers.traces.engine import text_bytes
 from analyzers.traces.prefetch import a_core_is_free, die_with
 
-__all__ = ["MIN_TEXT_BYTES", "SWITCH", "Standby", "start_standby"]
+__all__ = ["MIN_TEXT_BYTES", "SWITCH", "TAKE_OVER", "Standby", "start_standby"]
 
 SWITCH = "FLEETSCOPE_TRACE_STANDBY"
 # Below this much JSON text the standby costs more than it saves: the lite attempt is ~70 ms,
@@ -48,10 +48,16 @@ class Standby:
         self.pid = pid
         self.go_fd = go_fd
 
-    def take_over(self) -> int:
-        """Let the standby run the command on numpy; its exit code, once it has finished."""
-        os.write(self.go_fd, _GO)
-        os.close(self.go_fd)
+    def take_over(self) -> int | None:
+        """Let the standby run the command on numpy; its exit code once it has finished, or None
+        when it is gone already (it failed before it was needed: re-execute instead)."""
+        try:
+            os.write(self.go_fd, _GO)
+        except BrokenPipeError:
+            os.waitpid(self.pid, 0)
+            return None
+        finally:
+            os.close(self.go_fd)
         _, status = os.waitpid(self.pid, 0)
         return os.waitstatus_to_exitcode(status)
 
@@ -63,9 +69,19 @@ class Standby:
         os.kill(self.pid, _SIGKILL)  # not reaped yet, so it exists, if only as a zombie
 
 
-def start_standby(paths: Sequence[str | Path]) -> Standby | None:
-    """Fork the standby for the trace at `paths` where it can pay (module docstring); None
-    otherwise."""
+class _TakeOver:
+    """What `start_standby` returns in the standby once the command needs it."""
+
+
+TAKE_OVER = _TakeOver()
+
+
+def start_standby(paths: Sequence[str | Path]) -> Standby | _TakeOver | None:
+    """Fork the standby for the trace at `paths` where it can pay (module docstring). In the
+    command: the standby's handle, or None. In the standby, once the command gives the word:
+    TAKE_OVER, on numpy, so that the caller runs the command's numpy path in the call stack the
+    fork copied (its errors turned into messages and codes by the same edge); without the word
+    the standby exits here."""
     switch = os.environ.get(SWITCH, "").strip().lower()
     if switch in ("0", "false", "no", "off"):
         return None
@@ -88,29 +104,25 @@ def start_standby(paths: Sequence[str | Path]) -> Standby | None:
         os.close(go_read)
         return Standby(pid, go_write)
     os.close(go_write)
-    _standby(go_read, parent)
+    _wait_ready(go_read, parent)
+    return TAKE_OVER
 
 
-def _standby(go_read: int, parent: int) -> NoReturn:
-    code = 1
+def _wait_ready(go_read: int, parent: int) -> None:
+    """The standby: numpy and the numpy engine imported, then wait for the word; exit without
+    it, or on any failure before it (the command then re-executes itself)."""
     try:
         die_with(parent)
         from analyzers.traces import xp
 
         xp.choose("numpy")
-        os.environ[xp.ENV] = "numpy"  # for the command run below, which reads its preference
         _import_numpy_engine()
-        if os.read(go_read, 1) != _GO:
-            os._exit(0)
-        from app.cli import main
-
-        code = main()  # the whole command: it exits the process itself when it succeeds
-    except BaseException:  # an error the command's edge did not turn into a code
-        code = 1
-    finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
+        go = os.read(go_read, 1) == _GO
+    except BaseException:
+        go = False
+    os.close(go_read)
+    if not go:
+        os._exit(0)
 
 
 def _import_numpy_engine() -> None:
