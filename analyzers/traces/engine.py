@@ -105,23 +105,19 @@ def each_tie_order(run: Callable[[], T]) -> T:
     from analyzers.traces import listnp
 
     oracle = _TieOracle()
-    first: T | None = None
-    first_repr = ""
-    runs = 0
     with _hooked(listnp, oracle):
-        while True:
-            oracle.begin()
-            result = run()
-            runs += 1
-            if runs == 1:
-                first, first_repr = result, repr(result)
-            elif repr(result) != first_repr:
-                raise TieOrderMatters("the result depends on the order of equal sort keys")
-            if not oracle.advance():
-                assert first is not None or runs == 1
-                return first  # type: ignore[return-value]
+        oracle.begin()
+        first = run()
+        expected = repr(first)
+        runs = 1
+        while oracle.advance():
             if runs >= MAX_TIE_RUNS:
                 raise TieOrderMatters(f"more than {MAX_TIE_RUNS} orders of equal sort keys")
+            oracle.begin()
+            if repr(run()) != expected:
+                raise TieOrderMatters("the result depends on the order of equal sort keys")
+            runs += 1
+    return first
 
 
 @contextlib.contextmanager
