@@ -11,7 +11,6 @@ keeps them (warehouse.trace_storage: the data folder, or the fleet's object stor
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import sys
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -134,25 +133,13 @@ def _rerun_on_numpy() -> NoReturn:
 
 
 def _report_text(args: argparse.Namespace, load: Callable[[Path], RawTrace]) -> str:
-    # No analysis calls BLAS, yet numpy's import starts OpenBLAS's thread pool, one thread a
-    # core, which costs ~30 ms of CPU a run (issue 19); a user's own setting wins. OpenBLAS
-    # reads it when numpy is first imported (the imports below), so it is unset again after,
-    # and processes this one starts get the user's environment.
-    from analyzers.traces.numpy_docs import docstrings_deferred
+    from analyzers.traces.numpy_docs import numpy_as_a_command_imports_it
 
-    blas_set = "OPENBLAS_NUM_THREADS" in os.environ
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    try:
-        # In a command that is the whole process numpy's docstrings are never read (numpy_docs.py).
-        deferred = getattr(args, "whole_process", False)
-        with docstrings_deferred() if deferred else contextlib.nullcontext():
-            from analyzers.traces.analyses.base import TraceOptions
-            from analyzers.traces.api import analyze_trace
-            from analyzers.traces.render import render_text, report_json
-        from fleetscope.errors import ConfigError
-    finally:
-        if not blas_set:
-            del os.environ["OPENBLAS_NUM_THREADS"]
+    with numpy_as_a_command_imports_it(getattr(args, "whole_process", False)):
+        from analyzers.traces.analyses.base import TraceOptions
+        from analyzers.traces.api import analyze_trace
+        from analyzers.traces.render import render_text, report_json
+    from fleetscope.errors import ConfigError
 
     if args.gpus < 0:
         raise ConfigError(f"--gpus must be >= 0, got {args.gpus}")

@@ -12,13 +12,14 @@ caller, which may call `help()` on numpy.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from importlib.machinery import ModuleSpec
 from types import ModuleType
 
-__all__ = ["DOCSTRING_MODULES", "docstrings_deferred"]
+__all__ = ["DOCSTRING_MODULES", "docstrings_deferred", "numpy_as_a_command_imports_it"]
 
 DOCSTRING_MODULES = frozenset({"numpy._core._add_newdocs", "numpy._core._add_newdocs_scalars"})
 
@@ -54,3 +55,23 @@ def docstrings_deferred() -> Iterator[None]:
         yield
     finally:
         sys.meta_path.remove(finder)
+
+
+@contextmanager
+def numpy_as_a_command_imports_it(whole_process: bool) -> Iterator[None]:
+    """Imports in the block bring numpy in as `fleetscope trace analyze` wants it (cli.py and the
+    numpy standby, standby.py): with one OpenBLAS thread, and its docstring modules deferred
+    where the command is the whole process.
+
+    No analysis calls BLAS, yet numpy's import starts OpenBLAS's thread pool, one thread a core,
+    which costs ~30 ms of CPU a run (issue 19); a user's own setting wins. OpenBLAS reads it when
+    numpy is first imported, so it is unset again after, and processes the command starts get the
+    user's environment."""
+    blas_set = "OPENBLAS_NUM_THREADS" in os.environ
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    try:
+        with docstrings_deferred() if whole_process else nullcontext():
+            yield
+    finally:
+        if not blas_set:
+            del os.environ["OPENBLAS_NUM_THREADS"]

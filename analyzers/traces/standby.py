@@ -126,15 +126,9 @@ def _wait_ready(go_read: int, parent: int) -> None:
 
 
 def _import_numpy_engine() -> None:
-    """What the command on numpy imports, as cli._report_text imports it."""
-    blas_set = "OPENBLAS_NUM_THREADS" in os.environ
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    try:
-        from analyzers.traces.numpy_docs import docstrings_deferred
+    """What the command on numpy imports, imported as cli._report_text imports it."""
+    from analyzers.traces.numpy_docs import numpy_as_a_command_imports_it
 
-        with docstrings_deferred():
-            import analyzers.traces.api
-            import analyzers.traces.render  # noqa: F401
-    finally:
-        if not blas_set:
-            del os.environ["OPENBLAS_NUM_THREADS"]
+    with numpy_as_a_command_imports_it(whole_process=True):
+        import analyzers.traces.api
+        import analyzers.traces.render  # noqa: F401
