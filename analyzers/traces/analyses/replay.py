@@ -223,6 +223,10 @@ class Replay:
             self._memo[key] = self._step_time(change)
         return self._memo[key]
 
+    def cpu_clock(self, change: Change, t: F64) -> F64:
+        """The CPU clock of `change` at times `t` (the critical path's bound measures with it)."""
+        return self._clock(change, t)
+
     def _clock(self, change: Change, t: F64) -> F64:
         """The warped, scaled CPU clock at times `t`."""
         warped = t

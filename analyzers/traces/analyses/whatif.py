@@ -15,15 +15,21 @@ from __future__ import annotations
 import math
 
 from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
+from analyzers.traces.analyses.critical_path import (
+    CriticalPath,
+    CriticalPathError,
+    critical_path_of,
+)
+from analyzers.traces.analyses.critical_whatif import saving_bound_us
 from analyzers.traces.analyses.replay import Change, Replay
 from analyzers.traces.analyses.scenarios import EXPECTED, OPTIMISTIC, PESSIMISTIC, SCENARIOS
-from analyzers.traces.frame import TraceSet
+from analyzers.traces.frame import RankFrame, TraceSet
 
 ASSUMPTIONS = (
     "CPU events keep their order on one global clock; changed CPU time shifts everything after "
     "it; a kernel starts at max(its launch + original launch latency, previous op on its "
-    "stream); a sync waits for all GPU work launched before it; the job runs all week on the "
-    "stated GPUs."
+    "stream); a sync waits for all GPU work launched before it; no change saves more than it "
+    "takes out of the critical path; the job runs all week on the stated GPUs."
 )
 COLUMNS = (
     "rank",
@@ -51,6 +57,22 @@ def _job_gpus(trace: TraceSet, options: TraceOptions) -> int:
     return max(1, len(trace.ranks))
 
 
+def _critical_path(frame: RankFrame) -> CriticalPath | None:
+    try:
+        return critical_path_of(frame, native=True)
+    except CriticalPathError:
+        return None
+
+
+def _step_us(replay: Replay, path: CriticalPath | None, change: Change) -> float:
+    """The replayed step, saving no more than the critical path allows (critical_whatif.py:
+    work off the path saves nothing)."""
+    est = replay.step_time(change)
+    if path is None:
+        return est
+    return max(est, replay.step_time(Change()) - saving_bound_us(path, replay, change))
+
+
 def _saved(base: float, est: float) -> float:
     return max(0.0, 1.0 - est / base) if base > 0 else 0.0
 
@@ -75,15 +97,16 @@ def whatif(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
         base = replay.step_time(Change())
         base_gpu = replay.gpu_busy_us(Change())
         values: dict[str, float] = {"baseline_step_us": base}
+        path = _critical_path(frame)
         for name, spec in SCENARIOS.items():
             expected = spec.fn(replay, options, EXPECTED)
             if expected is None:
                 continue
-            est = replay.step_time(expected)
+            est = _step_us(replay, path, expected)
             bounds = []
             for level in (OPTIMISTIC, PESSIMISTIC):
                 change = spec.fn(replay, options, level)
-                bounds.append(replay.step_time(change) if change is not None else est)
+                bounds.append(_step_us(replay, path, change) if change is not None else est)
             low, high = min(*bounds, est), max(*bounds, est)
             saved = _saved(base, est)
             gpu_saved = _saved(base_gpu, replay.gpu_busy_us(expected)) if base_gpu else 0.0

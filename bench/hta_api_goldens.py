@@ -1,0 +1,78 @@
+"""Write HTA 0.5.0's answers for the rest of its API next to each shared trace (the goldens that
+tests/analyzers/traces/test_hta_api_agreement.py compares with).
+
+Runs inside HTA's own virtual environment (HTA 0.5.0 with pandas 2.3; never in CI, which has no
+HTA), imports nothing from fleetscope, and writes small JSON/CSV files into
+`TRACE_DIR/hta-0.5.0/`:
+
+- `critical_path.json`: `critical_path_analysis(rank, "ProfilerStep", 0)` per rank: success, graph
+  size, path length (the sum of the networkx edge weights on `dag_longest_path`, after HTA's
+  validation zeroed weights <= -1) and `summary()`'s sums per `bound_by`, or the exception.
+
+    python3 -m venv /tmp/hta-venv && /tmp/hta-venv/bin/pip install holistictraceanalysis==0.5.0 'pandas==2.3.*'
+    /tmp/hta-venv/bin/python bench/hta_api_goldens.py tests/data/traces/*/
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import os
+import sys
+import warnings
+from typing import Any
+
+
+def critical_path(analyzer: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {"annotation": "ProfilerStep", "instance_id": 0, "ranks": {}}
+    for rank in sorted(analyzer.t.traces):
+        entry: dict[str, Any] = {}
+        try:
+            result = analyzer.critical_path_analysis(rank, "ProfilerStep", 0)
+        except Exception as exc:  # HTA asserts on 2021-format traces; the golden records it
+            entry["error"] = f"{type(exc).__name__}: {exc}"
+            out["ranks"][str(rank)] = entry
+            continue
+        if result is None:
+            entry["error"] = "no ProfilerStep annotation"
+            out["ranks"][str(rank)] = entry
+            continue
+        graph, ok = result
+        entry.update(ok=bool(ok), nodes=graph.number_of_nodes(), edges=graph.number_of_edges())
+        if ok:
+            path = graph.critical_path_nodes
+            entry["length_us"] = float(
+                sum(graph.edges[u, v]["weight"] for u, v in itertools.pairwise(path))
+            )
+            entry["path_edges"] = len(path) - 1
+            edges = graph.get_critical_path_breakdown()
+            sums = edges.groupby("bound_by").duration.sum()
+            entry["bound_by_us"] = {str(k): float(v) for k, v in sums.items() if k}
+            counts = edges.groupby("type").duration.count()
+            entry["edge_types"] = {str(k): int(v) for k, v in counts.items()}
+        out["ranks"][str(rank)] = entry
+    return out
+
+
+CALLS = {"critical_path.json": critical_path}
+
+
+def main(dirs: list[str]) -> None:
+    warnings.filterwarnings("ignore")
+    logging.disable(logging.CRITICAL)
+    from hta.trace_analysis import TraceAnalysis
+
+    for trace_dir in dirs:
+        analyzer = TraceAnalysis(trace_dir=trace_dir)
+        out_dir = os.path.join(trace_dir, "hta-0.5.0")
+        os.makedirs(out_dir, exist_ok=True)
+        for name, call in CALLS.items():
+            with open(os.path.join(out_dir, name), "w") as f:
+                json.dump(call(analyzer), f, indent=1, sort_keys=True)
+                f.write("\n")
+        print(trace_dir, "done", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,106 @@
+"""The critical path agrees with HTA 0.5.0's `critical_path_analysis(rank, "ProfilerStep", 0)`.
+
+References: tests/data/traces/*/hta-0.5.0/critical_path.json, written by bench/hta_api_goldens.py
+in HTA's own environment (pandas 2.3). Where HTA answers, the graph (nodes, edges), the path
+(length, edge count) and its time per `bound_by` label are equal; where HTA raises (2021-format
+traces: no runtime node for a launch) or finds no annotation, HTA mode says so in a note.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from analyzers.traces.analyses.base import TraceOptions
+from analyzers.traces.analyses.critical_path import (
+    CriticalPathError,
+    critical_path,
+    critical_path_of,
+)
+from tests.analyzers.traces.trace_paths import DATA, MAIN_TRACES, trace_set
+
+# HTA's answer there depends on event-record syncs (`Event Sync` after `cudaEventRecord`), whose
+# `wait_on_cuda_event_record_corr_id` the loader does not keep (critical_path.py docstring).
+NOT_REPRODUCED = {"critical_path_cuda_event_sync"}
+GOLDEN_TRACES = [
+    p
+    for p in [*MAIN_TRACES, DATA / "edge_cases" / "critical_path_simple_add"]
+    if (p / "hta-0.5.0" / "critical_path.json").is_file()
+]
+
+
+def _golden(trace_dir: Path) -> dict[str, dict[str, object]]:
+    ranks: dict[str, dict[str, object]] = json.loads(
+        (trace_dir / "hta-0.5.0" / "critical_path.json").read_text()
+    )["ranks"]
+    return ranks
+
+
+def test_every_shared_trace_has_a_golden() -> None:
+    assert [p.name for p in GOLDEN_TRACES if p in MAIN_TRACES] == [p.name for p in MAIN_TRACES]
+
+
+@pytest.mark.parametrize("trace_dir", GOLDEN_TRACES, ids=lambda p: p.name)
+def test_agrees_with_hta(trace_dir: Path) -> None:
+    trace = trace_set(trace_dir, hta_compatible=True)
+    for frame in trace.frames():
+        expected = _golden(trace_dir)[str(frame.rank)]
+        error = expected.get("error")
+        if isinstance(error, str) and error.startswith("AssertionError"):
+            with pytest.raises(CriticalPathError, match="no runtime node"):
+                critical_path_of(frame, native=False)
+            continue
+        path = critical_path_of(frame, native=False)
+        if error == "no ProfilerStep annotation":
+            assert path is None
+            continue
+        assert path is not None
+        assert (path.nodes, path.edges) == (expected["nodes"], expected["edges"])
+        assert (path.length_us, len(path.rows)) == (expected["length_us"], expected["path_edges"])
+        labels = np.array(path.bound_by, dtype=object)
+        ours = {b: float(path.weights[labels == b].sum()) for b in set(path.bound_by) if b}
+        assert {b: us for b, us in ours.items() if us} == expected["bound_by_us"]
+
+
+def test_hta_mode_says_why_there_is_no_path() -> None:
+    result = critical_path(
+        trace_set(DATA / "kineto_resnet50_nw0", hta_compatible=True), TraceOptions()
+    )
+    assert result.per_rank == {}
+    assert len(result.notes) == 1
+    assert result.notes[0].startswith("rank 0: no critical path (no runtime node for the launch")
+
+
+def test_native_mode_reads_2021_traces_over_every_step() -> None:
+    """Native mode reads `Operator`/`Runtime` rows (HTA finds no CPU node there) and spans every
+    ProfilerStep: the path is as long as the steps, and its shares add up to 100 %."""
+    trace = trace_set(DATA / "kineto_resnet50_nw0")
+    result = critical_path(trace, TraceOptions())
+    values = result.per_rank[0]
+    frame = trace.frames()[0]
+    path = critical_path_of(frame, native=True)
+    assert path is not None
+    start, end = path.window
+    assert 0 < values["length_us"] <= end - start
+    summary = result.table("critical_path_summary").records()
+    assert sum(r["share_pct"] for r in summary) == pytest.approx(100.0)
+    assert values["cpu_bound_us"] > 0 and values["gpu_compute_bound_us"] > 0
+
+
+def test_whatif_saves_nothing_off_the_critical_path() -> None:
+    """ResNet-50 with 0 workers waits on its data loader: the GPU is off the critical path, so
+    even AMP's most optimistic kernel speed-ups save nothing (the replay alone priced them at
+    1.4 % of the step); the data-loader wait is on it and its removal still saves."""
+    from analyzers.traces.api import run_analyses
+
+    trace = trace_set(DATA / "kineto_resnet50_nw0")
+    rows = {
+        r["scenario"]: r
+        for r in run_analyses(trace, names=["whatif"])["whatif"].table("whatif").records()
+    }
+    assert rows["amp"]["estimated_low_us"] == rows["amp"]["baseline_step_us"]
+    assert rows["amp"]["saved_high"] == 0.0
+    assert rows["no_dataloader_wait"]["saved_fraction"] > 0.3
