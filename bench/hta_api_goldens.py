@@ -11,6 +11,7 @@ HTA), imports nothing from fleetscope, and writes small JSON/CSV files into
 
     python3 -m venv /tmp/hta-venv && /tmp/hta-venv/bin/pip install holistictraceanalysis==0.5.0 'pandas==2.3.*'
     /tmp/hta-venv/bin/python bench/hta_api_goldens.py tests/data/traces/*/
+    /tmp/hta-venv/bin/python bench/hta_api_goldens.py --diff tests/data/traces
 """
 
 from __future__ import annotations
@@ -56,12 +57,39 @@ def critical_path(analyzer: Any) -> dict[str, Any]:
 
 
 CALLS = {"critical_path.json": critical_path}
+# TraceDiff pairs (control, test): before/after a change (the ResNet-50 pair), two models, and a
+# trace against itself. Written into the control's folder as trace_diff_<test>.csv/.json.
+DIFF_PAIRS = (
+    ("kineto_resnet50_nw0", "kineto_resnet50_nw4"),
+    ("hta_trace_diff_control_rank3", "hta_ns_resolution_rank0"),
+    ("hta_ns_resolution_rank0", "hta_ns_resolution_rank0"),
+)
+
+
+def trace_diff(root: str) -> None:
+    """`TraceDiff.compare_traces` and `ops_diff` with their defaults (first rank, first
+    iteration, CPU and GPU)."""
+    from hta.trace_diff import TraceDiff
+
+    for control, test in DIFF_PAIRS:
+        a, b = os.path.join(root, control), os.path.join(root, test)
+        table = TraceDiff.compare_traces(a, b)
+        out = os.path.join(a, "hta-0.5.0", f"trace_diff_{test}")
+        table.to_csv(out + ".csv", index_label="name")
+        with open(out + ".json", "w") as f:
+            json.dump(TraceDiff.ops_diff(a, b), f, indent=1, sort_keys=True)
+            f.write("\n")
+        print(control, test, "diff done", file=sys.stderr)
 
 
 def main(dirs: list[str]) -> None:
     warnings.filterwarnings("ignore")
     logging.disable(logging.CRITICAL)
     from hta.trace_analysis import TraceAnalysis
+
+    if dirs[:1] == ["--diff"]:
+        trace_diff(dirs[1])
+        return
 
     for trace_dir in dirs:
         analyzer = TraceAnalysis(trace_dir=trace_dir)

@@ -1,0 +1,160 @@
+"""Trace diff: which ops and kernels two traces (before/after a change, or two ranks) run, how
+often and for how long, and what was added, removed, or changed.
+
+Algorithm (HTA 0.5.0 `TraceDiff.compare_traces` and `ops_diff`, `hta/trace_diff.py`, with its
+defaults: first rank, first iteration, CPU and GPU):
+
+1. Iteration of each row (`hta/common/trace.py` `add_iteration`, at parse time): a CPU row
+   (`stream < 0`) belongs to the last row named `ProfilerStep#N` (in file order; the
+   `gpu_user_annotation` copies count) with `ts <= row.ts < ts + dur`; a GPU row (`stream > 0`)
+   to its launching row's iteration (`index_correlation`); anything else to -1.
+2. A side's rows: its rank's rows of the chosen iteration (default: the smallest ProfilerStep
+   number among the trace's names), all rows, or only CPU (`stream == -1`) or GPU rows.
+3. Per name: `counts` (rows) and `total_duration` (sum of `dur`, us); outer join of the two
+   sides on the name (a missing side is 0); `diff_counts = test - control`, `diff_duration` the
+   same; `counts_change_categories` is `+`, `-` or `=`.
+4. `ops_diff`: `added` (control 0, test > 0), `deleted` (control > 0, test 0), `increased`
+   (control > 0, diff > 0), `decreased` (test > 0, diff < 0), `unchanged` (test > 0, diff 0).
+
+Beyond HTA: `iteration="all"` compares the whole traces (HTA requires ProfilerStep iterations;
+a trace without them is an error there) and the table is sorted by the size of the change.
+Never does I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+import numpy as np
+
+from analyzers.traces.analyses.base import Table
+from analyzers.traces.frame import RankFrame, TraceSet
+from fleetscope.errors import TraceError
+
+__all__ = ["COLUMNS", "compare_traces", "first_iteration", "ops_diff", "row_iterations"]
+
+COLUMNS = (
+    "name",
+    "control_counts",
+    "control_total_duration",
+    "test_counts",
+    "test_total_duration",
+    "diff_counts",
+    "diff_duration",
+    "counts_change_categories",
+)
+CHANGE_KINDS = ("added", "deleted", "increased", "decreased", "unchanged")
+Device = Literal["all", "cpu", "gpu"]
+_STEP = re.compile(r"ProfilerStep\s*#\s*(\d+)")
+
+
+def _step_number(name: str) -> int | None:
+    match = _STEP.match(name) if name.startswith("ProfilerStep") else None
+    return int(match.group(1)) if match else None
+
+
+def first_iteration(frame: RankFrame) -> int | None:
+    """The smallest ProfilerStep number among the trace's names (HTA's default iteration)."""
+    numbers = [n for n in map(_step_number, frame.names) if n is not None]
+    return min(numbers) if numbers else None
+
+
+def row_iterations(frame: RankFrame) -> np.ndarray:
+    """Each row's iteration, -1 when none (step 1 of the module docstring)."""
+    out = np.full(len(frame), -1, dtype=np.int64)
+    number_of = np.full(len(frame.names) or 1, -1, dtype=np.int64)
+    for code, text in enumerate(frame.names):
+        number = _step_number(text)
+        if number is not None:
+            number_of[code] = number
+    steps = np.flatnonzero(number_of[frame.name] >= 0) if len(frame) else np.zeros(0, np.int64)
+    cpu = frame.stream < 0
+    for row in steps[np.argsort(frame.index[steps], kind="stable")].tolist():
+        start, end = frame.ts[row], frame.ts[row] + frame.dur[row]
+        out[cpu & (frame.ts >= start) & (frame.ts < end)] = number_of[frame.name[row]]
+    gpu = np.flatnonzero(frame.stream > 0)
+    link = frame.index_correlation[gpu]
+    row_of = frame.row_of_index()
+    ok = (link > 0) & (link < len(row_of))
+    launcher = np.where(ok, row_of[np.where(ok, link, 0)], -1)
+    out[gpu] = np.where(launcher >= 0, out[np.maximum(launcher, 0)], -1)
+    return out
+
+
+def _side(
+    trace: TraceSet, rank: int | None, iteration: int | Literal["all"] | None, device: Device
+) -> dict[str, tuple[int, float]]:
+    ranks = sorted(trace.ranks)
+    rank = ranks[0] if rank is None else rank
+    if rank not in trace.ranks:
+        raise TraceError(f"{trace.source}: no rank {rank} (ranks: {ranks})")
+    frame = trace.ranks[rank]
+    keep = np.ones(len(frame), dtype=bool)
+    if iteration != "all":
+        if iteration is None:
+            iteration = first_iteration(frame)
+            if iteration is None:
+                raise TraceError(
+                    f"{trace.source}: no ProfilerStep iterations to compare "
+                    "(compare the whole traces with --iteration all)"
+                )
+        iterations = row_iterations(frame)
+        if not (iterations == iteration).any():
+            found = sorted(set(iterations.tolist()) - {-1})
+            raise TraceError(f"{trace.source}: no iteration {iteration} (iterations: {found})")
+        keep &= iterations == iteration
+    if device == "cpu":
+        keep &= frame.stream == -1
+    elif device == "gpu":
+        keep &= frame.stream != -1
+    rows = np.flatnonzero(keep)
+    codes, inverse = np.unique(frame.name[rows], return_inverse=True)
+    counts = np.bincount(inverse, minlength=len(codes))
+    totals = np.bincount(inverse, weights=frame.dur[rows], minlength=len(codes))
+    out: dict[str, tuple[int, float]] = {}
+    for code, n, total in zip(codes.tolist(), counts.tolist(), totals.tolist(), strict=True):
+        name = frame.names[code]
+        c, t = out.get(name, (0, 0.0))  # two symbols may spell one name: group by the text
+        out[name] = (c + n, t + total)
+    return out
+
+
+def compare_traces(
+    control: TraceSet,
+    test: TraceSet,
+    *,
+    control_rank: int | None = None,
+    test_rank: int | None = None,
+    control_iteration: int | Literal["all"] | None = None,
+    test_iteration: int | Literal["all"] | None = None,
+    device: Device = "all",
+) -> Table:
+    """One row per op or kernel name in either trace, largest duration change first."""
+    a = _side(control, control_rank, control_iteration, device)
+    b = _side(test, test_rank, test_iteration, device)
+    rows = []
+    for name in sorted(a.keys() | b.keys()):
+        ca, ta = a.get(name, (0, 0.0))
+        cb, tb = b.get(name, (0, 0.0))
+        sign = "+" if cb > ca else "-" if cb < ca else "="
+        rows.append((name, ca, ta, cb, tb, cb - ca, tb - ta, sign))
+    rows.sort(key=lambda r: (-abs(r[6]), -abs(r[5]), r[0]))
+    return Table("trace_diff", COLUMNS, tuple(rows))
+
+
+def ops_diff(table: Table) -> dict[str, list[str]]:
+    """HTA's five kinds of change (step 4), each a sorted list of names."""
+    out: dict[str, list[str]] = {kind: [] for kind in CHANGE_KINDS}
+    for name, ca, _, cb, _, diff, _, _ in table.rows:
+        if ca == 0 and cb > 0:
+            out["added"].append(name)
+        if ca > 0 and cb == 0:
+            out["deleted"].append(name)
+        if ca > 0 and diff > 0:
+            out["increased"].append(name)
+        if cb > 0 and diff < 0:
+            out["decreased"].append(name)
+        if cb > 0 and diff == 0:
+            out["unchanged"].append(name)
+    return {kind: sorted(names) for kind, names in out.items()}
