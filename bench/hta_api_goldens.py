@@ -12,6 +12,7 @@ HTA), imports nothing from fleetscope, and writes small JSON/CSV files into
     python3 -m venv /tmp/hta-venv && /tmp/hta-venv/bin/pip install holistictraceanalysis==0.5.0 'pandas==2.3.*'
     /tmp/hta-venv/bin/python bench/hta_api_goldens.py tests/data/traces/*/
     /tmp/hta-venv/bin/python bench/hta_api_goldens.py --diff tests/data/traces
+    /tmp/hta-venv/bin/python bench/hta_api_goldens.py --stragglers tests/data/traces
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import logging
 import os
 import sys
 import warnings
+from pathlib import Path
 from typing import Any
 
 
@@ -82,6 +84,33 @@ def trace_diff(root: str) -> None:
         print(control, test, "diff done", file=sys.stderr)
 
 
+def stragglers(root: str) -> None:
+    """`get_potential_stragglers()` (defaults) on the 3-rank set built from the NCCL trace
+    (tests/analyzers/traces/straggler_set.py), with HTA's straggler counts per rank."""
+    import tempfile
+
+    from hta.analyzers.straggler import find_stragglers_with_late_start_comm_kernels
+    from hta.trace_analysis import TraceAnalysis
+
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "analyzers", "traces"))
+    import straggler_set
+
+    counts: dict[str, int] = {}
+
+    def keep_counts(*args: Any, **kwargs: Any) -> Any:
+        series = find_stragglers_with_late_start_comm_kernels(*args, **kwargs)
+        counts.update({str(k): int(v) for k, v in series.items()})
+        return series
+
+    with tempfile.TemporaryDirectory() as tmp:
+        analyzer = TraceAnalysis(trace_dir=str(straggler_set.build(Path(tmp))))
+        found = analyzer.get_potential_stragglers(straggler_identification_impl=keep_counts)
+    out = os.path.join(root, "hta_nccl_data_rank0", "hta-0.5.0", "stragglers_3_ranks.json")
+    with open(out, "w") as f:
+        json.dump({"stragglers": [int(r) for r in found], "counts": counts}, f, indent=1)
+        f.write("\n")
+
+
 def main(dirs: list[str]) -> None:
     warnings.filterwarnings("ignore")
     logging.disable(logging.CRITICAL)
@@ -89,6 +118,9 @@ def main(dirs: list[str]) -> None:
 
     if dirs[:1] == ["--diff"]:
         trace_diff(dirs[1])
+        return
+    if dirs[:1] == ["--stragglers"]:
+        stragglers(dirs[1])
         return
 
     for trace_dir in dirs:

@@ -32,7 +32,14 @@ from analyzers.traces.analyses.base import Table
 from analyzers.traces.frame import RankFrame, TraceSet
 from fleetscope.errors import TraceError
 
-__all__ = ["COLUMNS", "compare_traces", "first_iteration", "ops_diff", "row_iterations"]
+__all__ = [
+    "COLUMNS",
+    "compare_traces",
+    "first_iteration",
+    "ops_diff",
+    "row_iterations",
+    "step_number",
+]
 
 COLUMNS = (
     "name",
@@ -49,14 +56,15 @@ Device = Literal["all", "cpu", "gpu"]
 _STEP = re.compile(r"ProfilerStep\s*#\s*(\d+)")
 
 
-def _step_number(name: str) -> int | None:
+def step_number(name: str) -> int | None:
+    """N of a `ProfilerStep#N` name (HTA's pattern), None for any other name."""
     match = _STEP.match(name) if name.startswith("ProfilerStep") else None
     return int(match.group(1)) if match else None
 
 
 def first_iteration(frame: RankFrame) -> int | None:
     """The smallest ProfilerStep number among the trace's names (HTA's default iteration)."""
-    numbers = [n for n in map(_step_number, frame.names) if n is not None]
+    numbers = [n for n in map(step_number, frame.names) if n is not None]
     return min(numbers) if numbers else None
 
 
@@ -65,7 +73,7 @@ def row_iterations(frame: RankFrame) -> np.ndarray:
     out = np.full(len(frame), -1, dtype=np.int64)
     number_of = np.full(len(frame.names) or 1, -1, dtype=np.int64)
     for code, text in enumerate(frame.names):
-        number = _step_number(text)
+        number = step_number(text)
         if number is not None:
             number_of[code] = number
     steps = np.flatnonzero(number_of[frame.name] >= 0) if len(frame) else np.zeros(0, np.int64)

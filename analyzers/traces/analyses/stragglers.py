@@ -1,0 +1,148 @@
+"""Potential stragglers: the ranks whose last long collective starts latest, step after step.
+
+Algorithm (HTA 0.5.0 `get_potential_stragglers()` with its defaults, `hta/analyzers/straggler.py`
+`find_stragglers_with_late_start_comm_kernels`, 2 candidates):
+
+1. Rows of every rank whose iteration (trace_diff.row_iterations: a CPU row's enclosing
+   ProfilerStep, a GPU row its launcher's) is one of the ranks' ProfilerStep numbers.
+2. `t_min` is their earliest start, `mean_iter_time` = (latest end - t_min) / iterations; long
+   communication kernels are GPU rows (`stream > 0`, iteration > 0) named `ncclKernel*` lasting at
+   least 1 % of `mean_iter_time`.
+3. The last such kernel per (rank, stream, iteration, name); per (stream, iteration, name) the
+   standard deviation (ddof 1) of its duration over ranks, averaged over iterations; the
+   (stream, name) with the largest average is the candidate kernel.
+4. Per iteration, ranks whose candidate starts at or after the 2nd latest start count once; the
+   ranks with the most counts (2) are the potential stragglers.
+
+HTA raises when no kernel qualifies or when there is one rank (every shared real trace has one),
+and so does not answer there; this analysis then says why in a note. Its metric picks each rank's
+own last long kernel: a rank that waits in longer collectives has more kernels over the cut, so
+the rank named can be a punctual one (tests/analyzers/traces/straggler_set.py shows it). Native
+mode also counts non-NCCL collectives (`KernelClass.COMMUNICATION`: RCCL, HCCL, DeepEP).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
+from analyzers.traces.analyses.trace_diff import row_iterations, step_number
+from analyzers.traces.classify import KernelClass
+from analyzers.traces.frame import Mode, RankFrame, TraceSet
+
+__all__ = ["stragglers"]
+
+CANDIDATES = 2  # HTA's num_candidates default
+MIN_NORMALIZED_DURATION = 0.01  # HTA's min_normalized_duration: 1 % of the mean iteration
+
+
+def _is_comm(frame: RankFrame, native: bool) -> np.ndarray:
+    if native:
+        mask: np.ndarray = frame.of_class(KernelClass.COMMUNICATION)
+        return mask
+    return frame.names_matching(_nccl_kernel)
+
+
+def _nccl_kernel(name: str) -> bool:
+    return name.startswith("ncclKernel")
+
+
+def _candidates(trace: TraceSet, native: bool) -> tuple[list[tuple[int, int, float]], str]:
+    """(rank, iteration, normalized start) of the candidate kernel, or ([], why not)."""
+    frames = trace.frames()
+    iters = {r.rank: row_iterations(r) for r in frames}
+    steps = {
+        number
+        for f in frames
+        for code in np.unique(f.name[_step_rows(f)]).tolist()
+        if (number := step_number(f.names[code])) is not None
+    }
+    if not steps:
+        return [], "no ProfilerStep iterations"
+    used = {f.rank: np.isin(iters[f.rank], list(steps)) for f in frames}
+    starts = [f.ts[used[f.rank]] for f in frames if used[f.rank].any()]
+    ends = [f.end[used[f.rank]] for f in frames if used[f.rank].any()]
+    present = {int(v) for f in frames for v in iters[f.rank][used[f.rank]].tolist() if v != -1}
+    t_min = min(float(s.min()) for s in starts)
+    mean_iter = (max(float(e.max()) for e in ends) - t_min) / max(1, len(present))
+    last: dict[tuple[int, int, int, str], tuple[float, float]] = {}
+    for f in frames:
+        it = iters[f.rank]
+        long = (
+            used[f.rank]
+            & (f.stream > 0)
+            & (it > 0)
+            & (f.dur >= mean_iter * MIN_NORMALIZED_DURATION)
+            & _is_comm(f, native)
+        )
+        for row in np.flatnonzero(long).tolist():
+            key = (f.rank, int(f.stream[row]), int(it[row]), f.names[f.name[row]])
+            last[key] = ((f.ts[row] - t_min) / mean_iter, f.dur[row] / mean_iter)
+    if not last:
+        return [], "no long communication kernels"
+    spread: dict[tuple[int, str], list[float]] = {}
+    by_group: dict[tuple[int, int, str], list[float]] = {}
+    for (_, stream, iteration, name), (_, duration) in last.items():
+        by_group.setdefault((stream, iteration, name), []).append(duration)
+    for (stream, _, name), durations in sorted(by_group.items()):
+        std = float(np.std(durations, ddof=1)) if len(durations) > 1 else math.nan
+        spread.setdefault((stream, name), []).append(std)
+    means = {k: float(np.nanmean(v)) for k, v in spread.items() if not np.isnan(v).all()}
+    if not means:
+        return [], "one rank: no spread of kernel durations across ranks"
+    stream, name = max(sorted(means), key=lambda k: means[k])
+    picked = [
+        (rank, iteration, start)
+        for (rank, s, iteration, n), (start, _) in last.items()
+        if s == stream and n == name
+    ]
+    return picked, ""
+
+
+def _step_rows(frame: RankFrame) -> np.ndarray:
+    mask: np.ndarray = frame.names_matching(_is_step_name)
+    return mask
+
+
+def _is_step_name(name: str) -> bool:
+    return name.startswith("ProfilerStep")
+
+
+def straggler_counts(picked: list[tuple[int, int, float]], k: int = CANDIDATES) -> dict[int, int]:
+    """Per rank, the iterations in which it was among the `k` latest starts (ties included)."""
+    counts = {rank: 0 for rank, _, _ in picked}
+    iterations = sorted({it for _, it, _ in picked})
+    for it in iterations:
+        group = [(rank, start) for rank, i, start in picked if i == it]
+        ordered = sorted((start for _, start in group), reverse=True)
+        threshold = ordered[min(k, len(ordered)) - 1]
+        for rank, start in group:
+            counts[rank] += int(start >= threshold)
+    return counts
+
+
+PLUGIN_ORDER = 175  # after the what-if
+
+
+@analysis(
+    "stragglers",
+    "Potential stragglers",
+    "get_potential_stragglers",
+    "non-NCCL collectives (RCCL, HCCL, DeepEP) count as communication",
+)
+def stragglers(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
+    picked, why = _candidates(trace, trace.mode is Mode.NATIVE)
+    if not picked:
+        return AnalysisResult("stragglers", notes=(f"no straggler analysis: {why}",))
+    counts = straggler_counts(picked)
+    ranked = sorted(counts, key=lambda r: (-counts[r], r))[:CANDIDATES]
+    rows = tuple((rank, counts[rank], rank in ranked) for rank in sorted(counts))
+    per_rank = {rank: {"straggler_count": float(counts[rank])} for rank in counts}
+    return AnalysisResult(
+        "stragglers",
+        (Table("potential_stragglers", ("rank", "straggler_count", "potential_straggler"), rows),),
+        per_rank,
+        (f"potential stragglers: ranks {sorted(ranked)}",),
+    )
