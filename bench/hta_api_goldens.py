@@ -58,7 +58,23 @@ def critical_path(analyzer: Any) -> dict[str, Any]:
     return out
 
 
-CALLS = {"critical_path.json": critical_path}
+def kernel_sequences(analyzer: Any) -> dict[str, Any]:
+    """`get_frequent_cuda_kernel_sequences(op, tmp)` with its defaults, per operator."""
+    import tempfile
+
+    out: dict[str, Any] = {}
+    for op in SEQUENCE_OPERATORS:
+        try:
+            with tempfile.TemporaryDirectory() as tmp:
+                table = analyzer.get_frequent_cuda_kernel_sequences(op, tmp, visualize=False)
+            out[op] = table.drop(columns=["pattern_indices"], errors="ignore").to_dict("records")
+        except Exception as exc:  # HTA 0.5.0's call stacks raise on most real traces
+            out[op] = {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
+    return out
+
+
+SEQUENCE_OPERATORS = ("aten::linear", "aten::conv2d", "aten::batch_norm", "aten::add_")
+CALLS = {"critical_path.json": critical_path, "kernel_sequences.json": kernel_sequences}
 # TraceDiff pairs (control, test): before/after a change (the ResNet-50 pair), two models, and a
 # trace against itself. Written into the control's folder as trace_diff_<test>.csv/.json.
 DIFF_PAIRS = (
@@ -92,7 +108,9 @@ def stragglers(root: str) -> None:
     from hta.analyzers.straggler import find_stragglers_with_late_start_comm_kernels
     from hta.trace_analysis import TraceAnalysis
 
-    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "analyzers", "traces"))
+    sys.path.insert(
+        0, os.path.join(os.path.dirname(__file__), "..", "tests", "analyzers", "traces")
+    )
     import straggler_set
 
     counts: dict[str, int] = {}

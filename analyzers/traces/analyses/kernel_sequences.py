@@ -1,0 +1,128 @@
+"""Frequent CUDA kernel sequences: the kernel sequences an operator launches, how often each
+recurs, and the GPU and CPU time they take (candidates for fusion or CUDA graphs).
+
+Algorithm (HTA 0.5.0 `get_frequent_cuda_kernel_sequences(operator_name, output_dir,
+min_pattern_len=3)`, `hta/analyzers/cuda_kernel_analysis.py`):
+
+1. Candidates: CPU rows whose name contains `operator_name`. Roots are the candidates no other
+   candidate encloses on their thread (pid, tid) that launch at least `min_pattern_len` GPU ops,
+   so a nested candidate is not counted twice. (HTA keeps the candidates at the smallest call
+   depth of the whole rank instead, which with `"aten::"` is often a depth where nothing
+   launches: one idle ATen op on a data-loader thread then hides every other.)
+2. A root's kernels: the GPU ops linked (`index_correlation`) to the runtime calls inside it on
+   its thread, in start order. Its pattern is (root name, kernel names...).
+3. Per pattern: count, total GPU duration of its kernels, total CPU duration of its roots; sorted
+   by count (descending), then pattern.
+
+The report runs it with `operator_name = "aten::"`, i.e. the outermost ATen ops, and shows the
+top 5 patterns (HTA's `top_k`). HTA 0.5.0 writes an overlaid trace file as well (not here: an
+analysis never does I/O) and raises on every shared real trace while building its call stacks
+(`ValueError: Unexpected case`, or on 2021-format traces a TypeError), returning an empty table
+on the MI250 one, so there is no HTA number to agree with beyond that empty table; its goldens
+(`kernel_sequences.json`) record the errors.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
+from analyzers.traces.frame import RankFrame, TraceSet
+
+__all__ = ["frequent_kernel_sequences"]
+
+DEFAULT_OPERATOR = "aten::"
+MIN_PATTERN_LEN = 3  # HTA's min_pattern_len default
+TOP_K = 5  # HTA's top_k default
+COLUMNS = ("rank", "pattern", "count", "GPU kernel duration (us)", "CPU op duration (us)")
+
+
+def _launched(frame: RankFrame) -> tuple[np.ndarray, np.ndarray]:
+    """(CPU rows that launched a GPU op, the GPU op's row), for each link."""
+    row_of = frame.row_of_index()
+    cpu = np.flatnonzero((frame.stream == -1) & (frame.index_correlation > 0))
+    link = frame.index_correlation[cpu]
+    ok = link < len(row_of)
+    cpu, gpu = cpu[ok], row_of[link[ok]]
+    keep = (gpu >= 0) & (frame.stream[np.maximum(gpu, 0)] != -1)
+    return cpu[keep], gpu[keep]
+
+
+def _nested_in_candidate(frame: RankFrame, rows: np.ndarray, hit: np.ndarray) -> np.ndarray:
+    """Per row (CPU rows of one thread), whether a candidate row encloses it: a stack sweep in
+    start order, longest first."""
+    order = rows[np.lexsort((-frame.end[rows], frame.ts[rows]))]
+    nested = np.zeros(len(frame), dtype=bool)
+    stack: list[tuple[float, float, bool]] = []  # (ts, end, candidate or under one)
+    for row, ts, end in zip(order.tolist(), frame.ts[order].tolist(), frame.end[order].tolist(),
+                            strict=True):  # fmt: skip
+        while stack and not (ts >= stack[-1][0] and end <= stack[-1][1]):
+            stack.pop()
+        under = bool(stack) and stack[-1][2]
+        nested[row] = under
+        stack.append((ts, end, under or bool(hit[row])))
+    result: np.ndarray = nested[rows]
+    return result
+
+
+def frequent_kernel_sequences(
+    frame: RankFrame, operator_name: str, min_pattern_len: int = MIN_PATTERN_LEN
+) -> list[tuple[str, int, float, float]]:
+    """(pattern joined by `|`, count, GPU us, CPU us) per pattern, most frequent first."""
+    if not operator_name or not len(frame):
+        return []
+    cpu = np.flatnonzero(frame.stream == -1)
+    hit = frame.names_matching(lambda name: operator_name in name)
+    launch_cpu, launch_gpu = _launched(frame)
+    thread = frame.pid.astype(np.int64) * (1 << 32) + frame.tid
+    roots: list[tuple[int, np.ndarray]] = []  # (row, kernels)
+    for key in np.unique(thread[cpu]).tolist():
+        rows = cpu[thread[cpu] == key]
+        cand = rows[hit[rows]]
+        if not len(cand):
+            continue
+        cand = cand[~_nested_in_candidate(frame, rows, hit)[hit[rows]]]
+        mine = launch_cpu[thread[launch_cpu] == key]
+        gpu_of = launch_gpu[thread[launch_cpu] == key]
+        by_start = np.argsort(frame.ts[mine], kind="stable")
+        mine, gpu_of = mine[by_start], gpu_of[by_start]
+        starts = frame.ts[mine]
+        for row in cand.tolist():
+            lo = np.searchsorted(starts, frame.ts[row], side="left")
+            hi = np.searchsorted(starts, frame.ts[row] + frame.dur[row], side="right")
+            inside = np.arange(lo, hi)
+            inside = inside[frame.end[mine[inside]] <= frame.end[row]]
+            gpu = gpu_of[inside]
+            roots.append((row, gpu[np.argsort(frame.ts[gpu], kind="stable")]))
+    counts: dict[str, list[float]] = {}
+    for row, gpu in roots:
+        if len(gpu) < min_pattern_len:
+            continue
+        names = [frame.names[frame.name[row]]] + [frame.names[c] for c in frame.name[gpu].tolist()]
+        entry = counts.setdefault("|".join(names), [0, 0.0, 0.0])
+        entry[0] += 1
+        entry[1] += float(frame.dur[gpu].sum())
+        entry[2] += float(frame.dur[row])
+    ordered = sorted(counts.items(), key=lambda kv: (-kv[1][0], kv[0]))
+    return [(p, int(v[0]), v[1], v[2]) for p, v in ordered]
+
+
+PLUGIN_ORDER = 176  # after the stragglers
+
+
+@analysis(
+    "kernel_sequences",
+    "Frequent kernel sequences of the outermost ATen ops",
+    "get_frequent_cuda_kernel_sequences",
+    "answers where HTA 0.5.0 raises (its call stacks fail on every shared real trace)",
+)
+def kernel_sequences(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
+    rows = []
+    per_rank: dict[int, dict[str, float]] = {}
+    for frame in trace.frames():
+        found = frequent_kernel_sequences(frame, DEFAULT_OPERATOR)
+        rows += [(frame.rank, *p) for p in found[:TOP_K]]
+        per_rank[frame.rank] = {"patterns": float(len(found))}
+    return AnalysisResult(
+        "kernel_sequences", (Table("frequent_kernel_sequences", COLUMNS, tuple(rows)),), per_rank
+    )
