@@ -73,8 +73,27 @@ def kernel_sequences(analyzer: Any) -> dict[str, Any]:
     return out
 
 
+def aten_op_kernels(analyzer: Any) -> dict[str, Any]:
+    """`get_aten_op_kernels_and_delay(ranks=[first rank])` (its plot switched off)."""
+    import hta.analyzers.cuda_kernel_analysis as cka
+
+    cka.CudaKernelAnalysis.visualize_aten_op_kernels_and_overhead = classmethod(  # type: ignore[method-assign]
+        lambda *a, **k: None
+    )
+    rank = sorted(analyzer.t.traces)[0]
+    try:
+        table = analyzer.get_aten_op_kernels_and_delay(ranks=[rank])[rank]
+    except Exception as exc:  # HIP traces: no launch matches, then a KeyError
+        return {"rank": rank, "error": f"{type(exc).__name__}: {exc}"}
+    return {"rank": rank, "rows": table.to_dict("records")}
+
+
 SEQUENCE_OPERATORS = ("aten::linear", "aten::conv2d", "aten::batch_norm", "aten::add_")
-CALLS = {"critical_path.json": critical_path, "kernel_sequences.json": kernel_sequences}
+CALLS = {
+    "critical_path.json": critical_path,
+    "kernel_sequences.json": kernel_sequences,
+    "aten_op_kernels.json": aten_op_kernels,
+}
 # TraceDiff pairs (control, test): before/after a change (the ResNet-50 pair), two models, and a
 # trace against itself. Written into the control's folder as trace_diff_<test>.csv/.json.
 DIFF_PAIRS = (

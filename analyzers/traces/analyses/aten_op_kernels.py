@@ -1,0 +1,134 @@
+"""ATen op -> kernels: which kernel sequence each ATen op launches, how often, and how long the op
+takes to reach its first launch and the launch to reach the GPU.
+
+Algorithm (HTA 0.5.0 `get_aten_op_kernels_and_delay()`, `hta/analyzers/cuda_kernel_analysis.py`):
+
+1. Launches: rows whose name matches `(cuda.*LaunchKernel)|(cuLaunchKernel)|(^runFunction)` at
+   its start (HTA's KERNEL_LAUNCH_CATEGORY_PATTERN), in row order.
+2. Each launch's op: among rows named `aten::*` (any thread) that start at or before the launch
+   and end at or after its end, the latest starting one (the deepest). Its kernel: the GPU row
+   linked to the launch (`index_correlation`). A launch with no enclosing op is skipped.
+3. Per op instance (thread, name, start): its kernels in launch order, joined by ` -> `, the
+   delay from the op's start to its first launch (`aten_op_delay`) and from that launch to its
+   kernel's start (`runtime_delay`).
+4. Per (op name, kernel sequence): `occurrence_count`, `avg_aten_op_launch_delay`,
+   `avg_runtime_delay` (us, rounded to 3 places), most frequent first.
+
+HTA raises where no launch matches (HIP traces: `KeyError: 'thread_id'`) and where a launch has
+no kernel; here the first gives a note and the second skips the launch. HTA analyses rank 0 only
+by default (the rank it is given); this runs on every rank. Delays are in the trace's unit, us.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
+from analyzers.traces.frame import RankFrame, TraceSet
+
+__all__ = ["aten_op_kernels"]
+
+_LAUNCH = re.compile(r"(cuda.*LaunchKernel)|(cuLaunchKernel)|(^runFunction)")
+COLUMNS = (
+    "rank",
+    "aten_op_name",
+    "kernel_sequence",
+    "occurrence_count",
+    "avg_aten_op_launch_delay",
+    "avg_runtime_delay",
+)
+_WINDOW = 64  # ops looked at before falling back to every earlier op
+
+
+def _is_launch(name: str) -> bool:
+    return _LAUNCH.match(name) is not None
+
+
+def _is_aten(name: str) -> bool:
+    return name.startswith("aten::")
+
+
+def _enclosing_op(ops: np.ndarray, op_ts: np.ndarray, op_end: np.ndarray, ts: float,
+                  end: float) -> int:  # fmt: skip
+    """The latest-starting op (rows sorted by start) enclosing [ts, end], -1 if none."""
+    stop = int(np.searchsorted(op_ts, ts, side="right"))
+    lo = max(0, stop - _WINDOW)
+    hit = np.flatnonzero(op_end[lo:stop] >= end)
+    if not len(hit) and lo > 0:
+        lo = 0
+        hit = np.flatnonzero(op_end[:stop] >= end)
+    return int(ops[lo + hit[-1]]) if len(hit) else -1
+
+
+def _mean3(values: list[float]) -> float:
+    """The mean rounded as pandas' `.round(3)` does (numpy: scale, round half to even, unscale;
+    Python's `round` rounds the exact binary value and differs on x.xxx5)."""
+    return float(np.round(float(np.mean(values)), 3))
+
+
+def op_kernel_rows(frame: RankFrame) -> list[tuple[str, str, int, float, float]]:
+    """(op name, kernel sequence, count, mean op->launch delay, mean launch->kernel delay)."""
+    ops = np.flatnonzero(frame.names_matching(_is_aten))
+    ops = ops[np.argsort(frame.ts[ops], kind="stable")]
+    op_ts, op_end = frame.ts[ops], frame.end[ops]
+    row_of = frame.row_of_index()
+    gpu_of = np.full(len(frame), -1, dtype=np.int64)
+    gpu = np.flatnonzero(frame.stream != -1)
+    link = frame.index_correlation[gpu]
+    ok = (link >= 0) & (link < len(row_of))
+    gpu_of[row_of[link[ok]][row_of[link[ok]] >= 0]] = gpu[ok][row_of[link[ok]] >= 0]
+    instances: dict[tuple[int, str, float], list[tuple[str, float, float]]] = {}
+    for launch in np.flatnonzero(frame.names_matching(_is_launch)).tolist():
+        kernel = int(gpu_of[launch])
+        if kernel < 0:
+            continue
+        op = _enclosing_op(ops, op_ts, op_end, frame.ts[launch], frame.end[launch])
+        if op < 0:
+            continue
+        key = (int(frame.tid[op]), frame.names[frame.name[op]], float(frame.ts[op]))
+        instances.setdefault(key, []).append(
+            (
+                frame.names[frame.name[kernel]],
+                float(frame.ts[launch] - frame.ts[op]),
+                float(frame.ts[kernel] - frame.ts[launch]),
+            )
+        )
+    groups: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    for (_, name, _), launches in instances.items():
+        sequence = " -> ".join(k for k, _, _ in launches)
+        groups.setdefault((name, sequence), []).append(launches[0][1:])
+    out = [
+        (name, seq, len(d), _mean3([a for a, _ in d]), _mean3([b for _, b in d]))
+        for (name, seq), d in groups.items()
+    ]
+    out.sort(key=lambda r: (-r[2], r[0], r[1]))
+    return out
+
+
+PLUGIN_ORDER = 177  # after the kernel sequences
+
+
+@analysis(
+    "aten_op_kernels",
+    "ATen op kernels and launch delays",
+    "get_aten_op_kernels_and_delay",
+    "every rank (HTA: rank 0); HIP traces give a note (HTA raises)",
+)
+def aten_op_kernels(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
+    rows = []
+    notes = []
+    per_rank: dict[int, dict[str, float]] = {}
+    for frame in trace.frames():
+        found = op_kernel_rows(frame)
+        if not found:
+            notes.append(f"rank {frame.rank}: no kernel launched inside an ATen op")
+        rows += [(frame.rank, *r) for r in found]
+        per_rank[frame.rank] = {"op_kernel_sequences": float(len(found))}
+    return AnalysisResult(
+        "aten_op_kernels",
+        (Table("aten_op_kernels_and_delay", COLUMNS, tuple(rows)),),
+        per_rank,
+        tuple(notes),
+    )
