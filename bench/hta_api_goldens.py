@@ -88,11 +88,52 @@ def aten_op_kernels(analyzer: Any) -> dict[str, Any]:
     return {"rank": rank, "rows": table.to_dict("records")}
 
 
+def counters(analyzer: Any) -> dict[str, Any]:
+    """`generate_trace_with_counters(ranks=[first rank])` on a copy of the trace; the counter
+    events it appended, summarised per track (they are too many to commit): events, sum and
+    last value, first and last ts."""
+    import glob
+    import gzip
+    import shutil
+    import tempfile
+
+    from hta.trace_analysis import TraceAnalysis
+
+    rank = sorted(analyzer.t.traces)[0]
+    source = os.path.dirname(analyzer.t.trace_files[rank])
+    with tempfile.TemporaryDirectory() as tmp:
+        for f in os.listdir(source):
+            if f.endswith((".json", ".gz")):
+                shutil.copy(os.path.join(source, f), tmp)
+        try:
+            TraceAnalysis(trace_dir=tmp).generate_trace_with_counters(ranks=[rank])
+        except Exception as exc:
+            return {"rank": rank, "error": f"{type(exc).__name__}: {exc}"}
+        (written,) = glob.glob(os.path.join(tmp, "*_with_counters*"))
+        with gzip.open(written, "rt") as f:
+            events = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "C"]
+    tracks: dict[str, dict[str, Any]] = {}
+    for e in events:
+        ((counter, value),) = e["args"].items()
+        key = f"{counter}|{e.get('id', e['name'])}"
+        t = tracks.setdefault(key, {"events": 0, "sum": 0.0, "first_ts": e["ts"]})
+        t["events"] += 1
+        t["sum"] += float(value)
+        t["last"] = float(value)
+        t["last_ts"] = e["ts"]
+        t["pid"] = e["pid"]
+    for t in tracks.values():
+        t["sum"] = round(t["sum"], 3)
+        t["last"] = round(t["last"], 6)
+    return {"rank": rank, "tracks": tracks}
+
+
 SEQUENCE_OPERATORS = ("aten::linear", "aten::conv2d", "aten::batch_norm", "aten::add_")
 CALLS = {
     "critical_path.json": critical_path,
     "kernel_sequences.json": kernel_sequences,
     "aten_op_kernels.json": aten_op_kernels,
+    "counters.json": counters,
 }
 # TraceDiff pairs (control, test): before/after a change (the ResNet-50 pair), two models, and a
 # trace against itself. Written into the control's folder as trace_diff_<test>.csv/.json.

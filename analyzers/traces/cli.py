@@ -55,9 +55,10 @@ def register(subparsers: Any) -> None:
     fetch.add_argument("trace_ids", nargs="+", metavar="TRACE_ID")
     fetch.add_argument("--dir", default=".", help="folder to write the trace files to (default: .)")
     fetch.set_defaults(handler=_fetch)
-    from analyzers.traces import diff_command
+    from analyzers.traces import counters_command, diff_command
 
     diff_command.register(sub)
+    counters_command.register(sub)
     trace.set_defaults(handler=lambda args, settings: _usage(trace))
 
 

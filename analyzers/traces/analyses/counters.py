@@ -1,0 +1,135 @@
+"""Counter tracks for a trace viewer: launch queue length per stream and memory-copy bandwidth
+per kind, as Chrome-trace counter events (`"ph": "C"`) to append to the trace.
+
+Algorithm (HTA 0.5.0 `generate_trace_with_counters()`, `hta/trace_analysis.py` and
+`hta/analyzers/trace_counters.py`):
+
+- Queue length ("Queue Length", `id` = the stream): +1 at each runtime launch (queue_length.py's
+  names) on the stream of its GPU op, -1 at each launched GPU op's start; change points in time
+  order, summed per stream; `pid` is the GPU's.
+- Memory bandwidth ("Memcpy BW", `name` = the copy kind, `Memcpy HtoD`...): +bw at a MEMORY op's
+  start and -bw at its end (0 us counts 1 us), the trace's own `memory bandwidth (GB/s)`, summed
+  per kind.
+- Each event is `{"pid", "ts", "args": {counter: value}, "ph": "C", "name"[, "id"]}` with `ts`
+  back on the trace's own clock (the alignment origin added back).
+
+Writing the file is the command's (counters_command.py); an analysis never does I/O. The report
+table lists each track: its events and peak.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import numpy as np
+
+from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
+from analyzers.traces.analyses.memory_bw import memory_kind
+from analyzers.traces.analyses.queue_length import RUNTIME_LAUNCHES
+from analyzers.traces.classify import KernelClass
+from analyzers.traces.frame import RankFrame, TraceSet
+
+__all__ = ["counter_events"]
+
+QUEUE, BANDWIDTH = "Queue Length", "Memcpy BW"
+# pandas sort_values(by="ts") is numpy's quicksort: ties at one timestamp order as it orders them,
+# which the running sums of HTA's tracks depend on.
+_HTA_SORT: Final = "quicksort"
+
+
+def _queue_events(frame: RankFrame, origin_us: float) -> list[dict[str, Any]]:
+    gpu = np.flatnonzero(frame.stream != -1)
+    first: dict[int, int] = {}
+    pid_of = [_number(text) for text in frame.names]
+    for row in gpu.tolist():
+        first.setdefault(int(frame.correlation[row]), row)
+    runtime = np.flatnonzero(frame.name_in(RUNTIME_LAUNCHES))
+    launched = set(frame.correlation[runtime].tolist())
+    rows, pids, streams, delta = [], [], [], []
+    for row in runtime.tolist():
+        g = first.get(int(frame.correlation[row]))
+        if g is not None:
+            rows.append(row)
+            pids.append(pid_of[frame.pid[g]])
+            streams.append(int(frame.stream[g]))
+            delta.append(1)
+    for row in gpu.tolist():
+        if int(frame.correlation[row]) in launched:
+            rows.append(row)
+            pids.append(pid_of[frame.pid[row]])
+            streams.append(int(frame.stream[row]))
+            delta.append(-1)
+    r = np.array(rows, dtype=np.int64)
+    order = np.argsort(frame.sort_key(frame.ts[r]), kind=_HTA_SORT).tolist()
+    events: list[dict[str, Any]] = []
+    for stream in sorted(set(streams)):
+        level = 0
+        for k in order:
+            if streams[k] == stream:
+                level += delta[k]
+                events.append(
+                    _event(pids[k], float(frame.ts[r[k]]) + origin_us, QUEUE, level, QUEUE)
+                )
+                events[-1]["id"] = stream
+    return events
+
+
+def _bandwidth_events(frame: RankFrame, origin_us: float) -> list[dict[str, Any]]:
+    rows = np.flatnonzero(frame.of_class(KernelClass.MEMORY))
+    dur = np.where(frame.dur[rows] == 0, 1.0, frame.dur[rows])
+    bw = frame.memory_bw_gbps[rows]
+    ts = np.concatenate([frame.ts[rows], frame.ts[rows] + dur])
+    value = np.concatenate([bw, -bw])
+    kinds = [memory_kind(frame.names[c]) for c in frame.name[rows].tolist()] * 2
+    pid_of = [_number(text) for text in frame.names]
+    pids = [pid_of[c] for c in frame.pid[rows].tolist()] * 2
+    order = np.argsort(frame.sort_key(ts), kind=_HTA_SORT).tolist()
+    events: list[dict[str, Any]] = []
+    for kind in sorted(set(kinds)):
+        level = 0.0
+        for k in order:
+            if kinds[k] == kind:
+                level += float(value[k])
+                events.append(_event(pids[k], float(ts[k]) + origin_us, kind, level, BANDWIDTH))
+    return events
+
+
+def _number(text: str) -> int | str:
+    """A pid as the trace wrote it: an integer, or its text."""
+    try:
+        return int(text)
+    except ValueError:
+        return text
+
+
+def _event(pid: int | str, ts: float, name: str, value: float, counter: str) -> dict[str, Any]:
+    return {"pid": pid, "ts": ts, "args": {counter: value}, "ph": "C", "name": name}
+
+
+def counter_events(frame: RankFrame, origin_us: float) -> list[dict[str, Any]]:
+    """The rank's queue-length, then bandwidth counter events, in HTA's order."""
+    return _queue_events(frame, origin_us) + _bandwidth_events(frame, origin_us)
+
+
+PLUGIN_ORDER = 178  # after the ATen op kernels
+
+
+@analysis(
+    "counters",
+    "Counter tracks (queue length, copy bandwidth)",
+    "generate_trace_with_counters",
+    "the tracks are summarised here; `fleetscope trace counters` writes the trace",
+)
+def counters(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
+    rows = []
+    for frame in trace.frames():
+        tracks: dict[tuple[str, str], list[float]] = {}
+        for e in counter_events(frame, trace.origin_us):
+            counter = next(iter(e["args"]))
+            key = (counter, str(e.get("id", e["name"])))
+            tracks.setdefault(key, []).append(float(e["args"][counter]))
+        rows += [(frame.rank, c, s, len(v), max(v)) for (c, s), v in sorted(tracks.items())]
+    return AnalysisResult(
+        "counters",
+        (Table("counter_tracks", ("rank", "counter", "series", "events", "peak"), tuple(rows)),),
+    )

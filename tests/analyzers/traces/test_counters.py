@@ -1,0 +1,66 @@
+"""Counter tracks agree with HTA 0.5.0's `generate_trace_with_counters()`, and
+`fleetscope trace counters` writes them into a trace a viewer (and our loader) reads.
+
+HTA's goldens (tests/data/traces/*/hta-0.5.0/counters.json, bench/hta_api_goldens.py) summarise
+the counter events HTA appended per track (there are thousands): events, the sum and last value,
+the first and last timestamp and the pid. Ours are summarised the same way and equal.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from analyzers.traces.analyses.counters import counter_events
+from analyzers.traces.api import load_trace_set
+from app.cli import main
+from tests.analyzers.traces.trace_paths import DATA, MAIN_TRACES, trace_set
+
+
+def _summary(events: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    tracks: dict[str, dict[str, Any]] = {}
+    for e in events:
+        ((counter, value),) = e["args"].items()
+        t = tracks.setdefault(f"{counter}|{e.get('id', e['name'])}", {"events": 0, "sum": 0.0})
+        t["first_ts"] = t.get("first_ts", e["ts"])
+        t["events"] += 1
+        t["sum"] += float(value)
+        t["last"], t["last_ts"], t["pid"] = float(value), e["ts"], e["pid"]
+    for t in tracks.values():
+        t["sum"], t["last"] = round(t["sum"], 3), round(t["last"], 6)
+    return tracks
+
+
+@pytest.mark.parametrize("trace_dir", MAIN_TRACES, ids=lambda p: p.name)
+def test_agrees_with_hta(trace_dir: Path) -> None:
+    golden = json.loads((trace_dir / "hta-0.5.0" / "counters.json").read_text())
+    trace = trace_set(trace_dir, hta_compatible=True)
+    events = counter_events(trace.ranks[golden["rank"]], trace.origin_us)
+    assert _summary(events) == golden["tracks"]
+
+
+def test_cli_writes_the_trace_with_its_counter_tracks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = DATA / "hta_nccl_data_rank0"
+    assert main(["trace", "counters", str(source), "--out", str(tmp_path)]) == 0
+    written = tmp_path / "nccl_data_with_counters.json.gz"
+    assert capsys.readouterr().out == f"{written}  rank 0: 9696 counter events\n"
+    with gzip.open(written, "rt") as f:
+        events = json.load(f)["traceEvents"]
+    with gzip.open(source / "nccl_data.json.gz", "rt") as f:
+        original = json.load(f)["traceEvents"]
+    assert events[: len(original)] == original
+    added = events[len(original) :]
+    assert {e["ph"] for e in added} == {"C"} and len(added) == 9696
+    assert {e["name"] for e in added} == {"Queue Length", "Memcpy DtoD", "Memset"}
+    assert len(load_trace_set(written).frames()) == 1  # the counters do not break a reader
+
+
+def test_cli_bad_path_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["trace", "counters", "/no/such/trace"]) != 0
+    assert "/no/such/trace: no such file or folder" in capsys.readouterr().err
