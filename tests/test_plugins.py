@@ -180,8 +180,10 @@ def test_a_third_party_analysis_takes_its_declared_place_in_the_report(
     assert result.returncode == 0, result.stderr
     names = json.loads(result.stdout)
     assert names[:3] == ["temporal_breakdown", "acme_count", "idle_time"]
-    assert names[-5:] == ["whatif", "stragglers", "kernel_sequences", "aten_op_kernels", "counters"]
-    assert len(names) == 23
+    assert names[-6:] == [
+        "whatif", "stragglers", "kernel_sequences", "aten_op_kernels", "counters", "cupti_counters"
+    ]  # fmt: skip
+    assert len(names) == 24
 
 
 def test_a_server_plugin_sees_every_committed_batch(env: dict[str, str], tmp_path: Path) -> None:

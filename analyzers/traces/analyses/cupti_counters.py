@@ -1,0 +1,59 @@
+"""CUPTI counters: whether the trace holds per-kernel hardware counters (`torch.profiler` run in
+CUPTI profiler mode, events of category `cuda_profiler_range`), and how many kernels carry them.
+
+HTA 0.5.0's `get_cupti_counter_data_with_operators()` (`hta/analyzers/cupti_counter_analysis.py`)
+pairs the n-th `cuda_profiler_range` kernel with the n-th `cudaLaunchKernel` (both in time
+order; a count mismatch is an error there), then names each kernel's CPU op stack and its
+counters (`smsp__sass_thread_inst_executed_op_*` ...). It returns nothing when the category is
+absent, which is the case for every shared trace: this analysis then says so. Where counters
+exist, it reports the pairing HTA would make (kernels and launches counted); the counter values
+and op stacks are not reproduced, because the loader does not keep a kernel's counter `args`.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
+from analyzers.traces.frame import TraceSet
+
+__all__ = ["cupti_counters"]
+
+PROFILER_CAT = "cuda_profiler_range"
+_LAUNCH = re.compile(r"cudaLaunchKernel")
+
+PLUGIN_ORDER = 179  # after the counter tracks
+
+
+@analysis(
+    "cupti_counters",
+    "CUPTI hardware counters",
+    "get_cupti_counter_data_with_operators",
+    "says when a trace has no counters; counter values are not loaded",
+)
+def cupti_counters(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
+    rows = []
+    notes = []
+    for frame in trace.frames():
+        kernels = int(frame.cat_in(frozenset({PROFILER_CAT})).sum())
+        if not kernels:
+            notes.append(
+                f"rank {frame.rank}: no CUPTI counters (no {PROFILER_CAT} events: the trace was "
+                "not recorded in CUPTI profiler mode)"
+            )
+            continue
+        runtime = frame.cat_in(frozenset({"cuda_runtime"}))
+        launches = int(np.sum(runtime & frame.names_matching(_LAUNCH.match)))
+        rows.append((frame.rank, kernels, launches, kernels == launches))
+        if kernels != launches:
+            notes.append(
+                f"rank {frame.rank}: {kernels} profiled kernels but {launches} launches: HTA "
+                "cannot pair them"
+            )
+    return AnalysisResult(
+        "cupti_counters",
+        (Table("cupti_counters", ("rank", "profiled_kernels", "launches", "paired"), tuple(rows)),),
+        notes=tuple(notes),
+    )
