@@ -24,12 +24,8 @@ import math
 
 import numpy as np
 
-from analyzers.traces.analyses.critical_path import (
-    KERNEL_KERNEL,
-    LAUNCH,
-    OPERATOR,
-    CriticalPath,
-)
+from analyzers.traces.analyses.critical_path import CriticalPath
+from analyzers.traces.analyses.critical_path_graph import KERNEL_KERNEL, LAUNCH, OPERATOR
 from analyzers.traces.analyses.replay import Change, Replay
 
 __all__ = ["saving_bound_us"]
