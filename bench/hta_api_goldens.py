@@ -146,16 +146,16 @@ DIFF_PAIRS = (
 
 def trace_diff(root: str) -> None:
     """`TraceDiff.compare_traces` and `ops_diff` with their defaults (first rank, first
-    iteration, CPU and GPU)."""
+    iteration, CPU and GPU); written as JSON."""
     from hta.trace_diff import TraceDiff
 
     for control, test in DIFF_PAIRS:
         a, b = os.path.join(root, control), os.path.join(root, test)
-        table = TraceDiff.compare_traces(a, b)
-        out = os.path.join(a, "hta-0.5.0", f"trace_diff_{test}")
-        table.to_csv(out + ".csv", index_label="name")
-        with open(out + ".json", "w") as f:
-            json.dump(TraceDiff.ops_diff(a, b), f, indent=1, sort_keys=True)
+        table = TraceDiff.compare_traces(a, b).reset_index(names="name")
+        out = os.path.join(a, "hta-0.5.0", f"trace_diff_{test}.json")
+        data = {"compare_traces": table.to_dict("records"), "ops_diff": TraceDiff.ops_diff(a, b)}
+        with open(out, "w") as f:
+            json.dump(data, f, indent=1, sort_keys=True)
             f.write("\n")
         print(control, test, "diff done", file=sys.stderr)
 

@@ -13,6 +13,7 @@ import numpy as np
 
 from analyzers.traces.analyses.queue_length import RUNTIME_LAUNCHES
 from analyzers.traces.frame import RankFrame
+from analyzers.traces.stats import isin
 
 __all__ = [
     "DEPENDENCY",
@@ -209,7 +210,7 @@ class Graph:
         syncs = {f.sym("Event Sync"), f.sym("Context Sync")}
         sync_cat = f.sym("cuda_sync")
         sel = rows[
-            ((f.stream[rows] != -1) | np.isin(f.name[rows], list(syncs)))
+            ((f.stream[rows] != -1) | isin(f.name[rows], np.array(sorted(syncs))))
             & (f.index_correlation[rows] >= 0)
         ]
         is_sync = f.cat[sel] == sync_cat
@@ -261,9 +262,9 @@ class Graph:
         (`cudaStreamSynchronize`, `cudaMemcpy`, ...) returned when the GPU work it waited for
         did: a sync edge from the last GPU op ending inside the call to the call's end."""
         f = self.frame
-        gpu = rows[(f.stream[rows] != -1) & np.isin(rows, list(self.start_of))]
-        calls = rows[(f.stream[rows] == -1) & np.isin(rows, list(self.blocking))]
-        calls = calls[np.isin(calls, list(self.end_of))]
+        gpu = rows[(f.stream[rows] != -1) & isin(rows, np.array(sorted(self.start_of)))]
+        calls = rows[(f.stream[rows] == -1) & isin(rows, np.array(sorted(self.blocking)))]
+        calls = calls[isin(calls, np.array(sorted(self.end_of)))]
         if not len(gpu) or not len(calls):
             return
         gpu = gpu[np.argsort(f.end[gpu], kind="stable")]

@@ -117,9 +117,11 @@ def _side(
     elif device == "gpu":
         keep &= frame.stream != -1
     rows = np.flatnonzero(keep)
-    codes, inverse = np.unique(frame.name[rows], return_inverse=True)
-    counts = np.bincount(inverse, minlength=len(codes))
-    totals = np.bincount(inverse, weights=frame.dur[rows], minlength=len(codes))
+    size = len(frame.names) or 1
+    all_counts = np.bincount(frame.name[rows], minlength=size)
+    all_totals = np.bincount(frame.name[rows], weights=frame.dur[rows], minlength=size)
+    codes = np.flatnonzero(all_counts)
+    counts, totals = all_counts[codes], all_totals[codes]
     out: dict[str, tuple[int, float]] = {}
     for code, n, total in zip(codes.tolist(), counts.tolist(), totals.tolist(), strict=True):
         name = frame.names[code]

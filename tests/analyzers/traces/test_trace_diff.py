@@ -1,14 +1,13 @@
 """Trace diff agrees with HTA 0.5.0's `TraceDiff.compare_traces` and `ops_diff`, and
 `fleetscope trace diff A B` prints it.
 
-References: tests/data/traces/<control>/hta-0.5.0/trace_diff_<test>.csv/.json, written by
+References: tests/data/traces/<control>/hta-0.5.0/trace_diff_<test>.json, written by
 `bench/hta_api_goldens.py --diff` in HTA's own environment (defaults: first rank, first iteration,
 CPU and GPU). Every name's counts and total durations are equal, and so are the five change lists.
 """
 
 from __future__ import annotations
 
-import csv
 import json
 from pathlib import Path
 
@@ -27,18 +26,17 @@ PAIRS = [
 
 @pytest.mark.parametrize(("control", "test"), PAIRS)
 def test_agrees_with_hta(control: str, test: str) -> None:
-    golden = DATA / control / "hta-0.5.0" / f"trace_diff_{test}"
-    with (golden.with_suffix(".csv")).open() as f:
-        expected = {
-            r["name"]: (
-                float(r["Control_counts"]),
-                float(r["Control_total_duration"]),
-                float(r["Test_counts"]),
-                float(r["Test_total_duration"]),
-                r["counts_change_categories"],
-            )
-            for r in csv.DictReader(f)
-        }
+    golden = json.loads((DATA / control / "hta-0.5.0" / f"trace_diff_{test}.json").read_text())
+    expected = {
+        r["name"]: (
+            r["Control_counts"],
+            r["Control_total_duration"],
+            r["Test_counts"],
+            r["Test_total_duration"],
+            r["counts_change_categories"],
+        )
+        for r in golden["compare_traces"]
+    }
     table = compare_traces(
         trace_set(DATA / control, hta_compatible=True), trace_set(DATA / test, hta_compatible=True)
     )
@@ -53,7 +51,7 @@ def test_agrees_with_hta(control: str, test: str) -> None:
         for r in table.records()
     }
     assert ours == expected
-    hta_lists = json.loads(golden.with_suffix(".json").read_text())
+    hta_lists = golden["ops_diff"]
     assert ops_diff(table) == {kind: sorted(names) for kind, names in hta_lists.items()}
 
 
