@@ -5,10 +5,7 @@ whole numpy blocks per batch of events, the stdlib path (and the fast path's per
 appends one event at a time through `event_sink`, whose rules are the definition of what a row
 holds (RawTrace's docstring). The builder keeps the two kinds of appends in file order.
 
-Never decodes JSON and never reads files; never imports pandas. Imports numpy only where a
-column is made from Python values or read out: the C pass's blocks stay bytearrays until then,
-so the prefetch child (prefetch.py), which must not spend ~70 ms importing numpy, can fill a
-builder and send its blocks on as bytes.
+Never decodes JSON and never reads files; never imports pandas.
 """
 
 from __future__ import annotations
@@ -24,8 +21,7 @@ if TYPE_CHECKING:
 __all__ = ["CHUNK_SIZE", "DTYPES", "Block", "ColumnBuilder", "SymbolTable", "event_sink"]
 
 # Decompressed bytes a loader reads at a time: bounds the memory of a load (load.py's module
-# docstring). Here, not in trace_text.py, so that load.py has it without importing the reader
-# (zlib-ng and shutil): a command whose files a prefetch child loads never reads one itself.
+# docstring).
 CHUNK_SIZE = 1 << 20
 
 # Every column of RawTrace that grows with the file, and its dtype (numpy's name for it: the
@@ -106,7 +102,7 @@ class ColumnBuilder:
         pending_keys = [key for key, pending in self.lists.items() if pending]
         if not pending_keys:
             return
-        from analyzers.traces.xp import np
+        import numpy as np
 
         for key in pending_keys:
             pending = self.lists[key]
@@ -114,7 +110,7 @@ class ColumnBuilder:
             pending.clear()
 
     def column(self, key: str) -> npt.NDArray[Any]:
-        from analyzers.traces.xp import np
+        import numpy as np
 
         self.flush()
         dtype = DTYPES[key]

@@ -16,10 +16,11 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import numpy as np
+
 from analyzers.findings import Finding, Severity
 from analyzers.traces.analyses.base import AnalysisResult, TraceOptions
 from analyzers.traces.frame import RankFrame, TraceSet
-from analyzers.traces.xp import np
 from fleetscope import plugins
 
 __all__ = ["Rule", "trace_findings", "trace_rules"]

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
-from analyzers.traces.xp import np
+import numpy as np
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -52,10 +52,9 @@ _CHUNK = CHUNK_SIZE
 Decoder = Literal["msgspec", "stdlib"]
 
 _UNLOADED = object()
-# The fast path's module (load_fast.py), imported on first use (`_fast_loader`): a command whose
-# files a prefetch child loads (prefetch.py) never imports it, nor msgspec and zlib-ng with it
-# (~8 ms of the command, issue 19). None: the stdlib path reads every file (2-3x the CPU, same
-# columns): msgspec comes with the `server` extra; tests set None to force that path.
+# The fast path's module (load_fast.py), imported on first use (`_fast_loader`). None: the
+# stdlib path reads every file (2-3x the CPU, same columns): msgspec comes with the `server`
+# extra; tests set None to force that path.
 load_fast: Any = _UNLOADED
 
 
@@ -259,7 +258,7 @@ def raw_trace(
     symbols: dict[str, int],
 ) -> RawTrace:
     """A RawTrace of finished columns (keyed and typed as `columns.DTYPES`): a file loaded here,
-    or in the prefetch child (prefetch.py), which sends them over as bytes."""
+    or built by a test."""
     column = columns.__getitem__
     return RawTrace(
         path=path,

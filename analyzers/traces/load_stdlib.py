@@ -3,8 +3,7 @@ text, each element of `traceEvents` decoded with `json.JSONDecoder.raw_decode` a
 rules of `columns.event_sink`.
 
 Why a module of its own: it is the slow, exact path every error message comes from (the fast
-one, load_fast.py, hands it every file it cannot read exactly), and the one the small-trace
-engine reads small files with (no msgspec to import). Never imports numpy or pandas.
+one, load_fast.py, hands it every file it cannot read exactly). Never imports numpy or pandas.
 """
 
 from __future__ import annotations
@@ -71,7 +70,7 @@ class _Reader:
         return text
 
     def _read_chunk(self) -> str:
-        import zlib  # the reference path only: a command loaded by a prefetch child never reads
+        import zlib  # the reference path only
 
         try:
             data = self._raw.read(self.chunk_size)
@@ -101,8 +100,7 @@ class _Parser:
         self.reader = reader
         self.buf = ""
         self.pos = 0
-        # Imported here: a command whose files the fast path reads (or a prefetch child) and
-        # that prints a table never needs the json module (~1.5 ms, issue 19).
+        # Imported here: a command whose files the fast path reads never needs it.
         import json
 
         self.decoder = json.JSONDecoder()

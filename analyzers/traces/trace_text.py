@@ -2,8 +2,7 @@
 where installed), checked as UTF-8, with HTA's rank found on the way.
 
 Why its own module: reading and checking the bytes is one job, turning them into columns another
-(load_fast.py). Never parses JSON; imports numpy only where the C extension is not built (the
-prefetch child, prefetch.py, reads files before its parent has numpy).
+(load_fast.py). Never parses JSON.
 """
 
 from __future__ import annotations
@@ -105,7 +104,7 @@ def holds_rank_key(data: bytes) -> bool:
     ms of the resnet50 traces' load with `in`, 9 with numpy, ~3 with memchr (issue 19)."""
     if _find is not None:
         return _find(data, _RANK_KEY, _RANK_KEY_RARE_AT) >= 0
-    from analyzers.traces.xp import np
+    import numpy as np
 
     view = np.frombuffer(data, dtype=np.uint8)
     at = _RANK_KEY_RARE_AT

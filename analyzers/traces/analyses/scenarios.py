@@ -32,13 +32,14 @@ import re
 from collections.abc import Callable
 from typing import NamedTuple
 
+import numpy as np
+
 from analyzers.traces.analyses.base import TraceOptions
 from analyzers.traces.analyses.dataloader import is_dataloader
 from analyzers.traces.analyses.replay import Change, Replay, outermost
 from analyzers.traces.analyses.tensor_cores import uses_tensor_cores
 from analyzers.traces.classify import KernelClass
 from analyzers.traces.frame import F64, RUNTIME_CATS, RankFrame
-from analyzers.traces.xp import np
 
 __all__ = ["LEVELS", "SCENARIOS", "Scenario", "scenario"]
 
