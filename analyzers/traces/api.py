@@ -7,6 +7,7 @@ Never prints; never touches the warehouse (`document.analysis_document` is what 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +19,7 @@ from analyzers.traces.frame import TraceSet
 from analyzers.traces.hta_rules import prepare_hta
 from analyzers.traces.load import RawTrace, load_raw_trace
 from analyzers.traces.native import prepare_native
+from analyzers.traces.trace_text import regular_file_size
 from fleetscope.errors import TraceError
 
 __all__ = ["TraceReport", "analyze_trace", "find_trace_files", "load_trace_set", "run_analyses"]
@@ -35,7 +37,10 @@ def find_trace_files(path: str | Path) -> list[Path]:
         if not files:
             raise TraceError(f"{path}: no trace files (*.json, *.gz) in this folder")
         return files
-    raise TraceError(f"{path}: no such file or folder")
+    if not os.path.lexists(path):
+        raise TraceError(f"{path}: no such file or folder")
+    regular_file_size(path)  # a FIFO, a device, a dangling link: says which
+    raise TraceError(f"{path}: cannot read")
 
 
 def load_trace_set(

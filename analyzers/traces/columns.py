@@ -11,9 +11,10 @@ Never decodes JSON and never reads files; never imports pandas.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from math import isfinite
 from typing import TYPE_CHECKING, Any, TypeAlias
 
-from fleetscope.errors import CorruptTraceError
+from fleetscope.errors import CorruptTraceError, NonFiniteTraceError
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -190,6 +191,8 @@ def event_sink(cols: ColumnBuilder, path: object) -> Callable[[object, int], Non
             return
         if type(dur) is not int and type(dur) is not float:
             dur = as_float(dur, float("nan"))
+        if (type(ts) is float and not isfinite(ts)) or (type(dur) is float and not isfinite(dur)):
+            _refuse_non_finite(path, position, ev, ts, dur)
         index_append(position)
         cat_append(ids[cat])
         name_append(ids[get("name")])
@@ -228,6 +231,19 @@ def event_sink(cols: ColumnBuilder, path: object) -> Callable[[object, int], Non
             ext_append(-1)
 
     return add
+
+
+def _refuse_non_finite(
+    path: object, position: int, ev: dict[str, Any], ts: float, dur: float
+) -> None:
+    """A kept event whose `ts` or `dur` is NaN or an infinity (a `NaN`/`Infinity` literal, a
+    number past float's range, text that is no number): every analysis would turn it into NaN
+    sums or an endless span, so the file is refused with the event named (issue 28)."""
+    field, value = ("ts", ev.get("ts")) if not isfinite(ts) else ("dur", ev.get("dur"))
+    raise NonFiniteTraceError(
+        f"{path}: traceEvents[{position}] ({ev.get('name')!r:.60}) has {field} = {value!r:.40}: "
+        "a timestamp or duration must be a finite number"
+    )
 
 
 def _add_memory_counter(cols: ColumnBuilder, args: object, ts: float) -> None:

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
 from analyzers.traces.columns import CHUNK_SIZE, DTYPES, ColumnBuilder
+from analyzers.traces.trace_text import regular_file_size
 from fleetscope.errors import CorruptTraceError
 
 __all__ = ["RawTrace", "load_raw_trace", "raw_trace"]
@@ -204,15 +205,18 @@ def load_raw_trace(
     itself whenever it cannot read a file, so errors always come from the stdlib parser.
     """
     path = Path(path)
-    if not path.is_file():
-        raise CorruptTraceError(f"{path}: no such file")
+    regular_file_size(path)  # a FIFO or a device is refused before it is opened
     fast = _fast_loader() if decoder == "msgspec" else None
     if fast is not None:
         cols = ColumnBuilder()
         decoded = fast.decode_fast(path, cols, chunk_size)
         if decoded is not None:
             metadata, hta_rank = decoded
-            return _finish(path, metadata, cols, hta_rank)
+            raw = _finish(path, metadata, cols, hta_rank)
+            # A number past float's range decodes to an infinity on the fast path; the stdlib
+            # path refuses it and names the event (columns.event_sink).
+            if np.isfinite(raw.ts).all() and np.isfinite(raw.dur).all():
+                return raw
     return _load_stdlib(path, chunk_size)
 
 

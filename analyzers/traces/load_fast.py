@@ -135,6 +135,8 @@ def decode_fast(
         return None
     except (TypeError, ValueError, OverflowError):  # a malformed event: the stdlib path names it
         return None
+    except RecursionError:  # nesting past msgspec's depth: the stdlib path names the value
+        return None
     finally:
         source.close()
 
@@ -192,13 +194,21 @@ def _decode(source: TextSource, cols: ColumnBuilder, path: Path) -> dict[str, An
     # From here on the text's first byte is the `[` or `,` before the next element.
     text.drop(opening.end() - 1)
     batches = _Batches(cols, path)
+    # Where the search for a `},` starts: past the text already searched in vain, so a run of
+    # text without one (a gzip bomb of spaces) is searched once, not once a chunk.
+    searched = 0
     while True:
         if not source.eof and text.length < source.chunk_size:
             text.append(source.read())
             continue
-        cut = _decode_batch(text.data, text.length, batches)
+        cut = 0
+        if text.find(_CUT, max(1, searched - 1)) >= 0:
+            cut = _decode_batch(text.data, text.length, batches)
+        else:
+            searched = text.length
         if cut:
             text.drop(cut)
+            searched = 0
         elif source.eof:
             break
         elif text.length > _MAX_BUFFER:
