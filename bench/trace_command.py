@@ -50,7 +50,7 @@ from bench.traces import ensure_hta_venv
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "RESULTS.md"
-SECTION = "## Trace analysis as a whole command (issue 19)"
+SECTION = "## Trace analysis as a whole command (issue 19; one engine since issue 29)"
 DEFAULT_TRACES = Path(os.environ.get("FLEETSCOPE_TRACE_DIR", "/work/shared/data/traces"))
 QUICK = ("hta_amd_mi250_minitoy", "hta_nccl_data_rank0")
 FLOOR_KEY = "whole-command speed-up over HTA, slowest trace"
