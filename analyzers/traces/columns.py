@@ -176,6 +176,9 @@ def event_sink(cols: ColumnBuilder, path: object) -> Callable[[object, int], Non
             raise CorruptTraceError(f"{path}: traceEvents[{position}] is not an object: {ev!r:.80}")
         get = ev.get
         ts = get("ts")
+        # A JSON number that is NaN or an infinity (a literal, or past float's range) is refused
+        # below; text where a number goes stays the unreadable NaN it always was.
+        non_finite = ""  # the field that is
         if type(ts) is not int:
             if ts is None:
                 cols.ts_all_present = False
@@ -183,16 +186,21 @@ def event_sink(cols: ColumnBuilder, path: object) -> Callable[[object, int], Non
                 cols.ts_has_float = True
                 if type(ts) is not float:
                     ts = as_float(ts, float("nan"))
+                elif not isfinite(ts):
+                    non_finite = "ts"
         dur = get("dur")
         cat = get("cat")
         if dur is None or cat is None or cat == "Trace" or ts is None:
             if get("name") == "[memory]" and ts is not None:
                 _add_memory_counter(cols, get("args"), ts)
             return
-        if type(dur) is not int and type(dur) is not float:
-            dur = as_float(dur, float("nan"))
-        if (type(ts) is float and not isfinite(ts)) or (type(dur) is float and not isfinite(dur)):
-            _refuse_non_finite(path, position, ev, ts, dur)
+        if type(dur) is not int:
+            if type(dur) is not float:
+                dur = as_float(dur, float("nan"))
+            elif not isfinite(dur) and not non_finite:
+                non_finite = "dur"
+        if non_finite:
+            _refuse_non_finite(path, position, ev, non_finite)
         index_append(position)
         cat_append(ids[cat])
         name_append(ids[get("name")])
@@ -233,15 +241,12 @@ def event_sink(cols: ColumnBuilder, path: object) -> Callable[[object, int], Non
     return add
 
 
-def _refuse_non_finite(
-    path: object, position: int, ev: dict[str, Any], ts: float, dur: float
-) -> None:
+def _refuse_non_finite(path: object, position: int, ev: dict[str, Any], field: str) -> None:
     """A kept event whose `ts` or `dur` is NaN or an infinity (a `NaN`/`Infinity` literal, a
-    number past float's range, text that is no number): every analysis would turn it into NaN
-    sums or an endless span, so the file is refused with the event named (issue 28)."""
-    field, value = ("ts", ev.get("ts")) if not isfinite(ts) else ("dur", ev.get("dur"))
+    number past float's range): every analysis would turn it into NaN sums or an endless span,
+    so the file is refused with the event named (issue 28)."""
     raise NonFiniteTraceError(
-        f"{path}: traceEvents[{position}] ({ev.get('name')!r:.60}) has {field} = {value!r:.40}: "
+        f"{path}: traceEvents[{position}] ({ev.get('name')!r:.60}) has {field} = {ev[field]!r}: "
         "a timestamp or duration must be a finite number"
     )
 
