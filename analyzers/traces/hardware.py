@@ -69,7 +69,8 @@ class Gpu:
 def gpu_of(device_properties: list[dict[str, Any]]) -> Gpu:
     """The trace's GPU from its `deviceProperties` (an unknown one when there are none)."""
     props = next((p for p in device_properties if isinstance(p, dict)), {})
-    name = props.get("name") if isinstance(props.get("name"), str) else ""
+    raw_name = props.get("name")
+    name = raw_name if isinstance(raw_name, str) else ""
     major, minor = props.get("computeMajor"), props.get("computeMinor")
     cc = math.nan
     if isinstance(major, int) and not isinstance(major, bool):

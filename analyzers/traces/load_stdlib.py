@@ -128,7 +128,7 @@ class _Parser:
             n = len(buf)
             # A run of whitespace is skipped in C: a file of nothing but spaces (a gzip bomb)
             # reaches its decompression budget in a second, not a character at a time.
-            pos = _SKIP_WS(buf, pos).end()
+            pos = _SKIP_WS(buf, pos).end()  # type: ignore[union-attr]  # `*` always matches
             self.pos = pos
             if pos < n:
                 return buf[pos]
