@@ -24,28 +24,9 @@ from typing import Any
 
 from analyzers.findings import Finding
 
-# Names from /work/shared/rules.md's catalog (R telemetry, P pipeline, T trace rules).
+# The trace rules' names (shared/rules.md's T rules: functions, not rule classes). Every telemetry
+# and pipeline rule carries its own (`rule_names` on its class: analyzers.rule_cards).
 RULE_NAMES: dict[str, str] = {
-    "R1": "Zero utilization",
-    "R2": "Low utilization",
-    "R3": "Idle allocation",
-    "R4": "Low efficiency per user",
-    "R5": "GPU too big for the job",
-    "R6": "Low SM activity",
-    "R7": "Tensor cores unused",
-    "R8": "Memory-bound",
-    "R9": "CPU bottleneck",
-    "R10": "I/O bottleneck",
-    "R11": "Under-utilized or fluctuating",
-    "R12": "Batch size too small",
-    "R13": "GPU memory creeping",
-    "R14": "Stragglers",
-    "R15": "Multi-node fragmentation",
-    "R16": "Throttling",
-    "R17": "Hardware faults",
-    "P1": "Data-loader stall",
-    "P2": "Step-time outliers",
-    "P3": "Data-loader workers",
     "T1": "Idle time",
     "T2": "Launch overhead",
     "T3": "Launch queue full",
@@ -66,7 +47,10 @@ MAX_ITEMS = 4  # list evidence shows this many items, then "+N more"
 
 
 def rule_name(rule_id: str) -> str:
-    return RULE_NAMES.get(rule_id, rule_id)
+    """The name a reader sees: the installed rule's own, a trace rule's, else the id itself."""
+    from analyzers.rule_cards import installed_names
+
+    return installed_names().get(rule_id) or RULE_NAMES.get(rule_id, rule_id)
 
 
 def utc_time(value: float | datetime) -> str:

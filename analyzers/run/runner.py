@@ -30,6 +30,7 @@ from analyzers.base import (
     rule_registry,
 )
 from analyzers.findings import Finding
+from analyzers.rule_cards import relations_of
 from analyzers.rules.causes import resolve
 from analyzers.run.parts import WHOLE, Part, Scope, Whole
 from analyzers.run.window import Window
@@ -275,7 +276,7 @@ class Pipeline:
         """Fold symptoms into their root causes (analyzers.rules.causes) across all analyzers of the
         window, then land each analyzer's remaining findings (its absorbed ones are removed)."""
         everything = [f for _a, _r, found, _s in ran for f in found]
-        roots = {f.finding_id: f for f in resolve(everything)}
+        roots = {f.finding_id: f for f in resolve(everything, relations_of(a for a, *_ in ran))}
         for analyzer, run_id, found, elapsed in ran:
             mine = [roots[f.finding_id] for f in found if f.finding_id in roots]
             try:
