@@ -60,10 +60,11 @@ JOB_ENERGY_COLUMNS: Final = (
 )
 
 
-def sample_energy_sql(max_gap_s: float, default_interval_s: float) -> str:
+def sample_energy_sql(max_gap_s: float, default_interval_s: float, *, jobs: bool = False) -> str:
     """Every raw sample in [$start, $end) with its energy in joules (`energy_j`, NULL where
     neither the counter nor the power says anything), its part from the counter (`counter_j`),
-    its sample seconds (`dt_s`) and utilization (`util_pct`)."""
+    its sample seconds (`dt_s`) and utilization (`util_pct`). `jobs`: only the samples of the
+    jobs in the list `$jobs` (MIG instances still share their device with every job on it)."""
     partition = ", ".join(_ONE_GPU)
     same_gpu = " AND ".join(f"g.{c} IS NOT DISTINCT FROM m.{c}" for c in _ONE_GPU)
     seconds = sample_seconds_sql(max_gap_s, default_interval_s)
@@ -77,7 +78,7 @@ WITH s AS (
     WHERE ts >= to_timestamp($start) AND ts < to_timestamp($end)
 ), g AS MATERIALIZED (
     SELECT *, lead(t) OVER w - t AS gap_s, lead(energy_mj) OVER w AS next_mj
-    FROM s WINDOW w AS (PARTITION BY {partition} ORDER BY t)
+    FROM s {"WHERE list_contains($jobs, job_id)" if jobs else ""} WINDOW w AS (PARTITION BY {partition} ORDER BY t)
 ), m AS (
     SELECT {partition}, {typical_gap_sql(None)} AS typical_s FROM g GROUP BY ALL
 ), d AS (
@@ -98,8 +99,10 @@ def job_energy(
     default_interval_s: float,
     *,
     max_gap_s: float = DEFAULT_MAX_GAP_S,
+    jobs: list[str] | None = None,
 ) -> pd.DataFrame:
-    """One row per (cluster, job) in the window, the unallocated GPUs' time as job_id None.
+    """One row per (cluster, job) in the window, the unallocated GPUs' time as job_id None;
+    `jobs`: those jobs only.
 
     Columns: cluster, job_id, gpu_model (the job's most common), gpu_h (allocated GPU-hours, the
     accounting's), energy_kwh, idle_energy_kwh (its samples at 0 % utilization), counter_kwh and
@@ -113,11 +116,13 @@ SELECT cluster, job_id, mode(gpu_model) AS gpu_model, sum(dt_s) / 3600.0 AS gpu_
        coalesce(sum(energy_j) FILTER (WHERE util_pct = 0), 0) / {J_PER_KWH} AS idle_energy_kwh,
        coalesce(sum(counter_j), 0) / {J_PER_KWH} AS counter_kwh,
        coalesce(sum(energy_j) FILTER (WHERE counter_j IS NULL), 0) / {J_PER_KWH} AS power_kwh
-FROM ({sample_energy_sql(max_gap_s, default_interval_s)})
+FROM ({sample_energy_sql(max_gap_s, default_interval_s, jobs=jobs is not None)})
 GROUP BY ALL
 ORDER BY cluster, job_id NULLS LAST
 """
-    params = {"start": window.start.timestamp(), "end": window.end.timestamp()}
+    params: dict[str, object] = {"start": window.start.timestamp(), "end": window.end.timestamp()}
+    if jobs is not None:
+        params["jobs"] = list(jobs)
     frame: pd.DataFrame = con.sql(sql, params=params).to_arrow_table().to_pandas()
     return frame[list(JOB_ENERGY_COLUMNS)]
 
