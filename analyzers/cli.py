@@ -261,10 +261,17 @@ def cmd_job(args: argparse.Namespace, settings: Settings) -> int:
     from analyzers.plain import plain, to_text
     from analyzers.reports.job import render, summarize
 
-    found = [s.finding for s in _store(settings).findings(job_id=args.job)]
+    from analyzers.accounting.cost import Prices
+    from analyzers.run.results import CatalogJobs
+
+    store = _store(settings)
+    found = [s.finding for s in store.findings(job_id=args.job)]
+    info = CatalogJobs(store.engine).get(args.job)
     conn = _telemetry(settings)
     try:
-        summary = summarize(conn, args.job)
+        summary = summarize(
+            conn, args.job, Prices.from_settings(settings), info.team if info else None
+        )
     except NotFoundError:
         if not found or args.json:
             raise

@@ -42,6 +42,7 @@ RULE_NAMES: dict[str, str] = {
 }
 
 META = "_meta"  # analyzers.run.results keeps title, job name, bucket and scope here
+KWH, MONEY, CURRENCY = "recoverable_kwh", "recoverable_money", "currency"  # accounting.recoverable
 SYMPTOMS = "symptoms"  # analyzers.rules.causes.SYMPTOMS_KEY: the findings a root cause absorbed
 MAX_ITEMS = 4  # list evidence shows this many items, then "+N more"
 
@@ -76,6 +77,11 @@ def number(value: float) -> str:
     if abs(value) >= 100:
         return f"{value:,.0f}"
     return f"{value:.3g}"
+
+
+def money(value: float, currency: str) -> str:
+    """`1,234.50 USD`: two decimals, the currency the prices are set in."""
+    return f"{value:,.2f} {currency}".strip()
 
 
 def _seconds(value: float) -> str:
@@ -113,6 +119,8 @@ UNITS: dict[str, Formatter] = {
     "_gib": lambda v: f"{number(v)} GiB",
     "_gb": lambda v: f"{number(v)} GB",
     "_w": lambda v: f"{number(v)} W",
+    "_kwh": lambda v: f"{number(v)} kWh",
+    "_kg": lambda v: f"{number(v)} kg",
     "_c": lambda v: f"{number(v)} °C",
     "_mhz": lambda v: f"{number(v)} MHz",
 }
@@ -194,7 +202,7 @@ KINDS: dict[str, str] = {
 def evidence_rows(evidence: Mapping[str, Any]) -> list[tuple[str, str]]:
     """The evidence as (what, value) rows; `samples` (where the rows are) reads as 'data'. Keys
     that differ only in their unit (`idle_share` and `idle_us`) keep what the unit measures."""
-    keys = [k for k in evidence if k != META]
+    keys = [k for k in evidence if k not in (META, CURRENCY)]
     labels = [label(k) for k in keys]
     rows = []
     for key, what in zip(keys, labels, strict=True):
@@ -204,6 +212,9 @@ def evidence_rows(evidence: Mapping[str, Any]) -> list[tuple[str, str]]:
             continue
         if key == SYMPTOMS and _summaries(value):
             rows += [_symptom_row(symptom) for symptom in value]
+            continue
+        if key == MONEY and isinstance(value, int | float):
+            rows.append((what, money(float(value), str(evidence.get(CURRENCY, "")))))
             continue
         if labels.count(what) > 1:
             suffix = next((s for s in _BY_LENGTH if key.endswith(s) and len(key) > len(s)), "")
@@ -250,7 +261,19 @@ class PlainFinding:
 
     @property
     def heading(self) -> str:
-        return f"{self.rule_id} {self.rule} · {self.severity} · {number(self.gpu_hours)} GPU-h"
+        return f"{self.rule_id} {self.rule} · {self.severity} · {self.recoverable}"
+
+    @property
+    def recoverable(self) -> str:
+        """What a fix returns: GPU-hours, and the kWh and money beside them where known
+        (analyzers.accounting.recoverable)."""
+        parts = [f"{number(self.gpu_hours)} GPU-h"]
+        kwh, cost = self.raw.get(KWH), self.raw.get(MONEY)
+        if isinstance(kwh, int | float):
+            parts.append(f"{number(float(kwh))} kWh")
+        if isinstance(cost, int | float):
+            parts.append(money(float(cost), str(self.raw.get(CURRENCY, ""))))
+        return " · ".join(parts)
 
     @property
     def where(self) -> str:
@@ -328,7 +351,7 @@ def to_text(p: PlainFinding, indent: str = "  ") -> str:
     """The CLI's form (`fleetscope job`): heading, problem, fix, then the evidence table."""
     width = max((len(what) for what, _ in p.evidence), default=0)
     lines = [
-        f"{indent}{p.rule_id:<4} {p.rule} · {p.severity} · {number(p.gpu_hours)} GPU-h recoverable",
+        f"{indent}{p.rule_id:<4} {p.rule} · {p.severity} · {p.recoverable} recoverable",
         f"{indent}     problem: {p.problem}",
         f"{indent}     fix: {p.fix}",
     ]
