@@ -258,10 +258,9 @@ def cmd_opportunities(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_job(args: argparse.Namespace, settings: Settings) -> int:
+    from analyzers.accounting.cost import Prices
     from analyzers.plain import plain, to_text
     from analyzers.reports.job import render, summarize
-
-    from analyzers.accounting.cost import Prices
     from analyzers.run.results import CatalogJobs
 
     store = _store(settings)
