@@ -7,6 +7,7 @@ its ingest and writer families:
 | family | type | labels | what |
 |---|---|---|---|
 | `fleetscope_recoverable_gpu_hours` | gauge | rule, team, job, cluster | open findings' GPU-hours a fix returns, findings whose window ends in the last `analyzers.metrics_window_s` |
+| `fleetscope_recoverable_energy_joules`, `fleetscope_recoverable_money` | gauge | the same (money: plus currency) | their energy and, where prices are set, money (analyzers.prometheus_energy) |
 | `fleetscope_findings_open` | gauge | rule, severity, team | open (not acknowledged, not suppressed) findings in that window |
 | `fleetscope_job_gpu_efficiency_ratio` | gauge | job, team | active / allocated GPU-hours (where the active fraction is known) over that window's whole hours |
 | `fleetscope_allocated_gpu_hours_total` | counter | cluster | allocated GPU-hours accounted since the warehouse's first sample |
@@ -61,11 +62,14 @@ from typing import TYPE_CHECKING, Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from analyzers.prometheus_energy import evidence_series
+from analyzers.prometheus_energy import families as energy_families
 from analyzers.prometheus_hours import HourRows
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
 
+    from analyzers.findings import Finding
     from analyzers.prometheus_sources import Telemetry
     from analyzers.run.results import StoredFinding
 
@@ -143,6 +147,8 @@ class Snapshot:
     """Label tuples -> values of every family, as of one refresh."""
 
     recoverable: dict[tuple[str, str, str, str], float] = field(default_factory=dict)
+    recoverable_joules: dict[tuple[str, ...], float] = field(default_factory=dict)
+    recoverable_money: dict[tuple[str, ...], float] = field(default_factory=dict)
     open_findings: dict[tuple[str, str, str], int] = field(default_factory=dict)
     efficiency: dict[tuple[str, str], float] = field(default_factory=dict)
 
@@ -197,15 +203,19 @@ class FleetCollector(Collector):
         if not self.exporting:
             return
         snapshot, totals = self._current()
+        recoverable_labels = ["rule", "team", "job", "cluster"]
         recoverable = GaugeMetricFamily(
             "fleetscope_recoverable_gpu_hours",
             "GPU-hours a fix would return, open findings in the metrics window (top jobs, rest "
             'in job="other"); max by (job) avoids counting a job once per rule.',
-            labels=["rule", "team", "job", "cluster"],
+            labels=recoverable_labels,
         )
         for labels, hours in sorted(snapshot.recoverable.items()):
             recoverable.add_metric(list(labels), round(hours, 6))
         yield recoverable
+        yield from energy_families(
+            snapshot.recoverable_joules, snapshot.recoverable_money, recoverable_labels
+        )
         open_findings = GaugeMetricFamily(
             "fleetscope_findings_open",
             "Open findings (not acknowledged or suppressed) whose window ends in the metrics window.",
@@ -328,8 +338,11 @@ class FleetCollector(Collector):
         hours = self._hours.updated(fresh, hours_from_s, now_s, self._window_s, self._lateness_s)
         per_job = job_efficiency(fresh if hours.rows is None else hours.rows)  # rows: always set
         teams, clusters = self._job_facts(stored, per_job)
+        joules, money = recoverable_energy(stored, clusters, self._top_jobs)
         snapshot = Snapshot(
             recoverable=recoverable_series(stored, clusters, self._top_jobs),
+            recoverable_joules=joules,
+            recoverable_money=money,
             open_findings=open_counts(stored),
             efficiency=efficiency_series(per_job, teams, self._top_jobs),
         )
@@ -391,6 +404,22 @@ def recoverable_series(
         label = job if job in top else OTHER
         out[(f.rule_id, f.team or "", label, clusters.get(job, ""))] += f.wasted_gpu_hours
     return dict(out)
+
+
+def recoverable_energy(
+    stored: list[StoredFinding], clusters: dict[str, str], top_jobs: int
+) -> tuple[dict[tuple[str, ...], float], dict[tuple[str, ...], float]]:
+    """`recoverable_series`'s series, valued in joules and money (analyzers.prometheus_energy)."""
+    per_job: dict[str, float] = defaultdict(float)
+    for s in stored:
+        per_job[s.finding.job_id or ""] += s.finding.wasted_gpu_hours
+    top = top_keys(per_job, top_jobs)
+
+    def key(f: Finding) -> tuple[str, ...]:
+        job = f.job_id or ""
+        return (f.rule_id, f.team or "", job if job in top else OTHER, clusters.get(job, ""))
+
+    return evidence_series([s.finding for s in stored], key)
 
 
 def open_counts(stored: list[StoredFinding]) -> dict[tuple[str, str, str], int]:

@@ -199,6 +199,8 @@ def test_metrics_names_follow_prometheus_rules() -> None:
     names = {m.name: m.type for m in registry.collect()}
     assert names == {
         "fleetscope_recoverable_gpu_hours": "gauge",
+        "fleetscope_recoverable_energy_joules": "gauge",
+        "fleetscope_recoverable_money": "gauge",
         "fleetscope_findings_open": "gauge",
         "fleetscope_job_gpu_efficiency_ratio": "gauge",
         "fleetscope_allocated_gpu_hours": "counter",
@@ -209,3 +211,33 @@ def test_metrics_names_follow_prometheus_rules() -> None:
     }
     assert recoverable_series([], {}, 3) == {}
     assert OTHER == "other"
+
+
+def test_recoverable_energy_and_money_follow_the_gpu_hours_series() -> None:
+    """Joules and money on the GPU-hours family's series (same top jobs, same "other"); money
+    only from findings with a price, labelled with its currency."""
+    from analyzers.findings import Finding
+    from analyzers.prometheus_export import recoverable_energy
+    from analyzers.run.results import StoredFinding
+
+    def stored(job: str, hours: float, **evidence: object) -> StoredFinding:
+        end = datetime(2026, 11, 23, tzinfo=UTC)
+        found = Finding(
+            rule_id="R1", severity="warn", job_id=job, host="h1", gpus=("0",),
+            window_start=end - timedelta(hours=1), window_end=end, title="idle",
+            recommendation="-", wasted_gpu_hours=hours, estimate_method="-",
+            evidence=evidence, team="ml",
+        )  # fmt: skip
+        return StoredFinding(found, "open", None, None)
+
+    findings = [
+        stored("job-a", 2.0, recoverable_kwh=0.14, recoverable_money=5.0, currency="USD"),
+        stored("job-b", 1.0, recoverable_kwh=0.07),  # no price for its GPUs
+        stored("job-c", 0.5),  # no energy reading
+    ]
+    joules, money = recoverable_energy(findings, {"job-a": "c1", "job-b": "c1"}, top_jobs=1)
+    assert joules == {
+        ("R1", "ml", "job-a", "c1"): 0.14 * 3.6e6,
+        ("R1", "ml", OTHER, "c1"): 0.07 * 3.6e6,
+    }
+    assert money == {("R1", "ml", "job-a", "c1", "USD"): 5.0}
