@@ -4,6 +4,8 @@ profiler's `with_flops=True`; measured MFU over the datasheet peak; the DCGM pro
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import pytest
 
 from analyzers.mfu.mfu import measured_mfu, proxy_mfu
@@ -19,7 +21,7 @@ def hand_count() -> int:
     """One SGD step of the stack: forward 2·B·in·out per layer (a matmul's multiply-adds, bias
     adds not counted), backward the same for the weight gradient of every layer and for the
     input gradient of every layer but the first (the batch needs no gradient)."""
-    layers = list(zip(WIDTHS, WIDTHS[1:], strict=False))
+    layers = list(pairwise(WIDTHS))
     forward = sum(2 * BATCH * i * o for i, o in layers)
     weight_grads = forward
     input_grads = sum(2 * BATCH * i * o for i, o in layers[1:])
