@@ -50,6 +50,7 @@ class Prices:
     by_team: Mapping[str, float] = field(default_factory=dict)
     by_cluster: Mapping[str, float] = field(default_factory=dict)
     grid_gco2e_per_kwh: float | None = None
+    note: str = ""  # where the prices come from, shown under money (the demo: examples)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Prices:
@@ -60,6 +61,7 @@ class Prices:
             by_team=parse_prices(cost.team_gpu_hour_prices, "cost.team_gpu_hour_prices"),
             by_cluster=parse_prices(cost.cluster_gpu_hour_prices, "cost.cluster_gpu_hour_prices"),
             grid_gco2e_per_kwh=_intensity(cost.grid_gco2e_per_kwh),
+            note=cost.prices_note.strip(),
         )
         if prices.priced and not prices.currency:
             raise ConfigError("cost.currency: set it (e.g. USD) when any GPU-hour price is set")

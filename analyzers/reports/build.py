@@ -17,9 +17,11 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pandas as pd
 
+from analyzers.accounting.cost import Prices
 from analyzers.accounting.sql import DEFAULT_MAX_GAP_S
 from analyzers.accounting.usage import gpu_buckets, job_efficiency, pct
 from analyzers.plain import META, PlainFinding, plain_record
+from analyzers.reports.energy import EnergySection, energy_section
 from analyzers.reports.ranking import counted_once
 from analyzers.reports.week import IsoWeek
 from analyzers.run.window import Window
@@ -127,6 +129,7 @@ class WeeklyReport:
     teams: list[TeamLine] = field(default_factory=list)
     improved: list[str] = field(default_factory=list)
     sharing: list[SharingLine] = field(default_factory=list)  # admin: `fleetscope plan sharing`
+    energy: EnergySection | None = None  # kWh, CO2e and money (analyzers.reports.energy)
 
     @property
     def this_week(self) -> WeekUsage:
@@ -191,6 +194,7 @@ def build_weekly(
     trend_weeks: int = 6,
     default_interval_s: float = 10.0,
     max_gap_s: float = DEFAULT_MAX_GAP_S,
+    prices: Prices | None = None,
 ) -> WeeklyReport:
     """Everything one weekly report says, for `scope` over `week` (and the trend before it).
 
@@ -261,6 +265,16 @@ def build_weekly(
         report.teams = _teams(this_week_rows, now_findings)
         report.sharing = sharing_lines(con, week)
     report.improved = _improvements(report, now_findings, before_findings)
+    report.energy = energy_section(
+        con,
+        catalog_frame(catalog, "jobs"),
+        Window(week.start, week.end),
+        None if scope.kind == "admin" else (scope.kind, scope.value),
+        prices or Prices(),
+        default_interval_s=default_interval_s,
+        max_gap_s=max_gap_s,
+        note=(prices or Prices()).note,
+    )
     return report
 
 

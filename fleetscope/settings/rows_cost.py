@@ -35,6 +35,13 @@ ROWS: tuple[Setting, ...] = (
         "model's.",
     ),
     Setting(
+        "cost.prices_note",
+        "",
+        "str",
+        "One line shown under money figures saying where the prices come from (the demo says "
+        "its prices are examples).",
+    ),
+    Setting(
         "cost.grid_gco2e_per_kwh",
         "",
         "str",

@@ -215,6 +215,7 @@ class CostSettings:
     gpu_hour_prices: str
     team_gpu_hour_prices: str
     cluster_gpu_hour_prices: str
+    prices_note: str
     grid_gco2e_per_kwh: str
 
 
