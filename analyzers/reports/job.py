@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from analyzers.accounting.cost import Prices
 from analyzers.accounting.energy import energy_source, job_energy
 from analyzers.accounting.frames import FrameParams, prepare
+from analyzers.mfu.mfu import proxy_mfu
 from analyzers.plain import plain, to_text, utc_span
 from analyzers.rules._common import fetch, utc
 from analyzers.run.window import Window
@@ -137,6 +138,14 @@ def _add_energy(
     summary.currency = prices.currency if summary.money is not None else ""
 
 
+def _mfu_line(s: JobSummary) -> str:
+    """Measured MFU needs the SDK's FLOPs per step; without them the DCGM proxy, labelled."""
+    proxy = proxy_mfu(s.tensor_frac)
+    if proxy is None:
+        return "MFU:                 n/a (no FLOPs from the SDK, no tensor-pipe activity)"
+    return f"MFU:                 n/a measured; {proxy.label}: {_pct(proxy.value)}"
+
+
 def _energy_lines(s: JobSummary) -> list[str]:
     if s.energy_kwh is None:
         return ["energy:              n/a (no energy counter or power reading)"]
@@ -168,6 +177,7 @@ def render(s: JobSummary) -> str:
         "memory peak:         "
         + ("n/a" if s.memory_peak_mib is None else f"{s.memory_peak_mib / 1024:.1f} GiB"),
         *_energy_lines(s),
+        _mfu_line(s),
         "",
         f"{'host':<16} {'gpu':<8} {'GPU-h':>7} {'active':>8} {'SM':>8} {'tensor':>8}",
     ]
