@@ -16,7 +16,8 @@ The one statement of the definition (docs/analyzers.md, "Energy"):
   last sample of a job, a gap longer than `max_gap_s`), the sample's power (W) times its sample
   seconds, the accounting's own seconds: a finding's GPU-hours and its kWh cover the same time.
 - **MIG.** The counter and the power reading are the device's, repeated on each MIG instance's
-  row: each instance gets an equal share of the device's energy at that moment.
+  row: each instance gets an equal share of the device's energy at that moment (counted over
+  the MIG rows only, so a fleet without MIG pays nothing for it).
 - **Idle-allocated energy.** The energy of the samples of a job whose utilization was 0 % (the
   accounting's utilization, `UTIL_PCT_SQL`): what R1 and R3's hours drew.
 
@@ -70,15 +71,23 @@ def sample_energy_sql(max_gap_s: float, default_interval_s: float, *, jobs: bool
     seconds = sample_seconds_sql(max_gap_s, default_interval_s)
     return f"""
 WITH s AS (
-    SELECT epoch(ts) AS t, coalesce(cluster, '') AS cluster, host, gpu_index, mig_instance_id,
-           job_id, gpu_model, {UTIL_PCT_SQL} AS util_pct, power_w,
-           extra['{ENERGY_FIELD}'] AS energy_mj,
-           count(*) OVER (PARTITION BY coalesce(cluster, ''), host, gpu_index, ts) AS slices
+    SELECT ts, epoch(ts) AS t, coalesce(cluster, '') AS cluster, host, gpu_index,
+           mig_instance_id, job_id, gpu_model, {UTIL_PCT_SQL} AS util_pct, power_w,
+           extra['{ENERGY_FIELD}'] AS energy_mj
     FROM gpu_samples
     WHERE ts >= to_timestamp($start) AND ts < to_timestamp($end)
+          {"AND list_contains($jobs, job_id)" if jobs else ""}
+), n AS (
+    SELECT coalesce(cluster, '') AS cluster, host, gpu_index, ts, count(*) AS slices
+    FROM gpu_samples
+    WHERE ts >= to_timestamp($start) AND ts < to_timestamp($end)
+          AND mig_instance_id IS NOT NULL
+    GROUP BY ALL
 ), g AS MATERIALIZED (
-    SELECT *, lead(t) OVER w - t AS gap_s, lead(energy_mj) OVER w AS next_mj
-    FROM s {"WHERE list_contains($jobs, job_id)" if jobs else ""} WINDOW w AS (PARTITION BY {partition} ORDER BY t)
+    SELECT s.*, coalesce(n.slices, 1) AS slices,
+           lead(t) OVER w - t AS gap_s, lead(energy_mj) OVER w AS next_mj
+    FROM s LEFT JOIN n USING (cluster, host, gpu_index, ts)
+    WINDOW w AS (PARTITION BY {partition} ORDER BY t)
 ), m AS (
     SELECT {partition}, {typical_gap_sql(None)} AS typical_s FROM g GROUP BY ALL
 ), d AS (
