@@ -61,16 +61,10 @@ def show_job(
         cols[0].metric("Energy", "n/a", "no energy counter or power", delta_color="off")
     else:
         how = {"counter": "energy counter", "power": "power integrated", "mixed": "counter + power"}
-        cols[0].metric(
-            "Energy", f"{figures['kwh']:,.2f} kWh", how[figures["source"]], delta_color="off"
-        )
         co2e = prices.co2e_kg(figures["kwh"])
-        cols[1].metric(
-            "Idle-allocated energy",
-            f"{figures['idle_kwh']:,.2f} kWh",
-            None if co2e is None else f"job total {co2e:,.2f} kg CO2e",
-            delta_color="off",
-        )
+        said = how[figures["source"]] + ("" if co2e is None else f" · {co2e:,.2f} kg CO2e")
+        cols[0].metric("Energy", f"{figures['kwh']:,.2f} kWh", said, delta_color="off")
+        cols[1].metric("Idle-allocated energy", f"{figures['idle_kwh']:,.2f} kWh")
     money = prices.money(figures["gpu_h"], figures["gpu_model"], team, figures["cluster"])
     cols[2].metric(
         "Cost",
@@ -81,10 +75,11 @@ def show_job(
     tensor = gpus["tensor_active_pct"].mean() if "tensor_active_pct" in gpus else float("nan")
     proxy = proxy_mfu(None if pd.isna(tensor) else float(tensor) / 100.0)
     cols[3].metric(
-        "MFU",
+        "MFU" if proxy is None else "MFU (proxy)",
         "n/a" if proxy is None else f"{100 * proxy.value:.1f} %",
-        "measured: needs the SDK's FLOPs" if proxy is None else proxy.label,
+        "measured: needs the SDK's FLOPs" if proxy is None else "DCGM tensor-pipe active",
         delta_color="off",
+        help=None if proxy is None else f"{proxy.label}: not measured MFU ({proxy.basis})",
     )
     if money is not None and prices.note:
         st.caption(prices.note)
