@@ -164,6 +164,26 @@ def deduplicated_waste(findings: pd.DataFrame) -> float:
     return float(sum(r["wasted_gpu_hours"] for r in counted_once(rows, _job_bucket, _hours_of)))
 
 
+def deduplicated_recoverable(findings: pd.DataFrame) -> tuple[float, float | None]:
+    """The recoverable kWh and money (None: no price applied) of the same findings
+    `deduplicated_waste` counts (analyzers.accounting.recoverable puts them in the evidence)."""
+    if findings.empty:
+        return 0.0, None
+    rows: list[dict[str, Any]] = [
+        {str(k): v for k, v in r.items()} for r in findings.to_dict("records")
+    ]
+    kwh, money = 0.0, None
+    for row in counted_once(rows, _job_bucket, _hours_of):
+        evidence = row.get("evidence") or {}
+        if isinstance(evidence, str):
+            evidence = json.loads(evidence)
+        if isinstance(evidence.get("recoverable_kwh"), int | float):
+            kwh += float(evidence["recoverable_kwh"])
+        if isinstance(evidence.get("recoverable_money"), int | float):
+            money = (money or 0.0) + float(evidence["recoverable_money"])
+    return kwh, money
+
+
 def _job_bucket(row: dict[str, Any]) -> tuple[str, str]:
     job = _opt(row.get("job_id")) or str(row["finding_id"])
     evidence = row.get("evidence") or {}
@@ -275,6 +295,10 @@ def build_weekly(
         max_gap_s=max_gap_s,
         note=(prices or Prices()).note,
     )
+    report.energy.recoverable_kwh, report.energy.recoverable_money = deduplicated_recoverable(
+        now_findings
+    )
+    report.energy.recoverable_gpu_h = report.wasted_gpu_h
     return report
 
 

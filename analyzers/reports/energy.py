@@ -36,6 +36,19 @@ class EnergySection:
     teams: list[EnergyLine] = field(default_factory=list)
     currency: str = ""
     note: str = ""  # how the prices came to be (the demo says its prices are examples)
+    # what the week's open findings would return (each job's hours in a bucket counted once)
+    recoverable_gpu_h: float = 0.0
+    recoverable_kwh: float = 0.0
+    recoverable_money: float | None = None
+
+    @property
+    def recoverable(self) -> str:
+        """`Recoverable: 14.0 GPU-h, 3.2 kWh, 35.00 USD` (money only where priced)."""
+        text = f"Recoverable (open findings): {self.recoverable_gpu_h:,.1f} GPU-h, "
+        text += f"{self.recoverable_kwh:,.1f} kWh"
+        if self.recoverable_money is not None:
+            text += f", {self.recoverable_money:,.2f} {self.currency}".rstrip()
+        return text + "."
 
 
 def energy_section(
@@ -112,13 +125,14 @@ def energy_html(section: EnergySection) -> list[str]:
         *(
             "<tr>"
             + "".join(
-                f"<td{'' if i == 0 else ' class=n'}>{escape(c)}</td>"
+                (f"<td>{escape(c)}</td>" if i == 0 else f"<td class='n'>{escape(c)}</td>")
                 for i, c in enumerate(_row(line, section, co2e))
             )
             + "</tr>"
             for line in rows
         ),
         "</table>",
+        f"<p>{escape(section.recoverable)}</p>",
     ]
     if section.note:
         out.append(f"<p class='sub'>{escape(section.note)}</p>")
@@ -134,6 +148,7 @@ def energy_markdown(section: EnergySection) -> list[str]:
         "| " + " | ".join(_row(line, section, co2e)) + " |"
         for line in [*section.teams, section.total]
     ]
+    out += ["", section.recoverable]
     if section.note:
         out += ["", section.note]
     return out

@@ -217,4 +217,6 @@ def test_the_weeks_energy_per_team_and_money_only_where_prices_are_set(
     assert "| nlp | 12.0 | 0.8 | 0.8 | 0.3 | 24.00 |" in text
     assert "| vision | 48.0 | 27.6 | 0.0 | 8.3 | n/a |" in text
     assert "example prices" in text
+    # the catalog's findings were written without energy: GPU-hours only, and no money
+    assert "Recoverable (open findings): 14.0 GPU-h, 0.0 kWh." in text
     assert "cost (" not in to_markdown(_build(report_warehouse, Scope("admin")))  # type: ignore[arg-type]
