@@ -237,11 +237,16 @@ def cmd_opportunities(args: argparse.Namespace, settings: Settings) -> int:
         payload = {
             "window": args.window,
             "total_gpu_hours": report.total_gpu_hours,
+            "total_kwh": report.total_kwh,
+            "total_money": report.total_money,  # null: no price set
+            "currency": report.currency,
             **{
                 key: [
                     {
                         "key": x.key,
                         "gpu_hours": x.gpu_hours,
+                        "kwh": x.kwh,
+                        "money": x.money,
                         "findings": x.findings,
                         "jobs": sorted(x.jobs),
                         "rules": dict(x.rules),

@@ -152,10 +152,12 @@ def render(report: Opportunities, window_label: str) -> str:
             else ""
         ),
         "",
-        f"{'rule':<6} {'GPU-h':>10} {'findings':>9} {'jobs':>6}",
+        f"{'rule':<6} {'GPU-h':>10} {'findings':>9} {'jobs':>6} {'kWh':>9}{_money_head(report)}",
     ]
     out += [
-        f"{x.key:<6} {x.gpu_hours:>10,.1f} {x.findings:>9} {len(x.jobs):>6}" for x in report.by_rule
+        f"{x.key:<6} {x.gpu_hours:>10,.1f} {x.findings:>9} {len(x.jobs):>6} {x.kwh:>9,.1f}"
+        f"{_money(report, x)}"
+        for x in report.by_rule
     ]
     out += ["", f"{'by ' + report.group_by:<28} {'GPU-h':>10} {'jobs':>6}  top rule"]
     out += [
@@ -168,3 +170,13 @@ def render(report: Opportunities, window_label: str) -> str:
         for x in report.top_jobs
     ]
     return "\n".join(out)
+
+
+def _money_head(report: Opportunities) -> str:
+    return f" {report.currency:>10}" if report.total_money is not None else ""
+
+
+def _money(report: Opportunities, line: Line) -> str:
+    if report.total_money is None:
+        return ""
+    return f" {'n/a' if line.money is None else f'{line.money:,.2f}':>10}"

@@ -75,3 +75,32 @@ def test_prices_come_from_settings_and_bad_ones_are_named() -> None:
         Prices.from_settings(settings.with_overrides(cost__currency=""))
     with pytest.raises(ConfigError, match=r"cost\.gpu_hour_prices: 'H100=cheap'"):
         parse_prices("H100=cheap", "cost.gpu_hour_prices")
+
+
+def test_opportunities_sum_kwh_and_money_counting_each_jobs_hours_once() -> None:
+    """An idle job is R1 and R3 for the same hours: its kWh and money count once, as its hours
+    do; money only from the findings a price applied to."""
+    from analyzers.findings import Finding
+    from analyzers.reports.ranking import rank, render
+
+    def found(rule: str, job: str, hours: float, **evidence: object) -> Finding:
+        return Finding(
+            rule_id=rule, severity="warn", job_id=job, host="h1", gpus=("0",), window_start=T0,
+            window_end=T0 + timedelta(hours=1), title=rule, recommendation="-",
+            wasted_gpu_hours=hours, estimate_method="-", evidence=evidence,
+        )  # fmt: skip
+
+    priced = {"recoverable_kwh": 0.28, "recoverable_money": 10.0, "currency": "USD"}
+    report = rank(
+        [
+            found("R1", "idle", 4.0, **priced),
+            found("R3", "idle", 4.0, **priced),
+            found("R2", "low", 2.0, recoverable_kwh=0.9),  # a GPU model without a price
+        ]
+    )
+    assert (report.total_gpu_hours, report.total_kwh) == (6.0, pytest.approx(1.18))
+    assert (report.total_money, report.currency) == (10.0, "USD")
+    text = render(report, "7d")
+    assert "Recoverable energy: 1.2 kWh; money: 10.00 USD (where prices are set)" in text
+    assert "R2            2.0         1      1       0.9        n/a" in text
+    assert "money" not in render(rank([found("R2", "low", 2.0)]), "7d")  # no price set
