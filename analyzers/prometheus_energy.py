@@ -5,6 +5,8 @@
 |---|---|---|---|
 | `fleetscope_recoverable_energy_joules` | gauge | those of the GPU-hours family | the same findings' recoverable energy (evidence `recoverable_kwh`, in the base unit) |
 | `fleetscope_recoverable_money` | gauge | those, plus currency | their recoverable money, only findings with a price set (`cost.*`) |
+| `fleetscope_allocated_gpu_energy_joules_total` | counter | cluster | energy of allocated GPUs (analyzers.accounting.energy), over the GPU-hour counters' ranges |
+| `fleetscope_idle_allocated_gpu_energy_joules_total` | counter | cluster | the part of it at 0 % utilization |
 
 The same series as the GPU-hours family (the same top jobs, the rest in the same "other"), so
 one can be divided by the other. Money has no base unit in Prometheus's conventions; its unit is
@@ -18,7 +20,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Final
 
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 if TYPE_CHECKING:
     from analyzers.findings import Finding
@@ -61,3 +63,22 @@ def families(
     for key, value in sorted(money.items()):
         priced.add_metric(list(key), round(value, 2))
     yield priced
+
+
+def energy_counters(
+    allocated_j: dict[str, float], idle_j: dict[str, float]
+) -> Iterator[CounterMetricFamily]:
+    for name, per_cluster, text in (
+        ("fleetscope_allocated_gpu_energy_joules", allocated_j, "Energy of allocated GPUs"),
+        (
+            "fleetscope_idle_allocated_gpu_energy_joules",
+            idle_j,
+            "Energy of allocated GPUs at 0 % utilization",
+        ),
+    ):
+        family = CounterMetricFamily(
+            name, f"{text} since the warehouse's first sample.", labels=["cluster"]
+        )
+        for cluster, joules in sorted(per_cluster.items()):
+            family.add_metric([cluster], round(joules, 3))
+        yield family

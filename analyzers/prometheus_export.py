@@ -13,6 +13,7 @@ its ingest and writer families:
 | `fleetscope_allocated_gpu_hours_total` | counter | cluster | allocated GPU-hours accounted since the warehouse's first sample |
 | `fleetscope_active_gpu_hours_total` | counter | cluster | active GPU-hours (GR_ENGINE_ACTIVE, else GPU_UTIL) |
 | `fleetscope_sm_active_gpu_hours_total` | counter | cluster | SM-active GPU-hours (DCGM_FI_PROF_SM_ACTIVE, where reported) |
+| `fleetscope_allocated_gpu_energy_joules_total`, `fleetscope_idle_allocated_gpu_energy_joules_total` | counter | cluster | energy of allocated GPUs, and of those at 0 % utilization (analyzers.prometheus_energy) |
 | `fleetscope_fleet_metrics_refreshed_timestamp_seconds` | gauge | | when the families above were last computed (stale: alert) |
 | `fleetscope_fleet_metrics_refresh_failures_total` | counter | | refreshes that failed; the previous values are served |
 
@@ -62,7 +63,7 @@ from typing import TYPE_CHECKING, Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from analyzers.prometheus_energy import evidence_series
+from analyzers.prometheus_energy import energy_counters, evidence_series
 from analyzers.prometheus_energy import families as energy_families
 from analyzers.prometheus_hours import HourRows
 
@@ -161,6 +162,11 @@ class Totals:
     allocated_h: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     active_h: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     sm_h: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    energy_j: dict[str, float] = field(default_factory=lambda: defaultdict(float))  # allocated
+    idle_energy_j: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+
+
+COUNTED = ("allocated_h", "active_h", "sm_h", "energy_j", "idle_energy_j")  # Totals' counters
 
 
 class FleetCollector(Collector):
@@ -243,6 +249,7 @@ class FleetCollector(Collector):
             for cluster, hours in sorted(per_cluster.items()):
                 family.add_metric([cluster], round(hours, 6))
             yield family
+        yield from energy_counters(totals.energy_j, totals.idle_energy_j)
         yield GaugeMetricFamily(
             "fleetscope_fleet_metrics_refreshed_timestamp_seconds",
             "When the findings and GPU-hour families above were last computed (0: never).",
@@ -290,7 +297,7 @@ class FleetCollector(Collector):
         with self._lock:
             totals = self._totals
             copy = Totals(totals.through_s)
-            for name in ("allocated_h", "active_h", "sm_h"):
+            for name in COUNTED:
                 getattr(copy, name).update(getattr(totals, name))
             return self._snapshot, copy
 
@@ -325,6 +332,7 @@ class FleetCollector(Collector):
                     totals.allocated_h[str(cluster)] += float(group["gpu_h"].sum())
                     totals.active_h[str(cluster)] += float(group["active_h"].sum())
                     totals.sm_h[str(cluster)] += float(group["sm_h"].sum())
+                energy_totals(con, Window(_utc(start_s), _utc(end_s)), self, totals)
                 totals.through_s = end_s
             fresh = gpu_buckets(
                 con,
@@ -348,7 +356,7 @@ class FleetCollector(Collector):
         )
         # Nothing is kept from a failed refresh: the next one reads the same hours again.
         self._snapshot, self._hours = snapshot, hours
-        for name in ("allocated_h", "active_h", "sm_h"):
+        for name in COUNTED:
             for cluster, hours_h in getattr(totals, name).items():
                 getattr(self._totals, name)[cluster] += hours_h
         self._totals.through_s = totals.through_s
@@ -404,6 +412,19 @@ def recoverable_series(
         label = job if job in top else OTHER
         out[(f.rule_id, f.team or "", label, clusters.get(job, ""))] += f.wasted_gpu_hours
     return dict(out)
+
+
+def energy_totals(con: Any, window: Any, collector: FleetCollector, totals: Totals) -> None:
+    """The allocated and idle-allocated energy of [window) per cluster onto `totals`
+    (analyzers.accounting.energy: raw samples; a job's sample at a refresh boundary is power
+    integrated, its counter delta to the next refresh's first sample not being read)."""
+    from analyzers.accounting.energy import J_PER_KWH, job_energy
+
+    frame = job_energy(con, window, collector._default_interval_s, max_gap_s=collector._max_gap_s)
+    frame = frame[frame["job_id"].notna()]
+    for cluster, group in frame.groupby(frame["cluster"].fillna("")):
+        totals.energy_j[str(cluster)] += float(group["energy_kwh"].sum()) * J_PER_KWH
+        totals.idle_energy_j[str(cluster)] += float(group["idle_energy_kwh"].sum()) * J_PER_KWH
 
 
 def recoverable_energy(

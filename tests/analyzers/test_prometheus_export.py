@@ -164,6 +164,9 @@ def test_metrics_report_findings_efficiency_and_gpu_hours(server: Server) -> Non
     assert series(metrics, "fleetscope_allocated_gpu_hours_total") == {"c1": 0.5}
     assert series(metrics, "fleetscope_active_gpu_hours_total") == {"c1": round(1 / 12 + 1 / 12, 6)}
     assert series(metrics, "fleetscope_sm_active_gpu_hours_total") == {"c1": 0.05}
+    # issue 32: the batch maker's power over the same 0.5 GPU-hours (no energy counter)
+    assert set(series(metrics, "fleetscope_allocated_gpu_energy_joules_total")) == {"c1"}
+    assert series(metrics, "fleetscope_allocated_gpu_energy_joules_total")["c1"] > 0
     assert series(metrics, "fleetscope_fleet_metrics_refresh_failures_total") == {"": 0.0}
     refreshed = series(metrics, "fleetscope_fleet_metrics_refreshed_timestamp_seconds")[""]
     assert NOW - 5 <= refreshed <= time.time()
@@ -206,6 +209,8 @@ def test_metrics_names_follow_prometheus_rules() -> None:
         "fleetscope_allocated_gpu_hours": "counter",
         "fleetscope_active_gpu_hours": "counter",
         "fleetscope_sm_active_gpu_hours": "counter",
+        "fleetscope_allocated_gpu_energy_joules": "counter",
+        "fleetscope_idle_allocated_gpu_energy_joules": "counter",
         "fleetscope_fleet_metrics_refreshed_timestamp_seconds": "gauge",
         "fleetscope_fleet_metrics_refresh_failures": "counter",
     }
