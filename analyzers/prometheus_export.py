@@ -6,21 +6,26 @@ its ingest and writer families:
 
 | family | type | labels | what |
 |---|---|---|---|
-| `fleetscope_recoverable_gpu_hours` | gauge | rule, team, job, cluster | open findings' GPU-hours a fix returns, findings whose window ends in the last `analyzers.metrics_window_s` |
+| `fleetscope_recoverable_gpu_seconds` | gauge | rule, team, job_id, cluster | open findings' GPU-seconds a fix returns (GPU-hours x 3600), findings whose window ends in the last `analyzers.metrics_window_s` |
 | `fleetscope_findings_open` | gauge | rule, severity, team | open (not acknowledged, not suppressed) findings in that window |
-| `fleetscope_job_gpu_efficiency_ratio` | gauge | job, team | active / allocated GPU-hours (where the active fraction is known) over that window's whole hours |
-| `fleetscope_allocated_gpu_hours_total` | counter | cluster | allocated GPU-hours accounted since the warehouse's first sample |
-| `fleetscope_active_gpu_hours_total` | counter | cluster | active GPU-hours (GR_ENGINE_ACTIVE, else GPU_UTIL) |
-| `fleetscope_sm_active_gpu_hours_total` | counter | cluster | SM-active GPU-hours (DCGM_FI_PROF_SM_ACTIVE, where reported) |
+| `fleetscope_job_gpu_efficiency_ratio` | gauge | job_id, team | active / allocated GPU-hours (where the active fraction is known) over that window's whole hours |
+| `fleetscope_allocated_gpu_seconds_total` | counter | cluster | allocated GPU-seconds accounted since the warehouse's first sample |
+| `fleetscope_active_gpu_seconds_total` | counter | cluster | active GPU-seconds (GR_ENGINE_ACTIVE, else GPU_UTIL) |
+| `fleetscope_sm_active_gpu_seconds_total` | counter | cluster | SM-active GPU-seconds (DCGM_FI_PROF_SM_ACTIVE, where reported) |
 | `fleetscope_fleet_metrics_refreshed_timestamp_seconds` | gauge | | when the families above were last computed (stale: alert) |
 | `fleetscope_fleet_metrics_refresh_failures_total` | counter | | refreshes that failed; the previous values are served |
 
-Names follow Prometheus's rules (`fleetscope_` prefix, base unit in the name, `_total` on
-counters, `_ratio` for 0-1). Cardinality is bounded: only the `analyzers.metrics_top_jobs` jobs
-with the most recoverable (or allocated) GPU-hours get their own `job` series; every other job is
-summed into `job="other"`. A missing team or cluster is the empty label (Prometheus: no label).
-Summing `fleetscope_recoverable_gpu_hours` over `rule` counts a job flagged by several rules once
-per rule; `max by (job)` gives what `fleetscope opportunities` reports per job.
+Names follow Prometheus's rules (`fleetscope_` prefix, the base unit in the name: seconds, never
+hours, as `promtool check metrics` asks; `_total` on counters, `_ratio` for 0-1; a dashboard divides
+by 3600 to show GPU-hours). The job label is `job_id`, never `job`: Prometheus sets `job` on every
+scraped series to the scrape job's name and, under the default `honor_labels: false`, renames a
+`job` label it finds to `exported_job` (prometheus.io/docs/prometheus/latest/configuration,
+honor_labels), which would break every rule and dashboard that selects on it. Cardinality is
+bounded: only the `analyzers.metrics_top_jobs` jobs with the most recoverable (or allocated)
+GPU-hours get their own `job_id` series; every other job is summed into `job_id="other"`. A missing
+team or cluster is the empty label (Prometheus: no label). Summing
+`fleetscope_recoverable_gpu_seconds` over `rule` counts a job flagged by several rules once per
+rule; `max by (job_id)` gives what `fleetscope opportunities` reports per job.
 
 The counters are the accounting of `analyzers.accounting` (through `analyzers.accounting.usage`)
 over consecutive closed windows: each refresh adds the hours of [last end, now - lateness_s), so
@@ -71,7 +76,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-OTHER = "other"  # the one `job` series every job outside the top N is summed into
+OTHER = "other"  # the one `job_id` series every job outside the top N is summed into
 HOUR_S = 3600.0
 
 
@@ -198,13 +203,13 @@ class FleetCollector(Collector):
             return
         snapshot, totals = self._current()
         recoverable = GaugeMetricFamily(
-            "fleetscope_recoverable_gpu_hours",
-            "GPU-hours a fix would return, open findings in the metrics window (top jobs, rest "
-            'in job="other"); max by (job) avoids counting a job once per rule.',
-            labels=["rule", "team", "job", "cluster"],
+            "fleetscope_recoverable_gpu_seconds",
+            "GPU-seconds a fix would return, open findings in the metrics window (top jobs, rest "
+            'in job_id="other"); max by (job_id) avoids counting a job once per rule.',
+            labels=["rule", "team", "job_id", "cluster"],
         )
         for labels, hours in sorted(snapshot.recoverable.items()):
-            recoverable.add_metric(list(labels), round(hours, 6))
+            recoverable.add_metric(list(labels), round(hours * HOUR_S, 3))
         yield recoverable
         open_findings = GaugeMetricFamily(
             "fleetscope_findings_open",
@@ -216,22 +221,23 @@ class FleetCollector(Collector):
         yield open_findings
         efficiency = GaugeMetricFamily(
             "fleetscope_job_gpu_efficiency_ratio",
-            'Active / allocated GPU-hours over the metrics window (top jobs, rest in job="other").',
-            labels=["job", "team"],
+            "Active / allocated GPU-hours over the metrics window (top jobs, rest in "
+            'job_id="other").',
+            labels=["job_id", "team"],
         )
         for job_team, ratio in sorted(snapshot.efficiency.items()):
             efficiency.add_metric(list(job_team), round(ratio, 6))
         yield efficiency
         for name, per_cluster, text in (
-            ("fleetscope_allocated_gpu_hours", totals.allocated_h, "Allocated GPU-hours"),
-            ("fleetscope_active_gpu_hours", totals.active_h, "Active GPU-hours"),
-            ("fleetscope_sm_active_gpu_hours", totals.sm_h, "SM-active GPU-hours"),
+            ("fleetscope_allocated_gpu_seconds", totals.allocated_h, "Allocated GPU-seconds"),
+            ("fleetscope_active_gpu_seconds", totals.active_h, "Active GPU-seconds"),
+            ("fleetscope_sm_active_gpu_seconds", totals.sm_h, "SM-active GPU-seconds"),
         ):
             family = CounterMetricFamily(
                 name, f"{text} accounted since the warehouse's first sample.", labels=["cluster"]
             )
             for cluster, hours in sorted(per_cluster.items()):
-                family.add_metric([cluster], round(hours, 6))
+                family.add_metric([cluster], round(hours * HOUR_S, 3))
             yield family
         yield GaugeMetricFamily(
             "fleetscope_fleet_metrics_refreshed_timestamp_seconds",

@@ -99,6 +99,7 @@ class Server(PluginHost, Listening):
             config=IngestConfig.from_settings(settings),
             remote_write=self.remote_write,
             profiling=self.profiling,
+            routes=self.routes,
         )
         try:
             self.http = bind(address, ingest, tls)

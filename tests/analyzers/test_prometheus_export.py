@@ -4,7 +4,7 @@ plug-in, samples posted over HTTP, findings in its catalog, /metrics read over H
 Specification (two jobs on cluster c1, `analyzers.metrics_top_jobs` = 1):
 - job-a: 2 GPUs x 60 samples every 10 s, GR_ENGINE_ACTIVE 0.25, SM_ACTIVE 0.1 -> 1/3 GPU-hour
   allocated, 1/12 active, 1/30 SM-active; job-b: 1 GPU x 60 samples, GR_ENGINE_ACTIVE 0.5.
-- recoverable GPU-hours per (rule, team, job, cluster), the job outside the top 1 as "other";
+- recoverable GPU-seconds per (rule, team, job_id, cluster), the job outside the top 1 as "other";
   acknowledged findings and findings older than the window are not open.
 - efficiency = active / allocated GPU-hours; counters sum allocated/active/SM-active per cluster.
 """
@@ -142,28 +142,28 @@ def test_metrics_report_findings_efficiency_and_gpu_hours(server: Server) -> Non
         metrics = scrape(server.url)
         refreshed = all(
             series(metrics, name)
-            for name in ("fleetscope_allocated_gpu_hours_total", "fleetscope_findings_open")
+            for name in ("fleetscope_allocated_gpu_seconds_total", "fleetscope_findings_open")
         )
         if refreshed or time.monotonic() > deadline:
             break
         time.sleep(0.1)
-    # labels sorted by name: cluster, job, rule, team
-    assert series(metrics, "fleetscope_recoverable_gpu_hours") == {
-        "c1,job-a,R1,ml": 2.0,
-        "c1,job-a,R17,ml": 1.5,
-        "c1,other,R1,ml": 0.5,
+    # labels sorted by name: cluster, job_id, rule, team
+    assert series(metrics, "fleetscope_recoverable_gpu_seconds") == {  # GPU-hours x 3600
+        "c1,job-a,R1,ml": 7200.0,
+        "c1,job-a,R17,ml": 5400.0,
+        "c1,other,R1,ml": 1800.0,
     }
     assert series(metrics, "fleetscope_findings_open") == {  # rule, severity, team
         "R1,warn,ml": 2.0,
         "R17,critical,ml": 1.0,
     }
-    assert series(metrics, "fleetscope_job_gpu_efficiency_ratio") == {  # job, team
+    assert series(metrics, "fleetscope_job_gpu_efficiency_ratio") == {  # job_id, team
         "job-a,ml": 0.25,
         "other,ml": 0.5,  # job-b: not in the catalog; its team comes from its finding
     }
-    assert series(metrics, "fleetscope_allocated_gpu_hours_total") == {"c1": 0.5}
-    assert series(metrics, "fleetscope_active_gpu_hours_total") == {"c1": round(1 / 12 + 1 / 12, 6)}
-    assert series(metrics, "fleetscope_sm_active_gpu_hours_total") == {"c1": 0.05}
+    assert series(metrics, "fleetscope_allocated_gpu_seconds_total") == {"c1": 1800.0}  # 0.5 h
+    assert series(metrics, "fleetscope_active_gpu_seconds_total") == {"c1": 600.0}  # 1/12 + 1/12 h
+    assert series(metrics, "fleetscope_sm_active_gpu_seconds_total") == {"c1": 180.0}  # 0.05 h
     assert series(metrics, "fleetscope_fleet_metrics_refresh_failures_total") == {"": 0.0}
     refreshed = series(metrics, "fleetscope_fleet_metrics_refreshed_timestamp_seconds")[""]
     assert NOW - 5 <= refreshed <= time.time()
@@ -172,7 +172,7 @@ def test_metrics_report_findings_efficiency_and_gpu_hours(server: Server) -> Non
 
     assert set(metrics) >= EXPORTED
     # A second scrape adds nothing: the same samples are never counted twice.
-    assert series(scrape(server.url), "fleetscope_allocated_gpu_hours_total") == {"c1": 0.5}
+    assert series(scrape(server.url), "fleetscope_allocated_gpu_seconds_total") == {"c1": 1800.0}
 
 
 def test_top_jobs_are_by_hours_then_name_and_the_rest_is_other() -> None:
@@ -198,12 +198,12 @@ def test_metrics_names_follow_prometheus_rules() -> None:
     registry.register(collector)
     names = {m.name: m.type for m in registry.collect()}
     assert names == {
-        "fleetscope_recoverable_gpu_hours": "gauge",
+        "fleetscope_recoverable_gpu_seconds": "gauge",
         "fleetscope_findings_open": "gauge",
         "fleetscope_job_gpu_efficiency_ratio": "gauge",
-        "fleetscope_allocated_gpu_hours": "counter",
-        "fleetscope_active_gpu_hours": "counter",
-        "fleetscope_sm_active_gpu_hours": "counter",
+        "fleetscope_allocated_gpu_seconds": "counter",
+        "fleetscope_active_gpu_seconds": "counter",
+        "fleetscope_sm_active_gpu_seconds": "counter",
         "fleetscope_fleet_metrics_refreshed_timestamp_seconds": "gauge",
         "fleetscope_fleet_metrics_refresh_failures": "counter",
     }

@@ -96,7 +96,7 @@ class Gateway(PluginHost, Listening):
                 self._batch_committed,
             ],
         )
-        self.metrics = ServerMetrics(self.writer)
+        self.metrics = ServerMetrics(self.writer, component="gateway")
         address = listen_address(settings, host, port)
         tokens = effective_tokens(settings)  # the embedded server's rules: no public default
         check_exposure(address[0], tokens)
@@ -115,14 +115,16 @@ class Gateway(PluginHost, Listening):
             registry=CatalogAgentRegistry(self.catalog),
             storage=ObjectTraceStorage.from_settings(settings),  # any gateway reads any trace
         )
+        self.auth = TokenChecker(tokens, self.catalog)
         ingest = Ingest(
             writer=self.writer,
             catalog=self.catalog,
-            auth=TokenChecker(tokens, self.catalog),
+            auth=self.auth,
             metrics=self.metrics,
             config=IngestConfig.from_settings(settings),
             remote_write=self.remote_write,
             profiling=self.profiling,
+            routes=self.routes,
         )
         self.http = bind(address, ingest, tls)
         for setup in setups:
