@@ -6,6 +6,7 @@ A server plug-in (`analyzers.read_api` in `server.plugins`, on by default, both 
     GET /v1/findings          ?window&end&team&cluster&rule&state&limit&offset -> a page
     GET /v1/opportunities     ?window&end&team&cluster&rule&by&top -> the ranking
     GET /v1/jobs/<job_id>     ?window&end&rule&state -> the job, its GPUs and findings
+    GET /v1/jobs/<job_id>/summary  the compact summary Slurm's AdminComment keeps (summary.py)
     GET /v1/openapi.json      the OpenAPI 3.0 document (no token)
 
 JSON in, JSON out; a bad parameter is a 400 naming it, an unknown job a 404. Tokens: one of
@@ -83,6 +84,19 @@ def setup(server: Any) -> None:
             raise IngestError(f"no job {job_id!r} in the catalog", status=404)
         return Response.json(200, found)
 
+    def get_summary(handler: Any, _ingest: Any, quoted_id: str) -> Response:
+        import urllib.parse
+
+        from analyzers.read_api.summary import summary
+
+        access.check(handler.headers.get("Authorization"))
+        job_id = urllib.parse.unquote(quoted_id)
+        p.query_params(handler.path, frozenset())
+        found = job_json(catalog, job_id, filters({"window": "3650d"}, job_id=job_id))
+        if found is None:
+            raise IngestError(f"no job {job_id!r} in the catalog", status=404)
+        return Response.json(200, summary(found))
+
     def get_openapi(_handler: Any, _ingest: Any) -> Response:
         return Response.json(200, document())
 
@@ -91,6 +105,7 @@ def setup(server: Any) -> None:
             ("GET", re.compile(r"/v1/findings"), "read_findings", get_findings),
             ("GET", re.compile(r"/v1/opportunities"), "read_opportunities", get_opportunities),
             ("GET", re.compile(r"/v1/jobs/([^/]+)"), "read_job", get_job),
+            ("GET", re.compile(r"/v1/jobs/([^/]+)/summary"), "read_job_summary", get_summary),
             ("GET", re.compile(r"/v1/openapi\.json"), "read_openapi", get_openapi),
         ]
     )

@@ -131,6 +131,17 @@ def document() -> dict[str, Any]:
                     "responses": _answers("Job", 404),
                 }
             },
+            "/v1/jobs/{job_id}/summary": {
+                "get": {
+                    "summary": "The job's compact summary, what Slurm's AdminComment keeps "
+                    "(FS1: + base64(gzip(this JSON)))",
+                    "operationId": "getJobSummary",
+                    "parameters": [
+                        {"name": "job_id", "in": "path", "required": True, "schema": _STR}
+                    ],
+                    "responses": _answers("JobSummary", 404),
+                }
+            },
             "/v1/openapi.json": {
                 "get": {
                     "summary": "This document",
@@ -176,6 +187,28 @@ def document() -> dict[str, Any]:
                         **{
                             key: {"type": "array", "items": {"$ref": "#/components/schemas/Line"}}
                             for key in ("by_rule", "by_group", "top_jobs")
+                        },
+                    },
+                },
+                "JobSummary": {
+                    "type": "object",
+                    "required": ["v", "job_id", "gpus", "recoverable_gpu_hours", "findings"],
+                    "properties": {
+                        "v": {"type": "integer", "enum": [1]},
+                        "job_id": _STR,
+                        "gpus": {"type": "array", "items": _STR},
+                        "recoverable_gpu_hours": {"type": "number"},
+                        "findings": {
+                            "type": "array",
+                            "items": {
+                                "type": "object",
+                                "properties": {
+                                    "rule": _STR,
+                                    "severity": _STR,
+                                    "gpu_hours": {"type": "number"},
+                                    "title": _STR,
+                                },
+                            },
                         },
                     },
                 },

@@ -216,7 +216,8 @@ def test_openapi_document_is_valid_and_matches_the_routes(server: Server) -> Non
     doc = answer.json()
     validate(doc)
     assert sorted(doc["paths"]) == [
-        "/v1/findings", "/v1/jobs/{job_id}", "/v1/openapi.json", "/v1/opportunities",
+        "/v1/findings", "/v1/jobs/{job_id}", "/v1/jobs/{job_id}/summary", "/v1/openapi.json",
+        "/v1/opportunities",
     ]  # fmt: skip
     for path, item in doc["paths"].items():
         served = get(server, path.replace("{job_id}", "train-a"))

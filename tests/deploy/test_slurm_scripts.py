@@ -179,7 +179,7 @@ def test_shellcheck_finds_nothing() -> None:
     if shellcheck is None:
         pytest.skip("shellcheck is not installed (Debian package `shellcheck`)")
     result = subprocess.run(
-        [shellcheck, "-s", "sh", "prolog.sh", "epilog.sh"], cwd=SLURM, capture_output=True,
+        [shellcheck, "-s", "sh", "prolog.sh", "epilog.sh", "slurmctld-epilog.sh"], cwd=SLURM, capture_output=True,
         text=True, check=False,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout
