@@ -6,9 +6,9 @@ its ingest and writer families:
 
 | family | type | labels | what |
 |---|---|---|---|
-| `fleetscope_recoverable_gpu_seconds` | gauge | rule, team, job_id, cluster | open findings' GPU-seconds a fix returns (GPU-hours x 3600), findings whose window ends in the last `analyzers.metrics_window_s` |
+| `fleetscope_recoverable_gpu_seconds` | gauge | rule, team, job_id, hpc_job, cluster | open findings' GPU-seconds a fix returns (GPU-hours x 3600), findings whose window ends in the last `analyzers.metrics_window_s` |
 | `fleetscope_findings_open` | gauge | rule, severity, team | open (not acknowledged, not suppressed) findings in that window |
-| `fleetscope_job_gpu_efficiency_ratio` | gauge | job_id, team | active / allocated GPU-hours (where the active fraction is known) over that window's whole hours |
+| `fleetscope_job_gpu_efficiency_ratio` | gauge | job_id, hpc_job, team | active / allocated GPU-hours (where the active fraction is known) over that window's whole hours |
 | `fleetscope_allocated_gpu_seconds_total` | counter | cluster | allocated GPU-seconds accounted since the warehouse's first sample |
 | `fleetscope_active_gpu_seconds_total` | counter | cluster | active GPU-seconds (GR_ENGINE_ACTIVE, else GPU_UTIL) |
 | `fleetscope_sm_active_gpu_seconds_total` | counter | cluster | SM-active GPU-seconds (DCGM_FI_PROF_SM_ACTIVE, where reported) |
@@ -20,7 +20,10 @@ hours, as `promtool check metrics` asks; `_total` on counters, `_ratio` for 0-1;
 by 3600 to show GPU-hours). The job label is `job_id`, never `job`: Prometheus sets `job` on every
 scraped series to the scrape job's name and, under the default `honor_labels: false`, renames a
 `job` label it finds to `exported_job` (prometheus.io/docs/prometheus/latest/configuration,
-honor_labels), which would break every rule and dashboard that selects on it. Cardinality is
+honor_labels), which would break every rule and dashboard that selects on it. A Slurm job (its
+catalog record came from Slurm: the prolog, scontrol, sacct or a Slurm import) also carries its id
+as `hpc_job`, the label dcgm-exporter's HPC job mapping puts on the GPUs' series, so the two join
+on it without a label_replace; other jobs have no `hpc_job` (an empty label). Cardinality is
 bounded: only the `analyzers.metrics_top_jobs` jobs with the most recoverable (or allocated)
 GPU-hours get their own `job_id` series; every other job is summed into `job_id="other"`. A missing
 team or cluster is the empty label (Prometheus: no label). Summing
@@ -76,6 +79,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# The catalog's jobs.scheduler values that mean Slurm: collector.owners' sources (the prolog's
+# record, the job's environment, scontrol, sacct) and a POST /v1/jobs import naming it.
+SLURM_SCHEDULERS = frozenset({"slurm", "slurm-prolog", "slurm-env", "scontrol", "sacct"})
 OTHER = "other"  # the one `job_id` series every job outside the top N is summed into
 HOUR_S = 3600.0
 
@@ -150,6 +156,7 @@ class Snapshot:
     recoverable: dict[tuple[str, str, str, str], float] = field(default_factory=dict)
     open_findings: dict[tuple[str, str, str], int] = field(default_factory=dict)
     efficiency: dict[tuple[str, str], float] = field(default_factory=dict)
+    slurm_jobs: frozenset[str] = frozenset()  # their job_id is also their hpc_job
 
 
 @dataclass
@@ -206,10 +213,12 @@ class FleetCollector(Collector):
             "fleetscope_recoverable_gpu_seconds",
             "GPU-seconds a fix would return, open findings in the metrics window (top jobs, rest "
             'in job_id="other"); max by (job_id) avoids counting a job once per rule.',
-            labels=["rule", "team", "job_id", "cluster"],
+            labels=["rule", "team", "job_id", "hpc_job", "cluster"],
         )
-        for labels, hours in sorted(snapshot.recoverable.items()):
-            recoverable.add_metric(list(labels), round(hours * HOUR_S, 3))
+        slurm = snapshot.slurm_jobs
+        for (rule, team, job, cluster), hours in sorted(snapshot.recoverable.items()):
+            hpc_job = job if job in slurm else ""
+            recoverable.add_metric([rule, team, job, hpc_job, cluster], round(hours * HOUR_S, 3))
         yield recoverable
         open_findings = GaugeMetricFamily(
             "fleetscope_findings_open",
@@ -223,10 +232,10 @@ class FleetCollector(Collector):
             "fleetscope_job_gpu_efficiency_ratio",
             "Active / allocated GPU-hours over the metrics window (top jobs, rest in "
             'job_id="other").',
-            labels=["job_id", "team"],
+            labels=["job_id", "hpc_job", "team"],
         )
-        for job_team, ratio in sorted(snapshot.efficiency.items()):
-            efficiency.add_metric(list(job_team), round(ratio, 6))
+        for (job, team), ratio in sorted(snapshot.efficiency.items()):
+            efficiency.add_metric([job, job if job in slurm else "", team], round(ratio, 6))
         yield efficiency
         for name, per_cluster, text in (
             ("fleetscope_allocated_gpu_seconds", totals.allocated_h, "Allocated GPU-seconds"),
@@ -333,8 +342,9 @@ class FleetCollector(Collector):
             con.close()
         hours = self._hours.updated(fresh, hours_from_s, now_s, self._window_s, self._lateness_s)
         per_job = job_efficiency(fresh if hours.rows is None else hours.rows)  # rows: always set
-        teams, clusters = self._job_facts(stored, per_job)
+        teams, clusters, slurm = self._job_facts(stored, per_job)
         snapshot = Snapshot(
+            slurm_jobs=frozenset(slurm),
             recoverable=recoverable_series(stored, clusters, self._top_jobs),
             open_findings=open_counts(stored),
             efficiency=efficiency_series(per_job, teams, self._top_jobs),
@@ -348,8 +358,9 @@ class FleetCollector(Collector):
 
     def _job_facts(
         self, stored: list[StoredFinding], per_job: Any
-    ) -> tuple[dict[str, str], dict[str, str]]:
-        """Team and cluster of every job: the catalog's jobs table, else findings and samples."""
+    ) -> tuple[dict[str, str], dict[str, str], set[str]]:
+        """Team and cluster of every job: the catalog's jobs table, else findings and samples;
+        and which jobs Slurm runs (their catalog record's scheduler)."""
         from sqlalchemy import select
 
         from warehouse.catalog.fleet import jobs
@@ -361,17 +372,21 @@ class FleetCollector(Collector):
         for s in stored:
             if s.finding.job_id and s.finding.team:
                 teams.setdefault(s.finding.job_id, s.finding.team)
+        slurm: set[str] = set()
         wanted = sorted(set(clusters) | {s.finding.job_id for s in stored if s.finding.job_id})
         with self._catalog.connect() as conn:
             for start in range(0, len(wanted), 500):  # only the jobs in the window, in chunks
                 chunk = wanted[start : start + 500]
-                query = select(jobs.c.job_id, jobs.c.team, jobs.c.cluster)
-                for job_id, team, cluster in conn.execute(query.where(jobs.c.job_id.in_(chunk))):
+                query = select(jobs.c.job_id, jobs.c.team, jobs.c.cluster, jobs.c.scheduler)
+                rows = conn.execute(query.where(jobs.c.job_id.in_(chunk)))
+                for job_id, team, cluster, scheduler in rows:
                     if team:
                         teams[job_id] = team
                     if cluster:
                         clusters[job_id] = cluster
-        return teams, clusters
+                    if scheduler in SLURM_SCHEDULERS:
+                        slurm.add(job_id)
+        return teams, clusters, slurm
 
 
 def _utc(epoch_s: float) -> datetime:

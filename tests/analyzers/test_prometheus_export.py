@@ -97,7 +97,10 @@ def land_samples(url: str, ca_file: str | None = None) -> None:
 
 def land_findings(catalog: Engine) -> None:
     with catalog.begin() as conn:
-        fleet.upsert_jobs(conn, [fleet.Job("job-a", cluster="c1", team="ml")])
+        # job-a's record came from Slurm's prolog: its id is also its hpc_job (dcgm-exporter's)
+        fleet.upsert_jobs(
+            conn, [fleet.Job("job-a", cluster="c1", team="ml", scheduler="slurm-prolog")]
+        )
         cat.upsert_findings(
             conn,
             [
@@ -147,19 +150,19 @@ def test_metrics_report_findings_efficiency_and_gpu_hours(server: Server) -> Non
         if refreshed or time.monotonic() > deadline:
             break
         time.sleep(0.1)
-    # labels sorted by name: cluster, job_id, rule, team
+    # labels sorted by name: cluster, hpc_job, job_id, rule, team
     assert series(metrics, "fleetscope_recoverable_gpu_seconds") == {  # GPU-hours x 3600
-        "c1,job-a,R1,ml": 7200.0,
-        "c1,job-a,R17,ml": 5400.0,
-        "c1,other,R1,ml": 1800.0,
+        "c1,job-a,job-a,R1,ml": 7200.0,
+        "c1,job-a,job-a,R17,ml": 5400.0,
+        "c1,,other,R1,ml": 1800.0,
     }
     assert series(metrics, "fleetscope_findings_open") == {  # rule, severity, team
         "R1,warn,ml": 2.0,
         "R17,critical,ml": 1.0,
     }
-    assert series(metrics, "fleetscope_job_gpu_efficiency_ratio") == {  # job_id, team
-        "job-a,ml": 0.25,
-        "other,ml": 0.5,  # job-b: not in the catalog; its team comes from its finding
+    assert series(metrics, "fleetscope_job_gpu_efficiency_ratio") == {  # hpc_job, job_id, team
+        "job-a,job-a,ml": 0.25,
+        ",other,ml": 0.5,  # job-b: not in the catalog; its team comes from its finding
     }
     assert series(metrics, "fleetscope_allocated_gpu_seconds_total") == {"c1": 1800.0}  # 0.5 h
     assert series(metrics, "fleetscope_active_gpu_seconds_total") == {"c1": 600.0}  # 1/12 + 1/12 h
