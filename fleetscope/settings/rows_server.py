@@ -20,8 +20,8 @@ ROWS: tuple[Setting, ...] = (
         "server.read_tokens",
         "",
         "str",
-        "Comma-separated read-only bearer tokens: the read API (GET /v1/findings, "
-        "/v1/opportunities, /v1/jobs/<id>) accepts them, the ingest routes never do.",
+        "Comma-separated read-only bearer tokens: GET /metrics and the read API (GET "
+        "/v1/findings, /v1/opportunities, /v1/jobs/<id>) accept them, the ingest routes never do.",
     ),
     Setting("server.max_body_bytes", 64 * 1024 * 1024, "int", "Largest accepted request body."),
     Setting(

@@ -15,12 +15,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
 import requests
 from openapi_spec_validator import validate
 
+from fleetscope.errors import ConfigError
 from fleetscope.settings import load_settings
 from simulator.maker.batches import gpu_batch
 from simulator.wire import TEST_TOKEN, post_batch
@@ -208,6 +210,7 @@ def test_token_kinds(server: Server) -> None:
     table = gpu_batch("h9", start_ms=0, timestamps=1, gpus=1, interval_ms=10_000)
     refused = post_batch(server.url, "gpu_samples", table, token=READ_TOKEN)
     assert refused.status == 401  # a read token never writes
+    assert get(server, "/metrics").status_code == 200  # Prometheus needs no more than a read token
 
 
 def test_openapi_document_is_valid_and_matches_the_routes(server: Server) -> None:
@@ -234,3 +237,15 @@ def test_openapi_document_is_valid_and_matches_the_routes(server: Server) -> Non
                 timeout=30,
             )
             assert accepted.status_code == 200, (path, name, accepted.text)
+
+
+def test_a_guessable_read_token_is_refused_on_a_public_address(tmp_path: Path) -> None:
+    settings = load_settings(env={}).with_overrides(
+        core__data_dir=str(tmp_path),
+        server__host="0.0.0.0",
+        server__port=0,
+        server__tokens="a-strong-random-token-of-32-chars-xx",
+        server__read_tokens="read",  # short: anyone could guess it and read every finding
+    )
+    with pytest.raises(ConfigError, match=r"refusing to listen on 0\.0\.0\.0"):
+        Server(settings)
