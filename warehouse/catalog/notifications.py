@@ -10,8 +10,6 @@ escalated. This module must never send anything.
 
 from __future__ import annotations
 
-from datetime import datetime
-
 from sqlalchemy import Column, Connection, Engine, String, Table, delete, select
 from sqlalchemy.exc import IntegrityError
 
@@ -52,15 +50,6 @@ def release(conn: Connection, finding_id: str, channel: str, severity: str) -> N
             table.c.severity == severity,
         )
     )
-
-
-def notified(conn: Connection, finding_id: str) -> list[tuple[str, str, datetime]]:
-    """(channel, severity, sent_at) of every notification of one finding."""
-    table = notifications_sent
-    query = select(table.c.channel, table.c.severity, table.c.sent_at).where(
-        table.c.finding_id == finding_id
-    )
-    return [(c, s, t) for c, s, t in conn.execute(query.order_by(table.c.sent_at, table.c.channel))]
 
 
 def severities_notified(
