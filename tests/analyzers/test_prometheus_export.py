@@ -249,3 +249,38 @@ def test_recoverable_energy_and_money_follow_the_gpu_hours_series() -> None:
         ("R1", "ml", OTHER, "c1"): 0.07 * 3.6e6,
     }
     assert money == {("R1", "ml", "job-a", "c1", "USD"): 5.0}
+
+
+def test_energy_series_carry_the_labels_of_the_gpu_seconds_series() -> None:
+    """So `fleetscope_recoverable_energy_joules / fleetscope_recoverable_gpu_seconds` matches one
+    to one: the same job_id, hpc_job (a Slurm job's id) and cluster on both."""
+    from analyzers.prometheus_export import FleetCollector, Snapshot
+
+    collector = FleetCollector(
+        None,  # type: ignore[arg-type]
+        None,  # type: ignore[arg-type]
+        window_s=1, top_jobs=1, refresh_s=1e9, lateness_s=0, default_interval_s=10, max_gap_s=300,
+        clock=lambda: 0.0,
+    )  # fmt: skip
+    collector._refreshed_at = 0.0
+    collector._snapshot = Snapshot(
+        recoverable={("R1", "ml", "918273", "c1"): 2.0, ("R1", "ml", OTHER, "c1"): 1.0},
+        recoverable_joules={("R1", "ml", "918273", "c1"): 5e5, ("R1", "ml", OTHER, "c1"): 2e5},
+        recoverable_money={("R1", "ml", "918273", "c1", "USD"): 4.0},
+        slurm_jobs=frozenset({"918273"}),
+    )
+    families = {f.name: f for f in collector.collect()}
+
+    def labels(name: str) -> list[dict[str, str]]:
+        return [s.labels for s in families[name].samples]
+
+    seconds = labels("fleetscope_recoverable_gpu_seconds")
+    assert seconds == labels("fleetscope_recoverable_energy_joules")
+    assert seconds == [
+        {"rule": "R1", "team": "ml", "job_id": "918273", "hpc_job": "918273", "cluster": "c1"},
+        {"rule": "R1", "team": "ml", "job_id": OTHER, "hpc_job": "", "cluster": "c1"},
+    ]
+    assert labels("fleetscope_recoverable_money") == [{**seconds[0], "currency": "USD"}]
+    assert [s.value for s in families["fleetscope_recoverable_gpu_seconds"].samples] == [
+        7200.0, 3600.0,
+    ]  # fmt: skip
