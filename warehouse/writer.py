@@ -8,7 +8,8 @@ new batch (agents wait for their 202 before sending more, so once arrivals stop,
 only adds latency and cuts throughput: it is the closed loop of a fleet of agents). Per flush:
 
 1. drops batches whose id is already in the `ingest_batches` ledger (exact dedup across restarts;
-   a retry of a batch still in the queue joins the first one's ticket instead);
+   a retry of a batch still in the queue joins the first one's ticket instead); an id the ledger
+   holds with another content digest or table is refused 409 (issue 28: never a silent drop);
 2. writes the rows of each table as sealed Parquet segments (not live yet);
 3. in ONE transaction inserts each table from Arrow (`INSERT ... BY NAME SELECT`, never
    executemany), the ledger rows, and the flush record naming the segments;
@@ -42,9 +43,11 @@ import pyarrow as pa
 from fleetscope.contract import TABLES
 from fleetscope.errors import ConfigError, IngestError
 from warehouse import schema
+from warehouse.batch_digest import CONFLICT_STATUS, conflict_message
 from warehouse.batch_queue import BatchQueue, Ticket
 from warehouse.migrations import migrate
 from warehouse.segments import Segment, SegmentStore
+from warehouse.shape_limits import UNLIMITED, ShapeLimits
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +94,7 @@ class Writer(BatchQueue):
         flush_idle_s: float = 0.05,
         hooks: Sequence[CommitHook] = (),
         tables: Mapping[str, pa.Schema] = TABLES,
+        shape_limits: ShapeLimits = UNLIMITED,
     ) -> None:
         super().__init__(
             queue_name="ingest",
@@ -99,6 +103,7 @@ class Writer(BatchQueue):
             flush_interval_s=flush_interval_s,
             flush_idle_s=flush_idle_s,
             queue_max_rows=queue_max_rows,
+            shape_limits=shape_limits,
         )
         self._store = store
         self._hooks = list(hooks)
@@ -206,6 +211,11 @@ class Writer(BatchQueue):
         in_transaction = committed = False
         try:
             known = self._known_batches([t.batch_id for t in tickets])
+            conflicts = {
+                t.batch_id: conflict_message(t.batch_id, known[t.batch_id][0], t.table)
+                for t in tickets
+                if t.batch_id in known and not _same_content(known[t.batch_id], t)
+            }
             fresh = [t for t in tickets if t.batch_id not in known]
             tables = {
                 name: pa.concat_tables([t.data for t in fresh if t.table == name])
@@ -245,8 +255,14 @@ class Writer(BatchQueue):
         with self._cond:
             for ticket in tickets:
                 self._inflight.pop(ticket.batch_id, None)
-                ticket._resolve(duplicate=ticket.batch_id in known)
-        self._account(tables, fresh, len(tickets) - len(fresh), started)
+                if ticket.batch_id in conflicts:
+                    ticket._resolve(error=conflicts[ticket.batch_id], status=CONFLICT_STATUS)
+                else:
+                    ticket._resolve(duplicate=ticket.batch_id in known)
+        if conflicts:
+            self.stats.batches_refused += len(conflicts)
+            log.warning("refused %d reused batch ids with other content (409)", len(conflicts))
+        self._account(tables, fresh, len(tickets) - len(fresh) - len(conflicts), started)
 
     def _account(
         self, tables: Mapping[str, pa.Table], fresh: list[Ticket], dups: int, started: float
@@ -260,17 +276,20 @@ class Writer(BatchQueue):
         stats.last_flush_rows = sum(d.num_rows for d in tables.values())
         stats.last_flush_s = time.perf_counter() - started
 
-    def _known_batches(self, batch_ids: list[str]) -> set[str]:
-        """Ids already in the ledger: `IN (?, ...)` probes its primary key, where a join with a
-        registered Arrow table scanned the whole ledger (8x the CPU at 300k rows)."""
-        known: set[str] = set()
+    def _known_batches(self, batch_ids: list[str]) -> dict[str, tuple[str, str | None]]:
+        """Ids already in the ledger, with their table and content digest: `IN (?, ...)` probes
+        its primary key, where a join with a registered Arrow table scanned the whole ledger (8x
+        the CPU at 300k rows)."""
+        known: dict[str, tuple[str, str | None]] = {}
         for at in range(0, len(batch_ids), _KNOWN_CHUNK):
             chunk = batch_ids[at : at + _KNOWN_CHUNK]
             marks = ", ".join("?" * len(chunk))
             rows = self._conn.execute(
-                f"SELECT batch_id FROM ingest_batches WHERE batch_id IN ({marks})", chunk
+                "SELECT batch_id, table_name, digest FROM ingest_batches "
+                f"WHERE batch_id IN ({marks})",
+                chunk,
             ).fetchall()
-            known.update(str(r[0]) for r in rows)
+            known.update((str(r[0]), (str(r[1]), r[2])) for r in rows)
         return known
 
     def _recover(self) -> int:
@@ -286,6 +305,13 @@ class Writer(BatchQueue):
         top = self._conn.execute("SELECT coalesce(max(flush_seq), 0) FROM ingest_flushes")
         (committed,) = top.fetchall()[0]
         return max(int(committed), published) + 1
+
+
+def _same_content(stored: tuple[str, str | None], ticket: Ticket) -> bool:
+    """Whether a ledger entry is this ticket's batch: same table and digest (an entry written
+    before digests existed has none, and is taken for the same batch, the old rule)."""
+    table, digest = stored
+    return table == ticket.table and (digest is None or digest == ticket.digest)
 
 
 def _is_data_error(exc: BaseException) -> bool:
@@ -304,11 +330,12 @@ def _is_data_error(exc: BaseException) -> bool:
 
 
 _KNOWN_CHUNK = 500  # ids per ledger probe: a flush of thousands of batches stays a few queries
-# The ledger rows as six list parameters: half the CPU of registering an Arrow table for them.
+# The ledger rows as seven list parameters: half the CPU of registering an Arrow table for them.
 _LEDGER_INSERT = (
-    "INSERT INTO ingest_batches (batch_id, table_name, rows, agent, flush_seq, received_at) "
+    "INSERT INTO ingest_batches "
+    "(batch_id, table_name, rows, agent, flush_seq, received_at, digest) "
     "SELECT unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::BIGINT[]), "
-    "unnest(?::VARCHAR[]), unnest(?::BIGINT[]), unnest(?::TIMESTAMPTZ[])"
+    "unnest(?::VARCHAR[]), unnest(?::BIGINT[]), unnest(?::TIMESTAMPTZ[]), unnest(?::VARCHAR[])"
 )
 
 
@@ -327,6 +354,7 @@ def _ledger_columns(tickets: list[Ticket], seq: int) -> list[list[Any]]:
         [t.agent for t in tickets],
         [seq] * len(tickets),
         [t.received_at for t in tickets],
+        [t.digest or None for t in tickets],
     ]
 
 

@@ -23,6 +23,7 @@ from sqlalchemy import (
     create_engine,
     event,
     func,
+    inspect,
     select,
     text,
 )
@@ -108,7 +109,26 @@ def connect(url: str) -> Engine:
             # PostgreSQL's own catalog (pg_type unique violation), so creation is serialised.
             conn.execute(text("SELECT pg_advisory_xact_lock(717217)"))
         metadata.create_all(conn)
+        _add_missing_columns(conn)
     return engine
+
+
+def _add_missing_columns(conn: Connection) -> None:
+    """Add the nullable columns a newer build declares to tables an older build created.
+
+    Why: `create_all` creates missing tables, never missing columns, and the catalog has no
+    migration files; a column added later (the ledger's `digest`) is nullable, so adding it to
+    an existing table is always safe.
+    """
+    inspector = inspect(conn)
+    for table in metadata.sorted_tables:
+        if not inspector.has_table(table.name):
+            continue
+        present = {c["name"] for c in inspector.get_columns(table.name)}
+        for column in table.columns:
+            if column.name not in present and column.nullable:
+                kind = column.type.compile(dialect=conn.dialect)
+                conn.execute(text(f'ALTER TABLE {table.name} ADD COLUMN "{column.name}" {kind}'))
 
 
 Merge = Literal["replace", "least", "greatest", "coalesce", "keep"]

@@ -41,9 +41,11 @@ import pyarrow as pa
 from sqlalchemy import Engine
 
 from fleetscope.errors import IngestError
+from warehouse.batch_digest import CONFLICT_STATUS, conflict_message
 from warehouse.batch_queue import BatchQueue, Ticket
 from warehouse.catalog import ledger
 from warehouse.fleet.tables import FLUSH_PROPERTY, FleetTables, to_table_schema
+from warehouse.shape_limits import UNLIMITED, ShapeLimits
 from warehouse.writer import Commit, CommitHook, WriterStats, _is_data_error
 
 if TYPE_CHECKING:
@@ -75,6 +77,7 @@ class FleetWriter(BatchQueue):
         lease_s: float,
         commit_attempts: int,
         hooks: Sequence[CommitHook] = (),
+        shape_limits: ShapeLimits = UNLIMITED,
     ) -> None:
         super().__init__(
             queue_name="gateway",
@@ -83,6 +86,7 @@ class FleetWriter(BatchQueue):
             flush_interval_s=flush_interval_s,
             flush_idle_s=flush_idle_s,
             queue_max_rows=queue_max_rows,
+            shape_limits=shape_limits,
         )
         self.tables = tables
         self.catalog = catalog
@@ -124,12 +128,18 @@ class FleetWriter(BatchQueue):
         flush_id = uuid.uuid4().hex
         claimed = time.monotonic()
         outcome: dict[str, str | None] = {}  # batch id -> None (stored), "dup", or an error
+        conflicts: dict[str, str] = {}  # batch id -> why it is refused 409 (issue 28)
         landed = False
         try:
             verdicts = self._claim(tickets, flush_id)
-            mine = [t for t in tickets if verdicts[t.batch_id] == "mine"]
+            mine = [t for t in tickets if verdicts[t.batch_id][0] == "mine"]
+            conflicts = {
+                t.batch_id: conflict_message(t.batch_id, verdicts[t.batch_id][1], t.table)
+                for t in tickets
+                if verdicts[t.batch_id][0] == "conflict"
+            }
             for t in tickets:
-                verdict = verdicts[t.batch_id]
+                verdict = verdicts[t.batch_id][0]
                 outcome[t.batch_id] = (
                     None
                     if verdict == "mine"
@@ -137,7 +147,7 @@ class FleetWriter(BatchQueue):
                     if verdict in ("committed", RECOVERED)
                     else f"batch {t.batch_id} is being stored by another gateway"
                 )
-            recovered = [t for t in tickets if verdicts[t.batch_id] == RECOVERED]
+            recovered = [t for t in tickets if verdicts[t.batch_id][0] == RECOVERED]
             if mine:
                 data = pa.concat_tables([t.data for t in mine])
                 self._commit(name, data, flush_id, claimed + self._lease_s)
@@ -172,7 +182,10 @@ class FleetWriter(BatchQueue):
             for t in tickets:
                 self._inflight.pop(t.batch_id, None)
                 result = outcome[t.batch_id]
-                if result == "dup":
+                if t.batch_id in conflicts:
+                    self.stats.batches_refused += 1
+                    t._resolve(error=conflicts[t.batch_id], status=CONFLICT_STATUS)
+                elif result == "dup":
                     self.stats.duplicates += 1
                     t._resolve(duplicate=True)
                 elif result is None:
@@ -180,12 +193,13 @@ class FleetWriter(BatchQueue):
                 else:
                     t._resolve(error=result, status=status)
 
-    def _claim(self, tickets: Sequence[Ticket], flush_id: str) -> dict[str, str]:
-        entries = [ledger.Entry(t.batch_id, t.table, t.rows, t.agent) for t in tickets]
+    def _claim(self, tickets: Sequence[Ticket], flush_id: str) -> dict[str, tuple[str, str]]:
+        """batch id -> (verdict, and for a conflict the table the ledger holds the id for)."""
+        entries = [ledger.Entry(t.batch_id, t.table, t.rows, t.agent, t.digest) for t in tickets]
         now = datetime.now(UTC)
         with self.catalog.begin() as conn:
             claims = ledger.claim(conn, entries, flush_id, now, self._lease_s)
-        verdicts: dict[str, str] = {batch_id: c.verdict for batch_id, c in claims.items()}
+        verdicts = {batch_id: (str(c.verdict), c.owner) for batch_id, c in claims.items()}
         stale = {batch_id: c.owner for batch_id, c in claims.items() if c.verdict == "stale"}
         if stale:
             table = self.tables.table(tickets[0].table)
@@ -194,11 +208,11 @@ class FleetWriter(BatchQueue):
                 with self.catalog.begin() as conn:
                     if _has_flush(table, owner):
                         ledger.mark_committed(conn, owner, now)
-                        verdicts[batch_id] = RECOVERED
+                        verdicts[batch_id] = (RECOVERED, owner)
                     elif ledger.take_over(conn, batch_id, owner, flush_id, now):
-                        verdicts[batch_id] = "mine"
+                        verdicts[batch_id] = ("mine", "")
                     else:
-                        verdicts[batch_id] = "busy"
+                        verdicts[batch_id] = ("busy", owner)
         return verdicts
 
     def _commit(self, name: str, data: pa.Table, flush_id: str, deadline: float) -> None:
