@@ -44,6 +44,7 @@ from fleetscope.errors import IngestError
 from warehouse.batch_digest import CONFLICT_STATUS, conflict_message
 from warehouse.batch_queue import Ticket
 from warehouse.catalog import ledger
+from warehouse.fleet.commit_lock import table_commit_lock
 from warehouse.fleet.tables import FLUSH_PROPERTY, FleetTables, to_table_schema
 from warehouse.group_writer import Commit, CommitHook, GroupWriter
 from warehouse.shape_limits import UNLIMITED, ShapeLimits
@@ -188,10 +189,16 @@ class FleetWriter(GroupWriter):
             if time.monotonic() > deadline:
                 break
             try:
-                table.append(rows, snapshot_properties={FLUSH_PROPERTY: flush_id})
+                # One committer at a time per table (fleet.commit_lock): from the newest metadata,
+                # so the append meets no concurrent gateway commit. What can still conflict is
+                # the hourly upkeep's rewrite, which does not take the lock.
+                with table_commit_lock(self.catalog, self.tables.identifier(name), deadline):
+                    table.refresh()
+                    table.append(rows, snapshot_properties={FLUSH_PROPERTY: flush_id})
                 return
             except CommitFailedException:
                 self.commit_conflicts += 1
+                log.warning("Iceberg commit conflict on %s (attempt %d)", name, attempt + 1)
                 table.refresh()
                 if _has_flush(table, flush_id):  # the commit landed after all
                     return
