@@ -51,6 +51,11 @@ class Ticket:
     def wait(self, timeout_s: float) -> bool:
         return self._done.wait(timeout_s)
 
+    @property
+    def conflicted(self) -> bool:
+        """Refused because its batch id was already stored with other content (409)."""
+        return self.status == CONFLICT_STATUS
+
     def _resolve(
         self, *, duplicate: bool = False, error: str | None = None, status: int = 202
     ) -> None:
