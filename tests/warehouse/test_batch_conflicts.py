@@ -7,8 +7,17 @@ request queue with no writer thread running (the in-flight path: the first copy 
 
 from __future__ import annotations
 
-import pyarrow as pa
+import logging
+from pathlib import Path
 
+import pyarrow as pa
+import pytest
+
+from collector.backoff import Backoff
+from collector.http import UrllibTransport
+from collector.metrics import AgentMetrics
+from collector.shipper import Shipper
+from collector.spool import Spool
 from fleetscope.contract import to_ipc
 from fleetscope.settings import Settings
 from simulator.maker.batches import EPOCH_MS, gpu_batch, host_batch
@@ -112,3 +121,35 @@ def test_the_digest_is_the_same_for_the_same_bytes_and_differs_for_one_changed_v
     )
     assert content_digest("gpu_samples", changed) != content_digest("gpu_samples", batch)
     assert content_digest("host_samples", batch) != content_digest("gpu_samples", batch)
+
+
+def test_a_real_agent_dead_letters_a_reused_id_with_a_log_line_and_ships_the_rest(
+    tmp_path: Path, server: Server, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The agent's spool holds a batch under an id the server stored with other content (a cloned
+    spool folder, a restored backup): it is moved to dead/ with its reason, the others ship."""
+    stored = gpu_batch("node-e", timestamps=2, gpus=1)
+    assert (
+        post_batch(server.url, "gpu_samples", stored, token=TOKEN, batch_id="cloned").status == 202
+    )
+    spool = Spool(tmp_path / "spool", max_bytes=10**9)
+    first = spool.put("gpu_samples", to_ipc(gpu_batch("node-e", start_ms=EPOCH_MS + 60_000)))
+    cloned = first.path.with_name(first.path.name.replace(first.batch_id, "cloned"))
+    first.path.rename(cloned)
+    spool.put("gpu_samples", to_ipc(gpu_batch("node-e", start_ms=EPOCH_MS + 120_000)))
+    shipper = Shipper(
+        Spool(tmp_path / "spool", max_bytes=10**9), ingest_url=server.url, token=TOKEN,
+        agent_name="node-e", transport=UrllibTransport(), metrics=AgentMetrics(), timeout_s=30,
+        backoff=Backoff(base_s=0.01, cap_s=0.05),
+    )  # fmt: skip
+    with caplog.at_level(logging.WARNING):
+        assert shipper.drain()
+    dead = sorted(p.name for p in shipper.spool.dead_dir.iterdir())
+    assert dead == [cloned.name, cloned.name + ".reason"]
+    reason = (shipper.spool.dead_dir / dead[1]).read_text()
+    assert reason.startswith("HTTP 409:") and "already stored with other content" in reason
+    assert any("cloned" in r.getMessage() for r in caplog.records)
+    rows = reader.connect(server.settings).execute(
+        "SELECT count(*) FROM gpu_samples WHERE ts > to_timestamp(?)", [EPOCH_MS / 1000 + 30]
+    )
+    assert rows.fetchall() == [(80,)]  # the batch after it: 10 timestamps x 8 GPUs
