@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from sqlalchemy import inspect, text
 
 from collector.backoff import Backoff
 from collector.http import UrllibTransport
@@ -23,7 +24,7 @@ from fleetscope.settings import Settings
 from simulator.maker.batches import EPOCH_MS, gpu_batch, host_batch
 from simulator.wire import TEST_TOKEN as TOKEN
 from simulator.wire import post_batch
-from warehouse import reader
+from warehouse import catalog, reader
 from warehouse.batch_digest import content_digest
 from warehouse.batch_queue import BatchQueue
 from warehouse.runtime import Server
@@ -153,3 +154,17 @@ def test_a_real_agent_dead_letters_a_reused_id_with_a_log_line_and_ships_the_res
         "SELECT count(*) FROM gpu_samples WHERE ts > to_timestamp(?)", [EPOCH_MS / 1000 + 30]
     )
     assert rows.fetchall() == [(80,)]  # the batch after it: 10 timestamps x 8 GPUs
+
+
+def test_a_catalog_from_before_digests_gets_the_ledger_column_on_connect(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'old.sqlite'}"
+    engine = catalog.connect(url)
+    with engine.begin() as conn:
+        conn.execute(
+            text("ALTER TABLE ingest_ledger DROP COLUMN digest")
+        )  # as an older build made it
+    engine.dispose()
+    engine = catalog.connect(url)
+    columns = {c["name"] for c in inspect(engine).get_columns("ingest_ledger")}
+    engine.dispose()
+    assert "digest" in columns

@@ -39,6 +39,7 @@ ingest_ledger = Table(
     Column("claimed_at", UTCDateTime, nullable=False, index=True),  # prune deletes by it
     Column("committed_at", UTCDateTime),
     Column("digest", String(32)),  # null: claimed before digests existed (taken as the same batch)
+    info={"added_columns": ("digest",)},  # added to an older catalog on connect (catalog.base)
 )
 
 PENDING = "pending"
