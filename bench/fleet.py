@@ -169,6 +169,28 @@ def bench_ingest(
     return out
 
 
+def files_per_partition(fleet: dict[str, Any], wall_s: float) -> dict[str, float]:
+    """Data files per (day, cluster) partition of gpu_samples after the gateway's ingest run, then
+    after one compaction pass (warehouse.fleet.upkeep.compact, what the hourly upkeep runs); the
+    most in any partition, and how long the run that wrote them took."""
+    from fleetscope.settings import load_settings
+    from warehouse.fleet.tables import FleetConfig, FleetTables
+    from warehouse.fleet.upkeep import compact, file_count, partitions
+
+    tables = FleetTables(FleetConfig.from_settings(load_settings(env=env_for(fleet))))
+    parts = partitions(tables, "gpu_samples")
+    before = [file_count(tables, part) for part in parts]
+    for part in parts:
+        compact(tables, part)
+    after = [file_count(tables, part) for part in parts]
+    return {
+        "partitions": len(parts),
+        "files_before": max(before, default=0),
+        "files_after": max(after, default=0),
+        "run_s": wall_s,
+    }
+
+
 # -- 2. catalog commits ------------------------------------------------------------------------
 def committer(
     fleet: dict[str, Any], seconds: float, start: Any, results: Any, locked: bool = False
@@ -324,6 +346,9 @@ def main(argv: list[str]) -> int:
         help="only part 2, for 1 and 3 committers, optimistic (each appends and retries on a "
         "conflict) against one at a time per table (warehouse.fleet.commit_lock)",
     )
+    parser.add_argument(
+        "--ingest-only", action="store_true", help="only part 1 and the files per partition"
+    )
     args = parser.parse_args(argv)
     agents, batches, timestamps = (8, 10, 20) if args.quick else (16, 20, 30)
     days, clusters, gpus = (2, 2, 16) if args.quick else (2, 4, 32)
@@ -367,6 +392,11 @@ def main(argv: list[str]) -> int:
             load_before = os.getloadavg()
             ingest = bench_ingest(fleet, Path(work), agents, batches, timestamps)
             print("ingest", ingest, flush=True)
+            files = files_per_partition(fleet, ingest["fleet gateway"]["wall_s"])
+            print("files per partition", files, flush=True)
+            if args.ingest_only:
+                print("load before", load_before, "after", os.getloadavg())
+                return 0
             commits = bench_commits({**fleet, "fleet.namespace": "commits"}, commit_s)
             print("commits", commits, flush=True)
             an_fleet = {**fleet, "fleet.namespace": "analyzers"}
