@@ -35,6 +35,7 @@ from warehouse.remote_write_metrics import RemoteWriteCollector
 from warehouse.security import check_exposure, effective_tokens, read_tokens
 from warehouse.segments import SegmentStore
 from warehouse.server import Ingest, IngestConfig
+from warehouse.shape_limits import ShapeLimits
 from warehouse.writer import Writer
 
 log = logging.getLogger(__name__)
@@ -61,6 +62,7 @@ class Server(PluginHost, Listening):
             flush_interval_s=settings.warehouse.flush_interval_s,
             flush_idle_s=settings.warehouse.flush_idle_s,
             queue_max_rows=settings.warehouse.queue_max_rows,
+            shape_limits=ShapeLimits.from_settings(settings),
             hooks=[
                 CatalogSync(self.catalog),
                 ArrivalMarks(self.catalog, settings.analyzers.bucket_s),

@@ -104,6 +104,27 @@ ROWS: tuple[Setting, ...] = (
         "Rows waiting for the writer before ingest answers 503 with Retry-After.",
     ),
     Setting(
+        "warehouse.max_days_per_batch",
+        8,
+        "int",
+        "Most distinct UTC days one batch may hold, else 413 naming this setting (each day is "
+        "a partition the writer touches; an agent's batch spans seconds, a spool replay a day).",
+    ),
+    Setting(
+        "warehouse.max_hosts_per_batch",
+        10_000,
+        "int",
+        "Most distinct hosts one batch may hold, else 413 naming this setting (an agent sends "
+        "one host; a Prometheus import or remote_write scrape a fleet's worth).",
+    ),
+    Setting(
+        "warehouse.max_record_batches_per_batch",
+        1_024,
+        "int",
+        "Most Arrow record batches in one request's stream, else 413 naming this setting (the "
+        "agent sends one; each costs the writer a slice per flush).",
+    ),
+    Setting(
         "warehouse.commit_timeout_s",
         30.0,
         "float",

@@ -90,6 +90,9 @@ class WarehouseSettings:
     raw_retention_days: int
     flush_idle_s: float
     queue_max_rows: int
+    max_days_per_batch: int
+    max_hosts_per_batch: int
+    max_record_batches_per_batch: int
     commit_timeout_s: float
     maintenance_interval_s: float
     compact_target_bytes: int

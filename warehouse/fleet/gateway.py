@@ -62,6 +62,7 @@ from warehouse.remote_write import REPLAY_WINDOW_S, RemoteWrite
 from warehouse.remote_write_metrics import RemoteWriteCollector
 from warehouse.security import check_exposure, effective_tokens, read_tokens
 from warehouse.server import Ingest, IngestConfig
+from warehouse.shape_limits import ShapeLimits
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +87,7 @@ class Gateway(PluginHost, Listening):
             flush_interval_s=settings.warehouse.flush_interval_s,
             flush_idle_s=settings.warehouse.flush_idle_s,
             queue_max_rows=settings.warehouse.queue_max_rows,
+            shape_limits=ShapeLimits.from_settings(settings),
             lease_s=settings.fleet.lease_s,
             commit_attempts=settings.fleet.commit_attempts,
             hooks=[
