@@ -57,7 +57,8 @@ from typing import TYPE_CHECKING, Final
 
 import pyarrow as pa
 
-from fleetscope.errors import ContractError, IngestError
+from fleetscope.contract import MAX_TS_MS, MIN_TS_MS
+from fleetscope.errors import ContractError, DecodeBudgetError, IngestError, PayloadTooLargeError
 from fleetscope.exposition import Sample
 from warehouse.ingest import Headers
 from warehouse.prometheus_rows import (
@@ -68,7 +69,7 @@ from warehouse.prometheus_rows import (
     rows_to_table,
     scrape_of,
 )
-from warehouse.prompb import Series, decode_write_request, is_stale_marker
+from warehouse.prompb import DecodeLimits, Series, decode_write_request, is_stale_marker
 from warehouse.sink import BatchSink
 from warehouse.writer import Writer
 
@@ -115,6 +116,21 @@ def check_headers(headers: Headers) -> None:
     version = (headers.get("X-Prometheus-Remote-Write-Version") or "0.1.0").strip()
     if not version.startswith(("0.", "1.")):
         raise IngestError(f"remote_write version {version!r} is not read; send 0.1.0", status=415)
+
+
+def decode_limits(settings: Settings) -> DecodeLimits:
+    """The per-request limits of the settings, and the storable timestamp range of the contract."""
+    server = settings.server
+    return DecodeLimits(
+        max_uncompressed_bytes=server.max_body_bytes,
+        max_series=server.remote_write_max_series,
+        max_samples=server.remote_write_max_samples,
+        max_samples_per_series=server.remote_write_max_samples_per_series,
+        max_labels=server.remote_write_max_labels,
+        max_label_bytes=server.remote_write_max_label_bytes,
+        min_timestamp_ms=MIN_TS_MS,
+        max_timestamp_ms=MAX_TS_MS,
+    )
 
 
 @dataclass
@@ -305,7 +321,7 @@ class RemoteWrite:
         default_cluster: str,
         hold_s: float,
         commit_timeout_s: float,
-        max_uncompressed_bytes: int,
+        limits: DecodeLimits,
         clock: Callable[[], float] = time.monotonic,
         known_cluster: Callable[[str], str | None] | None = None,
     ) -> None:
@@ -313,7 +329,7 @@ class RemoteWrite:
         self._watermarks = watermarks
         self.known_cluster = known_cluster
         self._commit_timeout_s = commit_timeout_s
-        self._max_uncompressed_bytes = max_uncompressed_bytes
+        self._limits = limits
         self._lock = threading.Lock()
         self._assembler: Assembler | None = None
         self._assembler_args = (default_cluster, hold_s, clock)
@@ -341,7 +357,7 @@ class RemoteWrite:
             default_cluster=settings.server.prometheus_cluster,
             hold_s=settings.server.remote_write_hold_s,
             commit_timeout_s=settings.warehouse.commit_timeout_s,
-            max_uncompressed_bytes=settings.server.max_body_bytes,
+            limits=decode_limits(settings),
             known_cluster=known_cluster,
         )
 
@@ -379,10 +395,15 @@ class RemoteWrite:
     def receive(self, body: bytes) -> None:
         """Take one request body; returns once its complete scrapes are committed.
 
-        IngestError 400 for a body that is not a WriteRequest, 503 when a commit failed.
+        IngestError 400 for a body that is not a WriteRequest or holds a sample that can never
+        be stored, 413 naming the limit a request breaks, 503 when a commit failed. Every 4xx is
+        decided before any of the request's samples is taken: Prometheus drops a batch it got a
+        4xx for and never re-sends it, so a refusal after a 2xx would be a silent loss.
         """
         try:
-            series = decode_write_request(body, max_uncompressed_bytes=self._max_uncompressed_bytes)
+            series = decode_write_request(body, limits=self._limits)
+        except DecodeBudgetError as exc:
+            raise PayloadTooLargeError(str(exc)) from exc
         except ContractError as exc:
             raise IngestError(str(exc)) from exc
         with self._lock:
