@@ -12,7 +12,10 @@ Every refusal is an IngestError turned into `{"error": ...}` with its status; a 
 answered 202 only after the writer committed it (Ticket.wait), so 202 means durable and an agent
 that got no answer retries with the same batch id. When the body was not read (401, 408, 411,
 413, 415, 422), the connection is closed after the answer so unread bytes never reach the next
-request. Handlers are small functions in a route table; the standard library's ThreadingHTTPServer
+request. Framing is checked first, for every route (warehouse.framing: RFC 9112, 400 and close
+on conflicting or non-ASCII lengths), and a body's declared length is reserved against
+server.max_inflight_bytes before it is read (warehouse.inflight: 503 with Retry-After beyond).
+Handlers are small functions in a route table; the standard library's ThreadingHTTPServer
 gives a thread per connection, bounded by warehouse.connections (at most server.max_connections,
 then 503 with Retry-After; headers within server.header_timeout_s, a body within
 server.body_timeout_s, else 408). With server.tls_cert_file/tls_key_file it serves HTTPS; the TLS

@@ -55,8 +55,9 @@ ROWS: tuple[Setting, ...] = (
         "server.read_auth",
         True,
         "bool",
-        "Require a bearer token for reads of job data (GET /v1/profile-requests/<id>); writes "
-        "always need one. /healthz and /metrics never do.",
+        "Require a bearer token for reads of job data (GET /v1/profile-requests/<id> and "
+        "/metrics, whose families carry job and team labels); writes always need one. /healthz "
+        "never does.",
     ),
     Setting(
         "warehouse.duckdb_path",
