@@ -56,7 +56,8 @@ from warehouse.profiling_api import (
     post_trace,
 )
 from warehouse.profiling_service import ProfilingService
-from warehouse.remote_write import RemoteWrite, check_headers
+from warehouse.remote_write import RemoteWrite
+from warehouse.remote_write_request import check_headers
 from warehouse.response import Response
 from warehouse.sink import BatchSink
 
