@@ -46,9 +46,9 @@ class AgentMetrics:
             "Batches ingest refused as malformed (4xx), moved to the dead-letter folder.",
             registry=r,
         )
-        self.batches_dropped = Gauge(
-            "fleetscope_agent_batches_dropped",
-            "Batches dropped since start because the spool reached agent.spool_max_bytes.",
+        self.batches_dropped = Counter(
+            "fleetscope_agent_batches_dropped_total",
+            "Batches dropped, oldest first, because the spool reached agent.spool_max_bytes.",
             registry=r,
         )
         self.spool_depth = Gauge(

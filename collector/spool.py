@@ -15,6 +15,7 @@ Must never: delete a batch that was not acknowledged, except to honour `max_byte
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import uuid
@@ -23,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fleetscope.private import private_dir, tighten
+
+log = logging.getLogger(__name__)
 
 _SUFFIX = ".arrow"
 # Bodies of batches put by this process and not yet shipped are also kept in memory, up to this
@@ -124,6 +127,13 @@ class Spool:
                     oldest.path.unlink(missing_ok=True)
                     self._bytes -= oldest.size
                     self.dropped += 1
+                    log.warning(
+                        "spool over agent.spool_max_bytes (%d bytes): dropped the oldest batch "
+                        "%s (%d dropped since start)",
+                        self.max_bytes,
+                        oldest.path.name,
+                        self.dropped,
+                    )
             return [batch for _, batch in staged]
 
     def pending(self) -> list[SpooledBatch]:
