@@ -77,12 +77,12 @@ def test_an_agent_killed_mid_ship_loses_and_duplicates_nothing(
 ) -> None:
     process, url, data = server
     root = tmp_path / "spool"
-    sealed = 150
+    sealed = 30
     seal(Spool(root, max_bytes=10**9), sealed)
     argv = [sys.executable, str(SHIP_SPOOL), str(root), url, TOKEN]
     agent = subprocess.Popen(argv)
     deadline = time.monotonic() + 120
-    while spooled(root) > sealed - 10 and time.monotonic() < deadline:
+    while spooled(root) > sealed - 3 and time.monotonic() < deadline:
         time.sleep(0.005)
     agent.send_signal(signal.SIGKILL)
     agent.wait()
