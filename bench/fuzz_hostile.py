@@ -148,3 +148,52 @@ def run(port: int, token: str, *, cases: int, seed: int, alive: Callable[[], boo
             if not alive():
                 break
     return report
+
+
+def issue_cases(token: str) -> dict[str, bytes]:
+    """The issue's exact hostile requests, for timing their answers (`main`)."""
+    labels = {"__name__": "DCGM_FI_DEV_GPU_UTIL", "gpu": "0", "Hostname": "fuzz-h"}
+    big = encode_write_request([Series(labels, [(T0 + i, 1.0) for i in range(500_000)])])
+    tiny = bytes(snappy.compress(b"\x0a\x00" * 1_100_000))
+    far = encode_write_request([Series(labels, [(2**62, 1.0)])])
+    indices = pa.array([0] * 300, pa.int32())
+    bomb = to_ipc(
+        pa.table({"host": pa.DictionaryArray.from_arrays(indices, pa.array(["x" * (1 << 20)]))})
+    )
+    rng = random.Random(0)
+    return {
+        "500,000-sample series": _request("/api/v1/write", _write_headers(token, len(big)), big),
+        "1.1 M empty series": _request("/api/v1/write", _write_headers(token, len(tiny)), tiny),
+        "sample at 2^62 ms": _request("/api/v1/write", _write_headers(token, len(far)), far),
+        "300 MiB dictionary bomb": _request(
+            "/v1/batches/gpu_samples", _batch_headers(rng, token, len(bomb)), bomb
+        ),
+    }
+
+
+def main() -> int:
+    """Time the answer to each of the issue's requests against a real server process."""
+    import tempfile
+    import time
+    from pathlib import Path
+
+    from bench.fuzz import start_server
+
+    token = "hostile-" + "0123456789abcdef" * 2
+    with tempfile.TemporaryDirectory(prefix="hostile-") as tmp:
+        process, url = start_server(Path(tmp) / "data", token)
+        try:
+            port = int(url.rsplit(":", 1)[1])
+            for name, request in issue_cases(token).items():
+                started = time.perf_counter()
+                status = send_raw(port, request)
+                elapsed = time.perf_counter() - started
+                print(f"{name:26s} {len(request):>9,} bytes -> {status} in {elapsed:.2f} s")
+        finally:
+            process.terminate()
+            process.wait(60)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

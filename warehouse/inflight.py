@@ -29,7 +29,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 log = logging.getLogger(__name__)
 
-TRIM_AFTER_BYTES = 8 * 1024 * 1024
+TRIM_AFTER_BYTES = 1024 * 1024
 """Bodies at least this large mark a burst worth trimming after (a normal agent batch is ~100 KB)."""
 
 

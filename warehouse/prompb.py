@@ -154,8 +154,8 @@ def _varint(buf: bytes, pos: int) -> tuple[int, int]:
 def _series_messages(raw: bytes, max_series: int) -> Iterator[bytes]:
     """The encoded TimeSeries of a WriteRequest, one at a time (fields other than 1 skipped).
 
-    Walking the outer message by hand is what bounds memory: only one series is ever parsed into
-    objects, and the count is refused at `max_series + 1` without reading further.
+    Walking the outer message by hand is what bounds memory: the count is refused at
+    `max_series + 1` without reading further, and each series is parsed (and checked) alone.
     """
     pos, count, end = 0, 0, len(raw)
     while pos < end:
@@ -252,8 +252,10 @@ def decode_write_request(body: bytes, *, limits: DecodeLimits) -> list[Series]:
         raise ContractError(
             f"body is not snappy-compressed (block format): {exc or 'corrupt data'}"
         ) from exc
+    # Counted before any is parsed: a request over max_series is refused at the cost of a walk.
+    encoded = list(_series_messages(raw, limits.max_series))
     budget = [limits.max_samples, limits.max_label_bytes]
-    return [_series(one, limits, budget) for one in _series_messages(raw, limits.max_series)]
+    return [_series(one, limits, budget) for one in encoded]
 
 
 def encode_write_request(series: list[Series]) -> bytes:
