@@ -7,14 +7,18 @@ libraries (DuckDB, SQLite, Arrow) that take their mode from the umask, so a serv
 process sets `PRIVATE_UMASK` when it starts (`restrict_umask`), makes its folders with
 `private_dir`, and tightens what an earlier version left readable (`tighten`).
 
-Must never: follow a symbolic link when changing modes, or widen a mode.
+Must never: follow a symbolic link when changing modes, widen a mode, or stop a process
+because a mode cannot be changed (a warning says so).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import stat
 from pathlib import Path
+
+log = logging.getLogger(__name__)
 
 __all__ = ["PRIVATE_UMASK", "private_dir", "restrict_umask", "tighten"]
 
@@ -29,7 +33,7 @@ def restrict_umask() -> int:
 def private_dir(path: Path) -> Path:
     """`path` (and missing parents) as a folder of mode 0700; an existing one is tightened."""
     path.mkdir(parents=True, exist_ok=True, mode=0o700)
-    os.chmod(path, 0o700)
+    _chmod(path, 0o700)
     return path
 
 
@@ -49,4 +53,13 @@ def _chmod_private(path: Path) -> None:
     if stat.S_ISLNK(mode):
         return
     if stat.S_IMODE(mode) & 0o077:
-        os.chmod(path, stat.S_IMODE(mode) & 0o700)
+        _chmod(path, stat.S_IMODE(mode) & 0o700)
+
+
+def _chmod(path: Path, mode: int) -> None:
+    """chmod, or a warning when the path is not ours to change (a volume another user owns):
+    starting with the mode it has beats not starting."""
+    try:
+        os.chmod(path, mode)
+    except PermissionError as exc:
+        log.warning("cannot make %s private (mode %o): %s", path, mode, exc)
