@@ -1,4 +1,4 @@
-"""A stand-in agent process for tests/collector/test_agent_faults.py: the collector's real spool
+"""A stand-in agent process for tests/collector/test_agent_spool_faults.py: the collector's real spool
 and shipper draining `<spool>` to `<url>`, one batch at a time, until the spool is empty.
 
     python tests/collector/ship_spool.py <spool_dir> <url> <token>
