@@ -54,7 +54,10 @@ def stored(values: dict[str, str]) -> tuple[int, int]:
     table = FleetTables(FleetConfig.from_settings(settings)).table("gpu_samples")
     rows = table.refresh().scan(selected_fields=("host", "gpu_index", "ts")).to_arrow()
     keys = pc.binary_join_element_wise(
-        pc.cast(rows["host"], "string"), pc.cast(rows["gpu_index"], "string"), pc.cast(rows["ts"], "string"), "|"
+        pc.cast(rows["host"], "string"),
+        pc.cast(rows["gpu_index"], "string"),
+        pc.cast(rows["ts"], "string"),
+        "|",
     )
     return rows.num_rows, len(pc.unique(keys))
 
