@@ -70,7 +70,6 @@ class Shipper:
         self.backoff = backoff or Backoff()
         self.wakeup = threading.Event()
         self.rows_of: Callable[[bytes], int] = _rows_in_body
-        self._dropped_counted = 0
 
     def send(self, batch: SpooledBatch, body: bytes) -> str:
         """POST one batch; returns 'ok', 'dead' or 'retry'."""
@@ -152,10 +151,7 @@ class Shipper:
     def _update_gauges(self) -> None:
         self.metrics.spool_depth.set(self.spool.depth)
         self.metrics.spool_bytes.set(self.spool.bytes)
-        dropped = self.spool.dropped
-        if dropped > self._dropped_counted:  # the spool counts; the metric is a _total counter
-            self.metrics.batches_dropped.inc(dropped - self._dropped_counted)
-            self._dropped_counted = dropped
+        self.metrics.record_dropped(self.spool.dropped)
 
     def run(self, stop: threading.Event, idle_wait_s: float = 30.0) -> None:
         """The sender thread: drain, then wait for new batches or the backoff delay.

@@ -16,6 +16,13 @@ ROWS: tuple[Setting, ...] = (
         "Comma-separated bearer tokens accepted besides those in the catalog; empty: a random "
         "token generated on first start into <data_dir>/server-token (mode 0600).",
     ),
+    Setting(
+        "server.read_tokens",
+        "",
+        "str",
+        "Comma-separated read-only bearer tokens: GET /metrics and the read API (GET "
+        "/v1/findings, /v1/opportunities, /v1/jobs/<id>) accept them, the ingest routes never do.",
+    ),
     Setting("server.max_body_bytes", 64 * 1024 * 1024, "int", "Largest accepted request body."),
     Setting(
         "server.max_decoded_bytes",

@@ -59,6 +59,7 @@ class ServerSettings:
     host: str
     port: int
     tokens: str
+    read_tokens: str
     max_body_bytes: int
     max_decoded_bytes: int
     max_batch_rows: int
@@ -203,6 +204,18 @@ class ReportsSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class NotifySettings:
+    """[notify] settings."""
+
+    webhook_url: str
+    slack_webhook_url: str
+    min_severity: str
+    interval_s: float
+    lookback_s: float
+    timeout_s: float
+
+
+@dataclass(frozen=True, slots=True)
 class SimulatorSettings:
     """[simulator] settings."""
 
@@ -278,6 +291,10 @@ class TypedSettings:
     @functools.cached_property
     def reports(self) -> ReportsSettings:
         return ReportsSettings(**self._section("reports"))
+
+    @functools.cached_property
+    def notify(self) -> NotifySettings:
+        return NotifySettings(**self._section("notify"))
 
     @functools.cached_property
     def simulator(self) -> SimulatorSettings:
