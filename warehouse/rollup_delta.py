@@ -58,7 +58,7 @@ def files_sql(store: SegmentStore, segments: list[Segment]) -> str:
 
 
 def _batches(result: duckdb.DuckDBPyRelation, schema: pa.Schema) -> Iterator[pa.Table]:
-    reader = result.fetch_record_batch(rollup_format.ROW_GROUP_ROWS)
+    reader = result.to_arrow_reader(rollup_format.ROW_GROUP_ROWS)
     for batch in reader:
         yield rollup_format.conform(pa.Table.from_batches([batch]), schema)
 
