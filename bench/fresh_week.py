@@ -82,7 +82,7 @@ def page(segments: Path, hide_rollups: bool) -> dict[str, object]:
     from warehouse import reader  # noqa: F401  (imported by the page's process long before)
     from warehouse.rollups import ROLLUP_TABLES
 
-    began = time.perf_counter()
+    began, cpu = time.perf_counter(), time.process_time()
     con = source.connect_segments(segments)
     if hide_rollups:
         for table in ROLLUP_TABLES:
@@ -98,6 +98,7 @@ def page(segments: Path, hide_rollups: bool) -> dict[str, object]:
     data.utilization_percentiles(buckets)
     return {
         "seconds": round(time.perf_counter() - began, 2),
+        "cpu_s": round(time.process_time() - cpu, 2),
         "gpus": totals.gpus,
         "jobs": totals.jobs,
         "allocated_h": round(totals.allocated_h, 1),
@@ -108,8 +109,11 @@ def page(segments: Path, hide_rollups: bool) -> dict[str, object]:
 
 def measured(command: list[str], env: dict[str, str], cap_gib: float, cap_s: float) -> str:
     """Run `command`, sampling its RSS; stop it past either cap. One line: wall, peak, result."""
+    import resource
+
     import psutil
 
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     began = time.perf_counter()
     proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     watched = psutil.Process(proc.pid)
@@ -127,8 +131,10 @@ def measured(command: list[str], env: dict[str, str], cap_gib: float, cap_s: flo
         time.sleep(0.05)
     out = proc.communicate()[0].decode(errors="replace").strip().splitlines()
     wall = time.perf_counter() - began
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     tail = stopped or (out[-1] if out else "")
-    return f"{wall:6.1f} s wall, peak RSS {peak / 2**20:7.0f} MiB | {tail[:150]}"
+    return f"{wall:6.1f} s wall, {cpu:5.1f} s CPU, peak RSS {peak / 2**20:6.0f} MiB | {tail[:140]}"
 
 
 def main() -> None:
