@@ -251,11 +251,16 @@ def cmd_opportunities(args: argparse.Namespace, settings: Settings) -> int:
         payload = {
             "window": args.window,
             "total_gpu_hours": report.total_gpu_hours,
+            "total_kwh": report.total_kwh,
+            "total_money": report.total_money,  # null: no price set
+            "currency": report.currency,
             **{
                 key: [
                     {
                         "key": x.key,
                         "gpu_hours": x.gpu_hours,
+                        "kwh": x.kwh,
+                        "money": x.money,
                         "findings": x.findings,
                         "jobs": sorted(x.jobs),
                         "rules": dict(x.rules),
@@ -272,13 +277,19 @@ def cmd_opportunities(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_job(args: argparse.Namespace, settings: Settings) -> int:
+    from analyzers.accounting.cost import Prices
     from analyzers.plain import plain, to_text
     from analyzers.reports.job import render, summarize
+    from analyzers.run.results import CatalogJobs
 
-    found = [s.finding for s in _store(settings).findings(job_id=args.job)]
+    store = _store(settings)
+    found = [s.finding for s in store.findings(job_id=args.job)]
+    info = CatalogJobs(store.engine).get(args.job)
     conn = _job_telemetry(settings, args.job)
     try:
-        summary = summarize(conn, args.job)
+        summary = summarize(
+            conn, args.job, Prices.from_settings(settings), info.team if info else None
+        )
     except NotFoundError:
         if not found or args.json:
             raise

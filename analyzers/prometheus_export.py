@@ -7,11 +7,13 @@ its ingest and writer families:
 | family | type | labels | what |
 |---|---|---|---|
 | `fleetscope_recoverable_gpu_hours` | gauge | rule, team, job, cluster | open findings' GPU-hours a fix returns, findings whose window ends in the last `analyzers.metrics_window_s` |
+| `fleetscope_recoverable_energy_joules`, `fleetscope_recoverable_money` | gauge | the same (money: plus currency) | their energy and, where prices are set, money (analyzers.prometheus_energy) |
 | `fleetscope_findings_open` | gauge | rule, severity, team | open (not acknowledged, not suppressed) findings in that window |
 | `fleetscope_job_gpu_efficiency_ratio` | gauge | job, team | active / allocated GPU-hours (where the active fraction is known) over that window's whole hours |
 | `fleetscope_allocated_gpu_hours_total` | counter | cluster | allocated GPU-hours accounted since the warehouse's first sample |
 | `fleetscope_active_gpu_hours_total` | counter | cluster | active GPU-hours (GR_ENGINE_ACTIVE, else GPU_UTIL) |
 | `fleetscope_sm_active_gpu_hours_total` | counter | cluster | SM-active GPU-hours (DCGM_FI_PROF_SM_ACTIVE, where reported) |
+| `fleetscope_allocated_gpu_energy_joules_total`, `fleetscope_idle_allocated_gpu_energy_joules_total` | counter | cluster | energy of allocated GPUs, and of those at 0 % utilization (analyzers.prometheus_energy) |
 | `fleetscope_fleet_metrics_refreshed_timestamp_seconds` | gauge | | when the families above were last computed (stale: alert) |
 | `fleetscope_fleet_metrics_refresh_failures_total` | counter | | refreshes that failed; the previous values are served |
 
@@ -61,11 +63,14 @@ from typing import TYPE_CHECKING, Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from analyzers.prometheus_energy import energy_counters, evidence_series
+from analyzers.prometheus_energy import families as energy_families
 from analyzers.prometheus_hours import HourRows
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
 
+    from analyzers.findings import Finding
     from analyzers.prometheus_sources import Telemetry
     from analyzers.run.results import StoredFinding
 
@@ -143,6 +148,8 @@ class Snapshot:
     """Label tuples -> values of every family, as of one refresh."""
 
     recoverable: dict[tuple[str, str, str, str], float] = field(default_factory=dict)
+    recoverable_joules: dict[tuple[str, ...], float] = field(default_factory=dict)
+    recoverable_money: dict[tuple[str, ...], float] = field(default_factory=dict)
     open_findings: dict[tuple[str, str, str], int] = field(default_factory=dict)
     efficiency: dict[tuple[str, str], float] = field(default_factory=dict)
 
@@ -155,6 +162,11 @@ class Totals:
     allocated_h: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     active_h: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     sm_h: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    energy_j: dict[str, float] = field(default_factory=lambda: defaultdict(float))  # allocated
+    idle_energy_j: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+
+
+COUNTED = ("allocated_h", "active_h", "sm_h", "energy_j", "idle_energy_j")  # Totals' counters
 
 
 class FleetCollector(Collector):
@@ -197,15 +209,19 @@ class FleetCollector(Collector):
         if not self.exporting:
             return
         snapshot, totals = self._current()
+        recoverable_labels = ["rule", "team", "job", "cluster"]
         recoverable = GaugeMetricFamily(
             "fleetscope_recoverable_gpu_hours",
             "GPU-hours a fix would return, open findings in the metrics window (top jobs, rest "
             'in job="other"); max by (job) avoids counting a job once per rule.',
-            labels=["rule", "team", "job", "cluster"],
+            labels=recoverable_labels,
         )
         for labels, hours in sorted(snapshot.recoverable.items()):
             recoverable.add_metric(list(labels), round(hours, 6))
         yield recoverable
+        yield from energy_families(
+            snapshot.recoverable_joules, snapshot.recoverable_money, recoverable_labels
+        )
         open_findings = GaugeMetricFamily(
             "fleetscope_findings_open",
             "Open findings (not acknowledged or suppressed) whose window ends in the metrics window.",
@@ -233,6 +249,7 @@ class FleetCollector(Collector):
             for cluster, hours in sorted(per_cluster.items()):
                 family.add_metric([cluster], round(hours, 6))
             yield family
+        yield from energy_counters(totals.energy_j, totals.idle_energy_j)
         yield GaugeMetricFamily(
             "fleetscope_fleet_metrics_refreshed_timestamp_seconds",
             "When the findings and GPU-hour families above were last computed (0: never).",
@@ -280,7 +297,7 @@ class FleetCollector(Collector):
         with self._lock:
             totals = self._totals
             copy = Totals(totals.through_s)
-            for name in ("allocated_h", "active_h", "sm_h"):
+            for name in COUNTED:
                 getattr(copy, name).update(getattr(totals, name))
             return self._snapshot, copy
 
@@ -315,6 +332,7 @@ class FleetCollector(Collector):
                     totals.allocated_h[str(cluster)] += float(group["gpu_h"].sum())
                     totals.active_h[str(cluster)] += float(group["active_h"].sum())
                     totals.sm_h[str(cluster)] += float(group["sm_h"].sum())
+                energy_totals(con, Window(_utc(start_s), _utc(end_s)), self, totals)
                 totals.through_s = end_s
             fresh = gpu_buckets(
                 con,
@@ -328,14 +346,17 @@ class FleetCollector(Collector):
         hours = self._hours.updated(fresh, hours_from_s, now_s, self._window_s, self._lateness_s)
         per_job = job_efficiency(fresh if hours.rows is None else hours.rows)  # rows: always set
         teams, clusters = self._job_facts(stored, per_job)
+        joules, money = recoverable_energy(stored, clusters, self._top_jobs)
         snapshot = Snapshot(
             recoverable=recoverable_series(stored, clusters, self._top_jobs),
+            recoverable_joules=joules,
+            recoverable_money=money,
             open_findings=open_counts(stored),
             efficiency=efficiency_series(per_job, teams, self._top_jobs),
         )
         # Nothing is kept from a failed refresh: the next one reads the same hours again.
         self._snapshot, self._hours = snapshot, hours
-        for name in ("allocated_h", "active_h", "sm_h"):
+        for name in COUNTED:
             for cluster, hours_h in getattr(totals, name).items():
                 getattr(self._totals, name)[cluster] += hours_h
         self._totals.through_s = totals.through_s
@@ -391,6 +412,35 @@ def recoverable_series(
         label = job if job in top else OTHER
         out[(f.rule_id, f.team or "", label, clusters.get(job, ""))] += f.wasted_gpu_hours
     return dict(out)
+
+
+def energy_totals(con: Any, window: Any, collector: FleetCollector, totals: Totals) -> None:
+    """The allocated and idle-allocated energy of [window) per cluster onto `totals`
+    (analyzers.accounting.energy: raw samples; a job's sample at a refresh boundary is power
+    integrated, its counter delta to the next refresh's first sample not being read)."""
+    from analyzers.accounting.energy import J_PER_KWH, job_energy
+
+    frame = job_energy(con, window, collector._default_interval_s, max_gap_s=collector._max_gap_s)
+    frame = frame[frame["job_id"].notna()]
+    for cluster, group in frame.groupby(frame["cluster"].fillna("")):
+        totals.energy_j[str(cluster)] += float(group["energy_kwh"].sum()) * J_PER_KWH
+        totals.idle_energy_j[str(cluster)] += float(group["idle_energy_kwh"].sum()) * J_PER_KWH
+
+
+def recoverable_energy(
+    stored: list[StoredFinding], clusters: dict[str, str], top_jobs: int
+) -> tuple[dict[tuple[str, ...], float], dict[tuple[str, ...], float]]:
+    """`recoverable_series`'s series, valued in joules and money (analyzers.prometheus_energy)."""
+    per_job: dict[str, float] = defaultdict(float)
+    for s in stored:
+        per_job[s.finding.job_id or ""] += s.finding.wasted_gpu_hours
+    top = top_keys(per_job, top_jobs)
+
+    def key(f: Finding) -> tuple[str, ...]:
+        job = f.job_id or ""
+        return (f.rule_id, f.team or "", job if job in top else OTHER, clusters.get(job, ""))
+
+    return evidence_series([s.finding for s in stored], key)
 
 
 def open_counts(stored: list[StoredFinding]) -> dict[tuple[str, str, str], int]:

@@ -160,7 +160,7 @@ def select_names(spec: str, installed: Sequence[str]) -> list[str]:
     """The plug-in names a selection such as `server.plugins` picks, in order.
 
     Comma-separated words: `*` adds every installed plug-in (in the order given, `installed`),
-    a name adds that plug-in (an installed name, or a module with `setup`), `-name` leaves that
+    a name adds that plug-in (an installed entry-point name), `-name` leaves that
     one out wherever it stands (`*,-analyzers.autoprofile.plugin`).
     An empty selection picks none (how tests and benchmarks run a bare server)."""
     chosen: list[str] = []

@@ -11,6 +11,7 @@ from html import escape
 
 from analyzers.plain import PlainFinding, plain_record
 from analyzers.reports.build import FindingLine, Scope, WeeklyReport
+from analyzers.reports.energy import energy_html, energy_markdown
 from analyzers.reports.svg import ACTIVE, ALLOCATED, WASTE, grouped_bars
 from analyzers.reports.week import IsoWeek
 
@@ -110,6 +111,7 @@ def to_html(report: WeeklyReport, dashboard_url: str = "") -> str:
             ),
             "</table>",
         ]
+    out += energy_html(report.energy) if report.energy else []
     if report.sharing:
         out += [
             "<h2>GPU sharing plan</h2>",
@@ -208,6 +210,7 @@ def to_markdown(report: WeeklyReport) -> str:
             f"| {t.team} | {_h(t.allocated_h)} | {_pct(t.efficiency_pct)} | {_h(t.wasted_gpu_h)} |"
             for t in report.teams
         ]
+    lines += energy_markdown(report.energy) if report.energy else []
     if report.sharing:
         lines += ["", "GPU sharing plan:"]
         lines += [

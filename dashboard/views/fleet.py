@@ -10,7 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from analyzers.plain import utc_span
-from dashboard import charts, data, state, tables
+from dashboard import charts, data, energy_view, state, tables
 from dashboard.findings_view import show_finding
 from dashboard.tables import Col
 
@@ -86,6 +86,8 @@ def render() -> None:
         largest = jobs.nlargest(JOB_LINES, "allocated_h")["job_id"]
         by_job = data.utilization_by(buckets[buckets["job_id"].isin(largest)], "job_id")
         st.altair_chart(charts.utilization_lines(by_job, "job_id", "active %"), width="stretch")
+
+    energy_view.show_mfu_by_team(jobs)
 
     st.subheader("Utilization heatmap by cluster and host")
     st.altair_chart(charts.heatmap(data.host_heatmap(buckets), win.bucket_s), width="stretch")

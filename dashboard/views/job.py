@@ -16,7 +16,7 @@ import pandas as pd
 import streamlit as st
 
 from analyzers.plain import plain_record, utc_span
-from dashboard import actions, charts, data, jobinfo, state, trace_report
+from dashboard import actions, charts, data, energy_view, jobinfo, state, trace_report
 from dashboard.findings_view import show_finding
 from fleetscope.errors import FleetscopeError
 
@@ -74,6 +74,7 @@ def render() -> None:
     )
     if not gpus.empty:
         _summary(gpus, step_totals)
+        energy_view.show_job(key, job_id, span.start, span.end, catalog_row.get("team"), gpus)
     left, right = st.columns([3, 2])
     left.table(pd.DataFrame(rows, columns=["job", "value"]).set_index("job"))
     with right:

@@ -126,7 +126,7 @@ ROWS: tuple[Setting, ...] = (
         "str",
         "Which server plug-ins (entry points of fleetscope.server) run their setup(server) before "
         "the ingest server starts, comma-separated: * every installed one, a name adds one (an "
-        "entry-point name or a module with setup), -name leaves one out; empty: none.",
+        "entry-point name only), -name leaves one out; empty: none.",
     ),
     Setting(
         "server.profile_match_timeout_s",

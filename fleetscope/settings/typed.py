@@ -207,6 +207,18 @@ class SimulatorSettings:
     scrape_failure_rate: float
 
 
+@dataclass(frozen=True, slots=True)
+class CostSettings:
+    """[cost] settings."""
+
+    currency: str
+    gpu_hour_prices: str
+    team_gpu_hour_prices: str
+    cluster_gpu_hour_prices: str
+    prices_note: str
+    grid_gco2e_per_kwh: str
+
+
 class TypedSettings:
     """The typed view `Settings` inherits: `settings.<section>.<name>`."""
 
@@ -264,3 +276,7 @@ class TypedSettings:
     @functools.cached_property
     def simulator(self) -> SimulatorSettings:
         return SimulatorSettings(**self._section("simulator"))
+
+    @functools.cached_property
+    def cost(self) -> CostSettings:
+        return CostSettings(**self._section("cost"))

@@ -164,6 +164,9 @@ def test_metrics_report_findings_efficiency_and_gpu_hours(server: Server) -> Non
     assert series(metrics, "fleetscope_allocated_gpu_hours_total") == {"c1": 0.5}
     assert series(metrics, "fleetscope_active_gpu_hours_total") == {"c1": round(1 / 12 + 1 / 12, 6)}
     assert series(metrics, "fleetscope_sm_active_gpu_hours_total") == {"c1": 0.05}
+    # issue 32: the batch maker's power over the same 0.5 GPU-hours (no energy counter)
+    assert set(series(metrics, "fleetscope_allocated_gpu_energy_joules_total")) == {"c1"}
+    assert series(metrics, "fleetscope_allocated_gpu_energy_joules_total")["c1"] > 0
     assert series(metrics, "fleetscope_fleet_metrics_refresh_failures_total") == {"": 0.0}
     refreshed = series(metrics, "fleetscope_fleet_metrics_refreshed_timestamp_seconds")[""]
     assert NOW - 5 <= refreshed <= time.time()
@@ -199,13 +202,47 @@ def test_metrics_names_follow_prometheus_rules() -> None:
     names = {m.name: m.type for m in registry.collect()}
     assert names == {
         "fleetscope_recoverable_gpu_hours": "gauge",
+        "fleetscope_recoverable_energy_joules": "gauge",
+        "fleetscope_recoverable_money": "gauge",
         "fleetscope_findings_open": "gauge",
         "fleetscope_job_gpu_efficiency_ratio": "gauge",
         "fleetscope_allocated_gpu_hours": "counter",
         "fleetscope_active_gpu_hours": "counter",
         "fleetscope_sm_active_gpu_hours": "counter",
+        "fleetscope_allocated_gpu_energy_joules": "counter",
+        "fleetscope_idle_allocated_gpu_energy_joules": "counter",
         "fleetscope_fleet_metrics_refreshed_timestamp_seconds": "gauge",
         "fleetscope_fleet_metrics_refresh_failures": "counter",
     }
     assert recoverable_series([], {}, 3) == {}
     assert OTHER == "other"
+
+
+def test_recoverable_energy_and_money_follow_the_gpu_hours_series() -> None:
+    """Joules and money on the GPU-hours family's series (same top jobs, same "other"); money
+    only from findings with a price, labelled with its currency."""
+    from analyzers.findings import Finding
+    from analyzers.prometheus_export import recoverable_energy
+    from analyzers.run.results import StoredFinding
+
+    def stored(job: str, hours: float, **evidence: object) -> StoredFinding:
+        end = datetime(2026, 11, 23, tzinfo=UTC)
+        found = Finding(
+            rule_id="R1", severity="warn", job_id=job, host="h1", gpus=("0",),
+            window_start=end - timedelta(hours=1), window_end=end, title="idle",
+            recommendation="-", wasted_gpu_hours=hours, estimate_method="-",
+            evidence=evidence, team="ml",
+        )  # fmt: skip
+        return StoredFinding(found, "open", None, None)
+
+    findings = [
+        stored("job-a", 2.0, recoverable_kwh=0.14, recoverable_money=5.0, currency="USD"),
+        stored("job-b", 1.0, recoverable_kwh=0.07),  # no price for its GPUs
+        stored("job-c", 0.5),  # no energy reading
+    ]
+    joules, money = recoverable_energy(findings, {"job-a": "c1", "job-b": "c1"}, top_jobs=1)
+    assert joules == {
+        ("R1", "ml", "job-a", "c1"): 0.14 * 3.6e6,
+        ("R1", "ml", OTHER, "c1"): 0.07 * 3.6e6,
+    }
+    assert money == {("R1", "ml", "job-a", "c1", "USD"): 5.0}

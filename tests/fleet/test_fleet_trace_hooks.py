@@ -118,7 +118,7 @@ def test_a_trace_uploaded_to_a_gateway_is_analysed_there_and_read_through_anothe
 
 
 def test_a_gateway_stopped_mid_analysis_has_another_analyse_the_trace_once(
-    fleet_settings: Settings, tmp_path: Path
+    fleet_settings: Settings, tmp_path: Path, test_server_plugins: None
 ) -> None:
     """Gateway A stores the trace and stops in the middle of its analysis (its worker stalls in a
     hook before the trace service's); B takes the analysis over once A's lease lapses and runs
