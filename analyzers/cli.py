@@ -305,7 +305,10 @@ def cmd_job(args: argparse.Namespace, settings: Settings) -> int:
         data["findings"] = [f.to_dict() for f in summary.findings]
         print(json.dumps(data, indent=2, default=str))
     else:
-        print(render(summary))
+        from analyzers.reports.slurm_job import jobstats_header
+
+        header = jobstats_header(args.job, summary)  # on a Slurm host: what jobstats prints
+        print(render(summary) if header is None else f"{header}\n\n{render(summary)}")
     return 0
 
 

@@ -1,5 +1,5 @@
 """The recoverable energy and money of open findings as Prometheus families, beside
-`fleetscope_recoverable_gpu_hours` (analyzers.prometheus_export, which yields these):
+`fleetscope_recoverable_gpu_seconds` (analyzers.prometheus_export, which yields these):
 
 | family | type | labels | what |
 |---|---|---|---|
@@ -49,7 +49,7 @@ def families(
 ) -> Iterator[GaugeMetricFamily]:
     energy = GaugeMetricFamily(
         "fleetscope_recoverable_energy_joules",
-        "Energy the GPU-hours of fleetscope_recoverable_gpu_hours drew (the jobs' own mean draw).",
+        "Energy the GPU-hours of fleetscope_recoverable_gpu_seconds drew (the jobs' own mean draw).",
         labels=list(labels),
     )
     for key, value in sorted(joules.items()):

@@ -66,10 +66,12 @@ class ServerHooks(Protocol):
     warehouse: Any  # warehouse.reader.Warehouse: the in-process read handle; None on a gateway
     profiling: Any  # warehouse.profiling_service.ProfilingService
     metrics: Any  # warehouse.metrics.ServerMetrics (its prometheus registry)
+    auth: Any  # warehouse.auth.TokenChecker: the ingest tokens (settings and catalog)
     on_start: list[Callable[[Any], None]]  # (server): after the listener is up
     on_stop: list[Callable[[Any], None]]  # (server): before the writer flushes and closes
     on_batch_committed: list[Callable[[Any, Any], None]]  # (server, writer.Commit)
     on_trace_uploaded: list[Callable[[Any, Any], None]]  # (server, profiling_service.TraceUpload)
+    routes: list[tuple[str, Any, str, Callable[..., Any]]]  # (method, re pattern, name, handler)
 
 
 class ServerPlugin(Protocol):

@@ -200,6 +200,8 @@ def test_server_plugins_default_to_every_installed_one_in_plugin_order() -> None
         "analyzers.traces.service",
         "analyzers.reports.scheduled",
         "analyzers.prometheus_export",
+        "analyzers.read_api",
+        "analyzers.notify",
         "analyzers.autoprofile.plugin",
     ]
     assert sorted(modules) == sorted(plugins.registered(plugins.SERVER))

@@ -41,6 +41,9 @@ class PluginHost:
         self.on_stop: list[Hook] = []
         self.on_trace_uploaded: list[TraceHook] = []
         self.on_batch_committed: list[CommitPluginHook] = []
+        # Extra HTTP routes (method, pattern, name, handler), served after warehouse.server's
+        # own: a plug-in's read API (analyzers.read_api). The server's Ingest holds this list.
+        self.routes: list[tuple[str, Any, str, Callable[..., Any]]] = []
 
     def _batch_committed(self, commit: Any) -> None:
         """Run every on_batch_committed hook (the writer logs a failing one; rows stay committed)."""

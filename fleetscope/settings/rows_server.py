@@ -16,6 +16,13 @@ ROWS: tuple[Setting, ...] = (
         "Comma-separated bearer tokens accepted besides those in the catalog; empty: a random "
         "token generated on first start into <data_dir>/server-token (mode 0600).",
     ),
+    Setting(
+        "server.read_tokens",
+        "",
+        "str",
+        "Comma-separated read-only bearer tokens: GET /metrics and the read API (GET "
+        "/v1/findings, /v1/opportunities, /v1/jobs/<id>) accept them, the ingest routes never do.",
+    ),
     Setting("server.max_body_bytes", 64 * 1024 * 1024, "int", "Largest accepted request body."),
     Setting(
         "server.max_decoded_bytes",
@@ -24,6 +31,13 @@ ROWS: tuple[Setting, ...] = (
         "Most bytes one Arrow body may decode to (checked before decompressing), else 413.",
     ),
     Setting("server.max_batch_rows", 1_000_000, "int", "Most rows in one Arrow body, else 413."),
+    Setting(
+        "server.max_inflight_bytes",
+        256 * 1024 * 1024,
+        "int",
+        "Most request-body bytes held by all connections together (at least server.max_body_bytes);"
+        " a request that would pass it gets 503 with Retry-After, its body unread.",
+    ),
     Setting(
         "server.max_connections",
         256,
@@ -48,8 +62,9 @@ ROWS: tuple[Setting, ...] = (
         "server.read_auth",
         True,
         "bool",
-        "Require a bearer token for reads of job data (GET /v1/profile-requests/<id>); writes "
-        "always need one. /healthz and /metrics never do.",
+        "Require a bearer token for reads of job data (GET /v1/profile-requests/<id> and "
+        "/metrics, whose families carry job and team labels); writes always need one. /healthz "
+        "never does.",
     ),
     Setting(
         "warehouse.duckdb_path",
@@ -95,6 +110,27 @@ ROWS: tuple[Setting, ...] = (
         1_000_000,
         "int",
         "Rows waiting for the writer before ingest answers 503 with Retry-After.",
+    ),
+    Setting(
+        "warehouse.max_days_per_batch",
+        8,
+        "int",
+        "Most distinct UTC days one batch may hold, else 413 naming this setting (each day is "
+        "a partition the writer touches; an agent's batch spans seconds, a spool replay a day).",
+    ),
+    Setting(
+        "warehouse.max_hosts_per_batch",
+        10_000,
+        "int",
+        "Most distinct hosts one batch may hold, else 413 naming this setting (an agent sends "
+        "one host; a Prometheus import or remote_write scrape a fleet's worth).",
+    ),
+    Setting(
+        "warehouse.max_record_batches_per_batch",
+        1_024,
+        "int",
+        "Most Arrow record batches in one request's stream, else 413 naming this setting (the "
+        "agent sends one; each costs the writer a slice per flush).",
     ),
     Setting(
         "warehouse.commit_timeout_s",
@@ -222,6 +258,37 @@ ROWS: tuple[Setting, ...] = (
         "float",
         "Most seconds a remote_write scrape waits for its remaining series before it is stored "
         "as it is (must exceed Prometheus's scrape interval plus batch_send_deadline).",
+    ),
+    Setting(
+        "server.remote_write_max_series",
+        50_000,
+        "int",
+        "Most series in one remote_write request, else 413 (Prometheus sends at most "
+        "max_samples_per_send, default 2000).",
+    ),
+    Setting(
+        "server.remote_write_max_samples",
+        200_000,
+        "int",
+        "Most samples in one remote_write request, else 413.",
+    ),
+    Setting(
+        "server.remote_write_max_samples_per_series",
+        10_000,
+        "int",
+        "Most samples of one series in one remote_write request, else 413.",
+    ),
+    Setting(
+        "server.remote_write_max_labels",
+        128,
+        "int",
+        "Most labels on one remote_write series, else 413.",
+    ),
+    Setting(
+        "server.remote_write_max_label_bytes",
+        16 * 1024 * 1024,
+        "int",
+        "Most bytes of label names and values in one remote_write request, else 413.",
     ),
     # -- owners (issue 13) ---------------------------------------------------------------------
     Setting(

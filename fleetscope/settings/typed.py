@@ -59,9 +59,11 @@ class ServerSettings:
     host: str
     port: int
     tokens: str
+    read_tokens: str
     max_body_bytes: int
     max_decoded_bytes: int
     max_batch_rows: int
+    max_inflight_bytes: int
     max_connections: int
     header_timeout_s: float
     body_timeout_s: float
@@ -74,6 +76,11 @@ class ServerSettings:
     profile_analysis_lease_s: float
     prometheus_cluster: str
     remote_write_hold_s: float
+    remote_write_max_series: int
+    remote_write_max_samples: int
+    remote_write_max_samples_per_series: int
+    remote_write_max_labels: int
+    remote_write_max_label_bytes: int
     mode: str
 
 
@@ -89,6 +96,9 @@ class WarehouseSettings:
     raw_retention_days: int
     flush_idle_s: float
     queue_max_rows: int
+    max_days_per_batch: int
+    max_hosts_per_batch: int
+    max_record_batches_per_batch: int
     commit_timeout_s: float
     maintenance_interval_s: float
     compact_target_bytes: int
@@ -197,6 +207,18 @@ class ReportsSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class NotifySettings:
+    """[notify] settings."""
+
+    webhook_url: str
+    slack_webhook_url: str
+    min_severity: str
+    interval_s: float
+    lookback_s: float
+    timeout_s: float
+
+
+@dataclass(frozen=True, slots=True)
 class SimulatorSettings:
     """[simulator] settings."""
 
@@ -272,6 +294,10 @@ class TypedSettings:
     @functools.cached_property
     def reports(self) -> ReportsSettings:
         return ReportsSettings(**self._section("reports"))
+
+    @functools.cached_property
+    def notify(self) -> NotifySettings:
+        return NotifySettings(**self._section("notify"))
 
     @functools.cached_property
     def simulator(self) -> SimulatorSettings:

@@ -276,6 +276,8 @@ def test_every_plugin_a_gateway_can_run_is_the_default_and_one_it_cannot_is_refu
     assert [setup.__module__ for setup in load_plugins("*", mode="fleet")] == [
         "analyzers.traces.service",
         "analyzers.prometheus_export",
+        "analyzers.read_api",
+        "analyzers.notify",
         "analyzers.autoprofile.plugin",
     ]
     # Nothing is reachable at these addresses: the refusal comes before anything is opened.
