@@ -49,7 +49,7 @@ def title(scope: Scope, week: IsoWeek) -> str:
 def headline(report: WeeklyReport) -> list[tuple[str, str]]:
     week = report.this_week
     return [
-        ("GPU-hours used", _h(week.allocated_h)),
+        ("GPU-hours allocated", _h(week.allocated_h)),
         ("GPU-hours active", _h(week.active_h)),
         ("efficiency", _pct(week.efficiency_pct)),
         ("GPU-hours wasted (est.)", _h(report.wasted_gpu_h)),
@@ -75,7 +75,7 @@ def to_html(report: WeeklyReport, dashboard_url: str = "") -> str:
             ],
             "GPU-hours",
         ),
-        "<table><tr><th>week</th><th>used GPU-h</th><th>active GPU-h</th><th>efficiency</th></tr>",
+        "<table><tr><th>week</th><th>allocated GPU-h</th><th>active GPU-h</th><th>efficiency</th></tr>",
         *(
             f"<tr><td>{w.week}</td><td class='n'>{_h(w.allocated_h)}</td>"
             f"<td class='n'>{_h(w.active_h)}</td><td class='n'>{_pct(w.efficiency_pct)}</td></tr>"
@@ -89,12 +89,12 @@ def to_html(report: WeeklyReport, dashboard_url: str = "") -> str:
             grouped_bars(
                 [t.team for t in report.teams],
                 [
-                    ("used GPU-h", ALLOCATED, [t.allocated_h for t in report.teams]),
+                    ("allocated GPU-h", ALLOCATED, [t.allocated_h for t in report.teams]),
                     ("wasted GPU-h", WASTE, [t.wasted_gpu_h for t in report.teams]),
                 ],
                 "GPU-hours",
             ),
-            "<table><tr><th>team</th><th>used GPU-h</th><th>efficiency</th><th>wasted GPU-h</th></tr>",
+            "<table><tr><th>team</th><th>allocated GPU-h</th><th>efficiency</th><th>recoverable GPU-h</th></tr>",
             *(
                 f"<tr><td>{escape(t.team)}</td><td class='n'>{_h(t.allocated_h)}</td>"
                 f"<td class='n'>{_pct(t.efficiency_pct)}</td><td class='n'>{_h(t.wasted_gpu_h)}</td></tr>"
@@ -124,7 +124,7 @@ def to_html(report: WeeklyReport, dashboard_url: str = "") -> str:
     out.append("<h2>Jobs to look at</h2>")
     if report.jobs:
         out.append(
-            "<table><tr><th>job</th><th>user</th><th>GPUs</th><th>used GPU-h</th>"
+            "<table><tr><th>job</th><th>user</th><th>GPUs</th><th>allocated GPU-h</th>"
             "<th>active</th><th>idle GPU-h</th></tr>"
         )
         for j in report.jobs:
@@ -188,14 +188,14 @@ def _finding_html(f: FindingLine) -> str:
 def to_markdown(report: WeeklyReport) -> str:
     lines = [f"**{title(report.scope, report.week)}**", ""]
     lines += [f"- {k}: **{v}**" for k, v in headline(report)]
-    lines += ["", "Efficiency trend:", "", "| week | used GPU-h | active GPU-h | efficiency |"]
+    lines += ["", "Efficiency trend:", "", "| week | allocated GPU-h | active GPU-h | efficiency |"]
     lines += ["|---|---:|---:|---:|"]
     lines += [
         f"| {w.week} | {_h(w.allocated_h)} | {_h(w.active_h)} | {_pct(w.efficiency_pct)} |"
         for w in report.trend
     ]
     if report.teams:
-        lines += ["", "Teams by recoverable GPU-hours:", "", "| team | used GPU-h | efficiency | wasted GPU-h |", "|---|---:|---:|---:|"]  # fmt: skip
+        lines += ["", "Teams by recoverable GPU-hours:", "", "| team | allocated GPU-h | efficiency | recoverable GPU-h |", "|---|---:|---:|---:|"]  # fmt: skip
         lines += [
             f"| {t.team} | {_h(t.allocated_h)} | {_pct(t.efficiency_pct)} | {_h(t.wasted_gpu_h)} |"
             for t in report.teams

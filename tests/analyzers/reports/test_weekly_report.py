@@ -76,7 +76,7 @@ def test_team_report_numbers_match_the_warehouse(report_warehouse: ReportWarehou
     assert [(j.job_id, j.allocated_h) for j in report.jobs] == [("a-w47", pytest.approx(48.0))]
     assert report.improved == [
         "GPU efficiency rose from 30.0 % to 80.0 %.",
-        "18.0 fewer GPU-hours wasted than last week.",
+        "18.0 fewer recoverable GPU-hours than last week.",
         "No more R2 findings (there were some last week).",
     ]
 
@@ -114,7 +114,7 @@ def test_html_is_self_contained_and_markdown_says_the_same(
     for shown in ("60.0", "14.0", "fix for R3", "nlp", "2026-W46"):
         assert shown in html
     markdown = to_markdown(report)
-    assert "- GPU-hours used: **60.0**" in markdown
+    assert "- GPU-hours allocated: **60.0**" in markdown
     assert "| nlp | 12.0 | 0.0 % | 12.0 |" in markdown
 
 
