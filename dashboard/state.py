@@ -356,3 +356,17 @@ def host_load(key: str, start: datetime, end: datetime, bucket_s: int) -> pd.Dat
     from dashboard import nodes
 
     return nodes.host_load(cursor(key, start, end), data.Window(start, end, bucket_s=bucket_s))
+
+
+@st.cache_data(ttl=_TTL_S, show_spinner=False)
+def job_summary(
+    key: str, job_id: str, start: datetime | None = None, end: datetime | None = None
+) -> Any:
+    """`fleetscope job`'s summary of the job (`analyzers.reports.job.summarize`): the job page's
+    headline numbers are the CLI's. None for a job without GPU samples."""
+    from analyzers.reports.job import summarize
+
+    try:
+        return summarize(cursor(key, start, end), job_id)
+    except NotFoundError:
+        return None

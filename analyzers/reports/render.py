@@ -52,7 +52,7 @@ def headline(report: WeeklyReport) -> list[tuple[str, str]]:
         ("GPU-hours allocated", _h(week.allocated_h)),
         ("GPU-hours active", _h(week.active_h)),
         ("efficiency", _pct(week.efficiency_pct)),
-        ("GPU-hours wasted (est.)", _h(report.wasted_gpu_h)),
+        ("GPU-hours recoverable (est.)", _h(report.wasted_gpu_h)),
     ]
 
 

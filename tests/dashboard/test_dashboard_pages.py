@@ -113,8 +113,9 @@ def test_job_page_shows_series_steps_findings_and_traces(warehouse_env: Warehous
     assert app.title[0].value == "Job stall-1"
     assert _metrics(app) == {
         "GPUs": "2",
-        "mean active": "45.0 %",
-        "mean SM activity": "30.0 %",
+        "allocated GPU-h": "3.00",
+        "active": "45.0 %",
+        "SM activity": "30.0 %",
         "mean step time": "20.000 s",
         "data wait of step": "40.0 %",
     }

@@ -50,8 +50,9 @@ FLEET_METRICS = [
 ]
 JOB_METRICS = [
     "GPUs 2",
-    "mean active 45.0 %",
-    "mean SM activity 30.0 %",
+    "allocated GPU-h 3.00",
+    "active 45.0 %",
+    "SM activity 30.0 %",
     "mean step time 20.000 s",
     "data wait of step 40.0 %",
 ]
