@@ -55,6 +55,7 @@ def render() -> None:
     if span_hosts is None:
         where = "in the warehouse" if start is None else "in the window picked in the sidebar"
         st.error(f"No GPU samples for job {job_id!r} {where}, and no step metrics.")
+        _traces(key, job_id)  # a job known only by its uploaded trace (the demo's V100 trace)
         return
     span, hosts = span_hosts
     if gpus.empty:
