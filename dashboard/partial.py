@@ -4,7 +4,7 @@ partial (hollow) instead of reading as a drop, or the next bucket as a doubling 
 A bucket is partial when the data covers less than `FULL_SHARE` of it: the newest bucket (the
 window ends at the newest sample, mid-bucket) and the first one of a fleet that started reporting
 inside it. Coverage is measured from the accounted buckets themselves: a GPU covered `samples x
-interval_s` seconds of a bucket, and the bucket's coverage is the median over its GPUs (robust to
+interval_s` seconds of a bucket (summed over the jobs it held there), and the bucket's coverage is the median over its GPUs (robust to
 one GPU whose rows were merged or whose interval was guessed); the newest bucket is cut at the
 window's end. Pure: frames in, frames out.
 """
@@ -22,11 +22,10 @@ def coverage(buckets: pd.DataFrame, bucket_s: int, end: datetime | None = None) 
     """Share of each bucket (index: bucket start) the data covers, 0-1."""
     if buckets.empty:
         return pd.Series(dtype="float64")
-    seconds = (
-        (buckets["samples"].astype("float64") * buckets["interval_s"])
-        .groupby(buckets["bucket"])
-        .median()
-    )
+    # per GPU first: a GPU that changed jobs inside the bucket has a row per job
+    covered = buckets.assign(covered_s=buckets["samples"].astype("float64") * buckets["interval_s"])
+    per_gpu = covered.groupby(["bucket", "host", "gpu_index"], dropna=False)["covered_s"].sum()
+    seconds = per_gpu.groupby(level="bucket").median()
     share = (seconds / bucket_s).clip(upper=1.0)
     if end is not None:
         stamp = pd.Timestamp(end)

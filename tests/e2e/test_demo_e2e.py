@@ -290,10 +290,11 @@ def _same_as_fleetscope_job(demo: Demo, job_id: str, page: str) -> None:
 
 
 def test_every_page_reads_like_a_person_expects(demo: Demo) -> None:
-    if not demo.catalog("SELECT count(*) FROM traces")[0][0]:  # run alone (-k): profile first
+    torch_traces = f"SELECT count(*) FROM traces WHERE job_id = '{TORCH_JOB}'"
+    if not demo.catalog(torch_traces)[0][0]:  # run alone (-k): profile first
         profiled = demo.cli("profile", "--job", TORCH_JOB, "--steps", "5", "--timeout", "90")
         assert profiled.returncode == 0, profiled.stderr
-    _wait(lambda: demo.catalog("SELECT count(*) FROM traces")[0][0] > 0, 60, "a profiled trace")
+    _wait(lambda: demo.catalog(torch_traces)[0][0] > 0, 60, "a profiled trace")
     _wait(
         lambda: (
             demo.catalog(f"SELECT count(*) FROM findings WHERE job_id != '{TORCH_JOB}'")[0][0] > 0
