@@ -17,7 +17,6 @@ COLUMNS = {
     "gpus": Col("GPUs", "%d"),
     "allocated_h": Col("allocated GPU-h", "%.2f"),
     "active_pct": Col("active %", "%.1f"),
-    "sm_active_pct": Col("SM %", "%.1f"),
     "idle_h": Col("idle GPU-h", "%.2f"),
     "findings": Col("findings", "%d"),
     "wasted_gpu_h": Col("recoverable GPU-h", "%.2f"),
@@ -38,7 +37,7 @@ def render() -> None:
     shown = data.search_jobs(jobs, search)
     st.caption(
         f"{len(shown)} of {len(jobs)} jobs, idlest first (click a row to open the job; a header to "
-        "sort) · SM %: SM-active % · recoverable: what the findings' fixes would give back"
+        "sort) · recoverable: what the findings' fixes would give back; SM activity: the job's page"
     )
     tables.listing(shown, COLUMNS, key="jobs_table", page="views/job.py", param="job_id")
 

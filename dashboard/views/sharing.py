@@ -28,8 +28,7 @@ def render() -> None:
     cols[1].metric(
         "GPU-h/week freed",
         f"{plan['freed_gpu_hours_per_week']:.0f}",
-        "projection: freed GPUs x 168 h",
-        delta_color="off",
+        help="a projection: the GPUs freed x 168 h",
     )
     cols[2].metric("Co-locations", str(len(plan["groups"])))
     rows = pd.DataFrame(plan["rows"])
@@ -81,7 +80,8 @@ def _why_empty(plan: dict[str, Any], label: str) -> None:
 
 # What a reader does about each reason `analyzers.sharing.plan` gives (its `_reason` words).
 WHAT_TO_DO = {
-    "too short": "pick a longer window (last 24 hours or 7 days): sharing pays for GPUs held long",
+    "too short": "held under the minimum: sharing pays only for GPUs held long; a longer window "
+    "(sidebar) counts more of a long-running job",
     "multi-GPU job": "sharing plans single-GPU jobs only",
     "already on MIG": "already shared",
     "busy": "the GPU is well used: nothing to share",
