@@ -153,7 +153,7 @@ def _enough(
     if allocated.empty or (series is not None and series.empty):
         st.info(
             "No allocated GPU in this window: no job held a GPU (the agents report job ids from "
-            "the scheduler, `agent.job_source`), or its GPUs report no utilization.",
+            "the scheduler: docs/agent.md), or its GPUs report no utilization.",
             icon=":material/info:",
         )
         return False
