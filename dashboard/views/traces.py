@@ -13,13 +13,10 @@ from dashboard.tables import Col
 COLUMNS = {
     "trace_id": Col("trace"),
     "job_id": Col("job"),
-    "host": Col("host"),
     "captured_utc": Col("captured (UTC)"),
     "duration_s": Col("duration s", "%.1f"),
     "gpu": Col("GPU"),
     "top_finding": Col("top finding"),
-    "findings": Col("findings", "%d"),
-    "size_mib": Col("MiB", "%.2f"),
 }
 
 
