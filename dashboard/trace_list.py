@@ -18,7 +18,7 @@ import pandas as pd
 
 from analyzers.plain import rule_name
 
-COLUMNS = ("host", "duration_s", "gpu", "top_finding", "findings")
+COLUMNS = ("host", "duration_ms", "gpu", "top_finding", "findings")
 
 
 def _summary(value: Any) -> dict[str, Any]:
@@ -34,13 +34,13 @@ def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and math.isfinite(value) else None
 
 
-def duration_s(summary: dict[str, Any]) -> float | None:
-    """The longest rank's profiled steps x mean step, in seconds; None without steps."""
+def duration_ms(summary: dict[str, Any]) -> float | None:
+    """The longest rank's profiled steps x mean step, in ms; None without steps."""
     spans = []
     for head in summary.get("headline", {}).values():
         steps, mean_ms = _number(head.get("steps")), _number(head.get("mean_step_ms"))
         if steps and mean_ms is not None:
-            spans.append(steps * mean_ms / 1000.0)
+            spans.append(steps * mean_ms)
     return max(spans) if spans else None
 
 
@@ -80,7 +80,7 @@ def with_summaries(traces: pd.DataFrame, stored: pd.DataFrame) -> pd.DataFrame:
     out["host"] = [
         hosts.get(str(t)) or s.get("host") for t, s in zip(out["trace_id"], summaries, strict=True)
     ]
-    out["duration_s"] = [duration_s(s) for s in summaries]
+    out["duration_ms"] = [duration_ms(s) for s in summaries]
     out["gpu"] = [gpu_text(s) for s in summaries]
     out["top_finding"] = [top_finding(s) for s in summaries]
     out["findings"] = [len(s.get("findings", [])) if s else None for s in summaries]

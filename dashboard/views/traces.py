@@ -1,5 +1,5 @@
 """Traces page: the profiler traces captured for the fleet's jobs, newest first, with each one's
-job, host, time, duration, GPU activity and top finding (`dashboard.trace_list`); a row opens the
+job, time, duration, GPU activity and top finding (`dashboard.trace_list`); a row opens the
 trace. Read-only."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ COLUMNS = {
     "trace_id": Col("trace"),
     "job_id": Col("job"),
     "captured_utc": Col("captured (UTC)"),
-    "duration_s": Col("duration s", "%.1f"),
+    "duration_ms": Col("duration ms", "%.1f"),
     "gpu": Col("GPU"),
     "top_finding": Col("top finding"),
 }
