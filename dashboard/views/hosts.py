@@ -54,12 +54,12 @@ NODES = {
     "cluster": Col("cluster"),
     "gpus": Col("GPUs", "%d"),
     "allocated_gpus": Col("allocated now", "%d"),
+    "jobs_now": Col("jobs now", "%d"),
     "active_pct": Col("GPU active %", "%.1f"),
-    "gpu_mem_max_mib": Col("GPU mem max MiB", "%.0f"),
-    "cpu_busy_pct": Col("CPU busy %", "%.1f"),
+    "gpu_mem_max_gib": Col("GPU mem GiB", "%.1f"),
+    "cpu_busy_pct": Col("CPU %", "%.1f"),
     "load1": Col("load", "%.1f"),
     "mem_used_pct": Col("host mem %", "%.0f"),
-    "running_jobs": Col("running jobs", width="large"),
 }
 
 
@@ -70,15 +70,16 @@ def _nodes(key: str, win: data.Window) -> None:
     table = nodes.node_table(
         state.buckets_for(key, win), state.host_load(key, win.start, win.end, win.bucket_s)
     )
+    table["gpu_mem_max_gib"] = table["gpu_mem_max_mib"] / 1024
     st.subheader("Nodes")
     if table.empty:
         st.info("No GPU samples in this window: pick a longer window in the sidebar.")
         return
     st.caption(
-        "GPU active %: mean over every GPU of the host in the window, allocated or not · CPU "
-        "busy % and load: whole-host means over the window (node_exporter) · host mem %: at the "
-        "newest sample · allocated now / running jobs: in the host's newest bucket · click a row for "
-        "its DCGM panels"
+        "GPU active %: mean over every GPU of the host in the window, allocated or not · GPU mem: "
+        "the most any GPU used · CPU % and load: whole-host means over the window (node_exporter) "
+        "· host mem %: at the newest sample · allocated now / jobs now: in the host's newest "
+        "bucket · click a row for the host's DCGM panels"
     )
     tables.listing(table, NODES, key="nodes_table", page="views/gpus.py", param="host")
 

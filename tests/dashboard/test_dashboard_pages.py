@@ -215,7 +215,7 @@ def test_hosts_page_flags_the_faulty_host(warehouse_env: Warehouse) -> None:
     assert nodes["host"].tolist() == ["e1", "e2", "w1"]
     assert nodes["gpus"].tolist() == [2, 2, 2]
     assert nodes["allocated_gpus"].tolist() == [2, 1, 1]  # in the newest bucket
-    assert nodes["running_jobs"].tolist() == ["train-ok", "stall-1", "stall-1"]
+    assert nodes["jobs_now"].tolist() == [1, 1, 1]
     assert nodes["active_pct"].round(3).tolist() == [90.0, 16.875, 16.875]
     assert nodes["cpu_busy_pct"].tolist() == [20.0, 20.0, 20.0]
     assert nodes["load1"].tolist() == ["-", "-", "-"]  # the test host rows carry no load: "-"

@@ -12,7 +12,7 @@ from dashboard import partial
 T0 = pd.Timestamp("2026-11-16 08:00", tz="UTC")
 
 
-def _rows(*rows: tuple[str, int, str | None, int]) -> pd.DataFrame:
+def _rows(*rows: tuple[int, int, str | None, int]) -> pd.DataFrame:
     """(bucket offset in minutes, GPU, job, samples at 5 s) per row; one host."""
     return pd.DataFrame(
         {
