@@ -23,7 +23,8 @@ def time_x(field: str = "bucket") -> alt.X:
     return alt.X(
         f"{field}:T",
         title="time (UTC)",
-        scale=alt.Scale(type="utc"),
+        # padding: a point on the first or last bucket is drawn whole, not cut at the plot's edge
+        scale=alt.Scale(type="utc", padding=8),
         axis=alt.Axis(labelExpr=_UTC_LABEL, labelOverlap=True),
     )
 

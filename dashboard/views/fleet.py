@@ -160,10 +160,12 @@ def _enough(
     count = int(allocated["bucket"].nunique())
     if count < 3:
         minutes = win.bucket_s // 60
-        st.caption(
-            f"Only {count} bucket(s) of {minutes} min with data in the {label}: pick a shorter "
-            "window in the sidebar (the last hour has 1-minute buckets) to see a curve."
+        advice = (
+            "the curve fills in as data arrives (hollow points: buckets the data covers in part)"
+            if win.bucket_s <= 60
+            else "pick a shorter window in the sidebar (the last hour has 1-minute buckets)"
         )
+        st.caption(f"Only {count} bucket(s) of {minutes} min with data in the {label}: {advice}.")
     return True
 
 
