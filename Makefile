@@ -39,6 +39,7 @@ bench-quick: $(STAMP)
 	$(BIN)/python -m bench.quick
 
 ## make fuzz: the long mutation-fuzz runs: a real server's bodies, then the trace loader's C pass
+## with trace bombs mixed in (gzip bombs, deep nesting, NaN/Infinity times: each must be refused)
 ## (FUZZ_CASES, FUZZ_SEED to change them).
 fuzz: $(STAMP)
 	$(BIN)/python -m bench.fuzz --cases $${FUZZ_CASES:-20000} $${FUZZ_SEED:+--seed $$FUZZ_SEED}

@@ -16,7 +16,6 @@ import tomllib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from importlib.metadata import entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, runtime_checkable
 
@@ -110,13 +109,9 @@ AnalyzerFactory = Callable[..., Analyzer]
 
 
 def discover() -> dict[str, AnalyzerFactory]:
-    """Every registered analyzer factory by name, built-ins and external packages alike."""
-    found: dict[str, AnalyzerFactory] = {}
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        if ep.name in found:
-            raise ConfigError(f"two analyzers registered as {ep.name!r}")
-        found[ep.name] = ep.load()
-    return dict(sorted(found.items()))
+    """Every registered analyzer factory by name, built-ins and external packages alike, through
+    the one plug-in loader (fleetscope.plugins: a name two packages claim fails to load there)."""
+    return {name: factory for name, factory in sorted(plugins.load_group(ENTRY_POINT_GROUP))}
 
 
 def with_thresholds(thresholds: Any, overrides: Mapping[str, Any], name: str) -> Any:

@@ -237,11 +237,16 @@ def cmd_opportunities(args: argparse.Namespace, settings: Settings) -> int:
         payload = {
             "window": args.window,
             "total_gpu_hours": report.total_gpu_hours,
+            "total_kwh": report.total_kwh,
+            "total_money": report.total_money,  # null: no price set
+            "currency": report.currency,
             **{
                 key: [
                     {
                         "key": x.key,
                         "gpu_hours": x.gpu_hours,
+                        "kwh": x.kwh,
+                        "money": x.money,
                         "findings": x.findings,
                         "jobs": sorted(x.jobs),
                         "rules": dict(x.rules),
@@ -258,13 +263,19 @@ def cmd_opportunities(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_job(args: argparse.Namespace, settings: Settings) -> int:
+    from analyzers.accounting.cost import Prices
     from analyzers.plain import plain, to_text, without_gpus
     from analyzers.reports.job import render, summarize
+    from analyzers.run.results import CatalogJobs
 
-    found = [s.finding for s in _store(settings).findings(job_id=args.job)]
+    store = _store(settings)
+    found = [s.finding for s in store.findings(job_id=args.job)]
+    info = CatalogJobs(store.engine).get(args.job)
     conn = _telemetry(settings)
     try:
-        summary = summarize(conn, args.job)
+        summary = summarize(
+            conn, args.job, Prices.from_settings(settings), info.team if info else None
+        )
     except NotFoundError:
         if not found or args.json:
             raise
@@ -280,7 +291,10 @@ def cmd_job(args: argparse.Namespace, settings: Settings) -> int:
         data["findings"] = [f.to_dict() for f in summary.findings]
         print(json.dumps(data, indent=2, default=str))
     else:
-        print(render(summary))
+        from analyzers.reports.slurm_job import jobstats_header
+
+        header = jobstats_header(args.job, summary)  # on a Slurm host: what jobstats prints
+        print(render(summary) if header is None else f"{header}\n\n{render(summary)}")
     return 0
 
 

@@ -24,28 +24,9 @@ from typing import Any
 
 from analyzers.findings import Finding
 
-# Names from /work/shared/rules.md's catalog (R telemetry, P pipeline, T trace rules).
+# The trace rules' names (shared/rules.md's T rules: functions, not rule classes). Every telemetry
+# and pipeline rule carries its own (`rule_names` on its class: analyzers.rule_cards).
 RULE_NAMES: dict[str, str] = {
-    "R1": "Zero utilization",
-    "R2": "Low utilization",
-    "R3": "Idle allocation",
-    "R4": "Low efficiency per user",
-    "R5": "GPU too big for the job",
-    "R6": "Low SM activity",
-    "R7": "Tensor cores unused",
-    "R8": "Memory-bound",
-    "R9": "CPU bottleneck",
-    "R10": "I/O bottleneck",
-    "R11": "Under-utilized or fluctuating",
-    "R12": "Batch size too small",
-    "R13": "GPU memory creeping",
-    "R14": "Stragglers",
-    "R15": "Multi-node fragmentation",
-    "R16": "Throttling",
-    "R17": "Hardware faults",
-    "P1": "Data-loader stall",
-    "P2": "Step-time outliers",
-    "P3": "Data-loader workers",
     "T1": "Idle time",
     "T2": "Launch overhead",
     "T3": "Launch queue full",
@@ -61,12 +42,16 @@ RULE_NAMES: dict[str, str] = {
 }
 
 META = "_meta"  # analyzers.run.results keeps title, job name, bucket and scope here
+KWH, MONEY, CURRENCY = "recoverable_kwh", "recoverable_money", "currency"  # accounting.recoverable
 SYMPTOMS = "symptoms"  # analyzers.rules.causes.SYMPTOMS_KEY: the findings a root cause absorbed
 MAX_ITEMS = 4  # list evidence shows this many items, then "+N more"
 
 
 def rule_name(rule_id: str) -> str:
-    return RULE_NAMES.get(rule_id, rule_id)
+    """The name a reader sees: the installed rule's own, a trace rule's, else the id itself."""
+    from analyzers.rule_cards import installed_names
+
+    return installed_names().get(rule_id) or RULE_NAMES.get(rule_id, rule_id)
 
 
 def utc_time(value: float | datetime) -> str:
@@ -92,6 +77,11 @@ def number(value: float) -> str:
     if abs(value) >= 100:
         return f"{value:,.0f}"
     return f"{value:.3g}"
+
+
+def money(value: float, currency: str) -> str:
+    """`1,234.50 USD`: two decimals, the currency the prices are set in."""
+    return f"{value:,.2f} {currency}".strip()
 
 
 def _seconds(value: float) -> str:
@@ -129,6 +119,8 @@ UNITS: dict[str, Formatter] = {
     "_gib": lambda v: f"{number(v)} GiB",
     "_gb": lambda v: f"{number(v)} GB",
     "_w": lambda v: f"{number(v)} W",
+    "_kwh": lambda v: f"{number(v)} kWh",
+    "_kg": lambda v: f"{number(v)} kg",
     "_c": lambda v: f"{number(v)} °C",
     "_mhz": lambda v: f"{number(v)} MHz",
 }
@@ -210,7 +202,7 @@ KINDS: dict[str, str] = {
 def evidence_rows(evidence: Mapping[str, Any]) -> list[tuple[str, str]]:
     """The evidence as (what, value) rows; `samples` (where the rows are) reads as 'data'. Keys
     that differ only in their unit (`idle_share` and `idle_us`) keep what the unit measures."""
-    keys = [k for k in evidence if k != META]
+    keys = [k for k in evidence if k not in (META, CURRENCY)]
     labels = [label(k) for k in keys]
     rows = []
     for key, what in zip(keys, labels, strict=True):
@@ -220,6 +212,9 @@ def evidence_rows(evidence: Mapping[str, Any]) -> list[tuple[str, str]]:
             continue
         if key == SYMPTOMS and _summaries(value):
             rows += [_symptom_row(symptom) for symptom in value]
+            continue
+        if key == MONEY and isinstance(value, int | float):
+            rows.append((what, money(float(value), str(evidence.get(CURRENCY, "")))))
             continue
         if labels.count(what) > 1:
             suffix = next((s for s in _BY_LENGTH if key.endswith(s) and len(key) > len(s)), "")
@@ -266,7 +261,19 @@ class PlainFinding:
 
     @property
     def heading(self) -> str:
-        return f"{self.rule_id} {self.rule} · {self.severity} · {number(self.gpu_hours)} GPU-h"
+        return f"{self.rule_id} {self.rule} · {self.severity} · {self.recoverable}"
+
+    @property
+    def recoverable(self) -> str:
+        """What a fix returns: GPU-hours, and the kWh and money beside them where known
+        (analyzers.accounting.recoverable)."""
+        parts = [f"{number(self.gpu_hours)} GPU-h"]
+        kwh, cost = self.raw.get(KWH), self.raw.get(MONEY)
+        if isinstance(kwh, int | float):
+            parts.append(f"{number(float(kwh))} kWh")
+        if isinstance(cost, int | float):
+            parts.append(money(float(cost), str(self.raw.get(CURRENCY, ""))))
+        return " · ".join(parts)
 
     @property
     def where(self) -> str:
@@ -344,7 +351,7 @@ def to_text(p: PlainFinding, indent: str = "  ") -> str:
     """The CLI's form (`fleetscope job`): heading, problem, fix, then the evidence table."""
     width = max((len(what) for what, _ in p.evidence), default=0)
     lines = [
-        f"{indent}{p.rule_id:<4} {p.rule} · {p.severity} · {number(p.gpu_hours)} GPU-h recoverable",
+        f"{indent}{p.rule_id:<4} {p.rule} · {p.severity} · {p.recoverable} recoverable",
         f"{indent}     problem: {p.problem}",
         f"{indent}     fix: {p.fix}",
     ]

@@ -6,21 +6,31 @@ its ingest and writer families:
 
 | family | type | labels | what |
 |---|---|---|---|
-| `fleetscope_recoverable_gpu_hours` | gauge | rule, team, job, cluster | open findings' GPU-hours a fix returns, findings whose window ends in the last `analyzers.metrics_window_s` |
+| `fleetscope_recoverable_gpu_seconds` | gauge | rule, team, job_id, hpc_job, cluster | open findings' GPU-seconds a fix returns (GPU-hours x 3600), findings whose window ends in the last `analyzers.metrics_window_s` |
+| `fleetscope_recoverable_energy_joules`, `fleetscope_recoverable_money` | gauge | the same (money: plus currency) | their energy and, where prices are set, money (analyzers.prometheus_energy) |
 | `fleetscope_findings_open` | gauge | rule, severity, team | open (not acknowledged, not suppressed) findings in that window |
-| `fleetscope_job_gpu_efficiency_ratio` | gauge | job, team | active / allocated GPU-hours (where the active fraction is known) over that window's whole hours |
-| `fleetscope_allocated_gpu_hours_total` | counter | cluster | allocated GPU-hours accounted since the warehouse's first sample |
-| `fleetscope_active_gpu_hours_total` | counter | cluster | active GPU-hours (GR_ENGINE_ACTIVE, else GPU_UTIL) |
-| `fleetscope_sm_active_gpu_hours_total` | counter | cluster | SM-active GPU-hours (DCGM_FI_PROF_SM_ACTIVE, where reported) |
+| `fleetscope_job_gpu_efficiency_ratio` | gauge | job_id, hpc_job, team | active / allocated GPU-hours (where the active fraction is known) over that window's whole hours |
+| `fleetscope_allocated_gpu_seconds_total` | counter | cluster | allocated GPU-seconds accounted since the warehouse's first sample |
+| `fleetscope_active_gpu_seconds_total` | counter | cluster | active GPU-seconds (GR_ENGINE_ACTIVE, else GPU_UTIL) |
+| `fleetscope_sm_active_gpu_seconds_total` | counter | cluster | SM-active GPU-seconds (DCGM_FI_PROF_SM_ACTIVE, where reported) |
+| `fleetscope_allocated_gpu_energy_joules_total`, `fleetscope_idle_allocated_gpu_energy_joules_total` | counter | cluster | energy of allocated GPUs, and of those at 0 % utilization (analyzers.prometheus_energy) |
 | `fleetscope_fleet_metrics_refreshed_timestamp_seconds` | gauge | | when the families above were last computed (stale: alert) |
 | `fleetscope_fleet_metrics_refresh_failures_total` | counter | | refreshes that failed; the previous values are served |
 
-Names follow Prometheus's rules (`fleetscope_` prefix, base unit in the name, `_total` on
-counters, `_ratio` for 0-1). Cardinality is bounded: only the `analyzers.metrics_top_jobs` jobs
-with the most recoverable (or allocated) GPU-hours get their own `job` series; every other job is
-summed into `job="other"`. A missing team or cluster is the empty label (Prometheus: no label).
-Summing `fleetscope_recoverable_gpu_hours` over `rule` counts a job flagged by several rules once
-per rule; `max by (job)` gives what `fleetscope opportunities` reports per job.
+Names follow Prometheus's rules (`fleetscope_` prefix, the base unit in the name: seconds, never
+hours, as `promtool check metrics` asks; `_total` on counters, `_ratio` for 0-1; a dashboard divides
+by 3600 to show GPU-hours). The job label is `job_id`, never `job`: Prometheus sets `job` on every
+scraped series to the scrape job's name and, under the default `honor_labels: false`, renames a
+`job` label it finds to `exported_job` (prometheus.io/docs/prometheus/latest/configuration,
+honor_labels), which would break every rule and dashboard that selects on it. A Slurm job (its
+catalog record came from Slurm: the prolog, scontrol, sacct or a Slurm import) also carries its id
+as `hpc_job`, the label dcgm-exporter's HPC job mapping puts on the GPUs' series, so the two join
+on it without a label_replace; other jobs have no `hpc_job` (an empty label). Cardinality is
+bounded: only the `analyzers.metrics_top_jobs` jobs with the most recoverable (or allocated)
+GPU-hours get their own `job_id` series; every other job is summed into `job_id="other"`. A missing
+team or cluster is the empty label (Prometheus: no label). Summing
+`fleetscope_recoverable_gpu_seconds` over `rule` counts a job flagged by several rules once per
+rule; `max by (job_id)` gives what `fleetscope opportunities` reports per job.
 
 The counters are the accounting of `analyzers.accounting` (through `analyzers.accounting.usage`)
 over consecutive closed windows: each refresh adds the hours of [last end, now - lateness_s), so
@@ -61,17 +71,23 @@ from typing import TYPE_CHECKING, Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from analyzers.prometheus_energy import energy_counters, evidence_series
+from analyzers.prometheus_energy import families as energy_families
 from analyzers.prometheus_hours import HourRows
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
 
+    from analyzers.findings import Finding
     from analyzers.prometheus_sources import Telemetry
     from analyzers.run.results import StoredFinding
 
 log = logging.getLogger(__name__)
 
-OTHER = "other"  # the one `job` series every job outside the top N is summed into
+# The catalog's jobs.scheduler values that mean Slurm: collector.owners' sources (the prolog's
+# record, the job's environment, scontrol, sacct) and a POST /v1/jobs import naming it.
+SLURM_SCHEDULERS = frozenset({"slurm", "slurm-prolog", "slurm-env", "scontrol", "sacct"})
+OTHER = "other"  # the one `job_id` series every job outside the top N is summed into
 HOUR_S = 3600.0
 
 
@@ -143,8 +159,11 @@ class Snapshot:
     """Label tuples -> values of every family, as of one refresh."""
 
     recoverable: dict[tuple[str, str, str, str], float] = field(default_factory=dict)
+    recoverable_joules: dict[tuple[str, ...], float] = field(default_factory=dict)
+    recoverable_money: dict[tuple[str, ...], float] = field(default_factory=dict)
     open_findings: dict[tuple[str, str, str], int] = field(default_factory=dict)
     efficiency: dict[tuple[str, str], float] = field(default_factory=dict)
+    slurm_jobs: frozenset[str] = frozenset()  # their job_id is also their hpc_job
 
 
 @dataclass
@@ -155,6 +174,11 @@ class Totals:
     allocated_h: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     active_h: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     sm_h: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    energy_j: dict[str, float] = field(default_factory=lambda: defaultdict(float))  # allocated
+    idle_energy_j: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+
+
+COUNTED = ("allocated_h", "active_h", "sm_h", "energy_j", "idle_energy_j")  # Totals' counters
 
 
 class FleetCollector(Collector):
@@ -197,15 +221,28 @@ class FleetCollector(Collector):
         if not self.exporting:
             return
         snapshot, totals = self._current()
+        recoverable_labels = ["rule", "team", "job_id", "hpc_job", "cluster"]
         recoverable = GaugeMetricFamily(
-            "fleetscope_recoverable_gpu_hours",
-            "GPU-hours a fix would return, open findings in the metrics window (top jobs, rest "
-            'in job="other"); max by (job) avoids counting a job once per rule.',
-            labels=["rule", "team", "job", "cluster"],
+            "fleetscope_recoverable_gpu_seconds",
+            "GPU-seconds a fix would return, open findings in the metrics window (top jobs, rest "
+            'in job_id="other"); max by (job_id) avoids counting a job once per rule.',
+            labels=recoverable_labels,
         )
-        for labels, hours in sorted(snapshot.recoverable.items()):
-            recoverable.add_metric(list(labels), round(hours, 6))
+        slurm = snapshot.slurm_jobs
+        for (rule, team, job, cluster), hours in sorted(snapshot.recoverable.items()):
+            hpc_job = job if job in slurm else ""
+            recoverable.add_metric([rule, team, job, hpc_job, cluster], round(hours * HOUR_S, 3))
         yield recoverable
+
+        def with_hpc_job(key: tuple[str, ...]) -> tuple[str, ...]:  # the same series' labels
+            rule, team, job, *rest = key
+            return (rule, team, job, job if job in slurm else "", *rest)
+
+        yield from energy_families(
+            {with_hpc_job(k): v for k, v in snapshot.recoverable_joules.items()},
+            {with_hpc_job(k): v for k, v in snapshot.recoverable_money.items()},
+            recoverable_labels,
+        )
         open_findings = GaugeMetricFamily(
             "fleetscope_findings_open",
             "Open findings (not acknowledged or suppressed) whose window ends in the metrics window.",
@@ -216,23 +253,25 @@ class FleetCollector(Collector):
         yield open_findings
         efficiency = GaugeMetricFamily(
             "fleetscope_job_gpu_efficiency_ratio",
-            'Active / allocated GPU-hours over the metrics window (top jobs, rest in job="other").',
-            labels=["job", "team"],
+            "Active / allocated GPU-hours over the metrics window (top jobs, rest in "
+            'job_id="other").',
+            labels=["job_id", "hpc_job", "team"],
         )
-        for job_team, ratio in sorted(snapshot.efficiency.items()):
-            efficiency.add_metric(list(job_team), round(ratio, 6))
+        for (job, team), ratio in sorted(snapshot.efficiency.items()):
+            efficiency.add_metric([job, job if job in slurm else "", team], round(ratio, 6))
         yield efficiency
         for name, per_cluster, text in (
-            ("fleetscope_allocated_gpu_hours", totals.allocated_h, "Allocated GPU-hours"),
-            ("fleetscope_active_gpu_hours", totals.active_h, "Active GPU-hours"),
-            ("fleetscope_sm_active_gpu_hours", totals.sm_h, "SM-active GPU-hours"),
+            ("fleetscope_allocated_gpu_seconds", totals.allocated_h, "Allocated GPU-seconds"),
+            ("fleetscope_active_gpu_seconds", totals.active_h, "Active GPU-seconds"),
+            ("fleetscope_sm_active_gpu_seconds", totals.sm_h, "SM-active GPU-seconds"),
         ):
             family = CounterMetricFamily(
                 name, f"{text} accounted since the warehouse's first sample.", labels=["cluster"]
             )
             for cluster, hours in sorted(per_cluster.items()):
-                family.add_metric([cluster], round(hours, 6))
+                family.add_metric([cluster], round(hours * HOUR_S, 3))
             yield family
+        yield from energy_counters(totals.energy_j, totals.idle_energy_j)
         yield GaugeMetricFamily(
             "fleetscope_fleet_metrics_refreshed_timestamp_seconds",
             "When the findings and GPU-hour families above were last computed (0: never).",
@@ -280,7 +319,7 @@ class FleetCollector(Collector):
         with self._lock:
             totals = self._totals
             copy = Totals(totals.through_s)
-            for name in ("allocated_h", "active_h", "sm_h"):
+            for name in COUNTED:
                 getattr(copy, name).update(getattr(totals, name))
             return self._snapshot, copy
 
@@ -315,6 +354,7 @@ class FleetCollector(Collector):
                     totals.allocated_h[str(cluster)] += float(group["gpu_h"].sum())
                     totals.active_h[str(cluster)] += float(group["active_h"].sum())
                     totals.sm_h[str(cluster)] += float(group["sm_h"].sum())
+                energy_totals(con, Window(_utc(start_s), _utc(end_s)), self, totals)
                 totals.through_s = end_s
             fresh = gpu_buckets(
                 con,
@@ -327,23 +367,28 @@ class FleetCollector(Collector):
             con.close()
         hours = self._hours.updated(fresh, hours_from_s, now_s, self._window_s, self._lateness_s)
         per_job = job_efficiency(fresh if hours.rows is None else hours.rows)  # rows: always set
-        teams, clusters = self._job_facts(stored, per_job)
+        teams, clusters, slurm = self._job_facts(stored, per_job)
+        joules, money = recoverable_energy(stored, clusters, self._top_jobs)
         snapshot = Snapshot(
+            slurm_jobs=frozenset(slurm),
             recoverable=recoverable_series(stored, clusters, self._top_jobs),
+            recoverable_joules=joules,
+            recoverable_money=money,
             open_findings=open_counts(stored),
             efficiency=efficiency_series(per_job, teams, self._top_jobs),
         )
         # Nothing is kept from a failed refresh: the next one reads the same hours again.
         self._snapshot, self._hours = snapshot, hours
-        for name in ("allocated_h", "active_h", "sm_h"):
+        for name in COUNTED:
             for cluster, hours_h in getattr(totals, name).items():
                 getattr(self._totals, name)[cluster] += hours_h
         self._totals.through_s = totals.through_s
 
     def _job_facts(
         self, stored: list[StoredFinding], per_job: Any
-    ) -> tuple[dict[str, str], dict[str, str]]:
-        """Team and cluster of every job: the catalog's jobs table, else findings and samples."""
+    ) -> tuple[dict[str, str], dict[str, str], set[str]]:
+        """Team and cluster of every job: the catalog's jobs table, else findings and samples;
+        and which jobs Slurm runs (their catalog record's scheduler)."""
         from sqlalchemy import select
 
         from warehouse.catalog.fleet import jobs
@@ -355,17 +400,21 @@ class FleetCollector(Collector):
         for s in stored:
             if s.finding.job_id and s.finding.team:
                 teams.setdefault(s.finding.job_id, s.finding.team)
+        slurm: set[str] = set()
         wanted = sorted(set(clusters) | {s.finding.job_id for s in stored if s.finding.job_id})
         with self._catalog.connect() as conn:
             for start in range(0, len(wanted), 500):  # only the jobs in the window, in chunks
                 chunk = wanted[start : start + 500]
-                query = select(jobs.c.job_id, jobs.c.team, jobs.c.cluster)
-                for job_id, team, cluster in conn.execute(query.where(jobs.c.job_id.in_(chunk))):
+                query = select(jobs.c.job_id, jobs.c.team, jobs.c.cluster, jobs.c.scheduler)
+                rows = conn.execute(query.where(jobs.c.job_id.in_(chunk)))
+                for job_id, team, cluster, scheduler in rows:
                     if team:
                         teams[job_id] = team
                     if cluster:
                         clusters[job_id] = cluster
-        return teams, clusters
+                    if scheduler in SLURM_SCHEDULERS:
+                        slurm.add(job_id)
+        return teams, clusters, slurm
 
 
 def _utc(epoch_s: float) -> datetime:
@@ -391,6 +440,35 @@ def recoverable_series(
         label = job if job in top else OTHER
         out[(f.rule_id, f.team or "", label, clusters.get(job, ""))] += f.wasted_gpu_hours
     return dict(out)
+
+
+def energy_totals(con: Any, window: Any, collector: FleetCollector, totals: Totals) -> None:
+    """The allocated and idle-allocated energy of [window) per cluster onto `totals`
+    (analyzers.accounting.energy: raw samples; a job's sample at a refresh boundary is power
+    integrated, its counter delta to the next refresh's first sample not being read)."""
+    from analyzers.accounting.energy import J_PER_KWH, job_energy
+
+    frame = job_energy(con, window, collector._default_interval_s, max_gap_s=collector._max_gap_s)
+    frame = frame[frame["job_id"].notna()]
+    for cluster, group in frame.groupby(frame["cluster"].fillna("")):
+        totals.energy_j[str(cluster)] += float(group["energy_kwh"].sum()) * J_PER_KWH
+        totals.idle_energy_j[str(cluster)] += float(group["idle_energy_kwh"].sum()) * J_PER_KWH
+
+
+def recoverable_energy(
+    stored: list[StoredFinding], clusters: dict[str, str], top_jobs: int
+) -> tuple[dict[tuple[str, ...], float], dict[tuple[str, ...], float]]:
+    """`recoverable_series`'s series, valued in joules and money (analyzers.prometheus_energy)."""
+    per_job: dict[str, float] = defaultdict(float)
+    for s in stored:
+        per_job[s.finding.job_id or ""] += s.finding.wasted_gpu_hours
+    top = top_keys(per_job, top_jobs)
+
+    def key(f: Finding) -> tuple[str, ...]:
+        job = f.job_id or ""
+        return (f.rule_id, f.team or "", job if job in top else OTHER, clusters.get(job, ""))
+
+    return evidence_series([s.finding for s in stored], key)
 
 
 def open_counts(stored: list[StoredFinding]) -> dict[tuple[str, str, str], int]:

@@ -43,6 +43,15 @@ AUTOPROFILE = {
     "FLEETSCOPE_AUTOPROFILE_TICK_S": "10",
     "FLEETSCOPE_AUTOPROFILE_PERIODIC": "false",
 }
+# Example prices, so the tour shows money; every page that shows money says they are examples
+# (cost.prices_note). fleetscope itself has no default price (fleetscope/settings/rows_cost.py).
+DEMO_PRICES = {
+    "FLEETSCOPE_COST_CURRENCY": "USD",
+    "FLEETSCOPE_COST_GPU_HOUR_PRICES": "NVIDIA H100 80GB HBM3=2.50, NVIDIA A100 80GB PCIe=1.20",
+    "FLEETSCOPE_COST_PRICES_NOTE": "Example prices set by fleetscope demo (USD per GPU-hour: "
+    "H100 2.50, A100 1.20) and an example grid intensity (400 g CO2e per kWh), not quotes.",
+    "FLEETSCOPE_COST_GRID_GCO2E_PER_KWH": "400",
+}
 
 
 def register(subparsers: Any) -> None:
@@ -96,6 +105,7 @@ def run_demo(args: argparse.Namespace, settings: Settings) -> int:
         "FLEETSCOPE_DASHBOARD_PORT": str(dashboard_port),
         "FLEETSCOPE_DASHBOARD_DEFAULT_WINDOW": "last hour",  # the demo's data is minutes old
         **AUTOPROFILE,
+        **DEMO_PRICES,
     }
     with Supervisor(log_dir=root / "logs") as supervisor:
         supervisor.start("server", [_bin("fleetscope"), "server"], common)

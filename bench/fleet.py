@@ -169,14 +169,39 @@ def bench_ingest(
     return out
 
 
+def files_per_partition(fleet: dict[str, Any], wall_s: float) -> dict[str, float]:
+    """Data files per (day, cluster) partition of gpu_samples after the gateway's ingest run, then
+    after one compaction pass (warehouse.fleet.upkeep.compact, what the hourly upkeep runs); the
+    most in any partition, and how long the run that wrote them took."""
+    from fleetscope.settings import load_settings
+    from warehouse.fleet.tables import FleetConfig, FleetTables
+    from warehouse.fleet.upkeep import compact, file_count, partitions
+
+    tables = FleetTables(FleetConfig.from_settings(load_settings(env=env_for(fleet))))
+    parts = partitions(tables, "gpu_samples")
+    before = [file_count(tables, part) for part in parts]
+    for part in parts:
+        compact(tables, part)
+    after = [file_count(tables, part) for part in parts]
+    return {
+        "partitions": len(parts),
+        "files_before": max(before, default=0),
+        "files_after": max(after, default=0),
+        "run_s": wall_s,
+    }
+
+
 # -- 2. catalog commits ------------------------------------------------------------------------
-def committer(fleet: dict[str, Any], seconds: float, start: Any, results: Any) -> None:
+def committer(
+    fleet: dict[str, Any], seconds: float, start: Any, results: Any, locked: bool = False
+) -> None:
     import logging
 
     from pyiceberg.exceptions import CommitFailedException
 
     from fleetscope.settings import load_settings
     from simulator.maker.batches import gpu_batch
+    from warehouse.fleet.commit_lock import table_commit_lock
     from warehouse.fleet.tables import FleetConfig, FleetTables, to_table_schema
 
     retried = [0]
@@ -194,12 +219,19 @@ def committer(fleet: dict[str, Any], seconds: float, start: Any, results: Any) -
     tables = FleetTables(FleetConfig.from_settings(load_settings(env=env_for(fleet))))
     table = tables.table("gpu_samples")
     rows = to_table_schema(gpu_batch("commit-bench", timestamps=2), table)
+    engine = create_engine(fleet["warehouse.catalog_url"])
     commits = conflicts = 0
     start.wait()
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         try:
-            table.append(rows)
+            if locked:  # what a gateway does: one committer at a time per table
+                identifier = tables.identifier("gpu_samples")
+                with table_commit_lock(engine, identifier, time.monotonic() + 60):
+                    table.refresh()
+                    table.append(rows)
+            else:
+                table.append(rows)
             commits += 1
         except CommitFailedException:
             conflicts += 1
@@ -207,13 +239,16 @@ def committer(fleet: dict[str, Any], seconds: float, start: Any, results: Any) -
     results.put((commits, conflicts + retried[0]))
 
 
-def bench_commits(fleet: dict[str, Any], seconds: float) -> dict[int, dict[str, float]]:
+def bench_commits(
+    fleet: dict[str, Any], seconds: float, locked: bool = False, counts: tuple[int, ...] = (1, 2, 4)
+) -> dict[int, dict[str, float]]:
     ctx = mp.get_context("spawn")
     out = {}
-    for n in (1, 2, 4):
+    for n in counts:
         start, results = ctx.Barrier(n + 1), ctx.Queue()
         procs = [
-            ctx.Process(target=committer, args=(fleet, seconds, start, results)) for _ in range(n)
+            ctx.Process(target=committer, args=(fleet, seconds, start, results, locked))
+            for _ in range(n)
         ]
         for p in procs:
             p.start()
@@ -305,6 +340,15 @@ def bench_analyzers(fleet: dict[str, Any], days: int, clusters: int) -> dict[int
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="bench.fleet")
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument(
+        "--commits-only",
+        action="store_true",
+        help="only part 2, for 1 and 3 committers, optimistic (each appends and retries on a "
+        "conflict) against one at a time per table (warehouse.fleet.commit_lock)",
+    )
+    parser.add_argument(
+        "--ingest-only", action="store_true", help="only part 1 and the files per partition"
+    )
     args = parser.parse_args(argv)
     agents, batches, timestamps = (8, 10, 20) if args.quick else (16, 20, 30)
     days, clusters, gpus = (2, 2, 16) if args.quick else (2, 4, 32)
@@ -330,10 +374,29 @@ def main(argv: list[str]) -> int:
     }
     try:
         wait_http(f"http://127.0.0.1:{s3_port}/")
+        if args.commits_only:
+            from fleetscope.settings import load_settings
+            from warehouse.fleet.tables import FleetConfig, ensure_bucket
+
+            ensure_bucket(FleetConfig.from_settings(load_settings(env=env_for(fleet))))
+            load_before = os.getloadavg()
+            for locked in (False, True):
+                namespace = "locked" if locked else "optimistic"
+                got = bench_commits(
+                    {**fleet, "fleet.namespace": namespace}, commit_s, locked, counts=(1, 3)
+                )
+                print("commits", namespace, got, flush=True)
+            print("load before", load_before, "after", os.getloadavg())
+            return 0
         with tempfile.TemporaryDirectory(prefix="fleet-bench-") as work:
             load_before = os.getloadavg()
             ingest = bench_ingest(fleet, Path(work), agents, batches, timestamps)
             print("ingest", ingest, flush=True)
+            files = files_per_partition(fleet, ingest["fleet gateway"]["wall_s"])
+            print("files per partition", files, flush=True)
+            if args.ingest_only:
+                print("load before", load_before, "after", os.getloadavg())
+                return 0
             commits = bench_commits({**fleet, "fleet.namespace": "commits"}, commit_s)
             print("commits", commits, flush=True)
             an_fleet = {**fleet, "fleet.namespace": "analyzers"}

@@ -55,12 +55,6 @@ def _traces() -> float:
     return min(r["speedup"] for r in rows)
 
 
-def _trace_engines() -> float:
-    from bench.trace_engines import quick_ratio
-
-    return quick_ratio()
-
-
 def _agent_scrape() -> float:
     from bench.agent_scrape import run
 
@@ -87,11 +81,6 @@ def _agent_parse() -> float:
 
 CHECKS = (
     Check("traces", "whole-command speed-up over HTA, slowest trace", _traces),
-    Check(
-        "trace_engines",
-        "small trace, numpy engine's whole command / the command's",
-        _trace_engines,
-    ),
     Check("agent_parse", "parser speed-up over prometheus_client, slowest page", _agent_parse),
     Check(
         "agent_scrape",

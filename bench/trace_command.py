@@ -46,12 +46,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from analyzers.traces.engine import LITE_MAX_TEXT_BYTES, text_bytes
 from bench.traces import ensure_hta_venv
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "RESULTS.md"
-SECTION = "## Trace analysis as a whole command (issue 19)"
+SECTION = "## Trace analysis as a whole command (issue 19; one engine since issue 29)"
 DEFAULT_TRACES = Path(os.environ.get("FLEETSCOPE_TRACE_DIR", "/work/shared/data/traces"))
 QUICK = ("hta_amd_mi250_minitoy", "hta_nccl_data_rank0")
 FLOOR_KEY = "whole-command speed-up over HTA, slowest trace"
@@ -237,13 +236,9 @@ def bench_trace(
     floor = json.loads(floor_out.strip().splitlines()[-1])
     files = [p for p in trace_dir.iterdir() if p.is_file()]
     hta, ours = statistics.median(hta_s), statistics.median(ours_s)
-    text = text_bytes([trace_dir])
     return {
         "trace": trace_dir.name,
         "gz_mb": sum(p.stat().st_size for p in files) / 1e6,
-        # The engine the command picks by size (analyzers/traces/engine.py); a lite run that
-        # gives up is answered by numpy, and its time says so.
-        "engine": "lite" if text is not None and text <= LITE_MAX_TEXT_BYTES else "numpy",
         "hta_s": hta,
         "ours_s": ours,
         "speedup": hta / ours,
@@ -290,18 +285,18 @@ def render(
         f"({startup['numpy_pool_s']:.3f} s with OpenBLAS's thread pool), HTA's venv `python -c 'import "
         f"hta.trace_analysis'` {startup['hta_import_s']:.3f} s.",
         "",
-        "| trace | gz MB | engine | HTA whole run s | fleetscope whole command s | speed-up | load | "
+        "| trace | gz MB | HTA whole run s | fleetscope whole command s | speed-up | load | "
         "our load s | floor s (gunzip + typed decode) | of which gunzip s | load / floor |",
-        "|---|---:|---|---:|---:|---:|---|---:|---:|---:|---:|",
+        "|---|---:|---:|---:|---:|---|---:|---:|---:|---:|",
     ]
     for r in rows:
         lines.append(
-            f"| {r['trace']} | {r['gz_mb']:.2f} | {r['engine']} | {r['hta_s']:.3f} | {r['ours_s']:.3f} | "
+            f"| {r['trace']} | {r['gz_mb']:.2f} | {r['hta_s']:.3f} | {r['ours_s']:.3f} | "
             f"{r['speedup']:.1f}x | {r['load_min']:.1f}-{r['load_max']:.1f} | {r['load_s']:.3f} | "
             f"{r['floor_s']:.3f} | {r['gunzip_s']:.3f} | {r['load_s'] / r['floor_s']:.2f} |"
         )
     lines += [
-        f"| **all traces** | {sum(r['gz_mb'] for r in rows):.2f} | | {hta:.3f} | {ours:.3f} | "
+        f"| **all traces** | {sum(r['gz_mb'] for r in rows):.2f} | {hta:.3f} | {ours:.3f} | "
         f"{hta / ours:.1f}x | | {sum(r['load_s'] for r in rows):.3f} | "
         f"{sum(r['floor_s'] for r in rows):.3f} | {sum(r['gunzip_s'] for r in rows):.3f} | "
         f"{sum(r['load_s'] for r in rows) / sum(r['floor_s'] for r in rows):.2f} |",
@@ -317,73 +312,22 @@ def render(
 
 
 def _verdict(rows: list[dict[str, Any]], startup: dict[str, float], editable: bool) -> str:
-    """Met or not, trace by trace, and what bounds the traces that miss (from this run)."""
-    worst = min(r["speedup"] for r in rows)
+    """What the figures say, from this run: the one numpy engine, no start-up tricks (issue 29)."""
+    worst = min(rows, key=lambda r: r["speedup"])
     hta = sum(r["hta_s"] for r in rows)
     ours = sum(r["ours_s"] for r in rows)
-    met = [r["trace"] for r in rows if r["speedup"] >= 10.0]
-    missed = [r for r in rows if r["speedup"] < 10.0]
-    smallest = min(
-        (r for r in rows if r["engine"] == "numpy"), key=lambda r: r["gz_mb"], default=None
-    )
-    near = [r["load_s"] / r["floor_s"] for r in rows if r["gz_mb"] > 0.1] or [0.0]
-    floor_s = startup["numpy_s"]
-    verdict = "**met**" if not missed else "**not met**"
-    text = (
-        f"Target >= 10x on every trace: {verdict} (slowest {worst:.1f}x, all traces "
-        f"{hta / ours:.1f}x; at 10x or more: {', '.join(met) or 'none'}). "
-    )
-    if missed:
-        text += (
-            "What bounds the others, from this run: 10x means "
-            + ", ".join(f"{r['trace']} <= {r['hta_s'] / 10:.3f} s" for r in missed)
-            + f" for our whole command, while starting Python and importing numpy and msgspec "
-            f"alone take {floor_s:.3f} s"
-            + (
-                f" (10x on the smallest numpy-engine trace, {smallest['trace']}, is below that "
-                "floor)"
-                if smallest is not None and smallest["hta_s"] / 10 < floor_s
-                else ""
-            )
-            + "; on the larger traces our time is that "
-            "start-up, our own imports (argparse, the trace modules: ~0.03 s), a load at "
-            f"{min(near):.1f}-{max(near):.1f}x the gunzip + typed-decode floor (traces over "
-            "0.1 MB) and the 17 analyses and rules (0.015-0.045 s in process, the what-if "
-            "replays half of it). "
+    return (
+        f"One engine (numpy), the files loaded in process (issue 29 removed the small-trace "
+        f"engine, the forked prefetch and standby, and their switches). Slowest trace "
+        f"{worst['trace']} {worst['speedup']:.1f}x, all traces {hta / ours:.1f}x. Of our whole "
+        f"command, starting Python and importing numpy and msgspec alone take "
+        f"{startup['numpy_s']:.3f} s"
+        + (
+            f"; this editable checkout's finder adds {startup['editable_s']:.3f} s"
+            if editable
+            else ""
         )
-    return text + (
-        "Levers applied (issue 19): ours is timed as installed (before, this editable checkout "
-        "with PYTHONDONTWRITEBYTECODE set compiled ~50 modules in every run, ~36 ms, and site "
-        f"ran the editable finder, {startup['editable_s']:.3f} s this run"
-        + (", still paid in these figures" if editable else "")
-        + "); installed entry points come from a cache keyed on the "
-        "import path's stamps (fleetscope/entry_point_cache.py; the scan of every "
-        "distribution cost ~40 ms a run); `trace analyze` runs standalone, without the "
-        "settings loader, logging set-up and demo hook it never used (~25 ms); no numpy.ma "
-        "(numpy 2's `np.unique` imports it, ~7 ms; analyzers/traces/stats.py has exact "
-        "`percentile`/`unique`/`isin`); the launch and queue joins and HTA's correlation index "
-        "in numpy; earlier, modules imported on first use and zlib-ng's inflate; second round, "
-        "`--format json` written by msgspec (byte-identical, the stdlib where msgspec would "
-        "write otherwise) and the console script ending the command with `os._exit` after "
-        "flushing and `atexit` (no interpreter teardown, 10-17 ms), HTA's rank key looked for "
-        "with numpy from its rarest byte (~7 ms on resnet50_nw0); third round, the events read "
-        "straight into columns by an optional C pass (analyzers/traces/_kineto_columns.c: "
-        "the load 2-2.5x less CPU than msgspec's structs turned into columns in Python; "
-        "strict JSON of the structs' shapes only, everything else left to msgspec), the rank "
-        "key found by memchr in it, one OpenBLAS thread (its pool cost ~30 ms of CPU a run), "
-        "msgspec's JSON kept when a float needs Python's spelling (rewritten in place), and "
-        "exact shortcuts in the analyses (AMP's kernel kinds, one window against a merged "
-        "set, launch calls sorted once per replay); ninth session, traces up to "
-        f"{LITE_MAX_TEXT_BYTES >> 20} MiB of text computed without numpy (analyzers/traces/"
-        "listnp.py, the same analysis code on Python lists with numpy's exact results; a numpy "
-        "standby forked on the free core answers whatever lite cannot, engine.py and "
-        "standby.py), the numpy engine's parent importing no msgspec or zlib-ng when a prefetch "
-        "child loaded the file, and numpy's docstring modules left unrun (numpy_docs.py). "
-        "Not done: inflating in a "
-        "second thread while the main one imports and decodes (measured twice: it lost ~30 ms "
-        "on the shared machine, and 10 ms on ns_resolution at load 1.7 in the second round, "
-        "with long tails under load: every chunk is a GIL hand-over), a cache of parsed "
-        "columns between runs (it would help a second run of the same trace, not the first)."
+        + "; the rest is our imports, the load (table) and the 17 analyses and rules."
     )
 
 

@@ -17,6 +17,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from fleetscope.process_metrics import register_process_metrics
+
 
 class AgentMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
@@ -46,11 +48,12 @@ class AgentMetrics:
             "Batches ingest refused as malformed (4xx), moved to the dead-letter folder.",
             registry=r,
         )
-        self.batches_dropped = Gauge(
-            "fleetscope_agent_batches_dropped",
-            "Batches dropped since start because the spool reached agent.spool_max_bytes.",
+        self.batches_dropped = Counter(
+            "fleetscope_agent_batches_dropped_total",
+            "Batches dropped because the spool reached agent.spool_max_bytes.",
             registry=r,
         )
+        self._dropped_seen = 0
         self.spool_depth = Gauge(
             "fleetscope_agent_spool_depth_batches", "Batches waiting in the spool.", registry=r
         )
@@ -65,6 +68,14 @@ class AgentMetrics:
             "Unix time of the last successful GPU scrape.",
             registry=r,
         )
+        register_process_metrics(r, "agent")
+
+    def record_dropped(self, dropped_since_start: int) -> None:
+        """Advance the dropped-batches counter to the spool's running total (a counter only
+        goes up; the spool counts, the metric follows it)."""
+        if dropped_since_start > self._dropped_seen:
+            self.batches_dropped.inc(dropped_since_start - self._dropped_seen)
+            self._dropped_seen = dropped_since_start
 
 
 class MetricsServer:

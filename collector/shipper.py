@@ -151,7 +151,7 @@ class Shipper:
     def _update_gauges(self) -> None:
         self.metrics.spool_depth.set(self.spool.depth)
         self.metrics.spool_bytes.set(self.spool.bytes)
-        self.metrics.batches_dropped.set(self.spool.dropped)
+        self.metrics.record_dropped(self.spool.dropped)
 
     def run(self, stop: threading.Event, idle_wait_s: float = 30.0) -> None:
         """The sender thread: drain, then wait for new batches or the backoff delay.

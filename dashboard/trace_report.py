@@ -22,9 +22,11 @@ import pandas as pd
 from analyzers.findings import Finding
 
 __all__ = [
+    "AnalysisSection",
     "RankView",
     "StepView",
     "TraceView",
+    "analysis_sections",
     "analyze_document",
     "headline",
     "read_trace",
@@ -66,6 +68,19 @@ class StepView:
 
 
 @dataclass(frozen=True)
+class AnalysisSection:
+    """One registered analysis as stored, for one rank: its title (the registry's; the name for
+    an analysis no longer installed), its tables (the rank's rows, or the whole table when it has
+    no `rank` column) and its notes. Built for every analysis in the document, whatever it is,
+    so a new analysis module shows on the page without a line here (issue 29)."""
+
+    name: str
+    title: str
+    tables: tuple[tuple[str, pd.DataFrame], ...]
+    notes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class TraceView:
     """Every rank with GPU activity, every rank's steps (CPU-only ranks too), every finding, and
     the notes of the analyses (CPU-only ranks, models)."""
@@ -75,6 +90,7 @@ class TraceView:
     notes: tuple[str, ...]
     steps: dict[int, StepView] = field(default_factory=dict)
     findings: tuple[Finding, ...] = ()
+    sections: dict[int, tuple[AnalysisSection, ...]] = field(default_factory=dict)
 
 
 def analyze_document(path: Path, *, hta_compatible: bool = False) -> Document:
@@ -146,7 +162,42 @@ def trace_view(document: Document) -> TraceView:
         (*document["notes"], *notes),
         steps=_step_views(analyses),
         findings=tuple(Finding.from_dict(f) for f in document["findings"]),
+        sections={
+            rank: analysis_sections(document, rank)
+            for rank in sorted(map(int, document.get("ranks", ranks)))
+        },
     )
+
+
+def _titles() -> dict[str, str]:
+    from analyzers.traces.analyses import load_registry
+
+    return {name: spec.title for name, spec in load_registry().items()}
+
+
+def analysis_sections(document: Document, rank: int) -> tuple[AnalysisSection, ...]:
+    """Every analysis of the stored document, in its stored (report) order, for one rank."""
+    titles = _titles()
+    sections = []
+    for name, result in document["analyses"].items():
+        tables = []
+        for table_name, stored in result.get("tables", {}).items():
+            columns, rows = list(stored["columns"]), stored["rows"]
+            if "rank" in columns:
+                at = columns.index("rank")
+                rows = [row[:at] + row[at + 1 :] for row in rows if row[at] == rank]
+                columns.pop(at)
+            if rows:
+                tables.append((table_name, pd.DataFrame(rows, columns=columns).infer_objects()))
+        sections.append(
+            AnalysisSection(
+                name=name,
+                title=titles.get(name, name.replace("_", " ")),
+                tables=tuple(tables),
+                notes=tuple(result.get("notes", ())),
+            )
+        )
+    return tuple(sections)
 
 
 def _number(value: Any) -> float:

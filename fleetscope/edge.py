@@ -88,9 +88,6 @@ def _run_standalone(
     made (~8 ms). A caller that goes on (a test calling `main`) gets it back."""
     was_enabled = gc.isenabled()
     gc.disable()
-    # Whether the command may replace or end the process (a trace analysis re-runs itself on
-    # numpy when its small-trace engine cannot answer exactly, analyzers/traces/engine.py).
-    args.whole_process = exit_process
     try:
         code = standalone(args)
         if exit_process and code == 0:

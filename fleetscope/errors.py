@@ -11,7 +11,11 @@ codes and status codes. A user mistake never ends in a traceback.
     │   └── MetricsParseError    exposition text that cannot be parsed (names the line)
     ├── TraceError               a profiler trace cannot be read
     │   ├── CorruptTraceError    not JSON / not gzip / not a Kineto trace
-    │   └── TruncatedTraceError  the file ends early
+    │   │   ├── TraceNestingError    JSON nested deeper than a decoder goes (exit 11)
+    │   │   └── NonFiniteTraceError  NaN or Infinity as an event's `ts` or `dur` (exit 12)
+    │   ├── TruncatedTraceError  the file ends early
+    │   ├── TraceBudgetError     a gzip file inflates past the decompression budget (exit 10)
+    │   └── NotRegularFileError  a path that is not a regular file: a FIFO, a device (exit 13)
     ├── IngestError              ingest refused a batch (carries the HTTP status and message)
     │   ├── AuthError            missing or wrong bearer token
     │   └── PayloadTooLargeError the body is over the configured limit
@@ -66,6 +70,32 @@ class CorruptTraceError(TraceError):
 
 class TruncatedTraceError(TraceError):
     pass
+
+
+# The refusals of issue 28 ("the trace command fails fast and clearly"), each with an exit code
+# of its own so that a script can tell a hostile or broken input from an unreadable one.
+class TraceBudgetError(TraceError):
+    """A gzip trace inflates past its ratio or absolute budget (a decompression bomb)."""
+
+    exit_code = 10
+
+
+class TraceNestingError(CorruptTraceError):
+    """JSON nested deeper than the decoders go (a Kineto event nests 3 levels)."""
+
+    exit_code = 11
+
+
+class NonFiniteTraceError(CorruptTraceError):
+    """An event's `ts` or `dur` is NaN or an infinity (the literal, or a number past float)."""
+
+    exit_code = 12
+
+
+class NotRegularFileError(TraceError):
+    """A path that exists but is no regular file (a FIFO would block, a device never ends)."""
+
+    exit_code = 13
 
 
 class IngestError(FleetscopeError):

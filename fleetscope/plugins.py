@@ -66,10 +66,12 @@ class ServerHooks(Protocol):
     warehouse: Any  # warehouse.reader.Warehouse: the in-process read handle; None on a gateway
     profiling: Any  # warehouse.profiling_service.ProfilingService
     metrics: Any  # warehouse.metrics.ServerMetrics (its prometheus registry)
+    auth: Any  # warehouse.auth.TokenChecker: the ingest tokens (settings and catalog)
     on_start: list[Callable[[Any], None]]  # (server): after the listener is up
     on_stop: list[Callable[[Any], None]]  # (server): before the writer flushes and closes
     on_batch_committed: list[Callable[[Any, Any], None]]  # (server, writer.Commit)
     on_trace_uploaded: list[Callable[[Any, Any], None]]  # (server, profiling_service.TraceUpload)
+    routes: list[tuple[str, Any, str, Callable[..., Any]]]  # (method, re pattern, name, handler)
 
 
 class ServerPlugin(Protocol):
@@ -160,7 +162,7 @@ def select_names(spec: str, installed: Sequence[str]) -> list[str]:
     """The plug-in names a selection such as `server.plugins` picks, in order.
 
     Comma-separated words: `*` adds every installed plug-in (in the order given, `installed`),
-    a name adds that plug-in (an installed name, or a module with `setup`), `-name` leaves that
+    a name adds that plug-in (an installed entry-point name), `-name` leaves that
     one out wherever it stands (`*,-analyzers.autoprofile.plugin`).
     An empty selection picks none (how tests and benchmarks run a bare server)."""
     chosen: list[str] = []

@@ -6,6 +6,8 @@ import gc
 import logging
 import os
 import sys
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -47,3 +49,13 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         streamlit.cache_resource.clear()
         streamlit.cache_data.clear()
     gc.collect()
+
+
+@pytest.fixture
+def test_server_plugins(tmp_path: Path) -> Iterator[None]:
+    """tests/fleet's server plug-ins installed (entry points, as `server.plugins` requires)."""
+    from fleetscope.plugins import SERVER
+    from tests.plugin_dist import TEST_SERVER_PLUGINS, installed
+
+    with installed(tmp_path / "test-plugins", {SERVER: TEST_SERVER_PLUGINS}):
+        yield

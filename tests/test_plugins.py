@@ -200,6 +200,8 @@ def test_server_plugins_default_to_every_installed_one_in_plugin_order() -> None
         "analyzers.traces.service",
         "analyzers.reports.scheduled",
         "analyzers.prometheus_export",
+        "analyzers.read_api",
+        "analyzers.notify",
         "analyzers.autoprofile.plugin",
     ]
     assert sorted(modules) == sorted(plugins.registered(plugins.SERVER))
@@ -211,6 +213,36 @@ def test_server_plugins_default_to_every_installed_one_in_plugin_order() -> None
     left_out = [s.__module__ for s in load_plugins("*, -analyzers.autoprofile.plugin")]
     assert left_out == modules[:-1]
     assert load_plugins("") == []
+
+
+def test_server_plugins_take_entry_point_names_only(tmp_path: Path) -> None:
+    """A module with `setup` that no package registers is refused by name; installed as an entry
+    point (a real distribution's metadata on the path), the same name loads."""
+    from fleetscope.errors import ConfigError
+    from tests.plugin_dist import TEST_SERVER_PLUGINS, installed
+    from warehouse.runtime import load_plugins
+
+    name = "tests.fleet.counted_analysis"
+    with pytest.raises(ConfigError, match=r"no installed server plug-in is named 'tests\.fleet"):
+        load_plugins(name)
+    with installed(tmp_path, {plugins.SERVER: TEST_SERVER_PLUGINS}):
+        assert [s.__module__ for s in load_plugins(name)] == [name]
+    with pytest.raises(ConfigError):
+        load_plugins(name)  # gone with its distribution
+
+
+def test_rules_load_through_the_one_loader(tmp_path: Path) -> None:
+    """analyzers.base.discover reads fleetscope.plugins: a rule name two packages claim is the
+    loader's clash error, not a second code path's."""
+    from analyzers.base import discover
+    from fleetscope.errors import ConfigError
+    from tests.plugin_dist import installed
+
+    assert "zero_util" in discover()
+    other = {"zero_util": "analyzers.rules.r02_low_util:LowUtilization"}
+    clash = "2 installed packages claim the name 'zero_util'"
+    with installed(tmp_path, {plugins.RULES: other}), pytest.raises(ConfigError, match=clash):
+        discover()
 
 
 def test_a_selection_adds_all_names_and_leaves_out() -> None:

@@ -1,5 +1,9 @@
 """Bearer-token checks for ingest: tokens from settings plus active tokens in the catalog.
 
+Read tokens (`server.read_tokens`) are a kind of their own: `check_read` (GET /metrics, the read
+API) accepts them, `check` (every write) never does, so a token handed to Prometheus or a
+dashboard can never store a sample.
+
 Catalog answers are cached for `ttl_s` (default 5 s) so a busy server does one catalog query per
 token per few seconds, not one per request; a revoked token stops working within that time.
 Settings tokens are compared in constant time. This module must never log a token.
@@ -26,8 +30,10 @@ class TokenChecker:
         *,
         ttl_s: float = 5.0,
         clock: Callable[[], float] = time.monotonic,
+        read_tokens: Iterable[str] = (),
     ) -> None:
         self._static = [t.encode() for t in static_tokens if t]
+        self._read = [t.encode() for t in read_tokens if t]
         self._engine = engine
         self._ttl_s = ttl_s
         self._clock = clock
@@ -46,6 +52,15 @@ class TokenChecker:
         if name is None:
             raise AuthError("invalid or revoked bearer token")
         return name
+
+    def check_read(self, authorization: str | None) -> str:
+        """'read' for a read token, else what `check` says (a read route accepts every token)."""
+        scheme, _, token = (authorization or "").partition(" ")
+        token = token.strip()
+        read = (hmac.compare_digest(token.encode(), known) for known in self._read)
+        if scheme.lower() == "bearer" and token and any(read):
+            return "read"
+        return self.check(authorization)
 
     def clear(self) -> None:
         """Forget cached catalog answers (a revocation then applies at once)."""

@@ -5,8 +5,12 @@ one writer thread (the embedded `warehouse.writer.Writer` and the fleet gateway'
 Why one class: backpressure (503 once `queue_max_rows` wait), the in-flight dedup of a retried
 batch id and the group wait (flush at `flush_rows`, after `flush_idle_s` without arrivals or at
 `flush_interval_s`, whichever first) are the ingest contract of issue 12; two copies drift.
-Subclasses keep `_cond` held while touching these fields and drop a batch id from `_inflight`
-once its ticket is resolved. Never does I/O.
+Before a batch is queued, on the request's thread, its shape is checked against the per-request
+limits (`warehouse.shape_limits`: 413 naming the limit) and its content digest computed
+(`warehouse.batch_digest`): a retry joining a copy still in flight must carry the same content
+and table, else 409. Subclasses keep `_cond` held while touching these fields, compare the digest
+with their ledger's, and drop a batch id from `_inflight` once its ticket is resolved. Never does
+I/O.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ from datetime import UTC, datetime
 import pyarrow as pa
 
 from fleetscope.errors import IngestError
+from warehouse.batch_digest import CONFLICT_STATUS, conflict_message, content_digest
+from warehouse.shape_limits import SHAPE_STATUS, UNLIMITED, ShapeLimits, shape_refusal
 
 __all__ = ["BatchQueue", "Ticket"]
 
@@ -36,6 +42,7 @@ class Ticket:
     data: pa.Table
     received_at: datetime
     agent_version: str = ""
+    digest: str = ""  # batch_digest.content_digest: a reused id must carry the same content
     duplicate: bool = False
     error: str | None = None
     status: int = 202  # 503: retry later with the same id; 422: this batch can never be stored
@@ -43,6 +50,11 @@ class Ticket:
 
     def wait(self, timeout_s: float) -> bool:
         return self._done.wait(timeout_s)
+
+    @property
+    def conflicted(self) -> bool:
+        """Refused because its batch id was already stored with other content (409)."""
+        return self.status == CONFLICT_STATUS
 
     def _resolve(
         self, *, duplicate: bool = False, error: str | None = None, status: int = 202
@@ -67,8 +79,10 @@ class BatchQueue:
         flush_interval_s: float,
         flush_idle_s: float,
         queue_max_rows: int,
+        shape_limits: ShapeLimits = UNLIMITED,
     ) -> None:
         self._owner = owner
+        self._shape_limits = shape_limits
         self._queue_name = queue_name
         self._flush_rows = flush_rows
         self._flush_interval_s = flush_interval_s
@@ -91,12 +105,26 @@ class BatchQueue:
         """Queue a conformed batch; returns its ticket and whether it was already in flight.
 
         Raises IngestError(503) while stopping or when the queue holds `queue_max_rows` rows:
-        the agent keeps the batch and retries later with the same id.
+        the agent keeps the batch and retries later with the same id. A batch over a shape limit,
+        or reusing the id of a batch in flight with other content, comes back as a ticket already
+        refused (413, 409): never queued, so it costs the writer nothing.
         """
+        received_at = datetime.now(UTC)
+        refusal = shape_refusal(data, self._shape_limits)
+        if refusal is not None:
+            return _refused(table, data, batch_id, agent, refusal, SHAPE_STATUS), False
+        digest = content_digest(table, data)
+        # One chunk per column from here on: the writer's concat, DuckDB's insert and the Parquet
+        # writer each pay per chunk, and 5,000 one-row record batches held the writer 25 s
+        # (issue 27). The copy is bounded by the batch's bytes and made on the request's thread.
+        data = data.combine_chunks()
         with self._cond:
             if self._stopping:
                 raise IngestError(f"{self._owner} is shutting down; retry later", status=503)
             existing = self._inflight.get(batch_id)
+            if existing is not None and (existing.table, existing.digest) != (table, digest):
+                error = conflict_message(batch_id, existing.table, table)
+                return _refused(table, data, batch_id, agent, error, CONFLICT_STATUS), False
             if existing is not None:
                 return existing, True
             if self._queue and self._queued_rows + data.num_rows > self._queue_max_rows:
@@ -105,7 +133,7 @@ class BatchQueue:
                     status=503,
                 )
             ticket = Ticket(
-                batch_id, table, data.num_rows, agent, data, datetime.now(UTC), agent_version
+                batch_id, table, data.num_rows, agent, data, received_at, agent_version, digest
             )
             self._inflight[batch_id] = ticket
             self._queue.append(ticket)
@@ -134,3 +162,12 @@ class BatchQueue:
         self._queue.clear()
         self._queued_rows = 0
         return batch
+
+
+def _refused(
+    table: str, data: pa.Table, batch_id: str, agent: str, error: str, status: int
+) -> Ticket:
+    """A ticket answered before it was queued: the request path reads it like any other."""
+    ticket = Ticket(batch_id, table, data.num_rows, agent, data, datetime.now(UTC))
+    ticket._resolve(error=error, status=status)
+    return ticket

@@ -15,6 +15,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from fleetscope.contract import VALUE_COLUMNS
+from fleetscope.process_metrics import register_process_metrics
 from warehouse.sink import BatchSink
 
 if TYPE_CHECKING:
@@ -94,8 +95,11 @@ class ArrivalCollector(Collector):
 
 
 class ServerMetrics:
-    def __init__(self, writer: BatchSink, catalog: Engine | None = None) -> None:
+    def __init__(
+        self, writer: BatchSink, catalog: Engine | None = None, component: str = "server"
+    ) -> None:
         self.registry = CollectorRegistry()
+        register_process_metrics(self.registry, component)  # process_* and fleetscope_build_info
         self.requests = Counter(
             "fleetscope_ingest_requests",
             "HTTP requests answered, by route and status.",

@@ -1,7 +1,7 @@
 """Server plug-ins, loaded and run the same way by the embedded server and by a fleet gateway.
 
-`load_plugins` is the one loading path: the installed `fleetscope.server` plug-ins (and modules)
-that `server.plugins` selects, in plug-in order, each checked against the kind of server loading
+`load_plugins` is the one loading path: the installed `fleetscope.server` plug-ins (by their
+entry-point names only) that `server.plugins` selects, in plug-in order, each checked against the kind of server loading
 it (`server.mode`). A plug-in declares the servers it can run on (`SERVER_MODES`,
 fleetscope.plugins.server_modes; embedded only when it says nothing): `*` then loads only those
 a server of that mode can run, and a plug-in named outright that cannot run there is refused with
@@ -14,7 +14,6 @@ inherit it, so a hook sees the same events in either mode. Names no analyzer.
 
 from __future__ import annotations
 
-import importlib
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -42,6 +41,9 @@ class PluginHost:
         self.on_stop: list[Hook] = []
         self.on_trace_uploaded: list[TraceHook] = []
         self.on_batch_committed: list[CommitPluginHook] = []
+        # Extra HTTP routes (method, pattern, name, handler), served after warehouse.server's
+        # own: a plug-in's read API (analyzers.read_api). The server's Ingest holds this list.
+        self.routes: list[tuple[str, Any, str, Callable[..., Any]]] = []
 
     def _batch_committed(self, commit: Any) -> None:
         """Run every on_batch_committed hook (the writer logs a failing one; rows stay committed)."""
@@ -95,18 +97,22 @@ def load_plugins(spec: str, *, mode: str = "embedded") -> list[plugins.ServerPlu
     return [setup for _, setup in plugins.sort_loaded(kept)]
 
 
-def load_plugin(module: str) -> plugins.ServerPlugin:
+def load_plugin(name: str) -> plugins.ServerPlugin:
     """A `server.plugins` name's `setup(server)`: an entry point of the group `fleetscope.server`
-    (how the analyzers register theirs, as any third party would), else a module of that name."""
+    (how the analyzers register theirs, as any third party would). Only entry-point names: a
+    plug-in loads through fleetscope.plugins, the one loader, or not at all."""
+    registered = plugins.registered(plugins.SERVER)
+    if name not in registered:
+        raise ConfigError(
+            f"server.plugins: no installed server plug-in is named {name!r}; installed: "
+            f"{', '.join(sorted(registered)) or 'none'} (a plug-in is an entry point of the "
+            f"group {plugins.SERVER} in its package's pyproject.toml)"
+        )
     try:
-        registered = plugins.registered(plugins.SERVER)
-        if module in registered:
-            setup = registered[module].load()
-        else:
-            setup = importlib.import_module(module).setup
+        setup = registered[name].load()
     except (ImportError, AttributeError) as exc:
-        raise ConfigError(f"server.plugins: cannot load {module}.setup: {exc}") from exc
+        raise ConfigError(f"server.plugins: cannot load {name}: {exc}") from exc
     if not callable(setup):
-        raise ConfigError(f"server.plugins: {module}.setup is not callable")
+        raise ConfigError(f"server.plugins: {name} is not callable")
     hook: plugins.ServerPlugin = setup
     return hook

@@ -449,6 +449,15 @@ class RemoteWrite:
         for unit, ticket in waiting:
             if not ticket.wait(self._commit_timeout_s):
                 failed.append(unit)
+            elif ticket.conflicted:
+                # another receiver stored other parts of these scrapes under the same id first
+                # (split shards): the ledger keeps the first part, as for a duplicate
+                self.already_stored += 1
+                log.warning(
+                    "remote_write: batch %s was stored first with other content by another "
+                    "receiver (one Prometheus's shards split over several gateways)",
+                    unit.batch_id,
+                )
             elif ticket.error is not None and ticket.status < 500:
                 # the writer can never store it (poison isolation): retrying would block the rest
                 log.error(

@@ -32,9 +32,10 @@ from warehouse.profiling_service import ProfilingConfig, ProfilingService
 from warehouse.reader import Warehouse
 from warehouse.remote_write import RemoteWrite, recent_scrapes
 from warehouse.remote_write_metrics import RemoteWriteCollector
-from warehouse.security import check_exposure, effective_tokens
+from warehouse.security import check_exposure, effective_tokens, read_tokens
 from warehouse.segments import SegmentStore
 from warehouse.server import Ingest, IngestConfig
+from warehouse.shape_limits import ShapeLimits
 from warehouse.writer import Writer
 
 log = logging.getLogger(__name__)
@@ -61,6 +62,7 @@ class Server(PluginHost, Listening):
             flush_interval_s=settings.warehouse.flush_interval_s,
             flush_idle_s=settings.warehouse.flush_idle_s,
             queue_max_rows=settings.warehouse.queue_max_rows,
+            shape_limits=ShapeLimits.from_settings(settings),
             hooks=[
                 CatalogSync(self.catalog),
                 ArrivalMarks(self.catalog, settings.analyzers.bucket_s),
@@ -72,12 +74,12 @@ class Server(PluginHost, Listening):
         address = listen_address(settings, host, port)
         tokens = effective_tokens(settings)
         try:
-            check_exposure(address[0], tokens)
+            check_exposure(address[0], tokens + read_tokens(settings))  # read tokens too
             tls = tls_from(settings)
         except ConfigError:
             self.writer.stop()
             raise
-        self.auth = TokenChecker(tokens, self.catalog)
+        self.auth = TokenChecker(tokens, self.catalog, read_tokens=read_tokens(settings))
         self.remote_write = RemoteWrite.from_settings(
             self.writer,
             settings,
@@ -99,6 +101,7 @@ class Server(PluginHost, Listening):
             config=IngestConfig.from_settings(settings),
             remote_write=self.remote_write,
             profiling=self.profiling,
+            routes=self.routes,
         )
         try:
             self.http = bind(address, ingest, tls)

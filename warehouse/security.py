@@ -65,6 +65,11 @@ def effective_tokens(settings: Settings) -> list[str]:
     return configured_tokens(settings) or [load_or_create_token(token_path(settings))]
 
 
+def read_tokens(settings: Settings) -> list[str]:
+    """server.read_tokens: the read-only tokens (GET /metrics and the read API, never a write)."""
+    return [t.strip() for t in settings.server.read_tokens.split(",") if t.strip()]
+
+
 def server_token(settings: Settings) -> str:
     """The token an agent of this server should present (the first effective one)."""
     return effective_tokens(settings)[0]

@@ -7,6 +7,8 @@
     POST /v1/traces            on-demand profiling (warehouse.profiling_api)
     GET  /healthz              liveness and the writer's queue depth
     GET  /metrics              the server's own Prometheus metrics (bearer token if read_auth)
+    ...                        then the routes server plug-ins add (Ingest.routes): the read API,
+                               GET /v1/findings, /v1/opportunities, /v1/jobs/<id> (analyzers.read_api)
 
 Every refusal is an IngestError turned into `{"error": ...}` with its status; a batch request is
 answered 202 only after the writer committed it (Ticket.wait), so 202 means durable and an agent
@@ -29,7 +31,7 @@ import ssl
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -95,6 +97,8 @@ class Ingest:
     config: IngestConfig
     remote_write: RemoteWrite | None = None
     profiling: ProfilingService | None = None
+    # Routes server plug-ins add (warehouse.plugin_host PluginHost.routes), after ROUTES.
+    routes: list[tuple[str, re.Pattern[str], str, Route]] = field(default_factory=list)
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -165,7 +169,7 @@ class Handler(BaseHTTPRequestHandler):
         path = self.path.split("?", 1)[0]
         route_name = "unknown"
         try:
-            for route_method, pattern, name, fn in ROUTES:
+            for route_method, pattern, name, fn in (*ROUTES, *self.server.ingest.routes):
                 match = pattern.fullmatch(path)
                 if match:
                     route_name = name
@@ -333,7 +337,7 @@ def get_healthz(handler: Handler, ingest: Ingest) -> Response:
 
 def get_metrics(handler: Handler, ingest: Ingest) -> Response:
     if ingest.config.read_auth:  # families carry job and team labels: job data (server.read_auth)
-        ingest.auth.check(handler.headers.get("Authorization"))
+        ingest.auth.check_read(handler.headers.get("Authorization"))  # a read token will do
     return Response(200, generate_latest(ingest.metrics.registry), CONTENT_TYPE_LATEST)
 
 

@@ -1,4 +1,6 @@
-"""The single writer: one thread owns the telemetry DuckDB connection and commits micro-batches.
+"""The embedded mode's writer: one thread owns the telemetry DuckDB connection and commits
+micro-batches (the thread, poison isolation, hooks and counters are warehouse.group_writer's,
+shared with the fleet gateway's writer; this module is the DuckDB-and-segments commit).
 
 Why one thread: DuckDB allows one writing process and pays about 1 ms per commit (design.md), so
 request handlers never touch the database; they `submit` a validated Arrow batch and wait on its
@@ -8,7 +10,8 @@ new batch (agents wait for their 202 before sending more, so once arrivals stop,
 only adds latency and cuts throughput: it is the closed loop of a fleet of agents). Per flush:
 
 1. drops batches whose id is already in the `ingest_batches` ledger (exact dedup across restarts;
-   a retry of a batch still in the queue joins the first one's ticket instead);
+   a retry of a batch still in the queue joins the first one's ticket instead); an id the ledger
+   holds with another content digest or table is refused 409 (issue 28: never a silent drop);
 2. writes the rows of each table as sealed Parquet segments (not live yet);
 3. in ONE transaction inserts each table from Arrow (`INSERT ... BY NAME SELECT`, never
    executemany), the ledger rows, and the flush record naming the segments;
@@ -32,7 +35,6 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -42,42 +44,21 @@ import pyarrow as pa
 from fleetscope.contract import TABLES
 from fleetscope.errors import ConfigError, IngestError
 from warehouse import schema
-from warehouse.batch_queue import BatchQueue, Ticket
+from warehouse.batch_digest import CONFLICT_STATUS, conflict_message
+from warehouse.batch_queue import Ticket
+from warehouse.group_writer import Commit, CommitHook, GroupWriter, WriterStats
 from warehouse.migrations import migrate
 from warehouse.segments import Segment, SegmentStore
+from warehouse.shape_limits import UNLIMITED, ShapeLimits
+
+__all__ = ["Commit", "CommitHook", "Writer", "WriterStats", "open_database"]
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
 
-@dataclass(frozen=True)
-class Commit:
-    """What one flush committed, handed to the commit hooks."""
-
-    seq: int
-    tables: Mapping[str, pa.Table]
-    tickets: Sequence[Ticket]
-
-
-CommitHook = Callable[[Commit], None]
-
-
-@dataclass
-class WriterStats:
-    """Counters the /metrics collector reads; only the writer thread updates them."""
-
-    flushes: int = 0
-    rows_committed: dict[str, int] = field(default_factory=dict)
-    batches_committed: int = 0
-    duplicates: int = 0
-    failed_flushes: int = 0
-    batches_refused: int = 0
-    last_flush_s: float = 0.0
-    last_flush_rows: int = 0
-
-
-class Writer(BatchQueue):
+class Writer(GroupWriter):
     """Owns the DuckDB file; see the module docstring for the flush protocol."""
 
     def __init__(
@@ -91,38 +72,30 @@ class Writer(BatchQueue):
         flush_idle_s: float = 0.05,
         hooks: Sequence[CommitHook] = (),
         tables: Mapping[str, pa.Schema] = TABLES,
+        shape_limits: ShapeLimits = UNLIMITED,
     ) -> None:
         super().__init__(
             queue_name="ingest",
             owner="server",
+            committer="writer",
+            thread_name="fleetscope-writer",
             flush_rows=flush_rows,
             flush_interval_s=flush_interval_s,
             flush_idle_s=flush_idle_s,
             queue_max_rows=queue_max_rows,
+            hooks=hooks,
+            shape_limits=shape_limits,
         )
         self._store = store
-        self._hooks = list(hooks)
         self._tables = dict(tables)
         self._calls: deque[tuple[Callable[[duckdb.DuckDBPyConnection], Any], Future[Any]]] = deque()
-        self._thread: threading.Thread | None = None
-        self.stats = WriterStats()
         self._conn = open_database(duckdb_path, self._tables)
         self._read_root = self._conn.cursor()
         self._read_lock = threading.Lock()
         self._next_seq = self._recover()
 
-    # -- lifecycle -------------------------------------------------------------------------
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="fleetscope-writer", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        """Flush everything queued, then close the database."""
-        with self._cond:
-            self._stopping = True
-            self._cond.notify_all()
-        if self._thread is not None:
-            self._thread.join()
+    # -- lifecycle (GroupWriter) -----------------------------------------------------------
+    def _close(self) -> None:
         self._read_root.close()
         self._conn.close()
 
@@ -143,19 +116,15 @@ class Writer(BatchQueue):
             return self._read_root.cursor()
 
     # -- writer thread ---------------------------------------------------------------------
-    def _run(self) -> None:
-        while True:
-            with self._cond:
-                batch = self._take_group(lambda: bool(self._calls))
-                calls = list(self._calls)
-                self._calls.clear()
-                done = self._stopping and not batch and not calls
-            if batch:
-                self._flush(batch)
-            for fn, future in calls:
-                self._run_call(fn, future)
-            if done:
-                return
+    def _has_other_work(self) -> bool:
+        return bool(self._calls)
+
+    def _other_work(self) -> None:
+        with self._cond:
+            calls = list(self._calls)
+            self._calls.clear()
+        for fn, future in calls:
+            self._run_call(fn, future)
 
     def _run_call(
         self, fn: Callable[[duckdb.DuckDBPyConnection], Any], future: Future[Any]
@@ -166,39 +135,7 @@ class Writer(BatchQueue):
             log.exception("writer call failed")
             future.set_exception(exc)
 
-    def _flush(self, tickets: list[Ticket]) -> None:
-        """Commit a group; if it fails, commit its batches one at a time so only the guilty fail."""
-        try:
-            self._commit(tickets)
-        except Exception as exc:
-            self.stats.failed_flushes += 1
-            if len(tickets) > 1:
-                log.warning(
-                    "flush of %d batches failed (%s); retrying them one at a time",
-                    len(tickets),
-                    exc,
-                )
-                for ticket in tickets:
-                    self._flush([ticket])
-                return
-            (ticket,) = tickets
-            if _is_data_error(exc):
-                log.error(
-                    "batch %s from %r refused: it cannot be stored (%s)",
-                    ticket.batch_id,
-                    ticket.agent,
-                    exc,
-                )
-                self.stats.batches_refused += 1
-                status, error = 422, f"batch {ticket.batch_id} cannot be stored: {exc}"
-            else:
-                log.exception("flush of batch %s failed; answered 503", ticket.batch_id)
-                status, error = 503, f"writer could not commit: {exc}"
-            with self._cond:
-                self._inflight.pop(ticket.batch_id, None)
-                ticket._resolve(error=error, status=status)
-
-    def _commit(self, tickets: list[Ticket]) -> None:
+    def _commit_group(self, tickets: list[Ticket]) -> None:
         """One flush: segments, one transaction, publish, hooks, answers; raises if not committed."""
         started = time.perf_counter()
         seq = self._next_seq
@@ -206,6 +143,11 @@ class Writer(BatchQueue):
         in_transaction = committed = False
         try:
             known = self._known_batches([t.batch_id for t in tickets])
+            conflicts = {
+                t.batch_id: conflict_message(t.batch_id, known[t.batch_id][0], t.table)
+                for t in tickets
+                if t.batch_id in known and not _same_content(known[t.batch_id], t)
+            }
             fresh = [t for t in tickets if t.batch_id not in known]
             tables = {
                 name: pa.concat_tables([t.data for t in fresh if t.table == name])
@@ -236,41 +178,32 @@ class Writer(BatchQueue):
             if not committed:  # committed segments stay: the next start's _recover publishes them
                 self._store.discard(s for segs in written.values() for s in segs)
             raise
-        commit = Commit(seq, tables, fresh)
-        for hook in self._hooks:
-            try:
-                hook(commit)
-            except Exception:  # the rows are committed: a hook's failure must not fail them
-                log.exception("commit hook %r failed for flush %d", hook, seq)
-        with self._cond:
-            for ticket in tickets:
-                self._inflight.pop(ticket.batch_id, None)
-                ticket._resolve(duplicate=ticket.batch_id in known)
-        self._account(tables, fresh, len(tickets) - len(fresh), started)
+        self._run_hooks(Commit(seq, tables, fresh))
+        for ticket in tickets:
+            if ticket.batch_id in conflicts:
+                self._answer(ticket, error=conflicts[ticket.batch_id], status=CONFLICT_STATUS)
+            else:
+                self._answer(ticket, duplicate=ticket.batch_id in known)
+        if conflicts:
+            self.stats.batches_refused += len(conflicts)
+            log.warning("refused %d reused batch ids with other content (409)", len(conflicts))
+        rows = {name: data.num_rows for name, data in tables.items()}
+        self._account(rows, len(fresh), len(tickets) - len(fresh) - len(conflicts), started)
 
-    def _account(
-        self, tables: Mapping[str, pa.Table], fresh: list[Ticket], dups: int, started: float
-    ) -> None:
-        stats = self.stats
-        stats.flushes += 1
-        stats.batches_committed += len(fresh)
-        stats.duplicates += dups
-        for name, data in tables.items():
-            stats.rows_committed[name] = stats.rows_committed.get(name, 0) + data.num_rows
-        stats.last_flush_rows = sum(d.num_rows for d in tables.values())
-        stats.last_flush_s = time.perf_counter() - started
-
-    def _known_batches(self, batch_ids: list[str]) -> set[str]:
-        """Ids already in the ledger: `IN (?, ...)` probes its primary key, where a join with a
-        registered Arrow table scanned the whole ledger (8x the CPU at 300k rows)."""
-        known: set[str] = set()
+    def _known_batches(self, batch_ids: list[str]) -> dict[str, tuple[str, str | None]]:
+        """Ids already in the ledger, with their table and content digest: `IN (?, ...)` probes
+        its primary key, where a join with a registered Arrow table scanned the whole ledger (8x
+        the CPU at 300k rows)."""
+        known: dict[str, tuple[str, str | None]] = {}
         for at in range(0, len(batch_ids), _KNOWN_CHUNK):
             chunk = batch_ids[at : at + _KNOWN_CHUNK]
             marks = ", ".join("?" * len(chunk))
             rows = self._conn.execute(
-                f"SELECT batch_id FROM ingest_batches WHERE batch_id IN ({marks})", chunk
+                "SELECT batch_id, table_name, digest FROM ingest_batches "
+                f"WHERE batch_id IN ({marks})",
+                chunk,
             ).fetchall()
-            known.update(str(r[0]) for r in rows)
+            known.update((str(r[0]), (str(r[1]), r[2])) for r in rows)
         return known
 
     def _recover(self) -> int:
@@ -288,27 +221,20 @@ class Writer(BatchQueue):
         return max(int(committed), published) + 1
 
 
-def _is_data_error(exc: BaseException) -> bool:
-    """Whether a batch failed because of what it holds (never retry it), not the machine."""
-    return isinstance(
-        exc,
-        (
-            duckdb.DataError,
-            duckdb.IntegrityError,
-            pa.ArrowException,
-            ArithmeticError,
-            ValueError,
-            TypeError,
-        ),
-    ) and not isinstance(exc, (duckdb.IOException, OSError))
+def _same_content(stored: tuple[str, str | None], ticket: Ticket) -> bool:
+    """Whether a ledger entry is this ticket's batch: same table and digest (an entry written
+    before digests existed has none, and is taken for the same batch, the old rule)."""
+    table, digest = stored
+    return table == ticket.table and (digest is None or digest == ticket.digest)
 
 
 _KNOWN_CHUNK = 500  # ids per ledger probe: a flush of thousands of batches stays a few queries
-# The ledger rows as six list parameters: half the CPU of registering an Arrow table for them.
+# The ledger rows as seven list parameters: half the CPU of registering an Arrow table for them.
 _LEDGER_INSERT = (
-    "INSERT INTO ingest_batches (batch_id, table_name, rows, agent, flush_seq, received_at) "
+    "INSERT INTO ingest_batches "
+    "(batch_id, table_name, rows, agent, flush_seq, received_at, digest) "
     "SELECT unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::BIGINT[]), "
-    "unnest(?::VARCHAR[]), unnest(?::BIGINT[]), unnest(?::TIMESTAMPTZ[])"
+    "unnest(?::VARCHAR[]), unnest(?::BIGINT[]), unnest(?::TIMESTAMPTZ[]), unnest(?::VARCHAR[])"
 )
 
 
@@ -327,6 +253,7 @@ def _ledger_columns(tickets: list[Ticket], seq: int) -> list[list[Any]]:
         [t.agent for t in tickets],
         [seq] * len(tickets),
         [t.received_at for t in tickets],
+        [t.digest or None for t in tickets],
     ]
 
 

@@ -17,9 +17,11 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pandas as pd
 
+from analyzers.accounting.cost import Prices
 from analyzers.accounting.sql import DEFAULT_MAX_GAP_S
 from analyzers.accounting.usage import gpu_buckets, job_efficiency, pct
 from analyzers.plain import META, PlainFinding, plain_record
+from analyzers.reports.energy import EnergySection, energy_section
 from analyzers.reports.ranking import counted_once
 from analyzers.reports.week import IsoWeek
 from analyzers.run.window import Window
@@ -127,6 +129,7 @@ class WeeklyReport:
     teams: list[TeamLine] = field(default_factory=list)
     improved: list[str] = field(default_factory=list)
     sharing: list[SharingLine] = field(default_factory=list)  # admin: `fleetscope plan sharing`
+    energy: EnergySection | None = None  # kWh, CO2e and money (analyzers.reports.energy)
 
     @property
     def this_week(self) -> WeekUsage:
@@ -161,6 +164,26 @@ def deduplicated_waste(findings: pd.DataFrame) -> float:
     return float(sum(r["wasted_gpu_hours"] for r in counted_once(rows, _job_bucket, _hours_of)))
 
 
+def deduplicated_recoverable(findings: pd.DataFrame) -> tuple[float, float | None]:
+    """The recoverable kWh and money (None: no price applied) of the same findings
+    `deduplicated_waste` counts (analyzers.accounting.recoverable puts them in the evidence)."""
+    if findings.empty:
+        return 0.0, None
+    rows: list[dict[str, Any]] = [
+        {str(k): v for k, v in r.items()} for r in findings.to_dict("records")
+    ]
+    kwh, money = 0.0, None
+    for row in counted_once(rows, _job_bucket, _hours_of):
+        evidence = row.get("evidence") or {}
+        if isinstance(evidence, str):
+            evidence = json.loads(evidence)
+        if isinstance(evidence.get("recoverable_kwh"), int | float):
+            kwh += float(evidence["recoverable_kwh"])
+        if isinstance(evidence.get("recoverable_money"), int | float):
+            money = (money or 0.0) + float(evidence["recoverable_money"])
+    return kwh, money
+
+
 def _job_bucket(row: dict[str, Any]) -> tuple[str, str]:
     job = _opt(row.get("job_id")) or str(row["finding_id"])
     evidence = row.get("evidence") or {}
@@ -191,6 +214,7 @@ def build_weekly(
     trend_weeks: int = 6,
     default_interval_s: float = 10.0,
     max_gap_s: float = DEFAULT_MAX_GAP_S,
+    prices: Prices | None = None,
 ) -> WeeklyReport:
     """Everything one weekly report says, for `scope` over `week` (and the trend before it).
 
@@ -261,6 +285,20 @@ def build_weekly(
         report.teams = _teams(this_week_rows, now_findings)
         report.sharing = sharing_lines(con, week)
     report.improved = _improvements(report, now_findings, before_findings)
+    report.energy = energy_section(
+        con,
+        catalog_frame(catalog, "jobs"),
+        Window(week.start, week.end),
+        None if scope.kind == "admin" else (scope.kind, scope.value),
+        prices or Prices(),
+        default_interval_s=default_interval_s,
+        max_gap_s=max_gap_s,
+        note=(prices or Prices()).note,
+    )
+    report.energy.recoverable_kwh, report.energy.recoverable_money = deduplicated_recoverable(
+        now_findings
+    )
+    report.energy.recoverable_gpu_h = report.wasted_gpu_h
     return report
 
 

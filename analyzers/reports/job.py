@@ -12,7 +12,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from analyzers.accounting.frames import prepare
+from analyzers.accounting.cost import Prices
+from analyzers.accounting.energy import energy_source, job_energy
+from analyzers.accounting.frames import FrameParams, prepare
+from analyzers.mfu.mfu import proxy_mfu
 from analyzers.plain import plain, to_text, utc_span
 from analyzers.rules._common import fetch, utc
 from analyzers.run.window import Window
@@ -46,9 +49,20 @@ class JobSummary:
     per_gpu: list[dict[str, Any]]
     findings: list[Finding] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    energy_kwh: float | None = None  # analyzers.accounting.energy
+    idle_energy_kwh: float | None = None
+    energy_source: str = "none"  # counter, power (integrated), mixed or none
+    co2e_kg: float | None = None  # only with cost.grid_gco2e_per_kwh set
+    money: float | None = None  # allocated GPU-hours priced; only where a price is set
+    currency: str = ""
 
 
-def summarize(conn: duckdb.DuckDBPyConnection, job_id: str) -> JobSummary:
+def summarize(
+    conn: duckdb.DuckDBPyConnection,
+    job_id: str,
+    prices: Prices | None = None,
+    team: str | None = None,
+) -> JobSummary:
     row = conn.execute(
         "SELECT epoch(min(ts)), epoch(max(ts)) FROM gpu_samples WHERE job_id = ?", [job_id]
     ).fetchone()
@@ -87,9 +101,65 @@ def summarize(conn: duckdb.DuckDBPyConnection, job_id: str) -> JobSummary:
     )
     if sm is None:
         summary.notes.append(ENABLE_PROFILING)
+    _add_energy(conn, window, summary, prices or Prices(), team)
     conn.execute(f"DROP TABLE IF EXISTS {frame.gpu}")
     conn.execute(f"DROP TABLE IF EXISTS {frame.jobgpu}")
     return summary
+
+
+def _add_energy(
+    conn: duckdb.DuckDBPyConnection,
+    window: Window,
+    summary: JobSummary,
+    prices: Prices,
+    team: str | None,
+) -> None:
+    """The job's kWh, idle-allocated kWh, CO2e and money (docs/analyzers.md, "Energy and money")."""
+    params = FrameParams()
+    frame = job_energy(
+        conn,
+        window,
+        params.default_interval_s,
+        max_gap_s=params.max_gap_s,
+        jobs=[summary.job_id],
+    )
+    if frame.empty:
+        return
+    row = frame.iloc[0]
+    kwh = float(frame["energy_kwh"].sum(min_count=1))
+    summary.energy_source = energy_source(row)
+    if summary.energy_source != "none":
+        summary.energy_kwh = kwh
+        summary.idle_energy_kwh = float(frame["idle_energy_kwh"].sum())
+        summary.co2e_kg = prices.co2e_kg(kwh)
+    cluster = str(row["cluster"]) or None
+    model = summary.gpu_models[0] if len(summary.gpu_models) == 1 else None
+    summary.money = prices.money(summary.allocated_gpu_hours, model, team, cluster)
+    summary.currency = prices.currency if summary.money is not None else ""
+
+
+def _mfu_line(s: JobSummary) -> str:
+    """Measured MFU needs the SDK's FLOPs per step; without them the DCGM proxy, labelled."""
+    proxy = proxy_mfu(s.tensor_frac)
+    if proxy is None:
+        return "MFU:                 n/a (no FLOPs from the SDK, no tensor-pipe activity)"
+    return f"MFU:                 n/a measured; {proxy.label}: {_pct(proxy.value)}"
+
+
+def _energy_lines(s: JobSummary) -> list[str]:
+    if s.energy_kwh is None:
+        return ["energy:              n/a (no energy counter or power reading)"]
+    how = {"counter": "energy counter", "power": "power integrated", "mixed": "counter + power"}
+    line = (
+        f"energy:              {s.energy_kwh:.2f} kWh ({how.get(s.energy_source, s.energy_source)})"
+        f", idle-allocated {s.idle_energy_kwh or 0.0:.2f} kWh"
+    )
+    if s.co2e_kg is not None:
+        line += f", {s.co2e_kg:.2f} kg CO2e"
+    out = [line]
+    if s.money is not None:
+        out.append(f"cost:                {s.money:,.2f} {s.currency} (allocated GPU-hours priced)")
+    return out
 
 
 def _pct(value: float | None) -> str:
@@ -106,6 +176,8 @@ def render(s: JobSummary) -> str:
         f"tensor active:       {_pct(s.tensor_frac)}",
         "memory peak:         "
         + ("n/a" if s.memory_peak_mib is None else f"{s.memory_peak_mib / 1024:.1f} GiB"),
+        *_energy_lines(s),
+        _mfu_line(s),
         "",
         f"{'host':<16} {'gpu':<8} {'GPU-h':>7} {'active':>8} {'SM':>8} {'tensor':>8}",
     ]

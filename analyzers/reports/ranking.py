@@ -3,8 +3,10 @@
 What an infra lead reads first (`fleetscope opportunities --window 7d`). Per-rule lines sum each
 rule's own estimate. Totals per group never count an hour twice: when several rules flag the same
 job in the same identity bucket (an idle job is R1 and R3; a starved one P1 and R2), the job's
-recoverable hours there are the largest single estimate, not the sum. Suppressed findings are
-left out by the store. This module must never query telemetry.
+recoverable hours there are the largest single estimate, not the sum. Each line carries the
+recoverable kWh and money of the same findings beside its hours (analyzers.accounting.recoverable:
+money only where prices are set). Suppressed findings are left out by the store. This module must
+never query telemetry.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ T = TypeVar("T")
 class Line:
     key: str
     gpu_hours: float = 0.0
+    kwh: float = 0.0  # recoverable energy of the same findings (where measured)
+    money: float | None = None  # recoverable money, None where no price applied
     findings: int = 0
     jobs: set[str] = field(default_factory=set)
     rules: dict[str, float] = field(default_factory=lambda: defaultdict(float))
@@ -41,6 +45,19 @@ class Opportunities:
     by_group: list[Line]
     top_jobs: list[Line]
     group_by: GroupBy
+    total_kwh: float = 0.0
+    total_money: float | None = None
+    currency: str = ""
+
+
+def _add(line: Line, finding: Finding) -> None:
+    """The finding's hours, kWh and money onto `line`."""
+    line.gpu_hours += finding.wasted_gpu_hours
+    kwh, money = finding.evidence.get("recoverable_kwh"), finding.evidence.get("recoverable_money")
+    if isinstance(kwh, int | float):
+        line.kwh += float(kwh)
+    if isinstance(money, int | float):
+        line.money = (line.money or 0.0) + float(money)
 
 
 def _group_key(finding: Finding, by: GroupBy, catalog: JobCatalog | None) -> str:
@@ -78,7 +95,7 @@ def rank(
     by_rule: dict[str, Line] = {}
     for f in findings:
         line = by_rule.setdefault(f.rule_id, Line(f.rule_id))
-        line.gpu_hours += f.wasted_gpu_hours
+        _add(line, f)
         line.findings += 1
         line.rules[f.rule_id] += f.wasted_gpu_hours
         if f.job_id:
@@ -100,16 +117,22 @@ def rank(
             j.findings += 1
             j.rules[f.rule_id] += f.wasted_gpu_hours
             j.jobs.add(f.job_id)
+    total = Line("total")
     for f in best:
-        groups[_group_key(f, by, catalog)].gpu_hours += f.wasted_gpu_hours
+        _add(groups[_group_key(f, by, catalog)], f)
+        _add(total, f)
         if f.job_id:
-            jobs[f.job_id].gpu_hours += f.wasted_gpu_hours
+            _add(jobs[f.job_id], f)
+    currencies = {str(f.evidence.get("currency")) for f in best if "currency" in f.evidence}
     return Opportunities(
-        total_gpu_hours=sum(f.wasted_gpu_hours for f in best),
+        total_gpu_hours=total.gpu_hours,
         by_rule=_order(by_rule.values()),
         by_group=_order(groups.values())[:top],
         top_jobs=_order(jobs.values())[:top],
         group_by=by,
+        total_kwh=total.kwh,
+        total_money=total.money,
+        currency=", ".join(sorted(currencies)),
     )
 
 
@@ -122,11 +145,19 @@ def render(report: Opportunities, window_label: str) -> str:
     out = [
         f"Recoverable GPU-hours, last {window_label}: {report.total_gpu_hours:,.1f} "
         "(overlapping rules on one job counted once)",
+        f"Recoverable energy: {report.total_kwh:,.1f} kWh"
+        + (
+            f"; money: {report.total_money:,.2f} {report.currency} (where prices are set)"
+            if report.total_money is not None
+            else ""
+        ),
         "",
-        f"{'rule':<6} {'GPU-h':>10} {'findings':>9} {'jobs':>6}",
+        f"{'rule':<6} {'GPU-h':>10} {'findings':>9} {'jobs':>6} {'kWh':>9}{_money_head(report)}",
     ]
     out += [
-        f"{x.key:<6} {x.gpu_hours:>10,.1f} {x.findings:>9} {len(x.jobs):>6}" for x in report.by_rule
+        f"{x.key:<6} {x.gpu_hours:>10,.1f} {x.findings:>9} {len(x.jobs):>6} {x.kwh:>9,.1f}"
+        f"{_money(report, x)}"
+        for x in report.by_rule
     ]
     # the name column as wide as its longest name: a job id is never cut (issue 31)
     width = max([28, *(len(x.key) for x in (*report.by_group, *report.top_jobs))])
@@ -141,3 +172,13 @@ def render(report: Opportunities, window_label: str) -> str:
         for x in report.top_jobs
     ]
     return "\n".join(out)
+
+
+def _money_head(report: Opportunities) -> str:
+    return f" {report.currency:>10}" if report.total_money is not None else ""
+
+
+def _money(report: Opportunities, line: Line) -> str:
+    if report.total_money is None:
+        return ""
+    return f" {'n/a' if line.money is None else f'{line.money:,.2f}':>10}"

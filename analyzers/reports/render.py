@@ -11,6 +11,7 @@ from html import escape
 
 from analyzers.plain import PlainFinding, plain_record
 from analyzers.reports.build import FindingLine, Scope, WeeklyReport
+from analyzers.reports.energy import energy_html, energy_markdown
 from analyzers.reports.svg import ACTIVE, ALLOCATED, WASTE, grouped_bars
 from analyzers.reports.week import IsoWeek
 
@@ -119,6 +120,7 @@ def to_html(report: WeeklyReport, dashboard_url: str = "") -> str:
             ),
             "</table></div>",
         ]
+    out += energy_html(report.energy) if report.energy else []
     if report.sharing:
         out += [
             "<div class='block'><h2>GPU sharing plan</h2>",
@@ -239,6 +241,7 @@ def to_markdown(report: WeeklyReport) -> str:
             f"| {t.team} | {_h(t.allocated_h)} | {_pct(t.efficiency_pct)} | {_h(t.wasted_gpu_h)} |"
             for t in report.teams
         ]
+    lines += energy_markdown(report.energy) if report.energy else []
     if report.sharing:
         lines += ["", "GPU sharing plan:"]
         lines += [

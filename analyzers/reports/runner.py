@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from analyzers.accounting.cost import Prices
 from analyzers.reports import deliver
 from analyzers.reports.build import Scope, build_weekly
 from analyzers.reports.catalog_frames import catalog_frame
@@ -60,6 +61,7 @@ def write_weekly(
         trend_weeks=settings.reports.trend_weeks,
         default_interval_s=settings.agent.interval_s,
         max_gap_s=settings.analyzers.max_gap_s,
+        prices=Prices.from_settings(settings),
     )
     target = folder / str(week)
     target.mkdir(parents=True, exist_ok=True)

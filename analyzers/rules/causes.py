@@ -26,7 +26,9 @@ and the sources):
 A symptom is absorbed when it is on the same job and identity bucket, its GPUs overlap the
 root's (a job-level finding overlaps every GPU) and its time overlaps. The root keeps its own
 waste estimate: the symptom's hours are the same hours, never added. Independent rules (R7, R13,
-R16, P2, R4) are never absorbed. This module must never read telemetry or the catalog.
+R16, P2, R4) are never absorbed. A rule outside this table declares its own place
+(analyzers.rule_cards: `explains`, `explained_by`), merged in after it. This module must never
+read telemetry or the catalog.
 """
 
 from __future__ import annotations
@@ -83,18 +85,23 @@ def _summary(symptom: Finding) -> dict[str, Any]:
     }
 
 
-def resolve(findings: Sequence[Finding]) -> list[Finding]:
-    """The findings with every symptom folded into the evidence of the root that explains it."""
-    rank = {rule: i for i, rule in enumerate(PRECEDENCE)}
+def resolve(
+    findings: Sequence[Finding], explains: Mapping[str, Sequence[str]] = EXPLAINS
+) -> list[Finding]:
+    """The findings with every symptom folded into the evidence of the root that explains it.
+
+    `explains`: root -> symptoms, in precedence order (the built-in table, or that table with
+    the installed rules' own relations merged in: analyzers.rule_cards.relations_of)."""
+    rank = {rule: i for i, rule in enumerate(explains)}
     order = sorted(range(len(findings)), key=lambda i: rank.get(findings[i].rule_id, len(rank)))
     absorbed: dict[int, int] = {}  # symptom index -> root index
     for i in order:
         if i in absorbed:
             continue
         root = findings[i]
-        explains = EXPLAINS.get(root.rule_id, ())
+        symptoms_of_root = explains.get(root.rule_id, ())
         for j, other in enumerate(findings):
-            if j == i or j in absorbed or other.rule_id not in explains:
+            if j == i or j in absorbed or other.rule_id not in symptoms_of_root:
                 continue
             if _overlaps(root, other):
                 absorbed[j] = i

@@ -51,6 +51,7 @@ class DataLoaderThresholds:
 class DataLoaderStall:
     name: ClassVar[str] = "dataloader_stall"
     rule_ids: ClassVar[tuple[str, ...]] = ("P1",)
+    rule_names: ClassVar[dict[str, str]] = {"P1": "Data-loader stall"}  # analyzers.rule_cards
     inputs: ClassVar[tuple[str, ...]] = ("step_samples",)
     partition_by: ClassVar[PartitionKey] = "job"
     thresholds: DataLoaderThresholds = field(default_factory=DataLoaderThresholds)

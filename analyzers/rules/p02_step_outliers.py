@@ -62,6 +62,7 @@ class StepOutlierThresholds:
 class StepOutliers:
     name: ClassVar[str] = "step_outliers"
     rule_ids: ClassVar[tuple[str, ...]] = ("P2",)
+    rule_names: ClassVar[dict[str, str]] = {"P2": "Step-time outliers"}  # analyzers.rule_cards
     inputs: ClassVar[tuple[str, ...]] = ("step_samples",)
     partition_by: ClassVar[PartitionKey] = "job"
     thresholds: StepOutlierThresholds = field(default_factory=StepOutlierThresholds)

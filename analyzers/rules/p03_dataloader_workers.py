@@ -40,6 +40,7 @@ class WorkerThresholds:
 class DataLoaderWorkers:
     name: ClassVar[str] = "dataloader_workers"
     rule_ids: ClassVar[tuple[str, ...]] = ("P3",)
+    rule_names: ClassVar[dict[str, str]] = {"P3": "Data-loader workers"}  # analyzers.rule_cards
     inputs: ClassVar[tuple[str, ...]] = ("step_samples", "host_samples", "gpu_samples")
     partition_by: ClassVar[PartitionKey] = "job"
     thresholds: WorkerThresholds = field(default_factory=WorkerThresholds)

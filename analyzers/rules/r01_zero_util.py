@@ -37,6 +37,7 @@ class ZeroUtilThresholds:
 class ZeroUtilization:
     name: ClassVar[str] = "zero_util"
     rule_ids: ClassVar[tuple[str, ...]] = ("R1",)
+    rule_names: ClassVar[dict[str, str]] = {"R1": "Zero utilization"}  # analyzers.rule_cards
     inputs: ClassVar[tuple[str, ...]] = ("gpu_samples",)
     partition_by: ClassVar[PartitionKey] = "job"
     thresholds: ZeroUtilThresholds = field(default_factory=ZeroUtilThresholds)

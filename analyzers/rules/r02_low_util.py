@@ -36,6 +36,7 @@ class LowUtilThresholds:
 class LowUtilization:
     name: ClassVar[str] = "low_util"
     rule_ids: ClassVar[tuple[str, ...]] = ("R2",)
+    rule_names: ClassVar[dict[str, str]] = {"R2": "Low utilization"}  # analyzers.rule_cards
     inputs: ClassVar[tuple[str, ...]] = ("gpu_samples",)
     partition_by: ClassVar[PartitionKey] = "job"
     thresholds: LowUtilThresholds = field(default_factory=LowUtilThresholds)

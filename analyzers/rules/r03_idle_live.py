@@ -36,6 +36,7 @@ class IdleThresholds:
 class IdleAllocation:
     name: ClassVar[str] = "idle_live"
     rule_ids: ClassVar[tuple[str, ...]] = ("R3",)
+    rule_names: ClassVar[dict[str, str]] = {"R3": "Idle allocation"}  # analyzers.rule_cards
     inputs: ClassVar[tuple[str, ...]] = ("gpu_samples",)
     partition_by: ClassVar[PartitionKey] = "job"
     thresholds: IdleThresholds = field(default_factory=IdleThresholds)

@@ -40,6 +40,7 @@ class UserEfficiencyThresholds:
 class UserEfficiency:
     name: ClassVar[str] = "user_efficiency"
     rule_ids: ClassVar[tuple[str, ...]] = ("R4",)
+    rule_names: ClassVar[dict[str, str]] = {"R4": "Low efficiency per user"}  # analyzers.rule_cards
     inputs: ClassVar[tuple[str, ...]] = ("gpu_samples",)
     partition_by: ClassVar[PartitionKey] = "none"
     thresholds: UserEfficiencyThresholds = field(default_factory=UserEfficiencyThresholds)

@@ -44,6 +44,7 @@ class OversizedThresholds:
 class OversizedGpu:
     name: ClassVar[str] = "oversized_gpu"
     rule_ids: ClassVar[tuple[str, ...]] = ("R5",)
+    rule_names: ClassVar[dict[str, str]] = {"R5": "GPU too big for the job"}  # analyzers.rule_cards
     inputs: ClassVar[tuple[str, ...]] = ("gpu_samples",)
     partition_by: ClassVar[PartitionKey] = "job"
     thresholds: OversizedThresholds = field(default_factory=OversizedThresholds)

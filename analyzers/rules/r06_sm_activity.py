@@ -84,6 +84,11 @@ class SmActivityThresholds:
 class SmActivity:
     name: ClassVar[str] = "sm_activity"
     rule_ids: ClassVar[tuple[str, ...]] = ("R6", "R7", "R8")
+    rule_names: ClassVar[dict[str, str]] = {
+        "R6": "Low SM activity",
+        "R7": "Tensor cores unused",
+        "R8": "Memory-bound",
+    }  # analyzers.rule_cards
     inputs: ClassVar[tuple[str, ...]] = ("gpu_samples",)
     partition_by: ClassVar[PartitionKey] = "job"
     thresholds: SmActivityThresholds = field(default_factory=SmActivityThresholds)

@@ -40,6 +40,10 @@ class HostBottleneckThresholds:
 class HostBottleneck:
     name: ClassVar[str] = "host_bottleneck"
     rule_ids: ClassVar[tuple[str, ...]] = ("R9", "R10")
+    rule_names: ClassVar[dict[str, str]] = {
+        "R9": "CPU bottleneck",
+        "R10": "I/O bottleneck",
+    }  # analyzers.rule_cards
     inputs: ClassVar[tuple[str, ...]] = ("gpu_samples", "host_samples")
     partition_by: ClassVar[PartitionKey] = "job"
     thresholds: HostBottleneckThresholds = field(default_factory=HostBottleneckThresholds)

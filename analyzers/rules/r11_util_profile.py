@@ -50,6 +50,10 @@ class UtilProfileThresholds:
 class UtilProfile:
     name: ClassVar[str] = "util_profile"
     rule_ids: ClassVar[tuple[str, ...]] = ("R11", "R12")
+    rule_names: ClassVar[dict[str, str]] = {
+        "R11": "Under-utilized or fluctuating",
+        "R12": "Batch size too small",
+    }  # analyzers.rule_cards
     inputs: ClassVar[tuple[str, ...]] = ("gpu_samples", "host_samples")
     partition_by: ClassVar[PartitionKey] = "job"
     thresholds: UtilProfileThresholds = field(default_factory=UtilProfileThresholds)

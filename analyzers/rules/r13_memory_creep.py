@@ -43,6 +43,7 @@ class MemoryCreepThresholds:
 class MemoryCreep:
     name: ClassVar[str] = "memory_creep"
     rule_ids: ClassVar[tuple[str, ...]] = ("R13",)
+    rule_names: ClassVar[dict[str, str]] = {"R13": "GPU memory creeping"}  # analyzers.rule_cards
     inputs: ClassVar[tuple[str, ...]] = ("gpu_samples",)
     partition_by: ClassVar[PartitionKey] = "job"
     thresholds: MemoryCreepThresholds = field(default_factory=MemoryCreepThresholds)

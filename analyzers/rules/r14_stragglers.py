@@ -49,6 +49,7 @@ class StragglerThresholds:
 class Stragglers:
     name: ClassVar[str] = "stragglers"
     rule_ids: ClassVar[tuple[str, ...]] = ("R14",)
+    rule_names: ClassVar[dict[str, str]] = {"R14": "Stragglers"}  # analyzers.rule_cards
     inputs: ClassVar[tuple[str, ...]] = ("gpu_samples",)
     partition_by: ClassVar[PartitionKey] = "job"
     thresholds: StragglerThresholds = field(default_factory=StragglerThresholds)

@@ -38,6 +38,9 @@ class FragmentationThresholds:
 class Fragmentation:
     name: ClassVar[str] = "fragmentation"
     rule_ids: ClassVar[tuple[str, ...]] = ("R15",)
+    rule_names: ClassVar[dict[str, str]] = {
+        "R15": "Multi-node fragmentation"
+    }  # analyzers.rule_cards
     inputs: ClassVar[tuple[str, ...]] = ("gpu_samples",)
     partition_by: ClassVar[PartitionKey] = "job"
     thresholds: FragmentationThresholds = field(default_factory=FragmentationThresholds)

@@ -77,6 +77,7 @@ def _model_case(index: int) -> str:
 class Throttling:
     name: ClassVar[str] = "throttling"
     rule_ids: ClassVar[tuple[str, ...]] = ("R16",)
+    rule_names: ClassVar[dict[str, str]] = {"R16": "Throttling"}  # analyzers.rule_cards
     inputs: ClassVar[tuple[str, ...]] = ("gpu_samples",)
     partition_by: ClassVar[PartitionKey] = "job"
     thresholds: ThrottlingThresholds = field(default_factory=ThrottlingThresholds)

@@ -46,6 +46,7 @@ class HardwareThresholds:
 class HardwareFaults:
     name: ClassVar[str] = "hardware"
     rule_ids: ClassVar[tuple[str, ...]] = ("R17",)
+    rule_names: ClassVar[dict[str, str]] = {"R17": "Hardware faults"}  # analyzers.rule_cards
     inputs: ClassVar[tuple[str, ...]] = ("gpu_samples",)
     partition_by: ClassVar[PartitionKey] = "host"
     thresholds: HardwareThresholds = field(default_factory=HardwareThresholds)

@@ -18,9 +18,11 @@ import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
+from analyzers.accounting.cost import Prices
 from analyzers.accounting.frames import FrameParams, prepare
+from analyzers.accounting.recoverable import recoverable
 from analyzers.base import (
     Analyzer,
     CombinedAnalyzer,
@@ -30,6 +32,7 @@ from analyzers.base import (
     rule_registry,
 )
 from analyzers.findings import Finding
+from analyzers.rule_cards import relations_of
 from analyzers.rules.causes import resolve
 from analyzers.run.parts import WHOLE, Part, Scope, Whole
 from analyzers.run.window import Window
@@ -44,6 +47,7 @@ if TYPE_CHECKING:
     from fleetscope.settings import Settings
 
 log = logging.getLogger(__name__)
+A = TypeVar("A")  # who found a list of findings: an analyzer, or its name
 
 
 class AnalyzerFailedError(FleetscopeError):
@@ -65,6 +69,7 @@ class Pipeline:
     analyzers: tuple[Analyzer, ...]
     params: FrameParams
     sketches: SketchStore | None = None  # keeps the window's quantile sketches (issue 6)
+    prices: Prices = field(default_factory=Prices)  # recoverable money (none set: no money)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Pipeline:
@@ -87,7 +92,7 @@ class Pipeline:
         )
         from analyzers.quantiles.store import open_store  # the mode's: a folder, or Iceberg
 
-        return cls(tuple(analyzers), params, open_store(settings))
+        return cls(tuple(analyzers), params, open_store(settings), Prices.from_settings(settings))
 
     @classmethod
     def default(cls) -> Pipeline:
@@ -112,6 +117,7 @@ class Pipeline:
                 done = self._run_one(analyzer, conn, window, catalog, store, result)
                 if done is not None:
                     ran.append((analyzer, *done))
+            ran = self._recoverable(ran, conn, window, catalog)
             self._land(ran, window, store, result)
         return result
 
@@ -129,6 +135,7 @@ class Pipeline:
         part = Part(None if isinstance(cluster, Whole) else cluster, whole=cluster is WHOLE)
         result = WindowResult(window)
         # the whole part keeps no sketches: the clusters' parts keep theirs
+        found_by: list[tuple[str, str, list[Finding], float]] = []
         with self._prepared(conn, window, catalog, result, cluster, keep_sketches=not part.whole):
             for analyzer in self.analyzers:
                 kind = part_kind(analyzer, window, whole=part.whole)
@@ -141,11 +148,13 @@ class Pipeline:
                         part.partials[analyzer.name] = analyzer.partial(conn, window)
                     else:
                         found = _own(analyzer, analyzer.run(conn, window, catalog))
-                        part.findings[analyzer.name] = [f.to_dict() for f in found]
+                        found_by.append((analyzer.name, "", found, 0.0))
                 except Exception as exc:  # an analyzer's bug must not stop the others
                     log.error("analyzer %s failed on %s", analyzer.name, window.key(), exc_info=exc)
                     part.errors[analyzer.name] = f"{type(exc).__name__}: {exc}"
                 part.seconds[analyzer.name] = time.perf_counter() - started
+            for name, _, found, _ in self._recoverable(found_by, conn, window, catalog):
+                part.findings[name] = [f.to_dict() for f in found]
         part.errors.update(result.errors)  # the quantile sketches'
         return part
 
@@ -189,6 +198,37 @@ class Pipeline:
             if "quantiles" in p.errors:
                 result.errors[f"quantiles {p.label()}"] = p.errors["quantiles"]
         return result
+
+    def _recoverable(
+        self,
+        ran: list[tuple[A, str, list[Finding], float]],
+        conn: duckdb.DuckDBPyConnection,
+        window: Window,
+        catalog: JobCatalog,
+    ) -> list[tuple[A, str, list[Finding], float]]:
+        """Recoverable kWh and money beside each finding's GPU-hours
+        (analyzers.accounting.recoverable), from the telemetry the analyzers read, in one query
+        for every analyzer's findings. An estimate that cannot be made loses no finding: they
+        land without it, and the log says why."""
+        everything = [f for _, _, found, _ in ran for f in found]
+        try:
+            priced = recoverable(
+                everything,
+                conn,
+                window,
+                catalog,
+                self.prices,
+                default_interval_s=self.params.default_interval_s,
+                max_gap_s=self.params.max_gap_s,
+            )
+        except Exception as exc:
+            log.error("recoverable kWh on %s failed", window.key(), exc_info=exc)
+            return ran
+        out, at = [], 0
+        for who, run_id, found, seconds in ran:
+            out.append((who, run_id, priced[at : at + len(found)], seconds))
+            at += len(found)
+        return out
 
     @contextmanager
     def _prepared(
@@ -275,7 +315,7 @@ class Pipeline:
         """Fold symptoms into their root causes (analyzers.rules.causes) across all analyzers of the
         window, then land each analyzer's remaining findings (its absorbed ones are removed)."""
         everything = [f for _a, _r, found, _s in ran for f in found]
-        roots = {f.finding_id: f for f in resolve(everything)}
+        roots = {f.finding_id: f for f in resolve(everything, relations_of(a for a, *_ in ran))}
         for analyzer, run_id, found, elapsed in ran:
             mine = [roots[f.finding_id] for f in found if f.finding_id in roots]
             try:

@@ -7,19 +7,19 @@ Never prints; never touches the warehouse (`document.analysis_document` is what 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from analyzers.findings import Finding
-from analyzers.traces import xp
 from analyzers.traces.analyses import load_registry
 from analyzers.traces.analyses.base import AnalysisResult, TraceOptions
-from analyzers.traces.engine import each_tie_order
 from analyzers.traces.frame import TraceSet
 from analyzers.traces.hta_rules import prepare_hta
 from analyzers.traces.load import RawTrace, load_raw_trace
 from analyzers.traces.native import prepare_native
+from analyzers.traces.trace_text import regular_file_size
 from fleetscope.errors import TraceError
 
 __all__ = ["TraceReport", "analyze_trace", "find_trace_files", "load_trace_set", "run_analyses"]
@@ -37,7 +37,10 @@ def find_trace_files(path: str | Path) -> list[Path]:
         if not files:
             raise TraceError(f"{path}: no trace files (*.json, *.gz) in this folder")
         return files
-    raise TraceError(f"{path}: no such file or folder")
+    if not os.path.lexists(path):
+        raise TraceError(f"{path}: no such file or folder")
+    regular_file_size(path)  # a FIFO, a device, a dangling link: says which
+    raise TraceError(f"{path}: cannot read")
 
 
 def load_trace_set(
@@ -49,8 +52,7 @@ def load_trace_set(
 ) -> TraceSet:
     """Parse a trace file or a folder of per-rank files and prepare it for the analyses.
 
-    `load` reads one file (`fleetscope trace analyze` passes prefetch.Prefetch.load: the same
-    columns, loaded while the command imported)."""
+    `load` reads one file (tests pass a cached or alternative loader)."""
     if raws is None:
         raws = [load(p) for p in find_trace_files(path)]
     return prepare_hta(raws) if hta_compatible else prepare_native(raws)
@@ -67,16 +69,9 @@ def run_analyses(
     if unknown:
         raise TraceError(f"unknown trace analyses {unknown}; known: {sorted(registry)}")
     results: dict[str, AnalysisResult] = {}
-    # On the small-trace engine an analysis runs under every order of tied sort keys numpy
-    # could give it, and stands only where they agree (engine.py).
-    lite = xp.bound() == "lite"
     for name in registry:
         if name in wanted:
-            fn = registry[name].fn
-            if lite:
-                results[name] = each_tie_order(lambda fn=fn: fn(trace, options))  # type: ignore[misc]
-            else:
-                results[name] = fn(trace, options)
+            results[name] = registry[name].fn(trace, options)
     return results
 
 

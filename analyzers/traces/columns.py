@@ -5,18 +5,16 @@ whole numpy blocks per batch of events, the stdlib path (and the fast path's per
 appends one event at a time through `event_sink`, whose rules are the definition of what a row
 holds (RawTrace's docstring). The builder keeps the two kinds of appends in file order.
 
-Never decodes JSON and never reads files; never imports pandas. Imports numpy only where a
-column is made from Python values or read out: the C pass's blocks stay bytearrays until then,
-so the prefetch child (prefetch.py), which must not spend ~70 ms importing numpy, can fill a
-builder and send its blocks on as bytes.
+Never decodes JSON and never reads files; never imports pandas.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from math import isfinite
 from typing import TYPE_CHECKING, Any, TypeAlias
 
-from fleetscope.errors import CorruptTraceError
+from fleetscope.errors import CorruptTraceError, NonFiniteTraceError
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -24,8 +22,7 @@ if TYPE_CHECKING:
 __all__ = ["CHUNK_SIZE", "DTYPES", "Block", "ColumnBuilder", "SymbolTable", "event_sink"]
 
 # Decompressed bytes a loader reads at a time: bounds the memory of a load (load.py's module
-# docstring). Here, not in trace_text.py, so that load.py has it without importing the reader
-# (zlib-ng and shutil): a command whose files a prefetch child loads never reads one itself.
+# docstring).
 CHUNK_SIZE = 1 << 20
 
 # Every column of RawTrace that grows with the file, and its dtype (numpy's name for it: the
@@ -106,7 +103,7 @@ class ColumnBuilder:
         pending_keys = [key for key, pending in self.lists.items() if pending]
         if not pending_keys:
             return
-        from analyzers.traces.xp import np
+        import numpy as np
 
         for key in pending_keys:
             pending = self.lists[key]
@@ -114,7 +111,7 @@ class ColumnBuilder:
             pending.clear()
 
     def column(self, key: str) -> npt.NDArray[Any]:
-        from analyzers.traces.xp import np
+        import numpy as np
 
         self.flush()
         dtype = DTYPES[key]
@@ -179,6 +176,9 @@ def event_sink(cols: ColumnBuilder, path: object) -> Callable[[object, int], Non
             raise CorruptTraceError(f"{path}: traceEvents[{position}] is not an object: {ev!r:.80}")
         get = ev.get
         ts = get("ts")
+        # A JSON number that is NaN or an infinity (a literal, or past float's range) is refused
+        # below; text where a number goes stays the unreadable NaN it always was.
+        non_finite = ""  # the field that is
         if type(ts) is not int:
             if ts is None:
                 cols.ts_all_present = False
@@ -186,14 +186,21 @@ def event_sink(cols: ColumnBuilder, path: object) -> Callable[[object, int], Non
                 cols.ts_has_float = True
                 if type(ts) is not float:
                     ts = as_float(ts, float("nan"))
+                elif not isfinite(ts):
+                    non_finite = "ts"
         dur = get("dur")
         cat = get("cat")
         if dur is None or cat is None or cat == "Trace" or ts is None:
             if get("name") == "[memory]" and ts is not None:
                 _add_memory_counter(cols, get("args"), ts)
             return
-        if type(dur) is not int and type(dur) is not float:
-            dur = as_float(dur, float("nan"))
+        if type(dur) is not int:
+            if type(dur) is not float:
+                dur = as_float(dur, float("nan"))
+            elif not isfinite(dur) and not non_finite:
+                non_finite = "dur"
+        if non_finite:
+            _refuse_non_finite(path, position, ev, non_finite)
         index_append(position)
         cat_append(ids[cat])
         name_append(ids[get("name")])
@@ -232,6 +239,16 @@ def event_sink(cols: ColumnBuilder, path: object) -> Callable[[object, int], Non
             ext_append(-1)
 
     return add
+
+
+def _refuse_non_finite(path: object, position: int, ev: dict[str, Any], field: str) -> None:
+    """A kept event whose `ts` or `dur` is NaN or an infinity (a `NaN`/`Infinity` literal, a
+    number past float's range): every analysis would turn it into NaN sums or an endless span,
+    so the file is refused with the event named (issue 28)."""
+    raise NonFiniteTraceError(
+        f"{path}: traceEvents[{position}] ({ev.get('name')!r:.60}) has {field} = {ev[field]!r}: "
+        "a timestamp or duration must be a finite number"
+    )
 
 
 def _add_memory_counter(cols: ColumnBuilder, args: object, ts: float) -> None:

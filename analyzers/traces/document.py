@@ -13,12 +13,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from analyzers.traces.analyses.base import Table, TraceOptions
 from analyzers.traces.api import TraceReport
 from analyzers.traces.classify import KernelClass
 from analyzers.traces.frame import RankFrame
 from analyzers.traces.render import json_ready
-from analyzers.traces.xp import np
 
 __all__ = ["DOCUMENT_VERSION", "OPTIONS", "TIMELINE_OPS", "analysis_document"]
 

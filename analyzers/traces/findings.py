@@ -16,10 +16,12 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import numpy as np
+
 from analyzers.findings import Finding, Severity
 from analyzers.traces.analyses.base import AnalysisResult, TraceOptions
 from analyzers.traces.frame import RankFrame, TraceSet
-from analyzers.traces.xp import np
+from analyzers.traces.hardware import Gpu, gpu_of
 from fleetscope import plugins
 
 __all__ = ["Rule", "trace_findings", "trace_rules"]
@@ -203,7 +205,8 @@ def t10_tensor_cores(
     cc = _value(r, "tensor_cores", frame.rank, "compute_capability")
     eligible = _value(r, "tensor_cores", frame.rank, "eligible_us")
     tc = _value(r, "tensor_cores", frame.rank, "tensor_core_us")
-    if math.isnan(cc) or cc < 7 or not eligible or math.isnan(eligible) or tc > 0:
+    gpu = gpu_of(frame.device_properties)
+    if math.isnan(cc) or not gpu.tensor_cores or not eligible or math.isnan(eligible) or tc > 0:
         return
     hours, method = _whatif(r, frame.rank, "amp")
     gpu_saved = _value(r, "whatif", frame.rank, "amp_gpu_busy_saved_fraction")
@@ -214,13 +217,28 @@ def t10_tensor_cores(
             "the CPU side is fixed (see dataloader_workers+amp and cuda_graphs)"
         )
     yield emit(
-        "T10", Severity.WARN, "tensor cores unused by convolution/matmul kernels",
-        "train with automatic mixed precision (torch.autocast with bfloat16/float16) or enable "
-        "TF32 (torch.backends.cuda.matmul.allow_tf32 = True) on Ampere and later",
+        "T10", Severity.WARN, "tensor cores unused by convolution/matmul kernels", _amp_fix(gpu),
         {"compute_capability": cc, "eligible_us": eligible, "tensor_core_us": tc,
          "amp_gpu_busy_saved_fraction": gpu_saved},
         hours, method,
     )  # fmt: skip
+
+
+def _amp_fix(gpu: Gpu) -> str:
+    """Mixed precision in the forms this GPU runs on its tensor cores (hardware.py): TF32 and
+    bfloat16 from Ampere, float16 with a gradient scaler before."""
+    if gpu.bf16 and gpu.tf32:
+        return (
+            "train with automatic mixed precision (torch.autocast with bfloat16/float16) or enable "
+            "TF32 (torch.backends.cuda.matmul.allow_tf32 = True) on Ampere and later"
+        )
+    if gpu.bf16:
+        return "train with automatic mixed precision (torch.autocast with bfloat16/float16)"
+    return (
+        "train with automatic mixed precision: torch.autocast(dtype=torch.float16) with "
+        f"torch.cuda.amp.GradScaler ({gpu.describe()} has float16 tensor cores, not TF32 or "
+        "bfloat16)"
+    )
 
 
 def t11_memory(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterator[Finding]:

@@ -16,9 +16,10 @@ from enum import StrEnum
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeAlias
 
+import numpy as np
+
 from analyzers.traces.classify import Classifier, KernelClass
 from analyzers.traces.stats import unique
-from analyzers.traces.xp import np
 
 if TYPE_CHECKING:  # annotations only: pathlib imports urllib.parse and ipaddress (~4 ms, issue 19)
     from pathlib import Path

@@ -23,10 +23,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
 from analyzers.traces.classify import classify_hta_050
 from analyzers.traces.frame import I64, Mask, Mode, RankFrame, TraceSet
 from analyzers.traces.load import RawTrace
-from analyzers.traces.xp import np
 
 __all__ = ["hta_gpu_filter", "prepare_hta"]
 

@@ -34,12 +34,13 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
-from analyzers.traces.xp import np
+import numpy as np
 
 if TYPE_CHECKING:
     import numpy.typing as npt
 
 from analyzers.traces.columns import CHUNK_SIZE, DTYPES, ColumnBuilder
+from analyzers.traces.trace_text import regular_file_size
 from fleetscope.errors import CorruptTraceError
 
 __all__ = ["RawTrace", "load_raw_trace", "raw_trace"]
@@ -52,10 +53,9 @@ _CHUNK = CHUNK_SIZE
 Decoder = Literal["msgspec", "stdlib"]
 
 _UNLOADED = object()
-# The fast path's module (load_fast.py), imported on first use (`_fast_loader`): a command whose
-# files a prefetch child loads (prefetch.py) never imports it, nor msgspec and zlib-ng with it
-# (~8 ms of the command, issue 19). None: the stdlib path reads every file (2-3x the CPU, same
-# columns): msgspec comes with the `server` extra; tests set None to force that path.
+# The fast path's module (load_fast.py), imported on first use (`_fast_loader`). None: the
+# stdlib path reads every file (2-3x the CPU, same columns): msgspec comes with the `server`
+# extra; tests set None to force that path.
 load_fast: Any = _UNLOADED
 
 
@@ -205,15 +205,18 @@ def load_raw_trace(
     itself whenever it cannot read a file, so errors always come from the stdlib parser.
     """
     path = Path(path)
-    if not path.is_file():
-        raise CorruptTraceError(f"{path}: no such file")
+    regular_file_size(path)  # a FIFO or a device is refused before it is opened
     fast = _fast_loader() if decoder == "msgspec" else None
     if fast is not None:
         cols = ColumnBuilder()
         decoded = fast.decode_fast(path, cols, chunk_size)
         if decoded is not None:
             metadata, hta_rank = decoded
-            return _finish(path, metadata, cols, hta_rank)
+            raw = _finish(path, metadata, cols, hta_rank)
+            # A number past float's range decodes to an infinity on the fast path; the stdlib
+            # path refuses it and names the event (columns.event_sink).
+            if np.isfinite(raw.ts).all() and np.isfinite(raw.dur).all():
+                return raw
     return _load_stdlib(path, chunk_size)
 
 
@@ -259,7 +262,7 @@ def raw_trace(
     symbols: dict[str, int],
 ) -> RawTrace:
     """A RawTrace of finished columns (keyed and typed as `columns.DTYPES`): a file loaded here,
-    or in the prefetch child (prefetch.py), which sends them over as bytes."""
+    or built by a test."""
     column = columns.__getitem__
     return RawTrace(
         path=path,

@@ -18,9 +18,7 @@ decodes only what the strict struct types describe; a batch with anything else (
 a null `args`, an integer beyond int64) is decoded into dicts and reduced by `columns.event_sink`,
 the reference rules. Anything it cannot decode at all (a truncated or corrupt file, NaN literals,
 lone surrogates, a top level it does not recognise) makes `decode_fast` return None, and `load.py`
-reads the file again with the stdlib parser, which says what is wrong. Never imports pandas, and
-imports numpy only for a batch the C pass leaves to msgspec: the prefetch child (prefetch.py) runs
-this module while its parent imports numpy, and most files never need it there.
+reads the file again with the stdlib parser, which says what is wrong. Never imports pandas.
 """
 
 from __future__ import annotations
@@ -38,9 +36,8 @@ from analyzers.traces.columns import ColumnBuilder, SymbolTable, event_sink
 from analyzers.traces.trace_text import GZIP_ERRORS, TextSource
 
 if TYPE_CHECKING:
+    import numpy as np
     import numpy.typing as npt
-
-    from analyzers.traces.xp import np
 
     I32 = npt.NDArray[np.int32]
     I64 = npt.NDArray[np.int64]
@@ -138,6 +135,8 @@ def decode_fast(
         return None
     except (TypeError, ValueError, OverflowError):  # a malformed event: the stdlib path names it
         return None
+    except RecursionError:  # nesting past msgspec's depth: the stdlib path names the value
+        return None
     finally:
         source.close()
 
@@ -195,13 +194,21 @@ def _decode(source: TextSource, cols: ColumnBuilder, path: Path) -> dict[str, An
     # From here on the text's first byte is the `[` or `,` before the next element.
     text.drop(opening.end() - 1)
     batches = _Batches(cols, path)
+    # Where the search for a `},` starts: past the text already searched in vain, so a run of
+    # text without one (a gzip bomb of spaces) is searched once, not once a chunk.
+    searched = 0
     while True:
         if not source.eof and text.length < source.chunk_size:
             text.append(source.read())
             continue
-        cut = _decode_batch(text.data, text.length, batches)
+        cut = 0
+        if text.find(_CUT, max(1, searched - 1)) >= 0:
+            cut = _decode_batch(text.data, text.length, batches)
+        else:
+            searched = text.length
         if cut:
             text.drop(cut)
+            searched = 0
         elif source.eof:
             break
         elif text.length > _MAX_BUFFER:
@@ -305,7 +312,7 @@ class _Batches:
 
 def _ints(values: list[int | None]) -> I64:
     """Integers, None -> -1 (the columns' "absent")."""
-    from analyzers.traces.xp import np
+    import numpy as np
 
     try:
         return np.array(values, dtype=np.int64)
@@ -317,7 +324,7 @@ def _symbols(table: SymbolTable, columns: tuple[list[Any], ...]) -> list[I32]:
     """Symbol ids of each column, looked up column by column in C. Values not seen before are
     interned first, in event order and cat/name/pid/tid within an event: the order in which the
     per-event reduction assigns ids, so both paths give every symbol the same id."""
-    from analyzers.traces.xp import np
+    import numpy as np
 
     get = table.get
     codes = [list(map(get, column)) for column in columns]
@@ -348,7 +355,7 @@ def _symbols(table: SymbolTable, columns: tuple[list[Any], ...]) -> list[I32]:
 def _reduce(events: list[_Event], base: int, cols: ColumnBuilder) -> dict[str, npt.NDArray[Any]]:
     """One batch as column blocks, by the rules of `columns.event_sink` (kept rows: a `dur`, a
     `ts` and a `cat` other than `Trace`; `[memory]` counters among the others)."""
-    from analyzers.traces.xp import np
+    import numpy as np
 
     if not events:
         return {}
@@ -412,7 +419,7 @@ def _reduce(events: list[_Event], base: int, cols: ColumnBuilder) -> dict[str, n
 
 def _memory_counters(others: list[_Event]) -> dict[str, npt.NDArray[Any]]:
     """`[memory]` instant events (not rows) that have a `ts` and `args`."""
-    from analyzers.traces.xp import np
+    import numpy as np
 
     counters = [
         e for e in others if e.name == "[memory]" and e.ts is not None and e.args is not _NO_ARGS

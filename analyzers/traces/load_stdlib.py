@@ -3,8 +3,7 @@ text, each element of `traceEvents` decoded with `json.JSONDecoder.raw_decode` a
 rules of `columns.event_sink`.
 
 Why a module of its own: it is the slow, exact path every error message comes from (the fast
-one, load_fast.py, hands it every file it cannot read exactly), and the one the small-trace
-engine reads small files with (no msgspec to import). Never imports numpy or pandas.
+one, load_fast.py, hands it every file it cannot read exactly). Never imports numpy or pandas.
 """
 
 from __future__ import annotations
@@ -12,12 +11,14 @@ from __future__ import annotations
 import codecs
 import io
 import re
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from analyzers.traces.columns import CHUNK_SIZE, ColumnBuilder, event_sink
-from fleetscope.errors import CorruptTraceError, TruncatedTraceError
+from analyzers.traces.trace_text import InflateBudget, regular_file_size
+from fleetscope.errors import CorruptTraceError, TraceNestingError, TruncatedTraceError
 
 __all__ = ["read_stdlib"]
 
@@ -27,6 +28,7 @@ _CHUNK = CHUNK_SIZE
 # on first use (re's cache).
 _HTA_RANK_RE = r'"rank":[^\S\n]+(\d+)'
 _WS = " \t\n\r"
+_SKIP_WS = re.compile(r"[ \t\n\r]*").match
 _NUMBER_CHARS = frozenset("0123456789.eE+-")
 _GZIP_MAGIC = b"\x1f\x8b"
 
@@ -37,11 +39,13 @@ class _Reader:
     def __init__(self, path: Path, chunk_size: int = _CHUNK) -> None:
         self.path = path
         self.chunk_size = chunk_size
+        size = regular_file_size(path)
         try:
             with path.open("rb") as probe:
                 magic = probe.read(2)
         except OSError as exc:
             raise CorruptTraceError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+        self._budget = InflateBudget(path, size) if magic == _GZIP_MAGIC else None
         # Closed by `close()`, which load_raw_trace calls in a `finally`.
         self._raw: io.BufferedIOBase
         if magic == _GZIP_MAGIC:
@@ -71,7 +75,7 @@ class _Reader:
         return text
 
     def _read_chunk(self) -> str:
-        import zlib  # the reference path only: a command loaded by a prefetch child never reads
+        import zlib  # the reference path only
 
         try:
             data = self._raw.read(self.chunk_size)
@@ -81,6 +85,8 @@ class _Reader:
             ) from exc
         except (OSError, zlib.error) as exc:
             raise CorruptTraceError(f"{self.path}: not a valid gzip file: {exc}") from exc
+        if self._budget is not None:
+            self._budget.count(len(data))
         try:
             text = self._decoder.decode(data, final=not data)
         except UnicodeDecodeError as exc:
@@ -101,8 +107,7 @@ class _Parser:
         self.reader = reader
         self.buf = ""
         self.pos = 0
-        # Imported here: a command whose files the fast path reads (or a prefetch child) and
-        # that prints a table never needs the json module (~1.5 ms, issue 19).
+        # Imported here: a command whose files the fast path reads never needs it.
         import json
 
         self.decoder = json.JSONDecoder()
@@ -121,8 +126,9 @@ class _Parser:
         while True:
             buf, pos = self.buf, self.pos
             n = len(buf)
-            while pos < n and buf[pos] in _WS:
-                pos += 1
+            # A run of whitespace is skipped in C: a file of nothing but spaces (a gzip bomb)
+            # reaches its decompression budget in a second, not a character at a time.
+            pos = _SKIP_WS(buf, pos).end()  # type: ignore[union-attr]  # `*` always matches
             self.pos = pos
             if pos < n:
                 return buf[pos]
@@ -141,6 +147,11 @@ class _Parser:
         while True:
             try:
                 obj, end = self.decoder.raw_decode(self.buf, self.pos)
+            except RecursionError:
+                raise TraceNestingError(
+                    f"{self.reader.path}: not a Kineto trace: {what} nests deeper than the JSON "
+                    f"decoder goes (about {sys.getrecursionlimit()} levels; an event nests 3)"
+                ) from None
             except self.decode_error as exc:
                 if self._more():
                     continue
@@ -214,7 +225,7 @@ def _parse_events(parser: _Parser, cols: ColumnBuilder, path: Path) -> None:
         while True:
             try:
                 ev, end = scan_once(buf, pos)
-            except (StopIteration, ValueError):
+            except (StopIteration, ValueError, RecursionError):  # the slow path names the error
                 break
             if end >= n:
                 break

@@ -19,10 +19,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
 from analyzers.traces.classify import CLASSIFIERS
 from analyzers.traces.frame import GPU_OP_CATS, I64, RUNTIME_CATS, Mode, RankFrame, TraceSet
 from analyzers.traces.load import RawTrace
-from analyzers.traces.xp import np
 from fleetscope.errors import TraceError
 
 __all__ = ["prepare_native"]

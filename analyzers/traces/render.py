@@ -14,11 +14,12 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from analyzers.traces.analyses import load_registry
 from analyzers.traces.analyses.base import Table
 from analyzers.traces.api import TraceReport
 from analyzers.traces.frame import Mode
-from analyzers.traces.xp import np
 
 __all__ = ["json_ready", "render_text", "report_json", "report_to_dict"]
 
@@ -89,8 +90,7 @@ def report_json(reports: Sequence[TraceReport]) -> str:
     raw = [_report_data(r) for r in reports]
     data = raw[0] if len(raw) == 1 else raw
     # Only where the process has msgspec already (it loaded a file in process): its import
-    # (~7 ms) costs more than the stdlib writes slower (~1.2 ms), and a command whose files a
-    # prefetch child loaded (prefetch.py) imports it nowhere else.
+    # (~7 ms) costs more than the stdlib writes slower (~1.2 ms).
     text = _msgspec_json(data) if "msgspec" in sys.modules else None
     if text is None:
         import json  # only here: msgspec writes the rest (the json module is ~1.7 ms to import)

@@ -24,7 +24,7 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TypeAlias
 
-from analyzers.traces.xp import np
+import numpy as np
 
 if TYPE_CHECKING:
     import numpy.typing as npt

@@ -2,8 +2,7 @@
 where installed), checked as UTF-8, with HTA's rank found on the way.
 
 Why its own module: reading and checking the bytes is one job, turning them into columns another
-(load_fast.py). Never parses JSON; imports numpy only where the C extension is not built (the
-prefetch child, prefetch.py, reads files before its parent has numpy).
+(load_fast.py). Never parses JSON.
 """
 
 from __future__ import annotations
@@ -11,14 +10,84 @@ from __future__ import annotations
 import codecs
 import gzip
 import io
+import os
 import re
+import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import cast
 
 from analyzers.traces.columns import CHUNK_SIZE
+from fleetscope.errors import CorruptTraceError, NotRegularFileError, TraceBudgetError
 
-__all__ = ["CHUNK_SIZE", "GZIP_ERRORS", "TextSource", "holds_rank_key"]
+__all__ = [
+    "CHUNK_SIZE",
+    "GZIP_ERRORS",
+    "MAX_INFLATE_RATIO",
+    "MAX_TEXT_BYTES",
+    "InflateBudget",
+    "TextSource",
+    "holds_rank_key",
+    "regular_file_size",
+]
+
+# The decompression budget of one gzip trace file (issue 28: a 2 MB gzip of 2 GiB of spaces ran
+# 120 s with no output). Real Kineto traces inflate 13-30x (the shared traces: nccl_data 13x,
+# trace_diff_control 17x, resnet50 30x); JSON text rarely passes 50x, while deflate's ceiling,
+# reached by runs of one byte, is ~1,030x. So a file may inflate to MAX_INFLATE_RATIO times its
+# compressed size (at least INFLATE_FLOOR_BYTES, so a tiny file is never judged by its header),
+# and never past MAX_TEXT_BYTES, far above any one rank's trace seen (hundreds of MB). The check
+# runs on every chunk read, so a bomb stops after ~200x its size: well under a second.
+MAX_INFLATE_RATIO = 200
+INFLATE_FLOOR_BYTES = 64 << 20
+MAX_TEXT_BYTES = 16 << 30
+
+_KINDS = (
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISDIR, "a folder"),
+)
+
+
+def regular_file_size(path: Path) -> int:
+    """The size of `path`, a regular file; refused before it is opened otherwise (opening a
+    FIFO blocks until a writer comes, `/dev/zero` never ends): NotRegularFileError, or
+    CorruptTraceError when nothing is there."""
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        raise CorruptTraceError(f"{path}: no such file") from None
+    except OSError as exc:
+        raise CorruptTraceError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    if not stat.S_ISREG(info.st_mode):
+        kind = next((name for test, name in _KINDS if test(info.st_mode)), "not a regular file")
+        raise NotRegularFileError(
+            f"{path}: {kind}, not a regular file: the trace command reads regular files only"
+        )
+    return info.st_size
+
+
+class InflateBudget:
+    """Counts the text a gzip file inflated to; raises TraceBudgetError past its budget."""
+
+    def __init__(self, path: Path, compressed_bytes: int) -> None:
+        self.path = path
+        self.limit = min(
+            MAX_TEXT_BYTES, max(INFLATE_FLOOR_BYTES, MAX_INFLATE_RATIO * compressed_bytes)
+        )
+        self.inflated = 0
+
+    def count(self, size: int) -> None:
+        self.inflated += size
+        if self.inflated > self.limit:
+            raise TraceBudgetError(
+                f"{self.path}: refused: the gzip file inflates past {self.limit >> 20} MiB of "
+                f"text (over {MAX_INFLATE_RATIO}x its size or {MAX_TEXT_BYTES >> 30} GiB; a "
+                "decompression bomb, or not a trace)"
+            )
+
 
 # The extension's memchr search (analyzers/traces/_kineto_columns.c); numpy where not built.
 _find: Callable[[bytes, bytes, int], int] | None
@@ -53,10 +122,12 @@ class TextSource:
     strings it skips), with HTA's rank found on the way."""
 
     def __init__(self, path: Path, chunk_size: int) -> None:
+        size = regular_file_size(path)
         with path.open("rb") as probe:
             gz = probe.read(2) == _GZIP_MAGIC
         # Closed by `close()`, which decode_fast calls in a `finally`.
         self._raw: io.BufferedIOBase = _open_gzip(path, "rb") if gz else path.open("rb")
+        self._budget = InflateBudget(path, size) if gz else None
         self._utf8 = codecs.getincrementaldecoder("utf-8")("strict")
         self.chunk_size = chunk_size
         self.eof = False
@@ -65,6 +136,8 @@ class TextSource:
 
     def read(self) -> bytes:
         data = self._raw.read(self.chunk_size)
+        if self._budget is not None:
+            self._budget.count(len(data))
         if not data:
             self.eof = True
             self._utf8.decode(b"", final=True)  # a multi-byte character cut by the end of file
@@ -105,7 +178,7 @@ def holds_rank_key(data: bytes) -> bool:
     ms of the resnet50 traces' load with `in`, 9 with numpy, ~3 with memchr (issue 19)."""
     if _find is not None:
         return _find(data, _RANK_KEY, _RANK_KEY_RARE_AT) >= 0
-    from analyzers.traces.xp import np
+    import numpy as np
 
     view = np.frombuffer(data, dtype=np.uint8)
     at = _RANK_KEY_RARE_AT

@@ -10,7 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from analyzers.plain import utc_span
-from dashboard import charts, data, heat, partial, state, tables
+from dashboard import charts, data, energy_view, heat, partial, state, tables
 from dashboard.findings_view import show_finding
 from dashboard.tables import Col
 
@@ -101,6 +101,8 @@ def render() -> None:
             ),
             width="stretch",
         )
+
+    energy_view.show_mfu_by_team(jobs)
 
     st.subheader("Utilization heatmap by cluster and host")
     st.caption(

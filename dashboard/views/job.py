@@ -16,7 +16,7 @@ import pandas as pd
 import streamlit as st
 
 from analyzers.plain import plain_record, utc_span, without_gpus
-from dashboard import actions, charts, data, jobinfo, state, trace_report
+from dashboard import actions, charts, data, energy_view, jobinfo, state, trace_report
 from dashboard.findings_view import show_finding
 from fleetscope.errors import FleetscopeError
 
@@ -76,6 +76,8 @@ def render() -> None:
     summary = state.job_summary(key, job_id, start, end) if not gpus.empty else None
     if summary is not None:
         _summary(summary, step_totals)
+    if not gpus.empty:
+        energy_view.show_job(key, job_id, span.start, span.end, catalog_row.get("team"), gpus)
     left, right = st.columns([3, 2])
     left.table(pd.DataFrame(rows, columns=["job", "value"]).set_index("job"))
     with right:

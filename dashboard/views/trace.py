@@ -83,6 +83,7 @@ def render() -> None:
         if len(view.ranks) > 1:
             rank = st.selectbox("Rank", list(view.ranks), key="trace_rank")
         _rank(view.ranks[rank])
+    _every_analysis(view)
     for note in view.notes:
         st.caption(note)
 
@@ -154,6 +155,28 @@ def _rank(view: trace_report.RankView) -> None:
         width="stretch",
         column_config={"share_pct": st.column_config.NumberColumn("share %", format="%.1f")},
     )
+
+
+def _every_analysis(view: trace_report.TraceView) -> None:
+    """Every analysis the stored document holds, drawn the same way (tables and notes): an
+    analysis module added to the registry shows here without an edit of this page."""
+    if not view.sections:
+        return
+    st.subheader("Every analysis")
+    ranks = list(view.sections)
+    rank = ranks[0]
+    if len(ranks) > 1:
+        rank = st.selectbox("Rank", ranks, key="trace_analyses_rank")
+    for section in view.sections[rank]:
+        with st.expander(section.title):
+            if not section.tables:
+                st.caption("Nothing for this rank.")
+            for name, table in section.tables:
+                if len(section.tables) > 1:
+                    st.caption(name.replace("_", " "))
+                st.dataframe(table, hide_index=True, width="stretch")
+            for note in section.notes:
+                st.caption(note)
 
 
 def _findings(view: trace_report.TraceView) -> None:

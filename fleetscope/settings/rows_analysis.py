@@ -64,7 +64,7 @@ ROWS: tuple[Setting, ...] = (
         "analyzers.metrics_top_jobs",
         20,
         "int",
-        'Jobs with their own series on /metrics; the rest are summed into job="other".',
+        'Jobs with their own series on /metrics; the rest are summed into job_id="other".',
     ),
     Setting(
         "analyzers.metrics_refresh_s",
@@ -146,6 +146,34 @@ ROWS: tuple[Setting, ...] = (
         "str",
         "Base URL of the dashboard, linked from reports.",
     ),
+    # -- notify (analyzers.notify) ------------------------------------------------------------
+    Setting(
+        "notify.webhook_url",
+        "",
+        "str",
+        "Webhook that receives new and escalated findings as Alertmanager's webhook JSON "
+        "(version 4); empty: off.",
+    ),
+    Setting(
+        "notify.slack_webhook_url",
+        "",
+        "str",
+        'Slack-style incoming webhook ({"text": ...}) for the same notifications; empty: off.',
+    ),
+    Setting(
+        "notify.min_severity",
+        "critical",
+        "str",
+        "Least severity notified (info, warn, critical).",
+    ),
+    Setting("notify.interval_s", 60.0, "float", "Seconds between two reads of new findings."),
+    Setting(
+        "notify.lookback_s",
+        86400.0,
+        "float",
+        "Findings whose window ended within this many seconds are notified (older ones never).",
+    ),
+    Setting("notify.timeout_s", 10.0, "float", "Timeout of one notification POST."),
     # -- simulator ----------------------------------------------------------------------------
     Setting("simulator.hosts", 16, "int", "Simulated hosts (8 GPUs each)."),
     Setting("simulator.base_port", 19400, "int", "First port of the simulated dcgm-exporters."),

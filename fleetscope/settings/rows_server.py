@@ -16,6 +16,13 @@ ROWS: tuple[Setting, ...] = (
         "Comma-separated bearer tokens accepted besides those in the catalog; empty: a random "
         "token generated on first start into <data_dir>/server-token (mode 0600).",
     ),
+    Setting(
+        "server.read_tokens",
+        "",
+        "str",
+        "Comma-separated read-only bearer tokens: GET /metrics and the read API (GET "
+        "/v1/findings, /v1/opportunities, /v1/jobs/<id>) accept them, the ingest routes never do.",
+    ),
     Setting("server.max_body_bytes", 64 * 1024 * 1024, "int", "Largest accepted request body."),
     Setting(
         "server.max_decoded_bytes",
@@ -97,6 +104,27 @@ ROWS: tuple[Setting, ...] = (
         "Rows waiting for the writer before ingest answers 503 with Retry-After.",
     ),
     Setting(
+        "warehouse.max_days_per_batch",
+        8,
+        "int",
+        "Most distinct UTC days one batch may hold, else 413 naming this setting (each day is "
+        "a partition the writer touches; an agent's batch spans seconds, a spool replay a day).",
+    ),
+    Setting(
+        "warehouse.max_hosts_per_batch",
+        10_000,
+        "int",
+        "Most distinct hosts one batch may hold, else 413 naming this setting (an agent sends "
+        "one host; a Prometheus import or remote_write scrape a fleet's worth).",
+    ),
+    Setting(
+        "warehouse.max_record_batches_per_batch",
+        1_024,
+        "int",
+        "Most Arrow record batches in one request's stream, else 413 naming this setting (the "
+        "agent sends one; each costs the writer a slice per flush).",
+    ),
+    Setting(
         "warehouse.commit_timeout_s",
         30.0,
         "float",
@@ -126,7 +154,7 @@ ROWS: tuple[Setting, ...] = (
         "str",
         "Which server plug-ins (entry points of fleetscope.server) run their setup(server) before "
         "the ingest server starts, comma-separated: * every installed one, a name adds one (an "
-        "entry-point name or a module with setup), -name leaves one out; empty: none.",
+        "entry-point name only), -name leaves one out; empty: none.",
     ),
     Setting(
         "server.profile_match_timeout_s",

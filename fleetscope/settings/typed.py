@@ -59,6 +59,7 @@ class ServerSettings:
     host: str
     port: int
     tokens: str
+    read_tokens: str
     max_body_bytes: int
     max_decoded_bytes: int
     max_batch_rows: int
@@ -89,6 +90,9 @@ class WarehouseSettings:
     raw_retention_days: int
     flush_idle_s: float
     queue_max_rows: int
+    max_days_per_batch: int
+    max_hosts_per_batch: int
+    max_record_batches_per_batch: int
     commit_timeout_s: float
     maintenance_interval_s: float
     compact_target_bytes: int
@@ -197,6 +201,18 @@ class ReportsSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class NotifySettings:
+    """[notify] settings."""
+
+    webhook_url: str
+    slack_webhook_url: str
+    min_severity: str
+    interval_s: float
+    lookback_s: float
+    timeout_s: float
+
+
+@dataclass(frozen=True, slots=True)
 class SimulatorSettings:
     """[simulator] settings."""
 
@@ -205,6 +221,18 @@ class SimulatorSettings:
     seed: int
     cluster: str
     scrape_failure_rate: float
+
+
+@dataclass(frozen=True, slots=True)
+class CostSettings:
+    """[cost] settings."""
+
+    currency: str
+    gpu_hour_prices: str
+    team_gpu_hour_prices: str
+    cluster_gpu_hour_prices: str
+    prices_note: str
+    grid_gco2e_per_kwh: str
 
 
 class TypedSettings:
@@ -262,5 +290,13 @@ class TypedSettings:
         return ReportsSettings(**self._section("reports"))
 
     @functools.cached_property
+    def notify(self) -> NotifySettings:
+        return NotifySettings(**self._section("notify"))
+
+    @functools.cached_property
     def simulator(self) -> SimulatorSettings:
         return SimulatorSettings(**self._section("simulator"))
+
+    @functools.cached_property
+    def cost(self) -> CostSettings:
+        return CostSettings(**self._section("cost"))

@@ -36,11 +36,17 @@ def test_backfill_then_opportunities_job_and_findings(
     out = capsys.readouterr().out
     assert "Recoverable GPU-hours, last 7d: 6.0" in out
     assert "R1            6.0         1      1" in out
+    assert "Recoverable energy: 3.6 kWh\n" in out  # 6 GPU-h at the job's 600 W; no prices set
     assert main([*argv, "job", "idle"]) == 0
     out = capsys.readouterr().out
     assert "allocated GPU-hours: 6.00" in out
+    # 2 GPUs x 3 h at 600 W, power integrated (the fixture's GPUs report no energy counter)
+    assert "energy:              3.60 kWh (power integrated), idle-allocated 3.60 kWh\n" in out
+    assert "cost:" not in out  # no prices set
+    # no FLOPs from an SDK: only DCGM's proxy, and it says so
+    assert "MFU:                 n/a measured; tensor-pipe active (MFU proxy, DCGM): 0.0 %" in out
     assert "Job idle   2025-03-03 00:00 to 02:59 UTC" in out
-    assert "  R1   Zero utilization · critical · 6 GPU-h recoverable\n" in out
+    assert "  R1   Zero utilization · critical · 6 GPU-h · 3.6 kWh recoverable\n" in out
     assert main([*argv, "job", "noprof"]) == 0
     assert "DCGM_FI_PROF_SM_ACTIVE" in capsys.readouterr().out
     assert main([*argv, "findings", "--suppress", "job=idle", "--reason", "known"]) == 0

@@ -4,7 +4,7 @@ plug-in, samples posted over HTTP, findings in its catalog, /metrics read over H
 Specification (two jobs on cluster c1, `analyzers.metrics_top_jobs` = 1):
 - job-a: 2 GPUs x 60 samples every 10 s, GR_ENGINE_ACTIVE 0.25, SM_ACTIVE 0.1 -> 1/3 GPU-hour
   allocated, 1/12 active, 1/30 SM-active; job-b: 1 GPU x 60 samples, GR_ENGINE_ACTIVE 0.5.
-- recoverable GPU-hours per (rule, team, job, cluster), the job outside the top 1 as "other";
+- recoverable GPU-seconds per (rule, team, job_id, cluster), the job outside the top 1 as "other";
   acknowledged findings and findings older than the window are not open.
 - efficiency = active / allocated GPU-hours; counters sum allocated/active/SM-active per cluster.
 """
@@ -97,7 +97,10 @@ def land_samples(url: str, ca_file: str | None = None) -> None:
 
 def land_findings(catalog: Engine) -> None:
     with catalog.begin() as conn:
-        fleet.upsert_jobs(conn, [fleet.Job("job-a", cluster="c1", team="ml")])
+        # job-a's record came from Slurm's prolog: its id is also its hpc_job (dcgm-exporter's)
+        fleet.upsert_jobs(
+            conn, [fleet.Job("job-a", cluster="c1", team="ml", scheduler="slurm-prolog")]
+        )
         cat.upsert_findings(
             conn,
             [
@@ -142,28 +145,31 @@ def test_metrics_report_findings_efficiency_and_gpu_hours(server: Server) -> Non
         metrics = scrape(server.url)
         refreshed = all(
             series(metrics, name)
-            for name in ("fleetscope_allocated_gpu_hours_total", "fleetscope_findings_open")
+            for name in ("fleetscope_allocated_gpu_seconds_total", "fleetscope_findings_open")
         )
         if refreshed or time.monotonic() > deadline:
             break
         time.sleep(0.1)
-    # labels sorted by name: cluster, job, rule, team
-    assert series(metrics, "fleetscope_recoverable_gpu_hours") == {
-        "c1,job-a,R1,ml": 2.0,
-        "c1,job-a,R17,ml": 1.5,
-        "c1,other,R1,ml": 0.5,
+    # labels sorted by name: cluster, hpc_job, job_id, rule, team
+    assert series(metrics, "fleetscope_recoverable_gpu_seconds") == {  # GPU-hours x 3600
+        "c1,job-a,job-a,R1,ml": 7200.0,
+        "c1,job-a,job-a,R17,ml": 5400.0,
+        "c1,,other,R1,ml": 1800.0,
     }
     assert series(metrics, "fleetscope_findings_open") == {  # rule, severity, team
         "R1,warn,ml": 2.0,
         "R17,critical,ml": 1.0,
     }
-    assert series(metrics, "fleetscope_job_gpu_efficiency_ratio") == {  # job, team
-        "job-a,ml": 0.25,
-        "other,ml": 0.5,  # job-b: not in the catalog; its team comes from its finding
+    assert series(metrics, "fleetscope_job_gpu_efficiency_ratio") == {  # hpc_job, job_id, team
+        "job-a,job-a,ml": 0.25,
+        ",other,ml": 0.5,  # job-b: not in the catalog; its team comes from its finding
     }
-    assert series(metrics, "fleetscope_allocated_gpu_hours_total") == {"c1": 0.5}
-    assert series(metrics, "fleetscope_active_gpu_hours_total") == {"c1": round(1 / 12 + 1 / 12, 6)}
-    assert series(metrics, "fleetscope_sm_active_gpu_hours_total") == {"c1": 0.05}
+    assert series(metrics, "fleetscope_allocated_gpu_seconds_total") == {"c1": 1800.0}  # 0.5 h
+    assert series(metrics, "fleetscope_active_gpu_seconds_total") == {"c1": 600.0}  # 1/12 + 1/12 h
+    assert series(metrics, "fleetscope_sm_active_gpu_seconds_total") == {"c1": 180.0}  # 0.05 h
+    # issue 32: the batch maker's power over the same 0.5 GPU-hours (no energy counter)
+    assert set(series(metrics, "fleetscope_allocated_gpu_energy_joules_total")) == {"c1"}
+    assert series(metrics, "fleetscope_allocated_gpu_energy_joules_total")["c1"] > 0
     assert series(metrics, "fleetscope_fleet_metrics_refresh_failures_total") == {"": 0.0}
     refreshed = series(metrics, "fleetscope_fleet_metrics_refreshed_timestamp_seconds")[""]
     assert NOW - 5 <= refreshed <= time.time()
@@ -172,7 +178,7 @@ def test_metrics_report_findings_efficiency_and_gpu_hours(server: Server) -> Non
 
     assert set(metrics) >= EXPORTED
     # A second scrape adds nothing: the same samples are never counted twice.
-    assert series(scrape(server.url), "fleetscope_allocated_gpu_hours_total") == {"c1": 0.5}
+    assert series(scrape(server.url), "fleetscope_allocated_gpu_seconds_total") == {"c1": 1800.0}
 
 
 def test_top_jobs_are_by_hours_then_name_and_the_rest_is_other() -> None:
@@ -198,14 +204,83 @@ def test_metrics_names_follow_prometheus_rules() -> None:
     registry.register(collector)
     names = {m.name: m.type for m in registry.collect()}
     assert names == {
-        "fleetscope_recoverable_gpu_hours": "gauge",
+        "fleetscope_recoverable_gpu_seconds": "gauge",
+        "fleetscope_recoverable_energy_joules": "gauge",
+        "fleetscope_recoverable_money": "gauge",
         "fleetscope_findings_open": "gauge",
         "fleetscope_job_gpu_efficiency_ratio": "gauge",
-        "fleetscope_allocated_gpu_hours": "counter",
-        "fleetscope_active_gpu_hours": "counter",
-        "fleetscope_sm_active_gpu_hours": "counter",
+        "fleetscope_allocated_gpu_seconds": "counter",
+        "fleetscope_active_gpu_seconds": "counter",
+        "fleetscope_sm_active_gpu_seconds": "counter",
+        "fleetscope_allocated_gpu_energy_joules": "counter",
+        "fleetscope_idle_allocated_gpu_energy_joules": "counter",
         "fleetscope_fleet_metrics_refreshed_timestamp_seconds": "gauge",
         "fleetscope_fleet_metrics_refresh_failures": "counter",
     }
     assert recoverable_series([], {}, 3) == {}
     assert OTHER == "other"
+
+
+def test_recoverable_energy_and_money_follow_the_gpu_hours_series() -> None:
+    """Joules and money on the GPU-hours family's series (same top jobs, same "other"); money
+    only from findings with a price, labelled with its currency."""
+    from analyzers.findings import Finding
+    from analyzers.prometheus_export import recoverable_energy
+    from analyzers.run.results import StoredFinding
+
+    def stored(job: str, hours: float, **evidence: object) -> StoredFinding:
+        end = datetime(2026, 11, 23, tzinfo=UTC)
+        found = Finding(
+            rule_id="R1", severity="warn", job_id=job, host="h1", gpus=("0",),
+            window_start=end - timedelta(hours=1), window_end=end, title="idle",
+            recommendation="-", wasted_gpu_hours=hours, estimate_method="-",
+            evidence=evidence, team="ml",
+        )  # fmt: skip
+        return StoredFinding(found, "open", None, None)
+
+    findings = [
+        stored("job-a", 2.0, recoverable_kwh=0.14, recoverable_money=5.0, currency="USD"),
+        stored("job-b", 1.0, recoverable_kwh=0.07),  # no price for its GPUs
+        stored("job-c", 0.5),  # no energy reading
+    ]
+    joules, money = recoverable_energy(findings, {"job-a": "c1", "job-b": "c1"}, top_jobs=1)
+    assert joules == {
+        ("R1", "ml", "job-a", "c1"): 0.14 * 3.6e6,
+        ("R1", "ml", OTHER, "c1"): 0.07 * 3.6e6,
+    }
+    assert money == {("R1", "ml", "job-a", "c1", "USD"): 5.0}
+
+
+def test_energy_series_carry_the_labels_of_the_gpu_seconds_series() -> None:
+    """So `fleetscope_recoverable_energy_joules / fleetscope_recoverable_gpu_seconds` matches one
+    to one: the same job_id, hpc_job (a Slurm job's id) and cluster on both."""
+    from analyzers.prometheus_export import FleetCollector, Snapshot
+
+    collector = FleetCollector(
+        None,  # type: ignore[arg-type]
+        None,  # type: ignore[arg-type]
+        window_s=1, top_jobs=1, refresh_s=1e9, lateness_s=0, default_interval_s=10, max_gap_s=300,
+        clock=lambda: 0.0,
+    )  # fmt: skip
+    collector._refreshed_at = 0.0
+    collector._snapshot = Snapshot(
+        recoverable={("R1", "ml", "918273", "c1"): 2.0, ("R1", "ml", OTHER, "c1"): 1.0},
+        recoverable_joules={("R1", "ml", "918273", "c1"): 5e5, ("R1", "ml", OTHER, "c1"): 2e5},
+        recoverable_money={("R1", "ml", "918273", "c1", "USD"): 4.0},
+        slurm_jobs=frozenset({"918273"}),
+    )
+    families = {f.name: f for f in collector.collect()}
+
+    def labels(name: str) -> list[dict[str, str]]:
+        return [s.labels for s in families[name].samples]
+
+    seconds = labels("fleetscope_recoverable_gpu_seconds")
+    assert seconds == labels("fleetscope_recoverable_energy_joules")
+    assert seconds == [
+        {"rule": "R1", "team": "ml", "job_id": "918273", "hpc_job": "918273", "cluster": "c1"},
+        {"rule": "R1", "team": "ml", "job_id": OTHER, "hpc_job": "", "cluster": "c1"},
+    ]
+    assert labels("fleetscope_recoverable_money") == [{**seconds[0], "currency": "USD"}]
+    assert [s.value for s in families["fleetscope_recoverable_gpu_seconds"].samples] == [
+        7200.0, 3600.0,
+    ]  # fmt: skip

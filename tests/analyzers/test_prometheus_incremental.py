@@ -76,9 +76,9 @@ def collector(engine: Engine, telemetry: Reads, clock: list[float]) -> FleetColl
 
 
 def efficiency(exporter: FleetCollector) -> dict[str, float]:
-    """The efficiency series the collector serves (no team in the catalog: job label only)."""
+    """The efficiency series the collector serves (no team in the catalog: job_id label only)."""
     (family,) = [m for m in exporter.collect() if m.name == "fleetscope_job_gpu_efficiency_ratio"]
-    return {s.labels["job"]: s.value for s in family.samples if s.labels["team"] == ""}
+    return {s.labels["job_id"]: s.value for s in family.samples if s.labels["team"] == ""}
 
 
 def test_each_refresh_reads_the_open_hours_and_serves_the_whole_windows_efficiency(

@@ -118,6 +118,12 @@ def test_job_page_shows_series_steps_findings_and_traces(warehouse_env: Warehous
         "SM activity": "30.0 %",
         "mean step time": "20.000 s",
         "data wait of step": "40.0 %",
+        # issue 32: 2 GPUs x 1.5 h at the maker's 70 + 630 x 0.45 W, integrated from power (no
+        # energy counter); no price set; the tensor-pipe activity as the labelled MFU proxy
+        "Energy": "1.06 kWh",
+        "Idle-allocated energy": "0.00 kWh",
+        "Cost": "n/a",
+        "MFU (proxy)": "10.0 %",
     }
     assert "user: carol" in app.caption[0].value
     # issue 15: the finding in plain language (as `fleetscope job`), raw JSON only in an expander

@@ -21,17 +21,17 @@ DASHBOARDS = sorted(GRAFANA.glob("*.json"))
 # The families the server's /metrics exports (warehouse.metrics, analyzers.prometheus_export),
 # as Prometheus stores them (counters with `_total`).
 EXPORTED = {
-    "fleetscope_recoverable_gpu_hours",
+    "fleetscope_recoverable_gpu_seconds",
     "fleetscope_findings_open",
     "fleetscope_job_gpu_efficiency_ratio",
-    "fleetscope_allocated_gpu_hours_total",
-    "fleetscope_active_gpu_hours_total",
-    "fleetscope_sm_active_gpu_hours_total",
+    "fleetscope_allocated_gpu_seconds_total",
+    "fleetscope_active_gpu_seconds_total",
+    "fleetscope_sm_active_gpu_seconds_total",
     "fleetscope_ingest_requests_total",
     "fleetscope_writer_queued_rows",
     "fleetscope_writer_failed_flushes_total",
 }
-VARIABLES = {"$__rate_interval": "5m", "$cluster": ".*", "$team": ".*", "$job": ".*"}
+VARIABLES = {"$__rate_interval": "5m", "$cluster": ".*", "$team": ".*", "$job_id": ".*"}
 
 
 def load(path: Path) -> dict[str, Any]:

@@ -1,13 +1,20 @@
-"""deploy/kubernetes is what a team applies: every object passes Kubernetes' own OpenAPI schemas
-(kubernetes-validate, strict, schemas bundled: no cluster here), every container runs with a
-read-only root and (all but the agent) as non-root, every path a container writes is absolute and
-on a declared writable volume, agent and ingest speak TLS with their certificates on volumes, and
-every Service reaches a workload. The Dockerfiles build from the repository: their COPY sources
-exist, and the agent image's install step, replayed on exactly what it copies, builds a wheel
-with the core and the collector only (no Docker engine here: the closest real check)."""
+"""deploy/kubernetes is what a team applies, in either mode: a base and two overlays (embedded,
+fleet), rendered here as `kubectl apply -k` would (resources, recursively; no patches are used).
+Every object passes Kubernetes' own OpenAPI schemas (kubernetes-validate, strict, schemas bundled:
+no cluster here), and the Prometheus Operator's ServiceMonitor and PrometheusRule pass the schemas
+under tests/data/crds (the fields of monitoring.coreos.com/v1 the manifests use, written from the
+operator's API reference; offline). Every pod of the fleetscope namespace meets the restricted Pod
+Security Standard and the agent is alone in its privileged namespace; each component runs as its
+own ServiceAccount with no API token; no Secret is applied (a re-apply never overwrites a token);
+every path a container writes is on a declared writable volume; agents speak TLS to the ingest
+Service; NetworkPolicies, disruption budgets and the ServiceMonitors select what exists; the
+PrometheusRule is the shipped rule file. The Dockerfiles build from the repository: their COPY
+sources exist, and the agent image's install step, replayed on exactly what it copies, builds a
+wheel with the core and the collector only (no Docker engine here: the closest real check)."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -15,6 +22,7 @@ import zipfile
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
@@ -23,27 +31,57 @@ from fleetscope.settings import SETTINGS
 
 ROOT = Path(__file__).resolve().parents[2]
 K8S = ROOT / "deploy" / "kubernetes"
+OVERLAYS = ("embedded", "fleet")
+CRDS = Path(__file__).resolve().parents[1] / "data" / "crds"
+CRD_SCHEMAS = {
+    ("monitoring.coreos.com/v1", "ServiceMonitor"): CRDS / "servicemonitor.schema.json",
+    ("monitoring.coreos.com/v1", "PrometheusRule"): CRDS / "prometheusrule.schema.json",
+}
 BY_ENV = {s.env: s for s in SETTINGS}
-# Server TLS settings land with issue 12 (ingest hardening) in parallel; named here until then.
-PENDING_SETTINGS = {"FLEETSCOPE_SERVER_TLS_CERT_FILE", "FLEETSCOPE_SERVER_TLS_KEY_FILE"}
 WORKLOADS = {"DaemonSet", "Deployment", "StatefulSet"}
 # Settings that name a path the process writes (files or folders under it).
 WRITTEN = {"core.data_dir", "agent.spool_dir", "agent.sdk_socket", "agent.trace_dir"}
 # Workloads that only read the data folder (segments, traces) and write nothing under it.
 READERS = {"fleetscope-dashboard"}
+APP = "fleetscope"  # the restricted namespace
+AGENT_NS = "fleetscope-agent"  # the privileged one, the agent alone
 
 
-def documents() -> list[tuple[str, dict[str, Any]]]:
-    return [
-        (path.name, doc)
-        for path in sorted(K8S.glob("*.yaml"))
-        for doc in yaml.safe_load_all(path.read_text())
-        if doc
-    ]
+def render(folder: Path) -> list[dict[str, Any]]:
+    """The objects `kubectl apply -k folder` applies: its kustomization's resources, in order,
+    a folder resource rendered the same way (the subset of kustomize these manifests use)."""
+    kustomization = yaml.safe_load((folder / "kustomization.yaml").read_text())
+    assert set(kustomization) == {"apiVersion", "kind", "resources"}, folder  # no transformers
+    out: list[dict[str, Any]] = []
+    for resource in kustomization["resources"]:
+        path = (folder / resource).resolve()
+        if path.is_dir():
+            out += render(path)
+        else:
+            out += [doc for doc in yaml.safe_load_all(path.read_text()) if doc]
+    return out
 
 
-def workloads() -> list[dict[str, Any]]:
-    return [doc for _, doc in documents() if doc["kind"] in WORKLOADS]
+def documents(overlay: str) -> list[dict[str, Any]]:
+    return render(K8S / "overlays" / overlay)
+
+
+def every_document() -> list[tuple[str, dict[str, Any]]]:
+    """Each distinct object of either overlay once, named by kind and name."""
+    seen: dict[str, dict[str, Any]] = {}
+    for overlay in OVERLAYS:
+        for doc in documents(overlay):
+            key = (
+                f"{overlay}:{doc['kind']}/{doc['metadata'].get('namespace', '')}/"
+                + doc["metadata"]["name"]
+            )
+            if not any(doc == other for other in seen.values()):
+                seen[key] = doc
+    return sorted(seen.items())
+
+
+def workloads(overlay: str) -> list[dict[str, Any]]:
+    return [doc for doc in documents(overlay) if doc["kind"] in WORKLOADS]
 
 
 def containers(workload: dict[str, Any]) -> list[dict[str, Any]]:
@@ -60,59 +98,121 @@ def under(path: str, folder: str) -> bool:
     return PurePosixPath(path).is_relative_to(PurePosixPath(folder))
 
 
-def test_the_folder_holds_every_part() -> None:
-    kinds = {(doc["kind"], doc["metadata"]["name"]) for _, doc in documents()}
+def by_kind(overlay: str) -> dict[tuple[str, str], dict[str, Any]]:
+    return {(d["kind"], d["metadata"]["name"]): d for d in documents(overlay)}
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_each_overlay_holds_every_part(overlay: str) -> None:
+    kinds = {(doc["kind"], doc["metadata"]["name"]) for doc in documents(overlay)}
+    server = {"embedded": ("StatefulSet", "fleetscope-ingest"),
+              "fleet": ("Deployment", "fleetscope-gateway")}[overlay]  # fmt: skip
     assert kinds >= {
-        ("Namespace", "fleetscope"),
-        ("DaemonSet", "fleetscope-agent"),
-        ("StatefulSet", "fleetscope-ingest"),
-        ("Service", "fleetscope-ingest"),
-        ("PersistentVolumeClaim", "fleetscope-data"),
-        ("Deployment", "fleetscope-worker"),
-        ("Deployment", "fleetscope-beat"),
-        ("Deployment", "fleetscope-dashboard"),
-        ("Service", "fleetscope-dashboard"),
-    }
-    assert sorted(p.name for p in K8S.glob("*.yaml"))[0] == "00-namespace.yaml"  # applied first
+        ("Namespace", APP), ("Namespace", AGENT_NS), ("DaemonSet", "fleetscope-agent"),
+        server, ("Service", "fleetscope-ingest"), ("PersistentVolumeClaim", "fleetscope-data"),
+        ("Deployment", "fleetscope-worker"), ("Deployment", "fleetscope-beat"),
+        ("Deployment", "fleetscope-dashboard"), ("Service", "fleetscope-dashboard"),
+        ("ConfigMap", "fleetscope-mode"), ("ServiceMonitor", "fleetscope-ingest"),
+        ("ServiceMonitor", "fleetscope-agent"), ("PrometheusRule", "fleetscope"),
+        ("PodDisruptionBudget", "fleetscope-worker"), ("NetworkPolicy", "default-deny-ingress"),
+    }  # fmt: skip
+    mode = by_kind(overlay)["ConfigMap", "fleetscope-mode"]["data"]
+    assert mode["FLEETSCOPE_SERVER_MODE"] == overlay
+    assert set(mode) <= set(BY_ENV)
+    names = [(d["kind"], d["metadata"].get("namespace"), d["metadata"]["name"])
+             for d in documents(overlay)]  # fmt: skip
+    assert len(names) == len(set(names))  # nothing defined twice
+    assert [d["kind"] for d in documents(overlay)][:2] == ["Namespace", "Namespace"]
 
 
-@pytest.mark.parametrize("name,doc", documents(), ids=lambda v: v if isinstance(v, str) else "")
-def test_every_object_passes_the_kubernetes_schema(name: str, doc: dict[str, Any]) -> None:
-    kubernetes_validate.validate(doc, kubernetes_validate.latest_version(), strict=True)
+@pytest.mark.parametrize(
+    "name,doc", every_document(), ids=lambda v: v if isinstance(v, str) else ""
+)
+def test_every_object_passes_its_schema(name: str, doc: dict[str, Any]) -> None:
+    crd = CRD_SCHEMAS.get((doc["apiVersion"], doc["kind"]))
+    if crd is not None:
+        jsonschema.validate(doc, json.loads(crd.read_text()))
+    else:
+        kubernetes_validate.validate(doc, kubernetes_validate.latest_version(), strict=True)
 
 
-def test_the_validator_rejects_a_misspelled_field() -> None:
-    """A negative control: the schemas are really loaded and strict mode sees unknown fields."""
-    (agent,) = [w for w in workloads() if w["kind"] == "DaemonSet"]
+def test_the_validators_reject_a_misspelled_field() -> None:
+    """Negative controls: the schemas are really loaded and unknown fields are refused."""
+    (agent,) = [w for w in workloads("embedded") if w["kind"] == "DaemonSet"]
     broken = yaml.safe_load(yaml.safe_dump(agent))
     broken["spec"]["template"]["spec"]["containers"][0]["securityContext"][
         "readOnlyRootFilesytem"
     ] = True
     with pytest.raises(kubernetes_validate.ValidationError):
         kubernetes_validate.validate(broken, kubernetes_validate.latest_version(), strict=True)
+    monitor = yaml.safe_load(
+        yaml.safe_dump(by_kind("fleet")["ServiceMonitor", "fleetscope-ingest"])
+    )
+    monitor["spec"]["endpoints"][0]["bearerTokenFiel"] = "/x"
+    schema = json.loads(CRD_SCHEMAS["monitoring.coreos.com/v1", "ServiceMonitor"].read_text())
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(monitor, schema)
 
 
-def test_every_container_has_a_readonly_root_and_only_the_agent_runs_as_root() -> None:
-    for workload in workloads():
+def test_no_secret_is_applied_so_a_reapply_never_overwrites_a_token() -> None:
+    for overlay in OVERLAYS:
+        assert not [d for d in documents(overlay) if d["kind"] == "Secret"]
+    for path in K8S.rglob("*.yaml"):
+        assert "replace-me" not in path.read_text(), path
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_pod_security_restricted_everywhere_but_the_agents_own_namespace(overlay: str) -> None:
+    namespaces = {d["metadata"]["name"]: d["metadata"]["labels"] for d in documents(overlay)
+                  if d["kind"] == "Namespace"}  # fmt: skip
+    assert namespaces[APP]["pod-security.kubernetes.io/enforce"] == "restricted"
+    assert namespaces[AGENT_NS]["pod-security.kubernetes.io/enforce"] == "privileged"
+    for workload in workloads(overlay):
+        name = workload["metadata"]["name"]
         pod = workload["spec"]["template"]["spec"]
+        if workload["metadata"]["namespace"] == AGENT_NS:
+            assert name == "fleetscope-agent"  # alone there
+            continue
+        assert workload["metadata"]["namespace"] == APP, name
+        # The restricted profile (kubernetes.io/docs/concepts/security/pod-security-standards)
+        assert not {"hostPID", "hostIPC", "hostNetwork"} & set(pod), name
+        assert all("hostPath" not in v for v in pod.get("volumes", [])), name
+        assert pod["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault", name
         for container in containers(workload):
-            security = container["securityContext"]
-            name = f"{workload['metadata']['name']}/{container['name']}"
-            assert security["readOnlyRootFilesystem"] is True, name
+            security = {**pod["securityContext"], **container["securityContext"]}
+            assert security["runAsNonRoot"] is True and security["runAsUser"] != 0, name
             assert security["allowPrivilegeEscalation"] is False, name
-            assert security["capabilities"]["drop"] == ["ALL"], name
-            if workload["metadata"]["name"] == "fleetscope-agent":
-                # kubelet.sock and other users' /proc/<pid>/environ are root's (docs/deploy.md)
-                assert security["runAsUser"] == 0
-                assert security["capabilities"].get("add") == ["SYS_PTRACE"]
-                continue
-            assert "add" not in security["capabilities"], name
-            merged = {**pod.get("securityContext", {}), **security}
-            assert merged["runAsNonRoot"] is True and merged["runAsUser"] != 0, name
+            assert security["capabilities"] == {"drop": ["ALL"]}, name
+            assert security["readOnlyRootFilesystem"] is True, name
+    (agent,) = [w for w in workloads(overlay) if w["metadata"]["name"] == "fleetscope-agent"]
+    security = agent["spec"]["template"]["spec"]["containers"][0]["securityContext"]
+    # kubelet.sock and other users' /proc/<pid>/environ are root's (docs/deploy.md)
+    assert security["runAsUser"] == 0 and security["readOnlyRootFilesystem"] is True
+    assert security["capabilities"] == {"drop": ["ALL"], "add": ["SYS_PTRACE"]}
 
 
-def test_every_written_path_is_absolute_on_a_declared_writable_volume() -> None:
-    for workload in workloads():
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_each_component_has_its_own_service_account_and_no_api_access(overlay: str) -> None:
+    docs = documents(overlay)
+    accounts = {(d["metadata"]["namespace"], d["metadata"]["name"]): d for d in docs
+                if d["kind"] == "ServiceAccount"}  # fmt: skip
+    assert all(a["automountServiceAccountToken"] is False for a in accounts.values())
+    used: dict[str, set[str]] = {}
+    for workload in workloads(overlay):
+        pod = workload["spec"]["template"]["spec"]
+        account = pod["serviceAccountName"]
+        assert (workload["metadata"]["namespace"], account) in accounts, account
+        assert pod["automountServiceAccountToken"] is False
+        used.setdefault(account, set()).add(workload["metadata"]["name"])
+    for account, users in used.items():  # one component each (gateways: one, replicated)
+        assert len(users) == 1, (account, users)
+    assert not [d for d in docs if d["kind"] in {"Role", "ClusterRole", "RoleBinding",
+                                                   "ClusterRoleBinding"}]  # fmt: skip
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_every_written_path_is_absolute_on_a_declared_writable_volume(overlay: str) -> None:
+    for workload in workloads(overlay):
         pod = workload["spec"]["template"]["spec"]
         volumes = {v["name"] for v in pod["volumes"]}
         for container in containers(workload):
@@ -125,9 +225,10 @@ def test_every_written_path_is_absolute_on_a_declared_writable_volume() -> None:
             assert any(under("/tmp", p) for p in writable), f"{name}: /tmp is not a volume"
             for var, value in env_of(container).items():
                 setting = BY_ENV.get(var)
-                if var in PENDING_SETTINGS or (setting and setting.type == "path" and value):
+                assert not var.startswith("FLEETSCOPE_") or setting, f"{name}: {var}"
+                if setting and setting.type == "path" and value:
                     assert PurePosixPath(value).is_absolute(), f"{name}: {var}={value}"
-                    written = setting and setting.key in WRITTEN
+                    written = setting.key in WRITTEN
                     reader = workload["metadata"]["name"] in READERS
                     folders = writable if written and not reader else readable
                     assert any(under(value, f) for f in folders), f"{name}: {var}={value}"
@@ -137,12 +238,15 @@ def test_every_written_path_is_absolute_on_a_declared_writable_volume() -> None:
                 assert any(under(schedule, f) for f in writable), name
 
 
-def test_agent_ships_over_tls_to_the_ingest_service_with_certificates_on_volumes() -> None:
-    by_name = {(d["kind"], d["metadata"]["name"]): d for _, d in documents()}
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_agent_ships_over_tls_to_the_ingest_service_with_certificates_on_volumes(
+    overlay: str,
+) -> None:
+    found = by_kind(overlay)
     agent = env_of(
-        by_name["DaemonSet", "fleetscope-agent"]["spec"]["template"]["spec"]["containers"][0]
+        found["DaemonSet", "fleetscope-agent"]["spec"]["template"]["spec"]["containers"][0]
     )
-    service = by_name["Service", "fleetscope-ingest"]
+    service = found["Service", "fleetscope-ingest"]
     url = re.fullmatch(
         r"https://([^.:]+)\.([^.:]+)\.svc:(\d+)", agent["FLEETSCOPE_AGENT_INGEST_URL"]
     )
@@ -150,40 +254,67 @@ def test_agent_ships_over_tls_to_the_ingest_service_with_certificates_on_volumes
     assert url.group(1, 2) == (service["metadata"]["name"], service["metadata"]["namespace"])
     assert int(url.group(3)) == service["spec"]["ports"][0]["port"]
     assert agent["FLEETSCOPE_AGENT_TLS_CA_FILE"] == "/etc/fleetscope/ca/ca.crt"
-    ingest_pod = by_name["StatefulSet", "fleetscope-ingest"]["spec"]["template"]["spec"]
-    ingest = env_of(ingest_pod["containers"][0])
-    tls_volume = {v["name"]: v for v in ingest_pod["volumes"]}["tls"]
+    server = [w for w in workloads(overlay)
+              if w["spec"]["template"]["metadata"]["labels"].get("app.kubernetes.io/component")
+              == "ingest"]  # fmt: skip
+    (pod,) = [w["spec"]["template"]["spec"] for w in server]
+    env = env_of(pod["containers"][0])
+    tls_volume = {v["name"]: v for v in pod["volumes"]}["tls"]
     assert tls_volume["secret"]["secretName"] == "fleetscope-ingest-tls"
-    assert ingest["FLEETSCOPE_SERVER_TLS_CERT_FILE"] == "/etc/fleetscope/tls/tls.crt"
-    assert ingest["FLEETSCOPE_SERVER_TLS_KEY_FILE"] == "/etc/fleetscope/tls/tls.key"
+    assert env["FLEETSCOPE_SERVER_TLS_CERT_FILE"] == "/etc/fleetscope/tls/tls.crt"
+    assert env["FLEETSCOPE_SERVER_TLS_KEY_FILE"] == "/etc/fleetscope/tls/tls.key"
+    assert "FLEETSCOPE_SERVER_TOKENS" in env  # shared: every gateway accepts every agent's token
     for probe in ("readinessProbe", "livenessProbe"):
-        assert ingest_pod["containers"][0][probe]["httpGet"]["scheme"] == "HTTPS"
+        assert pod["containers"][0][probe]["httpGet"]["scheme"] == "HTTPS"
 
 
-def test_services_reach_a_workload_port_and_singletons_stay_single() -> None:
-    pods = {w["metadata"]["name"]: w["spec"]["template"] for w in workloads()}
-    for _, doc in documents():
-        if doc["kind"] != "Service":
-            continue
-        targets = [
-            t
-            for t in pods.values()
-            if doc["spec"]["selector"].items() <= t["metadata"]["labels"].items()
-        ]
-        assert len(targets) == 1, doc["metadata"]["name"]
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_services_budgets_policies_and_monitors_select_what_exists(overlay: str) -> None:
+    docs = documents(overlay)
+    pods = {(w["metadata"]["namespace"], w["metadata"]["name"]): w["spec"]["template"]
+            for w in workloads(overlay)}  # fmt: skip
+
+    def selected(namespace: str, selector: dict[str, str]) -> list[dict[str, Any]]:
+        return [t for (ns, _), t in pods.items()
+                if ns == namespace and selector.items() <= t["metadata"]["labels"].items()]  # fmt: skip
+
+    services = [d for d in docs if d["kind"] == "Service"]
+    for service in services:
+        targets = selected(service["metadata"]["namespace"], service["spec"]["selector"])
+        assert len(targets) == 1, service["metadata"]["name"]
         ports = {p["name"] for c in targets[0]["spec"]["containers"] for p in c.get("ports", [])}
-        assert {p["targetPort"] for p in doc["spec"]["ports"]} <= ports
-    singles = {w["metadata"]["name"]: w["spec"] for w in workloads()}
-    assert singles["fleetscope-ingest"]["replicas"] == 1  # one DuckDB writer
+        assert {p["targetPort"] for p in service["spec"]["ports"]} <= ports
+    for doc in docs:
+        if doc["kind"] in {"PodDisruptionBudget", "NetworkPolicy"}:
+            key = "selector" if doc["kind"] == "PodDisruptionBudget" else "podSelector"
+            labels = doc["spec"][key].get("matchLabels", {})
+            assert selected(doc["metadata"]["namespace"], labels), doc["metadata"]["name"]
+        if doc["kind"] == "ServiceMonitor":
+            labels = doc["spec"]["selector"]["matchLabels"]
+            (service,) = [s for s in services
+                          if s["metadata"]["namespace"] == doc["metadata"]["namespace"]
+                          and labels.items() <= s["metadata"].get("labels", {}).items()]  # fmt: skip
+            ports = {p["name"] for p in service["spec"]["ports"]}
+            assert {e["port"] for e in doc["spec"]["endpoints"]} <= ports
+    for namespace in (APP, AGENT_NS):  # deny by default in both
+        (deny,) = [d for d in docs if d["kind"] == "NetworkPolicy"
+                   and d["metadata"]["namespace"] == namespace
+                   and d["spec"]["podSelector"] == {}]  # fmt: skip
+        assert deny["spec"]["policyTypes"] == ["Ingress"] and "ingress" not in deny["spec"]
+    singles = {w["metadata"]["name"]: w["spec"] for w in workloads(overlay)}
+    if overlay == "embedded":
+        assert singles["fleetscope-ingest"]["replicas"] == 1  # one DuckDB writer
+    else:
+        assert singles["fleetscope-gateway"]["replicas"] >= 2  # stateless, any number
     assert singles["fleetscope-beat"]["replicas"] == 1  # one beat
     assert singles["fleetscope-beat"]["strategy"]["type"] == "Recreate"
 
 
-def test_every_fleetscope_variable_is_a_setting() -> None:
-    for workload in workloads():
-        for container in containers(workload):
-            names = {n for n in env_of(container) if n.startswith("FLEETSCOPE_")}
-            assert names <= set(BY_ENV) | PENDING_SETTINGS, names - set(BY_ENV)
+def test_the_prometheus_rule_is_the_shipped_rule_file() -> None:
+    shipped = yaml.safe_load((ROOT / "deploy" / "prometheus" / "fleetscope-alerts.yml").read_text())
+    for overlay in OVERLAYS:
+        rule = by_kind(overlay)["PrometheusRule", "fleetscope"]
+        assert rule["spec"]["groups"] == shipped["groups"]
 
 
 DOCKERFILES = {
@@ -207,7 +338,8 @@ def test_dockerfile_copies_what_exists_and_runs_non_root_from_a_readonly_friendl
         assert (ROOT / source).exists(), source
     user = re.findall(r"^USER (\S+)", text, re.M)
     assert user and user[-1].split(":")[0] not in {"0", "root"}
-    assert re.search(r'pip install --no-cache-dir "\.\[(agent|dashboard)\]"', text)
+    extras = {"agent": "agent", "server": "dashboard,fleet"}[image]  # the server runs a gateway
+    assert f'pip install --no-cache-dir ".[{extras}]"' in text
 
 
 @pytest.mark.slow

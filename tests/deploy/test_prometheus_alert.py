@@ -51,9 +51,12 @@ def prometheus(tmp_path: Path, server: Server) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def shipped_prometheus(tmp_path: Path, server_urls: list[str]) -> Iterator[str]:
+def shipped_prometheus(
+    tmp_path: Path, server_urls: list[str], alertmanager_url: str | None = None
+) -> Iterator[str]:
     """A real Prometheus with the shipped scrape job on `server_urls` (https, the test CA, the test
-    token) and the shipped rules, scraping and evaluating every second; its URL."""
+    token) and the shipped rules, scraping and evaluating every second, sending its alerts to
+    `alertmanager_url` when given; its URL."""
     token_file = tmp_path / "fleetscope-token"  # server.read_auth is on: /metrics needs the token
     token_file.write_text(TEST_TOKEN)
     (job,) = yaml.safe_load(SCRAPE.read_text())["scrape_configs"]
@@ -61,16 +64,15 @@ def shipped_prometheus(tmp_path: Path, server_urls: list[str]) -> Iterator[str]:
     job["static_configs"] = [{"targets": [url.removeprefix("https://") for url in server_urls]}]
     job["tls_config"]["ca_file"] = str(TLS / "ingest-cert.pem")
     job["authorization"]["credentials_file"] = str(token_file)
-    proc, url = start_prometheus(
-        tmp_path,
-        json.dumps(  # YAML is a superset of JSON
-            {
-                "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-                "rule_files": [str(RULES)],
-                "scrape_configs": [job],
-            }
-        ),
-    )
+    config: dict[str, Any] = {
+        "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+        "rule_files": [str(RULES)],
+        "scrape_configs": [job],
+    }
+    if alertmanager_url is not None:
+        target = alertmanager_url.removeprefix("http://")
+        config["alerting"] = {"alertmanagers": [{"static_configs": [{"targets": [target]}]}]}
+    proc, url = start_prometheus(tmp_path, json.dumps(config))  # YAML is a superset of JSON
     try:
         yield url
     finally:

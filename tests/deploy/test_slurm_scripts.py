@@ -28,6 +28,7 @@ def run(script: str, shell: str, tmp_path: Path, **job: str) -> subprocess.Compl
         "FLEETSCOPE_JOB_MAP_DIR": str(tmp_path / "dcgm-job-map"),
         "FLEETSCOPE_GPUSTAT_DIR": str(tmp_path / "gpustat"),
         "FLEETSCOPE_SLURM_JOB_DIR": str(tmp_path / "slurm-jobs"),
+        "FLEETSCOPE_NVIDIA_PROC": str(tmp_path / "driver"),  # no driver unless a test writes one
         **job,
     }
     return subprocess.run(
@@ -76,7 +77,10 @@ def test_prolog_writes_every_format_and_epilog_removes_only_its_job(
         "SLURM_JOB_ACCOUNT=ml-research\n"
         "SLURM_JOB_PARTITION=gpu\n"
         "SLURM_JOB_NAME=llama ft run=2\n"  # a newline in a value becomes a space
+        "SLURM_ARRAY_JOB_ID=\n"
+        "SLURM_ARRAY_TASK_ID=\n"
         "SLURM_JOB_GPUS=0,1\n"
+        "SLURM_GPU_MAP=0:0:-,1:1:-\n"  # no driver folder: Slurm's ids taken as NVML indices
     )
     # The agent's mapping-dir source reads what the prolog wrote (first job of a shared GPU).
     source = MappingDir(tmp_path / "dcgm-job-map")
@@ -123,13 +127,59 @@ def test_problems_are_logged_and_never_fail_the_job(shell: str, tmp_path: Path) 
     assert run("epilog.sh", shell, tmp_path).returncode == 0
 
 
+# /proc/driver/nvidia/gpus/<bus id>/information as the NVIDIA driver (535) writes it, for a node
+# whose device minor numbers (Slurm's GPU ids under gres.conf File=/dev/nvidia[0-2] or
+# AutoDetect=nvml) do not follow the PCI bus order NVML and dcgm-exporter number GPUs in.
+DRIVER = {
+    "0000:07:00.0": ("GPU-5b2f0c2e-1b7a-4f8e-9d61-0a1b2c3d4e01", 2),
+    "0000:0f:00.0": ("GPU-9c41d7aa-33c2-4b0e-8a77-0a1b2c3d4e02", 0),
+    "0000:47:00.0": ("GPU-e0d4a1b9-7f21-4c6d-b3a5-0a1b2c3d4e03", 1),
+}
+
+
+def write_driver(tmp_path: Path) -> None:
+    for bus, (uuid, minor) in DRIVER.items():
+        folder = tmp_path / "driver" / "gpus" / bus
+        folder.mkdir(parents=True)
+        (folder / "information").write_text(
+            "Model: \t\t NVIDIA A100-SXM4-80GB\nIRQ:   \t\t 130\n"
+            f"GPU UUID: \t {uuid}\nVideo BIOS: \t 92.00.36.00.10\nBus Type: \t PCIe\n"
+            "DMA Size: \t 47 bits\nDMA Mask: \t 0x7fffffffffff\n"
+            f"Bus Location: \t {bus}\nDevice Minor: \t {minor}\nGPU Excluded:\t No\n"
+        )
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_slurm_gpu_ids_are_mapped_to_nvml_indices_and_uuids(shell: str, tmp_path: Path) -> None:
+    """Slurm GPU 0 is device minor 0, the second GPU in bus order: NVML index 1."""
+    write_driver(tmp_path)
+    array = {"SLURM_ARRAY_JOB_ID": "918200", "SLURM_ARRAY_TASK_ID": "7"}
+    mig = "MIG-1f2e3d4c-5b6a-7980-a1b2-c3d4e5f60718"
+    result = run("prolog.sh", shell, tmp_path, **job_env("918273", f"0,2,{mig}"), **array)
+    assert (result.returncode, result.stderr) == (0, "")
+    assert files(tmp_path / "dcgm-job-map") == {"0": "918273\n", "1": "918273\n"}
+    uuid0, uuid2 = DRIVER["0000:0f:00.0"][0], DRIVER["0000:07:00.0"][0]
+    assert files(tmp_path / "gpustat") == {  # by minor, GPU UUID and MIG UUID (jobstats)
+        "0": "918273 1000\n", "2": "918273 1000\n", uuid0: "918273 1000\n",
+        uuid2: "918273 1000\n", mig: "918273 1000\n",
+    }  # fmt: skip
+    record = (tmp_path / "slurm-jobs" / "918273.env").read_text().splitlines()
+    assert "SLURM_ARRAY_JOB_ID=918200" in record and "SLURM_ARRAY_TASK_ID=7" in record
+    assert f"SLURM_GPU_MAP=0:1:{uuid0},2:0:{uuid2},-:-:{mig}" in record
+    missing = run("prolog.sh", shell, tmp_path, **job_env("918274", "5"))
+    assert "GPU 5: no device minor 5 in " in missing.stderr and missing.returncode == 0
+    done = run("epilog.sh", shell, tmp_path, **job_env("918273", "0,2"))
+    assert (done.returncode, done.stderr) == (0, "")
+    assert files(tmp_path / "dcgm-job-map") == files(tmp_path / "gpustat") == {}
+
+
 @pytest.mark.real_component("shellcheck")
 def test_shellcheck_finds_nothing() -> None:
     shellcheck = shutil.which("shellcheck")
     if shellcheck is None:
         pytest.skip("shellcheck is not installed (Debian package `shellcheck`)")
     result = subprocess.run(
-        [shellcheck, "-s", "sh", "prolog.sh", "epilog.sh"], cwd=SLURM, capture_output=True,
+        [shellcheck, "-s", "sh", "prolog.sh", "epilog.sh", "slurmctld-epilog.sh"], cwd=SLURM, capture_output=True,
         text=True, check=False,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout

@@ -1,7 +1,7 @@
 """A server plug-in that records each trace the hooks before it ran on, and which server ran them
 (`ran_on`: (the server's analyser id, trace id)), after the trace service's and the closed loop's
 hooks (`PLUGIN_ORDER`): a trace whose hooks ran twice, on two servers, shows twice. Named in
-`server.plugins` by module (no entry point)."""
+`server.plugins` by its entry-point name (tests.plugin_dist installs it for a test)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 finish: what a server (embedded) or a gateway (fleet) killed in the middle of an analysis leaves in
 the catalog (the process `analyzing`, never finished by it). It runs before the trace service's
 hook (`PLUGIN_ORDER`), so a server loading both stalls before analysing. Named in `server.plugins`
-by module (no entry point)."""
+by its entry-point name (tests.plugin_dist installs it for a test)."""
 
 from __future__ import annotations
 

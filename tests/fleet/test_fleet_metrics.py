@@ -34,12 +34,12 @@ from warehouse.runtime import Server
 pytestmark = pytest.mark.slow
 
 FAMILIES = (  # every family of the exporter, as scraped (counters with their _total)
-    "fleetscope_recoverable_gpu_hours",
+    "fleetscope_recoverable_gpu_seconds",
     "fleetscope_findings_open",
     "fleetscope_job_gpu_efficiency_ratio",
-    "fleetscope_allocated_gpu_hours_total",
-    "fleetscope_active_gpu_hours_total",
-    "fleetscope_sm_active_gpu_hours_total",
+    "fleetscope_allocated_gpu_seconds_total",
+    "fleetscope_active_gpu_seconds_total",
+    "fleetscope_sm_active_gpu_seconds_total",
     "fleetscope_fleet_metrics_refreshed_timestamp_seconds",
     "fleetscope_fleet_metrics_refresh_failures_total",
 )
@@ -58,7 +58,7 @@ def exported(url: str) -> Scraped:
 def settled(url: str) -> Scraped | None:
     """The families once a refresh has seen the samples and the findings, else None."""
     families = exported(url)
-    counted = families.get("fleetscope_allocated_gpu_hours_total")
+    counted = families.get("fleetscope_allocated_gpu_seconds_total")
     return families if counted and families.get("fleetscope_findings_open") else None
 
 
@@ -117,7 +117,7 @@ def test_one_gateway_exports_the_embedded_values_and_another_takes_over_when_it_
     scraped = wait_settled(leader.url, "the leader's families")
 
     assert {name: scraped[name] for name in VALUES} == {name: embedded[name] for name in VALUES}
-    assert scraped["fleetscope_allocated_gpu_hours_total"] == {"c1": 0.5}  # tests/analyzers
+    assert scraped["fleetscope_allocated_gpu_seconds_total"] == {"c1": 1800.0}  # tests/analyzers
     (refreshed,) = scraped["fleetscope_fleet_metrics_refreshed_timestamp_seconds"].values()
     assert time.time() - 60 <= refreshed <= time.time()
     follows = scrape(follower.url)

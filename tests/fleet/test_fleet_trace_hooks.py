@@ -118,7 +118,7 @@ def test_a_trace_uploaded_to_a_gateway_is_analysed_there_and_read_through_anothe
 
 
 def test_a_gateway_stopped_mid_analysis_has_another_analyse_the_trace_once(
-    fleet_settings: Settings, tmp_path: Path
+    fleet_settings: Settings, tmp_path: Path, test_server_plugins: None
 ) -> None:
     """Gateway A stores the trace and stops in the middle of its analysis (its worker stalls in a
     hook before the trace service's); B takes the analysis over once A's lease lapses and runs
@@ -276,6 +276,8 @@ def test_every_plugin_a_gateway_can_run_is_the_default_and_one_it_cannot_is_refu
     assert [setup.__module__ for setup in load_plugins("*", mode="fleet")] == [
         "analyzers.traces.service",
         "analyzers.prometheus_export",
+        "analyzers.read_api",
+        "analyzers.notify",
         "analyzers.autoprofile.plugin",
     ]
     # Nothing is reachable at these addresses: the refusal comes before anything is opened.

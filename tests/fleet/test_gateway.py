@@ -86,6 +86,23 @@ def test_a_retry_on_another_gateway_is_answered_duplicate_and_stored_once(
     assert rows.num_rows == 40
 
 
+def test_a_reused_batch_id_with_other_content_is_refused_409_on_any_gateway(
+    gateways: list[Gateway],
+) -> None:
+    a, b = gateways
+    first = gpu_batch("node-8", timestamps=3)
+    other = gpu_batch("node-8", start_ms=EPOCH_MS + 60_000, timestamps=3)
+    stored = post_batch(a.url, "gpu_samples", first, token=TEST_TOKEN, batch_id="reused-id")
+    changed = post_batch(b.url, "gpu_samples", other, token=TEST_TOKEN, batch_id="reused-id")
+    same = post_batch(b.url, "gpu_samples", first, token=TEST_TOKEN, batch_id="reused-id")
+    assert (stored.status, changed.status, same.status) == (202, 409, 202)
+    assert "already stored with other content" in str(changed.body["error"])
+    assert same.body["duplicate"] is True
+    start = datetime.fromtimestamp(EPOCH_MS / 1000, UTC)
+    rows, _ = reader.scan(b.writer.tables, "gpu_samples", start, start + timedelta(hours=1))
+    assert rows.num_rows == 24  # the first copy only
+
+
 def test_a_dead_gateways_claim_is_taken_over_or_found_committed(
     gateways: list[Gateway], fleet_settings: Settings
 ) -> None:

@@ -140,7 +140,7 @@ def _get(url: str, path: str, headers: dict[str, str]) -> tuple[int, bytes]:
 
 # What the findings plug-in puts on /metrics: job and team names, so job data under read_auth.
 JOB_FAMILIES = (
-    "# TYPE fleetscope_recoverable_gpu_hours gauge",
+    "# TYPE fleetscope_recoverable_gpu_seconds gauge",
     "# TYPE fleetscope_job_gpu_efficiency_ratio gauge",
     "# TYPE fleetscope_writer_rows_total counter",
 )

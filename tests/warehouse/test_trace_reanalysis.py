@@ -200,7 +200,7 @@ def test_the_run_timeout_fails_late_processes_and_leaves_a_stored_trace_to_its_a
 
 
 def test_an_embedded_server_stopped_mid_analysis_has_the_next_one_analyse_the_trace(
-    tmp_path: Path,
+    tmp_path: Path, test_server_plugins: None
 ) -> None:
     """A real server on a data folder stores the resnet trace and stops before its analysis
     finished (its hook stalls, then returns without a finish: what a killed server leaves); a new

@@ -13,6 +13,7 @@ tables) and use the small typed functions of each module inside `engine.begin()`
     reports     report_runs
     ledger      ingest_ledger (fleet mode: batch ids shared by every gateway)
     agents      agent_polls (fleet mode: the profiling registry shared by every gateway)
+    notifications notifications_sent (a finding notified at most once per channel and severity)
 
 This package must never hold telemetry samples (those are in DuckDB and Parquet).
 """
@@ -27,6 +28,7 @@ from warehouse.catalog import (
     findings,
     fleet,
     ledger,
+    notifications,
     profiling,
     reports,
     tokens,
@@ -43,6 +45,7 @@ __all__ = [
     "fleet",
     "ledger",
     "metadata",
+    "notifications",
     "profiling",
     "reports",
     "tokens",

@@ -23,6 +23,7 @@ from sqlalchemy import (
     create_engine,
     event,
     func,
+    inspect,
     select,
     text,
 )
@@ -108,7 +109,29 @@ def connect(url: str) -> Engine:
             # PostgreSQL's own catalog (pg_type unique violation), so creation is serialised.
             conn.execute(text("SELECT pg_advisory_xact_lock(717217)"))
         metadata.create_all(conn)
+        _add_missing_columns(conn)
     return engine
+
+
+def _add_missing_columns(conn: Connection) -> None:
+    """Add the nullable columns a newer build added to tables an older build created.
+
+    Why: `create_all` creates missing tables, never missing columns, and the catalog has no
+    migration files. A table lists such columns in `info["added_columns"]` (the ledger's
+    `digest`); only those tables are inspected, so a connect stays one round trip per table that
+    grew. Each added column is nullable, so adding it to an existing table is always safe.
+    """
+    grown = [t for t in metadata.sorted_tables if t.info.get("added_columns")]
+    if not grown:
+        return
+    inspector = inspect(conn)
+    for table in grown:
+        present = {c["name"] for c in inspector.get_columns(table.name)}
+        for name in table.info["added_columns"]:
+            column = table.columns[name]
+            if name not in present and column.nullable:
+                kind = column.type.compile(dialect=conn.dialect)
+                conn.execute(text(f'ALTER TABLE {table.name} ADD COLUMN "{name}" {kind}'))
 
 
 Merge = Literal["replace", "least", "greatest", "coalesce", "keep"]

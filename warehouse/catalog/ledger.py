@@ -10,6 +10,8 @@ with the flush id in the snapshot summary, then marks its claims committed. A cl
 the lease whose flush id is not in any snapshot belonged to a gateway that died before its
 commit: another gateway may `take_over` it. If the flush id IS in a snapshot, the gateway died
 after its Iceberg commit and before marking: the batch is stored, so the answer is duplicate.
+Each claim carries the batch's content digest (warehouse.batch_digest): a claim of an id the ledger
+holds for another table or with another digest is a `conflict` (409, issue 28), never a duplicate.
 This module must never hold telemetry rows.
 """
 
@@ -36,12 +38,14 @@ ingest_ledger = Table(
     Column("state", String(16), nullable=False),  # pending | committed
     Column("claimed_at", UTCDateTime, nullable=False, index=True),  # prune deletes by it
     Column("committed_at", UTCDateTime),
+    Column("digest", String(32)),  # null: claimed before digests existed (taken as the same batch)
+    info={"added_columns": ("digest",)},  # added to an older catalog on connect (catalog.base)
 )
 
 PENDING = "pending"
 COMMITTED = "committed"
 
-Verdict = Literal["mine", "committed", "busy", "stale"]
+Verdict = Literal["mine", "committed", "busy", "stale", "conflict"]
 
 
 @dataclass(frozen=True)
@@ -50,6 +54,7 @@ class Entry:
     table_name: str
     rows: int
     agent: str
+    digest: str = ""
 
 
 @dataclass(frozen=True)
@@ -76,6 +81,7 @@ def claim(
             "flush_id": flush_id,
             "state": PENDING,
             "claimed_at": now,
+            "digest": e.digest or None,
         }
         for e in entries
     ]
@@ -87,12 +93,18 @@ def claim(
             ingest_ledger.c.flush_id,
             ingest_ledger.c.state,
             ingest_ledger.c.claimed_at,
+            ingest_ledger.c.table_name,
+            ingest_ledger.c.digest,
         ).where(ingest_ledger.c.batch_id.in_(ids))
     ).all()
     expiry = now - timedelta(seconds=lease_s)
+    wanted = {e.batch_id: e for e in entries}
     out: dict[str, Claim] = {}
-    for batch_id, owner, state, claimed_at in rows:
-        if owner == flush_id and state == PENDING:
+    for batch_id, owner, state, claimed_at, table_name, digest in rows:
+        entry = wanted[batch_id]
+        if table_name != entry.table_name or digest not in (None, entry.digest or None):
+            out[batch_id] = Claim("conflict", table_name)
+        elif owner == flush_id and state == PENDING:
             out[batch_id] = Claim("mine")
         elif state == COMMITTED:
             out[batch_id] = Claim("committed")

@@ -60,8 +60,9 @@ from warehouse.profiling_service import ProfilingConfig, ProfilingService
 from warehouse.prometheus_rows import ScrapeKey
 from warehouse.remote_write import REPLAY_WINDOW_S, RemoteWrite
 from warehouse.remote_write_metrics import RemoteWriteCollector
-from warehouse.security import check_exposure, effective_tokens
+from warehouse.security import check_exposure, effective_tokens, read_tokens
 from warehouse.server import Ingest, IngestConfig
+from warehouse.shape_limits import ShapeLimits
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +87,7 @@ class Gateway(PluginHost, Listening):
             flush_interval_s=settings.warehouse.flush_interval_s,
             flush_idle_s=settings.warehouse.flush_idle_s,
             queue_max_rows=settings.warehouse.queue_max_rows,
+            shape_limits=ShapeLimits.from_settings(settings),
             lease_s=settings.fleet.lease_s,
             commit_attempts=settings.fleet.commit_attempts,
             hooks=[
@@ -96,10 +98,10 @@ class Gateway(PluginHost, Listening):
                 self._batch_committed,
             ],
         )
-        self.metrics = ServerMetrics(self.writer)
+        self.metrics = ServerMetrics(self.writer, component="gateway")
         address = listen_address(settings, host, port)
         tokens = effective_tokens(settings)  # the embedded server's rules: no public default
-        check_exposure(address[0], tokens)
+        check_exposure(address[0], tokens + read_tokens(settings))  # read tokens too
         tls = tls_from(settings)
         self.remote_write = RemoteWrite.from_settings(
             self.writer,
@@ -115,14 +117,16 @@ class Gateway(PluginHost, Listening):
             registry=CatalogAgentRegistry(self.catalog),
             storage=ObjectTraceStorage.from_settings(settings),  # any gateway reads any trace
         )
+        self.auth = TokenChecker(tokens, self.catalog, read_tokens=read_tokens(settings))
         ingest = Ingest(
             writer=self.writer,
             catalog=self.catalog,
-            auth=TokenChecker(tokens, self.catalog),
+            auth=self.auth,
             metrics=self.metrics,
             config=IngestConfig.from_settings(settings),
             remote_write=self.remote_write,
             profiling=self.profiling,
+            routes=self.routes,
         )
         self.http = bind(address, ingest, tls)
         for setup in setups:

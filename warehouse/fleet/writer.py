@@ -1,7 +1,8 @@
 """A fleet gateway's writer: batches requests, claims their ids, commits Parquet to Iceberg.
 
-Same request side as the embedded writer (warehouse.writer.Writer: `submit` returns a Ticket the
-handler waits on, so 202 still means durable), different commit: per table of a flush,
+Same request side and writer thread as the embedded writer (warehouse.group_writer.GroupWriter:
+`submit` returns a Ticket the handler waits on, so 202 still means durable; poison isolation,
+hooks and counters are shared), different commit: per table of a flush,
 
 1. claim every batch id in the shared ledger (warehouse.catalog.ledger) under a fresh flush id;
    ids already committed are duplicates, ids held by a live gateway are answered 503 (retry),
@@ -30,7 +31,6 @@ from __future__ import annotations
 
 import logging
 import random
-import threading
 import time
 import uuid
 from collections.abc import Sequence
@@ -41,10 +41,13 @@ import pyarrow as pa
 from sqlalchemy import Engine
 
 from fleetscope.errors import IngestError
-from warehouse.batch_queue import BatchQueue, Ticket
+from warehouse.batch_digest import CONFLICT_STATUS, conflict_message
+from warehouse.batch_queue import Ticket
 from warehouse.catalog import ledger
+from warehouse.fleet.commit_lock import table_commit_lock
 from warehouse.fleet.tables import FLUSH_PROPERTY, FleetTables, to_table_schema
-from warehouse.writer import Commit, CommitHook, WriterStats, _is_data_error
+from warehouse.group_writer import Commit, CommitHook, GroupWriter
+from warehouse.shape_limits import UNLIMITED, ShapeLimits
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
@@ -60,8 +63,12 @@ class CommitGaveUpError(IngestError):
     """The Iceberg commit kept conflicting until the attempts or the lease ran out."""
 
 
-class FleetWriter(BatchQueue):
-    """One thread per gateway; see the module docstring for the commit protocol."""
+class _Landed(Exception):
+    """A flush failed after its Iceberg commit landed: answered 503, never split or refused."""
+
+
+class FleetWriter(GroupWriter):
+    """One thread per gateway (GroupWriter); see the module docstring for the commit protocol."""
 
     def __init__(
         self,
@@ -75,117 +82,89 @@ class FleetWriter(BatchQueue):
         lease_s: float,
         commit_attempts: int,
         hooks: Sequence[CommitHook] = (),
+        shape_limits: ShapeLimits = UNLIMITED,
     ) -> None:
         super().__init__(
             queue_name="gateway",
             owner="gateway",
+            committer="gateway",
+            thread_name="fleetscope-gateway",
             flush_rows=flush_rows,
             flush_interval_s=flush_interval_s,
             flush_idle_s=flush_idle_s,
             queue_max_rows=queue_max_rows,
+            hooks=hooks,
+            shape_limits=shape_limits,
         )
         self.tables = tables
         self.catalog = catalog
         self._lease_s = lease_s
         self._attempts = commit_attempts
-        self._hooks = list(hooks)
         self._flushes_landed = 0  # the Commit's seq: this writer's count, for hook logs only
-        self._thread: threading.Thread | None = None
-        self.stats = WriterStats()
         self.commit_conflicts = 0
 
-    # -- lifecycle -------------------------------------------------------------------------
-    def start(self) -> None:
+    # -- writer thread (GroupWriter) --------------------------------------------------------
+    def _prepare(self) -> None:
         self.tables.ensure_all()
-        self._thread = threading.Thread(target=self._run, name="fleetscope-gateway", daemon=True)
-        self._thread.start()
 
-    def stop(self) -> None:
-        with self._cond:
-            self._stopping = True
-            self._cond.notify_all()
-        if self._thread is not None:
-            self._thread.join()
+    def _commit_groups(self, tickets: list[Ticket]) -> None:
+        for name in dict.fromkeys(t.table for t in tickets):
+            self._flush([t for t in tickets if t.table == name])
 
-    # -- writer thread ---------------------------------------------------------------------
-    def _run(self) -> None:
-        while True:
-            with self._cond:
-                batch = self._take_group()
-                done = self._stopping and not batch
-            for name in dict.fromkeys(t.table for t in batch):
-                self._flush([t for t in batch if t.table == name])
-            if done:
-                return
+    def _may_split(self, exc: BaseException) -> bool:
+        return not isinstance(exc, _Landed)
 
-    def _flush(self, tickets: Sequence[Ticket]) -> None:
+    def _commit_group(self, tickets: list[Ticket]) -> None:
         started = time.perf_counter()
         name = tickets[0].table
         flush_id = uuid.uuid4().hex
         claimed = time.monotonic()
-        outcome: dict[str, str | None] = {}  # batch id -> None (stored), "dup", or an error
         landed = False
         try:
             verdicts = self._claim(tickets, flush_id)
-            mine = [t for t in tickets if verdicts[t.batch_id] == "mine"]
-            for t in tickets:
-                verdict = verdicts[t.batch_id]
-                outcome[t.batch_id] = (
-                    None
-                    if verdict == "mine"
-                    else "dup"
-                    if verdict in ("committed", RECOVERED)
-                    else f"batch {t.batch_id} is being stored by another gateway"
-                )
-            recovered = [t for t in tickets if verdicts[t.batch_id] == RECOVERED]
+            mine = [t for t in tickets if verdicts[t.batch_id][0] == "mine"]
+            recovered = [t for t in tickets if verdicts[t.batch_id][0] == RECOVERED]
             if mine:
                 data = pa.concat_tables([t.data for t in mine])
                 self._commit(name, data, flush_id, claimed + self._lease_s)
                 landed = True
-            self._run_hooks(name, mine + recovered)
+            self._run_landed_hooks(name, mine + recovered)
             if mine:
                 with self.catalog.begin() as conn:
                     ledger.mark_committed(conn, flush_id, datetime.now(UTC))
-                self._account(name, data.num_rows, len(mine), started)
         except Exception as exc:
             log.exception("gateway flush %s of %s failed", flush_id, name)
-            self.stats.failed_flushes += 1
             if not landed:
                 self._release_unless_landed(name, flush_id)
-                if len(tickets) > 1:  # poison isolation (issue 12): one batch at a time
-                    for ticket in tickets:
-                        self._flush([ticket])
-                    return
-            refused = not landed and _is_data_error(exc)
-            if refused:
+                raise
+            raise _Landed(str(exc)) from exc
+        duplicates = 0
+        for t in tickets:
+            verdict, holder = verdicts[t.batch_id]
+            if verdict == "conflict":
                 self.stats.batches_refused += 1
-            outcome = {
-                t.batch_id: f"batch {t.batch_id} cannot be stored: {exc}"
-                if refused
-                else f"gateway could not commit: {exc}"
-                for t in tickets
-            }
-            status = 422 if refused else 503
+                error = conflict_message(t.batch_id, holder, t.table)
+                self._answer(t, error=error, status=CONFLICT_STATUS)
+            elif verdict in ("committed", RECOVERED):
+                duplicates += 1
+                self._answer(t, duplicate=True)
+            elif verdict == "mine":
+                self._answer(t)
+            else:
+                error = f"batch {t.batch_id} is being stored by another gateway"
+                self._answer(t, error=error, status=503)
+        if mine:
+            self._account({name: data.num_rows}, len(mine), duplicates, started)
         else:
-            status = 503
-        with self._cond:
-            for t in tickets:
-                self._inflight.pop(t.batch_id, None)
-                result = outcome[t.batch_id]
-                if result == "dup":
-                    self.stats.duplicates += 1
-                    t._resolve(duplicate=True)
-                elif result is None:
-                    t._resolve()
-                else:
-                    t._resolve(error=result, status=status)
+            self.stats.duplicates += duplicates
 
-    def _claim(self, tickets: Sequence[Ticket], flush_id: str) -> dict[str, str]:
-        entries = [ledger.Entry(t.batch_id, t.table, t.rows, t.agent) for t in tickets]
+    def _claim(self, tickets: Sequence[Ticket], flush_id: str) -> dict[str, tuple[str, str]]:
+        """batch id -> (verdict, and for a conflict the table the ledger holds the id for)."""
+        entries = [ledger.Entry(t.batch_id, t.table, t.rows, t.agent, t.digest) for t in tickets]
         now = datetime.now(UTC)
         with self.catalog.begin() as conn:
             claims = ledger.claim(conn, entries, flush_id, now, self._lease_s)
-        verdicts: dict[str, str] = {batch_id: c.verdict for batch_id, c in claims.items()}
+        verdicts = {batch_id: (str(c.verdict), c.owner) for batch_id, c in claims.items()}
         stale = {batch_id: c.owner for batch_id, c in claims.items() if c.verdict == "stale"}
         if stale:
             table = self.tables.table(tickets[0].table)
@@ -194,11 +173,11 @@ class FleetWriter(BatchQueue):
                 with self.catalog.begin() as conn:
                     if _has_flush(table, owner):
                         ledger.mark_committed(conn, owner, now)
-                        verdicts[batch_id] = RECOVERED
+                        verdicts[batch_id] = (RECOVERED, owner)
                     elif ledger.take_over(conn, batch_id, owner, flush_id, now):
-                        verdicts[batch_id] = "mine"
+                        verdicts[batch_id] = ("mine", "")
                     else:
-                        verdicts[batch_id] = "busy"
+                        verdicts[batch_id] = ("busy", owner)
         return verdicts
 
     def _commit(self, name: str, data: pa.Table, flush_id: str, deadline: float) -> None:
@@ -210,10 +189,16 @@ class FleetWriter(BatchQueue):
             if time.monotonic() > deadline:
                 break
             try:
-                table.append(rows, snapshot_properties={FLUSH_PROPERTY: flush_id})
+                # One committer at a time per table (fleet.commit_lock): from the newest metadata,
+                # so the append meets no concurrent gateway commit. What can still conflict is
+                # the hourly upkeep's rewrite, which does not take the lock.
+                with table_commit_lock(self.catalog, self.tables.identifier(name), deadline):
+                    table.refresh()
+                    table.append(rows, snapshot_properties={FLUSH_PROPERTY: flush_id})
                 return
             except CommitFailedException:
                 self.commit_conflicts += 1
+                log.warning("Iceberg commit conflict on %s (attempt %d)", name, attempt + 1)
                 table.refresh()
                 if _has_flush(table, flush_id):  # the commit landed after all
                     return
@@ -224,20 +209,13 @@ class FleetWriter(BatchQueue):
             status=503,
         )
 
-    def _run_hooks(self, name: str, landed: Sequence[Ticket]) -> None:
-        """The commit hooks on the rows of `landed`; a hook's failure is logged, never the flush's
-        (the rows are in the table already), as in the embedded writer."""
+    def _run_landed_hooks(self, name: str, landed: Sequence[Ticket]) -> None:
+        """The commit hooks on the rows of `landed` (their rows are in the table already)."""
         if not landed or not self._hooks:
             return
         self._flushes_landed += 1
-        commit = Commit(
-            self._flushes_landed, {name: pa.concat_tables([t.data for t in landed])}, landed
-        )
-        for hook in self._hooks:
-            try:
-                hook(commit)
-            except Exception:
-                log.exception("commit hook %r failed for a flush of %s", hook, name)
+        rows = pa.concat_tables([t.data for t in landed])
+        self._run_hooks(Commit(self._flushes_landed, {name: rows}, landed))
 
     def _release_unless_landed(self, name: str, flush_id: str) -> None:
         """Drop the claims of a failed flush, unless its commit landed after all (a lost answer):
@@ -251,14 +229,6 @@ class FleetWriter(BatchQueue):
                 ledger.release(conn, flush_id)
         except Exception:  # the lease expires anyway
             log.exception("could not release the claims of flush %s", flush_id)
-
-    def _account(self, name: str, rows: int, batches: int, started: float) -> None:
-        stats = self.stats
-        stats.flushes += 1
-        stats.batches_committed += batches
-        stats.rows_committed[name] = stats.rows_committed.get(name, 0) + rows
-        stats.last_flush_rows = rows
-        stats.last_flush_s = time.perf_counter() - started
 
 
 def _has_flush(table: Table, flush_id: str) -> bool:

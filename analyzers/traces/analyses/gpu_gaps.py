@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+import numpy as np
+
 from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
 from analyzers.traces.frame import CPU_OP_CATS, RankFrame, TraceSet
 from analyzers.traces.stats import union_intervals
-from analyzers.traces.xp import np
 
 
 def _busiest_cpu_ops(frame: RankFrame, start: float, end: float, top: int = 3) -> str:

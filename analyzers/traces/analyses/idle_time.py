@@ -15,10 +15,11 @@ timestamps and launch links through runtime/driver calls only.
 
 from __future__ import annotations
 
+import numpy as np
+
 from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
 from analyzers.traces.frame import TraceSet
 from analyzers.traces.stats import DESCRIBE_KEYS, describe, hta_round, unstable_argsort
-from analyzers.traces.xp import np
 
 CATEGORIES = ("host_wait", "kernel_wait", "other")
 COLUMNS = ("rank", "stream", "idle_category", "idle_time", "idle_time_ratio")

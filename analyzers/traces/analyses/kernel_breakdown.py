@@ -20,6 +20,8 @@ import math
 from collections import defaultdict
 from typing import Any
 
+import numpy as np
+
 from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
 from analyzers.traces.classify import KernelClass
 from analyzers.traces.frame import RankFrame, TraceSet
@@ -31,7 +33,6 @@ from analyzers.traces.stats import (
     unique,
     unstable_argsort,
 )
-from analyzers.traces.xp import np
 
 TYPES = (KernelClass.COMPUTATION, KernelClass.COMMUNICATION, KernelClass.MEMORY)
 KERNEL_COLUMNS = (
@@ -89,7 +90,6 @@ def aggregate_by_name(
     if len(stats) <= num_kernels:
         # Every row is kept as it is, and both callers order the rows by name (unique here):
         # HTA's ranking, whose order of equal sums is the CPU's sort network's, changes nothing.
-        # Skipping it keeps the small-trace engine from trying every order of tied sums (engine.py).
         return stats
     ranked = _ranked_by_sum(stats, num_kernels, duration_ratio)
     sums = np.array([s[1] for s in ranked])
@@ -116,8 +116,7 @@ def _ranked_by_sum(
     descending order where that gives the same result: tied sums are equal values, so every
     descending order has the same sums in the same places, and only which of the tied names
     stay named can differ, when a run of equal sums straddles the cut into "others". Only then
-    does HTA's own (CPU-dependent) order of ties decide, and only then is it asked for; the
-    small-trace engine would otherwise try every order of every tie (engine.py)."""
+    does HTA's own (CPU-dependent) order of ties decide, and only then is it asked for."""
     sums = [s[1] for s in stats]
     hta_order = None
     if any(math.isnan(x) or x == 0.0 for x in sums):  # NaN last; 0.0 ties -0.0

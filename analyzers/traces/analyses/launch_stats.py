@@ -13,10 +13,11 @@ graphs) and HIP launches, which HTA skips (so HTA returns nothing for AMD traces
 
 from __future__ import annotations
 
+import numpy as np
+
 from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
 from analyzers.traces.frame import Mode, RankFrame, TraceSet
 from analyzers.traces.stats import describe, join_rows, unique
-from analyzers.traces.xp import np
 
 HTA_LAUNCHES = frozenset(
     {

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from itertools import pairwise
 
+import numpy as np
+
 from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
 from analyzers.traces.frame import TraceSet
 from analyzers.traces.stats import union_intervals, window_intersections
-from analyzers.traces.xp import np
 
 PLUGIN_ORDER = 140  # its place in the trace report (fleetscope.plugins)
 

@@ -12,11 +12,12 @@ bandwidth (bytes / union of busy time) per kind, time-weighted.
 
 from __future__ import annotations
 
+import numpy as np
+
 from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
 from analyzers.traces.classify import KernelClass
 from analyzers.traces.frame import Mode, TraceSet
 from analyzers.traces.stats import DESCRIBE_KEYS, describe, union_length, unstable_argsort
-from analyzers.traces.xp import np
 
 
 def memory_kind(name: str) -> str:

@@ -10,10 +10,11 @@ and `.to(device, non_blocking=True)`.
 
 from __future__ import annotations
 
+import numpy as np
+
 from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
 from analyzers.traces.frame import TraceSet
 from analyzers.traces.stats import unique
-from analyzers.traces.xp import np
 
 
 def is_pageable(name: str) -> bool:

@@ -17,6 +17,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
+
 from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
 from analyzers.traces.frame import Mode, RankFrame, TraceSet
 from analyzers.traces.stats import (
@@ -27,7 +29,6 @@ from analyzers.traces.stats import (
     unique,
     unstable_argsort,
 )
-from analyzers.traces.xp import np
 
 RUNTIME_LAUNCHES = frozenset(
     {

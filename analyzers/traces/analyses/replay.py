@@ -33,12 +33,13 @@ import math
 from collections.abc import Callable
 from typing import NamedTuple, TypeVar, cast
 
+import numpy as np
+
 from analyzers.traces.analyses.base import TraceOptions
 from analyzers.traces.analyses.pageable_memcpy import is_pageable
 from analyzers.traces.analyses.steps import profiler_steps
 from analyzers.traces.analyses.sync import SYNC_CALLS
 from analyzers.traces.frame import F64, GPU_OP_CATS, I64, RUNTIME_CATS, RankFrame
-from analyzers.traces.xp import np
 
 __all__ = ["Change", "Replay", "outermost"]
 

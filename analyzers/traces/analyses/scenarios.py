@@ -32,13 +32,15 @@ import re
 from collections.abc import Callable
 from typing import NamedTuple
 
+import numpy as np
+
 from analyzers.traces.analyses.base import TraceOptions
 from analyzers.traces.analyses.dataloader import is_dataloader
 from analyzers.traces.analyses.replay import Change, Replay, outermost
 from analyzers.traces.analyses.tensor_cores import uses_tensor_cores
 from analyzers.traces.classify import KernelClass
 from analyzers.traces.frame import F64, RUNTIME_CATS, RankFrame
-from analyzers.traces.xp import np
+from analyzers.traces.hardware import gpu_of
 
 __all__ = ["LEVELS", "SCENARIOS", "Scenario", "scenario"]
 
@@ -248,6 +250,8 @@ def _amp_gpu_factor(replay: Replay, o: TraceOptions, level: int) -> F64:
 def _amp(replay: Replay, o: TraceOptions, level: int) -> Change | None:
     cpu_overhead = _pick(level, 1.05, 1.0, 1.15)
     if replay.has_gpu:
+        if not gpu_of(replay.frame.device_properties).tensor_cores:
+            return None  # before Volta no tensor core runs float16: nothing to move (hardware.py)
         return Change(gpu_factor=_amp_gpu_factor(replay, o, level), cpu_scale=cpu_overhead)
     frame = replay.frame
     rows = frame.names_matching(cpu_amp_ops().match) & replay.cpu

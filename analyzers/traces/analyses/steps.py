@@ -12,10 +12,11 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
+import numpy as np
+
 from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
 from analyzers.traces.frame import RankFrame, TraceSet
 from analyzers.traces.stats import union_intervals, window_intersections
-from analyzers.traces.xp import np
 
 _STEP = re.compile(r"^ProfilerStep#(\d+)$")
 

@@ -13,10 +13,11 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 
+import numpy as np
+
 from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
 from analyzers.traces.analyses.steps import profiler_steps
 from analyzers.traces.frame import TraceSet
-from analyzers.traces.xp import np
 
 SYNC_CALLS = frozenset(
     {

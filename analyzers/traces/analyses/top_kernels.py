@@ -7,10 +7,11 @@ keeps per-invocation statistics and the share of the rank's GPU kernel time.
 
 from __future__ import annotations
 
+import numpy as np
+
 from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
 from analyzers.traces.classify import KernelClass
 from analyzers.traces.frame import TraceSet
-from analyzers.traces.xp import np
 
 PLUGIN_ORDER = 160  # its place in the trace report (fleetscope.plugins)
 

@@ -8,10 +8,11 @@ trace: no table (HTA returns None). Native mode: same, on exact durations.
 
 from __future__ import annotations
 
+import numpy as np
+
 from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
 from analyzers.traces.analyses.kernel_breakdown import aggregate_by_name
 from analyzers.traces.frame import TraceSet
-from analyzers.traces.xp import np
 
 COLUMNS = ("name", "sum (us)", "max (us)", "min (us)", "stddev", "mean (us)", "rank")
 

@@ -183,3 +183,40 @@ def test_cli_writes_pdf_and_mails_once(
     subprocess.run(["pdftoppm", "-png", "-r", "60", "-f", "1", "-l", "1", str(pdf), str(tmp_path / "page")], check=True)  # fmt: skip
     page = next(tmp_path.glob("page*.png"))
     assert page.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_weeks_energy_per_team_and_money_only_where_prices_are_set(
+    report_warehouse: ReportWarehouse,
+) -> None:
+    """W47: a-w47 draws 70 + 630 x 0.8 = 574 W on 2 GPUs for 24 h, b-w47 70 W idle on 1 GPU for
+    12 h (the maker's power; no energy counter, so integrated from power)."""
+    from analyzers.accounting.cost import Prices
+    from analyzers.reports.render import to_markdown
+
+    unpriced = _build(report_warehouse, Scope("admin")).energy  # type: ignore[attr-defined]
+    vision, nlp = 2 * 24 * 0.574, 12 * 0.070
+    assert [(t.team, t.kwh, t.idle_kwh) for t in unpriced.teams] == [
+        ("vision", pytest.approx(vision), 0.0),
+        ("nlp", pytest.approx(nlp), pytest.approx(nlp)),
+    ]
+    assert unpriced.total.kwh == pytest.approx(vision + nlp)
+    assert (unpriced.currency, unpriced.total.money, unpriced.total.co2e_kg) == ("", None, None)
+
+    prices = Prices("EUR", by_team={"nlp": 2.0}, grid_gco2e_per_kwh=300.0, note="example prices")
+    report = build_weekly(
+        open_segments(report_warehouse.data_dir / "segments"), connect(report_warehouse.catalog_url),
+        W47, Scope("admin"), trend_weeks=1, prices=prices,
+    )  # fmt: skip
+    priced = report.energy
+    assert priced is not None
+    assert [(t.team, t.money) for t in priced.teams] == [("vision", None), ("nlp", 24.0)]
+    assert priced.total.money == 24.0  # 12 nlp GPU-hours at 2 EUR; vision has no price
+    assert priced.total.co2e_kg == pytest.approx((vision + nlp) * 0.3)
+    text = to_markdown(report)
+    assert "| team | used GPU-h | kWh | idle-allocated kWh | kg CO2e | cost (EUR) |" in text
+    assert "| nlp | 12.0 | 0.8 | 0.8 | 0.3 | 24.00 |" in text
+    assert "| vision | 48.0 | 27.6 | 0.0 | 8.3 | n/a |" in text
+    assert "example prices" in text
+    # the catalog's findings were written without energy: GPU-hours only, and no money
+    assert "Recoverable (open findings): 14.0 GPU-h, 0.0 kWh." in text
+    assert "cost (" not in to_markdown(_build(report_warehouse, Scope("admin")))  # type: ignore[arg-type]

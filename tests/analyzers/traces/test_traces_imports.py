@@ -77,30 +77,3 @@ def _trace_analysis(words: str) -> str:
         "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
         f"    assert main(['trace', 'analyze', {words}]) == 0"
     )
-
-
-def test_the_trace_command_leaves_numpys_docstring_modules_unrun_and_its_output_unchanged() -> None:
-    """numpy_docs.py: the docstring modules stay lazy through a whole analysis (nothing reads
-    them), and the report is the same bytes as with numpy imported as usual."""
-    code = (
-        "import sys\n"
-        "from analyzers.traces.numpy_docs import DOCSTRING_MODULES, docstrings_deferred\n"
-        f"if {{}}:\n"
-        "    with docstrings_deferred():\n"
-        "        import numpy\n"
-        "from analyzers.traces.api import analyze_trace\n"
-        "from analyzers.traces.render import report_json\n"
-        f"out = report_json([analyze_trace({str(DATA / 'tracelens_b200_eager')!r}, hta_compatible=True)])\n"
-        "lazy = sorted(m for m in DOCSTRING_MODULES if type(sys.modules.get(m)).__name__ == '_LazyModule')\n"
-        "print(lazy)\n"
-        "print(out)\n"
-    )
-    deferred = subprocess.run(
-        [sys.executable, "-c", code.format(True)], capture_output=True, text=True, check=True
-    ).stdout.split("\n", 1)
-    plain = subprocess.run(
-        [sys.executable, "-c", code.format(False)], capture_output=True, text=True, check=True
-    ).stdout.split("\n", 1)
-    assert deferred[0] == "['numpy._core._add_newdocs', 'numpy._core._add_newdocs_scalars']"
-    assert plain[0] == "[]"
-    assert deferred[1] == plain[1]

@@ -178,7 +178,11 @@ def test_a_rank_cut_by_a_chunk_border_keeps_its_digits(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ('{"traceEvents": [{"name": "n", "cat": "k", "ts": NaN, "dur": 1}]}', ["n"]),
+        # (NaN as a `ts` or `dur` is refused: test_traces_refusals.py)
+        (
+            '{"traceEvents": [{"name": "n", "cat": "k", "ts": 1, "dur": 1, "args": {"x": NaN}}]}',
+            ["n"],
+        ),
         ('{"traceEvents": [{"name": "\\ud800", "cat": "k", "ts": 1, "dur": 1}]}', ["\ud800"]),
         (
             '{"traceEvents": [], "traceEvents": [{"name": "x", "cat": "k", "ts": 1, "dur": 1}]}',
@@ -195,7 +199,7 @@ def test_a_rank_cut_by_a_chunk_border_keeps_its_digits(tmp_path: Path) -> None:
 def test_what_msgspec_refuses_the_stdlib_path_reads(
     tmp_path: Path, text: str, expected: list[str] | None
 ) -> None:
-    """NaN literals, lone surrogates, a repeated `traceEvents`, a top level it does not know:
+    """NaN literals (where no analysis reads them), lone surrogates, a repeated `traceEvents`, a top level it does not know:
     the fallback keeps them working (or failing) exactly as before."""
     path = write_raw(tmp_path / "t.json", text)
     if expected is None:

@@ -1,0 +1,91 @@
+"""Multi-rank trace sets at growing size: fleetscope's whole command beside HTA 0.5.0's, wall time
+and peak memory (issue 29: "at any size, in bounded memory").
+
+    .venv/bin/python -m bench.trace_scale --sizes 59,200 [--work /tmp/trace-sets] [--timeout 1800]
+
+Each size is an 8-rank set built by `bench.trace_sets` from a real shared trace (iterations
+repeated, timestamps and ids shifted) in --work. Both sides run as a fresh process, one after
+the other: ours `fleetscope trace analyze --hta-compatible SET --format json` (output to a
+pipe, discarded), HTA `bench/hta_runner.py SET` in its own venv (bench.traces.ensure_hta_venv).
+Peak memory is the child's peak RSS (`ru_maxrss` of the waited child; HTA's parse workers, if
+any, are children of it and counted where the OS folds them in). A side that runs past
+--timeout is recorded as not done.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.trace_sets import DEFAULT_BASE, build_set
+from bench.traces import ensure_hta_venv
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _run(cmd: list[str], timeout_s: float) -> dict[str, Any]:
+    """Wall seconds and peak RSS (MiB) of one child; `done` False when it timed out."""
+    t0 = time.perf_counter()
+    child = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = t0 + timeout_s
+    while True:
+        pid, status, usage = os.wait4(child.pid, os.WNOHANG)
+        if pid:
+            break
+        if time.perf_counter() > deadline:
+            child.kill()
+            _, status, usage = os.wait4(child.pid, 0)
+            return {"done": False, "wall_s": timeout_s, "rss_mib": usage.ru_maxrss / 1024}
+        time.sleep(0.05)
+    child.returncode = os.waitstatus_to_exitcode(status)
+    err = child.stderr.read().decode() if child.stderr else ""
+    if child.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed ({child.returncode}):\n{err[-2000:]}")
+    return {
+        "done": True,
+        "wall_s": time.perf_counter() - t0,
+        "rss_mib": usage.ru_maxrss / 1024,  # KiB on Linux
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="59,200", help="set sizes in MB, comma-separated")
+    parser.add_argument("--work", type=Path, default=Path("/tmp/trace-sets"))
+    parser.add_argument("--base", type=Path, default=DEFAULT_BASE)
+    parser.add_argument("--timeout", type=float, default=1800.0)
+    args = parser.parse_args(argv)
+    hta_python = ensure_hta_venv()
+    fleetscope = str(Path(sys.executable).parent / "fleetscope")
+    print("| set | files MB | HTA wall s | HTA peak MiB | ours wall s | ours peak MiB | "
+          "wall ratio | memory ratio | load |")  # fmt: skip
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---|")
+    for size in [float(s) for s in args.sizes.split(",")]:
+        folder = args.work / f"{size:g}mb"
+        if not folder.is_dir():
+            build_set(args.base, folder, size)
+        mb = sum(p.stat().st_size for p in folder.iterdir()) / 1e6
+        load = os.getloadavg()[0]
+        ours = _run([fleetscope, "trace", "analyze", "--hta-compatible", str(folder),
+                     "--format", "json"], args.timeout)  # fmt: skip
+        hta = _run([str(hta_python), "bench/hta_runner.py", str(folder)], args.timeout)
+        load_end = os.getloadavg()[0]
+        hta_wall = f"{hta['wall_s']:.1f}" if hta["done"] else f"not done in {args.timeout:g}"
+        ratio = f"{hta['wall_s'] / ours['wall_s']:.1f}x" if hta["done"] else "-"
+        memory = f"{ours['rss_mib'] / hta['rss_mib']:.2f}" if hta["done"] else "-"
+        print(
+            f"| {size:g} MB | {mb:.0f} | {hta_wall} | {hta['rss_mib']:.0f} | "
+            f"{ours['wall_s']:.1f} | {ours['rss_mib']:.0f} | {ratio} | {memory} | "
+            f"{load:.1f}-{load_end:.1f} |",
+            flush=True,
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,111 @@
+"""Energy, money and MFU on the dashboard: the Job page's figures and the fleet view's MFU by
+team, small sections the pages call (the figures are defined once, docs/analyzers.md).
+
+- Job page: kWh (and how it was measured), idle-allocated kWh, CO2e where a grid intensity is
+  set, money where a price applies (with the prices' note: the demo says its prices are
+  examples), and MFU: measured where the SDK sent FLOPs, else DCGM's tensor-pipe activity,
+  labelled as the proxy it is.
+- Fleet view: the distribution of that proxy per team, one point per job; never mixed with a
+  measured MFU.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import altair as alt
+import pandas as pd
+import streamlit as st
+
+from analyzers.accounting.cost import Prices
+from analyzers.accounting.energy import energy_source, job_energy
+from analyzers.mfu.mfu import proxy_mfu
+from analyzers.run.window import Window
+from dashboard import state
+
+
+@st.cache_data(ttl=10.0, show_spinner=False)
+def _job_energy(key: str, job_id: str, start: datetime, end: datetime) -> dict[str, Any]:
+    current = state.settings()
+    frame = job_energy(
+        state.cursor(key, start, end),
+        Window(start, end),
+        current.agent.interval_s,
+        max_gap_s=current.analyzers.max_gap_s,
+        jobs=[job_id],
+    )
+    if frame.empty:
+        return {}
+    row = frame.iloc[0]
+    return {
+        "gpu_h": float(frame["gpu_h"].sum()),
+        "kwh": float(frame["energy_kwh"].sum(min_count=1)),
+        "idle_kwh": float(frame["idle_energy_kwh"].sum()),
+        "source": energy_source(row),
+        "gpu_model": None if pd.isna(row["gpu_model"]) else str(row["gpu_model"]),
+        "cluster": str(row["cluster"]) or None,
+    }
+
+
+def show_job(
+    key: str, job_id: str, start: datetime, end: datetime, team: str | None, gpus: pd.DataFrame
+) -> None:
+    """The Job page's energy, money and MFU row."""
+    figures = _job_energy(key, job_id, start, end)
+    if not figures:
+        return
+    prices = Prices.from_settings(state.settings())
+    cols = st.columns(4)
+    if figures["source"] == "none":
+        cols[0].metric("Energy", "n/a", "no energy counter or power", delta_color="off")
+    else:
+        how = {"counter": "energy counter", "power": "power integrated", "mixed": "counter + power"}
+        co2e = prices.co2e_kg(figures["kwh"])
+        said = how[figures["source"]] + ("" if co2e is None else f" · {co2e:,.2f} kg CO2e")
+        cols[0].metric("Energy", f"{figures['kwh']:,.2f} kWh", said, delta_color="off")
+        cols[1].metric("Idle-allocated energy", f"{figures['idle_kwh']:,.2f} kWh")
+    money = prices.money(figures["gpu_h"], figures["gpu_model"], team, figures["cluster"])
+    cols[2].metric(
+        "Cost",
+        "n/a" if money is None else f"{money:,.2f} {prices.currency}",
+        "no price set" if money is None else f"{figures['gpu_h']:,.2f} GPU-h",
+        delta_color="off",
+    )
+    tensor = gpus["tensor_active_pct"].mean() if "tensor_active_pct" in gpus else float("nan")
+    proxy = proxy_mfu(None if pd.isna(tensor) else float(tensor) / 100.0)
+    cols[3].metric(
+        "MFU" if proxy is None else "MFU (proxy)",
+        "n/a" if proxy is None else f"{100 * proxy.value:.1f} %",
+        "measured: needs the SDK's FLOPs" if proxy is None else "DCGM tensor-pipe active",
+        delta_color="off",
+        help=None if proxy is None else f"{proxy.label}: not measured MFU ({proxy.basis})",
+    )
+    if money is not None and prices.note:
+        st.caption(prices.note)
+
+
+def show_mfu_by_team(per_job: pd.DataFrame) -> None:
+    """The fleet view's MFU distribution by team: DCGM's tensor-pipe activity per job (the proxy;
+    jobs without it are left out and counted)."""
+    st.subheader("MFU by team (proxy: DCGM tensor-pipe activity per job)")
+    if "tensor_active_pct" not in per_job or per_job["tensor_active_pct"].isna().all():
+        st.caption("No job reports DCGM_FI_PROF_PIPE_TENSOR_ACTIVE in this window.")
+        return
+    jobs = per_job[per_job["tensor_active_pct"].notna()].copy()
+    jobs["team"] = jobs["team"].fillna("(no team)") if "team" in jobs else "(no team)"
+    chart = (
+        alt.Chart(jobs)
+        .mark_tick(thickness=2, size=18)
+        .encode(
+            x=alt.X("tensor_active_pct:Q", title="tensor-pipe active % (MFU proxy)"),
+            y=alt.Y("team:N", title=None),
+            tooltip=["job_id", "team", alt.Tooltip("tensor_active_pct:Q", format=".1f")],
+        )
+    )
+    st.altair_chart(chart, width="stretch")
+    left_out = int(per_job["tensor_active_pct"].isna().sum())
+    st.caption(
+        "One tick per job. A proxy, not measured MFU: a busy tensor pipe is not all model work."
+        + (f" {left_out} job(s) report no tensor-pipe activity." if left_out else "")
+    )
