@@ -39,7 +39,7 @@ h2, h3 { page-break-after: avoid; break-after: avoid; }
 
 # Findings smaller than this go to the appendix: a page of 0.0 GPU-h cards reads as noise (issue 31).
 APPENDIX_BELOW_GPU_H = 0.1
-SUMMARY_CHART_PX = 160  # two charts, their tables and the cards fit the first page
+SUMMARY_CHART_PX = 120  # two charts, their tables, energy and the cards fit the first page
 
 
 def ranked_findings(report: WeeklyReport) -> tuple[list[FindingLine], list[FindingLine]]:
@@ -120,7 +120,8 @@ def to_html(report: WeeklyReport, dashboard_url: str = "") -> str:
             ),
             "</table></div>",
         ]
-    out += energy_html(report.energy) if report.energy else []
+    if report.energy:  # one block: a table cut across pages loses its header
+        out += ["<div class='block'>", *energy_html(report.energy), "</div>"]
     if report.sharing:
         out += [
             "<div class='block'><h2>GPU sharing plan</h2>",

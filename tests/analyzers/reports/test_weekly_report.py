@@ -213,7 +213,7 @@ def test_the_weeks_energy_per_team_and_money_only_where_prices_are_set(
     assert priced.total.money == 24.0  # 12 nlp GPU-hours at 2 EUR; vision has no price
     assert priced.total.co2e_kg == pytest.approx((vision + nlp) * 0.3)
     text = to_markdown(report)
-    assert "| team | used GPU-h | kWh | idle-allocated kWh | kg CO2e | cost (EUR) |" in text
+    assert "| team | allocated GPU-h | kWh | idle-allocated kWh | kg CO2e | cost (EUR) |" in text
     assert "| nlp | 12.0 | 0.8 | 0.8 | 0.3 | 24.00 |" in text
     assert "| vision | 48.0 | 27.6 | 0.0 | 8.3 | n/a |" in text
     assert "example prices" in text
