@@ -9,6 +9,8 @@ interesting integers written over 1/2/4/8 bytes, duplicated slices. Every case i
 kept-alive connection as an authenticated client would. A case fails when the answer is a 5xx,
 the connection drops without an answer, or the server process dies; failing bodies are written
 to --crashes for replay. After the run the rows committed before it must all still be there.
+Then issue 28's hostile kinds (bench/fuzz_hostile.py: dictionary, series and sample bombs, odd
+header bytes, framing conflicts), one per 100 body cases, as raw requests.
 Trace cases each get their own matched process (one profile request, many reported pids), so a
 mutated trace reaches the gzip and JSON checks instead of a 409.
 """
@@ -274,13 +276,22 @@ def main(argv: list[str] | None = None) -> int:
                 alive=lambda: process.poll() is None, crashes=Path(args.crashes),
             )  # fmt: skip
             elapsed = time.monotonic() - started
+            from bench import fuzz_hostile
+
+            hostile = fuzz_hostile.run(
+                int(url.rsplit(":", 1)[1]), token, cases=max(args.cases // 100, 10),
+                seed=args.seed, alive=lambda: process.poll() is None,
+            )  # fmt: skip
         finally:
             process.terminate()
             process.wait(60)
     print(f"seed {args.seed}: {report.line()} in {elapsed:.0f} s; load {os.getloadavg()[0]:.1f}")
     for failure in report.failures[:20]:
         print("  " + failure)
-    return 1 if report.failures else 0
+    print(f"hostile kinds (bench/fuzz_hostile.py): {hostile.line()}")
+    for failure in hostile.failures[:20]:
+        print("  " + failure)
+    return 1 if report.failures or hostile.failures else 0
 
 
 if __name__ == "__main__":

@@ -6,7 +6,8 @@ of it, even after an agent restart, carries the same id and ingest can drop dupl
 atomic: a `.tmp-` file, fsync, rename, fsync of the folder (a crash leaves either the whole batch or
 a `.tmp-` file, which start-up deletes). Bounded: past `max_bytes` the oldest batches are
 dropped, and counted, so a week-long ingest outage cannot fill the host's disk. Batches ingest
-refused as malformed move to `<spool_dir>/dead/` with a `.reason` file next to them.
+refused as malformed move to `<spool_dir>/dead/` with a `.reason` file next to them. Spooled
+batches are job data: files 0600 in 0700 folders whatever the umask (fleetscope.private).
 
 Must never: delete a batch that was not acknowledged, except to honour `max_bytes` (counted in
 `dropped`), or hand out batches out of order.
@@ -14,12 +15,17 @@ Must never: delete a batch that was not acknowledged, except to honour `max_byte
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from fleetscope.private import private_dir, tighten
+
+log = logging.getLogger(__name__)
 
 _SUFFIX = ".arrow"
 # Bodies of batches put by this process and not yet shipped are also kept in memory, up to this
@@ -52,7 +58,8 @@ class Spool:
         self.max_bytes = max_bytes
         self.dropped = 0
         self._lock = threading.Lock()
-        self.dead_dir.mkdir(parents=True, exist_ok=True)
+        private_dir(self.dead_dir)
+        tighten(private_dir(root))
         for leftover in root.glob(".tmp-*"):
             leftover.unlink(missing_ok=True)
         batches = self._scan()
@@ -96,7 +103,8 @@ class Spool:
                 batch_id = uuid.uuid4().hex
                 name = f"{seq:016d}.{table}.{batch_id}{_SUFFIX}"
                 tmp = self.root / f".tmp-{name}"
-                with tmp.open("wb") as handle:
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                with os.fdopen(fd, "wb") as handle:
                     handle.write(body)
                     handle.flush()
                     os.fsync(handle.fileno())
@@ -119,6 +127,13 @@ class Spool:
                     oldest.path.unlink(missing_ok=True)
                     self._bytes -= oldest.size
                     self.dropped += 1
+                    log.warning(
+                        "spool over agent.spool_max_bytes (%d bytes): dropped the oldest batch "
+                        "%s (%d dropped since start)",
+                        self.max_bytes,
+                        oldest.path.name,
+                        self.dropped,
+                    )
             return [batch for _, batch in staged]
 
     def pending(self) -> list[SpooledBatch]:
@@ -163,7 +178,10 @@ class Spool:
         with self._lock:
             if self._forget(batch) and batch.path.exists():
                 os.replace(batch.path, self.dead_dir / batch.path.name)
-                (self.dead_dir / (batch.path.name + ".reason")).write_text(reason + "\n")
+                reason_path = self.dead_dir / (batch.path.name + ".reason")
+                fd = os.open(reason_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                with os.fdopen(fd, "w") as handle:
+                    handle.write(reason + "\n")
 
     @property
     def depth(self) -> int:

@@ -26,7 +26,7 @@ from typing import Final
 
 import pyarrow as pa
 
-from fleetscope.ipc_budget import BudgetError, decoded_cost
+from fleetscope.ipc_budget import BudgetError, decoded_cost, materialized_cost
 
 SCHEMA_VERSION: Final = 1
 
@@ -42,6 +42,11 @@ HEADER_BATCH_ID: Final = "X-Fleetscope-Batch-Id"
 HEADER_AGENT: Final = "X-Fleetscope-Agent"
 
 TS = pa.timestamp("ms", tz="UTC")
+# The timestamps every store can hold: years 0001 to 9999 (Python's datetime, DuckDB's date
+# functions and Iceberg's day partitions all work inside it; 2**62 ms overflows DuckDB's
+# microseconds). Receivers refuse a sample outside it before answering 2xx (issue 28).
+MIN_TS_MS: Final = -62_135_596_800_000  # 0001-01-01T00:00:00Z
+MAX_TS_MS: Final = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z
 
 # Unknown exporter fields are kept, not dropped: name -> value for each sample.
 EXTRA_FIELDS_TYPE = pa.map_(pa.string(), pa.float64())
@@ -221,6 +226,7 @@ def from_ipc(
         with pa.ipc.open_stream(pa.py_buffer(body), options=_READ_OPTIONS) as reader:
             table = reader.read_all()
         table.validate(full=True)
+        materialized_cost(table, max_decoded_bytes=max_decoded_bytes)
     except BudgetError as exc:
         raise DecodeBudgetError(str(exc)) from exc
     except (pa.ArrowException, OSError, ValueError, TypeError, IndexError, KeyError) as exc:

@@ -144,3 +144,54 @@ def decoded_cost(body: bytes, *, max_decoded_bytes: int, max_rows: int) -> Decod
                 "send smaller batches"
             )
     return DecodedCost(total, rows, batches)
+
+
+def _is_variable(type_: pa.DataType) -> bool:
+    return bool(
+        pa.types.is_binary(type_)
+        or pa.types.is_string(type_)
+        or pa.types.is_large_binary(type_)
+        or pa.types.is_large_string(type_)
+    )
+
+
+def _has_dictionary(type_: pa.DataType) -> bool:
+    if pa.types.is_dictionary(type_):
+        return True
+    return any(_has_dictionary(type_.field(i).type) for i in range(type_.num_fields))
+
+
+def materialized_cost(table: pa.Table, *, max_decoded_bytes: int) -> int:
+    """Bytes the dictionary-encoded columns of a decoded stream grow to once cast to plain
+    values (what `contract.conform` does); BudgetError past the budget, before any cast.
+
+    Why: a dictionary is sent once and each row only names an entry, so a 1.6 MB body whose
+    dictionary holds one 1 MB string and whose 300 rows all name it decoded within budget and
+    then became 300 MB when conformed (issue 28). A top-level dictionary column costs the sum
+    of its rows' entry lengths (computed by Arrow, no copy); a dictionary nested inside a list,
+    struct or map is not something any fleetscope client sends, and is refused as malformed.
+    """
+    import pyarrow.compute as pc
+
+    total = 0
+    for field, column in zip(table.schema, table.columns, strict=True):
+        if not _has_dictionary(field.type):
+            continue
+        if not pa.types.is_dictionary(field.type):
+            raise pa.ArrowInvalid(f"column {field.name!r}: a dictionary nested in {field.type}")
+        value_type = field.type.value_type
+        for chunk in column.chunks:
+            if _is_variable(value_type):
+                lengths = pc.binary_length(chunk.dictionary)
+                taken = pc.sum(pc.take(lengths, chunk.indices)).as_py() or 0
+                total += int(taken) + 8 * len(chunk)
+            elif pa.types.is_primitive(value_type):
+                total += len(chunk) * max(1, value_type.bit_width // 8)
+            else:
+                raise pa.ArrowInvalid(f"column {field.name!r}: a dictionary of {value_type}")
+            if total > max_decoded_bytes:
+                raise BudgetError(
+                    f"body decodes to more than {max_decoded_bytes} bytes once its dictionaries "
+                    "are expanded (server.max_decoded_bytes); send smaller batches"
+                )
+    return total

@@ -85,7 +85,7 @@ def series_key(sample: Sample) -> tuple[str, str] | None:
     if not sample.name.startswith("DCGM_FI_"):
         return None
     gpu = sample.labels.get("gpu")
-    if gpu is None or not gpu.isdigit():
+    if gpu is None or not (gpu.isascii() and gpu.isdigit()):  # '²' passes isdigit() alone
         return None
     return (gpu, sample.labels.get("GPU_I_ID", ""))
 

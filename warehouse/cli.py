@@ -96,6 +96,7 @@ def register_import(subparsers: Any) -> None:
 
 def run_server(args: argparse.Namespace, settings: Settings) -> int:
     mode = args.mode or settings.server.mode
+    keep_private(settings)
     if mode == "fleet":
         from warehouse.fleet.gateway import Gateway
 
@@ -109,6 +110,21 @@ def run_server(args: argparse.Namespace, settings: Settings) -> int:
 
     Server(settings, host=args.host, port=args.port).serve_until_signalled()
     return 0
+
+
+def keep_private(settings: Settings) -> None:
+    """Whatever the umask, what the server writes is 0600 in 0700 folders (fleetscope.private):
+    the umask for new files, and the data folder, DuckDB file and segments an earlier version
+    left readable tightened."""
+    from fleetscope.private import private_dir, restrict_umask, tighten
+    from warehouse.paths import WarehousePaths
+
+    restrict_umask()
+    tighten(private_dir(settings.path(settings.core.data_dir)))
+    paths = WarehousePaths.from_settings(settings)
+    for path in (paths.duckdb_path, paths.duckdb_path.with_name(paths.duckdb_path.name + ".wal")):
+        tighten(path)
+    tighten(paths.segments_dir)
 
 
 def _catalog(settings: Settings) -> Any:

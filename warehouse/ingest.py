@@ -30,6 +30,7 @@ from fleetscope.contract import (
 )
 from fleetscope.errors import ContractError, DecodeBudgetError, IngestError, PayloadTooLargeError
 from warehouse.catalog.fleet import Job
+from warehouse.framing import ascii_int
 
 # Schema versions this build reads; a new contract version adds itself here with its migration.
 READABLE_SCHEMA_VERSIONS = frozenset({SCHEMA_VERSION})
@@ -65,11 +66,14 @@ def check_envelope(table: str, headers: Headers, max_body_bytes: int) -> Envelop
             status=415,
         )
     raw_version = headers.get(HEADER_SCHEMA_VERSION)
-    if raw_version is None or not raw_version.strip().isdigit():
-        raise IngestError(f"{HEADER_SCHEMA_VERSION} must be an integer, got {raw_version!r}")
-    if int(raw_version) not in READABLE_SCHEMA_VERSIONS:
+    version_number = ascii_int(raw_version)
+    if version_number is None:
         raise IngestError(
-            f"schema version {int(raw_version)} is not one this server reads "
+            f"{HEADER_SCHEMA_VERSION} must be an integer, got {raw_version!r} (ASCII digits)"
+        )
+    if version_number not in READABLE_SCHEMA_VERSIONS:
+        raise IngestError(
+            f"schema version {version_number} is not one this server reads "
             f"({sorted(READABLE_SCHEMA_VERSIONS)}); upgrade the server or the agent",
             status=422,
         )
@@ -79,10 +83,9 @@ def check_envelope(table: str, headers: Headers, max_body_bytes: int) -> Envelop
             f"{HEADER_BATCH_ID} must be 1-64 characters of letters, digits, '_', '-', '.'; "
             f"got {batch_id[:80]!r}"
         )
-    raw_length = headers.get("Content-Length")
-    if raw_length is None or not raw_length.strip().isdigit():
-        raise IngestError("Content-Length is required", status=411)
-    length = int(raw_length)
+    length = ascii_int(headers.get("Content-Length"))
+    if length is None:
+        raise IngestError("Content-Length is required, in ASCII digits", status=411)
     if length > max_body_bytes:
         raise PayloadTooLargeError(
             f"body of {length} bytes is over the limit of {max_body_bytes} bytes "

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from fleetscope.errors import IngestError, NotFoundError, PayloadTooLargeError
 from warehouse.agent_registry import ReportedProcess
+from warehouse.framing import ascii_int
 from warehouse.ingest import load_json
 from warehouse.profiling_service import AgentResult, ProfilingService
 from warehouse.response import Response
@@ -184,13 +185,13 @@ def post_trace(handler: Handler, ingest: Ingest) -> Response:
     if not host:
         raise IngestError("query parameter host is required")
     assert request_id is not None and pid is not None
-    length = handler.headers.get("Content-Length", "")
+    length = ascii_int(handler.headers.get("Content-Length"))
     limit = service.config.max_trace_bytes
     try:
-        if length.strip().isdigit() and int(length) > limit:
-            service.reject_oversized(request_id, host, pid, int(length))
+        if length is not None and length > limit:
+            service.reject_oversized(request_id, host, pid, length)
             raise PayloadTooLargeError(
-                f"trace of {int(length)} bytes is over the limit of {limit} bytes"
+                f"trace of {length} bytes is over the limit of {limit} bytes"
             )
         upload = service.receive_trace(request_id, host, pid, rank, handler.read_body(limit))
     except NotFoundError as exc:

@@ -64,7 +64,7 @@ def _host(labels: Mapping[str, str]) -> str:
             return labels[name]
     instance = labels.get("instance", "")
     host, sep, port = instance.rpartition(":")
-    if sep and port.isdigit():
+    if sep and port.isascii() and port.isdigit():
         instance = host.removeprefix("[").removesuffix("]")  # [::1]:9400 -> ::1
     return instance
 
@@ -84,7 +84,7 @@ def scrape_of(
     `gpu` label (normalize skips those too) or one that is not a DCGM field at all.
     """
     gpu = labels.get("gpu")
-    if gpu is None or not gpu.isdigit():
+    if gpu is None or not (gpu.isascii() and gpu.isdigit()):  # '²' is a digit to isdigit()
         return None
     host = _host(labels)
     cluster = labels.get("cluster") or (known_cluster(host) if known_cluster else None)

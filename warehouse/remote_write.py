@@ -57,9 +57,8 @@ from typing import TYPE_CHECKING, Final
 
 import pyarrow as pa
 
-from fleetscope.errors import ContractError, IngestError
+from fleetscope.errors import ContractError, DecodeBudgetError, IngestError, PayloadTooLargeError
 from fleetscope.exposition import Sample
-from warehouse.ingest import Headers
 from warehouse.prometheus_rows import (
     DCGM_PREFIX,
     ScrapeKey,
@@ -68,53 +67,24 @@ from warehouse.prometheus_rows import (
     rows_to_table,
     scrape_of,
 )
-from warehouse.prompb import Series, decode_write_request, is_stale_marker
+from warehouse.prompb import DecodeLimits, Series, decode_write_request, is_stale_marker
+from warehouse.remote_write_request import decode_limits
 from warehouse.sink import BatchSink
 from warehouse.writer import Writer
 
 if TYPE_CHECKING:
     from fleetscope.settings import Settings
 
-__all__ = ["Assembler", "RemoteWrite", "Scrape", "check_headers"]
+__all__ = ["Assembler", "RemoteWrite", "Scrape"]
 
 log = logging.getLogger(__name__)
 
 AGENT: Final = "prometheus-remote-write"  # the ledger's `agent` for these batches
-PROTOBUF_MEDIA_TYPE: Final = "application/x-protobuf"
 # Prometheus keeps at least 2 h of WAL (its head block); nothing older can be re-sent.
 REPLAY_WINDOW_S: Final = 3 * 3600
 
 SeriesId = tuple[tuple[str, str], ...]
 _ROUTE_CACHE_MAX: Final = 1_000_000  # series; about 10,000 hosts x 8 GPUs x 12 fields
-
-
-def check_headers(headers: Headers) -> None:
-    """The remote_write 1.0 envelope; 415 for what a 1.0 receiver cannot read.
-
-    remote_write 2.0 senders announce `proto=io.prometheus.write.v2.Request` in Content-Type and
-    version 2.x; the 2.0 specification asks a receiver that cannot read it to answer 415 so the
-    sender can fall back to 1.0.
-    """
-    content_type = headers.get("Content-Type") or ""
-    media_type, _, params = content_type.partition(";")
-    if media_type.strip().lower() != PROTOBUF_MEDIA_TYPE:
-        raise IngestError(
-            f"Content-Type must be {PROTOBUF_MEDIA_TYPE}, got {content_type or 'none'!r}",
-            status=415,
-        )
-    proto = params.replace(" ", "").lower()
-    if "proto=" in proto and "proto=prometheus.writerequest" not in proto:
-        raise IngestError(
-            f"only remote_write 1.0 (prometheus.WriteRequest) is read: {content_type!r}", status=415
-        )
-    encoding = (headers.get("Content-Encoding") or "").strip().lower()
-    if encoding != "snappy":
-        raise IngestError(
-            f"Content-Encoding must be snappy, got {encoding or 'none'!r}", status=415
-        )
-    version = (headers.get("X-Prometheus-Remote-Write-Version") or "0.1.0").strip()
-    if not version.startswith(("0.", "1.")):
-        raise IngestError(f"remote_write version {version!r} is not read; send 0.1.0", status=415)
 
 
 @dataclass
@@ -305,7 +275,7 @@ class RemoteWrite:
         default_cluster: str,
         hold_s: float,
         commit_timeout_s: float,
-        max_uncompressed_bytes: int,
+        limits: DecodeLimits,
         clock: Callable[[], float] = time.monotonic,
         known_cluster: Callable[[str], str | None] | None = None,
     ) -> None:
@@ -313,7 +283,7 @@ class RemoteWrite:
         self._watermarks = watermarks
         self.known_cluster = known_cluster
         self._commit_timeout_s = commit_timeout_s
-        self._max_uncompressed_bytes = max_uncompressed_bytes
+        self._limits = limits
         self._lock = threading.Lock()
         self._assembler: Assembler | None = None
         self._assembler_args = (default_cluster, hold_s, clock)
@@ -341,7 +311,7 @@ class RemoteWrite:
             default_cluster=settings.server.prometheus_cluster,
             hold_s=settings.server.remote_write_hold_s,
             commit_timeout_s=settings.warehouse.commit_timeout_s,
-            max_uncompressed_bytes=settings.server.max_body_bytes,
+            limits=decode_limits(settings),
             known_cluster=known_cluster,
         )
 
@@ -379,10 +349,15 @@ class RemoteWrite:
     def receive(self, body: bytes) -> None:
         """Take one request body; returns once its complete scrapes are committed.
 
-        IngestError 400 for a body that is not a WriteRequest, 503 when a commit failed.
+        IngestError 400 for a body that is not a WriteRequest or holds a sample that can never
+        be stored, 413 naming the limit a request breaks, 503 when a commit failed. Every 4xx is
+        decided before any of the request's samples is taken: Prometheus drops a batch it got a
+        4xx for and never re-sends it, so a refusal after a 2xx would be a silent loss.
         """
         try:
-            series = decode_write_request(body, max_uncompressed_bytes=self._max_uncompressed_bytes)
+            series = decode_write_request(body, limits=self._limits)
+        except DecodeBudgetError as exc:
+            raise PayloadTooLargeError(str(exc)) from exc
         except ContractError as exc:
             raise IngestError(str(exc)) from exc
         with self._lock:

@@ -14,7 +14,10 @@ Every refusal is an IngestError turned into `{"error": ...}` with its status; a 
 answered 202 only after the writer committed it (Ticket.wait), so 202 means durable and an agent
 that got no answer retries with the same batch id. When the body was not read (401, 408, 411,
 413, 415, 422), the connection is closed after the answer so unread bytes never reach the next
-request. Handlers are small functions in a route table; the standard library's ThreadingHTTPServer
+request. Framing is checked first, for every route (warehouse.framing: RFC 9112, 400 and close
+on conflicting or non-ASCII lengths), and a body's declared length is reserved against
+server.max_inflight_bytes before it is read (warehouse.inflight: 503 with Retry-After beyond).
+Handlers are small functions in a route table; the standard library's ThreadingHTTPServer
 gives a thread per connection, bounded by warehouse.connections (at most server.max_connections,
 then 503 with Retry-After; headers within server.header_timeout_s, a body within
 server.body_timeout_s, else 408). With server.tls_cert_file/tls_key_file it serves HTTPS; the TLS
@@ -39,11 +42,13 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sqlalchemy import Engine
 
 from fleetscope.contract import MAX_BATCH_ROWS, MAX_DECODED_BYTES
-from fleetscope.errors import ConfigError, FleetscopeError, IngestError
+from fleetscope.errors import ConfigError, FleetscopeError, IngestError, PayloadTooLargeError
 from fleetscope.settings import Settings
 from warehouse.auth import TokenChecker
 from warehouse.catalog.fleet import upsert_jobs
 from warehouse.connections import OVERLOADED, ConnectionGuard
+from warehouse.framing import body_length, has_body_framing
+from warehouse.inflight import InFlightBytes
 from warehouse.ingest import MAX_JOBS_JSON_BYTES, check_envelope, decode_batch, parse_jobs
 from warehouse.metrics import ServerMetrics
 from warehouse.profiling_api import (
@@ -53,7 +58,8 @@ from warehouse.profiling_api import (
     post_trace,
 )
 from warehouse.profiling_service import ProfilingService
-from warehouse.remote_write import RemoteWrite, check_headers
+from warehouse.remote_write import RemoteWrite
+from warehouse.remote_write_request import check_headers
 from warehouse.response import Response
 from warehouse.sink import BatchSink
 
@@ -68,12 +74,18 @@ class IngestConfig:
     max_batch_rows: int = MAX_BATCH_ROWS
     read_auth: bool = True
     max_connections: int = 256
+    max_inflight_bytes: int = 256 * 1024 * 1024
     header_timeout_s: float = 30.0
     body_timeout_s: float = 60.0
 
     @classmethod
     def from_settings(cls, settings: Settings) -> IngestConfig:
         """The limits from the settings: one place for the embedded server and fleet gateways."""
+        if settings.server.max_inflight_bytes < settings.server.max_body_bytes:
+            raise ConfigError(
+                f"server.max_inflight_bytes ({settings.server.max_inflight_bytes}) must be at "
+                f"least server.max_body_bytes ({settings.server.max_body_bytes})"
+            )
         return cls(
             max_body_bytes=settings.server.max_body_bytes,
             commit_timeout_s=settings.warehouse.commit_timeout_s,
@@ -81,6 +93,7 @@ class IngestConfig:
             max_batch_rows=settings.server.max_batch_rows,
             read_auth=settings.server.read_auth,
             max_connections=settings.server.max_connections,
+            max_inflight_bytes=settings.server.max_inflight_bytes,
             header_timeout_s=settings.server.header_timeout_s,
             body_timeout_s=settings.server.body_timeout_s,
         )
@@ -105,6 +118,7 @@ class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: IngestHTTPServer
     body_read = False
+    reserved_bytes = 0
 
     def setup(self) -> None:
         self.timeout = self.server.ingest.config.header_timeout_s  # type: ignore[misc]  # per socket op
@@ -119,14 +133,18 @@ class Handler(BaseHTTPRequestHandler):
         super().handle_one_request()
 
     def read_body(self, limit: int) -> bytes:
-        raw = self.headers.get("Content-Length")
-        if raw is None or not raw.strip().isdigit():
+        length = body_length(self.headers)
+        if length is None:
             raise IngestError("Content-Length is required", status=411)
-        length = int(raw)
         if length > limit:
+            raise PayloadTooLargeError(f"body of {length} bytes is over the limit of {limit} bytes")
+        if not self.server.inflight.reserve(length):
             raise IngestError(
-                f"body of {length} bytes is over the limit of {limit} bytes", status=413
+                f"bodies in flight would pass server.max_inflight_bytes "
+                f"({self.server.inflight.limit_bytes} bytes); retry",
+                status=503,
             )
+        self.reserved_bytes = length
         timeout_s = self.server.ingest.config.body_timeout_s
         deadline = time.monotonic() + timeout_s
         chunks: list[bytes] = []
@@ -169,6 +187,7 @@ class Handler(BaseHTTPRequestHandler):
         path = self.path.split("?", 1)[0]
         route_name = "unknown"
         try:
+            body_length(self.headers)  # framing first: 400 for a conflict, whatever the route
             for route_method, pattern, name, fn in (*ROUTES, *self.server.ingest.routes):
                 match = pattern.fullmatch(path)
                 if match:
@@ -188,7 +207,12 @@ class Handler(BaseHTTPRequestHandler):
         except Exception as exc:  # a bug must not kill the connection thread silently
             log.exception("%s %s failed", method, path)
             response = Response.json(500, {"error": f"internal error: {type(exc).__name__}"})
-        self._send(response, close=method == "POST" and not self.body_read)
+        finally:
+            self.server.inflight.release(self.reserved_bytes)
+            self.reserved_bytes = 0
+        # A body left unread would be parsed as the next request: close after the answer.
+        unread = not self.body_read and (method == "POST" or has_body_framing(self.headers))
+        self._send(response, close=unread)
         metrics = self.server.ingest.metrics
         metrics.requests.labels(route_name, str(response.status)).inc()
         metrics.latency.labels(route_name).observe(time.perf_counter() - started)
@@ -227,6 +251,9 @@ class IngestHTTPServer(ThreadingHTTPServer):
     ) -> None:
         self.ingest = ingest
         self.stopping = False
+        self.inflight = InFlightBytes(
+            ingest.config.max_inflight_bytes, registry=ingest.metrics.registry
+        )
         self.guard = ConnectionGuard(
             max_connections=ingest.config.max_connections,
             header_timeout_s=ingest.config.header_timeout_s,

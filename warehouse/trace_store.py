@@ -12,6 +12,7 @@ Must never parse the trace (that is the analyzers' job) or keep a partial file u
 from __future__ import annotations
 
 import gzip
+import hashlib
 import io
 import os
 import re
@@ -27,9 +28,22 @@ _CHUNK = 1 << 20
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
+_READABLE_HOST_CHARS = 100
+
+
 def trace_id_for(request_id: int, host: str, pid: int) -> str:
-    """A stable, file-name-safe id: one trace per (request, host, process)."""
-    return f"req{request_id}-{_UNSAFE.sub('_', host)[:100]}-pid{pid}"
+    """A stable, file-name-safe id: one trace per (request, host, process), never shared.
+
+    A host that is already safe and short is used as it is (`req1-node-a-pid10`). Any other is
+    shortened and made safe, then tagged `~` and 16 hex digits of its SHA-256: `~` is not a safe
+    character, so a tagged id can never equal an untagged one, and `node/1` and `node_1` (or two
+    hosts sharing their first 100 characters) no longer get the same id (issue 28).
+    """
+    safe = _UNSAFE.sub("_", host)
+    if safe == host and len(host) <= _READABLE_HOST_CHARS:
+        return f"req{request_id}-{host}-pid{pid}"
+    digest = hashlib.sha256(host.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return f"req{request_id}-{safe[:80]}~{digest}-pid{pid}"
 
 
 def check_gzip_trace(body: bytes) -> int:

@@ -32,6 +32,13 @@ ROWS: tuple[Setting, ...] = (
     ),
     Setting("server.max_batch_rows", 1_000_000, "int", "Most rows in one Arrow body, else 413."),
     Setting(
+        "server.max_inflight_bytes",
+        256 * 1024 * 1024,
+        "int",
+        "Most request-body bytes held by all connections together (at least server.max_body_bytes);"
+        " a request that would pass it gets 503 with Retry-After, its body unread.",
+    ),
+    Setting(
         "server.max_connections",
         256,
         "int",
@@ -55,8 +62,9 @@ ROWS: tuple[Setting, ...] = (
         "server.read_auth",
         True,
         "bool",
-        "Require a bearer token for reads of job data (GET /v1/profile-requests/<id>); writes "
-        "always need one. /healthz and /metrics never do.",
+        "Require a bearer token for reads of job data (GET /v1/profile-requests/<id> and "
+        "/metrics, whose families carry job and team labels); writes always need one. /healthz "
+        "never does.",
     ),
     Setting(
         "warehouse.duckdb_path",
@@ -250,6 +258,37 @@ ROWS: tuple[Setting, ...] = (
         "float",
         "Most seconds a remote_write scrape waits for its remaining series before it is stored "
         "as it is (must exceed Prometheus's scrape interval plus batch_send_deadline).",
+    ),
+    Setting(
+        "server.remote_write_max_series",
+        50_000,
+        "int",
+        "Most series in one remote_write request, else 413 (Prometheus sends at most "
+        "max_samples_per_send, default 2000).",
+    ),
+    Setting(
+        "server.remote_write_max_samples",
+        200_000,
+        "int",
+        "Most samples in one remote_write request, else 413.",
+    ),
+    Setting(
+        "server.remote_write_max_samples_per_series",
+        10_000,
+        "int",
+        "Most samples of one series in one remote_write request, else 413.",
+    ),
+    Setting(
+        "server.remote_write_max_labels",
+        128,
+        "int",
+        "Most labels on one remote_write series, else 413.",
+    ),
+    Setting(
+        "server.remote_write_max_label_bytes",
+        16 * 1024 * 1024,
+        "int",
+        "Most bytes of label names and values in one remote_write request, else 413.",
     ),
     # -- owners (issue 13) ---------------------------------------------------------------------
     Setting(

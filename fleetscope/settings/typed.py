@@ -63,6 +63,7 @@ class ServerSettings:
     max_body_bytes: int
     max_decoded_bytes: int
     max_batch_rows: int
+    max_inflight_bytes: int
     max_connections: int
     header_timeout_s: float
     body_timeout_s: float
@@ -75,6 +76,11 @@ class ServerSettings:
     profile_analysis_lease_s: float
     prometheus_cluster: str
     remote_write_hold_s: float
+    remote_write_max_series: int
+    remote_write_max_samples: int
+    remote_write_max_samples_per_series: int
+    remote_write_max_labels: int
+    remote_write_max_label_bytes: int
     mode: str
 
 

@@ -32,7 +32,7 @@ from warehouse.fleet import reader
 from warehouse.fleet.gateway import Gateway
 from warehouse.fleet.reader import newest_per_target
 from warehouse.prometheus_rows import ScrapeKey
-from warehouse.prompb import Series, encode_write_request
+from warehouse.prompb import DecodeLimits, Series, encode_write_request
 from warehouse.remote_write import Assembler, RemoteWrite
 
 PAGE = (DATA / "h100_slurm_main.prom").read_text()
@@ -150,7 +150,7 @@ def test_a_failed_watermark_read_is_answered_503_and_read_again(gateway: Gateway
         default_cluster="default",
         hold_s=60.0,
         commit_timeout_s=30.0,
-        max_uncompressed_bytes=1 << 24,
+        limits=DecodeLimits(1 << 24),
     )
     for k in range(2):  # T0 stored through the gateway's own receiver
         body = encode_write_request(page_series(PAGE, T0 + 1000 * k))

@@ -14,6 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from bench import fuzz_hostile as hostile
 from bench.fuzz import Client, run, start_server
 from fleetscope.contract import to_ipc
 from simulator.maker.batches import gpu_batch
@@ -85,3 +86,15 @@ def test_a_decompression_bomb_is_refused_without_the_memory(
     peak_kib = status_kib(pid, "VmHWM")
     assert (peak_kib - rss_before_kib) * 1024 < 64 * MIB  # was +1,988 MiB, and it stayed
     client.close()
+
+
+def test_hostile_kinds_get_4xx_and_the_server_lives(server_process: tuple[int, str]) -> None:
+    """Issue 28's kinds (dictionary, series and sample bombs, header bytes, framing conflicts),
+    two rounds: never a 5xx or a dropped connection (a bomb under the limits may be a 204)."""
+    pid, url = server_process
+    port = int(url.rsplit(":", 1)[1])
+    report = hostile.run(port, TOKEN, cases=10, seed=28, alive=lambda: psutil.pid_exists(pid))
+    assert report.failures == []
+    assert sum(report.statuses.values()) == 10
+    assert all(200 <= int(k.rsplit(" ", 1)[1]) < 500 for k in report.statuses), report.statuses
+    assert sum(n for k, n in report.statuses.items() if k.startswith("framing")) == 2

@@ -31,6 +31,7 @@ from fleetscope.settings import Settings
 from simulator.wire import TEST_TOKEN
 from warehouse.prompb import (
     STALE_NAN_BITS,
+    DecodeLimits,
     Series,
     decode_write_request,
     encode_write_request,
@@ -103,12 +104,12 @@ def test_encode_then_decode_gives_back_every_label_and_sample(
 ) -> None:
     series = [Series(labels, samples) for labels, samples in raw]
     body = encode_write_request(series)
-    assert decode_write_request(body, max_uncompressed_bytes=1 << 20) == series
+    assert decode_write_request(body, limits=DecodeLimits(1 << 20)) == series
 
 
 def test_only_prometheus_stale_nan_is_a_staleness_marker() -> None:
     body = encode_write_request([Series({"__name__": "x"}, [(1, STALE), (2, float("nan"))])])
-    (series,) = decode_write_request(body, max_uncompressed_bytes=1 << 20)
+    (series,) = decode_write_request(body, limits=DecodeLimits(1 << 20))
     assert [is_stale_marker(v) for _, v in series.samples] == [True, False]
 
 
@@ -124,7 +125,7 @@ def test_only_prometheus_stale_nan_is_a_staleness_marker() -> None:
 )
 def test_bad_bodies_are_named(body: bytes, message: str) -> None:
     with pytest.raises(ContractError, match=message):
-        decode_write_request(body, max_uncompressed_bytes=4096)
+        decode_write_request(body, limits=DecodeLimits(4096))
 
 
 # -- assembly ----------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import re
 import stat
 from pathlib import Path
 
@@ -18,15 +19,46 @@ from fleetscope.settings import Settings
 from simulator.maker.batches import gpu_batch
 from simulator.wire import TEST_TOKEN, headers_for, post_batch
 from warehouse.runtime import Server
-from warehouse.security import server_token, token_path
+from warehouse.security import check_exposure, server_token, token_bits, token_path
+from warehouse.trace_store import trace_id_for
 
 TLS = Path(__file__).resolve().parents[1] / "data" / "tls"  # self-signed for 127.0.0.1
 
 
-@pytest.mark.parametrize("tokens", ["dev-token", "demo-token", "short-secret", "x,dev-token"])
+@pytest.mark.parametrize(
+    "tokens",
+    [
+        "dev-token",
+        "demo-token",
+        "short-secret",
+        "x,dev-token",
+        "aaaaaaaaaaaaaaaa",
+        "changemechangeme",
+        "0000000000000000",
+        "abcd" * 16,
+        "7898ea48a1b367856e61e9392d65f06f,changemechangeme",
+    ],
+)
 def test_a_non_loopback_server_refuses_a_guessable_token(settings: Settings, tokens: str) -> None:
-    with pytest.raises(ConfigError, match=r"refusing to listen on 0\.0\.0\.0 with a well-known"):
+    with pytest.raises(ConfigError, match=r"refusing to listen on 0\.0\.0\.0 with a guessable"):
         Server(settings.with_overrides(server__tokens=tokens), host="0.0.0.0")
+
+
+@pytest.mark.parametrize(
+    ("token", "low", "high"),
+    [
+        ("aaaaaaaaaaaaaaaa", 0, 0),
+        ("changemechangeme", 20, 25),  # "changeme" once: 8 characters, 6 distinct
+        ("7898ea48a1b367856e61e9392d65f06f", 110, 128),  # openssl rand -hex 16
+        ("X8jW1YP2SGakiTghKcbf3XwMxmU_rngo5MouUM_u-cg", 200, 260),  # secrets.token_urlsafe(32)
+    ],
+)
+def test_token_strength_is_estimated_in_bits(token: str, low: int, high: int) -> None:
+    assert low <= token_bits(token) <= high
+
+
+def test_a_random_token_is_accepted_off_loopback(settings: Settings) -> None:
+    check_exposure("0.0.0.0", ["443a951d6800c64a65c74b604770a4d87cc6b6006b650a6d3e460023a6c5e78d"])
 
 
 def test_the_cli_says_why_it_will_not_start(
@@ -223,3 +255,18 @@ def test_every_write_needs_a_token(server: Server, path: str) -> None:
         {"error": "invalid or revoked bearer token"},
     )
     conn.close()
+
+
+@pytest.mark.parametrize(
+    ("host_a", "host_b"),
+    [("node/1", "node_1"), ("n" * 100 + "-a", "n" * 100 + "-b"), ("node 1", "node_1")],
+)
+def test_trace_ids_of_different_hosts_never_collide(host_a: str, host_b: str) -> None:
+    first, second = trace_id_for(3, host_a, 7), trace_id_for(3, host_b, 7)
+    assert first != second
+    assert all(re.fullmatch(r"[A-Za-z0-9._~-]+", i) and len(i) < 200 for i in (first, second))
+    assert trace_id_for(3, host_a, 7) == first  # stable: a retried upload finds its trace
+
+
+def test_a_plain_host_keeps_its_readable_trace_id() -> None:
+    assert trace_id_for(1, "node-a", 10) == "req1-node-a-pid10"

@@ -39,8 +39,14 @@ warehouse (`warehouse` is None). This module must never open a DuckDB file.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from typing import TypeVar
 
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
+
+from fleetscope.errors import FleetscopeError, SourceUnavailableError
 from fleetscope.settings import Settings
 from warehouse import catalog
 from warehouse.arrivals import ArrivalMarks
@@ -65,6 +71,32 @@ from warehouse.server import Ingest, IngestConfig
 from warehouse.shape_limits import ShapeLimits
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+def _without_password(url: str) -> str:
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return url
+
+
+def _reach(setting: str, target: str, step: Callable[[], T]) -> T:
+    """`step()`, or one line naming the setting to fix when what it names cannot be reached.
+
+    Why: a wrong PostgreSQL port or login printed a 128-line traceback from SQLAlchemy and the
+    driver (issue 28); the operator needs the setting and the first line of the reason.
+    """
+    try:
+        return step()
+    except FleetscopeError:
+        raise
+    except Exception as exc:
+        lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+        reason = lines[0] if lines else type(exc).__name__
+        raise SourceUnavailableError(
+            f"fleet gateway cannot reach {target} ({setting}): {reason[:300]}"
+        ) from exc
 
 
 class Gateway(PluginHost, Listening):
@@ -77,11 +109,14 @@ class Gateway(PluginHost, Listening):
         )  # refused before anything opens
         self._init_hooks()
         self.warehouse = None  # no in-process read handle: plug-ins needing one are embedded-only
-        self.config = FleetConfig.from_settings(settings)
-        self.catalog = catalog.connect(self.config.catalog_url)
-        ensure_bucket(self.config)
+        self.config = config = FleetConfig.from_settings(settings)
+        where_catalog = ("warehouse.catalog_url", _without_password(config.catalog_url))
+        self.catalog = _reach(*where_catalog, lambda: catalog.connect(config.catalog_url))
+        where_s3 = ("fleet.s3_endpoint", config.s3_endpoint or config.warehouse_uri)
+        _reach(*where_s3, lambda: ensure_bucket(config))
+        tables = _reach(*where_catalog, lambda: FleetTables(config))
         self.writer = FleetWriter(
-            FleetTables(self.config),
+            tables,
             self.catalog,
             flush_rows=settings.warehouse.flush_rows,
             flush_interval_s=settings.warehouse.flush_interval_s,
