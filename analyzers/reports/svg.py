@@ -67,7 +67,7 @@ def grouped_bars(
     for i, label in enumerate(labels):
         x0 = left + slot * i + slot * 0.1
         for j, (_name, color, values) in enumerate(series):
-            h = plot_h * values[i] / peak
+            h = min(plot_h, plot_h * values[i] / peak)  # a peak a float ulp over its tick
             parts.append(
                 f'<rect x="{x0 + bar_w * j:.1f}" y="{top + plot_h - h:.1f}" width="{bar_w:.1f}" '
                 f'height="{h:.1f}" fill="{color}"><title>{escape(label)}: '

@@ -82,4 +82,4 @@ def test_ticks_cover_the_peak_with_distinct_labels(peak: float) -> None:
     labels = re.findall(r'text-anchor="end">([^<]+)</text>', svg)
     assert len(labels) == len(set(labels)) >= 2  # never "0, 1, 1, 2, 3"
     ticks = nice_ticks(peak)
-    assert ticks[-2] < peak <= ticks[-1] and len(ticks) <= 6
+    assert ticks[-2] < peak <= ticks[-1] * (1 + 1e-9) and len(ticks) <= 6  # float noise aside
