@@ -63,6 +63,20 @@ def _telemetry(settings: Settings) -> duckdb.DuckDBPyConnection:
     return connect(settings)
 
 
+def _job_telemetry(settings: Settings, job_id: str) -> duckdb.DuckDBPyConnection:
+    """The job's telemetry in either mode: in fleet mode only the days of the job's samples are
+    read (warehouse.window_reader.job_span), an empty window for a job without any."""
+    from warehouse.window_reader import WINDOWED, job_span, open_window
+
+    if settings.server.mode not in WINDOWED:
+        return _telemetry(settings)
+    span = job_span(settings, job_id)
+    if span is None:
+        now = datetime.now(UTC)
+        span = (now, now)
+    return open_window(settings, *span)
+
+
 def cmd_analyzers(args: argparse.Namespace, settings: Settings) -> int:
     from analyzers.run.runner import Pipeline
 
@@ -271,7 +285,7 @@ def cmd_job(args: argparse.Namespace, settings: Settings) -> int:
     store = _store(settings)
     found = [s.finding for s in store.findings(job_id=args.job)]
     info = CatalogJobs(store.engine).get(args.job)
-    conn = _telemetry(settings)
+    conn = _job_telemetry(settings, args.job)
     try:
         summary = summarize(
             conn, args.job, Prices.from_settings(settings), info.team if info else None

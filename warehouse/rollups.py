@@ -21,10 +21,14 @@ so each table has a merge (`Family.merge`): its rows and rows of other samples o
 combine into the rows of all the samples taken together, exactly (sums of doubles to rounding
 order).
 
-Incremental by UTC day and family: a day is rolled up again only when its raw input changed, which
-the manifest's mark `<family>/<day>` records as "<highest segment seq>:<row count>"; compaction
-keeps both, so merging files never triggers recomputation, and a family added later is computed
-for every day that still has raw segments without touching the others. A family's tables of a day
+Incremental by UTC day and family: the manifest's mark `<family>/<day>` records the raw input the
+day's roll-ups hold as "<highest segment seq>:<row count>"; compaction keeps both, so merging files
+never triggers recomputation, and a family added later is computed for every day that still has
+raw segments without touching the others. Raw segments published since are rolled up alone and
+added as parts of the day's tables (warehouse.rollup_delta: at most a few files per table and day,
+merged as they pile up), so roll-ups follow ingest within a pass of the server's roll-up cadence
+(warehouse.maintenance) however large the day; a day whose mark cannot tell its new rows apart is
+rolled up whole again. A table may hold several rows of one key: readers aggregate by key. A family's tables of a day
 go live in one manifest swap. Retention retires a day's raw segments only when every family's mark
 is theirs, and marks the day `raw_retired/<day>` in the same swap (warehouse.retention). From then
 on the day's roll-ups are the only record of those samples: a raw segment of the day that arrives
@@ -44,7 +48,7 @@ import duckdb
 import pyarrow as pa
 
 from fleetscope.contract import GPU_SAMPLES
-from warehouse import rollup_format
+from warehouse import rollup_delta, rollup_format
 from warehouse.rollup_merge import ACTIVE_FRACTION, MERGE_COLUMNS, raw_usage_stats, usage_merge_sql
 from warehouse.rollup_merge import ROLLUP_COLUMNS as ROLLUP_COLUMNS
 from warehouse.segments import Manifest, Segment, SegmentStore
@@ -361,26 +365,56 @@ def update_rollups(store: SegmentStore) -> int:
                 if _merge_late(conn, store, manifest, date, raw):
                     done.add(date)
                 continue
-            mark = input_mark(raw)
-            files = [str(store.path(s)) for s in raw]
-            seq = max(s.seq for s in raw)
             for family in FAMILIES:
-                key = f"{family.mark}/{date}"
-                if manifest.marks.get(key) == mark:
-                    continue
-                changes: dict[str, tuple[list[Segment], list[Segment]]] = {}
-                for table, result in family.build(conn, files).items():
-                    new = rollup_format.write_rows(
-                        store, table, date, seq, result.cast(family.tables[table])
-                    )
-                    changes[table] = (manifest.by_date(table).get(date, []), [new])
-                if store.swap(changes, marks={key: mark}):
+                if _roll_day(conn, store, manifest, family, date, raw):
                     done.add(date)
-                else:
-                    store.discard(s for _old, new in changes.values() for s in new)
     finally:
         conn.close()
     return len(done)
+
+
+def _roll_day(
+    conn: duckdb.DuckDBPyConnection,
+    store: SegmentStore,
+    manifest: Manifest,
+    family: Family,
+    date: str,
+    raw: list[Segment],
+) -> bool:
+    """Bring one family's roll-ups of `date` to its raw segments `raw`: only the segments they do
+    not hold yet, added as parts (warehouse.rollup_delta), else the whole day again."""
+    key, mark = f"{family.mark}/{date}", input_mark(raw)
+    if manifest.marks.get(key) == mark:
+        return False
+    current = {table: manifest.by_date(table).get(date, []) for table in family.tables}
+    new = rollup_delta.unrolled(manifest.marks.get(key), raw)
+    if new is not None and not all(current.values()):
+        new = None  # a table of the family has no rows of the day yet: roll it up whole
+    seq = max(s.seq for s in raw)
+    files = [str(store.path(s)) for s in (raw if new is None else new)]
+    changes: dict[str, tuple[list[Segment], list[Segment]]] = {}
+    try:
+        for table, result in family.build(conn, files).items():
+            schema = family.tables[table]
+            rows = result.cast(schema)
+            if new is None:
+                changes[table] = (
+                    current[table],
+                    [rollup_format.write_rows(store, table, date, seq, rows)],
+                )
+            else:
+                where = (table, date, seq)
+                merge = family.merge[table]
+                changes[table] = rollup_delta.add_part(
+                    conn, store, where, rows, current[table], merge, schema
+                )
+    except BaseException:
+        store.discard(s for _old, added in changes.values() for s in added)
+        raise
+    if store.swap(changes, marks={key: mark}):
+        return True
+    store.discard(s for _old, added in changes.values() for s in added)
+    return False
 
 
 def _merge_late(

@@ -130,14 +130,22 @@ GROUP BY ALL
 # A roll-up row carries, per column, the sum and the count of the samples that had it
 # (warehouse.rollup_merge; `stored_sums` reads rows written before those existed): a column is
 # known for its own count of samples, never for every sample of the row, and `active` is the
-# accounting's active fraction summed per sample, as the raw reader computes it.
+# accounting's active fraction summed per sample, as the raw reader computes it. A bucket may be
+# split over several rows (parts rolled up as its samples arrived, warehouse.rollup_delta): they
+# are added per roll-up bucket first, so `rollup_full` is a whole bucket's samples.
+_SUMMED = ("active", "sm_active", "tensor_active", "gpu_util", "power_w")
 _ROLLUP_SQL = f"""
-WITH r AS (
+WITH parts AS (
     SELECT bucket_ts, coalesce(cluster, '') AS cluster, host, gpu_index, job_id, samples,
-           {stored_sums(("active", "sm_active", "tensor_active", "gpu_util", "power_w"))},
+           {stored_sums(_SUMMED)},
            fb_used_mib_max
     FROM {{table}}
     WHERE bucket_ts >= to_timestamp($start) AND bucket_ts < to_timestamp($cutoff)
+), r AS (
+    SELECT bucket_ts, cluster, host, gpu_index, job_id, sum(samples) AS samples,
+           {", ".join(f"sum({c}_n) AS {c}_n, sum({c}_sum) AS {c}_sum" for c in _SUMMED)},
+           max(fb_used_mib_max) AS fb_used_mib_max
+    FROM parts GROUP BY ALL
 )
 SELECT epoch_ms(bucket_ts) // $bucket_ms * $bucket_ms AS bucket_ms,
        cluster, host, gpu_index, job_id,

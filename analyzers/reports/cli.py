@@ -25,6 +25,7 @@ def run_report(args: argparse.Namespace, settings: Settings) -> int:
     from analyzers.reports.runner import (
         open_sources,
         out_dir,
+        report_span,
         scopes_for,
         send_once,
         weeks_with_data,
@@ -33,13 +34,14 @@ def run_report(args: argparse.Namespace, settings: Settings) -> int:
     from analyzers.reports.week import IsoWeek, default_week
 
     folder = Path(args.out) if args.out else out_dir(settings)
-    con, catalog = open_sources(settings)
     if args.week:
         week = IsoWeek.parse(args.week)
     else:
-        week, note = default_week(datetime.now(UTC), weeks_with_data(con))
+        week, note = default_week(datetime.now(UTC), weeks_with_data(settings))
         if note:
             print(f"fleetscope report: {note}", file=sys.stderr)
+    # The week and the trend weeks before it, read in either mode (warehouse.window_reader).
+    con, catalog = open_sources(settings, *report_span(settings, week))
     if args.all:
         scopes = scopes_for(catalog)
     elif args.team:

@@ -49,12 +49,20 @@ def ranked_findings(report: WeeklyReport) -> tuple[list[FindingLine], list[Findi
     return main, [f for f in ordered if f.wasted_gpu_h < APPENDIX_BELOW_GPU_H]
 
 
+def _settled(value: float) -> float:
+    """`value` rounded at 1e-9 before it is shown: the same hours summed in another order (the
+    embedded roll-ups, the fleet's raw scan) differ in the last bits, and a number exactly on a
+    rounding edge (4.95 GPU-h) must show the same digit in either mode (as the dashboard's
+    dashboard/views/fleet.py does)."""
+    return round(value, 9)
+
+
 def _h(hours: float) -> str:
-    return f"{hours:,.1f}"
+    return f"{_settled(hours):,.1f}"
 
 
 def _pct(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.1f} %"
+    return "n/a" if value is None else f"{_settled(value):.1f} %"
 
 
 def title(scope: Scope, week: IsoWeek) -> str:

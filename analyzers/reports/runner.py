@@ -111,22 +111,34 @@ def send_once(
     return ReportFiles(files.html, files.markdown, files.pdf, sent_to=tuple(to))
 
 
-def open_sources(settings: Settings) -> tuple[duckdb.DuckDBPyConnection, sqlalchemy.Engine]:
-    """The warehouse (read-only views over sealed segments) and the catalog."""
+def open_sources(
+    settings: Settings, start: datetime, end: datetime
+) -> tuple[duckdb.DuckDBPyConnection, sqlalchemy.Engine]:
+    """The telemetry of [start, end) in the deployment's mode (warehouse.window_reader: the
+    embedded segments, or the fleet's Iceberg tables) and the catalog."""
     from warehouse.catalog import connect as connect_catalog
     from warehouse.paths import WarehousePaths
-    from warehouse.reader import connect
+    from warehouse.window_reader import open_window
 
-    return connect(settings), connect_catalog(WarehousePaths.from_settings(settings).catalog_url)
+    catalog_url = WarehousePaths.from_settings(settings).catalog_url
+    return open_window(settings, start, end), connect_catalog(catalog_url)
 
 
-def weeks_with_data(con: duckdb.DuckDBPyConnection) -> list[IsoWeek]:
-    """The ISO weeks in which the warehouse holds GPU samples, oldest first."""
-    rows = con.execute(
-        "SELECT DISTINCT date_trunc('week', ts AT TIME ZONE 'UTC') AS monday FROM gpu_samples "
-        "ORDER BY monday"
-    ).fetchall()
-    return [IsoWeek.containing(monday.replace(tzinfo=UTC)) for (monday,) in rows]
+def report_span(settings: Settings, week: IsoWeek) -> tuple[datetime, datetime]:
+    """What a weekly report reads: its week and the trend weeks before it."""
+    return week.shift(1 - settings.reports.trend_weeks).start, week.end
+
+
+def weeks_with_data(settings: Settings) -> list[IsoWeek]:
+    """The ISO weeks in which the warehouse holds GPU samples, oldest first, from the days its
+    metadata lists (warehouse.window_reader.sample_days: no sample is read)."""
+    from warehouse.window_reader import sample_days
+
+    weeks = {
+        IsoWeek.containing(datetime.combine(day, datetime.min.time(), UTC))
+        for day in sample_days(settings)
+    }
+    return sorted(weeks, key=lambda w: w.start)
 
 
 def scopes_for(catalog: sqlalchemy.Engine) -> list[Scope]:
@@ -145,7 +157,7 @@ def run_weekly(
     settings: Settings, week: IsoWeek, *, send: bool, pdf: bool = True
 ) -> dict[str, ReportFiles]:
     """The scheduled job: every scope's report for `week`, written and (if `send`) mailed once."""
-    con, catalog = open_sources(settings)
+    con, catalog = open_sources(settings, *report_span(settings, week))
     results: dict[str, ReportFiles] = {}
     for scope in scopes_for(catalog):
         files = write_weekly(settings, con, catalog, week, scope, out_dir(settings), pdf=pdf)

@@ -36,7 +36,7 @@ def _sharing(args: argparse.Namespace, settings: Settings) -> int:
     from analyzers.sharing.render import plan_to_dict, render_text
     from analyzers.sharing.usage import gpu_uses
     from fleetscope.errors import ConfigError
-    from warehouse.reader import connect
+    from warehouse.window_reader import open_window
 
     if args.days <= 0:
         raise ConfigError(f"--days must be > 0, got {args.days}")
@@ -47,7 +47,7 @@ def _sharing(args: argparse.Namespace, settings: Settings) -> int:
     if end.tzinfo is None:
         end = end.replace(tzinfo=UTC)
     window = Window(end - timedelta(days=args.days), end)
-    conn = connect(settings)
+    conn = open_window(settings, window.start, window.end)  # either mode (server.mode)
     try:
         plan = plan_sharing(gpu_uses(conn, window), window.hours)
     finally:

@@ -50,10 +50,13 @@ def test_minute_and_hour_rollups_are_exact_and_only_recomputed_on_change(tmp_pat
         3, {"gpu_samples": store.write("gpu_samples", _util_batch(minute_two + 1000, [70.0]), 3)}
     )
     assert update_rollups(store) == 1
+    # The new segment's samples are rolled up alone and added as a part of the day: a minute may
+    # hold several rows, which readers add up by key.
     minute = open_segments(tmp_path).execute(
-        "SELECT samples, gpu_util_mean FROM gpu_samples_1m ORDER BY bucket_ts"
+        "SELECT sum(samples), sum(gpu_util_sum) / sum(gpu_util_n), max(gpu_util_max) "
+        "FROM gpu_samples_1m GROUP BY bucket_ts ORDER BY bucket_ts"
     )
-    assert minute.fetchall() == [(2, 20.0), (2, 60.0)]
+    assert minute.fetchall() == [(2, 20.0, 30.0), (2, 60.0, 70.0)]
 
 
 def test_retention_drops_old_raw_days_from_segments_and_duckdb_but_keeps_rollups(

@@ -1,0 +1,187 @@
+"""A fleet's week readable as it lands (issue 27): D days x G GPUs at 10 s published into the
+warehouse the way the writer publishes them, while the server's maintenance thread runs with no
+full pass due (no compaction: roll-ups only, `warehouse.maintenance.ROLLUP_EVERY_S`); then, with
+no maintenance pass, the fleet page's 7-day numbers and the CLI, each in a fresh process, wall
+time and peak RSS.
+
+Peer, same data and run: the same reads with every roll-up hidden, which is what a freshly written
+week was before roll-ups followed ingest (they came only from the maintenance pass, after
+compaction: the page fell back to the raw samples). That read is stopped at `--cap-gib` of RSS
+or `--cap-s` seconds, whichever first (the issue saw it pass 12 GiB without an answer).
+
+    .venv/bin/python -m bench.fresh_week                   # 7 days x 1,000 GPUs
+    .venv/bin/python -m bench.fresh_week --gpus 128 --days 1
+    .venv/bin/python -m bench.fresh_week --data /tmp/week  # keep (or reuse) the warehouse
+
+Figures go to bench/RESULTS.md under "A fleet's week readable as it lands (issue 27)".
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+ORIGIN = 1_767_571_200  # 2026-01-05T00:00:00Z, as bench.simulator
+
+
+def generate(root: Path, gpus: int, days: float, step_s: int) -> tuple[int, float, float]:
+    """Publish the fleet hour by hour while the maintenance thread follows; returns the rows,
+    the seconds publishing took and the seconds the roll-ups needed after the last publish."""
+    from simulator.fleet import FleetSpec
+    from simulator.sim import FleetSimulator
+    from warehouse.maintenance import Maintenance, MaintenanceConfig
+    from warehouse.segments import SegmentStore
+
+    sim = FleetSimulator(
+        FleetSpec(hosts=math.ceil(gpus / 8), seed=7), origin_s=ORIGIN, horizon_s=int(days * 86400)
+    )
+    store = SegmentStore(root / "segments")
+    # No full pass is ever due: the thread only rolls up what was published (no compaction).
+    config = MaintenanceConfig(
+        interval_s=10**9, target_bytes=128 * 2**20, grace_s=300, retention_days=10**4
+    )
+    follower = Maintenance(store, None, config)
+    follower.start()
+    rows = 0
+    began = time.perf_counter()
+    try:
+        for seq, chunk in enumerate(
+            sim.iter_tables(ORIGIN, ORIGIN + int(days * 86400), step_s, chunk_s=3600), start=1
+        ):
+            store.publish(seq, {n: store.write(n, t, seq) for n, t in chunk.items()})
+            rows += chunk["gpu_samples"].num_rows
+        published = time.perf_counter()
+        while not covered(root / "segments"):
+            time.sleep(0.5)
+        caught_up = time.perf_counter()
+    finally:
+        follower.stop()
+    return rows, published - began, caught_up - published
+
+
+def covered(segments: Path) -> bool:
+    from warehouse.rollups import SOURCE_TABLE, rolled_up
+    from warehouse.segments import read_manifest
+
+    manifest = read_manifest(segments)
+    days = manifest.by_date(SOURCE_TABLE)
+    return all(rolled_up(manifest, day, raw) for day, raw in days.items())
+
+
+def page(segments: Path, hide_rollups: bool) -> dict[str, object]:
+    """What the fleet page computes for its 7-day window (dashboard/views/fleet.py)."""
+    from dashboard import data, source
+    from warehouse import reader  # noqa: F401  (imported by the page's process long before)
+    from warehouse.rollups import ROLLUP_TABLES
+
+    began, cpu = time.perf_counter(), time.process_time()
+    con = source.connect_segments(segments)
+    if hide_rollups:
+        for table in ROLLUP_TABLES:
+            con.execute(f"CREATE OR REPLACE VIEW {table} AS SELECT * FROM _empty_{table}")
+    win = data.window_ending(con, timedelta(days=7))
+    assert win is not None
+    buckets = data.gpu_buckets(con, win, 10.0, max_gap_s=300.0)
+    totals = data.fleet_totals(buckets)
+    data.gpu_hours_over_time(buckets)
+    data.utilization_by(buckets, "cluster")
+    jobs = data.job_efficiency(buckets)
+    data.host_heatmap(buckets)
+    data.utilization_percentiles(buckets)
+    return {
+        "seconds": round(time.perf_counter() - began, 2),
+        "cpu_s": round(time.process_time() - cpu, 2),
+        "gpus": totals.gpus,
+        "jobs": totals.jobs,
+        "allocated_h": round(totals.allocated_h, 1),
+        "active_pct": round(totals.active_pct, 2),
+        "job_rows": len(jobs),
+    }
+
+
+def measured(command: list[str], env: dict[str, str], cap_gib: float, cap_s: float) -> str:
+    """Run `command`, sampling its RSS; stop it past either cap. One line: wall, peak, result."""
+    import resource
+
+    import psutil
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    began = time.perf_counter()
+    proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    watched = psutil.Process(proc.pid)
+    peak, stopped = 0, ""
+    while proc.poll() is None:
+        try:
+            peak = max(peak, watched.memory_info().rss)
+        except psutil.NoSuchProcess:
+            break
+        elapsed = time.perf_counter() - began
+        if peak > cap_gib * 2**30 or elapsed > cap_s:
+            stopped = f"STOPPED at {peak / 2**30:.1f} GiB after {elapsed:.0f} s, no answer"
+            proc.kill()
+            break
+        time.sleep(0.05)
+    out = proc.communicate()[0].decode(errors="replace").strip().splitlines()
+    wall = time.perf_counter() - began
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    tail = stopped or (out[-1] if out else "")
+    return f"{wall:6.1f} s wall, {cpu:5.1f} s CPU, peak RSS {peak / 2**20:6.0f} MiB | {tail[:140]}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--gpus", type=int, default=1000)
+    parser.add_argument("--days", type=float, default=7.0)
+    parser.add_argument("--data", type=Path, help="warehouse folder to write (or reuse)")
+    parser.add_argument("--cap-gib", type=float, default=4.0, help="stop a read past this RSS")
+    parser.add_argument("--cap-s", type=float, default=120.0, help="stop a read past this")
+    parser.add_argument("--page", type=Path, help=argparse.SUPPRESS)  # the measured child
+    parser.add_argument("--hide-rollups", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.page:
+        print(json.dumps(page(args.page, args.hide_rollups)))
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        root = args.data or Path(tmp)
+        if (root / "segments" / "manifest.json").exists():
+            print(f"reusing {root}")
+        else:
+            rows, publish_s, lag_s = generate(root, args.gpus, args.days, 10)
+            print(
+                f"published {rows:,} gpu_samples rows in {publish_s:.0f} s; roll-ups caught up "
+                f"{lag_s:.1f} s after the last publish (no compaction, no maintenance pass)"
+            )
+        run(root, args)
+
+
+def run(root: Path, args: argparse.Namespace) -> None:
+    env = {
+        **os.environ,
+        "FLEETSCOPE_CORE_DATA_DIR": str(root / "var"),
+        "FLEETSCOPE_WAREHOUSE_SEGMENTS_DIR": str(root / "segments"),
+        "FLEETSCOPE_ANALYZERS_SKETCHES_DIR": str(root / "sketches"),
+    }
+    end = datetime.fromtimestamp(ORIGIN + args.days * 86400, UTC).isoformat()
+    me = [sys.executable, "-m", "bench.fresh_week", "--page", str(root / "segments")]
+    cli = [sys.executable, "-m", "app.cli"]
+    reads = [
+        ("fleet page, 7 days (roll-ups + raw tail)", me),
+        ("fleet page, 7 days, roll-ups hidden (before)", [*me, "--hide-rollups"]),
+        ("fleetscope opportunities --window 7d", [*cli, "opportunities", "--window", "7d"]),
+        ("fleetscope quantiles gpu_util_pct", [*cli, "quantiles", "gpu_util_pct", "--end", end]),
+    ]
+    for name, command in reads:
+        print(f"{name:48s} {measured(command, env, args.cap_gib, args.cap_s)}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

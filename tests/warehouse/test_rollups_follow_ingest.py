@@ -1,0 +1,161 @@
+"""Roll-ups follow ingest (issue 27): right after batches land on a real server, with no
+maintenance pass (no compaction, `warehouse.maintenance_interval_s` an hour away), the roll-ups
+already hold every sample, and the fleet numbers read from them equal those of the raw samples.
+
+Then the parts' bookkeeping: new segments are added as parts, never rolled up twice; a compaction
+that merges rolled and new rows under one sequence makes the day roll up whole again, exactly;
+parts past `MAX_PARTS` merge into one file with the same rows.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+import pytest
+
+from analyzers.accounting.usage import _rollup_for as rollup_for
+from analyzers.accounting.usage import fleet_totals, gpu_buckets, job_efficiency
+from analyzers.run.window import Window
+from fleetscope.settings import Settings
+from simulator.maker.jobs import Fleet, Job, gpu_table
+from simulator.wire import post_batch
+from warehouse.compaction import compact
+from warehouse.paths import WarehousePaths
+from warehouse.reader import open_segments
+from warehouse.rollup_delta import MAX_PARTS
+from warehouse.rollups import ROLLUP_TABLES, SOURCE_TABLE, rolled_up, update_rollups
+from warehouse.runtime import Server
+from warehouse.segments import SegmentStore
+
+from .conftest import TOKEN
+
+START = datetime(2026, 11, 16, 22, tzinfo=UTC)  # two hours before midnight: two UTC days
+HOURS = 3
+FLEET = Fleet(
+    clusters={"east": ("e1", "e2"), "west": ("w1",)},
+    gpus_per_host=2,
+    start=START,
+    duration_s=HOURS * 3600,
+    interval_s=10,
+    noise=0.05,
+    jobs=(
+        Job("long", ("e1",), (0, 1), 0, HOURS * 3600, 0.8, sm_active=0.5),
+        Job("short", ("e2",), (1,), 1800, 5400, 0.3),
+        Job("west", ("w1",), (0,), 600, HOURS * 3600 - 600, 0.6),
+    ),
+)
+SLICE = 60  # samples per published segment: 10 minutes of one host (12 on the first day)
+POSTED = 360  # samples per posted batch: an hour of one host
+
+
+def _raw_only(root: Path) -> duckdb.DuckDBPyConnection:
+    con = open_segments(root)
+    for table in ROLLUP_TABLES:
+        con.execute(f"CREATE OR REPLACE VIEW {table} AS SELECT * FROM _empty_{table}")
+    return con
+
+
+def _covered(root: Path) -> bool:
+    manifest = SegmentStore(root).snapshot()
+    days = manifest.by_date(SOURCE_TABLE)
+    return bool(days) and all(rolled_up(manifest, day, raw) for day, raw in days.items())
+
+
+def _wait_covered(root: Path, deadline_s: float = 120.0) -> None:
+    deadline = time.monotonic() + deadline_s
+    while not _covered(root):
+        assert time.monotonic() < deadline, "roll-ups never caught up with ingest"
+        time.sleep(0.2)
+
+
+def _assert_same_numbers(root: Path, window: Window) -> None:
+    rolled = gpu_buckets(open_segments(root), window, 10.0)
+    raw = gpu_buckets(_raw_only(root), window, 10.0)
+    got, want = fleet_totals(rolled), fleet_totals(raw)
+    assert (got.gpus, got.jobs) == (want.gpus, want.jobs)
+    for name in ("capacity_h", "allocated_h", "active_h", "known_h", "sm_h", "sm_known_h"):
+        assert getattr(got, name) == pytest.approx(getattr(want, name), rel=1e-9), name
+    columns = ["job_id", "gpus", "allocated_h", "active_pct", "sm_active_pct"]
+    pd.testing.assert_frame_equal(
+        job_efficiency(rolled)[columns], job_efficiency(raw)[columns], rtol=1e-9
+    )
+
+
+def test_rollups_answer_right_after_ingest_with_no_maintenance_pass(
+    settings: Settings, server: Server
+) -> None:
+    root = WarehousePaths.from_settings(settings).segments_dir
+    samples = FLEET.duration_s // FLEET.interval_s
+    for first in range(0, samples, POSTED):
+        for host in ("e1", "e2", "w1"):
+            batch = gpu_table(FLEET, host, first, min(samples, first + POSTED))
+            assert post_batch(server.url, "gpu_samples", batch, token=TOKEN).status == 202
+    _wait_covered(root)
+    manifest = SegmentStore(root).snapshot()
+    assert len(manifest.live(SOURCE_TABLE)) > 2  # nothing was compacted: the flushes' files
+    end = START + timedelta(hours=HOURS)
+    week = Window(end - timedelta(days=7), end, bucket_s=3600)
+    con = open_segments(root)
+    table, _bucket_s, cutoff = rollup_for(con, week) or ("", 0, 0.0)
+    assert table == "gpu_samples_1h"
+    assert end.timestamp() - cutoff <= 3600  # at most the newest hour is read raw
+    _assert_same_numbers(root, week)
+    assert fleet_totals(gpu_buckets(con, week, 10.0)).allocated_h == pytest.approx(
+        2 * HOURS + 1.0 + (HOURS - 1 / 3), rel=1e-9
+    )
+
+
+def _publish(store: SegmentStore, first: int, end: int) -> None:
+    seq = store.snapshot().published_seq + 1
+    for host in ("e1", "e2", "w1"):
+        table = gpu_table(FLEET, host, first, end)
+        store.publish(seq, {"gpu_samples": store.write("gpu_samples", table, seq)})
+        seq += 1
+
+
+def test_new_segments_are_added_as_parts_and_never_rolled_up_twice(tmp_path: Path) -> None:
+    store = SegmentStore(tmp_path)
+    samples = FLEET.duration_s // FLEET.interval_s
+    _publish(store, 0, SLICE)
+    assert update_rollups(store) == 1
+    parts = len(store.snapshot().live("gpu_samples_1h"))
+    _publish(store, SLICE, 2 * SLICE)
+    assert update_rollups(store) == 1
+    assert len(store.snapshot().live("gpu_samples_1h")) == parts + 1  # one part added
+    assert update_rollups(store) == 0
+    for first in range(2 * SLICE, samples, SLICE):
+        _publish(store, first, min(samples, first + SLICE))
+        update_rollups(store)
+    manifest = store.snapshot()
+    for table in ROLLUP_TABLES:
+        for day, files in manifest.by_date(table).items():
+            assert len(files) <= MAX_PARTS, (table, day)
+    _assert_same_numbers(tmp_path, Window(START, START + timedelta(hours=HOURS), bucket_s=3600))
+    _assert_same_numbers(tmp_path, Window(START, START + timedelta(hours=HOURS), bucket_s=300))
+    counts = open_segments(tmp_path).sql(
+        "SELECT (SELECT sum(samples) FROM gpu_samples_1m), (SELECT sum(samples) FROM "
+        "gpu_samples_1h), (SELECT sum(samples) FROM gpu_jobs_1d), (SELECT count(*) FROM "
+        "gpu_samples), (SELECT count(*) FROM gpu_samples WHERE job_id IS NOT NULL)"
+    )
+    per_minute, per_hour, per_job, raw, allocated = counts.fetchall()[0]
+    assert per_minute == per_hour == raw
+    assert per_job == allocated
+
+
+def test_a_compaction_across_the_mark_rolls_the_day_up_whole(tmp_path: Path) -> None:
+    store = SegmentStore(tmp_path)
+    _publish(store, 0, SLICE)
+    assert update_rollups(store) == 1
+    _publish(store, SLICE, 2 * SLICE)  # not rolled up yet
+    assert compact(store, target_bytes=10**9) >= 1  # rolled and new rows in one file
+    manifest = store.snapshot()
+    assert not all(
+        rolled_up(manifest, day, raw) for day, raw in manifest.by_date(SOURCE_TABLE).items()
+    )
+    assert update_rollups(store) == 1
+    assert len(store.snapshot().by_date("gpu_samples_1h")[START.strftime("%Y-%m-%d")]) == 1
+    _assert_same_numbers(tmp_path, Window(START, START + timedelta(hours=1), bucket_s=300))
