@@ -278,7 +278,7 @@ def cmd_opportunities(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_job(args: argparse.Namespace, settings: Settings) -> int:
     from analyzers.accounting.cost import Prices
-    from analyzers.plain import plain, to_text
+    from analyzers.plain import plain, to_text, without_gpus
     from analyzers.reports.job import render, summarize
     from analyzers.run.results import CatalogJobs
 
@@ -295,7 +295,7 @@ def cmd_job(args: argparse.Namespace, settings: Settings) -> int:
             raise
         # a CPU-only process (the demo's PyTorch job): no GPU summary, but its findings
         print(f"Job {args.job}: no GPU samples (a CPU-only process); findings from its steps:")
-        print("\n".join(to_text(plain(f)) for f in found))
+        print("\n".join(to_text(without_gpus(plain(f))) for f in found))
         return 0
     finally:
         conn.close()

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -359,3 +359,16 @@ def to_text(p: PlainFinding, indent: str = "  ") -> str:
         lines.append(f"{indent}     where: {', '.join(x for x in (p.where, p.when) if x)}")
     lines += [f"{indent}       {what:<{width}}  {value}" for what, value in p.evidence]
     return "\n".join(lines)
+
+
+def without_gpus(p: PlainFinding) -> PlainFinding:
+    """`p` for a job that holds no GPU (no GPU sample: a CPU-only process): no recoverable
+    GPU-hours, and the estimate says why (a step rule assumes one GPU per rank; issue 31)."""
+    if not p.gpu_hours:
+        return p
+    return replace(
+        p,
+        gpu_hours=0.0,
+        estimate=f"none: the job holds no GPU (the rule's {number(p.gpu_hours)} GPU-h assume "
+        "one GPU per rank)",
+    )

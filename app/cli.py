@@ -162,7 +162,29 @@ def follow_demo(args: argparse.Namespace, settings: Settings) -> Settings:
             f"{demo.data_dir}; dashboard {demo.dashboard_url}",
             file=sys.stderr,
         )
+    _require_data(getattr(args, "command", None), settings)
     return settings
+
+
+# Commands that read the embedded server's warehouse and catalog from `core.data_dir`.
+READS_DATA = frozenset(
+    {"opportunities", "job", "findings", "report", "quantiles", "plan", "analyzers", "backfill"}
+)
+
+
+def _require_data(command: str | None, settings: Settings) -> None:
+    """A reading command pointed at a data folder that does not exist says which setting to set,
+    instead of creating an empty `./var` and answering "no GPU samples" (issue 31)."""
+    if command not in READS_DATA or settings.server.mode != "embedded":
+        return
+    folder = settings.path(settings.core.data_dir)
+    if folder.is_dir():
+        return
+    raise ConfigError(
+        f"no fleetscope data at {folder.resolve()} (core.data_dir, default ./var): set "
+        "FLEETSCOPE_CORE_DATA_DIR (or [core] data_dir in the TOML file, --config) to the folder "
+        "the server writes (its own FLEETSCOPE_CORE_DATA_DIR), or start `fleetscope demo` here"
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -17,6 +17,7 @@ import shutil
 import signal
 import sys
 import time
+import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -148,6 +149,7 @@ def run_demo(args: argparse.Namespace, settings: Settings) -> int:
                 f"agent-{index:02d}", [_bin("fleetscope-agent"), "run"], agent_env, "agents"
             )
         trainer = _start_trainer(supervisor, root, ingest_url, token, common)
+        cuda_trace = _upload_cuda_trace(ingest_url, token)
         supervisor.start("dashboard", [_bin("fleetscope"), "dashboard"], common)
         dashboard_url = f"http://127.0.0.1:{dashboard_port}"
         wait_until(
@@ -163,7 +165,7 @@ def run_demo(args: argparse.Namespace, settings: Settings) -> int:
         announced = demo_discovery.discovery_file(settings).resolve()
         demo_discovery.announce(announced, demo)
         try:
-            _print_tour(demo, hosts, announced, root, trainer)
+            _print_tour(demo, hosts, announced, root, trainer, cuda_trace)
             started = time.monotonic()
             try:
                 while args.duration_s <= 0 or time.monotonic() - started < args.duration_s:
@@ -228,8 +230,25 @@ def _start_trainer(
     return True
 
 
+def _upload_cuda_trace(ingest_url: str, token: str) -> str | None:
+    """The real V100 trace as the demo job's profile (app.demo_trace); a failure is said, and
+    the demo goes on without it."""
+    from app import demo_trace
+
+    try:
+        return demo_trace.upload(ingest_url, token)
+    except (OSError, RuntimeError, KeyError, ValueError) as exc:
+        print(f"fleetscope demo: the CUDA trace was not uploaded: {exc}", file=sys.stderr)
+        return None
+
+
 def _print_tour(
-    demo: demo_discovery.RunningDemo, hosts: int, announced: Path, root: Path, trainer: bool
+    demo: demo_discovery.RunningDemo,
+    hosts: int,
+    announced: Path,
+    root: Path,
+    trainer: bool,
+    cuda_trace: str | None = None,
 ) -> None:
     """What a newcomer needs on one screen: where to look, and how the CLI reaches this demo."""
     say = [
@@ -252,6 +271,11 @@ def _print_tour(
     else:
         say += [
             "  (install torch, e.g. `pip install -e .[dev]`, for a real PyTorch job to profile)"
+        ]
+    if cuda_trace is not None:
+        say += [
+            f"  a real CUDA trace (ResNet-50 on V100) to explore: {demo.dashboard_url}/trace?"
+            f"trace_id={urllib.parse.quote(cuda_trace, safe='')}"
         ]
     for line in say:
         print(f"fleetscope demo: {line}")

@@ -10,14 +10,23 @@ from __future__ import annotations
 
 import streamlit as st
 
+from dashboard import glossary
 from fleetscope.errors import FleetscopeError
 
 st.set_page_config(page_title="fleetscope", page_icon=":material/monitoring:", layout="wide")
 
+
+def _home() -> None:
+    """The root URL shows the fleet page; `/fleet` is the fleet page itself (a default page is
+    served only at the root, so a default page named "fleet" left `/fleet` a "Page not found")."""
+    from dashboard.views import fleet
+
+    fleet.render()
+
+
 PAGES = [
-    st.Page(
-        "views/fleet.py", title="Fleet", icon=":material/dashboard:", url_path="fleet", default=True
-    ),
+    st.Page(_home, title="Fleet", url_path="home", default=True, visibility="hidden"),
+    st.Page("views/fleet.py", title="Fleet", icon=":material/dashboard:", url_path="fleet"),
     st.Page("views/jobs.py", title="Jobs", icon=":material/list:", url_path="jobs"),
     st.Page("views/job.py", title="Job", icon=":material/work:", url_path="job"),
     st.Page("views/traces.py", title="Traces", icon=":material/timeline:", url_path="traces"),
@@ -31,3 +40,4 @@ try:
     st.navigation(PAGES).run()
 except FleetscopeError as exc:  # a setting or an unreachable source: said, never a traceback
     st.error(str(exc), icon=":material/error:")
+glossary.show(st.sidebar)  # below each page's own sidebar controls

@@ -23,7 +23,8 @@ def time_x(field: str = "bucket") -> alt.X:
     return alt.X(
         f"{field}:T",
         title="time (UTC)",
-        scale=alt.Scale(type="utc"),
+        # padding: a point on the first or last bucket is drawn whole, not cut at the plot's edge
+        scale=alt.Scale(type="utc", padding=8),
         axis=alt.Axis(labelExpr=_UTC_LABEL, labelOverlap=True),
     )
 
@@ -37,42 +38,75 @@ def _zoom(chart: alt.Chart) -> alt.Chart:
     return zoomed
 
 
-def gpu_hours(frame: pd.DataFrame) -> alt.Chart:
-    """Allocated vs active vs SM-active GPU-hours per bucket (long frame from data.gpu_hours_over_time)."""
-    chart: alt.Chart = (
-        alt.Chart(frame)
-        .mark_line(interpolate="step-after")
-        .encode(
-            x=time_x(),
-            y=alt.Y("gpu_h:Q", title="GPU-hours per bucket"),
-            color=alt.Color(
-                "measure:N",
-                sort=["allocated", "active", "SM-active"],
-                scale=alt.Scale(range=["#4c78a8", "#f58518", "#54a24b"]),
-            ),
-            tooltip=[time_tooltip(), "measure:N", alt.Tooltip("gpu_h:Q", format=".2f")],
-        )
-        .properties(height=260)
-    )
-    return _zoom(chart)
+_MEASURE_COLOR = alt.Color(
+    "measure:N",
+    title=None,
+    sort=["allocated", "active", "SM-active"],
+    scale=alt.Scale(
+        domain=["allocated", "active", "SM-active"], range=["#4c78a8", "#f58518", "#54a24b"]
+    ),
+    legend=alt.Legend(orient="top"),
+)
 
 
-def utilization_lines(frame: pd.DataFrame, key: str, title: str) -> alt.Chart:
-    """Mean active % over time, one line per value of `key` (cluster, job, GPU...)."""
-    chart: alt.Chart = (
-        alt.Chart(frame)
-        .mark_line()
-        .encode(
-            x=time_x(),
-            y=alt.Y("active_pct:Q", title=title, scale=_PCT),
-            color=alt.Color(
-                f"{key}:N", legend=alt.Legend(orient="bottom", columns=2, labelLimit=220)
-            ),
-            tooltip=[time_tooltip(), f"{key}:N", alt.Tooltip("active_pct:Q", format=".1f")],
-        )
-        .properties(height=240)
+def _covered(frame: pd.DataFrame) -> pd.DataFrame:
+    """`frame` with `partial` / `covered_pct` (dashboard.partial), every bucket whole if absent."""
+    if "partial" in frame.columns:
+        return frame
+    return frame.assign(partial=False, covered_pct=100.0)
+
+
+def gpu_hours(frame: pd.DataFrame) -> alt.LayerChart:
+    """Allocated vs active vs SM-active GPU-hours per bucket (long frame from
+    data.gpu_hours_over_time, marked by dashboard.partial): whole buckets as a line with filled
+    points, partial ones (the newest, a fleet's first) as hollow points off the line, so a bucket
+    holding a third of its minutes never reads as a drop and the next one as a doubling."""
+    frame = _covered(frame)
+    tooltip: list[alt.Tooltip | str] = [
+        time_tooltip(),
+        "measure:N",
+        alt.Tooltip("gpu_h:Q", title="GPU-hours", format=".2f"),
+        alt.Tooltip("covered_pct:Q", title="bucket covered %", format=".0f"),
+    ]
+    base = alt.Chart(frame).encode(
+        x=time_x(),
+        y=alt.Y("gpu_h:Q", title="GPU-hours per bucket"),
+        color=_MEASURE_COLOR,
+        tooltip=tooltip,
     )
-    return _zoom(chart)
+    whole = base.transform_filter("!datum.partial")
+    line = whole.mark_line(interpolate="step-after")
+    points = whole.mark_point(filled=True, size=18)
+    partial = base.transform_filter("datum.partial").mark_point(filled=False, size=60)
+    chart = alt.LayerChart(layer=[line, points, partial], height=280)
+    return chart.interactive(bind_y=False)
+
+
+def utilization_lines(frame: pd.DataFrame, key: str, title: str) -> alt.LayerChart:
+    """Mean active % over time, one line per value of `key` (cluster, job, GPU...), each bucket a
+    point too (one bucket of data still shows); partial buckets hollow (dashboard.partial). The
+    legend sits on the right with whole labels: below, eight job ids squeezed the plot away."""
+    frame = _covered(frame)
+    color = alt.Color(f"{key}:N", title=key, legend=alt.Legend(orient="right", labelLimit=320))
+    tooltip: list[alt.Tooltip | str] = [
+        time_tooltip(),
+        f"{key}:N",
+        alt.Tooltip("active_pct:Q", format=".1f"),
+        alt.Tooltip("covered_pct:Q", title="bucket covered %", format=".0f"),
+    ]
+    base = alt.Chart(frame).encode(
+        x=time_x(), y=alt.Y("active_pct:Q", title=title, scale=_PCT), color=color, tooltip=tooltip
+    )
+    whole = base.transform_filter("!datum.partial")
+    chart = alt.LayerChart(
+        layer=[
+            whole.mark_line(),
+            whole.mark_point(filled=True, size=18),
+            base.transform_filter("datum.partial").mark_point(filled=False, size=60),
+        ],
+        height=280,
+    )
+    return chart.interactive(bind_y=False)
 
 
 # Streamlit draws charts with autosize "fit", under which Vega-Lite ignores a number as the height
@@ -88,35 +122,46 @@ def row_step(rows: int, step_px: int = ROW_STEP_PX) -> alt.Step:
     return alt.Step(max(2, min(step_px, MAX_ROWS_HEIGHT_PX // max(rows, 1))))
 
 
-def heatmap(frame: pd.DataFrame, bucket_s: int) -> alt.Chart:
-    """Active % per host (rows, grouped by cluster) and time bucket (cells spanning the bucket)."""
+UNALLOCATED_GREY = "#d0d0d0"
+
+
+def heatmap(frame: pd.DataFrame, bucket_s: int) -> alt.LayerChart:
+    """Per host (rows, grouped by cluster) and time bucket (cells spanning the bucket): the active
+    % of its allocated GPUs (viridis: dark is allocated and idle), grey where no job held any GPU
+    of the host (`dashboard.heat.host_cells`)."""
     labelled = frame.assign(
         row=frame["cluster"] + " / " + frame["host"],
         bucket_end=frame["bucket"] + pd.Timedelta(seconds=bucket_s),
     )
     rows = int(labelled["row"].nunique())
     step = row_step(rows)
-    chart: alt.Chart = (
-        alt.Chart(labelled)
+    y = alt.Y(
+        "row:N",
+        title="cluster / host",
+        sort="ascending",
+        # full host labels, never "gpu-nod…"; every row labelled while they fit
+        axis=alt.Axis(labelLimit=0, labelOverlap=step.step < 12),
+    )
+    tooltip: list[alt.Tooltip | str] = [
+        "row:N",
+        time_tooltip(),
+        alt.Tooltip("active_pct:Q", title="active % of allocated", format=".1f"),
+        alt.Tooltip("allocated_pct:Q", title="allocated % of GPU-hours", format=".0f"),
+    ]
+    base = alt.Chart(labelled).encode(x=time_x(), x2="bucket_end:T", y=y, tooltip=tooltip)
+    free = base.transform_filter("datum.state == 'unallocated'").mark_rect(color=UNALLOCATED_GREY)
+    held = (
+        base.transform_filter("datum.state == 'allocated'")
         .mark_rect()
         .encode(
-            x=time_x(),
-            x2="bucket_end:T",
-            y=alt.Y(
-                "row:N",
-                title="cluster / host",
-                sort="ascending",
-                # full host labels, never "gpu-nod…"; every row labelled while they fit
-                axis=alt.Axis(labelLimit=0, labelOverlap=step.step < 12),
-            ),
             color=alt.Color(
-                "active_pct:Q", title="active %", scale=alt.Scale(domain=[0, 100], scheme="viridis")
-            ),
-            tooltip=["row:N", time_tooltip(), alt.Tooltip("active_pct:Q", format=".1f")],
+                "active_pct:Q",
+                title="active % of allocated",
+                scale=alt.Scale(domain=[0, 100], scheme="viridis"),
+            )
         )
-        .properties(height=step)
     )
-    return chart
+    return alt.LayerChart(layer=[free, held], height=step)
 
 
 def metric_lines(frame: pd.DataFrame, column: str, title: str, by: str = "gpu") -> alt.Chart:

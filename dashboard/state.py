@@ -348,3 +348,25 @@ def step_series(
     return data.job_step_series(cursor(key, start, end), job_id, found[0]), data.job_step_totals(
         cursor(key, start, end), job_id
     )
+
+
+@st.cache_data(ttl=_TTL_S, show_spinner=False)
+def host_load(key: str, start: datetime, end: datetime, bucket_s: int) -> pd.DataFrame:
+    """The hosts' CPU busy %, load and memory over the window (`dashboard.nodes`)."""
+    from dashboard import nodes
+
+    return nodes.host_load(cursor(key, start, end), data.Window(start, end, bucket_s=bucket_s))
+
+
+@st.cache_data(ttl=_TTL_S, show_spinner=False)
+def job_summary(
+    key: str, job_id: str, start: datetime | None = None, end: datetime | None = None
+) -> Any:
+    """`fleetscope job`'s summary of the job (`analyzers.reports.job.summarize`): the job page's
+    headline numbers are the CLI's. None for a job without GPU samples."""
+    from analyzers.reports.job import summarize
+
+    try:
+        return summarize(cursor(key, start, end), job_id)
+    except NotFoundError:
+        return None

@@ -46,8 +46,60 @@ def present(frame: pd.DataFrame, columns: Mapping[str, Col]) -> pd.DataFrame:
     return shown
 
 
+ROW_PX = 35  # Streamlit's data grid: one row, and the header row, are 35 px
+PAGE_ROWS = 25  # rows per page of a listing: a page is read whole, never scrolled inside
+
+
+def fit_height(rows: int) -> int:
+    """Pixels for a grid showing `rows` rows and its header without an inner scroll bar."""
+    return ROW_PX * (max(rows, 1) + 1) + 3
+
+
+def page_of(frame: pd.DataFrame, key: str, page_rows: int = PAGE_ROWS) -> pd.DataFrame:
+    """The rows of the page picked under the table (`key` names the picker): the whole frame when
+    it fits one page, else `page_rows` rows and a caption "rows 26-50 of 109"."""
+    if len(frame) <= page_rows:
+        return frame
+    pages = -(-len(frame) // page_rows)
+    number = int(
+        st.number_input(
+            f"page (of {pages})", min_value=1, max_value=pages, value=1, step=1, key=key
+        )
+    )
+    first = (number - 1) * page_rows
+    st.caption(f"rows {first + 1}-{min(first + page_rows, len(frame))} of {len(frame)}")
+    return frame.iloc[first : first + page_rows]
+
+
+def listing(
+    frame: pd.DataFrame,
+    columns: Mapping[str, Col],
+    *,
+    key: str,
+    page: str,
+    param: str,
+    page_rows: int = PAGE_ROWS,
+) -> None:
+    """A table whose rows open `page` with `?param=<the row's param column>` when clicked: as
+    tall as its rows (no inner scrolling), paged past `page_rows`, sortable by its headers."""
+    shown = page_of(frame, f"{key}_page", page_rows)
+    event = show(
+        shown,
+        columns,
+        on_select="rerun",
+        selection_mode="single-row",
+        key=key,
+        height=fit_height(len(shown)),
+    )
+    rows = event.selection.rows if event is not None else []
+    if rows:
+        st.switch_page(page, query_params={param: str(shown.iloc[rows[0]][param])})
+
+
 def show(frame: pd.DataFrame, columns: Mapping[str, Col], **kwargs: Any) -> Any:
-    """`st.dataframe` of `present(frame, columns)` with the headers and formats of `columns`."""
+    """`st.dataframe` of `present(frame, columns)` with the headers and formats of `columns`,
+    as tall as its rows up to PAGE_ROWS (a short table never shows an empty grid below it)."""
+    kwargs.setdefault("height", fit_height(min(len(frame), PAGE_ROWS)))
     shown = present(frame, columns)
     config: dict[str, Any] = {}
     for name, col in columns.items():

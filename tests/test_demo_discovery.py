@@ -87,3 +87,20 @@ def test_the_cli_says_it_reads_the_demo(
     out, err = capsys.readouterr()
     assert f"reading the running demo (pid {os.getpid()}) at {demo.data_dir}" in err
     assert "demo-secret" in out
+
+
+@pytest.mark.parametrize("command", [["opportunities", "--window", "1h"], ["job", "j1"],
+                                     ["report", "weekly", "--no-pdf"]])  # fmt: skip
+def test_without_the_servers_data_folder_the_cli_names_the_setting_and_creates_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+    command: list[str],
+) -> None:  # fmt: skip
+    """Issue 31: no `./var` appears, and the error says which setting points at the data."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("FLEETSCOPE_CORE_DATA_DIR", raising=False)
+    monkeypatch.setenv("FLEETSCOPE_CONFIG", os.devnull)
+    assert main(command) == 2
+    error = capsys.readouterr().err
+    assert f"no fleetscope data at {tmp_path / 'var'} (core.data_dir, default ./var)" in error
+    assert "FLEETSCOPE_CORE_DATA_DIR" in error
+    assert list(tmp_path.iterdir()) == []

@@ -361,7 +361,7 @@ def _improvements(
         lines.append(f"GPU efficiency rose from {last_eff:.1f} % to {now_eff:.1f} %.")
     if report.previous_wasted_gpu_h > report.wasted_gpu_h:
         saved = report.previous_wasted_gpu_h - report.wasted_gpu_h
-        lines.append(f"{saved:,.1f} fewer GPU-hours wasted than last week.")
+        lines.append(f"{saved:,.1f} fewer recoverable GPU-hours than last week.")
     before_rules = set(before_findings["rule_id"]) if not before_findings.empty else set()
     now_rules = set(now_findings["rule_id"]) if not now_findings.empty else set()
     for rule in sorted(before_rules - now_rules):

@@ -53,6 +53,8 @@ def run_report(args: argparse.Namespace, settings: Settings) -> int:
     for scope in scopes:
         files = write_weekly(settings, con, catalog, week, scope, folder, pdf=not args.no_pdf)
         print(f"{scope.slug} {week}: {files.html}")
+        if files.pdf is not None:  # the PDF is what gets mailed: its path printed too
+            print(f"{scope.slug} {week}: {files.pdf}")
         if args.send:
             sent = send_once(settings, catalog, week, scope, files)
             if sent.already_sent:

@@ -108,7 +108,7 @@ def _row(line: EnergyLine, section: EnergySection, co2e: bool) -> list[str]:
 
 
 def _header(section: EnergySection) -> list[str]:
-    head = ["team", "used GPU-h", "kWh", "idle-allocated kWh"]
+    head = ["team", "allocated GPU-h", "kWh", "idle-allocated kWh"]
     if section.total.co2e_kg is not None:
         head.append("kg CO2e")
     if section.currency:

@@ -159,14 +159,16 @@ def render(report: Opportunities, window_label: str) -> str:
         f"{_money(report, x)}"
         for x in report.by_rule
     ]
-    out += ["", f"{'by ' + report.group_by:<28} {'GPU-h':>10} {'jobs':>6}  top rule"]
+    # the name column as wide as its longest name: a job id is never cut (issue 31)
+    width = max([28, *(len(x.key) for x in (*report.by_group, *report.top_jobs))])
+    out += ["", f"{'by ' + report.group_by:<{width}} {'GPU-h':>10} {'jobs':>6}  top rule"]
     out += [
-        f"{x.key[:28]:<28} {x.gpu_hours:>10,.1f} {len(x.jobs):>6}  {x.top_rule}"
+        f"{x.key:<{width}} {x.gpu_hours:>10,.1f} {len(x.jobs):>6}  {x.top_rule}"
         for x in report.by_group
     ]
-    out += ["", f"{'top offenders (job)':<28} {'GPU-h':>10}  rules"]
+    out += ["", f"{'top offenders (job)':<{width}} {'GPU-h':>10}  rules"]
     out += [
-        f"{x.key[:28]:<28} {x.gpu_hours:>10,.1f}  {', '.join(sorted(x.rules))}"
+        f"{x.key:<{width}} {x.gpu_hours:>10,.1f}  {', '.join(sorted(x.rules))}"
         for x in report.top_jobs
     ]
     return "\n".join(out)

@@ -32,7 +32,21 @@ code { font-size: 12px; color: #555; }
            page-break-inside: avoid; }
 .finding h3 { font-size: 15px; margin: 8px 0 4px; } .finding p { margin: 4px 0; }
 table.evidence { width: auto; font-size: 12px; } table.evidence td:first-child { color: #666; }
+.block { page-break-inside: avoid; break-inside: avoid; }
+h2, h3 { page-break-after: avoid; break-after: avoid; }
+.findings { page-break-before: always; break-before: page; }
 """
+
+# Findings smaller than this go to the appendix: a page of 0.0 GPU-h cards reads as noise (issue 31).
+APPENDIX_BELOW_GPU_H = 0.1
+SUMMARY_CHART_PX = 120  # two charts, their tables, energy and the cards fit the first page
+
+
+def ranked_findings(report: WeeklyReport) -> tuple[list[FindingLine], list[FindingLine]]:
+    """(findings worth a card, the appendix's), each by recoverable GPU-hours, largest first."""
+    ordered = sorted(report.findings, key=lambda f: -f.wasted_gpu_h)
+    main = [f for f in ordered if f.wasted_gpu_h >= APPENDIX_BELOW_GPU_H]
+    return main, [f for f in ordered if f.wasted_gpu_h < APPENDIX_BELOW_GPU_H]
 
 
 def _settled(value: float) -> float:
@@ -58,10 +72,10 @@ def title(scope: Scope, week: IsoWeek) -> str:
 def headline(report: WeeklyReport) -> list[tuple[str, str]]:
     week = report.this_week
     return [
-        ("GPU-hours used", _h(week.allocated_h)),
+        ("GPU-hours allocated", _h(week.allocated_h)),
         ("GPU-hours active", _h(week.active_h)),
         ("efficiency", _pct(week.efficiency_pct)),
-        ("GPU-hours wasted (est.)", _h(report.wasted_gpu_h)),
+        ("GPU-hours recoverable (est.)", _h(report.wasted_gpu_h)),
     ]
 
 
@@ -75,7 +89,7 @@ def to_html(report: WeeklyReport, dashboard_url: str = "") -> str:
         "<div class='cards'>",
         *(f"<div class='card'>{escape(k)}<b>{escape(v)}</b></div>" for k, v in headline(report)),
         "</div>",
-        "<h2>Efficiency trend</h2>",
+        "<div class='block'><h2>Efficiency trend</h2>",
         grouped_bars(
             [w.week for w in report.trend],
             [
@@ -83,38 +97,42 @@ def to_html(report: WeeklyReport, dashboard_url: str = "") -> str:
                 ("active GPU-h", ACTIVE, [w.active_h for w in report.trend]),
             ],
             "GPU-hours",
+            height=SUMMARY_CHART_PX,
         ),
-        "<table><tr><th>week</th><th>used GPU-h</th><th>active GPU-h</th><th>efficiency</th></tr>",
+        "<table><tr><th>week</th><th>allocated GPU-h</th><th>active GPU-h</th><th>efficiency</th></tr>",
         *(
             f"<tr><td>{w.week}</td><td class='n'>{_h(w.allocated_h)}</td>"
             f"<td class='n'>{_h(w.active_h)}</td><td class='n'>{_pct(w.efficiency_pct)}</td></tr>"
             for w in report.trend
+            if w.allocated_h > 0  # the chart shows the empty weeks; the table only the rest
         ),
-        "</table>",
+        "</table></div>",
     ]
     if report.teams:
         out += [
-            "<h2>Teams, by recoverable GPU-hours</h2>",
+            "<div class='block'><h2>Teams, by recoverable GPU-hours</h2>",
             grouped_bars(
                 [t.team for t in report.teams],
                 [
-                    ("used GPU-h", ALLOCATED, [t.allocated_h for t in report.teams]),
-                    ("wasted GPU-h", WASTE, [t.wasted_gpu_h for t in report.teams]),
+                    ("allocated GPU-h", ALLOCATED, [t.allocated_h for t in report.teams]),
+                    ("recoverable GPU-h", WASTE, [t.wasted_gpu_h for t in report.teams]),
                 ],
                 "GPU-hours",
+                height=SUMMARY_CHART_PX,
             ),
-            "<table><tr><th>team</th><th>used GPU-h</th><th>efficiency</th><th>wasted GPU-h</th></tr>",
+            "<table><tr><th>team</th><th>allocated GPU-h</th><th>efficiency</th><th>recoverable GPU-h</th></tr>",
             *(
                 f"<tr><td>{escape(t.team)}</td><td class='n'>{_h(t.allocated_h)}</td>"
                 f"<td class='n'>{_pct(t.efficiency_pct)}</td><td class='n'>{_h(t.wasted_gpu_h)}</td></tr>"
                 for t in report.teams
             ),
-            "</table>",
+            "</table></div>",
         ]
-    out += energy_html(report.energy) if report.energy else []
+    if report.energy:  # one block: a table cut across pages loses its header
+        out += ["<div class='block'>", *energy_html(report.energy), "</div>"]
     if report.sharing:
         out += [
-            "<h2>GPU sharing plan</h2>",
+            "<div class='block'><h2>GPU sharing plan</h2>",
             "<table><tr><th>mechanism</th><th>GPU</th><th>jobs</th><th>GPUs freed</th>"
             "<th>GPU-h per week</th><th>worst slowdown</th></tr>",
             *(
@@ -124,17 +142,23 @@ def to_html(report: WeeklyReport, dashboard_url: str = "") -> str:
                 f"<td class='n'>{s.worst_slowdown_pct:.0f} %</td></tr>"
                 for s in report.sharing
             ),
-            "</table>",
+            "</table></div>",
         ]
-    out.append("<h2>Top findings</h2>")
-    if report.findings:
-        out += [_finding_html(f) for f in report.findings]
+    main, small = ranked_findings(report)
+    out.append("<div class='findings'><h2>Findings, by recoverable GPU-hours</h2>")
+    if main:
+        out += [_finding_html(f) for f in main]
+    elif small:
+        out.append(
+            f"<p>No finding reaches {APPENDIX_BELOW_GPU_H} GPU-h; the smaller ones are in "
+            "the appendix.</p>"
+        )
     else:
         out.append("<p>No findings this week.</p>")
-    out.append("<h2>Jobs to look at</h2>")
+    out.append("</div><div class='block'><h2>Jobs to look at</h2>")
     if report.jobs:
         out.append(
-            "<table><tr><th>job</th><th>user</th><th>GPUs</th><th>used GPU-h</th>"
+            "<table><tr><th>job</th><th>user</th><th>GPUs</th><th>allocated GPU-h</th>"
             "<th>active</th><th>idle GPU-h</th></tr>"
         )
         for j in report.jobs:
@@ -150,14 +174,30 @@ def to_html(report: WeeklyReport, dashboard_url: str = "") -> str:
         out.append("</table>")
     else:
         out.append("<p>No jobs ran this week.</p>")
-    out.append("<h2>Since last week</h2>")
+    out.append("</div><div class='block'><h2>Since last week</h2>")
     items = report.improved or ["Nothing improved measurably since last week."]
-    out.append("<ul>" + "".join(f"<li>{escape(line)}</li>" for line in items) + "</ul>")
+    out.append("<ul>" + "".join(f"<li>{escape(line)}</li>" for line in items) + "</ul></div>")
+    if small:
+        out += [
+            f"<div class='block'><h2>Appendix: findings under {APPENDIX_BELOW_GPU_H} GPU-h</h2>",
+            "<table><tr><th>rule</th><th>job</th><th>problem</th><th>recoverable GPU-h</th></tr>",
+            *(_appendix_row(f) for f in small),
+            "</table></div>",
+        ]
     out.append(
-        f"<p class='sub'>Allocated GPU-hours: time a GPU is held by a job; active: "
-        f"GR_ENGINE_ACTIVE (else GPU_UTIL). Used {_h(week.allocated_h)} GPU-h.</p></body></html>"
+        "<p class='sub'>Allocated GPU-hours: time a GPU is held by a job; active GPU-hours: "
+        "allocated hours x GR_ENGINE_ACTIVE (else GPU_UTIL); recoverable: what a finding's fix "
+        f"gives back. {_h(week.allocated_h)} GPU-h allocated this week.</p></body></html>"
     )
     return "\n".join(out)
+
+
+def _appendix_row(f: FindingLine) -> str:
+    p = _plain(f)
+    return (
+        f"<tr><td>{escape(p.rule_id)} {escape(p.rule)}</td><td>{escape(f.job_id or '-')}</td>"
+        f"<td>{escape(p.problem)}</td><td class='n'>{f.wasted_gpu_h:,.2f}</td></tr>"
+    )
 
 
 def _plain(f: FindingLine) -> PlainFinding:
@@ -198,14 +238,14 @@ def _finding_html(f: FindingLine) -> str:
 def to_markdown(report: WeeklyReport) -> str:
     lines = [f"**{title(report.scope, report.week)}**", ""]
     lines += [f"- {k}: **{v}**" for k, v in headline(report)]
-    lines += ["", "Efficiency trend:", "", "| week | used GPU-h | active GPU-h | efficiency |"]
+    lines += ["", "Efficiency trend:", "", "| week | allocated GPU-h | active GPU-h | efficiency |"]
     lines += ["|---|---:|---:|---:|"]
     lines += [
         f"| {w.week} | {_h(w.allocated_h)} | {_h(w.active_h)} | {_pct(w.efficiency_pct)} |"
         for w in report.trend
     ]
     if report.teams:
-        lines += ["", "Teams by recoverable GPU-hours:", "", "| team | used GPU-h | efficiency | wasted GPU-h |", "|---|---:|---:|---:|"]  # fmt: skip
+        lines += ["", "Teams by recoverable GPU-hours:", "", "| team | allocated GPU-h | efficiency | recoverable GPU-h |", "|---|---:|---:|---:|"]  # fmt: skip
         lines += [
             f"| {t.team} | {_h(t.allocated_h)} | {_pct(t.efficiency_pct)} | {_h(t.wasted_gpu_h)} |"
             for t in report.teams
@@ -218,16 +258,17 @@ def to_markdown(report: WeeklyReport) -> str:
             f"{_h(s.freed_gpu_h_per_week)} GPU-h/week, worst slowdown {s.worst_slowdown_pct:.0f} %"
             for s in report.sharing
         ]
-    lines += ["", "Top findings:"]
-    for f in report.findings:
+    main, small = ranked_findings(report)
+    lines += ["", "Findings, by recoverable GPU-hours:"]
+    for f in main:
         p = _plain(f)
         lines += [
             f"- **{p.rule_id} {p.rule}** on {p.where or '-'}: {p.problem}. "
             f"{_h(f.wasted_gpu_h)} GPU-h recoverable. Fix: {p.fix}",
             *(f"  - {what}: {value}" for what, value in p.evidence),
         ]
-    if not report.findings:
-        lines.append("- none")
+    if not main:
+        lines.append("- none" if not small else f"- none of {APPENDIX_BELOW_GPU_H} GPU-h or more")
     lines += ["", "Jobs to look at:"]
     lines += [
         f"- {j.job_id} ({j.user or '-'}): {_h(j.allocated_h)} GPU-h, active {_pct(j.active_pct)}"
@@ -235,4 +276,11 @@ def to_markdown(report: WeeklyReport) -> str:
     ] or ["- none"]
     lines += ["", "Since last week:"]
     lines += [f"- {line}" for line in report.improved] or ["- nothing improved measurably"]
+    if small:
+        lines += ["", f"Appendix: findings under {APPENDIX_BELOW_GPU_H} GPU-h:"]
+        lines += [
+            f"- {_plain(f).rule_id} {_plain(f).rule} on {f.job_id or '-'}: "
+            f"{f.wasted_gpu_h:,.2f} GPU-h"
+            for f in small
+        ]
     return "\n".join(lines) + "\n"

@@ -45,6 +45,9 @@ def periodic(steps: list[int], max_cv: float) -> bool:
     return mean > 0 and statistics.pstdev(gaps) / mean < max_cv
 
 
+LISTED_STEPS = 50  # outlier steps kept per rank in the evidence (the count is `outliers`)
+
+
 @dataclass(frozen=True)
 class StepOutlierThresholds:
     sigmas: float = 3.0  # SageMaker StepOutlier: stddev = 3
@@ -137,7 +140,11 @@ class StepOutliers:
                     estimate_method="outlier steps' time above the recent mean, summed over ranks",
                     evidence={
                         "outliers": len(items),
-                        "outlier_steps_by_rank": {str(k): v[:50] for k, v in by_rank.items()},
+                        # named for what it holds: "outliers 109" beside 50 listed steps read
+                        # as a contradiction (issue 31)
+                        f"first_{LISTED_STEPS}_outlier_steps_by_rank": {
+                            str(k): v[:LISTED_STEPS] for k, v in by_rank.items()
+                        },
                         "max_step_s": r(max(x["step_time_s"] for x in items)),
                         "excess_s": r(excess_s, 2),
                         "step_p50_s": r(p50),

@@ -10,7 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from analyzers.plain import utc_span
-from dashboard import charts, data, energy_view, state, tables
+from dashboard import charts, data, energy_view, heat, partial, state, tables
 from dashboard.findings_view import show_finding
 from dashboard.tables import Col
 
@@ -69,28 +69,47 @@ def render() -> None:
     cols[3].metric("Idle while allocated", _fmt_h(totals.idle_h))
     cols[4].metric("Capacity seen", _fmt_h(totals.capacity_h))
 
+    newest = state.latest_sample(key)
     st.subheader("GPU-hours: allocated vs active vs SM-active")
-    st.altair_chart(charts.gpu_hours(data.gpu_hours_over_time(buckets)), width="stretch")
-
-    left, right = st.columns(2)
-    with left:
-        st.subheader("Utilization by cluster")
-        by_cluster = data.utilization_by(buckets, "cluster")
+    if _enough(buckets, win, label):
         st.altair_chart(
-            charts.utilization_lines(by_cluster, "cluster", "active % of allocated"),
+            charts.gpu_hours(
+                partial.mark(data.gpu_hours_over_time(buckets), buckets, win.bucket_s, newest)
+            ),
+            width="stretch",
+        )
+
+    st.subheader("Utilization by cluster")
+    by_cluster = data.utilization_by(buckets, "cluster")
+    if _enough(buckets, win, label, by_cluster):
+        st.altair_chart(
+            charts.utilization_lines(
+                partial.mark(by_cluster, buckets, win.bucket_s, newest),
+                "cluster",
+                "active % of allocated",
+            ),
             width="stretch",
         )
     jobs = data.job_efficiency(buckets, state.jobs_meta(key))
-    with right:
-        st.subheader(f"Utilization of the {JOB_LINES} largest jobs")
-        largest = jobs.nlargest(JOB_LINES, "allocated_h")["job_id"]
-        by_job = data.utilization_by(buckets[buckets["job_id"].isin(largest)], "job_id")
-        st.altair_chart(charts.utilization_lines(by_job, "job_id", "active %"), width="stretch")
+    st.subheader(f"Utilization of the {JOB_LINES} largest jobs")
+    largest = jobs.nlargest(JOB_LINES, "allocated_h")["job_id"]
+    by_job = data.utilization_by(buckets[buckets["job_id"].isin(largest)], "job_id")
+    if _enough(buckets, win, label, by_job):
+        st.altair_chart(
+            charts.utilization_lines(
+                partial.mark(by_job, buckets, win.bucket_s, newest), "job_id", "active %"
+            ),
+            width="stretch",
+        )
 
     energy_view.show_mfu_by_team(jobs)
 
     st.subheader("Utilization heatmap by cluster and host")
-    st.altair_chart(charts.heatmap(data.host_heatmap(buckets), win.bucket_s), width="stretch")
+    st.caption(
+        "colour: active % of the host's allocated GPU-hours (dark: a job holds the GPUs and they "
+        "idle) · grey: no job held any GPU of the host"
+    )
+    st.altair_chart(charts.heatmap(heat.host_cells(buckets), win.bucket_s), width="stretch")
 
     left, right = st.columns([1, 3])
     with left:
@@ -125,6 +144,31 @@ def render() -> None:
     st.subheader("Idlest jobs")
     st.caption("ranked by idle GPU-hours: allocated hours minus active hours")
     _idlest(jobs)
+
+
+def _enough(
+    buckets: pd.DataFrame, win: data.Window, label: str, series: pd.DataFrame | None = None
+) -> bool:
+    """Whether a time chart has something to draw; else an empty state that says why and what
+    to do (a fresh install has minutes of data in a 7-day window of hourly buckets)."""
+    allocated = buckets[buckets["job_id"].notna()]
+    if allocated.empty or (series is not None and series.empty):
+        st.info(
+            "No allocated GPU in this window: no job held a GPU (the agents report job ids from "
+            "the scheduler: docs/agent.md), or its GPUs report no utilization.",
+            icon=":material/info:",
+        )
+        return False
+    count = int(allocated["bucket"].nunique())
+    if count < 3:
+        minutes = win.bucket_s // 60
+        advice = (
+            "the curve fills in as data arrives (hollow points: buckets the data covers in part)"
+            if win.bucket_s <= 60
+            else "pick a shorter window in the sidebar (the last hour has 1-minute buckets)"
+        )
+        st.caption(f"Only {count} bucket(s) of {minutes} min with data in the {label}: {advice}.")
+    return True
 
 
 TREND = {
@@ -187,13 +231,11 @@ IDLEST = {
 
 
 def _idlest(jobs: pd.DataFrame) -> None:
-    top = jobs.head(IDLEST_JOBS)
-    tables.show(top, IDLEST)
-    links = st.columns(3)
-    for number, job_id in enumerate(top["job_id"]):
-        links[number % 3].page_link(
-            "views/job.py", label=f"job {job_id}", query_params={"job_id": job_id}
-        )
+    """The jobs with the most idle allocated hours; a row opens its job."""
+    tables.listing(
+        jobs.head(IDLEST_JOBS), IDLEST, key="idlest_jobs", page="views/job.py", param="job_id"
+    )
+    st.caption("click a row to open its job · every job of the window: the Jobs page")
 
 
 if __name__ == "__main__":

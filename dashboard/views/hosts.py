@@ -21,6 +21,7 @@ def render() -> None:
         st.info(state.no_samples(key))
         return
     state.show_missing(key, win)
+    _nodes(key, win)
     health = state.host_health(key, win.start, win.end, win.bucket_s)
     health = data.with_agents(health, state.catalog_table(key, "hosts"))
     flagged = health[data.unhealthy(health)]
@@ -32,20 +33,55 @@ def render() -> None:
         "hosts throttling",
         int((health["thermal_throttle_s"] + health["power_throttle_s"] > 0).sum()),
     )
+    st.subheader("Health")
     if not flagged.empty:
         st.subheader("Needs attention")
         tables.show(_readable(flagged), COLUMNS)
-    st.subheader("All hosts")
-    tables.show(_readable(health), COLUMNS)
+    st.subheader("Health of every host")
+    tables.listing(
+        _readable(health), COLUMNS, key="health_table", page="views/gpus.py", param="host"
+    )
     st.caption(
         "Counters are what the window added (last minus first per GPU): ECC DBE are new "
         "double-bit ECC errors, throttled s the seconds clocks were held down by the power cap "
         "or by heat; XID is the last code seen. The DCGM panels of a host (temperature, clocks, power, memory, PCIe, NVLink): "
-        "the GPUs page."
+        "the GPUs page (click a host's row)."
     )
-    links = st.columns(6)
-    for number, host in enumerate(health["host"].head(24)):
-        links[number % 6].page_link("views/gpus.py", label=host, query_params={"host": host})
+
+
+NODES = {
+    "host": Col("host"),
+    "cluster": Col("cluster"),
+    "gpus": Col("GPUs", "%d"),
+    "allocated_gpus": Col("allocated now", "%d"),
+    "jobs_now": Col("jobs now", "%d"),
+    "active_pct": Col("GPU active %", "%.1f"),
+    "gpu_mem_max_gib": Col("GPU mem GiB", "%.1f"),
+    "cpu_busy_pct": Col("CPU %", "%.1f"),
+    "load1": Col("load", "%.1f"),
+    "mem_used_pct": Col("host mem %", "%.0f"),
+}
+
+
+def _nodes(key: str, win: data.Window) -> None:
+    """Per host, as ClusterCockpit lists nodes: GPU use, CPU load, memory, jobs running now."""
+    from dashboard import nodes
+
+    table = nodes.node_table(
+        state.buckets_for(key, win), state.host_load(key, win.start, win.end, win.bucket_s)
+    )
+    table["gpu_mem_max_gib"] = table["gpu_mem_max_mib"] / 1024
+    st.subheader("Nodes")
+    if table.empty:
+        st.info("No GPU samples in this window: pick a longer window in the sidebar.")
+        return
+    st.caption(
+        "GPU active %: mean over every GPU of the host in the window, allocated or not · GPU mem: "
+        "the most any GPU used · CPU % and load: whole-host means over the window (node_exporter) "
+        "· host mem %: at the newest sample · allocated now / jobs now: in the host's newest "
+        "bucket · click a row for the host's DCGM panels"
+    )
+    tables.listing(table, NODES, key="nodes_table", page="views/gpus.py", param="host")
 
 
 COLUMNS = {

@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from analyzers.plain import plain_record, utc_span
+from analyzers.plain import plain_record, utc_span, without_gpus
 from dashboard import actions, charts, data, energy_view, jobinfo, state, trace_report
 from dashboard.findings_view import show_finding
 from fleetscope.errors import FleetscopeError
@@ -55,6 +55,7 @@ def render() -> None:
     if span_hosts is None:
         where = "in the warehouse" if start is None else "in the window picked in the sidebar"
         st.error(f"No GPU samples for job {job_id!r} {where}, and no step metrics.")
+        _traces(key, job_id)  # a job known only by its uploaded trace (the demo's V100 trace)
         return
     span, hosts = span_hosts
     if gpus.empty:
@@ -72,8 +73,10 @@ def render() -> None:
         state.latest_sample(key),
         footprint,
     )
+    summary = state.job_summary(key, job_id, start, end) if not gpus.empty else None
+    if summary is not None:
+        _summary(summary, step_totals)
     if not gpus.empty:
-        _summary(gpus, step_totals)
         energy_view.show_job(key, job_id, span.start, span.end, catalog_row.get("team"), gpus)
     left, right = st.columns([3, 2])
     left.table(pd.DataFrame(rows, columns=["job", "value"]).set_index("job"))
@@ -112,7 +115,7 @@ def render() -> None:
             charts.metric_lines(steps, "data_wait_pct", "data wait % of step", by="rank"),
             width="stretch",
         )
-    _findings(key, job_id)
+    _findings(key, job_id, holds_gpus=not gpus.empty)
     _traces(key, job_id)
 
 
@@ -151,16 +154,22 @@ def _missing(value: Any) -> bool:
         return False
 
 
-def _summary(gpus: pd.DataFrame, step_totals: dict[str, float | None]) -> None:
-    cols = st.columns(5)
-    cols[0].metric("GPUs", int(gpus["gpu"].nunique()))
-    cols[1].metric("mean active", f"{gpus['active_pct'].mean():.1f} %")
-    sm = gpus["sm_active_pct"].mean()
-    cols[2].metric("mean SM activity", "n/a" if pd.isna(sm) else f"{sm:.1f} %")
+def _summary(summary: Any, step_totals: dict[str, float | None]) -> None:
+    """The job's headline: `fleetscope job`'s numbers (`analyzers.reports.job`), so the page and
+    the CLI never disagree; step figures from the SDK's steps."""
+    cols = st.columns(6)
+    cols[0].metric("GPUs", len(summary.per_gpu))
+    cols[1].metric("allocated GPU-h", f"{summary.allocated_gpu_hours:.2f}")
+    cols[2].metric("active", _share(summary.active_frac))
+    cols[3].metric("SM activity", _share(summary.sm_frac))
     step_time = step_totals.get("step_time_s")
-    cols[3].metric("mean step time", "n/a" if step_time is None else f"{step_time:.3f} s")
+    cols[4].metric("mean step time", "n/a" if step_time is None else f"{step_time:.3f} s")
     wait = step_totals.get("data_wait_pct")
-    cols[4].metric("data wait of step", "n/a" if wait is None else f"{wait:.1f} %")
+    cols[5].metric("data wait of step", "n/a" if wait is None else f"{wait:.1f} %")
+
+
+def _share(fraction: float | None) -> str:
+    return "n/a" if fraction is None else f"{100 * fraction:.1f} %"
 
 
 def _profile_button(key: str, job_id: str) -> None:
@@ -176,7 +185,9 @@ def _profile_button(key: str, job_id: str) -> None:
             )
 
 
-def _findings(key: str, job_id: str) -> None:
+def _findings(key: str, job_id: str, *, holds_gpus: bool = True) -> None:
+    """The job's stored findings; a job with no GPU sample is credited no GPU-hours (a step
+    rule's estimate assumes a GPU per rank, which a CPU-only process does not hold)."""
     st.subheader("Findings")
     findings = data.job_findings(state.catalog_table(key, "findings"), job_id)
     if findings.empty:
@@ -186,10 +197,9 @@ def _findings(key: str, job_id: str) -> None:
     for record in findings.to_dict("records"):
         # the closed loop's chain under the finding it started (analyzers.autoprofile)
         links = chains[chains["finding_id"] == record.get("finding_id")].to_dict("records")
-        show_finding(
-            plain_record({str(k): v for k, v in record.items()}),
-            functools.partial(_chains, links) if links else None,
-        )
+        found = plain_record({str(k): v for k, v in record.items()})
+        found = found if holds_gpus else without_gpus(found)
+        show_finding(found, functools.partial(_chains, links) if links else None)
 
 
 def _chains(links: list[dict[Any, Any]]) -> None:

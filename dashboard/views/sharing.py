@@ -4,9 +4,12 @@ it never changes a GPU (method: docs/sharing.md)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 import streamlit as st
 
+from analyzers.sharing.plan import SharingThresholds
 from dashboard import state
 
 
@@ -22,13 +25,15 @@ def render() -> None:
     plan = state.sharing_plan(key, win.start, win.end)
     cols = st.columns(3)
     cols[0].metric("GPUs freed", str(plan["gpus_freed"]))
-    cols[1].metric("GPU-h per week", f"{plan['freed_gpu_hours_per_week']:.0f}")
+    cols[1].metric(
+        "GPU-h/week freed",
+        f"{plan['freed_gpu_hours_per_week']:.0f}",
+        help="a projection: the GPUs freed x 168 h",
+    )
     cols[2].metric("Co-locations", str(len(plan["groups"])))
     rows = pd.DataFrame(plan["rows"])
     if rows.empty:
-        st.info(
-            f"No co-location proposed over {label}: {plan['candidates']} under-used GPU(s) found."
-        )
+        _why_empty(plan, label)
         return
     st.caption(
         "Each group shares one GPU; slowdowns are expected (means) and at risk (95th "
@@ -49,6 +54,39 @@ def render() -> None:
         with st.expander(f"#{n} {group['mechanism']} on {group['gpu']}: constraints"):
             for line in group["constraints"]:
                 st.markdown(f"- {line}")
+
+
+def _why_empty(plan: dict[str, Any], label: str) -> None:
+    """Why no GPU was a candidate, as `fleetscope plan sharing` says it, with what to do."""
+    th = SharingThresholds()
+    reasons = plan.get("not_candidates", {})
+    st.info(
+        f"No co-location proposed over the {label}: {plan['candidates']} GPU(s) were under-used "
+        "enough to share. A GPU is a candidate when one single-GPU job held it for at least "
+        f"{th.min_hours:g} h of the window, busy (GPU_UTIL) at least {th.idle_util_pct:g} %, with "
+        f"SM activity under {100 * th.max_sm_mean:.0f} % and memory under "
+        f"{100 * th.max_memory_share:.0f} % of the GPU's.",
+        icon=":material/info:",
+    )
+    if not reasons:
+        st.caption("No allocated GPU in this window: pick a longer one in the sidebar.")
+        return
+    why = pd.DataFrame(
+        [(reason, count, WHAT_TO_DO.get(reason, "")) for reason, count in sorted(reasons.items())],
+        columns=["why not a candidate", "GPUs", "what to do"],
+    )
+    st.dataframe(why, hide_index=True, width="stretch")
+
+
+# What a reader does about each reason `analyzers.sharing.plan` gives (its `_reason` words).
+WHAT_TO_DO = {
+    "too short": "held under the minimum: sharing pays only for GPUs held long; a longer window "
+    "(sidebar) counts more of a long-running job",
+    "multi-GPU job": "sharing plans single-GPU jobs only",
+    "already on MIG": "already shared",
+    "busy": "the GPU is well used: nothing to share",
+    "memory": "its memory footprint leaves no room for a second job",
+}
 
 
 if __name__ == "__main__":

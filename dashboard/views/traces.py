@@ -1,10 +1,23 @@
-"""Traces page: the profiler traces captured for the fleet's jobs, newest first. Read-only."""
+"""Traces page: the profiler traces captured for the fleet's jobs, newest first, with each one's
+job, time, duration, GPU activity and top finding (`dashboard.trace_list`); a row opens the
+trace. Read-only."""
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
-from dashboard import state
+from dashboard import state, tables, trace_list
+from dashboard.tables import Col
+
+COLUMNS = {
+    "trace_id": Col("trace"),
+    "job_id": Col("job"),
+    "captured_utc": Col("captured (UTC)"),
+    "duration_ms": Col("duration ms", "%.1f"),
+    "gpu": Col("GPU"),
+    "top_finding": Col("top finding"),
+}
 
 
 def render() -> None:
@@ -12,19 +25,28 @@ def render() -> None:
     key = state.warehouse_key(state.settings())
     traces = state.traces(key)
     if traces.empty:
-        st.info("No trace captured yet: request a profile from a job's page.")
-        return
-    st.dataframe(
-        traces[["trace_id", "job_id", "captured_at", "size_mib"]],
-        hide_index=True,
-        width="stretch",
-        column_config={"size_mib": st.column_config.NumberColumn("MiB", format="%.2f")},
-    )
-    links = st.columns(3)
-    for number, trace_id in enumerate(traces["trace_id"]):
-        links[number % 3].page_link(
-            "views/trace.py", label=f"trace {trace_id}", query_params={"trace_id": trace_id}
+        st.info(
+            "No trace captured yet. Open a job (Jobs page) and press **Request a profile**, or "
+            "run `fleetscope profile JOB`; traces the analyzers capture by themselves "
+            "(autoprofile) appear here too."
         )
+        return
+    rows = trace_list.with_summaries(traces, state.catalog_table(key, "traces"))
+    rows["captured_utc"] = [_utc(t) for t in rows["captured_at"]]
+    st.caption(
+        "newest first · click a row to open the trace · duration: profiled steps x mean step · "
+        "GPU busy: kernels' busy time over their span · top finding: the most GPU-h/week to give "
+        "back (a projection: the what-if's saved share x the job's GPUs x 168 h)"
+    )
+    tables.listing(rows, COLUMNS, key="traces_table", page="views/trace.py", param="trace_id")
+
+
+def _utc(moment: pd.Timestamp | None) -> str:
+    stamp = pd.Timestamp(moment) if moment is not None else pd.NaT
+    if pd.isna(stamp):
+        return "-"
+    stamp = stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp.tz_convert("UTC")
+    return f"{stamp:%Y-%m-%d %H:%M}"
 
 
 if __name__ == "__main__":

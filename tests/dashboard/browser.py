@@ -29,6 +29,7 @@ from typing import Any
 
 from analyzers.reports.pdf import HEADLESS_FLAGS
 
+ROW_PX = 35  # a data grid's row (dashboard.tables.ROW_PX)
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 APP = Path(__file__).parents[2] / "dashboard" / "app.py"
 FLAGS = (*HEADLESS_FLAGS, "--hide-scrollbars", "--remote-debugging-pipe")
@@ -139,6 +140,29 @@ class Browser:
         if not found:
             raise BrowserError(f"no link with {href_part!r} in its href")
 
+    def click_row(self, table: int, row: int, timeout_s: float = 60.0) -> None:
+        """Click row `row` (0: the first under the header) of the page's `table`-th data grid, on
+        its selection box: a listing's row opens what it lists (dashboard.tables.listing)."""
+        find = (
+            "(() => { const grids = document.querySelectorAll('[data-testid=\"stDataFrame\"]');"
+            f" const grid = grids[{table} < 0 ? grids.length + {table} : {table}];"
+            " if (!grid || !grid.querySelector('canvas')) return null;"
+            " grid.scrollIntoView({block: 'center'});"
+            " const r = grid.getBoundingClientRect(); return [r.left, r.top]; })()"
+        )
+        deadline = time.monotonic() + timeout_s
+        while (box := self.evaluate(find)) is None:  # grids draw after the page's text
+            if time.monotonic() > deadline:
+                raise BrowserError(f"no data grid number {table} on the page")
+            time.sleep(0.25)
+        time.sleep(0.5)  # the grid's rows are drawn a moment after its canvas
+        x, y = box[0] + 16, box[1] + ROW_PX * (row + 1) + ROW_PX / 2
+        for kind in ("mousePressed", "mouseReleased"):
+            self.call(
+                "Input.dispatchMouseEvent", session=True, type=kind, x=x, y=y,
+                button="left", clickCount=1,
+            )  # fmt: skip
+
     def screenshot(self, path: Path) -> None:
         time.sleep(1.0)  # let Vega finish drawing its canvases
         shot = self.call("Page.captureScreenshot", session=True, format="png")
@@ -196,26 +220,33 @@ def dashboard_server(env: dict[str, str], timeout_s: float = 60.0) -> Iterator[s
 
 
 def tour(url: str, shots: Path, trace_id: str = "stall-1/mi250") -> dict[str, str]:
-    """Fleet -> idlest job -> its trace (`trace_id`), by clicking links, with a screenshot of each
-    page and the hosts page; returns each page's text."""
+    """Fleet -> idlest job (a click on its row) -> its trace (`trace_id`, a link), with a
+    screenshot of each page and of the jobs, traces, hosts and sharing pages; returns each page's
+    text."""
     browser = Browser()
     texts: dict[str, str] = {}
     try:
         browser.navigate(url + "/")
-        texts["fleet"] = browser.wait_for_text("Idlest jobs", "GPU-h", "job stall-1")
+        texts["fleet"] = browser.wait_for_text("Idlest jobs", "GPU-h", "click a row to open")
         browser.screenshot(shots / "fleet.png")
-        browser.click_link("job_id=stall-1")
+        browser.click_row(-1, 0)  # the idlest job: the last table's first row
         texts["job"] = browser.wait_for_text("Job stall-1", "Findings", f"trace {trace_id}")
         browser.screenshot(shots / "job.png")
         browser.click_link("trace_id=" + urllib.parse.quote(trace_id, safe=""))
         texts["trace"] = browser.wait_for_text(f"Trace {trace_id}", "GPU busy span", "Top kernels")
         browser.screenshot(shots / "trace.png")
         browser.navigate(url + "/jobs")
-        texts["jobs"] = browser.wait_for_text("Search job id", "stall-1")
+        texts["jobs"] = browser.wait_for_text("Search job id", "3 of 3 jobs")
         browser.screenshot(shots / "jobs.png")
+        browser.navigate(url + "/traces")
+        texts["traces"] = browser.wait_for_text("Traces", "top finding", "click a row")
+        browser.screenshot(shots / "traces.png")
         browser.navigate(url + "/hosts")
-        texts["hosts"] = browser.wait_for_text("Needs attention", "hosts with XID errors")
+        texts["hosts"] = browser.wait_for_text("Nodes", "Needs attention", "hosts with XID errors")
         browser.screenshot(shots / "hosts.png")
+        browser.navigate(url + "/sharing")
+        texts["sharing"] = browser.wait_for_text("GPU sharing", "GPUs freed")
+        browser.screenshot(shots / "sharing.png")
     finally:
         browser.close()
     return texts

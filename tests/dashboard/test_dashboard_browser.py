@@ -26,5 +26,5 @@ def test_fleet_to_job_to_trace_in_chromium(warehouse: Warehouse, tmp_path: Path)
     assert "40.0 %" in texts["job"]  # its data wait
     assert "98.3 %" in texts["trace"]  # the idle share analyze_trace gives this trace
     assert "hosts with XID errors" in texts["hosts"]
-    for page in ("fleet", "job", "trace", "jobs", "hosts"):
+    for page in ("fleet", "job", "trace", "jobs", "traces", "hosts", "sharing"):
         assert (tmp_path / f"{page}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

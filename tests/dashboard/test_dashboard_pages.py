@@ -113,8 +113,9 @@ def test_job_page_shows_series_steps_findings_and_traces(warehouse_env: Warehous
     assert app.title[0].value == "Job stall-1"
     assert _metrics(app) == {
         "GPUs": "2",
-        "mean active": "45.0 %",
-        "mean SM activity": "30.0 %",
+        "allocated GPU-h": "3.00",
+        "active": "45.0 %",
+        "SM activity": "30.0 %",
         "mean step time": "20.000 s",
         "data wait of step": "40.0 %",
         # issue 32: 2 GPUs x 1.5 h at the maker's 70 + 630 x 0.45 W, integrated from power (no
@@ -130,7 +131,7 @@ def test_job_page_shows_series_steps_findings_and_traces(warehouse_env: Warehous
     assert "**P1 · Data-loader stall** · warn · **1.2 GPU-h** recoverable" in markdown
     assert any(m.startswith("**Problem:** ") and "**Fix:** Raise DataLoader num_workers" in m
                for m in markdown)  # fmt: skip
-    assert [e.label for e in app.expander] == ["raw evidence (JSON)"]
+    assert [e.label for e in app.main.expander] == ["raw evidence (JSON)"]  # glossary: sidebar
     about = app.table[0].value
     assert about.loc["hosts", "value"] == "e2, w1" and about.loc["GPUs", "value"] == "2"
     assert about.loc["state", "value"] == "running"  # no end in the catalog, samples fresh
@@ -216,7 +217,15 @@ def test_hosts_page_flags_the_faulty_host(warehouse_env: Warehouse) -> None:
         "new ECC double-bit errors": "2",
         "hosts throttling": "0",
     }
-    flagged = app.dataframe[0].value
+    nodes = app.dataframe[0].value  # issue 31: the node list ClusterCockpit shows
+    assert nodes["host"].tolist() == ["e1", "e2", "w1"]
+    assert nodes["gpus"].tolist() == [2, 2, 2]
+    assert nodes["allocated_gpus"].tolist() == [2, 1, 1]  # in the newest bucket
+    assert nodes["jobs_now"].tolist() == [1, 1, 1]
+    assert nodes["active_pct"].round(3).tolist() == [90.0, 16.875, 16.875]
+    assert nodes["cpu_busy_pct"].tolist() == [20.0, 20.0, 20.0]
+    assert nodes["load1"].tolist() == ["-", "-", "-"]  # the test host rows carry no load: "-"
+    flagged = app.dataframe[1].value
     assert flagged["host"].tolist() == ["w1"]
     assert flagged["xid_code"].tolist() == [79]
 

@@ -50,8 +50,9 @@ FLEET_METRICS = [
 ]
 JOB_METRICS = [
     "GPUs 2",
-    "mean active 45.0 %",
-    "mean SM activity 30.0 %",
+    "allocated GPU-h 3.00",
+    "active 45.0 %",
+    "SM activity 30.0 %",
     "mean step time 20.000 s",
     "data wait of step 40.0 %",
 ]
@@ -110,8 +111,8 @@ def fleet_and_job(env: dict[str, str], shots: Path, *more: tuple[str, str]) -> d
                 browser.screenshot(shots / f"{name}.png")
 
             browser.navigate(url + "/")
-            read("fleet", "Capacity seen", "Idlest jobs", "job stall-1")
-            browser.click_link("job_id=stall-1")
+            read("fleet", "Capacity seen", "Idlest jobs", "click a row to open")
+            browser.click_row(-1, 0)  # the idlest job, stall-1: its row opens it
             read("job", "Job stall-1", "data wait of step", "Findings", "trace stall-1/mi250")
             for path, needle in more:
                 browser.navigate(f"{url}/{path}")
@@ -131,11 +132,13 @@ def test_fleet_and_job_pages_show_the_embedded_numbers_in_fleet_mode(
     fleet = fleet_and_job(
         settings_env(fleet_warehouse),
         tmp_path / "fleet",
-        ("jobs", "stall-1"),
+        ("jobs", "3 of 3 jobs"),  # the job ids are the grid's rows (issue 31)
         ("hosts", "hosts with XID errors"),
     )
     assert fleet["fleet"].metrics == embedded["fleet"].metrics == FLEET_METRICS
-    assert fleet["job"].metrics == embedded["job"].metrics == JOB_METRICS
+    assert fleet["job"].metrics == embedded["job"].metrics
+    # the headline first (`fleetscope job`'s numbers); the energy figures (issue 32) follow it
+    assert fleet["job"].metrics[: len(JOB_METRICS)] == JOB_METRICS
     assert "6 GPUs · 3 jobs" in fleet["fleet"].text
     for page in ("fleet", "job"):
         assert "Raise DataLoader num_workers" in fleet[page].text  # a finding from PostgreSQL

@@ -110,7 +110,9 @@ def whatif(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
             low, high = min(*bounds, est), max(*bounds, est)
             saved = _saved(base, est)
             gpu_saved = _saved(base_gpu, replay.gpu_busy_us(expected)) if base_gpu else 0.0
-            hours = saved * gpus * options.hours_per_week
+            # a process that ran no GPU kernel holds no GPU-hours to give back (issue 31: a
+            # CPU-only trace was credited a week of its world size)
+            hours = saved * gpus * options.hours_per_week if base_gpu > 0 else 0.0
             rows.append(
                 (
                     frame.rank, name, base, est, low, high, saved, _saved(base, high),

@@ -76,7 +76,7 @@ def test_team_report_numbers_match_the_warehouse(report_warehouse: ReportWarehou
     assert [(j.job_id, j.allocated_h) for j in report.jobs] == [("a-w47", pytest.approx(48.0))]
     assert report.improved == [
         "GPU efficiency rose from 30.0 % to 80.0 %.",
-        "18.0 fewer GPU-hours wasted than last week.",
+        "18.0 fewer recoverable GPU-hours than last week.",
         "No more R2 findings (there were some last week).",
     ]
 
@@ -114,7 +114,7 @@ def test_html_is_self_contained_and_markdown_says_the_same(
     for shown in ("60.0", "14.0", "fix for R3", "nlp", "2026-W46"):
         assert shown in html
     markdown = to_markdown(report)
-    assert "- GPU-hours used: **60.0**" in markdown
+    assert "- GPU-hours allocated: **60.0**" in markdown
     assert "| nlp | 12.0 | 0.0 % | 12.0 |" in markdown
 
 
@@ -213,7 +213,7 @@ def test_the_weeks_energy_per_team_and_money_only_where_prices_are_set(
     assert priced.total.money == 24.0  # 12 nlp GPU-hours at 2 EUR; vision has no price
     assert priced.total.co2e_kg == pytest.approx((vision + nlp) * 0.3)
     text = to_markdown(report)
-    assert "| team | used GPU-h | kWh | idle-allocated kWh | kg CO2e | cost (EUR) |" in text
+    assert "| team | allocated GPU-h | kWh | idle-allocated kWh | kg CO2e | cost (EUR) |" in text
     assert "| nlp | 12.0 | 0.8 | 0.8 | 0.3 | 24.00 |" in text
     assert "| vision | 48.0 | 27.6 | 0.0 | 8.3 | n/a |" in text
     assert "example prices" in text

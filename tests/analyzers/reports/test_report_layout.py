@@ -1,0 +1,85 @@
+"""A report worth mailing (issue 31): findings ranked by recoverable GPU-hours with everything
+under 0.1 GPU-h in an appendix, chart axes whose labels are distinct and whose bars agree with
+them, and the words allocated / active / recoverable (never "used" or "wasted")."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from analyzers.reports.build import FindingLine, Scope, WeeklyReport, WeekUsage
+from analyzers.reports.render import to_html, to_markdown
+from analyzers.reports.svg import grouped_bars, nice_ticks
+from analyzers.reports.week import IsoWeek
+
+
+def _finding(rule_id: str, job_id: str, hours: float) -> FindingLine:
+    return FindingLine(
+        rule_id=rule_id, severity="warn", job_id=job_id, user=None, team=None,
+        wasted_gpu_h=hours, recommendation="fix it", estimate_method="stated", evidence={},
+    )  # fmt: skip
+
+
+def _report(findings: list[FindingLine]) -> WeeklyReport:
+    return WeeklyReport(
+        scope=Scope("admin"),
+        week=IsoWeek.parse("2026-W47"),
+        trend=[WeekUsage("2026-W46", 0.0, 0.0, 0.0), WeekUsage("2026-W47", 8.0, 4.9, 8.0)],
+        findings=findings,
+        wasted_gpu_h=sum(f.wasted_gpu_h for f in findings),
+        previous_wasted_gpu_h=0.0,
+        jobs=[],
+    )
+
+
+def test_findings_under_a_tenth_of_a_gpu_hour_go_to_the_appendix() -> None:
+    report = _report([
+        _finding("R3", "idle-1", 0.04), _finding("P1", "stall-1", 1.2),
+        _finding("R1", "zero-1", 3.5), _finding("P2", "noisy-1", 0.0),
+    ])  # fmt: skip
+    html = to_html(report)
+    main, appendix = html.split("Appendix: findings under 0.1 GPU-h")
+    cards = re.findall(r"<h3><span class='sev-warn'>(\w+) ", main)
+    assert cards == ["R1", "P1"]  # largest first, nothing under 0.1 GPU-h among the cards
+    assert re.findall(r"<td>(\w+) [A-Z][^<]*</td><td>([\w-]+)</td>", appendix) == [
+        ("R3", "idle-1"), ("P2", "noisy-1"),
+    ]  # fmt: skip
+    markdown = to_markdown(report)
+    assert markdown.index("**R1 ") < markdown.index("**P1 ") < markdown.index("Appendix")
+    assert "- R3 Idle allocation on idle-1: 0.04 GPU-h" in markdown
+    for text in (html, markdown):
+        assert not re.search(r"\b(used|wasted) GPU-h", text, re.I)
+
+
+def test_the_summary_page_ends_before_the_findings() -> None:
+    html = to_html(_report([_finding("P1", "stall-1", 1.2)]))
+    assert "<div class='findings'><h2>Findings, by recoverable GPU-hours</h2>" in html
+    assert ".findings { page-break-before: always;" in html
+    # the trend table lists the weeks with data; the chart shows every week of the trend
+    assert "<td>2026-W46</td>" not in html and "<td>2026-W47</td>" in html
+
+
+@pytest.mark.parametrize(
+    ("peak", "ticks"),
+    [
+        (3.0, [0, 1, 2, 3]),
+        (2.2, [0, 0.5, 1, 1.5, 2, 2.5]),
+        (8.0, [0, 2, 4, 6, 8]),
+        (0.36, [0, 0.1, 0.2, 0.3, 0.4]),
+        (0.0, [0, 1]),
+    ],
+)
+def test_axis_ticks(peak: float, ticks: list[float]) -> None:
+    assert nice_ticks(peak) == ticks
+
+
+@given(st.floats(min_value=1e-3, max_value=1e6, allow_nan=False))
+def test_ticks_cover_the_peak_with_distinct_labels(peak: float) -> None:
+    svg = grouped_bars(["a", "b"], [("x", "#000", [peak, peak / 3])], "GPU-hours")
+    labels = re.findall(r'text-anchor="end">([^<]+)</text>', svg)
+    assert len(labels) == len(set(labels)) >= 2  # never "0, 1, 1, 2, 3"
+    ticks = nice_ticks(peak)
+    assert ticks[-2] < peak <= ticks[-1] * (1 + 1e-9) and len(ticks) <= 6  # float noise aside
