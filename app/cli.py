@@ -194,8 +194,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:  # the command run is a plug-in that cannot be loaded
         print(f"fleetscope: error: {exc}", file=sys.stderr)
         return exc.exit_code
-    # Without argv this is the console script: the process is this command.
-    return run(words, parser, follow_demo, exit_process=argv is None)
+    return run(words, parser, follow_demo)
 
 
 if __name__ == "__main__":
