@@ -121,24 +121,27 @@ def _rank(view: trace_report.RankView) -> None:
     cols[2].metric("compute", f"{view.compute_pct:.1f} %")
     cols[3].metric("GPU ops", f"{view.gpu_ops:,}")
 
-    left, right = st.columns(2)
-    with left:
-        st.subheader("Time breakdown")
-        st.altair_chart(charts.bars(view.breakdown, "time_ms", "category", "ms"), width="stretch")
-    with right:
-        st.subheader("What if")
-        if view.whatif.empty:
-            st.caption("Not estimated: the trace has no ProfilerStep ranges or launches to replay.")
-        else:
-            st.dataframe(
-                view.whatif,
-                hide_index=True,
-                width="stretch",
-                column_config={
-                    "saved_pct": st.column_config.NumberColumn("saved %", format="%.1f"),
-                    "gpu_h_per_week": st.column_config.NumberColumn("GPU-h / week", format="%.1f"),
-                },
-            )
+    st.subheader("Time breakdown")
+    st.altair_chart(charts.bars(view.breakdown, "time_ms", "category", "ms"), width="stretch")
+    # The what-if table has five columns and scenario names of a sentence: it takes the page's
+    # width (in a half-width column it was cut off at the right, issue 31).
+    st.subheader("What if")
+    if view.whatif.empty:
+        st.caption("Not estimated: the trace has no ProfilerStep ranges or launches to replay.")
+    else:
+        st.dataframe(
+            view.whatif,
+            hide_index=True,
+            width="stretch",
+            column_config={
+                "step_ms": st.column_config.NumberColumn("step ms", format="%.1f"),
+                "estimated_step_ms": st.column_config.NumberColumn(
+                    "estimated step ms", format="%.1f"
+                ),
+                "saved_pct": st.column_config.NumberColumn("saved %", format="%.1f"),
+                "gpu_h_per_week": st.column_config.NumberColumn("GPU-h / week", format="%.1f"),
+            },
+        )
     st.subheader("GPU timeline: kernels per stream")
     shown = view.ops.assign(
         start_ms=lambda f: f["start_us"] / 1000, end_ms=lambda f: f["end_us"] / 1000

@@ -265,10 +265,8 @@ def _wait_for_cells(browser: Browser, *needles: str, timeout_s: float = 120) -> 
     return text
 
 
-# Known clipped tables, by page: the CUDA trace's what-if table sits in a half-width column of
-# the Trace page (dashboard/views/trace.py, rewritten by the traces-engine work this session); its
-# check returns to "none" when that page gives the table the page's width. Issue 31.
-KNOWN_CLIPPED = {"trace-cuda": 1}
+# Known clipped tables, by page: none (the Trace page's what-if table takes the page's width).
+KNOWN_CLIPPED: dict[str, int] = {}
 
 
 def _check_page(browser: Browser, name: str, *needles: str) -> str:
