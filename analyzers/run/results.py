@@ -226,6 +226,11 @@ class FindingStore:
         with self.engine.connect() as conn:
             return arrivals.owed(conn, partition)
 
+    def arrived_through(self, since: datetime) -> datetime | None:
+        """The newest sample time every cluster committing since `since` has delivered."""
+        with self.engine.connect() as conn:
+            return arrivals.arrived_through(conn, since)
+
     def mark_bucket(
         self, partition: str, bucket_start: datetime, arrival_at: datetime, state: str
     ) -> None:

@@ -1,13 +1,21 @@
 """Analysis windows from the schedule time, and the embedded scheduler.
 
 Windows never come from `now()` (design.md): a tick's schedule time is the wall clock aligned down
-to `scheduler.interval_s`, so a late or repeated tick computes the same window. A window runs from
-its identity bucket's start (`analyzers.bucket_s`, UTC-aligned) to the schedule time minus
+to `scheduler.interval_s`, so a late or repeated tick computes the same window from the same
+arrival marks. A window runs from its identity bucket's start (`analyzers.bucket_s`, UTC-aligned) to the schedule time minus
 `analyzers.lateness_s` (samples still in flight); a run later in the same bucket re-analyzes the
 bucket so far and replaces the earlier findings. Each partition keeps a watermark (where its last
 window ended); a tick first finishes every bucket between the watermark and now (catch-up after
 downtime), so no bucket is skipped. `backfill` re-runs whole buckets of a past range, but none
 whose raw samples retention retired (analyzers.run.backfill).
+
+The live window does not wait out the lateness when its data is there (issue 31): it ends just
+past the newest sample that every cluster still reporting (a commit within `analyzers.lateness_s`
+of the tick) has delivered, per the arrival marks, capped at the tick. The lateness is then only
+how long a silent cluster may hold the window back; a sample that arrives after its window ran
+re-opens its bucket like any late arrival, and the re-run replaces the findings. So a rule's
+finding is stored within one `scheduler.interval_s` plus one run of its condition's sample
+arriving, not after lateness plus an interval.
 
 Arrival drives the rest (issue 13): the writer records, per bucket, when rows for it were last
 committed (warehouse.arrivals), and each partition records which arrival mark it analysed. A tick
@@ -46,6 +54,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 WATERMARK_KEY = "pipeline"  # one watermark per partition for the whole analyzer pipeline
+# Windows are half-open [start, end): the newest delivered sample (millisecond marks) is inside.
+ARRIVED_SLACK = timedelta(milliseconds=1)
 
 
 def schedule_time(now: datetime, interval_s: float) -> datetime:
@@ -56,6 +66,24 @@ def schedule_time(now: datetime, interval_s: float) -> datetime:
 def data_end(tick: datetime, lateness_s: float, interval_s: float) -> datetime:
     """Where a tick's data ends: the tick minus the lateness allowance, on the interval grid."""
     return align_down(tick - timedelta(seconds=lateness_s), interval_s)
+
+
+def live_end(
+    tick: datetime,
+    lateness_end: datetime,
+    arrived_through: datetime | None,
+    watermark: datetime | None,
+) -> datetime:
+    """Where the live window ends: just past the newest sample every reporting cluster has
+    delivered (the arrival marks), never before the lateness bound nor the partition's watermark
+    (a run never covers less than the last), never past the tick (issue 31: R1 and R3 within two
+    minutes of their condition; the lateness bound alone made it 2-3 minutes at defaults)."""
+    end = lateness_end
+    if arrived_through is not None:
+        end = max(end, arrived_through + ARRIVED_SLACK)
+    if watermark is not None:
+        end = max(end, watermark)
+    return min(end, tick)
 
 
 def buckets(start: datetime, end: datetime, bucket_s: float) -> Iterator[tuple[datetime, datetime]]:
@@ -139,9 +167,13 @@ def due_windows(
     skipped and logged instead; a bucket whose data lies wholly after the tick's data end waits.
     """
     key = f"{partition}/{partitions}"
-    end = data_end(tick, lateness_s, interval_s)
+    watermark = store.watermark(WATERMARK_KEY, key)
+    since = tick - timedelta(seconds=lateness_s)
+    end = live_end(
+        tick, data_end(tick, lateness_s, interval_s), store.arrived_through(since), watermark
+    )
     clock = pending_windows(
-        store.watermark(WATERMARK_KEY, key),
+        watermark,
         end,
         bucket_s,
         partition=partition,

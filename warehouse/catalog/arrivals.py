@@ -116,6 +116,21 @@ def owed(conn: Connection, partition: str) -> list[Owed]:
     return [Owed(b, a, tuple(sorted(clusters.get(b, []))), d) for b, a, d in rows]
 
 
+def arrived_through(conn: Connection, since: datetime) -> datetime | None:
+    """The newest sample time every reporting cluster has delivered: per cluster that committed
+    rows at or after `since` (its commit clock), the newest sample time it committed; the
+    smallest of those. None when no cluster committed since then. A cluster silent since before
+    `since` does not hold the live window back (its rows are late: they re-open their bucket)."""
+    per_cluster = (
+        select(window_arrivals.c.cluster, func.max(window_arrivals.c.max_ts).label("through"))
+        .where(window_arrivals.c.last_arrival_at >= since)
+        .group_by(window_arrivals.c.cluster)
+        .subquery()
+    )
+    through = conn.execute(select(func.min(per_cluster.c.through))).scalar()
+    return through if isinstance(through, datetime) else None
+
+
 def mark(
     conn: Connection,
     partition: str,
