@@ -2,6 +2,9 @@
 
     .venv/bin/python -m bench.time_to_finding --data-dir .demo/data
 
+Under the default schedule (scheduler.interval_s 60 s, analyzers.lateness_s 120 s) run the demo
+with `fleetscope demo --default-schedule` first (the demo's own schedule is 10 s).
+
 For each rule, over the jobs it fired on: when its condition first held, when the finding was
 first stored (the catalog's `findings.first_seen`), and the difference. When a condition first
 held is known exactly only where the rule's threshold is a duration from the job's first sample:
