@@ -29,9 +29,9 @@ if TYPE_CHECKING:
     from fleetscope.settings import Settings
 
 TORCH_JOB = "demo-torch-1"  # the real PyTorch training process's job id
-# The demo's analyzers look every few seconds at data a few seconds old, so that the first findings
-# show within a minute of the URL (a production server waits scheduler.interval_s = 60 s for
-# analyzers.lateness_s = 120 s of stragglers, which the demo's loopback agents never are).
+# The demo's analyzers look every few seconds, so that the first findings show within a minute of
+# the URL (a production server looks every scheduler.interval_s = 60 s, at the data the arrival
+# marks say has arrived; `--default-schedule` runs that schedule).
 DEMO_SCHEDULE = {
     "FLEETSCOPE_SCHEDULER_INTERVAL_S": "10",
     "FLEETSCOPE_ANALYZERS_LATENESS_S": "10",
