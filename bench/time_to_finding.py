@@ -36,7 +36,19 @@ def _utc(text: str) -> datetime:
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
-def measure(data_dir: Path) -> list[tuple[str, int, float, float, str]]:
+def holds_after_s(thresholds_file: Path | None) -> dict[str, float]:
+    """R1's and R3's durations, from the server's `analyzers.thresholds_file` when it had one."""
+    from analyzers.base import load_threshold_overrides
+
+    over = load_threshold_overrides(thresholds_file)
+    r1 = float(over.get("zero_util", {}).get("min_runtime_s", HOLDS_AFTER_S["R1"]))
+    r3 = over.get("idle_live", {}).get("warn_idle_min")
+    return {"R1": r1, "R3": float(r3) * 60.0 if r3 is not None else HOLDS_AFTER_S["R3"]}
+
+
+def measure(
+    data_dir: Path, holds_s: dict[str, float] = HOLDS_AFTER_S
+) -> list[tuple[str, int, float, float, str]]:
     """(rule, jobs, median lag s, max lag s, measured from) per rule."""
     settings = load_settings(env={"FLEETSCOPE_CORE_DATA_DIR": str(data_dir)})
     con = reader.connect(settings)
@@ -57,7 +69,7 @@ def measure(data_dir: Path) -> list[tuple[str, int, float, float, str]]:
         started = first_seen.get(str(job))
         if started is None:
             continue
-        holds = started.timestamp() + HOLDS_AFTER_S.get(str(rule), 0.0)
+        holds = started.timestamp() + holds_s.get(str(rule), 0.0)
         lags.setdefault(str(rule), []).append(_utc(str(stored)).timestamp() - holds)
     return [
         (rule, len(v), statistics.median(v), max(v),
@@ -69,9 +81,13 @@ def measure(data_dir: Path) -> list[tuple[str, int, float, float, str]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data-dir", required=True, help="the server's core.data_dir")
+    parser.add_argument(
+        "--thresholds-file", default=None, help="the server's analyzers.thresholds_file, if any"
+    )
     args = parser.parse_args()
+    holds_s = holds_after_s(Path(args.thresholds_file) if args.thresholds_file else None)
     print(f"{'rule':<5} {'jobs':>5} {'median s':>9} {'max s':>8}  from")
-    for rule, jobs, median, worst, basis in measure(Path(args.data_dir)):
+    for rule, jobs, median, worst, basis in measure(Path(args.data_dir), holds_s):
         flag = " (over 2 min)" if rule in HOLDS_AFTER_S and worst > TARGET_S else ""
         print(f"{rule:<5} {jobs:>5} {median:9.0f} {worst:8.0f}  {basis}{flag}")
 
