@@ -12,6 +12,7 @@ This module must never choose windows (analyzers.run.schedule does) nor write te
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 import uuid
@@ -276,7 +277,12 @@ class Pipeline:
         frame = None
         try:
             frame = prepare_sketches(conn, window, self.sketches.pane_s)
-            self.sketches.keep(conn, window, catalog, cluster)
+            settled = window.settled_end
+            if settled is None:
+                self.sketches.keep(conn, window, catalog, cluster)
+            elif settled > window.start:  # a live window: keep only its settled panes
+                kept = dataclasses.replace(window, end=settled, settled_end=None)
+                self.sketches.keep(conn, kept, catalog, cluster)
         except Exception as exc:  # like an analyzer's bug: recorded, the rules still run
             log.exception("quantile sketches failed on %s", window.key())
             result.errors["quantiles"] = f"{type(exc).__name__}: {exc}"

@@ -9,13 +9,16 @@ window ended); a tick first finishes every bucket between the watermark and now 
 downtime), so no bucket is skipped. `backfill` re-runs whole buckets of a past range, but none
 whose raw samples retention retired (analyzers.run.backfill).
 
-The live window does not wait out the lateness when its data is there (issue 31): it ends just
+The embedded scheduler's live window does not wait out the lateness when its data is there
+(issue 31; Celery's ticks keep the lateness bound): it ends just
 past the newest sample that every cluster still reporting (a commit within `analyzers.lateness_s`
 of the tick) has delivered, per the arrival marks, capped at the tick. The lateness is then only
 how long a silent cluster may hold the window back; a sample that arrives after its window ran
 re-opens its bucket like any late arrival, and the re-run replaces the findings. So a rule's
 finding is stored within one `scheduler.interval_s` plus one run of its condition's sample
-arriving, not after lateness plus an interval.
+arriving, not after lateness plus an interval. Quantile panes are kept only up to the lateness
+bound (`Window.settled_end`): a pane behind the sketch store's mark is never rebuilt for a
+straggler.
 
 Arrival drives the rest (issue 13): the writer records, per bucket, when rows for it were last
 committed (warehouse.arrivals), and each partition records which arrival mark it analysed. A tick
@@ -35,7 +38,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Protocol
 
@@ -160,18 +163,24 @@ def due_windows(
     reopen_max_age_s: float,
     partition: int = 0,
     partitions: int = 1,
+    live: bool = False,
 ) -> list[Due]:
     """The clock's pending windows plus every bucket that received data since last analysed.
+
+    `live` (the embedded scheduler): the windows reach the data the arrival marks say has arrived
+    (`live_end`), their `settled_end` at the lateness bound; Celery's ticks keep the lateness bound
+    (its window tasks carry no settled end).
 
     A bucket older than `reopen_max_age_s` (its start before tick minus the bound) is marked
     skipped and logged instead; a bucket whose data lies wholly after the tick's data end waits.
     """
     key = f"{partition}/{partitions}"
     watermark = store.watermark(WATERMARK_KEY, key)
-    since = tick - timedelta(seconds=lateness_s)
-    end = live_end(
-        tick, data_end(tick, lateness_s, interval_s), store.arrived_through(since), watermark
-    )
+    settled = data_end(tick, lateness_s, interval_s)
+    end = settled
+    if live:
+        since = tick - timedelta(seconds=lateness_s)
+        end = live_end(tick, settled, store.arrived_through(since), watermark)
     clock = pending_windows(
         watermark,
         end,
@@ -180,6 +189,8 @@ def due_windows(
         partitions=partitions,
     )
     owed = {o.bucket_start: o for o in store.owed(key)}
+    if end > settled:
+        clock = [replace(w, settled_end=settled) if w.end > settled else w for w in clock]
     due = [Due(w, owed[w.start].arrival_at if w.start in owed else None) for w in clock]
     taken = {w.start for w in clock}
     oldest = tick - timedelta(seconds=reopen_max_age_s) if reopen_max_age_s > 0 else None
@@ -198,7 +209,10 @@ def due_windows(
             store.mark_bucket(key, bucket_start, o.arrival_at, "skipped")
             continue
         w_end = min(bucket_start + timedelta(seconds=bucket_s), end)
-        due.append(Due(Window(bucket_start, w_end, partition, partitions), o.arrival_at))
+        late = Window(bucket_start, w_end, partition, partitions)
+        if w_end > settled:
+            late = replace(late, settled_end=settled)
+        due.append(Due(late, o.arrival_at))
     return due
 
 
@@ -231,6 +245,7 @@ def run_due(
     reopen_max_age_s: float = 0.0,
     partition: int = 0,
     partitions: int = 1,
+    live: bool = False,
 ) -> list[WindowResult]:
     """Run every window a partition owes at `tick` (clock and arrival), recording each done."""
     from analyzers.run.results import CatalogJobs
@@ -245,6 +260,7 @@ def run_due(
         reopen_max_age_s=reopen_max_age_s,
         partition=partition,
         partitions=partitions,
+        live=live,
     ):
         conn = connect()
         try:
@@ -283,6 +299,7 @@ def start_embedded(
                     lateness_s=settings.analyzers.lateness_s,
                     interval_s=interval_s,
                     reopen_max_age_s=reopen_bound_s(settings),
+                    live=True,
                 )
             except Exception:
                 log.exception("embedded analyzer tick %s failed", tick.isoformat())

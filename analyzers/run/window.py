@@ -47,6 +47,10 @@ class Window:
     partitions: int = 1
     _: KW_ONLY
     bucket_s: int = 0
+    # A live window (issue 31) reaches past `analyzers.lateness_s`: its data up to here is
+    # settled, and only that much is kept as quantile panes (a pane behind the sketch store's
+    # mark is never rebuilt for a straggler). None: all of it.
+    settled_end: datetime | None = None
 
     def __post_init__(self) -> None:
         for name in ("start", "end"):
@@ -58,6 +62,9 @@ class Window:
             raise ConfigError(f"empty window: {self.start} .. {self.end}")
         if not 0 <= self.partition < self.partitions:
             raise ConfigError(f"partition {self.partition} not in 0..{self.partitions - 1}")
+        if self.settled_end is not None:
+            settled = self.settled_end.astimezone(UTC)
+            object.__setattr__(self, "settled_end", min(max(settled, self.start), self.end))
         if self.bucket_s < 0:
             raise ConfigError(f"window bucket of {self.bucket_s} s: must be positive")
         if not self.bucket_s:

@@ -14,7 +14,7 @@ import pytest
 
 from analyzers.run.results import FindingStore
 from analyzers.run.runner import Pipeline
-from analyzers.run.schedule import run_due
+from analyzers.run.schedule import due_windows, run_due
 from simulator.maker.series import T0, Fleet
 from warehouse import catalog
 from warehouse.arrivals import ArrivalMarks
@@ -43,15 +43,30 @@ def test_r1_is_found_at_the_first_tick_after_its_300_s_of_data_arrived(
         return duckdb.connect(str(path), read_only=True)
 
     tick = T0 + timedelta(minutes=7)  # the next tick of the default 60 s schedule
-    results = run_due(Pipeline.default(), store, connect, tick, **KW)
+    results = run_due(Pipeline.default(), store, connect, tick, live=True, **KW)
     # the lateness alone would end the window at 5:00, before R1's 300 s of data
     assert [(r.window.start, r.window.end) for r in results] == [
         (T0, T0 + timedelta(minutes=5, seconds=50) + MS)
     ]
+    # only the settled part (the lateness bound) is kept as quantile panes
+    assert [r.window.settled_end for r in results] == [T0 + timedelta(minutes=5)]
     assert {(s.finding.rule_id, s.finding.job_id) for s in store.findings()} >= {("R1", "idle")}
     # nothing new arrived: the next tick's window ends where the lateness bound has moved on to
-    later = run_due(Pipeline.default(), store, connect, tick + timedelta(minutes=1), **KW)
+    later = run_due(
+        Pipeline.default(), store, connect, tick + timedelta(minutes=1), live=True, **KW
+    )
     assert [r.window.end for r in later] == [T0 + timedelta(minutes=6)]
+
+
+def test_celery_ticks_keep_the_lateness_bound(store: FindingStore, tmp_path: Path) -> None:
+    """Celery's window tasks carry no settled end, so its windows stop at the lateness bound."""
+    wall = Clock(T0 + timedelta(minutes=6, seconds=5))
+    marks = ArrivalMarks(store.engine, 86400, clock=wall)
+    land(Fleet().gpus("idle", "h1", range(1), 0, 6, **IDLE), tmp_path / "t.duckdb", marks, 0)
+    due = due_windows(store, T0 + timedelta(minutes=7), **KW)
+    assert [(d.window.end, d.window.settled_end) for d in due] == [
+        (T0 + timedelta(minutes=5), None)
+    ]
 
 
 def test_a_cluster_silent_past_the_lateness_does_not_hold_the_live_window_back(
@@ -88,9 +103,9 @@ def test_a_late_sample_after_the_live_run_reopens_nothing_lost(
         return duckdb.connect(str(path), read_only=True)
 
     tick = T0 + timedelta(minutes=7)
-    run_due(Pipeline.default(), store, connect, tick, **KW)
+    run_due(Pipeline.default(), store, connect, tick, live=True, **KW)
     assert ("R1", "late") not in {(s.finding.rule_id, s.finding.job_id) for s in store.findings()}
     wall.at = tick + timedelta(seconds=20)  # h2's first 6 minutes arrive late
     land(Fleet().gpus("late", "h2", range(1), 0, 6, **IDLE), path, marks, 1)
-    run_due(Pipeline.default(), store, connect, tick + timedelta(minutes=1), **KW)
+    run_due(Pipeline.default(), store, connect, tick + timedelta(minutes=1), live=True, **KW)
     assert ("R1", "late") in {(s.finding.rule_id, s.finding.job_id) for s in store.findings()}
