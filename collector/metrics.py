@@ -50,7 +50,7 @@ class AgentMetrics:
         )
         self.batches_dropped = Counter(
             "fleetscope_agent_batches_dropped_total",
-            "Batches dropped because the spool reached agent.spool_max_bytes.",
+            "Batches dropped because the spool reached agent.spool_max_bytes or its disk was full.",
             registry=r,
         )
         self._dropped_seen = 0

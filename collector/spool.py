@@ -5,16 +5,18 @@ oldest first) and `batch_id` (uuid4 hex) is chosen once, when the batch is seale
 of it, even after an agent restart, carries the same id and ingest can drop duplicates. Writes are
 atomic: a `.tmp-` file, fsync, rename, fsync of the folder (a crash leaves either the whole batch or
 a `.tmp-` file, which start-up deletes). Bounded: past `max_bytes` the oldest batches are
-dropped, and counted, so a week-long ingest outage cannot fill the host's disk. Batches ingest
+dropped, and counted, so a week-long ingest outage cannot fill the host's disk; a disk that is
+full anyway (ENOSPC on a write) drops the oldest the same way, and the agent keeps collecting. Batches ingest
 refused as malformed move to `<spool_dir>/dead/` with a `.reason` file next to them. Spooled
 batches are job data: files 0600 in 0700 folders whatever the umask (fleetscope.private).
 
-Must never: delete a batch that was not acknowledged, except to honour `max_bytes` (counted in
-`dropped`), or hand out batches out of order.
+Must never: delete a batch that was not acknowledged, except to honour `max_bytes` or a full
+disk (counted in `dropped`), or hand out batches out of order.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import threading
@@ -32,6 +34,7 @@ _SUFFIX = ".arrow"
 # many bytes, so the shipper sends them without reading the file back (the file is what makes a
 # batch durable; the copy only saves an open and a read per batch).
 _CACHE_BYTES = 8 * 1024 * 1024
+_DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 
 
 @dataclass(frozen=True, order=True)
@@ -96,45 +99,73 @@ class Spool:
         fsynced once, not once per batch (one folder sync per sealing tick). A crash
         before the return leaves each batch whole or as a `.tmp-` file, as before."""
         with self._lock:
-            staged: list[tuple[Path, SpooledBatch]] = []
+            staged: list[tuple[Path, SpooledBatch, bytes]] = []
             for table, body in sealed:
                 seq = self._next_seq
                 self._next_seq += 1
                 batch_id = uuid.uuid4().hex
                 name = f"{seq:016d}.{table}.{batch_id}{_SUFFIX}"
                 tmp = self.root / f".tmp-{name}"
-                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-                with os.fdopen(fd, "wb") as handle:
-                    handle.write(body)
-                    handle.flush()
-                    os.fsync(handle.fileno())
-                staged.append(
-                    (tmp, SpooledBatch(seq, table, batch_id, self.root / name, len(body)))
-                )
-            for tmp, batch in staged:
+                if not self._write(tmp, body, table):
+                    continue  # the disk is full with nothing of ours left to drop
+                batch = SpooledBatch(seq, table, batch_id, self.root / name, len(body))
+                staged.append((tmp, batch, body))
+            for tmp, batch, _ in staged:
                 os.replace(tmp, batch.path)
             if staged:
                 _fsync_dir(self.root)
-            for (_, body), (_, batch) in zip(sealed, staged, strict=True):
+            for _, batch, body in staged:
                 self._batches.append(batch)
                 self._bytes += batch.size
                 if self._cached + batch.size <= _CACHE_BYTES:
                     self._bodies[batch.seq] = body
                     self._cached += batch.size
                 while self._bytes > self.max_bytes and len(self._batches) > 1:
-                    oldest = self._batches.pop(0)
-                    self._uncache(oldest)
-                    oldest.path.unlink(missing_ok=True)
-                    self._bytes -= oldest.size
+                    self._drop_oldest(f"spool over agent.spool_max_bytes ({self.max_bytes} bytes)")
+            return [batch for _, batch, _ in staged]
+
+    def _write(self, tmp: Path, body: bytes, table: str) -> bool:
+        """Write and fsync `tmp`. On a full disk (ENOSPC, EDQUOT) drop the oldest spooled batch
+        and try again, as at the size cap: the newest data is worth most, and an agent that
+        raised here stopped collecting for good. False when the disk is full and no batch is
+        left to drop (something else filled it): the new batch is dropped, counted the same."""
+        while True:
+            try:
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                with os.fdopen(fd, "wb") as handle:
+                    handle.write(body)
+                    handle.flush()
+                    os.fsync(handle.fileno())
+                return True
+            except OSError as exc:
+                tmp.unlink(missing_ok=True)
+                if exc.errno not in _DISK_FULL:
+                    raise
+                if not self._batches:
                     self.dropped += 1
-                    log.warning(
-                        "spool over agent.spool_max_bytes (%d bytes): dropped the oldest batch "
-                        "%s (%d dropped since start)",
-                        self.max_bytes,
-                        oldest.path.name,
+                    log.error(
+                        "spool disk full (%s) and no spooled batch left to drop: dropped the "
+                        "new %s batch of %d bytes (%d dropped since start)",
+                        exc.strerror,
+                        table,
+                        len(body),
                         self.dropped,
                     )
-            return [batch for _, batch in staged]
+                    return False
+                self._drop_oldest(f"spool disk full ({exc.strerror})")
+
+    def _drop_oldest(self, why: str) -> None:
+        oldest = self._batches.pop(0)
+        self._uncache(oldest)
+        oldest.path.unlink(missing_ok=True)
+        self._bytes -= oldest.size
+        self.dropped += 1
+        log.warning(
+            "%s: dropped the oldest batch %s (%d dropped since start)",
+            why,
+            oldest.path.name,
+            self.dropped,
+        )
 
     def pending(self) -> list[SpooledBatch]:
         with self._lock:

@@ -15,6 +15,7 @@ I/O.
 
 from __future__ import annotations
 
+import hashlib
 import threading
 import time
 from collections import deque
@@ -28,7 +29,18 @@ from fleetscope.errors import IngestError
 from warehouse.batch_digest import CONFLICT_STATUS, conflict_message, content_digest
 from warehouse.shape_limits import SHAPE_STATUS, UNLIMITED, ShapeLimits, shape_refusal
 
-__all__ = ["BatchQueue", "Ticket"]
+__all__ = ["BatchQueue", "Part", "Ticket"]
+
+
+@dataclass(frozen=True)
+class Part:
+    """One ledger batch inside a ticket that carries several (`BatchQueue.submit_parts`): its
+    rows are `rows` rows of the ticket's data from `offset`, deduplicated under its own id."""
+
+    batch_id: str
+    offset: int
+    rows: int
+    digest: str
 
 
 @dataclass
@@ -46,6 +58,8 @@ class Ticket:
     duplicate: bool = False
     error: str | None = None
     status: int = 202  # 503: retry later with the same id; 422: this batch can never be stored
+    parts: tuple[Part, ...] = ()  # several ledger batches in one ticket; see submit_parts
+    children: list[Ticket] = field(default_factory=list)  # the parts' own answers, once done
     _done: threading.Event = field(default_factory=threading.Event)
 
     def wait(self, timeout_s: float) -> bool:
@@ -141,6 +155,47 @@ class BatchQueue:
             self._last_arrival = time.monotonic()
             # The writer re-reads `_last_arrival` when its idle wait ends: wake it only when a
             # group starts or fills.
+            if self._queued_rows >= self._flush_rows or len(self._queue) == 1:
+                self._cond.notify_all()
+            return ticket, False
+
+    def submit_parts(
+        self, table: str, data: pa.Table, parts: tuple[Part, ...], agent: str = ""
+    ) -> tuple[Ticket, bool]:
+        """Queue rows that are several ledger batches as ONE ticket: one queue entry, one wait.
+
+        Why: a remote_write request that completes a thousand scrapes would otherwise queue a
+        thousand tickets, each paying its own digest, copy and answer (issue 28 wants an answer
+        within 2 s). Each part keeps its own batch id and digest, so the writer deduplicates
+        and refuses (409) part by part exactly as for separate batches; its answer is in
+        `Ticket.children`, in `parts` order. The ticket's own id names the set of parts (a
+        retry of the same parts joins it while in flight); it never enters a ledger.
+        """
+        if sum(part.rows for part in parts) != data.num_rows:
+            raise ValueError("the parts must cover the rows exactly")
+        joined = hashlib.sha256("\n".join(p.batch_id for p in parts).encode()).hexdigest()
+        digest = hashlib.sha256("\n".join(p.digest for p in parts).encode()).hexdigest()
+        data = data.combine_chunks()
+        with self._cond:
+            if self._stopping:
+                raise IngestError(f"{self._owner} is shutting down; retry later", status=503)
+            batch_id = f"parts-{joined[:40]}"
+            existing = self._inflight.get(batch_id)
+            if existing is not None:
+                return existing, True
+            if self._queue and self._queued_rows + data.num_rows > self._queue_max_rows:
+                raise IngestError(
+                    f"{self._queue_name} queue is full ({self._queued_rows} rows waiting); retry later",
+                    status=503,
+                )
+            ticket = Ticket(
+                batch_id, table, data.num_rows, agent, data, datetime.now(UTC), "", digest[:32]
+            )
+            ticket.parts = parts
+            self._inflight[batch_id] = ticket
+            self._queue.append(ticket)
+            self._queued_rows += data.num_rows
+            self._last_arrival = time.monotonic()
             if self._queued_rows >= self._flush_rows or len(self._queue) == 1:
                 self._cond.notify_all()
             return ticket, False

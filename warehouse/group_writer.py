@@ -116,7 +116,11 @@ class GroupWriter(BatchQueue):
                 batch = self._take_group(self._has_other_work)
                 done = self._stopping and not batch and not self._has_other_work()
             if batch:
-                self._commit_groups(batch)
+                expanded = [part for ticket in batch for part in _expand(ticket)]
+                self._commit_groups(expanded)
+                for ticket in batch:
+                    if ticket.parts:
+                        self._answer_parts(ticket)
             self._other_work()
             if done:
                 return
@@ -181,8 +185,18 @@ class GroupWriter(BatchQueue):
         status: int = 202,
     ) -> None:
         with self._cond:
-            self._inflight.pop(ticket.batch_id, None)
+            if self._inflight.get(ticket.batch_id) is ticket:  # not a part's namesake
+                del self._inflight[ticket.batch_id]
             ticket._resolve(duplicate=duplicate, error=error, status=status)
+
+    def _answer_parts(self, ticket: Ticket) -> None:
+        """A ticket of several parts is answered once every part is: 503 if one must be retried
+        (the parts already stored come back as duplicates then), its parts' answers kept."""
+        retry = [child for child in ticket.children if child.status >= 500]
+        if retry:
+            self._answer(ticket, error=retry[0].error, status=retry[0].status)
+        else:
+            self._answer(ticket)
 
     def _run_hooks(self, commit: Commit) -> None:
         """The commit hooks on rows already durable: a hook's failure is logged, never the flush's."""
@@ -203,6 +217,27 @@ class GroupWriter(BatchQueue):
             stats.rows_committed[name] = stats.rows_committed.get(name, 0) + count
         stats.last_flush_rows = sum(rows.values())
         stats.last_flush_s = time.perf_counter() - started
+
+
+def _expand(ticket: Ticket) -> list[Ticket]:
+    """A ticket of several parts as one ticket per part (its `children`), so deduplication,
+    conflicts and poison isolation work part by part in every writer."""
+    if not ticket.parts:
+        return [ticket]
+    ticket.children = [
+        Ticket(
+            part.batch_id,
+            ticket.table,
+            part.rows,
+            ticket.agent,
+            ticket.data.slice(part.offset, part.rows),
+            ticket.received_at,
+            ticket.agent_version,
+            part.digest,
+        )
+        for part in ticket.parts
+    ]
+    return ticket.children
 
 
 def is_data_error(exc: BaseException) -> bool:

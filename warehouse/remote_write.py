@@ -16,11 +16,14 @@ scrape still waiting after `server.remote_write_hold_s` (the target stopped, Pro
 is stored as it is. Samples for a scrape already taken (a late shard, a retried request) are
 dropped and counted: each scrape is stored at most once.
 
-Idempotency: every scrape taken is one writer batch whose id is the hash of its (cluster, host,
+Idempotency: every scrape taken is one ledger batch whose id is the hash of its (cluster, host,
 timestamp) key, whichever receiver assembled it and whatever else was taken with it, so the
-ledger stores a scrape at most once across every receiver sharing it (the fleet's gateways). A
-batch that fails to commit keeps its id and is retried (by the next request or the flush thread)
-until it commits, so the ledger deduplicates it exactly; the request that took it is answered 503, and Prometheus re-sends the same body,
+ledger stores a scrape at most once across every receiver sharing it (the fleet's gateways). The
+scrapes one request (or flush) takes are submitted as ONE writer ticket with one part per scrape
+(warehouse.remote_write_units: one ticket per scrape made a 1,000-scrape catch-up request take
+seconds). A ticket with a part that fails to commit is kept whole and retried (by the next
+request or the flush thread) until it commits; its parts keep their ids, so the ledger
+deduplicates them exactly; the request that took it is answered 503, and Prometheus re-sends the same body,
 whose samples are then late and dropped. After a restart the taken-watermark per target is read
 back from the last 3 hours of gpu_samples (Prometheus cannot re-send anything older than its WAL,
 which keeps about 2 hours), so a request Prometheus re-sends across a restart is not stored twice.
@@ -47,7 +50,6 @@ scrape twice.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import threading
 import time
@@ -55,27 +57,20 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Final
 
-import pyarrow as pa
-
 from fleetscope.errors import ContractError, DecodeBudgetError, IngestError, PayloadTooLargeError
 from fleetscope.exposition import Sample
-from warehouse.prometheus_rows import (
-    DCGM_PREFIX,
-    ScrapeKey,
-    exporter_labels,
-    rows_for_scrape,
-    rows_to_table,
-    scrape_of,
-)
+from warehouse.batch_queue import Ticket
+from warehouse.prometheus_rows import DCGM_PREFIX, ScrapeKey, exporter_labels, scrape_of
 from warehouse.prompb import DecodeLimits, Series, decode_write_request, is_stale_marker
 from warehouse.remote_write_request import decode_limits
+from warehouse.remote_write_units import Unit, unit_of
 from warehouse.sink import BatchSink
 from warehouse.writer import Writer
 
 if TYPE_CHECKING:
     from fleetscope.settings import Settings
 
-__all__ = ["Assembler", "RemoteWrite", "Scrape"]
+__all__ = ["Assembler", "RemoteWrite", "Scrape", "unit_of"]
 
 log = logging.getLogger(__name__)
 
@@ -240,27 +235,6 @@ class Assembler:
         return out
 
 
-@dataclass(frozen=True)
-class Unit:
-    """Rows of scrapes taken together: one writer batch with a deterministic id."""
-
-    batch_id: str
-    table: pa.Table
-
-
-def unit_of(scrapes: list[Scrape]) -> Unit:
-    keys = sorted((s.key, s.ts_ms) for s in scrapes)
-    digest = hashlib.sha256(
-        "\n".join(f"{c}\t{h}\t{ts}" for (c, h), ts in keys).encode()
-    ).hexdigest()
-    rows = [
-        row
-        for scrape in sorted(scrapes, key=lambda s: (s.ts_ms, s.key))
-        for row in rows_for_scrape(scrape.key, scrape.ts_ms, scrape.samples.values())
-    ]
-    return Unit(f"prw-{digest[:40]}", rows_to_table(rows))
-
-
 class RemoteWrite:
     """Decodes requests, assembles scrapes, commits them through the writer; see the docstring.
 
@@ -364,13 +338,13 @@ class RemoteWrite:
             self.requests += 1
             self.assembler.add(series)
             retries, scrapes = self._take_locked(everything=False, all_targets=False)
-        self._commit(retries, [unit_of([scrape]) for scrape in scrapes])
+        self._commit(retries, [unit_of(scrapes)] if scrapes else [])
 
     def flush(self, *, everything: bool = False) -> None:
         """Store what is due (or everything); the flush thread and `stop` call this."""
         with self._lock:
             retries, scrapes = self._take_locked(everything=everything, all_targets=True)
-        self._commit(retries, [unit_of([scrape]) for scrape in scrapes])
+        self._commit(retries, [unit_of(scrapes)] if scrapes else [])
 
     def start(self) -> None:
         hold_s = self._assembler_args[1]
@@ -409,14 +383,13 @@ class RemoteWrite:
         return units, self._assembler.take(everything=everything, all_targets=all_targets)
 
     def _commit(self, retries: list[Unit], fresh: list[Unit]) -> None:
-        """Submit and wait; `fresh` units were never submitted by this receiver, so a duplicate
-        answer for one means another receiver stored the same scrapes (counted, warned)."""
+        """Submit and wait, one ticket per unit; `fresh` units were never submitted by this
+        receiver, so a duplicate part in one means another receiver stored that scrape."""
         failed: list[Unit] = []
         waiting = []
-        first_tries = {unit.batch_id for unit in fresh}
         for unit in retries + fresh:
             try:
-                ticket, _ = self._writer.submit("gpu_samples", unit.table, unit.batch_id, AGENT)
+                ticket, _ = self._writer.submit_parts("gpu_samples", unit.table, unit.parts, AGENT)
             except IngestError:
                 failed.append(unit)
             else:
@@ -424,31 +397,10 @@ class RemoteWrite:
         for unit, ticket in waiting:
             if not ticket.wait(self._commit_timeout_s):
                 failed.append(unit)
-            elif ticket.conflicted:
-                # another receiver stored other parts of these scrapes under the same id first
-                # (split shards): the ledger keeps the first part, as for a duplicate
-                self.already_stored += 1
-                log.warning(
-                    "remote_write: batch %s was stored first with other content by another "
-                    "receiver (one Prometheus's shards split over several gateways)",
-                    unit.batch_id,
-                )
-            elif ticket.error is not None and ticket.status < 500:
-                # the writer can never store it (poison isolation): retrying would block the rest
-                log.error(
-                    "remote_write: batch %s refused for good: %s", unit.batch_id, ticket.error
-                )
-            elif ticket.error is not None:
-                failed.append(unit)
-            elif not ticket.duplicate:
-                self.rows_stored += unit.table.num_rows
-            elif unit.batch_id in first_tries:
-                self.already_stored += 1
-                log.warning(
-                    "remote_write: batch %s was already stored by another receiver (a re-send "
-                    "after a failover, or one Prometheus's shards reaching several gateways)",
-                    unit.batch_id,
-                )
+                continue
+            self._account(ticket, first_try=any(unit is one for one in fresh))
+            if ticket.error is not None and ticket.status >= 500:
+                failed.append(unit)  # retried whole: its stored parts come back duplicates
         if failed:
             with self._lock:
                 self._retry = failed + self._retry
@@ -456,6 +408,37 @@ class RemoteWrite:
                 f"{len(failed)} batch(es) of assembled scrapes are not committed yet; "
                 "they are kept and retried",
                 status=503,
+            )
+
+    def _account(self, ticket: Ticket, *, first_try: bool) -> None:
+        """Count the answer of each part (one scrape) of a done ticket."""
+        elsewhere = conflicted = 0
+        for part in ticket.children:
+            if part.conflicted:
+                # another receiver stored other parts of this scrape under the same id first
+                # (split shards): the ledger keeps the first part, as for a duplicate
+                conflicted += 1
+            elif part.error is not None and part.status < 500:
+                # the writer can never store it (poison isolation): retrying would block the rest
+                log.error("remote_write: batch %s refused for good: %s", part.batch_id, part.error)
+            elif part.error is not None:
+                continue
+            elif not part.duplicate:
+                self.rows_stored += part.rows
+            elif first_try:
+                elsewhere += 1
+        self.already_stored += elsewhere + conflicted
+        if conflicted:
+            log.warning(
+                "remote_write: %d scrape(s) were stored first with other content by another "
+                "receiver (one Prometheus's shards split over several gateways)",
+                conflicted,
+            )
+        if elsewhere:
+            log.warning(
+                "remote_write: %d scrape(s) were already stored by another receiver (a re-send "
+                "after a failover, or one Prometheus's shards reaching several gateways)",
+                elsewhere,
             )
 
 

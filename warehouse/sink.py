@@ -10,7 +10,7 @@ from typing import Protocol
 
 import pyarrow as pa
 
-from warehouse.batch_queue import Ticket
+from warehouse.batch_queue import Part, Ticket
 from warehouse.writer import WriterStats
 
 
@@ -22,4 +22,8 @@ class BatchSink(Protocol):
 
     def submit(
         self, table: str, data: pa.Table, batch_id: str, agent: str = "", agent_version: str = ""
+    ) -> tuple[Ticket, bool]: ...
+
+    def submit_parts(
+        self, table: str, data: pa.Table, parts: tuple[Part, ...], agent: str = ""
     ) -> tuple[Ticket, bool]: ...

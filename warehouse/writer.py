@@ -150,7 +150,8 @@ class Writer(GroupWriter):
             }
             fresh = [t for t in tickets if t.batch_id not in known]
             tables = {
-                name: pa.concat_tables([t.data for t in fresh if t.table == name])
+                # parts of one ticket are slices of its table: one chunk again (issue 27)
+                name: pa.concat_tables([t.data for t in fresh if t.table == name]).combine_chunks()
                 for name in self._tables
                 if any(t.table == name for t in fresh)
             }

@@ -8,7 +8,7 @@ Never prints; never touches the warehouse (`document.analysis_document` is what 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -47,14 +47,16 @@ def load_trace_set(
     path: str | Path,
     *,
     hta_compatible: bool = False,
-    raws: Sequence[RawTrace] | None = None,
+    raws: Iterable[RawTrace] | None = None,
     load: Callable[[Path], RawTrace] = load_raw_trace,
 ) -> TraceSet:
     """Parse a trace file or a folder of per-rank files and prepare it for the analyses.
 
-    `load` reads one file (tests pass a cached or alternative loader)."""
+    `load` reads one file (tests pass a cached or alternative loader). Files are read one at a
+    time, each reduced to its rank's frame before the next is read (issue 29), so the loader's
+    raw columns add one rank to the peak, not the set."""
     if raws is None:
-        raws = [load(p) for p in find_trace_files(path)]
+        raws = (load(p) for p in find_trace_files(path))
     return prepare_hta(raws) if hta_compatible else prepare_native(raws)
 
 

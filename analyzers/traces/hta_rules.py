@@ -21,13 +21,15 @@ Never used in native mode; never reads files.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable
+from pathlib import Path
 
 import numpy as np
 
 from analyzers.traces.classify import classify_hta_050
 from analyzers.traces.frame import I64, Mask, Mode, RankFrame, TraceSet
 from analyzers.traces.load import RawTrace
+from fleetscope.errors import TraceError
 
 __all__ = ["hta_gpu_filter", "prepare_hta"]
 
@@ -147,25 +149,38 @@ def _filter_iterations(frame: RankFrame, step_names: set[str]) -> RankFrame:
     return _take(frame, rows)
 
 
-def prepare_hta(raws: Sequence[RawTrace]) -> TraceSet:
-    """A `TraceSet` under HTA 0.5.0's load rules; `raws` in file order (later wins a rank)."""
+def prepare_hta(raws: Iterable[RawTrace]) -> TraceSet:
+    """A `TraceSet` under HTA 0.5.0's load rules; `raws` in file order (later wins a rank).
+
+    `raws` is consumed one file at a time and each is reduced to its frame before the next is
+    read (issue 29): a generator of loaded files keeps one file's raw columns alive, not the
+    set's. Alignment and the iteration filter then replace one rank's frame at a time."""
     notes: list[str] = []
-    by_rank: dict[int, RawTrace] = {}
+    frames: dict[int, RankFrame] = {}
+    paths: dict[int, Path] = {}
+    first: Path | None = None
+    count = 0
     for raw in raws:
+        first, count = first or raw.path, count + 1
         rank = raw.hta_rank if raw.hta_rank is not None else 0
-        if rank in by_rank:
+        if rank in paths:
             notes.append(
-                f"HTA rank {rank}: {by_rank[rank].path.name} replaced by {raw.path.name} "
+                f"HTA rank {rank}: {paths[rank].name} replaced by {raw.path.name} "
                 "(HTA keeps the later file of a rank)"
             )
-        by_rank[rank] = raw
-    frames = {rank: _frame(raw, rank) for rank, raw in sorted(by_rank.items())}
+        paths[rank] = raw.path
+        frames[rank] = _frame(raw, rank)
+        del raw  # its columns die here, before the next file is read
+    if first is None:
+        raise TraceError("no trace files to prepare")
+    frames = {rank: frames[rank] for rank in sorted(frames)}
     non_empty = [f.ts.min() for f in frames.values() if len(f)]
     min_ts = min(non_empty) if non_empty else 0.0
     for frame in frames.values():
         frame.ts = frame.ts - min_ts
     step_names = {s for f in frames.values() for s in f.names if "ProfilerStep" in s}
     if len(step_names) > 1:
-        frames = {rank: _filter_iterations(f, step_names) for rank, f in frames.items()}
-    source = raws[0].path.parent if len(raws) > 1 else raws[0].path
+        for rank in list(frames):  # one rank's unfiltered frame at a time
+            frames[rank] = _filter_iterations(frames[rank], step_names)
+    source = first.parent if count > 1 else first
     return TraceSet(Mode.HTA, frames, source, origin_us=float(min_ts), notes=notes)

@@ -17,7 +17,8 @@ Never reads files; never imports pandas.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable
+from pathlib import Path
 
 import numpy as np
 
@@ -48,49 +49,62 @@ def _link_launches(frame: RankFrame) -> I64:
     return out
 
 
-def prepare_native(raws: Sequence[RawTrace], classifier: str = "fleetscope") -> TraceSet:
-    """A `TraceSet` under fleetscope's definitions; see the module docstring."""
-    by_rank: dict[int, RawTrace] = {}
+def prepare_native(raws: Iterable[RawTrace], classifier: str = "fleetscope") -> TraceSet:
+    """A `TraceSet` under fleetscope's definitions; see the module docstring.
+
+    `raws` is consumed one file at a time, each reduced to its frame before the next is read
+    (issue 29; see `hta_rules.prepare_hta`)."""
+    paths: dict[int, Path] = {}
+    frames: dict[int, RankFrame] = {}
+    first: Path | None = None
+    count = 0
     for raw in raws:
-        if raw.rank in by_rank:
+        first, count = first or raw.path, count + 1
+        if raw.rank in paths:
             raise TraceError(
-                f"{by_rank[raw.rank].path.name} and {raw.path.name} both claim rank {raw.rank}; "
+                f"{paths[raw.rank].name} and {raw.path.name} both claim rank {raw.rank}; "
                 "analyze them separately (one folder per profiling session)"
             )
-        by_rank[raw.rank] = raw
-    frames: dict[int, RankFrame] = {}
-    for rank, raw in sorted(by_rank.items()):
-        frame = RankFrame(
-            rank=rank,
-            path=raw.path,
-            metadata=raw.metadata,
-            names=raw.names,
-            classifier=CLASSIFIERS[classifier],
-            index=raw.index,
-            cat=raw.cat,
-            name=raw.name,
-            pid=raw.pid,
-            tid=raw.tid,
-            ts=raw.ts,
-            dur=raw.dur,
-            stream=raw.stream,
-            correlation=raw.correlation,
-            memory_bw_gbps=raw.memory_bw_gbps,
-            bytes=raw.bytes,
-            external_id=raw.external_id,
-            index_correlation=np.zeros(0, dtype=np.int64),
-            ts_int=False,
-            mem_ts=raw.mem_ts,
-            mem_device_type=raw.mem_device_type,
-            mem_total_allocated=raw.mem_total_allocated,
-        )
-        frame.index_correlation = _link_launches(frame)
-        frames[rank] = frame
+        paths[raw.rank] = raw.path
+        frames[raw.rank] = _frame(raw, classifier)
+        del raw  # its columns die here, before the next file is read
+    if first is None:
+        raise TraceError("no trace files to prepare")
+    frames = {rank: frames[rank] for rank in sorted(frames)}
     starts = [float(f.ts.min()) for f in frames.values() if len(f)]
     origin = min(starts) if starts else 0.0
     for frame in frames.values():
         frame.ts = frame.ts - origin
         if len(frame.mem_ts):
             frame.mem_ts = frame.mem_ts - origin
-    source = raws[0].path.parent if len(raws) > 1 else raws[0].path
+    source = first.parent if count > 1 else first
     return TraceSet(Mode.NATIVE, frames, source, origin_us=origin)
+
+
+def _frame(raw: RawTrace, classifier: str) -> RankFrame:
+    frame = RankFrame(
+        rank=raw.rank,
+        path=raw.path,
+        metadata=raw.metadata,
+        names=raw.names,
+        classifier=CLASSIFIERS[classifier],
+        index=raw.index,
+        cat=raw.cat,
+        name=raw.name,
+        pid=raw.pid,
+        tid=raw.tid,
+        ts=raw.ts,
+        dur=raw.dur,
+        stream=raw.stream,
+        correlation=raw.correlation,
+        memory_bw_gbps=raw.memory_bw_gbps,
+        bytes=raw.bytes,
+        external_id=raw.external_id,
+        index_correlation=np.zeros(0, dtype=np.int64),
+        ts_int=False,
+        mem_ts=raw.mem_ts,
+        mem_device_type=raw.mem_device_type,
+        mem_total_allocated=raw.mem_total_allocated,
+    )
+    frame.index_correlation = _link_launches(frame)
+    return frame

@@ -102,4 +102,4 @@ def test_job_report_and_plan_print_the_same_in_both_modes(
     report_e = _report(embedded, tmp_path / "out-embedded", monkeypatch, capsys)
     report_f = _report(fleet, tmp_path / "out-fleet", monkeypatch, capsys)
     assert report_f == report_e
-    assert "- GPU-hours used: **8.0**" in report_f
+    assert "- GPU-hours allocated: **8.0**" in report_f

@@ -125,7 +125,7 @@ class FleetWriter(GroupWriter):
             mine = [t for t in tickets if verdicts[t.batch_id][0] == "mine"]
             recovered = [t for t in tickets if verdicts[t.batch_id][0] == RECOVERED]
             if mine:
-                data = pa.concat_tables([t.data for t in mine])
+                data = pa.concat_tables([t.data for t in mine]).combine_chunks()
                 self._commit(name, data, flush_id, claimed + self._lease_s)
                 landed = True
             self._run_landed_hooks(name, mine + recovered)

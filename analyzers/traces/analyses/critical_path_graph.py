@@ -7,6 +7,7 @@ has one edge per event and the longest path is sequential); arrays where a step 
 from __future__ import annotations
 
 import math
+from array import array
 from collections import deque
 
 import numpy as np
@@ -116,16 +117,20 @@ class Graph:
         self.ts_list: list[float] = self.node_ts.tolist()
         self.start_list: list[bool] = self.node_start.tolist()
         self.row_list: list[int] = self.node_row.tolist()
-        self.src: list[int] = []
-        self.dst: list[int] = []
-        self.kind: list[int] = []
-        self.weight: list[float] = []
-        self.attr: list[int] = []
-        self.edge_at: dict[tuple[int, int], int] = {}
+        # Edges as typed arrays and their (u, v) keys as one int: a rank's every-step graph
+        # holds millions of edges, and Python lists of boxed numbers and tuple keys made it
+        # the peak of a whole multi-rank command (issue 29, bench/RESULTS.md).
+        self.src = array("q")
+        self.dst = array("q")
+        self.kind = array("q")
+        self.weight = array("d")
+        self.attr = array("q")
+        self._nodes = 2 * n
+        self.edge_at: dict[int, int] = {}
 
     def add(self, u: int, v: int, kind: int, attr: int = -1, zero: bool = False) -> None:
         w = 0.0 if zero or kind in _NO_TIME else self.ts_list[v] - self.ts_list[u]
-        key = (u, v)
+        key = u * self._nodes + v
         i = self.edge_at.get(key)
         if i is not None:  # networkx keeps one edge per pair: the last one added
             self.kind[i], self.weight[i], self.attr[i] = kind, w, attr
@@ -277,13 +282,26 @@ class Graph:
     def longest_path(self) -> list[int]:
         """Edge ids of networkx's `dag_longest_path` (weights <= -1 as 0); raises on a cycle."""
         n = len(self.node_ts)
-        pred: list[list[int]] = [[] for _ in range(n)]
-        succ: list[list[int]] = [[] for _ in range(n)]
-        indeg = [0] * n
-        for i, (u, v) in enumerate(zip(self.src, self.dst, strict=True)):
-            pred[v].append(i)
-            succ[u].append(v)
-            indeg[v] += 1
+        src = np.frombuffer(self.src, dtype=np.int64) if len(self.src) else np.zeros(0, np.int64)
+        dst = np.frombuffer(self.dst, dtype=np.int64) if len(self.dst) else np.zeros(0, np.int64)
+        # Each node's incoming edge ids and outgoing targets in the order the edges were added
+        # (a stable sort), as one flat list and offsets instead of a list per node.
+        pred_ids: list[int] = np.argsort(dst, kind="stable").tolist()
+        pred_at: list[int] = (
+            np.searchsorted(
+                dst, np.arange(n + 1), sorter=np.asarray(pred_ids, dtype=np.int64)
+            ).tolist()
+            if n
+            else [0]
+        )
+        by_src = np.argsort(src, kind="stable")
+        succ_ids: list[int] = dst[by_src].tolist()
+        succ_at: list[int] = (
+            np.searchsorted(src, np.arange(n + 1), sorter=by_src).tolist() if n else [0]
+        )
+        del by_src
+        indeg: list[int] = np.bincount(dst, minlength=n).tolist()
+        src_list: list[int] = src.tolist()
         w = [0.0 if x <= -1 else x for x in self.weight]
         ready = deque(k for k in range(n) if indeg[k] == 0)
         dist = [0.0] * n
@@ -293,13 +311,13 @@ class Graph:
             v = ready.popleft()
             seen += 1
             best, best_edge = 0.0, -1
-            for i in pred[v]:
-                cand = dist[self.src[i]] + w[i]
+            for i in pred_ids[pred_at[v] : pred_at[v + 1]]:
+                cand = dist[src_list[i]] + w[i]
                 if best_edge < 0 or cand > best:
                     best, best_edge = cand, i
             if best_edge >= 0 and best >= 0:
                 dist[v], via[v] = best, best_edge
-            for x in succ[v]:
+            for x in succ_ids[succ_at[v] : succ_at[v + 1]]:
                 indeg[x] -= 1
                 if indeg[x] == 0:
                     ready.append(x)
