@@ -171,9 +171,10 @@ def test_skipped_buckets_are_a_gauge_and_a_cli_list(
 
     config = tmp_path / "fleetscope.toml"
     config.write_text(f'[core]\ndata_dir = "{tmp_path / "var"}"\n')
+    (tmp_path / "var").mkdir()  # a server's data folder (the CLI refuses a missing one)
+    store = FindingStore(catalog.connect(f"sqlite:///{tmp_path / 'var' / 'catalog.sqlite'}"))
     assert main(["--config", str(config), "analyzers", "--skipped"]) == 0
     assert "no bucket skipped" in capsys.readouterr().out
-    store = FindingStore(catalog.connect(f"sqlite:///{tmp_path / 'var' / 'catalog.sqlite'}"))
     store.mark_bucket("0/1", T0, T0 + 10 * DAY, "skipped")
     assert main(["--config", str(config), "analyzers", "--skipped"]) == 0
     assert capsys.readouterr().out == (
