@@ -27,7 +27,7 @@ def _mebibytes(value: str) -> float:
 
 
 def test_daemonset_matches_dcgm_exporter_placement_and_is_small() -> None:
-    docs = list(yaml.safe_load_all((DEPLOY / "kubernetes" / "daemonset.yaml").read_text()))
+    docs = list(yaml.safe_load_all((DEPLOY / "kubernetes" / "base" / "agent.yaml").read_text()))
     (ds,) = [d for d in docs if d["kind"] == "DaemonSet"]
     assert ds["apiVersion"] == "apps/v1"
     spec: dict[str, Any] = ds["spec"]

@@ -28,7 +28,7 @@ from simulator.maker.batches import EPOCH_MS, gpu_batch
 from simulator.maker.series import T0, Fleet
 from simulator.wire import TEST_TOKEN, post_batch
 from tests.fleet.conftest import land_as_dead_gateway
-from tests.fleet.test_fleet_e2e import env_for
+from tests.fleet.test_fleet_e2e import env_for, recipe_config
 from warehouse.catalog import arrivals
 from warehouse.catalog.base import database_clock
 from warehouse.fleet import reader
@@ -123,7 +123,7 @@ def test_day_old_samples_at_a_gateway_get_findings_from_beat_and_a_worker_withou
 
     settings = gateway.settings
     env = {
-        **env_for(settings),
+        **env_for(settings, recipe_config(settings, tmp_path / "fleetscope.toml"), 0),
         "FLEETSCOPE_CELERY_BROKER_URL": BROKER_DB,
         "FLEETSCOPE_SCHEDULER_INTERVAL_S": "2",
         "FLEETSCOPE_ANALYZERS_LATENESS_S": "0",

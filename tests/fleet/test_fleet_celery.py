@@ -25,7 +25,7 @@ from analyzers.sketch.core import QuantileSketch
 from fleetscope.settings import Settings
 from simulator.maker.series import T0, Fleet
 from simulator.wire import TEST_TOKEN, post_batch
-from tests.fleet.test_fleet_e2e import env_for
+from tests.fleet.test_fleet_e2e import env_for, recipe_config
 from warehouse.fleet import reader
 from warehouse.fleet.gateway import Gateway
 
@@ -64,7 +64,10 @@ def test_partitions_analyzed_on_two_workers_merge_into_the_whole_runs_answer(
     loaded: Settings, tmp_path: Path
 ) -> None:
     queue = f"fleet-test-{uuid.uuid4().hex[:8]}"
-    env = {**env_for(loaded), "FLEETSCOPE_CELERY_BROKER_URL": BROKER}
+    env = {
+        **env_for(loaded, recipe_config(loaded, tmp_path / "fleetscope.toml"), 0),
+        "FLEETSCOPE_CELERY_BROKER_URL": BROKER,
+    }
     log = (tmp_path / "worker.log").open("wb")
     worker = subprocess.Popen(
         [sys.executable, "-m", "celery", "-A", "analyzers.run.celery_app", "worker",

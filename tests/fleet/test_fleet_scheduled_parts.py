@@ -30,7 +30,7 @@ from analyzers.run.schedule import WATERMARK_KEY, run_due
 from fleetscope.settings import Settings
 from simulator.maker.series import T0, Fleet
 from simulator.wire import TEST_TOKEN, post_batch
-from tests.fleet.test_fleet_e2e import env_for
+from tests.fleet.test_fleet_e2e import env_for, recipe_config
 from warehouse import catalog
 from warehouse import reader as embedded_reader
 from warehouse.catalog.fleet import Job, upsert_jobs
@@ -171,8 +171,10 @@ def test_a_scheduled_fleet_window_reads_per_cluster_and_stores_what_embedded_mod
     assert [(r.window.start, r.window.end, r.errors) for r in ran] == [(T0, T0 + DAY, {})]
 
     # fleet mode: beat's tick on two real workers, as on two machines: local folders differ
+    # docs/fleet.md's settings file, as every fleet process reads it (the workers bind no port).
+    config = recipe_config(settings, tmp_path / "fleetscope.toml")
     env = {
-        **env_for(settings),
+        **env_for(settings, config, 0),
         "FLEETSCOPE_CELERY_BROKER_URL": broker,
         "FLEETSCOPE_ANALYZERS_LATENESS_S": "0",
         "FLEETSCOPE_ANALYZERS_PARTITIONS": "2",  # fleet mode still sends one slice per window

@@ -20,7 +20,7 @@ from fleetscope.settings import Settings
 from simulator.maker.batches import EPOCH_MS, gpu_batch
 from simulator.wire import TEST_TOKEN, post_batch
 from tests.fleet.test_fleet_celery import BROKER
-from tests.fleet.test_fleet_e2e import env_for
+from tests.fleet.test_fleet_e2e import env_for, recipe_config
 from warehouse.fleet import orphans, reader, upkeep
 from warehouse.fleet.gateway import Gateway
 from warehouse.fleet.rollup import MERGE_COLUMNS, ROLLUP_1H, rollup_rows
@@ -234,7 +234,7 @@ def test_a_celery_worker_keeps_the_rollup_table_through_the_upkeep_tasks(
     finally:
         gw.stop()
     queue = f"fleet-test-{uuid.uuid4().hex[:8]}"
-    env = {**env_for(settings), "FLEETSCOPE_CELERY_BROKER_URL": BROKER,
+    env = {**env_for(settings, recipe_config(settings, tmp_path / "fleetscope.toml"), 0), "FLEETSCOPE_CELERY_BROKER_URL": BROKER,
            "FLEETSCOPE_WAREHOUSE_RAW_RETENTION_DAYS": "0"}  # fmt: skip
     log = (tmp_path / "worker.log").open("wb")
     worker = subprocess.Popen(
