@@ -141,22 +141,10 @@ class BatchQueue:
                 return _refused(table, data, batch_id, agent, error, CONFLICT_STATUS), False
             if existing is not None:
                 return existing, True
-            if self._queue and self._queued_rows + data.num_rows > self._queue_max_rows:
-                raise IngestError(
-                    f"{self._queue_name} queue is full ({self._queued_rows} rows waiting); retry later",
-                    status=503,
-                )
             ticket = Ticket(
                 batch_id, table, data.num_rows, agent, data, received_at, agent_version, digest
             )
-            self._inflight[batch_id] = ticket
-            self._queue.append(ticket)
-            self._queued_rows += data.num_rows
-            self._last_arrival = time.monotonic()
-            # The writer re-reads `_last_arrival` when its idle wait ends: wake it only when a
-            # group starts or fills.
-            if self._queued_rows >= self._flush_rows or len(self._queue) == 1:
-                self._cond.notify_all()
+            self._enqueue_locked(ticket)
             return ticket, False
 
     def submit_parts(
@@ -183,22 +171,28 @@ class BatchQueue:
             existing = self._inflight.get(batch_id)
             if existing is not None:
                 return existing, True
-            if self._queue and self._queued_rows + data.num_rows > self._queue_max_rows:
-                raise IngestError(
-                    f"{self._queue_name} queue is full ({self._queued_rows} rows waiting); retry later",
-                    status=503,
-                )
             ticket = Ticket(
                 batch_id, table, data.num_rows, agent, data, datetime.now(UTC), "", digest[:32]
             )
             ticket.parts = parts
-            self._inflight[batch_id] = ticket
-            self._queue.append(ticket)
-            self._queued_rows += data.num_rows
-            self._last_arrival = time.monotonic()
-            if self._queued_rows >= self._flush_rows or len(self._queue) == 1:
-                self._cond.notify_all()
+            self._enqueue_locked(ticket)
             return ticket, False
+
+    def _enqueue_locked(self, ticket: Ticket) -> None:
+        """Queue a new ticket, or refuse it when the queue is full (503); the caller holds the lock."""
+        if self._queue and self._queued_rows + ticket.rows > self._queue_max_rows:
+            raise IngestError(
+                f"{self._queue_name} queue is full ({self._queued_rows} rows waiting); retry later",
+                status=503,
+            )
+        self._inflight[ticket.batch_id] = ticket
+        self._queue.append(ticket)
+        self._queued_rows += ticket.rows
+        self._last_arrival = time.monotonic()
+        # The writer re-reads `_last_arrival` when its idle wait ends: wake it only when a group
+        # starts or fills.
+        if self._queued_rows >= self._flush_rows or len(self._queue) == 1:
+            self._cond.notify_all()
 
     def _take_group(self, other_work: Callable[[], bool] = lambda: False) -> list[Ticket]:
         """With `_cond` held: wait for a batch (or `other_work`, or stopping), then for its group

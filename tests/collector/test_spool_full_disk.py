@@ -9,8 +9,6 @@ above it, so only the disk can refuse. Needs root to mount (CI runs as root).
 from __future__ import annotations
 
 import logging
-import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,21 +22,15 @@ from collector.metrics import AgentMetrics
 from collector.shipper import Shipper
 from collector.spool import Spool
 from simulator.maker.batches import EPOCH_MS, gpu_batch
+from tests.tmpfs import small_tmpfs
 
 ROWS = 8 * 50  # gpu_batch: 8 GPUs x 50 timestamps, about 63 KB on the wire
 
 
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
-    if os.geteuid() != 0:
-        pytest.skip("mounting a small tmpfs needs root (CI runs as root)")
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(disk)], check=True)
-    try:
+    with small_tmpfs(tmp_path / "disk", "1m") as disk:
         yield disk
-    finally:
-        subprocess.run(["umount", "-l", str(disk)], check=True)
 
 
 def rows(n: int) -> list[dict[str, object]]:

@@ -10,7 +10,6 @@ Needs root to mount (CI runs as root).
 from __future__ import annotations
 
 import os
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +21,7 @@ from fleetscope.settings import Settings
 from simulator.maker.batches import EPOCH_MS, gpu_batch
 from simulator.wire import TEST_TOKEN as TOKEN
 from simulator.wire import Answer, post_batch
+from tests.tmpfs import small_tmpfs
 from warehouse import reader
 from warehouse.runtime import Server
 
@@ -30,15 +30,8 @@ ROWS_PER_BATCH = 80  # 10 timestamps x 8 GPUs
 
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
-    if os.geteuid() != 0:
-        pytest.skip("mounting a small tmpfs needs root (CI runs as root)")
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(disk)], check=True)
-    try:
+    with small_tmpfs(tmp_path / "disk", "16m") as disk:
         yield disk
-    finally:
-        subprocess.run(["umount", "-l", str(disk)], check=True)
 
 
 def batch(i: int) -> pa.Table:
