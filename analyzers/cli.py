@@ -52,21 +52,21 @@ def parse_time(text: str) -> datetime:
 def _store(settings: Settings) -> FindingStore:
     from analyzers.run.results import FindingStore
     from warehouse import catalog
-    from warehouse.paths import WarehousePaths
+    from warehouse.storage.paths import WarehousePaths
 
     return FindingStore(catalog.connect(WarehousePaths.from_settings(settings).catalog_url))
 
 
 def _telemetry(settings: Settings) -> duckdb.DuckDBPyConnection:
-    from warehouse.reader import connect
+    from warehouse.read.reader import connect
 
     return connect(settings)
 
 
 def _job_telemetry(settings: Settings, job_id: str) -> duckdb.DuckDBPyConnection:
     """The job's telemetry in either mode: in fleet mode only the days of the job's samples are
-    read (warehouse.window_reader.job_span), an empty window for a job without any."""
-    from warehouse.window_reader import WINDOWED, job_span, open_window
+    read (warehouse.read.window_reader.job_span), an empty window for a job without any."""
+    from warehouse.read.window_reader import WINDOWED, job_span, open_window
 
     if settings.server.mode not in WINDOWED:
         return _telemetry(settings)

@@ -99,7 +99,7 @@ SERVER_MODES = ("embedded", "fleet")
 
 def setup(server: Any) -> None:
     """Register the collector on the server's registry and refresh it on a thread of its own
-    (warehouse.runtime plug-in hook), so a scrape never waits for a warehouse query; it serves
+    (warehouse.ingest.runtime plug-in hook), so a scrape never waits for a warehouse query; it serves
     the families while this server leads the export (always, on an embedded server)."""
     from analyzers.prometheus_sources import SOURCES
 

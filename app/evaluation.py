@@ -8,7 +8,7 @@ periodic evaluation, MIG slices, jobs that move hosts, missing scrapes, jobs wit
 fields) and writes, per job, the rules that should fire and the GPU-hours each wastes
 (simulator/truth.py), and per user whether R4 should fire (simulator/users.py). Here the batch tables go
 through the real pipeline: published as warehouse segments, read back through
-`warehouse.reader`, analyzed by every registered analyzer, landed in a real catalog, read back by
+`warehouse.read.reader`, analyzed by every registered analyzer, landed in a real catalog, read back by
 the store. Per rule: precision and recall over jobs, and the relative error of the summed wasted
 GPU-hours over the jobs both agree on.
 
@@ -124,8 +124,8 @@ def evaluate(hosts: int = 8, hours: float = 12.0, seed: int = 7, step_s: int = 1
     from simulator.fleet import FleetSpec
     from simulator.sim import FleetSimulator
     from warehouse import catalog as warehouse_catalog
-    from warehouse.reader import open_segments
-    from warehouse.segments import SegmentStore
+    from warehouse.read.reader import open_segments
+    from warehouse.storage.segments import SegmentStore
 
     seconds: dict[str, float] = {}
     began = time.perf_counter()

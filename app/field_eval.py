@@ -85,11 +85,11 @@ def write_field_warehouse(tmp: Path, engine: Engine, hours: float = 6.0) -> dict
     from fleetscope.exposition import parse
     from fleetscope.normalize import normalize_samples
     from simulator.field_fleet import jobs, pages, step_rows
-    from warehouse.arrivals import ArrivalMarks
     from warehouse.catalog.fleet import Job, upsert_jobs
-    from warehouse.prometheus_rows import rows_to_table
-    from warehouse.segments import SegmentStore
-    from warehouse.writer import Commit
+    from warehouse.prometheus.rows import rows_to_table
+    from warehouse.storage.arrival_hook import ArrivalMarks
+    from warehouse.storage.segments import SegmentStore
+    from warehouse.storage.writer import Commit
 
     origin_ms = int(ORIGIN.timestamp() * 1000)
     resolver = AttributionResolver([HpcJobLabel(), PodLabels()])
@@ -155,7 +155,7 @@ def evaluate_field(hours: float = 6.0) -> FieldReport:
     from analyzers.run.schedule import run_due
     from fleetscope.settings import load_settings
     from warehouse import catalog as warehouse_catalog
-    from warehouse.reader import open_segments
+    from warehouse.read.reader import open_segments
 
     with tempfile.TemporaryDirectory(prefix="fleetscope-field-") as tmp_name:
         tmp = Path(tmp_name)

@@ -5,7 +5,7 @@ partitions), same data, same run.
     .venv/bin/python -m bench.analyzers [--gpus 1000 --days 7] [--quick]
 
 The data is the simulator's batch mode (simulator), published as warehouse segments the
-way the writer publishes them; both modes read it through `warehouse.reader` and land findings in
+way the writer publishes them; both modes read it through `warehouse.read.reader` and land findings in
 a real SQLite catalog. Celery uses Redis db 14 (flushed). Prints one table; figures go to
 bench/RESULTS.md under "Analyzers (issue 5)".
 """
@@ -32,7 +32,7 @@ ORIGIN = 1_740_960_000  # 2025-03-03T00:00:00Z
 def generate(root: Path, gpus: int, days: float, step_s: int) -> int:
     from simulator.fleet import FleetSpec
     from simulator.sim import FleetSimulator
-    from warehouse.segments import SegmentStore
+    from warehouse.storage.segments import SegmentStore
 
     sim = FleetSimulator(
         FleetSpec(hosts=math.ceil(gpus / 8), seed=7), origin_s=ORIGIN, horizon_s=int(days * 86400)
@@ -48,7 +48,7 @@ def generate(root: Path, gpus: int, days: float, step_s: int) -> int:
 
 
 def reused(segments: Path) -> int:
-    from warehouse.segments import read_manifest
+    from warehouse.storage.segments import read_manifest
 
     return sum(s.rows for s in read_manifest(segments).live("gpu_samples"))
 
@@ -60,8 +60,8 @@ def embedded(settings_env: dict[str, str], days: float) -> tuple[float, int]:
     from analyzers.run.schedule import backfill_windows
     from fleetscope.settings import load_settings
     from warehouse import catalog
-    from warehouse.paths import WarehousePaths
-    from warehouse.reader import connect
+    from warehouse.read.reader import connect
+    from warehouse.storage.paths import WarehousePaths
 
     settings = load_settings(env=settings_env)
     store = FindingStore(catalog.connect(WarehousePaths.from_settings(settings).catalog_url))

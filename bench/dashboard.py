@@ -4,7 +4,7 @@
     .venv/bin/python -m bench.dashboard --quick    # 16 hosts x 8 GPUs x 1 day
 
 The warehouse is written once as real warehouse segments (`simulator.maker.jobs`, through
-`warehouse.segments.SegmentStore`) under `var/bench/dashboard-<spec>/` and reused: an hour of
+`warehouse.storage.segments.SegmentStore`) under `var/bench/dashboard-<spec>/` and reused: an hour of
 every host's samples per segment, in time order as the ingest writer publishes them, then
 compacted and rolled up (every roll-up family) as the server's maintenance leaves it. Each page is
 rendered server-side with Streamlit's AppTest: cold (every cache cleared, fresh connection) and
@@ -28,9 +28,9 @@ from pathlib import Path
 from dashboard import data, source
 from fleetscope.settings import load_settings
 from simulator.maker.jobs import Fleet, random_jobs, write_segments
-from warehouse.compaction import compact
-from warehouse.rollups import update_rollups
-from warehouse.segments import SegmentStore
+from warehouse.read.rollups import update_rollups
+from warehouse.storage.compaction import compact
+from warehouse.storage.segments import SegmentStore
 
 APP = Path(__file__).parents[1] / "dashboard" / "app.py"
 START = datetime(2026, 11, 9, tzinfo=UTC)
@@ -62,7 +62,7 @@ def build(hosts: int, days: int, root: Path) -> tuple[Path, Fleet]:
         rows = write_segments(fleet, data_dir / "segments", rollups=False, slice_s=SLICE_S)
         marker.write_text(str(rows))
         print(f"wrote {rows:,} gpu_samples rows in {time.perf_counter() - began:.0f} s")
-    # The warehouse as the server's maintenance leaves it (warehouse.maintenance): small segments
+    # The warehouse as the server's maintenance leaves it (warehouse.storage.maintenance): small segments
     # compacted per table and day, then every roll-up family; both steps are incremental no-ops
     # on a warehouse already done.
     store = SegmentStore(data_dir / "segments")
@@ -75,7 +75,7 @@ def build(hosts: int, days: int, root: Path) -> tuple[Path, Fleet]:
     days_done = update_rollups(store)
     if days_done:
         print(
-            f"rolled up {days_done} days in {time.perf_counter() - began:.0f} s (warehouse.rollups)"
+            f"rolled up {days_done} days in {time.perf_counter() - began:.0f} s (warehouse.read.rollups)"
         )
     print(f"warehouse: {data_dir} ({int(marker.read_text()):,} gpu_samples rows)")
     return data_dir, fleet

@@ -162,7 +162,7 @@ def run(
             process.wait(60)
         except subprocess.TimeoutExpired:
             process.kill()
-    from warehouse.reader import open_segments
+    from warehouse.read.reader import open_segments
 
     conn = open_segments(data_dir / "segments")
     stored, distinct = conn.execute(

@@ -1,6 +1,6 @@
 """A fleet's week readable as it lands (issue 27): D days x G GPUs at 10 s published into the
 warehouse the way the writer publishes them, while the server's maintenance thread runs with no
-full pass due (no compaction: roll-ups only, `warehouse.maintenance.ROLLUP_EVERY_S`); then, with
+full pass due (no compaction: roll-ups only, `warehouse.storage.maintenance.ROLLUP_EVERY_S`); then, with
 no maintenance pass, the fleet page's 7-day numbers and the CLI, each in a fresh process, wall
 time and peak RSS.
 
@@ -37,8 +37,8 @@ def generate(root: Path, gpus: int, days: float, step_s: int) -> tuple[int, floa
     the seconds publishing took and the seconds the roll-ups needed after the last publish."""
     from simulator.fleet import FleetSpec
     from simulator.sim import FleetSimulator
-    from warehouse.maintenance import Maintenance, MaintenanceConfig
-    from warehouse.segments import SegmentStore
+    from warehouse.storage.maintenance import Maintenance, MaintenanceConfig
+    from warehouse.storage.segments import SegmentStore
 
     sim = FleetSimulator(
         FleetSpec(hosts=math.ceil(gpus / 8), seed=7), origin_s=ORIGIN, horizon_s=int(days * 86400)
@@ -68,8 +68,8 @@ def generate(root: Path, gpus: int, days: float, step_s: int) -> tuple[int, floa
 
 
 def covered(segments: Path) -> bool:
-    from warehouse.rollups import SOURCE_TABLE, rolled_up
-    from warehouse.segments import read_manifest
+    from warehouse.read.rollups import SOURCE_TABLE, rolled_up
+    from warehouse.storage.segments import read_manifest
 
     manifest = read_manifest(segments)
     days = manifest.by_date(SOURCE_TABLE)
@@ -79,8 +79,8 @@ def covered(segments: Path) -> bool:
 def page(segments: Path, hide_rollups: bool) -> dict[str, object]:
     """What the fleet page computes for its 7-day window (dashboard/views/fleet.py)."""
     from dashboard import data, source
-    from warehouse import reader  # noqa: F401  (imported by the page's process long before)
-    from warehouse.rollups import ROLLUP_TABLES
+    from warehouse.read import reader  # noqa: F401  (imported by the page's process long before)
+    from warehouse.read.rollups import ROLLUP_TABLES
 
     began, cpu = time.perf_counter(), time.process_time()
     con = source.connect_segments(segments)

@@ -106,7 +106,7 @@ def _trace(request_id: int) -> Target:
 
 def seed_remote_write() -> bytes:
     """The remote_write seed: what Prometheus sends for one dcgm-exporter scrape of two GPUs."""
-    from warehouse.prompb import Series, encode_write_request
+    from warehouse.prometheus.prompb import Series, encode_write_request
 
     ts = 1_700_000_000_000
     series = [

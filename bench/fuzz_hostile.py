@@ -21,7 +21,7 @@ import snappy
 
 from bench.fuzz import Report
 from fleetscope.contract import ARROW_STREAM_MEDIA_TYPE, to_ipc
-from warehouse.prompb import Series, encode_write_request
+from warehouse.prometheus.prompb import Series, encode_write_request
 
 Case = Callable[[random.Random, str], bytes]  # (rng, token) -> the raw request
 T0 = 1_700_000_000_000

@@ -4,7 +4,7 @@
     .venv/bin/python -m bench.http_servers --quick         # 4 x 50, 1 round
 
 Why (issue 28): keep the standard library's server only if a well-kept one costs more per batch.
-Both servers run in their own process and call the same route functions of warehouse.server
+Both servers run in their own process and call the same route functions of warehouse.ingest.server
 (`post_batch`: token check, envelope, strict framing, Arrow decode with the budgets, conform)
 behind a writer that acknowledges at once (`NullSink`), so what differs is only the HTTP layer:
 http.server's thread per connection, or uvicorn's event loop with the pure-Python h11 parser
@@ -45,14 +45,14 @@ class NullSink:
     queued_rows = 0
 
     def __init__(self) -> None:
-        from warehouse.writer import WriterStats
+        from warehouse.storage.writer import WriterStats
 
         self.stats = WriterStats()
 
     def submit(
         self, table: str, data: pa.Table, batch_id: str, agent: str = "", agent_version: str = ""
     ) -> tuple[Any, bool]:
-        from warehouse.batch_queue import Ticket
+        from warehouse.ingest.batch_queue import Ticket
 
         ticket = Ticket(batch_id, table, data.num_rows, agent, data, datetime.now(UTC))
         ticket._resolve()
@@ -60,9 +60,9 @@ class NullSink:
 
 
 def _ingest() -> Any:
-    from warehouse.auth import TokenChecker
-    from warehouse.metrics import ServerMetrics
-    from warehouse.server import Ingest, IngestConfig
+    from warehouse.ingest.auth import TokenChecker
+    from warehouse.ingest.metrics import ServerMetrics
+    from warehouse.ingest.server import Ingest, IngestConfig
 
     sink = NullSink()
     config = IngestConfig(max_body_bytes=64 << 20, commit_timeout_s=30.0)
@@ -70,7 +70,7 @@ def _ingest() -> Any:
 
 
 class AsgiRequest:
-    """What a route function reads of a request (warehouse.server.Handler's surface)."""
+    """What a route function reads of a request (warehouse.ingest.server.Handler's surface)."""
 
     def __init__(self, path: str, headers: email.message.Message, body: bytes) -> None:
         self.path = path
@@ -78,7 +78,7 @@ class AsgiRequest:
         self.body = body
 
     def read_body(self, limit: int) -> bytes:
-        from warehouse.framing import body_length
+        from warehouse.ingest.framing import body_length
 
         length = body_length(self.headers)
         if length is None:
@@ -89,8 +89,8 @@ class AsgiRequest:
 
 
 def asgi_app(ingest: Any) -> Any:
-    from warehouse.response import Response
-    from warehouse.server import ROUTES
+    from warehouse.ingest.response import Response
+    from warehouse.ingest.server import ROUTES
 
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         chunks = []
@@ -130,7 +130,7 @@ def asgi_app(ingest: Any) -> Any:
 def serve(kind: str, port: int) -> None:
     ingest = _ingest()
     if kind == "threading":
-        from warehouse.server import IngestHTTPServer
+        from warehouse.ingest.server import IngestHTTPServer
 
         IngestHTTPServer(("127.0.0.1", port), ingest).serve_forever()
     else:

@@ -4,11 +4,11 @@
     .venv/bin/python -m bench.ingest --quick    # small run
 
 What is measured: wall time from the moment every agent starts posting until the last batch is
-answered 202 (answered = committed, see warehouse/server.py), for `--agents` agents spread over
+answered 202 (answered = committed, see warehouse/ingest/server.py), for `--agents` agents spread over
 `--procs` client processes, each posting `--batches` distinct batches of 8 GPUs x `--timestamps`
 samples, one request at a time on a kept-alive connection, exactly as the collector ships. The
 server runs in its own process. Values/s counts VALUE_COLUMNS["gpu_samples"] (26) per row.
-Afterwards the segments are read back through warehouse.reader from this (third) process: every
+Afterwards the segments are read back through warehouse.read.reader from this (third) process: every
 (host, GPU, ts) must be there exactly once (zero loss, zero duplicates), and every agent re-sends
 its first batch, which must come back duplicate=true without adding rows.
 
@@ -61,7 +61,7 @@ def serve_fleetscope(
     data_dir: str, overrides: dict[str, Any], ready: Connection, stop: Event
 ) -> None:
     from fleetscope.settings import load_settings
-    from warehouse.runtime import Server
+    from warehouse.ingest.runtime import Server
 
     settings = load_settings(env={}).with_overrides(core__data_dir=data_dir, **overrides)
     server = Server(settings, port=0)
@@ -76,7 +76,7 @@ def serve_naive(data_dir: str, ready: Connection, stop: Event) -> None:
     import duckdb
 
     from fleetscope.contract import TABLES, conform, from_ipc
-    from warehouse.schema import create_table_sql
+    from warehouse.storage.schema import create_table_sql
 
     conn = duckdb.connect(str(Path(data_dir) / "naive.duckdb"))
     conn.execute(create_table_sql("gpu_samples", TABLES["gpu_samples"]))
@@ -225,7 +225,7 @@ def report(name: str, elapsed: float, tally: dict[str, int]) -> float:
 
 def check_store(data_dir: str, load: Load) -> tuple[int, int]:
     """(rows, distinct (host, gpu, ts)) read back through the segments from this process."""
-    from warehouse.reader import open_segments
+    from warehouse.read.reader import open_segments
 
     conn = open_segments(Path(data_dir) / "segments")
     rows, distinct = conn.execute(

@@ -9,7 +9,7 @@ fresh values on every request), all in this process (their cost is neither side'
 
 At the same time, at the same scrape interval:
 - peer: `/usr/bin/prometheus` (Debian's 2.42) with one job scraping every host, TSDB on disk;
-- ours: the fleetscope ingest server (`warehouse.runtime.Server`, its own process, default
+- ours: the fleetscope ingest server (`warehouse.ingest.runtime.Server`, its own process, default
   settings, DuckDB + Parquet segments) and one agent per host (the agent's own code:
   `collector.agent.build_agent` + `Agent.run`, host metrics and spool included, SDK off). The
   agents run as threads of a few agent-host processes (`--agent-procs`), not one process per host:
@@ -109,7 +109,7 @@ def serve(
     data_dir: str, ready: Connection, stop: Event, flush_s: float = 1.0, plugins: str | None = None
 ) -> None:
     from fleetscope.settings import load_settings
-    from warehouse.runtime import Server
+    from warehouse.ingest.runtime import Server
 
     settings = load_settings(env={}).with_overrides(
         core__data_dir=data_dir,
@@ -160,7 +160,7 @@ def agent_host(
 
 
 def stored_rows(data_dir: str) -> int:
-    from warehouse.reader import open_segments
+    from warehouse.read.reader import open_segments
 
     conn = open_segments(Path(data_dir) / "segments")
     return int(conn.execute("SELECT count(*) FROM gpu_samples").fetchall()[0][0])

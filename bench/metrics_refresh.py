@@ -59,14 +59,14 @@ def build(root: Path, hosts: int, gpus_per_host: int) -> int:
 
 
 def embedded(root: Path) -> Callable[[float, float], duckdb.DuckDBPyConnection]:
-    from warehouse.reader import open_segments
+    from warehouse.read.reader import open_segments
 
     return lambda _start_s, _end_s: open_segments(root)
 
 
 def fleet_like(root: Path) -> Callable[[float, float], duckdb.DuckDBPyConnection]:
     from analyzers.prometheus_sources import landed
-    from warehouse.reader import open_segments
+    from warehouse.read.reader import open_segments
 
     def connect(start_s: float, end_s: float) -> duckdb.DuckDBPyConnection:
         source = open_segments(root)

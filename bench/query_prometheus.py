@@ -49,9 +49,9 @@ FLOOR_X = 0.15
 def build(hosts: int, interval_s: int, root: Path) -> Path:
     from fleetscope.settings import load_settings
     from simulator.maker.jobs import Fleet, random_jobs, write_segments
-    from warehouse.compaction import compact
-    from warehouse.rollups import update_rollups
-    from warehouse.segments import SegmentStore
+    from warehouse.read.rollups import update_rollups
+    from warehouse.storage.compaction import compact
+    from warehouse.storage.segments import SegmentStore
 
     clusters = {"east": tuple(f"east-{i:03d}" for i in range(hosts))}
     duration_s = DAYS * 86400

@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from fleetscope.settings import load_settings
-from warehouse import reader
+from warehouse.read import reader
 
 # Rules whose condition holds a fixed time after the job's first sample: that time, seconds.
 HOLDS_AFTER_S = {"R1": 300.0, "R3": 3600.0}

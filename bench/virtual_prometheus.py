@@ -7,7 +7,7 @@ What is virtual (nothing scrapes, nothing is served; a live 10,000-GPU fleet doe
 machine): the samples are the dashboard's synthetic fleet (`simulator.maker.jobs.gpu_table`,
 `gpus / 8` hosts, `minutes` of samples every `interval` s), generated in memory before any timer.
 - ours: the rows as the ingest writer publishes them, one slice per `--slice` seconds of every
-  host's samples in time order, written through `warehouse.segments.SegmentStore` (Parquet
+  host's samples in time order, written through `warehouse.storage.segments.SegmentStore` (Parquet
   segments + manifest) and published: CPU = this process's `time.process_time()` around it;
   stored values = the non-null values of gpu_samples' value columns.
 - Prometheus: the same rows' `gpu_util` and `power_w` as OpenMetrics (written before the timer),
@@ -43,7 +43,7 @@ def run(gpus: int, minutes: int, interval_s: int, slice_s: int) -> dict[str, Any
 
     from fleetscope.contract import VALUE_COLUMNS
     from simulator.maker.jobs import Fleet, gpu_table, random_jobs
-    from warehouse.segments import Segment, SegmentStore
+    from warehouse.storage.segments import Segment, SegmentStore
 
     hosts = max(1, gpus // 8)
     clusters = {"east": tuple(f"east-{i:04d}" for i in range(hosts))}

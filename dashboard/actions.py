@@ -1,6 +1,6 @@
 """The dashboard's only write: asking for an on-demand profile of a job, as `fleetscope profile` does.
 
-Through the same call the HTTP API makes (`warehouse.profiling_service.ProfilingService.create`),
+Through the same call the HTTP API makes (`warehouse.profiling.service.ProfilingService.create`),
 so the dashboard's request gets the same checks and errors: a job neither the catalog (jobs, GPU
 allocations) nor a recent agent poll kept in the catalog (fleet mode) knows is NotFoundError, and
 nothing is written. The agent on the job's host picks the request up on its next poll; the trace
@@ -18,9 +18,9 @@ def request_profile(settings: Settings, job_id: str, steps: int = PROFILE_STEPS)
     """Create a pending profile request for `job_id` through the profiling service; returns its
     id. NotFoundError (fleetscope.errors) for a job nobody knows."""
     from warehouse.catalog import connect
-    from warehouse.fleet.agent_registry import CatalogAgentRegistry
-    from warehouse.paths import WarehousePaths
-    from warehouse.profiling_service import ProfilingConfig, ProfilingService
+    from warehouse.fleet.catalog_agent_registry import CatalogAgentRegistry
+    from warehouse.profiling.service import ProfilingConfig, ProfilingService
+    from warehouse.storage.paths import WarehousePaths
 
     engine = connect(WarehousePaths.from_settings(settings).catalog_url)
     try:

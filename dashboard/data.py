@@ -34,13 +34,13 @@ from analyzers.reports.catalog_frames import catalog_frame as catalog_table
 from analyzers.run.window import HOUR_S, Window, bucket_for
 from dashboard import tiles
 from dashboard.health import HEALTH_ROLLUPS, host_health
-from warehouse.rollups import JOB_SERIES
+from warehouse.read.rollups import JOB_SERIES
 
 if TYPE_CHECKING:
     import duckdb
     import sqlalchemy
 
-    from warehouse.trace_storage import TraceStorage
+    from warehouse.profiling.trace_backend import TraceStorage
 
 # The shared accounting, re-exported: pages and tests read every fleet number through this module.
 __all__ = [
@@ -360,7 +360,7 @@ def trace_list(traces: pd.DataFrame, storage: TraceStorage, traces_dir: Path) ->
 
     From the catalog's `traces` table (`warehouse.catalog.profiling`; captured_at is its
     uploaded_at; path where the server stored it, an s3:// URI in fleet mode; the size from the
-    trace storage, `warehouse.trace_storage`); trace files found under
+    trace storage, `warehouse.profiling.trace_backend`); trace files found under
     `<data_dir>/traces/<job_id>/` that the catalog does not know are listed too, so a trace dropped
     there by hand (or by the SDK before the catalog saw it) can be opened.
     """

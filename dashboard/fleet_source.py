@@ -35,12 +35,12 @@ import pyarrow as pa
 from analyzers.run.window import bucket_for
 from fleetscope.contract import TABLES
 from fleetscope.errors import ConfigError, SourceUnavailableError
-from warehouse import schema
 from warehouse.fleet import reader
 from warehouse.fleet.rollup import ROLLUP_1H
 from warehouse.fleet.tables import FleetConfig, FleetTables
 from warehouse.fleet.upkeep import EPOCH_DAY
-from warehouse.rollups import ROLLUP_SCHEMA
+from warehouse.read.rollups import ROLLUP_SCHEMA
+from warehouse.storage import schema
 
 if TYPE_CHECKING:
     import sqlalchemy

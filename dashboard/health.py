@@ -1,5 +1,5 @@
 """The hosts page's health statistics per GPU (XID, ECC, throttling, temperature), read from raw
-samples or from the health roll-ups (`warehouse.rollups`). Split out of dashboard/data.py, which
+samples or from the health roll-ups (`warehouse.read.rollups`). Split out of dashboard/data.py, which
 re-exports `host_health` so pages and tests read every number through one module.
 """
 
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 
 # The hosts page's health statistics per GPU, from raw samples or from the health roll-ups
-# (`warehouse.rollups`): every one is a count, min or max, so tiles of either combine exactly.
+# (`warehouse.read.rollups`): every one is a count, min or max, so tiles of either combine exactly.
 _HEALTH_COUNTERS = (
     "ecc_dbe_total",
     "pcie_replay_total",

@@ -7,7 +7,7 @@ the newest sample, a DuckDB connection holding the contract tables (and the roll
 time window under the embedded reader's names, the catalog engine, and what it lacks for a window,
 which pages say instead of failing.
 
-- embedded (`warehouse.reader`): views over the live sealed Parquet segments the manifest under
+- embedded (`warehouse.read.reader`): views over the live sealed Parquet segments the manifest under
   `warehouse.segments_dir` lists, one per contract table and roll-up; one connection serves every
   window. A table without segments yet is an empty view of the right schema.
 - fleet (`dashboard.fleet_source`): the Iceberg tables of `fleetscope server --mode fleet`, each
@@ -71,14 +71,14 @@ class TelemetrySource(Protocol):
 def connect_segments(segments_dir: Path) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB with the warehouse's views (raw tables and roll-ups) over the live
     segments of `segments_dir`."""
-    from warehouse.reader import open_segments
+    from warehouse.read.reader import open_segments
 
     return open_segments(segments_dir)
 
 
 def connect(settings: Settings) -> duckdb.DuckDBPyConnection:
-    """A read-only view of the embedded telemetry warehouse (`warehouse.reader.connect`)."""
-    from warehouse.paths import WarehousePaths
+    """A read-only view of the embedded telemetry warehouse (`warehouse.read.reader.connect`)."""
+    from warehouse.storage.paths import WarehousePaths
 
     segments_dir = WarehousePaths.from_settings(settings).segments_dir
     if segments_dir.exists() and not segments_dir.is_dir():
@@ -90,7 +90,7 @@ def catalog_engine(settings: Settings) -> sqlalchemy.Engine:
     """An engine on the catalog (jobs, hosts, findings, traces, profile requests, report runs)."""
     import sqlalchemy
 
-    from warehouse.paths import WarehousePaths
+    from warehouse.storage.paths import WarehousePaths
 
     return sqlalchemy.create_engine(WarehousePaths.from_settings(settings).catalog_url)
 

@@ -25,7 +25,7 @@ from analyzers.plain import PlainFinding
 from dashboard import data, dcgm, jobinfo, opportunities, source, trace_report
 from fleetscope.errors import NotFoundError
 from fleetscope.settings import Settings, load_settings
-from warehouse.trace_storage import TraceStorage, trace_storage, traces_dir
+from warehouse.profiling.trace_backend import TraceStorage, trace_storage, traces_dir
 
 if TYPE_CHECKING:
     import duckdb

@@ -5,7 +5,7 @@ hosts page's health counters) can read a window as disjoint tiles: whole hours f
 roll-up, the minutes around them from a per-minute one, and the rest (before the first whole
 minute, and after the newest roll-up bucket) from the raw samples. A roll-up's newest bucket is
 never used: the day may have been rolled up while that bucket was still filling
-(`warehouse.rollups`), so it and everything after it come from the raw samples.
+(`warehouse.read.rollups`), so it and everything after it come from the raw samples.
 
 This module plans; it reads only the newest bucket of each roll-up, and must never write.
 """

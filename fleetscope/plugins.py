@@ -58,15 +58,15 @@ T = TypeVar("T")
 
 class ServerHooks(Protocol):
     """What a server plug-in's `setup(server)` may use: settings, the server's parts (typed `Any`
-    here: the core may not import the warehouse) and the event hook lists. warehouse.runtime's
+    here: the core may not import the warehouse) and the event hook lists. warehouse.ingest.runtime's
     `Server` is checked against it where it calls `setup(self)`."""
 
     settings: Settings
     catalog: Any  # sqlalchemy Engine of the catalog
-    warehouse: Any  # warehouse.reader.Warehouse: the in-process read handle; None on a gateway
-    profiling: Any  # warehouse.profiling_service.ProfilingService
-    metrics: Any  # warehouse.metrics.ServerMetrics (its prometheus registry)
-    auth: Any  # warehouse.auth.TokenChecker: the ingest tokens (settings and catalog)
+    warehouse: Any  # warehouse.read.reader.Warehouse: the in-process read handle; None on a gateway
+    profiling: Any  # warehouse.profiling.service.ProfilingService
+    metrics: Any  # warehouse.ingest.metrics.ServerMetrics (its prometheus registry)
+    auth: Any  # warehouse.ingest.auth.TokenChecker: the ingest tokens (settings and catalog)
     on_start: list[Callable[[Any], None]]  # (server): after the listener is up
     on_stop: list[Callable[[Any], None]]  # (server): before the writer flushes and closes
     on_batch_committed: list[Callable[[Any, Any], None]]  # (server, writer.Commit)

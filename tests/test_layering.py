@@ -145,7 +145,7 @@ def _runtime_edges(modules: dict[str, Path]) -> dict[str, set[str]]:
             if module.split(".")[0] != HOSTS[group]:
                 edges.setdefault(module, set()).add(HOSTS[group])
     default = next(s.default for s in SETTINGS if s.key == "server.plugins")
-    edges["warehouse.runtime"] = {
+    edges["warehouse.ingest.runtime"] = {
         name
         for name in plugins.select_names(str(default), [])
         if name not in groups["fleetscope.server"]

@@ -91,7 +91,7 @@ from pathlib import Path
 from fleetscope.settings import load_settings
 from simulator.maker.batches import gpu_batch
 from simulator.wire import TEST_TOKEN, post_batch
-from warehouse.runtime import Server
+from warehouse.ingest.runtime import Server
 
 data = Path(sys.argv[1])
 settings = load_settings(env={}).with_overrides(
@@ -194,7 +194,7 @@ def test_a_server_plugin_sees_every_committed_batch(env: dict[str, str], tmp_pat
 
 def test_server_plugins_default_to_every_installed_one_in_plugin_order() -> None:
     from fleetscope.settings import SETTINGS
-    from warehouse.runtime import load_plugins
+    from warehouse.ingest.runtime import load_plugins
 
     assert next(s.default for s in SETTINGS if s.key == "server.plugins") == "*"
     modules = [setup.__module__ for setup in load_plugins("*")]
@@ -223,7 +223,7 @@ def test_server_plugins_take_entry_point_names_only(tmp_path: Path) -> None:
     point (a real distribution's metadata on the path), the same name loads."""
     from fleetscope.errors import ConfigError
     from tests.plugin_dist import TEST_SERVER_PLUGINS, installed
-    from warehouse.runtime import load_plugins
+    from warehouse.ingest.runtime import load_plugins
 
     name = "tests.fleet.counted_analysis"
     with pytest.raises(ConfigError, match=r"no installed server plug-in is named 'tests\.fleet"):
@@ -322,7 +322,7 @@ def test_a_server_plugin_selection_that_cannot_load_fails_before_the_server_open
 
     from fleetscope.errors import ConfigError
     from fleetscope.settings import load_settings
-    from warehouse.runtime import Server
+    from warehouse.ingest.runtime import Server
 
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

@@ -15,7 +15,7 @@ from app.profile_cli import render_request, wait
 from app.supervise import free_port
 from fleetscope.errors import ProfileFailedError
 from fleetscope.settings import load_settings
-from warehouse.runtime import Server
+from warehouse.ingest.runtime import Server
 
 TOKEN = "cli-token"
 

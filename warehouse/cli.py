@@ -106,7 +106,7 @@ def run_server(args: argparse.Namespace, settings: Settings) -> int:
         from fleetscope.errors import ConfigError
 
         raise ConfigError(f"server.mode must be embedded or fleet, got {mode!r}")
-    from warehouse.runtime import Server
+    from warehouse.ingest.runtime import Server
 
     Server(settings, host=args.host, port=args.port).serve_until_signalled()
     return 0
@@ -117,7 +117,7 @@ def keep_private(settings: Settings) -> None:
     the umask for new files, and the data folder, DuckDB file and segments an earlier version
     left readable tightened."""
     from fleetscope.private import private_dir, restrict_umask, tighten
-    from warehouse.paths import WarehousePaths
+    from warehouse.storage.paths import WarehousePaths
 
     restrict_umask()
     tighten(private_dir(settings.path(settings.core.data_dir)))
@@ -129,7 +129,7 @@ def keep_private(settings: Settings) -> None:
 
 def _catalog(settings: Settings) -> Any:
     from warehouse import catalog
-    from warehouse.paths import WarehousePaths
+    from warehouse.storage.paths import WarehousePaths
 
     return catalog.connect(WarehousePaths.from_settings(settings).catalog_url)
 
@@ -163,8 +163,8 @@ def token_list(args: argparse.Namespace, settings: Settings) -> int:
 
 def warehouse_migrate(args: argparse.Namespace, settings: Settings) -> int:
     from warehouse.migrations import applied
-    from warehouse.paths import WarehousePaths
-    from warehouse.writer import open_database
+    from warehouse.storage.paths import WarehousePaths
+    from warehouse.storage.writer import open_database
 
     path = WarehousePaths.from_settings(settings).duckdb_path
     conn = open_database(path)
@@ -179,7 +179,7 @@ def _read_connection(args: argparse.Namespace, settings: Settings) -> Any:
     """Embedded: the published segments. Fleet: DuckDB over the Iceberg scan of the last
     `--days` days (partition pruning keeps the rest unread)."""
     if settings.server.mode != "fleet":
-        from warehouse.reader import connect
+        from warehouse.read.reader import connect
 
         return connect(settings)
     from datetime import UTC, datetime, timedelta
@@ -225,7 +225,7 @@ def _catalog_clusters(settings: Settings) -> Callable[[str], str | None] | None:
 
     from warehouse import catalog
     from warehouse.catalog.fleet import HostClusters
-    from warehouse.paths import WarehousePaths
+    from warehouse.storage.paths import WarehousePaths
 
     url = WarehousePaths.from_settings(settings).catalog_url
     if url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).exists():
@@ -242,7 +242,7 @@ def _catalog_clusters(settings: Settings) -> Callable[[str], str | None] | None:
 
 
 def import_prometheus(args: argparse.Namespace, settings: Settings) -> int:
-    from warehouse.prometheus_import import (
+    from warehouse.prometheus.importer import (
         DEFAULT_MATCH,
         MAX_POINTS,
         ImportPlan,

@@ -31,7 +31,7 @@ from analyzers.accounting.sql import (
     typical_gap_sql,
 )
 from analyzers.run.window import HOUR_S, Window, bucket_for
-from warehouse.rollup_merge import stored_sums
+from warehouse.read.rollup_merge import stored_sums
 
 if TYPE_CHECKING:
     import duckdb
@@ -128,10 +128,10 @@ GROUP BY ALL
 
 
 # A roll-up row carries, per column, the sum and the count of the samples that had it
-# (warehouse.rollup_merge; `stored_sums` reads rows written before those existed): a column is
+# (warehouse.read.rollup_merge; `stored_sums` reads rows written before those existed): a column is
 # known for its own count of samples, never for every sample of the row, and `active` is the
 # accounting's active fraction summed per sample, as the raw reader computes it. A bucket may be
-# split over several rows (parts rolled up as its samples arrived, warehouse.rollup_delta): they
+# split over several rows (parts rolled up as its samples arrived, warehouse.read.rollup_delta): they
 # are added per roll-up bucket first, so `rollup_full` is a whole bucket's samples.
 _SUMMED = ("active", "sm_active", "tensor_active", "gpu_util", "power_w")
 _ROLLUP_SQL = f"""
@@ -162,7 +162,7 @@ FROM r
 GROUP BY ALL
 """
 
-# Roll-up tables of the warehouse (warehouse.rollups), coarsest first: (view, bucket seconds).
+# Roll-up tables of the warehouse (warehouse.read.rollups), coarsest first: (view, bucket seconds).
 ROLLUPS = (("gpu_samples_1h", 3600), ("gpu_samples_1m", 60))
 
 

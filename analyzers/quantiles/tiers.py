@@ -6,9 +6,9 @@ through DuckDB views. Fleet mode keeps the same rows in the fleet's Iceberg stor
 below; the pane-building SQL, the marks and the rebuild filter are `store_rows`, shared.
 
 Sketches are derived data, like findings: the analyzers write them (never the telemetry writer),
-one window at a time, in the layout and with the manifest swap of `warehouse.segments`
+one window at a time, in the layout and with the manifest swap of `warehouse.storage.segments`
 (`SegmentStore`: sealed files, `manifest.json` swapped atomically, retired files kept for a grace
-period) and `warehouse.compaction`. Two views, each the union of its tiers' tables
+period) and `warehouse.storage.compaction`. Two views, each the union of its tiers' tables
 (`sketch_panes_10s`, `sketch_panes_60s`, `sketch_panes_3600s`, ...):
 
     sketch_panes    pane_start, resolution_s, metric, cluster, team, job_id, host, gpu_index,
@@ -79,8 +79,8 @@ from analyzers.quantiles.store_rows import (
     without,
 )
 from analyzers.run.parts import WHOLE, Scope
-from warehouse.compaction import compact
-from warehouse.segments import Segment, SegmentStore, read_manifest
+from warehouse.storage.compaction import compact
+from warehouse.storage.segments import Segment, SegmentStore, read_manifest
 
 if TYPE_CHECKING:
     from analyzers.base import JobCatalog

@@ -1,7 +1,7 @@
 """The read API: findings, opportunities and jobs over HTTP, for the tools beside fleetscope.
 
 A server plug-in (`analyzers.read_api` in `server.plugins`, on by default, both modes): its
-`setup(server)` adds these routes to the server's (warehouse.plugin_host PluginHost.routes):
+`setup(server)` adds these routes to the server's (warehouse.ingest.plugin_host PluginHost.routes):
 
     GET /v1/findings          ?window&end&team&cluster&rule&state&limit&offset -> a page
     GET /v1/opportunities     ?window&end&team&cluster&rule&by&top -> the ranking
@@ -43,7 +43,7 @@ GROUPS = ("team", "user", "job", "model")
 
 def setup(server: Any) -> None:
     from fleetscope.errors import IngestError
-    from warehouse.response import Response
+    from warehouse.ingest.response import Response
 
     access = ReadAccess(server.auth)  # its read tokens: server.read_tokens
     catalog = server.catalog

@@ -6,15 +6,15 @@ Three kinds of bearer token reach a fleetscope server:
   before); a token copied off a GPU node must not list the fleet's findings, so the read API
   answers them 403;
 - `server.read_tokens`: /metrics and the read API only (Prometheus, a dashboard, a ticketing
-  bot); the ingest routes never accept them (warehouse.auth.TokenChecker.check), so a leaked read
+  bot); the ingest routes never accept them (warehouse.ingest.auth.TokenChecker.check), so a leaked read
   token can never write a sample.
-Compared in constant time by warehouse.auth; never logged.
+Compared in constant time by warehouse.ingest.auth; never logged.
 """
 
 from __future__ import annotations
 
 from fleetscope.errors import AuthError, IngestError
-from warehouse.auth import TokenChecker
+from warehouse.ingest.auth import TokenChecker
 
 
 class ReadAccess:

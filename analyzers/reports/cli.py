@@ -40,7 +40,7 @@ def run_report(args: argparse.Namespace, settings: Settings) -> int:
         week, note = default_week(datetime.now(UTC), weeks_with_data(settings))
         if note:
             print(f"fleetscope report: {note}", file=sys.stderr)
-    # The week and the trend weeks before it, read in either mode (warehouse.window_reader).
+    # The week and the trend weeks before it, read in either mode (warehouse.read.window_reader).
     con, catalog = open_sources(settings, *report_span(settings, week))
     if args.all:
         scopes = scopes_for(catalog)

@@ -114,11 +114,11 @@ def send_once(
 def open_sources(
     settings: Settings, start: datetime, end: datetime
 ) -> tuple[duckdb.DuckDBPyConnection, sqlalchemy.Engine]:
-    """The telemetry of [start, end) in the deployment's mode (warehouse.window_reader: the
+    """The telemetry of [start, end) in the deployment's mode (warehouse.read.window_reader: the
     embedded segments, or the fleet's Iceberg tables) and the catalog."""
     from warehouse.catalog import connect as connect_catalog
-    from warehouse.paths import WarehousePaths
-    from warehouse.window_reader import open_window
+    from warehouse.read.window_reader import open_window
+    from warehouse.storage.paths import WarehousePaths
 
     catalog_url = WarehousePaths.from_settings(settings).catalog_url
     return open_window(settings, start, end), connect_catalog(catalog_url)
@@ -131,8 +131,8 @@ def report_span(settings: Settings, week: IsoWeek) -> tuple[datetime, datetime]:
 
 def weeks_with_data(settings: Settings) -> list[IsoWeek]:
     """The ISO weeks in which the warehouse holds GPU samples, oldest first, from the days its
-    metadata lists (warehouse.window_reader.sample_days: no sample is read)."""
-    from warehouse.window_reader import sample_days
+    metadata lists (warehouse.read.window_reader.sample_days: no sample is read)."""
+    from warehouse.read.window_reader import sample_days
 
     weeks = {
         IsoWeek.containing(datetime.combine(day, datetime.min.time(), UTC))

@@ -5,8 +5,8 @@ A re-run replaces the bucket's findings with what it reads. A bucket retention r
 day of it, in any cluster) has only roll-ups left (hours, not samples) and the rows that arrived
 since, so a re-run would replace a month of findings with none, or with the late rows' alone. Such
 a bucket is skipped, its stored findings untouched, and reported with the day and why
-(`RETIRED_BY_MODE`: the manifest's record in embedded mode, warehouse.raw_retired; the Iceberg
-tables in fleet mode, warehouse.fleet.raw_retired), never by the clock. `rerun_retired` runs it
+(`RETIRED_BY_MODE`: the manifest's record in embedded mode, warehouse.storage.retired_days; the Iceberg
+tables in fleet mode, warehouse.fleet.retired_partitions), never by the clock. `rerun_retired` runs it
 anyway, for someone who wants the findings of what is left.
 
 This module decides only; the CLI runs or enqueues the windows (analyzers.cli).
@@ -24,7 +24,7 @@ from fleetscope.errors import ConfigError
 if TYPE_CHECKING:
     from analyzers.run.window import Window
     from fleetscope.settings import Settings
-    from warehouse.raw_retired import RetiredDay
+    from warehouse.storage.retired_days import RetiredDay
 
 
 @dataclass(frozen=True)
@@ -71,16 +71,16 @@ def plan(
 
 
 def _embedded(settings: Settings, first: date, last: date) -> Mapping[date, RetiredDay]:
-    from warehouse.paths import WarehousePaths
-    from warehouse.raw_retired import retired_days
-    from warehouse.segments import read_manifest
+    from warehouse.storage.paths import WarehousePaths
+    from warehouse.storage.retired_days import retired_days
+    from warehouse.storage.segments import read_manifest
 
     manifest = read_manifest(WarehousePaths.from_settings(settings).segments_dir)
     return retired_days(manifest, first, last)
 
 
 def _fleet(settings: Settings, first: date, last: date) -> Mapping[date, RetiredDay]:
-    from warehouse.fleet.raw_retired import retired_days
+    from warehouse.fleet.retired_partitions import retired_days
     from warehouse.fleet.tables import FleetConfig, FleetTables
 
     return retired_days(FleetTables(FleetConfig.from_settings(settings)), first, last)

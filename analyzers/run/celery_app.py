@@ -8,7 +8,7 @@ the interval (the schedule time: a late or repeated tick computes the same windo
 `now()`), and for every partition enqueues `fleetscope.analyze_window` for each window the
 partition owes since its watermark, and for every bucket that received data since the partition
 last analysed it, whatever its age (analyzers.run.schedule: arrival-driven). A window task reads
-the warehouse's segments (`warehouse.reader.connect`) and runs the pipeline on its partition; in
+the warehouse's segments (`warehouse.read.reader.connect`) and runs the pipeline on its partition; in
 fleet mode (`server.mode = fleet`) it cuts the window per cluster holding data for it and sends
 one task per cluster, each reading only its (day, cluster) partitions of the Iceberg tables the
 gateways commit to, landed together by a chord's body (analyzers.run.fleet_window; the gateways
@@ -105,13 +105,13 @@ def _pipeline() -> Pipeline:
 def _store() -> FindingStore:
     from analyzers.run.results import FindingStore
     from warehouse import catalog
-    from warehouse.paths import WarehousePaths
+    from warehouse.storage.paths import WarehousePaths
 
     return FindingStore(catalog.connect(WarehousePaths.from_settings(_settings()).catalog_url))
 
 
 def _embedded_telemetry(settings: Settings, _window: Window) -> duckdb.DuckDBPyConnection:
-    from warehouse.reader import connect
+    from warehouse.read.reader import connect
 
     return connect(settings)
 

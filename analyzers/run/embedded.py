@@ -1,5 +1,5 @@
 """The server plug-in that runs analyzers in-process: add `analyzers.run.embedded` to
-`server.plugins` (warehouse.runtime loads it and calls `setup(server)`). With `scheduler.mode`
+`server.plugins` (warehouse.ingest.runtime loads it and calls `setup(server)`). With `scheduler.mode`
 set to `celery` it does nothing: beat and workers run the analyzers instead.
 """
 

@@ -21,7 +21,7 @@ bound (`Window.settled_end`): a pane behind the sketch store's mark is never reb
 straggler.
 
 Arrival drives the rest (issue 13): the writer records, per bucket, when rows for it were last
-committed (warehouse.arrivals), and each partition records which arrival mark it analysed. A tick
+committed (warehouse.storage.arrival_hook), and each partition records which arrival mark it analysed. A tick
 also runs every bucket whose arrival mark is newer than its partition's, whatever the bucket's
 age: a replayed spool, `import prometheus` of history or old remote_write samples get findings
 within one interval, with no backfill by hand; a late sample re-opens its bucket and the re-run

@@ -36,7 +36,7 @@ def _sharing(args: argparse.Namespace, settings: Settings) -> int:
     from analyzers.sharing.render import plan_to_dict, render_text
     from analyzers.sharing.usage import gpu_uses
     from fleetscope.errors import ConfigError
-    from warehouse.window_reader import open_window
+    from warehouse.read.window_reader import open_window
 
     if args.days <= 0:
         raise ConfigError(f"--days must be > 0, got {args.days}")

@@ -5,7 +5,7 @@
 
 Each PATH is one profiling session: a trace file, or a folder holding one file per rank. `fetch`
 copies traces the server stored (by the ids `fleetscope profile` prints) from where `server.mode`
-keeps them (warehouse.trace_storage: the data folder, or the fleet's object store) into DIR.
+keeps them (warehouse.profiling.trace_backend: the data folder, or the fleet's object store) into DIR.
 """
 
 from __future__ import annotations
@@ -83,8 +83,8 @@ def _analyze(args: argparse.Namespace) -> int:
 def _fetch(args: argparse.Namespace, settings: Any) -> int:
     from pathlib import Path
 
-    from warehouse.trace_storage import trace_storage
-    from warehouse.trace_store import TRACE_SUFFIX, write_atomically
+    from warehouse.profiling.trace_backend import trace_storage
+    from warehouse.profiling.trace_files import TRACE_SUFFIX, write_atomically
 
     storage = trace_storage(settings)
     folder = Path(args.dir)

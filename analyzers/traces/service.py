@@ -1,6 +1,6 @@
 """The server plug-in that analyzes every uploaded profiler trace (on-demand profiling, issue 4).
 
-A `fleetscope.server` entry point (selected by `server.plugins`' default `*`; warehouse.runtime
+A `fleetscope.server` entry point (selected by `server.plugins`' default `*`; warehouse.ingest.runtime
 calls `setup(server)`), it appends an `on_trace_uploaded` hook. For each trace an agent uploads, the hook runs `analyze_trace` once
 (every trace analysis and the trace rules T1-T12, under `document.OPTIONS`) and hands the outcome
 to `server.profiling.finish`, which stores it and marks the profile request done: the summary
@@ -24,7 +24,7 @@ PLUGIN_ORDER = 20
 # Both servers (fleetscope.plugins.server_modes): in fleet mode the gateway an upload lands on
 # analyses it (the trace is read from the bucket into that gateway's cache folder); the claim of
 # the upload in the catalog makes that one analysis per trace, and if that gateway stops first
-# another takes its lapsed lease over and this hook runs there (warehouse.analysis_leases).
+# another takes its lapsed lease over and this hook runs there (warehouse.profiling.analysis_leases).
 SERVER_MODES = ("embedded", "fleet")
 
 

@@ -2,7 +2,7 @@
 dashboard's and reports' tests, the demo and the benchmarks.
 
 It writes contract tables (`fleetscope.contract`) as sealed Parquet segments in the layout the
-readers expect (`warehouse.segments`: one file per host and day, listed in the manifest), vectorized with numpy so
+readers expect (`warehouse.storage.segments`: one file per host and day, listed in the manifest), vectorized with numpy so
 7 days x 1,000 GPUs at 10 s (60 M rows) is written in a couple of minutes. Every job runs at a
 constant activity (plus optional noise), so a test can compute the expected GPU-hours by hand.
 
@@ -27,8 +27,8 @@ import pyarrow.compute as pc
 
 from fleetscope.contract import GPU_SAMPLES, HOST_SAMPLES, STEP_SAMPLES
 from simulator.maker.tables import contract_table
-from warehouse.rollups import update_rollups
-from warehouse.segments import Segment, SegmentStore
+from warehouse.read.rollups import update_rollups
+from warehouse.storage.segments import Segment, SegmentStore
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 Every description of a fleet (`jobs.Fleet`, `series.Fleet`) is a `Maker`: it gives its rows as
 contract tables by table name (`fleetscope.contract.TABLES`). `connect` loads them into a DuckDB
 database (the rule tests' warehouse), `publish` writes them as live warehouse segments (what the
-writer does after a commit, so `warehouse.reader.connect` reads them like ingested data), and
+writer does after a commit, so `warehouse.read.reader.connect` reads them like ingested data), and
 `contract_table` fills a table's columns to its contract schema, missing ones as nulls.
 
 It must never be pointed at a real warehouse's folder: it writes segments for tests, the demo and
@@ -62,7 +62,7 @@ def connect(maker: Maker, path: Path | None = None) -> duckdb.DuckDBPyConnection
 
 def publish(maker: Maker, segments_dir: Path) -> None:
     """Publish the maker's tables as live warehouse segments in one commit."""
-    from warehouse.segments import SegmentStore
+    from warehouse.storage.segments import SegmentStore
 
     store = SegmentStore(segments_dir)
     written = {name: store.write(name, table, 1) for name, table in maker.tables().items()}

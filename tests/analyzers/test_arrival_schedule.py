@@ -15,8 +15,8 @@ from analyzers.run.runner import Pipeline
 from analyzers.run.schedule import run_due
 from simulator.maker.series import T0, Fleet
 from warehouse import catalog
-from warehouse.arrivals import ArrivalMarks
-from warehouse.writer import Commit
+from warehouse.storage.arrival_hook import ArrivalMarks
+from warehouse.storage.writer import Commit
 
 IDLE = {"gpu_util": 0.0, "gr_engine_active": 0.0, "sm_active": 0.0, "tensor_active": 0.0}
 DAY = timedelta(days=1)
@@ -167,7 +167,7 @@ def test_skipped_buckets_are_a_gauge_and_a_cli_list(
     from prometheus_client import CollectorRegistry, generate_latest
 
     from app.cli import main
-    from warehouse.metrics import ArrivalCollector
+    from warehouse.ingest.metrics import ArrivalCollector
 
     config = tmp_path / "fleetscope.toml"
     config.write_text(f'[core]\ndata_dir = "{tmp_path / "var"}"\n')

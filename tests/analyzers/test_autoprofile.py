@@ -18,10 +18,10 @@ from analyzers.findings import Finding, Severity
 from analyzers.reports.ranking import rank
 from analyzers.run.results import from_catalog, to_catalog
 from fleetscope.settings import load_settings
-from warehouse.agent_registry import ReportedProcess
 from warehouse.catalog import autoprofile as chain
 from warehouse.catalog import findings as cat
-from warehouse.runtime import Server
+from warehouse.ingest.runtime import Server
+from warehouse.profiling.agent_registry import ReportedProcess
 
 RESNET_NW0 = (
     Path(__file__).resolve().parents[1]

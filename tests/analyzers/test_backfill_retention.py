@@ -22,9 +22,9 @@ from app.cli import main
 from simulator.maker.series import Fleet
 from simulator.maker.tables import publish
 from warehouse import catalog
-from warehouse.maintenance import Maintenance, MaintenanceConfig
-from warehouse.raw_retired import RetiredDay
-from warehouse.segments import SegmentStore
+from warehouse.storage.maintenance import Maintenance, MaintenanceConfig
+from warehouse.storage.retired_days import RetiredDay
+from warehouse.storage.segments import SegmentStore
 
 IDLE: dict[str, Any] = {
     "gpu_util": 0.0,

@@ -17,8 +17,8 @@ from analyzers.run.runner import Pipeline
 from analyzers.run.schedule import due_windows, run_due
 from simulator.maker.series import T0, Fleet
 from warehouse import catalog
-from warehouse.arrivals import ArrivalMarks
 from warehouse.catalog.arrivals import Arrival, record_arrivals
+from warehouse.storage.arrival_hook import ArrivalMarks
 
 from .test_arrival_schedule import IDLE, KW, Clock, land
 

@@ -33,7 +33,7 @@ from tests.webhook_receiver import WebhookReceiver
 from warehouse import catalog
 from warehouse.catalog import findings as cat
 from warehouse.catalog import fleet
-from warehouse.runtime import Server
+from warehouse.ingest.runtime import Server
 
 NOW = datetime.now(UTC)
 

@@ -29,7 +29,7 @@ from simulator.maker.batches import gpu_batch
 from simulator.wire import TEST_TOKEN, post_batch
 from warehouse.catalog import findings as cat
 from warehouse.catalog import fleet
-from warehouse.runtime import Server
+from warehouse.ingest.runtime import Server
 
 NOW = time.time()
 START_MS = int((NOW - 3600) // 60 * 60 * 1000)  # an hour ago: before the settle time

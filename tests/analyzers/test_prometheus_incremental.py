@@ -25,7 +25,7 @@ from sqlalchemy import Engine
 from analyzers.prometheus_export import FleetCollector
 from simulator.maker.jobs import Fleet, Job, write_segments
 from warehouse import catalog
-from warehouse.reader import open_segments
+from warehouse.read.reader import open_segments
 
 START = datetime(2026, 11, 16, 8, tzinfo=UTC)
 START_S = START.timestamp()

@@ -28,7 +28,7 @@ from simulator.maker.batches import gpu_batch
 from simulator.wire import TEST_TOKEN, post_batch
 from warehouse.catalog import findings as cat
 from warehouse.catalog import fleet, tokens
-from warehouse.runtime import Server
+from warehouse.ingest.runtime import Server
 
 READ_TOKEN = "read-only-token-for-the-tests"
 NOW = datetime.now(UTC)

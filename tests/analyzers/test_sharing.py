@@ -228,7 +228,7 @@ def test_on_the_independent_field_fleet_only_the_light_8_gpu_job_is_a_candidate(
     demand its DataLoader hides."""
     from app.field_eval import ORIGIN, write_field_warehouse
     from warehouse import catalog as warehouse_catalog
-    from warehouse.reader import open_segments
+    from warehouse.read.reader import open_segments
 
     engine = warehouse_catalog.connect(f"sqlite:///{tmp_path / 'catalog.sqlite'}")
     try:

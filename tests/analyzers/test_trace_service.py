@@ -17,9 +17,9 @@ from analyzers.traces.analyses import load_registry
 from analyzers.traces.document import DOCUMENT_VERSION
 from fleetscope import plugins
 from fleetscope.settings import Settings, load_settings
-from warehouse.agent_registry import ReportedProcess
 from warehouse.catalog.profiling import get_trace_analysis
-from warehouse.runtime import Server
+from warehouse.ingest.runtime import Server
+from warehouse.profiling.agent_registry import ReportedProcess
 
 RESNET_NW0 = (
     Path(__file__).resolve().parents[1]

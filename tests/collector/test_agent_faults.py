@@ -3,7 +3,7 @@ dir) and the fleet simulator's dcgm-exporter pages, over real HTTP on loopback:
 
 - ingest stops (SIGTERM) for a while under load while the agent keeps scraping, then a new server
   process comes back on the same port and data dir: every served GPU sample is in the warehouse exactly once (read through
-  warehouse.reader, values checked against prometheus_client's parse of the served pages), and
+  warehouse.read.reader, values checked against prometheus_client's parse of the served pages), and
   the batches were committed in the order the agent sealed them (the server's batch ledger);
 - the agent (a real `collector.cli run` process) is killed with SIGKILL while ingest is down and
   restarted: every batch it had spooled is stored, exactly once, before anything newer.
@@ -38,8 +38,8 @@ from simulator.fleet import FleetSpec
 from simulator.maker.batches import EPOCH_MS
 from simulator.serve import ExporterFleet
 from simulator.sim import FleetSimulator
-from warehouse import reader
-from warehouse.paths import WarehousePaths
+from warehouse.read import reader
+from warehouse.storage.paths import WarehousePaths
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]

@@ -44,7 +44,7 @@ def server(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], str, Path]
 
 def stored_rows(process: subprocess.Popen[bytes], data: Path) -> tuple[int, int]:
     """(rows, distinct (host, gpu, ts)) in the warehouse, read after a clean stop."""
-    from warehouse.reader import open_segments
+    from warehouse.read.reader import open_segments
 
     process.terminate()
     process.wait(60)

@@ -25,7 +25,7 @@ from fleetscope.normalize import GpuReading
 from fleetscope.settings import load_settings
 from simulator.wire import TEST_TOKEN
 from warehouse.catalog.fleet import jobs
-from warehouse.runtime import Server
+from warehouse.ingest.runtime import Server
 
 SLURM = Path(__file__).parents[1] / "data" / "slurm"
 

@@ -123,8 +123,8 @@ def upload_trace(built: Warehouse) -> str:
 
     from analyzers.traces import service as trace_service
     from fleetscope.settings import load_settings
-    from warehouse.agent_registry import ReportedProcess
-    from warehouse.profiling_service import ProfilingConfig, ProfilingService
+    from warehouse.profiling.agent_registry import ReportedProcess
+    from warehouse.profiling.service import ProfilingConfig, ProfilingService
 
     settings = load_settings(env=built.env)
     engine = connect(f"sqlite:///{built.data_dir / 'catalog.sqlite'}")

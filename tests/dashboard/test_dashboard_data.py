@@ -18,7 +18,7 @@ from tests.dashboard.conftest import START, Warehouse
 from warehouse.catalog import connect
 from warehouse.catalog.findings import Finding as CatalogFinding
 from warehouse.catalog.findings import upsert_findings
-from warehouse.trace_storage import trace_storage, traces_dir
+from warehouse.profiling.trace_backend import trace_storage, traces_dir
 
 WEEK = timedelta(days=7)
 

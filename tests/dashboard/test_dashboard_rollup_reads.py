@@ -12,8 +12,8 @@ import pytest
 
 from dashboard import data, source
 from simulator.maker.jobs import Fault, Fleet, Job, write_segments
-from warehouse.rollups import ROLLUP_TABLES
-from warehouse.segments import SegmentStore
+from warehouse.read.rollups import ROLLUP_TABLES
+from warehouse.storage.segments import SegmentStore
 
 START = datetime(2026, 11, 15, 21, 0, 0, tzinfo=UTC)  # three hours before midnight UTC
 

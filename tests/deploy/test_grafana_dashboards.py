@@ -18,7 +18,7 @@ import yaml
 GRAFANA = Path(__file__).resolve().parents[2] / "deploy" / "grafana"
 DASHBOARDS = sorted(GRAFANA.glob("*.json"))
 
-# The families the server's /metrics exports (warehouse.metrics, analyzers.prometheus_export),
+# The families the server's /metrics exports (warehouse.ingest.metrics, analyzers.prometheus_export),
 # as Prometheus stores them (counters with `_total`).
 EXPORTED = {
     "fleetscope_recoverable_gpu_seconds",

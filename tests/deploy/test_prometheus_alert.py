@@ -19,7 +19,7 @@ import yaml
 
 from tests.analyzers.test_prometheus_export import TEST_TOKEN, populate, settings_for
 from tests.prometheus_process import start_prometheus, stop_prometheus
-from warehouse.runtime import Server
+from warehouse.ingest.runtime import Server
 
 pytestmark = [pytest.mark.slow, pytest.mark.real_component("prometheus")]
 

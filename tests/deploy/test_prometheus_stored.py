@@ -35,7 +35,7 @@ from tests.analyzers.test_prometheus_export import populate, settings_for
 from tests.deploy.test_grafana_dashboards import DASHBOARDS, exprs, load
 from tests.deploy.test_prometheus_alert import TLS, shipped_prometheus
 from tests.webhook_receiver import WebhookReceiver
-from warehouse.runtime import Server
+from warehouse.ingest.runtime import Server
 
 pytestmark = [
     pytest.mark.slow,

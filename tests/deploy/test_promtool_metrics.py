@@ -26,7 +26,7 @@ from fleetscope.settings import load_settings
 from simulator.wire import TEST_TOKEN
 from tests.analyzers.test_prometheus_export import populate, settings_for
 from tests.collector.conftest import Exporter, dcgm_text
-from warehouse.runtime import Server
+from warehouse.ingest.runtime import Server
 
 pytestmark = [pytest.mark.slow, pytest.mark.real_component("promtool")]
 

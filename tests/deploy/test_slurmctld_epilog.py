@@ -23,7 +23,7 @@ from fleetscope.settings import load_settings
 from simulator.wire import TEST_TOKEN
 from warehouse.catalog import findings as cat
 from warehouse.catalog import fleet
-from warehouse.runtime import Server
+from warehouse.ingest.runtime import Server
 
 SCRIPT = Path(__file__).resolve().parents[2] / "deploy" / "slurm" / "slurmctld-epilog.sh"
 READ_TOKEN = "slurmctld-read-token-for-tests"

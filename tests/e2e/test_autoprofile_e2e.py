@@ -23,7 +23,7 @@ from fleetscope.settings import load_settings
 from warehouse import catalog
 from warehouse.catalog import autoprofile as chain
 from warehouse.catalog import findings as cat
-from warehouse.paths import WarehousePaths
+from warehouse.storage.paths import WarehousePaths
 
 pytestmark = [pytest.mark.slow, pytest.mark.real_component("torch")]
 pytest.importorskip("torch", reason="the training process is real PyTorch")

@@ -36,7 +36,7 @@ import pytest
 from app.supervise import free_port
 from fleetscope.settings import load_settings
 from tests.dashboard.browser import Browser
-from warehouse import reader
+from warehouse.read import reader
 
 pytestmark = [
     pytest.mark.slow,

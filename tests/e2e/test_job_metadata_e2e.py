@@ -16,7 +16,7 @@ from simulator.fleet import FleetSpec
 from simulator.hooks import JobHook
 from simulator.sim import FleetSimulator
 from warehouse.catalog.fleet import jobs as jobs_table
-from warehouse.runtime import Server
+from warehouse.ingest.runtime import Server
 
 T0 = 1_767_571_200  # 2026-01-05T00:00:00Z
 

@@ -22,7 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from app.supervise import Supervisor, free_port, http_ok, wait_until
 from fleetscope.settings import load_settings
-from warehouse import reader
+from warehouse.read import reader
 
 pytestmark = pytest.mark.slow
 

@@ -23,10 +23,10 @@ import pytest
 
 from app.supervise import Supervisor, free_port, http_ok, wait_until
 from fleetscope.settings import load_settings
-from warehouse import reader
 from warehouse.catalog import connect
 from warehouse.catalog.profiling import get_trace_analysis
-from warehouse.paths import WarehousePaths
+from warehouse.read import reader
+from warehouse.storage.paths import WarehousePaths
 
 pytestmark = [pytest.mark.slow, pytest.mark.real_component("torch")]
 pytest.importorskip("torch", reason="the training process is real PyTorch")

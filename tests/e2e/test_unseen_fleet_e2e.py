@@ -26,8 +26,8 @@ from collector.agent import build_agent
 from fleetscope.settings import load_settings
 from simulator.field_fleet import jobs, pages
 from simulator.wire import TEST_TOKEN
-from warehouse import reader
-from warehouse.runtime import Server
+from warehouse.ingest.runtime import Server
+from warehouse.read import reader
 
 pytestmark = pytest.mark.slow
 HOURS = 4.0

@@ -42,10 +42,10 @@ from fleetscope.settings import Settings
 from simulator.maker.series import T0, Fleet
 from simulator.wire import TEST_TOKEN, post_batch
 from tests.fleet.conftest import free_port, wait_until
-from warehouse import reader as embedded_reader
 from warehouse.fleet import reader as fleet_reader
 from warehouse.fleet.tables import FleetConfig, FleetTables
-from warehouse.runtime import Server
+from warehouse.ingest.runtime import Server
+from warehouse.read import reader as embedded_reader
 
 pytestmark = [pytest.mark.slow, pytest.mark.real_component("postgres")]
 

@@ -29,7 +29,7 @@ from tests.deploy.test_prometheus_alert import TLS, firing, shipped_prometheus
 from tests.fleet.conftest import wait_until
 from tests.fleet.test_fleet_trace_hooks import two_gateways
 from warehouse.fleet.gateway import Gateway
-from warehouse.runtime import Server
+from warehouse.ingest.runtime import Server
 
 pytestmark = pytest.mark.slow
 

@@ -23,7 +23,7 @@ from tests.fleet.conftest import s3_filesystem, wait_until
 from tests.warehouse.test_profiling_api import TRACE, call, poll
 from warehouse.catalog.profiling import traces
 from warehouse.fleet.gateway import Gateway
-from warehouse.trace_storage import trace_storage, traces_dir
+from warehouse.profiling.trace_backend import trace_storage, traces_dir
 
 ROUNDS = 12  # each race is run this many times; every round must come out exactly the same
 LIMIT = 64 * 1024

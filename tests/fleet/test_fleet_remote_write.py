@@ -31,9 +31,9 @@ from tests.warehouse.test_prometheus_remote_write import (
 from warehouse.fleet import reader
 from warehouse.fleet.gateway import Gateway
 from warehouse.fleet.reader import newest_per_target
-from warehouse.prometheus_rows import ScrapeKey
-from warehouse.prompb import DecodeLimits, Series, encode_write_request
-from warehouse.remote_write import Assembler, RemoteWrite
+from warehouse.prometheus.prompb import DecodeLimits, Series, encode_write_request
+from warehouse.prometheus.remote_write import Assembler, RemoteWrite
+from warehouse.prometheus.rows import ScrapeKey
 
 PAGE = (DATA / "h100_slurm_main.prom").read_text()
 

@@ -32,11 +32,11 @@ from simulator.maker.series import T0, Fleet
 from simulator.wire import TEST_TOKEN, post_batch
 from tests.fleet.test_fleet_e2e import env_for, recipe_config
 from warehouse import catalog
-from warehouse import reader as embedded_reader
 from warehouse.catalog.fleet import Job, upsert_jobs
 from warehouse.fleet.gateway import Gateway
 from warehouse.fleet.tables import FleetConfig, FleetTables
-from warehouse.runtime import Server
+from warehouse.ingest.runtime import Server
+from warehouse.read import reader as embedded_reader
 
 pytestmark = [pytest.mark.slow, pytest.mark.real_component("redis")]
 

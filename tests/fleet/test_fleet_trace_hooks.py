@@ -24,13 +24,13 @@ from tests.fleet import counted_analysis, stalled_analysis
 from tests.fleet.conftest import wait_until
 from tests.fleet.test_fleet_profiling import create, proc, request_state, settled, upload
 from tests.warehouse.test_profiling_api import poll
-from warehouse.agent_registry import ReportedProcess
 from warehouse.catalog import autoprofile as chain
 from warehouse.catalog import findings as cat
 from warehouse.catalog.profiling import get_trace_analysis, profile_requests
 from warehouse.fleet.gateway import Gateway
-from warehouse.plugin_host import load_plugins
-from warehouse.runtime import Server
+from warehouse.ingest.plugin_host import load_plugins
+from warehouse.ingest.runtime import Server
+from warehouse.profiling.agent_registry import ReportedProcess
 
 RESNET_NW0 = (
     Path(__file__).resolve().parents[1]

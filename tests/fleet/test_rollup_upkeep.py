@@ -25,7 +25,7 @@ from warehouse.fleet import orphans, reader, upkeep
 from warehouse.fleet.gateway import Gateway
 from warehouse.fleet.rollup import MERGE_COLUMNS, ROLLUP_1H, rollup_rows
 from warehouse.fleet.tables import FleetConfig, FleetTables
-from warehouse.rollups import ROLLUP_COLUMNS
+from warehouse.read.rollups import ROLLUP_COLUMNS
 
 T0 = datetime.fromtimestamp(EPOCH_MS / 1000, UTC)
 NOW = T0 + timedelta(days=2, hours=1)  # day 0 is past a one-day raw retention

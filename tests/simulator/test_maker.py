@@ -14,7 +14,7 @@ from simulator.maker.jobs import Fleet as JobFleet
 from simulator.maker.jobs import Job, write_segments
 from simulator.maker.series import Fleet as SeriesFleet
 from simulator.maker.tables import Maker, connect, publish
-from warehouse.reader import open_segments
+from warehouse.read.reader import open_segments
 
 START = datetime(2026, 11, 16, 23, tzinfo=UTC)  # the range crosses a UTC midnight
 

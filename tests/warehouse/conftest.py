@@ -9,7 +9,7 @@ import pytest
 
 from fleetscope.settings import Settings, load_settings
 from simulator.wire import TEST_TOKEN
-from warehouse.runtime import Server
+from warehouse.ingest.runtime import Server
 
 TOKEN = TEST_TOKEN
 

@@ -11,7 +11,7 @@ from app.cli import main
 from fleetscope.settings import Settings
 from simulator.maker.batches import gpu_batch
 from simulator.wire import post_batch
-from warehouse.runtime import Server
+from warehouse.ingest.runtime import Server
 
 
 @pytest.fixture

@@ -1,7 +1,7 @@
 """A second process reads the warehouse while ingest writes at full rate, without one error.
 
 DuckDB refuses a second process on a file the writer holds (design.md), so readers go through the
-published segments (warehouse.reader). The reader here is a separate Python process that keeps
+published segments (warehouse.read.reader). The reader here is a separate Python process that keeps
 opening fresh connections and counting rows while many threads post batches and the compactor
 merges segments under it (grace period short, so retired files really are deleted meanwhile).
 """
@@ -21,12 +21,12 @@ from fleetscope.settings import Settings
 from simulator.maker.batches import EPOCH_MS, gpu_batch
 from simulator.wire import TEST_TOKEN as TOKEN
 from simulator.wire import post_batch
-from warehouse.runtime import Server
+from warehouse.ingest.runtime import Server
 
 READER = """
 import json, sys, time
 from pathlib import Path
-from warehouse.reader import open_segments
+from warehouse.read.reader import open_segments
 root, stop_file = Path(sys.argv[1]), Path(sys.argv[2])
 counts = []
 while True:

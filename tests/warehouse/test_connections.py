@@ -17,7 +17,7 @@ from fleetscope.contract import to_ipc
 from fleetscope.settings import Settings
 from simulator.maker.batches import gpu_batch
 from simulator.wire import TEST_TOKEN, headers_for, post_batch
-from warehouse.runtime import Server
+from warehouse.ingest.runtime import Server
 
 
 @pytest.fixture

@@ -12,8 +12,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fleetscope.errors import ContractError, IngestError
-from warehouse.framing import ascii_int, body_length
-from warehouse.prompb import DecodeLimits, Series, decode_write_request, encode_write_request
+from warehouse.ingest.framing import ascii_int, body_length
+from warehouse.prometheus.prompb import (
+    DecodeLimits,
+    Series,
+    decode_write_request,
+    encode_write_request,
+)
 
 LATIN1 = st.text(st.characters(min_codepoint=0, max_codepoint=255), max_size=24)
 

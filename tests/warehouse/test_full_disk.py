@@ -22,8 +22,8 @@ from simulator.maker.batches import EPOCH_MS, gpu_batch
 from simulator.wire import TEST_TOKEN as TOKEN
 from simulator.wire import Answer, post_batch
 from tests.tmpfs import small_tmpfs
-from warehouse import reader
-from warehouse.runtime import Server
+from warehouse.ingest.runtime import Server
+from warehouse.read import reader
 
 ROWS_PER_BATCH = 80  # 10 timestamps x 8 GPUs
 

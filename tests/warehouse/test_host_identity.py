@@ -13,9 +13,9 @@ from simulator.maker.batches import gpu_batch
 from tests.warehouse.test_prometheus_remote_write import DATA, Clock, page_series, rows_of
 from warehouse import catalog
 from warehouse.catalog.fleet import HostClusters, HostSeen, Job, jobs, record_hosts, upsert_jobs
-from warehouse.catalog_sync import CatalogSync
-from warehouse.remote_write import Assembler
-from warehouse.writer import Commit
+from warehouse.prometheus.remote_write import Assembler
+from warehouse.storage.catalog_sync import CatalogSync
+from warehouse.storage.writer import Commit
 
 T0_MS = 1_740_960_000_000
 

@@ -23,7 +23,7 @@ from bench.fuzz import Client, start_server
 from fleetscope.contract import to_ipc
 from simulator.maker.batches import gpu_batch
 from simulator.wire import headers_for
-from warehouse.prompb import Series, encode_write_request
+from warehouse.prometheus.prompb import Series, encode_write_request
 
 TOKEN = "hostile-test-token-0123456789abcdef"
 MIB = 1024 * 1024

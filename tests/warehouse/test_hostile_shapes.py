@@ -25,8 +25,8 @@ from fleetscope.settings import Settings
 from simulator.maker.batches import EPOCH_MS, gpu_batch
 from simulator.wire import TEST_TOKEN as TOKEN
 from simulator.wire import Answer, headers_for, post
-from warehouse import reader
-from warehouse.runtime import Server
+from warehouse.ingest.runtime import Server
+from warehouse.read import reader
 
 DAY_MS = 86_400_000
 ACK_BOUND_S = 20.0  # one innocent ack may take this long on a busy 2-core box; before: > 60 s

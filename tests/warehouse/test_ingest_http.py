@@ -21,9 +21,9 @@ from fleetscope.settings import Settings
 from simulator.maker.batches import EPOCH_MS, gpu_batch, host_batch
 from simulator.wire import TEST_TOKEN as TOKEN
 from simulator.wire import Answer, headers_for, post, post_batch
-from warehouse import reader
 from warehouse.catalog import fleet
-from warehouse.runtime import Server
+from warehouse.ingest.runtime import Server
+from warehouse.read import reader
 
 
 def raw_post(url: str, path: str, body: bytes, headers: dict[str, str]) -> Answer:

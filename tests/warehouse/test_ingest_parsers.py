@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fleetscope.errors import IngestError
-from warehouse.ingest import check_envelope, decode_batch, parse_jobs
+from warehouse.ingest.envelope import check_envelope, decode_batch, parse_jobs
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),

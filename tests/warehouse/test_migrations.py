@@ -9,9 +9,9 @@ import pytest
 
 from fleetscope.contract import TABLES
 from fleetscope.errors import ConfigError
-from warehouse import schema
 from warehouse.migrations import applied, available, migrate
-from warehouse.writer import open_database
+from warehouse.storage import schema
+from warehouse.storage.writer import open_database
 
 
 def test_migrations_apply_once(tmp_path: Path) -> None:
@@ -55,7 +55,7 @@ def test_a_second_writer_process_gets_a_clear_error(tmp_path: Path) -> None:
     holder = open_database(path)
     try:
         code = (
-            "import sys\nfrom pathlib import Path\nfrom warehouse.writer import open_database\n"
+            "import sys\nfrom pathlib import Path\nfrom warehouse.storage.writer import open_database\n"
             "from fleetscope.errors import ConfigError\n"
             "try:\n    open_database(Path(sys.argv[1]))\n"
             "except ConfigError as exc:\n    print(exc)\n"
@@ -70,4 +70,4 @@ def test_a_second_writer_process_gets_a_clear_error(tmp_path: Path) -> None:
     finally:
         holder.close()
     assert out.startswith(f"telemetry database {path} is in use by another process")
-    assert "read through warehouse.reader instead" in out
+    assert "read through warehouse.read.reader instead" in out

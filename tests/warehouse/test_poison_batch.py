@@ -21,9 +21,9 @@ from fleetscope.contract import to_ipc
 from fleetscope.settings import Settings
 from simulator.maker.batches import EPOCH_MS, gpu_batch
 from simulator.wire import TEST_TOKEN
-from warehouse.runtime import Server
-from warehouse.segments import SegmentStore
-from warehouse.writer import Writer
+from warehouse.ingest.runtime import Server
+from warehouse.storage.segments import SegmentStore
+from warehouse.storage.writer import Writer
 
 
 def poison(host: str) -> pa.Table:

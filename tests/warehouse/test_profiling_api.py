@@ -16,7 +16,7 @@ import pytest
 
 from fleetscope.settings import Settings
 from simulator.wire import TEST_TOKEN as TOKEN
-from warehouse.runtime import Server
+from warehouse.ingest.runtime import Server
 
 TRACE = (
     Path(__file__).resolve().parents[1]

@@ -12,10 +12,10 @@ import pytest
 
 from fleetscope.errors import IngestError, NotFoundError
 from warehouse import catalog
-from warehouse.agent_registry import ReportedProcess
 from warehouse.catalog.fleet import Job, upsert_jobs
 from warehouse.catalog.profiling import get_trace, get_trace_analysis, list_profile_requests
-from warehouse.profiling_service import (
+from warehouse.profiling.agent_registry import ReportedProcess
+from warehouse.profiling.service import (
     AgentResult,
     ProfilingConfig,
     ProfilingService,

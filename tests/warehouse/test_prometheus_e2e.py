@@ -36,8 +36,8 @@ from simulator.serve import ExporterFleet
 from simulator.sim import FleetSimulator
 from simulator.wire import TEST_TOKEN
 from tests.prometheus_process import start_prometheus, stop_prometheus
-from warehouse import reader
-from warehouse.runtime import Server
+from warehouse.ingest.runtime import Server
+from warehouse.read import reader
 
 pytestmark = [pytest.mark.slow, pytest.mark.real_component("prometheus")]
 

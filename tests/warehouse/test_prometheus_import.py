@@ -21,7 +21,8 @@ from fleetscope.errors import ConfigError, IngestError, SourceUnavailableError
 from fleetscope.exposition import parse
 from fleetscope.settings import Settings
 from simulator.wire import TEST_TOKEN
-from warehouse.prometheus_import import (
+from warehouse.ingest.runtime import Server
+from warehouse.prometheus.importer import (
     MAX_POINTS,
     ImportPlan,
     IngestClient,
@@ -32,8 +33,7 @@ from warehouse.prometheus_import import (
     rows_of_matrix,
     run_import,
 )
-from warehouse.prometheus_rows import rows_to_table
-from warehouse.runtime import Server
+from warehouse.prometheus.rows import rows_to_table
 
 DATA = Path(__file__).parent.parent / "data" / "dcgm"
 

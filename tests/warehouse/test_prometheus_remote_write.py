@@ -29,7 +29,8 @@ from fleetscope.exposition import parse
 from fleetscope.normalize import normalize_samples
 from fleetscope.settings import Settings
 from simulator.wire import TEST_TOKEN
-from warehouse.prompb import (
+from warehouse.ingest.runtime import Server
+from warehouse.prometheus.prompb import (
     STALE_NAN_BITS,
     DecodeLimits,
     Series,
@@ -37,8 +38,7 @@ from warehouse.prompb import (
     encode_write_request,
     is_stale_marker,
 )
-from warehouse.remote_write import Assembler, Scrape, unit_of
-from warehouse.runtime import Server
+from warehouse.prometheus.remote_write import Assembler, Scrape, unit_of
 
 DATA = Path(__file__).parent.parent / "data" / "dcgm"
 PAGES = sorted(p.name for p in DATA.glob("*.prom"))

@@ -16,15 +16,15 @@ import pytest
 from fleetscope.settings import Settings
 from simulator.maker.batches import gpu_batch
 from tests.warehouse.test_prometheus_remote_write import DATA, T0, page_series, post_write
-from warehouse.batch_digest import content_digest
-from warehouse.batch_queue import Part
-from warehouse.prompb import encode_write_request
-from warehouse.remote_write import RemoteWrite
-from warehouse.remote_write_request import decode_limits
-from warehouse.remote_write_units import scrape_batch_id
-from warehouse.runtime import Server
-from warehouse.segments import SegmentStore
-from warehouse.writer import Writer
+from warehouse.ingest.batch_digest import content_digest
+from warehouse.ingest.batch_queue import Part
+from warehouse.ingest.runtime import Server
+from warehouse.prometheus.prompb import encode_write_request
+from warehouse.prometheus.remote_write import RemoteWrite
+from warehouse.prometheus.remote_write_request import decode_limits
+from warehouse.prometheus.remote_write_units import scrape_batch_id
+from warehouse.storage.segments import SegmentStore
+from warehouse.storage.writer import Writer
 
 PAGE = (DATA / "h100_slurm_main.prom").read_text()
 TARGET = ("default", "dgx-b7")

@@ -23,13 +23,13 @@ from analyzers.run.window import Window
 from fleetscope.settings import Settings
 from simulator.maker.jobs import Fleet, Job, gpu_table
 from simulator.wire import post_batch
-from warehouse.compaction import compact
-from warehouse.paths import WarehousePaths
-from warehouse.reader import open_segments
-from warehouse.rollup_delta import MAX_PARTS
-from warehouse.rollups import ROLLUP_TABLES, SOURCE_TABLE, rolled_up, update_rollups
-from warehouse.runtime import Server
-from warehouse.segments import SegmentStore
+from warehouse.ingest.runtime import Server
+from warehouse.read.reader import open_segments
+from warehouse.read.rollup_delta import MAX_PARTS
+from warehouse.read.rollups import ROLLUP_TABLES, SOURCE_TABLE, rolled_up, update_rollups
+from warehouse.storage.compaction import compact
+from warehouse.storage.paths import WarehousePaths
+from warehouse.storage.segments import SegmentStore
 
 from .conftest import TOKEN
 

@@ -9,9 +9,9 @@ import pyarrow as pa
 import pytest
 
 from simulator.maker.batches import EPOCH_MS, gpu_batch
-from warehouse.reader import open_segments
-from warehouse.rollups import update_rollups
-from warehouse.segments import Segment, SegmentStore
+from warehouse.read.reader import open_segments
+from warehouse.read.rollups import update_rollups
+from warehouse.storage.segments import Segment, SegmentStore
 
 
 def _with(batch: pa.Table, **columns: Sequence[object]) -> pa.Table:

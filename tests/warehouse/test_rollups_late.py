@@ -13,14 +13,14 @@ import pyarrow.parquet as pq
 import pytest
 
 from simulator.maker.batches import EPOCH_MS, gpu_batch
-from warehouse.maintenance import Maintenance, MaintenanceConfig
-from warehouse.reader import open_segments
-from warehouse.retention import expire
-from warehouse.rollup_format import FORMAT, FORMAT_MARK
-from warehouse.rollup_merge import MERGE_COLUMNS, ROLLUP_COLUMNS
-from warehouse.rollups import BUCKETS, ROLLUP_TABLES, update_rollups
-from warehouse.segments import SegmentStore
-from warehouse.writer import Writer
+from warehouse.read.reader import open_segments
+from warehouse.read.rollup_format import FORMAT, FORMAT_MARK
+from warehouse.read.rollup_merge import MERGE_COLUMNS, ROLLUP_COLUMNS
+from warehouse.read.rollups import BUCKETS, ROLLUP_TABLES, update_rollups
+from warehouse.storage.maintenance import Maintenance, MaintenanceConfig
+from warehouse.storage.retention import expire
+from warehouse.storage.segments import SegmentStore
+from warehouse.storage.writer import Writer
 
 DAY_MS = 86_400_000
 OLD_HOUR_MS = EPOCH_MS - 20 * DAY_MS + 5 * 3_600_000  # 05:00 of a day past 14 days' retention

@@ -8,12 +8,12 @@ from pathlib import Path
 import pyarrow as pa
 
 from simulator.maker.batches import EPOCH_MS, gpu_batch
-from warehouse.compaction import compact
-from warehouse.reader import open_segments
-from warehouse.retention import expire
-from warehouse.rollups import update_rollups
-from warehouse.segments import SegmentStore
-from warehouse.writer import Writer
+from warehouse.read.reader import open_segments
+from warehouse.read.rollups import update_rollups
+from warehouse.storage.compaction import compact
+from warehouse.storage.retention import expire
+from warehouse.storage.segments import SegmentStore
+from warehouse.storage.writer import Writer
 
 DAY_MS = 86_400_000
 

@@ -18,9 +18,9 @@ from fleetscope.errors import ConfigError, SourceUnavailableError
 from fleetscope.settings import Settings
 from simulator.maker.batches import gpu_batch
 from simulator.wire import TEST_TOKEN, headers_for, post_batch
-from warehouse.runtime import Server
-from warehouse.security import check_exposure, server_token, token_bits, token_path
-from warehouse.trace_store import trace_id_for
+from warehouse.ingest.runtime import Server
+from warehouse.ingest.security import check_exposure, server_token, token_bits, token_path
+from warehouse.profiling.trace_files import trace_id_for
 
 TLS = Path(__file__).resolve().parents[1] / "data" / "tls"  # self-signed for 127.0.0.1
 

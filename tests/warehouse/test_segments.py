@@ -9,10 +9,10 @@ import pytest
 from fleetscope.contract import GPU_SAMPLES
 from fleetscope.errors import IngestError
 from simulator.maker.batches import EPOCH_MS, gpu_batch
-from warehouse.compaction import compact
-from warehouse.reader import open_segments
-from warehouse.segments import SegmentStore, read_manifest
-from warehouse.writer import Writer
+from warehouse.read.reader import open_segments
+from warehouse.storage.compaction import compact
+from warehouse.storage.segments import SegmentStore, read_manifest
+from warehouse.storage.writer import Writer
 
 
 def count(root: Path, sql: str = "SELECT count(*) FROM gpu_samples") -> int:

@@ -11,7 +11,7 @@ import http.client
 import json
 
 from fleetscope.settings import Settings
-from warehouse.runtime import Server
+from warehouse.ingest.runtime import Server
 
 
 def test_a_kept_alive_connection_is_closed_when_the_server_stops(settings: Settings) -> None:

@@ -22,12 +22,12 @@ from tests.fleet.conftest import wait_until
 from tests.fleet.test_fleet_trace_hooks import ANALYSE_S, RESNET_NW0, embedded_upload
 from tests.warehouse.test_profiling_service import TRACE, Clock, procs
 from warehouse import catalog
-from warehouse.agent_registry import ReportedProcess
-from warehouse.analysis_leases import stale_claims, take_over
 from warehouse.catalog.fleet import Job, upsert_jobs
 from warehouse.catalog.profiling import get_trace, get_trace_analysis
-from warehouse.profiling_service import ProfilingConfig, ProfilingService, TraceUpload
-from warehouse.runtime import Server
+from warehouse.ingest.runtime import Server
+from warehouse.profiling.agent_registry import ReportedProcess
+from warehouse.profiling.analysis_leases import stale_claims, take_over
+from warehouse.profiling.service import ProfilingConfig, ProfilingService, TraceUpload
 
 LEASE_S = 60.0
 

@@ -2,7 +2,7 @@
 
 Why in the catalog: an agent's poll lands on any gateway, and a profile request created through
 another must still match its processes and say which agents were seen. One row per host, replaced
-on each poll. The embedded server keeps the same facts in memory (warehouse.agent_registry).
+on each poll. The embedded server keeps the same facts in memory (warehouse.profiling.agent_registry).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Why: analysis is driven by arrival, not by the wall clock (issue 13). A replay, an import of
 history, a late spool or Prometheus remote_write lands samples stamped hours or days ago; the
 scheduler must find those buckets without anyone running a backfill. The writer's commit hook
-(`warehouse.arrivals`) records, per (bucket, cluster), the newest time rows for it were committed;
+(`warehouse.storage.arrival_hook`) records, per (bucket, cluster), the newest time rows for it were committed;
 the scheduler records, per (partition, bucket), the arrival mark it analysed. A bucket is owed
 work while its arrival mark is newer than what its partition analysed. Both marks are the
 server's commit clock read from the same column, so they never compare two clocks. Buckets too

@@ -65,7 +65,7 @@ def utcnow() -> datetime:
 def database_clock(engine: Engine) -> Callable[[], datetime]:
     """The catalog server's clock, for stamps that processes on many machines compare.
 
-    Why: fleet gateways stamp arrival marks (warehouse.arrivals) and the scheduler compares them
+    Why: fleet gateways stamp arrival marks (warehouse.storage.arrival_hook) and the scheduler compares them
     with the marks it analysed; with each gateway's own clock, a gateway running a few seconds
     behind could stamp rows that landed after an analysis with an older time than the one that
     analysis covered, and they would never be analysed. One clock, PostgreSQL's, orders them.

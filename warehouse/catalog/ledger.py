@@ -10,7 +10,7 @@ with the flush id in the snapshot summary, then marks its claims committed. A cl
 the lease whose flush id is not in any snapshot belonged to a gateway that died before its
 commit: another gateway may `take_over` it. If the flush id IS in a snapshot, the gateway died
 after its Iceberg commit and before marking: the batch is stored, so the answer is duplicate.
-Each claim carries the batch's content digest (warehouse.batch_digest): a claim of an id the ledger
+Each claim carries the batch's content digest (warehouse.ingest.batch_digest): a claim of an id the ledger
 holds for another table or with another digest is a `conflict` (409, issue 28), never a duplicate.
 This module must never hold telemetry rows.
 """
@@ -173,7 +173,7 @@ def release(conn: Connection, flush_id: str) -> None:
 def prune(conn: Connection, before: datetime) -> int:
     """Forget every batch id claimed before `before`; returns how many.
 
-    Why it is safe past the raw-retention cutoff (the embedded writer's rule, warehouse.retention):
+    Why it is safe past the raw-retention cutoff (the embedded writer's rule, warehouse.storage.retention):
     a batch's samples are older than its claim, so by then raw retention has dropped them, and a
     copy sent again duplicates nothing that is stored. Pending claims that old go too: their
     gateway died days ago, and whether its rows landed no longer matters for the same reason.

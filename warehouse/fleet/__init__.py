@@ -8,5 +8,5 @@
     orphans  the sweep of files no snapshot reaches (lost commit attempts, expired snapshots)
     trace_objects  uploaded profiler traces in the bucket, readable from every gateway
 
-The embedded mode (warehouse.runtime) does not import this package.
+The embedded mode (warehouse.ingest.runtime) does not import this package.
 """

@@ -3,15 +3,15 @@
 Run as many as the load needs behind a load balancer, or give agents the list of their URLs
 (agent.ingest_url takes a comma-separated list and fails over). A gateway holds no state of its
 own: rows go to the Iceberg tables (warehouse.fleet.writer), batch ids to the shared ledger, job
-records, tokens, profile requests (changed by conditional updates, warehouse.profile_transitions),
+records, tokens, profile requests (changed by conditional updates, warehouse.profiling.transitions),
 the agents' last polls (the profiling registry) and the arrival
-marks that lead the scheduler to buckets receiving data (warehouse.arrivals, stamped by
+marks that lead the scheduler to buckets receiving data (warehouse.storage.arrival_hook, stamped by
 PostgreSQL's clock so every gateway's marks are ordered) to the catalog in PostgreSQL; uploaded
 profiler traces to the object store (warehouse.fleet.trace_objects). Killing one
 loses nothing that was acknowledged; its unacknowledged batches are retried by their agents on
 another gateway.
-Same HTTP routes and answers as the embedded server (warehouse.server), remote_write included.
-remote_write (warehouse.remote_write) assembles each scrape in this gateway's memory, because
+Same HTTP routes and answers as the embedded server (warehouse.ingest.server), remote_write included.
+remote_write (warehouse.prometheus.remote_write) assembles each scrape in this gateway's memory, because
 Prometheus spreads one scrape's series over several requests (its shards): every shard of one
 Prometheus must therefore reach the same gateway. One Prometheus sends all its shards to the one
 URL it is given: give each Prometheus one gateway's URL, or put the gateways behind a load
@@ -29,9 +29,9 @@ second case is counted by no one; the first shows as
 remaining series live in memory only: a gateway killed loses at most those (about one scrape
 interval per target it receives), which it had answered 204; a clean stop stores them.
 Server plug-ins: the ones `server.plugins` selects that declare they run in fleet mode
-(warehouse.plugin_host, the embedded server's loader), with the same hooks: a trace uploaded here
+(warehouse.ingest.plugin_host, the embedded server's loader), with the same hooks: a trace uploaded here
 is analysed here, on this gateway's profiling worker thread; if this gateway stops first, another
-takes the analysis over once its lease lapses (warehouse.analysis_leases). Selecting one that needs the embedded
+takes the analysis over once its lease lapses (warehouse.profiling.analysis_leases). Selecting one that needs the embedded
 server (its DuckDB warehouse) is a ConfigError before anything starts. A gateway has no in-process
 warehouse (`warehouse` is None). This module must never open a DuckDB file.
 """
@@ -49,26 +49,26 @@ from sqlalchemy.exc import ArgumentError
 from fleetscope.errors import FleetscopeError, SourceUnavailableError
 from fleetscope.settings import Settings
 from warehouse import catalog
-from warehouse.arrivals import ArrivalMarks
-from warehouse.auth import TokenChecker
 from warehouse.catalog.base import database_clock
 from warehouse.catalog.fleet import HostClusters
-from warehouse.catalog_sync import CatalogSync
-from warehouse.fleet.agent_registry import CatalogAgentRegistry
+from warehouse.fleet.catalog_agent_registry import CatalogAgentRegistry
 from warehouse.fleet.reader import newest_per_target
 from warehouse.fleet.tables import FleetConfig, FleetTables, ensure_bucket
 from warehouse.fleet.trace_objects import ObjectTraceStorage
 from warehouse.fleet.writer import FleetWriter
-from warehouse.listener import Listening, bind, listen_address, tls_from
-from warehouse.metrics import ServerMetrics
-from warehouse.plugin_host import PluginHost, load_plugins
-from warehouse.profiling_service import ProfilingConfig, ProfilingService
-from warehouse.prometheus_rows import ScrapeKey
-from warehouse.remote_write import REPLAY_WINDOW_S, RemoteWrite
-from warehouse.remote_write_metrics import RemoteWriteCollector
-from warehouse.security import check_exposure, effective_tokens, read_tokens
-from warehouse.server import Ingest, IngestConfig
-from warehouse.shape_limits import ShapeLimits
+from warehouse.ingest.auth import TokenChecker
+from warehouse.ingest.listener import Listening, bind, listen_address, tls_from
+from warehouse.ingest.metrics import ServerMetrics
+from warehouse.ingest.plugin_host import PluginHost, load_plugins
+from warehouse.ingest.security import check_exposure, effective_tokens, read_tokens
+from warehouse.ingest.server import Ingest, IngestConfig
+from warehouse.ingest.shape_limits import ShapeLimits
+from warehouse.profiling.service import ProfilingConfig, ProfilingService
+from warehouse.prometheus.remote_write import REPLAY_WINDOW_S, RemoteWrite
+from warehouse.prometheus.remote_write_metrics import RemoteWriteCollector
+from warehouse.prometheus.rows import ScrapeKey
+from warehouse.storage.arrival_hook import ArrivalMarks
+from warehouse.storage.catalog_sync import CatalogSync
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -11,7 +11,7 @@ file is opened), which is how a scheduled window is cut per (day, cluster).
 
 A cluster of None stands for rows without a cluster label (their own Iceberg partition).
 
-`newest_per_target` is the remote_write receiver's restart watermark (warehouse.remote_write):
+`newest_per_target` is the remote_write receiver's restart watermark (warehouse.prometheus.remote_write):
 the same pruned scan, projected to (cluster, host, ts) and reduced batch by batch, so a gateway
 reads three columns of the replay window and never holds its rows at once.
 """

@@ -1,7 +1,7 @@
 """The fleet's hourly roll-up rows (`gpu_samples_1h`) and how late samples merge into them.
 
 A row is, per (hour, cluster, host, GPU index, job): the sample count, and for each column of
-`warehouse.rollups.ROLLUP_COLUMNS` the mean and max (what the embedded `gpu_samples_1h` has, so
+`warehouse.read.rollups.ROLLUP_COLUMNS` the mean and max (what the embedded `gpu_samples_1h` has, so
 the dashboard and the accounting read both alike) plus the sum and the count of the values that
 were not blank (`<column>_sum`, `<column>_n`), and the sum and count of the accounting's
 per-sample active fraction (`active_sum`, `active_n`). Those two make a row mergeable: samples of an hour
@@ -9,12 +9,12 @@ that arrive after the hour was rolled up (a spool replayed weeks later, an impor
 as counts and sums added, maxima maxed, and the mean recomputed as sum / count, so the merged row
 is the roll-up of all the hour's samples taken together. Counts and maxima are exact; sums are
 added as doubles, exact whenever the values are (sums of binary fractions such as 0.25), else to
-the last bits of rounding order, as any parallel sum is. The SQL is `warehouse.rollup_merge`'s,
+the last bits of rounding order, as any parallel sum is. The SQL is `warehouse.read.rollup_merge`'s,
 shared with the embedded roll-ups.
 
 Tables rolled up before those columns existed get them by Iceberg schema evolution (`evolve`,
 added as optional: old data files read them as null). A row without them is read by the rules of
-`warehouse.rollup_merge` (`stored_sums`), as the accounting reads it (analyzers.accounting.usage);
+`warehouse.read.rollup_merge` (`stored_sums`), as the accounting reads it (analyzers.accounting.usage);
 from then on it merges as above.
 
 Which raw files a partition's row already holds is recorded in the roll-up table's properties
@@ -33,8 +33,8 @@ import duckdb
 import pyarrow as pa
 
 from fleetscope.contract import GPU_SAMPLES
-from warehouse.rollup_merge import MERGE_COLUMNS as MERGE_COLUMNS
-from warehouse.rollup_merge import raw_usage_stats, usage_merge_sql
+from warehouse.read.rollup_merge import MERGE_COLUMNS as MERGE_COLUMNS
+from warehouse.read.rollup_merge import raw_usage_stats, usage_merge_sql
 
 if TYPE_CHECKING:
     from datetime import date

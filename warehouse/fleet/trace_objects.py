@@ -1,5 +1,5 @@
 """Uploaded profiler traces as objects in the fleet's bucket, so every gateway, the dashboard and
-the CLI read a trace whichever gateway received it (warehouse.trace_storage's fleet storage).
+the CLI read a trace whichever gateway received it (warehouse.profiling.trace_backend's fleet storage).
 
 Key: `<fleet.warehouse_uri>/traces/<trace_id>.pt.trace.json.gz`, the file name of the embedded
 store, outside every Iceberg table's location (the orphan sweep lists table locations only).
@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from fleetscope.errors import NotFoundError
 from warehouse.fleet.tables import FleetConfig, s3_filesystem
-from warehouse.trace_store import TRACE_SUFFIX
+from warehouse.profiling.trace_files import TRACE_SUFFIX
 
 if TYPE_CHECKING:
     from pyarrow.fs import S3FileSystem

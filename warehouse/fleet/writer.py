@@ -1,6 +1,6 @@
 """A fleet gateway's writer: batches requests, claims their ids, commits Parquet to Iceberg.
 
-Same request side and writer thread as the embedded writer (warehouse.group_writer.GroupWriter:
+Same request side and writer thread as the embedded writer (warehouse.storage.group_writer.GroupWriter:
 `submit` returns a Ticket the handler waits on, so 202 still means durable; poison isolation,
 hooks and counters are shared), different commit: per table of a flush,
 
@@ -15,7 +15,7 @@ hooks and counters are shared), different commit: per table of a flush,
    as the Iceberg spec prescribes for appends (they never conflict on data), with exponential
    backoff, and only within the lease: a gateway that cannot finish in time gives up rather than
    commit a batch another gateway may have taken over;
-4. run the commit hooks on the rows that landed (the arrival marks, warehouse.arrivals, as the
+4. run the commit hooks on the rows that landed (the arrival marks, warehouse.storage.arrival_hook, as the
    embedded writer does), then mark the claims committed and answer the tickets. A batch a dead
    gateway committed before it could mark it (found in the snapshots at step 1) goes through
    the hooks too: its rows landed, and their arrival marks may not have been written.
@@ -41,13 +41,13 @@ import pyarrow as pa
 from sqlalchemy import Engine
 
 from fleetscope.errors import IngestError
-from warehouse.batch_digest import CONFLICT_STATUS, conflict_message
-from warehouse.batch_queue import Ticket
 from warehouse.catalog import ledger
 from warehouse.fleet.commit_lock import table_commit_lock
 from warehouse.fleet.tables import FLUSH_PROPERTY, FleetTables, to_table_schema
-from warehouse.group_writer import Commit, CommitHook, GroupWriter
-from warehouse.shape_limits import UNLIMITED, ShapeLimits
+from warehouse.ingest.batch_digest import CONFLICT_STATUS, conflict_message
+from warehouse.ingest.batch_queue import Ticket
+from warehouse.ingest.shape_limits import UNLIMITED, ShapeLimits
+from warehouse.storage.group_writer import Commit, CommitHook, GroupWriter
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table

@@ -152,7 +152,7 @@ def test_retention_skips_old_panes_and_keeps_the_coarser_tiers_whole(
 
 
 def test_tiers_live_in_their_own_tables_and_expired_days_are_retired(tmp_path: Path) -> None:
-    from warehouse.segments import read_manifest
+    from warehouse.storage.segments import read_manifest
 
     store = QuantileStore(tmp_path / "sketches", retention_s={10: 3600.0, 60: 3600.0})
     first = Fleet()
@@ -180,7 +180,7 @@ def test_a_window_without_samples_retires_nothing_since_retention_counts_from_th
     """The clock's window over a fleet seen only through day-old samples holds no sample: it
     once expired by the wall clock, retiring the minutes of the replayed day (after midnight
     UTC, the day before yesterday's share of them)."""
-    from warehouse.segments import read_manifest
+    from warehouse.storage.segments import read_manifest
 
     store = QuantileStore(tmp_path / "sketches", retention_s={10: 3600.0, 60: 3600.0})
     old = Fleet()

@@ -6,7 +6,7 @@ would: a gap up to `analyzers.max_gap_s` (300 s) stays allocated, a longer one d
 
 Then the usage's two readers, the warehouse's roll-ups and raw samples, over columns only some
 samples carry: both count a column for the samples that had it, and roll-ups written by older
-builds are read by the rules of `warehouse.rollup_merge`.
+builds are read by the rules of `warehouse.read.rollup_merge`.
 """
 
 from __future__ import annotations
@@ -26,11 +26,11 @@ from analyzers.accounting.usage import _rollup_for as rollup_for
 from analyzers.run.window import Window
 from simulator.maker.batches import gpu_batch
 from simulator.maker.jobs import Fleet, Job, write_segments
-from warehouse.reader import open_segments
-from warehouse.rollup_format import FORMAT_MARK
-from warehouse.rollup_merge import MERGE_COLUMNS
-from warehouse.rollups import update_rollups
-from warehouse.segments import SegmentStore
+from warehouse.read.reader import open_segments
+from warehouse.read.rollup_format import FORMAT_MARK
+from warehouse.read.rollup_merge import MERGE_COLUMNS
+from warehouse.read.rollups import update_rollups
+from warehouse.storage.segments import SegmentStore
 
 START = datetime(2026, 11, 16, 8, tzinfo=UTC)
 END = START + timedelta(hours=2)
@@ -203,7 +203,7 @@ def _written_by_an_older_build(store: SegmentStore, dropped: list[str], format_m
     assert store.swap(changes, marks={FORMAT_MARK: format_mark})
 
 
-# What roll-up rows of an older layout are taken to hold (warehouse.rollup_merge), over the
+# What roll-up rows of an older layout are taken to hold (warehouse.read.rollup_merge), over the
 # window: (columns the layout lacks, active samples, active sum, SM samples, power mean).
 _ACTIVE_BY_ENGINE = len([k for k in range(PARTIAL_WINDOW) if k % 4])
 _OLDER_LAYOUTS = {
@@ -218,7 +218,7 @@ _OLDER_LAYOUTS = {
 @pytest.mark.parametrize("format_mark", sorted(_OLDER_LAYOUTS))
 def test_rollups_of_an_older_layout_are_read_by_its_rule(tmp_path: Path, format_mark: str) -> None:
     """Roll-ups the upgrade has not rewritten yet (the view reads them by name, every column of
-    the layout there even though no file has it) count as warehouse.rollup_merge says."""
+    the layout there even though no file has it) count as warehouse.read.rollup_merge says."""
     dropped, active_n, active_sum, sm_n, power_w = _OLDER_LAYOUTS[format_mark]
     store = SegmentStore(tmp_path)
     store.publish(1, {"gpu_samples": store.write("gpu_samples", _partially_reported(), 1)})

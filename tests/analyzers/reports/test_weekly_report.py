@@ -22,7 +22,7 @@ from fleetscope.errors import ConfigError
 from tests.analyzers.reports.conftest import MONDAY, ReportWarehouse
 from warehouse.catalog import connect
 from warehouse.catalog.reports import list_report_runs
-from warehouse.reader import open_segments
+from warehouse.read.reader import open_segments
 
 W46, W47 = IsoWeek(2026, 46), IsoWeek(2026, 47)
 

@@ -1,0 +1,140 @@
+"""`fleetscope server`: assembles the writer, the HTTP server, maintenance and plug-in hooks.
+
+Start order: catalog, segment store, writer (opens and migrates DuckDB, republishes what a crash
+left unpublished), HTTP listener, maintenance, then `on_start` hooks. The hooks come from the
+installed `fleetscope.server` plug-ins that `server.plugins` selects (all by default; loaded by
+warehouse.ingest.plugin_host, the fleet gateway's loader too): each one's `setup(server)` runs before
+start and may append to the hook lists (fleetscope.plugins.ServerHooks).
+Stop order is the reverse, and the writer flushes what is queued before it closes the database.
+`on_trace_uploaded` hooks `(server, TraceUpload)` run on the profiling worker thread for each
+stored trace. This module calls hooks and never names an analyzer; it must never handle a request
+itself.
+"""
+
+from __future__ import annotations
+
+import logging
+from functools import partial
+
+from fleetscope.errors import ConfigError
+from fleetscope.settings import Settings
+from warehouse import catalog
+from warehouse.catalog.fleet import HostClusters
+from warehouse.ingest.auth import TokenChecker
+from warehouse.ingest.listener import Listening, bind, listen_address, tls_from
+from warehouse.ingest.metrics import ServerMetrics
+from warehouse.ingest.plugin_host import PluginHost, load_plugins
+from warehouse.ingest.security import check_exposure, effective_tokens, read_tokens
+from warehouse.ingest.server import Ingest, IngestConfig
+from warehouse.ingest.shape_limits import ShapeLimits
+from warehouse.profiling.service import ProfilingConfig, ProfilingService
+from warehouse.prometheus.remote_write import RemoteWrite, recent_scrapes
+from warehouse.prometheus.remote_write_metrics import RemoteWriteCollector
+from warehouse.read.reader import Warehouse
+from warehouse.storage.arrival_hook import ArrivalMarks
+from warehouse.storage.catalog_sync import CatalogSync
+from warehouse.storage.maintenance import Maintenance, MaintenanceConfig
+from warehouse.storage.paths import WarehousePaths
+from warehouse.storage.segments import SegmentStore
+from warehouse.storage.writer import Writer
+
+log = logging.getLogger(__name__)
+
+__all__ = ["Server", "load_plugins"]
+
+
+class Server(PluginHost, Listening):
+    def __init__(
+        self, settings: Settings, *, host: str | None = None, port: int | None = None
+    ) -> None:
+        self.settings = settings
+        # Resolved before anything opens (DuckDB, the port): a selection naming a plug-in that is
+        # missing or cannot run here fails with nothing left to close.
+        plugin_setups = load_plugins(settings.server.plugins, mode="embedded")
+        self.paths = WarehousePaths.from_settings(settings)
+        self._init_hooks()
+        self.catalog = catalog.connect(self.paths.catalog_url)
+        self.store = SegmentStore(self.paths.segments_dir)
+        self.writer = Writer(
+            self.paths.duckdb_path,
+            self.store,
+            flush_rows=settings.warehouse.flush_rows,
+            flush_interval_s=settings.warehouse.flush_interval_s,
+            flush_idle_s=settings.warehouse.flush_idle_s,
+            queue_max_rows=settings.warehouse.queue_max_rows,
+            shape_limits=ShapeLimits.from_settings(settings),
+            hooks=[
+                CatalogSync(self.catalog),
+                ArrivalMarks(self.catalog, settings.analyzers.bucket_s),
+                self._batch_committed,
+            ],
+        )
+        self.warehouse = Warehouse(self.writer, self.store, self.catalog)
+        self.metrics = ServerMetrics(self.writer, self.catalog)
+        address = listen_address(settings, host, port)
+        tokens = effective_tokens(settings)
+        try:
+            check_exposure(address[0], tokens + read_tokens(settings))  # read tokens too
+            tls = tls_from(settings)
+        except ConfigError:
+            self.writer.stop()
+            raise
+        self.auth = TokenChecker(tokens, self.catalog, read_tokens=read_tokens(settings))
+        self.remote_write = RemoteWrite.from_settings(
+            self.writer,
+            settings,
+            watermarks=partial(recent_scrapes, self.writer),
+            known_cluster=HostClusters(self.catalog),
+        )
+        self.metrics.registry.register(RemoteWriteCollector(self.remote_write))
+        self.profiling = ProfilingService(
+            self.catalog,
+            ProfilingConfig.from_settings(settings),
+            notify=self._trace_uploaded,
+            sole_server=True,  # its data folder is its own: what is left unanalysed is abandoned
+        )
+        ingest = Ingest(
+            writer=self.writer,
+            catalog=self.catalog,
+            auth=self.auth,
+            metrics=self.metrics,
+            config=IngestConfig.from_settings(settings),
+            remote_write=self.remote_write,
+            profiling=self.profiling,
+            routes=self.routes,
+        )
+        try:
+            self.http = bind(address, ingest, tls)
+        except ConfigError:
+            self.writer.stop()
+            raise
+        self.maintenance = Maintenance(
+            self.store,
+            self.writer,
+            MaintenanceConfig(
+                interval_s=settings.warehouse.maintenance_interval_s,
+                target_bytes=settings.warehouse.compact_target_bytes,
+                grace_s=settings.warehouse.segment_grace_s,
+                retention_days=settings.warehouse.raw_retention_days,
+            ),
+        )
+        for setup in plugin_setups:
+            setup(self)
+
+    def start(self) -> None:
+        self.writer.start()
+        self._serve_http()
+        self.remote_write.start()
+        self.maintenance.start()
+        self.profiling.start()
+        self._started()
+        log.info("ingest listening on %s", self.url)
+
+    def stop(self) -> None:
+        self._stopping()
+        self._close_http()
+        self.remote_write.stop()  # stores waiting scrapes while the writer still runs
+        self.profiling.stop()  # lets the trace being analyzed finish
+        self.maintenance.stop()
+        self.writer.stop()
+        self.catalog.dispose()

@@ -1,0 +1,382 @@
+"""The ingest HTTP server: routes, status codes and JSON answers; nothing else.
+
+    POST /v1/batches/<table>   Arrow IPC batch (wire format: fleetscope.contract) -> 202 once committed
+    POST /v1/jobs              JSON list of job records -> upserted into the catalog
+    POST /api/v1/write         Prometheus remote_write 1.0 (warehouse.prometheus.remote_write) -> 204
+    POST /v1/profile-requests, GET /v1/profile-requests/<id>, POST /v1/agent/poll,
+    POST /v1/traces            on-demand profiling (warehouse.profiling.api)
+    GET  /healthz              liveness and the writer's queue depth
+    GET  /metrics              the server's own Prometheus metrics (bearer token if read_auth)
+    ...                        then the routes server plug-ins add (Ingest.routes): the read API,
+                               GET /v1/findings, /v1/opportunities, /v1/jobs/<id> (analyzers.read_api)
+
+Every refusal is an IngestError turned into `{"error": ...}` with its status; a batch request is
+answered 202 only after the writer committed it (Ticket.wait), so 202 means durable and an agent
+that got no answer retries with the same batch id. When the body was not read (401, 408, 411,
+413, 415, 422), the connection is closed after the answer so unread bytes never reach the next
+request. Framing is checked first, for every route (warehouse.ingest.framing: RFC 9112, 400 and close
+on conflicting or non-ASCII lengths), and a body's declared length is reserved against
+server.max_inflight_bytes before it is read (warehouse.ingest.inflight: 503 with Retry-After beyond).
+Handlers are small functions in a route table; the standard library's ThreadingHTTPServer
+gives a thread per connection, bounded by warehouse.ingest.connections (at most server.max_connections,
+then 503 with Retry-After; headers within server.header_timeout_s, a body within
+server.body_timeout_s, else 408). With server.tls_cert_file/tls_key_file it serves HTTPS; the TLS
+handshake runs on the connection's thread, under the header deadline, never on the accept loop.
+This module must never talk to DuckDB: only the writer does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import re
+import ssl
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from sqlalchemy import Engine
+
+from fleetscope.contract import MAX_BATCH_ROWS, MAX_DECODED_BYTES
+from fleetscope.errors import ConfigError, FleetscopeError, IngestError, PayloadTooLargeError
+from fleetscope.settings import Settings
+from warehouse.catalog.fleet import upsert_jobs
+from warehouse.ingest.auth import TokenChecker
+from warehouse.ingest.connections import OVERLOADED, ConnectionGuard
+from warehouse.ingest.envelope import MAX_JOBS_JSON_BYTES, check_envelope, decode_batch, parse_jobs
+from warehouse.ingest.framing import body_length, has_body_framing
+from warehouse.ingest.inflight import InFlightBytes
+from warehouse.ingest.metrics import ServerMetrics
+from warehouse.ingest.response import Response
+from warehouse.ingest.sink import BatchSink
+from warehouse.profiling.api import (
+    get_profile_request,
+    post_agent_poll,
+    post_profile_request,
+    post_trace,
+)
+from warehouse.profiling.service import ProfilingService
+from warehouse.prometheus.remote_write import RemoteWrite
+from warehouse.prometheus.remote_write_request import check_headers
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class IngestConfig:
+    max_body_bytes: int
+    commit_timeout_s: float
+    max_decoded_bytes: int = MAX_DECODED_BYTES
+    max_batch_rows: int = MAX_BATCH_ROWS
+    read_auth: bool = True
+    max_connections: int = 256
+    max_inflight_bytes: int = 256 * 1024 * 1024
+    header_timeout_s: float = 30.0
+    body_timeout_s: float = 60.0
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> IngestConfig:
+        """The limits from the settings: one place for the embedded server and fleet gateways."""
+        if settings.server.max_inflight_bytes < settings.server.max_body_bytes:
+            raise ConfigError(
+                f"server.max_inflight_bytes ({settings.server.max_inflight_bytes}) must be at "
+                f"least server.max_body_bytes ({settings.server.max_body_bytes})"
+            )
+        return cls(
+            max_body_bytes=settings.server.max_body_bytes,
+            commit_timeout_s=settings.warehouse.commit_timeout_s,
+            max_decoded_bytes=settings.server.max_decoded_bytes,
+            max_batch_rows=settings.server.max_batch_rows,
+            read_auth=settings.server.read_auth,
+            max_connections=settings.server.max_connections,
+            max_inflight_bytes=settings.server.max_inflight_bytes,
+            header_timeout_s=settings.server.header_timeout_s,
+            body_timeout_s=settings.server.body_timeout_s,
+        )
+
+
+@dataclass
+class Ingest:
+    """What the handlers need: the writer, the catalog, token checks, metrics and limits."""
+
+    writer: BatchSink
+    catalog: Engine
+    auth: TokenChecker
+    metrics: ServerMetrics
+    config: IngestConfig
+    remote_write: RemoteWrite | None = None
+    profiling: ProfilingService | None = None
+    # Routes server plug-ins add (warehouse.ingest.plugin_host PluginHost.routes), after ROUTES.
+    routes: list[tuple[str, re.Pattern[str], str, Route]] = field(default_factory=list)
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: IngestHTTPServer
+    body_read = False
+    reserved_bytes = 0
+
+    def setup(self) -> None:
+        self.timeout = self.server.ingest.config.header_timeout_s  # type: ignore[misc]  # per socket op
+        self.server.guard.awaiting_headers(self.request)
+        if isinstance(self.request, ssl.SSLSocket):
+            self.request.settimeout(self.timeout)
+            self.request.do_handshake()
+        super().setup()
+
+    def handle_one_request(self) -> None:
+        self.server.guard.awaiting_headers(self.request)
+        super().handle_one_request()
+
+    def read_body(self, limit: int) -> bytes:
+        length = body_length(self.headers)
+        if length is None:
+            raise IngestError("Content-Length is required", status=411)
+        if length > limit:
+            raise PayloadTooLargeError(f"body of {length} bytes is over the limit of {limit} bytes")
+        if not self.server.inflight.reserve(length):
+            raise IngestError(
+                f"bodies in flight would pass server.max_inflight_bytes "
+                f"({self.server.inflight.limit_bytes} bytes); retry",
+                status=503,
+            )
+        self.reserved_bytes = length
+        timeout_s = self.server.ingest.config.body_timeout_s
+        deadline = time.monotonic() + timeout_s
+        chunks: list[bytes] = []
+        received = 0
+        try:
+            while received < length:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise TimeoutError
+                self.connection.settimeout(remaining)
+                chunk = self.rfile.read1(min(length - received, 1 << 20))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                received += len(chunk)
+        except TimeoutError:
+            self.server.guard.timeouts.labels("body").inc()
+            raise IngestError(
+                f"body not received within {timeout_s:g} s (server.body_timeout_s): "
+                f"{received} of {length} bytes",
+                status=408,
+            ) from None
+        finally:
+            self.connection.settimeout(self.timeout)
+        self.body_read = True
+        if received != length:
+            raise IngestError(f"body ended after {received} of {length} bytes")
+        return b"".join(chunks)
+
+    def _dispatch(self, method: str) -> None:
+        if self.server.stopping:
+            # A kept-alive connection outlives the listening socket: close it, so the client's
+            # retry opens a new connection to whatever server listens next.
+            stopping = Response.json(
+                503, {"error": "ingest is stopping; retry"}, **{"Retry-After": "1"}
+            )
+            self._send(stopping, close=True)
+            return
+        started = time.perf_counter()
+        path = self.path.split("?", 1)[0]
+        route_name = "unknown"
+        try:
+            body_length(self.headers)  # framing first: 400 for a conflict, whatever the route
+            for route_method, pattern, name, fn in (*ROUTES, *self.server.ingest.routes):
+                match = pattern.fullmatch(path)
+                if match:
+                    route_name = name
+                    if route_method != method:
+                        raise IngestError(f"{method} is not allowed on {path}", status=405)
+                    response = fn(self, self.server.ingest, *match.groups())
+                    break
+            else:
+                raise IngestError(f"no route {method} {path}", status=404)
+        except IngestError as exc:
+            response = Response.json(exc.status, {"error": str(exc)})
+            if exc.status == 503:
+                response.headers["Retry-After"] = "1"
+        except FleetscopeError as exc:
+            response = Response.json(400, {"error": str(exc)})
+        except Exception as exc:  # a bug must not kill the connection thread silently
+            log.exception("%s %s failed", method, path)
+            response = Response.json(500, {"error": f"internal error: {type(exc).__name__}"})
+        finally:
+            self.server.inflight.release(self.reserved_bytes)
+            self.reserved_bytes = 0
+        # A body left unread would be parsed as the next request: close after the answer.
+        unread = not self.body_read and (method == "POST" or has_body_framing(self.headers))
+        self._send(response, close=unread)
+        metrics = self.server.ingest.metrics
+        metrics.requests.labels(route_name, str(response.status)).inc()
+        metrics.latency.labels(route_name).observe(time.perf_counter() - started)
+
+    def _send(self, response: Response, *, close: bool) -> None:
+        self.send_response(response.status)
+        self.send_header("Content-Type", response.content_type)
+        self.send_header("Content-Length", str(len(response.body)))
+        for name, value in response.headers.items():
+            self.send_header(name, value)
+        if close:
+            self.send_header("Connection", "close")
+            self.close_connection = True
+        self.end_headers()
+        self.wfile.write(response.body)
+
+    def do_GET(self) -> None:
+        self.server.guard.headers_read(self.request)
+        self._dispatch("GET")
+
+    def do_POST(self) -> None:
+        self.server.guard.headers_read(self.request)
+        self.body_read = False
+        self._dispatch("POST")
+
+    def log_message(self, format: str, *args: Any) -> None:
+        log.debug("%s " + format, self.address_string(), *args)
+
+
+class IngestHTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 512
+
+    def __init__(
+        self, address: tuple[str, int], ingest: Ingest, tls: ssl.SSLContext | None = None
+    ) -> None:
+        self.ingest = ingest
+        self.stopping = False
+        self.inflight = InFlightBytes(
+            ingest.config.max_inflight_bytes, registry=ingest.metrics.registry
+        )
+        self.guard = ConnectionGuard(
+            max_connections=ingest.config.max_connections,
+            header_timeout_s=ingest.config.header_timeout_s,
+            registry=ingest.metrics.registry,
+        )
+        super().__init__(address, Handler)
+        if tls is not None:
+            self.socket = tls.wrap_socket(
+                self.socket, server_side=True, do_handshake_on_connect=False
+            )
+        self.guard.start()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        """Over server.max_connections: a canned 503 with Retry-After, and close."""
+        if not self.guard.admit(request):
+            with contextlib.suppress(OSError):
+                request.settimeout(1.0)
+                if not isinstance(request, ssl.SSLSocket):  # no handshake yet: cannot answer
+                    request.sendall(OVERLOADED)
+            self.shutdown_request(request)
+            return
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request: Any) -> None:
+        self.guard.release(request)
+        super().shutdown_request(request)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that vanished or dawdled is routine, not a traceback."""
+        exc = sys.exc_info()[1]
+        if isinstance(exc, OSError):
+            log.debug("connection from %s ended: %s", client_address, exc)
+            return
+        super().handle_error(request, client_address)
+
+    def server_close(self) -> None:
+        self.guard.stop()
+        super().server_close()
+
+
+def tls_context(cert_file: str, key_file: str) -> ssl.SSLContext:
+    """Server-side TLS from PEM files (TLS 1.2 or newer); ConfigError when they cannot be used."""
+    if bool(cert_file) != bool(key_file):
+        raise ConfigError("server.tls_cert_file and server.tls_key_file must be set together")
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    try:
+        context.load_cert_chain(cert_file, key_file)
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(f"server.tls_cert_file/tls_key_file: cannot load: {exc}") from exc
+    return context
+
+
+# -- routes ------------------------------------------------------------------------------------
+def post_batch(handler: Handler, ingest: Ingest, table: str) -> Response:
+    ingest.auth.check(handler.headers.get("Authorization"))
+    envelope = check_envelope(table, handler.headers, ingest.config.max_body_bytes)
+    data = decode_batch(
+        table,
+        handler.read_body(ingest.config.max_body_bytes),
+        max_decoded_bytes=ingest.config.max_decoded_bytes,
+        max_rows=ingest.config.max_batch_rows,
+    )
+    ticket, in_flight = ingest.writer.submit(
+        table, data, envelope.batch_id, envelope.agent, envelope.agent_version
+    )
+    if not ticket.wait(ingest.config.commit_timeout_s):
+        raise IngestError(
+            f"batch {envelope.batch_id} is not committed yet; retry with the same batch id",
+            status=503,
+        )
+    if ticket.error is not None and ticket.status < 500:
+        raise IngestError(f"{ticket.error}; do not retry it as is", status=ticket.status)
+    if ticket.error is not None:
+        raise IngestError(f"{ticket.error}; retry with the same batch id", status=503)
+    return Response.json(
+        202,
+        {
+            "batch_id": ticket.batch_id,
+            "rows": ticket.rows,
+            "duplicate": ticket.duplicate or in_flight,
+        },
+    )
+
+
+def post_jobs(handler: Handler, ingest: Ingest) -> Response:
+    ingest.auth.check(handler.headers.get("Authorization"))
+    jobs = parse_jobs(handler.read_body(min(MAX_JOBS_JSON_BYTES, ingest.config.max_body_bytes)))
+    with ingest.catalog.begin() as conn:
+        upsert_jobs(conn, jobs)
+    return Response.json(200, {"jobs": len(jobs)})
+
+
+def post_remote_write(handler: Handler, ingest: Ingest) -> Response:
+    """Prometheus remote_write: 204 once the complete scrapes are committed (Prometheus treats
+    any 2xx as success, drops a batch on 4xx and retries on 5xx)."""
+    if ingest.remote_write is None:
+        raise IngestError("remote_write is not enabled on this server", status=404)
+    ingest.auth.check(handler.headers.get("Authorization"))
+    check_headers(handler.headers)
+    ingest.remote_write.receive(handler.read_body(ingest.config.max_body_bytes))
+    return Response(204, b"", "text/plain; charset=utf-8")
+
+
+def get_healthz(handler: Handler, ingest: Ingest) -> Response:
+    return Response.json(200, {"status": "ok", "queued_rows": ingest.writer.queued_rows})
+
+
+def get_metrics(handler: Handler, ingest: Ingest) -> Response:
+    if ingest.config.read_auth:  # families carry job and team labels: job data (server.read_auth)
+        ingest.auth.check_read(handler.headers.get("Authorization"))  # a read token will do
+    return Response(200, generate_latest(ingest.metrics.registry), CONTENT_TYPE_LATEST)
+
+
+Route = Callable[..., Response]
+ROUTES: tuple[tuple[str, re.Pattern[str], str, Route], ...] = (
+    ("POST", re.compile(r"/v1/batches/([^/]+)"), "batches", post_batch),
+    ("POST", re.compile(r"/v1/jobs"), "jobs", post_jobs),
+    ("POST", re.compile(r"/api/v1/write"), "remote_write", post_remote_write),
+    ("POST", re.compile(r"/v1/profile-requests"), "profile_requests", post_profile_request),
+    ("GET", re.compile(r"/v1/profile-requests/(\d+)"), "profile_request", get_profile_request),
+    ("POST", re.compile(r"/v1/agent/poll"), "agent_poll", post_agent_poll),
+    ("POST", re.compile(r"/v1/traces"), "traces", post_trace),
+    ("GET", re.compile(r"/healthz"), "healthz", get_healthz),
+    ("GET", re.compile(r"/metrics"), "metrics", get_metrics),
+)

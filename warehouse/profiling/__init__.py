@@ -1,0 +1,1 @@
+"""On-demand profiling: requests between users and agents, and the traces they upload."""

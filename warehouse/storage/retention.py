@@ -1,0 +1,73 @@
+"""Retention: raw samples older than `warehouse.raw_retention_days` leave segments and DuckDB.
+
+Whole UTC days go: their raw segments are retired in one manifest swap (deleted after the grace
+period) and the writer deletes the same rows, and ledger entries as old, from the telemetry
+database on its own thread. Roll-ups are kept. A day of gpu_samples goes only once every roll-up
+family holds exactly its live segments (`rollups.rolled_up`): a segment published after the
+roll-up step waits, raw, for the next pass's roll-up. The swap marks the day retired
+(`raw_retired/<day>`), so later raw segments of it are merged into its roll-ups by the roll-up
+step, which retires them itself; retention leaves those alone. This module must never delete
+roll-ups.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, date, datetime, timedelta
+
+import duckdb
+import pyarrow as pa
+
+from fleetscope.contract import TABLES
+from warehouse.read.rollups import SOURCE_TABLE, input_mark, retired_key, rolled_up
+from warehouse.storage.segments import Manifest, Segment, SegmentStore
+from warehouse.storage.writer import Writer
+
+
+def expire(
+    store: SegmentStore,
+    writer: Writer | None,
+    keep_days: int,
+    today: date,
+    tables: Mapping[str, pa.Schema] = TABLES,
+) -> int:
+    """Drop raw days before `today - keep_days`; returns the number of segments retired."""
+    cutoff = today - timedelta(days=keep_days)
+    manifest = store.snapshot()
+    changes: dict[str, tuple[list[Segment], list[Segment]]] = {}
+    marks: dict[str, str] = {}
+    for table in tables:
+        old: list[Segment] = []
+        for day, segs in manifest.by_date(table).items():
+            if date.fromisoformat(day) >= cutoff:
+                continue
+            if table == SOURCE_TABLE:
+                if not _covered(manifest, day, segs):
+                    continue
+                marks[retired_key(day)] = input_mark(segs)
+            old.extend(segs)
+        if old:
+            changes[table] = (old, [])
+    if changes:
+        store.swap(changes, marks=marks)
+    if writer is not None:
+        cutoff_ts = datetime(cutoff.year, cutoff.month, cutoff.day, tzinfo=UTC)
+        writer.call(lambda conn: _delete_before(conn, cutoff_ts, tables)).result()
+    return sum(len(old) for old, _new in changes.values())
+
+
+def _covered(manifest: Manifest, day: str, raw: list[Segment]) -> bool:
+    """Whether the day's raw segments may go: the roll-ups hold exactly them, and the day was not
+    retired before (then they are late ones the roll-up step merges and retires)."""
+    return retired_key(day) not in manifest.marks and rolled_up(manifest, day, raw)
+
+
+def _delete_before(
+    conn: duckdb.DuckDBPyConnection, cutoff: datetime, tables: Mapping[str, pa.Schema]
+) -> None:
+    conn.execute("BEGIN TRANSACTION")
+    for table in tables:
+        conn.execute(f"DELETE FROM {table} WHERE ts < ?", [cutoff])
+    conn.execute("DELETE FROM ingest_batches WHERE received_at < ?", [cutoff])
+    conn.execute("DELETE FROM ingest_flushes WHERE committed_at < ?", [cutoff])
+    conn.execute("COMMIT")
