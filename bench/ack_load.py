@@ -132,6 +132,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--period-s", type=float, default=1.0)
     parser.add_argument("--samples", type=int, default=2, help="samples per GPU per batch")
     parser.add_argument("--procs", type=int, default=4)
+    parser.add_argument(
+        "--max-connections", type=int, default=0,
+        help="server.max_connections (default: twice the largest step, so the cap never bites)",
+    )  # fmt: skip
     parser.add_argument("--to-the-end", action="store_true", help="run every step, past 2 s too")
     args = parser.parse_args(argv)
     steps = [int(s) for s in args.steps.split(",")]
@@ -139,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="ackload-") as tmp:
         process, url = start_server(
             Path(tmp) / "data", TOKEN,
-            FLEETSCOPE_SERVER_MAX_CONNECTIONS=str(max(steps) * 2),
+            FLEETSCOPE_SERVER_MAX_CONNECTIONS=str(args.max_connections or max(steps) * 2),
             FLEETSCOPE_WAREHOUSE_FLUSH_INTERVAL_S="1.0",
         )  # fmt: skip
         try:
