@@ -134,7 +134,7 @@ def run(
     try:
         wait_http(f"http://127.0.0.1:{s3_port}/", 120)
         # One after the other: two gateways starting at once on a fresh catalog sometimes left
-        # one silent for minutes (1 start of 3 here; not diagnosed: it held no PostgreSQL lock).
+        # one silent for minutes (2 starts of 5 here; not diagnosed: it awaited no PostgreSQL lock).
         for port, url in zip(ports, urls, strict=True):
             procs.append(gateway(values, port, work / f"gateway-{port}.log"))
             wait_http(url + "/healthz", 180)
