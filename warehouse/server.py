@@ -122,11 +122,6 @@ class Ingest:
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
-    # TCP_NODELAY: an answer is two writes (headers, then body); with Nagle's algorithm the body
-    # waited for the client's delayed ACK of the headers, about 40 ms per request on Linux, which
-    # capped a kept-alive connection at ~25 answers a second (bench.http_servers: 85 against 875
-    # batches/s with it, same CPU per batch).
-    disable_nagle_algorithm = True
     server: IngestHTTPServer
     body_read = False
     reserved_bytes = 0
