@@ -1,17 +1,24 @@
-"""Our ThreadingHTTPServer against uvicorn with h11, serving the same handler logic: cost per batch.
+"""Our ThreadingHTTPServer against well-kept servers, serving the same handler logic: cost per batch.
 
-    .venv/bin/python -m bench.http_servers                 # 8 clients x 250 batches, 3 rounds
+    .venv/bin/python -m bench.http_servers                 # 8 clients x 150 batches, 5 rounds
     .venv/bin/python -m bench.http_servers --quick         # 4 x 50, 1 round
 
 Why (issue 28): keep the standard library's server only if a well-kept one costs more per batch.
 Both servers run in their own process and call the same route functions of warehouse.ingest.server
 (`post_batch`: token check, envelope, strict framing, Arrow decode with the budgets, conform)
 behind a writer that acknowledges at once (`NullSink`), so what differs is only the HTTP layer:
-http.server's thread per connection, or uvicorn's event loop with the pure-Python h11 parser
-(httptools, its C parser, is not installed here). The clients are separate processes, each one
-kept-alive connection POSTing distinct gpu_samples batches (8 GPUs x 10 timestamps, what an agent
-ships) one at a time. Measured per round: the server process's CPU seconds (user + system, from
-/proc via psutil) per batch, and batches per second of wall time. Rounds alternate the servers.
+http.server's thread per connection; uvicorn's event loop with the pure-Python h11 parser or the
+C parser httptools; or waitress (a threaded WSGI server). Our routes block until the writer
+commits (Ticket.wait), so on uvicorn a real server must run them off the event loop: the
+"+threads" kinds hand each request to a thread pool (`asyncio.to_thread`), reading the body on
+the loop first, which is what a switch would cost; the plain uvicorn kinds run the route on the
+loop (only possible with this instant writer) as the lower bound. waitress reads the whole body
+before calling the application, so it is measured as the WSGI path. The clients are separate
+processes, each one kept-alive connection POSTing distinct gpu_samples batches (8 GPUs x 10
+timestamps, what an agent ships) one at a time. Measured per round: the server process's CPU
+seconds (user + system, from /proc via psutil) per batch, and batches per second of wall time.
+Each round runs every server once, in an order rotated from round to round, so a change in the
+machine's load is spread over all of them; the report gives median, min and max over rounds.
 """
 
 from __future__ import annotations
@@ -88,10 +95,23 @@ class AsgiRequest:
         return self.body
 
 
-def asgi_app(ingest: Any) -> Any:
+def route(ingest: Any, method: str, request: Any) -> Any:
     from warehouse.ingest.response import Response
     from warehouse.ingest.server import ROUTES
 
+    try:
+        for route_method, pattern, _, fn in ROUTES:
+            match = pattern.fullmatch(request.path)
+            if match and route_method == method:
+                return fn(request, ingest, *match.groups())
+        raise IngestError("no route", status=404)
+    except IngestError as exc:
+        return Response.json(exc.status, {"error": str(exc)})
+    except FleetscopeError as exc:
+        return Response.json(400, {"error": str(exc)})
+
+
+def asgi_app(ingest: Any, threads: bool) -> Any:
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         chunks = []
         while True:
@@ -103,18 +123,10 @@ def asgi_app(ingest: Any) -> Any:
         for name, value in scope["headers"]:
             headers[name.decode("latin-1")] = value.decode("latin-1")
         request = AsgiRequest(scope["path"], headers, b"".join(chunks))
-        try:
-            for method, pattern, _, fn in ROUTES:
-                match = pattern.fullmatch(scope["path"])
-                if match and method == scope["method"]:
-                    response = fn(request, ingest, *match.groups())
-                    break
-            else:
-                raise IngestError("no route", status=404)
-        except IngestError as exc:
-            response = Response.json(exc.status, {"error": str(exc)})
-        except FleetscopeError as exc:
-            response = Response.json(400, {"error": str(exc)})
+        if threads:
+            response = await asyncio.to_thread(route, ingest, scope["method"], request)
+        else:
+            response = route(ingest, scope["method"], request)
         await send(
             {
                 "type": "http.response.start",
@@ -127,18 +139,53 @@ def asgi_app(ingest: Any) -> Any:
     return app
 
 
+def wsgi_app(ingest: Any) -> Any:
+    import http
+
+    def app(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+        headers = email.message.Message()
+        for key, value in environ.items():
+            if key.startswith("HTTP_"):
+                headers[key[5:].replace("_", "-")] = value
+        if environ.get("CONTENT_LENGTH"):
+            headers["Content-Length"] = environ["CONTENT_LENGTH"]
+        if environ.get("CONTENT_TYPE"):
+            headers["Content-Type"] = environ["CONTENT_TYPE"]
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+        request = AsgiRequest(environ["PATH_INFO"], headers, environ["wsgi.input"].read(length))
+        response = route(ingest, environ["REQUEST_METHOD"], request)
+        phrase = http.HTTPStatus(response.status).phrase
+        start_response(f"{response.status} {phrase}", [("Content-Type", response.content_type)])
+        return [response.body]
+
+    return app
+
+
+KINDS = ("threading", "threading+nodelay", "uvicorn+h11", "uvicorn+httptools", "uvicorn+h11+threads",
+         "uvicorn+httptools+threads", "waitress")  # fmt: skip
+
+
 def serve(kind: str, port: int) -> None:
     ingest = _ingest()
-    if kind == "threading":
-        from warehouse.ingest.server import IngestHTTPServer
+    if kind.startswith("threading"):
+        from warehouse.ingest.server import Handler, IngestHTTPServer
+
+        # TCP_NODELAY (socketserver's switch): the answer's headers and body are two writes, and
+        # without it the second waits for the client's delayed ACK (about 40 ms on Linux).
+        Handler.disable_nagle_algorithm = kind.endswith("+nodelay")
 
         IngestHTTPServer(("127.0.0.1", port), ingest).serve_forever()
+    elif kind == "waitress":
+        import waitress
+
+        waitress.serve(wsgi_app(ingest), host="127.0.0.1", port=port, threads=8, _quiet=True)
     else:
         import uvicorn
 
         config = uvicorn.Config(
-            asgi_app(ingest), host="127.0.0.1", port=port, http="h11", lifespan="off",
-            log_level="warning", access_log=False, loop="asyncio",
+            asgi_app(ingest, kind.endswith("+threads")), host="127.0.0.1", port=port,
+            http=kind.split("+")[1], lifespan="off", log_level="warning", access_log=False,
+            loop="asyncio",
         )  # fmt: skip
         asyncio.run(uvicorn.Server(config).serve())
 
@@ -193,24 +240,32 @@ def one_round(kind: str, clients: int, batches: int, bodies: list[bytes]) -> tup
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--clients", type=int, default=8)
-    parser.add_argument("--batches", type=int, default=250)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--batches", type=int, default=150)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument(
+        "--kinds", default=",".join(KINDS), help="comma-separated, of " + ", ".join(KINDS)
+    )
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args(argv)
     if args.quick:
         args.clients, args.batches, args.rounds = 4, 50, 1
     bodies = [to_ipc(gpu_batch(f"h{i}", start_ms=EPOCH_MS + i * 10_000)) for i in range(16)]
-    results: dict[str, list[tuple[float, float]]] = {"threading": [], "uvicorn+h11": []}
-    for _ in range(args.rounds):
-        for kind in results:
+    kinds = args.kinds.split(",")
+    results: dict[str, list[tuple[float, float]]] = {kind: [] for kind in kinds}
+    loads = [os.getloadavg()[0]]
+    for n in range(args.rounds):
+        for kind in kinds[n % len(kinds) :] + kinds[: n % len(kinds)]:
             results[kind].append(one_round(kind, args.clients, args.batches, bodies))
+        loads.append(os.getloadavg()[0])
     print(f"{args.clients} clients x {args.batches} batches of {len(bodies[0])} bytes, "
-          f"{args.rounds} rounds; load {os.getloadavg()[0]:.1f}")  # fmt: skip
+          f"{args.rounds} rounds; 1-min load at each round's end "
+          f"{', '.join(f'{x:.1f}' for x in loads)}")  # fmt: skip
     for kind, rounds in results.items():
-        cpu = statistics.median(r[0] for r in rounds)
-        rate = statistics.median(r[1] for r in rounds)
-        print(f"  {kind:12s} server CPU {cpu:7.0f} us/batch (median; rounds "
-              f"{', '.join(f'{r[0]:.0f}' for r in rounds)}), {rate:6.0f} batches/s")  # fmt: skip
+        cpus = [r[0] for r in rounds]
+        rates = [r[1] for r in rounds]
+        print(f"  {kind:26s} server CPU {statistics.median(cpus):6.0f} us/batch "
+              f"(min {min(cpus):.0f}, max {max(cpus):.0f}; rounds {', '.join(f'{c:.0f}' for c in cpus)})"
+              f", {statistics.median(rates):4.0f} batches/s (min {min(rates):.0f}, max {max(rates):.0f})")  # fmt: skip
     return 0
 
 
