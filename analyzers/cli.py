@@ -64,17 +64,10 @@ def _telemetry(settings: Settings) -> duckdb.DuckDBPyConnection:
 
 
 def _job_telemetry(settings: Settings, job_id: str) -> duckdb.DuckDBPyConnection:
-    """The job's telemetry in either mode: in fleet mode only the days of the job's samples are
-    read (warehouse.read.window_reader.job_span), an empty window for a job without any."""
-    from warehouse.read.window_reader import WINDOWED, job_span, open_window
+    """The job's telemetry in either mode (warehouse.read.window_reader.open_job)."""
+    from warehouse.read.window_reader import open_job
 
-    if settings.server.mode not in WINDOWED:
-        return _telemetry(settings)
-    span = job_span(settings, job_id)
-    if span is None:
-        now = datetime.now(UTC)
-        span = (now, now)
-    return open_window(settings, *span)
+    return open_job(settings, job_id)
 
 
 def cmd_analyzers(args: argparse.Namespace, settings: Settings) -> int:

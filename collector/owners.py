@@ -124,9 +124,10 @@ def _without_uid(value: str | None) -> str | None:
 
 
 def parse_scontrol_job(text: str) -> list[Owner]:
-    """Every job in `scontrol show job` output (records separated by blank lines)."""
+    """Every job in `scontrol show job` output: records separated by blank lines, or with `-o`
+    one line per job (each starting JobId=)."""
     owners = []
-    for block in re.split(r"\n\s*\n", text.strip()):
+    for block in re.split(r"\n\s*\n|\n(?=JobId=)", text.strip()):
         fields: dict[str, str] = {}
         for token in block.split():
             key, sep, value = token.partition("=")
@@ -159,7 +160,8 @@ def parse_sacct(text: str) -> list[Owner]:
     owners = []
     for line in lines[1:]:
         row = dict(zip(header, (v.strip() for v in line.split("|")), strict=False))
-        job_id = row.get("jobid") or row.get("jobidraw") or ""
+        # an array task: JobID "7_1", JobIDRaw "7" (its SLURM_JOB_ID, the id the agent names)
+        job_id = row.get("jobidraw") or row.get("jobid") or ""
         if not job_id or "." in job_id:  # 3.batch, 3.extern: steps of job 3
             continue
         owners.append(

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import glossary
+from dashboard import auth, glossary
 from fleetscope.errors import FleetscopeError
+from fleetscope.settings import load_settings
 
 st.set_page_config(page_title="fleetscope", page_icon=":material/monitoring:", layout="wide")
 
@@ -36,6 +37,7 @@ PAGES = [
     st.Page("views/sharing.py", title="Sharing", icon=":material/join:", url_path="sharing"),
 ]
 
+auth.require_login(load_settings())  # dashboard.oidc_issuer: log in first (dashboard/auth.py)
 try:
     st.navigation(PAGES).run()
 except FleetscopeError as exc:  # a setting or an unreachable source: said, never a traceback

@@ -47,6 +47,11 @@ def settings_env(settings: Settings) -> dict[str, str]:
 def run_dashboard(args: argparse.Namespace, settings: Settings) -> int:
     port = args.port if args.port is not None else settings.dashboard.port
     command = streamlit_command(port, args.address)
+    from dashboard import auth
+
+    if auth.enabled(settings):  # Streamlit's st.login reads its [auth] secrets (dashboard/auth.py)
+        auth.check(settings)
+        command += ["--secrets.files", str(auth.write_secrets(settings))]
     print(f"fleetscope dashboard on http://{args.address}:{port}/", flush=True)
     # Become the Streamlit server rather than wait on it: a SIGTERM to `fleetscope dashboard`
     # (a supervisor, a test, systemd) then reaches Streamlit itself and leaves no orphan behind.

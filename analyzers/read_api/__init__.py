@@ -11,7 +11,8 @@ A server plug-in (`analyzers.read_api` in `server.plugins`, on by default, both 
 
 JSON in, JSON out; a bad parameter is a 400 naming it, an unknown job a 404. Tokens: one of
 `server.read_tokens` or `server.tokens`; an agent's catalog token gets 403 (analyzers.read_api.access).
-The answers are views.py's, from the catalog alone: the same in embedded and fleet mode.
+The answers are views.py's, from the catalog alone, but the summary's GPU use, read from the job's
+samples (warehouse.read.window_reader): the same in embedded and fleet mode.
 """
 
 from __future__ import annotations
@@ -87,7 +88,8 @@ def setup(server: Any) -> None:
     def get_summary(handler: Any, _ingest: Any, quoted_id: str) -> Response:
         import urllib.parse
 
-        from analyzers.read_api.summary import summary
+        from analyzers.read_api.summary import gpu_use, summary
+        from warehouse.read.window_reader import open_job
 
         access.check(handler.headers.get("Authorization"))
         job_id = urllib.parse.unquote(quoted_id)
@@ -95,7 +97,12 @@ def setup(server: Any) -> None:
         found = job_json(catalog, job_id, filters({"window": "3650d"}, job_id=job_id))
         if found is None:
             raise IngestError(f"no job {job_id!r} in the catalog", status=404)
-        return Response.json(200, summary(found))
+        conn = open_job(server.settings, job_id)  # its GPU use, from its samples, either mode
+        try:
+            use = gpu_use(conn, job_id)
+        finally:
+            conn.close()
+        return Response.json(200, summary(found, use))
 
     def get_openapi(_handler: Any, _ingest: Any) -> Response:
         return Response.json(200, document())

@@ -22,7 +22,7 @@ from typing import Any
 SACCT_FIELDS = (
     "JobID", "JobName", "User", "Account", "State", "NNodes", "NodeList", "NCPUS", "ReqMem",
     "Elapsed", "Timelimit", "TotalCPU", "MaxRSS", "Comment", "Start", "Partition", "QOS",
-    "Cluster", "AllocTRES",
+    "Cluster", "AllocTRES", "JobIDRaw",
 )  # fmt: skip
 Runner = Callable[[list[str]], str | None]
 
@@ -82,14 +82,16 @@ def slurm_job(job_id: str, runner: Runner = run_sacct) -> SlurmJob | None:
 def parse_sacct(text: str, job_id: str) -> SlurmJob | None:
     """The job from `sacct -n -P -o SACCT_FIELDS` lines; None when it is not among them."""
     rows = [dict(zip(SACCT_FIELDS, line.split("|"), strict=False)) for line in text.splitlines()]
-    main = next((r for r in rows if r.get("JobID") == job_id), None)
+    # An array task is "7_1" in JobID and its own job id (7, what SLURM_JOB_ID and the agent
+    # name it) in JobIDRaw: either finds it.
+    main = next((r for r in rows if job_id in (r.get("JobID"), r.get("JobIDRaw"))), None)
     if main is None:
         return None
-    steps = [r for r in rows if r.get("JobID", "").startswith(job_id + ".")]
+    steps = [r for r in rows if r.get("JobID", "").startswith(main["JobID"] + ".")]
     rss = [m for r in steps if (m := mebibytes(r.get("MaxRSS", ""))) is not None]
     gpus = re.search(r"gres/gpu=(\d+)", main.get("AllocTRES", ""))
     return SlurmJob(
-        job_id=job_id, name=main["JobName"], user=main["User"], account=main["Account"],
+        job_id=main["JobID"], name=main["JobName"], user=main["User"], account=main["Account"],
         state=main["State"].split()[0] if main["State"] else "", nodes=int(main["NNodes"] or 0),
         node_list=main["NodeList"], cores=int(main["NCPUS"] or 0),
         req_mem_mib=mebibytes(main["ReqMem"]), elapsed_s=seconds(main["Elapsed"]) or 0.0,

@@ -141,6 +141,46 @@ def window_slices(settings: Settings) -> int:
     return 1 if settings.server.mode == "fleet" else settings.analyzers.partitions
 
 
+# At most one run per owed bucket in flight: beat ticks every scheduler.interval_s and re-sent an
+# owed bucket at every tick until it landed; on a loaded machine a run takes longer than that, and
+# while data streams in each tick sees a newer arrival mark, so the queue filled with runs of one
+# bucket (the fleet end-to-end test: 100 window tasks queued, the run for the newest mark behind
+# them all). A tick now sends an owed bucket only when no run of it is in flight (a Redis key on
+# the result backend, set when sent, deleted when it lands); the next tick then sends it for the
+# newest mark. A run lost with its worker is sent again after IN_FLIGHT_S.
+IN_FLIGHT_S = 300
+
+
+def _in_flight_key(partition: int, partitions: int, bucket_start: datetime) -> str:
+    return f"fleetscope:in-flight:{partition}/{partitions}/{bucket_start.isoformat()}"
+
+
+def _redis() -> Any:
+    client = getattr(app.backend, "client", None)
+    return client if client is not None and hasattr(client, "set") else None
+
+
+def _take_flight(key: str) -> bool:
+    """Whether no run of this bucket is in flight (and now this one is); True without a Redis
+    result backend or when Redis does not answer (a second run is harmless, only wasted)."""
+    client = _redis()
+    if client is None:
+        return True
+    try:
+        return bool(client.set(key, "1", nx=True, ex=IN_FLIGHT_S))
+    except Exception:
+        return True
+
+
+def _landed(window: Window) -> None:
+    client = _redis()
+    if client is not None:
+        try:
+            client.delete(_in_flight_key(window.partition, window.partitions, window.start))
+        except Exception:  # the key expires anyway
+            log.warning("could not clear the in-flight mark of %s", window.key())
+
+
 @app.task(name="fleetscope.tick")  # type: ignore[untyped-decorator]
 def tick(schedule_iso: str | None = None) -> list[list[Any]]:
     """Enqueue every window every partition owes at the schedule time; returns what it sent."""
@@ -166,6 +206,8 @@ def tick(schedule_iso: str | None = None) -> list[list[Any]]:
             w = due.window
             args: list[Any] = [w.start.isoformat(), w.end.isoformat(), p, partitions]
             if due.arrival_at is not None:
+                if not _take_flight(_in_flight_key(p, partitions, w.start)):
+                    continue  # a run of this bucket is in flight: the next tick sends it again
                 args.append(due.arrival_at.isoformat())
             analyze_window.apply_async(args=args)
             sent.append(args)
@@ -208,6 +250,8 @@ def analyze_window(
         raise AnalyzerFailedError(f"{window.key()}: {result.errors}")
     arrival = datetime.fromisoformat(arrival_iso) if arrival_iso else None
     finish_due(store, Due(window, arrival))
+    if arrival is not None:
+        _landed(window)
     return {
         "window": window.key(),
         "findings": len(result.findings),
@@ -284,7 +328,10 @@ def land_window(
     )
     store = _store()
     arrival = datetime.fromisoformat(arrival_iso) if arrival_iso else None
-    return land(_pipeline(), store, CatalogJobs(store.engine), answers, window, arrival)
+    landed = land(_pipeline(), store, CatalogJobs(store.engine), answers, window, arrival)
+    if arrival is not None:
+        _landed(window)
+    return landed
 
 
 @app.task(name="fleetscope.weekly_reports", acks_late=True)  # type: ignore[untyped-decorator]

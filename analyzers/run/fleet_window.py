@@ -22,15 +22,27 @@ slice per window in fleet mode (`celery_app.window_slices`: the clusters are the
 slices still works: each slice's window is cut per cluster, and within its part each analyzer
 keeps its slice's jobs or hosts.
 
+Two landings of one window never leave the older read's findings behind (issue 30: the fleet
+end-to-end test saw it under load). Beat ticks every `scheduler.interval_s` and re-sends a window
+still owed, so two runs of one bucket can be in flight at once, the later one sent for a newer
+arrival mark and reading more rows; landing in the other order, the older run replaced the newer
+findings, and the arrival mark (kept as the greatest) said the bucket was done. Landings of a
+(slice, bucket) now take a PostgreSQL advisory lock, and a run whose arrival mark is older than
+the one already landed is dropped: that landing read every row up to its newer mark.
+
 A part that fails (after its retries) fails the chord: the body does not run, the watermark and
-the arrival mark stay, and the next tick sends the window again. This module must never choose
+the arrival mark stay, and a tick sends the window again once its in-flight mark expires
+(celery_app.IN_FLIGHT_S). This module must never choose
 windows (analyzers.run.schedule does).
 """
 
 from __future__ import annotations
 
 import base64
-from collections.abc import Sequence
+import hashlib
+import logging
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -38,12 +50,15 @@ from analyzers.run.parts import WHOLE, Part, Scope
 
 if TYPE_CHECKING:
     import duckdb
+    from sqlalchemy import Engine
 
     from analyzers.base import JobCatalog
     from analyzers.run.results import FindingStore
     from analyzers.run.runner import Pipeline
     from analyzers.run.window import Window
     from warehouse.fleet.tables import FleetTables
+
+log = logging.getLogger(__name__)
 
 
 def gpu_util_sketch(conn: duckdb.DuckDBPyConnection) -> str:
@@ -116,10 +131,16 @@ def land(
     from analyzers.sketch.core import QuantileSketch
 
     parts = [Part.from_dict(a["part"]) for a in answers]
-    result = pipeline.land_parts(parts, window, catalog, store)
-    if result.errors:
-        raise AnalyzerFailedError(f"{window.key()}: {result.errors}")
-    finish_due(store, Due(window, arrival_at))
+    with landing_lock(store.engine, window):
+        slice_key = f"{window.partition}/{window.partitions}"
+        landed = store.analysed_through(slice_key, window.start)
+        if arrival_at is not None and landed is not None and landed > arrival_at:
+            log.info("window %s: a run for a newer arrival mark landed first", window.key())
+            return {"window": window.key(), "findings": None, "superseded_by": landed.isoformat()}
+        result = pipeline.land_parts(parts, window, catalog, store)
+        if result.errors:
+            raise AnalyzerFailedError(f"{window.key()}: {result.errors}")
+        finish_due(store, Due(window, arrival_at))
     util = QuantileSketch()
     for answer in answers:
         util.merge(QuantileSketch.from_bytes(base64.b64decode(answer["gpu_util_sketch"])))
@@ -133,3 +154,17 @@ def land(
         ],
         "gpu_util_sketch": base64.b64encode(util.to_bytes()).decode("ascii"),
     }
+
+
+@contextmanager
+def landing_lock(engine: Engine, window: Window) -> Iterator[None]:
+    """One landing at a time per (slice, bucket) across every worker: a transaction-level
+    PostgreSQL advisory lock (fleet mode's catalog is PostgreSQL), released when the block ends or
+    the worker's connection drops."""
+    from sqlalchemy import text
+
+    name = f"fleetscope.landing/{window.partition}/{window.partitions}/{window.start.isoformat()}"
+    key = int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big", signed=True)
+    with engine.begin() as conn:
+        conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": key})
+        yield

@@ -240,6 +240,10 @@ class FindingStore:
         with self.engine.begin() as conn:
             arrivals.mark(conn, partition, bucket_start, arrival_at, state, utcnow())
 
+    def analysed_through(self, partition: str, bucket_start: datetime) -> datetime | None:
+        with self.engine.connect() as conn:
+            return arrivals.analysed_through(conn, partition, bucket_start)
+
     def skipped_buckets(self) -> list[tuple[str, datetime, datetime]]:
         with self.engine.connect() as conn:
             return arrivals.skipped(conn)

@@ -4,9 +4,14 @@
 #   Prolog=/etc/slurm/prolog.d/*    (or Prolog=/opt/fleetscope/deploy/slurm/prolog.sh)
 #   PrologFlags=Alloc               (run at allocation, so held-but-idle GPUs are attributed too)
 # slurmd runs it as root with the job's environment: SLURM_JOB_ID, SLURM_JOB_USER,
-# SLURM_JOB_UID, SLURM_JOB_ACCOUNT, SLURM_JOB_PARTITION, SLURM_JOB_NAME, SLURM_ARRAY_JOB_ID and
-# SLURM_ARRAY_TASK_ID (array jobs), and SLURM_JOB_GPUS (the allocated GPUs, "0,1"; older Slurm:
-# GPU_DEVICE_ORDINAL or CUDA_VISIBLE_DEVICES, which may also list GPU-/MIG- UUIDs).
+# SLURM_JOB_UID, SLURM_JOB_ACCOUNT, SLURM_JOB_PARTITION, and, where the Slurm build passes them,
+# SLURM_JOB_NAME, SLURM_ARRAY_JOB_ID and SLURM_ARRAY_TASK_ID (array jobs) and SLURM_JOB_GPUS (the
+# allocated GPUs, "0,1"; older Slurm: GPU_DEVICE_ORDINAL or CUDA_VISIBLE_DEVICES, which may also
+# list GPU-/MIG- UUIDs). Slurm 22.05 (Debian 12) passes none of the last five to the prolog
+# (recorded: tests/data/slurm/recorded/prolog-*.env); then the prolog asks slurmctld once,
+# `scontrol show job -d <id>`, for this node's GPU ids (the `Nodes=... GRES=gpu:2(IDX:0-1)` line
+# naming SLURMD_NODENAME), the job name and the array ids. FLEETSCOPE_SCONTROL names the
+# command (default scontrol; empty: never ask).
 #
 # Slurm's GPU ids are not NVML's indices. Slurm numbers a node's GPUs as its gres.conf lists them
 # (File=/dev/nvidia[0-7], or AutoDetect=nvml: by device minor number), while NVML and
@@ -35,6 +40,10 @@ owner_dir=${FLEETSCOPE_SLURM_JOB_DIR-/run/fleetscope/slurm-jobs}
 job=${SLURM_JOB_ID:-}
 gpus=${SLURM_JOB_GPUS:-${GPU_DEVICE_ORDINAL:-${CUDA_VISIBLE_DEVICES:-}}}
 nvidia_proc=${FLEETSCOPE_NVIDIA_PROC-/proc/driver/nvidia}
+scontrol=${FLEETSCOPE_SCONTROL-scontrol}
+job_name=${SLURM_JOB_NAME:-}
+array_job=${SLURM_ARRAY_JOB_ID:-}
+array_task=${SLURM_ARRAY_TASK_ID:-}
 
 warn() { echo "fleetscope prolog: job ${job:-?}: $*" >&2; }
 
@@ -53,6 +62,49 @@ replace() {
 case "$job" in
   '' | *[!0-9_]*) warn "SLURM_JOB_ID missing or not a job id; nothing recorded"; exit 0 ;;
 esac
+
+# "0-1,3" -> "0,1,3"
+expand_ids() {
+  printf '%s\n' "$1" | tr ',' '\n' | awk -F- 'NF == 2 {for (i = $1; i <= $2; i++) print i; next}
+                                            NF == 1 && $1 != "" {print $1}' | paste -sd, -
+}
+
+# From `scontrol show job -d` ($1): "KEY VALUE" lines for this node's GPU ids (GPUS), the job
+# name (NAME) and the array ids (ARRAY_JOB, ARRAY_TASK).
+from_slurmctld() {
+  printf '%s\n' "$1" | awk '
+    NR > 1 && NF == 0 { exit }  # the other tasks of a job array follow its first record
+    NR == 1 { for (i = 1; i <= NF; i++) {
+                split($i, kv, "=")
+                if (kv[1] == "ArrayJobId") print "ARRAY_JOB", kv[2]
+                if (kv[1] == "ArrayTaskId") print "ARRAY_TASK", kv[2]
+                if (kv[1] == "JobName") { name = $0; sub(/.*JobName=/, "", name); print "NAME", name }
+              } }
+    /^[ \t]+Nodes=/ && /GRES=/ { nodes = $1; sub(/^Nodes=/, "", nodes)
+                                 gres = $0; sub(/.*GRES=/, "", gres); sub(/[ \t].*/, "", gres)
+                                 if (match(gres, /gpu[^(,]*\(IDX:[^)]*\)/)) {
+                                   ids = substr(gres, RSTART, RLENGTH)
+                                   sub(/.*IDX:/, "", ids); sub(/\)$/, "", ids)
+                                   print "NODES", nodes, ids } }'
+}
+if [ -n "$scontrol" ] && { [ -z "$gpus" ] || [ -z "$job_name" ]; } \
+  && command -v "$scontrol" >/dev/null 2>&1; then
+  if view=$("$scontrol" show job -d "$job" 2>&1); then
+    facts=$(from_slurmctld "$view")
+    [ -n "$job_name" ] || job_name=$(printf '%s\n' "$facts" | sed -n 's/^NAME //p')
+    [ -n "$array_job" ] || array_job=$(printf '%s\n' "$facts" | sed -n 's/^ARRAY_JOB //p')
+    [ -n "$array_task" ] || array_task=$(printf '%s\n' "$facts" | sed -n 's/^ARRAY_TASK //p')
+    if [ -z "$gpus" ]; then
+      node=${SLURMD_NODENAME:-$(hostname -s)}
+      gpus=$(printf '%s\n' "$facts" | while read -r key nodes ids; do
+        [ "$key" = NODES ] || continue
+        "$scontrol" show hostnames "$nodes" 2>/dev/null | grep -Fqx "$node" && expand_ids "$ids"
+      done | head -n 1)
+    fi
+  else
+    warn "$scontrol show job -d $job failed: $view"
+  fi
+fi
 
 # "<minor> <bus location> <uuid>" per GPU the driver lists, in bus order (NVML's index order).
 driver_gpus() {
@@ -89,9 +141,9 @@ if [ -n "$owner_dir" ] && mkdir -p "$owner_dir"; then
     echo "SLURM_JOB_USER=$(value "${SLURM_JOB_USER:-}")"
     echo "SLURM_JOB_ACCOUNT=$(value "${SLURM_JOB_ACCOUNT:-}")"
     echo "SLURM_JOB_PARTITION=$(value "${SLURM_JOB_PARTITION:-}")"
-    echo "SLURM_JOB_NAME=$(value "${SLURM_JOB_NAME:-}")"
-    echo "SLURM_ARRAY_JOB_ID=$(value "${SLURM_ARRAY_JOB_ID:-}")"
-    echo "SLURM_ARRAY_TASK_ID=$(value "${SLURM_ARRAY_TASK_ID:-}")"
+    echo "SLURM_JOB_NAME=$(value "$job_name")"
+    echo "SLURM_ARRAY_JOB_ID=$(value "$array_job")"
+    echo "SLURM_ARRAY_TASK_ID=$(value "$array_task")"
     echo "SLURM_JOB_GPUS=$(value "$gpus")"
     echo "SLURM_GPU_MAP=$gpu_map"
   } | replace "$owner_dir/$job.env"

@@ -123,6 +123,28 @@ ROWS: tuple[Setting, ...] = (
         "Window pages open with: last hour, last 6 hours, last 24 hours, last 7 days, last 28 days.",
     ),
     Setting("dashboard.cache_ttl_s", 10.0, "float", "Seconds a dashboard query result is cached."),
+    Setting(
+        "dashboard.oidc_issuer",
+        "",
+        "str",
+        "OpenID Connect issuer URL (its /.well-known/openid-configuration is read); set, every "
+        "visitor logs in there first (Streamlit's st.login); empty: no login.",
+    ),
+    Setting("dashboard.oidc_client_id", "", "str", "The dashboard's client id at the issuer."),
+    Setting("dashboard.oidc_client_secret", "", "str", "The dashboard's client secret."),
+    Setting(
+        "dashboard.oidc_redirect_uri",
+        "",
+        "str",
+        "The dashboard's public URL plus /oauth2callback, as registered at the issuer.",
+    ),
+    Setting(
+        "dashboard.oidc_cookie_secret",
+        "",
+        "str",
+        "Secret that signs the login cookie (32+ random characters); empty: a new one per start "
+        "(logins then end at each restart).",
+    ),
     # -- weekly reports -------------------------------------------------------------------------
     Setting(
         "reports.out_dir", "", "path", "Folder reports are written to; empty: <data_dir>/reports."

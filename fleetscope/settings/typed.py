@@ -190,6 +190,11 @@ class DashboardSettings:
     port: int
     default_window: str
     cache_ttl_s: float
+    oidc_issuer: str
+    oidc_client_id: str
+    oidc_client_secret: str
+    oidc_redirect_uri: str
+    oidc_cookie_secret: str
 
 
 @dataclass(frozen=True, slots=True)

@@ -57,6 +57,29 @@ def test_sacct_gives_one_owner_per_job_and_skips_steps() -> None:
     )
 
 
+def test_recorded_slurm_22_05_outputs_give_each_job_its_owner() -> None:
+    """tests/data/slurm/recorded: a real slurmctld's `scontrol show job` in both layouts (records
+    of lines, and `-o` one line per job) and slurmdbd's `sacct -P -X`, an array's tasks each under
+    its own job id (JobIDRaw: 7_1 is job 7, the id SLURM_JOB_ID and the agent use)."""
+    recorded = SLURM / "recorded"
+    for name in ("scontrol_show_job_running.txt", "scontrol_show_job_o_running.txt"):
+        (job,) = parse_scontrol_job((recorded / name).read_text())
+        assert (job.job_id, job.user, job.team, job.project, job.name) == (
+            "1", "alice", "ml-research", "gpu", "llama-ft",
+        )  # fmt: skip
+    for name in ("scontrol_show_job_array.txt", "scontrol_show_job_o_array_running.txt"):
+        tasks = parse_scontrol_job((recorded / name).read_text())
+        assert sorted((t.job_id, t.name) for t in tasks) == [
+            ("2", "sweep"), ("3", "sweep"), ("4", "sweep"),
+        ]  # fmt: skip
+    owners = parse_sacct((recorded / "sacct_all_jobs.txt").read_text())
+    assert [(o.job_id, o.name) for o in owners] == [
+        ("1", "llama-ft"), ("3", "sweep"), ("4", "sweep"), ("2", "sweep"), ("6", "probe"),
+        ("5", "probe"), ("8", "sweep"), ("7", "sweep"),
+    ]  # fmt: skip
+    assert {(o.user, o.team) for o in owners} == {("alice", "ml-research")}
+
+
 @given(st.text())
 def test_the_scontrol_parser_never_raises(text: str) -> None:
     for owner in parse_scontrol_job(text):

@@ -185,9 +185,11 @@ def free_port() -> int:
 
 
 @contextmanager
-def dashboard_server(env: dict[str, str], timeout_s: float = 60.0) -> Iterator[str]:
-    """`fleetscope dashboard` on a free loopback port; yields its base URL."""
-    port = free_port()
+def dashboard_server(
+    env: dict[str, str], timeout_s: float = 60.0, port: int | None = None
+) -> Iterator[str]:
+    """`fleetscope dashboard` on `port` (default: a free loopback port); yields its base URL."""
+    port = port or free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "app.cli", "dashboard", "--port", str(port)],
         env={**os.environ, **env},

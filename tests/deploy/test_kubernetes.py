@@ -1,9 +1,9 @@
 """deploy/kubernetes is what a team applies, in either mode: a base and two overlays (embedded,
 fleet), rendered here as `kubectl apply -k` would (resources, recursively; no patches are used).
 Every object passes Kubernetes' own OpenAPI schemas (kubernetes-validate, strict, schemas bundled:
-no cluster here), and the Prometheus Operator's ServiceMonitor and PrometheusRule pass the schemas
-under tests/data/crds (the fields of monitoring.coreos.com/v1 the manifests use, written from the
-operator's API reference; offline). Every pod of the fleetscope namespace meets the restricted Pod
+no cluster here), and every custom resource (the Prometheus Operator's ServiceMonitor and
+PrometheusRule) passes its CRD's full openAPIV3Schema from the operator's release (tests/data/crds,
+applied with the API server's strict structural rules by crd_schemas.py), its metadata ObjectMeta's. Every pod of the fleetscope namespace meets the restricted Pod
 Security Standard and the agent is alone in its privileged namespace; each component runs as its
 own ServiceAccount with no API token; no Secret is applied (a re-apply never overwrites a token);
 every path a container writes is on a declared writable volume; agents speak TLS to the ingest
@@ -14,7 +14,6 @@ wheel with the core and the collector only (no Docker engine here: the closest r
 
 from __future__ import annotations
 
-import json
 import re
 import subprocess
 import sys
@@ -29,14 +28,11 @@ import yaml
 
 from fleetscope.settings import SETTINGS
 
+from . import crd_schemas
+
 ROOT = Path(__file__).resolve().parents[2]
 K8S = ROOT / "deploy" / "kubernetes"
 OVERLAYS = ("embedded", "fleet")
-CRDS = Path(__file__).resolve().parents[1] / "data" / "crds"
-CRD_SCHEMAS = {
-    ("monitoring.coreos.com/v1", "ServiceMonitor"): CRDS / "servicemonitor.schema.json",
-    ("monitoring.coreos.com/v1", "PrometheusRule"): CRDS / "prometheusrule.schema.json",
-}
 BY_ENV = {s.env: s for s in SETTINGS}
 WORKLOADS = {"DaemonSet", "Deployment", "StatefulSet"}
 # Settings that name a path the process writes (files or folders under it).
@@ -125,33 +121,97 @@ def test_each_overlay_holds_every_part(overlay: str) -> None:
     assert [d["kind"] for d in documents(overlay)][:2] == ["Namespace", "Namespace"]
 
 
-@pytest.mark.parametrize(
-    "name,doc", every_document(), ids=lambda v: v if isinstance(v, str) else ""
-)
-def test_every_object_passes_its_schema(name: str, doc: dict[str, Any]) -> None:
-    crd = CRD_SCHEMAS.get((doc["apiVersion"], doc["kind"]))
-    if crd is not None:
-        jsonschema.validate(doc, json.loads(crd.read_text()))
+def validate(doc: dict[str, Any]) -> None:
+    """What the API server checks on apply: a custom resource against its CRD (its metadata as
+    ObjectMeta, via the core schema of an object made of metadata alone), the rest against the
+    core schemas. A kind neither knows is an error (SchemaNotFoundError), never a pass."""
+    if crd_schemas.served(doc["apiVersion"], doc["kind"]):
+        crd_schemas.validator(doc["apiVersion"], doc["kind"]).validate(doc)
+        meta_only = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": doc["metadata"]}
+        kubernetes_validate.validate(meta_only, kubernetes_validate.latest_version(), strict=True)
     else:
         kubernetes_validate.validate(doc, kubernetes_validate.latest_version(), strict=True)
 
 
-def test_the_validators_reject_a_misspelled_field() -> None:
-    """Negative controls: the schemas are really loaded and unknown fields are refused."""
+@pytest.mark.parametrize(
+    "name,doc", every_document(), ids=lambda v: v if isinstance(v, str) else ""
+)
+def test_every_object_passes_its_schema(name: str, doc: dict[str, Any]) -> None:
+    validate(doc)
+
+
+def test_the_custom_resources_are_the_operators_kinds() -> None:
+    custom = {(d["apiVersion"], d["kind"]) for _, d in every_document()
+              if d["apiVersion"].startswith("monitoring.coreos.com/")}  # fmt: skip
+    assert custom == {("monitoring.coreos.com/v1", "ServiceMonitor"),
+                      ("monitoring.coreos.com/v1", "PrometheusRule")}  # fmt: skip
+    assert all(crd_schemas.served(*kind) for kind in custom)
+
+
+def _copy(doc: dict[str, Any]) -> dict[str, Any]:
+    copied: dict[str, Any] = yaml.safe_load(yaml.safe_dump(doc))
+    return copied
+
+
+def _broken_custom_resources() -> list[tuple[str, str, dict[str, Any]]]:
+    """One mistake each that the operator's CRDs (applied strictly) must refuse."""
+    monitor = by_kind("fleet")["ServiceMonitor", "fleetscope-ingest"]
+    rule = by_kind("fleet")["PrometheusRule", "fleetscope"]
+    cases: list[tuple[str, str, dict[str, Any]]] = []
+    misspelt = _copy(monitor)
+    misspelt["spec"]["endpoints"][0]["bearerTokenFiel"] = "/x"
+    cases.append(("unknown endpoint field", "'bearerTokenFiel' was unexpected", misspelt))
+    scheme = _copy(monitor)
+    scheme["spec"]["endpoints"][0]["scheme"] = "ftp"  # enum: http, https (HTTP, HTTPS)
+    cases.append(("scheme outside its enum", "'ftp' is not one of", scheme))
+    interval = _copy(monitor)
+    interval["spec"]["endpoints"][0]["interval"] = "1 minute"  # pattern: Prometheus duration
+    cases.append(("interval not a duration", "'1 minute' does not match", interval))
+    secret = _copy(monitor)
+    del secret["spec"]["endpoints"][0]["authorization"]["credentials"]["key"]  # required
+    cases.append(("secret key missing", "'key' is a required property", secret))
+    nested = _copy(monitor)
+    nested["spec"]["endpoints"][0]["tlsConfig"]["ca"]["configMap"]["nme"] = "x"
+    cases.append(("unknown field deep in tlsConfig", "'nme' was unexpected", nested))
+    no_selector = _copy(monitor)
+    del no_selector["spec"]["selector"]  # required
+    cases.append(("selector missing", "'selector' is a required property", no_selector))
+    meta = _copy(monitor)
+    meta["metadata"]["labelz"] = {"a": "b"}  # ObjectMeta is strict too
+    cases.append(("unknown metadata field", "'labelz' was unexpected", meta))
+    no_expr = _copy(rule)
+    del no_expr["spec"]["groups"][0]["rules"][0]["expr"]  # required
+    cases.append(("rule without expr", "'expr' is a required property", no_expr))
+    groups = _copy(rule)
+    groups["spec"]["groups"].append(_copy(groups["spec"]["groups"][0]))  # list-map key: name
+    cases.append(("two rule groups of one name", "duplicate entry for map keys", groups))
+    label = _copy(rule)
+    label["spec"]["groups"][0]["rules"][0]["labels"] = {"severity": 3}  # map of strings
+    cases.append(("a label that is not a string", "3 is not of type 'string'", label))
+    return cases
+
+
+@pytest.mark.parametrize(
+    "mistake,error,doc",
+    [pytest.param(m, e, d, id=m) for m, e, d in _broken_custom_resources()],
+)
+def test_the_crd_schemas_refuse_a_broken_custom_resource(
+    mistake: str, error: str, doc: dict[str, Any]
+) -> None:
+    """Negative controls: the full schemas are loaded, and applied as strictly as the API server."""
+    with pytest.raises((jsonschema.ValidationError, kubernetes_validate.ValidationError)) as e:
+        validate(doc)
+    assert error in str(e.value)
+
+
+def test_the_core_validator_rejects_a_misspelled_field() -> None:
     (agent,) = [w for w in workloads("embedded") if w["kind"] == "DaemonSet"]
-    broken = yaml.safe_load(yaml.safe_dump(agent))
+    broken = _copy(agent)
     broken["spec"]["template"]["spec"]["containers"][0]["securityContext"][
         "readOnlyRootFilesytem"
     ] = True
     with pytest.raises(kubernetes_validate.ValidationError):
-        kubernetes_validate.validate(broken, kubernetes_validate.latest_version(), strict=True)
-    monitor = yaml.safe_load(
-        yaml.safe_dump(by_kind("fleet")["ServiceMonitor", "fleetscope-ingest"])
-    )
-    monitor["spec"]["endpoints"][0]["bearerTokenFiel"] = "/x"
-    schema = json.loads(CRD_SCHEMAS["monitoring.coreos.com/v1", "ServiceMonitor"].read_text())
-    with pytest.raises(jsonschema.ValidationError):
-        jsonschema.validate(monitor, schema)
+        validate(broken)
 
 
 def test_no_secret_is_applied_so_a_reapply_never_overwrites_a_token() -> None:

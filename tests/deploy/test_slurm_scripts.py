@@ -2,7 +2,9 @@
 terminal), into a temporary folder: they write the job map in dcgm-exporter's HPC format (one file
 per GPU index, one job id per line), jobstats' format ("<job id> <uid>") and the owner record the
 agent reads (KEY=VALUE), and undo exactly their own job's part. Under Debian's /bin/sh (dash) and
-bash; shellcheck finds nothing."""
+bash; shellcheck finds nothing. The prolog also runs in the environment a real Slurm 22.05 slurmd
+gave it (recorded, tests/data/slurm/recorded), which names no GPU, job name or array id: it then
+reads them from `scontrol show job -d` (a stand-in printing the recorded output)."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from collector.attribution.mapping_dir import MappingDir
 from tests.collector.test_attribution import readings_of
 
 SLURM = Path(__file__).resolve().parents[2] / "deploy" / "slurm"
+RECORDED = Path(__file__).resolve().parents[1] / "data" / "slurm" / "recorded"
 DCGM_EXPORTER_FILE = re.compile(r"^\d+(\.\d+)?$")  # dcgm-exporter hpc.go validGPUFile
 
 SHELLS = [s for s in ("sh", "bash")]
@@ -29,6 +32,7 @@ def run(script: str, shell: str, tmp_path: Path, **job: str) -> subprocess.Compl
         "FLEETSCOPE_GPUSTAT_DIR": str(tmp_path / "gpustat"),
         "FLEETSCOPE_SLURM_JOB_DIR": str(tmp_path / "slurm-jobs"),
         "FLEETSCOPE_NVIDIA_PROC": str(tmp_path / "driver"),  # no driver unless a test writes one
+        "FLEETSCOPE_SCONTROL": "",  # never ask a slurmctld unless a test gives a stand-in
         **job,
     }
     return subprocess.run(
@@ -171,6 +175,94 @@ def test_slurm_gpu_ids_are_mapped_to_nvml_indices_and_uuids(shell: str, tmp_path
     done = run("epilog.sh", shell, tmp_path, **job_env("918273", "0,2"))
     assert (done.returncode, done.stderr) == (0, "")
     assert files(tmp_path / "dcgm-job-map") == files(tmp_path / "gpustat") == {}
+
+
+def recorded_env(name: str) -> dict[str, str]:
+    """A prolog environment slurmd 22.05 gave (`env | sort`), less PATH, PWD and SHLVL."""
+    lines = (RECORDED / name).read_text().splitlines()
+    env = dict(line.split("=", 1) for line in lines)
+    return {k: v for k, v in env.items() if k not in {"PATH", "PWD", "SHLVL", "_"}}
+
+
+def scontrol_stand_in(tmp_path: Path) -> Path:
+    """`scontrol show job -d ID` prints the recorded output for ID; `show hostnames X` prints X
+    (one node, as the real one prints it); each call is logged."""
+    script = tmp_path / "scontrol"
+    script.write_text(
+        "#!/bin/sh\n"
+        f'echo "$*" >> {tmp_path / "scontrol-calls"}\n'
+        'case "$1 $2 $3" in\n'
+        f'  "show job -d") cat "{RECORDED}/scontrol_show_job_d_$(\n'
+        '      case "$4" in 1) echo running ;; *) echo "array_task_$4" ;; esac).txt" ;;\n'
+        '  "show hostnames "*) echo "$3" ;;\n'
+        "  *) exit 1 ;;\n"
+        "esac\n"
+    )
+    script.chmod(0o755)
+    return script
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+@pytest.mark.parametrize(
+    ("env_file", "job", "gpus", "name", "array"),
+    [
+        ("prolog-gpu-job.env", "1", {"0": "1\n", "1": "1\n"}, "llama-ft", ("", "")),
+        ("prolog-array-task-7.env", "7", {"1": "7\n"}, "sweep", ("7", "1")),
+        ("prolog-array-task-8.env", "8", {"0": "8\n"}, "sweep", ("7", "0")),
+    ],
+)
+def test_in_slurm_22_05_s_real_environment_the_prolog_asks_scontrol(
+    shell: str,
+    env_file: str,
+    job: str,
+    gpus: dict[str, str],
+    name: str,
+    array: tuple[str, str],
+    tmp_path: Path,
+) -> None:
+    """Job 7's `scontrol show job -d 7` lists the array's other task second: only its first
+    record counts."""
+    env = recorded_env(env_file)
+    assert env["SLURM_JOB_ID"] == job and "SLURM_JOB_GPUS" not in env
+    stand_in = scontrol_stand_in(tmp_path)
+    result = run("prolog.sh", shell, tmp_path, **env, FLEETSCOPE_SCONTROL=str(stand_in))
+    assert (result.returncode, result.stderr) == (0, "")
+    assert files(tmp_path / "dcgm-job-map") == gpus
+    record = (tmp_path / "slurm-jobs" / f"{job}.env").read_text().splitlines()
+    ids = ",".join(sorted(gpus))
+    assert record == [
+        f"SLURM_JOB_ID={job}", "SLURM_JOB_USER=alice", "SLURM_JOB_ACCOUNT=ml-research",
+        "SLURM_JOB_PARTITION=gpu", f"SLURM_JOB_NAME={name}", f"SLURM_ARRAY_JOB_ID={array[0]}",
+        f"SLURM_ARRAY_TASK_ID={array[1]}", f"SLURM_JOB_GPUS={ids}",
+        "SLURM_GPU_MAP=" + ",".join(f"{g}:{g}:-" for g in sorted(gpus)),
+    ]  # fmt: skip
+    assert (tmp_path / "scontrol-calls").read_text().splitlines() == [
+        f"show job -d {job}",
+        "show hostnames vm",
+    ]
+    done = run("epilog.sh", shell, tmp_path, SLURM_JOB_ID=job)
+    assert (done.returncode, done.stderr) == (0, "")
+    assert files(tmp_path / "dcgm-job-map") == files(tmp_path / "slurm-jobs") == {}
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_a_failing_scontrol_is_logged_and_the_job_recorded_without_gpus(
+    shell: str, tmp_path: Path
+) -> None:
+    failing = tmp_path / "scontrol"
+    failing.write_text(
+        "#!/bin/sh\necho 'slurm_load_jobs error: Invalid job id specified' >&2\nexit 1\n"
+    )
+    failing.chmod(0o755)
+    env = recorded_env("prolog-gpu-job.env")
+    result = run("prolog.sh", shell, tmp_path, **env, FLEETSCOPE_SCONTROL=str(failing))
+    assert result.returncode == 0
+    assert result.stderr == (
+        f"fleetscope prolog: job 1: {failing} show job -d 1 failed: "
+        "slurm_load_jobs error: Invalid job id specified\n"
+    )
+    assert list(files(tmp_path / "slurm-jobs")) == ["1.env"]
+    assert not (tmp_path / "dcgm-job-map").exists()
 
 
 @pytest.mark.real_component("shellcheck")

@@ -5,8 +5,10 @@ with the read API on loopback, with real curl, gzip and base64; `scontrol` is th
 (there is no slurmctld here): a script on PATH that records its arguments, as `scontrol update`
 receives them. The stored text is read back as `sacct -P -o JobID,AdminComment` prints it.
 
-Job 918273 (2 GPUs on gpu-07; R1 4.0 and R3 3.0 GPU-hours in the same window, counted once: 4.0
-recoverable; an acknowledged R2 finding left out).
+Job 918273 (2 GPUs on gpu-07, two hours of samples through the server's ingest: GPU 0 at 97.5 %
+GPU_UTIL with 78,000 MiB of its 81,559 MiB used, GPU 1 at 12 % with 4,000 MiB; R1 4.0 and R3 3.0
+GPU-hours in the same window, counted once: 4.0 recoverable; an acknowledged R2 finding left out).
+The summary's GPU part is jobstats' layout (analyzers/read_api/summary.py).
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ import pytest
 
 from analyzers.read_api.summary import decode
 from fleetscope.settings import load_settings
-from simulator.wire import TEST_TOKEN
+from simulator.maker.series import Fleet
+from simulator.wire import TEST_TOKEN, post_batch
 from warehouse.catalog import findings as cat
 from warehouse.catalog import fleet
 from warehouse.ingest.runtime import Server
@@ -45,6 +48,14 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     )
     running.start()
     end = NOW - timedelta(minutes=5)
+    samples = Fleet().gpus(
+        "918273", "gpu-07", [0], 0, 120, gpu_util=97.5, fb_used_mib=78000.0, fb_free_mib=3559.0
+    )
+    samples.gpus("918273", "gpu-07", [1], 0, 120, gpu_util=12.0, fb_used_mib=4000.0,
+                 fb_free_mib=77559.0)  # fmt: skip
+    samples.gpus("other", "gpu-07", [2], 0, 120, gpu_util=50.0)  # another job: not counted
+    gpu = samples.tables()["gpu_samples"]
+    assert post_batch(running.url, "gpu_samples", gpu, token=TEST_TOKEN).status == 202
 
     def finding(fid: str, rule: str, hours: float, title: str) -> cat.Finding:
         return cat.Finding(
@@ -113,10 +124,19 @@ def test_the_summary_lands_in_admin_comment(server: Server, tmp_path: Path, shel
     sacct = f"918273|{comment}\n"  # `sacct -P -n -j 918273 -o JobID,AdminComment%-4000`
     job_id, stored = sacct.rstrip("\n").split("|")
     assert job_id == "918273"
+    mib = 1024 * 1024
     assert decode(stored) == {
-        "v": 1,
+        "v": 2,
         "job_id": "918273",
-        "gpus": ["gpu-07:0", "gpu-07:1"],
+        "gpus": 2,
+        "total_time": 7190,  # 720 samples 10 s apart
+        "nodes": {
+            "gpu-07": {
+                "gpu_utilization": {"0": 97.5, "1": 12.0},
+                "gpu_used_memory": {"0": 78000 * mib, "1": 4000 * mib},
+                "gpu_total_memory": {"0": 81559 * mib, "1": 81559 * mib},
+            }
+        },
         "recoverable_gpu_hours": 4.0,
         "findings": [
             {
@@ -133,7 +153,7 @@ def test_the_summary_lands_in_admin_comment(server: Server, tmp_path: Path, shel
             },
         ],
     }
-    assert len(comment) < 400  # compact: AdminComment is one text column per job
+    assert len(comment) < 600  # compact: AdminComment is one text column per job
 
 
 def test_a_job_fleetscope_never_saw_is_left_alone(server: Server, tmp_path: Path) -> None:

@@ -1,11 +1,15 @@
-"""Fleet mode end to end with real parts on loopback: PostgreSQL, an S3 server process, three
-gateway processes started as docs/fleet.md ("Run it") says: `fleetscope server` with the page's
-one settings file (its catalog, bucket, S3 server and data folder swapped for this test's) and a
-port each, agents' real spool and shipper spread over them, and one gateway kill -9'd mid-run.
+"""Fleet mode end to end, docs/fleet.md's "Run it" recipe followed with real parts on loopback:
+PostgreSQL, an S3 server process, Redis, and every process the page lists, started from the page's
+one settings file (its catalog, bucket, S3 server, broker, data folder and token swapped for this
+test's) and its command lines: three gateways (`fleetscope server`, a port each), one Celery
+worker and one beat (the page's `celery ... worker` and `celery ... beat` lines), and six agents'
+real spool and shipper (in this process: the agent's collectors need a GPU) spread over the
+gateways with the one shared token. One gateway is kill -9'd mid-run.
 
 Asserted: every acknowledged row is stored exactly once (0 lost, 0 duplicated), 0 Iceberg commit
-conflicts (counted in the gateways' logs: pyiceberg logs each retry), and the analyzers
-find exactly what they find in single-box mode (the embedded server) on the same batches.
+conflicts (counted in the gateways' logs: pyiceberg logs each retry), and the findings beat's
+schedule stores (arrival marks -> tick -> per-cluster parts on the worker -> landing; nobody calls
+the analyzers) are exactly what the analyzers find in single-box mode on the same batches.
 """
 
 from __future__ import annotations
@@ -13,23 +17,29 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
 import textwrap
 import threading
+import time
 import tomllib
 import urllib.request
+import uuid
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 from analyzers.base import StaticJobCatalog
 from analyzers.findings import Finding
+from analyzers.run.celery_app import window_slices
+from analyzers.run.results import FindingStore
 from analyzers.run.runner import Pipeline
 from analyzers.run.window import Window
 from collector.backoff import Backoff
@@ -42,12 +52,17 @@ from fleetscope.settings import Settings
 from simulator.maker.series import T0, Fleet
 from simulator.wire import TEST_TOKEN, post_batch
 from tests.fleet.conftest import free_port, wait_until
+from warehouse import catalog as fleet_catalog
 from warehouse.fleet import reader as fleet_reader
 from warehouse.fleet.tables import FleetConfig, FleetTables
 from warehouse.ingest.runtime import Server
 from warehouse.read import reader as embedded_reader
 
-pytestmark = [pytest.mark.slow, pytest.mark.real_component("postgres")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.real_component("postgres"),
+    pytest.mark.real_component("redis"),
+]
 
 ROOT = Path(__file__).parents[2]
 HOSTS = 6
@@ -58,7 +73,12 @@ IDLE: dict[str, Any] = {
     "sm_active": 0.0,
     "tensor_active": 0.0,
 }
-WINDOW = Window(T0, T0 + timedelta(days=1))
+DAY = timedelta(days=1)
+# Yesterday: beat re-opens a bucket only within analyzers.reopen_max_age_s of its tick (T0 is
+# years ago), as it would for an agent's spool replayed after a day's outage.
+YESTERDAY = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0) - DAY
+WINDOW = Window(YESTERDAY, YESTERDAY + DAY)
+BROKER = "redis://127.0.0.1:6379/11"  # a database of its own (tests/ use 10, 12-15)
 
 
 def fleet_data() -> Fleet:
@@ -74,8 +94,14 @@ def fleet_data() -> Fleet:
     return fleet
 
 
-def batches_by_host(fleet: Fleet) -> dict[str, list[pa.Table]]:
+def yesterdays(fleet: Fleet) -> pa.Table:
     gpu = fleet.tables()["gpu_samples"]
+    ts = gpu.column("ts")
+    shifted = pc.add(ts, pa.scalar(YESTERDAY - T0, pa.duration(ts.type.unit)))
+    return gpu.set_column(gpu.schema.get_field_index("ts"), "ts", shifted)
+
+
+def batches_by_host(gpu: pa.Table) -> dict[str, list[pa.Table]]:
     out: dict[str, list[pa.Table]] = {}
     for h in range(HOSTS):
         rows = gpu.filter(pa.compute.equal(gpu.column("host"), f"h{h}"))
@@ -86,15 +112,19 @@ def batches_by_host(fleet: Fleet) -> dict[str, list[pa.Table]]:
 
 
 RECIPE = re.compile(r"<!-- recipe: fleetscope.toml -->\s*```toml\n(.*?)```", re.S)
+CELERY = re.compile(r"<!-- recipe: celery -->\s*```\n(.*?)```", re.S)
 # What the test swaps in the recipe's settings file: its own catalog, bucket, S3 server, data
 # folder and token (everything else is the recipe's as written).
 SWAPPED = (
     "core.data_dir", "server.tokens", "warehouse.catalog_url", "fleet.warehouse_uri",
     "fleet.s3_endpoint", "fleet.s3_access_key", "fleet.s3_secret_key", "celery.broker_url",
 )  # fmt: skip
-# Test speed-ups on top, through the environment as an operator would: no plug-ins (the analyzers
-# run in this process), quick flushes and a short lease (the killed gateway's claims expire).
-TUNING = ("server.plugins", "warehouse.flush_interval_s", "fleet.lease_s")
+# Test speed-ups on top, through the environment as an operator would: no gateway plug-ins, quick
+# flushes, a short lease (the killed gateway's claims expire), a tick every 2 s with no lateness.
+TUNING = (
+    "server.plugins", "warehouse.flush_interval_s", "fleet.lease_s", "scheduler.interval_s",
+    "analyzers.lateness_s",
+)  # fmt: skip
 
 
 def recipe_config(settings: Settings, path: Path) -> Path:
@@ -107,7 +137,7 @@ def recipe_config(settings: Settings, path: Path) -> Path:
     for key in SWAPPED:
         section, name = key.split(".")
         table[section][name] = str(settings.raw(key))
-    table["celery"]["broker_url"] = "redis://127.0.0.1:6379/0"
+    table["celery"]["broker_url"] = BROKER
     lines = []
     for section, values in table.items():
         lines += [f"[{section}]", *(f"{k} = {json.dumps(v)}" for k, v in values.items()), ""]
@@ -125,11 +155,88 @@ def env_for(settings: Settings, config: Path, port: int) -> dict[str, str]:
     return env
 
 
+def celery_commands(data_dir: Path) -> dict[str, list[str]]:
+    """docs/fleet.md's worker and beat command lines, by role, the page's data folder swapped for
+    `data_dir` and a unique worker name added (Redis is shared with other test runs)."""
+    (block,) = CELERY.findall((ROOT / "docs" / "fleet.md").read_text())
+    commands: dict[str, list[str]] = {}
+    for line in textwrap.dedent(block).splitlines():
+        words = shlex.split(line.split("#")[0].replace("/var/lib/fleetscope", str(data_dir)))
+        assert words[:4] == ["celery", "-A", "analyzers.run.celery_app", words[3]], line
+        assert words[-1] == "&", line
+        commands[words[3]] = [sys.executable, "-m", *words[:-1]]
+    assert set(commands) == {"worker", "beat"}
+    commands["worker"] += ["--hostname", f"e2e-{uuid.uuid4().hex[:8]}@%h"]
+    return commands
+
+
+@pytest.fixture
+def broker() -> Iterator[str]:
+    redis = pytest.importorskip("redis")
+    client = redis.Redis.from_url(BROKER)
+    try:
+        client.flushdb()  # an earlier run killed mid-way leaves its tasks and results
+    except redis.exceptions.ConnectionError:
+        pytest.skip("no Redis at 127.0.0.1:6379")
+    yield BROKER
+    client.flushdb()
+
+
+def stop(procs: list[subprocess.Popen[bytes]]) -> None:
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+    for proc in procs:
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.fixture
+def recipe_settings(fleet_settings: Settings, broker: str) -> Settings:
+    return fleet_settings.with_overrides(
+        fleet__lease_s=15.0,  # short (the killed gateway's claims expire), but commits on a
+        #                      busy 2-core box take seconds: the lease must outlast most
+        scheduler__interval_s=2.0,
+        analyzers__lateness_s=0.0,
+        celery__broker_url=broker,
+    )
+
+
+@pytest.fixture
+def celery_procs(recipe_settings: Settings, tmp_path: Path) -> Iterator[dict[str, Path]]:
+    """The recipe's worker and beat, as their own processes; their logs by role."""
+    config = recipe_config(recipe_settings, tmp_path / "fleetscope.toml")
+    data_dir = Path(str(recipe_settings.raw("core.data_dir")))
+    procs, logs = [], {}
+    workdir = tmp_path / "workdir"
+    workdir.mkdir()
+    for role, command in celery_commands(data_dir).items():
+        logs[role] = tmp_path / f"{role}.log"
+        with logs[role].open("wb") as log:
+            procs.append(
+                subprocess.Popen(
+                    command,
+                    env=env_for(recipe_settings, config, 0),
+                    cwd=workdir,  # the recipe's --schedule: nothing lands in the working folder
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                )
+            )
+    try:
+        yield logs
+    finally:
+        stop(procs)
+    assert list(workdir.iterdir()) == []
+
+
 @pytest.fixture
 def gateway_procs(
-    fleet_settings: Settings, tmp_path: Path
+    recipe_settings: Settings, tmp_path: Path
 ) -> Iterator[list[tuple[subprocess.Popen[bytes], str]]]:
-    settings = fleet_settings.with_overrides(fleet__lease_s=5.0)
+    settings = recipe_settings
     FleetTables(FleetConfig.from_settings(settings)).ensure_all()  # not racing at first start
     config = recipe_config(settings, tmp_path / "fleetscope.toml")
     procs = []
@@ -149,15 +256,7 @@ def gateway_procs(
             wait_until(lambda u=url: _healthy(u), 60, f"gateway {url}")
         yield procs
     finally:
-        for proc, _ in procs:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        for proc, _ in procs:
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop([proc for proc, _ in procs])
 
 
 def _healthy(url: str) -> bool:
@@ -172,13 +271,16 @@ def key(f: Finding) -> tuple[object, ...]:
     return (f.rule_id, f.job_id, f.host, f.severity, round(f.wasted_gpu_hours, 9))
 
 
-def test_three_gateways_one_killed_lose_and_duplicate_nothing_and_find_what_one_box_finds(
+@pytest.mark.timeout(1800)  # every process of the recipe on a busy 2-core box: minutes, not seconds
+def test_the_fleet_recipe_loses_and_duplicates_nothing_and_beat_finds_what_one_box_finds(
     gateway_procs: list[tuple[subprocess.Popen[bytes], str]],
-    fleet_settings: Settings,
+    celery_procs: dict[str, Path],
+    recipe_settings: Settings,
     tmp_path: Path,
 ) -> None:
-    data = fleet_data()
-    per_host = batches_by_host(data)
+    fleet_settings = recipe_settings
+    sent = yesterdays(fleet_data())
+    per_host = batches_by_host(sent)
     urls = [url for _, url in gateway_procs]
     stop = threading.Event()
     spools: list[Spool] = []
@@ -205,11 +307,11 @@ def test_three_gateways_one_killed_lose_and_duplicate_nothing_and_find_what_one_
     try:
         victim, _ = gateway_procs[0]
         wait_until(
-            lambda: sum(s.depth for s in spools) <= total_batches * 2 // 3, 60, "a third acked"
+            lambda: sum(s.depth for s in spools) <= total_batches * 2 // 3, 240, "a third acked"
         )
         victim.send_signal(signal.SIGKILL)  # mid-run: agents on it have batches in flight
         victim.wait()
-        wait_until(lambda: sum(s.depth for s in spools) == 0, 75, "every batch acknowledged")
+        wait_until(lambda: sum(s.depth for s in spools) == 0, 300, "every batch acknowledged")
     finally:
         stop.set()
         for sender in senders:
@@ -218,7 +320,6 @@ def test_three_gateways_one_killed_lose_and_duplicate_nothing_and_find_what_one_
 
     tables = FleetTables(FleetConfig.from_settings(fleet_settings))
     stored, _ = fleet_reader.scan(tables, "gpu_samples", WINDOW.start, WINDOW.end)
-    sent = data.tables()["gpu_samples"]
     keys = stored.group_by(["host", "gpu_index", "ts"]).aggregate([([], "count_all")])
     assert stored.num_rows == sent.num_rows  # 0 acknowledged rows lost
     assert keys.num_rows == sent.num_rows  # 0 duplicated
@@ -248,16 +349,25 @@ def test_three_gateways_one_killed_lose_and_duplicate_nothing_and_find_what_one_
         one_box = embedded_reader.connect(embedded.settings)
     finally:
         embedded.stop()
-    fleet_conn = fleet_reader.connect(tables, WINDOW.start, WINDOW.end)
-    catalog = StaticJobCatalog()
-    expected = Pipeline.default().run(one_box, WINDOW, catalog)
-    found = Pipeline.default().run(fleet_conn, WINDOW, catalog)
-    assert not expected.errors and not found.errors
+    expected = Pipeline.from_settings(fleet_settings).run(one_box, WINDOW, StaticJobCatalog())
+    assert not expected.errors
     assert {f.rule_id for f in expected.findings} >= {"R1", "R2"}  # the data has something to find
-    assert sorted(map(key, found.findings)) == sorted(map(key, expected.findings))
-    assert sorted(
-        f.evidence == e.evidence
-        for f, e in zip(
-            sorted(found.findings, key=key), sorted(expected.findings, key=key), strict=True
-        )
-    ) == [True] * len(expected.findings)
+
+    # Beat's schedule found them: every slice has analysed the last arrival mark of yesterday's
+    # bucket (the gateways stamped it before answering the last batch), and what it landed is
+    # what one box finds. Nothing in this test ran an analyzer on the fleet's tables.
+    store = FindingStore(fleet_catalog.connect(fleet_settings.warehouse.catalog_url))
+    slices = [f"{p}/{window_slices(fleet_settings)}" for p in range(window_slices(fleet_settings))]
+    deadline = time.monotonic() + 900  # late batches (the killed gateway's) re-open the bucket
+    while any(store.owed(s) for s in slices) or not store.findings():
+        logs = {role: log.read_text(errors="replace") for role, log in celery_procs.items()}
+        assert time.monotonic() < deadline, f"beat's analysis not landed: {logs}"
+        time.sleep(0.5)
+    found = [s.finding for s in store.findings()]
+    assert {s.state for s in store.findings()} == {"open"}
+    assert sorted(map(key, found)) == sorted(map(key, expected.findings))
+    by_key = {key(f): f for f in found}
+    assert [by_key[key(e)].evidence for e in expected.findings] == [
+        e.evidence for e in expected.findings
+    ]
+    assert {f.window_start for f in found} == {WINDOW.start}  # yesterday's bucket

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
@@ -19,6 +20,8 @@ from warehouse.catalog import ledger
 from warehouse.fleet import reader
 from warehouse.fleet.gateway import Gateway
 from warehouse.fleet.tables import FLUSH_PROPERTY, FleetConfig
+from warehouse.fleet.writer import ClaimLostError
+from warehouse.ingest.batch_queue import Ticket
 
 DAY_MS = 86_400_000
 
@@ -219,3 +222,76 @@ def test_gateways_record_hosts_and_gpu_allocations_as_the_embedded_server(
     assert allocated == [("job-0", "node-0", 0), ("job-0", "node-0", 1),
                          ("job-1", "node-1", 0), ("job-1", "node-1", 1)]  # fmt: skip
     assert gateways[1].profiling.create("job-0") >= 1  # a job only gateway 0 saw is known
+
+
+def _pending(gw: Gateway, batch_id: str, flush_id: str, claimed_at: datetime) -> None:
+    with gw.catalog.begin() as conn:
+        conn.execute(
+            insert(ledger.ingest_ledger).values(
+                batch_id=batch_id, table_name="gpu_samples", rows=16, agent="node-9",
+                flush_id=flush_id, state=ledger.PENDING, claimed_at=claimed_at,
+            )
+        )  # fmt: skip
+
+
+def _ticket(batch_id: str, batch: pa.Table) -> Ticket:
+    return Ticket(batch_id, "gpu_samples", batch.num_rows, "node-9", batch, datetime.now(UTC))
+
+
+def test_a_slow_gateway_whose_claim_was_taken_over_appends_nothing(gateways: list[Gateway]) -> None:
+    """Fencing under the commit lock: gateway A outlived its lease (a loaded box) and B took its
+    claim over; when A reaches the lock it finds the claim is B's, appends nothing and answers
+    503 (its agent retries), so B's commit is the only copy."""
+    a = gateways[0]
+    batch = gpu_batch("node-9", timestamps=2)
+    _pending(a, "slow-1", "flush-b", datetime.now(UTC))  # B holds it now (taken over from A)
+    with pytest.raises(ClaimLostError, match="taken over by another gateway"):
+        a.writer._commit("gpu_samples", [_ticket("slow-1", batch)], "flush-a",
+                         time.monotonic() + 30, {"slow-1": ""})  # fmt: skip
+    start = datetime.fromtimestamp(EPOCH_MS / 1000, UTC)
+    rows, _ = reader.scan(a.writer.tables, "gpu_samples", start, start + timedelta(hours=1))
+    assert rows.num_rows == 0
+
+
+def test_a_takeover_whose_old_flush_landed_meanwhile_appends_nothing(
+    gateways: list[Gateway],
+) -> None:
+    """B took over A's claim while A was still appending; A's commit landed before B reached the
+    commit lock: B appends nothing, and the batch is a duplicate (stored once, by A)."""
+    b = gateways[1]
+    batch = gpu_batch("node-9", timestamps=2)
+    table = b.writer.tables.table("gpu_samples")
+    table.append(
+        batch.cast(table.schema().as_arrow()), snapshot_properties={FLUSH_PROPERTY: "flush-a"}
+    )
+    _pending(b, "raced-1", "flush-b", datetime.now(UTC))
+    stored = b.writer._commit("gpu_samples", [_ticket("raced-1", batch)], "flush-b",
+                              time.monotonic() + 30, {"raced-1": "flush-a"})  # fmt: skip
+    assert stored == {"raced-1"}
+    start = datetime.fromtimestamp(EPOCH_MS / 1000, UTC)
+    rows, _ = reader.scan(b.writer.tables, "gpu_samples", start, start + timedelta(hours=1))
+    assert rows.num_rows == batch.num_rows  # A's copy only
+
+
+def test_a_failed_takeover_hands_the_claim_back_so_a_late_landing_is_found(
+    gateways: list[Gateway], fleet_settings: Settings
+) -> None:
+    """B took A's claim over, then failed (its wait for the commit lock ran out) and released
+    it; A, slow and not dead, landed afterwards. The claim went back to A's flush, so the next
+    copy finds A's snapshot: a duplicate, stored once."""
+    gw = gateways[0]
+    batch = gpu_batch("node-9", timestamps=2)
+    _pending(gw, "raced-2", "flush-b", datetime.now(UTC))
+    expired = datetime.now(UTC) - timedelta(seconds=fleet_settings.fleet.lease_s)
+    with gw.catalog.begin() as conn:
+        ledger.release(conn, "flush-b", {"raced-2": "flush-a"}, expired)
+        assert ledger.holders(conn, ["raced-2"]) == {"raced-2": ("flush-a", ledger.PENDING)}
+    table = gw.writer.tables.table("gpu_samples")
+    table.append(
+        batch.cast(table.schema().as_arrow()), snapshot_properties={FLUSH_PROPERTY: "flush-a"}
+    )
+    again = post_batch(gw.url, "gpu_samples", batch, token=TEST_TOKEN, batch_id="raced-2")
+    assert (again.status, again.body["duplicate"]) == (202, True)
+    start = datetime.fromtimestamp(EPOCH_MS / 1000, UTC)
+    rows, _ = reader.scan(gw.writer.tables, "gpu_samples", start, start + timedelta(hours=1))
+    assert rows.num_rows == batch.num_rows

@@ -156,6 +156,17 @@ def mark(
     )
 
 
+def analysed_through(conn: Connection, partition: str, bucket_start: datetime) -> datetime | None:
+    """The newest arrival mark `partition` recorded as analysed (or skipped) for the bucket."""
+    value = conn.execute(
+        select(window_analysed.c.arrival_at).where(
+            window_analysed.c.partition == partition,
+            window_analysed.c.bucket_start == bucket_start,
+        )
+    ).scalar_one_or_none()
+    return value if isinstance(value, datetime) else None
+
+
 def skipped(conn: Connection) -> list[tuple[str, datetime, datetime]]:
     """(partition, bucket_start, arrival_at) of every bucket skipped as too old to re-open."""
     rows = conn.execute(

@@ -17,7 +17,7 @@ This module must never hold telemetry rows.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
@@ -115,6 +115,28 @@ def claim(
     return out
 
 
+def holders(conn: Connection, batch_ids: Sequence[str]) -> dict[str, tuple[str, str]]:
+    """batch id -> (flush id, state) the ledger holds now (ids it does not hold are absent)."""
+    if not batch_ids:
+        return {}
+    rows = conn.execute(
+        select(ingest_ledger.c.batch_id, ingest_ledger.c.flush_id, ingest_ledger.c.state).where(
+            ingest_ledger.c.batch_id.in_(list(batch_ids))
+        )
+    ).all()
+    return {str(b): (str(f), str(s)) for b, f, s in rows}
+
+
+def renew(conn: Connection, flush_id: str, now: datetime) -> int:
+    """Claim the pending batches of `flush_id` afresh at `now` (a lease heartbeat)."""
+    result = conn.execute(
+        update(ingest_ledger)
+        .where(ingest_ledger.c.flush_id == flush_id, ingest_ledger.c.state == PENDING)
+        .values(claimed_at=now)
+    )
+    return result.rowcount
+
+
 def take_over(conn: Connection, batch_id: str, old: str, flush_id: str, now: datetime) -> bool:
     """Move a stale claim to `flush_id`; False when someone else moved or committed it first."""
     result = conn.execute(
@@ -161,8 +183,28 @@ def settle(conn: Connection, flush_ids: Sequence[str], now: datetime) -> int:
     return settled
 
 
-def release(conn: Connection, flush_id: str) -> None:
-    """Drop the pending claims of a flush that did not commit, so a retry need not wait."""
+def release(
+    conn: Connection,
+    flush_id: str,
+    handed_back: Mapping[str, str] | None = None,
+    expired_at: datetime | None = None,
+) -> None:
+    """Drop the pending claims of a flush that did not commit, so a retry need not wait.
+
+    A claim the flush took over (`handed_back`: batch id -> the flush it was taken from) goes back
+    to that flush, claimed at `expired_at` (stale at once), instead: the old flush may belong to a
+    gateway that is slow, not dead, and still land, and only its id in the snapshots tells the
+    next claimer so (dropped, a later copy was stored again: the fleet end-to-end test, issue 30)."""
+    for batch_id, old in (handed_back or {}).items():
+        conn.execute(
+            update(ingest_ledger)
+            .where(
+                ingest_ledger.c.batch_id == batch_id,
+                ingest_ledger.c.flush_id == flush_id,
+                ingest_ledger.c.state == PENDING,
+            )
+            .values(flush_id=old, claimed_at=expired_at)
+        )
     conn.execute(
         delete(ingest_ledger).where(
             ingest_ledger.c.flush_id == flush_id, ingest_ledger.c.state == PENDING

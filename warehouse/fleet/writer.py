@@ -15,6 +15,14 @@ hooks and counters are shared), different commit: per table of a flush,
    as the Iceberg spec prescribes for appends (they never conflict on data), with exponential
    backoff, and only within the lease: a gateway that cannot finish in time gives up rather than
    commit a batch another gateway may have taken over;
+   Under the commit lock, before appending, the flush checks its claims (fencing, issue 30): a
+   gateway slower than its lease (a loaded machine: the lock wait, the S3 writes) may have had
+   claims taken over meanwhile; then it appends nothing and answers 503, and the gateway that
+   took over commits them. A flush that took over claims of a live but slow gateway appends
+   only the batches whose old flush did not land by then (the lock orders the two commits), and
+   answers the others duplicate; a flush that took claims over and then fails hands them back
+   to the flush it took them from (ledger.release), whose commit may still land. The
+   end-to-end test found two copies of three or four batches under load before these.
 4. run the commit hooks on the rows that landed (the arrival marks, warehouse.storage.arrival_hook, as the
    embedded writer does), then mark the claims committed and answer the tickets. A batch a dead
    gateway committed before it could mark it (found in the snapshots at step 1) goes through
@@ -34,7 +42,7 @@ import random
 import time
 import uuid
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -61,6 +69,10 @@ RECOVERED = "recovered"
 
 class CommitGaveUpError(IngestError):
     """The Iceberg commit kept conflicting until the attempts or the lease ran out."""
+
+
+class ClaimLostError(IngestError):
+    """Another gateway took over a claim of this flush (its lease ran out): nothing appended."""
 
 
 class _Landed(Exception):
@@ -120,14 +132,19 @@ class FleetWriter(GroupWriter):
         flush_id = uuid.uuid4().hex
         claimed = time.monotonic()
         landed = False
+        taken: dict[str, str] = {}  # batch id -> the flush its claim was taken over from
         try:
             verdicts = self._claim(tickets, flush_id)
             mine = [t for t in tickets if verdicts[t.batch_id][0] == "mine"]
-            recovered = [t for t in tickets if verdicts[t.batch_id][0] == RECOVERED]
             if mine:
-                data = pa.concat_tables([t.data for t in mine]).combine_chunks()
-                self._commit(name, data, flush_id, claimed + self._lease_s)
+                taken = {t.batch_id: verdicts[t.batch_id][1] for t in mine}
+                stored = self._commit(name, mine, flush_id, claimed + self._lease_s, taken)
                 landed = True
+                for t in mine:
+                    if t.batch_id in stored:  # its old flush landed first: a duplicate
+                        verdicts[t.batch_id] = (RECOVERED, taken[t.batch_id])
+                mine = [t for t in mine if t.batch_id not in stored]
+            recovered = [t for t in tickets if verdicts[t.batch_id][0] == RECOVERED]
             self._run_landed_hooks(name, mine + recovered)
             if mine:
                 with self.catalog.begin() as conn:
@@ -135,7 +152,7 @@ class FleetWriter(GroupWriter):
         except Exception as exc:
             log.exception("gateway flush %s of %s failed", flush_id, name)
             if not landed:
-                self._release_unless_landed(name, flush_id)
+                self._release_unless_landed(name, flush_id, {b: o for b, o in taken.items() if o})
                 raise
             raise _Landed(str(exc)) from exc
         duplicates = 0
@@ -154,7 +171,8 @@ class FleetWriter(GroupWriter):
                 error = f"batch {t.batch_id} is being stored by another gateway"
                 self._answer(t, error=error, status=503)
         if mine:
-            self._account({name: data.num_rows}, len(mine), duplicates, started)
+            rows = sum(t.data.num_rows for t in mine)
+            self._account({name: rows}, len(mine), duplicates, started)
         else:
             self.stats.duplicates += duplicates
 
@@ -175,16 +193,27 @@ class FleetWriter(GroupWriter):
                         ledger.mark_committed(conn, owner, now)
                         verdicts[batch_id] = (RECOVERED, owner)
                     elif ledger.take_over(conn, batch_id, owner, flush_id, now):
-                        verdicts[batch_id] = ("mine", "")
+                        verdicts[batch_id] = ("mine", owner)  # the old flush, checked again
+                        #                                      under the commit lock
                     else:
                         verdicts[batch_id] = ("busy", owner)
         return verdicts
 
-    def _commit(self, name: str, data: pa.Table, flush_id: str, deadline: float) -> None:
+    def _commit(
+        self,
+        name: str,
+        mine: Sequence[Ticket],
+        flush_id: str,
+        deadline: float,
+        taken: dict[str, str],
+    ) -> set[str]:
+        """Append the rows of `mine` under the table's commit lock; the batch ids not appended
+        because the flush they were taken over from (`taken`: batch id -> old flush id, "" when
+        claimed fresh) landed first. ClaimLostError when a claim is no longer this flush's."""
         from pyiceberg.exceptions import CommitFailedException
 
         table = self.tables.table(name)
-        rows = to_table_schema(data, table)
+        stored: set[str] = set()
         for attempt in range(self._attempts):
             if time.monotonic() > deadline:
                 break
@@ -194,20 +223,44 @@ class FleetWriter(GroupWriter):
                 # the hourly upkeep's rewrite, which does not take the lock.
                 with table_commit_lock(self.catalog, self.tables.identifier(name), deadline):
                     table.refresh()
-                    table.append(rows, snapshot_properties={FLUSH_PROPERTY: flush_id})
-                return
+                    stored = self._fence(table, mine, flush_id, taken)
+                    rest = [t for t in mine if t.batch_id not in stored]
+                    if rest:
+                        data = pa.concat_tables([t.data for t in rest]).combine_chunks()
+                        rows = to_table_schema(data, table)
+                        table.append(rows, snapshot_properties={FLUSH_PROPERTY: flush_id})
+                return stored
             except CommitFailedException:
                 self.commit_conflicts += 1
                 log.warning("Iceberg commit conflict on %s (attempt %d)", name, attempt + 1)
                 table.refresh()
                 if _has_flush(table, flush_id):  # the commit landed after all
-                    return
+                    return stored
                 time.sleep(random.uniform(0, min(2.0, 0.05 * 2**attempt)))  # full jitter
         raise CommitGaveUpError(
             f"Iceberg commit of {name} kept conflicting ({self._attempts} attempts or the "
             f"{self._lease_s:.0f} s lease); retry with the same batch id",
             status=503,
         )
+
+    def _fence(
+        self, table: Table, mine: Sequence[Ticket], flush_id: str, taken: dict[str, str]
+    ) -> set[str]:
+        """Under the commit lock: ClaimLostError unless every claim of `mine` is still this
+        flush's; the ids among them whose old flush (taken over) is in the snapshots now."""
+        with self.catalog.begin() as conn:
+            held = ledger.holders(conn, [t.batch_id for t in mine])
+            lost = [t.batch_id for t in mine if held.get(t.batch_id) != (flush_id, ledger.PENDING)]
+            if lost:
+                raise ClaimLostError(
+                    f"{len(lost)} batch(es) of this flush were taken over by another gateway "
+                    f"after the {self._lease_s:.0f} s lease; retry with the same batch id",
+                    status=503,
+                )
+            # A fresh lease for the append: only an append slower than a whole lease can now
+            # see its claims taken over (and the taker's fence then finds this flush landed).
+            ledger.renew(conn, flush_id, datetime.now(UTC))
+        return {b for b, old in taken.items() if old and _has_flush(table, old)}
 
     def _run_landed_hooks(self, name: str, landed: Sequence[Ticket]) -> None:
         """The commit hooks on the rows of `landed` (their rows are in the table already)."""
@@ -217,7 +270,7 @@ class FleetWriter(GroupWriter):
         rows = pa.concat_tables([t.data for t in landed])
         self._run_hooks(Commit(self._flushes_landed, {name: rows}, landed))
 
-    def _release_unless_landed(self, name: str, flush_id: str) -> None:
+    def _release_unless_landed(self, name: str, flush_id: str, taken: dict[str, str]) -> None:
         """Drop the claims of a failed flush, unless its commit landed after all (a lost answer):
         then the claims stay pending and the next copy finds the snapshot once the lease ends."""
         try:
@@ -226,7 +279,8 @@ class FleetWriter(GroupWriter):
             if _has_flush(table, flush_id):
                 return
             with self.catalog.begin() as conn:
-                ledger.release(conn, flush_id)
+                expired = datetime.now(UTC) - timedelta(seconds=self._lease_s)
+                ledger.release(conn, flush_id, taken, expired)
         except Exception:  # the lease expires anyway
             log.exception("could not release the claims of flush %s", flush_id)
 

@@ -163,3 +163,13 @@ def sample_days(settings: Settings) -> list[date]:
 def job_span(settings: Settings, job_id: str) -> tuple[datetime, datetime] | None:
     """[first sample, last sample + 1 ms) of `job_id`'s GPU samples; None for a job without any."""
     return _reader(settings).job_span(settings, job_id)
+
+
+def open_job(settings: Settings, job_id: str) -> duckdb.DuckDBPyConnection:
+    """The contract tables holding every sample of `job_id`: in a windowed mode only the job's days
+    (`job_span`; an empty window for a job without samples), else every day at once."""
+    span = job_span(settings, job_id) if settings.server.mode in WINDOWED else None
+    if span is None:
+        now = datetime.now(UTC)
+        span = (now, now)
+    return open_window(settings, *span)
