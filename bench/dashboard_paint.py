@@ -8,6 +8,8 @@
                                                                    # (7 days x 1,000 GPUs)
     .venv/bin/python -m bench.dashboard_paint --peer-tree DIR      # the same pages served from
                                                                    # another checkout, same run
+    .venv/bin/python -m bench.dashboard_paint --python-only ...    # no browser: each page's
+                                                                   # Python, wall and CPU seconds
 
 `fleetscope dashboard` is served on the warehouse and Debian's Chromium (tests/dashboard/browser.py)
 opens each page; "first meaningful paint" is the time from navigation until the page's title, its
@@ -138,6 +140,47 @@ def pages(label: str, env: dict[str, str], repeats: int, tree: Path | None = Non
             browser.close()
 
 
+# A page's Python in a fresh process of the tree measured (AppTest, no browser): one run to fill
+# the caches, then `repeats` reruns as a reader's refresh within dashboard.cache_ttl_s; CPU
+# seconds (every thread of the process) are the figure a loaded machine disturbs least.
+_PYTHON_ONLY = """
+import json, statistics, sys, time
+from streamlit.testing.v1 import AppTest
+page, repeats = sys.argv[1], int(sys.argv[2])
+app = AppTest.from_file("dashboard/app.py", default_timeout=600)
+if page != "fleet":
+    app.switch_page(f"views/{page}.py")
+began = time.perf_counter(); app.run(); cold = time.perf_counter() - began
+walls, cpus = [], []
+for _ in range(repeats):
+    began, cpu = time.perf_counter(), time.process_time()
+    app.run()
+    walls.append(time.perf_counter() - began); cpus.append(time.process_time() - cpu)
+assert not app.exception, app.exception
+print(json.dumps([cold, statistics.median(walls), statistics.median(cpus)]))
+"""
+
+
+def python_only(env: dict[str, str], repeats: int, peer_tree: Path | None) -> None:
+    """Each page's Python cost, this checkout and `peer_tree`, page by page in turn."""
+    import json
+
+    trees = [("peer", peer_tree.resolve())] if peer_tree else []
+    trees.append(("this", Path.cwd()))
+    print(f"load average {os.getloadavg()[0]:.1f}")
+    print(f"{'tree':<7} {'page':<8} {'first s':>8} {'rerun s':>8} {'rerun CPU s':>12}")
+    for page in PAGES:
+        for label, tree in trees:
+            done = subprocess.run(
+                [sys.executable, "-c", _PYTHON_ONLY, page, str(repeats)],
+                cwd=tree, env={**os.environ, **env, "PYTHONPATH": str(tree)},
+                capture_output=True, text=True, check=True,
+            )  # fmt: skip
+            first, wall, cpu = json.loads(done.stdout.strip().splitlines()[-1])
+            print(f"{label:<7} {page:<8} {first:8.2f} {wall:8.2f} {cpu:12.2f}", flush=True)
+    print(f"load average at the end {os.getloadavg()[0]:.1f}")
+
+
 def run(env: dict[str, str], repeats: int, peer_tree: Path | None) -> None:
     os.environ.update(env)
     print(f"warehouse {env}; load average {os.getloadavg()[0]:.1f}")
@@ -160,7 +203,11 @@ def main() -> None:
     parser.add_argument("--week", type=Path, help="a bench.fresh_week --data folder to serve")
     parser.add_argument("--peer-tree", type=Path, help="another source tree to serve, same run")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--python-only", action="store_true", help="no browser: each page's Python (AppTest)"
+    )
     args = parser.parse_args()
+    measure = python_only if args.python_only else run
     if args.week:
         week = args.week.resolve()
         env = {
@@ -168,14 +215,14 @@ def main() -> None:
             "FLEETSCOPE_WAREHOUSE_SEGMENTS_DIR": str(week / "segments"),
             "FLEETSCOPE_ANALYZERS_SKETCHES_DIR": str(week / "sketches"),
         }
-        run(env, args.repeats, args.peer_tree)
+        measure(env, args.repeats, args.peer_tree)
         return
     if args.data_dir:
-        run({"FLEETSCOPE_CORE_DATA_DIR": str(args.data_dir)}, args.repeats, args.peer_tree)
+        measure({"FLEETSCOPE_CORE_DATA_DIR": str(args.data_dir)}, args.repeats, args.peer_tree)
         return
     with tempfile.TemporaryDirectory() as tmp:
         data_dir = build_warehouse(Path(tmp)).data_dir
-        run({"FLEETSCOPE_CORE_DATA_DIR": str(data_dir)}, args.repeats, args.peer_tree)
+        measure({"FLEETSCOPE_CORE_DATA_DIR": str(data_dir)}, args.repeats, args.peer_tree)
 
 
 if __name__ == "__main__":
