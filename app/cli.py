@@ -162,8 +162,7 @@ def follow_demo(args: argparse.Namespace, settings: Settings) -> Settings:
             f"{demo.data_dir}; dashboard {demo.dashboard_url}",
             file=sys.stderr,
         )
-    _require_data(getattr(args, "command", None), settings)
-    return settings
+    return _require_data(getattr(args, "command", None), settings)
 
 
 # Commands that read the embedded server's warehouse and catalog from `core.data_dir`.
@@ -172,18 +171,27 @@ READS_DATA = frozenset(
 )
 
 
-def _require_data(command: str | None, settings: Settings) -> None:
-    """A reading command pointed at a data folder that does not exist says which setting to set,
-    instead of creating an empty `./var` and answering "no GPU samples" (issue 31)."""
+def _require_data(command: str | None, settings: Settings) -> Settings:
+    """A reading command pointed at a data folder that does not exist asks the server where its
+    data is (`app.server_location`: GET /v1/server at agent.ingest_url) and reads there, or says
+    which setting to set, instead of creating an empty `./var` and answering "no GPU samples"
+    (issue 31)."""
     if command not in READS_DATA or settings.server.mode != "embedded":
-        return
+        return settings
     folder = settings.path(settings.core.data_dir)
     if folder.is_dir():
-        return
+        return settings
+    from app import server_location
+
+    asked, said = server_location.follow(settings)
+    if asked.path(asked.core.data_dir).is_dir():
+        print(f"fleetscope: {said} (GET {server_location.ROUTE}); reading it", file=sys.stderr)
+        return asked
     raise ConfigError(
-        f"no fleetscope data at {folder.resolve()} (core.data_dir, default ./var): set "
-        "FLEETSCOPE_CORE_DATA_DIR (or [core] data_dir in the TOML file, --config) to the folder "
-        "the server writes (its own FLEETSCOPE_CORE_DATA_DIR), or start `fleetscope demo` here"
+        f"no fleetscope data at {folder.resolve()} (core.data_dir, default ./var) and {said}: "
+        "set FLEETSCOPE_CORE_DATA_DIR (or [core] data_dir in the TOML file, --config) to the "
+        "folder the server writes (its own FLEETSCOPE_CORE_DATA_DIR), set "
+        "FLEETSCOPE_AGENT_INGEST_URL to the server's URL, or start `fleetscope demo` here"
     )
 
 

@@ -12,6 +12,8 @@ or `--cap-s` seconds, whichever first (the issue saw it pass 12 GiB without an a
     .venv/bin/python -m bench.fresh_week                   # 7 days x 1,000 GPUs
     .venv/bin/python -m bench.fresh_week --gpus 128 --days 1
     .venv/bin/python -m bench.fresh_week --data /tmp/week  # keep (or reuse) the warehouse
+    .venv/bin/python -m bench.fresh_week --data /tmp/week --step-s 60 --build-only
+                                                           # a page-paint set, 6x fewer raw rows
 
 Figures go to bench/RESULTS.md under "A fleet's week readable as it lands (issue 27)".
 """
@@ -142,6 +144,12 @@ def main() -> None:
     parser.add_argument("--gpus", type=int, default=1000)
     parser.add_argument("--days", type=float, default=7.0)
     parser.add_argument("--data", type=Path, help="warehouse folder to write (or reuse)")
+    parser.add_argument(
+        "--step-s", type=int, default=10, help="sample interval (the roll-ups hold the same rows)"
+    )
+    parser.add_argument(
+        "--build-only", action="store_true", help="write the warehouse, measure nothing"
+    )
     parser.add_argument("--cap-gib", type=float, default=4.0, help="stop a read past this RSS")
     parser.add_argument("--cap-s", type=float, default=120.0, help="stop a read past this")
     parser.add_argument("--page", type=Path, help=argparse.SUPPRESS)  # the measured child
@@ -155,12 +163,13 @@ def main() -> None:
         if (root / "segments" / "manifest.json").exists():
             print(f"reusing {root}")
         else:
-            rows, publish_s, lag_s = generate(root, args.gpus, args.days, 10)
+            rows, publish_s, lag_s = generate(root, args.gpus, args.days, args.step_s)
             print(
                 f"published {rows:,} gpu_samples rows in {publish_s:.0f} s; roll-ups caught up "
                 f"{lag_s:.1f} s after the last publish (no compaction, no maintenance pass)"
             )
-        run(root, args)
+        if not args.build_only:
+            run(root, args)
 
 
 def run(root: Path, args: argparse.Namespace) -> None:

@@ -87,9 +87,18 @@ def main() -> None:
     args = parser.parse_args()
     holds_s = holds_after_s(Path(args.thresholds_file) if args.thresholds_file else None)
     print(f"{'rule':<5} {'jobs':>5} {'median s':>9} {'max s':>8}  from")
-    for rule, jobs, median, worst, basis in measure(Path(args.data_dir), holds_s):
+    measured = measure(Path(args.data_dir), holds_s)
+    for rule, jobs, median, worst, basis in measured:
         flag = " (over 2 min)" if rule in HOLDS_AFTER_S and worst > TARGET_S else ""
         print(f"{rule:<5} {jobs:>5} {median:9.0f} {worst:8.0f}  {basis}{flag}")
+    fired = {row[0] for row in measured}
+    for rule in HOLDS_AFTER_S:  # the two rules are always printed, fired or not
+        if rule not in fired:
+            print(
+                f"{rule:<5} {0:>5} {'-':>9} {'-':>8}  no finding: its condition needs "
+                f"{holds_s[rule]:.0f} s of a job's samples (a shorter R3 for a short run: "
+                "--thresholds-file with [idle_live] warn_idle_min, as the server's)"
+            )
 
 
 if __name__ == "__main__":

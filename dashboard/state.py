@@ -14,7 +14,7 @@ Must never write telemetry, and never hold anything ingest waits for (readers se
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,14 +32,26 @@ if TYPE_CHECKING:
     import sqlalchemy
 
 _TTL_S = load_settings().dashboard.cache_ttl_s
+# Telemetry frames of a window that ends at the newest sample (`window`): new data moves the
+# window's end (`latest_sample` is cached for _TTL_S only), so the frame's key changes with it,
+# and a frame of an unchanged window can be kept longer. On a 7-day window of 1,000 GPUs a frame
+# costs longer to compute than _TTL_S on a loaded machine: with the short TTL every reader
+# recomputed it (bench/RESULTS.md, "Dashboard first meaningful paint, 7 days x 1,000 GPUs").
+_WINDOW_TTL_S = max(_TTL_S, 600.0)
 
-WINDOWS: dict[str, timedelta] = {
-    "last hour": timedelta(hours=1),
-    "last 6 hours": timedelta(hours=6),
-    "last 24 hours": timedelta(days=1),
-    "last 7 days": timedelta(days=7),
-    "last 28 days": timedelta(days=28),
+# The time ranges a page offers, as Grafana's picker: URL code (`?range=1h`), label, length.
+RANGES: dict[str, tuple[str, timedelta]] = {
+    "5m": ("last 5 minutes", timedelta(minutes=5)),
+    "15m": ("last 15 minutes", timedelta(minutes=15)),
+    "1h": ("last hour", timedelta(hours=1)),
+    "6h": ("last 6 hours", timedelta(hours=6)),
+    "24h": ("last 24 hours", timedelta(days=1)),
+    "7d": ("last 7 days", timedelta(days=7)),
+    "28d": ("last 28 days", timedelta(days=28)),
 }
+WINDOWS: dict[str, timedelta] = dict(RANGES.values())
+# Auto-refresh intervals (`?refresh=30s`), seconds; "off" never reruns the page by itself.
+REFRESH: dict[str, int] = {"off": 0, "10s": 10, "30s": 30, "1m": 60, "5m": 300}
 
 
 def settings() -> Settings:
@@ -121,7 +133,7 @@ CUSTOM = "custom range (UTC)"
 
 def window(key: str, label: str) -> data.Window | None:
     """The window called `label` (a key of WINDOWS) ending at the newest sample, or the custom
-    UTC range picked in the sidebar (`CUSTOM`)."""
+    UTC range picked in the sidebar (`CUSTOM`, with the link's `from` and `to`)."""
     newest = latest_sample(key)
     if newest is None:
         return None
@@ -131,32 +143,58 @@ def window(key: str, label: str) -> data.Window | None:
 
 
 def _custom_window(newest: datetime) -> data.Window:
-    """A from/to range in UTC from the sidebar, defaulting to the hour before the newest sample."""
+    """A from/to range in UTC from the sidebar (first from the link's `?from=&to=`), defaulting
+    to the hour before the newest sample; the range picked is written back into the link."""
     end_default = newest.astimezone(UTC) + timedelta(minutes=1)
     start_default = end_default - timedelta(hours=1)
+    start_default = _url_moment("from") or start_default
+    end_default = _url_moment("to") or end_default
+    for name, moment in (("range_from", start_default), ("range_to", end_default)):
+        st.session_state.setdefault(name, moment.replace(second=0, microsecond=0))
     side = st.sidebar
-    start_day = side.date_input("from (UTC)", start_default.date(), key="range_from_day")
-    start_time = side.time_input(
-        "from time (UTC)", start_default.time().replace(second=0, microsecond=0),
-        key="range_from_time", step=timedelta(minutes=5),
-    )  # fmt: skip
-    end_day = side.date_input("to (UTC)", end_default.date(), key="range_to_day")
-    end_time = side.time_input(
-        "to time (UTC)", end_default.time().replace(second=0, microsecond=0),
-        key="range_to_time", step=timedelta(minutes=5),
-    )  # fmt: skip
-    start = datetime.combine(start_day, start_time, tzinfo=UTC)
-    end = datetime.combine(end_day, end_time, tzinfo=UTC)
+    picked = {}
+    for name, words in (("range_from", "from"), ("range_to", "to")):
+        kept: datetime = st.session_state[name]
+        day = side.date_input(f"{words} (UTC)", kept.date())
+        clock = side.time_input(
+            f"{words} time (UTC)", kept.time().replace(tzinfo=None), step=timedelta(minutes=5)
+        )
+        if isinstance(day, date) and isinstance(clock, time):
+            kept = datetime.combine(day, clock, tzinfo=UTC)
+        picked[name] = st.session_state[name] = kept
+    start, end = picked["range_from"], picked["range_to"]
     if end <= start:
         side.warning("The range ends before it starts: showing the hour before its end.")
         start = end - timedelta(hours=1)
+    st.query_params["from"] = f"{start:%Y-%m-%dT%H:%MZ}"
+    st.query_params["to"] = f"{end:%Y-%m-%dT%H:%MZ}"
     return data.aligned(end, end - start)
 
 
-@st.cache_data(ttl=_TTL_S, show_spinner=False)
+def _url_moment(name: str) -> datetime | None:
+    """`?from=` / `?to=` of the link: an ISO time (UTC when it names no zone), or None."""
+    text = st.query_params.get(name)
+    if not text:
+        return None
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+@st.cache_data(ttl=_WINDOW_TTL_S, show_spinner=False, max_entries=32)
 def gpu_buckets(
-    key: str, start: datetime, end: datetime, bucket_s: int, interval_s: float, max_gap_s: float
+    key: str,
+    start: datetime,
+    end: datetime,
+    bucket_s: int,
+    interval_s: float,
+    max_gap_s: float,
+    newest: datetime | None = None,
 ) -> pd.DataFrame:
+    """`newest` (the newest sample when read) only keys the cache: a custom range that ends
+    after the newest sample is read again once new samples land in it."""
     window = data.Window(start, end, bucket_s=bucket_s)
     return data.gpu_buckets(cursor(key, start, end), window, interval_s, max_gap_s=max_gap_s)
 
@@ -166,10 +204,34 @@ def buckets_for(key: str, win: data.Window) -> pd.DataFrame:
     current = settings()
     interval_s = current.agent.interval_s
     max_gap_s = current.analyzers.max_gap_s
-    return gpu_buckets(key, win.start, win.end, win.bucket_s, interval_s, max_gap_s)
+    newest = latest_sample(key)
+    return gpu_buckets(key, win.start, win.end, win.bucket_s, interval_s, max_gap_s, newest)
 
 
-@st.cache_data(ttl=_TTL_S, show_spinner=False)
+@st.cache_data(ttl=_WINDOW_TTL_S, show_spinner=False, max_entries=32)
+def _jobs(
+    key: str,
+    start: datetime,
+    end: datetime,
+    bucket_s: int,
+    interval_s: float,
+    max_gap_s: float,
+    newest: datetime | None,
+) -> pd.DataFrame:
+    buckets = gpu_buckets(key, start, end, bucket_s, interval_s, max_gap_s, newest)
+    return data.job_efficiency(buckets, jobs_meta(key))
+
+
+def jobs_for(key: str, win: data.Window) -> pd.DataFrame:
+    """Every job of the window with its efficiency (`data.job_efficiency` of `buckets_for`),
+    cached with the buckets: the fleet and jobs pages draw it on every run."""
+    current = settings()
+    interval_s, max_gap_s = current.agent.interval_s, current.analyzers.max_gap_s
+    newest = latest_sample(key)
+    return _jobs(key, win.start, win.end, win.bucket_s, interval_s, max_gap_s, newest)
+
+
+@st.cache_data(ttl=_WINDOW_TTL_S, show_spinner=False, max_entries=32)
 def sketch_percentiles(
     key: str, start: datetime, end: datetime, bucket_s: int
 ) -> pd.DataFrame | None:
@@ -227,17 +289,65 @@ def sharing_plan(key: str, start: datetime, end: datetime) -> dict[str, Any]:
 
 
 def window_picker(default: str | None = None) -> str:
-    """The sidebar's time-window choice, shared by every page through session state.
+    """The sidebar's time range and auto-refresh, shared by every page, kept in the link.
 
-    Pages open on `dashboard.default_window` (the demo, minutes old, opens on the last hour)."""
+    As Grafana's: `?range=` one of RANGES' codes, or `custom` with `&from=...&to=...` (UTC), and
+    `?refresh=` one of REFRESH; a link opens the view it was copied from, and every page writes its
+    choice back into the address (pages switched in the sidebar keep it through session state).
+    Pages open on `dashboard.default_window` (a label or a code; the demo opens on the last hour).
+    """
     labels = [*WINDOWS, CUSTOM]
-    if default is None:
-        default = settings().dashboard.default_window
-    if default not in WINDOWS:
-        default = "last 7 days"
-    return str(
-        st.sidebar.selectbox("Window", labels, index=labels.index(default), key="window_label")
+    by_code = {code: label for code, (label, _) in RANGES.items()} | {"custom": CUSTOM}
+    # The choice lives under keys of ours, not the widgets': Streamlit drops a widget's state on
+    # a page switch, and every page draws its own picker from the choice kept here.
+    if "time_range" not in st.session_state:
+        if default is None:
+            default = settings().dashboard.default_window
+        default = by_code.get(default, default)
+        linked = by_code.get(st.query_params.get("range", ""))
+        st.session_state["time_range"] = linked or (
+            default if default in WINDOWS else "last 7 days"
+        )
+    if "refresh" not in st.session_state:
+        linked_refresh = st.query_params.get("refresh", "off")
+        st.session_state["refresh"] = linked_refresh if linked_refresh in REFRESH else "off"
+    side = st.sidebar
+    label = str(
+        side.selectbox("Time range", labels, index=labels.index(st.session_state["time_range"]))
     )
+    refreshes = list(REFRESH)
+    refresh = str(
+        side.selectbox(
+            "Auto-refresh", refreshes, index=refreshes.index(st.session_state["refresh"])
+        )
+    )
+    st.session_state["time_range"], st.session_state["refresh"] = label, refresh
+    st.query_params["range"] = next(code for code, name in by_code.items() if name == label)
+    st.query_params["refresh"] = refresh
+    if label != CUSTOM:
+        for name in ("from", "to"):
+            st.query_params.pop(name, None)
+    _auto_refresh(REFRESH[refresh])
+    return label
+
+
+def _auto_refresh(every_s: int) -> None:
+    """Rerun the whole page every `every_s` seconds (0: never), as Grafana's refresh picker: a
+    fragment ticks in the browser's session and reruns the app once the interval has passed
+    since the page was last drawn; the caption says when that was."""
+    now = datetime.now(UTC)
+    st.session_state["drawn_at"] = now
+    if not every_s:
+        return
+    st.sidebar.caption(f"refreshed {now:%H:%M:%S} UTC · every {every_s} s", help=None)
+
+    @st.fragment(run_every=timedelta(seconds=every_s))
+    def tick() -> None:
+        drawn = st.session_state.get("drawn_at", now)
+        if datetime.now(UTC) - drawn >= timedelta(seconds=every_s * 0.9):
+            st.rerun(scope="app")
+
+    tick()
 
 
 @st.cache_resource(show_spinner=False)
@@ -285,17 +395,17 @@ def job_series(
     )
 
 
-@st.cache_data(ttl=_TTL_S, show_spinner=False)
+@st.cache_data(ttl=_WINDOW_TTL_S, show_spinner=False, max_entries=32)
 def host_health(key: str, start: datetime, end: datetime, bucket_s: int) -> pd.DataFrame:
     return data.host_health(cursor(key, start, end), data.Window(start, end, bucket_s=bucket_s))
 
 
-@st.cache_data(ttl=_TTL_S, show_spinner=False)
+@st.cache_data(ttl=_WINDOW_TTL_S, show_spinner=False, max_entries=32)
 def hosts_in(key: str, start: datetime, end: datetime, bucket_s: int) -> list[str]:
     return dcgm.hosts_in(cursor(key, start, end), data.Window(start, end, bucket_s=bucket_s))
 
 
-@st.cache_data(ttl=_TTL_S, show_spinner=False)
+@st.cache_data(ttl=_WINDOW_TTL_S, show_spinner=False, max_entries=32)
 def gpu_panels(
     key: str,
     start: datetime,
@@ -350,7 +460,7 @@ def step_series(
     )
 
 
-@st.cache_data(ttl=_TTL_S, show_spinner=False)
+@st.cache_data(ttl=_WINDOW_TTL_S, show_spinner=False, max_entries=32)
 def host_load(key: str, start: datetime, end: datetime, bucket_s: int) -> pd.DataFrame:
     """The hosts' CPU busy %, load and memory over the window (`dashboard.nodes`)."""
     from dashboard import nodes

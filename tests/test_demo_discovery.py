@@ -11,6 +11,7 @@ import pytest
 
 from app import demo_discovery
 from app.cli import main
+from app.supervise import free_port
 from fleetscope.settings import load_settings
 
 
@@ -99,6 +100,8 @@ def test_without_the_servers_data_folder_the_cli_names_the_setting_and_creates_n
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("FLEETSCOPE_CORE_DATA_DIR", raising=False)
     monkeypatch.setenv("FLEETSCOPE_CONFIG", os.devnull)
+    # no server to ask where the data is (tests/test_server_location.py asks one)
+    monkeypatch.setenv("FLEETSCOPE_AGENT_INGEST_URL", f"http://127.0.0.1:{free_port()}")
     assert main(command) == 2
     error = capsys.readouterr().err
     assert f"no fleetscope data at {tmp_path / 'var'} (core.data_dir, default ./var)" in error

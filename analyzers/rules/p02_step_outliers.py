@@ -11,8 +11,9 @@ is within `1 + min_excess` of its fastest cannot have an outlier (every recent m
 fastest step), so only the others are scanned step by step; the sketch's exact min and max make the
 screen lossless. Findings carry the job's p50 and p99 step time from the same sketch.
 
-Wasted GPU-hours: the outliers' excess time over the recent mean, summed over ranks (one GPU per
-rank), in hours.
+Wasted GPU-hours: the outliers' excess time over the recent mean, summed over ranks, each rank's
+times the GPUs it holds (`p01_dataloader_stall.rank_gpu_share_sql`: none for a process without GPU
+samples, so a CPU-only run's outliers are reported and charged 0 GPU-hours), in hours.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from analyzers.findings import Finding, Severity
 from analyzers.quantiles.panes import merged
 from analyzers.quantiles.panes import prepare as prepare_sketches
 from analyzers.rules._common import fetch, make_finding, r
-from analyzers.rules.p01_dataloader_stall import steps_sql
+from analyzers.rules.p01_dataloader_stall import rank_gpu_share_sql, steps_sql
 
 if TYPE_CHECKING:
     import duckdb
@@ -63,7 +64,7 @@ class StepOutliers:
     name: ClassVar[str] = "step_outliers"
     rule_ids: ClassVar[tuple[str, ...]] = ("P2",)
     rule_names: ClassVar[dict[str, str]] = {"P2": "Step-time outliers"}  # analyzers.rule_cards
-    inputs: ClassVar[tuple[str, ...]] = ("step_samples",)
+    inputs: ClassVar[tuple[str, ...]] = ("step_samples", "gpu_samples")
     partition_by: ClassVar[PartitionKey] = "job"
     thresholds: StepOutlierThresholds = field(default_factory=StepOutlierThresholds)
 
@@ -90,6 +91,7 @@ class StepOutliers:
             conn,
             f"""
             WITH s AS (SELECT * FROM ({steps_sql(window, th.skip_steps)}) WHERE {screened}),
+            held AS ({rank_gpu_share_sql(window, "SELECT * FROM s")}),
             w AS (
                 SELECT job_id, host, rank, step, t, step_time_s,
                        avg(step_time_s) OVER recent AS mean_s,
@@ -99,9 +101,11 @@ class StepOutliers:
                     PARTITION BY job_id, rank ORDER BY step
                     ROWS BETWEEN {int(th.recent_steps)} PRECEDING AND 1 PRECEDING)
             )
-            SELECT job_id, host, rank, step, t, step_time_s, mean_s FROM w
+            SELECT w.job_id, w.host, rank, step, t, step_time_s, mean_s, held.gpus,
+                   held.rank_gpu_share
+            FROM w JOIN held ON held.job_id = w.job_id AND held.host = w.host
             WHERE n_recent >= 10 AND step_time_s > mean_s + ? * sd_s AND step_time_s > ? * mean_s
-            ORDER BY job_id, rank, step
+            ORDER BY w.job_id, rank, step
             """,
             [th.sigmas, 1 + th.min_excess],
         )
@@ -116,6 +120,9 @@ class StepOutliers:
             if len(by_rank[worst_rank]) < th.min_outliers or scheduled:
                 continue
             excess_s = sum(x["step_time_s"] - x["mean_s"] for x in items)
+            gpu_excess_s = sum(
+                (x["step_time_s"] - x["mean_s"]) * x["rank_gpu_share"] for x in items
+            )
             hosts = sorted({x["host"] for x in items})
             sketch = sketches.get((job_id,))
             p50, p99 = sketch.quantiles([0.5, 0.99]).tolist() if sketch else (None, None)
@@ -136,8 +143,12 @@ class StepOutliers:
                         "synchronous checkpoint or logging on the step path, data shards of uneven "
                         "size, or a noisy neighbour; capture a trace around one (fleetscope trace)."
                     ),
-                    wasted_gpu_hours=excess_s / 3600.0,
-                    estimate_method="outlier steps' time above the recent mean, summed over ranks",
+                    wasted_gpu_hours=gpu_excess_s / 3600.0,
+                    estimate_method=(
+                        "outlier steps' time above the recent mean, summed over ranks"
+                        if gpu_excess_s
+                        else "no GPU samples for the job's ranks: a CPU-only process, 0 GPU-hours"
+                    ),
                     evidence={
                         "outliers": len(items),
                         # named for what it holds: "outliers 109" beside 50 listed steps read

@@ -10,7 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from analyzers.plain import utc_span
-from dashboard import charts, data, energy_view, heat, partial, state, tables
+from dashboard import charts, data, drawn, energy_view, heat, partial, state, tables
 from dashboard.findings_view import show_finding
 from dashboard.tables import Col
 
@@ -72,34 +72,30 @@ def render() -> None:
     newest = state.latest_sample(key)
     st.subheader("GPU-hours: allocated vs active vs SM-active")
     if _enough(buckets, win, label):
-        st.altair_chart(
-            charts.gpu_hours(
-                partial.mark(data.gpu_hours_over_time(buckets), buckets, win.bucket_s, newest)
-            ),
-            width="stretch",
+        drawn.chart(
+            charts.gpu_hours,
+            partial.mark(data.gpu_hours_over_time(buckets), buckets, win.bucket_s, newest),
         )
 
     st.subheader("Utilization by cluster")
     by_cluster = data.utilization_by(buckets, "cluster")
     if _enough(buckets, win, label, by_cluster):
-        st.altair_chart(
-            charts.utilization_lines(
-                partial.mark(by_cluster, buckets, win.bucket_s, newest),
-                "cluster",
-                "active % of allocated",
-            ),
-            width="stretch",
+        drawn.chart(
+            charts.utilization_lines,
+            partial.mark(by_cluster, buckets, win.bucket_s, newest),
+            "cluster",
+            "active % of allocated",
         )
-    jobs = data.job_efficiency(buckets, state.jobs_meta(key))
+    jobs = state.jobs_for(key, win)
     st.subheader(f"Utilization of the {JOB_LINES} largest jobs")
     largest = jobs.nlargest(JOB_LINES, "allocated_h")["job_id"]
     by_job = data.utilization_by(buckets[buckets["job_id"].isin(largest)], "job_id")
     if _enough(buckets, win, label, by_job):
-        st.altair_chart(
-            charts.utilization_lines(
-                partial.mark(by_job, buckets, win.bucket_s, newest), "job_id", "active %"
-            ),
-            width="stretch",
+        drawn.chart(
+            charts.utilization_lines,
+            partial.mark(by_job, buckets, win.bucket_s, newest),
+            "job_id",
+            "active %",
         )
 
     energy_view.show_mfu_by_team(jobs)
@@ -109,7 +105,7 @@ def render() -> None:
         "colour: active % of the host's allocated GPU-hours (dark: a job holds the GPUs and they "
         "idle) · grey: no job held any GPU of the host"
     )
-    st.altair_chart(charts.heatmap(heat.host_cells(buckets), win.bucket_s), width="stretch")
+    drawn.chart(charts.heatmap, heat.host_cells(buckets), win.bucket_s)
 
     left, right = st.columns([1, 3])
     with left:

@@ -10,7 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from analyzers.plain import utc_span
-from dashboard import charts, dcgm, state
+from dashboard import charts, dcgm, drawn, state
 
 
 def render() -> None:
@@ -45,7 +45,7 @@ def show_panels(frame: pd.DataFrame) -> None:
             column.caption(f"{item.title}: not reported by this host's dcgm-exporter")
             continue
         limit = "power_limit_w" if item.column == "power_w" else None
-        column.altair_chart(charts.panel(frame, item.column, item.title, limit), width="stretch")
+        drawn.chart(charts.panel, frame, item.column, item.title, limit, where=column)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ import pandas as pd
 import streamlit as st
 
 from analyzers.plain import plain_record, utc_span, without_gpus
-from dashboard import actions, charts, data, energy_view, jobinfo, state, trace_report
+from dashboard import actions, charts, data, drawn, energy_view, jobinfo, state, trace_report
 from dashboard.findings_view import show_finding
 from fleetscope.errors import FleetscopeError
 
@@ -92,9 +92,8 @@ def render() -> None:
         left, right = st.columns(2)
         for number, (column, title) in enumerate(SERIES):
             if gpus[column].notna().any():
-                (left if number % 2 == 0 else right).altair_chart(
-                    charts.metric_lines(gpus, column, title), width="stretch"
-                )
+                side = left if number % 2 == 0 else right
+                drawn.chart(charts.metric_lines, gpus, column, title, where=side)
         if not gpus["sm_active_pct"].notna().any():
             st.caption(
                 "SM and tensor activity are off in dcgm-exporter's default CSV: enable "
@@ -108,12 +107,9 @@ def render() -> None:
         )
     else:
         left, right = st.columns(2)
-        left.altair_chart(
-            charts.metric_lines(steps, "step_time_s", "step time (s)", by="rank"), width="stretch"
-        )
-        right.altair_chart(
-            charts.metric_lines(steps, "data_wait_pct", "data wait % of step", by="rank"),
-            width="stretch",
+        drawn.chart(charts.metric_lines, steps, "step_time_s", "step time (s)", "rank", where=left)
+        drawn.chart(
+            charts.metric_lines, steps, "data_wait_pct", "data wait % of step", "rank", where=right
         )
     _findings(key, job_id, holds_gpus=not gpus.empty)
     _traces(key, job_id)

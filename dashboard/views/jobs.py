@@ -31,7 +31,7 @@ def render() -> None:
         st.info(state.no_samples(key))
         return
     state.show_missing(key, win)
-    jobs = data.job_efficiency(state.buckets_for(key, win), state.jobs_meta(key))
+    jobs = state.jobs_for(key, win)
     jobs = data.with_findings(jobs, state.job_findings(key, win.start, win.end))
     search = st.text_input("Search job id, user, team or name", key="job_search")
     shown = data.search_jobs(jobs, search)

@@ -14,7 +14,7 @@ import streamlit as st
 import streamlit.components.v1 as components
 
 from analyzers.plain import plain
-from dashboard import charts, perfetto, state, tables, trace_report
+from dashboard import charts, drawn, perfetto, state, tables, trace_report
 from dashboard.findings_view import show_finding
 from dashboard.tables import Col
 from fleetscope.errors import TraceError
@@ -122,7 +122,7 @@ def _rank(view: trace_report.RankView) -> None:
     cols[3].metric("GPU ops", f"{view.gpu_ops:,}")
 
     st.subheader("Time breakdown")
-    st.altair_chart(charts.bars(view.breakdown, "time_ms", "category", "ms"), width="stretch")
+    drawn.chart(charts.bars, view.breakdown, "time_ms", "category", "ms")
     # The what-if table has five columns and scenario names of a sentence: it takes the page's
     # width (in a half-width column it was cut off at the right, issue 31).
     st.subheader("What if")
@@ -148,7 +148,7 @@ def _rank(view: trace_report.RankView) -> None:
     )
     if view.gpu_ops > len(shown):  # the analysis keeps the first ones (its TIMELINE_OPS)
         st.caption(f"first {len(shown):,} of {view.gpu_ops:,} ops; blank space is GPU idle time")
-    st.altair_chart(charts.timeline(shown), width="stretch")
+    drawn.chart(charts.timeline, shown)
     st.caption("Idle time per stream by cause (host wait: the launch came late)")
     st.dataframe(view.idle_by_stream, hide_index=True, width="stretch")
     st.subheader("Top kernels")

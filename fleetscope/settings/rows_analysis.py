@@ -120,7 +120,9 @@ ROWS: tuple[Setting, ...] = (
         "dashboard.default_window",
         "last 7 days",
         "str",
-        "Window pages open with: last hour, last 6 hours, last 24 hours, last 7 days, last 28 days.",
+        "Time range pages open with (a link's ?range= wins): last 5 minutes, last 15 minutes, "
+        "last hour, last 6 hours, last 24 hours, last 7 days, last 28 days, or its code (5m, 15m, "
+        "1h, 6h, 24h, 7d, 28d).",
     ),
     Setting("dashboard.cache_ttl_s", 10.0, "float", "Seconds a dashboard query result is cached."),
     Setting(

@@ -14,6 +14,7 @@ from tests.analyzers.rule_runs import run
 def test_p1_moderate_and_high_input_bound(fleet: Fleet) -> None:
     fleet.gpus("high", "h1", range(2), 0, 60)
     fleet.steps("high", "h1", 0, 0, 500, step_time_s=1.0, data_wait_s=0.3)
+    fleet.gpus("moderate", "h2", range(1), 0, 60)
     fleet.steps("moderate", "h2", 0, 0, 500, step_time_s=1.0, data_wait_s=0.1)
     fleet.steps("fine", "h3", 0, 0, 500, step_time_s=1.0, data_wait_s=0.02)
     high, moderate = sorted(run(DataLoaderStall(), fleet), key=lambda f: f.job_id or "")
@@ -24,8 +25,29 @@ def test_p1_moderate_and_high_input_bound(fleet: Fleet) -> None:
     assert moderate.wasted_gpu_hours == pytest.approx(0.1 * 490 / 3600)
 
 
+def test_p1_and_p2_charge_no_gpu_hours_to_a_process_without_gpus(fleet: Fleet) -> None:
+    """Issue 31: the demo's CPU-only training process was credited recoverable GPU-hours. Its
+    findings stay (the stall is real), at 0 GPU-hours; a job with fewer GPUs than ranks on a host
+    is charged its GPUs' share (4 ranks on 2 GPUs: half of the rank-hours)."""
+    spikes = {37, 81, 113, 160, 171, 229, 260, 301, 355, 390, 444}
+    fleet.steps("cpu-only", "h1", 0, 0, 500, step_time_s=lambda i, t: 5.0 if i in spikes else 0.5,
+                data_wait_s=0.3)  # fmt: skip
+    fleet.gpus("two-gpus", "h2", range(2), 0, 60)
+    for rank in range(4):
+        fleet.steps("two-gpus", "h2", rank, 0, 500, step_time_s=1.0, data_wait_s=0.3)
+    cpu, shared = sorted(run(DataLoaderStall(), fleet), key=lambda f: f.job_id or "")
+    assert (cpu.job_id, cpu.wasted_gpu_hours, cpu.evidence["gpus"]) == ("cpu-only", 0.0, 0)
+    assert cpu.evidence["training_rank_hours"] > 0 and "CPU-only" in cpu.estimate_method
+    assert shared.evidence["gpus"] == 2
+    assert shared.wasted_gpu_hours == pytest.approx(0.3 * 4 * 490 / 3600 / 2)
+    (outliers,) = run(StepOutliers(), fleet)
+    assert (outliers.job_id, outliers.evidence["outliers"]) == ("cpu-only", 11)
+    assert outliers.wasted_gpu_hours == 0.0
+
+
 def test_p2_random_outliers_fire_periodic_evaluation_does_not(fleet: Fleet) -> None:
     spikes = {37, 81, 113, 160, 171, 229, 260, 301, 355, 390, 444}
+    fleet.gpus("spiky", "h1", range(1), 0, 60)
     fleet.steps("spiky", "h1", 0, 0, 500, step_time_s=lambda i, t: 5.0 if i in spikes else 0.5)
     fleet.steps("evals", "h2", 0, 0, 500, step_time_s=lambda i, t: 5.0 if i % 40 == 39 else 0.5)
     (f,) = run(StepOutliers(), fleet)

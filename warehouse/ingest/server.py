@@ -6,6 +6,7 @@
     POST /v1/profile-requests, GET /v1/profile-requests/<id>, POST /v1/agent/poll,
     POST /v1/traces            on-demand profiling (warehouse.profiling.api)
     GET  /healthz              liveness and the writer's queue depth
+    GET  /v1/server            where the server keeps its data (folders), for a CLI on its machine
     GET  /metrics              the server's own Prometheus metrics (bearer token if read_auth)
     ...                        then the routes server plug-ins add (Ingest.routes): the read API,
                                GET /v1/findings, /v1/opportunities, /v1/jobs/<id> (analyzers.read_api)
@@ -83,6 +84,9 @@ class IngestConfig:
     max_inflight_bytes: int = 256 * 1024 * 1024
     header_timeout_s: float = 30.0
     body_timeout_s: float = 60.0
+    # Where this server keeps what readers read (GET /v1/server): setting key -> value, the
+    # folders absolute. The CLI asks for it when its own core.data_dir is not there (issue 31).
+    read_location: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def from_settings(cls, settings: Settings) -> IngestConfig:
@@ -102,7 +106,23 @@ class IngestConfig:
             max_inflight_bytes=settings.server.max_inflight_bytes,
             header_timeout_s=settings.server.header_timeout_s,
             body_timeout_s=settings.server.body_timeout_s,
+            read_location=read_location(settings),
         )
+
+
+# The settings a reader on this machine needs to read what the server writes (server.mode's
+# embedded warehouse and catalog); never a URL with a password in it.
+READ_LOCATION_KEYS = ("core.data_dir", "warehouse.segments_dir", "analyzers.sketches_dir")
+
+
+def read_location(settings: Settings) -> tuple[tuple[str, str], ...]:
+    """`READ_LOCATION_KEYS` as this server resolved them (absolute; empty where unset), with
+    server.mode."""
+    found = [("server.mode", settings.server.mode)]
+    for key in READ_LOCATION_KEYS:
+        value = str(settings.raw(key) or "")
+        found.append((key, str(settings.path(value).resolve()) if value else ""))
+    return tuple(found)
 
 
 @dataclass
@@ -368,6 +388,12 @@ def get_healthz(handler: Handler, ingest: Ingest) -> Response:
     return Response.json(200, {"status": "ok", "queued_rows": ingest.writer.queued_rows})
 
 
+def get_server(handler: Handler, ingest: Ingest) -> Response:
+    """Where the server keeps its data, for a CLI on the same machine that was not told
+    (`app.server_location`): folder paths only, no data, so no token is asked, as /healthz."""
+    return Response.json(200, {"settings": dict(ingest.config.read_location)})
+
+
 def get_metrics(handler: Handler, ingest: Ingest) -> Response:
     if ingest.config.read_auth:  # families carry job and team labels: job data (server.read_auth)
         ingest.auth.check_read(handler.headers.get("Authorization"))  # a read token will do
@@ -384,5 +410,6 @@ ROUTES: tuple[tuple[str, re.Pattern[str], str, Route], ...] = (
     ("POST", re.compile(r"/v1/agent/poll"), "agent_poll", post_agent_poll),
     ("POST", re.compile(r"/v1/traces"), "traces", post_trace),
     ("GET", re.compile(r"/healthz"), "healthz", get_healthz),
+    ("GET", re.compile(r"/v1/server"), "server", get_server),
     ("GET", re.compile(r"/metrics"), "metrics", get_metrics),
 )
