@@ -4,7 +4,7 @@ A platform engineer starts `fleetscope server` with its own FLEETSCOPE_CORE_DATA
 `fleetscope opportunities` in another shell: the CLI's core.data_dir (default `./var`) is not the
 server's. Before giving up, a reading command asks the server it would ship to
 (`agent.ingest_url`) for `GET /v1/server`, which names the server's folders
-(`warehouse.server.read_location`), and reads there when this machine has that folder. Anything the
+(`warehouse.ingest.server.read_location`), and reads there when this machine has that folder. Anything the
 user set wins; when the server cannot be asked, or its folder is not on this machine, the CLI says
 exactly which setting to set. Never creates a folder.
 

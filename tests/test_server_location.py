@@ -17,7 +17,7 @@ from app.cli import main
 from app.supervise import free_port
 from fleetscope.settings import load_settings
 from simulator.wire import TEST_TOKEN
-from warehouse.runtime import Server
+from warehouse.ingest.runtime import Server
 
 
 @pytest.fixture
