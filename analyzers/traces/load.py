@@ -28,9 +28,8 @@ iteration filter) are a separate step in `hta_rules.py`. It must never import pa
 
 from __future__ import annotations
 
-import reprlib
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
@@ -73,7 +72,7 @@ def _fast_loader() -> Any:
     return load_fast
 
 
-@dataclass(init=False, repr=False)
+@dataclass
 class RawTrace:
     """One trace file (one rank) as columns; row i is the i-th kept event.
 
@@ -111,65 +110,6 @@ class RawTrace:
     event_count: int
     hta_rank: int | None
     symbols: dict[str, int] = field(repr=False)
-
-    # Written out as @dataclass would generate them (tests/analyzers/traces/test_traces_records.py
-    # holds them to it): generating them cost ~0.7 ms of every command (issue 19).
-    def __init__(
-        self,
-        path: Path,
-        metadata: dict[str, Any],
-        names: list[str],
-        index: I64,
-        cat: I32,
-        name: I32,
-        pid: I32,
-        tid: I32,
-        ts: F64,
-        dur: F64,
-        stream: I64,
-        correlation: I64,
-        memory_bw_gbps: F64,
-        bytes: I64,
-        external_id: I64,
-        mem_ts: F64,
-        mem_device_type: I64,
-        mem_device_id: I64,
-        mem_total_allocated: F64,
-        ts_has_float: bool,
-        ts_all_present: bool,
-        event_count: int,
-        hta_rank: int | None,
-        symbols: dict[str, int],
-    ) -> None:
-        self.path = path
-        self.metadata = metadata
-        self.names = names
-        self.index = index
-        self.cat = cat
-        self.name = name
-        self.pid = pid
-        self.tid = tid
-        self.ts = ts
-        self.dur = dur
-        self.stream = stream
-        self.correlation = correlation
-        self.memory_bw_gbps = memory_bw_gbps
-        self.bytes = bytes
-        self.external_id = external_id
-        self.mem_ts = mem_ts
-        self.mem_device_type = mem_device_type
-        self.mem_device_id = mem_device_id
-        self.mem_total_allocated = mem_total_allocated
-        self.ts_has_float = ts_has_float
-        self.ts_all_present = ts_all_present
-        self.event_count = event_count
-        self.hta_rank = hta_rank
-        self.symbols = symbols
-
-    @reprlib.recursive_repr()
-    def __repr__(self) -> str:
-        shown = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in fields(self) if f.repr)
-        return f"{self.__class__.__qualname__}({shown})"
 
     @property
     def distributed_rank(self) -> int | None:
