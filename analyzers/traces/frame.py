@@ -170,7 +170,3 @@ class TraceSet:
 
     def frames(self) -> list[RankFrame]:
         return [self.ranks[r] for r in sorted(self.ranks)]
-
-    @property
-    def has_gpu_activity(self) -> bool:
-        return any(bool(f.on_stream.any()) for f in self.ranks.values())
