@@ -6,12 +6,13 @@ RAM). Here the file is decompressed in 1 MiB chunks and the elements of `traceEv
 a chunk at a time and immediately reduced to a handful of numbers, so the decoded events die young
 and the peak is the columns plus one chunk.
 
-Two decoders fill the same columns (`columns.py`). The fast one (`load_fast.py`) has msgspec decode
-a chunk's events into typed structs that skip every field the columns do not need, and numpy
-reduce them: 2-3x less CPU per file than the stdlib one. The stdlib one (a pull parser,
-each element decoded with `json.JSONDecoder.raw_decode`, load_stdlib.py) is the reference; the fast path hands it
-every file it cannot read exactly (corrupt, truncated, NaN literals, an unusual top level), so the
-errors below always come from it (naming the file and, where there is one, the event).
+One decoder fills the columns (`columns.py`): the C column pass of `load_fast.py`, which takes
+each batch of events straight to column blocks (a batch of a shape it does not take goes to the
+reference rules, `columns.event_sink`). The stdlib pull parser (each element decoded with
+`json.JSONDecoder.raw_decode`, load_stdlib.py) is the reference: the fast path hands it every file
+it cannot read exactly (corrupt, truncated, NaN literals, an unusual top level), so the errors
+below always come from it (naming the file and, where there is one, the event); it also reads
+every file where msgspec (the `server` extra) is not installed.
 
 Accepted input: plain or gzip JSON (detected by magic bytes, not by name); 2021 category names
 (`Operator`, `Runtime`, `Kernel`, `Memcpy`, `Memset`) and current ones (`cpu_op`, `cuda_runtime`,
@@ -53,8 +54,8 @@ Decoder = Literal["msgspec", "stdlib"]
 
 _UNLOADED = object()
 # The fast path's module (load_fast.py), imported on first use (`_fast_loader`). None: the
-# stdlib path reads every file (2-3x the CPU, same columns): msgspec comes with the `server`
-# extra; tests set None to force that path.
+# stdlib path reads every file (several times the CPU, same columns): msgspec comes with the
+# `server` extra; tests set None to force that path.
 load_fast: Any = _UNLOADED
 
 
@@ -140,7 +141,7 @@ def load_raw_trace(
     """Parse one trace file; see the module docstring for what is kept and what is refused.
 
     `chunk_size` (decompressed bytes read at a time) only matters for memory and for tests of
-    events split across chunks. `decoder="stdlib"` skips the msgspec fast path (load_fast.py), for
+    events split across chunks. `decoder="stdlib"` skips the fast path (load_fast.py), for
     tests that hold the two to the same output; the fast path falls back to the stdlib one by
     itself whenever it cannot read a file, so errors always come from the stdlib parser.
     """
