@@ -10,7 +10,7 @@ This module must never import pandas.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeAlias
@@ -37,6 +37,13 @@ GPU_OP_CATS = frozenset(
 )
 RUNTIME_CATS = frozenset({"cuda_runtime", "cuda_driver", "Runtime", "Driver"})
 CPU_OP_CATS = frozenset({"cpu_op", "Operator"})
+# The per-row columns a frame shares with the RawTrace it comes from, and what else it takes over.
+ROW_COLUMNS = (
+    "index", "cat", "name", "pid", "tid", "ts", "dur", "stream", "correlation", "memory_bw_gbps",
+    "bytes", "external_id",
+)  # fmt: skip
+_FROM_RAW = ("path", "metadata", "names", *ROW_COLUMNS, "mem_ts", "mem_device_type",
+             "mem_total_allocated")  # fmt: skip
 
 
 class Mode(StrEnum):
@@ -77,6 +84,20 @@ class RankFrame:
     mem_ts: F64 = field(default_factory=lambda: np.zeros(0))
     mem_device_type: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     mem_total_allocated: F64 = field(default_factory=lambda: np.zeros(0))
+
+    @classmethod
+    def of_raw(cls, raw: Any, rank: int, classifier: Classifier, **overrides: Any) -> RankFrame:
+        """A frame of a `load.RawTrace`'s columns; `overrides` replace some (HTA's rounded `ts`).
+        `index_correlation` is empty until the preparation links the rows."""
+        values = {key: getattr(raw, key) for key in _FROM_RAW}
+        values.update(rank=rank, classifier=classifier, ts_int=False)
+        values.update(index_correlation=np.zeros(0, dtype=np.int64), **overrides)
+        return cls(**values)
+
+    def take(self, rows: I64) -> RankFrame:
+        """A frame holding `rows` in that order (the memory counters stay whole)."""
+        columns = {key: getattr(self, key)[rows] for key in (*ROW_COLUMNS, "index_correlation")}
+        return replace(self, **columns)
 
     def __len__(self) -> int:
         return len(self.ts)
