@@ -190,6 +190,17 @@ def _finish(
     )
 
 
+# RawTrace's name of each `columns.DTYPES` key that differs from it.
+_FIELD_OF = {
+    "bw": "memory_bw_gbps",
+    "nbytes": "bytes",
+    "ext": "external_id",
+    "mem_type": "mem_device_type",
+    "mem_dev": "mem_device_id",
+    "mem_total": "mem_total_allocated",
+}
+
+
 def raw_trace(
     path: Path,
     metadata: dict[str, Any],
@@ -204,30 +215,15 @@ def raw_trace(
 ) -> RawTrace:
     """A RawTrace of finished columns (keyed and typed as `columns.DTYPES`): a file loaded here,
     or built by a test."""
-    column = columns.__getitem__
+    fields = {_FIELD_OF.get(key, key): columns[key] for key in DTYPES}
     return RawTrace(
         path=path,
         metadata=metadata,
         names=names,
-        index=column("index"),
-        cat=column("cat"),
-        name=column("name"),
-        pid=column("pid"),
-        tid=column("tid"),
-        ts=column("ts"),
-        dur=column("dur"),
-        stream=column("stream"),
-        correlation=column("correlation"),
-        memory_bw_gbps=column("bw"),
-        bytes=column("nbytes"),
-        external_id=column("ext"),
-        mem_ts=column("mem_ts"),
-        mem_device_type=column("mem_type"),
-        mem_device_id=column("mem_dev"),
-        mem_total_allocated=column("mem_total"),
         ts_has_float=ts_has_float,
         ts_all_present=ts_all_present,
         event_count=event_count,
         hta_rank=hta_rank,
         symbols=symbols,
+        **fields,
     )
