@@ -1,8 +1,8 @@
 """Column buffers for one trace file, and the reference reduction of one decoded event to a row.
 
-Both decoders in `load.py` fill a `ColumnBuilder`: the msgspec fast path (`load_fast.py`) appends
-whole numpy blocks per batch of events, the stdlib path (and the fast path's per-batch fallback)
-appends one event at a time through `event_sink`, whose rules are the definition of what a row
+The loader (`load.py`) fills a `ColumnBuilder`: the C column pass (`load_fast.py`) appends whole
+blocks per batch of events, the stdlib path (and the fast path's per-batch fallback) appends one
+event at a time through `event_sink`, whose rules are the definition of what a row
 holds (RawTrace's docstring). The builder keeps the two kinds of appends in file order.
 
 Never decodes JSON and never reads files; never imports pandas.

@@ -10,8 +10,7 @@ This module must never import pandas.
 
 from __future__ import annotations
 
-import reprlib
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeAlias
@@ -19,7 +18,6 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 import numpy as np
 
 from analyzers.traces.classify import Classifier, KernelClass
-from analyzers.traces.stats import unique
 
 if TYPE_CHECKING:  # annotations only: pathlib imports urllib.parse and ipaddress (~4 ms, issue 19)
     from pathlib import Path
@@ -39,19 +37,13 @@ GPU_OP_CATS = frozenset(
 )
 RUNTIME_CATS = frozenset({"cuda_runtime", "cuda_driver", "Runtime", "Driver"})
 CPU_OP_CATS = frozenset({"cpu_op", "Operator"})
-
-
-# RankFrame and TraceSet write out the `__init__` and `__repr__` that @dataclass would generate
-# (tests/analyzers/traces/test_traces_records.py holds them to it): generating them cost ~1 ms
-# of every `fleetscope trace analyze` (issue 19). A field added is added to both.
-FROM_FACTORY: Any = object()  # a default_factory field left out (dataclasses' _HAS_DEFAULT_FACTORY)
-
-
-def fields_repr(obj: Any) -> str:
-    """`Cls(a=..., b=...)`, as the `__repr__` a dataclass generates writes it (without one
-    generated for each class at import)."""
-    shown = ", ".join(f"{f.name}={getattr(obj, f.name)!r}" for f in fields(obj) if f.repr)
-    return f"{obj.__class__.__qualname__}({shown})"
+# The per-row columns a frame shares with the RawTrace it comes from, and what else it takes over.
+ROW_COLUMNS = (
+    "index", "cat", "name", "pid", "tid", "ts", "dur", "stream", "correlation", "memory_bw_gbps",
+    "bytes", "external_id",
+)  # fmt: skip
+_FROM_RAW = ("path", "metadata", "names", *ROW_COLUMNS, "mem_ts", "mem_device_type",
+             "mem_total_allocated")  # fmt: skip
 
 
 class Mode(StrEnum):
@@ -59,7 +51,7 @@ class Mode(StrEnum):
     NATIVE = "native"  # fleetscope's definitions (trace-semantics.md, "Where we go beyond HTA")
 
 
-@dataclass(eq=False, init=False, repr=False)
+@dataclass(eq=False)
 class RankFrame:
     """One rank's kept events as columns (row i of every array is one event).
 
@@ -93,61 +85,19 @@ class RankFrame:
     mem_device_type: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     mem_total_allocated: F64 = field(default_factory=lambda: np.zeros(0))
 
-    def __init__(
-        self,
-        rank: int,
-        path: Path,
-        metadata: dict[str, Any],
-        names: list[str],
-        classifier: Classifier,
-        index: I64,
-        cat: I32,
-        name: I32,
-        pid: I32,
-        tid: I32,
-        ts: F64,
-        dur: F64,
-        stream: I64,
-        correlation: I64,
-        memory_bw_gbps: F64,
-        bytes: I64,
-        external_id: I64,
-        index_correlation: I64,
-        ts_int: bool,
-        mem_ts: F64 = FROM_FACTORY,
-        mem_device_type: I64 = FROM_FACTORY,
-        mem_total_allocated: F64 = FROM_FACTORY,
-    ) -> None:
-        self.rank = rank
-        self.path = path
-        self.metadata = metadata
-        self.names = names
-        self.classifier = classifier
-        self.index = index
-        self.cat = cat
-        self.name = name
-        self.pid = pid
-        self.tid = tid
-        self.ts = ts
-        self.dur = dur
-        self.stream = stream
-        self.correlation = correlation
-        self.memory_bw_gbps = memory_bw_gbps
-        self.bytes = bytes
-        self.external_id = external_id
-        self.index_correlation = index_correlation
-        self.ts_int = ts_int
-        self.mem_ts = np.zeros(0) if mem_ts is FROM_FACTORY else mem_ts
-        self.mem_device_type = (
-            np.zeros(0, dtype=np.int64) if mem_device_type is FROM_FACTORY else mem_device_type
-        )
-        self.mem_total_allocated = (
-            np.zeros(0) if mem_total_allocated is FROM_FACTORY else mem_total_allocated
-        )
+    @classmethod
+    def of_raw(cls, raw: Any, rank: int, classifier: Classifier, **overrides: Any) -> RankFrame:
+        """A frame of a `load.RawTrace`'s columns; `overrides` replace some (HTA's rounded `ts`).
+        `index_correlation` is empty until the preparation links the rows."""
+        values = {key: getattr(raw, key) for key in _FROM_RAW}
+        values.update(rank=rank, classifier=classifier, ts_int=False)
+        values.update(index_correlation=np.zeros(0, dtype=np.int64), **overrides)
+        return cls(**values)
 
-    @reprlib.recursive_repr()
-    def __repr__(self) -> str:
-        return fields_repr(self)
+    def take(self, rows: I64) -> RankFrame:
+        """A frame holding `rows` in that order (the memory counters stay whole)."""
+        columns = {key: getattr(self, key)[rows] for key in (*ROW_COLUMNS, "index_correlation")}
+        return replace(self, **columns)
 
     def __len__(self) -> int:
         return len(self.ts)
@@ -204,7 +154,7 @@ class RankFrame:
         tracelens_b200_eager has 32 on a stream of 1,041, and classifying all of them was ~2 ms
         of its HTA-mode run, ~11 ms of its native one, issue 19)."""
         table = np.zeros(len(self.names) or 1, dtype=np.int8)
-        for code in unique(self.name[self.on_stream]).tolist():
+        for code in np.unique(self.name[self.on_stream]).tolist():
             table[code] = int(self.classifier(self.names[code]))
         return table[self.name] if len(self) else np.zeros(0, dtype=np.int8)
 
@@ -229,7 +179,7 @@ class RankFrame:
         return [p for p in props if isinstance(p, dict)] if isinstance(props, list) else []
 
 
-@dataclass(eq=False, init=False, repr=False)
+@dataclass(eq=False)
 class TraceSet:
     """The ranks of one profiling session (a file, or a folder of one file per rank)."""
 
@@ -239,27 +189,5 @@ class TraceSet:
     origin_us: float = 0.0  # the raw timestamp that became 0 (alignment)
     notes: list[str] = field(default_factory=list)
 
-    def __init__(
-        self,
-        mode: Mode,
-        ranks: dict[int, RankFrame],
-        source: Path,
-        origin_us: float = 0.0,
-        notes: list[str] = FROM_FACTORY,
-    ) -> None:
-        self.mode = mode
-        self.ranks = ranks
-        self.source = source
-        self.origin_us = origin_us
-        self.notes = [] if notes is FROM_FACTORY else notes
-
-    @reprlib.recursive_repr()
-    def __repr__(self) -> str:
-        return fields_repr(self)
-
     def frames(self) -> list[RankFrame]:
         return [self.ranks[r] for r in sorted(self.ranks)]
-
-    @property
-    def has_gpu_activity(self) -> bool:
-        return any(bool(f.on_stream.any()) for f in self.ranks.values())

@@ -75,60 +75,9 @@ def _frame(raw: RawTrace, rank: int) -> RankFrame:
         end = np.floor(ts + dur)
         ts = np.ceil(ts)
         dur = end - ts
-    frame = RankFrame(
-        rank=rank,
-        path=raw.path,
-        metadata=raw.metadata,
-        names=raw.names,
-        classifier=classify_hta_050,
-        index=raw.index,
-        cat=raw.cat,
-        name=raw.name,
-        pid=raw.pid,
-        tid=raw.tid,
-        ts=ts,
-        dur=dur,
-        stream=raw.stream,
-        correlation=raw.correlation,
-        memory_bw_gbps=raw.memory_bw_gbps,
-        bytes=raw.bytes,
-        external_id=raw.external_id,
-        index_correlation=np.zeros(0, dtype=np.int64),
-        ts_int=raw.ts_all_present,
-        mem_ts=raw.mem_ts,
-        mem_device_type=raw.mem_device_type,
-        mem_total_allocated=raw.mem_total_allocated,
-    )
+    frame = RankFrame.of_raw(raw, rank, classify_hta_050, ts=ts, dur=dur, ts_int=raw.ts_all_present)
     frame.index_correlation = _index_correlation(frame)
     return frame
-
-
-def _take(frame: RankFrame, rows: I64) -> RankFrame:
-    """A frame holding `rows` in that order (HTA's row order after the iteration filter)."""
-    return RankFrame(
-        rank=frame.rank,
-        path=frame.path,
-        metadata=frame.metadata,
-        names=frame.names,
-        classifier=frame.classifier,
-        index=frame.index[rows],
-        cat=frame.cat[rows],
-        name=frame.name[rows],
-        pid=frame.pid[rows],
-        tid=frame.tid[rows],
-        ts=frame.ts[rows],
-        dur=frame.dur[rows],
-        stream=frame.stream[rows],
-        correlation=frame.correlation[rows],
-        memory_bw_gbps=frame.memory_bw_gbps[rows],
-        bytes=frame.bytes[rows],
-        external_id=frame.external_id[rows],
-        index_correlation=frame.index_correlation[rows],
-        ts_int=frame.ts_int,
-        mem_ts=frame.mem_ts,
-        mem_device_type=frame.mem_device_type,
-        mem_total_allocated=frame.mem_total_allocated,
-    )
 
 
 def _filter_iterations(frame: RankFrame, step_names: set[str]) -> RankFrame:
@@ -146,7 +95,7 @@ def _filter_iterations(frame: RankFrame, step_names: set[str]) -> RankFrame:
         kept_corr, gpu_corr, side="left"
     )
     rows = np.concatenate([np.repeat(gpu_rows, times), cpu_rows]).astype(np.int64)
-    return _take(frame, rows)
+    return frame.take(rows)
 
 
 def prepare_hta(raws: Iterable[RawTrace]) -> TraceSet:

@@ -6,12 +6,13 @@ RAM). Here the file is decompressed in 1 MiB chunks and the elements of `traceEv
 a chunk at a time and immediately reduced to a handful of numbers, so the decoded events die young
 and the peak is the columns plus one chunk.
 
-Two decoders fill the same columns (`columns.py`). The fast one (`load_fast.py`) has msgspec decode
-a chunk's events into typed structs that skip every field the columns do not need, and numpy
-reduce them: 2-3x less CPU per file than the stdlib one. The stdlib one (a pull parser,
-each element decoded with `json.JSONDecoder.raw_decode`, load_stdlib.py) is the reference; the fast path hands it
-every file it cannot read exactly (corrupt, truncated, NaN literals, an unusual top level), so the
-errors below always come from it (naming the file and, where there is one, the event).
+One decoder fills the columns (`columns.py`): the C column pass of `load_fast.py`, which takes
+each batch of events straight to column blocks (a batch of a shape it does not take goes to the
+reference rules, `columns.event_sink`). The stdlib pull parser (each element decoded with
+`json.JSONDecoder.raw_decode`, load_stdlib.py) is the reference: the fast path hands it every file
+it cannot read exactly (corrupt, truncated, NaN literals, an unusual top level), so the errors
+below always come from it (naming the file and, where there is one, the event); it also reads
+every file where msgspec (the `server` extra) is not installed.
 
 Accepted input: plain or gzip JSON (detected by magic bytes, not by name); 2021 category names
 (`Operator`, `Runtime`, `Kernel`, `Memcpy`, `Memset`) and current ones (`cpu_op`, `cuda_runtime`,
@@ -28,9 +29,8 @@ iteration filter) are a separate step in `hta_rules.py`. It must never import pa
 
 from __future__ import annotations
 
-import reprlib
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
@@ -54,8 +54,8 @@ Decoder = Literal["msgspec", "stdlib"]
 
 _UNLOADED = object()
 # The fast path's module (load_fast.py), imported on first use (`_fast_loader`). None: the
-# stdlib path reads every file (2-3x the CPU, same columns): msgspec comes with the `server`
-# extra; tests set None to force that path.
+# stdlib path reads every file (several times the CPU, same columns): msgspec comes with the
+# `server` extra; tests set None to force that path.
 load_fast: Any = _UNLOADED
 
 
@@ -73,7 +73,7 @@ def _fast_loader() -> Any:
     return load_fast
 
 
-@dataclass(init=False, repr=False)
+@dataclass
 class RawTrace:
     """One trace file (one rank) as columns; row i is the i-th kept event.
 
@@ -112,65 +112,6 @@ class RawTrace:
     hta_rank: int | None
     symbols: dict[str, int] = field(repr=False)
 
-    # Written out as @dataclass would generate them (tests/analyzers/traces/test_traces_records.py
-    # holds them to it): generating them cost ~0.7 ms of every command (issue 19).
-    def __init__(
-        self,
-        path: Path,
-        metadata: dict[str, Any],
-        names: list[str],
-        index: I64,
-        cat: I32,
-        name: I32,
-        pid: I32,
-        tid: I32,
-        ts: F64,
-        dur: F64,
-        stream: I64,
-        correlation: I64,
-        memory_bw_gbps: F64,
-        bytes: I64,
-        external_id: I64,
-        mem_ts: F64,
-        mem_device_type: I64,
-        mem_device_id: I64,
-        mem_total_allocated: F64,
-        ts_has_float: bool,
-        ts_all_present: bool,
-        event_count: int,
-        hta_rank: int | None,
-        symbols: dict[str, int],
-    ) -> None:
-        self.path = path
-        self.metadata = metadata
-        self.names = names
-        self.index = index
-        self.cat = cat
-        self.name = name
-        self.pid = pid
-        self.tid = tid
-        self.ts = ts
-        self.dur = dur
-        self.stream = stream
-        self.correlation = correlation
-        self.memory_bw_gbps = memory_bw_gbps
-        self.bytes = bytes
-        self.external_id = external_id
-        self.mem_ts = mem_ts
-        self.mem_device_type = mem_device_type
-        self.mem_device_id = mem_device_id
-        self.mem_total_allocated = mem_total_allocated
-        self.ts_has_float = ts_has_float
-        self.ts_all_present = ts_all_present
-        self.event_count = event_count
-        self.hta_rank = hta_rank
-        self.symbols = symbols
-
-    @reprlib.recursive_repr()
-    def __repr__(self) -> str:
-        shown = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in fields(self) if f.repr)
-        return f"{self.__class__.__qualname__}({shown})"
-
     @property
     def distributed_rank(self) -> int | None:
         """`distributedInfo.rank` when the profiler wrote it (it is missing in 2021 traces)."""
@@ -200,7 +141,7 @@ def load_raw_trace(
     """Parse one trace file; see the module docstring for what is kept and what is refused.
 
     `chunk_size` (decompressed bytes read at a time) only matters for memory and for tests of
-    events split across chunks. `decoder="stdlib"` skips the msgspec fast path (load_fast.py), for
+    events split across chunks. `decoder="stdlib"` skips the fast path (load_fast.py), for
     tests that hold the two to the same output; the fast path falls back to the stdlib one by
     itself whenever it cannot read a file, so errors always come from the stdlib parser.
     """
@@ -249,6 +190,17 @@ def _finish(
     )
 
 
+# RawTrace's name of each `columns.DTYPES` key that differs from it.
+_FIELD_OF = {
+    "bw": "memory_bw_gbps",
+    "nbytes": "bytes",
+    "ext": "external_id",
+    "mem_type": "mem_device_type",
+    "mem_dev": "mem_device_id",
+    "mem_total": "mem_total_allocated",
+}
+
+
 def raw_trace(
     path: Path,
     metadata: dict[str, Any],
@@ -263,30 +215,15 @@ def raw_trace(
 ) -> RawTrace:
     """A RawTrace of finished columns (keyed and typed as `columns.DTYPES`): a file loaded here,
     or built by a test."""
-    column = columns.__getitem__
+    fields = {_FIELD_OF.get(key, key): columns[key] for key in DTYPES}
     return RawTrace(
         path=path,
         metadata=metadata,
         names=names,
-        index=column("index"),
-        cat=column("cat"),
-        name=column("name"),
-        pid=column("pid"),
-        tid=column("tid"),
-        ts=column("ts"),
-        dur=column("dur"),
-        stream=column("stream"),
-        correlation=column("correlation"),
-        memory_bw_gbps=column("bw"),
-        bytes=column("nbytes"),
-        external_id=column("ext"),
-        mem_ts=column("mem_ts"),
-        mem_device_type=column("mem_type"),
-        mem_device_id=column("mem_dev"),
-        mem_total_allocated=column("mem_total"),
         ts_has_float=ts_has_float,
         ts_all_present=ts_all_present,
         event_count=event_count,
         hta_rank=hta_rank,
         symbols=symbols,
+        **fields,
     )

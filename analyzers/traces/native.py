@@ -82,29 +82,6 @@ def prepare_native(raws: Iterable[RawTrace], classifier: str = "fleetscope") -> 
 
 
 def _frame(raw: RawTrace, classifier: str) -> RankFrame:
-    frame = RankFrame(
-        rank=raw.rank,
-        path=raw.path,
-        metadata=raw.metadata,
-        names=raw.names,
-        classifier=CLASSIFIERS[classifier],
-        index=raw.index,
-        cat=raw.cat,
-        name=raw.name,
-        pid=raw.pid,
-        tid=raw.tid,
-        ts=raw.ts,
-        dur=raw.dur,
-        stream=raw.stream,
-        correlation=raw.correlation,
-        memory_bw_gbps=raw.memory_bw_gbps,
-        bytes=raw.bytes,
-        external_id=raw.external_id,
-        index_correlation=np.zeros(0, dtype=np.int64),
-        ts_int=False,
-        mem_ts=raw.mem_ts,
-        mem_device_type=raw.mem_device_type,
-        mem_total_allocated=raw.mem_total_allocated,
-    )
+    frame = RankFrame.of_raw(raw, raw.rank, CLASSIFIERS[classifier])
     frame.index_correlation = _link_launches(frame)
     return frame

@@ -7,9 +7,6 @@
   value (not Python's `round`).
 - `unstable_argsort`: `DataFrame.sort_values` with its default `kind="quicksort"` (numpy's
   introsort): HTA's tie-breaking depends on it, so HTA-compatible code sorts the same way.
-- `percentile` / `unique` / `isin`: `np.percentile` (linear), `np.unique` and `np.isin` bit for bit, without the
-  `np.ma.is_masked` check numpy 2.x's `np.unique` makes, which imports numpy.ma: ~7 ms of every
-  `fleetscope trace analyze` run for nothing (issue 19).
 - `join_rows`: the row pairs of pandas' `merge` (a left frame in row order, each row's matches
   in the right frame's row order), sorted and searched in numpy instead of a dict of lists.
 - `union_intervals` / `union_length`: the merged union of [start, end) intervals (HTA's
@@ -35,12 +32,9 @@ __all__ = [
     "group_std",
     "hta_round",
     "intersection_length",
-    "isin",
     "join_rows",
-    "percentile",
     "union_intervals",
     "union_length",
-    "unique",
     "unstable_argsort",
     "window_intersections",
 ]
@@ -58,7 +52,7 @@ def describe(values: npt.NDArray[Any]) -> dict[str, float]:
         return {"count": 0.0} | {k: math.nan for k in DESCRIBE_KEYS[1:]}
     mean = v.sum(dtype=np.float64) / n
     std = math.sqrt(((mean - v) ** 2).sum(dtype=np.float64) / (n - 1)) if n > 1 else math.nan
-    q = percentile(v, [25.0, 50.0, 75.0])
+    q = np.percentile(v, [25.0, 50.0, 75.0])
     return {
         "count": float(n),
         "mean": float(mean),
@@ -69,52 +63,6 @@ def describe(values: npt.NDArray[Any]) -> dict[str, float]:
         "75%": float(q[2]),
         "max": float(v.max()),
     }
-
-
-def percentile(values: npt.ArrayLike, percents: npt.ArrayLike) -> F64:
-    """`np.percentile(values, percents)` (method "linear") of a 1-d array, the same steps as
-    numpy's `_quantile` (virtual index, neighbours, `_lerp`), on a sorted copy instead of a
-    partition (the same values at the neighbours)."""
-    arr = np.sort(np.asarray(values, dtype=np.float64))
-    n = len(arr)
-    virtual = (n - 1) * np.true_divide(np.asarray(percents, dtype=np.float64), 100)
-    before = np.floor(virtual)
-    after = before + 1
-    for where, to in ((virtual >= n - 1, -1), (virtual < 0, 0), (np.isnan(virtual), -1)):
-        before[where] = to
-        after[where] = to
-    lo = arr[before.astype(np.intp)]
-    hi = arr[after.astype(np.intp)]
-    gamma = virtual - before.astype(np.intp)
-    diff = hi - lo
-    out: F64 = np.add(lo, diff * gamma)
-    np.subtract(hi, diff * (1 - gamma), out=out, where=gamma >= 0.5, casting="unsafe")
-    if n and np.isnan(arr[-1]):
-        out[:] = np.nan
-    return out
-
-
-def unique(values: npt.NDArray[Any]) -> npt.NDArray[Any]:
-    """`np.unique(values)` (sorted distinct values) of integers or NaN-free floats."""
-    arr = np.sort(np.asarray(values).ravel())
-    if len(arr) < 2:
-        return arr
-    keep = np.empty(len(arr), dtype=bool)
-    keep[0] = True
-    np.not_equal(arr[1:], arr[:-1], out=keep[1:])
-    return arr[keep]
-
-
-def isin(values: npt.NDArray[Any], test: npt.NDArray[Any]) -> npt.NDArray[np.bool_]:
-    """`np.isin(values, test)` of integers (numpy's sort path, taken when the values span a wide
-    range, calls `np.unique`)."""
-    table = unique(test)
-    if not len(table):
-        return np.zeros(len(values), dtype=bool)
-    at = np.searchsorted(table, values)
-    at[at == len(table)] = 0
-    found: npt.NDArray[np.bool_] = table[at] == values
-    return found
 
 
 def join_rows(

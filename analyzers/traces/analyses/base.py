@@ -11,12 +11,11 @@ the trace rules (findings.py) and the what-if model read. Never does I/O.
 # into a ForwardRef, field by field (TraceOptions' 26, ~0.3 ms of every command, issue 19); every
 # name the annotations use is defined before them.
 import math
-import reprlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from analyzers.traces.frame import FROM_FACTORY, TraceSet, fields_repr
+from analyzers.traces.frame import TraceSet
 
 __all__ = ["REGISTRY", "AnalysisResult", "AnalysisSpec", "Table", "TraceOptions", "analysis"]
 
@@ -78,35 +77,14 @@ class Table(NamedTuple):
         return [dict(zip(self.columns, row, strict=True)) for row in self.rows]
 
 
-@dataclass(frozen=True, init=False, repr=False)
+@dataclass(frozen=True)
 class AnalysisResult:
-    """One analysis's tables, key numbers per rank and notes.
-
-    `__init__` and `__repr__` are written out as @dataclass would generate them
-    (tests/analyzers/traces/test_traces_records.py holds them to it; issue 19).
-    """
+    """One analysis's tables, key numbers per rank and notes."""
 
     name: str
     tables: tuple[Table, ...] = ()
     per_rank: dict[int, dict[str, float]] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
-
-    def __init__(
-        self,
-        name: str,
-        tables: tuple[Table, ...] = (),
-        per_rank: dict[int, dict[str, float]] = FROM_FACTORY,
-        notes: tuple[str, ...] = (),
-    ) -> None:
-        # Frozen: set as the generated `__init__` does, past `__setattr__`.
-        object.__setattr__(self, "name", name)
-        object.__setattr__(self, "tables", tables)
-        object.__setattr__(self, "per_rank", {} if per_rank is FROM_FACTORY else per_rank)
-        object.__setattr__(self, "notes", notes)
-
-    @reprlib.recursive_repr()
-    def __repr__(self) -> str:
-        return fields_repr(self)
 
     def table(self, name: str) -> Table:
         for table in self.tables:

@@ -1,7 +1,7 @@
 """The dependency graph of HTA's critical path analysis (critical_path.py holds the algorithm in
 its docstring, the path and the report): nodes, CPU call-stack edges, GPU launch/kernel/sync
-edges, and networkx's `dag_longest_path` over them. Per-edge work is Python over lists (a graph
-has one edge per event and the longest path is sequential); arrays where a step is whole-rank.
+edges, and networkx's `dag_longest_path` over them. Per-edge work is Python over typed arrays (a
+graph has one edge per event and the longest path is sequential); numpy where a step is whole-rank.
 """
 
 from __future__ import annotations
@@ -13,8 +13,7 @@ from collections import deque
 import numpy as np
 
 from analyzers.traces.analyses.queue_length import RUNTIME_LAUNCHES
-from analyzers.traces.frame import RankFrame
-from analyzers.traces.stats import isin
+from analyzers.traces.frame import I64, RankFrame
 
 __all__ = [
     "DEPENDENCY",
@@ -110,39 +109,68 @@ class Graph:
         self.node_start = order < n
         position = np.empty(2 * n, dtype=np.int64)
         position[order] = np.arange(2 * n)
-        self.start_of = dict(zip(node_rows.tolist(), position[:n].tolist(), strict=True))
-        self.end_of = dict(zip(node_rows.tolist(), position[n:].tolist(), strict=True))
+        # Node of each frame row's start and end (-1: the row is not a node), the per-node
+        # values the per-edge Python work reads, and the edges: typed arrays, not dicts and
+        # lists of boxed numbers, which made a rank's every-step graph the peak of a whole
+        # multi-rank command (issue 29, bench/RESULTS.md). An array item reads as fast as a
+        # list's and costs 8 bytes, not 8 plus a 24-32 byte object.
+        start_of = np.full(len(frame), -1, dtype=np.int64)
+        end_of = np.full(len(frame), -1, dtype=np.int64)
+        start_of[node_rows] = position[:n]
+        end_of[node_rows] = position[n:]
+        del position
+        self.start_of = array("q", start_of.tobytes())
+        self.end_of = array("q", end_of.tobytes())
         self.blocking = set(np.flatnonzero(frame.name_in(BLOCKING_SYNC_CALLS)).tolist())
-        # Python lists for the per-edge work (a numpy scalar read costs ~10x a list's).
-        self.ts_list: list[float] = self.node_ts.tolist()
-        self.start_list: list[bool] = self.node_start.tolist()
-        self.row_list: list[int] = self.node_row.tolist()
-        # Edges as typed arrays and their (u, v) keys as one int: a rank's every-step graph
-        # holds millions of edges, and Python lists of boxed numbers and tuple keys made it
-        # the peak of a whole multi-rank command (issue 29, bench/RESULTS.md).
+        self.ts_list = array("d", self.node_ts.tobytes())
+        self.start_list = array("b", self.node_start.astype(np.int8).tobytes())
+        self.row_list = array("q", self.node_row.astype(np.int64).tobytes())
+        # Every edge as added; `_edges` keeps one per (u, v) pair, as networkx does.
         self.src = array("q")
         self.dst = array("q")
         self.kind = array("q")
         self.weight = array("d")
         self.attr = array("q")
         self._nodes = 2 * n
-        self.edge_at: dict[int, int] = {}
 
     def add(self, u: int, v: int, kind: int, attr: int = -1, zero: bool = False) -> None:
-        w = 0.0 if zero or kind in _NO_TIME else self.ts_list[v] - self.ts_list[u]
-        key = u * self._nodes + v
-        i = self.edge_at.get(key)
-        if i is not None:  # networkx keeps one edge per pair: the last one added
-            self.kind[i], self.weight[i], self.attr[i] = kind, w, attr
-            return
-        self.edge_at[key] = len(self.src)
         self.src.append(u)
         self.dst.append(v)
         self.kind.append(kind)
-        self.weight.append(w)
+        self.weight.append(0.0 if zero or kind in _NO_TIME else self.ts_list[v] - self.ts_list[u])
         self.attr.append(attr)
 
+    def _edges(self) -> tuple[I64, I64]:
+        """Keep one edge per (u, v) pair, as networkx does: at the place the pair was first
+        added, with the kind, weight and attribution of the last one. Returns (src, dst)."""
+        src = np.frombuffer(self.src, dtype=np.int64) if len(self.src) else np.zeros(0, np.int64)
+        dst = np.frombuffer(self.dst, dtype=np.int64) if len(self.dst) else np.zeros(0, np.int64)
+        key = src * self._nodes + dst
+        by_key = np.argsort(key, kind="stable")
+        sorted_key = key[by_key]
+        del key
+        new = np.ones(len(sorted_key) + 1, dtype=bool)
+        new[1:-1] = sorted_key[1:] != sorted_key[:-1]
+        del sorted_key
+        first, last = by_key[new[:-1]], by_key[new[1:]]
+        del by_key, new
+        if len(first) < len(src):
+            at = np.argsort(first, kind="stable")
+            first, last = first[at], last[at]
+            src, dst = src[first], dst[first]
+            self.src, self.dst = array("q", src.tobytes()), array("q", dst.tobytes())
+            for name, code in (("kind", "q"), ("weight", "d"), ("attr", "q")):
+                values = np.frombuffer(getattr(self, name), dtype=np.dtype(code))
+                setattr(self, name, array(code, values[last].tobytes()))
+        return src, dst
+
     def cpu_thread(self, rows: np.ndarray) -> None:
+        """One thread's rows (sorted) nested into a call stack and walked depth-first.
+
+        The walk needs no tree: with HTA's stack (each start's parent is the top; an end pops the
+        top whatever it is) a node's descendants are the starts between its push and its pop, so
+        the starts in event order are the depth-first preorder, and a node is left just before
+        the first later start that is not its descendant (or at the end)."""
         f = self.frame
         ts, dur, idx = f.ts[rows], np.maximum(f.dur[rows], 0), f.index[rows]
         n = len(rows)
@@ -153,55 +181,30 @@ class Graph:
         d = np.concatenate([-dur, dur])
         i = np.concatenate([idx, -idx])
         order = np.lexsort((i, d, is_start, t))
-        local = np.concatenate([np.arange(n), np.arange(n)])[order].tolist()
-        starts = is_start[order].tolist()
-        parent = [-1] * n
-        children: dict[int, list[int]] = {-1: []}
-        stack: list[int] = []
+        del t, d, i
+        local = array("q", np.concatenate([np.arange(n), np.arange(n)])[order].tobytes())
+        starts = array("b", is_start[order].astype(np.int8).tobytes())
+        del order, is_start
+        row_of = array("q", rows.astype(np.int64).tobytes())
+        parent = array("q", bytes(8 * n))
+        stack: list[int] = []  # HTA's call stack
+        path: list[int] = []  # the walk's: the last node entered and its ancestors
+        walk = _Walk(self, row_of, parent)
         for k, s in zip(local, starts, strict=True):
             if s:
-                parent[k] = stack[-1] if stack else -1
-                children.setdefault(parent[k], []).append(k)
-                children[k] = []
+                up = stack[-1] if stack else -1
+                parent[k] = up
+                while path and path[-1] != up:
+                    walk.leave(path.pop())
+                walk.enter(k)
+                path.append(k)
                 stack.append(k)
             elif stack:
                 stack.pop()
-        self._walk(rows.tolist(), parent, children)
+        while path:
+            walk.leave(path.pop())
 
-    def _walk(self, rows: list[int], parent: list[int], children: dict[int, list[int]]) -> None:
-        last: int | None = None
-        last_top: int | None = None
-        last_parent = -1
-        depth = 0
-        todo: list[tuple[int, bool]] = [(c, True) for c in reversed(children[-1])]
-        while todo:
-            k, entering = todo.pop()
-            row = rows[k]
-            s, e = self.start_of.get(row), self.end_of.get(row)
-            par = rows[parent[k]] if parent[k] >= 0 else -1
-            if entering:
-                todo.append((k, False))
-                todo.extend((c, True) for c in reversed(children[k]))
-                if s is None or e is None:
-                    continue
-                if depth == 0 and last_top is not None:
-                    self.add(last_top, s, DEPENDENCY)
-                depth += 1
-                if last is not None:
-                    self._cpu_edge(last, s, last_parent)
-                last, last_parent = s, par
-            else:
-                if s is None or e is None:
-                    continue
-                depth -= 1
-                if last is not None:
-                    self._cpu_edge(last, e, last_parent, zero=row in self.blocking)
-                if depth == 0:
-                    last, last_top = None, e
-                else:
-                    last, last_parent = e, par
-
-    def _cpu_edge(self, u: int, v: int, src_parent: int, zero: bool = False) -> None:
+    def cpu_edge(self, u: int, v: int, src_parent: int, zero: bool = False) -> None:
         if self.start_list[u]:
             attr = self.row_list[u]
         elif not self.start_list[v]:
@@ -215,7 +218,7 @@ class Graph:
         syncs = {f.sym("Event Sync"), f.sym("Context Sync")}
         sync_cat = f.sym("cuda_sync")
         sel = rows[
-            ((f.stream[rows] != -1) | isin(f.name[rows], np.array(sorted(syncs))))
+            ((f.stream[rows] != -1) | np.isin(f.name[rows], np.array(sorted(syncs))))
             & (f.index_correlation[rows] >= 0)
         ]
         is_sync = f.cat[sel] == sync_cat
@@ -235,9 +238,9 @@ class Graph:
                         if name == context_sync
                         else [last.get(int(f.stream[row]))]
                     )
-                    target = self.end_of.get(runtime)
+                    target = self.end_of[runtime]
                     for node in ends:
-                        if node is not None and target is not None:
+                        if node is not None and target >= 0:
                             self.add(node, target, SYNC)
                 continue
             stream = int(f.stream[row])
@@ -251,8 +254,8 @@ class Graph:
                 and queue[row] == 0
                 and (prev is None or self.ts_list[prev] < runtime_ts)
             ):
-                start = self.start_of.get(runtime)
-                if start is None:
+                start = self.start_of[runtime]
+                if start < 0:
                     raise CriticalPathError(
                         f"no runtime node for the launch of {f.names[f.name[row]]!r} "
                         f"(correlation {int(f.correlation[row])})"
@@ -267,9 +270,9 @@ class Graph:
         (`cudaStreamSynchronize`, `cudaMemcpy`, ...) returned when the GPU work it waited for
         did: a sync edge from the last GPU op ending inside the call to the call's end."""
         f = self.frame
-        gpu = rows[(f.stream[rows] != -1) & isin(rows, np.array(sorted(self.start_of)))]
-        calls = rows[(f.stream[rows] == -1) & isin(rows, np.array(sorted(self.blocking)))]
-        calls = calls[isin(calls, np.array(sorted(self.end_of)))]
+        is_node = np.frombuffer(self.start_of, dtype=np.int64)[rows] >= 0
+        gpu = rows[(f.stream[rows] != -1) & is_node]
+        calls = rows[(f.stream[rows] == -1) & is_node & f.name_in(BLOCKING_SYNC_CALLS)[rows]]
         if not len(gpu) or not len(calls):
             return
         gpu = gpu[np.argsort(f.end[gpu], kind="stable")]
@@ -282,37 +285,31 @@ class Graph:
     def longest_path(self) -> list[int]:
         """Edge ids of networkx's `dag_longest_path` (weights <= -1 as 0); raises on a cycle."""
         n = len(self.node_ts)
-        src = np.frombuffer(self.src, dtype=np.int64) if len(self.src) else np.zeros(0, np.int64)
-        dst = np.frombuffer(self.dst, dtype=np.int64) if len(self.dst) else np.zeros(0, np.int64)
+        src, dst = self._edges()
         # Each node's incoming edge ids and outgoing targets in the order the edges were added
-        # (a stable sort), as one flat list and offsets instead of a list per node.
-        pred_ids: list[int] = np.argsort(dst, kind="stable").tolist()
-        pred_at: list[int] = (
-            np.searchsorted(
-                dst, np.arange(n + 1), sorter=np.asarray(pred_ids, dtype=np.int64)
-            ).tolist()
-            if n
-            else [0]
-        )
+        # (a stable sort), flat with offsets (CSR), as typed arrays for the sequential pass.
+        by_dst = np.argsort(dst, kind="stable")
+        pred_at = array("q", np.searchsorted(dst, np.arange(n + 1), sorter=by_dst).tobytes())
+        pred_ids = array("q", by_dst.tobytes())
+        del by_dst
         by_src = np.argsort(src, kind="stable")
-        succ_ids: list[int] = dst[by_src].tolist()
-        succ_at: list[int] = (
-            np.searchsorted(src, np.arange(n + 1), sorter=by_src).tolist() if n else [0]
-        )
+        succ_ids = array("q", dst[by_src].tobytes())
+        succ_at = array("q", np.searchsorted(src, np.arange(n + 1), sorter=by_src).tobytes())
         del by_src
-        indeg: list[int] = np.bincount(dst, minlength=n).tolist()
-        src_list: list[int] = src.tolist()
-        w = [0.0 if x <= -1 else x for x in self.weight]
-        ready = deque(k for k in range(n) if indeg[k] == 0)
-        dist = [0.0] * n
-        via = [-1] * n
+        indeg = array("q", np.bincount(dst, minlength=n).astype(np.int64).tobytes())
+        weight = np.frombuffer(self.weight, dtype=np.float64) if len(self.weight) else np.zeros(0)
+        w = array("d", np.where(weight <= -1, 0.0, weight).tobytes())
+        src_of = self.src
+        ready = deque(np.flatnonzero(np.frombuffer(indeg, dtype=np.int64) == 0).tolist())
+        dist = array("d", bytes(8 * n))
+        via = array("q", np.full(n, -1, dtype=np.int64).tobytes())
         seen = 0
         while ready:
             v = ready.popleft()
             seen += 1
             best, best_edge = 0.0, -1
             for i in pred_ids[pred_at[v] : pred_at[v + 1]]:
-                cand = dist[src_list[i]] + w[i]
+                cand = dist[src_of[i]] + w[i]
                 if best_edge < 0 or cand > best:
                     best, best_edge = cand, i
             if best_edge >= 0 and best >= 0:
@@ -325,9 +322,56 @@ class Graph:
             raise CriticalPathError("the dependency graph has a cycle")
         if n == 0:
             return []
-        v = max(range(n), key=lambda k: dist[k])
+        v = int(np.argmax(np.frombuffer(dist, dtype=np.float64)))  # the first longest
         path: list[int] = []
         while via[v] >= 0:
             path.append(via[v])
-            v = self.src[via[v]]
+            v = src_of[via[v]]
         return path[::-1]
+
+
+class _Walk:
+    """The depth-first walk of one thread's call stack (module docstring of critical_path.py,
+    step 3): consecutive nodes linked by operator edges, top-level operators by dependencies."""
+
+    def __init__(self, graph: Graph, rows: array[int], parent: array[int]) -> None:
+        self.graph, self.rows, self.parent = graph, rows, parent
+        self.last: int | None = None
+        self.last_top: int | None = None
+        self.last_parent = -1
+        self.depth = 0
+
+    def _nodes(self, k: int) -> tuple[int, int, int, int]:
+        row = self.rows[k]
+        up = self.parent[k]
+        return (
+            row,
+            self.graph.start_of[row],
+            self.graph.end_of[row],
+            self.rows[up] if up >= 0 else -1,
+        )
+
+    def enter(self, k: int) -> None:
+        _, s, e, par = self._nodes(k)
+        if s < 0 or e < 0:
+            return
+        graph = self.graph
+        if self.depth == 0 and self.last_top is not None:
+            graph.add(self.last_top, s, DEPENDENCY)
+        self.depth += 1
+        if self.last is not None:
+            graph.cpu_edge(self.last, s, self.last_parent)
+        self.last, self.last_parent = s, par
+
+    def leave(self, k: int) -> None:
+        row, s, e, par = self._nodes(k)
+        if s < 0 or e < 0:
+            return
+        graph = self.graph
+        self.depth -= 1
+        if self.last is not None:
+            graph.cpu_edge(self.last, e, self.last_parent, zero=row in graph.blocking)
+        if self.depth == 0:
+            self.last, self.last_top = None, e
+        else:
+            self.last, self.last_parent = e, par

@@ -25,14 +25,7 @@ import numpy as np
 from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
 from analyzers.traces.classify import KernelClass
 from analyzers.traces.frame import RankFrame, TraceSet
-from analyzers.traces.stats import (
-    group_std,
-    hta_round,
-    percentile,
-    union_intervals,
-    unique,
-    unstable_argsort,
-)
+from analyzers.traces.stats import group_std, hta_round, union_intervals, unstable_argsort
 
 TYPES = (KernelClass.COMPUTATION, KernelClass.COMMUNICATION, KernelClass.MEMORY)
 KERNEL_COLUMNS = (
@@ -64,7 +57,7 @@ def overlap_label_sums(frame: RankFrame) -> dict[str, float]:
     running = np.cumsum(np.concatenate(deltas)[order])
     seg = np.trunc(np.diff(t))  # HTA: (next_time - time).astype(int)
     out: dict[str, float] = defaultdict(float)
-    for mask in unique(running[:-1]).tolist():
+    for mask in np.unique(running[:-1]).tolist():
         if mask <= 0:
             continue
         length = float(seg[running[:-1] == mask].sum())
@@ -94,7 +87,7 @@ def aggregate_by_name(
     ranked = _ranked_by_sum(stats, num_kernels, duration_ratio)
     sums = np.array([s[1] for s in ranked])
     cumsum = np.cumsum(sums)
-    threshold = percentile(cumsum, np.array([duration_ratio]) * 100.0)[0]
+    threshold = np.percentile(cumsum, np.array([duration_ratio]) * 100.0)[0]
     regroup: dict[str, list[float]] = defaultdict(list)
     for pos, (row, cum) in enumerate(zip(ranked, cumsum.tolist(), strict=True)):
         name = "others" if cum > threshold or pos >= num_kernels else row[0]
@@ -127,7 +120,7 @@ def _ranked_by_sum(
     if hta_order is not None:
         return ranked
     cumsum = np.cumsum(np.array([s[1] for s in ranked])).tolist()
-    threshold = percentile(np.array(cumsum), np.array([duration_ratio]) * 100.0)[0]
+    threshold = np.percentile(np.array(cumsum), np.array([duration_ratio]) * 100.0)[0]
     kept = [not (cum > threshold or pos >= num_kernels) for pos, cum in enumerate(cumsum)]
     for pos in range(1, len(ranked)):
         if ranked[pos][1] == ranked[pos - 1][1] and kept[pos] != kept[pos - 1]:

@@ -28,7 +28,6 @@ import numpy as np
 
 from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
 from analyzers.traces.frame import RankFrame, TraceSet
-from analyzers.traces.stats import unique
 
 __all__ = ["frequent_kernel_sequences"]
 
@@ -77,7 +76,7 @@ def frequent_kernel_sequences(
     launch_cpu, launch_gpu = _launched(frame)
     thread = frame.pid.astype(np.int64) * (1 << 32) + frame.tid
     roots: list[tuple[int, np.ndarray]] = []  # (row, kernels)
-    for key in unique(thread[cpu]).tolist():
+    for key in np.unique(thread[cpu]).tolist():
         rows = cpu[thread[cpu] == key]
         cand = rows[hit[rows]]
         if not len(cand):

@@ -14,7 +14,6 @@ import numpy as np
 
 from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
 from analyzers.traces.frame import TraceSet
-from analyzers.traces.stats import unique
 
 
 def is_pageable(name: str) -> bool:
@@ -32,7 +31,7 @@ def pageable_memcpy(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
         sel = np.flatnonzero(frame.names_matching(is_pageable) & frame.on_stream)
         row_of = frame.row_of_index()
         totals = {"copies": 0.0, "gpu_us": 0.0, "cpu_us": 0.0, "bytes": 0.0}
-        for name_id in unique(frame.name[sel]).tolist():
+        for name_id in np.unique(frame.name[sel]).tolist():
             m = sel[frame.name[sel] == name_id]
             link = frame.index_correlation[m]
             ok = (link >= 0) & (link < len(row_of))

@@ -21,14 +21,7 @@ import numpy as np
 
 from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
 from analyzers.traces.frame import Mode, RankFrame, TraceSet
-from analyzers.traces.stats import (
-    DESCRIBE_KEYS,
-    describe,
-    isin,
-    join_rows,
-    unique,
-    unstable_argsort,
-)
+from analyzers.traces.stats import DESCRIBE_KEYS, describe, join_rows, unstable_argsort
 
 RUNTIME_LAUNCHES = frozenset(
     {
@@ -59,7 +52,7 @@ def queue_series(frame: RankFrame, launches: frozenset[str]) -> dict[int, tuple[
     r_stream = (
         np.where(j >= 0, g_stream[j], math.nan) if len(g_stream) else np.full(len(j), math.nan)
     )
-    launched = isin(frame.correlation[on_stream], frame.correlation[runtime])
+    launched = np.isin(frame.correlation[on_stream], frame.correlation[runtime])
     g_rows = on_stream[launched]
     ts = np.concatenate([r_ts, frame.ts[g_rows]])
     stream = np.concatenate([r_stream, frame.stream[g_rows].astype(np.float64)])
@@ -67,7 +60,7 @@ def queue_series(frame: RankFrame, launches: frozenset[str]) -> dict[int, tuple[
     order = unstable_argsort(frame.sort_key(ts))
     ts, stream, delta = ts[order], stream[order], delta[order]
     out = {}
-    for s in unique(stream[~np.isnan(stream)]).tolist():
+    for s in np.unique(stream[~np.isnan(stream)]).tolist():
         sel = stream == s
         out[int(s)] = (ts[sel], np.cumsum(delta[sel]))
     return out

@@ -31,7 +31,6 @@ from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, 
 from analyzers.traces.analyses.trace_diff import row_iterations, step_number
 from analyzers.traces.classify import KernelClass
 from analyzers.traces.frame import Mode, RankFrame, TraceSet
-from analyzers.traces.stats import isin, unique
 
 __all__ = ["stragglers"]
 
@@ -57,12 +56,12 @@ def _candidates(trace: TraceSet, native: bool) -> tuple[list[tuple[int, int, flo
     steps = {
         number
         for f in frames
-        for code in unique(f.name[_step_rows(f)]).tolist()
+        for code in np.unique(f.name[_step_rows(f)]).tolist()
         if (number := step_number(f.names[code])) is not None
     }
     if not steps:
         return [], "no ProfilerStep iterations"
-    used = {f.rank: isin(iters[f.rank], np.array(sorted(steps))) for f in frames}
+    used = {f.rank: np.isin(iters[f.rank], np.array(sorted(steps))) for f in frames}
     starts = [f.ts[used[f.rank]] for f in frames if used[f.rank].any()]
     ends = [f.end[used[f.rank]] for f in frames if used[f.rank].any()]
     present = {int(v) for f in frames for v in iters[f.rank][used[f.rank]].tolist() if v != -1}

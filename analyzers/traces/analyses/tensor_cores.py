@@ -18,7 +18,6 @@ import numpy as np
 from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
 from analyzers.traces.classify import KernelClass
 from analyzers.traces.frame import CPU_OP_CATS, RankFrame, TraceSet
-from analyzers.traces.stats import unique
 
 TC_KERNEL_PATTERNS = (
     "h884", "s884", "h1688", "s1688", "hmma", "i8816", "16816", "dgrad_1x1_stride_2x2",
@@ -65,7 +64,7 @@ def compute_capability(frame: RankFrame) -> float:
 def eligible_kernels(frame: RankFrame) -> np.ndarray:
     """Compute kernels launched by a tensor-core-eligible operator (by External id)."""
     ops = frame.cat_in(CPU_OP_CATS) & frame.name_in(TC_OPS)
-    ids = unique(frame.external_id[ops])
+    ids = np.unique(frame.external_id[ops])
     ids = ids[ids >= 0]
     kernels = frame.of_class(KernelClass.COMPUTATION)
     mask: np.ndarray = kernels & np.isin(frame.external_id, ids)
@@ -77,7 +76,7 @@ def _on_tensor_cores(frame: RankFrame, kernels: np.ndarray) -> np.ndarray:
     tested, once each: a trace has far more names of CPU ops (tracelens_b200_eager: 1,041
     names, 28 of compute kernels; testing them all was 3 ms of its run, issue 19)."""
     hit = np.zeros(len(frame.names), dtype=bool)
-    for code in unique(frame.name[kernels]).tolist():
+    for code in np.unique(frame.name[kernels]).tolist():
         hit[code] = uses_tensor_cores(frame.names[code])
     mask: np.ndarray = kernels & hit[frame.name]
     return mask

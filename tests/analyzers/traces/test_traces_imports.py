@@ -47,15 +47,15 @@ def test_a_trace_command_builds_only_its_own_parser() -> None:
 
 
 def test_a_trace_analysis_loads_no_settings_logging_or_metadata_scan(tmp_path: Path) -> None:
-    """What the command never used cost ~70 ms a run: the settings loader and logging (it reads
-    no setting), numpy.ma (numpy 2's `np.unique` imports it) and importlib.metadata's scan of
-    every distribution (the entry points come from fleetscope.entry_point_cache once warm)."""
+    """What the command never used cost ~60 ms a run: the settings loader and logging (it reads
+    no setting) and importlib.metadata's scan of every distribution (the entry points come from
+    fleetscope.entry_point_cache once warm)."""
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path)}
     run = _trace_analysis("'--hta-compatible', " + repr(str(DATA / "hta_ns_resolution_rank0")))
     _modules_after(run, env)  # fills the entry-point cache
     loaded = _modules_after(run, env)
     assert "analyzers.traces.analyses.whatif" in loaded
-    assert not {"fleetscope.settings", "logging", "numpy.ma", "importlib.metadata"} & loaded
+    assert not {"fleetscope.settings", "logging", "importlib.metadata"} & loaded
 
 
 def test_a_trace_analysis_loads_no_openssl(tmp_path: Path) -> None:

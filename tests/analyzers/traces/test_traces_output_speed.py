@@ -118,18 +118,13 @@ def test_the_console_script_prints_everything_and_exits_zero(tmp_path: Path) -> 
     assert closed.stdout == out.stdout[:10] and b"Traceback" not in closed.stderr
 
 
-@pytest.mark.parametrize("search", ["c", "numpy"])
-def test_the_rank_key_is_found_where_bytes_find_it(
-    search: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The memchr (C extension) and numpy searches for HTA's `"rank":` (trace_text) answer as
-    `in` does, borders included."""
+def test_the_rank_key_is_found_where_bytes_find_it() -> None:
+    """The memchr search (C extension) for HTA's `"rank":` (trace_text) answers as `in` does,
+    borders included."""
     from analyzers.traces import trace_text
     from analyzers.traces.trace_text import _RANK_KEY, holds_rank_key
 
-    if search == "numpy":
-        monkeypatch.setattr(trace_text, "_find", None)
-    elif trace_text._find is None:
+    if trace_text._find is None:
         pytest.skip("the C extension analyzers/traces/_kineto_columns.c is not built here")
 
     rng = np.random.default_rng(7)
