@@ -24,6 +24,7 @@ from fleetscope.settings import Settings
 from simulator.maker.batches import EPOCH_MS, gpu_batch, host_batch
 from simulator.wire import TEST_TOKEN as TOKEN
 from simulator.wire import post_batch
+from tests.readable import eventually
 from warehouse import catalog, reader
 from warehouse.batch_digest import content_digest
 from warehouse.batch_queue import BatchQueue
@@ -150,10 +151,12 @@ def test_a_real_agent_dead_letters_a_reused_id_with_a_log_line_and_ships_the_res
     reason = (shipper.spool.dead_dir / dead[1]).read_text()
     assert reason.startswith("HTTP 409:") and "already stored with other content" in reason
     assert any("cloned" in r.getMessage() for r in caplog.records)
-    rows = reader.connect(server.settings).execute(
-        "SELECT count(*) FROM gpu_samples WHERE ts > to_timestamp(?)", [EPOCH_MS / 1000 + 30]
+    query = "SELECT count(*) FROM gpu_samples WHERE ts > to_timestamp(?)"
+    rows = eventually(
+        lambda: reader.connect(server.settings).execute(query, [EPOCH_MS / 1000 + 30]).fetchall(),
+        [(80,)],
     )
-    assert rows.fetchall() == [(80,)]  # the batch after it: 10 timestamps x 8 GPUs
+    assert rows == [(80,)]  # the batch after it: 10 timestamps x 8 GPUs
 
 
 def test_a_catalog_from_before_digests_gets_the_ledger_column_on_connect(tmp_path: Path) -> None:
