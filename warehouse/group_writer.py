@@ -5,12 +5,14 @@ With an ingest log (`warehouse.ingest_log`; the embedded store) a group is ackno
 appended to the log with its ledger entries and the log fsynced: one fsync for every request of
 the group window, from all agents (issue 27). The ledger check (409 for a reused id with other
 content, duplicate for the same content) sees both the store's ledger and the batches logged but
-not yet flushed. About every `log_flush_interval_s` (and when `flush_rows` wait, and at stop) the
-logged batches are flushed to the store in ONE `_store_flush` (a Parquet segment per table, the
-rows, ledger, flush record and log position in one transaction), the commit hooks run on them
-(catalog upserts, arrival marks: off the ack path), and the flushed log segments are deleted. On
-start the records past the store's log position are replayed. A logged batch the store then
-refuses on its data alone is quarantined in the log's folder with an error, never dropped.
+not yet flushed. About every `log_flush_interval_s` (and at stop) the logged batches are flushed
+to the store in ONE `_store_flush` (a Parquet segment per table, the rows, ledger, flush record
+and log position in one transaction), the commit hooks run on them (catalog upserts, arrival
+marks: off the ack path), and the flushed log segments are deleted. Once `flush_rows` rows are
+logged they are flushed before the group that reached them is answered (backpressure for
+imports). On start the records past the store's log position are replayed. A logged batch the
+store then refuses on its data alone is quarantined in the log's folder with an error, never
+dropped.
 
 Why one class: the embedded writer (warehouse.writer, DuckDB and Parquet segments) and a fleet
 gateway's (warehouse.fleet.writer, Iceberg and the PostgreSQL ledger) differ only in how a group
@@ -271,6 +273,11 @@ class GroupWriter(BatchQueue):
             self.stats.groups_logged += 1
             for record in records:
                 self._hold(record)
+            if self._pending_rows >= self._flush_rows:
+                # A big group (an import, a spool replay) is flushed before it is answered: its
+                # sender waits for the store (backpressure), and reads it back at once. Durable
+                # in the log either way: a failed flush still answers 202 and is retried.
+                self._flush_log()
         refused = sum(1 for _, status, _ in answers.values() if status in (422, CONFLICT_STATUS))
         if refused:
             self.stats.batches_refused += refused
