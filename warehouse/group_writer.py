@@ -361,7 +361,12 @@ class GroupWriter(BatchQueue):
             else:
                 last_stored = True
         if not last_stored:
-            self._store_flush([], records[-1].end)  # the position past the quarantined one
+            try:
+                self._store_flush([], records[-1].end)  # the position past the quarantined one
+            except Exception:
+                # Not recorded: the next start replays the quarantined record again (kept
+                # twice, never lost); the stored ones are skipped by the ledger.
+                log.exception("could not record the ingest log position past a quarantined batch")
         return True
 
     def _replay_log(self, ingest_log: IngestLog) -> None:

@@ -165,3 +165,44 @@ def test_kill_9_between_ack_and_flush_keeps_every_acked_row_exactly_once(tmp_pat
         "GROUP BY host ORDER BY host"
     ).fetchall()
     assert rows == [(f"k9-{i}", 16, 16) for i in range(5)]
+
+
+def test_a_logged_batch_the_store_refuses_is_quarantined_and_the_rest_stored_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A log holding a batch DuckDB cannot take (a time past its range, as a log written before
+    the ack-time check could hold): the replay stores its neighbours, keeps the guilty one in
+    quarantine/ with an error, and records the position past it, so the next start replays
+    nothing."""
+    log = IngestLog(tmp_path / "t.ingest-log")
+    poison = gpu_batch("bad", timestamps=1, gpus=2)
+    poison = poison.set_column(0, "ts", pa.array([2**62] * 2, pa.timestamp("ms", tz="UTC")))
+    good = entry("good")
+    bad = LogEntry("bad", "gpu_samples", 2, "agent-b", "0.1", "e" * 32, good.received_at, poison)
+    log.append([good, bad])
+    log.sync()
+    log.close()
+
+    def open_writer() -> Writer:
+        return Writer(
+            tmp_path / "t.duckdb", SegmentStore(tmp_path / "segments"),
+            flush_rows=10**6, flush_interval_s=0.05, queue_max_rows=10**6,
+        )  # fmt: skip
+
+    writer = open_writer()
+    with caplog.at_level(logging.ERROR):
+        writer.start()
+    try:
+        assert rows_in(writer, "good") == 16 and rows_in(writer, "bad") == 0
+        assert writer.stats.batches_quarantined == 1
+    finally:
+        writer.stop()
+    assert "logged batch bad from 'agent-b' (2 rows) cannot be stored" in caplog.text
+    kept = sorted(p.suffix for p in (tmp_path / "t.ingest-log" / "quarantine").iterdir())
+    assert kept == [".refused"]
+    again = open_writer()
+    again.start()
+    try:
+        assert rows_in(again, "good") == 16 and again.stats.batches_quarantined == 0
+    finally:
+        again.stop()
