@@ -341,14 +341,19 @@ class GroupWriter(BatchQueue):
             try:
                 self._store_flush([record], record.end)
             except Exception as exc:
-                if not (self._may_split(exc) and is_data_error(exc)):
+                kept = None
+                if self._may_split(exc) and is_data_error(exc):
+                    try:
+                        kept = ingest_log.keep_refused(record)
+                    except OSError:
+                        log.exception("could not quarantine logged batch %s", record.entry.batch_id)
+                if kept is None:
                     log.exception("flush of logged batch %s failed", record.entry.batch_id)
                     self._pending = records[at:]
                     self._pending_ids = {r.entry.batch_id: _ids(r) for r in self._pending}
                     self._pending_rows = sum(r.entry.rows for r in self._pending)
                     return False
                 last_stored = False
-                kept = ingest_log.keep_refused(record)
                 self.stats.batches_quarantined += 1
                 log.error(
                     "logged batch %s from %r (%d rows) cannot be stored (%s); kept in %s",
