@@ -34,12 +34,17 @@ from dataclasses import dataclass, field
 
 import duckdb
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from fleetscope.errors import IngestError
 from warehouse.batch_digest import CONFLICT_STATUS, conflict_message
 from warehouse.batch_queue import BatchQueue, Ticket
-from warehouse.ingest_log import IngestLog, LogEntry, LogPosition, LogRecord
+from warehouse.ingest_log import IngestLog, LogPosition, LogRecord
+from warehouse.log_entries import (
+    ledger_key,
+    log_entry,
+    same_content,
+    storable_refusal,
+)
 from warehouse.shape_limits import UNLIMITED, ShapeLimits
 
 log = logging.getLogger(__name__)
@@ -114,7 +119,7 @@ class GroupWriter(BatchQueue):
         self._pending: list[LogRecord] = []
         self._pending_ids: dict[str, tuple[str, str]] = {}
         self._pending_rows = 0
-        self._last_log_flush = 0.0  # monotonic; 0: the first flush (of a replay) is due at once
+        self._last_log_flush = time.monotonic()  # a replay is flushed in `start`
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> None:
@@ -123,6 +128,7 @@ class GroupWriter(BatchQueue):
             self._replay_log(self._log)
             if self._pending:  # readable (and in the remote_write watermarks) from the start
                 self._flush_log()
+            self._last_log_flush = time.monotonic()
         self._thread = threading.Thread(target=self._run, name=self._thread_name, daemon=True)
         self._thread.start()
 
@@ -251,7 +257,7 @@ class GroupWriter(BatchQueue):
             if seen is None:
                 fresh.append(ticket)
                 known[ticket.batch_id] = (ticket.table, ticket.digest)  # a part's namesake
-            elif _same_content(seen, ticket):
+            elif same_content(seen, ticket):
                 answers[id(ticket)] = (None, 202, True)
             else:
                 conflict = conflict_message(ticket.batch_id, seen[0], ticket.table)
@@ -268,7 +274,7 @@ class GroupWriter(BatchQueue):
                     answers[id(ticket)] = (backlog, 503, False)
                 fresh = []
         if fresh:
-            records = ingest_log.append([_entry(t) for t in fresh])
+            records = ingest_log.append([log_entry(t) for t in fresh])
             ingest_log.sync()  # raises: nothing of the group is kept, every ticket gets 503
             self.stats.groups_logged += 1
             for record in records:
@@ -350,7 +356,7 @@ class GroupWriter(BatchQueue):
                 if kept is None:
                     log.exception("flush of logged batch %s failed", record.entry.batch_id)
                     self._pending = records[at:]
-                    self._pending_ids = {r.entry.batch_id: _ids(r) for r in self._pending}
+                    self._pending_ids = {r.entry.batch_id: ledger_key(r) for r in self._pending}
                     self._pending_rows = sum(r.entry.rows for r in self._pending)
                     return False
                 last_stored = False
@@ -441,58 +447,6 @@ class GroupWriter(BatchQueue):
             stats.rows_committed[name] = stats.rows_committed.get(name, 0) + count
         stats.last_flush_rows = sum(rows.values())
         stats.last_flush_s = time.perf_counter() - started
-
-
-def _entry(ticket: Ticket) -> LogEntry:
-    return LogEntry(
-        batch_id=ticket.batch_id,
-        table=ticket.table,
-        rows=ticket.rows,
-        agent=ticket.agent,
-        agent_version=ticket.agent_version,
-        digest=ticket.digest,
-        received_at=ticket.received_at,
-        data=ticket.data,
-    )
-
-
-def _ids(record: LogRecord) -> tuple[str, str]:
-    return (record.entry.table, record.entry.digest)
-
-
-def record_tickets(records: Sequence[LogRecord]) -> list[Ticket]:
-    """The logged batches as (answered) tickets, for the commit hooks' `Commit.tickets`."""
-    tickets = []
-    for record in records:
-        e = record.entry
-        ticket = Ticket(
-            e.batch_id, e.table, e.rows, e.agent, e.data.slice(0, 0), e.received_at,
-            e.agent_version, e.digest,
-        )  # fmt: skip
-        ticket._done.set()
-        tickets.append(ticket)
-    return tickets
-
-
-def _same_content(stored: tuple[str, str | None], ticket: Ticket) -> bool:
-    """Whether a ledger entry is this ticket's batch: same table and digest (an entry written
-    before digests existed has none, and is taken for the same batch, the old rule)."""
-    table, digest = stored
-    return table == ticket.table and (digest is None or digest == ticket.digest)
-
-
-def storable_refusal(data: pa.Table) -> str | None:
-    """Why the store could never hold these rows, checked before the ack (a logged batch is
-    acknowledged): a timestamp beyond the microsecond range DuckDB and Iceberg keep (issue 12's
-    poison). None if storable. Cost: one cast per coarse timestamp column."""
-    for name, column in zip(data.column_names, data.columns, strict=True):
-        kind = column.type
-        if pa.types.is_timestamp(kind) and kind.unit in ("s", "ms"):
-            try:
-                pc.cast(column, pa.timestamp("us", kind.tz), safe=True)
-            except pa.ArrowInvalid as exc:
-                return f"cannot be stored: column {name} holds a time out of range ({exc})"
-    return None
 
 
 def _expand(ticket: Ticket) -> list[Ticket]:

@@ -45,9 +45,10 @@ import pyarrow as pa
 from fleetscope.contract import TABLES
 from fleetscope.errors import ConfigError, IngestError
 from warehouse import schema
-from warehouse.group_writer import Commit, CommitHook, GroupWriter, WriterStats, record_tickets
+from warehouse.group_writer import Commit, CommitHook, GroupWriter, WriterStats
 from warehouse.ingest_log import IngestLog, LogEntry, LogPosition, LogRecord
 from warehouse.ledger_filter import LedgerFilter
+from warehouse.log_entries import record_tickets
 from warehouse.migrations import migrate
 from warehouse.segments import Segment, SegmentStore
 from warehouse.shape_limits import UNLIMITED, ShapeLimits
