@@ -51,6 +51,7 @@ def test_an_identical_retry_is_a_duplicate_and_other_content_is_a_conflict(
     )
     assert other_table.status == 409
     assert "already used for table gpu_samples, not host_samples" in str(other_table.body["error"])
+    server.writer.flush_log_now()  # acknowledged from the ingest log; stored by its flush
     stored = reader.connect(server.settings).execute(
         "SELECT count(*), min(epoch_ms(ts)) FROM gpu_samples"
     )

@@ -37,6 +37,7 @@ def test_a_created_token_authenticates_until_revoked(
         assert "rack-1" in capsys.readouterr().out
         server.auth.clear()
         assert post_batch(server.url, "gpu_samples", gpu_batch("n"), token=token).status == 401
+        server.writer.flush_log_now()  # the first batch, acknowledged from the ingest log
         assert (
             main(
                 ["warehouse", "query", "SELECT count(*) AS n FROM gpu_samples", "--format", "json"]
