@@ -88,13 +88,23 @@ ROWS: tuple[Setting, ...] = (
         "warehouse.flush_interval_s",
         1.0,
         "float",
-        "Most seconds the writer holds rows before a commit.",
+        "Most seconds the writer gathers batches into one group (one fsync of the ingest log) "
+        "before acknowledging them.",
+    ),
+    Setting(
+        "warehouse.log_flush_interval_s",
+        1.0,
+        "float",
+        "Seconds between flushes of the ingest log into Parquet segments and DuckDB: a batch is "
+        "acknowledged once in the log, and readable after the next flush (keep it under the 2 s "
+        "live-numbers budget).",
     ),
     Setting(
         "warehouse.flush_rows",
         100_000,
         "int",
-        "Rows that trigger a commit before the interval ends.",
+        "Rows that end a group before its interval, and that trigger a flush of the ingest log "
+        "before `log_flush_interval_s`.",
     ),
     Setting(
         "warehouse.raw_retention_days", 14, "int", "Days of raw samples kept; roll-ups stay longer."
@@ -103,7 +113,7 @@ ROWS: tuple[Setting, ...] = (
         "warehouse.flush_idle_s",
         0.05,
         "float",
-        "Seconds without a new batch after which the writer commits what it holds.",
+        "Seconds without a new batch after which the writer acknowledges its group.",
     ),
     Setting(
         "warehouse.queue_max_rows",

@@ -92,6 +92,7 @@ class WarehouseSettings:
     segments_dir: str
     catalog_url: str
     flush_interval_s: float
+    log_flush_interval_s: float
     flush_rows: int
     raw_retention_days: int
     flush_idle_s: float

@@ -24,11 +24,11 @@ from fleetscope.settings import Settings
 from simulator.maker.batches import EPOCH_MS, gpu_batch, host_batch
 from simulator.wire import TEST_TOKEN as TOKEN
 from simulator.wire import post_batch
-from warehouse import catalog
+from tests.readable import eventually
+from warehouse import catalog, reader
 from warehouse.ingest.batch_digest import content_digest
 from warehouse.ingest.batch_queue import BatchQueue
 from warehouse.ingest.runtime import Server
-from warehouse.read import reader
 
 
 def test_an_identical_retry_is_a_duplicate_and_other_content_is_a_conflict(
@@ -51,6 +51,7 @@ def test_an_identical_retry_is_a_duplicate_and_other_content_is_a_conflict(
     )
     assert other_table.status == 409
     assert "already used for table gpu_samples, not host_samples" in str(other_table.body["error"])
+    server.writer.flush_log_now()  # acknowledged from the ingest log; stored by its flush
     stored = reader.connect(server.settings).execute(
         "SELECT count(*), min(epoch_ms(ts)) FROM gpu_samples"
     )
@@ -151,10 +152,12 @@ def test_a_real_agent_dead_letters_a_reused_id_with_a_log_line_and_ships_the_res
     reason = (shipper.spool.dead_dir / dead[1]).read_text()
     assert reason.startswith("HTTP 409:") and "already stored with other content" in reason
     assert any("cloned" in r.getMessage() for r in caplog.records)
-    rows = reader.connect(server.settings).execute(
-        "SELECT count(*) FROM gpu_samples WHERE ts > to_timestamp(?)", [EPOCH_MS / 1000 + 30]
+    query = "SELECT count(*) FROM gpu_samples WHERE ts > to_timestamp(?)"
+    rows = eventually(
+        lambda: reader.connect(server.settings).execute(query, [EPOCH_MS / 1000 + 30]).fetchall(),
+        [(80,)],
     )
-    assert rows.fetchall() == [(80,)]  # the batch after it: 10 timestamps x 8 GPUs
+    assert rows == [(80,)]  # the batch after it: 10 timestamps x 8 GPUs
 
 
 def test_a_catalog_from_before_digests_gets_the_ledger_column_on_connect(tmp_path: Path) -> None:

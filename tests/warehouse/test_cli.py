@@ -37,6 +37,7 @@ def test_a_created_token_authenticates_until_revoked(
         assert "rack-1" in capsys.readouterr().out
         server.auth.clear()
         assert post_batch(server.url, "gpu_samples", gpu_batch("n"), token=token).status == 401
+        server.writer.flush_log_now()  # the first batch, acknowledged from the ingest log
         assert (
             main(
                 ["warehouse", "query", "SELECT count(*) AS n FROM gpu_samples", "--format", "json"]
@@ -56,4 +57,4 @@ def test_user_mistakes_are_messages_not_tracebacks(
     assert main(["warehouse", "query", "SELECT * FROM nowhere"]) == 2
     assert "query failed: Catalog Error" in capsys.readouterr().err
     assert main(["warehouse", "migrate"]) == 0
-    assert "schema versions [1, 2]" in capsys.readouterr().out
+    assert "schema versions [1, 2, 3]" in capsys.readouterr().out

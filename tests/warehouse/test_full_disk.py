@@ -21,6 +21,7 @@ from fleetscope.settings import Settings
 from simulator.maker.batches import EPOCH_MS, gpu_batch
 from simulator.wire import TEST_TOKEN as TOKEN
 from simulator.wire import Answer, post_batch
+from tests.readable import eventually
 from tests.tmpfs import small_tmpfs
 from warehouse.ingest.runtime import Server
 from warehouse.read import reader
@@ -75,9 +76,9 @@ def test_a_full_disk_is_503_and_every_batch_is_stored_once_when_space_returns(
                 time.sleep(0.2)
             assert answer.body["duplicate"] is False
             acked.add(i)
-        rows = reader.connect(on_disk).execute(
-            "SELECT count(*), count(DISTINCT (host, ts, gpu_index)) FROM gpu_samples"
-        )
-        assert rows.fetchall() == [(len(acked) * ROWS_PER_BATCH, len(acked) * ROWS_PER_BATCH)]
+        expected = [(len(acked) * ROWS_PER_BATCH, len(acked) * ROWS_PER_BATCH)]
+        query = "SELECT count(*), count(DISTINCT (host, ts, gpu_index)) FROM gpu_samples"
+        rows = eventually(lambda: reader.connect(on_disk).execute(query).fetchall(), expected)
+        assert rows == expected
     finally:
         server.stop()

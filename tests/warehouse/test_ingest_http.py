@@ -36,7 +36,9 @@ def raw_post(url: str, path: str, body: bytes, headers: dict[str, str]) -> Answe
 
 
 def stored(server: Server) -> tuple[int, int]:
-    """(gpu_samples rows in DuckDB, rows visible through the segments)."""
+    """(gpu_samples rows in DuckDB, rows visible through the segments) once the ingest log that
+    acknowledged them is flushed."""
+    server.writer.flush_log_now()
     in_db = server.warehouse.cursor().execute("SELECT count(*) FROM gpu_samples").fetchall()
     in_segments = (
         reader.connect(server.settings).execute("SELECT count(*) FROM gpu_samples").fetchall()
@@ -53,6 +55,7 @@ def test_round_trip_keeps_every_value_and_unknown_fields(server: Server) -> None
         202,
         {"batch_id": "b-1", "rows": 40, "duplicate": False},
     )
+    server.writer.flush_log_now()
     back = (
         reader.connect(server.settings)
         .sql("SELECT * FROM gpu_samples ORDER BY ts, gpu_index")
@@ -69,6 +72,7 @@ def test_host_samples_and_a_missing_nullable_column_are_accepted(server: Server)
     batch = host_batch("node-a", timestamps=3).drop_columns(["load1"])
     answer = post_batch(server.url, "host_samples", batch, token=TOKEN)
     assert answer.status == 202
+    server.writer.flush_log_now()
     rows = reader.connect(server.settings).execute(
         "SELECT count(*), count(load1) FROM host_samples"
     )
@@ -230,6 +234,7 @@ def test_keep_alive_connection_serves_many_batches(server: Server) -> None:
 def test_hosts_and_gpu_allocations_follow_the_samples(server: Server) -> None:
     batch = gpu_batch("node-b", timestamps=3, gpus=2, job_id="train-7")
     assert post_batch(server.url, "gpu_samples", batch, token=TOKEN, agent="node-b").status == 202
+    server.writer.flush_log_now()  # the catalog upserts run with the flush, off the ack path
     with server.catalog.connect() as conn:
         hosts = fleet.list_hosts(conn)
         allocations = fleet.allocations(conn, job_id="train-7")
@@ -304,6 +309,7 @@ def test_jobs_need_a_token(server: Server) -> None:
 
 def test_healthz_and_metrics(server: Server) -> None:
     assert post_batch(server.url, "gpu_samples", gpu_batch("m"), token=TOKEN).status == 202
+    server.writer.flush_log_now()
     with urllib.request.urlopen(server.url + "/healthz") as response:
         assert json.loads(response.read()) == {"status": "ok", "queued_rows": 0}
     scrape = urllib.request.Request(

@@ -247,6 +247,7 @@ def post_write(
 
 
 def stored(server: Server) -> list[tuple[int, str, int]]:
+    server.writer.flush_log_now()  # acknowledged from the ingest log; stored by its flush
     rows = server.warehouse.cursor().execute(
         "SELECT epoch_ms(ts), host, gpu_index FROM gpu_samples ORDER BY ALL"
     )

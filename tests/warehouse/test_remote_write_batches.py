@@ -47,11 +47,13 @@ def writer(tmp_path: Path) -> Iterator[Writer]:
 
 
 def hosts_stored(writer: Writer) -> dict[str, int]:
+    writer.flush_log_now()  # acknowledged from the ingest log; stored by its flush
     rows = writer.cursor().execute("SELECT host, count(*) FROM gpu_samples GROUP BY 1")
     return {str(host): int(count) for host, count in rows.fetchall()}
 
 
 def scrapes_stored(writer: Writer) -> list[int]:
+    writer.flush_log_now()
     rows = writer.cursor().execute("SELECT DISTINCT epoch_ms(ts) FROM gpu_samples ORDER BY 1")
     return [int(ts) for (ts,) in rows.fetchall()]
 
@@ -100,6 +102,7 @@ def test_one_request_completing_fifty_scrapes_stores_each_once_under_its_own_id(
     try:
         assert post_write(server.url, body) == (204, b"")
         assert post_write(server.url, body) == (204, b"")  # a re-send: late, dropped
+        server.writer.flush_log_now()
         cursor = server.warehouse.cursor()
         ledger = cursor.execute("SELECT batch_id, rows FROM ingest_batches ORDER BY 1")
         want = sorted((scrape_batch_id(TARGET, T0 + 1000 * k), 8) for k in range(50))

@@ -96,7 +96,9 @@ def test_rollups_answer_right_after_ingest_with_no_maintenance_pass(
             assert post_batch(server.url, "gpu_samples", batch, token=TOKEN).status == 202
     _wait_covered(root)
     manifest = SegmentStore(root).snapshot()
-    assert len(manifest.live(SOURCE_TABLE)) > 2  # nothing was compacted: the flushes' files
+    # Nothing was compacted: the live files are the flushes' own, one per flush and day (the
+    # ingest log gathers the posts of a second into one flush, so there are few).
+    assert len(manifest.live(SOURCE_TABLE)) >= 2
     end = START + timedelta(hours=HOURS)
     week = Window(end - timedelta(days=7), end, bucket_s=3600)
     con = open_segments(root)

@@ -194,11 +194,20 @@ class BatchQueue:
         if self._queued_rows >= self._flush_rows or len(self._queue) == 1:
             self._cond.notify_all()
 
-    def _take_group(self, other_work: Callable[[], bool] = lambda: False) -> list[Ticket]:
-        """With `_cond` held: wait for a batch (or `other_work`, or stopping), then for its group
-        to fill or go quiet; return the queued tickets and empty the queue."""
+    def _take_group(
+        self, other_work: Callable[[], bool] = lambda: False, wake_at: float | None = None
+    ) -> list[Ticket]:
+        """With `_cond` held: wait for a batch (or `other_work`, or stopping, or the monotonic
+        `wake_at`: the ingest log's next flush), then for its group to fill or go quiet; return
+        the queued tickets and empty the queue."""
         while not self._queue and not other_work() and not self._stopping:
-            self._cond.wait()
+            if wake_at is None:
+                self._cond.wait()
+                continue
+            remaining = wake_at - time.monotonic()
+            if remaining <= 0:
+                return []
+            self._cond.wait(remaining)
         if self._queue and not self._stopping:
             deadline = time.monotonic() + self._flush_interval_s
             while self._queued_rows < self._flush_rows and not self._stopping:

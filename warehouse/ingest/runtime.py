@@ -63,6 +63,7 @@ class Server(PluginHost, Listening):
             flush_idle_s=settings.warehouse.flush_idle_s,
             queue_max_rows=settings.warehouse.queue_max_rows,
             shape_limits=ShapeLimits.from_settings(settings),
+            log_flush_interval_s=settings.warehouse.log_flush_interval_s,
             hooks=[
                 CatalogSync(self.catalog),
                 ArrivalMarks(self.catalog, settings.analyzers.bucket_s),

@@ -1,29 +1,30 @@
-"""The embedded mode's writer: one thread owns the telemetry DuckDB connection and commits
-micro-batches (the thread, poison isolation, hooks and counters are warehouse.storage.group_writer's,
-shared with the fleet gateway's writer; this module is the DuckDB-and-segments commit).
+"""The embedded mode's store: one thread owns the telemetry DuckDB connection (the thread, the
+ingest log, poison isolation, hooks and counters are warehouse.storage.group_writer's, shared with the
+fleet gateway's writer; this module is the DuckDB-and-segments flush).
 
-Why one thread: DuckDB allows one writing process and pays about 1 ms per commit (design.md), so
-request handlers never touch the database; they `submit` a validated Arrow batch and wait on its
-`Ticket`. The thread drains the bounded queue and groups batches until `warehouse.flush_rows` rows, or
-`warehouse.flush_interval_s` seconds since the first, or `warehouse.flush_idle_s` seconds without a
-new batch (agents wait for their 202 before sending more, so once arrivals stop, waiting longer
-only adds latency and cuts throughput: it is the closed loop of a fleet of agents). Per flush:
+Why one thread: DuckDB allows one writing process (design.md), so request handlers never touch the
+database; they `submit` a validated Arrow batch and wait on its `Ticket`. The thread groups batches
+until `warehouse.flush_rows` rows, or `warehouse.flush_interval_s` seconds since the first, or
+`warehouse.flush_idle_s` seconds without a new batch (agents wait for their 202 before sending
+more: it is the closed loop of a fleet of agents), and acknowledges the group once it is in the
+ingest log (`<database>.ingest-log/`, one fsync for the group; issue 27). Batch ids the ledger or
+the log already hold are answered duplicate (same content) or 409 (other content or table).
 
-1. drops batches whose id is already in the `ingest_batches` ledger (exact dedup across restarts;
-   a retry of a batch still in the queue joins the first one's ticket instead); an id the ledger
-   holds with another content digest or table is refused 409 (issue 28: never a silent drop);
-2. writes the rows of each table as sealed Parquet segments (not live yet);
-3. in ONE transaction inserts each table from Arrow (`INSERT ... BY NAME SELECT`, never
-   executemany), the ledger rows, and the flush record naming the segments;
-4. publishes the segments in the manifest, runs the commit hooks (the catalog's hosts and GPU
-   allocations; a failing hook is logged, never fails the committed rows), answers the tickets.
+About every `warehouse.log_flush_interval_s` the logged batches are flushed:
 
-A ticket is answered only after step 3 committed, so a 202 means durable. A group that fails is
-retried one batch at a time (poison isolation, issue 12): one bad batch must not fail its
-neighbours. A batch that fails alone on its data (a DuckDB conversion or constraint error, an
-Arrow error) is refused for good (`Ticket.status` 422: the agent dead-letters it); any other
-failure (I/O, a full disk) stays retryable (503). This module must never be used from more than
-one process on the same file, and request threads must never call DuckDB.
+1. the rows of each table, time-sorted, become sealed Parquet segments (not live yet);
+2. ONE transaction inserts each table from Arrow (`INSERT ... BY NAME SELECT`, never
+   executemany), the ledger rows, the flush record naming the segments and the log position;
+3. the segments are published in the manifest, the commit hooks run (the catalog's hosts, GPU
+   allocations and arrival marks; a failing hook is logged, never fails the committed rows), and
+   the flushed log segments are deleted.
+
+A 202 means durable (in the log); the rows are readable after the next flush. On start the log's
+records past the recorded position are replayed. A batch the store could never hold (a time out
+of DuckDB's range) is refused 422 before it is logged; one that fails the flush on its data alone
+is quarantined in the log's folder with an error. Any other failure (I/O, a full disk) leaves the
+batches in the log and is retried. This module must never be used from more than one process on
+the same file, and request threads must never call DuckDB.
 """
 
 from __future__ import annotations
@@ -43,12 +44,13 @@ import pyarrow as pa
 
 from fleetscope.contract import TABLES
 from fleetscope.errors import ConfigError, IngestError
-from warehouse.ingest.batch_digest import CONFLICT_STATUS, conflict_message
-from warehouse.ingest.batch_queue import Ticket
 from warehouse.ingest.shape_limits import UNLIMITED, ShapeLimits
 from warehouse.migrations import migrate
 from warehouse.storage import schema
 from warehouse.storage.group_writer import Commit, CommitHook, GroupWriter, WriterStats
+from warehouse.storage.ingest_log import IngestLog, LogEntry, LogPosition, LogRecord
+from warehouse.storage.ledger_filter import LedgerFilter
+from warehouse.storage.log_entries import record_tickets
 from warehouse.storage.segments import Segment, SegmentStore
 
 __all__ = ["Commit", "CommitHook", "Writer", "WriterStats", "open_database"]
@@ -73,6 +75,8 @@ class Writer(GroupWriter):
         hooks: Sequence[CommitHook] = (),
         tables: Mapping[str, pa.Schema] = TABLES,
         shape_limits: ShapeLimits = UNLIMITED,
+        log_dir: Path | None = None,
+        log_flush_interval_s: float = 1.0,
     ) -> None:
         super().__init__(
             queue_name="ingest",
@@ -85,6 +89,9 @@ class Writer(GroupWriter):
             queue_max_rows=queue_max_rows,
             hooks=hooks,
             shape_limits=shape_limits,
+            # the log belongs to its database: its flushed position is kept there
+            ingest_log=IngestLog(log_dir or duckdb_path.with_suffix(".ingest-log")),
+            log_flush_interval_s=log_flush_interval_s,
         )
         self._store = store
         self._tables = dict(tables)
@@ -93,9 +100,12 @@ class Writer(GroupWriter):
         self._read_root = self._conn.cursor()
         self._read_lock = threading.Lock()
         self._next_seq = self._recover()
+        self._ledger_filter = self._build_ledger_filter()
 
     # -- lifecycle (GroupWriter) -----------------------------------------------------------
     def _close(self) -> None:
+        if self._log is not None:
+            self._log.close()
         self._read_root.close()
         self._conn.close()
 
@@ -109,6 +119,11 @@ class Writer(GroupWriter):
             self._calls.append((fn, future))
             self._cond.notify_all()
         return future
+
+    def flush_log_now(self, timeout_s: float = 120.0) -> None:
+        """Flush the ingest log on the writer thread and wait for it (tests, tools that read
+        what they just wrote without waiting for the background flush)."""
+        self.call(lambda _conn: self.flush_log()).result(timeout_s)
 
     def cursor(self) -> duckdb.DuckDBPyConnection:
         """A read cursor on the same database: sees every committed row, never blocks the writer."""
@@ -135,40 +150,41 @@ class Writer(GroupWriter):
             log.exception("writer call failed")
             future.set_exception(exc)
 
-    def _commit_group(self, tickets: list[Ticket]) -> None:
-        """One flush: segments, one transaction, publish, hooks, answers; raises if not committed."""
+    def _store_flush(self, records: Sequence[LogRecord], position: LogPosition) -> None:
+        """One flush of logged batches: segments, one transaction (rows, ledger, flush record,
+        log position), publish, hooks; raises if not committed."""
         started = time.perf_counter()
         seq = self._next_seq
+        entries = [record.entry for record in records]
         written: dict[str, list[Segment]] = {}
         in_transaction = committed = False
         try:
-            known = self._known_batches([t.batch_id for t in tickets])
-            conflicts = {
-                t.batch_id: conflict_message(t.batch_id, known[t.batch_id][0], t.table)
-                for t in tickets
-                if t.batch_id in known and not _same_content(known[t.batch_id], t)
-            }
-            fresh = [t for t in tickets if t.batch_id not in known]
             tables = {
-                # parts of one ticket are slices of its table: one chunk again (issue 27)
-                name: pa.concat_tables([t.data for t in fresh if t.table == name]).combine_chunks()
+                name: _time_sorted(
+                    pa.concat_tables([e.data for e in entries if e.table == name]).combine_chunks()
+                )
                 for name in self._tables
-                if any(t.table == name for t in fresh)
+                if any(e.table == name for e in entries)
             }
             for name, data in tables.items():
                 written[name] = self._store.write(name, data, seq)
-            if fresh:
-                self._conn.execute("BEGIN TRANSACTION")
-                in_transaction = True
-                for name, data in tables.items():
-                    _insert_arrow(self._conn, name, data)
-                self._conn.execute(_LEDGER_INSERT, _ledger_columns(fresh, seq))
+            self._conn.execute("BEGIN TRANSACTION")
+            in_transaction = True
+            for name, data in tables.items():
+                _insert_arrow(self._conn, name, data)
+            if entries:
+                self._conn.execute(_LEDGER_INSERT, _ledger_columns(entries, seq))
                 self._conn.execute(
                     "INSERT INTO ingest_flushes VALUES (?, current_timestamp, ?)",
                     [seq, [s.path for segs in written.values() for s in segs]],
                 )
-                self._conn.execute("COMMIT")
-                in_transaction, committed = False, True
+            self._conn.execute(
+                "INSERT OR REPLACE INTO ingest_log_position VALUES (1, ?, ?)",
+                [position.segment, position.offset],
+            )
+            self._conn.execute("COMMIT")
+            in_transaction, committed = False, True
+            if entries:
                 self._next_seq += 1
                 self._store.publish(seq, written)
         except Exception:
@@ -179,23 +195,34 @@ class Writer(GroupWriter):
             if not committed:  # committed segments stay: the next start's _recover publishes them
                 self._store.discard(s for segs in written.values() for s in segs)
             raise
-        self._run_hooks(Commit(seq, tables, fresh))
-        for ticket in tickets:
-            if ticket.batch_id in conflicts:
-                self._answer(ticket, error=conflicts[ticket.batch_id], status=CONFLICT_STATUS)
-            else:
-                self._answer(ticket, duplicate=ticket.batch_id in known)
-        if conflicts:
-            self.stats.batches_refused += len(conflicts)
-            log.warning("refused %d reused batch ids with other content (409)", len(conflicts))
-        rows = {name: data.num_rows for name, data in tables.items()}
-        self._account(rows, len(fresh), len(tickets) - len(fresh) - len(conflicts), started)
+        if entries:
+            self._ledger_filter.add(e.batch_id for e in entries)
+            if self._ledger_filter.full:
+                self._ledger_filter = self._build_ledger_filter()
+            self._run_hooks(Commit(seq, tables, record_tickets(records)))
+            rows = {name: data.num_rows for name, data in tables.items()}
+            self._account(rows, 0, 0, started)
+
+    def _build_ledger_filter(self) -> LedgerFilter:
+        (count,) = self._conn.execute("SELECT count(*) FROM ingest_batches").fetchall()[0]
+        ids = self._conn.execute("SELECT batch_id FROM ingest_batches")
+        built = LedgerFilter(2 * int(count))
+        while chunk := ids.fetchmany(10_000):
+            built.add(str(row[0]) for row in chunk)
+        return built
+
+    def _flushed_position(self) -> LogPosition:
+        rows = self._conn.execute(
+            "SELECT segment, log_offset FROM ingest_log_position WHERE id = 1"
+        ).fetchall()
+        return LogPosition(int(rows[0][0]), int(rows[0][1])) if rows else LogPosition(0, 0)
 
     def _known_batches(self, batch_ids: list[str]) -> dict[str, tuple[str, str | None]]:
         """Ids already in the ledger, with their table and content digest: `IN (?, ...)` probes
         its primary key, where a join with a registered Arrow table scanned the whole ledger (8x
         the CPU at 300k rows)."""
         known: dict[str, tuple[str, str | None]] = {}
+        batch_ids = [i for i in batch_ids if self._ledger_filter.may_hold(i)]
         for at in range(0, len(batch_ids), _KNOWN_CHUNK):
             chunk = batch_ids[at : at + _KNOWN_CHUNK]
             marks = ", ".join("?" * len(chunk))
@@ -222,13 +249,6 @@ class Writer(GroupWriter):
         return max(int(committed), published) + 1
 
 
-def _same_content(stored: tuple[str, str | None], ticket: Ticket) -> bool:
-    """Whether a ledger entry is this ticket's batch: same table and digest (an entry written
-    before digests existed has none, and is taken for the same batch, the old rule)."""
-    table, digest = stored
-    return table == ticket.table and (digest is None or digest == ticket.digest)
-
-
 _KNOWN_CHUNK = 500  # ids per ledger probe: a flush of thousands of batches stays a few queries
 # The ledger rows as seven list parameters: half the CPU of registering an Arrow table for them.
 _LEDGER_INSERT = (
@@ -246,16 +266,21 @@ def _insert_arrow(conn: duckdb.DuckDBPyConnection, table: str, incoming: pa.Tabl
     conn.execute(f"INSERT INTO {table} BY NAME SELECT * FROM incoming")
 
 
-def _ledger_columns(tickets: list[Ticket], seq: int) -> list[list[Any]]:
+def _ledger_columns(entries: Sequence[LogEntry], seq: int) -> list[list[Any]]:
     return [
-        [t.batch_id for t in tickets],
-        [t.table for t in tickets],
-        [t.rows for t in tickets],
-        [t.agent for t in tickets],
-        [seq] * len(tickets),
-        [t.received_at for t in tickets],
-        [t.digest or None for t in tickets],
+        [e.batch_id for e in entries],
+        [e.table for e in entries],
+        [e.rows for e in entries],
+        [e.agent for e in entries],
+        [seq] * len(entries),
+        [e.received_at for e in entries],
+        [e.digest or None for e in entries],
     ]
+
+
+def _time_sorted(data: pa.Table) -> pa.Table:
+    """Rows in time order: a flush's segment holds a second of many agents, interleaved."""
+    return data.sort_by("ts") if "ts" in data.column_names else data
 
 
 def open_database(
