@@ -2,14 +2,20 @@
 PostgreSQL, an S3 server process, Redis, and every process the page lists, started from the page's
 one settings file (its catalog, bucket, S3 server, broker, data folder and token swapped for this
 test's) and its command lines: three gateways (`fleetscope server`, a port each), one Celery
-worker and one beat (the page's `celery ... worker` and `celery ... beat` lines), and six agents'
-real spool and shipper (in this process: the agent's collectors need a GPU) spread over the
-gateways with the one shared token. One gateway is kill -9'd mid-run.
+worker and one beat (the page's `celery ... worker` and `celery ... beat` lines), and one agent,
+`fleetscope-agent run` started as the page's step 5 says (its gateway list, the shared token, its
+dcgm-exporter URL), scraping the simulator's dcgm-exporter on loopback (`fleetscope simulate`: the
+agent needs no GPU). Beside it, six agents' real spool and shipper run in this process carrying
+crafted batches of yesterday, spread over the gateways with the one shared token, so that the
+findings can be compared with single-box mode's on the same batches. One gateway is kill -9'd
+mid-run.
 
-Asserted: every acknowledged row is stored exactly once (0 lost, 0 duplicated), 0 Iceberg commit
-conflicts (counted in the gateways' logs: pyiceberg logs each retry), and the findings beat's
-schedule stores (arrival marks -> tick -> per-cluster parts on the worker -> landing; nobody calls
-the analyzers) are exactly what the analyzers find in single-box mode on the same batches.
+Asserted: the agent process's GPU samples land in the fleet's gpu_samples table, and it stops
+cleanly on SIGTERM; every acknowledged row of the crafted batches is stored exactly once (0 lost,
+0 duplicated), 0 Iceberg commit conflicts (counted in the gateways' logs: pyiceberg logs each
+retry), and the findings beat's schedule stores for yesterday's bucket (arrival marks -> tick ->
+per-cluster parts on the worker -> landing; nobody calls the analyzers) are exactly what the
+analyzers find in single-box mode on the same batches.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ import tomllib
 import urllib.request
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -35,6 +42,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from analyzers.base import StaticJobCatalog
 from analyzers.findings import Finding
@@ -113,6 +121,7 @@ def batches_by_host(gpu: pa.Table) -> dict[str, list[pa.Table]]:
 
 RECIPE = re.compile(r"<!-- recipe: fleetscope.toml -->\s*```toml\n(.*?)```", re.S)
 CELERY = re.compile(r"<!-- recipe: celery -->\s*```\n(.*?)```", re.S)
+AGENT = re.compile(r"<!-- recipe: agent -->\s*```\n(.*?)```", re.S)
 # What the test swaps in the recipe's settings file: its own catalog, bucket, S3 server, data
 # folder and token (everything else is the recipe's as written).
 SWAPPED = (
@@ -168,6 +177,25 @@ def celery_commands(data_dir: Path) -> dict[str, list[str]]:
     assert set(commands) == {"worker", "beat"}
     commands["worker"] += ["--hostname", f"e2e-{uuid.uuid4().hex[:8]}@%h"]
     return commands
+
+
+def agent_command(
+    ingest_urls: list[str], token: str, dcgm_url: str
+) -> tuple[dict[str, str], list[str]]:
+    """docs/fleet.md's agent line (step 5): its environment, with this test's gateways, token and
+    dcgm-exporter swapped in, and its command."""
+    (block,) = AGENT.findall((ROOT / "docs" / "fleet.md").read_text())
+    words = shlex.split(textwrap.dedent(block).replace("\\\n", " "))
+    env = {name: value for name, value in (w.split("=", 1) for w in words if "=" in w)}
+    command = [word for word in words if "=" not in word]
+    assert command == ["fleetscope-agent", "run"], command
+    swaps = {
+        "FLEETSCOPE_AGENT_INGEST_URL": ",".join(ingest_urls),
+        "FLEETSCOPE_AGENT_TOKEN": token,
+        "FLEETSCOPE_AGENT_DCGM_URL": dcgm_url,
+    }
+    assert set(env) == set(swaps), env  # the page shows every setting the agent needs
+    return swaps, [str(Path(sys.executable).with_name(command[0])), *command[1:]]
 
 
 @pytest.fixture
@@ -259,6 +287,63 @@ def gateway_procs(
         stop([proc for proc, _ in procs])
 
 
+@dataclass
+class AgentProc:
+    proc: subprocess.Popen[bytes]
+    host: str  # the simulated host it scrapes
+    gpus: set[int]  # the GPU indices on that host's dcgm-exporter page
+    log: Path
+    dead_dir: Path  # its spool's refused batches
+
+
+@pytest.fixture
+def agent_proc(
+    gateway_procs: list[tuple[subprocess.Popen[bytes], str]], tmp_path: Path
+) -> Iterator[AgentProc]:
+    """One simulated host's dcgm-exporter (`fleetscope simulate`) and the real agent process of
+    docs/fleet.md's step 5 scraping it, shipping to the three gateways (the one killed first)."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("FLEETSCOPE_")}
+    simulator = subprocess.Popen(
+        [str(Path(sys.executable).with_name("fleetscope")), "simulate", "--hosts", "1",
+         "--base-port", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=clean,
+    )  # fmt: skip
+    assert simulator.stdout is not None
+    host, dcgm_url = simulator.stdout.readline().split()
+    with urllib.request.urlopen(dcgm_url, timeout=30) as resp:
+        page = resp.read().decode()
+    gpus = {
+        int(sample.labels["gpu"])
+        for family in text_string_to_metric_families(page)
+        if family.name == "DCGM_FI_DEV_POWER_USAGE"
+        for sample in family.samples
+    }
+    recipe_env, command = agent_command([url for _, url in gateway_procs], TEST_TOKEN, dcgm_url)
+    tuning = {  # this test's: its own folders, no port of its own, scrape and ship every second
+        "FLEETSCOPE_AGENT_SPOOL_DIR": str(tmp_path / "agent-spool"),
+        "FLEETSCOPE_AGENT_SDK_SOCKET": str(tmp_path / "agent.sock"),
+        "FLEETSCOPE_AGENT_METRICS_PORT": "0",
+        "FLEETSCOPE_AGENT_INTERVAL_S": "1",
+        "FLEETSCOPE_AGENT_SHIP_INTERVAL_S": "1",
+    }
+    log = tmp_path / "agent.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            command,
+            env={**clean, **recipe_env, **tuning},
+            cwd=tmp_path,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        yield AgentProc(proc, host, gpus, log, tmp_path / "agent-spool" / "dead")
+    finally:
+        stop([proc])
+        simulator.terminate()
+        simulator.wait(30)
+        simulator.stdout.close()
+
+
 def _healthy(url: str) -> bool:
     try:
         with urllib.request.urlopen(url + "/healthz", timeout=2) as resp:
@@ -275,6 +360,7 @@ def key(f: Finding) -> tuple[object, ...]:
 def test_the_fleet_recipe_loses_and_duplicates_nothing_and_beat_finds_what_one_box_finds(
     gateway_procs: list[tuple[subprocess.Popen[bytes], str]],
     celery_procs: dict[str, Path],
+    agent_proc: AgentProc,
     recipe_settings: Settings,
     tmp_path: Path,
 ) -> None:
@@ -332,6 +418,23 @@ def test_the_fleet_recipe_loses_and_duplicates_nothing_and_beat_finds_what_one_b
     )
     assert conflicts == 0
 
+    # The real agent's samples, scraped from the simulator since the start and shipped across
+    # the kill, are in the fleet's table: every GPU of its host's page. Then it stops cleanly.
+    def agents_gpus() -> set[int]:
+        now = datetime.now(UTC)
+        rows, _ = fleet_reader.scan(tables, "gpu_samples", now - DAY, now + DAY)
+        mine = rows.filter(pc.equal(rows.column("host"), agent_proc.host))
+        return set(mine.column("gpu_index").to_pylist())
+
+    deadline = time.monotonic() + 300
+    while agents_gpus() != agent_proc.gpus:
+        assert agent_proc.proc.poll() is None, agent_proc.log.read_text(errors="replace")
+        assert time.monotonic() < deadline, agent_proc.log.read_text(errors="replace")
+        time.sleep(1)
+    agent_proc.proc.send_signal(signal.SIGTERM)
+    assert agent_proc.proc.wait(timeout=60) == 0, agent_proc.log.read_text(errors="replace")
+    assert list(agent_proc.dead_dir.iterdir()) == []  # no batch of it refused by a gateway
+
     embedded = Server(
         fleet_settings.with_overrides(
             server__mode="embedded",
@@ -359,15 +462,18 @@ def test_the_fleet_recipe_loses_and_duplicates_nothing_and_beat_finds_what_one_b
     store = FindingStore(fleet_catalog.connect(fleet_settings.warehouse.catalog_url))
     slices = [f"{p}/{window_slices(fleet_settings)}" for p in range(window_slices(fleet_settings))]
     deadline = time.monotonic() + 900  # late batches (the killed gateway's) re-open the bucket
-    while any(store.owed(s) for s in slices) or not store.findings():
+    while any(store.owed(s) for s in slices) or not any(
+        s.finding.window_start == WINDOW.start for s in store.findings()
+    ):
         logs = {role: log.read_text(errors="replace") for role, log in celery_procs.items()}
         assert time.monotonic() < deadline, f"beat's analysis not landed: {logs}"
         time.sleep(0.5)
-    found = [s.finding for s in store.findings()]
-    assert {s.state for s in store.findings()} == {"open"}
+    # Yesterday's bucket: the agent process's samples (today's) are analysed in their own.
+    stored_findings = [s for s in store.findings() if s.finding.window_start == WINDOW.start]
+    found = [s.finding for s in stored_findings]
+    assert {s.state for s in stored_findings} == {"open"}
     assert sorted(map(key, found)) == sorted(map(key, expected.findings))
     by_key = {key(f): f for f in found}
     assert [by_key[key(e)].evidence for e in expected.findings] == [
         e.evidence for e in expected.findings
     ]
-    assert {f.window_start for f in found} == {WINDOW.start}  # yesterday's bucket
