@@ -163,7 +163,12 @@ def per_value(r: dict[str, Any], side: str) -> float | None:
     stored = r["bytes"][side]
     if stored is None:
         return None
-    values = r["values_total"]["ours" if side == "ours_folder" else side]
+    # ours: the rows it stored (an agent's last unshipped batch is not stored); peers: scraped
+    values = (
+        FIELDS * int(r["ours_rows"])
+        if side in ("ours", "ours_folder")
+        else int(r["values_total"][side])
+    )
     return float(stored) / max(1, int(values))
 
 
