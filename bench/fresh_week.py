@@ -9,11 +9,19 @@ week was before roll-ups followed ingest (they came only from the maintenance pa
 compaction: the page fell back to the raw samples). That read is stopped at `--cap-gib` of RSS
 or `--cap-s` seconds, whichever first (the issue saw it pass 12 GiB without an answer).
 
+One analyzer pass over the week (issue 27: 861 s and 11.1 GiB before), in a fresh process each,
+same data, same run: every day bucket analysed as the scheduler and `fleetscope backfill` do
+(`Pipeline.from_settings(...).run` on a reader connection), once per `--slice-gpus` value (0:
+each day read whole, as before; the default 128: in slices of whole hosts, analyzers.run.slices),
+each into its own catalog and sketch store; each prints its findings' count and a digest of them
+(GPU-hours to 1e-9 h), which must be equal. Stopped at `--pass-cap-gib` or `--pass-cap-s`.
+
     .venv/bin/python -m bench.fresh_week                   # 7 days x 1,000 GPUs
     .venv/bin/python -m bench.fresh_week --gpus 128 --days 1
     .venv/bin/python -m bench.fresh_week --data /tmp/week  # keep (or reuse) the warehouse
     .venv/bin/python -m bench.fresh_week --data /tmp/week --step-s 60 --build-only
                                                            # a page-paint set, 6x fewer raw rows
+    .venv/bin/python -m bench.fresh_week --gpus 250 --only-pass --slice-gpus 0 128
 
 Figures go to bench/RESULTS.md under "A fleet's week readable as it lands (issue 27)".
 """
@@ -109,6 +117,49 @@ def page(segments: Path, hide_rollups: bool) -> dict[str, object]:
     }
 
 
+def analyzer_pass(days: float) -> dict[str, object]:
+    """One pass over every day bucket of the week, from the settings the parent set (env)."""
+    import hashlib
+
+    from analyzers.base import StaticJobCatalog
+    from analyzers.run.results import FindingStore
+    from analyzers.run.runner import Pipeline
+    from analyzers.run.schedule import backfill_windows
+    from fleetscope.settings import load_settings
+    from warehouse import catalog
+    from warehouse.read.reader import connect
+    from warehouse.storage.paths import WarehousePaths
+
+    settings = load_settings()
+    store = FindingStore(catalog.connect(WarehousePaths.from_settings(settings).catalog_url))
+    pipeline = Pipeline.from_settings(settings)
+    start = datetime.fromtimestamp(ORIGIN, UTC)
+    end = datetime.fromtimestamp(ORIGIN + days * 86400, UTC)
+    began, cpu = time.perf_counter(), time.process_time()
+    for window in backfill_windows(start, end, settings.analyzers.bucket_s):
+        conn = connect(settings)
+        try:
+            result = pipeline.run(conn, window, StaticJobCatalog(), store)
+        finally:
+            conn.close()
+        if result.errors:
+            raise SystemExit(f"analyzers failed on {window.key()}: {result.errors}")
+    found = sorted(
+        json.dumps(
+            [f.finding_id, f.rule_id, f.job_id, f.host, round(f.wasted_gpu_hours, 9), f.evidence],
+            sort_keys=True,
+        )
+        for f in (s.finding for s in store.findings())
+    )
+    return {
+        "slice_gpus": pipeline.slice_gpus,
+        "seconds": round(time.perf_counter() - began, 1),
+        "cpu_s": round(time.process_time() - cpu, 1),
+        "findings": len(found),
+        "digest": hashlib.sha256("\n".join(found).encode()).hexdigest()[:16],
+    }
+
+
 def measured(command: list[str], env: dict[str, str], cap_gib: float, cap_s: float) -> str:
     """Run `command`, sampling its RSS; stop it past either cap. One line: wall, peak, result."""
     import resource
@@ -152,11 +203,21 @@ def main() -> None:
     )
     parser.add_argument("--cap-gib", type=float, default=4.0, help="stop a read past this RSS")
     parser.add_argument("--cap-s", type=float, default=120.0, help="stop a read past this")
+    parser.add_argument(
+        "--slice-gpus", type=int, nargs="+", default=[0, 128], help="analyzer passes to run"
+    )
+    parser.add_argument("--pass-cap-gib", type=float, default=8.0, help="stop a pass past this")
+    parser.add_argument("--pass-cap-s", type=float, default=3600.0, help="stop a pass past this")
+    parser.add_argument("--only-pass", action="store_true", help="no page or CLI reads")
     parser.add_argument("--page", type=Path, help=argparse.SUPPRESS)  # the measured child
+    parser.add_argument("--analyze", action="store_true", help=argparse.SUPPRESS)  # a pass child
     parser.add_argument("--hide-rollups", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.page:
         print(json.dumps(page(args.page, args.hide_rollups)))
+        return
+    if args.analyze:
+        print(json.dumps(analyzer_pass(args.days)))
         return
     with tempfile.TemporaryDirectory() as tmp:
         root = args.data or Path(tmp)
@@ -188,8 +249,21 @@ def run(root: Path, args: argparse.Namespace) -> None:
         ("fleetscope opportunities --window 7d", [*cli, "opportunities", "--window", "7d"]),
         ("fleetscope quantiles gpu_util_pct", [*cli, "quantiles", "gpu_util_pct", "--end", end]),
     ]
-    for name, command in reads:
+    for name, command in [] if args.only_pass else reads:
         print(f"{name:48s} {measured(command, env, args.cap_gib, args.cap_s)}", flush=True)
+    for n in args.slice_gpus:
+        passed = {
+            **env,
+            "FLEETSCOPE_ANALYZERS_SLICE_GPUS": str(n),
+            "FLEETSCOPE_WAREHOUSE_CATALOG_URL": f"sqlite:///{root / f'pass-{n}.sqlite'}",
+            "FLEETSCOPE_ANALYZERS_SKETCHES_DIR": str(root / f"sketches-pass-{n}"),
+        }
+        for stale in (root / f"pass-{n}.sqlite", root / f"sketches-pass-{n}"):
+            subprocess.run(["rm", "-rf", str(stale)], check=True)
+        command = [sys.executable, "-m", "bench.fresh_week", "--analyze", "--days", str(args.days)]
+        name = f"analyzer pass, slice_gpus {n}" + (" (before: whole days)" if n == 0 else "")
+        result = measured(command, passed, args.pass_cap_gib, args.pass_cap_s)
+        print(f"{name:48s} {result}", flush=True)
 
 
 if __name__ == "__main__":

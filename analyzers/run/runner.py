@@ -71,6 +71,7 @@ class Pipeline:
     params: FrameParams
     sketches: SketchStore | None = None  # keeps the window's quantile sketches (issue 6)
     prices: Prices = field(default_factory=Prices)  # recoverable money (none set: no money)
+    slice_gpus: int = 0  # more GPUs: the window runs in host slices (analyzers.run.slices)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Pipeline:
@@ -93,7 +94,13 @@ class Pipeline:
         )
         from analyzers.quantiles.store import open_store  # the mode's: a folder, or Iceberg
 
-        return cls(tuple(analyzers), params, open_store(settings), Prices.from_settings(settings))
+        return cls(
+            tuple(analyzers),
+            params,
+            open_store(settings),
+            Prices.from_settings(settings),
+            settings.analyzers.slice_gpus,
+        )
 
     @classmethod
     def default(cls) -> Pipeline:
@@ -108,7 +115,14 @@ class Pipeline:
         cluster: Scope = WHOLE,
     ) -> WindowResult:
         """Run every analyzer on `window`; with a store, land each analyzer's findings there.
-        `cluster`: `conn` holds that cluster's rows only (its quantile panes are kept as its)."""
+        `cluster`: `conn` holds that cluster's rows only (its quantile panes are kept as its).
+        A window of more than `slice_gpus` GPUs is read in host slices (analyzers.run.slices)."""
+        if self.slice_gpus > 0 and cluster is WHOLE:
+            from analyzers.run.slices import host_slices, run_sliced
+
+            slices = host_slices(conn, window, self.slice_gpus)
+            if len(slices) > 1:
+                return run_sliced(self, conn, window, catalog, store, slices)
         result = WindowResult(window)
         with self._prepared(conn, window, catalog, result, cluster):
             ran: list[tuple[Analyzer, str, list[Finding], float]] = []
@@ -128,16 +142,28 @@ class Pipeline:
         window: Window,
         catalog: JobCatalog,
         cluster: Scope,
+        *,
+        keep_sketches: bool = True,
     ) -> Part:
         """One part of a window cut per cluster (fleet mode), `conn` holding only its rows: what
         each analyzer found, not landed (`land_parts` lands every part's at once). A cluster's
         part runs the per-job and per-host analyzers and the fleet-wide ones' `partial`; the
-        whole window's part (cluster WHOLE) runs the fleet-wide ones that cannot combine parts."""
+        whole window's part (cluster WHOLE) runs the fleet-wide ones that cannot combine parts.
+        `keep_sketches` False (a host slice's part: analyzers.run.slices): the rules' pane frame
+        is built, and the window's sketches are kept once, by `kept_sketches`."""
         part = Part(None if isinstance(cluster, Whole) else cluster, whole=cluster is WHOLE)
         result = WindowResult(window)
         # the whole part keeps no sketches: the clusters' parts keep theirs
         found_by: list[tuple[str, str, list[Finding], float]] = []
-        with self._prepared(conn, window, catalog, result, cluster, keep_sketches=not part.whole):
+        with self._prepared(
+            conn,
+            window,
+            catalog,
+            result,
+            cluster,
+            keep_sketches=keep_sketches and not part.whole,
+            sketch_frame=not keep_sketches,
+        ):
             for analyzer in self.analyzers:
                 kind = part_kind(analyzer, window, whole=part.whole)
                 if kind is None:
@@ -164,7 +190,7 @@ class Pipeline:
         parts: Sequence[Part],
         window: Window,
         catalog: JobCatalog,
-        store: FindingStore,
+        store: FindingStore | None,
     ) -> WindowResult:
         """Land every part's findings of one window as `run` lands one read's: per analyzer,
         the parts' findings concatenated (a job runs in one cluster, a host is in one) or a
@@ -178,7 +204,8 @@ class Pipeline:
             if analyzer.partition_by == "none" and window.partition != 0:
                 continue
             run_id = uuid.uuid4().hex
-            store.start_run(run_id, analyzer.name, window)
+            if store is not None:
+                store.start_run(run_id, analyzer.name, window)
             name = analyzer.name
             try:
                 failed = [f"{p.label()}: {p.errors[name]}" for p in parts if name in p.errors]
@@ -241,24 +268,41 @@ class Pipeline:
         cluster: Scope,
         *,
         keep_sketches: bool = True,
+        sketch_frame: bool = False,
     ) -> Iterator[None]:
-        """The window's shared frames (and its quantile sketches kept), dropped afterwards."""
+        """The window's shared frames (and its quantile sketches kept, or with `sketch_frame`
+        only the rules' pane frame built at the store's pane length), dropped afterwards."""
         frames = [prepare(conn, window, self.params)]
         if window.partition == 0 and window.partitions > 1:
             frames.append(prepare(conn, Window(window.start, window.end), self.params))
-        sketch_frame = None
+        panes = None
         try:
             if self.sketches is not None and keep_sketches:
-                sketch_frame = self._keep_sketches(conn, window, catalog, result, cluster)
+                panes = self._keep_sketches(conn, window, catalog, result, cluster)
+            elif self.sketches is not None and sketch_frame:
+                from analyzers.quantiles.panes import prepare as prepare_sketches
+
+                panes = prepare_sketches(conn, window, self.sketches.pane_s)
             yield
         finally:
             for frame in frames:
                 conn.execute(f"DROP TABLE IF EXISTS {frame.gpu}")
                 conn.execute(f"DROP TABLE IF EXISTS {frame.jobgpu}")
-            if sketch_frame is not None:
+            if panes is not None:
                 from analyzers.quantiles.panes import drop
 
-                drop(conn, sketch_frame)
+                drop(conn, panes)
+
+    def kept_sketches(
+        self, conn: duckdb.DuckDBPyConnection, window: Window, catalog: JobCatalog
+    ) -> WindowResult:
+        """Keep the window's quantile sketches without building the rules' pane frame over it
+        (a window read in host slices: each slice builds its own frame); its errors and seconds
+        under "quantiles"."""
+        result = WindowResult(window)
+        if self.sketches is not None:
+            self._keep_sketches(conn, window, catalog, result, WHOLE, frame=False)
+        return result
 
     def _keep_sketches(
         self,
@@ -267,16 +311,20 @@ class Pipeline:
         catalog: JobCatalog,
         result: WindowResult,
         cluster: Scope,
+        *,
+        frame: bool = True,
     ) -> SketchFrame | None:
-        """Build the window's pane sketches (rules read them) and keep the new ones; a failure is
-        recorded like an analyzer's (the watermark stays), the rules still run."""
+        """Build the window's pane sketches (rules read them; not with `frame` False) and keep
+        the new ones; a failure is recorded like an analyzer's (the watermark stays), the rules
+        still run."""
         from analyzers.quantiles.panes import prepare as prepare_sketches
 
         assert self.sketches is not None
         started = time.perf_counter()
-        frame = None
+        built: SketchFrame | None = None
         try:
-            frame = prepare_sketches(conn, window, self.sketches.pane_s)
+            if frame:
+                built = prepare_sketches(conn, window, self.sketches.pane_s)
             settled = window.settled_end
             if settled is None:
                 self.sketches.keep(conn, window, catalog, cluster)
@@ -286,9 +334,9 @@ class Pipeline:
         except Exception as exc:  # like an analyzer's bug: recorded, the rules still run
             log.exception("quantile sketches failed on %s", window.key())
             result.errors["quantiles"] = f"{type(exc).__name__}: {exc}"
-            return frame
+            return built
         result.seconds["quantiles"] = time.perf_counter() - started
-        return frame
+        return built
 
     def _run_one(
         self,

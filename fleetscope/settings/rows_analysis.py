@@ -83,6 +83,13 @@ ROWS: tuple[Setting, ...] = (
         "analyzers.gpus_per_node", 8, "int", "GPUs in a full node (multi-node fragmentation, R15)."
     ),
     Setting(
+        "analyzers.slice_gpus",
+        128,
+        "int",
+        "GPUs a scheduled window reads at once: a larger fleet's window is analysed in slices of "
+        "whole hosts (every job's hosts in one slice), landed together; 0: the whole window.",
+    ),
+    Setting(
         "analyzers.sketches_dir",
         "",
         "path",

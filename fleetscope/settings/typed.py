@@ -177,6 +177,7 @@ class AnalyzersSettings:
     metrics_refresh_s: float
     startup_grace_s: float
     gpus_per_node: int
+    slice_gpus: int
     sketches_dir: str
     sketch_pane_s: int
     sketch_pane_retention_s: float
