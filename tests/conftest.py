@@ -5,11 +5,17 @@ from __future__ import annotations
 import gc
 import logging
 import os
+import subprocess
 import sys
+import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from app.supervise import free_port
 
 _skipped: list[str] = []
 
@@ -59,3 +65,32 @@ def test_server_plugins(tmp_path: Path) -> Iterator[None]:
 
     with installed(tmp_path / "test-plugins", {SERVER: TEST_SERVER_PLUGINS}):
         yield
+
+
+@pytest.fixture(scope="session")
+def moto_s3_server() -> Iterator[str]:
+    """moto's S3 server (`moto[server]`) on a free loopback port, one for the session: fleet
+    tests take it through tests/fleet/conftest.py's `s3_endpoint`, which empties it first."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    endpoint = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120  # its imports on a busy 2-core machine
+    try:
+        while True:
+            try:
+                urllib.request.urlopen(endpoint, timeout=2).close()
+                break
+            except urllib.error.HTTPError:
+                break  # any HTTP answer: it is serving
+            except OSError:
+                assert proc.poll() is None, f"moto's S3 server exited with {proc.returncode}"
+                assert time.monotonic() < deadline, "moto's S3 server did not answer in 120 s"
+                time.sleep(0.05)
+        yield endpoint
+    finally:
+        proc.kill()
+        proc.wait()

@@ -36,6 +36,9 @@ DAY_MIN = 24 * 60
 RETIRED = "2025-03-03T00:00:00+00:00 .. 2025-03-04T00:00:00+00:00"
 KEPT = "2025-03-04T00:00:00+00:00 .. 2025-03-05T00:00:00+00:00"
 BOTH_DAYS = ["backfill", "--start", "2025-03-03", "--end", "2025-03-05"]
+# Each backfill keeps the quantile sketches of two whole days, an hour slice at a time: 150-300 s
+# on a 2-core machine at load 30-40 (the suite-wide 300 s cut one mid-query).
+pytestmark = pytest.mark.timeout(900)
 
 
 @pytest.fixture

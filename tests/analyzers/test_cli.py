@@ -14,8 +14,7 @@ from simulator.maker.tables import publish
 IDLE = {"gpu_util": 0.0, "gr_engine_active": 0.0, "sm_active": 0.0, "tensor_active": 0.0}
 
 
-@pytest.fixture
-def config(tmp_path: Path) -> str:
+def write_config(tmp_path: Path) -> str:
     fleet = Fleet().gpus("idle", "h1", range(2), 0, 180, **IDLE).gpus("ok", "h2", range(1), 0, 180)
     fleet.gpus(
         "noprof", "h3", range(1), 0, 60, sm_active=None, tensor_active=None, dram_active=None
@@ -24,6 +23,17 @@ def config(tmp_path: Path) -> str:
     path = tmp_path / "fleetscope.toml"
     path.write_text(f'[core]\ndata_dir = "{tmp_path / "var"}"\n')
     return str(path)
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> str:
+    return write_config(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def unchanged_config(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """One warehouse for the bad-input cases: each is refused before it writes anything."""
+    return write_config(tmp_path_factory.mktemp("analyzers-cli"))
 
 
 def test_backfill_then_opportunities_job_and_findings(
@@ -67,7 +77,7 @@ def test_backfill_then_opportunities_job_and_findings(
     ],
 )
 def test_bad_input_is_a_clear_error(
-    config: str, args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+    unchanged_config: str, args: list[str], message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["--config", config, *args]) != 0
+    assert main(["--config", unchanged_config, *args]) != 0
     assert message in capsys.readouterr().err

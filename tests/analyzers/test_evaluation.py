@@ -37,7 +37,12 @@ def test_the_ci_fleet_holds_every_rule() -> None:
     assert set(found) == EVERY_RULE, sorted(EVERY_RULE - set(found))
 
 
+# The whole pipeline over 738 k GPU samples: about 4 min on a 2-core machine at load 20 (most of it
+# per-query cost in the analyzers and the sketch tiers, so fewer samples barely shorten it: every
+# 20 s instead of 10 s took 214 s and missed the targets). The suite-wide 300 s cut it in the middle
+# of a DuckDB query; this test's own limit is what it needs on a busy machine.
 @pytest.mark.slow
+@pytest.mark.timeout(1200)
 def test_every_rule_meets_the_quality_targets() -> None:
     report = evaluate(hosts=HOSTS, hours=HOURS, seed=SEED)
     text = render(report)

@@ -4,9 +4,14 @@ per rule and by root cause."""
 
 from __future__ import annotations
 
+import pytest
+
 from app.field_eval import evaluate_field, render_field
 
 
+# The whole pipeline over a day-old fleet: 234 s on a 2-core machine at load 30-40, close to the
+# suite-wide 300 s that would cut it mid-query; its own limit is what it needs on a busy machine.
+@pytest.mark.timeout(1200)
 def test_the_field_fleet_meets_the_targets_with_the_right_root_causes_and_owners() -> None:
     report = evaluate_field()
     text = render_field(report)

@@ -30,10 +30,10 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.alertmanager_process import start_alertmanager, stop_alertmanager
 from tests.analyzers.test_prometheus_export import populate, settings_for
 from tests.deploy.test_grafana_dashboards import DASHBOARDS, exprs, load
 from tests.deploy.test_prometheus_alert import TLS, shipped_prometheus
+from tests.prometheus_process import start_alertmanager, stop_alertmanager
 from tests.webhook_receiver import WebhookReceiver
 from warehouse.ingest.runtime import Server
 

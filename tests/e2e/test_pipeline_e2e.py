@@ -13,7 +13,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections import defaultdict
 from pathlib import Path
 
@@ -29,6 +28,7 @@ pytestmark = pytest.mark.slow
 TOKEN = "e2e-token"
 HOSTS = 2
 INTERVAL_S = 0.5
+PAGES_EACH_SIDE = 10  # scrapes before and after the restart: > 10 samples of every GPU in all
 
 
 def _bin(name: str) -> str:
@@ -68,6 +68,11 @@ def stored_power_by_gpu(data_dir: Path) -> dict[tuple[str, int, str], list[float
     for host, gpu, mig, power in rows:
         stored[(host, gpu, mig)].append(power)
     return stored
+
+
+def pages_served(record_dir: Path) -> dict[str, int]:
+    """Host -> pages its exporter has answered so far (complete lines of its record)."""
+    return {path.stem: path.read_text().count("\n") for path in record_dir.glob("*.jsonl")}
 
 
 def spool_is_empty(spool: Path) -> bool:
@@ -115,12 +120,35 @@ def test_every_served_sample_is_stored_exactly_once_across_an_agent_restart(tmp_
             supervisor.start(f"agent-{i}", [_bin("fleetscope-agent"), "run"], agent_env(i))
             for i in range(HOSTS)
         ]
-        time.sleep(5)
+
+        def agents_alive() -> None:
+            for agent in agents:
+                assert agent.process.poll() is None, f"{agent.name} exited: {agent.log_path}"
+
+        # Each agent scrapes for a while (PAGES_EACH_SIDE pages from every exporter), then agent 0
+        # restarts and all scrape as long again: waits on pages served, never on a clock.
+        wait_until(
+            lambda: (
+                len(served := pages_served(record_dir)) == HOSTS
+                and min(served.values()) >= PAGES_EACH_SIDE
+            ),
+            120,
+            "every exporter scraped",
+            agents_alive,
+        )
         assert supervisor.stop(agents[0]) == 0  # a restart: SIGTERM seals the buffer into the spool
+        before = pages_served(record_dir)
         agents[0] = supervisor.start(
             "agent-0-again", [_bin("fleetscope-agent"), "run"], agent_env(0)
         )
-        time.sleep(4)
+        wait_until(
+            lambda: all(
+                n >= before[host] + PAGES_EACH_SIDE for host, n in pages_served(record_dir).items()
+            ),
+            120,
+            "every exporter scraped again after the restart",
+            agents_alive,
+        )
 
         simulator.terminate()
         assert simulator.wait(30) == 0

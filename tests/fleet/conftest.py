@@ -2,14 +2,13 @@
 
 The S3 server is moto's server mode (`moto[server]`), a separate process that speaks the S3
 protocol on loopback; the code under test only talks S3 to it (pyarrow's S3 filesystem through
-pyiceberg), exactly as it would to MinIO, Ceph or AWS.
+pyiceberg), exactly as it would to MinIO, Ceph or AWS. One server serves the session (its start
+was most of a fleet test's set-up on a busy machine), emptied before each test that asks for it.
 """
 
 from __future__ import annotations
 
 import socket
-import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -65,31 +64,14 @@ def pg_url() -> Iterator[str]:
         admin.dispose()
 
 
-def _answers(url: str) -> bool:
-    try:
-        urllib.request.urlopen(url, timeout=1).close()
-    except urllib.error.HTTPError:
-        return True
-    except OSError:
-        return False
-    return True
-
-
 @pytest.fixture
-def s3_endpoint() -> Iterator[str]:
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    endpoint = f"http://127.0.0.1:{port}"
-    try:
-        wait_until(lambda: _answers(endpoint), 30, "moto S3 server")
-        yield endpoint
-    finally:
-        proc.kill()
-        proc.wait()
+def s3_endpoint(moto_s3_server: str) -> str:
+    """The session's moto S3 server (tests/conftest.py), emptied for this test: every bucket and
+    object earlier tests made is gone, as with a server of its own."""
+    request = urllib.request.Request(f"{moto_s3_server}/moto-api/reset", method="POST")
+    with urllib.request.urlopen(request, timeout=60) as answer:
+        assert answer.status == 200
+    return moto_s3_server
 
 
 @pytest.fixture

@@ -50,7 +50,9 @@ def server_settings(root: Path) -> Settings:
         core__data_dir=str(root),
         server__port=0,
         server__tokens=TEST_TOKEN,
-        server__remote_write_hold_s=3.0,
+        # a scrape split over requests waits for its rest: on a busy 2-core machine Prometheus's
+        # queue runs seconds behind, and 3 s counted 35 of 57 scrapes incomplete
+        server__remote_write_hold_s=60.0,
         server__plugins="",  # ingest alone: no analyzer plug-ins
         warehouse__flush_interval_s=0.02,
         warehouse__maintenance_interval_s=3600.0,
@@ -169,7 +171,7 @@ def test_remote_write_and_import_match_the_served_pages(
             tmp_path, prometheus_config(targets, f"{live.url}/api/v1/write")
         )
         try:
-            deadline = time.monotonic() + 40
+            deadline = time.monotonic() + 120
             while True:
                 scrapes = committed_scrapes(live)
                 if len(scrapes) == len(urls) and all(

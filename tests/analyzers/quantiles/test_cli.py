@@ -12,8 +12,10 @@ from simulator.maker.series import Fleet
 from simulator.maker.tables import publish
 
 
-@pytest.fixture
-def config(tmp_path: Path) -> str:
+@pytest.fixture(scope="module")
+def config(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """One backfilled warehouse for the module's tests: `quantiles` only reads it."""
+    tmp_path = tmp_path_factory.mktemp("quantiles")
     fleet = Fleet()
     fleet.gpus("idle", "h1", range(2), 0, 180, gpu_util=0.0)
     fleet.gpus("busy", "h2", range(1), 0, 180, gpu_util=lambda i, t: float(i % 101))
