@@ -10,6 +10,7 @@ its ingest and writer families:
 | `fleetscope_recoverable_energy_joules`, `fleetscope_recoverable_money` | gauge | the same (money: plus currency) | their energy and, where prices are set, money (analyzers.prometheus_energy) |
 | `fleetscope_findings_open` | gauge | rule, severity, team | open (not acknowledged, not suppressed) findings in that window |
 | `fleetscope_job_gpu_efficiency_ratio` | gauge | job_id, hpc_job, team | active / allocated GPU-hours (where the active fraction is known) over that window's whole hours |
+| `fleetscope_job_mfu_ratio` | gauge | job_id, hpc_job, team, gpu_model, dtype | measured MFU over that window (analyzers.mfu.measured), jobs whose SDK reported FLOPs; the top jobs by training GPU-hours, the rest left out (a ratio does not sum into "other"); never DCGM's proxy |
 | `fleetscope_allocated_gpu_seconds_total` | counter | cluster | allocated GPU-seconds accounted since the warehouse's first sample |
 | `fleetscope_active_gpu_seconds_total` | counter | cluster | active GPU-seconds (GR_ENGINE_ACTIVE, else GPU_UTIL) |
 | `fleetscope_sm_active_gpu_seconds_total` | counter | cluster | SM-active GPU-seconds (DCGM_FI_PROF_SM_ACTIVE, where reported) |
@@ -163,6 +164,7 @@ class Snapshot:
     recoverable_money: dict[tuple[str, ...], float] = field(default_factory=dict)
     open_findings: dict[tuple[str, str, str], int] = field(default_factory=dict)
     efficiency: dict[tuple[str, str], float] = field(default_factory=dict)
+    mfu: dict[tuple[str, str, str, str], float] = field(default_factory=dict)  # measured only
     slurm_jobs: frozenset[str] = frozenset()  # their job_id is also their hpc_job
 
 
@@ -260,6 +262,16 @@ class FleetCollector(Collector):
         for (job, team), ratio in sorted(snapshot.efficiency.items()):
             efficiency.add_metric([job, job if job in slurm else "", team], round(ratio, 6))
         yield efficiency
+        mfu = GaugeMetricFamily(
+            "fleetscope_job_mfu_ratio",
+            "Measured model FLOPs utilization over the metrics window: the SDK's FLOPs per step x "
+            "steps/s / (GPUs x dense peak of gpu_model and dtype); jobs whose SDK reported FLOPs, "
+            "the top jobs by training GPU-hours. Never DCGM's tensor-pipe proxy.",
+            labels=["job_id", "hpc_job", "team", "gpu_model", "dtype"],
+        )
+        for (job, team, model, dtype), ratio in sorted(snapshot.mfu.items()):
+            mfu.add_metric([job, job if job in slurm else "", team, model, dtype], round(ratio, 6))
+        yield mfu
         for name, per_cluster, text in (
             ("fleetscope_allocated_gpu_seconds", totals.allocated_h, "Allocated GPU-seconds"),
             ("fleetscope_active_gpu_seconds", totals.active_h, "Active GPU-seconds"),
@@ -325,6 +337,7 @@ class FleetCollector(Collector):
 
     def _refresh(self, now_s: float) -> None:
         from analyzers.accounting.usage import gpu_buckets, job_efficiency
+        from analyzers.mfu.measured import job_mfu
         from analyzers.run.results import FindingStore
         from analyzers.run.window import Window
 
@@ -363,6 +376,7 @@ class FleetCollector(Collector):
                 max_gap_s=self._max_gap_s,
                 rollups=False,  # each hour read as a read of the whole window reads it
             )
+            measured = job_mfu(con, Window(since, _utc(now_s)))
         finally:
             con.close()
         hours = self._hours.updated(fresh, hours_from_s, now_s, self._window_s, self._lateness_s)
@@ -376,6 +390,7 @@ class FleetCollector(Collector):
             recoverable_money=money,
             open_findings=open_counts(stored),
             efficiency=efficiency_series(per_job, teams, self._top_jobs),
+            mfu=mfu_series(measured, teams, self._top_jobs),
         )
         # Nothing is kept from a failed refresh: the next one reads the same hours again.
         self._snapshot, self._hours = snapshot, hours
@@ -476,6 +491,20 @@ def open_counts(stored: list[StoredFinding]) -> dict[tuple[str, str, str], int]:
     for s in stored:
         out[(s.finding.rule_id, str(s.finding.severity), s.finding.team or "")] += 1
     return dict(out)
+
+
+def mfu_series(
+    measured: dict[str, tuple[Any, dict[str, Any]]], teams: dict[str, str], top_jobs: int
+) -> dict[tuple[str, str, str, str], float]:
+    """Measured MFU of the top jobs by training GPU-hours (a ratio does not pool into "other":
+    the rest are left out)."""
+    hours = {job: float(row["training_gpu_hours"] or 0.0) for job, (_, row) in measured.items()}
+    top = top_keys(hours, top_jobs)
+    return {
+        (job, teams.get(job, ""), str(row["gpu_model"]), str(row["dtype"])): float(mfu.value)
+        for job, (mfu, row) in measured.items()
+        if job in top
+    }
 
 
 def efficiency_series(
