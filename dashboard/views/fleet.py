@@ -102,7 +102,7 @@ def render() -> None:
             width="stretch",
         )
 
-    energy_view.show_mfu_by_team(jobs)
+    energy_view.show_mfu_by_team(jobs, energy_view.measured_by_job(key, win.start, win.end))
 
     st.subheader("Utilization heatmap by cluster and host")
     st.caption(
