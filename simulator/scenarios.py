@@ -7,8 +7,9 @@ starvation in random blocks, periodic evaluation), a tail (the minute after an X
 dies), one rank at a different level (a straggler), thermal throttling, XID faults, missing
 profiling fields, GPU memory that creeps up through the main phase, and step-time outliers in the
 steps the training process reports. signals.py turns these into metric values; truth.py turns
-them into the rules that should fire. Adding a scenario is adding one entry to SCENARIOS; nothing
-else branches on scenario names (fleet.HABITS names a few, as data: who runs them).
+them into the rules that should fire. Adding a scenario is adding one entry to SCENARIOS, or, for
+a new rule, carrying it on the rule (simulator.rule_scenarios: SCENARIOS holds those too);
+nothing else branches on scenario names (fleet.HABITS names a few, as data: who runs them).
 
 Levels are chosen far from every threshold in /work/shared/rules.md (copied into truth.py) so
 that the truth does not hinge on noise: e.g. healthy SM_ACTIVE 0.82 against DCGM's 0.8 "good"
@@ -19,7 +20,9 @@ Must never: compute values (signals.py), know about hosts (fleet.py), or use ran
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -136,6 +139,10 @@ class StepProfile:
     outlier_gaps: tuple[int, ...] = ()
     outlier_factor: float = 1.0
     outlier_first: int = 30
+    # Measured MFU (issue 32): the script reports its FLOPs per step (sdk.report_flops), designed
+    # as `mfu` x the GPU's dense BF16 peak x the step time, so FLOPs x steps/s / peak is `mfu`.
+    # None: the script reports no FLOPs (most SDK-attached jobs, like the other scenarios').
+    mfu: float | None = None
 
     @property
     def step_time_s(self) -> float:
@@ -207,7 +214,38 @@ class Scenario:
 
 _HEALTHY_STEPS = StepProfile()
 
-SCENARIOS: Final[dict[str, Scenario]] = {
+
+class _WithRules(Mapping[str, Scenario]):
+    """The built-in scenarios, then those the installed rules carry (simulator.rule_scenarios),
+    read on first use: rule modules import this module when they build theirs."""
+
+    def __init__(self, builtin: Mapping[str, Scenario]) -> None:
+        self._builtin = dict(builtin)
+
+    @functools.cached_property
+    def _all(self) -> dict[str, Scenario]:
+        from fleetscope.errors import ConfigError
+        from simulator.rule_scenarios import simulations
+
+        merged = dict(self._builtin)
+        for simulation in simulations():
+            for scenario in simulation.scenarios:
+                if scenario.name in merged:
+                    raise ConfigError(f"two scenarios are named {scenario.name!r}")
+                merged[scenario.name] = scenario
+        return merged
+
+    def __getitem__(self, name: str) -> Scenario:
+        return self._all[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._all)
+
+    def __len__(self) -> int:
+        return len(self._all)
+
+
+_BUILTIN: Final[dict[str, Scenario]] = {
     s.name: s
     for s in (
         Scenario("healthy", "Busy tensor-core training, nothing to fix.", BUSY, 30.0),
@@ -384,3 +422,5 @@ SCENARIOS: Final[dict[str, Scenario]] = {
         ),
     )
 }
+
+SCENARIOS: Final[Mapping[str, Scenario]] = _WithRules(_BUILTIN)

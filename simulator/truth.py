@@ -3,7 +3,7 @@
 What it is for: analyzer precision and recall are measured against this, so it is computed from
 the scenario's designed numbers (levels, phase lengths, GPU count, duration), never from the
 generated samples and never from an analyzer. Each rule of /work/shared/rules.md is one entry of
-RULES: a predicate over `JobStats` with the catalog's default threshold, and the formula of its
+RULES (a rule added later carries its own: simulator.rule_scenarios, merged into RULES): a predicate over `JobStats` with the catalog's default threshold, and the formula of its
 wasted GPU-hours, both quoted in the truth record so an evaluation can be read, not trusted.
 
 Conventions (the catalog is silent on these; the analyzers implement the same):
@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import Final
@@ -335,7 +335,37 @@ class Rule:
     how: str  # the predicate and the waste formula, in words, with the threshold's source
 
 
-RULES: Final[dict[str, Rule]] = {
+class _WithRules(Mapping[str, Rule]):
+    """The built-in truths, then the per-job ones the installed rules carry
+    (simulator.rule_scenarios), read on first use."""
+
+    def __init__(self, builtin: Mapping[str, Rule]) -> None:
+        self._builtin = dict(builtin)
+
+    @functools.cached_property
+    def _all(self) -> dict[str, Rule]:
+        from fleetscope.errors import ConfigError
+        from simulator.rule_scenarios import simulations
+
+        merged = dict(self._builtin)
+        for simulation in simulations():
+            for rule in simulation.rules:
+                if rule.rule_id in merged:
+                    raise ConfigError(f"two truths for rule {rule.rule_id}")
+                merged[rule.rule_id] = rule
+        return merged
+
+    def __getitem__(self, rule_id: str) -> Rule:
+        return self._all[rule_id]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._all)
+
+    def __len__(self) -> int:
+        return len(self._all)
+
+
+_BUILTIN: Final[dict[str, Rule]] = {
     r.rule_id: r
     for r in (
         Rule(
@@ -468,6 +498,9 @@ RULES: Final[dict[str, Rule]] = {
         ),
     )
 }
+
+
+RULES: Final[Mapping[str, Rule]] = _WithRules(_BUILTIN)
 
 
 def verdicts(stats: JobStats) -> dict[str, float]:

@@ -11,7 +11,8 @@ Algorithm, over the window's reported steps that carry `flops_per_step` (contrac
    GPUs = the ranks reporting FLOPs (one GPU per rank, as the SDK runs in each rank's process);
 3. MFU = FLOPs per step x steps per second / (GPUs x dense peak of the job's GPU model and dtype)
    (analyzers.mfu.mfu.measured_mfu; the GPU model is the one its gpu_samples name most often,
-   the dtype the one its ranks report most often).
+   none on MIG slices, whose peak is a share of the GPU's; the dtype the one its ranks report
+   most often).
 
 Also each job's training GPU-hours: per rank, the time its step reports cover (consecutive
 reports up to 5 min apart, plus the first step), as P1 charges them: what a low-MFU finding's
@@ -80,7 +81,10 @@ def job_rows(
                    sum(h) AS training_gpu_hours, min(t0) AS t0, max(t1) AS t1
             FROM per_rank GROUP BY job_id
         ), models AS (
-            SELECT job_id, mode(gpu_model) AS gpu_model FROM gpu_samples
+            -- a MIG slice has no dense peak in the table: no measured MFU, never a guessed one
+            SELECT job_id, CASE WHEN bool_or(mig_profile IS NOT NULL) THEN NULL
+                                ELSE mode(gpu_model) END AS gpu_model
+            FROM gpu_samples
             WHERE {span} AND job_id IN (SELECT job_id FROM per_job) GROUP BY job_id
         )
         SELECT per_job.*, models.gpu_model FROM per_job LEFT JOIN models USING (job_id)
