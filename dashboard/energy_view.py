@@ -97,7 +97,7 @@ def show_job(
     if measured is not None:
         cols[3].metric(
             "MFU (measured)",
-            f"{100 * measured.value:.1f} %",
+            measured.percent,
             "the SDK's FLOPs per step",
             delta_color="off",
             help=f"Model FLOPs utilization: {measured.basis}",

@@ -48,6 +48,7 @@ from simulator.levels import (
 )
 
 __all__ = [
+    "ATTACHED",
     "LEVELS",
     "SCENARIOS",
     "Level",
@@ -424,3 +425,13 @@ _BUILTIN: Final[dict[str, Scenario]] = {
 }
 
 SCENARIOS: Final[Mapping[str, Scenario]] = _WithRules(_BUILTIN)
+
+# The GPU of a job from outside the simulation (FleetSpec.attached_job): busy all along, its
+# steps reported by the real process, never drawn by the planner.
+ATTACHED: Final = Scenario(
+    "attached",
+    "A real process outside the simulation, shown on a simulated GPU.",
+    BUSY,
+    0.0,
+    steps=None,
+)

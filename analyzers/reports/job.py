@@ -145,7 +145,7 @@ def _add_energy(
 def _mfu_line(s: JobSummary) -> str:
     """Measured MFU needs the SDK's FLOPs per step; without them the DCGM proxy, labelled."""
     if s.mfu is not None:
-        return f"MFU:                 {_pct(s.mfu.value)} measured ({s.mfu.basis})"
+        return f"MFU:                 {s.mfu.percent} measured ({s.mfu.basis})"
     proxy = proxy_mfu(s.tensor_frac)
     if proxy is None:
         return "MFU:                 n/a (no FLOPs from the SDK, no tensor-pipe activity)"

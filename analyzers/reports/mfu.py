@@ -17,6 +17,7 @@ import pandas as pd
 from analyzers.accounting.cost import Prices
 from analyzers.accounting.energy import job_energy
 from analyzers.mfu.measured import job_mfu
+from analyzers.mfu.mfu import percent
 from analyzers.run.window import Window
 
 if TYPE_CHECKING:
@@ -102,8 +103,8 @@ def _cells(line: MfuLine, section: MfuSection) -> list[str]:
         line.job_id,
         line.team,
         f"{line.gpu_model} ({line.dtype})",
-        f"{100 * line.mfu:.1f} %",
-        f"{100 * line.team_median:.1f} %",
+        percent(line.mfu),
+        percent(line.team_median),
         "n/a" if line.kwh is None else f"{line.kwh:,.2f}",
     ]
     if section.currency:
