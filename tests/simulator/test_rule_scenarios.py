@@ -44,7 +44,7 @@ def test_p4s_truth_compares_each_job_with_its_teams_median() -> None:
 
 
 def test_simulated_steps_carry_the_designed_flops_and_the_truth_holds_p4() -> None:
-    sim = FleetSimulator(FleetSpec(hosts=6, seed=359), origin_s=ORIGIN, horizon_s=8 * 3600)
+    sim = FleetSimulator(FleetSpec(hosts=6, seed=916), origin_s=ORIGIN, horizon_s=8 * 3600)
     records = {r["job_id"]: r for r in sim.truth_records()}
     low = [j for j, r in records.items() if "P4" in r["rules"]]
     assert low and all(records[j]["scenario"] == "low_mfu" for j in low)
