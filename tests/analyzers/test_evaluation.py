@@ -1,7 +1,7 @@
 """`fleetscope eval` at a small scale in CI: every rule of the catalog at precision and recall
 >= 0.95 and wasted GPU-hours within 10 % of the simulator's truth, through the real pipeline.
 
-The fleet (6 hosts, 8 hours, seed 916) is one whose truth holds every telemetry and pipeline
+The fleet (6 hosts, 8 hours, seed 1838) is one whose truth holds every telemetry and pipeline
 rule: small fleets have few whole-node jobs, and R5 (an inference service on >= 4 whole GPUs for
 > 24 GPU-hours), R10 (an I/O-bound job filling its hosts) and R15 (an 8-GPU job split over two
 hosts) need them. When the simulator changes, `test_the_ci_fleet_holds_every_rule` says so
@@ -18,7 +18,7 @@ from app.evaluation import evaluate, render
 from simulator.fleet import FleetSpec
 from simulator.sim import FleetSimulator
 
-HOSTS, HOURS, SEED = 6, 8, 916
+HOSTS, HOURS, SEED = 6, 8, 1838
 ORIGIN = 1_740_960_000  # evaluate()'s origin
 EVERY_RULE = {
     "R1", "R2", "R3", "R4", "R5", "R6", "R7", "R8", "R9", "R10", "R11", "R12", "R13", "R14",
@@ -47,5 +47,6 @@ def test_every_rule_meets_the_quality_targets() -> None:
     assert report.not_simulated == [], text
     assert not report.ambiguous_users, text
     assert report.passed, text
-    # each job's top finding names its scenario's cause (analyzers.rules.causes, issue 13)
-    assert report.root_accuracy == 1.0 and report.root_correct >= 60, text
+    # each job's top finding names its scenario's cause (analyzers.rules.causes, issue 13); this
+    # fleet's truth holds a cause for 50 jobs (60 in seed 303's, before P4's scenarios)
+    assert report.root_accuracy == 1.0 and report.root_correct >= 50, text
