@@ -47,6 +47,10 @@ def test_every_rule_meets_the_quality_targets() -> None:
     assert report.not_simulated == [], text
     assert not report.ambiguous_users, text
     assert report.passed, text
+    # issue 32's P4 (low MFU against the team median), exactly: both low-MFU jobs whose team had
+    # a median to compare with are found, and no other job
+    p4 = report.scores["P4"]
+    assert (p4.tp, p4.fp, p4.fn, p4.precision, p4.recall) == (2, 0, 0, 1.0, 1.0), text
     # each job's top finding names its scenario's cause (analyzers.rules.causes, issue 13); this
     # fleet's truth holds a cause for 50 jobs (60 in seed 303's, before P4's scenarios)
     assert report.root_accuracy == 1.0 and report.root_correct >= 50, text
