@@ -48,12 +48,17 @@ AUTOPROFILE = {
 }
 # Example prices, so the tour shows money; every page that shows money says they are examples
 # (cost.prices_note). fleetscope itself has no default price (fleetscope/settings/rows_cost.py).
+DEMO_PRICE_SETTINGS = {
+    "cost.currency": "USD",
+    "cost.gpu_hour_prices": "NVIDIA H100 80GB HBM3=2.50, NVIDIA A100 80GB PCIe=1.20",
+    "cost.prices_note": "Example prices set by fleetscope demo (USD per GPU-hour: H100 2.50, "
+    "A100 1.20) and an example grid intensity (400 g CO2e per kWh), not quotes.",
+    "cost.grid_gco2e_per_kwh": "400",
+}
+# as the demo's processes read them; the CLI takes them from demo.json (app.demo_discovery)
 DEMO_PRICES = {
-    "FLEETSCOPE_COST_CURRENCY": "USD",
-    "FLEETSCOPE_COST_GPU_HOUR_PRICES": "NVIDIA H100 80GB HBM3=2.50, NVIDIA A100 80GB PCIe=1.20",
-    "FLEETSCOPE_COST_PRICES_NOTE": "Example prices set by fleetscope demo (USD per GPU-hour: "
-    "H100 2.50, A100 1.20) and an example grid intensity (400 g CO2e per kWh), not quotes.",
-    "FLEETSCOPE_COST_GRID_GCO2E_PER_KWH": "400",
+    "FLEETSCOPE_" + key.upper().replace(".", "_"): value
+    for key, value in DEMO_PRICE_SETTINGS.items()
 }
 
 
@@ -171,6 +176,7 @@ def run_demo(args: argparse.Namespace, settings: Settings) -> int:
             ingest_url=ingest_url,
             token=token,
             dashboard_url=dashboard_url,
+            settings=DEMO_PRICE_SETTINGS,
         )
         announced = demo_discovery.discovery_file(settings).resolve()
         demo_discovery.announce(announced, demo)

@@ -223,6 +223,11 @@ def test_the_pytorch_job_has_kwh_money_and_measured_mfu_on_a_simulated_gpu(demo:
     assert written, report.stdout
     markdown = Path(written[1]).with_suffix(".md").read_text()
     assert f"| {TORCH_JOB} | demo | NVIDIA H100 80GB HBM3 (fp32) |" in markdown, markdown
+    # the CLI takes the demo's example prices from demo.json: money here as on the dashboard
+    assert (
+        "| job | team | GPU (dtype) | MFU (measured) | team median | kWh | cost (USD) |" in markdown
+    )
+    assert "Example prices set by fleetscope demo" in markdown
 
 
 # Page checks a person would make, run in the page: every table fits (nothing scrolls sideways),
