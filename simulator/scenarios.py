@@ -412,6 +412,9 @@ _BUILTIN: Final[dict[str, Scenario]] = {
             BUSY,
             4.0,
             profiling=False,
+            # on a MIG slice utilization is a profiling field (GR_ENGINE_ACTIVE; no GPU_UTIL):
+            # paused, the slice reports none, and no truth or rule can judge it
+            mig_ok=False,
         ),
         Scenario(
             "host_move",
