@@ -84,25 +84,30 @@ def truth_record(fleet: Fleet, job: Job) -> dict[str, Any]:
 
 def truth_records(fleet: Fleet, jobs: Sequence[Job]) -> list[dict[str, Any]]:
     """`truth_record` of each job, with the fleet truths' verdicts over these jobs added."""
-    from simulator.rule_scenarios import SimulatedJob, simulations
+    from simulator.rule_scenarios import SimulatedJob, fleet_rules
 
     records = [truth_record(fleet, job) for job in jobs]
-    fleet_rules = [rule for simulation in simulations() for rule in simulation.fleet_rules]
-    if not fleet_rules:
+    rules = fleet_rules()
+    if not rules:
         return records
-    simulated = [
-        SimulatedJob(
-            job.job_id,
-            job.team,
-            fleet.hosts[job.placements[0].host].model.model_name,
-            fleet.hosts[job.placements[0].host].mig,
-            job.scenario,
-            job_stats(fleet.shape(job)),
+    simulated = []
+    for job in jobs:
+        host = fleet.hosts[job.placements[0].host]
+        stats = job_stats(fleet.shape(job))
+        steps = job.scenario.steps
+        simulated.append(
+            SimulatedJob(
+                job.job_id,
+                job.team,
+                host.model.model_name,
+                host.mig,
+                job.scenario.name,
+                steps.mfu if steps is not None else None,
+                stats.gpu_hours * stats.training_share,
+            )
         )
-        for job in jobs
-    ]
     by_id = {record["job_id"]: record for record in records}
-    for rule in fleet_rules:
+    for rule in rules:
         for job_id, hours in rule.verdicts(simulated).items():
             record = by_id[job_id]
             record["rules"] = sorted({*record["rules"], rule.rule_id})

@@ -20,11 +20,10 @@ Must never: compute values (signals.py), know about hosts (fleet.py), or use ran
 
 from __future__ import annotations
 
-import functools
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Any, Final
 
 from simulator.levels import (
     BUSY,
@@ -46,6 +45,7 @@ from simulator.levels import (
     WAITING,
     Level,
 )
+from simulator.rule_scenarios import WithRules
 
 __all__ = [
     "ATTACHED",
@@ -214,36 +214,6 @@ class Scenario:
 
 
 _HEALTHY_STEPS = StepProfile()
-
-
-class _WithRules(Mapping[str, Scenario]):
-    """The built-in scenarios, then those the installed rules carry (simulator.rule_scenarios),
-    read on first use: rule modules import this module when they build theirs."""
-
-    def __init__(self, builtin: Mapping[str, Scenario]) -> None:
-        self._builtin = dict(builtin)
-
-    @functools.cached_property
-    def _all(self) -> dict[str, Scenario]:
-        from fleetscope.errors import ConfigError
-        from simulator.rule_scenarios import simulations
-
-        merged = dict(self._builtin)
-        for simulation in simulations():
-            for scenario in simulation.scenarios:
-                if scenario.name in merged:
-                    raise ConfigError(f"two scenarios are named {scenario.name!r}")
-                merged[scenario.name] = scenario
-        return merged
-
-    def __getitem__(self, name: str) -> Scenario:
-        return self._all[name]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._all)
-
-    def __len__(self) -> int:
-        return len(self._all)
 
 
 _BUILTIN: Final[dict[str, Scenario]] = {
@@ -427,7 +397,24 @@ _BUILTIN: Final[dict[str, Scenario]] = {
     )
 }
 
-SCENARIOS: Final[Mapping[str, Scenario]] = _WithRules(_BUILTIN)
+
+# the built-in scenarios, then those the installed rules carry (simulator.rule_scenarios)
+def _carried(spec: Mapping[str, Any]) -> Scenario:
+    """A scenario a rule carries as data (simulator.rule_scenarios): `main` by level name,
+    `steps` as StepProfile's fields."""
+    levels = {level.name: level for level in LEVELS}
+    fields = dict(spec)
+    fields["main"] = levels[str(fields["main"])]
+    if isinstance(fields.get("steps"), Mapping):
+        fields["steps"] = StepProfile(**fields["steps"])
+    fields["intended"] = tuple(fields.get("intended", ()))
+    return Scenario(**fields)
+
+
+SCENARIOS: Final[Mapping[str, Scenario]] = WithRules(
+    _BUILTIN,
+    lambda data: ((str(s["name"]), _carried(s)) for s in data.get("scenarios", ())),
+)
 
 # The GPU of a job from outside the simulation (FleetSpec.attached_job): busy all along, its
 # steps reported by the real process, never drawn by the planner.

@@ -38,12 +38,13 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import Final
 
 from simulator.levels import CRASHED, FREE, Level
+from simulator.rule_scenarios import WithRules
 from simulator.scenarios import Periodic, RandomBlocks, Scenario
 from simulator.timeline import window_means
 
@@ -335,36 +336,6 @@ class Rule:
     how: str  # the predicate and the waste formula, in words, with the threshold's source
 
 
-class _WithRules(Mapping[str, Rule]):
-    """The built-in truths, then the per-job ones the installed rules carry
-    (simulator.rule_scenarios), read on first use."""
-
-    def __init__(self, builtin: Mapping[str, Rule]) -> None:
-        self._builtin = dict(builtin)
-
-    @functools.cached_property
-    def _all(self) -> dict[str, Rule]:
-        from fleetscope.errors import ConfigError
-        from simulator.rule_scenarios import simulations
-
-        merged = dict(self._builtin)
-        for simulation in simulations():
-            for rule in simulation.rules:
-                if rule.rule_id in merged:
-                    raise ConfigError(f"two truths for rule {rule.rule_id}")
-                merged[rule.rule_id] = rule
-        return merged
-
-    def __getitem__(self, rule_id: str) -> Rule:
-        return self._all[rule_id]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._all)
-
-    def __len__(self) -> int:
-        return len(self._all)
-
-
 _BUILTIN: Final[dict[str, Rule]] = {
     r.rule_id: r
     for r in (
@@ -500,7 +471,10 @@ _BUILTIN: Final[dict[str, Rule]] = {
 }
 
 
-RULES: Final[Mapping[str, Rule]] = _WithRules(_BUILTIN)
+# the built-in truths, then the per-job ones installed rules carry (simulator.rule_scenarios)
+RULES: Final[Mapping[str, Rule]] = WithRules(
+    _BUILTIN, lambda data: ((str(r["rule_id"]), Rule(**r)) for r in data.get("rules", ()))
+)
 
 
 def verdicts(stats: JobStats) -> dict[str, float]:

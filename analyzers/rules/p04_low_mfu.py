@@ -27,9 +27,9 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Protocol
 
 from analyzers.base import PartitionKey
 from analyzers.findings import Finding, Severity
@@ -41,7 +41,6 @@ if TYPE_CHECKING:
     import duckdb
 
     from analyzers.base import JobCatalog
-    from simulator.rule_scenarios import SimulatedJob, Simulation
 
 PEER_MFU = 0.40  # simulated: Llama 3 405B's 38-43 % BF16 MFU (Dubey et al. 2024, table 4)
 LOW_MFU = 0.08  # simulated: a fifth of its peers, far below half the median
@@ -54,66 +53,69 @@ class LowMfuThresholds:
     min_steps: int = 20  # P1's: fewer reported steps say nothing
 
 
-def _truth(jobs: Sequence[SimulatedJob]) -> dict[str, float]:
+class _DesignedJob(Protocol):
+    """A simulated job as simulator.rule_scenarios.SimulatedJob gives it to a fleet truth."""
+
+    job_id: str
+    team: str
+    gpu_model: str
+    mig: bool
+    mfu: float | None
+    training_gpu_hours: float
+
+
+def _truth(jobs: Sequence[_DesignedJob]) -> dict[str, float]:
     """P4 on the designed MFU: per (team, GPU model), jobs whose script reports FLOPs on whole
     GPUs (a MIG slice has no peak in the table), at least 3 of them, below half their median;
     waste: training GPU-hours x (1 - MFU / median)."""
     th = LowMfuThresholds()
-    groups: dict[tuple[str, str], list[SimulatedJob]] = defaultdict(list)
+    groups: dict[tuple[str, str], list[_DesignedJob]] = defaultdict(list)
     for job in jobs:
-        steps = job.scenario.steps
-        if steps is not None and steps.mfu and not job.mig:
+        if job.mfu and not job.mig:
             groups[(job.team, job.gpu_model)].append(job)
     fired: dict[str, float] = {}
     for members in groups.values():
         if len(members) < th.min_jobs:
             continue
-        median = statistics.median(_mfu(j) for j in members)
+        median = statistics.median(float(j.mfu or 0.0) for j in members)
         for job in members:
-            if _mfu(job) < th.max_share_of_median * median:
-                training_h = job.stats.gpu_hours * job.stats.training_share
-                fired[job.job_id] = training_h * (1.0 - _mfu(job) / median)
+            mfu = float(job.mfu or 0.0)
+            if mfu < th.max_share_of_median * median:
+                fired[job.job_id] = job.training_gpu_hours * (1.0 - mfu / median)
     return fired
 
 
-def _mfu(job: SimulatedJob) -> float:
-    return float(job.scenario.steps.mfu or 0.0) if job.scenario.steps else 0.0
-
-
-def _simulation() -> Simulation:
-    from simulator.levels import BUSY
-    from simulator.rule_scenarios import FleetRule, Simulation
-    from simulator.scenarios import Scenario, StepProfile
-
-    return Simulation(
-        scenarios=(
-            Scenario(
-                "flops_reported",
-                "Healthy training whose script reports its FLOPs per step: 40 % MFU.",
-                BUSY,
-                20.0,
-                steps=StepProfile(mfu=PEER_MFU),
-            ),
-            Scenario(
-                "low_mfu",
-                "Busy GPUs, little model work: unfused ops and fp32 attention, 8 % MFU where "
-                "its team's jobs reach 40 %.",
-                BUSY,
-                5.0,
-                intended=("P4",),
-                steps=StepProfile(mfu=LOW_MFU),
-            ),
-        ),
-        fleet_rules=(
-            FleetRule(
-                "P4",
-                _truth,
-                "measured MFU < 0.5 x the median of the team's jobs on the same GPU model and "
-                "dtype, >= 3 jobs (fleetscope, from the fleet's own distribution); waste: "
-                "training GPU-h x (1 - MFU / median)",
-            ),
-        ),
-    )
+# What the simulator judges this rule by (simulator.rule_scenarios reads it as data): training
+# jobs whose scripts report FLOPs, the peers at 40 % and the low ones at 8 %, and the truth.
+SIMULATION: Final[dict[str, Any]] = {
+    "scenarios": (
+        {
+            "name": "flops_reported",
+            "description": "Healthy training whose script reports its FLOPs per step: 40 % MFU.",
+            "main": "busy",
+            "weight": 20.0,
+            "steps": {"mfu": PEER_MFU},
+        },
+        {
+            "name": "low_mfu",
+            "description": "Busy GPUs, little model work: unfused ops and fp32 attention, 8 % "
+            "MFU where its team's jobs reach 40 %.",
+            "main": "busy",
+            "weight": 5.0,
+            "intended": ("P4",),
+            "steps": {"mfu": LOW_MFU},
+        },
+    ),
+    "fleet_rules": (
+        {
+            "rule_id": "P4",
+            "verdicts": _truth,
+            "how": "measured MFU < 0.5 x the median of the team's jobs on the same GPU model "
+            "and dtype, >= 3 jobs (fleetscope, from the fleet's own distribution); waste: "
+            "training GPU-h x (1 - MFU / median)",
+        },
+    ),
+}
 
 
 @dataclass
@@ -128,8 +130,7 @@ class LowMfu:
     inputs: ClassVar[tuple[str, ...]] = ("step_samples", "gpu_samples")
     partition_by: ClassVar[PartitionKey] = "none"
     thresholds: LowMfuThresholds = field(default_factory=LowMfuThresholds)
-    # the scenarios and truth the simulator judges this rule by (simulator.rule_scenarios)
-    simulation: ClassVar[Callable[[], Simulation]] = staticmethod(_simulation)
+    simulation: ClassVar[dict[str, Any]] = SIMULATION  # simulator.rule_scenarios
 
     def run(
         self, conn: duckdb.DuckDBPyConnection, window: Window, catalog: JobCatalog

@@ -11,29 +11,28 @@ import pytest
 
 from analyzers.rules.p04_low_mfu import LOW_MFU, PEER_MFU, LowMfu
 from simulator.fleet import Fleet, FleetSpec
-from simulator.rule_scenarios import SimulatedJob, simulations
+from simulator.levels import BUSY
+from simulator.rule_scenarios import SimulatedJob, fleet_rules, simulations
 from simulator.scenarios import _BUILTIN, SCENARIOS, StepProfile
 from simulator.sim import FleetSimulator
-from simulator.truth import JobShape, job_stats
 
 ORIGIN = 1_740_960_000
 
 
 def test_the_rules_scenarios_join_the_builtin_ones() -> None:
     assert {"flops_reported", "low_mfu"} <= set(SCENARIOS) - set(_BUILTIN)
-    assert SCENARIOS["low_mfu"].steps == StepProfile(mfu=LOW_MFU)
-    (mine,) = [s for s in simulations() if any(r.rule_id == "P4" for r in s.fleet_rules)]
-    assert mine == LowMfu.simulation()
+    low = SCENARIOS["low_mfu"]
+    assert (low.main, low.steps, low.intended) == (BUSY, StepProfile(mfu=LOW_MFU), ("P4",))
+    assert LowMfu.simulation in simulations()  # read from the installed rule, as data
 
 
 def _job(job_id: str, team: str, mfu: float, *, mig: bool = False) -> SimulatedJob:
-    scenario = SCENARIOS["low_mfu" if mfu == LOW_MFU else "flops_reported"]
-    shape = JobShape(scenario, 2, 3600.0, 81559.0, 9.0, 1, 1980.0, mig=mig)
-    return SimulatedJob(job_id, team, "NVIDIA H100 80GB HBM3", mig, scenario, job_stats(shape))
+    scenario = "low_mfu" if mfu == LOW_MFU else "flops_reported"
+    return SimulatedJob(job_id, team, "NVIDIA H100 80GB HBM3", mig, scenario, mfu, 2.0)
 
 
 def test_p4s_truth_compares_each_job_with_its_teams_median() -> None:
-    (rule,) = [r for s in simulations() for r in s.fleet_rules if r.rule_id == "P4"]
+    (rule,) = [r for r in fleet_rules() if r.rule_id == "P4"]
     team = [_job("a", "nlp", PEER_MFU), _job("b", "nlp", PEER_MFU), _job("slow", "nlp", LOW_MFU)]
     # 2 GPUs for an hour of training, at 8 % where the median is 40 %
     assert rule.verdicts(team) == {"slow": pytest.approx(2 * (1 - LOW_MFU / PEER_MFU))}
