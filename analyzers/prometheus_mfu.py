@@ -27,11 +27,15 @@ Key = tuple[str, str, str, str]  # job_id, team, gpu_model, dtype
 def read(
     con: duckdb.DuckDBPyConnection, start: datetime, end: datetime
 ) -> dict[str, tuple[Any, dict[str, Any]]]:
-    """The window's measured MFU per job (analyzers.mfu.measured)."""
+    """The window's measured MFU per job (analyzers.mfu.measured); none from a telemetry source
+    without step metrics (a refresh must not fail for the other families' sake)."""
     from analyzers.mfu.measured import job_mfu
     from analyzers.run.window import Window
 
-    return job_mfu(con, Window(start, end))
+    steps = con.execute(
+        "SELECT count(*) FROM information_schema.tables WHERE table_name = 'step_samples'"
+    ).fetchone()
+    return job_mfu(con, Window(start, end)) if steps and steps[0] else {}
 
 
 def mfu_series(
