@@ -28,6 +28,7 @@ Must never: compute metric values, or read the clock (times are always passed in
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 from collections.abc import Callable, Sequence
@@ -294,8 +295,12 @@ class Fleet:
         self.hosts: list[Host] = _hosts(spec)
         self.units: list[Unit] = _units(spec, self.hosts)
         reserved = self._reserved_unit()
-        self.jobs: list[Job] = self._plan([u for u in self.units if u.index != reserved])
+        self.jobs: list[Job] = self._plan(self.units)
         if reserved is not None and spec.attached_job:
+            # the plan as without it (the same jobs at the same times), less the jobs that
+            # would have used its GPU
+            kept = [j for j in self.jobs if all(reserved not in p.units for p in j.placements)]
+            self.jobs = [dataclasses.replace(j, index=i) for i, j in enumerate(kept)]
             self.jobs.append(self._attached(spec.attached_job, reserved))
 
     def _reserved_unit(self) -> int | None:
