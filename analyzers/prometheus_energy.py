@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
@@ -82,3 +82,18 @@ def energy_counters(
         for cluster, joules in sorted(per_cluster.items()):
             family.add_metric([cluster], round(joules, 3))
         yield family
+
+
+def energy_totals(
+    con: Any, window: Any, default_interval_s: float, max_gap_s: float, totals: Any
+) -> None:
+    """The allocated and idle-allocated energy of [window) per cluster onto `totals`' counters
+    (analyzers.accounting.energy: raw samples; a job's sample at a refresh boundary is power
+    integrated, its counter delta to the next refresh's first sample not being read)."""
+    from analyzers.accounting.energy import job_energy
+
+    frame = job_energy(con, window, default_interval_s, max_gap_s=max_gap_s)
+    frame = frame[frame["job_id"].notna()]
+    for cluster, group in frame.groupby(frame["cluster"].fillna("")):
+        totals.energy_j[str(cluster)] += float(group["energy_kwh"].sum()) * J_PER_KWH
+        totals.idle_energy_j[str(cluster)] += float(group["idle_energy_kwh"].sum()) * J_PER_KWH

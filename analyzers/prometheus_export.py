@@ -9,7 +9,7 @@ its ingest and writer families:
 | `fleetscope_recoverable_gpu_seconds` | gauge | rule, team, job_id, hpc_job, cluster | open findings' GPU-seconds a fix returns (GPU-hours x 3600), findings whose window ends in the last `analyzers.metrics_window_s` |
 | `fleetscope_recoverable_energy_joules`, `fleetscope_recoverable_money` | gauge | the same (money: plus currency) | their energy and, where prices are set, money (analyzers.prometheus_energy) |
 | `fleetscope_findings_open` | gauge | rule, severity, team | open (not acknowledged, not suppressed) findings in that window |
-| `fleetscope_job_gpu_efficiency_ratio` | gauge | job_id, hpc_job, team | active / allocated GPU-hours (where the active fraction is known) over that window's whole hours |
+| `fleetscope_job_gpu_efficiency_ratio`, `fleetscope_job_mfu_ratio` | gauge | job_id, hpc_job, team (MFU: and gpu_model, dtype) | active / allocated GPU-hours (where the active fraction is known) over that window's whole hours; measured MFU over that window (analyzers.prometheus_mfu) |
 | `fleetscope_allocated_gpu_seconds_total` | counter | cluster | allocated GPU-seconds accounted since the warehouse's first sample |
 | `fleetscope_active_gpu_seconds_total` | counter | cluster | active GPU-seconds (GR_ENGINE_ACTIVE, else GPU_UTIL) |
 | `fleetscope_sm_active_gpu_seconds_total` | counter | cluster | SM-active GPU-seconds (DCGM_FI_PROF_SM_ACTIVE, where reported) |
@@ -28,9 +28,9 @@ as `hpc_job`, the label dcgm-exporter's HPC job mapping puts on the GPUs' series
 on it without a label_replace; other jobs have no `hpc_job` (an empty label). Cardinality is
 bounded: only the `analyzers.metrics_top_jobs` jobs with the most recoverable (or allocated)
 GPU-hours get their own `job_id` series; every other job is summed into `job_id="other"`. A missing
-team or cluster is the empty label (Prometheus: no label). Summing
-`fleetscope_recoverable_gpu_seconds` over `rule` counts a job flagged by several rules once per
-rule; `max by (job_id)` gives what `fleetscope opportunities` reports per job.
+team or cluster is the empty label (Prometheus: no label). Summing `fleetscope_recoverable_gpu_seconds`
+over `rule` counts a job flagged by several rules once per rule; `max by (job_id)` gives what
+`fleetscope opportunities` reports per job.
 
 The counters are the accounting of `analyzers.accounting` (through `analyzers.accounting.usage`)
 over consecutive closed windows: each refresh adds the hours of [last end, now - lateness_s), so
@@ -38,20 +38,20 @@ samples arriving later than `analyzers.lateness_s` are counted only after a serv
 (Prometheus's `rate()` handles the reset). The job efficiency is incremental
 (`analyzers.prometheus_hours`): the window's hour rows are kept between refreshes and a refresh
 reads only the hours that can still change (about an hour plus `lateness_s`), in the same read as
-the counters' range; the first refresh of a term reads the whole window, whose start is aligned
-down to the hour. A sample arriving later than `lateness_s` is therefore left out of the efficiency
-until its hour leaves the window, as it is left out of the counters. A snapshot is computed every
-`analyzers.metrics_refresh_s` seconds on a thread of the plug-in's own (started and stopped with
-the server), never on the writer thread and never while a scrape waits.
+the counters' range; the first refresh of a term reads the whole window, whose start is aligned down
+to the hour. A sample arriving later than `lateness_s` is therefore left out of the efficiency until
+its hour leaves the window, as it is left out of the counters. A snapshot is computed every
+`analyzers.metrics_refresh_s` seconds on a thread of the plug-in's own (started and stopped with the
+server), never on the writer thread and never while a scrape waits.
 
 Both modes (`analyzers.prometheus_sources.SOURCES` picks the telemetry and the exporter by
 `server.mode`). Embedded: the server's DuckDB warehouse; the counters start at its first sample.
 Fleet: every gateway loads the plug-in, one exports: the leader (a PostgreSQL advisory lock,
-`warehouse.leadership`) computes and serves every family above from the catalog and a pruned scan
-of the Iceberg `gpu_samples`; the others serve none of them (their ingest families stay). A
-gateway that takes the lead (the leader stopped or died) starts a new term: its counters start
-from its own first refresh, at the first sample of the metrics window before it (a counter reset
-on another `instance`, which `rate()` handles), so no term reads the whole history from the
+`warehouse.leadership`) computes and serves every family above from the catalog and a pruned scan of
+the Iceberg `gpu_samples` (and `step_samples`); the others serve none of them (their ingest families
+stay). A gateway that takes the lead (the leader stopped or died) starts a new term: its counters
+start from its own first refresh, at the first sample of the metrics window before it (a counter
+reset on another `instance`, which `rate()` handles), so no term reads the whole history from the
 object store.
 
 Reads the catalog and the warehouse; must never write either, nor import the dashboard.
@@ -71,7 +71,8 @@ from typing import TYPE_CHECKING, Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from analyzers.prometheus_energy import energy_counters, evidence_series
+from analyzers import prometheus_mfu
+from analyzers.prometheus_energy import energy_counters, energy_totals, evidence_series
 from analyzers.prometheus_energy import families as energy_families
 from analyzers.prometheus_hours import HourRows
 
@@ -163,6 +164,7 @@ class Snapshot:
     recoverable_money: dict[tuple[str, ...], float] = field(default_factory=dict)
     open_findings: dict[tuple[str, str, str], int] = field(default_factory=dict)
     efficiency: dict[tuple[str, str], float] = field(default_factory=dict)
+    mfu: dict[tuple[str, str, str, str], float] = field(default_factory=dict)  # measured only
     slurm_jobs: frozenset[str] = frozenset()  # their job_id is also their hpc_job
 
 
@@ -260,6 +262,7 @@ class FleetCollector(Collector):
         for (job, team), ratio in sorted(snapshot.efficiency.items()):
             efficiency.add_metric([job, job if job in slurm else "", team], round(ratio, 6))
         yield efficiency
+        yield from prometheus_mfu.family(snapshot.mfu, slurm)
         for name, per_cluster, text in (
             ("fleetscope_allocated_gpu_seconds", totals.allocated_h, "Allocated GPU-seconds"),
             ("fleetscope_active_gpu_seconds", totals.active_h, "Active GPU-seconds"),
@@ -354,7 +357,8 @@ class FleetCollector(Collector):
                     totals.allocated_h[str(cluster)] += float(group["gpu_h"].sum())
                     totals.active_h[str(cluster)] += float(group["active_h"].sum())
                     totals.sm_h[str(cluster)] += float(group["sm_h"].sum())
-                energy_totals(con, Window(_utc(start_s), _utc(end_s)), self, totals)
+                span = Window(_utc(start_s), _utc(end_s))
+                energy_totals(con, span, self._default_interval_s, self._max_gap_s, totals)
                 totals.through_s = end_s
             fresh = gpu_buckets(
                 con,
@@ -363,6 +367,7 @@ class FleetCollector(Collector):
                 max_gap_s=self._max_gap_s,
                 rollups=False,  # each hour read as a read of the whole window reads it
             )
+            measured = prometheus_mfu.read(con, since, _utc(now_s))
         finally:
             con.close()
         hours = self._hours.updated(fresh, hours_from_s, now_s, self._window_s, self._lateness_s)
@@ -376,6 +381,7 @@ class FleetCollector(Collector):
             recoverable_money=money,
             open_findings=open_counts(stored),
             efficiency=efficiency_series(per_job, teams, self._top_jobs),
+            mfu=prometheus_mfu.mfu_series(measured, teams, top_keys, self._top_jobs),
         )
         # Nothing is kept from a failed refresh: the next one reads the same hours again.
         self._snapshot, self._hours = snapshot, hours
@@ -440,19 +446,6 @@ def recoverable_series(
         label = job if job in top else OTHER
         out[(f.rule_id, f.team or "", label, clusters.get(job, ""))] += f.wasted_gpu_hours
     return dict(out)
-
-
-def energy_totals(con: Any, window: Any, collector: FleetCollector, totals: Totals) -> None:
-    """The allocated and idle-allocated energy of [window) per cluster onto `totals`
-    (analyzers.accounting.energy: raw samples; a job's sample at a refresh boundary is power
-    integrated, its counter delta to the next refresh's first sample not being read)."""
-    from analyzers.accounting.energy import J_PER_KWH, job_energy
-
-    frame = job_energy(con, window, collector._default_interval_s, max_gap_s=collector._max_gap_s)
-    frame = frame[frame["job_id"].notna()]
-    for cluster, group in frame.groupby(frame["cluster"].fillna("")):
-        totals.energy_j[str(cluster)] += float(group["energy_kwh"].sum()) * J_PER_KWH
-        totals.idle_energy_j[str(cluster)] += float(group["idle_energy_kwh"].sum()) * J_PER_KWH
 
 
 def recoverable_energy(

@@ -6,8 +6,8 @@ there and nowhere else branches on the mode:
 
 - `embedded`: the server's own DuckDB warehouse (a cursor on it; the whole history, the read
   range is not needed), and the server always exports: it is the only reader of its warehouse.
-- `fleet`: the Iceberg `gpu_samples` table, the read range scanned with partition and file
-  pruning (`warehouse.fleet.reader.scan`) into an in-memory DuckDB under the embedded name, as the
+- `fleet`: the Iceberg `gpu_samples` and `step_samples` tables (the steps: measured MFU), the
+  read range scanned with partition and file pruning (`warehouse.fleet.reader.scan`) into an in-memory DuckDB under the embedded name, as the
   dashboard's fleet source and the analyzers' fleet parts read it; and one exporter per fleet, the
   holder of the `prometheus_export` leadership (`warehouse.leadership`: a PostgreSQL advisory
   lock), since N gateways each exporting the same counters would make `sum()` count them N times
@@ -87,22 +87,27 @@ class IcebergSamples:
 
         if self._tables is None:  # opened on the refresh thread, not while the gateway starts
             self._tables = FleetTables(self.config)
-        rows = TABLES["gpu_samples"].empty_table()
-        if self._tables.existing("gpu_samples") is not None:  # no gateway wrote one yet: empty
-            rows, _ = reader.scan(self._tables, "gpu_samples", _utc(start_s), _utc(end_s))
-        return landed(rows)
+        found = {}
+        for name in ("gpu_samples", "step_samples"):
+            found[name] = TABLES[name].empty_table()
+            if self._tables.existing(name) is not None:  # no gateway wrote one yet: empty
+                found[name], _ = reader.scan(self._tables, name, _utc(start_s), _utc(end_s))
+        return landed(found["gpu_samples"], found["step_samples"])
 
 
-def landed(rows: Any) -> duckdb.DuckDBPyConnection:
-    """`rows` (an Arrow table of gpu_samples) as the fleet source lands a scan: the
-    `gpu_samples` table of a DuckDB of its own, in memory."""
+def landed(rows: Any, steps: Any = None) -> duckdb.DuckDBPyConnection:
+    """`rows` (an Arrow table of gpu_samples) and `steps` (of step_samples; none: empty) as the
+    fleet source lands a scan: tables of those names in a DuckDB of its own, in memory."""
     import duckdb
+
+    from fleetscope.contract import TABLES
 
     conn = duckdb.connect(":memory:")
     conn.execute("SET TimeZone = 'UTC'")
-    conn.register("_scanned", rows)
-    conn.execute("CREATE TABLE gpu_samples AS SELECT * FROM _scanned")
-    conn.unregister("_scanned")
+    for name, table in (("gpu_samples", rows), ("step_samples", steps)):
+        conn.register("_scanned", TABLES[name].empty_table() if table is None else table)
+        conn.execute(f"CREATE TABLE {name} AS SELECT * FROM _scanned")
+        conn.unregister("_scanned")
     return conn
 
 

@@ -28,7 +28,10 @@ if TYPE_CHECKING:
     from app.supervise import Supervisor
     from fleetscope.settings import Settings
 
-TORCH_JOB = "demo-torch-1"  # the real PyTorch training process's job id
+# The real PyTorch training process's job: it runs on CPU; the simulator shows it on the last GPU
+# of host 0 (`simulate --attach-job`), so its Job page has kWh, money and MFU, on a simulated GPU.
+TORCH_JOB = "demo/cpu-trainer"
+TORCH_JOB_NAME = "cpu-trainer (a CPU process shown on a simulated GPU)"
 # The demo's analyzers look every few seconds, so that the first findings show within a minute of
 # the URL (a production server looks every scheduler.interval_s = 60 s, at the data the arrival
 # marks say has arrived; `--default-schedule` runs that schedule).
@@ -45,12 +48,17 @@ AUTOPROFILE = {
 }
 # Example prices, so the tour shows money; every page that shows money says they are examples
 # (cost.prices_note). fleetscope itself has no default price (fleetscope/settings/rows_cost.py).
+DEMO_PRICE_SETTINGS = {
+    "cost.currency": "USD",
+    "cost.gpu_hour_prices": "NVIDIA H100 80GB HBM3=2.50, NVIDIA A100 80GB PCIe=1.20",
+    "cost.prices_note": "Example prices set by fleetscope demo (USD per GPU-hour: H100 2.50, "
+    "A100 1.20) and an example grid intensity (400 g CO2e per kWh), not quotes.",
+    "cost.grid_gco2e_per_kwh": "400",
+}
+# as the demo's processes read them; the CLI takes them from demo.json (app.demo_discovery)
 DEMO_PRICES = {
-    "FLEETSCOPE_COST_CURRENCY": "USD",
-    "FLEETSCOPE_COST_GPU_HOUR_PRICES": "NVIDIA H100 80GB HBM3=2.50, NVIDIA A100 80GB PCIe=1.20",
-    "FLEETSCOPE_COST_PRICES_NOTE": "Example prices set by fleetscope demo (USD per GPU-hour: "
-    "H100 2.50, A100 1.20) and an example grid intensity (400 g CO2e per kWh), not quotes.",
-    "FLEETSCOPE_COST_GRID_GCO2E_PER_KWH": "400",
+    "FLEETSCOPE_" + key.upper().replace(".", "_"): value
+    for key, value in DEMO_PRICE_SETTINGS.items()
 }
 
 
@@ -127,6 +135,7 @@ def run_demo(args: argparse.Namespace, settings: Settings) -> int:
                 "--token", token,
                 # its training processes report steps to each host's agent (sockets below)
                 "--sdk-socket", str(root / "sock" / "agent-{index:02d}.sock"),
+                *(["--attach-job", TORCH_JOB] if _has_torch() else []),
             ],
             common,
         )  # fmt: skip
@@ -167,6 +176,7 @@ def run_demo(args: argparse.Namespace, settings: Settings) -> int:
             ingest_url=ingest_url,
             token=token,
             dashboard_url=dashboard_url,
+            settings=DEMO_PRICE_SETTINGS,
         )
         announced = demo_discovery.discovery_file(settings).resolve()
         demo_discovery.announce(announced, demo)
@@ -207,14 +217,18 @@ def _node_url(dcgm_url: str) -> str:
     return dcgm_url.removesuffix("/metrics") + NODE_PATH
 
 
+def _has_torch() -> bool:
+    return importlib.util.find_spec("torch") is not None
+
+
 def _start_trainer(
     supervisor: Supervisor, root: Path, ingest_url: str, token: str, common: dict[str, str]
 ) -> bool:
     """A real PyTorch training process on CPU, SDK attached to host 0's agent, when torch is
     installed; its job is announced to the catalog first, as a scheduler's prolog would."""
-    if importlib.util.find_spec("torch") is None:
+    if not _has_torch():
         return False
-    record = {"job_id": TORCH_JOB, "user": "newcomer", "team": "demo", "name": "cpu-trainer"}
+    record = {"job_id": TORCH_JOB, "user": "newcomer", "team": "demo", "name": TORCH_JOB_NAME}
     request = urllib.request.Request(
         f"{ingest_url}/v1/jobs",
         data=json.dumps([record]).encode(),
@@ -273,6 +287,8 @@ def _print_tour(
         say += [
             f"  fleetscope profile --job {TORCH_JOB} --steps 5"
             "   (a real PyTorch process on CPU, SDK attached)",
+            f"  fleetscope job {TORCH_JOB}"
+            "   (its kWh, example money and measured MFU, on a simulated GPU)",
         ]
     else:
         say += [

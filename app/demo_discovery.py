@@ -6,7 +6,8 @@ would read an empty `var/` and the profile client would present the wrong token.
 announces itself in a small JSON file, `<core.data_dir>/demo.json` (with the default settings,
 `var/demo.json` in the folder the demo was started from), and removes it when it stops. The CLI reads
 the file before a command runs and, while the demo's process is alive, takes the demo's data folder,
-ingest URL and token for every setting the user left at its default. Anything the user set (file or
+ingest URL and token, and the settings the demo runs with (its example prices, so that a report
+the CLI writes prices what the dashboard prices), for every setting the user left at its default. Anything the user set (file or
 environment) wins, and a file left behind by a killed demo is ignored because its process is gone.
 
 Only what `fleetscope.settings` knows is used here: no import of the stages.
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from fleetscope.settings import Settings
@@ -34,10 +35,12 @@ class RunningDemo:
     ingest_url: str
     token: str
     dashboard_url: str
+    settings: dict[str, str] = field(default_factory=dict)  # key -> value, as the demo runs
 
     def overrides(self) -> dict[str, str]:
         """The settings a CLI process takes from the demo (keys as in `fleetscope.settings`)."""
         return {
+            **self.settings,
             "core.data_dir": self.data_dir,
             "agent.ingest_url": self.ingest_url,
             "agent.token": self.token,
@@ -82,6 +85,7 @@ def read(path: Path) -> RunningDemo | None:
             ingest_url=str(raw["ingest_url"]),
             token=str(raw["token"]),
             dashboard_url=str(raw["dashboard_url"]),
+            settings={str(k): str(v) for k, v in dict(raw.get("settings") or {}).items()},
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None  # no demo, or a file we cannot trust: behave as if there were none

@@ -5,8 +5,8 @@ team, small sections the pages call (the figures are defined once, docs/analyzer
   set, money where a price applies (with the prices' note: the demo says its prices are
   examples), and MFU: measured where the SDK sent FLOPs, else DCGM's tensor-pipe activity,
   labelled as the proxy it is.
-- Fleet view: the distribution of that proxy per team, one point per job; never mixed with a
-  measured MFU.
+- Fleet view: the distribution of measured MFU per team (jobs whose SDK reported FLOPs) and,
+  in a chart of its own, that of the proxy for the other jobs; one point per job, never mixed.
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ import streamlit as st
 
 from analyzers.accounting.cost import Prices
 from analyzers.accounting.energy import energy_source, job_energy
-from analyzers.mfu.mfu import proxy_mfu
+from analyzers.mfu.measured import job_mfu
+from analyzers.mfu.mfu import Mfu, proxy_mfu
 from analyzers.run.window import Window
 from dashboard import state
 
@@ -48,6 +49,26 @@ def _job_energy(key: str, job_id: str, start: datetime, end: datetime) -> dict[s
     }
 
 
+@st.cache_data(ttl=10.0, show_spinner=False)
+def _job_measured(key: str, job_id: str, start: datetime, end: datetime) -> Mfu | None:
+    found = job_mfu(state.cursor(key, start, end), Window(start, end), [job_id]).get(job_id)
+    return found[0] if found else None
+
+
+@st.cache_data(ttl=10.0, show_spinner=False)
+def measured_by_job(key: str, start: datetime, end: datetime) -> pd.DataFrame:
+    """The window's measured MFU per job (jobs whose SDK reported FLOPs), with team."""
+    found = job_mfu(state.cursor(key, start, end), Window(start, end))
+    rows = [
+        (job, 100 * mfu.value, row["gpu_model"], row["dtype"]) for job, (mfu, row) in found.items()
+    ]
+    frame = pd.DataFrame(rows, columns=["job_id", "mfu_pct", "gpu_model", "dtype"])
+    meta = state.jobs_meta(key)
+    if not frame.empty and "team" in meta:
+        frame = frame.merge(meta[["job_id", "team"]], on="job_id", how="left")
+    return frame
+
+
 def show_job(
     key: str, job_id: str, start: datetime, end: datetime, team: str | None, gpus: pd.DataFrame
 ) -> None:
@@ -72,6 +93,18 @@ def show_job(
         "no price set" if money is None else f"{figures['gpu_h']:,.2f} GPU-h",
         delta_color="off",
     )
+    measured = _job_measured(key, job_id, start, end)
+    if measured is not None:
+        cols[3].metric(
+            "MFU (measured)",
+            measured.percent,
+            "the SDK's FLOPs per step",
+            delta_color="off",
+            help=f"Model FLOPs utilization: {measured.basis}",
+        )
+        if money is not None and prices.note:
+            st.caption(prices.note)
+        return
     tensor = gpus["tensor_active_pct"].mean() if "tensor_active_pct" in gpus else float("nan")
     proxy = proxy_mfu(None if pd.isna(tensor) else float(tensor) / 100.0)
     cols[3].metric(
@@ -85,13 +118,38 @@ def show_job(
         st.caption(prices.note)
 
 
-def show_mfu_by_team(per_job: pd.DataFrame) -> None:
-    """The fleet view's MFU distribution by team: DCGM's tensor-pipe activity per job (the proxy;
-    jobs without it are left out and counted)."""
-    st.subheader("MFU by team (proxy: DCGM tensor-pipe activity per job)")
-    if "tensor_active_pct" not in per_job or per_job["tensor_active_pct"].isna().all():
-        st.caption("No job reports DCGM_FI_PROF_PIPE_TENSOR_ACTIVE in this window.")
+def show_mfu_by_team(per_job: pd.DataFrame, measured: pd.DataFrame) -> None:
+    """The fleet view's MFU distribution by team: measured MFU of the jobs whose SDK reported
+    FLOPs, then DCGM's tensor-pipe activity of the other jobs (the proxy; jobs without it are
+    left out and counted): two charts, never one axis."""
+    st.subheader("MFU by team (measured: the SDK's FLOPs per step)")
+    if measured.empty:
+        st.caption("No job's SDK reported FLOPs per step in this window (sdk.report_flops).")
+    else:
+        shown = measured.copy()
+        shown["team"] = shown["team"].fillna("(no team)") if "team" in shown else "(no team)"
+        shown["gpu"] = shown["gpu_model"].astype(str) + " · " + shown["dtype"].astype(str)
+        chart = (
+            alt.Chart(shown)
+            .mark_tick(thickness=2, size=18)
+            .encode(
+                x=alt.X("mfu_pct:Q", title="MFU % (measured)"),
+                y=alt.Y("team:N", title=None),
+                color=alt.Color("gpu:N", title="GPU model · dtype"),
+                tooltip=["job_id", "team", "gpu", alt.Tooltip("mfu_pct:Q", format=".1f")],
+            )
+        )
+        st.altair_chart(chart, width="stretch")
+        st.caption(
+            "One tick per job: FLOPs per step x steps per second / (GPUs x the dense datasheet "
+            "peak of the GPU model and dtype)."
+        )
+    others = per_job[~per_job["job_id"].isin(measured["job_id"])] if not measured.empty else per_job
+    st.subheader("MFU proxy by team (DCGM tensor-pipe activity, the other jobs)")
+    if "tensor_active_pct" not in others or others["tensor_active_pct"].isna().all():
+        st.caption("No other job reports DCGM_FI_PROF_PIPE_TENSOR_ACTIVE in this window.")
         return
+    per_job = others
     jobs = per_job[per_job["tensor_active_pct"].notna()].copy()
     jobs["team"] = jobs["team"].fillna("(no team)") if "team" in jobs else "(no team)"
     chart = (

@@ -2,6 +2,11 @@
 
 This is the only thing the collector shares with the server side. Changing a column here is a
 schema change: bump `SCHEMA_VERSION` and add a warehouse migration. Units are in the column names.
+A server reads every version in `READABLE_SCHEMA_VERSIONS`: a version only adds nullable columns,
+so an older agent's batch conforms to the newest schema with those columns null.
+
+Versions: 1, the first; 2 adds step_samples.flops_per_step and compute_dtype (the SDK's model
+FLOPs of one step and the dtype they run in: measured MFU, docs/analyzers.md "MFU").
 
 Wire format (agent -> ingest), one HTTP request per batch:
 
@@ -28,7 +33,8 @@ import pyarrow as pa
 
 from fleetscope.ipc_budget import BudgetError, decoded_cost, materialized_cost
 
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2
+READABLE_SCHEMA_VERSIONS: Final = frozenset({1, 2})
 
 # What one request body may decode to (buffers) and hold (rows) unless the server says otherwise
 # (server.max_decoded_bytes, server.max_batch_rows). An agent's batch is agent.batch_max_rows
@@ -131,6 +137,10 @@ STEP_SAMPLES: Final = pa.schema(
         pa.field("batch_size", pa.int64()),
         pa.field("samples_per_s", pa.float64()),
         pa.field("dataloader_workers", pa.int32()),
+        # schema version 2: one step's model FLOPs on this rank (collector.sdk.flops) and the
+        # dtype its matmuls run in (bf16, fp16, tf32, fp8, fp32: analyzers.mfu.peaks)
+        pa.field("flops_per_step", pa.float64()),
+        pa.field("compute_dtype", pa.string()),
     ]
 )
 

@@ -283,6 +283,7 @@ def _step_table(sim: SignalModel, frame: Frame, step_s: int) -> pa.Table:
     wait_share = np.array([s.data_wait_share if s else 0.0 for s in steps] or [0.0])
     workers = np.array([s.workers_per_rank if s else 0 for s in steps] or [0], dtype=np.int32)
     batch = np.array([s.batch_size if s else 0 for s in steps] or [0], dtype=np.int64)
+    mfu = np.array([s.mfu if s and s.mfu else 0.0 for s in steps] or [0.0])
     has_steps = profile_of >= 0
     train_share = np.array(
         [
@@ -343,5 +344,15 @@ def _step_table(sim: SignalModel, frame: Frame, step_s: int) -> pa.Table:
         "batch_size": pa.array(batch[job], type=pa.int64()),
         "samples_per_s": _floats(np.round(batch[job] / this_step, 3)),
         "dataloader_workers": pa.array(workers[job], type=pa.int32()),
+        **_flops_columns(mfu[job] * sim.u_peak_flops[unit] * nominal),
     }
     return pa.Table.from_pydict(columns, schema=STEP_SAMPLES)
+
+
+def _flops_columns(flops: F64) -> dict[str, pa.Array]:
+    """flops_per_step and compute_dtype, null where the job's script reports none (0)."""
+    reported = flops > 0
+    return {
+        "flops_per_step": pa.array(np.round(flops), type=pa.float64(), mask=~reported),
+        "compute_dtype": pa.array(["bf16" if r else None for r in reported.tolist()], pa.string()),
+    }

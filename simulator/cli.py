@@ -45,6 +45,11 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--duration", type=float, default=0.0, help="seconds; 0 = until Ctrl-C")
     parser.add_argument("--ingest-url", help="post job metadata to <url>/v1/jobs")
     parser.add_argument("--token", default="", help="bearer token for --ingest-url")
+    parser.add_argument(
+        "--attach-job",
+        metavar="NAMESPACE/NAME",
+        help="show a real process's job on host 0's last GPU, busy (the demo's CPU trainer)",
+    )
     sdk = parser.add_mutually_exclusive_group()
     sdk.add_argument(
         "--sdk-socket-dir",
@@ -74,6 +79,7 @@ def _spec(args: argparse.Namespace, settings: Settings, hosts: int) -> Any:
         seed=args.seed if args.seed is not None else settings.simulator.seed,
         cluster=settings.simulator.cluster,
         scrape_failure_rate=settings.simulator.scrape_failure_rate,
+        attached_job=getattr(args, "attach_job", None) or None,
     )
 
 

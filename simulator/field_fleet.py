@@ -19,6 +19,12 @@ Where each job's behaviour comes from:
 - `capped` : a busy GPU drawing its 700 W board limit with the SM clock at 1,600 MHz.
 - `attn-mem` : a memory-bound kernel mix: DRAM ~0.9, SM ~0.3, busy.
 - `xid79` : a GPU that falls off the bus (XID 79) and then sits at 0 %.
+- `llm/pretrain-*` (healthy, SDK-attached with FLOPs): three bf16 transformer runs of one team
+  on H100, their scripts reporting FLOPs per step (sdk.report_flops) at 43, 40 and 38 % MFU:
+  Llama 3 405B's published range on H100 (Dubey et al. 2024, table 4: 38-43 % BF16 MFU).
+- `llm/ft-eager` (low MFU): the same team's fine-tune, just as busy on DCGM (GPU_UTIL ~95 %),
+  doing a quarter of its peers' model work (9 % MFU: eager fp32 attention, small micro-batches);
+  its FLOPs per step say so, DCGM's utilization does not.
 Exporters as found in the wild: no violation counters or clock-event reasons on any page; one
 Slurm host without profiling fields; Kubernetes jobs known only by `pod`/`namespace` (team from a pod
 label on some, the namespace on others); Slurm jobs only by `hpc_job`. Every sample carries an
@@ -39,6 +45,8 @@ from dataclasses import dataclass, field
 from typing import Final
 
 H100: Final = ("NVIDIA H100 80GB HBM3", 81559, 1980.0, 700.0)  # model, FB MiB, max SM MHz, W
+# NVIDIA H100 datasheet, H100 SXM: 1,979 TFLOPS BF16 with sparsity, half of it dense
+H100_BF16_DENSE_FLOPS: Final = 989.5e12
 V100: Final = ("Tesla V100-SXM2-32GB", 32768, 1530.0, 300.0)
 PROF: Final = (
     "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
@@ -65,6 +73,7 @@ class FieldJob:
     sm_clock_mhz: float | None = None  # None: the model's maximum
     power_of_cap: float = 0.75
     data_wait_share: float | None = None  # steps reported by the training loop (SDK)
+    mfu: float | None = None  # its script also reports FLOPs per step: mfu x the H100's peak
     xid_at_min: float | None = None
     labels: dict[str, str] = field(default_factory=dict)  # pod labels (Kubernetes jobs)
     user: str | None = None
@@ -76,7 +85,7 @@ SYMPTOMS_OF_STARVED: Final = ("R2", "R4", "R6", "R11", "R12", "R9")
 
 
 def jobs() -> list[FieldJob]:
-    """The fleet: 6 hosts, 12 jobs (see the module docstring for where each comes from)."""
+    """The fleet: 7 hosts, 16 jobs (see the module docstring for where each comes from)."""
     return [
         FieldJob("vision/resnet-nw0", "k8s-a", (0, 1, 2, 3), 300, 0.606, 0.62, 0.0, 0.25, 9000,
                  "P1", (*SYMPTOMS_OF_STARVED, "R7"), data_wait_share=0.40,
@@ -104,6 +113,14 @@ def jobs() -> list[FieldJob]:
                  14000, "R7", ("R6", "R11"), data_wait_share=0.01, user="fay"),
         FieldJob("legacy/bert-eval", "v100-f", (4, 5, 6, 7), 300, 0.9, 0.8, 0.35, 0.3, 20000,
                  None, user="fay"),
+        FieldJob("llm/pretrain-8b", "k8s-g", (0, 1), 300, 0.97, 0.86, 0.46, 0.35, 70000, None,
+                 data_wait_share=0.01, mfu=0.43, user="gus"),
+        FieldJob("llm/pretrain-13b", "k8s-g", (2, 3), 300, 0.97, 0.85, 0.44, 0.35, 72000,
+                 None, data_wait_share=0.01, mfu=0.40, user="gus"),
+        FieldJob("llm/pretrain-70b", "k8s-g", (4, 5), 300, 0.96, 0.85, 0.43, 0.4, 76000, None,
+                 data_wait_share=0.01, mfu=0.38, user="hal"),
+        FieldJob("llm/ft-eager", "k8s-g", (6, 7), 300, 0.95, 0.78, 0.12, 0.45, 52000, "P4",
+                 data_wait_share=0.01, mfu=0.09, user="hal"),
     ]  # fmt: skip
 
 
@@ -200,6 +217,10 @@ def step_rows(origin_ms: int, step_s: float = 0.83) -> list[dict[str, object]]:
                     "step_time_s": step_s,
                     "data_wait_s": step_s * job.data_wait_share,
                     "batch_size": 32,
+                    "flops_per_step": None
+                    if job.mfu is None
+                    else job.mfu * H100_BF16_DENSE_FLOPS * step_s,
+                    "compute_dtype": None if job.mfu is None else "bf16",
                 }
             )
     return rows

@@ -28,6 +28,7 @@ Must never: compute metric values, or read the clock (times are always passed in
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 from collections.abc import Callable, Sequence
@@ -51,7 +52,7 @@ from simulator.model import (
     _units,
     stable_seed,
 )
-from simulator.scenarios import SCENARIOS, Scenario
+from simulator.scenarios import ATTACHED, SCENARIOS, Scenario
 from simulator.truth import JobShape, ambiguous_rules
 
 __all__ = [
@@ -293,13 +294,50 @@ class Fleet:
         self.horizon_s = int(horizon_s)
         self.hosts: list[Host] = _hosts(spec)
         self.units: list[Unit] = _units(spec, self.hosts)
-        self.jobs: list[Job] = self._plan()
+        reserved = self._reserved_unit()
+        self.jobs: list[Job] = self._plan(self.units)
+        if reserved is not None and spec.attached_job:
+            # the plan as without it (the same jobs at the same times), less the jobs that
+            # would have used its GPU
+            kept = [j for j in self.jobs if all(reserved not in p.units for p in j.placements)]
+            self.jobs = [dataclasses.replace(j, index=i) for i, j in enumerate(kept)]
+            self.jobs.append(self._attached(spec.attached_job, reserved))
 
-    def _plan(self) -> list[Job]:
+    def _reserved_unit(self) -> int | None:
+        """The unit an attached job holds: host 0's last GPU (a whole one)."""
+        if not self.spec.attached_job:
+            return None
+        from fleetscope.errors import ConfigError
+
+        namespace, _, name = self.spec.attached_job.partition("/")
+        if not namespace or not name or self.hosts[0].mig or self.hosts[0].scheduler != "k8s":
+            raise ConfigError(
+                f"attached job {self.spec.attached_job!r}: needs '<namespace>/<name>' and a "
+                "Kubernetes host 0 of whole GPUs"
+            )
+        return max(u.index for u in self.units if u.host == 0)
+
+    def _attached(self, job_id: str, unit: int) -> Job:
+        namespace, _, name = job_id.partition("/")
+        begin, stop = self.origin_s - WARMUP_S, self.origin_s + self.horizon_s
+        return Job(
+            index=len(self.jobs),
+            job_id=job_id,
+            scenario=ATTACHED,
+            scheduler="k8s",
+            cluster=self.spec.cluster,
+            user="newcomer",
+            team=namespace,
+            name=f"{name} (a CPU process shown on a simulated GPU)",
+            model="cpu-trainer",
+            placements=(Placement(0, (unit,), begin, stop, f"{name}-0"),),
+        )
+
+    def _plan(self, units: Sequence[Unit]) -> list[Job]:
         planner = _Planner(self.spec)
         begin, stop = self.origin_s - WARMUP_S, self.origin_s + self.horizon_s
         drafts: list[_Draft] = []
-        for lane in _lanes(self.hosts, self.units):
+        for lane in _lanes(self.hosts, units):
             rng = random.Random(stable_seed(self.spec.seed, "lane", lane.hosts[0].name))
             layouts = [entry for entry in LAYOUTS if entry[2](lane)]
             t = begin - rng.randrange(0, 6 * 3600)

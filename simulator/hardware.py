@@ -46,6 +46,9 @@ class GpuModel:
     compute_capability: float
     nvlink: bool
     pci_bus_ids: tuple[str, ...]
+    # dense BF16 tensor peak, TFLOPS: what a simulated training step's FLOPs are a share of
+    # (NVIDIA H100 datasheet, H100 SXM: 1,979 with sparsity, halved; A100 datasheet: 312)
+    bf16_dense_tflops: float = 0.0
 
 
 H100_SXM: Final = GpuModel(
@@ -61,6 +64,7 @@ H100_SXM: Final = GpuModel(
     pci_bus_ids=tuple(
         f"00000000:{bus}:00.0" for bus in ("18", "2A", "3A", "5D", "9A", "AB", "BA", "DB")
     ),
+    bf16_dense_tflops=989.5,
 )
 
 A100_PCIE: Final = GpuModel(
@@ -76,6 +80,7 @@ A100_PCIE: Final = GpuModel(
     pci_bus_ids=tuple(
         f"00000000:{bus}:00.0" for bus in ("17", "31", "4B", "65", "98", "B1", "CA", "E3")
     ),
+    bf16_dense_tflops=312.0,
 )
 
 GPU_MODELS: Final[dict[str, GpuModel]] = {"h100": H100_SXM, "a100": A100_PCIE}

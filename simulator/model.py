@@ -67,6 +67,10 @@ class FleetSpec:
     cluster: str = "default"
     scrape_failure_rate: float = 0.003  # share of scrapes answered 503 on every host
     flaky_failure_rate: float = 0.05  # on the one flaky host (the third), when there are 3+
+    # A job from outside the simulation ("<namespace>/<name>", a Kubernetes job) holding the
+    # last GPU of host 0 for the whole range, busy: the demo shows its real PyTorch process,
+    # which runs on CPU, on a simulated GPU (the process itself reports its steps and FLOPs).
+    attached_job: str | None = None
 
 
 @dataclass(frozen=True)

@@ -4,19 +4,22 @@ What it is for: `job_record` is the body element of `POST {ingest}/v1/jobs` (a J
 these): job_id, cluster, user, team, name, model, scheduler, start_ts, end_ts (Unix seconds;
 end_ts null while the job runs) and gpus (one entry per GPU or MIG slice and placement).
 `truth_record` adds the scenario, the rules that should fire and the wasted GPU-hours per rule
-with the formula used (truth.RULES), written one per line to truth.jsonl.
+with the formula used (truth.RULES), written one per line to truth.jsonl; `truth_records` adds
+the verdicts of the rules that compare a job with others (simulator.rule_scenarios' fleet
+truths), judged over the records' jobs together.
 
 Must never: touch files or the network.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from simulator.fleet import Fleet, Job
 from simulator.truth import RULES, job_stats, verdicts
 
-__all__ = ["job_record", "truth_record"]
+__all__ = ["job_record", "truth_record", "truth_records"]
 
 
 def job_record(fleet: Fleet, job: Job, *, running: bool = False) -> dict[str, Any]:
@@ -77,3 +80,38 @@ def truth_record(fleet: Fleet, job: Job) -> dict[str, Any]:
             "profiling": job.scenario.profiling,
         },
     }
+
+
+def truth_records(fleet: Fleet, jobs: Sequence[Job]) -> list[dict[str, Any]]:
+    """`truth_record` of each job, with the fleet truths' verdicts over these jobs added."""
+    from simulator.rule_scenarios import SimulatedJob, fleet_rules
+
+    records = [truth_record(fleet, job) for job in jobs]
+    rules = fleet_rules()
+    if not rules:
+        return records
+    simulated = []
+    for job in jobs:
+        host = fleet.hosts[job.placements[0].host]
+        stats = job_stats(fleet.shape(job))
+        steps = job.scenario.steps
+        simulated.append(
+            SimulatedJob(
+                job.job_id,
+                job.team,
+                host.model.model_name,
+                host.mig,
+                job.scenario.name,
+                steps.mfu if steps is not None else None,
+                stats.gpu_hours * stats.training_share,
+            )
+        )
+    by_id = {record["job_id"]: record for record in records}
+    for rule in rules:
+        for job_id, hours in rule.verdicts(simulated).items():
+            record = by_id[job_id]
+            record["rules"] = sorted({*record["rules"], rule.rule_id})
+            waste = {**record["wasted_gpu_hours"], rule.rule_id: round(hours, 6)}
+            record["wasted_gpu_hours"] = dict(sorted(waste.items()))
+            record["how"] = dict(sorted({**record["how"], rule.rule_id: rule.how}.items()))
+    return records

@@ -7,8 +7,9 @@ starvation in random blocks, periodic evaluation), a tail (the minute after an X
 dies), one rank at a different level (a straggler), thermal throttling, XID faults, missing
 profiling fields, GPU memory that creeps up through the main phase, and step-time outliers in the
 steps the training process reports. signals.py turns these into metric values; truth.py turns
-them into the rules that should fire. Adding a scenario is adding one entry to SCENARIOS; nothing
-else branches on scenario names (fleet.HABITS names a few, as data: who runs them).
+them into the rules that should fire. Adding a scenario is adding one entry to SCENARIOS, or, for
+a new rule, carrying it on the rule (simulator.rule_scenarios: SCENARIOS holds those too);
+nothing else branches on scenario names (fleet.HABITS names a few, as data: who runs them).
 
 Levels are chosen far from every threshold in /work/shared/rules.md (copied into truth.py) so
 that the truth does not hinge on noise: e.g. healthy SM_ACTIVE 0.82 against DCGM's 0.8 "good"
@@ -20,8 +21,9 @@ Must never: compute values (signals.py), know about hosts (fleet.py), or use ran
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Any, Final
 
 from simulator.levels import (
     BUSY,
@@ -43,8 +45,10 @@ from simulator.levels import (
     WAITING,
     Level,
 )
+from simulator.rule_scenarios import WithRules
 
 __all__ = [
+    "ATTACHED",
     "LEVELS",
     "SCENARIOS",
     "Level",
@@ -136,6 +140,10 @@ class StepProfile:
     outlier_gaps: tuple[int, ...] = ()
     outlier_factor: float = 1.0
     outlier_first: int = 30
+    # Measured MFU (issue 32): the script reports its FLOPs per step (sdk.report_flops), designed
+    # as `mfu` x the GPU's dense BF16 peak x the step time, so FLOPs x steps/s / peak is `mfu`.
+    # None: the script reports no FLOPs (most SDK-attached jobs, like the other scenarios').
+    mfu: float | None = None
 
     @property
     def step_time_s(self) -> float:
@@ -207,7 +215,8 @@ class Scenario:
 
 _HEALTHY_STEPS = StepProfile()
 
-SCENARIOS: Final[dict[str, Scenario]] = {
+
+_BUILTIN: Final[dict[str, Scenario]] = {
     s.name: s
     for s in (
         Scenario("healthy", "Busy tensor-core training, nothing to fix.", BUSY, 30.0),
@@ -373,6 +382,9 @@ SCENARIOS: Final[dict[str, Scenario]] = {
             BUSY,
             4.0,
             profiling=False,
+            # on a MIG slice utilization is a profiling field (GR_ENGINE_ACTIVE; no GPU_UTIL):
+            # paused, the slice reports none, and no truth or rule can judge it
+            mig_ok=False,
         ),
         Scenario(
             "host_move",
@@ -384,3 +396,32 @@ SCENARIOS: Final[dict[str, Scenario]] = {
         ),
     )
 }
+
+
+# the built-in scenarios, then those the installed rules carry (simulator.rule_scenarios)
+def _carried(spec: Mapping[str, Any]) -> Scenario:
+    """A scenario a rule carries as data (simulator.rule_scenarios): `main` by level name,
+    `steps` as StepProfile's fields."""
+    levels = {level.name: level for level in LEVELS}
+    fields = dict(spec)
+    fields["main"] = levels[str(fields["main"])]
+    if isinstance(fields.get("steps"), Mapping):
+        fields["steps"] = StepProfile(**fields["steps"])
+    fields["intended"] = tuple(fields.get("intended", ()))
+    return Scenario(**fields)
+
+
+SCENARIOS: Final[Mapping[str, Scenario]] = WithRules(
+    _BUILTIN,
+    lambda data: ((str(s["name"]), _carried(s)) for s in data.get("scenarios", ())),
+)
+
+# The GPU of a job from outside the simulation (FleetSpec.attached_job): busy all along, its
+# steps reported by the real process, never drawn by the planner.
+ATTACHED: Final = Scenario(
+    "attached",
+    "A real process outside the simulation, shown on a simulated GPU.",
+    BUSY,
+    0.0,
+    steps=None,
+)

@@ -132,6 +132,13 @@ class SignalModel:
         self.u_mem_clock = np.array([m.mem_clock_mhz for m in models], dtype=np.float64)
         self.u_nvlink = np.array([m.nvlink for m in models], dtype=bool)
         self.u_mig = np.array([u.mig_profile is not None for u in units], dtype=bool)
+        # FLOP/s of a whole GPU's dense BF16 peak; a MIG slice's SDK reports no FLOPs (0)
+        self.u_peak_flops = np.array(
+            [
+                0.0 if u.mig_profile else m.bf16_dense_tflops * 1e12
+                for u, m in zip(units, models, strict=True)
+            ]
+        )
         idx = np.arange(len(units), dtype=np.int64)
         base = hash_u01(self.seed, idx, 1)
         # Counters since boot: booted 1-60 days before the origin, drawing ~40 % of TDP on average.

@@ -22,7 +22,7 @@ from simulator.fleet import Fleet, FleetSpec, Host, Job
 from simulator.hardware import GPU_HOST
 from simulator.host_load import IDLE_CPU_PCT, HostLoad, boot_s
 from simulator.node_page import HostCounters, render_node_page
-from simulator.records import job_record, truth_record
+from simulator.records import job_record, truth_records
 from simulator.render import allocations, render_page
 from simulator.signals import Frame, SignalModel
 from simulator.users import user_truth_records
@@ -114,7 +114,7 @@ class FleetSimulator:
         """Ground truth of the jobs overlapping [t0, t1) (all jobs by default)."""
         lo = self.fleet.origin_s - 10**9 if t0 is None else t0
         hi = self.fleet.origin_s + 10**9 if t1 is None else t1
-        return [truth_record(self.fleet, job) for job in self.jobs_between(lo, hi)]
+        return truth_records(self.fleet, self.jobs_between(lo, hi))
 
     def user_truth_records(self, t0: float, t1: float) -> list[dict[str, Any]]:
         """Ground truth per user over [t0, t1): efficiency, GPU-hours and R4 (users.py)."""

@@ -73,6 +73,8 @@ class TrainingProcesses:
             self._last_step[key] = row["step"]
             ts: datetime = row["ts"]
             fields = {name: row[name] for name in messages.STEP_FIELDS if name not in ("pid", "ts")}
+            if fields["flops_per_step"] is None:  # as the SDK: no FLOPs reported, no such keys
+                del fields["flops_per_step"], fields["compute_dtype"]
             sent += self._send(path, "step", row, ts=ts.timestamp(), **fields)
         return sent
 

@@ -3,7 +3,7 @@
 What it is for: analyzer precision and recall are measured against this, so it is computed from
 the scenario's designed numbers (levels, phase lengths, GPU count, duration), never from the
 generated samples and never from an analyzer. Each rule of /work/shared/rules.md is one entry of
-RULES: a predicate over `JobStats` with the catalog's default threshold, and the formula of its
+RULES (a rule added later carries its own: simulator.rule_scenarios, merged into RULES): a predicate over `JobStats` with the catalog's default threshold, and the formula of its
 wasted GPU-hours, both quoted in the truth record so an evaluation can be read, not trusted.
 
 Conventions (the catalog is silent on these; the analyzers implement the same):
@@ -38,12 +38,13 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import Final
 
 from simulator.levels import CRASHED, FREE, Level
+from simulator.rule_scenarios import WithRules
 from simulator.scenarios import Periodic, RandomBlocks, Scenario
 from simulator.timeline import window_means
 
@@ -335,7 +336,7 @@ class Rule:
     how: str  # the predicate and the waste formula, in words, with the threshold's source
 
 
-RULES: Final[dict[str, Rule]] = {
+_BUILTIN: Final[dict[str, Rule]] = {
     r.rule_id: r
     for r in (
         Rule(
@@ -468,6 +469,12 @@ RULES: Final[dict[str, Rule]] = {
         ),
     )
 }
+
+
+# the built-in truths, then the per-job ones installed rules carry (simulator.rule_scenarios)
+RULES: Final[Mapping[str, Rule]] = WithRules(
+    _BUILTIN, lambda data: ((str(r["rule_id"]), Rule(**r)) for r in data.get("rules", ()))
+)
 
 
 def verdicts(stats: JobStats) -> dict[str, float]:

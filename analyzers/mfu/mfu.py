@@ -31,8 +31,20 @@ class Mfu:
     basis: str  # how it was obtained, in words
 
     @property
+    def percent(self) -> str:
+        """`38.2 %`; below 0.1 % two significant digits (`5.1e-05 %`: a small model on a big
+        GPU), never a misleading `0.0 %`."""
+        return percent(self.value)
+
+    @property
     def label(self) -> str:
         return "MFU" if self.kind == "measured" else "tensor-pipe active (MFU proxy, DCGM)"
+
+
+def percent(value: float) -> str:
+    """An MFU (0-1) as every view prints it (Mfu.percent)."""
+    pct = 100 * value
+    return f"{pct:.1f} %" if pct >= 0.1 or pct == 0 else f"{pct:.2g} %"
 
 
 def measured_mfu(

@@ -22,6 +22,7 @@ from analyzers.accounting.sql import DEFAULT_MAX_GAP_S
 from analyzers.accounting.usage import gpu_buckets, job_efficiency, pct
 from analyzers.plain import META, PlainFinding, plain_record
 from analyzers.reports.energy import EnergySection, energy_section
+from analyzers.reports.mfu import MfuSection, mfu_section
 from analyzers.reports.ranking import counted_once
 from analyzers.reports.week import IsoWeek
 from analyzers.run.window import Window
@@ -130,6 +131,7 @@ class WeeklyReport:
     improved: list[str] = field(default_factory=list)
     sharing: list[SharingLine] = field(default_factory=list)  # admin: `fleetscope plan sharing`
     energy: EnergySection | None = None  # kWh, CO2e and money (analyzers.reports.energy)
+    mfu: MfuSection | None = None  # measured MFU per SDK-attached job (analyzers.reports.mfu)
 
     @property
     def this_week(self) -> WeekUsage:
@@ -299,6 +301,15 @@ def build_weekly(
         now_findings
     )
     report.energy.recoverable_gpu_h = report.wasted_gpu_h
+    report.mfu = mfu_section(
+        con,
+        catalog_frame(catalog, "jobs"),
+        Window(week.start, week.end),
+        None if scope.kind == "admin" else (scope.kind, scope.value),
+        prices or Prices(),
+        default_interval_s=default_interval_s,
+        max_gap_s=max_gap_s,
+    )
     return report
 
 

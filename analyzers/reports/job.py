@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 from analyzers.accounting.cost import Prices
 from analyzers.accounting.energy import energy_source, job_energy
 from analyzers.accounting.frames import FrameParams, prepare
-from analyzers.mfu.mfu import proxy_mfu
+from analyzers.mfu.measured import job_mfu
+from analyzers.mfu.mfu import Mfu, proxy_mfu
 from analyzers.plain import plain, to_text, utc_span
 from analyzers.rules._common import fetch, utc
 from analyzers.run.window import Window
@@ -55,6 +56,7 @@ class JobSummary:
     co2e_kg: float | None = None  # only with cost.grid_gco2e_per_kwh set
     money: float | None = None  # allocated GPU-hours priced; only where a price is set
     currency: str = ""
+    mfu: Mfu | None = None  # measured (analyzers.mfu.measured): only where the SDK sent FLOPs
 
 
 def summarize(
@@ -102,6 +104,8 @@ def summarize(
     if sm is None:
         summary.notes.append(ENABLE_PROFILING)
     _add_energy(conn, window, summary, prices or Prices(), team)
+    measured = job_mfu(conn, window, [job_id]).get(job_id)
+    summary.mfu = measured[0] if measured else None
     conn.execute(f"DROP TABLE IF EXISTS {frame.gpu}")
     conn.execute(f"DROP TABLE IF EXISTS {frame.jobgpu}")
     return summary
@@ -140,6 +144,8 @@ def _add_energy(
 
 def _mfu_line(s: JobSummary) -> str:
     """Measured MFU needs the SDK's FLOPs per step; without them the DCGM proxy, labelled."""
+    if s.mfu is not None:
+        return f"MFU:                 {s.mfu.percent} measured ({s.mfu.basis})"
     proxy = proxy_mfu(s.tensor_frac)
     if proxy is None:
         return "MFU:                 n/a (no FLOPs from the SDK, no tensor-pipe activity)"

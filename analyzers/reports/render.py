@@ -12,6 +12,7 @@ from html import escape
 from analyzers.plain import PlainFinding, plain_record
 from analyzers.reports.build import FindingLine, Scope, WeeklyReport
 from analyzers.reports.energy import energy_html, energy_markdown
+from analyzers.reports.mfu import mfu_html, mfu_markdown
 from analyzers.reports.svg import ACTIVE, ALLOCATED, WASTE, grouped_bars
 from analyzers.reports.week import IsoWeek
 
@@ -130,6 +131,8 @@ def to_html(report: WeeklyReport, dashboard_url: str = "") -> str:
         ]
     if report.energy:  # one block: a table cut across pages loses its header
         out += ["<div class='block'>", *energy_html(report.energy), "</div>"]
+    if report.mfu:
+        out += ["<div class='block'>", *mfu_html(report.mfu), "</div>"]
     if report.sharing:
         out += [
             "<div class='block'><h2>GPU sharing plan</h2>",
@@ -251,6 +254,7 @@ def to_markdown(report: WeeklyReport) -> str:
             for t in report.teams
         ]
     lines += energy_markdown(report.energy) if report.energy else []
+    lines += mfu_markdown(report.mfu) if report.mfu else []
     if report.sharing:
         lines += ["", "GPU sharing plan:"]
         lines += [

@@ -8,7 +8,10 @@ rank come from FLEETSCOPE_JOB_ID and RANK, the agent's socket from FLEETSCOPE_AG
 
 Each item of the dataset sleeps a little, as slow JPEG decoding in a single-process DataLoader
 would, so the trace shows a data-loader stall (trace rule T8) and the step metrics a data wait
-(pipeline rule P1): the demo has something true to find. Runs until SIGTERM or Ctrl-C, or for
+(pipeline rule P1): the demo has something true to find. It counts one step's FLOPs with torch's
+flop counter (collector.sdk.flops) and reports them (`sdk.report_flops`, fp32: it trains in
+fp32), so its job has a measured MFU: tiny, as a small MLP on the simulated H100 the demo shows
+it on must be. Runs until SIGTERM or Ctrl-C, or for
 `--seconds`. torch is imported inside `main`, so importing this module costs nothing.
 
     python -m collector.sdk.example_trainer [--seconds S]
@@ -62,14 +65,23 @@ def main(argv: list[str] | None = None) -> int:
         torch.nn.Linear(FEATURES, 256), torch.nn.ReLU(), torch.nn.Linear(256, CLASSES)
     )
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+
+    def train_step(features: Any, labels: Any) -> None:
+        optimizer.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model(features), labels)
+        loss.backward()  # type: ignore[no-untyped-call]
+        optimizer.step()
+
+    from collector.sdk.flops import step_flops
+
+    # the shapes decide the count: one step on a batch of the loader's shape
+    sample = (torch.randn(BATCH, FEATURES), torch.randint(0, CLASSES, (BATCH,)))
+    sdk.report_flops(step_flops(lambda: train_step(*sample)), "fp32")
     deadline = time.monotonic() + args.seconds if args.seconds > 0 else math.inf
     try:
         while time.monotonic() < deadline:
             for features, labels in loader:
-                optimizer.zero_grad()
-                loss = torch.nn.functional.cross_entropy(model(features), labels)
-                loss.backward()  # type: ignore[no-untyped-call]
-                optimizer.step()
+                train_step(features, labels)
                 if time.monotonic() >= deadline:
                     break
     except KeyboardInterrupt:

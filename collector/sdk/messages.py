@@ -7,7 +7,10 @@ with `v` (protocol version) and `type`:
 SDK -> agent (the agent's socket, setting `agent.sdk_socket`):
     hello   pid, job_id, rank, control (the SDK's own socket path), host
     step    pid, job_id, rank, step, ts (end of step, Unix s), step_time_s, data_wait_s,
-            h2d_copy_s, batch_size, samples_per_s, dataloader_workers
+            h2d_copy_s, batch_size, samples_per_s, dataloader_workers; and, where the script
+            reported them (`sdk.report_flops`), flops_per_step and compute_dtype. Optional
+            fields: an older SDK omits them and an older agent ignores them, so both stay
+            protocol version 1.
     trace   pid, request_id, path (the written trace file) or error (why there is none)
 agent -> SDK (the SDK's control socket):
     profile request_id, steps or duration_s, out_dir
@@ -23,7 +26,7 @@ MAX_DATAGRAM_BYTES: Final = 16 * 1024
 
 STEP_FIELDS: Final = (
     "pid", "job_id", "rank", "step", "ts", "step_time_s", "data_wait_s", "h2d_copy_s",
-    "batch_size", "samples_per_s", "dataloader_workers",
+    "batch_size", "samples_per_s", "dataloader_workers", "flops_per_step", "compute_dtype",
 )  # fmt: skip
 
 KNOWN_TYPES: Final = frozenset({"hello", "step", "trace", "profile"})

@@ -82,6 +82,8 @@ class StepMonitor:
         self._step_number = 0
         self._current: _Step | None = None
         self._workers: int | None = None
+        self._flops_per_step: float | None = None
+        self._compute_dtype: str | None = None
         self._send_socket = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self._send_socket.setblocking(False)
         self._profile_lock = threading.Lock()
@@ -126,6 +128,14 @@ class StepMonitor:
             )
             yield batch
 
+    def report_flops(self, flops_per_step: float, dtype: str) -> None:
+        """Send `flops_per_step` (this rank's model FLOPs of one step: collector.sdk.flops
+        counts them) and the `dtype` its matmuls run in (bf16, fp16, tf32, fp8, fp32) with every
+        later step: the numerator and the peak's column of measured MFU. Shapes decide the
+        count, so one count holds while the batch shape does; report again when it changes."""
+        self._flops_per_step = float(flops_per_step) if flops_per_step > 0 else None
+        self._compute_dtype = dtype.casefold() if dtype else None
+
     @contextlib.contextmanager
     def h2d_copy(self) -> Iterator[None]:
         """Mark host-to-device copies of the current step (synchronise inside for GPU accuracy)."""
@@ -156,6 +166,11 @@ class StepMonitor:
             batch_size=step.batch_size,
             samples_per_s=samples_per_s,
             dataloader_workers=self._workers,
+            **(
+                {"flops_per_step": self._flops_per_step, "compute_dtype": self._compute_dtype}
+                if self._flops_per_step is not None
+                else {}
+            ),
         )
         self._advance_profile()
 
@@ -275,6 +290,11 @@ def instrument(iterable: Iterable[T]) -> Iterable[T]:
             return getattr(self._inner, name)
 
     return _Instrumented(iterable)
+
+
+def report_flops(flops_per_step: float, dtype: str) -> None:
+    """`StepMonitor.report_flops` on this process's monitor."""
+    get_monitor().report_flops(flops_per_step, dtype)
 
 
 def h2d_copy() -> contextlib.AbstractContextManager[None]:

@@ -178,7 +178,9 @@ class StepReceiver:
 
 
 _INT32 = 2**31 - 1
-_STEP_NUMBERS = ("data_wait_s", "h2d_copy_s", "samples_per_s")
+_STEP_NUMBERS = ("data_wait_s", "h2d_copy_s", "samples_per_s", "flops_per_step")
+# analyzers.mfu.peaks' dtypes are short words; a longer string is not a dtype
+_MAX_DTYPE_CHARS = 16
 _STEP_INTS = {"rank": _INT32, "dataloader_workers": _INT32, "batch_size": 2**63 - 1}
 
 
@@ -206,6 +208,12 @@ def check_step(message: dict[str, Any]) -> None:
             raise ValueError(f"step: {name} must be an integer or null")
     if message.get("job_id") is not None and not isinstance(message["job_id"], str):
         raise ValueError("step: job_id must be a string or null")
+    flops = message.get("flops_per_step")
+    if flops is not None and flops < 0:
+        raise ValueError("step: flops_per_step must not be negative")
+    dtype = message.get("compute_dtype")
+    if dtype is not None and (not isinstance(dtype, str) or not 0 < len(dtype) <= _MAX_DTYPE_CHARS):
+        raise ValueError(f"step: compute_dtype must be a dtype name of 1-{_MAX_DTYPE_CHARS} chars")
 
 
 def steps_table(rows: list[dict[str, Any]], *, host: str, cluster: str | None) -> pa.Table:
@@ -227,6 +235,8 @@ def steps_table(rows: list[dict[str, Any]], *, host: str, cluster: str | None) -
             "batch_size": column("batch_size"),
             "samples_per_s": column("samples_per_s"),
             "dataloader_workers": column("dataloader_workers"),
+            "flops_per_step": column("flops_per_step"),  # an older SDK sends none: null
+            "compute_dtype": column("compute_dtype"),
         },
         schema=STEP_SAMPLES,
     )

@@ -98,7 +98,7 @@ def render() -> None:
             "active %",
         )
 
-    energy_view.show_mfu_by_team(jobs)
+    energy_view.show_mfu_by_team(jobs, energy_view.measured_by_job(key, win.start, win.end))
 
     st.subheader("Utilization heatmap by cluster and host")
     st.caption(

@@ -50,6 +50,8 @@ class Job:
     fb_used_mib: float = 20_000.0
     step_time_s: float | None = None  # step metrics are reported when set
     data_wait_share: float = 0.0
+    flops_per_step: float | None = None  # the SDK's FLOPs per step per rank (measured MFU)
+    compute_dtype: str = "bf16"
     user: str = "alice"
     team: str = "vision"
     name: str = "train"
@@ -215,6 +217,10 @@ def step_table(fleet: Fleet, job: Job) -> pa.Table:
             "data_wait_s": pa.array(np.full(steps, job.step_time_s * job.data_wait_share)),
             "batch_size": pa.array(np.full(steps, 256, dtype=np.int64)),
             "samples_per_s": pa.array(np.full(steps, 256 / job.step_time_s)),
+            "flops_per_step": pa.array([job.flops_per_step] * steps, pa.float64()),
+            "compute_dtype": pa.array(
+                [job.compute_dtype if job.flops_per_step else None] * steps, pa.string()
+            ),
         }
         frames.append(contract_table(STEP_SAMPLES, columns, steps))
     return pa.concat_tables(frames)

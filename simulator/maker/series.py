@@ -127,6 +127,8 @@ class Fleet:
         data_wait_s: Value = 0.0,
         dataloader_workers: Value = 8,
         batch_size: Value = 64,
+        flops_per_step: Value = None,
+        compute_dtype: str | None = None,
     ) -> Fleet:
         t = start_min * 60.0
         for i in range(n_steps):
@@ -144,6 +146,8 @@ class Fleet:
                     "data_wait_s": float(_value(data_wait_s, i, t)),
                     "batch_size": _value(batch_size, i, t),
                     "dataloader_workers": _value(dataloader_workers, i, t),
+                    "flops_per_step": _value(flops_per_step, i, t),
+                    "compute_dtype": compute_dtype,
                 }
             )
         return self

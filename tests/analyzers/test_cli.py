@@ -19,6 +19,9 @@ def write_config(tmp_path: Path) -> str:
     fleet.gpus(
         "noprof", "h3", range(1), 0, 60, sm_active=None, tensor_active=None, dram_active=None
     )
+    # the SDK in "ok" reported 0.3 x the H100's bf16 peak (989.5 TFLOPS) per 1 s step: 30 % MFU
+    fleet.steps("ok", "h2", 0, 0, 600, step_time_s=1.0, flops_per_step=0.3 * 989.5e12,
+                compute_dtype="bf16")  # fmt: skip
     publish(fleet, tmp_path / "var" / "segments")
     path = tmp_path / "fleetscope.toml"
     path.write_text(f'[core]\ndata_dir = "{tmp_path / "var"}"\n')
@@ -57,6 +60,11 @@ def test_backfill_then_opportunities_job_and_findings(
     assert "MFU:                 n/a measured; tensor-pipe active (MFU proxy, DCGM): 0.0 %" in out
     assert "Job idle   2025-03-03 00:00 to 02:59 UTC" in out
     assert "  R1   Zero utilization · critical · 6 GPU-h · 3.6 kWh recoverable\n" in out
+    assert main([*argv, "job", "ok"]) == 0
+    assert (
+        "MFU:                 30.0 % measured (2.97e+14 FLOPs/step x 1 steps/s over 1 x 989.5 "
+        "TFLOPS (NVIDIA H100 80GB HBM3, bf16, dense))\n" in capsys.readouterr().out
+    )
     assert main([*argv, "job", "noprof"]) == 0
     assert "DCGM_FI_PROF_SM_ACTIVE" in capsys.readouterr().out
     assert main([*argv, "findings", "--suppress", "job=idle", "--reason", "known"]) == 0

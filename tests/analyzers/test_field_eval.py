@@ -19,6 +19,7 @@ def test_the_field_fleet_meets_the_targets_with_the_right_root_causes_and_owners
     assert report.root_accuracy == 1.0 and not report.root_wrong, text
     assert {r: (s.tp, s.fp, s.fn) for r, s in report.scores.items() if s.tp or s.fp or s.fn} == {
         "P1": (2, 0, 0),
+        "P4": (1, 0, 0),  # llm/ft-eager, a quarter of its team's median MFU; its peers not
         "R1": (1, 0, 0),
         "R5": (1, 0, 0),
         "R7": (1, 0, 0),
@@ -31,3 +32,7 @@ def test_the_field_fleet_meets_the_targets_with_the_right_root_causes_and_owners
     assert report.owners["nlp/llama-ft"] == ("bo", "nlp-core")
     assert report.owners["speech/xid79"] == ("eve", "speech")
     assert report.owners["41950"] == ("dee", "chem")
+    assert report.owners["llm/ft-eager"] == ("hal", "llm")
+    # P4's precision and recall on this fleet, exactly
+    p4 = report.scores["P4"]
+    assert (p4.precision, p4.recall) == (1.0, 1.0), text

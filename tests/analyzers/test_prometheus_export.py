@@ -7,6 +7,8 @@ Specification (two jobs on cluster c1, `analyzers.metrics_top_jobs` = 1):
 - recoverable GPU-seconds per (rule, team, job_id, cluster), the job outside the top 1 as "other";
   acknowledged findings and findings older than the window are not open.
 - efficiency = active / allocated GPU-hours; counters sum allocated/active/SM-active per cluster.
+- job-a's SDK reports 100 one-second steps of 0.2 x the H100's bf16 peak in FLOPs: measured MFU
+  0.2 (issue 32); job-b reports none, so it has no MFU series (never the DCGM proxy).
 """
 
 from __future__ import annotations
@@ -87,6 +89,18 @@ def populate(server: Server, ca_file: str | None = None) -> None:
     land_findings(server.catalog)
 
 
+def land_steps(url: str) -> None:
+    from collector.sdk.receiver import steps_table
+
+    rows = [
+        {"pid": 9, "job_id": "job-a", "rank": 0, "step": i, "ts": START_MS / 1000 + 60 + i,
+         "step_time_s": 1.0, "flops_per_step": 0.2 * 989.5e12, "compute_dtype": "bf16"}
+        for i in range(100)
+    ]  # fmt: skip
+    table = steps_table(rows, host="h1", cluster="c1")
+    assert post_batch(url, "step_samples", table, token=TEST_TOKEN).status == 202
+
+
 def land_samples(url: str, ca_file: str | None = None) -> None:
     """Both jobs' samples in one batch: one commit, so no refresh counts one job without the other
     (a refresh between two commits would leave the second one's samples late, never counted)."""
@@ -139,13 +153,18 @@ def series(
 
 @pytest.mark.slow
 def test_metrics_report_findings_efficiency_and_gpu_hours(server: Server) -> None:
+    land_steps(server.url)
     populate(server)
     deadline = time.monotonic() + 60
     while True:  # until a refresh after the commit and the findings
         metrics = scrape(server.url)
         refreshed = all(
             series(metrics, name)
-            for name in ("fleetscope_allocated_gpu_seconds_total", "fleetscope_findings_open")
+            for name in (
+                "fleetscope_allocated_gpu_seconds_total",
+                "fleetscope_findings_open",
+                "fleetscope_job_mfu_ratio",
+            )
         )
         if refreshed or time.monotonic() > deadline:
             break
@@ -163,6 +182,10 @@ def test_metrics_report_findings_efficiency_and_gpu_hours(server: Server) -> Non
     assert series(metrics, "fleetscope_job_gpu_efficiency_ratio") == {  # hpc_job, job_id, team
         "job-a,job-a,ml": 0.25,
         ",other,ml": 0.5,  # job-b: not in the catalog; its team comes from its finding
+    }
+    # dtype, gpu_model, hpc_job, job_id, team
+    assert series(metrics, "fleetscope_job_mfu_ratio") == {
+        "bf16,NVIDIA H100 80GB HBM3,job-a,job-a,ml": 0.2
     }
     assert series(metrics, "fleetscope_allocated_gpu_seconds_total") == {"c1": 1800.0}  # 0.5 h
     assert series(metrics, "fleetscope_active_gpu_seconds_total") == {"c1": 600.0}  # 1/12 + 1/12 h
@@ -209,6 +232,7 @@ def test_metrics_names_follow_prometheus_rules() -> None:
         "fleetscope_recoverable_money": "gauge",
         "fleetscope_findings_open": "gauge",
         "fleetscope_job_gpu_efficiency_ratio": "gauge",
+        "fleetscope_job_mfu_ratio": "gauge",
         "fleetscope_allocated_gpu_seconds": "counter",
         "fleetscope_active_gpu_seconds": "counter",
         "fleetscope_sm_active_gpu_seconds": "counter",

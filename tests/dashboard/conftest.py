@@ -9,6 +9,7 @@ warehouse segments, with a real catalog (jobs, findings) and a real Kineto trace
 | idle-1   | e2:0                  | 0-60 min   | 0.00   | 0.00 | 1.0             | 0.0          |
 | stall-1  | e2:1, w1:0            | 30-120 min | 0.45   | 0.30 | 3.0             | 1.35         |
 
+train-ok's SDK reports its FLOPs per 10 s step: 45 % measured MFU on its H100s (bf16, one rank).
 w1:1 is never allocated. w1:0 reports XID 79 and 2 ECC double-bit errors from minute 60.
 """
 
@@ -34,7 +35,8 @@ START = datetime(2026, 11, 16, 8, 0, tzinfo=UTC)
 
 JOBS = (
     Job("train-ok", ("e1",), (0, 1), 0, 7200, 0.9, sm_active=0.7, tensor_active=0.4,
-        step_time_s=10.0, data_wait_share=0.02, user="alice", team="vision", name="resnet"),
+        step_time_s=10.0, data_wait_share=0.02, user="alice", team="vision", name="resnet",
+        flops_per_step=0.45 * 989.5e12 * 10),
     Job("idle-1", ("e2",), (0,), 0, 3600, 0.0, sm_active=0.0, tensor_active=0.0,
         user="bob", team="nlp", name="notebook"),
     Job("stall-1", ("e2", "w1"), (1, 0), 1800, 7200, 0.45, sm_active=0.3, tensor_active=0.1,

@@ -108,6 +108,17 @@ def test_jobs_page_searches(warehouse_env: Warehouse) -> None:
     assert app.dataframe[0].value["job_id"].tolist() == ["stall-1", "idle-1"]
 
 
+def test_job_page_shows_measured_mfu_where_the_sdk_sent_flops(warehouse_env: Warehouse) -> None:
+    app = _app("views/job.py", job_id="train-ok")
+    shown = _metrics(app)
+    assert shown["MFU (measured)"] == "45.0 %"  # never the proxy's 40 % beside it
+    assert "MFU (proxy)" not in shown
+    fleet = _app()
+    headings = [h.value for h in fleet.subheader]
+    assert "MFU by team (measured: the SDK's FLOPs per step)" in headings
+    assert "MFU proxy by team (DCGM tensor-pipe activity, the other jobs)" in headings
+
+
 def test_job_page_shows_series_steps_findings_and_traces(warehouse_env: Warehouse) -> None:
     app = _app("views/job.py", job_id="stall-1")
     assert app.title[0].value == "Job stall-1"

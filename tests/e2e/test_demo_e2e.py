@@ -6,7 +6,7 @@ Then, like a person with only the README:
 - the demo prints the dashboard URL, the token and the lines that point a CLI at it;
 - the CLI, run in the same folder, finds the running demo by itself and answers from its data,
   with findings within 60 s of the URL;
-- `fleetscope profile --job demo-torch-1` captures and analyses a real trace end to end;
+- `fleetscope profile --job demo/cpu-trainer` captures and analyses a real trace end to end;
 - `fleetscope report weekly` with no arguments reports the week that has data;
 - headless Chromium opens every page and finds no pop-up, no clipped table, no "None", no raw JSON,
   and findings where findings belong; a screenshot of each page is kept under test-artifacts/;
@@ -47,7 +47,7 @@ pytest.importorskip("torch", reason="the demo's training process is real PyTorch
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts" / "demo-pages"
-TORCH_JOB = "demo-torch-1"
+TORCH_JOB = "demo/cpu-trainer"
 CUDA_JOB = "demo-resnet50"  # the real V100 trace the demo uploads (app/demo_trace.py)
 FINDINGS_WITHIN_S = 60.0  # the issue's promise: findings within a minute of the URL
 
@@ -204,6 +204,32 @@ def test_report_weekly_without_arguments_reports_the_week_with_data(demo: Demo) 
         assert f"reporting {week[1]}" in done.stderr
 
 
+def test_the_pytorch_job_has_kwh_money_and_measured_mfu_on_a_simulated_gpu(demo: Demo) -> None:
+    """Issue 32: the CPU trainer is shown on host 0's last GPU (simulated); its own FLOP count
+    (torch's counter, fp32) over the H100's fp32 peak is its measured MFU, and the weekly report
+    lists it with its kWh and its money at the demo's example price."""
+
+    def measured() -> bool:
+        done = demo.cli("job", TORCH_JOB)
+        return done.returncode == 0 and " measured (" in done.stdout
+
+    _wait(measured, 180, "the PyTorch job's measured MFU")
+    out = demo.cli("job", TORCH_JOB).stdout
+    assert re.search(r"^energy: +\d+\.\d\d kWh", out, re.M), out
+    assert re.search(r"^cost: +[\d,.]+ USD", out, re.M), out
+    assert "67 TFLOPS (NVIDIA H100 80GB HBM3, fp32, dense)" in out, out
+    report = demo.cli("report", "weekly", "--no-pdf")
+    written = re.search(r"fleet \d{4}-W\d{2}: (\S+)", report.stdout)
+    assert written, report.stdout
+    markdown = Path(written[1]).with_suffix(".md").read_text()
+    assert f"| {TORCH_JOB} | demo | NVIDIA H100 80GB HBM3 (fp32) |" in markdown, markdown
+    # the CLI takes the demo's example prices from demo.json: money here as on the dashboard
+    assert (
+        "| job | team | GPU (dtype) | MFU (measured) | team median | kWh | cost (USD) |" in markdown
+    )
+    assert "Example prices set by fleetscope demo" in markdown
+
+
 # Page checks a person would make, run in the page: every table fits (nothing scrolls sideways),
 # and the visible text (the data grids' cells included) shows no "None" and no raw JSON.
 _CLIPPED_JS = """
@@ -336,7 +362,11 @@ def test_every_page_reads_like_a_person_expects(demo: Demo) -> None:
         assert "raw evidence (JSON)" in job  # the JSON itself stays folded away
         _same_as_fleetscope_job(demo, str(job_id), job)
         browser.navigate(f"{demo.url}/job?job_id={TORCH_JOB}")
-        _check_page(browser, "job-torch", f"Job {TORCH_JOB}", "CPU-only", "step time (s)")
+        # issue 32: its CPU process is shown on a simulated GPU, with kWh, money and MFU
+        torch_page = _check_page(
+            browser, "job-torch", f"Job {TORCH_JOB}", "simulated GPU", "MFU (measured)", "kWh"
+        )
+        assert "Example prices set by fleetscope demo" in torch_page
         browser.navigate(demo.url + "/traces")
         _check_page(browser, "traces", str(trace_id))
         browser.navigate(f"{demo.url}/trace?trace_id={trace_id}")

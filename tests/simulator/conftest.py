@@ -15,4 +15,4 @@ DATA = Path(__file__).resolve().parents[1] / "data" / "dcgm"
 
 @pytest.fixture(scope="session")
 def sim() -> FleetSimulator:
-    return FleetSimulator(FleetSpec(hosts=6, seed=11), origin_s=T0, horizon_s=2 * 86_400)
+    return FleetSimulator(FleetSpec(hosts=6, seed=63), origin_s=T0, horizon_s=2 * 86_400)

@@ -17,7 +17,7 @@ from simulator.training import TrainingProcesses, socket_template
 from .conftest import T0
 
 STEP_COLUMNS = ("host", "job_id", "rank", "pid", "step", "step_time_s", "data_wait_s",
-                "batch_size", "dataloader_workers")  # fmt: skip
+                "batch_size", "dataloader_workers", "flops_per_step", "compute_dtype")  # fmt: skip
 
 
 @pytest.fixture

@@ -57,4 +57,4 @@ def test_user_mistakes_are_messages_not_tracebacks(
     assert main(["warehouse", "query", "SELECT * FROM nowhere"]) == 2
     assert "query failed: Catalog Error" in capsys.readouterr().err
     assert main(["warehouse", "migrate"]) == 0
-    assert "schema versions [1, 2, 3]" in capsys.readouterr().out
+    assert "schema versions [1, 2, 3, 4]" in capsys.readouterr().out

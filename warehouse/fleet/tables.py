@@ -119,9 +119,10 @@ class FleetTables:
         return f"{self.config.namespace}.{name}"
 
     def table(self, name: str) -> Table:
-        """The table `name`, loaded once and refreshed by callers that need the newest."""
+        """The table `name`, loaded once and refreshed by callers that need the newest; a
+        contract table made by an older build gains the contract's newer columns first."""
         if name not in self._tables:
-            self._tables[name] = self._load_or_create(name)
+            self._tables[name] = evolve_contract(self._load_or_create(name), TABLES[name])
         return self._tables[name]
 
     def rollup_table(self, name: str, arrow_schema: pa.Schema) -> Table:
@@ -227,5 +228,32 @@ def to_table_schema(data: pa.Table, table: Table) -> pa.Table:
 
 
 def to_contract(name: str, data: pa.Table) -> pa.Table:
-    """Rows read from Iceberg back in the contract's exact Arrow schema (ms, int16)."""
-    return data.select(TABLES[name].names).cast(TABLES[name])
+    """Rows read from Iceberg back in the contract's exact Arrow schema (ms, int16); a column a
+    table made by an older build lacks reads as null."""
+    schema = TABLES[name]
+    columns = [
+        data.column(f.name).cast(f.type)
+        if f.name in data.column_names
+        else pa.nulls(data.num_rows, f.type)
+        for f in schema
+    ]
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def evolve_contract(table: Table, arrow_schema: pa.Schema) -> Table:
+    """`table` with the contract columns it lacks added (contract schema version 2 added
+    step_samples' flops_per_step and compute_dtype): Iceberg schema evolution, so older data
+    files read them as null. A gateway that loses the race to another's update reloads the
+    winner's table. No commit when nothing is missing."""
+    from pyiceberg.exceptions import CommitFailedException
+
+    missing = [f for f in arrow_schema if f.name not in set(table.schema().column_names)]
+    if not missing:
+        return table
+    try:
+        with table.update_schema() as update:
+            update.union_by_name(pa.schema(missing))
+    except CommitFailedException:
+        pass
+    table.refresh()
+    return table

@@ -23,7 +23,7 @@ from fleetscope.contract import (
     HEADER_SCHEMA_VERSION,
     MAX_BATCH_ROWS,
     MAX_DECODED_BYTES,
-    SCHEMA_VERSION,
+    READABLE_SCHEMA_VERSIONS,
     TABLES,
     conform,
     from_ipc,
@@ -32,8 +32,6 @@ from fleetscope.errors import ContractError, DecodeBudgetError, IngestError, Pay
 from warehouse.catalog.fleet import Job
 from warehouse.ingest.framing import ascii_int
 
-# Schema versions this build reads; a new contract version adds itself here with its migration.
-READABLE_SCHEMA_VERSIONS = frozenset({SCHEMA_VERSION})
 _BATCH_ID = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 _AGENT_PRODUCT = "fleetscope-agent/"
 

@@ -1,5 +1,5 @@
 -- 0001: the contract's three sample tables (fleetscope.contract SCHEMA_VERSION 1) and the
--- ingest ledger. Columns must match warehouse.schema.columns(contract schema): a test checks it.
+-- ingest ledger. Columns must match warehouse.storage.schema.columns(contract schema): a test checks it.
 
 CREATE TABLE gpu_samples (
     ts TIMESTAMP WITH TIME ZONE NOT NULL,

@@ -33,6 +33,11 @@ from warehouse.storage.segments import Manifest, SegmentStore, read_manifest
 from warehouse.storage.writer import Writer
 
 READ_TABLES: Mapping[str, pa.Schema] = {**TABLES, **ROLLUP_TABLES}
+# Raw tables that gained columns in a later contract version (2: step_samples' FLOPs per step and
+# dtype): segments written before lack them, so these are read by column name, null where a file
+# has none. Only the step table, which is small beside gpu_samples: reading by name opens every
+# file's footer when a query binds.
+BY_NAME_TABLES: frozenset[str] = frozenset({"step_samples"})
 
 
 def connect(settings: Settings) -> duckdb.DuckDBPyConnection:
@@ -67,7 +72,7 @@ def _select(root: Path, manifest: Manifest, table: str) -> str:
     listed = ", ".join("'" + f.replace("'", "''") + "'" for f in files)
     # No hive columns: the views have exactly the contract's columns, like the writer's tables.
     scan = f"SELECT * FROM read_parquet([{listed}], hive_partitioning = false"
-    if table in ROLLUP_TABLES and mixed(manifest):
+    if table in BY_NAME_TABLES or (table in ROLLUP_TABLES and mixed(manifest)):
         # Roll-up files written before their table gained columns are read by name until the
         # roll-up step has rewritten them (warehouse.read.rollup_format); the empty table first keeps
         # every column of the layout, null where no file has it yet.

@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from fleetscope.contract import TABLES
+from warehouse.read.rollup_format import conform
 from warehouse.storage.segments import Segment, SegmentStore
 
 ROW_GROUP_ROWS = 256 * 1024  # rows buffered per written row group: big enough for good scans
@@ -63,7 +64,9 @@ def _rows(store: SegmentStore, group: list[Segment], schema: pa.Schema) -> Itera
     buffered: list[pa.Table] = []
     count = 0
     for segment in group:
-        part = pq.read_table(store.path(segment)).cast(schema)
+        # by name: a file written before its table gained columns (contract schema version 2's
+        # step FLOPs) reads them as null
+        part = conform(pq.read_table(store.path(segment)), schema)
         buffered.append(part)
         count += part.num_rows
         if count >= ROW_GROUP_ROWS:

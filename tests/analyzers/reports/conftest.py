@@ -9,6 +9,8 @@ every 300 s. Truth:
 | a-w47 | vision | alice | e1:0, :1 | Monday, 24 h    | 0.80   | 48              |
 | b-w47 | nlp    | bob   | e2:0     | Monday, 0-12 h  | 0.00   | 12              |
 
+a-w47's training process reports 10 s steps with FLOPs: 35 % measured MFU on its H100s (bf16).
+
 Findings: W46 R2 on a-w46 (20 GPU-h); W47 R3 and R1 on b-w47 (12 each, the same hours) and P1 on
 a-w47 (2).
 """
@@ -32,7 +34,20 @@ MONDAY = SUNDAY + timedelta(days=1)
 DAY = 86400
 JOBS = (
     Job("a-w46", ("e1",), (0, 1), 0, DAY, 0.3, user="alice", team="vision", name="vit"),
-    Job("a-w47", ("e1",), (0, 1), DAY, 2 * DAY, 0.8, user="alice", team="vision", name="vit"),
+    # its SDK reports 10 s steps of 0.35 x the H100's bf16 peak x 10 s FLOPs: 35 % MFU
+    Job(
+        "a-w47",
+        ("e1",),
+        (0, 1),
+        DAY,
+        2 * DAY,
+        0.8,
+        user="alice",
+        team="vision",
+        name="vit",
+        step_time_s=10.0,
+        flops_per_step=0.35 * 989.5e12 * 10,
+    ),
     Job("b-w47", ("e2",), (0,), DAY, DAY + 12 * 3600, 0.0, user="bob", team="nlp", name="nb"),
 )
 

@@ -220,3 +220,30 @@ def test_the_weeks_energy_per_team_and_money_only_where_prices_are_set(
     # the catalog's findings were written without energy: GPU-hours only, and no money
     assert "Recoverable (open findings): 14.0 GPU-h, 0.0 kWh." in text
     assert "cost (" not in to_markdown(_build(report_warehouse, Scope("admin")))  # type: ignore[arg-type]
+
+
+def test_the_weeks_measured_mfu_per_job_with_its_kwh_and_money(
+    report_warehouse: ReportWarehouse,
+) -> None:
+    """a-w47 is the week's only job whose SDK reported FLOPs: 35 % MFU, its team's median."""
+    from analyzers.accounting.cost import Prices
+
+    report = build_weekly(
+        open_segments(report_warehouse.data_dir / "segments"), connect(report_warehouse.catalog_url),
+        W47, Scope("admin"), trend_weeks=1, prices=Prices("EUR", by_team={"vision": 1.5}),
+    )  # fmt: skip
+    section = report.mfu
+    assert section is not None and section.measured_jobs == 1
+    (line,) = section.jobs
+    assert (line.job_id, line.team, line.dtype) == ("a-w47", "vision", "bf16")
+    assert (line.mfu, line.team_median) == (pytest.approx(0.35), pytest.approx(0.35))
+    assert line.kwh == pytest.approx(2 * 24 * 0.574)
+    assert line.money == pytest.approx(48 * 1.5)
+    text = to_markdown(report)
+    assert "| job | team | GPU (dtype) | MFU (measured) | team median | kWh | cost (EUR) |" in text
+    assert (
+        "| a-w47 | vision | NVIDIA H100 80GB HBM3 (bf16) | 35.0 % | 35.0 % | 27.55 | 72.00 |"
+        in text
+    )
+    assert "Model FLOPs utilization (measured)" in to_html(report)
+    assert _build(report_warehouse, Scope("team", "nlp")).mfu is None  # type: ignore[attr-defined]
