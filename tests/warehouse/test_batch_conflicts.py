@@ -25,10 +25,11 @@ from simulator.maker.batches import EPOCH_MS, gpu_batch, host_batch
 from simulator.wire import TEST_TOKEN as TOKEN
 from simulator.wire import post_batch
 from tests.readable import eventually
-from warehouse import catalog, reader
+from warehouse import catalog
 from warehouse.ingest.batch_digest import content_digest
 from warehouse.ingest.batch_queue import BatchQueue
 from warehouse.ingest.runtime import Server
+from warehouse.read import reader
 
 
 def test_an_identical_retry_is_a_duplicate_and_other_content_is_a_conflict(
