@@ -23,8 +23,9 @@ from analyzers.run.schedule import backfill_windows
 from analyzers.run.slices import host_slices, slice_cursor
 from simulator.fleet import FleetSpec
 from simulator.sim import FleetSimulator
-from warehouse import catalog, schema
+from warehouse import catalog
 from warehouse.read.reader import open_segments
+from warehouse.storage import schema
 from warehouse.storage.segments import SegmentStore
 
 ORIGIN = 1_767_571_200  # 2026-01-05T00:00:00Z
