@@ -13,6 +13,7 @@ from collector.sdk.receiver import steps_table
 from fleetscope.contract import HEADER_SCHEMA_VERSION, STEP_SAMPLES, to_ipc
 from simulator.wire import TEST_TOKEN as TOKEN
 from simulator.wire import headers_for, post_batch
+from tests.readable import eventually
 from tests.warehouse.test_ingest_http import raw_post
 from warehouse.ingest.runtime import Server
 from warehouse.read import reader
@@ -38,15 +39,19 @@ def test_a_new_agents_flops_and_an_old_agents_steps_are_both_stored(server: Serv
     headers = {**headers_for("old-agent-1", TOKEN), HEADER_SCHEMA_VERSION: "1"}
     answer = raw_post(server.url, "/v1/batches/step_samples", to_ipc(old), headers)
     assert answer.status == 202
-    rows = (
-        reader.connect(server.settings)
-        .execute(
-            "SELECT job_id, count(*), any_value(flops_per_step), any_value(compute_dtype) "
-            "FROM step_samples GROUP BY job_id ORDER BY job_id"
+    expected = [("new", 3, 4.2e14, "bf16"), ("old", 2, None, None)]
+
+    def stored() -> list[tuple[object, ...]]:
+        return (
+            reader.connect(server.settings)
+            .execute(
+                "SELECT job_id, count(*), any_value(flops_per_step), any_value(compute_dtype) "
+                "FROM step_samples GROUP BY job_id ORDER BY job_id"
+            )
+            .fetchall()
         )
-        .fetchall()
-    )
-    assert rows == [("new", 3, 4.2e14, "bf16"), ("old", 2, None, None)]
+
+    assert eventually(stored, expected) == expected  # readable after the log's next flush
 
 
 def test_segments_from_before_version_2_read_and_compact_with_null_flops(tmp_path: Path) -> None:
