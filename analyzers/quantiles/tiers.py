@@ -164,7 +164,9 @@ class QuantileStore:
         Each tier (10 s, 1 min, 1 h) is built straight from the samples, an hour (a day for the
         hour tier) at a time so memory stays bounded: by the sketch's lossless merge that equals
         merging the finer panes, bit for bit (tests/analyzers/quantiles), without reading them
-        back. Panes older than a tier's retention are skipped and expired days are retired."""
+        back. Only the slices that hold samples are built (one query finds them), so the cost
+        follows the data, not the window's length. Panes older than a tier's retention are
+        skipped and expired days are retired."""
         part = part_key(window, cluster)
         rows = dict.fromkeys(self.tiers, 0)
         newest = newest_sample_s(conn, window)  # None: no sample since the window's start
