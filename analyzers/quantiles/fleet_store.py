@@ -46,10 +46,12 @@ from analyzers.quantiles.store_rows import (
     PANES,
     TABLES,
     Kept,
+    filled_slices,
     marks_in,
     newest_sample_s,
     part_key,
     retention_of,
+    slice_seconds,
     span,
     tier_rows,
     tiers_of,
@@ -154,11 +156,17 @@ class FleetSketchStore:
         touched: set[tuple[int, date]] = set()
         for res in self.tiers:
             todo = span(window, res, marks.get(res), self.retention_s[res], now)
+            # only the slices that hold rows are built (one query finds them): another's build
+            # is empty, so skipping it keeps the same rows, marks and rebuilt ranges
+            filled = filled_slices(conn, window, res, todo)
+            slice_s = slice_seconds(res)
             # slices never span two UTC days: a rebuild rewrites each day's partition once
             for _day, group in itertools.groupby(todo.slices(res), key=lambda s: s[0].date()):
                 slices = list(group)
-                fresh = []
+                fresh = [ROW_SCHEMA.empty_table()]
                 for at, stop in slices:
+                    if int(at.timestamp()) // slice_s not in filled:
+                        continue
                     tables = tier_rows(conn, window, catalog, res, at, stop)
                     rows[res] += tables[BUCKETS].num_rows
                     built = _as_rows(tables)

@@ -18,7 +18,12 @@ from urllib.parse import quote
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from analyzers.accounting.frames import partition_of, table_exists, ts_literal
+from analyzers.accounting.frames import (
+    partition_clause,
+    partition_of,
+    table_exists,
+    ts_literal,
+)
 from analyzers.quantiles.panes import (
     BUCKET_SCHEMA,
     METRICS,
@@ -79,12 +84,42 @@ class Span:
     def slices(self, res: int) -> Iterator[tuple[datetime, datetime]]:
         """[start, end) an hour at a time (the hour tier: a day), so memory is bounded by one
         slice and no slice spans two UTC days."""
-        slice_s = 86400 if res >= 3600 else 3600
+        slice_s = slice_seconds(res)
         at = self.start
         while at < self.end:
             stop = min(self.end, align_down(at, slice_s) + timedelta(seconds=slice_s))
             yield at, stop
             at = stop
+
+
+def slice_seconds(res: int) -> int:
+    """How much of tier `res` one build takes: an hour, a day for the hour tier."""
+    return 86400 if res >= 3600 else 3600
+
+
+def filled_slices(
+    conn: duckdb.DuckDBPyConnection, window: Window, res: int, todo: Span
+) -> set[int]:
+    """The slices of `todo` (numbered `epoch_s // slice_seconds(res)`) that hold a row of a
+    sketched table for the window's partition, in one query: `tier_rows` of any other slice is
+    empty, so `keep` skips it and its cost follows the data, not the window's length. A slice
+    found here may still build nothing (all its values NULL or not finite): it is built."""
+    if todo.start >= todo.end:
+        return set()
+    slice_ms = slice_seconds(res) * 1000
+    mine = "" if window.partition == 0 else " AND job_id IS NOT NULL"
+    tables = sorted({m.table for m in METRICS.values()})
+    parts = [
+        f"""SELECT DISTINCT CAST(epoch_ms(ts) // {slice_ms} AS BIGINT) AS slice FROM {table}
+            WHERE ts >= {ts_literal(todo.start)} AND ts < {ts_literal(todo.end)}
+              AND (job_id IS NULL OR {partition_clause(window, "job")}){mine}"""
+        for table in tables
+        if table_exists(conn, table)
+    ]
+    if not parts:
+        return set()
+    found = arrow(conn, " UNION ".join(parts)).column("slice").to_pylist()
+    return {int(s) for s in found}
 
 
 def tiers_of(pane_s: int) -> tuple[int, ...]:

@@ -67,10 +67,13 @@ from analyzers.quantiles.store_rows import (
     PANES,
     TABLES,
     Kept,
+    Span,
+    filled_slices,
     marks_in,
     newest_sample_s,
     part_key,
     retention_of,
+    slice_seconds,
     span,
     tier_rows,
     tier_table,
@@ -161,7 +164,9 @@ class QuantileStore:
         Each tier (10 s, 1 min, 1 h) is built straight from the samples, an hour (a day for the
         hour tier) at a time so memory stays bounded: by the sketch's lossless merge that equals
         merging the finer panes, bit for bit (tests/analyzers/quantiles), without reading them
-        back. Panes older than a tier's retention are skipped and expired days are retired."""
+        back. Only the slices that hold samples are built (one query finds them), so the cost
+        follows the data, not the window's length. Panes older than a tier's retention are
+        skipped and expired days are retired."""
         part = part_key(window, cluster)
         rows = dict.fromkeys(self.tiers, 0)
         newest = newest_sample_s(conn, window)  # None: no sample since the window's start
@@ -175,15 +180,7 @@ class QuantileStore:
             marks = marks_in(files.snapshot().marks, MARKS, window, cluster)
             for res in self.tiers:
                 todo = span(window, res, marks.get(res), self.retention_s[res], now)
-                for at, stop in todo.slices(res):
-                    tables = tier_rows(conn, window, catalog, res, at, stop)
-                    rows[res] += tables[BUCKETS].num_rows
-                    named = {tier_table(name, res): t for name, t in tables.items()}
-                    if todo.rebuild:
-                        _replace(self._locked, named, window, at, stop, cluster)
-                    else:
-                        _add(files, self._locked, named, part, {res: stop}, stop)
-                        marks[res] = stop
+                self._keep_tier(conn, window, catalog, cluster, res, todo, files, marks, rows)
         with self._locked() as store:
             if newest is not None:  # a window with no sample (the clock's, over a replayed
                 self._expire(store, newest)  # day-old fleet) must not expire by the wall clock
@@ -196,6 +193,56 @@ class QuantileStore:
                 compact(store, COMPACT_TARGET_BYTES, self.tables)
             store.purge_retired(self.grace_s)
         return Kept(rows, dict(marks))
+
+    def _keep_tier(
+        self,
+        conn: duckdb.DuckDBPyConnection,
+        window: Window,
+        catalog: JobCatalog,
+        cluster: Scope,
+        res: int,
+        todo: Span,
+        files: SegmentStore,
+        marks: dict[int, datetime],
+        rows: dict[int, int],
+    ) -> None:
+        """Build tier `res`'s panes of `todo` a slice at a time, only the slices that hold rows
+        (`filled_slices`, one query): an empty slice builds nothing, so skipping it stores the
+        same rows. Skipped slices still do what their empty build did: past the mark, the mark
+        moves on (once, with the next slice built or at the end); in a rebuild, the partition's
+        stored rows of their range go (one `_replace` per run of empty slices of a day, the same
+        rows in the same order as one per slice)."""
+        part = part_key(window, cluster)
+        filled = filled_slices(conn, window, res, todo)
+        slice_s = slice_seconds(res)
+        empty = {tier_table(name, res): schema.empty_table() for name, schema in TABLES.items()}
+        gap: tuple[datetime, datetime] | None = None  # a rebuild's empty run, not yet replaced
+        last: datetime | None = None  # the end of the last slice, built or skipped
+        for at, stop in todo.slices(res):
+            last = stop
+            if int(at.timestamp()) // slice_s not in filled:
+                if todo.rebuild:
+                    if gap is not None and gap[0].date() != at.date():
+                        _replace(self._locked, empty, window, *gap, cluster)
+                        gap = None
+                    gap = (gap[0] if gap else at, stop)
+                continue
+            if gap is not None:
+                _replace(self._locked, empty, window, *gap, cluster)
+                gap = None
+            tables = tier_rows(conn, window, catalog, res, at, stop)
+            rows[res] += tables[BUCKETS].num_rows
+            named = {tier_table(name, res): t for name, t in tables.items()}
+            if todo.rebuild:
+                _replace(self._locked, named, window, at, stop, cluster)
+            else:
+                _add(files, self._locked, named, part, {res: stop}, stop)
+                marks[res] = stop
+        if gap is not None:
+            _replace(self._locked, empty, window, *gap, cluster)
+        if not todo.rebuild and last is not None and marks.get(res) != last:
+            _add(files, self._locked, {}, part, {res: last}, last)  # the mark past empty slices
+            marks[res] = last
 
     def _expire(self, store: SegmentStore, now: float) -> None:
         """Retire the files of days that ended before a tier's retention cutoff."""
