@@ -23,6 +23,11 @@ Job ids follow the agent's convention: Slurm jobs are numeric strings (the `hpc_
 Kubernetes jobs are "<namespace>/<name>", their pods "<name>-0" (one host) or "<name>-master-0",
 "<name>-worker-<n>" (PyTorchJob over several hosts). Namespaces are team names.
 
+Set aside from the plan (FleetSpec): an attached job on host 0's last GPU (a real process shown
+on a simulated GPU) and a showcase job on its first (a named scenario running all along, whatever
+the seed: the demo's findings in its first minute); the plan is drawn as without them, less the
+jobs that would have used their GPUs.
+
 Must never: compute metric values, or read the clock (times are always passed in).
 """
 
