@@ -50,6 +50,12 @@ def register(subparsers: Any) -> None:
         metavar="NAMESPACE/NAME",
         help="show a real process's job on host 0's last GPU, busy (the demo's CPU trainer)",
     )
+    parser.add_argument(
+        "--showcase",
+        metavar="SCENARIO",
+        help="one simulated job of this scenario holds host 0's first GPU all along, whatever "
+        "the seed (the demo's: a data-loader stall, found within a minute)",
+    )
     sdk = parser.add_mutually_exclusive_group()
     sdk.add_argument(
         "--sdk-socket-dir",
@@ -80,6 +86,7 @@ def _spec(args: argparse.Namespace, settings: Settings, hosts: int) -> Any:
         cluster=settings.simulator.cluster,
         scrape_failure_rate=settings.simulator.scrape_failure_rate,
         attached_job=getattr(args, "attach_job", None) or None,
+        showcase=getattr(args, "showcase", None) or None,
     )
 
 

@@ -23,6 +23,11 @@ Job ids follow the agent's convention: Slurm jobs are numeric strings (the `hpc_
 Kubernetes jobs are "<namespace>/<name>", their pods "<name>-0" (one host) or "<name>-master-0",
 "<name>-worker-<n>" (PyTorchJob over several hosts). Namespaces are team names.
 
+Set aside from the plan (FleetSpec): an attached job on host 0's last GPU (a real process shown
+on a simulated GPU) and a showcase job on its first (a named scenario running all along, whatever
+the seed: the demo's findings in its first minute); the plan is drawn as without them, less the
+jobs that would have used their GPUs.
+
 Must never: compute metric values, or read the clock (times are always passed in).
 """
 
@@ -295,13 +300,39 @@ class Fleet:
         self.hosts: list[Host] = _hosts(spec)
         self.units: list[Unit] = _units(spec, self.hosts)
         reserved = self._reserved_unit()
+        showcase = self._showcase_unit()
         self.jobs: list[Job] = self._plan(self.units)
-        if reserved is not None and spec.attached_job:
-            # the plan as without it (the same jobs at the same times), less the jobs that
-            # would have used its GPU
-            kept = [j for j in self.jobs if all(reserved not in p.units for p in j.placements)]
+        taken = {u for u in (reserved, showcase) if u is not None}
+        if taken:
+            # the plan as without them (the same jobs at the same times), less the jobs that
+            # would have used their GPUs
+            kept = [j for j in self.jobs if all(not taken & set(p.units) for p in j.placements)]
             self.jobs = [dataclasses.replace(j, index=i) for i, j in enumerate(kept)]
+        if showcase is not None and spec.showcase:
+            self.jobs.append(self._showcase(spec.showcase, showcase))
+        if reserved is not None and spec.attached_job:
             self.jobs.append(self._attached(spec.attached_job, reserved))
+
+    def _showcase_unit(self) -> int | None:
+        """The unit a showcase job holds: host 0's first GPU (a whole one)."""
+        if not self.spec.showcase:
+            return None
+        from fleetscope.errors import ConfigError
+
+        scenario = SCENARIOS.get(self.spec.showcase)
+        if scenario is None or self.hosts[0].mig or scenario.min_gpus > 1 or scenario.moves:
+            raise ConfigError(
+                f"showcase scenario {self.spec.showcase!r}: needs a scenario of one GPU that "
+                f"stays on its host ({', '.join(sorted(SCENARIOS))}) and a host 0 of whole GPUs"
+            )
+        return min(u.index for u in self.units if u.host == 0)
+
+    def _showcase(self, name: str, unit: int) -> Job:
+        """A simulated job like any other (owner, name and id drawn as the planner's are), of
+        scenario `name`, on `unit` for the whole range: running whenever the fleet is looked at."""
+        begin, stop = self.origin_s - WARMUP_S, self.origin_s + self.horizon_s
+        draft = _Draft(SCENARIOS[name], [(0, (unit,), begin, stop)])
+        return self._job(len(self.jobs), draft)
 
     def _reserved_unit(self) -> int | None:
         """The unit an attached job holds: host 0's last GPU (a whole one)."""
