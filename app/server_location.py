@@ -40,6 +40,10 @@ def ask(ingest_url: str, timeout_s: float = ASK_TIMEOUT_S) -> dict[str, str] | N
     return {str(key): str(value) for key, value in found.items()}
 
 
+MODE_KEY = "server.mode"
+DATA_DIR_KEY = "core.data_dir"
+
+
 def follow(settings: Settings) -> tuple[Settings, str]:
     """`settings` pointed at the server's data, or unchanged; and one sentence saying what was
     found (for the message either way)."""
@@ -47,14 +51,16 @@ def follow(settings: Settings) -> tuple[Settings, str]:
     found = ask(url)
     if found is None:
         return settings, f"no fleetscope server answered at {url} (agent.ingest_url)"
-    if found.get("server.mode", "embedded") != "embedded":
-        return settings, f"the server at {url} runs in {found['server.mode']} mode"
-    data_dir = found.get("core.data_dir", "")
+    # keys of the server's answer (GET /v1/server), not this process's settings
+    mode = found.get(MODE_KEY, "embedded")
+    if mode != "embedded":
+        return settings, f"the server at {url} runs in {mode} mode"
+    data_dir = found.get(DATA_DIR_KEY, "")
     if not data_dir or not Path(data_dir).is_dir():
         return settings, f"the server at {url} keeps its data at {data_dir}, not on this machine"
     taken = {
         key.replace(".", "__"): value
         for key, value in found.items()
-        if key != "server.mode" and value and settings.source(key) == "default"
+        if key != MODE_KEY and value and settings.source(key) == "default"
     }
     return settings.with_overrides(**taken), f"the server at {url} keeps its data at {data_dir}"
