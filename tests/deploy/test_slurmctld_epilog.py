@@ -24,9 +24,11 @@ from analyzers.read_api.summary import decode
 from fleetscope.settings import load_settings
 from simulator.maker.series import Fleet
 from simulator.wire import TEST_TOKEN, post_batch
+from tests.readable import eventually
 from warehouse.catalog import findings as cat
 from warehouse.catalog import fleet
 from warehouse.ingest.runtime import Server
+from warehouse.read import reader
 
 SCRIPT = Path(__file__).resolve().parents[2] / "deploy" / "slurm" / "slurmctld-epilog.sh"
 READ_TOKEN = "slurmctld-read-token-for-tests"
@@ -56,6 +58,14 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     samples.gpus("other", "gpu-07", [2], 0, 120, gpu_util=50.0)  # another job: not counted
     gpu = samples.tables()["gpu_samples"]
     assert post_batch(running.url, "gpu_samples", gpu, token=TEST_TOKEN).status == 202
+
+    def stored() -> int:  # readable after the ingest log's next flush
+        (rows,) = reader.connect(running.settings).execute(
+            "SELECT count(*) FROM gpu_samples"
+        ).fetchone() or (0,)
+        return int(rows)
+
+    assert eventually(stored, gpu.num_rows) == gpu.num_rows
 
     def finding(fid: str, rule: str, hours: float, title: str) -> cat.Finding:
         return cat.Finding(
