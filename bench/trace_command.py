@@ -135,8 +135,9 @@ def floor_child(trace_dir: str) -> dict[str, float]:
     from analyzers.traces.api import find_trace_files, load_trace_set
     from analyzers.traces.columns import SymbolTable
     from analyzers.traces.load import _CHUNK
-    from analyzers.traces.load_fast import COLUMNS_PATH, _Args, _decode_columns, _Event
+    from analyzers.traces.load_fast import COLUMNS_PATH, _decode_columns
     from analyzers.traces.trace_text import _open_gzip
+    from bench.trace_decoders import _Args, _Event  # the typed structs live with the bench now
 
     # The loader's own event type; where a trace has a value of another type (a string stream
     # id in the AMD trace) the same fields as Any, so the floor always decodes the whole file.
