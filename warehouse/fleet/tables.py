@@ -122,7 +122,9 @@ class FleetTables:
         """The table `name`, loaded once and refreshed by callers that need the newest; a
         contract table made by an older build gains the contract's newer columns first."""
         if name not in self._tables:
-            self._tables[name] = evolve_contract(self._load_or_create(name), TABLES[name])
+            table = self._load_or_create(name)
+            contract = TABLES.get(name)  # a roll-up table (gpu_samples_1h) is no contract table
+            self._tables[name] = table if contract is None else evolve_contract(table, contract)
         return self._tables[name]
 
     def rollup_table(self, name: str, arrow_schema: pa.Schema) -> Table:
