@@ -20,7 +20,7 @@ import pyarrow as pa
 import pytest
 
 from bench.fuzz import Client, start_server
-from fleetscope.contract import to_ipc
+from fleetscope.contract import SCHEMA_VERSION, to_ipc
 from simulator.maker.batches import gpu_batch
 from simulator.wire import headers_for
 from warehouse.prometheus.prompb import Series, encode_write_request
@@ -135,7 +135,8 @@ N = str(len(BODY)).encode()
         ),
         (
             batch_request(b"", BODY, length=N).replace(
-                b"X-Fleetscope-Schema-Version: 1", b"X-Fleetscope-Schema-Version: \xb9"
+                b"X-Fleetscope-Schema-Version: %d" % SCHEMA_VERSION,
+                b"X-Fleetscope-Schema-Version: \xb9",
             ),
             400,
             b"must be an integer",
