@@ -50,9 +50,15 @@ Object.fromEntries(Array.from(document.querySelectorAll('[data-testid="stSelectb
 """
 
 
-def _picked(browser: Browser) -> dict[str, str]:
-    """The sidebar's pickers as shown: {"Time range": "last hour", "Auto-refresh": "off"}."""
-    return dict(browser.evaluate(_PICKED_JS))
+def _picked(browser: Browser, limit_s: float = 60.0) -> dict[str, str]:
+    """The sidebar's pickers as shown: {"Time range": "last hour", "Auto-refresh": "off"}, once
+    both are drawn (Streamlit may draw the page's text before the sidebar's widgets)."""
+    deadline = time.monotonic() + limit_s
+    while True:
+        picked = dict(browser.evaluate(_PICKED_JS))
+        if {"Time range", "Auto-refresh"} <= picked.keys() or time.monotonic() > deadline:
+            return picked
+        time.sleep(0.1)
 
 
 def _refreshed_at(text: str) -> str | None:
