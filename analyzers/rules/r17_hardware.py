@@ -74,7 +74,8 @@ class HardwareFaults:
                 SELECT *, lead(t) OVER w - t AS dt_s,
                        last_value(job_id IGNORE NULLS) OVER (
                            PARTITION BY host, gpu ORDER BY t ROWS UNBOUNDED PRECEDING) AS owner,
-                       CASE WHEN xid_last > 0 AND xid_last IS DISTINCT FROM lag(xid_last) OVER w
+                       CASE WHEN xid_last >= 1 AND xid_last = trunc(xid_last)
+                                 AND xid_last IS DISTINCT FROM lag(xid_last) OVER w
                             THEN CAST(xid_last AS INTEGER) END AS new_xid,
                        greatest(ecc_dbe_total - lag(ecc_dbe_total) OVER w, 0) AS d_dbe,
                        greatest(pcie_replay_total - lag(pcie_replay_total) OVER w, 0) AS d_replay

@@ -82,3 +82,12 @@ def test_r17_new_xid_dbe_and_idle_hours_after_the_fault(fleet: Fleet) -> None:
     assert found["h1"].wasted_gpu_hours == pytest.approx(0.5, abs=0.01)
     assert (found["h2"].job_id, found["h2"].evidence["ecc_dbe"]) == (None, 2.0)
     assert (found["h3"].severity, found["h3"].evidence["xids"]) == ("warn", [13])
+
+
+def test_r17_a_fractional_xid_is_not_an_xid_code(fleet: Fleet) -> None:
+    """XID codes are integers (DCGM_FI_DEV_XID_ERRORS); a fraction is a malformed sample, not XID 0."""
+    fleet.gpus("odd", "h1", range(1), 0, 60, xid_last=lambda i, t: 0.4 if t >= 600 else 0.0)
+    fleet.gpus("real", "h2", range(1), 0, 60, xid_last=lambda i, t: 43.0 if t >= 600 else 0.0)
+    found = {f.host: f for f in run(HardwareFaults(), fleet)}
+    assert set(found) == {"h2"}
+    assert found["h2"].evidence["xids"] == [43]
