@@ -10,7 +10,8 @@ import pandas as pd
 import streamlit as st
 
 from analyzers.plain import utc_span
-from dashboard import charts, dcgm, drawn, state
+from dashboard import charts, dcgm, drawn, headlines, state, tables
+from dashboard.tables import Col
 
 
 def render() -> None:
@@ -32,7 +33,28 @@ def render() -> None:
         st.info("Pick one or more hosts in the sidebar.")
         return
     frame = state.gpu_panels(key, win.start, win.end, win.bucket_s, tuple(hosts))
+    summary = headlines.gpu_summary(frame)
+    head = headlines.gpus(summary, len(hosts))  # `fleetscope gpus --host ...` prints the same
+    cols = st.columns(3)
+    cols[0].metric("GPUs", head["gpus"])
+    cols[1].metric("mean utilization", _or_dash(head["mean_util_pct"], "{:.1f} %"))
+    cols[2].metric("hottest", _or_dash(head["max_temp_c"], "{:.0f} °C"))
     show_panels(frame)
+    st.subheader("Per GPU over the window")
+    tables.show(summary, SUMMARY)
+
+
+SUMMARY = {
+    "gpu": Col("GPU"),
+    "util_pct": Col("utilization % (mean)", "%.1f"),
+    "temp_c": Col("°C (max)", "%.0f"),
+    "power_w": Col("power W (mean)", "%.0f"),
+    "fb_used_pct": Col("memory used % (max)", "%.0f"),
+}
+
+
+def _or_dash(value: float | None, form: str) -> str:
+    return "-" if value is None else form.format(value)
 
 
 def show_panels(frame: pd.DataFrame) -> None:
