@@ -396,7 +396,7 @@ def test_every_page_reads_like_a_person_expects(demo: Demo) -> None:
     (trace_id,) = demo.catalog(f"SELECT trace_id FROM traces WHERE job_id = '{TORCH_JOB}' LIMIT 1")[
         0
     ]
-    browser = Browser()
+    browser = Browser(width=1440)
     try:
         deadline = time.monotonic() + 60
         while True:  # live numbers: the page shows the GPU and job counts the warehouse holds
@@ -474,7 +474,7 @@ def test_a_gpu_allocated_at_zero_shows_r1_on_its_page_within_two_minutes(demo: D
     assert first is not None
     settings = load_settings(env={"FLEETSCOPE_CORE_DATA_DIR": str(demo.data_dir)})
     holds_at = r1_holds_at(first.timestamp(), settings.analyzers.bucket_s)
-    browser = Browser()
+    browser = Browser(width=1440)
     try:
         while True:
             browser.navigate(f"{demo.url}/job?job_id={ZERO_JOB}&range=1h")
