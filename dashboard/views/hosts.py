@@ -21,7 +21,6 @@ def render() -> None:
         st.info(state.no_samples(key))
         return
     state.show_missing(key, win)
-    _nodes(key, win)
     health = state.host_health(key, win.start, win.end, win.bucket_s)
     health = data.with_agents(health, state.catalog_table(key, "hosts"))
     flagged = health[data.unhealthy(health)]
@@ -31,8 +30,13 @@ def render() -> None:
     cols[1].metric("hosts with XID errors", head["hosts_with_xid"])
     cols[2].metric("new ECC double-bit errors", head["new_ecc_dbe"])
     cols[3].metric("hosts throttling", head["hosts_throttling"])
-    st.subheader("Health")
-    if not flagged.empty:
+    _nodes(key, win)
+    if flagged.empty:
+        st.caption(
+            "No host needs attention: no XID error, new double-bit ECC error, PCIe replay or "
+            "throttling in this window."
+        )
+    else:
         st.subheader("Needs attention")
         tables.show(_readable(flagged), COLUMNS)
     st.subheader("Health of every host")
