@@ -65,7 +65,7 @@ def render() -> None:
             return
         if not hta:
             st.caption("No analysis was stored for this trace on upload: analysed here.")
-    left, right = st.columns([1, 3])
+    left, right = st.columns([1, 4])
     with left:
         st.download_button("Download trace", path.read_bytes(), file_name=path.name)
     with right:
