@@ -58,7 +58,9 @@ def _or_dash(value: float | None, form: str) -> str:
 
 
 def show_panels(frame: pd.DataFrame) -> None:
-    """The DCGM panels in two columns; a panel without data says which counter is off."""
+    """The DCGM panels in two columns, each titled above its chart (the axis keeps a short
+    title, AXIS_TITLES: a full one is clipped at a half-page chart's height); a panel without
+    data says which counter is off."""
 
     left, right = st.columns(2)
     for number, item in enumerate(dcgm.PANELS):
@@ -67,7 +69,19 @@ def show_panels(frame: pd.DataFrame) -> None:
             column.caption(f"{item.title}: not reported by this host's dcgm-exporter")
             continue
         limit = "power_limit_w" if item.column == "power_w" else None
-        drawn.chart(charts.panel, frame, item.column, item.title, limit, where=column)
+        column.markdown(f"**{item.title}**" + (" (dashed)" if limit else ""))
+        axis = AXIS_TITLES.get(item.column, item.title)
+        drawn.chart(charts.panel, frame, item.column, axis, limit, where=column)
+
+
+# Short y-axis titles for the panels whose full title (dcgm.PANELS, shown above the chart) is
+# longer than the chart is tall.
+AXIS_TITLES = {
+    "power_w": "power (W)",
+    "fb_used_pct": "memory used (%)",
+    "pcie_gb_s": "PCIe (GB/s)",
+    "nvlink_gb_s": "NVLink (GB/s)",
+}
 
 
 if __name__ == "__main__":
