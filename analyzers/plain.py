@@ -185,6 +185,8 @@ def _list_text(key: str, items: Sequence[Any]) -> str:
     if not items:
         return "none"
     head = [value_text(key, item) for item in items[:MAX_ITEMS]]
+    if key.endswith("_gpus") and all(isinstance(i, str | int) for i in items):
+        head = [f"GPU {item}" for item in head]  # `idle gpus: 0` read as "no GPU idle"
     more = f" (+{len(items) - MAX_ITEMS} more)" if len(items) > MAX_ITEMS else ""
     separator = "; " if isinstance(items[0], Mapping) else ", "
     return separator.join(head) + more

@@ -17,16 +17,20 @@ def show_finding(
     follow_up: Callable[[], None] | None = None,
     *,
     gpu_hours_unit: str = "GPU-h",
+    no_gpus: bool = False,
 ) -> None:
     """`follow_up` draws what the finding led to (the job page: the automatic profile's chain,
     analyzers.autoprofile) inside the finding's box, open, above the raw JSON.
     `gpu_hours_unit`: a trace's own findings hold a weekly rate (their what-if saving for a week
-    of the job's GPUs), every stored finding the GPU-hours of its window."""
+    of the job's GPUs), every stored finding the GPU-hours of its window. `no_gpus`: the process
+    holds no GPU (a CPU-only trace), so the heading says so instead of "0 GPU-h recoverable"."""
     with st.container(border=True):
-        st.markdown(
-            f"**{p.rule_id} · {p.rule}** · {p.severity} · "
-            f"**{number(p.gpu_hours)} {gpu_hours_unit}** recoverable"
+        gain = (
+            "no GPU held: no GPU-hours to recover"
+            if no_gpus
+            else f"**{number(p.gpu_hours)} {gpu_hours_unit}** recoverable"
         )
+        st.markdown(f"**{p.rule_id} · {p.rule}** · {p.severity} · {gain}")
         st.markdown(f"**Problem:** {p.problem}  \n**Fix:** {p.fix}")
         st.caption(", ".join(x for x in (p.where, p.when, f"estimate: {p.estimate}") if x))
         if p.evidence:

@@ -19,9 +19,14 @@ from pathlib import Path
 ORIGIN = "https://ui.perfetto.dev"
 MAX_BYTES = 25 * 1024 * 1024
 
+# Drawn as Streamlit draws its own buttons (font, height, border), flush with the frame's top, so it
+# sits level with the "Download trace" button beside it.
 _TEMPLATE = """
-<button id="open" style="font: 14px sans-serif; padding: 6px 14px; border-radius: 8px;
-  border: 1px solid #ccc; background: white; cursor: pointer;">Open in Perfetto UI</button>
+<style>body { margin: 0; }</style>
+<button id="open" style="font: 400 14px 'Source Sans Pro', 'Source Sans 3', sans-serif;
+  color: rgb(49, 51, 63); min-height: 38px; padding: 0 12px; border-radius: 8px;
+  border: 1px solid rgba(49, 51, 63, 0.2); background: white; cursor: pointer;"
+  >Open in Perfetto UI</button>
 <span id="state" style="font: 12px sans-serif; color: #666; margin-left: 8px;"></span>
 <script>
 const ORIGIN = __ORIGIN__;

@@ -40,7 +40,8 @@ def test_fleetscope_registers_its_own_commands_as_entry_points() -> None:
     own = {n: e.value for n, e in plugins.registered(plugins.COMMANDS).items()}
     assert own["trace"] == "app.commands.trace"
     assert own["import"] == "app.commands.import_"
-    assert len([v for v in own.values() if v.startswith("app.commands.")]) == 20
+    assert own["hosts"] == "app.commands.hosts"  # the Hosts, GPUs, Traces pages' (issue 31)
+    assert len([v for v in own.values() if v.startswith("app.commands.")]) == 23
 
 
 def test_running_one_command_puts_only_it_on_the_parser() -> None:

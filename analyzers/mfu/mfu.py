@@ -14,6 +14,7 @@ Pure arithmetic.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -32,8 +33,8 @@ class Mfu:
 
     @property
     def percent(self) -> str:
-        """`38.2 %`; below 0.1 % two significant digits (`5.1e-05 %`: a small model on a big
-        GPU), never a misleading `0.0 %`."""
+        """`38.2 %`; below 0.1 % two significant digits (`0.000051 %`: a small model on a big
+        GPU), never a misleading `0.0 %` nor an exponent a report reader must decode."""
         return percent(self.value)
 
     @property
@@ -44,7 +45,9 @@ class Mfu:
 def percent(value: float) -> str:
     """An MFU (0-1) as every view prints it (Mfu.percent)."""
     pct = 100 * value
-    return f"{pct:.1f} %" if pct >= 0.1 or pct == 0 else f"{pct:.2g} %"
+    if pct >= 0.1 or pct <= 0 or not math.isfinite(pct):
+        return f"{pct:.1f} %"
+    return f"{pct:.{1 - math.floor(math.log10(pct))}f} %"  # two significant digits, no exponent
 
 
 def measured_mfu(

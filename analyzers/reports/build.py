@@ -166,15 +166,16 @@ def deduplicated_waste(findings: pd.DataFrame) -> float:
     return float(sum(r["wasted_gpu_hours"] for r in counted_once(rows, _job_bucket, _hours_of)))
 
 
-def deduplicated_recoverable(findings: pd.DataFrame) -> tuple[float, float | None]:
+def deduplicated_recoverable(findings: pd.DataFrame) -> tuple[float, float | None, str]:
     """The recoverable kWh and money (None: no price applied) of the same findings
-    `deduplicated_waste` counts (analyzers.accounting.recoverable puts them in the evidence)."""
+    `deduplicated_waste` counts (analyzers.accounting.recoverable puts them in the evidence), and
+    the currency the findings priced it in ("" when none says, or they disagree)."""
     if findings.empty:
-        return 0.0, None
+        return 0.0, None, ""
     rows: list[dict[str, Any]] = [
         {str(k): v for k, v in r.items()} for r in findings.to_dict("records")
     ]
-    kwh, money = 0.0, None
+    kwh, money, currencies = 0.0, None, set()
     for row in counted_once(rows, _job_bucket, _hours_of):
         evidence = row.get("evidence") or {}
         if isinstance(evidence, str):
@@ -183,7 +184,8 @@ def deduplicated_recoverable(findings: pd.DataFrame) -> tuple[float, float | Non
             kwh += float(evidence["recoverable_kwh"])
         if isinstance(evidence.get("recoverable_money"), int | float):
             money = (money or 0.0) + float(evidence["recoverable_money"])
-    return kwh, money
+            currencies.add(str(evidence.get("currency") or ""))
+    return kwh, money, currencies.pop() if len(currencies) == 1 else ""
 
 
 def _job_bucket(row: dict[str, Any]) -> tuple[str, str]:
@@ -297,9 +299,11 @@ def build_weekly(
         max_gap_s=max_gap_s,
         note=(prices or Prices()).note,
     )
-    report.energy.recoverable_kwh, report.energy.recoverable_money = deduplicated_recoverable(
-        now_findings
-    )
+    (
+        report.energy.recoverable_kwh,
+        report.energy.recoverable_money,
+        report.energy.recoverable_currency,
+    ) = deduplicated_recoverable(now_findings)
     report.energy.recoverable_gpu_h = report.wasted_gpu_h
     report.mfu = mfu_section(
         con,

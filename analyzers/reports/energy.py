@@ -40,14 +40,16 @@ class EnergySection:
     recoverable_gpu_h: float = 0.0
     recoverable_kwh: float = 0.0
     recoverable_money: float | None = None
+    recoverable_currency: str = ""  # what the findings priced it in (the report's own may be unset)
 
     @property
     def recoverable(self) -> str:
         """`Recoverable: 14.0 GPU-h, 3.2 kWh, 35.00 USD` (money only where priced)."""
         text = f"Recoverable (open findings): {self.recoverable_gpu_h:,.1f} GPU-h, "
         text += f"{self.recoverable_kwh:,.1f} kWh"
-        if self.recoverable_money is not None:
-            text += f", {self.recoverable_money:,.2f} {self.currency}".rstrip()
+        currency = self.currency or self.recoverable_currency
+        if self.recoverable_money is not None and currency:  # never a bare number as money
+            text += f", {self.recoverable_money:,.2f} {currency}"
         return text + "."
 
 

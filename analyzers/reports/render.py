@@ -7,6 +7,7 @@ recoverable GPU-hours. Numbers are formatted here and nowhere else. Never querie
 
 from __future__ import annotations
 
+import math
 from html import escape
 
 from analyzers.plain import PlainFinding, plain_record
@@ -195,11 +196,17 @@ def to_html(report: WeeklyReport, dashboard_url: str = "") -> str:
     return "\n".join(out)
 
 
+def _under_cut(hours: float) -> str:
+    """An appendix finding's hours, rounded down to 3 decimals: every one is under
+    APPENDIX_BELOW_GPU_H, and 0.0999 shown as "0.10" would read as at the cut."""
+    return f"{math.floor(hours * 1000) / 1000:.3f}"
+
+
 def _appendix_row(f: FindingLine) -> str:
     p = _plain(f)
     return (
         f"<tr><td>{escape(p.rule_id)} {escape(p.rule)}</td><td>{escape(f.job_id or '-')}</td>"
-        f"<td>{escape(p.problem)}</td><td class='n'>{f.wasted_gpu_h:,.2f}</td></tr>"
+        f"<td>{escape(p.problem)}</td><td class='n'>{_under_cut(f.wasted_gpu_h)}</td></tr>"
     )
 
 
@@ -284,7 +291,7 @@ def to_markdown(report: WeeklyReport) -> str:
         lines += ["", f"Appendix: findings under {APPENDIX_BELOW_GPU_H} GPU-h:"]
         lines += [
             f"- {_plain(f).rule_id} {_plain(f).rule} on {f.job_id or '-'}: "
-            f"{f.wasted_gpu_h:,.2f} GPU-h"
+            f"{_under_cut(f.wasted_gpu_h)} GPU-h"
             for f in small
         ]
     return "\n".join(lines) + "\n"

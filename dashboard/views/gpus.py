@@ -10,7 +10,8 @@ import pandas as pd
 import streamlit as st
 
 from analyzers.plain import utc_span
-from dashboard import charts, dcgm, drawn, state
+from dashboard import charts, dcgm, drawn, headlines, state, tables
+from dashboard.tables import Col
 
 
 def render() -> None:
@@ -32,11 +33,34 @@ def render() -> None:
         st.info("Pick one or more hosts in the sidebar.")
         return
     frame = state.gpu_panels(key, win.start, win.end, win.bucket_s, tuple(hosts))
+    summary = headlines.gpu_summary(frame)
+    head = headlines.gpus(summary, len(hosts))  # `fleetscope gpus --host ...` prints the same
+    cols = st.columns(3)
+    cols[0].metric("GPUs", head["gpus"])
+    cols[1].metric("mean utilization", _or_dash(head["mean_util_pct"], "{:.1f} %"))
+    cols[2].metric("hottest", _or_dash(head["max_temp_c"], "{:.0f} °C"))
     show_panels(frame)
+    st.subheader("Per GPU over the window")
+    tables.show(summary, SUMMARY)
+
+
+SUMMARY = {
+    "gpu": Col("GPU"),
+    "util_pct": Col("utilization % (mean)", "%.1f"),
+    "temp_c": Col("°C (max)", "%.0f"),
+    "power_w": Col("power W (mean)", "%.0f"),
+    "fb_used_pct": Col("memory used % (max)", "%.0f"),
+}
+
+
+def _or_dash(value: float | None, form: str) -> str:
+    return "-" if value is None else form.format(value)
 
 
 def show_panels(frame: pd.DataFrame) -> None:
-    """The DCGM panels in two columns; a panel without data says which counter is off."""
+    """The DCGM panels in two columns, each titled above its chart (the axis keeps a short
+    title, AXIS_TITLES: a full one is clipped at a half-page chart's height); a panel without
+    data says which counter is off."""
 
     left, right = st.columns(2)
     for number, item in enumerate(dcgm.PANELS):
@@ -45,7 +69,19 @@ def show_panels(frame: pd.DataFrame) -> None:
             column.caption(f"{item.title}: not reported by this host's dcgm-exporter")
             continue
         limit = "power_limit_w" if item.column == "power_w" else None
-        drawn.chart(charts.panel, frame, item.column, item.title, limit, where=column)
+        column.markdown(f"**{item.title}**" + (" (dashed)" if limit else ""))
+        axis = AXIS_TITLES.get(item.column, item.title)
+        drawn.chart(charts.panel, frame, item.column, axis, limit, where=column)
+
+
+# Short y-axis titles for the panels whose full title (dcgm.PANELS, shown above the chart) is
+# longer than the chart is tall.
+AXIS_TITLES = {
+    "power_w": "power (W)",
+    "fb_used_pct": "memory used (%)",
+    "pcie_gb_s": "PCIe (GB/s)",
+    "nvlink_gb_s": "NVLink (GB/s)",
+}
 
 
 if __name__ == "__main__":

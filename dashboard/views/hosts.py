@@ -9,7 +9,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from dashboard import data, state, tables
+from dashboard import data, headlines, state, tables
 from dashboard.tables import Col
 
 
@@ -21,20 +21,22 @@ def render() -> None:
         st.info(state.no_samples(key))
         return
     state.show_missing(key, win)
-    _nodes(key, win)
     health = state.host_health(key, win.start, win.end, win.bucket_s)
     health = data.with_agents(health, state.catalog_table(key, "hosts"))
     flagged = health[data.unhealthy(health)]
+    head = headlines.hosts(health)  # `fleetscope hosts` prints the same numbers
     cols = st.columns(4)
-    cols[0].metric("hosts", len(health))
-    cols[1].metric("hosts with XID errors", int((health["xid_samples"] > 0).sum()))
-    cols[2].metric("new ECC double-bit errors", int(health["ecc_dbe_new"].sum()))
-    cols[3].metric(
-        "hosts throttling",
-        int((health["thermal_throttle_s"] + health["power_throttle_s"] > 0).sum()),
-    )
-    st.subheader("Health")
-    if not flagged.empty:
+    cols[0].metric("hosts", head["hosts"])
+    cols[1].metric("hosts with XID errors", head["hosts_with_xid"])
+    cols[2].metric("new ECC double-bit errors", head["new_ecc_dbe"])
+    cols[3].metric("hosts throttling", head["hosts_throttling"])
+    _nodes(key, win)
+    if flagged.empty:
+        st.caption(
+            "No host needs attention: no XID error, new double-bit ECC error, PCIe replay or "
+            "throttling in this window."
+        )
+    else:
         st.subheader("Needs attention")
         tables.show(_readable(flagged), COLUMNS)
     st.subheader("Health of every host")

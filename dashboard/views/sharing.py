@@ -71,11 +71,16 @@ def _why_empty(plan: dict[str, Any], label: str) -> None:
     if not reasons:
         st.caption("No allocated GPU in this window: pick a longer one in the sidebar.")
         return
-    why = pd.DataFrame(
-        [(reason, count, WHAT_TO_DO.get(reason, "")) for reason, count in sorted(reasons.items())],
-        columns=["why not a candidate", "GPUs", "what to do"],
+    # A list rather than a table: the "what to do" sentences wrap instead of being cut off inside
+    # a cell; the same "reason: count" words as `fleetscope plan sharing` ("too short: 31").
+    st.markdown("**Why no GPU was a candidate** (GPUs per reason, as `fleetscope plan sharing`):")
+    st.markdown(
+        "\n".join(
+            f"- **{reason}: {count}**"
+            + (f" — {WHAT_TO_DO[reason]}" if reason in WHAT_TO_DO else "")
+            for reason, count in sorted(reasons.items())
+        )
     )
-    st.dataframe(why, hide_index=True, width="stretch")
 
 
 # What a reader does about each reason `analyzers.sharing.plan` gives (its `_reason` words).

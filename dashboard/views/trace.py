@@ -13,7 +13,7 @@ from pathlib import Path
 import streamlit as st
 import streamlit.components.v1 as components
 
-from analyzers.plain import plain
+from analyzers.plain import plain, without_gpus
 from dashboard import charts, drawn, perfetto, state, tables, trace_report
 from dashboard.findings_view import show_finding
 from dashboard.tables import Col
@@ -65,7 +65,7 @@ def render() -> None:
             return
         if not hta:
             st.caption("No analysis was stored for this trace on upload: analysed here.")
-    left, right = st.columns([1, 3])
+    left, right = st.columns([1, 4])
     with left:
         st.download_button("Download trace", path.read_bytes(), file_name=path.name)
     with right:
@@ -111,7 +111,13 @@ def _steps(view: trace_report.TraceView) -> None:
         cols[0].metric(f"rank {rank}: steps", f"{steps.steps:,}")
         cols[1].metric("mean step", mean)
         cols[2].metric("data loader of step time", loader)
-        tables.show(steps.table, STEP_COLUMNS)
+        # a CPU-only trace has no GPU to be busy: its column would read 0.0, as if a GPU idled
+        shown = STEP_COLUMNS if view.ranks else without(STEP_COLUMNS, "gpu_busy_pct")
+        tables.show(steps.table, shown)
+
+
+def without(columns: dict[str, Col], name: str) -> dict[str, Col]:
+    return {k: v for k, v in columns.items() if k != name}
 
 
 def _rank(view: trace_report.RankView) -> None:
@@ -188,7 +194,10 @@ def _findings(view: trace_report.TraceView) -> None:
         st.caption("The trace rules found nothing in this trace.")
         return
     for finding in sorted(view.findings, key=lambda f: -f.wasted_gpu_hours):
-        show_finding(plain(finding), gpu_hours_unit="GPU-h/week")
+        if view.ranks:
+            show_finding(plain(finding), gpu_hours_unit="GPU-h/week")
+        else:  # a CPU-only process: no GPU-hours to recover (issue 31), said so, not "0"
+            show_finding(without_gpus(plain(finding)), gpu_hours_unit="GPU-h/week", no_gpus=True)
 
 
 if __name__ == "__main__":

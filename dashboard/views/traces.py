@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from dashboard import state, tables, trace_list
+from dashboard import headlines, state, tables, trace_list
 from dashboard.tables import Col
 
 COLUMNS = {
@@ -33,6 +33,12 @@ def render() -> None:
         return
     rows = trace_list.with_summaries(traces, state.catalog_table(key, "traces"))
     rows["captured_utc"] = [_utc(t) for t in rows["captured_at"]]
+    head = headlines.traces(rows)  # `fleetscope traces` prints the same numbers
+    cols = st.columns(4)
+    cols[0].metric("traces", head["traces"])
+    cols[1].metric("jobs profiled", head["jobs"])
+    cols[2].metric("with GPU kernels", head["with_gpu_kernels"])
+    cols[3].metric("analysed", head["analysed"])
     st.caption(
         "newest first · click a row to open the trace · duration: profiled steps x mean step · "
         "GPU busy: kernels' busy time over their span · top finding: the most GPU-h/week to give "

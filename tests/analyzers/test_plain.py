@@ -123,3 +123,11 @@ def test_each_absorbed_symptom_reads_as_a_row_of_its_own() -> None:
         ("idle", "145 min"),
         ("also R2", "job-mean GPU utilization 0.0 % over 2 GPU(s) · 4.8 GPU-h · util mean 0 %"),
     ]
+
+
+def test_a_list_of_gpus_names_them_as_gpus() -> None:
+    """R1's `idle_gpus: ["0"]` read "idle gpus 0" in the weekly PDF: as if no GPU were idle."""
+    from analyzers.plain import value_text
+
+    assert value_text("idle_gpus", ["0", "3/mig1"]) == "GPU 0, GPU 3/mig1"
+    assert value_text("idle_gpus", []) == "none"

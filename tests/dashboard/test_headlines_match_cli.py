@@ -2,7 +2,8 @@
 allocated and active GPU-hours are `fleetscope report weekly`'s for the week holding every sample,
 the Job page's are `fleetscope job --json`'s, the Jobs page's recoverable GPU-hours per job are
 `fleetscope opportunities --by job --json`'s, and the Sharing page's GPUs freed are
-`fleetscope plan sharing --format json`'s. Real CLI entry point, real test warehouse."""
+`fleetscope plan sharing --format json`'s, the Hosts, GPUs and Traces pages' are `fleetscope hosts`,
+`fleetscope gpus` and `fleetscope traces`'s. Real CLI entry point, real test warehouse."""
 
 from __future__ import annotations
 
@@ -95,3 +96,61 @@ def test_sharing_headline_is_fleetscope_plan_sharing(
     )  # fmt: skip
     assert page["GPUs freed"] == str(cli["gpus_freed"])
     assert page["GPU-h/week freed"] == f"{cli['freed_gpu_hours_per_week']:.0f}"
+
+
+def _page_window_args() -> list[str]:
+    """The pages' default window (the last 7 days to just after the newest sample) as the CLI's
+    options: `--window 7d` without `--end` is the same window."""
+    return ["--window", "7d", "--json"]
+
+
+def test_hosts_headline_is_fleetscope_hosts(
+    warehouse_env: Warehouse, capsys: pytest.CaptureFixture[str]
+) -> None:
+    app = _app("views/hosts.py")
+    cli = _cli_json(["hosts", *_page_window_args()], capsys)
+    assert _metrics(app) == {
+        "hosts": str(cli["hosts"]),
+        "hosts with XID errors": str(cli["hosts_with_xid"]),
+        "new ECC double-bit errors": str(cli["new_ecc_dbe"]),
+        "hosts throttling": str(cli["hosts_throttling"]),
+    }
+    assert (cli["hosts"], cli["hosts_with_xid"], cli["new_ecc_dbe"]) == (3, 1, 2)
+    nodes = app.dataframe[0].value
+    by_host = {row["host"]: row for row in cli["nodes"]}
+    assert sorted(by_host) == nodes["host"].tolist() == ["e1", "e2", "w1"]
+    for host, active in zip(nodes["host"], nodes["active_pct"], strict=True):
+        assert by_host[host]["active_pct"] == pytest.approx(active)
+
+
+def test_gpus_headline_is_fleetscope_gpus(
+    warehouse_env: Warehouse, capsys: pytest.CaptureFixture[str]
+) -> None:
+    page = _app("views/gpus.py", host="e2")
+    cli = _cli_json(["gpus", "--host", "e2", *_page_window_args()], capsys)
+    assert _metrics(page) == {
+        "GPUs": str(cli["gpus"]),
+        "mean utilization": f"{cli['mean_util_pct']:.1f} %",
+        "hottest": f"{cli['max_temp_c']:.0f} °C",
+    }
+    assert cli["gpus"] == 2 and cli["hosts"] == 1
+    summary = page.dataframe[-1].value
+    assert summary["gpu"].tolist() == [g["gpu"] for g in cli["gpu_rows"]]
+    assert summary["util_pct"].tolist() == pytest.approx([g["util_pct"] for g in cli["gpu_rows"]])
+
+
+def test_traces_headline_is_fleetscope_traces(
+    warehouse_env: Warehouse, capsys: pytest.CaptureFixture[str]
+) -> None:
+    page = _app("views/traces.py")
+    cli = _cli_json(["traces", "--json"], capsys)
+    assert _metrics(page) == {
+        "traces": str(cli["traces"]),
+        "jobs profiled": str(cli["jobs"]),
+        "with GPU kernels": str(cli["with_gpu_kernels"]),
+        "analysed": str(cli["analysed"]),
+    }
+    assert cli["traces"] >= 1  # the test warehouse's trace of stall-1
+    listed = page.dataframe[0].value
+    assert listed["trace_id"].tolist() == [t["trace_id"] for t in cli["trace_rows"]]
+    assert listed["top_finding"].tolist() == [t["top_finding"] for t in cli["trace_rows"]]

@@ -62,6 +62,14 @@ ZERO_JOB = "e2e-zero-util"  # one GPU held at 0 % from the demo's start (ZeroUti
 R1_HOLDS_AFTER_S = 300.0  # R1's condition: the job ran more than 300 s (jobstats)
 R1_WITHIN_S = 120.0  # issue 31: condition first holding -> finding on the page, at most 2 minutes
 HEALTHY_AT_ZERO = ("xid_last", "ecc_dbe_total", "pcie_replay_total")  # R17's fault counters
+# An idle A100's other readings, so its Hosts and GPUs rows read as a GPU does (the screenshots
+# are the docs'): gpu_batch's random floats would show 625 °C and 635 W.
+IDLE_READINGS = {
+    "temp_c": 34.0, "power_w": 61.0, "sm_clock_mhz": 1410.0, "mem_clock_mhz": 1593.0,
+    "fb_used_mib": 2048.0, "fb_free_mib": 79872.0, "pcie_tx_bytes_s": 0.0,
+    "pcie_rx_bytes_s": 0.0, "nvlink_tx_bytes_s": 0.0, "nvlink_rx_bytes_s": 0.0,
+    "power_violation_us": 0.0, "thermal_violation_us": 0.0,
+}  # fmt: skip
 
 
 def processes_mentioning(marker: str) -> list[int]:
@@ -110,9 +118,11 @@ class ZeroUtilJob:
             if name.endswith(("_util", "_active")) and pa.types.is_floating(rows[name].type):
                 index = rows.column_names.index(name)
                 rows = rows.set_column(index, name, pa.array([0.0], rows[name].type))
-        for name in HEALTHY_AT_ZERO:  # no XID, no ECC double-bit error, no PCIe replay
-            index = rows.column_names.index(name)
-            rows = rows.set_column(index, name, pa.array([0.0], rows[name].type))
+        readings = dict.fromkeys(HEALTHY_AT_ZERO, 0.0) | IDLE_READINGS  # no XID, ECC, replay
+        for name, value in readings.items():
+            if name in rows.column_names:
+                index = rows.column_names.index(name)
+                rows = rows.set_column(index, name, pa.array([value], rows[name].type))
         return rows
 
     def run(self) -> None:
@@ -396,7 +406,7 @@ def test_every_page_reads_like_a_person_expects(demo: Demo) -> None:
     (trace_id,) = demo.catalog(f"SELECT trace_id FROM traces WHERE job_id = '{TORCH_JOB}' LIMIT 1")[
         0
     ]
-    browser = Browser()
+    browser = Browser(width=1440)
     try:
         deadline = time.monotonic() + 60
         while True:  # live numbers: the page shows the GPU and job counts the warehouse holds
@@ -430,6 +440,8 @@ def test_every_page_reads_like_a_person_expects(demo: Demo) -> None:
             browser, "trace", "Steps and data loader", "Data loader in the trace", "Fix:"
         )
         assert "rank 0: steps" in trace
+        # the CPU-only process holds no GPU: its findings say so, never "0 GPU-h/week" (issue 31)
+        assert "no GPU held: no GPU-hours to recover" in trace and "GPU busy %" not in trace
         (cuda_trace,) = demo.catalog(f"SELECT trace_id FROM traces WHERE job_id = '{CUDA_JOB}'")[0]
         browser.navigate(demo.url + "/traces")
         listed = _check_page(browser, "traces-cuda", str(cuda_trace), CUDA_JOB, "GPU busy")
@@ -474,7 +486,7 @@ def test_a_gpu_allocated_at_zero_shows_r1_on_its_page_within_two_minutes(demo: D
     assert first is not None
     settings = load_settings(env={"FLEETSCOPE_CORE_DATA_DIR": str(demo.data_dir)})
     holds_at = r1_holds_at(first.timestamp(), settings.analyzers.bucket_s)
-    browser = Browser()
+    browser = Browser(width=1440)
     try:
         while True:
             browser.navigate(f"{demo.url}/job?job_id={ZERO_JOB}&range=1h")

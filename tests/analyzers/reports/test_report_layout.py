@@ -49,9 +49,29 @@ def test_findings_under_a_tenth_of_a_gpu_hour_go_to_the_appendix() -> None:
     ]  # fmt: skip
     markdown = to_markdown(report)
     assert markdown.index("**R1 ") < markdown.index("**P1 ") < markdown.index("Appendix")
-    assert "- R3 Idle allocation on idle-1: 0.04 GPU-h" in markdown
+    assert "- R3 Idle allocation on idle-1: 0.040 GPU-h" in markdown
     for text in (html, markdown):
         assert not re.search(r"\b(used|wasted) GPU-h", text, re.I)
+
+
+def test_an_appendix_finding_never_reads_as_at_the_cut() -> None:
+    """0.0999 GPU-h is under 0.1: rounded to two decimals it would read 0.10 in a list titled
+    "under 0.1 GPU-h" (the demo's R1 did); the appendix rounds down, to three decimals."""
+    report = _report([_finding("R1", "zero-1", 0.0999), _finding("P1", "stall-1", 1.2)])
+    assert "<td class='n'>0.099</td>" in to_html(report)
+    assert "- R1 Zero utilization on zero-1: 0.099 GPU-h" in to_markdown(report)
+
+
+def test_recoverable_money_carries_the_findings_currency() -> None:
+    """Money the findings priced (their evidence's currency) when the report itself has no
+    price set: "0.82 USD", never a bare "0.82"; without any currency, no money at all."""
+    from analyzers.reports.energy import EnergyLine, EnergySection
+
+    section = EnergySection(total=EnergyLine("total", 1.3, 0.4, 0.1, None))
+    section.recoverable_gpu_h, section.recoverable_kwh, section.recoverable_money = 0.3, 0.1, 0.82
+    assert section.recoverable == "Recoverable (open findings): 0.3 GPU-h, 0.1 kWh."
+    section.recoverable_currency = "USD"
+    assert section.recoverable == "Recoverable (open findings): 0.3 GPU-h, 0.1 kWh, 0.82 USD."
 
 
 def test_the_summary_page_ends_before_the_findings() -> None:
