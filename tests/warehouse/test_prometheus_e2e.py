@@ -210,7 +210,10 @@ def test_remote_write_and_import_match_the_served_pages(
     stats = live.remote_write.assembler.stats
     stored_scrapes = stats.scrapes_complete + stats.scrapes_incomplete
     assert live.remote_write.requests > stored_scrapes  # scrapes arrived split over requests
-    assert stats.scrapes_incomplete <= len(urls)  # only each target's last, at the stop
+    # Only at the stop, per target: its last scrape, and the one before it when Prometheus
+    # stopped with the last one shipped in part (nothing newer then proves the earlier one
+    # whole). main's server took 5 with 4 targets too, on a loaded machine (bench/RESULTS.md).
+    assert stats.scrapes_incomplete <= 2 * len(urls)
     assert stats.series_ignored > 0 and stats.late_samples == 0  # `up`, `scrape_*` series
 
     remote = stored_rows(live.settings)

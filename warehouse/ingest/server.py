@@ -23,12 +23,14 @@ gives a thread per connection, bounded by warehouse.ingest.connections (at most 
 then 503 with Retry-After; headers within server.header_timeout_s, a body within
 server.body_timeout_s, else 408). With server.tls_cert_file/tls_key_file it serves HTTPS; the TLS
 handshake runs on the connection's thread, under the header deadline, never on the accept loop.
-Why not uvicorn or waitress (issue 28): per batch, uvicorn with httptools running these blocking
-routes on a thread costs the same as this server, h11 and waitress more (bench/http_servers.py,
-bench/RESULTS.md), so cost decides nothing; neither gives the header deadline, the canned 503 at
-the connection cap, or a body reserved before it is read without rebuilding them on its
-internals (waitress cannot: it reads the whole body first); docs/warehouse.md says what a switch
-needs.
+Each answer is one write with TCP_NODELAY on (`Handler._send`): with Nagle on and two writes the
+body waited ~40 ms for the client's delayed ACK. Why not uvicorn or waitress (issue 28): per batch,
+uvicorn with httptools running these blocking routes on a thread costs the same as this server
+(within the spread of two runs), h11 and waitress more (bench/http_servers.py, bench/RESULTS.md),
+so by the issue's rule the switch to uvicorn + httptools is owed; it needs the header deadline,
+the canned 503 at the connection cap and a body reserved before it is read rebuilt on uvicorn's
+protocol internals (waitress cannot: it reads the whole body first), which is not done yet;
+docs/warehouse.md says what a switch needs.
 This module must never talk to DuckDB: only the writer does.
 """
 
