@@ -34,6 +34,7 @@ TOKEN = "ackload-" + "0" * 24
 
 
 def _agents(url: str, agents: list[int], args: tuple[float, float, int], out: Connection) -> None:
+    from collector.batcher import WIRE_CODEC  # what the agent sends
     from fleetscope.contract import to_ipc
     from simulator.maker.batches import EPOCH_MS, gpu_batch
     from simulator.wire import headers_for, post
@@ -53,7 +54,10 @@ def _agents(url: str, agents: list[int], args: tuple[float, float, int], out: Co
         while time.monotonic() < deadline:
             started = time.monotonic()
             start_ms = EPOCH_MS + (a * 100_000 + n) * samples * 1000
-            body = to_ipc(gpu_batch(f"load-{a}", start_ms=start_ms, timestamps=samples))
+            body = to_ipc(
+                gpu_batch(f"load-{a}", start_ms=start_ms, timestamps=samples),
+                compression=WIRE_CODEC,
+            )
             batch_id = uuid.uuid4().hex
             while True:
                 try:

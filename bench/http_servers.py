@@ -30,6 +30,8 @@ import http.client
 import multiprocessing as mp
 import os
 import statistics
+import subprocess
+import sys
 import time
 from datetime import UTC, datetime
 from typing import Any
@@ -38,6 +40,7 @@ import psutil
 import pyarrow as pa
 
 from bench.fuzz import free_port
+from collector.batcher import WIRE_CODEC
 from fleetscope.contract import to_ipc
 from fleetscope.errors import FleetscopeError, IngestError
 from simulator.maker.batches import EPOCH_MS, gpu_batch
@@ -50,6 +53,7 @@ class NullSink:
     """A writer that acknowledges every batch at once: the HTTP layer and decoding only."""
 
     queued_rows = 0
+    log_fsyncs = 0
 
     def __init__(self) -> None:
         from warehouse.storage.writer import WriterStats
@@ -161,18 +165,15 @@ def wsgi_app(ingest: Any) -> Any:
     return app
 
 
-KINDS = ("threading", "threading+nodelay", "uvicorn+h11", "uvicorn+httptools", "uvicorn+h11+threads",
+PEER_KIND = "threading@peer"  # with --peer-tree
+KINDS = ("threading", "uvicorn+h11", "uvicorn+httptools", "uvicorn+h11+threads",
          "uvicorn+httptools+threads", "waitress")  # fmt: skip
 
 
 def serve(kind: str, port: int) -> None:
     ingest = _ingest()
     if kind.startswith("threading"):
-        from warehouse.ingest.server import Handler, IngestHTTPServer
-
-        # TCP_NODELAY (socketserver's switch): the answer's headers and body are two writes, and
-        # without it the second waits for the client's delayed ACK (about 40 ms on Linux).
-        Handler.disable_nagle_algorithm = kind.endswith("+nodelay")
+        from warehouse.ingest.server import IngestHTTPServer
 
         IngestHTTPServer(("127.0.0.1", port), ingest).serve_forever()
     elif kind == "waitress":
@@ -202,11 +203,22 @@ def client(port: int, index: int, batches: int, bodies: list[bytes], start: Any)
     conn.close()
 
 
-def one_round(kind: str, clients: int, batches: int, bodies: list[bytes]) -> tuple[float, float]:
+def one_round(
+    kind: str, clients: int, batches: int, bodies: list[bytes], peer_tree: str | None = None
+) -> tuple[float, float]:
     """(server CPU microseconds per batch, batches per second)."""
     port = free_port()
-    server = mp.Process(target=serve, args=(kind, port), daemon=True)
-    server.start()
+    server: Any
+    if kind == PEER_KIND:
+        # The same bench's "threading" kind from another checkout (`--peer-tree`: main, for a
+        # before/after in one run), its own interpreter reading that checkout's code first.
+        server = subprocess.Popen(
+            [sys.executable, "-c", f"from bench.http_servers import serve; serve('threading', {port})"],
+            cwd=peer_tree, env={**os.environ, "PYTHONPATH": str(peer_tree)},
+        )  # fmt: skip
+    else:
+        server = mp.Process(target=serve, args=(kind, port), daemon=True)
+        server.start()
     deadline = time.monotonic() + 60
     while True:
         try:
@@ -232,7 +244,10 @@ def one_round(kind: str, clients: int, batches: int, bodies: list[bytes]) -> tup
     wall_s = time.monotonic() - began
     cpu_s = sum(watched.cpu_times()[:2]) - cpu_before
     server.terminate()
-    server.join(30)
+    if kind == PEER_KIND:
+        server.wait(30)
+    else:
+        server.join(30)
     total = clients * batches
     return cpu_s / total * 1e6, total / wall_s
 
@@ -246,16 +261,25 @@ def main(argv: list[str] | None = None) -> int:
         "--kinds", default=",".join(KINDS), help="comma-separated, of " + ", ".join(KINDS)
     )
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument(
+        "--peer-tree",
+        help=f"another checkout (e.g. `git archive main`): adds the kind {PEER_KIND}, its server",
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.clients, args.batches, args.rounds = 4, 50, 1
-    bodies = [to_ipc(gpu_batch(f"h{i}", start_ms=EPOCH_MS + i * 10_000)) for i in range(16)]
-    kinds = args.kinds.split(",")
+    # The agent's codec (lz4): zstd's per-buffer contexts cost ~0.6 ms per batch to decode, the
+    # same for every server, and no agent sends it.
+    bodies = [to_ipc(gpu_batch(f"h{i}", start_ms=EPOCH_MS + i * 10_000), compression=WIRE_CODEC)
+              for i in range(16)]  # fmt: skip
+    kinds = args.kinds.split(",") + ([PEER_KIND] if args.peer_tree else [])
     results: dict[str, list[tuple[float, float]]] = {kind: [] for kind in kinds}
     loads = [os.getloadavg()[0]]
     for n in range(args.rounds):
         for kind in kinds[n % len(kinds) :] + kinds[: n % len(kinds)]:
-            results[kind].append(one_round(kind, args.clients, args.batches, bodies))
+            results[kind].append(
+                one_round(kind, args.clients, args.batches, bodies, args.peer_tree)
+            )
         loads.append(os.getloadavg()[0])
     print(f"{args.clients} clients x {args.batches} batches of {len(bodies[0])} bytes, "
           f"{args.rounds} rounds; 1-min load at each round's end "

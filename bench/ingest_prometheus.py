@@ -257,9 +257,16 @@ def run(
     return out
 
 
-def quick_ratio() -> float:
-    """`make bench-quick`: 104 GPUs, 30 s window at a 5 s interval."""
-    return float(run(104, 30.0, 5.0, 15.0, 1)["cpu_ratio"])
+def quick_run() -> dict[str, Any]:
+    """`make bench-quick`: 104 GPUs, 30 s window at a 5 s interval (bench.quick reads two ratios
+    of this one run: agents + server, and the server alone)."""
+    return run(104, 30.0, 5.0, 15.0, 1)
+
+
+def server_ratio(row: dict[str, Any]) -> float:
+    """Prometheus's CPU per stored GPU-sample over the ingest server's alone, same run."""
+    server_us = 1e6 * row["server_cpu_s"] / max(1, row["ours_gpu_samples"])
+    return float(row["prom_us"] / max(1e-9, server_us))
 
 
 def render(rows: list[dict[str, Any]], command: str) -> str:

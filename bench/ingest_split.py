@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
             time.sleep(args.seconds)
             p1, w1 = _cpu_s(Path("/proc/self/stat")), _cpu_s(writer_stat)
             b1 = server.writer.stats.batches_committed + server.writer.stats.duplicates
-            latencies, errors = recv.recv()
+            latencies, errors, _answers = recv.recv()
             clients.join(120)
         finally:
             server.stop()

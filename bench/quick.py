@@ -17,12 +17,14 @@ Not run by CI (timings there are noisier still); README names it.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "RESULTS.md"
@@ -61,10 +63,22 @@ def _agent_scrape() -> float:
     return float(run(seconds=30.0, interval_s=1.0, warmup_s=10.0)["ratio"])
 
 
-def _ingest_prometheus() -> float:
-    from bench.ingest_prometheus import quick_ratio
+@functools.cache
+def _ingest_run() -> dict[str, Any]:
+    """One quick ingest run against Prometheus; two checks read it (agents + server, server)."""
+    from bench.ingest_prometheus import quick_run
 
-    return quick_ratio()
+    return quick_run()
+
+
+def _ingest_prometheus() -> float:
+    return float(_ingest_run()["cpu_ratio"])
+
+
+def _ingest_server_prometheus() -> float:
+    from bench.ingest_prometheus import server_ratio
+
+    return server_ratio(_ingest_run())
 
 
 def _query_prometheus() -> float:
@@ -91,6 +105,11 @@ CHECKS = (
         "ingest_prometheus",
         "ingest vs Prometheus, Prometheus CPU per stored sample / ours",
         _ingest_prometheus,
+    ),
+    Check(
+        "ingest_server_prometheus",
+        "ingest server alone vs Prometheus, Prometheus CPU per stored sample / the server's",
+        _ingest_server_prometheus,
     ),
     Check("query_prometheus", "7-day fleet numbers, PromQL seconds / ours", _query_prometheus),
 )

@@ -27,6 +27,7 @@ Wire format (agent -> ingest), one HTTP request per batch:
 
 from __future__ import annotations
 
+import functools
 from typing import Final
 
 import pyarrow as pa
@@ -159,6 +160,12 @@ VALUE_COLUMNS: Final[dict[str, tuple[str, ...]]] = {
 }
 
 
+@functools.cache
+def _required_columns(table_name: str) -> tuple[int, ...]:
+    """Positions of the contract's non-nullable columns in `table_name`'s schema."""
+    return tuple(at for at, field in enumerate(TABLES[table_name]) if not field.nullable)
+
+
 def conform(table_name: str, batch: pa.Table) -> pa.Table:
     """Cast a batch to the contract's schema: add missing nullable columns, refuse unknown ones.
 
@@ -169,6 +176,15 @@ def conform(table_name: str, batch: pa.Table) -> pa.Table:
     schema = TABLES.get(table_name)
     if schema is None:
         raise ContractError(f"unknown table {table_name!r}; expected one of {sorted(TABLES)}")
+    if batch.schema.equals(schema, check_metadata=True):
+        # What an agent sends: the contract's schema exactly. Nothing to add or cast; rebuilding
+        # the table column by column was most of this function's cost.
+        for required in _required_columns(table_name):
+            if batch.column(required).null_count:
+                raise ContractError(
+                    f"{table_name}.{schema.field(required).name}: nulls in a required column"
+                )
+        return batch
     # column_names builds a new list on every access (16 us for 40 columns): read it once; the
     # per-field lookups below were 1.4 ms of the server's 3 ms per request (bench/RESULTS.md).
     names = batch.column_names

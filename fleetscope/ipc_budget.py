@@ -174,13 +174,17 @@ def materialized_cost(table: pa.Table, *, max_decoded_bytes: int) -> int:
     import pyarrow.compute as pc
 
     total = 0
-    for field, column in zip(table.schema, table.columns, strict=True):
-        if not _has_dictionary(field.type):
+    schema = table.schema
+    # Only the column types are looked at first: fetching every column and field object was
+    # most of this function's cost for a batch without dictionaries (what agents send).
+    for at, type_ in enumerate(schema.types):
+        if not (pa.types.is_dictionary(type_) or type_.num_fields) or not _has_dictionary(type_):
             continue
-        if not pa.types.is_dictionary(field.type):
-            raise pa.ArrowInvalid(f"column {field.name!r}: a dictionary nested in {field.type}")
-        value_type = field.type.value_type
-        for chunk in column.chunks:
+        field = schema.field(at)
+        if not pa.types.is_dictionary(type_):
+            raise pa.ArrowInvalid(f"column {field.name!r}: a dictionary nested in {type_}")
+        value_type = type_.value_type
+        for chunk in table.column(at).chunks:
             if _is_variable(value_type):
                 lengths = pc.binary_length(chunk.dictionary)
                 taken = pc.sum(pc.take(lengths, chunk.indices)).as_py() or 0

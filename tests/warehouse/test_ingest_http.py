@@ -328,6 +328,42 @@ def test_healthz_and_metrics(server: Server) -> None:
     assert samples[key] == 1
 
 
+def _metric_samples(server: Server) -> dict[str, float]:
+    scrape = urllib.request.Request(
+        server.url + "/metrics", headers={"Authorization": f"Bearer {TOKEN}"}
+    )
+    with urllib.request.urlopen(scrape) as response:
+        text = response.read().decode()
+    return {
+        s.name: s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name.startswith("fleetscope_ingest_log_")
+    }
+
+
+def test_ingest_log_figures_on_metrics(settings: Settings) -> None:
+    server = Server(settings.with_overrides(warehouse__log_flush_interval_s=3600.0))
+    server.start()
+    try:
+        assert post_batch(server.url, "gpu_samples", gpu_batch("m"), token=TOKEN).status == 202
+        logged = _metric_samples(server)  # acknowledged, in the log, not flushed yet
+        server.writer.flush_log_now()
+        flushed = _metric_samples(server)
+    finally:
+        server.stop()
+    assert logged["fleetscope_ingest_log_groups_logged_total"] == 1
+    assert logged["fleetscope_ingest_log_fsyncs_total"] >= 2  # the group's, the new segment's
+    assert logged["fleetscope_ingest_log_batches_quarantined_total"] == 0
+    assert logged["fleetscope_ingest_log_pending_bytes"] > 80 * 26 * 4  # 80 rows' values at least
+    assert logged["fleetscope_ingest_log_flush_lag_seconds"] > 0
+    assert flushed["fleetscope_ingest_log_pending_bytes"] == 0
+    assert flushed["fleetscope_ingest_log_flush_lag_seconds"] == 0
+    assert (
+        flushed["fleetscope_ingest_log_fsyncs_total"] > logged["fleetscope_ingest_log_fsyncs_total"]
+    )
+
+
 def test_unknown_route_and_method(server: Server) -> None:
     assert raw_post(server.url, "/v2/anything", b"", {"Content-Length": "0"}).status == 404
     with pytest.raises(urllib.error.HTTPError) as info:

@@ -201,6 +201,8 @@ def test_remote_write_and_import_match_the_served_pages(
             first_run = capsys.readouterr().out
             assert fleetscope_main(argv) == 0
             second_run = capsys.readouterr().out
+            # Every scrape Prometheus took up to now, as Prometheus saw it (part 1).
+            seen = scrape_history(prom_url, time.time())
         finally:
             stop_prometheus(prom)
     live.stop()
@@ -208,7 +210,10 @@ def test_remote_write_and_import_match_the_served_pages(
     stats = live.remote_write.assembler.stats
     stored_scrapes = stats.scrapes_complete + stats.scrapes_incomplete
     assert live.remote_write.requests > stored_scrapes  # scrapes arrived split over requests
-    assert stats.scrapes_incomplete <= len(urls)  # only each target's last, at the stop
+    # Only at the stop, per target: its last scrape, and the one before it when Prometheus
+    # stopped with the last one shipped in part (nothing newer then proves the earlier one
+    # whole). main's server took 5 with 4 targets too, on a loaded machine (bench/RESULTS.md).
+    assert stats.scrapes_incomplete <= 2 * len(urls)
     assert stats.series_ignored > 0 and stats.late_samples == 0  # `up`, `scrape_*` series
 
     remote = stored_rows(live.settings)
@@ -219,7 +224,23 @@ def test_remote_write_and_import_match_the_served_pages(
         served = [
             json.loads(line) for line in (record_dir / f"{host}.jsonl").read_text().splitlines()
         ]
-        pages = [entry for entry in served if entry["status"] == 200]
+        # A page the simulator served can still fail as a scrape: Prometheus gave up on it
+        # (scrape_timeout) while this process, busy with the import, was writing it. Such a
+        # scrape is `up` 0 and stores nothing; Prometheus's own record decides (pages served
+        # after that record was read are kept: at most the last one before the stop).
+        instance = urllib.parse.urlsplit(urls[host]).netloc
+        taken = seen.get(instance, [])
+        newest_seen = max((ts for ts, _ in taken), default=0)
+        accepted = [ts for ts, ok in taken if ok]
+        pages = [
+            entry
+            for entry in served
+            if entry["status"] == 200
+            and (
+                entry["served_at"] * 1000 > newest_seen + 500
+                or any(abs(entry["served_at"] * 1000 - ts) < 500 for ts in accepted)
+            )
+        ]
         host_rows = [r for r in remote if r["host"] == host]
         stamps = sorted({r["ts"] for r in host_rows})
         # A failed scrape marks every series of the target stale; remote_write ships in WAL
@@ -228,7 +249,7 @@ def test_remote_write_and_import_match_the_served_pages(
         failed_ms = [e["served_at"] * 1000 for e in served if e["status"] != 200]
         if failed_ms and stamps and min(failed_ms) < stamps[-1]:
             assert stats.stale_markers > 0, (host, failed_ms, stamps[-1])
-        assert len(pages) - 1 <= len(stamps) <= len(pages), host
+        assert len(pages) - 1 <= len(stamps) <= len(pages), (host, stamps, taken)
         assert len(stamps) >= SCRAPES_WANTED
         for entry, ts_ms in zip(pages, stamps, strict=False):
             assert abs(entry["served_at"] * 1000 - ts_ms) < 500, (host, entry["served_at"], ts_ms)

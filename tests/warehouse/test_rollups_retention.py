@@ -86,3 +86,45 @@ def test_retention_drops_old_raw_days_from_segments_and_duckdb_but_keeps_rollups
     assert ledger == [(2,)]  # batches received today are kept, whatever their sample times
     assert view.execute("SELECT sum(samples) FROM gpu_samples_1m").fetchall() == [(32,)]
     assert today - timedelta(days=20) < today
+
+
+def test_retention_keeps_a_day_whose_acknowledged_rows_still_sit_in_the_ingest_log(
+    tmp_path: Path,
+) -> None:
+    store = SegmentStore(tmp_path / "segments")
+    writer = Writer(
+        tmp_path / "t.duckdb",
+        store,
+        flush_rows=10**6,
+        flush_interval_s=0.01,
+        queue_max_rows=10**6,
+        log_flush_interval_s=3600.0,  # nothing leaves the log unless flushed here
+    )
+    old_day = EPOCH_MS - 20 * DAY_MS
+    today = datetime.fromtimestamp(EPOCH_MS / 1000, UTC).date()
+    writer.start()
+    try:
+        first, _ = writer.submit(
+            "gpu_samples", gpu_batch("n", start_ms=old_day, timestamps=1), "stored"
+        )
+        assert first.wait(30) and first.error is None
+        writer.flush_log_now()
+        assert update_rollups(store) == 1  # the old day is stored and rolled up: expirable
+        second, _ = writer.submit(
+            "gpu_samples", gpu_batch("m", start_ms=old_day + 60_000, timestamps=2), "logged"
+        )
+        assert second.wait(30) and second.error is None  # acknowledged, in the log only
+
+        assert expire(store, writer, keep_days=14, today=today) == 0  # the day waits, whole
+        assert writer.cursor().execute("SELECT count(*) FROM gpu_samples").fetchall() == [(8,)]
+
+        writer.flush_log_now()
+        assert update_rollups(store) == 1
+        assert expire(store, writer, keep_days=14, today=today) == 2  # flushed: it goes whole
+        raw = writer.cursor().execute("SELECT count(*) FROM gpu_samples").fetchall()
+    finally:
+        writer.stop()
+    assert raw == [(0,)]
+    view = open_segments(tmp_path / "segments")
+    assert view.execute("SELECT count(*) FROM gpu_samples").fetchall() == [(0,)]
+    assert view.execute("SELECT sum(samples) FROM gpu_samples_1m").fetchall() == [(24,)]

@@ -7,6 +7,7 @@ metrics work. This module must never export telemetry samples themselves.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -17,6 +18,7 @@ from prometheus_client.registry import Collector
 from fleetscope.contract import VALUE_COLUMNS
 from fleetscope.process_metrics import register_process_metrics
 from warehouse.ingest.sink import BatchSink
+from warehouse.storage.writer import WriterStats
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
@@ -73,6 +75,39 @@ class WriterCollector(Collector):
         yield GaugeMetricFamily(
             "fleetscope_writer_last_flush_rows", "Rows in the last flush.", stats.last_flush_rows
         )
+        yield from ingest_log_metrics(stats, self._writer.log_fsyncs, time.monotonic())
+
+
+def ingest_log_metrics(stats: WriterStats, fsyncs: int, now: float) -> Iterator[Metric]:
+    """The ingest log's figures (warehouse.storage.ingest_log; zero where a writer has none):
+    how often it made groups durable, what waits in it for the store, and for how long."""
+    yield CounterMetricFamily(
+        "fleetscope_ingest_log_groups_logged_total",
+        "Groups of batches appended to the ingest log and acknowledged with one fsync.",
+        stats.groups_logged,
+    )
+    yield CounterMetricFamily(
+        "fleetscope_ingest_log_fsyncs_total",
+        "fsync calls the ingest log made (group syncs, new segment folders, quarantine copies).",
+        fsyncs,
+    )
+    yield CounterMetricFamily(
+        "fleetscope_ingest_log_batches_quarantined_total",
+        "Logged (acknowledged) batches the store refused on their data, kept in the log's "
+        "quarantine folder.",
+        stats.batches_quarantined,
+    )
+    yield GaugeMetricFamily(
+        "fleetscope_ingest_log_pending_bytes",
+        "Arrow bytes of acknowledged batches in the ingest log not yet flushed to the store.",
+        stats.log_pending_bytes,
+    )
+    since = stats.log_pending_since
+    yield GaugeMetricFamily(
+        "fleetscope_ingest_log_flush_lag_seconds",
+        "How long the oldest acknowledged batch not yet flushed to the store has waited (0: none).",
+        max(0.0, now - since) if since is not None else 0.0,
+    )
 
 
 class ArrivalCollector(Collector):

@@ -23,12 +23,14 @@ gives a thread per connection, bounded by warehouse.ingest.connections (at most 
 then 503 with Retry-After; headers within server.header_timeout_s, a body within
 server.body_timeout_s, else 408). With server.tls_cert_file/tls_key_file it serves HTTPS; the TLS
 handshake runs on the connection's thread, under the header deadline, never on the accept loop.
-Why not uvicorn or waitress (issue 28): per batch, uvicorn with httptools running these blocking
-routes on a thread costs the same as this server, h11 and waitress more (bench/http_servers.py,
-bench/RESULTS.md), so cost decides nothing; neither gives the header deadline, the canned 503 at
-the connection cap, or a body reserved before it is read without rebuilding them on its
-internals (waitress cannot: it reads the whole body first); docs/warehouse.md says what a switch
-needs.
+Each answer is one write with TCP_NODELAY on (`Handler._send`): with Nagle on and two writes the
+body waited ~40 ms for the client's delayed ACK. Why not uvicorn or waitress (issue 28): per batch,
+uvicorn with httptools running these blocking routes on a thread costs the same as this server
+(within the spread of two runs), h11 and waitress more (bench/http_servers.py, bench/RESULTS.md),
+so by the issue's rule the switch to uvicorn + httptools is owed; it needs the header deadline,
+the canned 503 at the connection cap and a body reserved before it is read rebuilt on uvicorn's
+protocol internals (waitress cannot: it reads the whole body first), which is not done yet;
+docs/warehouse.md says what a switch needs.
 This module must never talk to DuckDB: only the writer does.
 """
 
@@ -42,6 +44,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -142,6 +145,9 @@ class Ingest:
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # TCP_NODELAY: an answer leaves at once instead of waiting on the client's delayed ACK
+    # (answers are one write each, `_send`).
+    disable_nagle_algorithm = True
     server: IngestHTTPServer
     body_read = False
     reserved_bytes = 0
@@ -244,16 +250,23 @@ class Handler(BaseHTTPRequestHandler):
         metrics.latency.labels(route_name).observe(time.perf_counter() - started)
 
     def _send(self, response: Response, *, close: bool) -> None:
-        self.send_response(response.status)
-        self.send_header("Content-Type", response.content_type)
-        self.send_header("Content-Length", str(len(response.body)))
-        for name, value in response.headers.items():
-            self.send_header(name, value)
+        """The whole answer, status line to body, in ONE write: with TCP_NODELAY on, headers and
+        body as two writes would be two segments; with Nagle on (the old way) the body waited for
+        the client's delayed ACK of the headers, about 40 ms per answer."""
+        self.log_request(response.status)
+        lines = [
+            f"{self.protocol_version} {response.status} {_reason(response.status)}",
+            f"Server: {self.version_string()}",
+            f"Date: {self.date_time_string()}",
+            f"Content-Type: {response.content_type}",
+            f"Content-Length: {len(response.body)}",
+        ]
+        lines.extend(f"{name}: {value}" for name, value in response.headers.items())
         if close:
-            self.send_header("Connection", "close")
+            lines.append("Connection: close")
             self.close_connection = True
-        self.end_headers()
-        self.wfile.write(response.body)
+        lines.append("\r\n")
+        self.wfile.write("\r\n".join(lines).encode("latin-1") + response.body)
 
     def do_GET(self) -> None:
         self.server.guard.headers_read(self.request)
@@ -318,6 +331,13 @@ class IngestHTTPServer(ThreadingHTTPServer):
     def server_close(self) -> None:
         self.guard.stop()
         super().server_close()
+
+
+def _reason(status: int) -> str:
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return ""
 
 
 def tls_context(cert_file: str, key_file: str) -> ssl.SSLContext:

@@ -20,6 +20,9 @@ class BatchSink(Protocol):
     @property
     def queued_rows(self) -> int: ...
 
+    @property
+    def log_fsyncs(self) -> int: ...
+
     def submit(
         self, table: str, data: pa.Table, batch_id: str, agent: str = "", agent_version: str = ""
     ) -> tuple[Ticket, bool]: ...

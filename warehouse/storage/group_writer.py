@@ -31,9 +31,11 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 
 import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from fleetscope.errors import IngestError
 from warehouse.ingest.batch_digest import CONFLICT_STATUS, conflict_message
@@ -78,6 +80,10 @@ class WriterStats:
     last_flush_rows: int = 0
     groups_logged: int = 0  # fsyncs of the ingest log that acknowledged batches
     batches_quarantined: int = 0  # logged batches the store refused on their data
+    # Logged and acknowledged, not yet flushed to the store: their Arrow bytes, and since when
+    # (time.monotonic()) the oldest of them waits; None when nothing waits.
+    log_pending_bytes: int = 0
+    log_pending_since: float | None = None
 
 
 class GroupWriter(BatchQueue):
@@ -296,9 +302,40 @@ class GroupWriter(BatchQueue):
 
     def _hold(self, record: LogRecord) -> None:
         entry = record.entry
+        if not self._pending:
+            self.stats.log_pending_since = time.monotonic()
         self._pending.append(record)
         self._pending_ids[entry.batch_id] = (entry.table, entry.digest)
         self._pending_rows += entry.rows
+        self.stats.log_pending_bytes += entry.data.nbytes
+
+    def _keep_pending(self, records: list[LogRecord]) -> None:
+        """Only `records` stay logged and unflushed (the rest were stored or quarantined)."""
+        self._pending = records
+        self._pending_ids = {r.entry.batch_id: ledger_key(r) for r in records}
+        self._pending_rows = sum(r.entry.rows for r in records)
+        self.stats.log_pending_bytes = sum(r.entry.data.nbytes for r in records)
+        if not records:
+            self.stats.log_pending_since = None
+
+    @property
+    def log_fsyncs(self) -> int:
+        """fsync calls the ingest log made (0 without one); read by /metrics."""
+        return self._log.fsyncs if self._log is not None else 0
+
+    def oldest_unflushed_ts(self) -> dict[str, datetime]:
+        """On the writer thread: per table, the smallest `ts` among logged batches not yet in
+        the store (retention must keep those days: warehouse.storage.retention)."""
+        oldest: dict[str, datetime] = {}
+        for record in self._pending:
+            data = record.entry.data
+            if data.num_rows == 0 or "ts" not in data.column_names:
+                continue
+            low = pc.min(data.column("ts")).as_py()
+            table = record.entry.table
+            if isinstance(low, datetime) and (table not in oldest or low < oldest[table]):
+                oldest[table] = low
+        return oldest
 
     def _log_flush_due_at(self) -> float | None:
         """With `_cond` held: when the logged batches must be flushed (None: nothing logged)."""
@@ -333,7 +370,7 @@ class GroupWriter(BatchQueue):
             log.warning("flush of %d logged batches failed (%s); one at a time", len(records), exc)
             if not self._store_one_by_one(self._log, records):
                 return False
-        self._pending, self._pending_ids, self._pending_rows = [], {}, 0
+        self._keep_pending([])
         try:
             self._log.roll()
             self._log.drop_before(self._log.position.segment)
@@ -355,9 +392,7 @@ class GroupWriter(BatchQueue):
                         log.exception("could not quarantine logged batch %s", record.entry.batch_id)
                 if kept is None:
                     log.exception("flush of logged batch %s failed", record.entry.batch_id)
-                    self._pending = records[at:]
-                    self._pending_ids = {r.entry.batch_id: ledger_key(r) for r in self._pending}
-                    self._pending_rows = sum(r.entry.rows for r in self._pending)
+                    self._keep_pending(records[at:])
                     return False
                 last_stored = False
                 self.stats.batches_quarantined += 1

@@ -127,6 +127,7 @@ class IngestLog:
         self._fd: int | None = None
         self._segment = 0
         self._offset = 0
+        self.fsyncs = 0  # fsync calls made (group syncs, folder syncs, quarantine copies)
 
     # -- reading at start ------------------------------------------------------------------
     def segments(self) -> list[int]:
@@ -177,6 +178,7 @@ class IngestLog:
         with open(self._path(segment), "r+b") as handle:
             handle.truncate(offset)
             os.fsync(handle.fileno())
+            self.fsyncs += 1
         log.warning(
             "ingest log %s: truncated a torn record at byte %d (%d bytes, copied to %s); a batch "
             "cut short by a crash was never acknowledged",
@@ -204,6 +206,7 @@ class IngestLog:
             handle.write(raw)
             handle.flush()
             os.fsync(handle.fileno())
+            self.fsyncs += 1
         return kept
 
     def keep_refused(self, record: LogRecord) -> Path:
@@ -225,6 +228,7 @@ class IngestLog:
         self._fd = os.open(self._path(self._segment), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         self._offset = 0
         _fsync_dir(self.root)
+        self.fsyncs += 1
 
     def append(self, entries: Sequence[LogEntry]) -> list[LogRecord]:
         """Write the entries (not yet durable: `sync`); on failure nothing of them stays."""
@@ -251,6 +255,7 @@ class IngestLog:
         if self._fd is not None:
             try:
                 os.fdatasync(self._fd)
+                self.fsyncs += 1
             except BaseException:
                 # What was written may or may not be on disk; the acks are refused (503), so the
                 # records must not outlive this call either: the agents retry them.

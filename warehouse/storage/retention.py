@@ -31,12 +31,46 @@ def expire(
     today: date,
     tables: Mapping[str, pa.Schema] = TABLES,
 ) -> int:
-    """Drop raw days before `today - keep_days`; returns the number of segments retired."""
+    """Drop raw days before `today - keep_days`; returns the number of segments retired.
+
+    With a writer the pass runs on the writer's thread, between its flushes, and keeps (for this
+    pass) every day from the oldest one whose acknowledged rows still sit in the ingest log, not
+    yet flushed: expiring such a day would retire its segments and delete its rows while more of
+    them are about to land, half a day gone. Nothing is flushed while the pass runs, so what the
+    log holds cannot change under it.
+    """
     cutoff = today - timedelta(days=keep_days)
+    if writer is None:
+        return _expire(store, None, _cutoffs(cutoff, {}, tables), cutoff)
+    return writer.call(
+        lambda conn: _expire(
+            store, conn, _cutoffs(cutoff, writer.oldest_unflushed_ts(), tables), cutoff
+        )
+    ).result()
+
+
+def _cutoffs(
+    cutoff: date, unflushed: Mapping[str, datetime], tables: Mapping[str, pa.Schema]
+) -> dict[str, date]:
+    """Per table, the first day kept: `cutoff`, or the day of its oldest unflushed row if older."""
+    kept: dict[str, date] = {}
+    for table in tables:
+        oldest = unflushed.get(table)
+        day = oldest.astimezone(UTC).date() if oldest is not None else cutoff
+        kept[table] = min(cutoff, day)
+    return kept
+
+
+def _expire(
+    store: SegmentStore,
+    conn: duckdb.DuckDBPyConnection | None,
+    cutoffs: Mapping[str, date],
+    ledger_cutoff: date,
+) -> int:
     manifest = store.snapshot()
     changes: dict[str, tuple[list[Segment], list[Segment]]] = {}
     marks: dict[str, str] = {}
-    for table in tables:
+    for table, cutoff in cutoffs.items():
         old: list[Segment] = []
         for day, segs in manifest.by_date(table).items():
             if date.fromisoformat(day) >= cutoff:
@@ -50,10 +84,15 @@ def expire(
             changes[table] = (old, [])
     if changes:
         store.swap(changes, marks=marks)
-    if writer is not None:
-        cutoff_ts = datetime(cutoff.year, cutoff.month, cutoff.day, tzinfo=UTC)
-        writer.call(lambda conn: _delete_before(conn, cutoff_ts, tables)).result()
+    if conn is not None:
+        _delete_before(
+            conn, {t: _midnight(d) for t, d in cutoffs.items()}, _midnight(ledger_cutoff)
+        )
     return sum(len(old) for old, _new in changes.values())
+
+
+def _midnight(day: date) -> datetime:
+    return datetime(day.year, day.month, day.day, tzinfo=UTC)
 
 
 def _covered(manifest: Manifest, day: str, raw: list[Segment]) -> bool:
@@ -63,11 +102,11 @@ def _covered(manifest: Manifest, day: str, raw: list[Segment]) -> bool:
 
 
 def _delete_before(
-    conn: duckdb.DuckDBPyConnection, cutoff: datetime, tables: Mapping[str, pa.Schema]
+    conn: duckdb.DuckDBPyConnection, cutoffs: Mapping[str, datetime], ledger_cutoff: datetime
 ) -> None:
     conn.execute("BEGIN TRANSACTION")
-    for table in tables:
+    for table, cutoff in cutoffs.items():
         conn.execute(f"DELETE FROM {table} WHERE ts < ?", [cutoff])
-    conn.execute("DELETE FROM ingest_batches WHERE received_at < ?", [cutoff])
-    conn.execute("DELETE FROM ingest_flushes WHERE committed_at < ?", [cutoff])
+    conn.execute("DELETE FROM ingest_batches WHERE received_at < ?", [ledger_cutoff])
+    conn.execute("DELETE FROM ingest_flushes WHERE committed_at < ?", [ledger_cutoff])
     conn.execute("COMMIT")
