@@ -24,12 +24,11 @@ line. Every refusal is a TraceError naming the file. Never imports pandas.
 from __future__ import annotations
 
 import codecs
-import json
 import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -41,6 +40,9 @@ from fleetscope.errors import (
     TraceNestingError,
     TruncatedTraceError,
 )
+
+if TYPE_CHECKING:
+    import json
 
 __all__ = ["COLUMNS_PATH", "decode"]
 
@@ -77,7 +79,6 @@ _ANY = msgspec.json.Decoder()
 _TAIL = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _META = msgspec.json.Decoder(dict[str, Any])
 _DECODE_ERRORS = (msgspec.MsgspecError, ValueError)
-_JSON = json.JSONDecoder()
 
 
 def decode(path: Path, cols: ColumnBuilder, chunk_size: int) -> tuple[dict[str, Any], int | None]:
@@ -232,6 +233,8 @@ def _object_or_none(data: bytes) -> dict[str, Any] | None:
         return _META.decode(data)
     except (*_DECODE_ERRORS, RecursionError):
         pass
+    import json  # only for a value msgspec refuses (the module is ~1.7 ms to import)
+
     try:
         value = json.loads(data)
     except (ValueError, RecursionError):
@@ -251,6 +254,8 @@ def _no_events(data: bytes, path: Path) -> Exception:
         return CorruptTraceError(f"{path}: the file is empty")
     if data[:1] != b"{":
         return _not_an_object(data[:4], path)
+    import json
+
     try:
         json.loads(data)
     except RecursionError:
@@ -266,6 +271,8 @@ def _members_after(
     """The members after the `]` that closes `traceEvents` (the text's first byte)."""
     rest = bytes(text.data[1 : text.length]).strip(_JSON_WS)
     if rest[:1] == b",":
+        import json
+
         try:
             members = json.loads(b"{" + rest[1:])
         except RecursionError:
@@ -421,11 +428,13 @@ class _Batches:
         the text starts at the separator after the last element taken; whether that separator
         is the `]` that closes `traceEvents`). Raises the error that names the element when one
         is malformed, or truncated at the end of input."""
+        import json
+
         path = self.path
         s, _ = codecs.utf_8_decode(bytes(text.data[: text.length]), "strict", eof)
         n = len(s)
         add = self._sink()
-        scan = _JSON.raw_decode
+        scan = json.JSONDecoder().raw_decode
         taken = 0  # characters up to the separator after the last element taken
         ended = False
         while True:
