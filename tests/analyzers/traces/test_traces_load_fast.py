@@ -200,6 +200,26 @@ def test_what_msgspec_refuses_the_stdlib_path_reads(
     assert [fast.names[i] for i in fast.name] == expected
 
 
+@pytest.mark.parametrize("chunk", [64, 1 << 20])
+def test_an_odd_element_mid_file_is_walked_and_the_rest_batched(tmp_path: Path, chunk: int) -> None:
+    """A NaN where no analysis reads it, 50 events into a file of many chunks: the elements
+    around it are walked one by one, the rest still goes in batches, the columns are the
+    oracle's."""
+    odd = '{"ph": "X", "cat": "kernel", "name": "odd", "ts": 1, "dur": 1, "args": {"x": NaN}}'
+    text = '{"traceEvents": [' + ", ".join([KERNEL] * 50 + [odd] + [KERNEL] * 50) + "]}"
+    fast, reference = both(write_raw(tmp_path / "t.json", text), chunk)
+    assert differences(fast, reference) == []
+    assert len(fast.ts) == 101
+
+
+def test_a_broken_element_mid_file_is_named(tmp_path: Path) -> None:
+    broken = '{"ph": "X", "cat": "kernel", "name": "b", "ts": 1, "dur": 1 "args": {}}'
+    text = '{"traceEvents": [' + ", ".join([KERNEL] * 50 + [broken] + [KERNEL] * 50) + "]}"
+    path = write_raw(tmp_path / "t.json", text)
+    with pytest.raises(CorruptTraceError, match=r"t\.json: not a Kineto trace: traceEvents\[50\]"):
+        load_raw_trace(path, chunk_size=64)
+
+
 def test_a_repeated_traceevents_key_is_refused(tmp_path: Path) -> None:
     """JSON leaves a repeated key to the reader (HTA's json.load keeps the last array, the oracle
     reads both); the decoder refuses the file rather than pick one."""
