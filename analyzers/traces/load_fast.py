@@ -62,6 +62,7 @@ except ImportError:  # pragma: no cover - exercised where the extension is not b
 
 _KEY = b'"traceEvents"'
 _KEY_RE = re.compile(rb"[ \t\n\r]*:[ \t\n\r]*\[")
+_AFTER_KEY = re.compile(rb"[ \t\n\r]*:?[ \t\n\r]*")
 _FIRST = re.compile(rb"[ \t\n\r]*([^ \t\n\r])")
 _NOT_WS = re.compile(rb"[^ \t\n\r]")
 _SKIP_WS = re.compile(r"[ \t\n\r]*").match
@@ -219,11 +220,19 @@ def _head(source: TextSource, text: _Text, path: Path) -> tuple[dict[str, Any], 
         if metadata is not None:
             opening = _KEY_RE.match(buf, key_at + len(_KEY), text.length)
             if opening is None:
-                raise CorruptTraceError(
-                    f"{path}: not a Kineto trace: 'traceEvents' is not an array"
-                )
+                raise _not_an_array(buf[key_at + len(_KEY) : text.length], path)
             return metadata, opening.end() - 1
         start = key_at + 1
+
+
+def _not_an_array(after_key: bytes | bytearray, path: Path) -> Exception:
+    after = _AFTER_KEY.match(after_key).end()  # type: ignore[union-attr]  # `*` always matches
+    found = bytes(after_key[after : after + 4]).decode("utf-8", "ignore")[:1]
+    if not found:
+        return _truncated(path)
+    return CorruptTraceError(
+        f"{path}: not a Kineto trace: expected '[' to open traceEvents, found {found!r}"
+    )
 
 
 def _object_or_none(data: bytes) -> dict[str, Any] | None:
