@@ -10,8 +10,8 @@
  * accepts only strict JSON (RFC 8259) and only the event shapes it knows (the typed structs the
  * msgspec decoder had before issue 29; that decoder is now bench/trace_decoders.py's peer), and
  * computes the columns by the rules of `columns.event_sink`. Anything else returns None, and the
- * caller decodes the same text with msgspec into plain values for the reference rules (or hands
- * the file to the stdlib parser that says what is wrong): a string with an escape where a value
+ * caller decodes the same text with msgspec into plain values for the reference rules (or walks
+ * its elements with Python's json, which says what is wrong): a string with an escape where a value
  * is read, a duplicate key we read, a number an int64 column cannot hold, a null where a number
  * or string is read, a bool, nesting deeper than MAX_DEPTH, a cut that does not fall between two
  * events. The text is validated as a whole before the symbol table sees any value, so a batch

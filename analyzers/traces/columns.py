@@ -1,8 +1,8 @@
 """Column buffers for one trace file, and the reference reduction of one decoded event to a row.
 
 The loader (`load.py`) fills a `ColumnBuilder`: the C column pass (`load_fast.py`) appends whole
-blocks per batch of events, the stdlib path (and the fast path's per-batch fallback) appends one
-event at a time through `event_sink`, whose rules are the definition of what a row
+blocks per batch of events, a batch the C pass leaves (and the stdlib oracle in tests) appends
+one event at a time through `event_sink`, whose rules are the definition of what a row
 holds (RawTrace's docstring). The builder keeps the two kinds of appends in file order.
 
 Never decodes JSON and never reads files; never imports pandas.
@@ -19,7 +19,15 @@ from fleetscope.errors import CorruptTraceError, NonFiniteTraceError
 if TYPE_CHECKING:
     import numpy.typing as npt
 
-__all__ = ["CHUNK_SIZE", "DTYPES", "Block", "ColumnBuilder", "SymbolTable", "event_sink"]
+__all__ = [
+    "CHUNK_SIZE",
+    "DTYPES",
+    "Block",
+    "ColumnBuilder",
+    "SymbolTable",
+    "event_sink",
+    "non_finite_message",
+]
 
 # Decompressed bytes a loader reads at a time: bounds the memory of a load (load.py's module
 # docstring).
@@ -153,7 +161,7 @@ def as_float(value: object, default: float) -> float:
 def event_sink(cols: ColumnBuilder, path: object) -> Callable[[object, int], None]:
     """A function that reduces one decoded event (a dict) to column values: the reference rules.
 
-    Built as a closure over bound `append` methods: the stdlib path runs it once per event (10^5
+    Built as a closure over bound `append` methods: the oracle runs it once per event (10^5
     to 10^7 times), so every attribute lookup saved is measurable.
     """
     ids = cols.symbols
@@ -245,8 +253,12 @@ def _refuse_non_finite(path: object, position: int, ev: dict[str, Any], field: s
     """A kept event whose `ts` or `dur` is NaN or an infinity (a `NaN`/`Infinity` literal, a
     number past float's range): every analysis would turn it into NaN sums or an endless span,
     so the file is refused with the event named (issue 28)."""
-    raise NonFiniteTraceError(
-        f"{path}: traceEvents[{position}] ({ev.get('name')!r:.60}) has {field} = {ev[field]!r}: "
+    raise NonFiniteTraceError(non_finite_message(path, position, ev.get("name"), field, ev[field]))
+
+
+def non_finite_message(path: object, position: int, name: object, field: str, value: object) -> str:
+    return (
+        f"{path}: traceEvents[{position}] ({name!r:.60}) has {field} = {value!r}: "
         "a timestamp or duration must be a finite number"
     )
 

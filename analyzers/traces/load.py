@@ -8,11 +8,9 @@ and the peak is the columns plus one chunk.
 
 One decoder fills the columns (`columns.py`): the C column pass of `load_fast.py`, which takes
 each batch of events straight to column blocks (a batch of a shape it does not take goes to the
-reference rules, `columns.event_sink`). The stdlib pull parser (each element decoded with
-`json.JSONDecoder.raw_decode`, load_stdlib.py) is the reference: the fast path hands it every file
-it cannot read exactly (corrupt, truncated, NaN literals, an unusual top level), so the errors
-below always come from it (naming the file and, where there is one, the event); it also reads
-every file where msgspec (the `server` extra) is not installed.
+reference rules, `columns.event_sink`), and names what is wrong in a file it cannot read
+(naming the file and, where there is one, the event). Tests hold it to a stdlib pull parser, the
+oracle in tests/analyzers/traces/stdlib_oracle.py.
 
 Accepted input: plain or gzip JSON (detected by magic bytes, not by name); 2021 category names
 (`Operator`, `Runtime`, `Kernel`, `Memcpy`, `Memset`) and current ones (`cpu_op`, `cuda_runtime`,
@@ -32,16 +30,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
 
 if TYPE_CHECKING:
     import numpy.typing as npt
 
-from analyzers.traces.columns import CHUNK_SIZE, DTYPES, ColumnBuilder
+from analyzers.traces import load_fast
+from analyzers.traces.columns import CHUNK_SIZE, DTYPES, ColumnBuilder, non_finite_message
 from analyzers.traces.trace_text import regular_file_size
-from fleetscope.errors import CorruptTraceError
+from fleetscope.errors import CorruptTraceError, NonFiniteTraceError
 
 __all__ = ["RawTrace", "load_raw_trace", "raw_trace"]
 
@@ -50,27 +49,6 @@ I64: TypeAlias = "npt.NDArray[np.int64]"
 I32: TypeAlias = "npt.NDArray[np.int32]"
 
 _CHUNK = CHUNK_SIZE
-Decoder = Literal["msgspec", "stdlib"]
-
-_UNLOADED = object()
-# The fast path's module (load_fast.py), imported on first use (`_fast_loader`). None: the
-# stdlib path reads every file (several times the CPU, same columns): msgspec comes with the
-# `server` extra; tests set None to force that path.
-load_fast: Any = _UNLOADED
-
-
-def _fast_loader() -> Any:
-    global load_fast
-    if load_fast is _UNLOADED:
-        try:
-            from analyzers.traces import load_fast as module
-
-            load_fast = module
-        except ModuleNotFoundError as exc:
-            if exc.name != "msgspec":
-                raise
-            load_fast = None
-    return load_fast
 
 
 @dataclass
@@ -135,36 +113,37 @@ class RawTrace:
         return self.symbols.get(name, -1)
 
 
-def load_raw_trace(
-    path: str | Path, *, chunk_size: int = _CHUNK, decoder: Decoder = "msgspec"
-) -> RawTrace:
+def load_raw_trace(path: str | Path, *, chunk_size: int = _CHUNK) -> RawTrace:
     """Parse one trace file; see the module docstring for what is kept and what is refused.
 
     `chunk_size` (decompressed bytes read at a time) only matters for memory and for tests of
-    events split across chunks. `decoder="stdlib"` skips the fast path (load_fast.py), for
-    tests that hold the two to the same output; the fast path falls back to the stdlib one by
-    itself whenever it cannot read a file, so errors always come from the stdlib parser.
+    events split across chunks.
     """
     path = Path(path)
     regular_file_size(path)  # a FIFO or a device is refused before it is opened
-    fast = _fast_loader() if decoder == "msgspec" else None
-    if fast is not None:
-        cols = ColumnBuilder()
-        decoded = fast.decode_fast(path, cols, chunk_size)
-        if decoded is not None:
-            metadata, hta_rank = decoded
-            raw = _finish(path, metadata, cols, hta_rank)
-            # A number past float's range decodes to an infinity on the fast path; the stdlib
-            # path refuses it and names the event (columns.event_sink).
-            if np.isfinite(raw.ts).all() and np.isfinite(raw.dur).all():
-                return raw
-    return _load_stdlib(path, chunk_size)
+    cols = ColumnBuilder()
+    metadata, hta_rank = load_fast.decode(path, cols, chunk_size)
+    raw = _finish(path, metadata, cols, hta_rank)
+    _refuse_non_finite(raw)
+    return raw
 
 
-def _load_stdlib(path: Path, chunk_size: int) -> RawTrace:
-    from analyzers.traces.load_stdlib import read_stdlib  # the reference decoder
-
-    return _finish(path, *read_stdlib(path, chunk_size))
+def _refuse_non_finite(raw: RawTrace) -> None:
+    """A number past float's range decodes to an infinity (the C pass and msgspec read it so);
+    the file is refused with the event named, as `columns.event_sink` refuses a NaN literal (a
+    NaN here is text where a number goes, which the reference rules keep as NaN)."""
+    infinite = np.isinf(raw.ts) | np.isinf(raw.dur)
+    if not infinite.any():
+        return
+    row = int(np.argmax(infinite))
+    field = "ts" if np.isinf(raw.ts[row]) else "dur"
+    symbol = int(raw.name[row])
+    name = raw.names[symbol] if symbol >= 0 else None
+    raise NonFiniteTraceError(
+        non_finite_message(
+            raw.path, int(raw.index[row]), name, field, float(getattr(raw, field)[row])
+        )
+    )
 
 
 def _finish(

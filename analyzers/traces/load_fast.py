@@ -1,6 +1,7 @@
 """The trace decoder: batches of `traceEvents` go straight to column blocks by the C pass of
 analyzers/traces/_kineto_columns.c; what it leaves is decoded by msgspec into plain values and
-reduced by `columns.event_sink`, the reference rules (tests hold the two to the same columns).
+reduced by `columns.event_sink`, the reference rules (tests hold the two to the same columns, and
+the whole decoder to the stdlib oracle in tests/analyzers/traces/stdlib_oracle.py).
 
 Why C: decoding each event into a dict and reducing it in Python was about 90 % of the load
 (RawTrace's columns need 13 numbers of an event and its `args`); the C pass skips the other fields
@@ -13,28 +14,37 @@ after the last `},` of the buffer. A cut is checked, not trusted: `[` + text + `
 if the cut fell between two elements of `traceEvents` (inside a string or a nested object the
 brackets or quotes would not balance), and a rejected cut is retried at an earlier `},`.
 
-What it must never do: accept a file the reference parser refuses, or read a value differently.
-The C pass takes only strict JSON of the event shapes it knows; a batch with anything else (a
-string stream id, a null `args`, an integer beyond int64) takes the reference rules. Anything that
-cannot be decoded at all (a truncated or corrupt file, NaN literals, lone surrogates, a top level
-it does not recognise) makes `decode_fast` return None, and `load.py` reads the file again with the
-stdlib parser (load_stdlib.py), which says what is wrong. Never imports pandas.
+When no cut decodes (a NaN literal, a lone surrogate, a broken or truncated element, nesting past
+msgspec's depth), the elements at the head of the text are decoded one at a time by the standard
+library's `json` (`_Batches.walk`): it reads what strict JSON decoders refuse but Python's json
+reads (NaN where no analysis looks), and otherwise names the element and what is wrong in one
+line. Every refusal is a TraceError naming the file. Never imports pandas.
 """
 
 from __future__ import annotations
 
+import codecs
 import re
-import zlib
+import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from analyzers.traces.columns import ColumnBuilder, SymbolTable, event_sink
-from analyzers.traces.trace_text import GZIP_ERRORS, TextSource
+from analyzers.traces.trace_text import TextSource
+from fleetscope.errors import (
+    CorruptTraceError,
+    TraceError,
+    TraceNestingError,
+    TruncatedTraceError,
+)
 
-__all__ = ["COLUMNS_PATH", "decode_fast"]
+if TYPE_CHECKING:
+    import json
+
+__all__ = ["COLUMNS_PATH", "decode"]
 
 # The C pass from text to columns (analyzers/traces/_kineto_columns.c); an optional extension:
 # without a compiler every batch takes the reference rules (same columns, ~5x the CPU). None
@@ -52,13 +62,18 @@ except ImportError:  # pragma: no cover - exercised where the extension is not b
 
 _KEY = b'"traceEvents"'
 _KEY_RE = re.compile(rb"[ \t\n\r]*:[ \t\n\r]*\[")
+_AFTER_KEY = re.compile(rb"[ \t\n\r]*:?[ \t\n\r]*")
+_FIRST = re.compile(rb"[ \t\n\r]*([^ \t\n\r])")
+_NOT_WS = re.compile(rb"[^ \t\n\r]")
+_SKIP_WS = re.compile(r"[ \t\n\r]*").match
 _JSON_WS = b" \t\n\r"
-# Give up on the fast path when this much text is buffered without a decodable batch (a corrupt
-# file, or a top level that is not the usual one); the stdlib path then reads it with bounded memory.
+# The most text buffered while looking for the key, or for the end of one element: a file past
+# it is refused (no Kineto event or metadata block comes near it).
 _MAX_BUFFER = 64 << 20
 _CUT = b"},"
 _OPEN, _CLOSE, _COMMA = b"[],"
 _CUT_TRIES = 4
+_WALK_AFTER_CHUNKS = 4
 
 
 _ANY = msgspec.json.Decoder()
@@ -67,37 +82,13 @@ _META = msgspec.json.Decoder(dict[str, Any])
 _DECODE_ERRORS = (msgspec.MsgspecError, ValueError)
 
 
-class _Fallback(Exception):
-    """The fast path cannot read this file; the stdlib path will (or will say why not)."""
-
-
-_READ_ERRORS: tuple[type[BaseException], ...] = (
-    _Fallback,
-    OSError,
-    EOFError,
-    zlib.error,
-    *GZIP_ERRORS,
-    *_DECODE_ERRORS,
-)
-
-
-def decode_fast(
-    path: Path, cols: ColumnBuilder, chunk_size: int
-) -> tuple[dict[str, Any], int | None] | None:
-    """Fill `cols` from the file; return (top-level metadata, HTA's rank), or None when the
-    stdlib path must read the file instead (then `cols` is garbage)."""
-    try:
-        source = TextSource(path, chunk_size)
-    except OSError:
-        return None
+def decode(path: Path, cols: ColumnBuilder, chunk_size: int) -> tuple[dict[str, Any], int | None]:
+    """Fill `cols` from the file; return (top-level metadata, HTA's rank). Raises a TraceError
+    (CorruptTraceError, TruncatedTraceError, TraceNestingError, NonFiniteTraceError,
+    TraceBudgetError) that names the file and what is wrong."""
+    source = TextSource(path, chunk_size)
     try:
         return _decode(source, cols, path), source.hta_rank
-    except _READ_ERRORS:
-        return None
-    except (TypeError, ValueError, OverflowError):  # a malformed event: the stdlib path names it
-        return None
-    except RecursionError:  # nesting past msgspec's depth: the stdlib path names the value
-        return None
     finally:
         source.close()
 
@@ -133,27 +124,10 @@ class _Text:
 
 
 def _decode(source: TextSource, cols: ColumnBuilder, path: Path) -> dict[str, Any]:
-    # The members before `traceEvents`: `{`, members, `,` decode as an object once the comma is
-    # replaced by `}`, and only if the key really is a top-level key.
     text = _Text(2 * source.chunk_size + 64)
-    buf = text.data
-    while (key_at := text.find(_KEY)) < 0 or (text.length < key_at + 64 and not source.eof):
-        if source.eof or text.length > _MAX_BUFFER:
-            raise _Fallback
-        text.append(source.read())
-        buf = text.data
-    head = bytes(buf[:key_at]).rstrip(_JSON_WS)
-    if head.lstrip(_JSON_WS) == b"{":
-        metadata = {}
-    elif head.endswith(b",") and head[:-1].strip(_JSON_WS) != b"{":
-        metadata = _META.decode(head[:-1] + b"}")
-    else:
-        raise _Fallback
-    opening = _KEY_RE.match(buf, key_at + len(_KEY), text.length)
-    if opening is None:  # not `"traceEvents": [`: the stdlib path says what it is
-        raise _Fallback
+    metadata, opening = _head(source, text, path)
     # From here on the text's first byte is the `[` or `,` before the next element.
-    text.drop(opening.end() - 1)
+    text.drop(opening)
     batches = _Batches(cols, path)
     # Where the search for a `},` starts: past the text already searched in vain, so a run of
     # text without one (a gzip bomb of spaces) is searched once, not once a chunk.
@@ -163,31 +137,198 @@ def _decode(source: TextSource, cols: ColumnBuilder, path: Path) -> dict[str, An
             text.append(source.read())
             continue
         cut = 0
-        if text.find(_CUT, max(1, searched - 1)) >= 0:
+        has_cut = text.find(_CUT, max(1, searched - 1)) >= 0
+        if has_cut:
             cut = _decode_batch(text.data, text.length, batches)
         else:
             searched = text.length
+        # No cut decodes though the text holds several chunks: the head of the text is walked
+        # element by element (a NaN literal, broken JSON: named there). At the end of input the
+        # tail below does the same.
+        if not cut and (
+            (has_cut and not source.eof and text.length >= _WALK_AFTER_CHUNKS * source.chunk_size)
+            or text.length > _MAX_BUFFER
+        ):
+            cut, ended = batches.walk(text, eof=source.eof)
+            if ended:
+                text.drop(cut)
+                while not source.eof and text.length <= _MAX_BUFFER:
+                    text.append(source.read())
+                return _members_after(text, metadata, batches, path)
+        elif not cut and _NOT_WS.search(text.data, 1, text.length) is None:
+            cut = max(0, text.length - 1)  # only whitespace after the separator: keep the separator
         if cut:
             text.drop(cut)
             searched = 0
         elif source.eof:
             break
         elif text.length > _MAX_BUFFER:
-            raise _Fallback
+            raise CorruptTraceError(
+                f"{path}: not a Kineto trace: traceEvents[{batches.position}] is longer than "
+                f"{_MAX_BUFFER >> 20} MiB"
+            )
         else:
             text.append(source.read())
     # What is left: the last elements, `]`, and the members after `traceEvents`, decoded as
     # `{"traceEvents": [` + rest, so that the last element and the array's end need no cut.
-    if text.find(_KEY) >= 0:
-        raise _Fallback  # a second `traceEvents` key: the stdlib path reads both, as before
-    buf = text.data
-    buf[0] = _OPEN
-    tail = _TAIL.decode(b'{"traceEvents":' + buf[: text.length])
-    batches.decode(tail.pop("traceEvents"))
-    for key, raw in tail.items():
-        metadata[key] = _ANY.decode(raw)
-    cols.count = batches.position
+    if text.find(_KEY) < 0:
+        buf = text.data
+        buf[0] = _OPEN
+        try:
+            tail = _TAIL.decode(b'{"traceEvents":' + buf[: text.length])
+            batches.decode(tail.pop("traceEvents"))
+        except (*_DECODE_ERRORS, RecursionError):
+            tail = None
+        if tail is not None:
+            for key, raw in tail.items():
+                metadata[key] = _ANY.decode(raw)
+            cols.count = batches.position
+            return metadata
+    # A tail msgspec refuses (or one that names `traceEvents` again): element by element.
+    cut, _ = batches.walk(text, eof=True)
+    text.drop(cut)
+    return _members_after(text, metadata, batches, path)
+
+
+def _head(source: TextSource, text: _Text, path: Path) -> tuple[dict[str, Any], int]:
+    """The members before `traceEvents` and the position of the `[` that opens it: `{`,
+    members, `,` decode as an object once the comma is replaced by `}`, and only if the key
+    found really is a top-level key (else the next one is tried)."""
+    start = 0
+    while True:
+        key_at = text.find(_KEY, start)
+        if key_at < 0 or (text.length < key_at + 64 and not source.eof):
+            if source.eof:
+                raise _no_events(bytes(text.data[: text.length]), path)
+            if text.length > _MAX_BUFFER:
+                raise CorruptTraceError(
+                    f"{path}: not a Kineto trace: no 'traceEvents' array in the first "
+                    f"{_MAX_BUFFER >> 20} MiB"
+                )
+            text.append(source.read())
+            continue
+        buf = text.data
+        first = _FIRST.match(buf, 0, text.length)
+        if first is not None and first.group(1) != b"{":
+            raise _not_an_object(bytes(buf[first.start(1) : first.start(1) + 4]), path)
+        head = bytes(buf[:key_at]).rstrip(_JSON_WS)
+        metadata: dict[str, Any] | None = None
+        if head.lstrip(_JSON_WS) == b"{":
+            metadata = {}
+        elif head.endswith(b",") and head[:-1].strip(_JSON_WS) != b"{":
+            metadata = _object_or_none(head[:-1] + b"}")
+        if metadata is not None:
+            opening = _KEY_RE.match(buf, key_at + len(_KEY), text.length)
+            if opening is None:
+                raise _not_an_array(buf[key_at + len(_KEY) : text.length], path)
+            return metadata, opening.end() - 1
+        start = key_at + 1
+
+
+def _not_an_array(after_key: bytes | bytearray, path: Path) -> Exception:
+    after = _AFTER_KEY.match(after_key).end()  # type: ignore[union-attr]  # `*` always matches
+    found = bytes(after_key[after : after + 4]).decode("utf-8", "ignore")[:1]
+    if not found:
+        return _truncated(path)
+    return CorruptTraceError(
+        f"{path}: not a Kineto trace: expected '[' to open traceEvents, found {found!r}"
+    )
+
+
+def _object_or_none(data: bytes) -> dict[str, Any] | None:
+    """`data` decoded as a JSON object (by Python's json where msgspec refuses, e.g. a NaN
+    literal), or None when it is not one."""
+    try:
+        return _META.decode(data)
+    except (*_DECODE_ERRORS, RecursionError):
+        pass
+    import json  # only for a value msgspec refuses (the module is ~1.7 ms to import)
+
+    try:
+        value = json.loads(data)
+    except (ValueError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _not_an_object(start: bytes, path: Path) -> CorruptTraceError:
+    char = start.decode("utf-8", "ignore")[:1]
+    return CorruptTraceError(f"{path}: not a Kineto trace: expected a JSON object, found {char!r}")
+
+
+def _no_events(data: bytes, path: Path) -> Exception:
+    """The error for a whole file read without a usable `traceEvents` key."""
+    data = data.strip(_JSON_WS)
+    if not data:
+        return CorruptTraceError(f"{path}: the file is empty")
+    if data[:1] != b"{":
+        return _not_an_object(data[:4], path)
+    import json
+
+    try:
+        json.loads(data)
+    except RecursionError:
+        return TraceNestingError(f"{path}: not a Kineto trace: {_too_deep('the top level')}")
+    except json.JSONDecodeError as exc:
+        return _json_error(exc, len(data), path, "")
+    return CorruptTraceError(f"{path}: not a Kineto trace: no 'traceEvents' array")
+
+
+def _members_after(
+    text: _Text, metadata: dict[str, Any], batches: _Batches, path: Path
+) -> dict[str, Any]:
+    """The members after the `]` that closes `traceEvents` (the text's first byte)."""
+    rest = bytes(text.data[1 : text.length]).strip(_JSON_WS)
+    if rest[:1] == b",":
+        import json
+
+        try:
+            members = json.loads(b"{" + rest[1:])
+        except RecursionError:
+            raise TraceNestingError(
+                f"{path}: not a Kineto trace: {_too_deep('a top-level value')}"
+            ) from None
+        except json.JSONDecodeError as exc:
+            raise _json_error(exc, len(rest), path, "after traceEvents: ") from None
+        if "traceEvents" in members:
+            raise CorruptTraceError(f"{path}: not a Kineto trace: a second 'traceEvents' key")
+        metadata.update(members)
+    elif rest[:1] == b"}":
+        if rest[1:]:
+            raise CorruptTraceError(
+                f"{path}: not a Kineto trace: extra data after the top-level object"
+            )
+    elif not rest:
+        raise _truncated(path)
+    else:
+        char = rest[:4].decode("utf-8", "ignore")[:1]
+        raise CorruptTraceError(
+            f"{path}: not a Kineto trace: expected ',' or '}}' after traceEvents, found {char!r}"
+        )
+    batches.cols.count = batches.position
     return metadata
+
+
+def _truncated(path: Path) -> TruncatedTraceError:
+    return TruncatedTraceError(f"{path}: the JSON document ends early (truncated file)")
+
+
+def _too_deep(what: str) -> str:
+    return (
+        f"{what} nests deeper than the JSON decoder goes (about {sys.getrecursionlimit()} "
+        "levels; an event nests 3)"
+    )
+
+
+def _json_error(exc: json.JSONDecodeError, length: int, path: Path, what: str) -> Exception:
+    """Python json's error on a whole value of `length` characters, as one line."""
+    if exc.msg.startswith("Extra data"):
+        return CorruptTraceError(
+            f"{path}: not a Kineto trace: extra data after the top-level object"
+        )
+    if exc.pos >= length - 1 or "Unterminated" in exc.msg:
+        return _truncated(path)
+    return CorruptTraceError(f"{path}: not a Kineto trace: {what}{exc.msg} at character {exc.pos}")
 
 
 def _decode_batch(buf: bytearray, end: int, batches: _Batches) -> int:
@@ -206,13 +347,17 @@ def _decode_batch(buf: bytearray, end: int, batches: _Batches) -> int:
         try:
             with memoryview(buf) as view, view[: cut + 2] as batch:
                 batches.decode(batch)
-        except _DECODE_ERRORS:
+        except (*_DECODE_ERRORS, RecursionError):
             end = cut
             continue
         finally:
             buf[cut + 1] = _COMMA
         return cut + 1
     return 0
+
+
+# A literal cut by the end of the text (`tr|ue`, `-Infin|ity`) fails this close to the end.
+_LITERAL_SLACK = 10
 
 
 class _Batches:
@@ -229,7 +374,27 @@ class _Batches:
         rest (a string stream id, a null `args`, an integer beyond int64: a batch or two of an
         odd file) is decoded into plain values and reduced by the reference rules."""
         if _decode_columns is None or not self._columns(text):
-            self._reference(_ANY.decode(text))
+            events = _ANY.decode(text)
+            if not isinstance(events, list):
+                raise CorruptTraceError(
+                    f"{self.path}: not a Kineto trace: traceEvents is not an array"
+                )
+            add = self._sink()
+            position = self.position
+            for ev in events:
+                add(ev, position)
+                position += 1
+            self._flush()
+            self.position = position
+
+    def _flush(self) -> None:
+        try:
+            self.cols.flush()
+        except (TypeError, ValueError, OverflowError) as exc:  # e.g. a timestamp of 10**320
+            raise CorruptTraceError(
+                f"{self.path}: not a Kineto trace: a value does not fit its column "
+                f"({type(exc).__name__}: {exc})"
+            ) from exc
 
     def _columns(self, text: memoryview | msgspec.Raw) -> bool:
         """The batch through the C pass; False when it leaves the batch to msgspec."""
@@ -248,13 +413,76 @@ class _Batches:
         self.position += count
         return True
 
-    def _reference(self, events: object) -> None:
-        if not isinstance(events, list):
-            raise _Fallback
-        add = event_sink(self.cols, self.path)
-        position = self.position
-        for ev in events:
-            add(ev, position)
-            position += 1
-        self.cols.flush()
-        self.position = position
+    def _sink(self) -> Callable[[object, int], None]:
+        """`columns.event_sink`, with an event of the wrong shape (a list where a name goes)
+        refused as a corrupt trace that names the event, not a bare TypeError."""
+        add, path = event_sink(self.cols, self.path), self.path
+
+        def guarded(ev: object, position: int) -> None:
+            try:
+                add(ev, position)
+            except TraceError:
+                raise
+            except (TypeError, ValueError, OverflowError) as exc:
+                raise CorruptTraceError(
+                    f"{path}: not a Kineto trace: traceEvents[{position}] is malformed "
+                    f"({type(exc).__name__}: {exc}): {ev!r:.120}"
+                ) from exc
+
+        return guarded
+
+    def walk(self, text: _Text, *, eof: bool) -> tuple[int, bool]:
+        """Decode the elements at the head of the text one at a time with Python's json (the
+        text's first byte is the `[` or `,` before the next one); return (bytes to drop, so that
+        the text starts at the separator after the last element taken; whether that separator
+        is the `]` that closes `traceEvents`). Raises the error that names the element when one
+        is malformed, or truncated at the end of input."""
+        import json
+
+        path = self.path
+        s, _ = codecs.utf_8_decode(bytes(text.data[: text.length]), "strict", eof)
+        n = len(s)
+        add = self._sink()
+        scan = json.JSONDecoder().raw_decode
+        taken = 0  # characters up to the separator after the last element taken
+        ended = False
+        while True:
+            i = _SKIP_WS(s, taken + 1).end()  # type: ignore[union-attr]  # `*` always matches
+            if i >= n:
+                if eof:
+                    raise _truncated(path)
+                break
+            if s[i] == "]":
+                taken, ended = i, True
+                break
+            what = f"traceEvents[{self.position}]"
+            try:
+                ev, end = scan(s, i)
+            except RecursionError:
+                raise TraceNestingError(f"{path}: not a Kineto trace: {_too_deep(what)}") from None
+            except json.JSONDecodeError as exc:
+                if exc.pos >= n - _LITERAL_SLACK or "Unterminated" in exc.msg:
+                    if eof:
+                        raise _truncated(path) from None
+                    break  # the element goes on in the text not read yet
+                raise CorruptTraceError(
+                    f"{path}: not a Kineto trace: {what}: {exc.msg} at character {exc.pos - i} "
+                    "of the value"
+                ) from None
+            j = _SKIP_WS(s, end).end()  # type: ignore[union-attr]
+            if j >= n:
+                if eof:
+                    raise _truncated(path)
+                break  # a number may go on, and the separator is not read yet
+            if s[j] not in ",]":
+                raise CorruptTraceError(
+                    f"{path}: not a Kineto trace: expected ',' or ']' after {what}, found {s[j]!r}"
+                )
+            add(ev, self.position)
+            self.position += 1
+            taken = j
+            if s[j] == "]":
+                ended = True
+                break
+        self._flush()
+        return len(s[:taken].encode()), ended

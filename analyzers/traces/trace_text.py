@@ -1,4 +1,4 @@
-"""A trace file's text in chunks, as the fast loader (load_fast.py) reads it: inflated (zlib-ng
+"""A trace file's text in chunks, as the decoder (load_fast.py) reads it: inflated (zlib-ng
 where installed), checked as UTF-8, with HTA's rank found on the way.
 
 Why its own module: reading and checking the bytes is one job, turning them into columns another
@@ -13,12 +13,18 @@ import io
 import os
 import re
 import stat
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import cast
 
 from analyzers.traces.columns import CHUNK_SIZE
-from fleetscope.errors import CorruptTraceError, NotRegularFileError, TraceBudgetError
+from fleetscope.errors import (
+    CorruptTraceError,
+    NotRegularFileError,
+    TraceBudgetError,
+    TruncatedTraceError,
+)
 
 __all__ = [
     "CHUNK_SIZE",
@@ -110,6 +116,7 @@ except ModuleNotFoundError:  # pragma: no cover - exercised where zlib-ng is not
     _open_gzip = gzip.GzipFile
     GZIP_ERRORS = ()
 
+_GZIP_READ_ERRORS: tuple[type[Exception], ...] = (OSError, zlib.error, *GZIP_ERRORS)
 _GZIP_MAGIC = b"\x1f\x8b"
 # HTA's rank detection (hta/common/trace_file.py): the first `"rank":\s+(\d+)` of any line.
 _HTA_RANK_RE = re.compile(rb'"rank":[ \t\r\x0b\x0c]+(\d+)')
@@ -123,10 +130,14 @@ class TextSource:
 
     def __init__(self, path: Path, chunk_size: int) -> None:
         size = regular_file_size(path)
-        with path.open("rb") as probe:
-            gz = probe.read(2) == _GZIP_MAGIC
-        # Closed by `close()`, which decode_fast calls in a `finally`.
-        self._raw: io.BufferedIOBase = _open_gzip(path, "rb") if gz else path.open("rb")
+        self.path = path
+        try:
+            with path.open("rb") as probe:
+                gz = probe.read(2) == _GZIP_MAGIC
+            # Closed by `close()`, which load_fast.decode calls in a `finally`.
+            self._raw: io.BufferedIOBase = _open_gzip(path, "rb") if gz else path.open("rb")
+        except OSError as exc:
+            raise CorruptTraceError(f"{path}: cannot read: {exc.strerror or exc}") from exc
         self._budget = InflateBudget(path, size) if gz else None
         self._utf8 = codecs.getincrementaldecoder("utf-8")("strict")
         self.chunk_size = chunk_size
@@ -135,15 +146,28 @@ class TextSource:
         self._tail = b""
 
     def read(self) -> bytes:
-        data = self._raw.read(self.chunk_size)
+        """The next chunk (b"" at the end); a file that cannot be read whole raises a TraceError
+        that says why."""
+        try:
+            data = self._raw.read(self.chunk_size)
+        except EOFError as exc:
+            raise TruncatedTraceError(
+                f"{self.path}: the gzip stream ends early (the file is truncated)"
+            ) from exc
+        except _GZIP_READ_ERRORS as exc:
+            kind = "not a valid gzip file" if self._budget is not None else "cannot read"
+            raise CorruptTraceError(f"{self.path}: {kind}: {exc}") from exc
         if self._budget is not None:
             self._budget.count(len(data))
-        if not data:
-            self.eof = True
-            self._utf8.decode(b"", final=True)  # a multi-byte character cut by the end of file
-            return data
-        if not data.isascii() or self._utf8.getstate()[0]:
-            self._utf8.decode(data)
+        try:
+            if not data:
+                self.eof = True
+                self._utf8.decode(b"", final=True)  # a multi-byte character cut by the end
+                return data
+            if not data.isascii() or self._utf8.getstate()[0]:
+                self._utf8.decode(data)
+        except UnicodeDecodeError as exc:
+            raise CorruptTraceError(f"{self.path}: not UTF-8 text: {exc}") from exc
         if self.hta_rank is None:
             self._find_rank(data)
         return data

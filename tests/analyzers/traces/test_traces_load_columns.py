@@ -167,7 +167,7 @@ def test_shapes_it_reads(text: str) -> None:
 @pytest.mark.parametrize(
     "text",
     [
-        # Not JSON: msgspec raises, and the loader tries an earlier cut or the stdlib parser.
+        # Not JSON: msgspec raises, and the loader tries an earlier cut or walks the elements.
         "",
         "[",
         "[" + KERNEL,

@@ -1,8 +1,9 @@
-"""The fast path of the trace loader: it reads every file exactly as the stdlib path does (the
-reference), takes the golden traces without falling back, and leaves every file it cannot read to
-the stdlib path, so errors still say what is wrong and where. Every specification here runs on
-both of its column passes: the C one (analyzers/traces/_kineto_columns.c, where it is built) and
-msgspec's structs, which is all a host without a compiler has."""
+"""The trace decoder (analyzers/traces/load_fast.py) reads every file exactly as the stdlib oracle
+does (tests/analyzers/traces/stdlib_oracle.py, once the product's second decoder), takes the golden
+traces in batches without its element-by-element walk, and says itself what is wrong with a file
+it cannot read. Every specification here runs on both of its column passes: the C one
+(analyzers/traces/_kineto_columns.c, where it is built) and msgspec's, which is all a host
+without a compiler has."""
 
 from __future__ import annotations
 
@@ -18,9 +19,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from analyzers.traces import load, load_fast
+from analyzers.traces import load_fast
 from analyzers.traces.load import RawTrace, load_raw_trace
 from fleetscope.errors import CorruptTraceError
+from tests.analyzers.traces.stdlib_oracle import load_stdlib
 from tests.analyzers.traces.trace_paths import ALL_TRACES
 
 
@@ -48,21 +50,22 @@ def differences(fast: RawTrace, reference: RawTrace) -> list[str]:
     return out
 
 
-def _refuse(path: Path, chunk_size: int) -> RawTrace:
-    raise AssertionError(f"{path}: the fast path fell back to the stdlib parser")
+def _refuse(*args: object, **kwargs: object) -> tuple[int, bool]:
+    raise AssertionError("the decoder walked elements one by one (a batch did not decode)")
 
 
 def fast_only(path: Path, chunk_size: int = 1 << 20) -> RawTrace:
-    """Load with the fast path, failing the test if it handed the file to the stdlib parser."""
+    """Load in batches, failing the test if the decoder walked any element one by one."""
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(load, "_load_stdlib", _refuse)
+        patch.setattr(load_fast._Batches, "walk", _refuse)
         return load_raw_trace(path, chunk_size=chunk_size)
 
 
 def both(path: Path, chunk_size: int = 1 << 20) -> tuple[RawTrace, RawTrace]:
+    """The product's decoder and the oracle, on one file."""
     return (
         load_raw_trace(path, chunk_size=chunk_size),
-        load_raw_trace(path, chunk_size=chunk_size, decoder="stdlib"),
+        load_stdlib(path, chunk_size=chunk_size),
     )
 
 
@@ -73,7 +76,7 @@ def both(path: Path, chunk_size: int = 1 << 20) -> tuple[RawTrace, RawTrace]:
 )
 def test_golden_traces_take_the_fast_path_and_read_like_stdlib(trace_file: Path) -> None:
     fast = fast_only(trace_file)
-    reference = load_raw_trace(trace_file, decoder="stdlib")
+    reference = load_stdlib(trace_file)
     assert differences(fast, reference) == []
     assert fast.metadata == reference.metadata
 
@@ -139,16 +142,6 @@ ODD_DOCUMENTS = {
 }
 
 
-def test_without_msgspec_the_stdlib_path_reads_everything(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """msgspec comes with the `server` extra; a core-only install still reads traces."""
-    path = write_raw(tmp_path / "t.json", '{"traceEvents": [' + KERNEL + "]}")
-    monkeypatch.setattr(load, "load_fast", None)
-    raw = load_raw_trace(path)
-    assert raw.stream.tolist() == [7] and raw.external_id.tolist() == [9]
-
-
 @pytest.mark.parametrize("name", sorted(ODD_DOCUMENTS))
 @pytest.mark.parametrize("chunk", [1, 7, 64, 1 << 20])
 def test_odd_documents_read_like_stdlib(tmp_path: Path, name: str, chunk: int) -> None:
@@ -185,22 +178,18 @@ def test_a_rank_cut_by_a_chunk_border_keeps_its_digits(tmp_path: Path) -> None:
         ),
         ('{"traceEvents": [{"name": "\\ud800", "cat": "k", "ts": 1, "dur": 1}]}', ["\ud800"]),
         (
-            '{"traceEvents": [], "traceEvents": [{"name": "x", "cat": "k", "ts": 1, "dur": 1}]}',
-            ["x"],
-        ),
-        (
             '{"x": "traceEvents", "traceEvents": [{"name": "y", "cat": "k", "ts": 1, "dur": 1}]}',
             ["y"],
         ),
         ('[{"traceEvents": []}, {"traceEvents": []}]', None),
     ],
-    ids=["NaN", "lone surrogate", "two traceEvents", "traceEvents as a value", "not an object"],
+    ids=["NaN", "lone surrogate", "traceEvents as a value", "not an object"],
 )
 def test_what_msgspec_refuses_the_stdlib_path_reads(
     tmp_path: Path, text: str, expected: list[str] | None
 ) -> None:
-    """NaN literals (where no analysis reads them), lone surrogates, a repeated `traceEvents`, a top level it does not know:
-    the fallback keeps them working (or failing) exactly as before."""
+    """NaN literals (where no analysis reads them), lone surrogates, the key as a value, a top
+    level it does not know: the element walk keeps them working (or failing) as the oracle."""
     path = write_raw(tmp_path / "t.json", text)
     if expected is None:
         with pytest.raises(CorruptTraceError, match="expected a JSON object"):
@@ -209,6 +198,34 @@ def test_what_msgspec_refuses_the_stdlib_path_reads(
     fast, reference = both(path)
     assert differences(fast, reference) == []
     assert [fast.names[i] for i in fast.name] == expected
+
+
+@pytest.mark.parametrize("chunk", [64, 1 << 20])
+def test_an_odd_element_mid_file_is_walked_and_the_rest_batched(tmp_path: Path, chunk: int) -> None:
+    """A NaN where no analysis reads it, 50 events into a file of many chunks: the elements
+    around it are walked one by one, the rest still goes in batches, the columns are the
+    oracle's."""
+    odd = '{"ph": "X", "cat": "kernel", "name": "odd", "ts": 1, "dur": 1, "args": {"x": NaN}}'
+    text = '{"traceEvents": [' + ", ".join([KERNEL] * 50 + [odd] + [KERNEL] * 50) + "]}"
+    fast, reference = both(write_raw(tmp_path / "t.json", text), chunk)
+    assert differences(fast, reference) == []
+    assert len(fast.ts) == 101
+
+
+def test_a_broken_element_mid_file_is_named(tmp_path: Path) -> None:
+    broken = '{"ph": "X", "cat": "kernel", "name": "b", "ts": 1, "dur": 1 "args": {}}'
+    text = '{"traceEvents": [' + ", ".join([KERNEL] * 50 + [broken] + [KERNEL] * 50) + "]}"
+    path = write_raw(tmp_path / "t.json", text)
+    with pytest.raises(CorruptTraceError, match=r"t\.json: not a Kineto trace: traceEvents\[50\]"):
+        load_raw_trace(path, chunk_size=64)
+
+
+def test_a_repeated_traceevents_key_is_refused(tmp_path: Path) -> None:
+    """JSON leaves a repeated key to the reader (HTA's json.load keeps the last array, the oracle
+    reads both); the decoder refuses the file rather than pick one."""
+    text = '{"traceEvents": [], "traceEvents": [{"name": "x", "cat": "k", "ts": 1, "dur": 1}]}'
+    with pytest.raises(CorruptTraceError, match="a second 'traceEvents' key"):
+        load_raw_trace(write_raw(tmp_path / "t.json", text))
 
 
 def test_a_damaged_gzip_body_is_corrupt(tmp_path: Path) -> None:

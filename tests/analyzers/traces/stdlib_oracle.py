@@ -1,9 +1,11 @@
-"""The reference decoder of a Kineto trace file (load.py): a pull parser over the decompressed
-text, each element of `traceEvents` decoded with `json.JSONDecoder.raw_decode` and reduced by the
-rules of `columns.event_sink`.
+"""The oracle the trace decoder (analyzers/traces/load_fast.py) is held to: a pull parser over
+the decompressed text, each element of `traceEvents` decoded with `json.JSONDecoder.raw_decode`
+and reduced by the rules of `columns.event_sink`.
 
-Why a module of its own: it is the slow, exact path every error message comes from (the fast
-one, load_fast.py, hands it every file it cannot read exactly). Never imports numpy or pandas.
+Why in tests: it was the product's second decoder (the one that named what is wrong, and the
+loader without msgspec); issue 29 left one decoder in the product, and this one stays as the
+slow, obviously-exact reference that the property tests compare the product's columns and
+refusals with.
 """
 
 from __future__ import annotations
@@ -17,10 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from analyzers.traces.columns import CHUNK_SIZE, ColumnBuilder, event_sink
+from analyzers.traces.load import RawTrace, _finish
 from analyzers.traces.trace_text import InflateBudget, regular_file_size
 from fleetscope.errors import CorruptTraceError, TraceNestingError, TruncatedTraceError
 
-__all__ = ["read_stdlib"]
+__all__ = ["load_stdlib", "read_stdlib"]
 
 _CHUNK = CHUNK_SIZE
 # HTA's rank detection (hta/common/trace_file.py): the first `"rank":\s+(\d+)` of any line. A line
@@ -302,3 +305,9 @@ def read_stdlib(path: Path, chunk_size: int) -> tuple[dict[str, Any], ColumnBuil
     if not seen_events:
         raise CorruptTraceError(f"{path}: not a Kineto trace: no 'traceEvents' array")
     return metadata, cols, reader.hta_rank
+
+
+def load_stdlib(path: str | Path, *, chunk_size: int = CHUNK_SIZE) -> RawTrace:
+    """`load_raw_trace` by the oracle: the same RawTrace the product's decoder must give."""
+    path = Path(path)
+    return _finish(path, *read_stdlib(path, chunk_size))
