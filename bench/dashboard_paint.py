@@ -23,7 +23,8 @@ opened once cold (the server's caches empty for it), then `--repeats` times; the
 with the cold time beside it. Peers, same run: a bare Streamlit page (a title and one metric: the
 floor Streamlit and Chromium set on this machine); with `--peer-tree`, the same pages served from
 another source tree (e.g. `git worktree add --detach /tmp/main main`, its C extensions copied in)
-on the same warehouse. The 1-minute load average is printed before and after: on a shared machine
+on the same warehouse, both servers up at once and each page opened from one and the other in
+turn (a change of the machine's load falls on both). The 1-minute load average is printed before and after: on a shared machine
 it decides most of the wall time.
 """
 
@@ -123,28 +124,39 @@ def _row(cold: tuple[float, float], warm: list[tuple[float, float]]) -> Row:
     }
 
 
-def pages(env: dict[str, str], repeats: int, tree: Path | None = None) -> dict[str, Row]:
-    """Paint every page served from `tree` (its folder is the server's working directory, so its
-    packages come first on the path), or from this checkout."""
+def pages(
+    env: dict[str, str], repeats: int, peer_tree: Path | None
+) -> tuple[dict[str, Row], dict[str, Row] | None]:
+    """Paint every page served from this checkout and, with `peer_tree`, from that tree too (its
+    folder is its server's working directory, so its packages come first on the path). Both
+    servers run at once and each page is opened from one, then the other, in turn, so a change of
+    the machine's load falls on both alike."""
     here = Path.cwd()
-    rows: dict[str, Row] = {}
+    trees = {"this": None, **({"peer": peer_tree.resolve()} if peer_tree else {})}
+    urls: dict[str, str] = {}
+    rows: dict[str, dict[str, Row]] = {label: {} for label in trees}
     with ExitStack() as stack:
-        os.chdir(tree or here)
-        try:
-            served = {**env, "PYTHONPATH": str(tree)} if tree else env
-            url = stack.enter_context(dashboard_server(served, timeout_s=180))
-        finally:
-            os.chdir(here)
+        for label, tree in trees.items():
+            os.chdir(tree or here)
+            try:
+                served = {**env, "PYTHONPATH": str(tree)} if tree else env
+                urls[label] = stack.enter_context(dashboard_server(served, timeout_s=300))
+            finally:
+                os.chdir(here)
         browser = Browser(width=1440, height=1800)
         try:
             for page in PAGES:
-                cold = paint_s(browser, f"{url}/{page}")
-                warm = [paint_s(browser, f"{url}/{page}") for _ in range(repeats)]
-                rows[page] = _row(cold, warm)
-                print(f"  {'peer' if tree else 'this'} {page}: {rows[page]}", flush=True)
+                cold = {label: paint_s(browser, f"{url}/{page}") for label, url in urls.items()}
+                warm: dict[str, list[tuple[float, float]]] = {label: [] for label in urls}
+                for _ in range(repeats):
+                    for label, url in urls.items():
+                        warm[label].append(paint_s(browser, f"{url}/{page}"))
+                for label in urls:
+                    rows[label][page] = _row(cold[label], warm[label])
+                    print(f"  {label} {page}: {rows[label][page]}", flush=True)
         finally:
             browser.close()
-    return rows
+    return rows["this"], rows.get("peer")
 
 
 def table(floor_row: Row, this: dict[str, Row], peer: dict[str, Row] | None) -> None:
@@ -214,8 +226,7 @@ def run(env: dict[str, str], repeats: int, peer_tree: Path | None) -> None:
     finally:
         browser.close()
     print(f"  floor: {floor_row}", flush=True)
-    peer = pages(env, repeats, peer_tree.resolve()) if peer_tree is not None else None
-    this = pages(env, repeats)
+    this, peer = pages(env, repeats, peer_tree)
     print(f"{time.strftime('%H:%M:%S', time.gmtime())} UTC, load average {os.getloadavg()[0]:.1f}")
     table(floor_row, this, peer)
 
