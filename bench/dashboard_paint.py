@@ -272,7 +272,10 @@ def main() -> None:
         help="also the job page of this job (default: stall-1 of the tests' fleet, the "
         "demo's PyTorch job with --demo / --demo-dir)",
     )
+    parser.add_argument("--pages", help="comma-separated pages to open (default: every page)")
     args = parser.parse_args()
+    if args.pages:
+        PAGES[:] = [page for page in PAGES if page in args.pages.split(",")]
     measure = python_only if args.python_only else run
     job = args.job or (
         "demo/cpu-trainer"
@@ -281,7 +284,7 @@ def main() -> None:
         if args.week or args.data_dir
         else "stall-1"
     )
-    if job and not args.python_only:
+    if job and not args.python_only and (not args.pages or "job" in args.pages.split(",")):
         PAGES.insert(1, f"job?job_id={urllib.parse.quote(job, safe='')}")
     if args.week:
         week = args.week.resolve()
