@@ -117,6 +117,13 @@ def test_jobs_page_searches(warehouse_env: Warehouse) -> None:
     app = _app("views/jobs.py")
     table = app.dataframe[0].value
     assert table["job_id"].tolist() == ["stall-1", "idle-1", "train-ok"]
+    # the headline above the table: its sums (the fleet page's allocated and idle GPU-hours)
+    assert _metrics(app) == {
+        "jobs": "3",
+        "allocated GPU-h": "8.00",
+        "idle GPU-h": "3.05",
+        "jobs with findings": "2",
+    }
     assert table.set_index("job_id").loc["stall-1", "findings"] == 1
     assert table.set_index("job_id").loc["stall-1", "wasted_gpu_h"] == 1.2
     app.text_input(key="job_search").input("nlp").run()
