@@ -138,8 +138,9 @@ def _enough(
 
 
 # One breakdown of the window at a time, below the headline: Streamlit's lazy tabs run only the
-# open tab's code, so a page open draws one of these charts instead of five (each a Vega view the
-# browser lays out before the page settles; bench/RESULTS.md, "Dashboard first meaningful paint").
+# open tab's code, so a page open computes and draws one breakdown instead of four (up to five
+# Vega views the browser lays out before the page settles; bench/RESULTS.md, "Dashboard first
+# meaningful paint, wave 5").
 BREAKDOWNS = (
     "Utilization by cluster",
     f"Utilization of the {JOB_LINES} largest jobs",
