@@ -2,8 +2,11 @@
 2 s on 7 days x 1,000 GPUs).
 
     .venv/bin/python -m bench.dashboard_paint                      # the tests' small fleet
-    .venv/bin/python -m bench.dashboard_paint --data-dir DIR       # any warehouse (a demo's data,
-                                                                   # bench.dashboard's var/bench/...)
+    .venv/bin/python -m bench.dashboard_paint --demo 240           # a fresh `fleetscope demo`,
+                                                                   # stopped after 240 s, served
+    .venv/bin/python -m bench.dashboard_paint --demo-dir DIR       # a folder `fleetscope demo
+                                                                   # --dir DIR` wrote
+    .venv/bin/python -m bench.dashboard_paint --data-dir DIR       # any warehouse (core.data_dir)
     .venv/bin/python -m bench.dashboard_paint --week DIR           # bench.fresh_week's folder
                                                                    # (7 days x 1,000 GPUs)
     .venv/bin/python -m bench.dashboard_paint --peer-tree DIR      # the same pages served from
@@ -12,69 +15,69 @@
                                                                    # Python, wall and CPU seconds
 
 `fleetscope dashboard` is served on the warehouse and Debian's Chromium (tests/dashboard/browser.py)
-opens each page; "first meaningful paint" is the time from navigation until the page's title, its
-first headline element and its first chart or table are in the document and Streamlit's running
-indicator is gone (what a person waits for before reading). Each page is opened once to warm the
-server's caches (`dashboard.cache_ttl_s`), then `--repeats` times; the median is printed, with the
-first (cold) time beside it. Peers, same run: the server-side render of the same page with
-Streamlit's AppTest (no browser, no websocket), i.e. what the page costs in Python alone; a bare
-Streamlit page (a title and one metric: the floor Streamlit and Chromium set on this machine);
-and, with `--peer-tree`, the same pages served from another source tree (e.g. `git archive` of
-the commit before a change), on the same warehouse in the same run.
+opens each page. Two moments are timed from navigation: "headline", the page's title and its first
+headline element (a metric, chart, table or notice) are in the document; and "paint" (first
+meaningful paint, the figure the targets are about), the same and Streamlit's running indicator
+gone, i.e. the page's script has finished and everything it draws on open is sent. Each page is
+opened once cold (the server's caches empty for it), then `--repeats` times; the median is printed
+with the cold time beside it. Peers, same run: a bare Streamlit page (a title and one metric: the
+floor Streamlit and Chromium set on this machine); with `--peer-tree`, the same pages served from
+another source tree (e.g. `git worktree add --detach /tmp/main main`, its C extensions copied in)
+on the same warehouse, both servers up at once and each page opened from one and the other in
+turn (a change of the machine's load falls on both). The 1-minute load average is printed before and after: on a shared machine
+it decides most of the wall time.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from contextlib import ExitStack
+import urllib.parse
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
-from streamlit.testing.v1 import AppTest
-
 from tests.dashboard.browser import Browser, dashboard_server, free_port
-from tests.dashboard.conftest import build_warehouse
 
-APP = str(Path(__file__).parents[1] / "dashboard" / "app.py")
-PAGES = ("fleet", "jobs", "traces", "hosts", "gpus", "sharing")
-_PAINTED_JS = """
-(() => {
-  if (document.querySelector('[data-testid="stStatusWidget"]')) return false;
+PAGES = ["fleet", "jobs", "traces", "hosts", "gpus", "sharing"]
+_CONTENT = (
+    '\'[data-testid="stMetric"], [data-testid="stDataFrame"] canvas,'
+    ' [data-testid="stVegaLiteChart"] canvas, [data-testid="stVegaLiteChart"] svg,'
+    ' [data-testid="stAlert"], [data-testid="stTable"]\''
+)
+# 0: nothing yet; 1: title and headline in the document; 2: that, and the script has finished
+_PAINTED_JS = f"""
+(() => {{
   const main = document.querySelector('[data-testid="stMain"]') || document.body;
-  if (!main) return false;
-  const title = main.querySelector('h1');
-  const content = main.querySelector('[data-testid="stMetric"], [data-testid="stDataFrame"] canvas,'
-    + ' [data-testid="stVegaLiteChart"] canvas, [data-testid="stVegaLiteChart"] svg,'
-    + ' [data-testid="stAlert"], [data-testid="stTable"]');
-  return !!(title && content);
-})()
+  if (!main) return 0;
+  if (!(main.querySelector('h1') && main.querySelector({_CONTENT}))) return 0;
+  return document.querySelector('[data-testid="stStatusWidget"]') ? 1 : 2;
+}})()
 """
 
 
-def paint_s(browser: Browser, url: str, timeout_s: float = 120.0) -> float:
+def paint_s(browser: Browser, url: str, timeout_s: float = 180.0) -> tuple[float, float]:
+    """(headline s, paint s) of one page load from a blank page."""
     browser.navigate("about:blank")
     started = time.monotonic()
     browser.navigate(url)
-    while not browser.evaluate(_PAINTED_JS):
-        if time.monotonic() - started > timeout_s:
+    headline = None
+    while True:
+        stage = browser.evaluate(_PAINTED_JS)
+        now = time.monotonic() - started
+        if stage and headline is None:
+            headline = now
+        if stage == 2:
+            return headline if headline is not None else now, now
+        if now > timeout_s:
             raise TimeoutError(f"{url} never painted")
         time.sleep(0.02)
-    return time.monotonic() - started
-
-
-def apptest_s(page: str) -> float:
-    started = time.monotonic()
-    app = AppTest.from_file(APP, default_timeout=120)
-    app.run()
-    if page != "fleet":
-        app.switch_page(f"views/{page}.py")
-        app.run()
-    return time.monotonic() - started
 
 
 FLOOR_APP = """
@@ -83,8 +86,10 @@ st.title("floor")
 st.metric("GPU-hours", "1.00")
 """
 
+Row = dict[str, float]
 
-def floor_s(browser: Browser, repeats: int) -> tuple[float, float]:
+
+def floor(browser: Browser, repeats: int) -> Row:
     """Cold and median paint of a bare Streamlit page: what no page of ours can go under."""
     with tempfile.TemporaryDirectory() as tmp:
         app = Path(tmp) / "floor.py"
@@ -100,44 +105,76 @@ def floor_s(browser: Browser, repeats: int) -> tuple[float, float]:
             deadline = time.monotonic() + 120
             while True:
                 try:
-                    return paint_s(browser, url, timeout_s=5), statistics.median(
-                        paint_s(browser, url) for _ in range(repeats)
-                    )
+                    cold = paint_s(browser, url, timeout_s=5)
+                    break
                 except TimeoutError:
                     if time.monotonic() > deadline:
                         raise
+            return _row(cold, [paint_s(browser, url) for _ in range(repeats)])
         finally:
             server.terminate()
             server.wait(timeout=30)
 
 
-def pages(label: str, env: dict[str, str], repeats: int, tree: Path | None = None) -> None:
-    """Paint every page served from `tree` (its folder is the server's working directory, so its
-    packages come first on the path), or from this checkout."""
+def _row(cold: tuple[float, float], warm: list[tuple[float, float]]) -> Row:
+    return {
+        "cold": cold[1],
+        "headline": statistics.median(h for h, _ in warm),
+        "paint": statistics.median(p for _, p in warm),
+    }
+
+
+def pages(
+    env: dict[str, str], repeats: int, peer_tree: Path | None
+) -> tuple[dict[str, Row], dict[str, Row] | None]:
+    """Paint every page served from this checkout and, with `peer_tree`, from that tree too (its
+    folder is its server's working directory, so its packages come first on the path). Both
+    servers run at once and each page is opened from one, then the other, in turn, so a change of
+    the machine's load falls on both alike."""
     here = Path.cwd()
+    trees = {"this": None, **({"peer": peer_tree.resolve()} if peer_tree else {})}
+    urls: dict[str, str] = {}
+    rows: dict[str, dict[str, Row]] = {label: {} for label in trees}
     with ExitStack() as stack:
-        os.chdir(tree or here)
-        try:
-            served = {**env, "PYTHONPATH": str(tree)} if tree else env
-            url = stack.enter_context(dashboard_server(served, timeout_s=180))
-        finally:
-            os.chdir(here)
+        for label, tree in trees.items():
+            os.chdir(tree or here)
+            try:
+                served = {**env, "PYTHONPATH": str(tree)} if tree else env
+                urls[label] = stack.enter_context(dashboard_server(served, timeout_s=300))
+            finally:
+                os.chdir(here)
         browser = Browser(width=1440, height=1800)
         try:
             for page in PAGES:
-                cold = paint_s(browser, f"{url}/{page}")
-                warm = [paint_s(browser, f"{url}/{page}") for _ in range(repeats)]
-                apptest = (
-                    f"{statistics.median(apptest_s(page) for _ in range(repeats)):10.2f}"
-                    if tree is None
-                    else f"{'-':>10}"
-                )
-                print(
-                    f"{label:<7} {page:<8} {cold:7.2f} {statistics.median(warm):9.2f} {apptest}",
-                    flush=True,
-                )
+                cold = {label: paint_s(browser, f"{url}/{page}") for label, url in urls.items()}
+                warm: dict[str, list[tuple[float, float]]] = {label: [] for label in urls}
+                for _ in range(repeats):
+                    for label, url in urls.items():
+                        warm[label].append(paint_s(browser, f"{url}/{page}"))
+                for label in urls:
+                    rows[label][page] = _row(cold[label], warm[label])
+                    print(f"  {label} {page}: {rows[label][page]}", flush=True)
         finally:
             browser.close()
+    return rows["this"], rows.get("peer")
+
+
+def table(floor_row: Row, this: dict[str, Row], peer: dict[str, Row] | None) -> None:
+    """The per-page table, seconds; the floor's own row first."""
+    peer_heads = " peer cold | peer paint |" if peer else ""
+    print(f"| page |{peer_heads} cold | headline | paint (median) |")
+    print("|---|" + "---:|" * (5 if peer else 3))
+    for page, row in [("bare Streamlit (floor)", floor_row), *this.items()]:
+        before = peer.get(page) if peer else None
+        peer_cells = (
+            f" {before['cold']:.2f} | {before['paint']:.2f} |"
+            if before
+            else (" - | - |" if peer else "")
+        )
+        print(
+            f"| {page} |{peer_cells} {row['cold']:.2f} | {row['headline']:.2f} | "
+            f"{row['paint']:.2f} |"
+        )
 
 
 # A page's Python in a fresh process of the tree measured (AppTest, no browser): one run to fill
@@ -163,8 +200,6 @@ print(json.dumps([cold, statistics.median(walls), statistics.median(cpus)]))
 
 def python_only(env: dict[str, str], repeats: int, peer_tree: Path | None) -> None:
     """Each page's Python cost, this checkout and `peer_tree`, page by page in turn."""
-    import json
-
     trees = [("peer", peer_tree.resolve())] if peer_tree else []
     trees.append(("this", Path.cwd()))
     print(f"load average {os.getloadavg()[0]:.1f}")
@@ -183,31 +218,74 @@ def python_only(env: dict[str, str], repeats: int, peer_tree: Path | None) -> No
 
 def run(env: dict[str, str], repeats: int, peer_tree: Path | None) -> None:
     os.environ.update(env)
-    print(f"warehouse {env}; load average {os.getloadavg()[0]:.1f}")
-    print(f"{'tree':<7} {'page':<8} {'cold s':>7} {'median s':>9} {'AppTest s':>10}")
+    print(f"warehouse {env}")
+    print(f"{time.strftime('%H:%M:%S', time.gmtime())} UTC, load average {os.getloadavg()[0]:.1f}")
     browser = Browser(width=1440, height=1800)
     try:
-        cold, warm = floor_s(browser, repeats)
+        floor_row = floor(browser, repeats)
     finally:
         browser.close()
-    print(f"{'floor':<7} {'bare':<8} {cold:7.2f} {warm:9.2f} {'-':>10}", flush=True)
-    if peer_tree is not None:
-        pages("peer", env, repeats, peer_tree.resolve())
-    pages("this", env, repeats)
-    print(f"load average at the end {os.getloadavg()[0]:.1f}")
+    print(f"  floor: {floor_row}", flush=True)
+    this, peer = pages(env, repeats, peer_tree)
+    print(f"{time.strftime('%H:%M:%S', time.gmtime())} UTC, load average {os.getloadavg()[0]:.1f}")
+    table(floor_row, this, peer)
+
+
+DEMO_DASHBOARD = {"FLEETSCOPE_DASHBOARD_DEFAULT_WINDOW": "last hour"}  # as `fleetscope demo` sets
+
+
+@contextmanager
+def demo_folder(seconds: float) -> Iterator[Path]:
+    """A fresh `fleetscope demo` run for `seconds` and stopped (its own ports), then its folder."""
+    with tempfile.TemporaryDirectory(prefix="dashboard-paint-demo-") as tmp:
+        env = {
+            **os.environ,
+            "FLEETSCOPE_CONFIG": os.devnull,
+            "FLEETSCOPE_SERVER_PORT": str(free_port()),
+            "FLEETSCOPE_DASHBOARD_PORT": str(free_port()),
+            "FLEETSCOPE_SIMULATOR_BASE_PORT": "0",
+        }
+        env.pop("FLEETSCOPE_CORE_DATA_DIR", None)
+        fleetscope = str(Path(sys.executable).with_name("fleetscope"))
+        command = [fleetscope, "demo", "--dir", "demo", "--duration-s", str(seconds)]
+        print(f"{' '.join(command)} in {tmp}", flush=True)
+        subprocess.run(
+            command, cwd=tmp, env=env, check=True, timeout=seconds + 900,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        yield Path(tmp) / "demo"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data-dir", help="warehouse to serve (default: the tests' small fleet)")
     parser.add_argument("--week", type=Path, help="a bench.fresh_week --data folder to serve")
+    parser.add_argument("--demo", type=float, help="run `fleetscope demo` this long, then serve it")
+    parser.add_argument("--demo-dir", type=Path, help="a folder `fleetscope demo --dir` wrote")
     parser.add_argument("--peer-tree", type=Path, help="another source tree to serve, same run")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument(
         "--python-only", action="store_true", help="no browser: each page's Python (AppTest)"
     )
+    parser.add_argument(
+        "--job",
+        help="also the job page of this job (default: stall-1 of the tests' fleet, the "
+        "demo's PyTorch job with --demo / --demo-dir)",
+    )
+    parser.add_argument("--pages", help="comma-separated pages to open (default: every page)")
     args = parser.parse_args()
+    if args.pages:
+        PAGES[:] = [page for page in PAGES if page in args.pages.split(",")]
     measure = python_only if args.python_only else run
+    job = args.job or (
+        "demo/cpu-trainer"
+        if args.demo or args.demo_dir
+        else None
+        if args.week or args.data_dir
+        else "stall-1"
+    )
+    if job and not args.python_only and (not args.pages or "job" in args.pages.split(",")):
+        PAGES.insert(1, f"job?job_id={urllib.parse.quote(job, safe='')}")
     if args.week:
         week = args.week.resolve()
         env = {
@@ -217,9 +295,20 @@ def main() -> None:
         }
         measure(env, args.repeats, args.peer_tree)
         return
+    if args.demo_dir or args.demo:
+        with ExitStack() as stack:
+            folder = args.demo_dir or stack.enter_context(demo_folder(args.demo))
+            env = {
+                "FLEETSCOPE_CORE_DATA_DIR": str(Path(folder).resolve() / "data"),
+                **DEMO_DASHBOARD,
+            }
+            measure(env, args.repeats, args.peer_tree)
+        return
     if args.data_dir:
         measure({"FLEETSCOPE_CORE_DATA_DIR": str(args.data_dir)}, args.repeats, args.peer_tree)
         return
+    from tests.dashboard.conftest import build_warehouse
+
     with tempfile.TemporaryDirectory() as tmp:
         data_dir = build_warehouse(Path(tmp)).data_dir
         measure({"FLEETSCOPE_CORE_DATA_DIR": str(data_dir)}, args.repeats, args.peer_tree)

@@ -39,6 +39,10 @@ def mark(
     frame: pd.DataFrame, buckets: pd.DataFrame, bucket_s: int, end: datetime | None
 ) -> pd.DataFrame:
     """`frame` (with a `bucket` column) plus `covered_pct` and `partial` per bucket."""
-    share = coverage(buckets, bucket_s, end)
+    return marked(frame, coverage(buckets, bucket_s, end))
+
+
+def marked(frame: pd.DataFrame, share: pd.Series) -> pd.DataFrame:
+    """`mark` with the buckets' `coverage` computed once for every chart of a page."""
     covered = frame["bucket"].map(share).fillna(1.0)
     return frame.assign(covered_pct=100.0 * covered, partial=covered < FULL_SHARE)

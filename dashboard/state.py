@@ -378,11 +378,24 @@ def stored_trace_view(key: str, trace_id: str) -> trace_report.TraceView | None:
     return trace_report.trace_view(document) if document is not None else None
 
 
-@st.cache_data(ttl=_TTL_S, show_spinner=False)
+# A job's frames are keyed by the newest sample of the warehouse (`latest_sample`, the job page
+# passes it) and kept for _WINDOW_TTL_S: new data changes the key, so a running job's page shows
+# it as soon as the short-lived newest sample moves, and a reader within the same data reuses the
+# frames. With _TTL_S alone, a job page that took longer than _TTL_S to draw on a loaded machine
+# found every frame expired on the next open (bench/RESULTS.md, "Dashboard first meaningful
+# paint, wave 5").
+
+
+@st.cache_data(ttl=_WINDOW_TTL_S, show_spinner=False, max_entries=32)
 def job_series(
-    key: str, job_id: str, start: datetime | None = None, end: datetime | None = None
+    key: str,
+    job_id: str,
+    start: datetime | None = None,
+    end: datetime | None = None,
+    newest: datetime | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, float | None]]:
-    """A job's per-GPU series, its step series and its step totals (empty for an unknown job)."""
+    """A job's per-GPU series, its step series and its step totals (empty for an unknown job);
+    `newest` only keys the cache."""
     con = cursor(key, start, end)
     hosts = data.job_hosts(con, job_id)
     span = data.job_span(con, job_id, hosts)
@@ -419,7 +432,7 @@ def gpu_panels(
     )
 
 
-@st.cache_data(ttl=_TTL_S, show_spinner=False)
+@st.cache_data(ttl=_WINDOW_TTL_S, show_spinner=False, max_entries=32)
 def job_footprint(
     key: str,
     job_id: str,
@@ -427,6 +440,7 @@ def job_footprint(
     end: datetime,
     hosts: tuple[str, ...],
     scope: tuple[datetime | None, datetime | None] = (None, None),
+    newest: datetime | None = None,
 ) -> dcgm.Footprint | None:
     """The job's footprint over its span [start, end), read from the connection of `scope` (the
     window the job page looked for the job in) where there is one, else of the span."""
@@ -434,9 +448,13 @@ def job_footprint(
     return dcgm.job_footprint(con, job_id, data.Window(start, end, bucket_s=60), list(hosts))
 
 
-@st.cache_data(ttl=_TTL_S, show_spinner=False)
+@st.cache_data(ttl=_WINDOW_TTL_S, show_spinner=False, max_entries=32)
 def job_span_hosts(
-    key: str, job_id: str, start: datetime | None = None, end: datetime | None = None
+    key: str,
+    job_id: str,
+    start: datetime | None = None,
+    end: datetime | None = None,
+    newest: datetime | None = None,
 ) -> tuple[data.Window, list[str]] | None:
     """The job's window and hosts: from its GPU samples, else its step metrics (CPU-only)."""
     con = cursor(key, start, end)
@@ -447,9 +465,13 @@ def job_span_hosts(
     return jobinfo.step_span(cursor(key, start, end), job_id)
 
 
-@st.cache_data(ttl=_TTL_S, show_spinner=False)
+@st.cache_data(ttl=_WINDOW_TTL_S, show_spinner=False, max_entries=32)
 def step_series(
-    key: str, job_id: str, start: datetime | None = None, end: datetime | None = None
+    key: str,
+    job_id: str,
+    start: datetime | None = None,
+    end: datetime | None = None,
+    newest: datetime | None = None,
 ) -> tuple[pd.DataFrame, dict[str, float | None]]:
     """A CPU-only job's step series and totals."""
     found = jobinfo.step_span(cursor(key, start, end), job_id)
@@ -468,9 +490,13 @@ def host_load(key: str, start: datetime, end: datetime, bucket_s: int) -> pd.Dat
     return nodes.host_load(cursor(key, start, end), data.Window(start, end, bucket_s=bucket_s))
 
 
-@st.cache_data(ttl=_TTL_S, show_spinner=False)
+@st.cache_data(ttl=_WINDOW_TTL_S, show_spinner=False, max_entries=32)
 def job_summary(
-    key: str, job_id: str, start: datetime | None = None, end: datetime | None = None
+    key: str,
+    job_id: str,
+    start: datetime | None = None,
+    end: datetime | None = None,
+    newest: datetime | None = None,
 ) -> Any:
     """`fleetscope job`'s summary of the job (`analyzers.reports.job.summarize`): the job page's
     headline numbers are the CLI's. None for a job without GPU samples."""

@@ -69,43 +69,13 @@ def render() -> None:
     cols[3].metric("Idle while allocated", _fmt_h(totals.idle_h))
     cols[4].metric("Capacity seen", _fmt_h(totals.capacity_h))
 
-    newest = state.latest_sample(key)
+    covered = partial.coverage(buckets, win.bucket_s, state.latest_sample(key))
     st.subheader("GPU-hours: allocated vs active vs SM-active")
     if _enough(buckets, win, label):
-        drawn.chart(
-            charts.gpu_hours,
-            partial.mark(data.gpu_hours_over_time(buckets), buckets, win.bucket_s, newest),
-        )
+        drawn.chart(charts.gpu_hours, partial.marked(data.gpu_hours_over_time(buckets), covered))
 
-    st.subheader("Utilization by cluster")
-    by_cluster = data.utilization_by(buckets, "cluster")
-    if _enough(buckets, win, label, by_cluster):
-        drawn.chart(
-            charts.utilization_lines,
-            partial.mark(by_cluster, buckets, win.bucket_s, newest),
-            "cluster",
-            "active % of allocated",
-        )
     jobs = state.jobs_for(key, win)
-    st.subheader(f"Utilization of the {JOB_LINES} largest jobs")
-    largest = jobs.nlargest(JOB_LINES, "allocated_h")["job_id"]
-    by_job = data.utilization_by(buckets[buckets["job_id"].isin(largest)], "job_id")
-    if _enough(buckets, win, label, by_job):
-        drawn.chart(
-            charts.utilization_lines,
-            partial.mark(by_job, buckets, win.bucket_s, newest),
-            "job_id",
-            "active %",
-        )
-
-    energy_view.show_mfu_by_team(jobs, energy_view.measured_by_job(key, win.start, win.end))
-
-    st.subheader("Utilization heatmap by cluster and host")
-    st.caption(
-        "colour: active % of the host's allocated GPU-hours (dark: a job holds the GPUs and they "
-        "idle) · grey: no job held any GPU of the host"
-    )
-    drawn.chart(charts.heatmap, heat.host_cells(buckets), win.bucket_s)
+    _breakdowns(key, win, label, buckets, jobs, covered)
 
     left, right = st.columns([1, 3])
     with left:
@@ -165,6 +135,65 @@ def _enough(
         )
         st.caption(f"Only {count} bucket(s) of {minutes} min with data in the {label}: {advice}.")
     return True
+
+
+# One breakdown of the window at a time, below the headline: Streamlit's lazy tabs run only the
+# open tab's code, so a page open computes and draws one breakdown instead of four (up to five
+# Vega views the browser lays out before the page settles; bench/RESULTS.md, "Dashboard first
+# meaningful paint, wave 5").
+BREAKDOWNS = (
+    "Utilization by cluster",
+    f"Utilization of the {JOB_LINES} largest jobs",
+    "Heatmap by cluster and host",
+    "MFU by team",
+)
+
+
+def _breakdowns(
+    key: str,
+    win: data.Window,
+    label: str,
+    buckets: pd.DataFrame,
+    jobs: pd.DataFrame,
+    covered: pd.Series,
+) -> None:
+    """The window broken down by cluster, largest job, host and team, one tab at a time (its
+    label kept in the session: `fleet_breakdown`); a tab's frames are computed when it opens.
+    `covered`: the buckets' `partial.coverage`, for hollow partial buckets."""
+    by_cluster_tab, by_job_tab, heat_tab, mfu_tab = st.tabs(
+        BREAKDOWNS, key="fleet_breakdown", on_change="rerun"
+    )
+    if by_cluster_tab.open:
+        with by_cluster_tab:
+            by_cluster = data.utilization_by(buckets, "cluster")
+            if _enough(buckets, win, label, by_cluster):
+                drawn.chart(
+                    charts.utilization_lines,
+                    partial.marked(by_cluster, covered),
+                    "cluster",
+                    "active % of allocated",
+                )
+    if by_job_tab.open:
+        with by_job_tab:
+            largest = jobs.nlargest(JOB_LINES, "allocated_h")["job_id"]
+            by_job = data.utilization_by(buckets[buckets["job_id"].isin(largest)], "job_id")
+            if _enough(buckets, win, label, by_job):
+                drawn.chart(
+                    charts.utilization_lines,
+                    partial.marked(by_job, covered),
+                    "job_id",
+                    "active %",
+                )
+    if heat_tab.open:
+        with heat_tab:
+            st.caption(
+                "colour: active % of the host's allocated GPU-hours (dark: a job holds the GPUs "
+                "and they idle) · grey: no job held any GPU of the host"
+            )
+            drawn.chart(charts.heatmap, heat.host_cells(buckets), win.bucket_s)
+    if mfu_tab.open:
+        with mfu_tab:
+            energy_view.show_mfu_by_team(jobs, energy_view.measured_by_job(key, win.start, win.end))
 
 
 TREND = {

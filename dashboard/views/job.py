@@ -50,8 +50,9 @@ def render() -> None:
     if scope is None:
         return
     start, end = scope
-    gpus, steps, step_totals = state.job_series(key, job_id, start, end)
-    span_hosts = state.job_span_hosts(key, job_id, start, end)
+    newest = state.latest_sample(key)  # keys the job's frames: they are read again on new data
+    gpus, steps, step_totals = state.job_series(key, job_id, start, end, newest)
+    span_hosts = state.job_span_hosts(key, job_id, start, end, newest)
     if span_hosts is None:
         where = "in the warehouse" if start is None else "in the window picked in the sidebar"
         st.error(f"No GPU samples for job {job_id!r} {where}, and no step metrics.")
@@ -59,21 +60,23 @@ def render() -> None:
         return
     span, hosts = span_hosts
     if gpus.empty:
-        steps, step_totals = state.step_series(key, job_id, start, end)
+        steps, step_totals = state.step_series(key, job_id, start, end, newest)
     catalog_row = _catalog_row(key, job_id)
     meta = [(f, catalog_row[f]) for f in ("user", "team", "name") if catalog_row.get(f)]
     if meta:
         st.caption(" · ".join(f"{f}: {v}" for f, v in meta))
-    footprint = state.job_footprint(key, job_id, span.start, span.end, tuple(hosts), (start, end))
+    footprint = state.job_footprint(
+        key, job_id, span.start, span.end, tuple(hosts), (start, end), newest
+    )
     rows = jobinfo.about(
         span,
         hosts,
         int(gpus["gpu"].nunique()) if not gpus.empty else 0,
         catalog_row,
-        state.latest_sample(key),
+        newest,
         footprint,
     )
-    summary = state.job_summary(key, job_id, start, end) if not gpus.empty else None
+    summary = state.job_summary(key, job_id, start, end, newest) if not gpus.empty else None
     if summary is not None:
         _summary(summary, step_totals)
     if not gpus.empty:

@@ -5,6 +5,7 @@ A row opens its job's page. Read-only.
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
 from dashboard import data, state, tables
@@ -33,6 +34,7 @@ def render() -> None:
     state.show_missing(key, win)
     jobs = state.jobs_for(key, win)
     jobs = data.with_findings(jobs, state.job_findings(key, win.start, win.end))
+    _headline(jobs)
     search = st.text_input("Search job id, user, team or name", key="job_search")
     shown = data.search_jobs(jobs, search)
     st.caption(
@@ -40,6 +42,16 @@ def render() -> None:
         "sort) · recoverable: what the findings' fixes would give back; SM activity: the job's page"
     )
     tables.listing(shown, COLUMNS, key="jobs_table", page="views/job.py", param="job_id")
+
+
+def _headline(jobs: pd.DataFrame) -> None:
+    """The window's jobs in four numbers, sums of the table below (drawn before it: the grid is
+    the slowest element of the page for a browser to lay out)."""
+    cols = st.columns(4)
+    cols[0].metric("jobs", f"{len(jobs):,}")
+    cols[1].metric("allocated GPU-h", f"{jobs['allocated_h'].sum():,.2f}")
+    cols[2].metric("idle GPU-h", f"{jobs['idle_h'].sum():,.2f}")
+    cols[3].metric("jobs with findings", f"{int((jobs['findings'] > 0).sum()):,}")
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ from streamlit.testing.v1 import AppTest
 
 from app.cli import main
 from dashboard import data, source
+from dashboard.views import fleet
 from fleetscope.settings import load_settings
 from tests.dashboard.conftest import DATA, Warehouse
 from warehouse.catalog import connect
@@ -68,6 +69,20 @@ def test_fleet_page_shows_the_warehouse_numbers(warehouse_env: Warehouse) -> Non
     assert opportunities[["rule_id", "wasted_gpu_h"]].values.tolist() == [["P1", 1.2], ["R3", 1.0]]
 
 
+def test_fleet_page_opens_with_its_headline_chart_and_one_breakdown(
+    warehouse_env: Warehouse,
+) -> None:
+    """Issue 31 (first paint): the breakdowns are lazy tabs, only the open one is computed."""
+    app = _app()
+    assert [t.label for t in app.tabs] == list(fleet.BREAKDOWNS)
+    assert len(app.get("vega_lite_chart")) == 2  # GPU-hours, and utilization by cluster
+    app.session_state["fleet_breakdown"] = fleet.BREAKDOWNS[2]
+    app.run()
+    assert not app.exception, app.exception
+    assert len(app.get("vega_lite_chart")) == 2  # GPU-hours, and the heatmap
+    assert "grey: no job held any GPU of the host" in " ".join(c.value for c in app.caption)
+
+
 def test_opportunities_are_the_rows_of_fleetscope_opportunities(
     warehouse_env: Warehouse, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -102,6 +117,13 @@ def test_jobs_page_searches(warehouse_env: Warehouse) -> None:
     app = _app("views/jobs.py")
     table = app.dataframe[0].value
     assert table["job_id"].tolist() == ["stall-1", "idle-1", "train-ok"]
+    # the headline above the table: its sums (the fleet page's allocated and idle GPU-hours)
+    assert _metrics(app) == {
+        "jobs": "3",
+        "allocated GPU-h": "8.00",
+        "idle GPU-h": "3.05",
+        "jobs with findings": "2",
+    }
     assert table.set_index("job_id").loc["stall-1", "findings"] == 1
     assert table.set_index("job_id").loc["stall-1", "wasted_gpu_h"] == 1.2
     app.text_input(key="job_search").input("nlp").run()
@@ -114,6 +136,8 @@ def test_job_page_shows_measured_mfu_where_the_sdk_sent_flops(warehouse_env: War
     assert shown["MFU (measured)"] == "45.0 %"  # never the proxy's 40 % beside it
     assert "MFU (proxy)" not in shown
     fleet = _app()
+    fleet.session_state["fleet_breakdown"] = "MFU by team"  # a lazy tab: computed once opened
+    fleet.run()
     headings = [h.value for h in fleet.subheader]
     assert "MFU by team (measured: the SDK's FLOPs per step)" in headings
     assert "MFU proxy by team (DCGM tensor-pipe activity, the other jobs)" in headings
