@@ -246,6 +246,9 @@ def main() -> None:
 
 
 def run(root: Path, args: argparse.Namespace) -> None:
+    # The CLI reads `core.data_dir` only where it exists (else it asks for a server): the
+    # catalog it opens there is the reads' own, empty until analyzers land findings.
+    (root / "var").mkdir(exist_ok=True)
     env = {
         **os.environ,
         "FLEETSCOPE_CORE_DATA_DIR": str(root / "var"),

@@ -104,7 +104,7 @@ WITH s AS (
 ), m AS (
     SELECT {partition}, {typical_gap_sql(None)} AS typical_s FROM g GROUP BY ALL
 ), d AS (
-    SELECT g.*, {seconds} AS dt_s
+    SELECT g.*, m.typical_s, {seconds} AS dt_s
     FROM g JOIN m ON {same_gpu}
     WHERE g.ts >= to_timestamp($raw_start)
 )
@@ -113,6 +113,7 @@ SELECT epoch_ms(ts) // $bucket_ms * $bucket_ms AS bucket_ms,
        count(*) AS samples,
        epoch_ms(min(ts)) AS first_ms, epoch_ms(max(ts)) AS last_ms,
        CAST(NULL AS BIGINT) AS rollup_full, CAST(NULL AS DOUBLE) AS rollup_s,
+       min(typical_s) AS typical_s,
        sum(dt_s) AS gpu_s,
        coalesce(sum(dt_s) FILTER (WHERE active_frac IS NOT NULL), 0) AS known_s,
        coalesce(sum(dt_s * active_frac), 0) AS active_s,
@@ -320,14 +321,24 @@ def host_intervals(raw: pd.DataFrame, default_interval_s: float, rollup_s: float
 
     From raw rows: the median over a host's groups of (last - first) / (samples - 1); where
     buckets are too short to hold two samples of one GPU, the same ratio over each GPU-and-job's
-    whole stay. From roll-up rows only: the roll-up bucket over its fullest bucket's samples, of
+    whole stay. From the raw tail of a read with roll-up rows (a minute, so one lost sample would
+    move that ratio by a quarter): the median over the host's GPUs of their median gap between
+    samples (`typical_s`), which a lost sample does not move. From roll-up rows only: the roll-up bucket over its fullest bucket's samples, of
     the host's coarsest roll-up (its `rollup_s` column, else `rollup_s`): an hour's count is
     the one a jittered clock moves least. `default_interval_s` for a host seen once.
     """
     exact = raw[raw["first_ms"].notna()]
-    spaced = exact[exact["samples"] >= 2]
-    per_group = (spaced["last_ms"] - spaced["first_ms"]) / 1000.0 / (spaced["samples"] - 1)
-    measured = per_group.groupby(spaced["host"]).median()
+    if "typical_s" in raw and raw["rollup_full"].notna().any():
+        # Beside roll-ups the raw tail is short (a minute): one dropped sample moves a group's
+        # (last - first) / (samples - 1) by a quarter, and the interval scales every rolled
+        # row of the host. The median gap between samples (over `max_gap_s` before the tail
+        # too) does not move.
+        typical = exact[exact["typical_s"].notna()]
+        measured = typical.groupby("host")["typical_s"].median()
+    else:
+        spaced = exact[exact["samples"] >= 2]
+        per_group = (spaced["last_ms"] - spaced["first_ms"]) / 1000.0 / (spaced["samples"] - 1)
+        measured = per_group.groupby(spaced["host"]).median()
     missing = exact[~exact["host"].isin(measured.index)]
     if not missing.empty:
         stays = missing.groupby(["host", "gpu_index", "job_id"], dropna=False).agg(

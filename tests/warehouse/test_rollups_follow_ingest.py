@@ -15,6 +15,8 @@ from pathlib import Path
 
 import duckdb
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 from analyzers.accounting.usage import _rollup_for as rollup_for
@@ -215,3 +217,29 @@ def test_a_window_that_ends_inside_a_rolled_up_bucket_reads_only_up_to_its_end(
     assert rolled["samples"].sum() == 3 * FLEET.gpus_per_host * (
         int((end - START).total_seconds()) // 10 + 1
     )
+
+
+def test_a_sample_lost_in_the_raw_minute_moves_no_hosts_interval(tmp_path: Path) -> None:
+    """The host's interval scales every rolled row of its week: measured in a one-minute raw
+    tail as (last - first) / (samples - 1), one lost sample would make it 12.5 s. The median
+    gap between samples is 10 s, and the numbers stay those of the whole raw read."""
+    store = SegmentStore(tmp_path)
+    published, lost = 954, 950  # the newest minute, 00:38, holds samples 948-953; 950 is lost
+    for first in range(0, 900, SLICE):
+        _publish(store, first, first + SLICE)
+    seq = store.snapshot().published_seq + 1
+    lost_at = START + timedelta(seconds=lost * FLEET.interval_s)
+    for host in ("e1", "e2", "w1"):
+        table = gpu_table(FLEET, host, 900, published)
+        table = table.filter(pc.invert(pc.equal(table["ts"], pa.scalar(lost_at, table["ts"].type))))
+        store.publish(seq, {"gpu_samples": store.write("gpu_samples", table, seq)})
+        seq += 1
+    update_rollups(store)
+    end = START + timedelta(seconds=(published - 1) * FLEET.interval_s, milliseconds=1)
+    week = Window(end - timedelta(days=7), end, bucket_s=3600)
+    week = Window(datetime.fromtimestamp(week.start.timestamp() // 3600 * 3600, UTC), end)
+    stages = rollup_stages(open_segments(tmp_path), week)
+    assert stages[-1][3] == lost_at.replace(second=0).timestamp()  # the lost sample is raw
+    rolled = gpu_buckets(open_segments(tmp_path), week, 10.0)
+    assert set(rolled["interval_s"]) == {10.0}
+    _assert_same_numbers(tmp_path, week)
