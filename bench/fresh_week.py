@@ -2,7 +2,9 @@
 warehouse the way the writer publishes them, while the server's maintenance thread runs with no
 full pass due (no compaction: roll-ups only, `warehouse.storage.maintenance.ROLLUP_EVERY_S`); then, with
 no maintenance pass, the fleet page's 7-day numbers and the CLI, each in a fresh process, wall
-time and peak RSS.
+time and peak RSS. The page reads the hourly roll-ups, then the minute roll-ups up to their newest
+minute, then at most that minute raw; beside it, the same page with the minute roll-up hidden
+(the raw tail from the newest hour on, as before the minute stage).
 
 Peer, same data and run: the same reads with every roll-up hidden, which is what a freshly written
 week was before roll-ups followed ingest (they came only from the maintenance pass, after
@@ -22,6 +24,7 @@ each into its own catalog and sketch store; each prints its findings' count and 
     .venv/bin/python -m bench.fresh_week --data /tmp/week --step-s 60 --build-only
                                                            # a page-paint set, 6x fewer raw rows
     .venv/bin/python -m bench.fresh_week --gpus 250 --only-pass --slice-gpus 0 128
+    .venv/bin/python -m bench.fresh_week --data /tmp/week --slice-gpus  # reads only, no pass
 
 Figures go to bench/RESULTS.md under "A fleet's week readable as it lands (issue 27)".
 """
@@ -86,8 +89,10 @@ def covered(segments: Path) -> bool:
     return all(rolled_up(manifest, day, raw) for day, raw in days.items())
 
 
-def page(segments: Path, hide_rollups: bool) -> dict[str, object]:
-    """What the fleet page computes for its 7-day window (dashboard/views/fleet.py)."""
+def page(segments: Path, hide_rollups: bool, hide_minutes: bool = False) -> dict[str, object]:
+    """What the fleet page computes for its 7-day window (dashboard/views/fleet.py);
+    `hide_minutes`: the minute roll-up hidden, so the raw tail starts at the newest hour (the
+    read before the tail came from the minute roll-up)."""
     from dashboard import data, source
     from warehouse.read import reader  # noqa: F401  (imported by the page's process long before)
     from warehouse.read.rollups import ROLLUP_TABLES
@@ -97,6 +102,8 @@ def page(segments: Path, hide_rollups: bool) -> dict[str, object]:
     if hide_rollups:
         for table in ROLLUP_TABLES:
             con.execute(f"CREATE OR REPLACE VIEW {table} AS SELECT * FROM _empty_{table}")
+    if hide_minutes:
+        con.execute("CREATE OR REPLACE VIEW gpu_samples_1m AS SELECT * FROM _empty_gpu_samples_1m")
     win = data.window_ending(con, timedelta(days=7))
     assert win is not None
     buckets = data.gpu_buckets(con, win, 10.0, max_gap_s=300.0)
@@ -204,7 +211,11 @@ def main() -> None:
     parser.add_argument("--cap-gib", type=float, default=4.0, help="stop a read past this RSS")
     parser.add_argument("--cap-s", type=float, default=120.0, help="stop a read past this")
     parser.add_argument(
-        "--slice-gpus", type=int, nargs="+", default=[0, 128], help="analyzer passes to run"
+        "--slice-gpus",
+        type=int,
+        nargs="*",
+        default=[0, 128],
+        help="analyzer passes to run (none: reads only)",
     )
     parser.add_argument("--pass-cap-gib", type=float, default=8.0, help="stop a pass past this")
     parser.add_argument("--pass-cap-s", type=float, default=3600.0, help="stop a pass past this")
@@ -212,9 +223,10 @@ def main() -> None:
     parser.add_argument("--page", type=Path, help=argparse.SUPPRESS)  # the measured child
     parser.add_argument("--analyze", action="store_true", help=argparse.SUPPRESS)  # a pass child
     parser.add_argument("--hide-rollups", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--hide-minutes", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.page:
-        print(json.dumps(page(args.page, args.hide_rollups)))
+        print(json.dumps(page(args.page, args.hide_rollups, args.hide_minutes)))
         return
     if args.analyze:
         print(json.dumps(analyzer_pass(args.days)))
@@ -234,6 +246,9 @@ def main() -> None:
 
 
 def run(root: Path, args: argparse.Namespace) -> None:
+    # The CLI reads `core.data_dir` only where it exists (else it asks for a server): the
+    # catalog it opens there is the reads' own, empty until analyzers land findings.
+    (root / "var").mkdir(exist_ok=True)
     env = {
         **os.environ,
         "FLEETSCOPE_CORE_DATA_DIR": str(root / "var"),
@@ -244,13 +259,14 @@ def run(root: Path, args: argparse.Namespace) -> None:
     me = [sys.executable, "-m", "bench.fresh_week", "--page", str(root / "segments")]
     cli = [sys.executable, "-m", "app.cli"]
     reads = [
-        ("fleet page, 7 days (roll-ups + raw tail)", me),
+        ("fleet page, 7 days (roll-ups + raw minute)", me),
+        ("fleet page, 7 days, raw hour (minute roll-up hidden)", [*me, "--hide-minutes"]),
         ("fleet page, 7 days, roll-ups hidden (before)", [*me, "--hide-rollups"]),
         ("fleetscope opportunities --window 7d", [*cli, "opportunities", "--window", "7d"]),
         ("fleetscope quantiles gpu_util_pct", [*cli, "quantiles", "gpu_util_pct", "--end", end]),
     ]
     for name, command in [] if args.only_pass else reads:
-        print(f"{name:48s} {measured(command, env, args.cap_gib, args.cap_s)}", flush=True)
+        print(f"{name:54s} {measured(command, env, args.cap_gib, args.cap_s)}", flush=True)
     for n in args.slice_gpus:
         passed = {
             **env,
@@ -263,7 +279,7 @@ def run(root: Path, args: argparse.Namespace) -> None:
         command = [sys.executable, "-m", "bench.fresh_week", "--analyze", "--days", str(args.days)]
         name = f"analyzer pass, slice_gpus {n}" + (" (before: whole days)" if n == 0 else "")
         result = measured(command, passed, args.pass_cap_gib, args.pass_cap_s)
-        print(f"{name:48s} {result}", flush=True)
+        print(f"{name:54s} {result}", flush=True)
 
 
 if __name__ == "__main__":

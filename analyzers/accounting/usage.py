@@ -104,7 +104,7 @@ WITH s AS (
 ), m AS (
     SELECT {partition}, {typical_gap_sql(None)} AS typical_s FROM g GROUP BY ALL
 ), d AS (
-    SELECT g.*, {seconds} AS dt_s
+    SELECT g.*, m.typical_s, {seconds} AS dt_s
     FROM g JOIN m ON {same_gpu}
     WHERE g.ts >= to_timestamp($raw_start)
 )
@@ -112,7 +112,8 @@ SELECT epoch_ms(ts) // $bucket_ms * $bucket_ms AS bucket_ms,
        cluster, host, gpu_index, job_id,
        count(*) AS samples,
        epoch_ms(min(ts)) AS first_ms, epoch_ms(max(ts)) AS last_ms,
-       CAST(NULL AS BIGINT) AS rollup_full,
+       CAST(NULL AS BIGINT) AS rollup_full, CAST(NULL AS DOUBLE) AS rollup_s,
+       min(typical_s) AS typical_s,
        sum(dt_s) AS gpu_s,
        coalesce(sum(dt_s) FILTER (WHERE active_frac IS NOT NULL), 0) AS known_s,
        coalesce(sum(dt_s * active_frac), 0) AS active_s,
@@ -140,7 +141,7 @@ WITH parts AS (
            {stored_sums(_SUMMED)},
            fb_used_mib_max
     FROM {{table}}
-    WHERE bucket_ts >= to_timestamp($start) AND bucket_ts < to_timestamp($cutoff)
+    WHERE bucket_ts >= to_timestamp(${{lo}}) AND bucket_ts < to_timestamp(${{hi}})
 ), r AS (
     SELECT bucket_ts, cluster, host, gpu_index, job_id, sum(samples) AS samples,
            {", ".join(f"sum({c}_n) AS {c}_n, sum({c}_sum) AS {c}_sum" for c in _SUMMED)},
@@ -151,7 +152,7 @@ SELECT epoch_ms(bucket_ts) // $bucket_ms * $bucket_ms AS bucket_ms,
        cluster, host, gpu_index, job_id,
        CAST(sum(samples) AS BIGINT) AS samples,
        CAST(NULL AS BIGINT) AS first_ms, CAST(NULL AS BIGINT) AS last_ms,
-       max(samples) AS rollup_full,
+       max(samples) AS rollup_full, CAST({{rollup_s}} AS DOUBLE) AS rollup_s,
        CAST(sum(active_n) AS BIGINT) AS active_n, sum(active_sum) AS active_sum,
        CAST(sum(sm_active_n) AS BIGINT) AS sm_n, sum(sm_active_sum) AS sm_sum,
        CAST(sum(tensor_active_n) AS BIGINT) AS tensor_n, sum(tensor_active_sum) AS tensor_sum,
@@ -166,22 +167,58 @@ GROUP BY ALL
 ROLLUPS = (("gpu_samples_1h", 3600), ("gpu_samples_1m", 60))
 
 
+def _views(con: duckdb.DuckDBPyConnection) -> set[str]:
+    names = {row[0] for row in con.sql("SELECT view_name FROM duckdb_views()").fetchall()}
+    return names | {row[0] for row in con.sql("SELECT table_name FROM duckdb_tables()").fetchall()}
+
+
+def _newest_bucket_s(con: duckdb.DuckDBPyConnection, table: str, after_s: float) -> float | None:
+    """Start of `table`'s newest bucket (epoch seconds) if it is after `after_s`, else None; only
+    buckets from `after_s` on are read, so the files of earlier days are pruned by their stats."""
+    newest = con.sql(
+        f"SELECT epoch_ms(max(bucket_ts)) FROM {table} WHERE bucket_ts > to_timestamp($after)",
+        params={"after": after_s},
+    ).fetchall()[0][0]
+    return None if newest is None else newest / 1000
+
+
 def _rollup_for(con: duckdb.DuckDBPyConnection, window: Window) -> tuple[str, int, float] | None:
     """The coarsest roll-up whose buckets tile the window's, and its cut-off (epoch seconds).
 
     The cut-off is the start of the newest roll-up bucket: that bucket may have been rolled up
-    while still filling, so it and everything after it are read from the raw samples.
+    while still filling, so it and everything after it are read from a finer roll-up or from
+    the raw samples (`_rollup_stages`).
     """
-    names = {row[0] for row in con.sql("SELECT view_name FROM duckdb_views()").fetchall()}
-    names |= {row[0] for row in con.sql("SELECT table_name FROM duckdb_tables()").fetchall()}
+    stages = _rollup_stages(con, window)
+    return (stages[0][0], stages[0][1], stages[0][3]) if stages else None
+
+
+def _rollup_stages(
+    con: duckdb.DuckDBPyConnection, window: Window
+) -> list[tuple[str, int, float, float]]:
+    """The roll-ups that cover the window, coarsest first, each as (view, bucket seconds, from,
+    cut-off) in epoch seconds, one after the other; raw samples are read from the last cut-off.
+
+    The coarsest roll-up whose buckets tile the window's reads up to the start of its newest
+    bucket (it may have been rolled up while still filling) or of the bucket holding the
+    window's end; each finer roll-up reads on from there up to the start of its own. With the hourly and minute roll-ups that
+    leaves at most a minute of raw samples instead of an hour, however large the fleet.
+    """
+    names = _views(con)
+    start_s, end_s = window.start.timestamp(), window.end.timestamp()
+    stages: list[tuple[str, int, float, float]] = []
     for table, rollup_s in ROLLUPS:
-        if table not in names or window.bucket_s % rollup_s or window.start.timestamp() % rollup_s:
+        if table not in names or window.bucket_s % rollup_s:
             continue
-        newest = con.sql(f"SELECT epoch_ms(max(bucket_ts)) FROM {table}").fetchall()[0][0]
-        if newest is None or newest / 1000 <= window.start.timestamp():
+        lo = stages[-1][3] if stages else start_s
+        if lo % rollup_s or lo >= end_s:
             continue
-        return table, rollup_s, min(newest / 1000, window.end.timestamp())
-    return None
+        newest = _newest_bucket_s(con, table, lo)
+        # A bucket that holds the window's end holds samples after it too: raw from its start.
+        hi = None if newest is None else min(newest, end_s // rollup_s * rollup_s)
+        if hi is not None and hi > lo:
+            stages.append((table, rollup_s, lo, hi))
+    return stages
 
 
 def gpu_buckets(
@@ -195,7 +232,9 @@ def gpu_buckets(
     """One row per (bucket, cluster, host, gpu_index, job_id) with GPU-hours already accounted.
 
     Reads the warehouse's roll-ups where they cover the window (a week of 1,000 GPUs is 170 k
-    hourly rows instead of 60 M samples) and raw samples after them. Columns: bucket (UTC
+    hourly rows instead of 60 M samples): the hourly ones up to their newest hour, the minute
+    ones on to their newest minute, and raw samples after them (`_rollup_stages`). A bucket may
+    then have a row of each kind for one GPU and job: readers sum by key. Columns: bucket (UTC
     timestamp), cluster, host, gpu_index, job_id, samples, interval_s (the host's measured sample
     interval), gpu_h, known_h (hours whose active fraction is known), active_h, sm_known_h, sm_h,
     tensor_known_h, tensor_h, util_sum, util_n, fb_used_mib_max, power_w_mean. `default_interval_s` and
@@ -209,20 +248,23 @@ def gpu_buckets(
         "context_start": epoch_s(window.start),
         "end": epoch_s(window.end),
     }
-    sql, rollup_s = _raw_sql(max_gap_s, default_interval_s), 0.0
-    rollup = _rollup_for(con, window) if rollups else None
-    if rollup is not None:
-        table, rollup_s, cutoff = rollup
+    sql = _raw_sql(max_gap_s, default_interval_s)
+    stages = _rollup_stages(con, window) if rollups else []
+    for n, (table, rollup_s, lo, hi) in enumerate(stages):
+        params.update({f"lo{n}": lo, f"hi{n}": hi})
+        part = _ROLLUP_SQL.format(table=table, lo=f"lo{n}", hi=f"hi{n}", rollup_s=rollup_s)
+        sql = f"FROM ({part}) UNION ALL BY NAME FROM ({sql})"
+    if stages:
+        cutoff = stages[-1][3]
         # The raw tail measures each GPU's typical interval over `max_gap_s` before it too, as a
         # read of the whole window would: a GPU with one sample in the tail is not "seen once".
-        context = max(epoch_s(window.start), cutoff - max_gap_s)
-        params.update(start=epoch_s(window.start), cutoff=cutoff, raw_start=cutoff)
-        params.update(context_start=context)
-        sql = f"FROM ({_ROLLUP_SQL.format(table=table)}) UNION ALL BY NAME FROM ({sql})"
+        params.update(
+            raw_start=cutoff, context_start=max(epoch_s(window.start), cutoff - max_gap_s)
+        )
     raw = query(con, sql, **params)
     if raw.empty:
         return _empty_buckets()
-    intervals = host_intervals(raw, default_interval_s, rollup_s)
+    intervals = host_intervals(raw, default_interval_s)
     raw["interval_s"] = raw["host"].map(intervals).astype("float64")
     for measure, (seconds, per_sample) in _MEASURES.items():
         rolled = raw[per_sample].fillna(0.0) * raw["interval_s"] if per_sample in raw else 0.0
@@ -279,13 +321,24 @@ def host_intervals(raw: pd.DataFrame, default_interval_s: float, rollup_s: float
 
     From raw rows: the median over a host's groups of (last - first) / (samples - 1); where
     buckets are too short to hold two samples of one GPU, the same ratio over each GPU-and-job's
-    whole stay. From roll-up rows only: the roll-up bucket over its fullest bucket's samples.
-    `default_interval_s` for a host seen once.
+    whole stay. From the raw tail of a read with roll-up rows (a minute, so one lost sample would
+    move that ratio by a quarter): the median over the host's GPUs of their median gap between
+    samples (`typical_s`), which a lost sample does not move. From roll-up rows only: the roll-up bucket over its fullest bucket's samples, of
+    the host's coarsest roll-up (its `rollup_s` column, else `rollup_s`): an hour's count is
+    the one a jittered clock moves least. `default_interval_s` for a host seen once.
     """
     exact = raw[raw["first_ms"].notna()]
-    spaced = exact[exact["samples"] >= 2]
-    per_group = (spaced["last_ms"] - spaced["first_ms"]) / 1000.0 / (spaced["samples"] - 1)
-    measured = per_group.groupby(spaced["host"]).median()
+    if "typical_s" in raw and raw["rollup_full"].notna().any():
+        # Beside roll-ups the raw tail is short (a minute): one dropped sample moves a group's
+        # (last - first) / (samples - 1) by a quarter, and the interval scales every rolled
+        # row of the host. The median gap between samples (over `max_gap_s` before the tail
+        # too) does not move.
+        typical = exact[exact["typical_s"].notna()]
+        measured = typical.groupby("host")["typical_s"].median()
+    else:
+        spaced = exact[exact["samples"] >= 2]
+        per_group = (spaced["last_ms"] - spaced["first_ms"]) / 1000.0 / (spaced["samples"] - 1)
+        measured = per_group.groupby(spaced["host"]).median()
     missing = exact[~exact["host"].isin(measured.index)]
     if not missing.empty:
         stays = missing.groupby(["host", "gpu_index", "job_id"], dropna=False).agg(
@@ -295,9 +348,17 @@ def host_intervals(raw: pd.DataFrame, default_interval_s: float, rollup_s: float
         per_stay = (stays["last_ms"] - stays["first_ms"]) / 1000.0 / (stays["samples"] - 1)
         measured = pd.concat([measured, per_stay.groupby(level="host").median()])
     rolled = raw[raw["rollup_full"].notna() & ~raw["host"].isin(measured.index)]
-    if rollup_s and not rolled.empty:
-        fullest = rolled.groupby("host")["rollup_full"].max()
-        measured = pd.concat([measured, rollup_s / fullest.astype("float64")])
+    if not rolled.empty:
+        sizes = rolled.get("rollup_s")
+        if sizes is None:  # rows from before the column: all of one roll-up, `rollup_s`
+            sizes = pd.Series(float(rollup_s), index=rolled.index)
+        rolled = rolled.assign(rollup_s=sizes.fillna(rollup_s).astype("float64"))
+        coarsest = rolled["rollup_s"] == rolled.groupby("host")["rollup_s"].transform("max")
+        rolled = rolled[coarsest & (rolled["rollup_s"] > 0)]
+        fullest = rolled.groupby("host").agg(
+            rollup_s=("rollup_s", "first"), samples=("rollup_full", "max")
+        )
+        measured = pd.concat([measured, fullest["rollup_s"] / fullest["samples"].astype("float64")])
     hosts = pd.Index(raw["host"].unique())
     return measured.astype("float64").round(3).reindex(hosts).fillna(default_interval_s)
 

@@ -15,9 +15,12 @@ from pathlib import Path
 
 import duckdb
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 from analyzers.accounting.usage import _rollup_for as rollup_for
+from analyzers.accounting.usage import _rollup_stages as rollup_stages
 from analyzers.accounting.usage import fleet_totals, gpu_buckets, job_efficiency
 from analyzers.run.window import Window
 from fleetscope.settings import Settings
@@ -161,3 +164,82 @@ def test_a_compaction_across_the_mark_rolls_the_day_up_whole(tmp_path: Path) -> 
     assert update_rollups(store) == 1
     assert len(store.snapshot().by_date("gpu_samples_1h")[START.strftime("%Y-%m-%d")]) == 1
     _assert_same_numbers(tmp_path, Window(START, START + timedelta(hours=1), bucket_s=300))
+
+
+def test_a_fresh_tail_is_read_from_the_minute_rollup_up_to_its_newest_minute(
+    tmp_path: Path,
+) -> None:
+    """The fleet page's week as it lands: hourly roll-ups up to their newest hour, minute
+    roll-ups on to their newest minute, and at most that minute raw, with the numbers of the
+    whole raw read (counts exactly, GPU-hours to rounding)."""
+    store = SegmentStore(tmp_path)
+    published = 950  # samples per host: up to 00:38:10, two UTC days
+    for first in range(0, published, SLICE):
+        _publish(store, first, min(published, first + SLICE))
+    update_rollups(store)
+    newest = START + timedelta(seconds=(published - 1) * FLEET.interval_s)
+    end = newest + timedelta(milliseconds=1)
+    week = Window(end - timedelta(days=7), end, bucket_s=3600)
+    week = Window(datetime.fromtimestamp(week.start.timestamp() // 3600 * 3600, UTC), end)
+    hour, minute = newest.replace(minute=0, second=0), newest.replace(second=0)
+    assert rollup_stages(open_segments(tmp_path), week) == [
+        ("gpu_samples_1h", 3600, week.start.timestamp(), hour.timestamp()),
+        ("gpu_samples_1m", 60, hour.timestamp(), minute.timestamp()),
+    ]
+    _assert_same_numbers(tmp_path, week)
+    rolled = gpu_buckets(open_segments(tmp_path), week, 10.0)
+    raw = gpu_buckets(_raw_only(tmp_path), week, 10.0)
+    assert rolled["samples"].sum() == raw["samples"].sum() == 3 * FLEET.gpus_per_host * published
+    per_gpu = ["host", "gpu_index"]
+    pd.testing.assert_series_equal(
+        rolled.groupby(per_gpu)["gpu_h"].sum(), raw.groupby(per_gpu)["gpu_h"].sum(), rtol=1e-12
+    )
+
+
+def test_a_window_that_ends_inside_a_rolled_up_bucket_reads_only_up_to_its_end(
+    tmp_path: Path,
+) -> None:
+    """A past window ending mid-hour and mid-minute: the bucket holding its end is read from
+    a finer roll-up or raw, never whole (it holds samples after the end)."""
+    store = SegmentStore(tmp_path)
+    samples = FLEET.duration_s // FLEET.interval_s
+    for first in range(0, samples, SLICE):
+        _publish(store, first, min(samples, first + SLICE))
+    update_rollups(store)
+    end = START + timedelta(hours=2, minutes=20, seconds=25)
+    window = Window(START, end, bucket_s=3600)
+    assert [stage[3] for stage in rollup_stages(open_segments(tmp_path), window)] == [
+        (START + timedelta(hours=2)).timestamp(),
+        (START + timedelta(hours=2, minutes=20)).timestamp(),
+    ]
+    _assert_same_numbers(tmp_path, window)
+    rolled = gpu_buckets(open_segments(tmp_path), window, 10.0)
+    assert rolled["samples"].sum() == 3 * FLEET.gpus_per_host * (
+        int((end - START).total_seconds()) // 10 + 1
+    )
+
+
+def test_a_sample_lost_in_the_raw_minute_moves_no_hosts_interval(tmp_path: Path) -> None:
+    """The host's interval scales every rolled row of its week: measured in a one-minute raw
+    tail as (last - first) / (samples - 1), one lost sample would make it 12.5 s. The median
+    gap between samples is 10 s, and the numbers stay those of the whole raw read."""
+    store = SegmentStore(tmp_path)
+    published, lost = 954, 950  # the newest minute, 00:38, holds samples 948-953; 950 is lost
+    for first in range(0, 900, SLICE):
+        _publish(store, first, first + SLICE)
+    seq = store.snapshot().published_seq + 1
+    lost_at = START + timedelta(seconds=lost * FLEET.interval_s)
+    for host in ("e1", "e2", "w1"):
+        table = gpu_table(FLEET, host, 900, published)
+        table = table.filter(pc.invert(pc.equal(table["ts"], pa.scalar(lost_at, table["ts"].type))))
+        store.publish(seq, {"gpu_samples": store.write("gpu_samples", table, seq)})
+        seq += 1
+    update_rollups(store)
+    end = START + timedelta(seconds=(published - 1) * FLEET.interval_s, milliseconds=1)
+    week = Window(end - timedelta(days=7), end, bucket_s=3600)
+    week = Window(datetime.fromtimestamp(week.start.timestamp() // 3600 * 3600, UTC), end)
+    stages = rollup_stages(open_segments(tmp_path), week)
+    assert stages[-1][3] == lost_at.replace(second=0).timestamp()  # the lost sample is raw
+    rolled = gpu_buckets(open_segments(tmp_path), week, 10.0)
+    assert set(rolled["interval_s"]) == {10.0}
+    _assert_same_numbers(tmp_path, week)
