@@ -10,7 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from analyzers.plain import utc_span
-from dashboard import charts, data, drawn, energy_view, heat, partial, state, tables
+from dashboard import charts, data, drawn, energy_view, heat, partial, state, tables, time_range
 from dashboard.findings_view import show_finding
 from dashboard.tables import Col
 
@@ -41,7 +41,7 @@ def render() -> None:
     st.title("Fleet")
     current = state.settings()
     key = state.warehouse_key(current)
-    label = state.window_picker()
+    label = time_range.window_picker()
     win = state.window(key, label)
     if win is None:
         st.info(state.no_samples(key))

@@ -10,14 +10,14 @@ import pandas as pd
 import streamlit as st
 
 from analyzers.plain import utc_span
-from dashboard import charts, dcgm, drawn, headlines, state, tables
+from dashboard import charts, dcgm, drawn, headlines, state, tables, time_range
 from dashboard.tables import Col
 
 
 def render() -> None:
     st.title("GPUs")
     key = state.warehouse_key(state.settings())
-    win = state.window(key, state.window_picker())
+    win = state.window(key, time_range.window_picker())
     if win is None:
         st.info(state.no_samples(key))
         return

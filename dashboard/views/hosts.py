@@ -9,14 +9,14 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from dashboard import data, headlines, state, tables
+from dashboard import data, headlines, state, tables, time_range
 from dashboard.tables import Col
 
 
 def render() -> None:
     st.title("Hosts")
     key = state.warehouse_key(state.settings())
-    win = state.window(key, state.window_picker())
+    win = state.window(key, time_range.window_picker())
     if win is None:
         st.info(state.no_samples(key))
         return

@@ -16,7 +16,17 @@ import pandas as pd
 import streamlit as st
 
 from analyzers.plain import plain_record, utc_span, without_gpus
-from dashboard import actions, charts, data, drawn, energy_view, jobinfo, state, trace_report
+from dashboard import (
+    actions,
+    charts,
+    data,
+    drawn,
+    energy_view,
+    jobinfo,
+    state,
+    time_range,
+    trace_report,
+)
 from dashboard.findings_view import show_finding
 from fleetscope.errors import FleetscopeError
 
@@ -34,7 +44,7 @@ def render() -> None:
     job_id = st.query_params.get("job_id", "")
     if not job_id:
         st.title("Job")
-        win = state.window(key, state.window_picker())
+        win = state.window(key, time_range.window_picker())
         if win is None:
             st.info(state.no_samples(key))
             return
@@ -124,7 +134,7 @@ def _scope(key: str) -> tuple[datetime | None, datetime | None] | None:
     pruned scan of that window); None when there is nothing to look in (the page said why)."""
     if not state.windowed(key):
         return None, None
-    win = state.window(key, state.window_picker())
+    win = state.window(key, time_range.window_picker())
     if win is None:
         st.info(state.no_samples(key))
         return None

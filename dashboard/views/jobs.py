@@ -8,7 +8,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from dashboard import data, state, tables
+from dashboard import data, state, tables, time_range
 from dashboard.tables import Col
 
 COLUMNS = {
@@ -27,7 +27,7 @@ COLUMNS = {
 def render() -> None:
     st.title("Jobs")
     key = state.warehouse_key(state.settings())
-    win = state.window(key, state.window_picker())
+    win = state.window(key, time_range.window_picker())
     if win is None:
         st.info(state.no_samples(key))
         return

@@ -10,13 +10,13 @@ import pandas as pd
 import streamlit as st
 
 from analyzers.sharing.plan import SharingThresholds
-from dashboard import state
+from dashboard import state, time_range
 
 
 def render() -> None:
     st.title("GPU sharing")
     key = state.warehouse_key(state.settings())
-    label = state.window_picker()
+    label = time_range.window_picker()
     win = state.window(key, label)
     if win is None:
         st.info(state.no_samples(key))
