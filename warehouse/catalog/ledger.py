@@ -115,6 +115,52 @@ def claim(
     return out
 
 
+def record_stored(
+    conn: Connection, entries: Sequence[Entry], flush_id: str, now: datetime
+) -> set[str]:
+    """Record `entries` as stored (committed) by `flush_id`; returns the ids this call inserted.
+    An id already in the ledger (another gateway staged a retry of it first) is left as it is:
+    the caller drops its copy. Called in the transaction that stages the batches' data files, so
+    a batch is in the ledger exactly when its rows are staged (warehouse.fleet.writer)."""
+    if not entries:
+        return set()
+    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+    values = [
+        {
+            "batch_id": e.batch_id,
+            "table_name": e.table_name,
+            "rows": e.rows,
+            "agent": e.agent[:255],
+            "flush_id": flush_id,
+            "state": COMMITTED,
+            "claimed_at": now,
+            "committed_at": now,
+            "digest": e.digest or None,
+        }
+        for e in entries
+    ]
+    inserted = conn.execute(
+        dialect.insert(ingest_ledger)
+        .values(values)
+        .on_conflict_do_nothing()
+        .returning(ingest_ledger.c.batch_id)
+    )
+    return {str(r[0]) for r in inserted}
+
+
+def known(conn: Connection, batch_ids: Sequence[str]) -> dict[str, tuple[str, str | None]]:
+    """batch id -> (table, content digest) for the ids the ledger holds (any state)."""
+    found: dict[str, tuple[str, str | None]] = {}
+    for at in range(0, len(batch_ids), 1000):
+        rows = conn.execute(
+            select(
+                ingest_ledger.c.batch_id, ingest_ledger.c.table_name, ingest_ledger.c.digest
+            ).where(ingest_ledger.c.batch_id.in_(list(batch_ids[at : at + 1000])))
+        ).all()
+        found.update((str(b), (str(t), d)) for b, t, d in rows)
+    return found
+
+
 def holders(conn: Connection, batch_ids: Sequence[str]) -> dict[str, tuple[str, str]]:
     """batch id -> (flush id, state) the ledger holds now (ids it does not hold are absent)."""
     if not batch_ids:

@@ -38,20 +38,26 @@ warehouse (`warehouse` is None). This module must never open a DuckDB file.
 
 from __future__ import annotations
 
+import fcntl
 import logging
+import socket
+import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import TypeVar
+from pathlib import Path
+from typing import IO, TypeVar
 
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
-from fleetscope.errors import FleetscopeError, SourceUnavailableError
+from fleetscope.errors import ConfigError, FleetscopeError, SourceUnavailableError
 from fleetscope.settings import Settings
 from warehouse import catalog
 from warehouse.catalog.base import database_clock
 from warehouse.catalog.fleet import HostClusters
 from warehouse.fleet.catalog_agent_registry import CatalogAgentRegistry
+from warehouse.fleet.committer import TableCommitter
+from warehouse.fleet.metrics import StagingCollector
 from warehouse.fleet.reader import newest_per_target
 from warehouse.fleet.tables import FleetConfig, FleetTables, ensure_bucket
 from warehouse.fleet.trace_objects import ObjectTraceStorage
@@ -62,13 +68,13 @@ from warehouse.ingest.metrics import ServerMetrics
 from warehouse.ingest.plugin_host import PluginHost, load_plugins
 from warehouse.ingest.security import check_exposure, effective_tokens, read_tokens
 from warehouse.ingest.server import Ingest, IngestConfig
-from warehouse.ingest.shape_limits import ShapeLimits
 from warehouse.profiling.service import ProfilingConfig, ProfilingService
 from warehouse.prometheus.remote_write import REPLAY_WINDOW_S, RemoteWrite
 from warehouse.prometheus.remote_write_metrics import RemoteWriteCollector
 from warehouse.prometheus.rows import ScrapeKey
 from warehouse.storage.arrival_hook import ArrivalMarks
 from warehouse.storage.catalog_sync import CatalogSync
+from warehouse.storage.group_writer import WriterConfig
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -99,6 +105,22 @@ def _reach(setting: str, target: str, step: Callable[[], T]) -> T:
         ) from exc
 
 
+def _lock_log(log_dir: Path) -> IO[bytes]:
+    """Hold `log_dir` for this process (released when it exits, `kill -9` included): two
+    gateways appending to one ingest log would corrupt it."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    handle = open(log_dir / ".lock", "wb")  # noqa: SIM115 (held until stop)
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError as exc:
+        handle.close()
+        raise ConfigError(
+            f"ingest log {log_dir} is in use by another gateway; give each gateway its own "
+            "fleet.gateway_name (or port)"
+        ) from exc
+    return handle
+
+
 class Gateway(PluginHost, Listening):
     def __init__(
         self, settings: Settings, *, host: str | None = None, port: int | None = None
@@ -115,16 +137,18 @@ class Gateway(PluginHost, Listening):
         where_s3 = ("fleet.s3_endpoint", config.s3_endpoint or config.warehouse_uri)
         _reach(*where_s3, lambda: ensure_bucket(config))
         tables = _reach(*where_catalog, lambda: FleetTables(config))
+        address = listen_address(settings, host, port)
+        self.name = settings.fleet.gateway_name or f"{socket.gethostname()}-{address[1]}"
+        if not settings.fleet.gateway_name and not address[1]:  # port 0: a name of its own
+            self.name = f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}"
+        log_dir = Path(settings.core.data_dir) / "gateway-log" / self.name
+        self._log_lock = _lock_log(log_dir)
         self.writer = FleetWriter(
             tables,
             self.catalog,
-            flush_rows=settings.warehouse.flush_rows,
-            flush_interval_s=settings.warehouse.flush_interval_s,
-            flush_idle_s=settings.warehouse.flush_idle_s,
-            queue_max_rows=settings.warehouse.queue_max_rows,
-            shape_limits=ShapeLimits.from_settings(settings),
-            lease_s=settings.fleet.lease_s,
-            commit_attempts=settings.fleet.commit_attempts,
+            WriterConfig.from_settings(settings),
+            gateway=self.name,
+            log_dir=log_dir,
             hooks=[
                 CatalogSync(self.catalog),  # hosts and GPU allocations, as the embedded server
                 ArrivalMarks(
@@ -133,8 +157,14 @@ class Gateway(PluginHost, Listening):
                 self._batch_committed,
             ],
         )
+        self.committer = TableCommitter(
+            tables,
+            self.catalog,
+            interval_s=settings.fleet.commit_interval_s,
+            attempts=settings.fleet.commit_attempts,
+        )
         self.metrics = ServerMetrics(self.writer, component="gateway")
-        address = listen_address(settings, host, port)
+        self.metrics.registry.register(StagingCollector(self.writer, self.committer))
         tokens = effective_tokens(settings)  # the embedded server's rules: no public default
         check_exposure(address[0], tokens + read_tokens(settings))  # read tokens too
         tls = tls_from(settings)
@@ -169,6 +199,7 @@ class Gateway(PluginHost, Listening):
 
     def start(self) -> None:
         self.writer.start()
+        self.committer.start()
         self._serve_http()
         self.remote_write.start()
         self.profiling.start()
@@ -180,8 +211,10 @@ class Gateway(PluginHost, Listening):
         self._close_http()
         self.remote_write.stop()  # stores waiting scrapes while the writer still runs
         self.profiling.stop()
-        self.writer.stop()
+        self.writer.stop()  # the log flushed to staged files
+        self.committer.stop()  # and committed, for the tables this gateway can hold
         self.catalog.dispose()
+        self._log_lock.close()
 
     def _stored_scrapes(self) -> dict[ScrapeKey, int]:
         """remote_write's restart watermark: the newest stored timestamp per target over the

@@ -26,7 +26,6 @@ from warehouse.ingest.metrics import ServerMetrics
 from warehouse.ingest.plugin_host import PluginHost, load_plugins
 from warehouse.ingest.security import check_exposure, effective_tokens, read_tokens
 from warehouse.ingest.server import Ingest, IngestConfig
-from warehouse.ingest.shape_limits import ShapeLimits
 from warehouse.profiling.service import ProfilingConfig, ProfilingService
 from warehouse.prometheus.remote_write import RemoteWrite, recent_scrapes
 from warehouse.prometheus.remote_write_metrics import RemoteWriteCollector
@@ -36,7 +35,7 @@ from warehouse.storage.catalog_sync import CatalogSync
 from warehouse.storage.maintenance import Maintenance, MaintenanceConfig
 from warehouse.storage.paths import WarehousePaths
 from warehouse.storage.segments import SegmentStore
-from warehouse.storage.writer import Writer
+from warehouse.storage.writer import Writer, WriterConfig
 
 log = logging.getLogger(__name__)
 
@@ -58,12 +57,7 @@ class Server(PluginHost, Listening):
         self.writer = Writer(
             self.paths.duckdb_path,
             self.store,
-            flush_rows=settings.warehouse.flush_rows,
-            flush_interval_s=settings.warehouse.flush_interval_s,
-            flush_idle_s=settings.warehouse.flush_idle_s,
-            queue_max_rows=settings.warehouse.queue_max_rows,
-            shape_limits=ShapeLimits.from_settings(settings),
-            log_flush_interval_s=settings.warehouse.log_flush_interval_s,
+            WriterConfig.from_settings(settings),
             hooks=[
                 CatalogSync(self.catalog),
                 ArrivalMarks(self.catalog, settings.analyzers.bucket_s),

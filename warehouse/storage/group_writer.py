@@ -31,6 +31,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import duckdb
 import pyarrow as pa
@@ -47,9 +48,12 @@ from warehouse.storage.log_entries import (
     storable_refusal,
 )
 
+if TYPE_CHECKING:
+    from fleetscope.settings import Settings
+
 log = logging.getLogger(__name__)
 
-__all__ = ["Commit", "CommitHook", "GroupWriter", "WriterStats", "is_data_error"]
+__all__ = ["Commit", "CommitHook", "GroupWriter", "WriterConfig", "WriterStats", "is_data_error"]
 
 
 @dataclass(frozen=True)
@@ -80,41 +84,61 @@ class WriterStats:
     batches_quarantined: int = 0  # logged batches the store refused on their data
 
 
+@dataclass(frozen=True)
+class WriterConfig:
+    """How a writer groups, logs and flushes batches: the same settings in both modes."""
+
+    flush_rows: int = 100_000
+    flush_interval_s: float = 1.0
+    flush_idle_s: float = 0.05
+    queue_max_rows: int = 1_000_000
+    shape_limits: ShapeLimits = UNLIMITED
+    log_flush_interval_s: float = 1.0
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> WriterConfig:
+        w = settings.warehouse
+        return cls(
+            flush_rows=w.flush_rows,
+            flush_interval_s=w.flush_interval_s,
+            flush_idle_s=w.flush_idle_s,
+            queue_max_rows=w.queue_max_rows,
+            shape_limits=ShapeLimits.from_settings(settings),
+            log_flush_interval_s=w.log_flush_interval_s,
+        )
+
+
 class GroupWriter(BatchQueue):
-    """A BatchQueue drained by one thread that commits groups; see the module docstring."""
+    """A BatchQueue drained by one thread that commits groups; see the module docstring.
+    A subclass names itself (the class attributes below) and supplies its store."""
+
+    queue_name = "ingest"  # in BatchQueue's messages
+    owner = "server"
+    committer = "writer"  # who "could not commit" in a 503's message
+    thread_name = "fleetscope-writer"
 
     def __init__(
         self,
+        config: WriterConfig,
         *,
-        owner: str,
-        queue_name: str,
-        committer: str,
-        thread_name: str,
-        flush_rows: int,
-        flush_interval_s: float,
-        flush_idle_s: float,
-        queue_max_rows: int,
         hooks: Sequence[CommitHook],
-        shape_limits: ShapeLimits = UNLIMITED,
         ingest_log: IngestLog | None = None,
-        log_flush_interval_s: float = 1.0,
     ) -> None:
         super().__init__(
-            owner=owner,
-            queue_name=queue_name,
-            flush_rows=flush_rows,
-            flush_interval_s=flush_interval_s,
-            flush_idle_s=flush_idle_s,
-            queue_max_rows=queue_max_rows,
-            shape_limits=shape_limits,
+            owner=self.owner,
+            queue_name=self.queue_name,
+            flush_rows=config.flush_rows,
+            flush_interval_s=config.flush_interval_s,
+            flush_idle_s=config.flush_idle_s,
+            queue_max_rows=config.queue_max_rows,
+            shape_limits=config.shape_limits,
         )
-        self._committer = committer  # who "could not commit" in a 503's message
-        self._thread_name = thread_name
+        self.config = config
         self._hooks = list(hooks)
         self._thread: threading.Thread | None = None
         self.stats = WriterStats()
         self._log = ingest_log
-        self._log_flush_interval_s = log_flush_interval_s
+        self._log_flush_interval_s = config.log_flush_interval_s
         # Logged, acknowledged, not yet in the store; only the writer thread touches these.
         self._pending: list[LogRecord] = []
         self._pending_ids: dict[str, tuple[str, str]] = {}
@@ -129,7 +153,7 @@ class GroupWriter(BatchQueue):
             if self._pending:  # readable (and in the remote_write watermarks) from the start
                 self._flush_log()
             self._last_log_flush = time.monotonic()
-        self._thread = threading.Thread(target=self._run, name=self._thread_name, daemon=True)
+        self._thread = threading.Thread(target=self._run, name=self.thread_name, daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
@@ -204,7 +228,7 @@ class GroupWriter(BatchQueue):
                     error, status = f"batch {ticket.batch_id} cannot be stored: {exc}", 422
                 else:
                     log.exception("flush of batch %s failed; answered 503", ticket.batch_id)
-                    error, status = f"{self._committer} could not commit: {exc}", 503
+                    error, status = f"{self.committer} could not commit: {exc}", 503
                 self._answer(ticket, error=error, status=status)
 
     def _commit_group(self, tickets: list[Ticket]) -> None:
