@@ -352,8 +352,9 @@ ROWS: tuple[Setting, ...] = (
         "fleet.lease_s",
         30.0,
         "float",
-        "Seconds a gateway's claim on a batch id holds; after it another gateway may take the "
-        "batch over (a gateway gives up a commit it cannot finish within its lease).",
+        "Unused since gateways acknowledge on their own ingest log and stage files for one "
+        "committer per table (issue 27): no batch claim has a lease any more. Kept so settings "
+        "files that set it still load.",
     ),
     Setting(
         "fleet.commit_attempts",
