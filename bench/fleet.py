@@ -290,7 +290,11 @@ def bench_gateways(
     try:
         for port, url in zip(ports, urls, strict=True):
             procs.append(serve(values, port, work / f"gateway-{port}.log"))
-            wait_http(url + "/healthz", 180)
+            try:
+                wait_http(url + "/healthz", 300)
+            except RuntimeError:
+                print((work / f"gateway-{port}.log").read_text()[-3000:], file=sys.stderr)
+                raise
         load = bodies(agents, batches, timestamps)
         rows = agents * batches * timestamps * 8
         started = time.perf_counter()

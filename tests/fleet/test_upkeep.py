@@ -82,6 +82,7 @@ def test_rows_without_a_cluster_are_compacted_rolled_up_and_dropped_like_any_par
             pa.nulls(batch.num_rows, pa.string()),
         )
         assert post_batch(gateway.url, "gpu_samples", batch, token=TEST_TOKEN).status == 202
+        landed(gateway)
     tables = gateway.writer.tables
     (part,) = upkeep.partitions(tables, "gpu_samples")
     assert (part.day, part.cluster) == (T0.date(), None)
@@ -189,6 +190,7 @@ def test_the_ledger_forgets_batch_ids_past_raw_retention_plus_the_margin_and_sti
     batch = gpu_batch("h1", cluster="c1")
     first = post_batch(gateway.url, "gpu_samples", batch, token=TEST_TOKEN, batch_id="recent")
     assert (first.status, first.body["duplicate"]) == (202, False)
+    landed(gateway)  # in the ledger once staged
     assert ledger_rows(gateway) == [
         ("at-cutoff", "committed"),
         ("old-committed", "committed"),

@@ -54,7 +54,6 @@ from fleetscope.errors import ConfigError, FleetscopeError, SourceUnavailableErr
 from fleetscope.settings import Settings
 from warehouse import catalog
 from warehouse.catalog.base import database_clock
-from warehouse.catalog.fleet import HostClusters
 from warehouse.fleet.catalog_agent_registry import CatalogAgentRegistry
 from warehouse.fleet.committer import TableCommitter
 from warehouse.fleet.metrics import StagingCollector
@@ -62,15 +61,12 @@ from warehouse.fleet.reader import newest_per_target
 from warehouse.fleet.tables import FleetConfig, FleetTables, ensure_bucket
 from warehouse.fleet.trace_objects import ObjectTraceStorage
 from warehouse.fleet.writer import FleetWriter
-from warehouse.ingest.auth import TokenChecker
-from warehouse.ingest.listener import Listening, bind, listen_address, tls_from
+from warehouse.ingest.listener import listen_address
 from warehouse.ingest.metrics import ServerMetrics
-from warehouse.ingest.plugin_host import PluginHost, load_plugins
-from warehouse.ingest.security import check_exposure, effective_tokens, read_tokens
-from warehouse.ingest.server import Ingest, IngestConfig
+from warehouse.ingest.plugin_host import load_plugins
+from warehouse.ingest.startup import IngestProcess
 from warehouse.profiling.service import ProfilingConfig, ProfilingService
-from warehouse.prometheus.remote_write import REPLAY_WINDOW_S, RemoteWrite
-from warehouse.prometheus.remote_write_metrics import RemoteWriteCollector
+from warehouse.prometheus.remote_write import REPLAY_WINDOW_S
 from warehouse.prometheus.rows import ScrapeKey
 from warehouse.storage.arrival_hook import ArrivalMarks
 from warehouse.storage.catalog_sync import CatalogSync
@@ -121,7 +117,12 @@ def _lock_log(log_dir: Path) -> IO[bytes]:
     return handle
 
 
-class Gateway(PluginHost, Listening):
+class Gateway(IngestProcess):
+    """The fleet mode: its store is the local ingest log, staged files and the table committer."""
+
+    role = "fleet gateway"
+    writer: FleetWriter
+
     def __init__(
         self, settings: Settings, *, host: str | None = None, port: int | None = None
     ) -> None:
@@ -165,55 +166,24 @@ class Gateway(PluginHost, Listening):
         )
         self.metrics = ServerMetrics(self.writer, component="gateway")
         self.metrics.registry.register(StagingCollector(self.writer, self.committer))
-        tokens = effective_tokens(settings)  # the embedded server's rules: no public default
-        check_exposure(address[0], tokens + read_tokens(settings))  # read tokens too
-        tls = tls_from(settings)
-        self.remote_write = RemoteWrite.from_settings(
-            self.writer,
-            settings,
+        self._serve(
+            address,
             watermarks=self._stored_scrapes,
-            known_cluster=HostClusters(self.catalog),
+            profiling=lambda: ProfilingService(
+                self.catalog,
+                ProfilingConfig.from_settings(settings),
+                notify=self._trace_uploaded,
+                registry=CatalogAgentRegistry(self.catalog),
+                storage=ObjectTraceStorage.from_settings(settings),  # any gateway reads any trace
+            ),
+            setups=setups,
         )
-        self.metrics.registry.register(RemoteWriteCollector(self.remote_write))
-        self.profiling = ProfilingService(
-            self.catalog,
-            ProfilingConfig.from_settings(settings),
-            notify=self._trace_uploaded,
-            registry=CatalogAgentRegistry(self.catalog),
-            storage=ObjectTraceStorage.from_settings(settings),  # any gateway reads any trace
-        )
-        self.auth = TokenChecker(tokens, self.catalog, read_tokens=read_tokens(settings))
-        ingest = Ingest(
-            writer=self.writer,
-            catalog=self.catalog,
-            auth=self.auth,
-            metrics=self.metrics,
-            config=IngestConfig.from_settings(settings),
-            remote_write=self.remote_write,
-            profiling=self.profiling,
-            routes=self.routes,
-        )
-        self.http = bind(address, ingest, tls)
-        for setup in setups:
-            setup(self)
 
-    def start(self) -> None:
-        self.writer.start()
+    def _start_upkeep(self) -> None:
         self.committer.start()
-        self._serve_http()
-        self.remote_write.start()
-        self.profiling.start()
-        self._started()
-        log.info("fleet gateway listening on %s", self.url)
 
-    def stop(self) -> None:
-        self._stopping()
-        self._close_http()
-        self.remote_write.stop()  # stores waiting scrapes while the writer still runs
-        self.profiling.stop()
-        self.writer.stop()  # the log flushed to staged files
-        self.committer.stop()  # and committed, for the tables this gateway can hold
-        self.catalog.dispose()
+    def _after_writer_stop(self) -> None:
+        self.committer.stop()  # the log is staged: commit it, for the tables this gateway holds
         self._log_lock.close()
 
     def _stored_scrapes(self) -> dict[ScrapeKey, int]:
