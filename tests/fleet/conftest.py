@@ -82,7 +82,7 @@ def fleet_settings(tmp_path: object, pg_url: str, s3_endpoint: str) -> Settings:
         warehouse__catalog_url=pg_url,
         warehouse__flush_interval_s=0.05,
         warehouse__log_flush_interval_s=0.1,
-        fleet__commit_interval_s=0.5,
+        fleet__commit_interval_s=3600.0,  # tests commit with `landed`; a stop commits too
         fleet__warehouse_uri="s3://fleetscope-test/warehouse",
         fleet__s3_endpoint=s3_endpoint,
         fleet__s3_access_key="test",

@@ -27,9 +27,9 @@ START = datetime.fromtimestamp(EPOCH_MS / 1000, UTC)
 
 @pytest.fixture
 def gateways(fleet_settings: Settings) -> Iterator[list[Gateway]]:
-    """Two gateways whose committer threads never tick: the tests run the passes."""
-    quiet = fleet_settings.with_overrides(fleet__commit_interval_s=3600.0)
-    running = [Gateway(quiet), Gateway(quiet)]
+    """Two gateways whose committer threads never tick (fleet_settings): the tests run the
+    passes."""
+    running = [Gateway(fleet_settings), Gateway(fleet_settings)]
     for g in running:
         g.start()
     try:

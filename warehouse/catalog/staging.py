@@ -13,7 +13,9 @@ Iceberg commit whose snapshot summary carries the commit id). A committer that d
 Iceberg commit and the marking leaves rows assigned and not committed: the next committer looks
 for the commit id in the table's snapshots and marks them committed (found) or unassigns them
 (not found), so a takeover never commits a file twice. Readers read the files not yet in their
-snapshot from here (warehouse.fleet.reader). This module must never hold telemetry rows.
+snapshot from here (warehouse.fleet.reader): a committed file carries its snapshot's sequence
+number, which only grows, so a reader tells a file committed after its snapshot from one whose
+snapshot has since expired. This module must never hold telemetry rows.
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ staged_files = Table(
     Column("commit_id", String(32), index=True),  # the commit it was assigned to
     Column("committed_at", UTCDateTime, index=True),
     Column("snapshot_id", BigInteger),  # the Iceberg snapshot that added it
+    Column("sequence_number", BigInteger),  # that snapshot's (readers compare theirs with it)
     Column("attempts", Integer, nullable=False, server_default="0"),
 )
 
@@ -110,12 +113,12 @@ def unfinished(conn: Connection, table_name: str) -> list[str]:
     return [str(r[0]) for r in rows]
 
 
-def mark_committed(conn: Connection, commit_id: str, snapshot_id: int | None) -> int:
+def mark_committed(conn: Connection, commit_id: str, snapshot_id: int, sequence_number: int) -> int:
     c = staged_files.c
     result = conn.execute(
         update(staged_files)
         .where(c.commit_id == commit_id, c.committed_at.is_(None))
-        .values(committed_at=func.now(), snapshot_id=snapshot_id)
+        .values(committed_at=func.now(), snapshot_id=snapshot_id, sequence_number=sequence_number)
     )
     return result.rowcount
 
@@ -147,22 +150,37 @@ def unassign(conn: Connection, commit_id: str) -> int:
 
 
 def readable(
-    conn: Connection, table_name: str, start: datetime, end: datetime, recent_s: float = 300.0
-) -> list[tuple[str, str | None]]:
-    """(path, commit id or None) of the files of `table_name` overlapping [start, end) that a
-    reader's snapshot may lack: the ones not committed, and the ones committed in the last
-    `recent_s` seconds (the reader drops those whose commit id its snapshots carry)."""
+    conn: Connection,
+    table_name: str,
+    start: datetime,
+    end: datetime,
+    in_snapshots: set[str],
+    sequence_number: int,
+    recent_s: float = 300.0,
+) -> list[str]:
+    """Paths of the files of `table_name` overlapping [start, end) that a reader's snapshot
+    (its `sequence_number`; `in_snapshots`: the commit ids its metadata's snapshots carry) does
+    not hold: not committed and not in those snapshots (an append landed, not marked yet), or
+    committed by a snapshot newer than the reader's (in the last `recent_s` seconds)."""
     c = staged_files.c
     since = func.now() - timedelta(seconds=recent_s)
     rows = conn.execute(
-        select(c.path, c.commit_id).where(
+        select(c.path, c.commit_id, c.committed_at, c.sequence_number).where(
             c.table_name == table_name,
             c.min_ts < end,
             c.max_ts >= start,
             or_(c.committed_at.is_(None), and_(c.committed_at > since)),
         )
     )
-    return [(str(p), None if cid is None else str(cid)) for p, cid in rows]
+    paths = []
+    for path, commit_id, committed_at, sequence in rows:
+        if committed_at is None:
+            unseen = commit_id is None or str(commit_id) not in in_snapshots
+        else:  # settled on expiry (no sequence): old, in every reader's snapshot
+            unseen = sequence is not None and int(sequence) > sequence_number
+        if unseen:
+            paths.append(str(path))
+    return paths
 
 
 def waiting(conn: Connection, table_name: str | None = None) -> int:

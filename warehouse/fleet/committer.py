@@ -115,7 +115,7 @@ class TableCommitter:
         if not paths:
             return 0
         try:
-            snapshot_id = self._append(name, table, paths, commit_id)
+            snapshot = self._append(name, table, paths, commit_id)
         except Exception:
             table.refresh()
             if _snapshot_of(table, commit_id) is None:
@@ -123,7 +123,7 @@ class TableCommitter:
                     staging.unassign(conn, commit_id)
             raise  # if it landed after all, the next pass's settle marks it
         with self.catalog.begin() as conn:
-            staging.mark_committed(conn, commit_id, snapshot_id)
+            staging.mark_committed(conn, commit_id, *snapshot)
         self.stats.commits += 1
         self.stats.files_committed += len(paths)
         return len(paths)
@@ -132,10 +132,10 @@ class TableCommitter:
         with self.catalog.connect() as conn:
             unfinished = staging.unfinished(conn, name)
         for commit_id in unfinished:
-            snapshot_id = _snapshot_of(table, commit_id)
+            snapshot = _snapshot_of(table, commit_id)
             with self.catalog.begin() as conn:
-                if snapshot_id is not None:
-                    staging.mark_committed(conn, commit_id, snapshot_id)
+                if snapshot is not None:
+                    staging.mark_committed(conn, commit_id, *snapshot)
                 else:
                     staging.unassign(conn, commit_id)
             self.stats.recovered += 1
@@ -143,11 +143,11 @@ class TableCommitter:
                 "%s: commit %s of a previous committer %s",
                 name,
                 commit_id,
-                "had landed; marked" if snapshot_id is not None else "had not landed; re-staged",
+                "had landed; marked" if snapshot is not None else "had not landed; re-staged",
             )
 
-    def _append(self, name: str, table: Table, paths: list[str], commit_id: str) -> int:
-        """One fast append of the files at `paths`; the new snapshot's id."""
+    def _append(self, name: str, table: Table, paths: list[str], commit_id: str) -> tuple[int, int]:
+        """One fast append of the files at `paths`; the new snapshot's (id, sequence number)."""
         from pyiceberg.exceptions import CommitFailedException
         from pyiceberg.table import _parquet_files_to_data_files
 
@@ -173,16 +173,16 @@ class TableCommitter:
         else:
             raise RuntimeError(f"Iceberg commit of {name} kept conflicting ({self.attempts} tries)")
         table.refresh()
-        snapshot_id = _snapshot_of(table, commit_id)
-        if snapshot_id is None:
+        snapshot = _snapshot_of(table, commit_id)
+        if snapshot is None:
             raise RuntimeError(f"commit {commit_id} of {name} is not in the table's snapshots")
-        return snapshot_id
+        return snapshot
 
 
-def _snapshot_of(table: Table, commit_id: str) -> int | None:
-    """The id of the snapshot of `table` whose summary carries `commit_id`, if any."""
+def _snapshot_of(table: Table, commit_id: str) -> tuple[int, int] | None:
+    """(id, sequence number) of the snapshot of `table` whose summary carries `commit_id`."""
     for snapshot in reversed(table.metadata.snapshots):
         summary = snapshot.summary
         if summary is not None and summary.get(FLUSH_PROPERTY) == commit_id:
-            return int(snapshot.snapshot_id)
+            return int(snapshot.snapshot_id), int(snapshot.sequence_number or 0)
     return None

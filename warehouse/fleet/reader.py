@@ -13,8 +13,8 @@ A cluster of None stands for rows without a cluster label (their own Iceberg par
 
 Rows a gateway acknowledged are readable before its table's committer appends them: `scan`,
 `clusters` and `newest_per_target` add the staged data files the scanned snapshot does not hold
-yet (warehouse.catalog.staging: files not committed, or committed by a commit whose id is not in
-the snapshots this reader's metadata lists), so rows are readable about one ingest-log flush
+yet (warehouse.catalog.staging: files not committed and not in its snapshots, or committed by a
+snapshot newer than its own, by sequence number), so rows are readable about one ingest-log flush
 (`warehouse.log_flush_interval_s`, 1 s) after their 202, whatever `fleet.commit_interval_s` is.
 Why read them rather than commit more often: a commit per second per table is what made the
 small files and the snapshot churn; staged files are few (one per gateway, partition and flush)
@@ -128,12 +128,13 @@ def staged_rows(
         for s in table.metadata.snapshots
         if s.summary is not None and s.summary.get(FLUSH_PROPERTY)
     }
+    current = table.current_snapshot()
+    sequence = 0 if current is None or current.sequence_number is None else current.sequence_number
     try:
         with tables.catalog.engine.connect() as conn:
-            files = staging.readable(conn, name, start, end)
+            paths = staging.readable(conn, name, start, end, in_snapshots, sequence)
     except DBAPIError:  # no gateway made the staging table yet: nothing staged
         return None
-    paths = [path for path, commit_id in files if commit_id not in in_snapshots]
     if not paths:
         return None
     wanted = None if columns is None else list(dict.fromkeys([*columns, "ts"]))
