@@ -31,7 +31,6 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import duckdb
 import pyarrow as pa
@@ -39,7 +38,6 @@ import pyarrow as pa
 from fleetscope.errors import IngestError
 from warehouse.ingest.batch_digest import CONFLICT_STATUS, conflict_message
 from warehouse.ingest.batch_queue import BatchQueue, Ticket
-from warehouse.ingest.shape_limits import UNLIMITED, ShapeLimits
 from warehouse.storage.ingest_log import IngestLog, LogPosition, LogRecord
 from warehouse.storage.log_entries import (
     ledger_key,
@@ -47,9 +45,7 @@ from warehouse.storage.log_entries import (
     same_content,
     storable_refusal,
 )
-
-if TYPE_CHECKING:
-    from fleetscope.settings import Settings
+from warehouse.storage.writer_config import WriterConfig
 
 log = logging.getLogger(__name__)
 
@@ -82,30 +78,6 @@ class WriterStats:
     last_flush_rows: int = 0
     groups_logged: int = 0  # fsyncs of the ingest log that acknowledged batches
     batches_quarantined: int = 0  # logged batches the store refused on their data
-
-
-@dataclass(frozen=True)
-class WriterConfig:
-    """How a writer groups, logs and flushes batches: the same settings in both modes."""
-
-    flush_rows: int = 100_000
-    flush_interval_s: float = 1.0
-    flush_idle_s: float = 0.05
-    queue_max_rows: int = 1_000_000
-    shape_limits: ShapeLimits = UNLIMITED
-    log_flush_interval_s: float = 1.0
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> WriterConfig:
-        w = settings.warehouse
-        return cls(
-            flush_rows=w.flush_rows,
-            flush_interval_s=w.flush_interval_s,
-            flush_idle_s=w.flush_idle_s,
-            queue_max_rows=w.queue_max_rows,
-            shape_limits=ShapeLimits.from_settings(settings),
-            log_flush_interval_s=w.log_flush_interval_s,
-        )
 
 
 class GroupWriter(BatchQueue):
