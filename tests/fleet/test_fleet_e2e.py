@@ -282,7 +282,7 @@ def gateway_procs(
         procs.append((proc, f"http://127.0.0.1:{port}"))
     try:
         for _, url in procs:
-            wait_until(lambda u=url: _healthy(u), 60, f"gateway {url}")
+            wait_until(lambda u=url: _healthy(u), 180, f"gateway {url}")  # a loaded box
         yield procs
     finally:
         stop([proc for proc, _ in procs])  # the restarted one too (the list is the test's)
