@@ -1,15 +1,21 @@
-"""`fleetscope server --mode fleet`: one stateless ingest gateway, from the settings alone.
+"""`fleetscope server --mode fleet`: one ingest gateway, from the settings alone.
 
 Run as many as the load needs behind a load balancer, or give agents the list of their URLs
-(agent.ingest_url takes a comma-separated list and fails over). A gateway holds no state of its
-own: rows go to the Iceberg tables (warehouse.fleet.writer), batch ids to the shared ledger, job
+(agent.ingest_url takes a comma-separated list and fails over). The only state a gateway holds
+is its ingest log (`<core.data_dir>/gateway-log/<fleet.gateway_name or hostname-port>/`, locked
+by the process): a batch is acknowledged once it is there (warehouse.fleet.writer), and a
+gateway `kill -9`'d replays what it had not staged yet when it starts again with that name.
+The start-up is both modes' (warehouse.ingest.startup.IngestProcess); this module supplies the
+store: the writer, and the table committer (warehouse.fleet.committer) that appends every
+gateway's staged files while this gateway holds a table's commit lock. Rows go to the Iceberg
+tables through staged files, batch ids to the shared ledger, job
 records, tokens, profile requests (changed by conditional updates, warehouse.profiling.transitions),
 the agents' last polls (the profiling registry) and the arrival
 marks that lead the scheduler to buckets receiving data (warehouse.storage.arrival_hook, stamped by
 PostgreSQL's clock so every gateway's marks are ordered) to the catalog in PostgreSQL; uploaded
 profiler traces to the object store (warehouse.fleet.trace_objects). Killing one
-loses nothing that was acknowledged; its unacknowledged batches are retried by their agents on
-another gateway.
+loses nothing that was acknowledged once it restarts on its disk; its unacknowledged batches are
+retried by their agents on another gateway.
 Same HTTP routes and answers as the embedded server (warehouse.ingest.server), remote_write included.
 remote_write (warehouse.prometheus.remote_write) assembles each scrape in this gateway's memory, because
 Prometheus spreads one scrape's series over several requests (its shards): every shard of one
