@@ -87,7 +87,7 @@ def stored(values: dict[str, str]) -> tuple[int, int]:
     tables = FleetTables(FleetConfig.from_settings(settings))
     table = tables.table("gpu_samples").refresh()
     columns = ("host", "gpu_index", "ts")
-    rows = table.scan(selected_fields=columns).to_arrow()
+    rows = table.scan(selected_fields=columns).to_arrow().select(list(columns))
     whole = (datetime(1970, 1, 1, tzinfo=UTC), datetime(9999, 1, 1, tzinfo=UTC))
     staged = staged_rows(tables, table, "gpu_samples", *whole, columns)
     if staged is not None:
