@@ -9,8 +9,11 @@
    number of batches. Figures: values/s stored, and server CPU seconds (user + system, psutil)
    per million stored values.
 2. Catalog commits: N processes each appending one small file per commit to the same Iceberg
-   table as fast as they can (what N gateways do under full load); commits/s and the share of
-   attempts that conflicted, for N = 1, 2, 4.
+   table as fast as they can (what N gateways did under full load before issue 27); commits/s and
+   the share of attempts that conflicted, for N = 1, 2, 4. `--gateways-only`: 3 gateway processes
+   under agents, where one committer per table appends every gateway's staged files: commit
+   conflicts (the gateways' /metrics), commits/s per table, and data files per partition per
+   hour before and after compaction, with N = 1 and 3 of the above as the peer.
 3. Analyzers: `--days` days x `--clusters` clusters x `--gpus` GPUs per cluster at 10 s written as
    Iceberg partitions, then the per-partition task body (analyzers.run.fleet.analyze_partition_with,
    what a Celery worker runs) on a process pool of 1, 2 and 4 processes; wall time per pool size,
@@ -192,16 +195,13 @@ def files_per_partition(fleet: dict[str, Any], wall_s: float) -> dict[str, float
 
 
 # -- 2. catalog commits ------------------------------------------------------------------------
-def committer(
-    fleet: dict[str, Any], seconds: float, start: Any, results: Any, locked: bool = False
-) -> None:
+def committer(fleet: dict[str, Any], seconds: float, start: Any, results: Any) -> None:
     import logging
 
     from pyiceberg.exceptions import CommitFailedException
 
     from fleetscope.settings import load_settings
     from simulator.maker.batches import gpu_batch
-    from warehouse.fleet.commit_lock import table_commit_lock
     from warehouse.fleet.tables import FleetConfig, FleetTables, to_table_schema
 
     retried = [0]
@@ -219,19 +219,12 @@ def committer(
     tables = FleetTables(FleetConfig.from_settings(load_settings(env=env_for(fleet))))
     table = tables.table("gpu_samples")
     rows = to_table_schema(gpu_batch("commit-bench", timestamps=2), table)
-    engine = create_engine(fleet["warehouse.catalog_url"])
     commits = conflicts = 0
     start.wait()
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         try:
-            if locked:  # what a gateway does: one committer at a time per table
-                identifier = tables.identifier("gpu_samples")
-                with table_commit_lock(engine, identifier, time.monotonic() + 60):
-                    table.refresh()
-                    table.append(rows)
-            else:
-                table.append(rows)
+            table.append(rows)
             commits += 1
         except CommitFailedException:
             conflicts += 1
@@ -240,15 +233,14 @@ def committer(
 
 
 def bench_commits(
-    fleet: dict[str, Any], seconds: float, locked: bool = False, counts: tuple[int, ...] = (1, 2, 4)
+    fleet: dict[str, Any], seconds: float, counts: tuple[int, ...] = (1, 2, 4)
 ) -> dict[int, dict[str, float]]:
     ctx = mp.get_context("spawn")
     out = {}
     for n in counts:
         start, results = ctx.Barrier(n + 1), ctx.Queue()
         procs = [
-            ctx.Process(target=committer, args=(fleet, seconds, start, results, locked))
-            for _ in range(n)
+            ctx.Process(target=committer, args=(fleet, seconds, start, results)) for _ in range(n)
         ]
         for p in procs:
             p.start()
@@ -262,6 +254,102 @@ def bench_commits(
             "conflict_share": conflicts / max(1, commits + conflicts),
         }
     return out
+
+
+# -- 2b. three gateways, one committer per table (issue 27) ------------------------------------
+def metric(url: str, name: str) -> float:
+    """One unlabelled sample of a gateway's /metrics."""
+    request = urllib.request.Request(url + "/metrics", headers={"Authorization": f"Bearer {TOKEN}"})
+    with urllib.request.urlopen(request, timeout=30) as resp:
+        lines = resp.read().decode().splitlines()
+    return sum(float(x.split()[-1]) for x in lines if x.split(" ")[0] == name)
+
+
+def bench_gateways(
+    fleet: dict[str, Any], work: Path, agents: int, batches: int, timestamps: int, gateways: int = 3
+) -> dict[str, float]:
+    """`gateways` gateway processes under `agents` agents (spread over them) posting `batches`
+    batches each: Iceberg commit conflicts counted by the gateways (pyiceberg
+    CommitFailedException retries, /metrics), commits per second on gpu_samples (its snapshots
+    over the run until every acknowledged row was committed), and data files per (day, cluster)
+    partition per hour of ingest, before and after one compaction pass."""
+    from sqlalchemy import create_engine
+
+    from fleetscope.settings import load_settings
+    from warehouse.catalog import staging
+    from warehouse.fleet.tables import FLUSH_PROPERTY, FleetConfig, FleetTables
+    from warehouse.fleet.upkeep import compact, file_count, partitions
+
+    values = {**fleet, "server.tokens": TOKEN, "server.plugins": "", "core.data_dir": work / "gw"}
+    values["warehouse.flush_interval_s"] = 0.05
+    tables = FleetTables(FleetConfig.from_settings(load_settings(env=env_for(values))))
+    tables.ensure_all()
+    ports = [free_port() for _ in range(gateways)]
+    urls = [f"http://127.0.0.1:{p}" for p in ports]
+    procs = []
+    try:
+        for port, url in zip(ports, urls, strict=True):
+            procs.append(serve(values, port, work / f"gateway-{port}.log"))
+            try:
+                wait_http(url + "/healthz", 300)
+            except RuntimeError:
+                print((work / f"gateway-{port}.log").read_text()[-3000:], file=sys.stderr)
+                raise
+        load = bodies(agents, batches, timestamps)
+        rows = agents * batches * timestamps * 8
+        started = time.perf_counter()
+        threads = [
+            threading.Thread(target=drive, args=(urls[g], load[g::gateways]))
+            for g in range(gateways)
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        acked_s = time.perf_counter() - started
+        engine = create_engine(fleet["warehouse.catalog_url"])
+        table = tables.table("gpu_samples")
+        while True:  # every acknowledged row committed (the logs flushed, the committer passed)
+            with engine.connect() as conn:
+                waiting = staging.waiting(conn, "gpu_samples")
+            committed = sum(t.file.record_count for t in table.refresh().scan().plan_files())
+            if waiting == 0 and committed >= rows:
+                break
+            if time.perf_counter() - started > acked_s + 300:
+                raise RuntimeError(f"{committed} of {rows} rows committed after 300 s")
+            time.sleep(0.2)
+        run_s = time.perf_counter() - started
+        engine.dispose()
+        conflicts = sum(metric(u, "fleetscope_iceberg_commit_conflicts_total") for u in urls)
+        gateway_commits = sum(metric(u, "fleetscope_iceberg_commits_total") for u in urls)
+    finally:
+        for proc in procs:
+            proc.terminate()
+            proc.wait(timeout=120)
+    commits = [
+        s for s in table.refresh().snapshots() if s.summary and s.summary.get(FLUSH_PROPERTY)
+    ]
+    parts = partitions(tables, "gpu_samples")
+    before = [file_count(tables, part) for part in parts]
+    for part in parts:
+        compact(tables, part)
+    after = [file_count(tables, part) for part in parts]
+    hours = run_s / 3600
+    return {
+        "gateways": gateways,
+        "agents": agents,
+        "rows": rows,
+        "acked_s": acked_s,
+        "run_s": run_s,
+        "commit_conflicts": conflicts,
+        "gpu_samples_commits": len(commits),
+        "commits_per_s_per_table": len(commits) / run_s,
+        "committer_commits_all_tables": gateway_commits,
+        "partitions": len(parts),
+        "files_per_partition_max_before": max(before, default=0),
+        "files_per_partition_per_hour_before": max(before, default=0) / hours,
+        "files_per_partition_max_after": max(after, default=0),
+    }
 
 
 # -- 3. analyzers ------------------------------------------------------------------------------
@@ -341,10 +429,11 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="bench.fleet")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument(
-        "--commits-only",
+        "--gateways-only",
         action="store_true",
-        help="only part 2, for 1 and 3 committers, optimistic (each appends and retries on a "
-        "conflict) against one at a time per table (warehouse.fleet.commit_lock)",
+        help="only 3 gateway processes under agents (one committer per table: conflicts, commits/s, "
+        "files per partition per hour before and after compaction) and, as the peer in the same "
+        "run, 1 and 3 processes each appending on its own (the design before issue 27)",
     )
     parser.add_argument(
         "--ingest-only", action="store_true", help="only part 1 and the files per partition"
@@ -374,18 +463,18 @@ def main(argv: list[str]) -> int:
     }
     try:
         wait_http(f"http://127.0.0.1:{s3_port}/")
-        if args.commits_only:
+        if args.gateways_only:
             from fleetscope.settings import load_settings
             from warehouse.fleet.tables import FleetConfig, ensure_bucket
 
             ensure_bucket(FleetConfig.from_settings(load_settings(env=env_for(fleet))))
             load_before = os.getloadavg()
-            for locked in (False, True):
-                namespace = "locked" if locked else "optimistic"
-                got = bench_commits(
-                    {**fleet, "fleet.namespace": namespace}, commit_s, locked, counts=(1, 3)
-                )
-                print("commits", namespace, got, flush=True)
+            print("started", datetime.now(UTC).isoformat(timespec="seconds"), flush=True)
+            with tempfile.TemporaryDirectory(prefix="fleet-bench-") as work:
+                got = bench_gateways(fleet, Path(work), agents, batches, timestamps)
+            print("three gateways", got, flush=True)
+            peer = bench_commits({**fleet, "fleet.namespace": "optimistic"}, commit_s, (1, 3))
+            print("peer: processes appending on their own", peer, flush=True)
             print("load before", load_before, "after", os.getloadavg())
             return 0
         with tempfile.TemporaryDirectory(prefix="fleet-bench-") as work:

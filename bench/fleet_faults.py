@@ -14,8 +14,10 @@ for `--s3-down-s` seconds (a server that no longer answers; SIGCONT brings it ba
 objects: moto keeps them in memory, so killing it would lose them by construction). After the
 agents stop sealing, every spool must drain, and the gpu_samples Iceberg table, read back, must
 hold every sealed row exactly once. The gateways answer a commit that has not finished within
-`warehouse.commit_timeout_s` (2 s here, shorter than the agents' 30 s request timeout) with 503,
-so the outage is seen by the agents as 503s they retry, counted in `answered_5xx`.
+`warehouse.commit_timeout_s` (2 s here, shorter than the agents' 30 s request timeout) with 503.
+Since issue 27 a gateway acknowledges on its own ingest log: an S3 outage delays its flush to
+staged files (retried), not its answers, so `answered_5xx` counts only what reached the agents
+(often 0); gateway A's acknowledged, unflushed batches are replayed from its log when it restarts.
 """
 
 from __future__ import annotations
@@ -70,15 +72,26 @@ def gateway(values: dict[str, str], port: int, log: Path) -> subprocess.Popen[by
 
 
 def stored(values: dict[str, str]) -> tuple[int, int]:
-    """(rows, distinct (host, gpu_index, ts)) of the fleet's gpu_samples table."""
+    """(rows, distinct (host, gpu_index, ts)) of the fleet's gpu_samples table: its snapshot and
+    the staged files the committer has not appended yet (what a fleet reader reads)."""
+    from datetime import UTC, datetime
+
+    import pyarrow as pa
     import pyarrow.compute as pc
 
     from fleetscope.settings import load_settings
+    from warehouse.fleet.reader import staged_rows
     from warehouse.fleet.tables import FleetConfig, FleetTables
 
     settings = load_settings(env=env_for(values))
-    table = FleetTables(FleetConfig.from_settings(settings)).table("gpu_samples")
-    rows = table.refresh().scan(selected_fields=("host", "gpu_index", "ts")).to_arrow()
+    tables = FleetTables(FleetConfig.from_settings(settings))
+    table = tables.table("gpu_samples").refresh()
+    columns = ("host", "gpu_index", "ts")
+    rows = table.scan(selected_fields=columns).to_arrow().select(list(columns))
+    whole = (datetime(1970, 1, 1, tzinfo=UTC), datetime(9999, 1, 1, tzinfo=UTC))
+    staged = staged_rows(tables, table, "gpu_samples", *whole, columns)
+    if staged is not None:
+        rows = pa.concat_tables([rows, staged.select(list(columns)).cast(rows.schema)])
     keys = pc.binary_join_element_wise(
         pc.cast(rows["host"], "string"),
         pc.cast(rows["gpu_index"], "string"),
@@ -159,7 +172,11 @@ def run(
         drain_s = time.monotonic() - started
         pending = fleet.pending()
         fleet.stop()
-        rows, distinct = stored(values)
+        # An acknowledged batch is readable once its gateway's log is flushed (about 1 s).
+        deadline = time.monotonic() + 60
+        while (counts := stored(values))[1] < fleet.sealed_rows and time.monotonic() < deadline:
+            time.sleep(0.5)
+        rows, distinct = counts
         return FleetFaultResult(
             fleet.sealed_rows, rows, distinct, fleet.batches, pending, answered_5xx(fleet), drain_s
         )

@@ -58,8 +58,8 @@ T = TypeVar("T")
 
 class ServerHooks(Protocol):
     """What a server plug-in's `setup(server)` may use: settings, the server's parts (typed `Any`
-    here: the core may not import the warehouse) and the event hook lists. warehouse.ingest.runtime's
-    `Server` is checked against it where it calls `setup(self)`."""
+    here: the core may not import the warehouse) and the event hook lists. warehouse.ingest.startup's
+    `IngestProcess` (both modes) is checked against it where it calls `setup(self)`."""
 
     settings: Settings
     catalog: Any  # sqlalchemy Engine of the catalog

@@ -352,14 +352,31 @@ ROWS: tuple[Setting, ...] = (
         "fleet.lease_s",
         30.0,
         "float",
-        "Seconds a gateway's claim on a batch id holds; after it another gateway may take the "
-        "batch over (a gateway gives up a commit it cannot finish within its lease).",
+        "Unused since gateways acknowledge on their own ingest log and stage files for one "
+        "committer per table (issue 27): no batch claim has a lease any more. Kept so settings "
+        "files that set it still load.",
     ),
     Setting(
         "fleet.commit_attempts",
         20,
         "int",
-        "Attempts at an Iceberg commit that conflicts with another gateway's before giving up.",
+        "Attempts at a table committer's Iceberg commit that conflicts (with the upkeep's "
+        "rewrite; gateways never race each other) before its files wait for the next pass.",
+    ),
+    Setting(
+        "fleet.commit_interval_s",
+        5.0,
+        "float",
+        "Seconds between a table committer's commits: every gateway's staged data files of a "
+        "table go into the Iceberg table in one append this often (readers see staged files "
+        "before that).",
+    ),
+    Setting(
+        "fleet.gateway_name",
+        "",
+        "str",
+        "This gateway's name: its ingest log is <core.data_dir>/gateway-log/<name>/, replayed "
+        "when a gateway of that name starts again. Empty: <hostname>-<port>.",
     ),
     Setting(
         "fleet.ledger_margin_days",

@@ -143,6 +143,8 @@ class FleetSettings:
     namespace: str
     lease_s: float
     commit_attempts: int
+    commit_interval_s: float
+    gateway_name: str
     ledger_margin_days: int
 
 

@@ -14,19 +14,16 @@ import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
 
-import pyarrow as pa
 import pytest
 from pyarrow.fs import S3FileSystem
-from sqlalchemy import create_engine, insert, text
+from sqlalchemy import create_engine, text
 from sqlalchemy.exc import OperationalError
 
 from fleetscope.settings import Settings, load_settings
 from simulator.wire import TEST_TOKEN
-from warehouse.catalog import ledger
 from warehouse.fleet.gateway import Gateway
-from warehouse.fleet.tables import FLUSH_PROPERTY, FleetConfig
+from warehouse.fleet.tables import FleetConfig
 
 PG_ADMIN = "postgresql+psycopg2://postgres@127.0.0.1:5432/postgres"
 
@@ -84,6 +81,8 @@ def fleet_settings(tmp_path: object, pg_url: str, s3_endpoint: str) -> Settings:
         server__plugins="",
         warehouse__catalog_url=pg_url,
         warehouse__flush_interval_s=0.05,
+        warehouse__log_flush_interval_s=0.1,
+        fleet__commit_interval_s=3600.0,  # tests commit with `landed`; a stop commits too
         fleet__warehouse_uri="s3://fleetscope-test/warehouse",
         fleet__s3_endpoint=s3_endpoint,
         fleet__s3_access_key="test",
@@ -113,21 +112,11 @@ def s3_filesystem(config: FleetConfig) -> S3FileSystem:
     )
 
 
-def land_as_dead_gateway(
-    gateway: Gateway, batch: pa.Table, batch_id: str, flush_id: str = "deadflush"
-) -> None:
-    """What a gateway that died right after its Iceberg commit leaves: the rows appended under
-    its flush id, and its ledger claim still pending with an expired lease (no hooks run)."""
-    table = gateway.writer.tables.table("gpu_samples")
-    table.append(
-        batch.cast(table.schema().as_arrow()), snapshot_properties={FLUSH_PROPERTY: flush_id}
-    )
-    expired = datetime.now(UTC) - timedelta(seconds=gateway.settings.fleet.lease_s + 5)
-    with gateway.catalog.begin() as conn:
-        conn.execute(
-            insert(ledger.ingest_ledger).values(
-                batch_id=batch_id, table_name="gpu_samples", rows=batch.num_rows,
-                agent=str(batch.column("host")[0]), flush_id=flush_id, state=ledger.PENDING,
-                claimed_at=expired,
-            )
-        )  # fmt: skip
+def landed(*gateways: Gateway) -> None:
+    """Every batch the gateways acknowledged, staged and committed now: each one's log flushed
+    to staged files, then a commit pass by each (the one holding a table's lock commits it).
+    For tests that look at the Iceberg table itself; `reader.scan` sees staged rows already."""
+    for gw in gateways:
+        gw.writer.flush_log_now()
+    for gw in gateways:
+        gw.committer.run_once()

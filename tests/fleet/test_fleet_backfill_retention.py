@@ -18,6 +18,7 @@ from fleetscope.errors import ConfigError
 from fleetscope.settings import Settings
 from simulator.maker.batches import EPOCH_MS, gpu_batch
 from simulator.wire import TEST_TOKEN, post_batch
+from tests.fleet.conftest import landed
 from warehouse.fleet import upkeep
 from warehouse.fleet.gateway import Gateway
 
@@ -30,6 +31,7 @@ DAY_MS = 86_400_000
 def post(gw: Gateway, *batches: pa.Table) -> None:
     for batch in batches:
         assert post_batch(gw.url, "gpu_samples", batch, token=TEST_TOKEN).status == 202
+        landed(gw)  # committed: one data file per batch, as upkeep's tests expect
 
 
 def planned(settings: Settings, rerun_retired: bool = False) -> tuple[list[date], list[str]]:

@@ -129,10 +129,10 @@ SWAPPED = (
     "fleet.s3_endpoint", "fleet.s3_access_key", "fleet.s3_secret_key", "celery.broker_url",
 )  # fmt: skip
 # Test speed-ups on top, through the environment as an operator would: no gateway plug-ins, quick
-# flushes, a short lease (the killed gateway's claims expire), a tick every 2 s with no lateness.
+# flushes, a table commit every 2 s, a tick every 2 s with no lateness.
 TUNING = (
-    "server.plugins", "warehouse.flush_interval_s", "fleet.lease_s", "scheduler.interval_s",
-    "analyzers.lateness_s",
+    "server.plugins", "warehouse.flush_interval_s", "fleet.commit_interval_s",
+    "scheduler.interval_s", "analyzers.lateness_s",
 )  # fmt: skip
 
 
@@ -225,8 +225,7 @@ def stop(procs: list[subprocess.Popen[bytes]]) -> None:
 @pytest.fixture
 def recipe_settings(fleet_settings: Settings, broker: str) -> Settings:
     return fleet_settings.with_overrides(
-        fleet__lease_s=15.0,  # short (the killed gateway's claims expire), but commits on a
-        #                      busy 2-core box take seconds: the lease must outlast most
+        fleet__commit_interval_s=2.0,
         scheduler__interval_s=2.0,
         analyzers__lateness_s=0.0,
         celery__broker_url=broker,
@@ -270,21 +269,23 @@ def gateway_procs(
     procs = []
     for n in range(3):
         port = free_port()
+        env = env_for(settings, config, port)
         with (tmp_path / f"gateway-{n}.log").open("wb") as log:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "app.cli", "server"],
-                env=env_for(settings, config, port),
+                env=env,
                 cwd=ROOT,
                 stdout=subprocess.DEVNULL,
                 stderr=log,
             )
+        RESTART_ENV[proc.pid] = env
         procs.append((proc, f"http://127.0.0.1:{port}"))
     try:
         for _, url in procs:
-            wait_until(lambda u=url: _healthy(u), 60, f"gateway {url}")
+            wait_until(lambda u=url: _healthy(u), 180, f"gateway {url}")  # a loaded box
         yield procs
     finally:
-        stop([proc for proc, _ in procs])
+        stop([proc for proc, _ in procs])  # the restarted one too (the list is the test's)
 
 
 @dataclass
@@ -344,6 +345,30 @@ def agent_proc(
         simulator.stdout.close()
 
 
+def restart(proc: subprocess.Popen[bytes], log: Path) -> subprocess.Popen[bytes]:
+    """The killed gateway's command again, with its environment (its port: its log's name)."""
+    args = proc.args
+    assert isinstance(args, list)
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            args, env=RESTART_ENV[proc.pid], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=out
+        )
+
+
+RESTART_ENV: dict[int, dict[str, str]] = {}  # gateway pid -> its environment
+
+
+def commit_conflicts(url: str) -> float:
+    """fleetscope_iceberg_commit_conflicts_total on a gateway's /metrics."""
+    request = urllib.request.Request(
+        url + "/metrics", headers={"Authorization": f"Bearer {TEST_TOKEN}"}
+    )
+    with urllib.request.urlopen(request, timeout=30) as resp:
+        text = resp.read().decode()
+    (line,) = [x for x in text.splitlines() if x.startswith("fleetscope_iceberg_commit_conflicts")]
+    return float(line.split()[-1])
+
+
 def _healthy(url: str) -> bool:
     try:
         with urllib.request.urlopen(url + "/healthz", timeout=2) as resp:
@@ -397,6 +422,10 @@ def test_the_fleet_recipe_loses_and_duplicates_nothing_and_beat_finds_what_one_b
         )
         victim.send_signal(signal.SIGKILL)  # mid-run: agents on it have batches in flight
         victim.wait()
+        # Restarted on its disk (the same name, so the same ingest log): it replays what it had
+        # acknowledged and not staged yet, as Prometheus replays its write-ahead log.
+        gateway_procs[0] = (restart(victim, tmp_path / "gateway-0.log"), gateway_procs[0][1])
+        wait_until(lambda: _healthy(gateway_procs[0][1]), 120, "the killed gateway restarted")
         wait_until(lambda: sum(s.depth for s in spools) == 0, 300, "every batch acknowledged")
     finally:
         stop.set()
@@ -417,6 +446,8 @@ def test_the_fleet_recipe_loses_and_duplicates_nothing_and_beat_finds_what_one_b
         for log in logs
     )
     assert conflicts == 0
+    # ... and the gateways' own count of pyiceberg CommitFailedException retries says the same.
+    assert sum(commit_conflicts(url) for _, url in gateway_procs) == 0
 
     # The real agent's samples, scraped from the simulator since the start and shipped across
     # the kill, are in the fleet's table: every GPU of its host's page. Then it stops cleanly.

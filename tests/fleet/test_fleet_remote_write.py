@@ -59,7 +59,9 @@ def gateway(rw_settings: Settings) -> Iterator[Gateway]:
 
 
 def stored_rows(gateway: Gateway) -> list[dict[str, Any]]:
-    """Every gpu_samples row around T0 as the Iceberg table holds it (contract schema, ts in ms)."""
+    """Every gpu_samples row around T0 as the fleet holds it (contract schema, ts in ms), once
+    the gateway's log is flushed (readable about a second after the 204 otherwise)."""
+    gateway.writer.flush_log_now()
     start = datetime.fromtimestamp(T0 / 1000, UTC) - timedelta(hours=1)
     data, _ = reader.scan(gateway.writer.tables, "gpu_samples", start, start + timedelta(hours=2))
     rows: list[dict[str, Any]] = data.to_pylist()
@@ -155,6 +157,7 @@ def test_a_failed_watermark_read_is_answered_503_and_read_again(gateway: Gateway
     for k in range(2):  # T0 stored through the gateway's own receiver
         body = encode_write_request(page_series(PAGE, T0 + 1000 * k))
         assert post_write(gateway.url, body) == (204, b"")
+    gateway.writer.flush_log_now()  # staged: what the watermark reads
     body = encode_write_request(page_series(PAGE, T0))
     with pytest.raises(IngestError, match="S3 endpoint unreachable") as refused:
         receiver.receive(body)
@@ -201,17 +204,24 @@ def test_split_shards_store_each_scrape_once_and_lose_the_other_gateways_part(
     two_gateways: tuple[Gateway, Gateway], split: str
 ) -> None:
     """Each gateway assembles its part of a scrape and submits it under the scrape's batch id
-    (it hashes the (cluster, host, ts) key alone), so the ledger keeps whichever part committed
-    first and answers the other as a duplicate, counted on its gateway: never two rows for one
+    (it hashes the (cluster, host, ts) key alone), so the ledger keeps whichever part was staged
+    first and answers the other as a duplicate once it is (here each request's log is flushed
+    before the next; within one log flush both are logged and the later flush drops its part
+    uncounted), counted on its gateway: never two rows for one
     key, whatever the request boundaries (b takes T0 and T1 in one request, a one at a time);
     by_ref loses the other GPUs' rows, by_field leaves every row without the other fields."""
     a, b = two_gateways
+
+    def post(gw: Gateway, series: list[Series]) -> None:
+        assert post_write(gw.url, encode_write_request(series))[0] == 204
+        gw.writer.flush_log_now()  # in the shared ledger: the other gateway's copy is a duplicate
+
     (a0, b0), (a1, b1), (a2, b2) = (shards(T0 + 1000 * k, split) for k in range(3))
-    assert post_write(a.url, encode_write_request(a0))[0] == 204  # a reads its watermark
-    assert post_write(b.url, encode_write_request(b0))[0] == 204  # b reads its watermark
-    assert post_write(a.url, encode_write_request(a1))[0] == 204  # a stores its T0
-    assert post_write(b.url, encode_write_request(b1 + b2))[0] == 204  # b: its T0 dup, T1 stored
-    assert post_write(a.url, encode_write_request(a2))[0] == 204  # a: its T1 dup
+    post(a, a0)  # a reads its watermark
+    post(b, b0)  # b reads its watermark
+    post(a, a1)  # a stores its T0
+    post(b, b1 + b2)  # b: its T0 dup, T1 stored
+    post(a, a2)  # a: its T1 dup
     rows = stored_rows(a)
     assert rows == sorted(part_rows(a0) + part_rows(b1), key=repr)
     if split == "by_ref":

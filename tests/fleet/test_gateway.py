@@ -3,25 +3,20 @@
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from sqlalchemy import insert
 
 from fleetscope.settings import Settings
 from simulator.maker.batches import EPOCH_MS, gpu_batch
 from simulator.wire import TEST_TOKEN, post_batch
-from tests.fleet.conftest import s3_filesystem
-from warehouse.catalog import ledger
+from tests.fleet.conftest import landed, s3_filesystem
 from warehouse.fleet import reader
 from warehouse.fleet.gateway import Gateway
-from warehouse.fleet.tables import FLUSH_PROPERTY, FleetConfig
-from warehouse.fleet.writer import ClaimLostError
-from warehouse.ingest.batch_queue import Ticket
+from warehouse.fleet.tables import FleetConfig
 
 DAY_MS = 86_400_000
 
@@ -48,6 +43,7 @@ def test_tables_are_iceberg_v2_partitioned_by_day_and_cluster_with_files_sorted_
         answer = post_batch(gw.url, "gpu_samples", batch, token=TEST_TOKEN, batch_id=f"b{n}")
         assert answer.status == 202, answer.body
 
+    landed(*gateways)
     table = gw.writer.tables.table("gpu_samples")
     table.refresh()
     assert table.metadata.format_version == 2
@@ -75,18 +71,25 @@ def test_tables_are_iceberg_v2_partitioned_by_day_and_cluster_with_files_sorted_
         assert ts == sorted(ts) and len(ts) == 80
 
 
-def test_a_retry_on_another_gateway_is_answered_duplicate_and_stored_once(
+def test_a_retry_on_another_gateway_is_stored_once_and_answered_duplicate_once_staged(
     gateways: list[Gateway],
 ) -> None:
+    """A gets the batch, B its retry: if A's log was flushed by then, B answers duplicate; if
+    not, B logs it too (202) and the flush that stages it second drops its copy (the ledger row
+    is inserted once). Either way it is stored once, and once staged any retry is a duplicate."""
     a, b = gateways
     batch = gpu_batch("node-7", timestamps=5)
     first = post_batch(a.url, "gpu_samples", batch, token=TEST_TOKEN, batch_id="same-id")
-    retry = post_batch(b.url, "gpu_samples", batch, token=TEST_TOKEN, batch_id="same-id")
-    assert (first.status, first.body["duplicate"]) == (202, False)
-    assert (retry.status, retry.body["duplicate"]) == (202, True)
+    early = post_batch(b.url, "gpu_samples", batch, token=TEST_TOKEN, batch_id="same-id")
+    assert (first.status, first.body["duplicate"], early.status) == (202, False, 202)
+    landed(a, b)
+    late = post_batch(b.url, "gpu_samples", batch, token=TEST_TOKEN, batch_id="same-id")
+    assert (late.status, late.body["duplicate"]) == (202, True)
     start = datetime.fromtimestamp(EPOCH_MS / 1000, UTC)
     rows, _ = reader.scan(b.writer.tables, "gpu_samples", start, start + timedelta(hours=1))
     assert rows.num_rows == 40
+    dropped = a.writer.retries_dropped + b.writer.retries_dropped
+    assert dropped + int(early.body["duplicate"]) == 1
 
 
 def test_a_reused_batch_id_with_other_content_is_refused_409_on_any_gateway(
@@ -96,6 +99,7 @@ def test_a_reused_batch_id_with_other_content_is_refused_409_on_any_gateway(
     first = gpu_batch("node-8", timestamps=3)
     other = gpu_batch("node-8", start_ms=EPOCH_MS + 60_000, timestamps=3)
     stored = post_batch(a.url, "gpu_samples", first, token=TEST_TOKEN, batch_id="reused-id")
+    landed(a)  # in the shared ledger once staged
     changed = post_batch(b.url, "gpu_samples", other, token=TEST_TOKEN, batch_id="reused-id")
     same = post_batch(b.url, "gpu_samples", first, token=TEST_TOKEN, batch_id="reused-id")
     assert (stored.status, changed.status, same.status) == (202, 409, 202)
@@ -106,45 +110,13 @@ def test_a_reused_batch_id_with_other_content_is_refused_409_on_any_gateway(
     assert rows.num_rows == 24  # the first copy only
 
 
-def test_a_dead_gateways_claim_is_taken_over_or_found_committed(
-    gateways: list[Gateway], fleet_settings: Settings
-) -> None:
-    gw = gateways[0]
-    old = datetime.now(UTC) - timedelta(seconds=fleet_settings.fleet.lease_s + 5)
-    tables = gw.writer.tables
-    batch = gpu_batch("node-9", timestamps=2)
-    landed = tables.table("gpu_samples")
-    landed.append(
-        batch.cast(landed.schema().as_arrow()), snapshot_properties={FLUSH_PROPERTY: "deadflush1"}
-    )
-    with gw.catalog.begin() as conn:
-        for batch_id, flush in [("died-after-commit", "deadflush1"), ("died-before", "deadflush2")]:
-            conn.execute(
-                insert(ledger.ingest_ledger).values(
-                    batch_id=batch_id,
-                    table_name="gpu_samples",
-                    rows=16,
-                    agent="node-9",
-                    flush_id=flush,
-                    state=ledger.PENDING,
-                    claimed_at=old,
-                )
-            )
-    after = post_batch(gw.url, "gpu_samples", batch, token=TEST_TOKEN, batch_id="died-after-commit")
-    before = post_batch(gw.url, "gpu_samples", batch, token=TEST_TOKEN, batch_id="died-before")
-    assert (after.status, after.body["duplicate"]) == (202, True)
-    assert (before.status, before.body["duplicate"]) == (202, False)
-    start = datetime.fromtimestamp(EPOCH_MS / 1000, UTC)
-    rows, _ = reader.scan(tables, "gpu_samples", start, start + timedelta(hours=1))
-    assert rows.num_rows == 32  # the landed copy and the taken-over one, each once
-
-
 def test_a_scan_reads_only_the_files_of_its_partition(gateways: list[Gateway]) -> None:
     gw = gateways[0]
     for day in range(3):
         for cluster in ("east", "west"):
             batch = gpu_batch("n", start_ms=EPOCH_MS + day * DAY_MS, cluster=cluster)
             assert post_batch(gw.url, "gpu_samples", batch, token=TEST_TOKEN).status == 202
+    landed(*gateways)
     start = datetime.fromtimestamp(EPOCH_MS / 1000, UTC) + timedelta(days=1)
     rows, stats = reader.scan(
         gw.writer.tables, "gpu_samples", start, start + timedelta(days=1), ["west"]
@@ -215,6 +187,7 @@ def test_gateways_record_hosts_and_gpu_allocations_as_the_embedded_server(
     for n, gw in enumerate(gateways):
         batch = gpu_batch(f"node-{n}", timestamps=3, gpus=2, job_id=f"job-{n}", cluster="east")
         assert post_batch(gw.url, "gpu_samples", batch, token=TEST_TOKEN).status == 202
+    landed(*gateways)  # the hooks run on staged rows, off the ack path
     with gateways[0].catalog.connect() as conn:
         hosts = sorted(h.host for h in catalog_fleet.list_hosts(conn))
         allocated = sorted((a.job_id, a.host, a.gpu_index) for a in catalog_fleet.allocations(conn))
@@ -222,76 +195,3 @@ def test_gateways_record_hosts_and_gpu_allocations_as_the_embedded_server(
     assert allocated == [("job-0", "node-0", 0), ("job-0", "node-0", 1),
                          ("job-1", "node-1", 0), ("job-1", "node-1", 1)]  # fmt: skip
     assert gateways[1].profiling.create("job-0") >= 1  # a job only gateway 0 saw is known
-
-
-def _pending(gw: Gateway, batch_id: str, flush_id: str, claimed_at: datetime) -> None:
-    with gw.catalog.begin() as conn:
-        conn.execute(
-            insert(ledger.ingest_ledger).values(
-                batch_id=batch_id, table_name="gpu_samples", rows=16, agent="node-9",
-                flush_id=flush_id, state=ledger.PENDING, claimed_at=claimed_at,
-            )
-        )  # fmt: skip
-
-
-def _ticket(batch_id: str, batch: pa.Table) -> Ticket:
-    return Ticket(batch_id, "gpu_samples", batch.num_rows, "node-9", batch, datetime.now(UTC))
-
-
-def test_a_slow_gateway_whose_claim_was_taken_over_appends_nothing(gateways: list[Gateway]) -> None:
-    """Fencing under the commit lock: gateway A outlived its lease (a loaded box) and B took its
-    claim over; when A reaches the lock it finds the claim is B's, appends nothing and answers
-    503 (its agent retries), so B's commit is the only copy."""
-    a = gateways[0]
-    batch = gpu_batch("node-9", timestamps=2)
-    _pending(a, "slow-1", "flush-b", datetime.now(UTC))  # B holds it now (taken over from A)
-    with pytest.raises(ClaimLostError, match="taken over by another gateway"):
-        a.writer._commit("gpu_samples", [_ticket("slow-1", batch)], "flush-a",
-                         time.monotonic() + 30, {"slow-1": ""})  # fmt: skip
-    start = datetime.fromtimestamp(EPOCH_MS / 1000, UTC)
-    rows, _ = reader.scan(a.writer.tables, "gpu_samples", start, start + timedelta(hours=1))
-    assert rows.num_rows == 0
-
-
-def test_a_takeover_whose_old_flush_landed_meanwhile_appends_nothing(
-    gateways: list[Gateway],
-) -> None:
-    """B took over A's claim while A was still appending; A's commit landed before B reached the
-    commit lock: B appends nothing, and the batch is a duplicate (stored once, by A)."""
-    b = gateways[1]
-    batch = gpu_batch("node-9", timestamps=2)
-    table = b.writer.tables.table("gpu_samples")
-    table.append(
-        batch.cast(table.schema().as_arrow()), snapshot_properties={FLUSH_PROPERTY: "flush-a"}
-    )
-    _pending(b, "raced-1", "flush-b", datetime.now(UTC))
-    stored = b.writer._commit("gpu_samples", [_ticket("raced-1", batch)], "flush-b",
-                              time.monotonic() + 30, {"raced-1": "flush-a"})  # fmt: skip
-    assert stored == {"raced-1"}
-    start = datetime.fromtimestamp(EPOCH_MS / 1000, UTC)
-    rows, _ = reader.scan(b.writer.tables, "gpu_samples", start, start + timedelta(hours=1))
-    assert rows.num_rows == batch.num_rows  # A's copy only
-
-
-def test_a_failed_takeover_hands_the_claim_back_so_a_late_landing_is_found(
-    gateways: list[Gateway], fleet_settings: Settings
-) -> None:
-    """B took A's claim over, then failed (its wait for the commit lock ran out) and released
-    it; A, slow and not dead, landed afterwards. The claim went back to A's flush, so the next
-    copy finds A's snapshot: a duplicate, stored once."""
-    gw = gateways[0]
-    batch = gpu_batch("node-9", timestamps=2)
-    _pending(gw, "raced-2", "flush-b", datetime.now(UTC))
-    expired = datetime.now(UTC) - timedelta(seconds=fleet_settings.fleet.lease_s)
-    with gw.catalog.begin() as conn:
-        ledger.release(conn, "flush-b", {"raced-2": "flush-a"}, expired)
-        assert ledger.holders(conn, ["raced-2"]) == {"raced-2": ("flush-a", ledger.PENDING)}
-    table = gw.writer.tables.table("gpu_samples")
-    table.append(
-        batch.cast(table.schema().as_arrow()), snapshot_properties={FLUSH_PROPERTY: "flush-a"}
-    )
-    again = post_batch(gw.url, "gpu_samples", batch, token=TEST_TOKEN, batch_id="raced-2")
-    assert (again.status, again.body["duplicate"]) == (202, True)
-    start = datetime.fromtimestamp(EPOCH_MS / 1000, UTC)
-    rows, _ = reader.scan(gw.writer.tables, "gpu_samples", start, start + timedelta(hours=1))
-    assert rows.num_rows == batch.num_rows

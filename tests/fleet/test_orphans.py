@@ -11,7 +11,7 @@ from pyarrow.fs import S3FileSystem
 
 from simulator.maker.batches import EPOCH_MS, gpu_batch
 from simulator.wire import TEST_TOKEN, post_batch
-from tests.fleet.conftest import s3_filesystem, wait_until
+from tests.fleet.conftest import landed, s3_filesystem, wait_until
 from warehouse.fleet import orphans, reader, upkeep
 from warehouse.fleet.gateway import Gateway
 
@@ -34,6 +34,7 @@ def test_the_sweep_deletes_exactly_the_unreached_files_past_the_safety_age(
     for i in range(2):
         batch = gpu_batch("h1", start_ms=EPOCH_MS + i * 10_000, cluster="c1", seed=i)
         assert post_batch(gateway.url, "gpu_samples", batch, token=TEST_TOKEN).status == 202
+        landed(gateway)
     tables = gateway.writer.tables
     table = tables.table("gpu_samples")
     table.refresh()
@@ -77,6 +78,7 @@ def test_the_sweep_deletes_exactly_the_unreached_files_past_the_safety_age(
     assert rows.num_rows == 2 * 80
     more = gpu_batch("h2", cluster="c1", seed=7)
     assert post_batch(gateway.url, "gpu_samples", more, token=TEST_TOKEN).status == 202
+    landed(gateway)
     rows, _ = reader.scan(tables, "gpu_samples", DAY0, DAY0 + timedelta(days=1))
     assert rows.num_rows == 3 * 80
     assert orphans.sweep(table, timedelta(0), cutoff.astimezone(UTC)) == []  # nothing left
@@ -85,6 +87,7 @@ def test_the_sweep_deletes_exactly_the_unreached_files_past_the_safety_age(
 def test_the_default_safety_age_keeps_every_file_written_today(gateway: Gateway) -> None:
     batch = gpu_batch("h1", cluster="c1")
     assert post_batch(gateway.url, "gpu_samples", batch, token=TEST_TOKEN).status == 202
+    landed(gateway)
     table = gateway.writer.tables.table("gpu_samples")
     lost = f"{table.location()}/data/ts_day={DAY0.date()}/cluster=c1/lost.parquet"
     put(s3_filesystem(gateway.config), lost, b"PAR1")

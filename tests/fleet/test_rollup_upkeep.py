@@ -19,6 +19,7 @@ from analyzers.run.celery_app import make_app
 from fleetscope.settings import Settings
 from simulator.maker.batches import EPOCH_MS, gpu_batch
 from simulator.wire import TEST_TOKEN, post_batch
+from tests.fleet.conftest import landed
 from tests.fleet.test_fleet_celery import BROKER
 from tests.fleet.test_fleet_e2e import env_for, recipe_config
 from warehouse.fleet import orphans, reader, upkeep
@@ -48,6 +49,7 @@ def quarters(batch: pa.Table, blank_sm_active_every: int = 0) -> pa.Table:
 def post(gw: Gateway, *batches: pa.Table) -> None:
     for batch in batches:
         assert post_batch(gw.url, "gpu_samples", batch, token=TEST_TOKEN).status == 202
+        landed(gw)  # committed: one data file per batch, as upkeep's tests expect
 
 
 def stored_rollup(tables: FleetTables) -> pa.Table:

@@ -12,11 +12,10 @@ from sqlalchemy import insert, select
 
 from fleetscope.contract import TABLES
 from fleetscope.errors import ConfigError
-from fleetscope.settings import Settings
 from simulator.maker.batches import EPOCH_MS, gpu_batch
 from simulator.wire import TEST_TOKEN, post_batch
-from tests.fleet.conftest import land_as_dead_gateway
-from warehouse.catalog import ledger
+from tests.fleet.conftest import landed
+from warehouse.catalog import ledger, staging
 from warehouse.fleet import reader, upkeep
 from warehouse.fleet.gateway import Gateway
 
@@ -29,6 +28,7 @@ def fill(gw: Gateway, days: int, batches: int) -> None:
         for i in range(batches):
             batch = gpu_batch("h1", start_ms=EPOCH_MS + day * DAY_MS + i * 10_000, cluster="c1")
             assert post_batch(gw.url, "gpu_samples", batch, token=TEST_TOKEN).status == 202
+            landed(gw)  # one committed file per batch
 
 
 def test_compaction_rewrites_a_partition_as_one_sorted_file_with_the_same_rows(
@@ -82,6 +82,7 @@ def test_rows_without_a_cluster_are_compacted_rolled_up_and_dropped_like_any_par
             pa.nulls(batch.num_rows, pa.string()),
         )
         assert post_batch(gateway.url, "gpu_samples", batch, token=TEST_TOKEN).status == 202
+        landed(gateway)
     tables = gateway.writer.tables
     (part,) = upkeep.partitions(tables, "gpu_samples")
     assert (part.day, part.cluster) == (T0.date(), None)
@@ -116,30 +117,34 @@ def test_snapshot_expiry_keeps_the_current_snapshot_and_its_rows(gateway: Gatewa
     assert rows.num_rows == 3 * 80
 
 
-def test_expiry_settles_a_dead_gateways_landed_claim_so_a_later_copy_is_still_a_duplicate(
-    gateway: Gateway, fleet_settings: Settings
+def test_expiry_settles_a_dead_committers_landed_commit_so_it_is_never_committed_again(
+    gateway: Gateway,
 ) -> None:
-    """The dead gateway appended its flush and died before marking its claim committed; nobody
-    retried before the snapshot naming its flush expired (an agent offline for days)."""
+    """A committer appended staged files and died before marking them; nobody took over before
+    the snapshot naming its commit expired. Expiry marks them first: the next committer must not
+    append them again (the summary was the only proof they landed)."""
     tables = gateway.writer.tables
     batch = gpu_batch("h9", cluster="c1")
-    land_as_dead_gateway(gateway, batch, "landed")
-    fill(gateway, days=1, batches=1)  # a newer snapshot, so the dead flush's one can expire
-    assert (
-        upkeep.expire_snapshots(
-            tables,
-            "gpu_samples",
-            timedelta(0),
-            datetime.now(UTC) + timedelta(seconds=1),
-            gateway.catalog,
-        )
-        == 1
-    )
-    assert dict(ledger_rows(gateway))["landed"] == "committed"
-    copy = post_batch(gateway.url, "gpu_samples", batch, token=TEST_TOKEN, batch_id="landed")
-    assert (copy.status, copy.body["duplicate"]) == (202, True)
+    assert post_batch(gateway.url, "gpu_samples", batch, token=TEST_TOKEN).status == 202
+    gateway.writer.flush_log_now()
+    committer = gateway.committer
+    assert committer.lease.hold("gpu_samples")
+    with gateway.catalog.begin() as conn:
+        paths = staging.assign(conn, "gpu_samples", "landed", 100)
+    table = tables.table("gpu_samples")
+    table.refresh()
+    committer._append("gpu_samples", table, paths, "landed")  # then it died
+    table.append(batch.cast(table.schema().as_arrow()))  # a newer snapshot (no staged file)
+    expired = upkeep.expire_snapshots(
+        tables, "gpu_samples", timedelta(0), datetime.now(UTC) + timedelta(seconds=1),
+        gateway.catalog,
+    )  # fmt: skip
+    assert expired == 1
+    with gateway.catalog.connect() as conn:
+        assert staging.waiting(conn, "gpu_samples") == 0
+    assert committer.run_once() == 0 and committer.stats.recovered == 0
     rows, _ = reader.scan(tables, "gpu_samples", T0, T0 + timedelta(days=1))
-    assert rows.num_rows == 2 * 80  # the dead flush's copy and fill's batch, each once
+    assert rows.num_rows == 2 * 80  # the landed commit's and the direct append's, each once
 
 
 def test_compaction_is_due_only_where_a_partition_has_several_files(gateway: Gateway) -> None:
@@ -151,6 +156,7 @@ def test_compaction_is_due_only_where_a_partition_has_several_files(gateway: Gat
     day0 = T0.date()
     batch = gpu_batch("h2", start_ms=EPOCH_MS, cluster="c1", seed=9)
     assert post_batch(gateway.url, "gpu_samples", batch, token=TEST_TOKEN).status == 202
+    landed(gateway)
     assert compaction_due(tables, "gpu_samples") == [[day0.isoformat(), "c1"]]
     schedule = make_app(gateway.settings).conf.beat_schedule
     assert schedule["fleetscope-fleet-upkeep"]["task"] == "fleetscope.fleet_upkeep"
@@ -184,6 +190,7 @@ def test_the_ledger_forgets_batch_ids_past_raw_retention_plus_the_margin_and_sti
     batch = gpu_batch("h1", cluster="c1")
     first = post_batch(gateway.url, "gpu_samples", batch, token=TEST_TOKEN, batch_id="recent")
     assert (first.status, first.body["duplicate"]) == (202, False)
+    landed(gateway)  # in the ledger once staged
     assert ledger_rows(gateway) == [
         ("at-cutoff", "committed"),
         ("old-committed", "committed"),

@@ -12,6 +12,7 @@ tables) and use the small typed functions of each module inside `engine.begin()`
     autoprofile auto_profiles (finding -> profile -> refined finding)
     reports     report_runs
     ledger      ingest_ledger (fleet mode: batch ids shared by every gateway)
+    staging     ingest_staged_files (fleet mode: data files waiting for the table's committer)
     agents      agent_polls (fleet mode: the profiling registry shared by every gateway)
     notifications notifications_sent (a finding notified at most once per channel and severity)
 
@@ -31,6 +32,7 @@ from warehouse.catalog import (
     notifications,
     profiling,
     reports,
+    staging,
     tokens,
 )
 from warehouse.catalog.base import connect, metadata
@@ -48,5 +50,6 @@ __all__ = [
     "notifications",
     "profiling",
     "reports",
+    "staging",
     "tokens",
 ]

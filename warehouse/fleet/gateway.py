@@ -1,15 +1,21 @@
-"""`fleetscope server --mode fleet`: one stateless ingest gateway, from the settings alone.
+"""`fleetscope server --mode fleet`: one ingest gateway, from the settings alone.
 
 Run as many as the load needs behind a load balancer, or give agents the list of their URLs
-(agent.ingest_url takes a comma-separated list and fails over). A gateway holds no state of its
-own: rows go to the Iceberg tables (warehouse.fleet.writer), batch ids to the shared ledger, job
+(agent.ingest_url takes a comma-separated list and fails over). The only state a gateway holds
+is its ingest log (`<core.data_dir>/gateway-log/<fleet.gateway_name or hostname-port>/`, locked
+by the process): a batch is acknowledged once it is there (warehouse.fleet.writer), and a
+gateway `kill -9`'d replays what it had not staged yet when it starts again with that name.
+The start-up is both modes' (warehouse.ingest.startup.IngestProcess); this module supplies the
+store: the writer, and the table committer (warehouse.fleet.committer) that appends every
+gateway's staged files while this gateway holds a table's commit lock. Rows go to the Iceberg
+tables through staged files, batch ids to the shared ledger, job
 records, tokens, profile requests (changed by conditional updates, warehouse.profiling.transitions),
 the agents' last polls (the profiling registry) and the arrival
 marks that lead the scheduler to buckets receiving data (warehouse.storage.arrival_hook, stamped by
 PostgreSQL's clock so every gateway's marks are ordered) to the catalog in PostgreSQL; uploaded
 profiler traces to the object store (warehouse.fleet.trace_objects). Killing one
-loses nothing that was acknowledged; its unacknowledged batches are retried by their agents on
-another gateway.
+loses nothing that was acknowledged once it restarts on its disk; its unacknowledged batches are
+retried by their agents on another gateway.
 Same HTTP routes and answers as the embedded server (warehouse.ingest.server), remote_write included.
 remote_write (warehouse.prometheus.remote_write) assembles each scrape in this gateway's memory, because
 Prometheus spreads one scrape's series over several requests (its shards): every shard of one
@@ -38,37 +44,39 @@ warehouse (`warehouse` is None). This module must never open a DuckDB file.
 
 from __future__ import annotations
 
+import fcntl
 import logging
+import socket
+import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import TypeVar
+from pathlib import Path
+from typing import IO, TypeVar
 
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
-from fleetscope.errors import FleetscopeError, SourceUnavailableError
+from fleetscope.errors import ConfigError, FleetscopeError, SourceUnavailableError
 from fleetscope.settings import Settings
 from warehouse import catalog
 from warehouse.catalog.base import database_clock
-from warehouse.catalog.fleet import HostClusters
 from warehouse.fleet.catalog_agent_registry import CatalogAgentRegistry
+from warehouse.fleet.committer import TableCommitter
+from warehouse.fleet.metrics import StagingCollector
 from warehouse.fleet.reader import newest_per_target
 from warehouse.fleet.tables import FleetConfig, FleetTables, ensure_bucket
 from warehouse.fleet.trace_objects import ObjectTraceStorage
 from warehouse.fleet.writer import FleetWriter
-from warehouse.ingest.auth import TokenChecker
-from warehouse.ingest.listener import Listening, bind, listen_address, tls_from
+from warehouse.ingest.listener import listen_address
 from warehouse.ingest.metrics import ServerMetrics
-from warehouse.ingest.plugin_host import PluginHost, load_plugins
-from warehouse.ingest.security import check_exposure, effective_tokens, read_tokens
-from warehouse.ingest.server import Ingest, IngestConfig
-from warehouse.ingest.shape_limits import ShapeLimits
+from warehouse.ingest.plugin_host import load_plugins
+from warehouse.ingest.startup import IngestProcess
 from warehouse.profiling.service import ProfilingConfig, ProfilingService
-from warehouse.prometheus.remote_write import REPLAY_WINDOW_S, RemoteWrite
-from warehouse.prometheus.remote_write_metrics import RemoteWriteCollector
+from warehouse.prometheus.remote_write import REPLAY_WINDOW_S
 from warehouse.prometheus.rows import ScrapeKey
 from warehouse.storage.arrival_hook import ArrivalMarks
 from warehouse.storage.catalog_sync import CatalogSync
+from warehouse.storage.group_writer import WriterConfig
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -99,7 +107,28 @@ def _reach(setting: str, target: str, step: Callable[[], T]) -> T:
         ) from exc
 
 
-class Gateway(PluginHost, Listening):
+def _lock_log(log_dir: Path) -> IO[bytes]:
+    """Hold `log_dir` for this process (released when it exits, `kill -9` included): two
+    gateways appending to one ingest log would corrupt it."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    handle = open(log_dir / ".lock", "wb")  # noqa: SIM115 (held until stop)
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError as exc:
+        handle.close()
+        raise ConfigError(
+            f"ingest log {log_dir} is in use by another gateway; give each gateway its own "
+            "fleet.gateway_name (or port)"
+        ) from exc
+    return handle
+
+
+class Gateway(IngestProcess):
+    """The fleet mode: its store is the local ingest log, staged files and the table committer."""
+
+    role = "fleet gateway"
+    writer: FleetWriter
+
     def __init__(
         self, settings: Settings, *, host: str | None = None, port: int | None = None
     ) -> None:
@@ -115,16 +144,18 @@ class Gateway(PluginHost, Listening):
         where_s3 = ("fleet.s3_endpoint", config.s3_endpoint or config.warehouse_uri)
         _reach(*where_s3, lambda: ensure_bucket(config))
         tables = _reach(*where_catalog, lambda: FleetTables(config))
+        address = listen_address(settings, host, port)
+        self.name = settings.fleet.gateway_name or f"{socket.gethostname()}-{address[1]}"
+        if not settings.fleet.gateway_name and not address[1]:  # port 0: a name of its own
+            self.name = f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}"
+        log_dir = Path(settings.core.data_dir) / "gateway-log" / self.name
+        self._log_lock = _lock_log(log_dir)
         self.writer = FleetWriter(
             tables,
             self.catalog,
-            flush_rows=settings.warehouse.flush_rows,
-            flush_interval_s=settings.warehouse.flush_interval_s,
-            flush_idle_s=settings.warehouse.flush_idle_s,
-            queue_max_rows=settings.warehouse.queue_max_rows,
-            shape_limits=ShapeLimits.from_settings(settings),
-            lease_s=settings.fleet.lease_s,
-            commit_attempts=settings.fleet.commit_attempts,
+            WriterConfig.from_settings(settings),
+            gateway=self.name,
+            log_dir=log_dir,
             hooks=[
                 CatalogSync(self.catalog),  # hosts and GPU allocations, as the embedded server
                 ArrivalMarks(
@@ -133,55 +164,33 @@ class Gateway(PluginHost, Listening):
                 self._batch_committed,
             ],
         )
-        self.metrics = ServerMetrics(self.writer, component="gateway")
-        address = listen_address(settings, host, port)
-        tokens = effective_tokens(settings)  # the embedded server's rules: no public default
-        check_exposure(address[0], tokens + read_tokens(settings))  # read tokens too
-        tls = tls_from(settings)
-        self.remote_write = RemoteWrite.from_settings(
-            self.writer,
-            settings,
-            watermarks=self._stored_scrapes,
-            known_cluster=HostClusters(self.catalog),
-        )
-        self.metrics.registry.register(RemoteWriteCollector(self.remote_write))
-        self.profiling = ProfilingService(
+        self.committer = TableCommitter(
+            tables,
             self.catalog,
-            ProfilingConfig.from_settings(settings),
-            notify=self._trace_uploaded,
-            registry=CatalogAgentRegistry(self.catalog),
-            storage=ObjectTraceStorage.from_settings(settings),  # any gateway reads any trace
+            interval_s=settings.fleet.commit_interval_s,
+            attempts=settings.fleet.commit_attempts,
         )
-        self.auth = TokenChecker(tokens, self.catalog, read_tokens=read_tokens(settings))
-        ingest = Ingest(
-            writer=self.writer,
-            catalog=self.catalog,
-            auth=self.auth,
-            metrics=self.metrics,
-            config=IngestConfig.from_settings(settings),
-            remote_write=self.remote_write,
-            profiling=self.profiling,
-            routes=self.routes,
+        self.metrics = ServerMetrics(self.writer, component="gateway")
+        self.metrics.registry.register(StagingCollector(self.writer, self.committer))
+        self._serve(
+            address,
+            watermarks=self._stored_scrapes,
+            profiling=lambda: ProfilingService(
+                self.catalog,
+                ProfilingConfig.from_settings(settings),
+                notify=self._trace_uploaded,
+                registry=CatalogAgentRegistry(self.catalog),
+                storage=ObjectTraceStorage.from_settings(settings),  # any gateway reads any trace
+            ),
+            setups=setups,
         )
-        self.http = bind(address, ingest, tls)
-        for setup in setups:
-            setup(self)
 
-    def start(self) -> None:
-        self.writer.start()
-        self._serve_http()
-        self.remote_write.start()
-        self.profiling.start()
-        self._started()
-        log.info("fleet gateway listening on %s", self.url)
+    def _start_upkeep(self) -> None:
+        self.committer.start()
 
-    def stop(self) -> None:
-        self._stopping()
-        self._close_http()
-        self.remote_write.stop()  # stores waiting scrapes while the writer still runs
-        self.profiling.stop()
-        self.writer.stop()
-        self.catalog.dispose()
+    def _after_writer_stop(self) -> None:
+        self.committer.stop()  # the log is staged: commit it, for the tables this gateway holds
+        self._log_lock.close()
 
     def _stored_scrapes(self) -> dict[ScrapeKey, int]:
         """remote_write's restart watermark: the newest stored timestamp per target over the

@@ -2,8 +2,9 @@
 
 Why: pyiceberg 0.12 has no orphan-file removal (apache/iceberg-python#1200 is open), and its
 `expire_snapshots` only drops snapshots from the metadata, never a file. So without a sweep the
-object store keeps, forever, every file of a lost commit attempt (pyiceberg re-writes the data
-file, manifest and manifest list on each retry of a conflicting commit, warehouse.fleet.writer),
+object store keeps, forever, every file of a lost commit attempt (pyiceberg re-writes the manifest and manifest list on
+each retry of a conflicting commit, warehouse.fleet.committer), every data file a gateway's
+staging transaction wrote and then rolled back,
 every small file compaction replaced and every raw partition retention dropped, once the
 snapshots that still named them have expired, and every metadata file past the metadata log.
 
@@ -12,8 +13,8 @@ its metadata log, and for every snapshot still in the metadata its manifest list
 and the live data files they list, plus statistics files. Everything else under the table's
 location whose object is older than the safety age is deleted. The safety age protects writes in
 flight: a gateway writes a data file, then its manifest, then commits; until then the files are
-unreferenced. `ORPHAN_MIN_AGE` is Iceberg's default (3 days), far above any commit (a gateway
-gives up at `fleet.lease_s`). This module must never delete a file the metadata reaches.
+unreferenced (a gateway's staged files wait for the table's committer: seconds, see
+warehouse.catalog.staging). `ORPHAN_MIN_AGE` is Iceberg's default (3 days), far above that. This module must never delete a file the metadata reaches.
 """
 
 from __future__ import annotations

@@ -11,6 +11,15 @@ file is opened), which is how a scheduled window is cut per (day, cluster).
 
 A cluster of None stands for rows without a cluster label (their own Iceberg partition).
 
+Rows a gateway acknowledged are readable before its table's committer appends them: `scan`,
+`clusters` and `newest_per_target` add the staged data files the scanned snapshot does not hold
+yet (warehouse.catalog.staging: files not committed and not in its snapshots, or committed by a
+snapshot newer than its own, by sequence number), so rows are readable about one ingest-log flush
+(`warehouse.log_flush_interval_s`, 1 s) after their 202, whatever `fleet.commit_interval_s` is.
+Why read them rather than commit more often: a commit per second per table is what made the
+small files and the snapshot churn; staged files are few (one per gateway, partition and flush)
+and recent, so reading them costs a listing query and a few small GETs.
+
 `newest_per_target` is the remote_write receiver's restart watermark (warehouse.prometheus.remote_write):
 the same pruned scan, projected to (cluster, host, ts) and reduced batch by batch, so a gateway
 reads three columns of the replay window and never holds its rows at once.
@@ -18,16 +27,24 @@ reads three columns of the replay window and never holds its rows at once.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from fleetscope.contract import TABLES
-from warehouse.fleet.tables import FleetTables, to_contract
+from warehouse.catalog import staging
+from warehouse.fleet.tables import FLUSH_PROPERTY, FleetTables, to_contract
+
+if TYPE_CHECKING:
+    from pyiceberg.table import Table
+
+_TARGET = ("cluster", "host", "ts")
 
 
 @dataclass(frozen=True)
@@ -80,6 +97,11 @@ def scan(
     planned = table.scan(row_filter=expr)
     files = sum(1 for _ in planned.plan_files())
     data = to_contract(name, planned.to_arrow())
+    staged = staged_rows(tables, table, name, start, end)
+    if staged is not None:
+        if clusters is not None:
+            staged = staged.filter(_in_clusters(staged, clusters))
+        data = pa.concat_tables([data, to_contract(name, staged)])
     seen = tuple(
         sorted(
             pc.unique(data.column("cluster")).to_pylist(), key=lambda c: (c is not None, c or "")
@@ -88,16 +110,73 @@ def scan(
     return data, ScanStats(name, files, data.num_rows, seen)
 
 
+def staged_rows(
+    tables: FleetTables,
+    table: Table,
+    name: str,
+    start: datetime,
+    end: datetime,
+    columns: Sequence[str] | None = None,
+) -> pa.Table | None:
+    """Rows with start <= ts < end of the staged files `table`'s metadata (refreshed by the
+    caller, before this) does not hold; None when there are none."""
+    import pyarrow.parquet as pq
+    from sqlalchemy.exc import DBAPIError
+
+    in_snapshots = {
+        str(s.summary.get(FLUSH_PROPERTY))
+        for s in table.metadata.snapshots
+        if s.summary is not None and s.summary.get(FLUSH_PROPERTY)
+    }
+    current = table.current_snapshot()
+    sequence = 0 if current is None or current.sequence_number is None else current.sequence_number
+    try:
+        with tables.catalog.engine.connect() as conn:
+            paths = staging.readable(conn, name, start, end, in_snapshots, sequence)
+    except DBAPIError:  # no gateway made the staging table yet: nothing staged
+        return None
+    if not paths:
+        return None
+    wanted = None if columns is None else list(dict.fromkeys([*columns, "ts"]))
+    parts = []
+    for path in sorted(paths):
+        with table.io.new_input(path).open() as stream:
+            part = pq.read_table(stream, columns=wanted)
+        part = part.replace_schema_metadata(None)
+        ts = part.column("ts")
+        keep = pc.and_(
+            pc.greater_equal(ts, pa.scalar(start, ts.type)), pc.less(ts, pa.scalar(end, ts.type))
+        )
+        parts.append(part.filter(keep))
+    arrow_schema = table.schema().as_arrow()
+    if wanted is not None:
+        arrow_schema = pa.schema([arrow_schema.field(c) for c in wanted])
+    return pa.concat_tables([p.cast(arrow_schema) for p in parts])
+
+
+def _in_clusters(data: pa.Table, clusters: Sequence[str | None]) -> pa.ChunkedArray:
+    column = data.column("cluster")
+    named = pa.array([c for c in clusters if c is not None], pa.string())
+    mask = pc.is_in(column, value_set=named)
+    if None in clusters:
+        mask = pc.or_(pc.fill_null(mask, False), pc.is_null(column))
+    return pc.fill_null(mask, False)
+
+
 def newest_per_target(tables: FleetTables, since: datetime) -> dict[tuple[str, str], int]:
     """Newest gpu_samples `ts` (epoch ms) per (cluster, host) at or after `since`; a row without a
     cluster counts under '' (as the embedded server's watermark read, `coalesce(cluster, '')`)."""
     table = tables.table("gpu_samples")
     table.refresh()
-    planned = table.scan(
-        row_filter=f"ts >= '{since.isoformat()}'", selected_fields=("cluster", "host", "ts")
-    )
+    planned = table.scan(row_filter=f"ts >= '{since.isoformat()}'", selected_fields=_TARGET)
     newest: dict[tuple[str, str], int] = {}
-    for batch in planned.to_arrow_batch_reader():
+    staged = staged_rows(
+        tables, table, "gpu_samples", since, datetime.max.replace(tzinfo=UTC), _TARGET
+    )
+    batches = itertools.chain(
+        planned.to_arrow_batch_reader(), [] if staged is None else staged.to_batches()
+    )
+    for batch in batches:
         if batch.num_rows == 0:
             continue
         grouped = pa.Table.from_batches([batch]).group_by(["cluster", "host"])
@@ -126,6 +205,9 @@ def clusters(tables: FleetTables, start: datetime, end: datetime) -> list[str | 
         for task in table.scan(row_filter=_time_filter(start, end)).plan_files():
             value = task.file.partition[1]  # the spec: day(ts), then identity(cluster)
             found.add(None if value is None else str(value))
+        staged = staged_rows(tables, table, name, start, end, ("cluster",))
+        if staged is not None:
+            found.update(pc.unique(staged.column("cluster")).to_pylist())
     return sorted(found, key=lambda c: (c is not None, c or ""))
 
 

@@ -32,7 +32,7 @@ import pyarrow as pa
 from sqlalchemy import Engine
 
 from fleetscope.errors import ConfigError
-from warehouse.catalog import ledger
+from warehouse.catalog import ledger, staging
 from warehouse.fleet.reader import cluster_filter, scan
 from warehouse.fleet.rollup import (
     ROLLUP_1H,
@@ -281,7 +281,8 @@ def expire_snapshots(
         carried = (s.summary.get(FLUSH_PROPERTY) for s in old if s.summary is not None)
         flushes = [str(flush) for flush in carried if flush]  # compactions and deletes carry none
         with catalog.begin() as conn:
-            ledger.settle(conn, flushes, now)
+            ledger.settle(conn, flushes, now)  # claims of older builds' gateway flushes
+            staging.settle(conn, flushes)  # files a committer died before marking
         table.maintenance.expire_snapshots().by_ids([s.snapshot_id for s in old]).commit()
     return len(old)
 
@@ -303,5 +304,6 @@ def prune_ledger(catalog: Engine, raw_retention_days: int, margin_days: int, now
     cutoff = ledger_cutoff(now, raw_retention_days, margin_days)
     with catalog.begin() as conn:
         pruned = ledger.prune(conn, cutoff)
+        staging.prune(conn, cutoff)  # committed files: the table's metadata holds them
     log.info("ledger: forgot %d batch ids claimed before %s", pruned, cutoff.isoformat())
     return pruned

@@ -1,294 +1,192 @@
-"""A fleet gateway's writer: batches requests, claims their ids, commits Parquet to Iceberg.
+"""A fleet gateway's writer: acknowledges on its own ingest log, stages data files for the committer.
 
-Same request side and writer thread as the embedded writer (warehouse.storage.group_writer.GroupWriter:
-`submit` returns a Ticket the handler waits on, so 202 still means durable; poison isolation,
-hooks and counters are shared), different commit: per table of a flush,
+The same writer thread, ingest log and group commit as the embedded server
+(warehouse.storage.group_writer.GroupWriter): a group of batches is acknowledged (202) once it is
+appended to this gateway's local log (`<core.data_dir>/gateway-log/<gateway>/`) and fsynced, one
+fsync for every request of the group window. The exactly-once ledger stays in PostgreSQL
+(warehouse.catalog.ledger): a batch id the ledger holds is answered duplicate (same content) or
+409 (other content), before it is logged.
 
-1. claim every batch id in the shared ledger (warehouse.catalog.ledger) under a fresh flush id;
-   ids already committed are duplicates, ids held by a live gateway are answered 503 (retry),
-   ids held past their lease by a dead gateway are resolved by looking for the dead flush id in
-   the table's snapshots (found: stored, duplicate; not found: taken over);
-2. append the claimed rows (sorted by time) to the Iceberg table: pyiceberg writes one Parquet
-   file per (day, cluster) partition to the object store and commits a snapshot whose summary
-   carries the flush id;
-3. on a commit conflict (another gateway committed first), refresh the table metadata and retry,
-   as the Iceberg spec prescribes for appends (they never conflict on data), with exponential
-   backoff, and only within the lease: a gateway that cannot finish in time gives up rather than
-   commit a batch another gateway may have taken over;
-   Under the commit lock, before appending, the flush checks its claims (fencing, issue 30): a
-   gateway slower than its lease (a loaded machine: the lock wait, the S3 writes) may have had
-   claims taken over meanwhile; then it appends nothing and answers 503, and the gateway that
-   took over commits them. A flush that took over claims of a live but slow gateway appends
-   only the batches whose old flush did not land by then (the lock orders the two commits), and
-   answers the others duplicate; a flush that took claims over and then fails hands them back
-   to the flush it took them from (ledger.release), whose commit may still land. The
-   end-to-end test found two copies of three or four batches under load before these.
-4. run the commit hooks on the rows that landed (the arrival marks, warehouse.storage.arrival_hook, as the
-   embedded writer does), then mark the claims committed and answer the tickets. A batch a dead
-   gateway committed before it could mark it (found in the snapshots at step 1) goes through
-   the hooks too: its rows landed, and their arrival marks may not have been written.
+About every `warehouse.log_flush_interval_s` the logged batches are flushed (`_store_flush`), in
+ONE PostgreSQL transaction:
 
-A flush that fails is retried one batch at a time, and a batch that fails alone on its data is
-refused for good (422), as the embedded writer does (poison isolation, issue 12); any other
-failure (S3 or PostgreSQL down, conflicts past the lease) is 503 and the agent retries.
+1. their ledger entries are inserted as stored (`ledger.record_stored`); an id another gateway
+   staged first (an agent's retry that reached two gateways) is dropped from this flush;
+2. the rest, per table sorted by (cluster, ts), are written to the object store as Iceberg data
+   files, one per (day, cluster) partition (pyiceberg's own writer: field ids and statistics as
+   `table.append` writes them), and each file is recorded in the staging table
+   (warehouse.catalog.staging).
 
-Must never answer 202 before step 2 committed, nor hold a claim it has given up (it releases it).
+So a crash never loses nor duplicates: before the transaction commits, the batches are still in
+the log and replayed on the gateway's next start (the ledger tells which a crash after the commit
+already staged); a file written by a transaction that rolled back is an orphan the upkeep's sweep
+removes. The Iceberg commit is not here: exactly one committer per table (warehouse.fleet.committer)
+appends every gateway's staged files, so gateways never race for a table's metadata. The commit
+hooks (hosts, GPU allocations, arrival marks) run on the staged rows, off the ack path. A
+flush that fails (S3 or PostgreSQL down) leaves the batches logged and is retried; agents keep
+getting 202 until the log holds `warehouse.queue_max_rows`, then 503.
 """
 
 from __future__ import annotations
 
 import logging
-import random
+import struct
 import time
 import uuid
+from collections import deque
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
+from concurrent.futures import Future
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
 from sqlalchemy import Engine
 
-from fleetscope.errors import IngestError
-from warehouse.catalog import ledger
-from warehouse.fleet.commit_lock import table_commit_lock
-from warehouse.fleet.tables import FLUSH_PROPERTY, FleetTables, to_table_schema
-from warehouse.ingest.batch_digest import CONFLICT_STATUS, conflict_message
-from warehouse.ingest.batch_queue import Ticket
-from warehouse.ingest.shape_limits import UNLIMITED, ShapeLimits
-from warehouse.storage.group_writer import Commit, CommitHook, GroupWriter
+from warehouse.catalog import ledger, staging
+from warehouse.fleet.tables import FleetTables, to_table_schema
+from warehouse.storage.group_writer import Commit, CommitHook, GroupWriter, WriterConfig
+from warehouse.storage.ingest_log import START, IngestLog, LogPosition, LogRecord
+from warehouse.storage.log_entries import record_tickets
 
 if TYPE_CHECKING:
+    from pyiceberg.manifest import DataFile
     from pyiceberg.table import Table
 
 log = logging.getLogger(__name__)
 
-# A stale claim whose dead flush is in the table's snapshots: stored, answered duplicate, and
-# its rows go through the commit hooks (the dead gateway may have died before running them).
-RECOVERED = "recovered"
-
-
-class CommitGaveUpError(IngestError):
-    """The Iceberg commit kept conflicting until the attempts or the lease ran out."""
-
-
-class ClaimLostError(IngestError):
-    """Another gateway took over a claim of this flush (its lease ran out): nothing appended."""
-
-
-class _Landed(Exception):
-    """A flush failed after its Iceberg commit landed: answered 503, never split or refused."""
+__all__ = ["FleetWriter"]
 
 
 class FleetWriter(GroupWriter):
-    """One thread per gateway (GroupWriter); see the module docstring for the commit protocol."""
+    """One writer thread per gateway (GroupWriter); see the module docstring."""
+
+    queue_name = "gateway"
+    owner = "gateway"
+    committer = "gateway"
+    thread_name = "fleetscope-gateway"
 
     def __init__(
         self,
         tables: FleetTables,
         catalog: Engine,
+        config: WriterConfig,
         *,
-        flush_rows: int,
-        flush_interval_s: float,
-        flush_idle_s: float,
-        queue_max_rows: int,
-        lease_s: float,
-        commit_attempts: int,
+        gateway: str,
+        log_dir: Path,
         hooks: Sequence[CommitHook] = (),
-        shape_limits: ShapeLimits = UNLIMITED,
     ) -> None:
-        super().__init__(
-            queue_name="gateway",
-            owner="gateway",
-            committer="gateway",
-            thread_name="fleetscope-gateway",
-            flush_rows=flush_rows,
-            flush_interval_s=flush_interval_s,
-            flush_idle_s=flush_idle_s,
-            queue_max_rows=queue_max_rows,
-            hooks=hooks,
-            shape_limits=shape_limits,
-        )
+        super().__init__(config, hooks=hooks, ingest_log=IngestLog(log_dir))
         self.tables = tables
         self.catalog = catalog
-        self._lease_s = lease_s
-        self._attempts = commit_attempts
-        self._flushes_landed = 0  # the Commit's seq: this writer's count, for hook logs only
-        self.commit_conflicts = 0
+        self.gateway = gateway
+        self._flushes = 0  # the Commit's seq: this writer's count, for hook logs only
+        self.files_staged = 0
+        self.retries_dropped = 0  # logged batches another gateway had staged first
+        self._flush_waiters: deque[Future[None]] = deque()
 
-    # -- writer thread (GroupWriter) --------------------------------------------------------
+    def flush_log_now(self, timeout_s: float = 120.0) -> None:
+        """Stage every logged batch now, on the writer thread, and wait for it (tests, and tools
+        that read what they just wrote without waiting for the background flush)."""
+        done: Future[None] = Future()
+        with self._cond:
+            self._flush_waiters.append(done)
+            self._cond.notify_all()
+        done.result(timeout_s)
+
+    # -- GroupWriter -----------------------------------------------------------------------
     def _prepare(self) -> None:
         self.tables.ensure_all()
 
-    def _commit_groups(self, tickets: list[Ticket]) -> None:
-        for name in dict.fromkeys(t.table for t in tickets):
-            self._flush([t for t in tickets if t.table == name])
+    def _close(self) -> None:
+        if self._log is not None:
+            self._log.close()
 
-    def _may_split(self, exc: BaseException) -> bool:
-        return not isinstance(exc, _Landed)
+    def _has_other_work(self) -> bool:
+        return bool(self._flush_waiters)
 
-    def _commit_group(self, tickets: list[Ticket]) -> None:
-        started = time.perf_counter()
-        name = tickets[0].table
-        flush_id = uuid.uuid4().hex
-        claimed = time.monotonic()
-        landed = False
-        taken: dict[str, str] = {}  # batch id -> the flush its claim was taken over from
+    def _other_work(self) -> None:
+        with self._cond:
+            waiters = list(self._flush_waiters)
+            self._flush_waiters.clear()
+        if not waiters:
+            return
         try:
-            verdicts = self._claim(tickets, flush_id)
-            mine = [t for t in tickets if verdicts[t.batch_id][0] == "mine"]
-            if mine:
-                taken = {t.batch_id: verdicts[t.batch_id][1] for t in mine}
-                stored = self._commit(name, mine, flush_id, claimed + self._lease_s, taken)
-                landed = True
-                for t in mine:
-                    if t.batch_id in stored:  # its old flush landed first: a duplicate
-                        verdicts[t.batch_id] = (RECOVERED, taken[t.batch_id])
-                mine = [t for t in mine if t.batch_id not in stored]
-            recovered = [t for t in tickets if verdicts[t.batch_id][0] == RECOVERED]
-            self._run_landed_hooks(name, mine + recovered)
-            if mine:
-                with self.catalog.begin() as conn:
-                    ledger.mark_committed(conn, flush_id, datetime.now(UTC))
+            self.flush_log()
         except Exception as exc:
-            log.exception("gateway flush %s of %s failed", flush_id, name)
-            if not landed:
-                self._release_unless_landed(name, flush_id, {b: o for b, o in taken.items() if o})
-                raise
-            raise _Landed(str(exc)) from exc
-        duplicates = 0
-        for t in tickets:
-            verdict, holder = verdicts[t.batch_id]
-            if verdict == "conflict":
-                self.stats.batches_refused += 1
-                error = conflict_message(t.batch_id, holder, t.table)
-                self._answer(t, error=error, status=CONFLICT_STATUS)
-            elif verdict in ("committed", RECOVERED):
-                duplicates += 1
-                self._answer(t, duplicate=True)
-            elif verdict == "mine":
-                self._answer(t)
-            else:
-                error = f"batch {t.batch_id} is being stored by another gateway"
-                self._answer(t, error=error, status=503)
-        if mine:
-            rows = sum(t.data.num_rows for t in mine)
-            self._account({name: rows}, len(mine), duplicates, started)
+            for waiter in waiters:
+                waiter.set_exception(exc)
         else:
-            self.stats.duplicates += duplicates
+            for waiter in waiters:
+                waiter.set_result(None)
 
-    def _claim(self, tickets: Sequence[Ticket], flush_id: str) -> dict[str, tuple[str, str]]:
-        """batch id -> (verdict, and for a conflict the table the ledger holds the id for)."""
-        entries = [ledger.Entry(t.batch_id, t.table, t.rows, t.agent, t.digest) for t in tickets]
-        now = datetime.now(UTC)
+    def _known_batches(self, batch_ids: list[str]) -> dict[str, tuple[str, str | None]]:
+        with self.catalog.connect() as conn:
+            return ledger.known(conn, batch_ids)
+
+    def _flushed_position(self) -> LogPosition:
+        """The whole log is replayed; what the ledger holds is skipped (a flush rolls the log and
+        deletes the flushed segments, so the replay is at most the unflushed ones)."""
+        return START
+
+    def _store_flush(self, records: Sequence[LogRecord], position: LogPosition) -> None:
+        if not records:
+            return
+        started = time.perf_counter()
+        flush_id = uuid.uuid4().hex
+        entries = [
+            ledger.Entry(
+                r.entry.batch_id, r.entry.table, r.entry.rows, r.entry.agent, r.entry.digest
+            )
+            for r in records
+        ]
+        written: dict[str, pa.Table] = {}
         with self.catalog.begin() as conn:
-            claims = ledger.claim(conn, entries, flush_id, now, self._lease_s)
-        verdicts = {batch_id: (str(c.verdict), c.owner) for batch_id, c in claims.items()}
-        stale = {batch_id: c.owner for batch_id, c in claims.items() if c.verdict == "stale"}
-        if stale:
-            table = self.tables.table(tickets[0].table)
-            table.refresh()
-            for batch_id, owner in stale.items():
-                with self.catalog.begin() as conn:
-                    if _has_flush(table, owner):
-                        ledger.mark_committed(conn, owner, now)
-                        verdicts[batch_id] = (RECOVERED, owner)
-                    elif ledger.take_over(conn, batch_id, owner, flush_id, now):
-                        verdicts[batch_id] = ("mine", owner)  # the old flush, checked again
-                        #                                      under the commit lock
-                    else:
-                        verdicts[batch_id] = ("busy", owner)
-        return verdicts
+            fresh_ids = ledger.record_stored(conn, entries, flush_id, datetime.now(UTC))
+            fresh = [r for r in records if r.entry.batch_id in fresh_ids]
+            files: list[staging.StagedFile] = []
+            for name in dict.fromkeys(r.entry.table for r in fresh):
+                data = pa.concat_tables([r.entry.data for r in fresh if r.entry.table == name])
+                written[name] = data.combine_chunks()
+                files += self._write_files(name, written[name])
+            staging.stage(conn, files)
+        dropped = len(records) - len(fresh)
+        if dropped:
+            self.retries_dropped += dropped
+            log.warning("%d logged batches were staged by another gateway first (retries)", dropped)
+        self.files_staged += len(files)
+        if fresh:
+            self._flushes += 1
+            self._run_hooks(Commit(self._flushes, written, record_tickets(fresh)))
+            self._account({n: d.num_rows for n, d in written.items()}, 0, 0, started)
 
-    def _commit(
-        self,
-        name: str,
-        mine: Sequence[Ticket],
-        flush_id: str,
-        deadline: float,
-        taken: dict[str, str],
-    ) -> set[str]:
-        """Append the rows of `mine` under the table's commit lock; the batch ids not appended
-        because the flush they were taken over from (`taken`: batch id -> old flush id, "" when
-        claimed fresh) landed first. ClaimLostError when a claim is no longer this flush's."""
-        from pyiceberg.exceptions import CommitFailedException
+    # -- staging ---------------------------------------------------------------------------
+    def _write_files(self, name: str, data: pa.Table) -> list[staging.StagedFile]:
+        """`data` written as the table's data files (one per partition, sorted by time)."""
+        from pyiceberg.io.pyarrow import _dataframe_to_data_files
 
         table = self.tables.table(name)
-        stored: set[str] = set()
-        for attempt in range(self._attempts):
-            if time.monotonic() > deadline:
-                break
-            try:
-                # One committer at a time per table (fleet.commit_lock): from the newest metadata,
-                # so the append meets no concurrent gateway commit. What can still conflict is
-                # the hourly upkeep's rewrite, which does not take the lock.
-                with table_commit_lock(self.catalog, self.tables.identifier(name), deadline):
-                    table.refresh()
-                    stored = self._fence(table, mine, flush_id, taken)
-                    rest = [t for t in mine if t.batch_id not in stored]
-                    if rest:
-                        data = pa.concat_tables([t.data for t in rest]).combine_chunks()
-                        rows = to_table_schema(data, table)
-                        table.append(rows, snapshot_properties={FLUSH_PROPERTY: flush_id})
-                return stored
-            except CommitFailedException:
-                self.commit_conflicts += 1
-                log.warning("Iceberg commit conflict on %s (attempt %d)", name, attempt + 1)
-                table.refresh()
-                if _has_flush(table, flush_id):  # the commit landed after all
-                    return stored
-                time.sleep(random.uniform(0, min(2.0, 0.05 * 2**attempt)))  # full jitter
-        raise CommitGaveUpError(
-            f"Iceberg commit of {name} kept conflicting ({self._attempts} attempts or the "
-            f"{self._lease_s:.0f} s lease); retry with the same batch id",
-            status=503,
+        rows = to_table_schema(data, table)
+        return [
+            self._describe(name, table, data_file)
+            for data_file in _dataframe_to_data_files(table.metadata, rows, table.io)
+        ]
+
+    def _describe(self, name: str, table: Table, data_file: DataFile) -> staging.StagedFile:
+        ts_id = table.schema().find_field("ts").field_id
+        return staging.StagedFile(
+            path=data_file.file_path,
+            table_name=name,
+            rows=int(data_file.record_count),
+            file_bytes=int(data_file.file_size_in_bytes),
+            partition=table.spec().partition_to_path(data_file.partition, table.schema()),
+            min_ts=_micros(data_file.lower_bounds[ts_id]),
+            max_ts=_micros(data_file.upper_bounds[ts_id]),
+            gateway=self.gateway,
         )
 
-    def _fence(
-        self, table: Table, mine: Sequence[Ticket], flush_id: str, taken: dict[str, str]
-    ) -> set[str]:
-        """Under the commit lock: ClaimLostError unless every claim of `mine` is still this
-        flush's; the ids among them whose old flush (taken over) is in the snapshots now."""
-        with self.catalog.begin() as conn:
-            held = ledger.holders(conn, [t.batch_id for t in mine])
-            lost = [t.batch_id for t in mine if held.get(t.batch_id) != (flush_id, ledger.PENDING)]
-            if lost:
-                raise ClaimLostError(
-                    f"{len(lost)} batch(es) of this flush were taken over by another gateway "
-                    f"after the {self._lease_s:.0f} s lease; retry with the same batch id",
-                    status=503,
-                )
-            # A fresh lease for the append: only an append slower than a whole lease can now
-            # see its claims taken over (and the taker's fence then finds this flush landed).
-            ledger.renew(conn, flush_id, datetime.now(UTC))
-        return {b for b, old in taken.items() if old and _has_flush(table, old)}
 
-    def _run_landed_hooks(self, name: str, landed: Sequence[Ticket]) -> None:
-        """The commit hooks on the rows of `landed` (their rows are in the table already)."""
-        if not landed or not self._hooks:
-            return
-        self._flushes_landed += 1
-        rows = pa.concat_tables([t.data for t in landed])
-        self._run_hooks(Commit(self._flushes_landed, {name: rows}, landed))
-
-    def _release_unless_landed(self, name: str, flush_id: str, taken: dict[str, str]) -> None:
-        """Drop the claims of a failed flush, unless its commit landed after all (a lost answer):
-        then the claims stay pending and the next copy finds the snapshot once the lease ends."""
-        try:
-            table = self.tables.table(name)
-            table.refresh()
-            if _has_flush(table, flush_id):
-                return
-            with self.catalog.begin() as conn:
-                expired = datetime.now(UTC) - timedelta(seconds=self._lease_s)
-                ledger.release(conn, flush_id, taken, expired)
-        except Exception:  # the lease expires anyway
-            log.exception("could not release the claims of flush %s", flush_id)
-
-
-def _has_flush(table: Table, flush_id: str) -> bool:
-    """Whether a snapshot of `table` was committed by the flush `flush_id` (summary property)."""
-    for snapshot in reversed(table.metadata.snapshots):
-        summary = snapshot.summary
-        if summary is not None and summary.get(FLUSH_PROPERTY) == flush_id:
-            return True
-    return False
+def _micros(bound: bytes) -> datetime:
+    """An Iceberg timestamptz bound (8 bytes, little-endian microseconds) as a UTC datetime."""
+    (us,) = struct.unpack("<q", bound)
+    return datetime.fromtimestamp(us / 1_000_000, UTC)

@@ -1,4 +1,5 @@
-"""`fleetscope server`: assembles the writer, the HTTP server, maintenance and plug-in hooks.
+"""`fleetscope server`: the embedded mode's store (DuckDB writer, segments, maintenance) on the
+start-up both modes share (warehouse.ingest.startup.IngestProcess).
 
 Start order: catalog, segment store, writer (opens and migrates DuckDB, republishes what a crash
 left unpublished), HTTP listener, maintenance, then `on_start` hooks. The hooks come from the
@@ -16,34 +17,32 @@ from __future__ import annotations
 import logging
 from functools import partial
 
-from fleetscope.errors import ConfigError
 from fleetscope.settings import Settings
 from warehouse import catalog
-from warehouse.catalog.fleet import HostClusters
-from warehouse.ingest.auth import TokenChecker
-from warehouse.ingest.listener import Listening, bind, listen_address, tls_from
+from warehouse.ingest.listener import listen_address
 from warehouse.ingest.metrics import ServerMetrics
-from warehouse.ingest.plugin_host import PluginHost, load_plugins
-from warehouse.ingest.security import check_exposure, effective_tokens, read_tokens
-from warehouse.ingest.server import Ingest, IngestConfig
-from warehouse.ingest.shape_limits import ShapeLimits
+from warehouse.ingest.plugin_host import load_plugins
+from warehouse.ingest.startup import IngestProcess
 from warehouse.profiling.service import ProfilingConfig, ProfilingService
-from warehouse.prometheus.remote_write import RemoteWrite, recent_scrapes
-from warehouse.prometheus.remote_write_metrics import RemoteWriteCollector
+from warehouse.prometheus.remote_write import recent_scrapes
 from warehouse.read.reader import Warehouse
 from warehouse.storage.arrival_hook import ArrivalMarks
 from warehouse.storage.catalog_sync import CatalogSync
 from warehouse.storage.maintenance import Maintenance, MaintenanceConfig
 from warehouse.storage.paths import WarehousePaths
 from warehouse.storage.segments import SegmentStore
-from warehouse.storage.writer import Writer
+from warehouse.storage.writer import Writer, WriterConfig
 
 log = logging.getLogger(__name__)
 
 __all__ = ["Server", "load_plugins"]
 
 
-class Server(PluginHost, Listening):
+class Server(IngestProcess):
+    """The embedded mode: its store is the DuckDB writer and the segment store."""
+
+    writer: Writer
+
     def __init__(
         self, settings: Settings, *, host: str | None = None, port: int | None = None
     ) -> None:
@@ -58,12 +57,7 @@ class Server(PluginHost, Listening):
         self.writer = Writer(
             self.paths.duckdb_path,
             self.store,
-            flush_rows=settings.warehouse.flush_rows,
-            flush_interval_s=settings.warehouse.flush_interval_s,
-            flush_idle_s=settings.warehouse.flush_idle_s,
-            queue_max_rows=settings.warehouse.queue_max_rows,
-            shape_limits=ShapeLimits.from_settings(settings),
-            log_flush_interval_s=settings.warehouse.log_flush_interval_s,
+            WriterConfig.from_settings(settings),
             hooks=[
                 CatalogSync(self.catalog),
                 ArrivalMarks(self.catalog, settings.analyzers.bucket_s),
@@ -72,43 +66,6 @@ class Server(PluginHost, Listening):
         )
         self.warehouse = Warehouse(self.writer, self.store, self.catalog)
         self.metrics = ServerMetrics(self.writer, self.catalog)
-        address = listen_address(settings, host, port)
-        tokens = effective_tokens(settings)
-        try:
-            check_exposure(address[0], tokens + read_tokens(settings))  # read tokens too
-            tls = tls_from(settings)
-        except ConfigError:
-            self.writer.stop()
-            raise
-        self.auth = TokenChecker(tokens, self.catalog, read_tokens=read_tokens(settings))
-        self.remote_write = RemoteWrite.from_settings(
-            self.writer,
-            settings,
-            watermarks=partial(recent_scrapes, self.writer),
-            known_cluster=HostClusters(self.catalog),
-        )
-        self.metrics.registry.register(RemoteWriteCollector(self.remote_write))
-        self.profiling = ProfilingService(
-            self.catalog,
-            ProfilingConfig.from_settings(settings),
-            notify=self._trace_uploaded,
-            sole_server=True,  # its data folder is its own: what is left unanalysed is abandoned
-        )
-        ingest = Ingest(
-            writer=self.writer,
-            catalog=self.catalog,
-            auth=self.auth,
-            metrics=self.metrics,
-            config=IngestConfig.from_settings(settings),
-            remote_write=self.remote_write,
-            profiling=self.profiling,
-            routes=self.routes,
-        )
-        try:
-            self.http = bind(address, ingest, tls)
-        except ConfigError:
-            self.writer.stop()
-            raise
         self.maintenance = Maintenance(
             self.store,
             self.writer,
@@ -119,23 +76,20 @@ class Server(PluginHost, Listening):
                 retention_days=settings.warehouse.raw_retention_days,
             ),
         )
-        for setup in plugin_setups:
-            setup(self)
+        self._serve(
+            listen_address(settings, host, port),
+            watermarks=partial(recent_scrapes, self.writer),
+            profiling=lambda: ProfilingService(
+                self.catalog,
+                ProfilingConfig.from_settings(settings),
+                notify=self._trace_uploaded,
+                sole_server=True,  # its data folder is its own: what is left unanalysed is abandoned
+            ),
+            setups=plugin_setups,
+        )
 
-    def start(self) -> None:
-        self.writer.start()
-        self._serve_http()
-        self.remote_write.start()
+    def _start_upkeep(self) -> None:
         self.maintenance.start()
-        self.profiling.start()
-        self._started()
-        log.info("ingest listening on %s", self.url)
 
-    def stop(self) -> None:
-        self._stopping()
-        self._close_http()
-        self.remote_write.stop()  # stores waiting scrapes while the writer still runs
-        self.profiling.stop()  # lets the trace being analyzed finish
+    def _stop_upkeep(self) -> None:
         self.maintenance.stop()
-        self.writer.stop()
-        self.catalog.dispose()

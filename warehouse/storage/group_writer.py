@@ -40,7 +40,6 @@ import pyarrow.compute as pc
 from fleetscope.errors import IngestError
 from warehouse.ingest.batch_digest import CONFLICT_STATUS, conflict_message
 from warehouse.ingest.batch_queue import BatchQueue, Ticket
-from warehouse.ingest.shape_limits import UNLIMITED, ShapeLimits
 from warehouse.storage.ingest_log import IngestLog, LogPosition, LogRecord
 from warehouse.storage.log_entries import (
     ledger_key,
@@ -48,10 +47,11 @@ from warehouse.storage.log_entries import (
     same_content,
     storable_refusal,
 )
+from warehouse.storage.writer_config import WriterConfig
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Commit", "CommitHook", "GroupWriter", "WriterStats", "is_data_error"]
+__all__ = ["Commit", "CommitHook", "GroupWriter", "WriterConfig", "WriterStats", "is_data_error"]
 
 
 @dataclass(frozen=True)
@@ -87,40 +87,36 @@ class WriterStats:
 
 
 class GroupWriter(BatchQueue):
-    """A BatchQueue drained by one thread that commits groups; see the module docstring."""
+    """A BatchQueue drained by one thread that commits groups; see the module docstring.
+    A subclass names itself (the class attributes below) and supplies its store."""
+
+    queue_name = "ingest"  # in BatchQueue's messages
+    owner = "server"
+    committer = "writer"  # who "could not commit" in a 503's message
+    thread_name = "fleetscope-writer"
 
     def __init__(
         self,
+        config: WriterConfig,
         *,
-        owner: str,
-        queue_name: str,
-        committer: str,
-        thread_name: str,
-        flush_rows: int,
-        flush_interval_s: float,
-        flush_idle_s: float,
-        queue_max_rows: int,
         hooks: Sequence[CommitHook],
-        shape_limits: ShapeLimits = UNLIMITED,
         ingest_log: IngestLog | None = None,
-        log_flush_interval_s: float = 1.0,
     ) -> None:
         super().__init__(
-            owner=owner,
-            queue_name=queue_name,
-            flush_rows=flush_rows,
-            flush_interval_s=flush_interval_s,
-            flush_idle_s=flush_idle_s,
-            queue_max_rows=queue_max_rows,
-            shape_limits=shape_limits,
+            owner=self.owner,
+            queue_name=self.queue_name,
+            flush_rows=config.flush_rows,
+            flush_interval_s=config.flush_interval_s,
+            flush_idle_s=config.flush_idle_s,
+            queue_max_rows=config.queue_max_rows,
+            shape_limits=config.shape_limits,
         )
-        self._committer = committer  # who "could not commit" in a 503's message
-        self._thread_name = thread_name
+        self.config = config
         self._hooks = list(hooks)
         self._thread: threading.Thread | None = None
         self.stats = WriterStats()
         self._log = ingest_log
-        self._log_flush_interval_s = log_flush_interval_s
+        self._log_flush_interval_s = config.log_flush_interval_s
         # Logged, acknowledged, not yet in the store; only the writer thread touches these.
         self._pending: list[LogRecord] = []
         self._pending_ids: dict[str, tuple[str, str]] = {}
@@ -135,7 +131,7 @@ class GroupWriter(BatchQueue):
             if self._pending:  # readable (and in the remote_write watermarks) from the start
                 self._flush_log()
             self._last_log_flush = time.monotonic()
-        self._thread = threading.Thread(target=self._run, name=self._thread_name, daemon=True)
+        self._thread = threading.Thread(target=self._run, name=self.thread_name, daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
@@ -210,7 +206,7 @@ class GroupWriter(BatchQueue):
                     error, status = f"batch {ticket.batch_id} cannot be stored: {exc}", 422
                 else:
                     log.exception("flush of batch %s failed; answered 503", ticket.batch_id)
-                    error, status = f"{self._committer} could not commit: {exc}", 503
+                    error, status = f"{self.committer} could not commit: {exc}", 503
                 self._answer(ticket, error=error, status=status)
 
     def _commit_group(self, tickets: list[Ticket]) -> None:

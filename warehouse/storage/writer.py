@@ -30,6 +30,7 @@ the same file, and request threads must never call DuckDB.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import threading
 import time
@@ -44,16 +45,21 @@ import pyarrow as pa
 
 from fleetscope.contract import TABLES
 from fleetscope.errors import ConfigError, IngestError
-from warehouse.ingest.shape_limits import UNLIMITED, ShapeLimits
 from warehouse.migrations import migrate
 from warehouse.storage import schema
-from warehouse.storage.group_writer import Commit, CommitHook, GroupWriter, WriterStats
+from warehouse.storage.group_writer import (
+    Commit,
+    CommitHook,
+    GroupWriter,
+    WriterConfig,
+    WriterStats,
+)
 from warehouse.storage.ingest_log import IngestLog, LogEntry, LogPosition, LogRecord
 from warehouse.storage.ledger_filter import LedgerFilter
 from warehouse.storage.log_entries import record_tickets
 from warehouse.storage.segments import Segment, SegmentStore
 
-__all__ = ["Commit", "CommitHook", "Writer", "WriterStats", "open_database"]
+__all__ = ["Commit", "CommitHook", "Writer", "WriterConfig", "WriterStats", "open_database"]
 
 log = logging.getLogger(__name__)
 
@@ -67,32 +73,18 @@ class Writer(GroupWriter):
         self,
         duckdb_path: Path,
         store: SegmentStore,
+        config: WriterConfig | None = None,
         *,
-        flush_rows: int,
-        flush_interval_s: float,
-        queue_max_rows: int,
-        flush_idle_s: float = 0.05,
         hooks: Sequence[CommitHook] = (),
         tables: Mapping[str, pa.Schema] = TABLES,
-        shape_limits: ShapeLimits = UNLIMITED,
         log_dir: Path | None = None,
-        log_flush_interval_s: float = 1.0,
+        **options: Any,
     ) -> None:
-        super().__init__(
-            queue_name="ingest",
-            owner="server",
-            committer="writer",
-            thread_name="fleetscope-writer",
-            flush_rows=flush_rows,
-            flush_interval_s=flush_interval_s,
-            flush_idle_s=flush_idle_s,
-            queue_max_rows=queue_max_rows,
-            hooks=hooks,
-            shape_limits=shape_limits,
-            # the log belongs to its database: its flushed position is kept there
-            ingest_log=IngestLog(log_dir or duckdb_path.with_suffix(".ingest-log")),
-            log_flush_interval_s=log_flush_interval_s,
-        )
+        """`options` override single fields of `config` (WriterConfig), as tests do."""
+        config = dataclasses.replace(config or WriterConfig(), **options)
+        # the log belongs to its database: its flushed position is kept there
+        ingest_log = IngestLog(log_dir or duckdb_path.with_suffix(".ingest-log"))
+        super().__init__(config, hooks=hooks, ingest_log=ingest_log)
         self._store = store
         self._tables = dict(tables)
         self._calls: deque[tuple[Callable[[duckdb.DuckDBPyConnection], Any], Future[Any]]] = deque()

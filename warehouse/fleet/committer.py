@@ -1,0 +1,188 @@
+"""The table committer: in the gateway holding a table's commit lock, every staged file in one append.
+
+Every gateway runs one; only the holder of a table's lock (warehouse.fleet.commit_lock) commits
+it. Every `fleet.commit_interval_s` it:
+
+1. settles commits a dead committer left unfinished (files assigned to a commit id, not marked):
+   the commit id in a snapshot summary means it landed (mark the files committed), else the files
+   go back to staged (warehouse.catalog.staging);
+2. assigns every staged file of the table (all gateways') to a fresh commit id, in a transaction
+   of its own;
+3. appends them to the Iceberg table in ONE fast append (the files' statistics read from their
+   Parquet footers, as pyiceberg's `add_files` does) with the commit id in the snapshot summary;
+4. marks the files committed with the snapshot's id.
+
+A committer killed anywhere in 2-4 leaves the files assigned; step 1 of the next committer tells
+from the snapshots whether the append landed, so a takeover commits each file exactly once. Only
+one committer per table exists, so its appends meet no other gateway's; what can still conflict is
+the upkeep's rewrite (compaction, retention) run by a worker: that is counted
+(`fleetscope_iceberg_commit_conflicts_total` on the gateway's /metrics) and retried from fresh
+metadata. At a clean stop the gateway runs one last pass for the tables whose lock it holds or
+can take, so staged files never wait for a gateway that is gone.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from sqlalchemy import Engine
+
+from fleetscope.contract import TABLES
+from warehouse.catalog import staging
+from warehouse.fleet.commit_lock import CommitterLease
+from warehouse.fleet.tables import FLUSH_PROPERTY, FleetTables
+
+if TYPE_CHECKING:
+    from pyiceberg.table import Table
+
+log = logging.getLogger(__name__)
+
+__all__ = ["CommitStats", "TableCommitter"]
+
+MAX_FILES_PER_COMMIT = 2_000  # one manifest's worth; more wait for the next pass
+
+
+@dataclass
+class CommitStats:
+    """Counters /metrics reads; only the committer thread updates them."""
+
+    commits: int = 0
+    files_committed: int = 0
+    conflicts: int = 0  # CommitFailedException retries
+    recovered: int = 0  # unfinished commits of a dead committer, settled
+
+
+class TableCommitter:
+    def __init__(
+        self, tables: FleetTables, catalog: Engine, *, interval_s: float, attempts: int = 20
+    ) -> None:
+        self.tables = tables
+        self.catalog = catalog
+        self.interval_s = interval_s
+        self.attempts = attempts
+        self.lease = CommitterLease(catalog)
+        self.stats = CommitStats()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._pass = threading.Lock()  # one pass at a time (the thread, `run_once` callers)
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="fleetscope-committer", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop the thread, commit what is staged for the tables this gateway can hold, and give
+        the locks up."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        self.run_once()
+        self.lease.release_all()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self.run_once()
+
+    def run_once(self) -> int:
+        """One pass over every contract table this gateway commits; returns the files committed."""
+        committed = 0
+        with self._pass:
+            for name in TABLES:
+                if not self.lease.hold(name):
+                    continue
+                try:
+                    committed += self.commit(name)
+                except Exception:
+                    log.exception(
+                        "commit of the staged files of %s failed; retried next pass", name
+                    )
+        return committed
+
+    def commit(self, name: str) -> int:
+        """Steps 1-4 of the module docstring for one table (the caller holds its lock)."""
+        table = self.tables.table(name)
+        table.refresh()
+        self._settle(name, table)
+        commit_id = uuid.uuid4().hex
+        with self.catalog.begin() as conn:
+            paths = staging.assign(conn, name, commit_id, MAX_FILES_PER_COMMIT)
+        if not paths:
+            return 0
+        try:
+            snapshot = self._append(name, table, paths, commit_id)
+        except Exception:
+            table.refresh()
+            if _snapshot_of(table, commit_id) is None:
+                with self.catalog.begin() as conn:
+                    staging.unassign(conn, commit_id)
+            raise  # if it landed after all, the next pass's settle marks it
+        with self.catalog.begin() as conn:
+            staging.mark_committed(conn, commit_id, *snapshot)
+        self.stats.commits += 1
+        self.stats.files_committed += len(paths)
+        return len(paths)
+
+    def _settle(self, name: str, table: Table) -> None:
+        with self.catalog.connect() as conn:
+            unfinished = staging.unfinished(conn, name)
+        for commit_id in unfinished:
+            snapshot = _snapshot_of(table, commit_id)
+            with self.catalog.begin() as conn:
+                if snapshot is not None:
+                    staging.mark_committed(conn, commit_id, *snapshot)
+                else:
+                    staging.unassign(conn, commit_id)
+            self.stats.recovered += 1
+            log.warning(
+                "%s: commit %s of a previous committer %s",
+                name,
+                commit_id,
+                "had landed; marked" if snapshot is not None else "had not landed; re-staged",
+            )
+
+    def _append(self, name: str, table: Table, paths: list[str], commit_id: str) -> tuple[int, int]:
+        """One fast append of the files at `paths`; the new snapshot's (id, sequence number)."""
+        from pyiceberg.exceptions import CommitFailedException
+        from pyiceberg.table import _parquet_files_to_data_files
+
+        data_files = list(_parquet_files_to_data_files(table.metadata, paths, table.io))
+        for attempt in range(self.attempts):
+            if not self.lease.hold(name):
+                raise RuntimeError(f"lost the commit lock of {name} before committing")
+            try:
+                with table.transaction() as tx:
+                    update = tx.update_snapshot(snapshot_properties={FLUSH_PROPERTY: commit_id})
+                    with update.fast_append() as append:
+                        for data_file in data_files:
+                            append.append_data_file(data_file)
+            except CommitFailedException:
+                self.stats.conflicts += 1
+                log.warning("Iceberg commit conflict on %s (attempt %d)", name, attempt + 1)
+                table.refresh()
+                if _snapshot_of(table, commit_id) is not None:
+                    break
+                time.sleep(random.uniform(0, min(2.0, 0.05 * 2**attempt)))  # full jitter
+                continue
+            break
+        else:
+            raise RuntimeError(f"Iceberg commit of {name} kept conflicting ({self.attempts} tries)")
+        table.refresh()
+        snapshot = _snapshot_of(table, commit_id)
+        if snapshot is None:
+            raise RuntimeError(f"commit {commit_id} of {name} is not in the table's snapshots")
+        return snapshot
+
+
+def _snapshot_of(table: Table, commit_id: str) -> tuple[int, int] | None:
+    """(id, sequence number) of the snapshot of `table` whose summary carries `commit_id`."""
+    for snapshot in reversed(table.metadata.snapshots):
+        summary = snapshot.summary
+        if summary is not None and summary.get(FLUSH_PROPERTY) == commit_id:
+            return int(snapshot.snapshot_id), int(snapshot.sequence_number or 0)
+    return None
