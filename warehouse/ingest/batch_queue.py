@@ -29,7 +29,7 @@ from fleetscope.errors import IngestError
 from warehouse.ingest.batch_digest import CONFLICT_STATUS, conflict_message, content_digest
 from warehouse.ingest.shape_limits import SHAPE_STATUS, UNLIMITED, ShapeLimits, shape_refusal
 
-__all__ = ["BatchQueue", "Part", "Ticket"]
+__all__ = ["BatchQueue", "Part", "Ticket", "expand_parts"]
 
 
 @dataclass(frozen=True)
@@ -229,3 +229,24 @@ def _refused(
     ticket = Ticket(batch_id, table, data.num_rows, agent, data, datetime.now(UTC))
     ticket._resolve(error=error, status=status)
     return ticket
+
+
+def expand_parts(ticket: Ticket) -> list[Ticket]:
+    """A ticket of several parts as one ticket per part (its `children`), so deduplication,
+    conflicts and poison isolation work part by part in every writer."""
+    if not ticket.parts:
+        return [ticket]
+    ticket.children = [
+        Ticket(
+            part.batch_id,
+            ticket.table,
+            part.rows,
+            ticket.agent,
+            ticket.data.slice(part.offset, part.rows),
+            ticket.received_at,
+            ticket.agent_version,
+            part.digest,
+        )
+        for part in ticket.parts
+    ]
+    return ticket.children

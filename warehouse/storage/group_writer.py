@@ -33,15 +33,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from fleetscope.errors import IngestError
 from warehouse.ingest.batch_digest import CONFLICT_STATUS, conflict_message
-from warehouse.ingest.batch_queue import BatchQueue, Ticket
+from warehouse.ingest.batch_queue import BatchQueue, Ticket, expand_parts
 from warehouse.storage.ingest_log import IngestLog, LogPosition, LogRecord
 from warehouse.storage.log_entries import (
+    is_data_error,
     ledger_key,
     log_entry,
     same_content,
@@ -156,7 +156,7 @@ class GroupWriter(BatchQueue):
                 batch = self._take_group(self._has_other_work, self._log_flush_due_at())
                 done = self._stopping and not batch and not self._has_other_work()
             if batch:
-                expanded = [part for ticket in batch for part in _expand(ticket)]
+                expanded = [part for ticket in batch for part in expand_parts(ticket)]
                 self._commit_groups(expanded)
                 for ticket in batch:
                     if ticket.parts:
@@ -478,39 +478,3 @@ class GroupWriter(BatchQueue):
             stats.rows_committed[name] = stats.rows_committed.get(name, 0) + count
         stats.last_flush_rows = sum(rows.values())
         stats.last_flush_s = time.perf_counter() - started
-
-
-def _expand(ticket: Ticket) -> list[Ticket]:
-    """A ticket of several parts as one ticket per part (its `children`), so deduplication,
-    conflicts and poison isolation work part by part in every writer."""
-    if not ticket.parts:
-        return [ticket]
-    ticket.children = [
-        Ticket(
-            part.batch_id,
-            ticket.table,
-            part.rows,
-            ticket.agent,
-            ticket.data.slice(part.offset, part.rows),
-            ticket.received_at,
-            ticket.agent_version,
-            part.digest,
-        )
-        for part in ticket.parts
-    ]
-    return ticket.children
-
-
-def is_data_error(exc: BaseException) -> bool:
-    """Whether a batch failed because of what it holds (never retry it), not the machine."""
-    return isinstance(
-        exc,
-        (
-            duckdb.DataError,
-            duckdb.IntegrityError,
-            pa.ArrowException,
-            ArithmeticError,
-            ValueError,
-            TypeError,
-        ),
-    ) and not isinstance(exc, (duckdb.IOException, OSError))

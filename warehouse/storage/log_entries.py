@@ -10,13 +10,21 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from warehouse.ingest.batch_queue import Ticket
 from warehouse.storage.ingest_log import LogEntry, LogRecord
 
-__all__ = ["ledger_key", "log_entry", "record_tickets", "same_content", "storable_refusal"]
+__all__ = [
+    "is_data_error",
+    "ledger_key",
+    "log_entry",
+    "record_tickets",
+    "same_content",
+    "storable_refusal",
+]
 
 
 def log_entry(ticket: Ticket) -> LogEntry:
@@ -69,3 +77,18 @@ def storable_refusal(data: pa.Table) -> str | None:
             except pa.ArrowInvalid as exc:
                 return f"cannot be stored: column {name} holds a time out of range ({exc})"
     return None
+
+
+def is_data_error(exc: BaseException) -> bool:
+    """Whether a batch failed because of what it holds (never retry it), not the machine."""
+    return isinstance(
+        exc,
+        (
+            duckdb.DataError,
+            duckdb.IntegrityError,
+            pa.ArrowException,
+            ArithmeticError,
+            ValueError,
+            TypeError,
+        ),
+    ) and not isinstance(exc, (duckdb.IOException, OSError))
