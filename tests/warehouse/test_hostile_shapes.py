@@ -176,10 +176,17 @@ def test_batches_within_raised_limits_are_stored_while_others_are_acknowledged(
             assert (days.status, days.body["rows"]) == (202, 100)
             assert (batches.status, batches.body["rows"]) == (202, 2_000)
             wait_for(lambda: agent.acked_after(started) >= 3, "innocent acks after the big ones")
-        rows = reader.connect(raised_limits).execute(
-            "SELECT count(DISTINCT ts::DATE) FILTER (WHERE host = 'many-days'), "
-            "count(*) FILTER (WHERE host = 'many-batches') FROM gpu_samples"
-        )
-        assert rows.fetchall() == [(100, 2_000)]
+
+        def stored() -> list[tuple[int, int]]:
+            return (
+                reader.connect(raised_limits)
+                .execute(
+                    "SELECT count(DISTINCT ts::DATE) FILTER (WHERE host = 'many-days'), "
+                    "count(*) FILTER (WHERE host = 'many-batches') FROM gpu_samples"
+                )
+                .fetchall()
+            )
+
+        assert eventually(stored, [(100, 2_000)]) == [(100, 2_000)]
     finally:
         running.stop()
