@@ -124,7 +124,6 @@ def _finish(
     path: Path, metadata: dict[str, Any], cols: ColumnBuilder, hta_rank: int | None
 ) -> RawTrace:
     load_fast.flush_columns(cols, path)
-    fields = {_FIELD_OF.get(key, key): cols.column(key) for key in DTYPES}
     return RawTrace(
         path=path,
         metadata=metadata,
@@ -133,16 +132,5 @@ def _finish(
         ts_all_present=cols.ts_all_present,
         event_count=cols.count,
         hta_rank=hta_rank,
-        **fields,
+        **{key: cols.column(key) for key in DTYPES},
     )
-
-
-# RawTrace's name of each `columns.DTYPES` key that differs from it.
-_FIELD_OF = {
-    "bw": "memory_bw_gbps",
-    "nbytes": "bytes",
-    "ext": "external_id",
-    "mem_type": "mem_device_type",
-    "mem_dev": "mem_device_id",
-    "mem_total": "mem_total_allocated",
-}
