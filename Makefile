@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test lint typecheck pytest bench bench-quick fuzz clean docs
 
-$(STAMP): pyproject.toml analyzers/sketch/_sketch_scalar.c
+$(STAMP): pyproject.toml analyzers/sketch/_sketch_scalar.c analyzers/traces/_kineto_columns.c
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e ".[dev]"

@@ -190,9 +190,9 @@ def _reduce(events: list[_Event], base: int, cols: ColumnBuilder) -> dict[str, n
         dur=dur_all[rows],
         stream=np.array([a.stream for a in args], dtype=np.int64),
         correlation=np.array([a.correlation for a in args], dtype=np.int64),
-        bw=np.array([a.bandwidth for a in args], dtype=np.float64),
-        nbytes=np.array([a.nbytes for a in args], dtype=np.int64),
-        ext=_ints(external),
+        memory_bw_gbps=np.array([a.bandwidth for a in args], dtype=np.float64),
+        bytes=np.array([a.nbytes for a in args], dtype=np.int64),
+        external_id=_ints(external),
     )
     return blocks
 
@@ -208,9 +208,9 @@ def _memory_counters(others: list[_Event]) -> dict[str, npt.NDArray[Any]]:
     args = [e.args for e in counters]
     return {
         "mem_ts": np.array([e.ts for e in counters], dtype=np.float64),
-        "mem_type": _ints([a.device_type for a in args]),
-        "mem_dev": _ints([a.device_id for a in args]),
-        "mem_total": np.array([a.total_allocated for a in args], dtype=np.float64),
+        "mem_device_type": _ints([a.device_type for a in args]),
+        "mem_device_id": _ints([a.device_id for a in args]),
+        "mem_total_allocated": np.array([a.total_allocated for a in args], dtype=np.float64),
     }
 
 

@@ -821,8 +821,8 @@ enum {
 };
 
 static const char *const column_names[N_COLUMNS] = {
-    "index", "cat", "name", "pid", "tid", "ts", "dur", "stream", "correlation", "bw", "nbytes",
-    "ext", "mem_ts", "mem_type", "mem_dev", "mem_total",
+    "index", "cat", "name", "pid", "tid", "ts", "dur", "stream", "correlation", "memory_bw_gbps",
+    "bytes", "external_id", "mem_ts", "mem_device_type", "mem_device_id", "mem_total_allocated",
 };
 
 PyDoc_STRVAR(decode_events_doc,

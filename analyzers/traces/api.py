@@ -93,14 +93,13 @@ def analyze_trace(
     hta_compatible: bool = False,
     options: TraceOptions | None = None,
     job_id: str | None = None,
-    load: Callable[[Path], RawTrace] = load_raw_trace,
 ) -> TraceReport:
     """Load, analyze and judge one trace (file or folder of ranks): the one call a freshly
-    uploaded trace needs. `load` reads one file (see `load_trace_set`)."""
+    uploaded trace needs."""
     from analyzers.traces.findings import trace_findings
 
     options = options or TraceOptions()
-    trace = load_trace_set(path, hta_compatible=hta_compatible, load=load)
+    trace = load_trace_set(path, hta_compatible=hta_compatible)
     results = run_analyses(trace, options)
     findings = trace_findings(trace, results, options, job_id=job_id)
     return TraceReport(trace, options, results, findings)

@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable
 from enum import IntEnum
 
-__all__ = ["CLASSIFIERS", "Classifier", "KernelClass", "classify_fleetscope", "classify_hta_050"]
+__all__ = ["Classifier", "KernelClass", "classify_fleetscope", "classify_hta_050"]
 
 
 class KernelClass(IntEnum):
@@ -98,9 +98,3 @@ def classify_fleetscope(name: str) -> KernelClass:
     if not_comp.match(name):
         return KernelClass.OTHER
     return KernelClass.COMPUTATION
-
-
-CLASSIFIERS: dict[str, Classifier] = {
-    "hta-0.5.0": classify_hta_050,
-    "fleetscope": classify_fleetscope,
-}

@@ -45,13 +45,13 @@ DTYPES: dict[str, str] = {
     "dur": "float64",
     "stream": "int64",
     "correlation": "int64",
-    "bw": "float64",
-    "nbytes": "int64",
-    "ext": "int64",
+    "memory_bw_gbps": "float64",
+    "bytes": "int64",
+    "external_id": "int64",
     "mem_ts": "float64",
-    "mem_type": "int64",
-    "mem_dev": "int64",
-    "mem_total": "float64",
+    "mem_device_type": "int64",
+    "mem_device_id": "int64",
+    "mem_total_allocated": "float64",
 }
 
 # A run of one column's values: a numpy array of the column's dtype, or the C pass's bytearray
@@ -175,9 +175,9 @@ def event_sink(cols: ColumnBuilder, path: object) -> Callable[[object, int], Non
     dur_append = lists["dur"].append
     stream_append = lists["stream"].append
     corr_append = lists["correlation"].append
-    bw_append = lists["bw"].append
-    bytes_append = lists["nbytes"].append
-    ext_append = lists["ext"].append
+    bw_append = lists["memory_bw_gbps"].append
+    bytes_append = lists["bytes"].append
+    ext_append = lists["external_id"].append
 
     def add(ev: object, position: int) -> None:
         if type(ev) is not dict:
@@ -267,6 +267,6 @@ def _add_memory_counter(cols: ColumnBuilder, args: object, ts: float) -> None:
     if isinstance(args, dict):
         lists = cols.lists
         lists["mem_ts"].append(ts)
-        lists["mem_type"].append(as_int(args.get("Device Type"), -1))
-        lists["mem_dev"].append(as_int(args.get("Device Id"), -1))
-        lists["mem_total"].append(as_float(args.get("Total Allocated"), float("nan")))
+        lists["mem_device_type"].append(as_int(args.get("Device Type"), -1))
+        lists["mem_device_id"].append(as_int(args.get("Device Id"), -1))
+        lists["mem_total_allocated"].append(as_float(args.get("Total Allocated"), float("nan")))

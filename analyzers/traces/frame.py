@@ -10,7 +10,7 @@ This module must never import pandas.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from enum import StrEnum
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeAlias
@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # annotations only: pathlib imports urllib.parse and ipaddres
 
     import numpy.typing as npt
 
-__all__ = ["Mode", "RankFrame", "TraceSet"]
+__all__ = ["Mode", "RankFrame", "RowColumns", "TraceSet"]
 
 F64: TypeAlias = "npt.NDArray[np.float64]"
 I64: TypeAlias = "npt.NDArray[np.int64]"
@@ -37,36 +37,21 @@ GPU_OP_CATS = frozenset(
 )
 RUNTIME_CATS = frozenset({"cuda_runtime", "cuda_driver", "Runtime", "Driver"})
 CPU_OP_CATS = frozenset({"cpu_op", "Operator"})
-# The per-row columns a frame shares with the RawTrace it comes from, and what else it takes over.
-ROW_COLUMNS = (
-    "index", "cat", "name", "pid", "tid", "ts", "dur", "stream", "correlation", "memory_bw_gbps",
-    "bytes", "external_id",
-)  # fmt: skip
-_FROM_RAW = ("path", "metadata", "names", *ROW_COLUMNS, "mem_ts", "mem_device_type",
-             "mem_total_allocated")  # fmt: skip
-
-
-class Mode(StrEnum):
-    HTA = "hta"  # HTA 0.5.0's load rules and definitions, to agree with it number for number
-    NATIVE = "native"  # fleetscope's definitions (trace-semantics.md, "Where we go beyond HTA")
 
 
 @dataclass(eq=False)
-class RankFrame:
-    """One rank's kept events as columns (row i of every array is one event).
+class RowColumns:
+    """The per-row columns a `RankFrame` shares with the `load.RawTrace` it comes from.
 
-    `index` is the event's position in its file's `traceEvents`; `index_correlation` is the
-    `index` of the linked CPU launch (for a GPU row) or GPU op (for a CPU row), -1 when none, 0
-    when HTA found a correlation but no partner (HTA's convention). `names` decodes `cat`, `name`,
-    `pid` and `tid`. `ts_int` says whether HTA would hold `ts` as an integer column, which decides
-    how its unstable sorts break ties.
+    `names` decodes `cat`, `name`, `pid` and `tid` (-1: the key was absent). `index` is the
+    event's position in its file's `traceEvents`. `stream`, `correlation`, `bytes` and
+    `external_id` are -1 when absent; `stream` is -1 when not an integer (HTA's
+    `normalize_gpu_stream_numbers`); `memory_bw_gbps` is 0.0 when absent (HTA's default).
     """
 
-    rank: int
     path: Path
     metadata: dict[str, Any]
     names: list[str]
-    classifier: Classifier
     index: I64
     cat: I32
     name: I32
@@ -79,6 +64,31 @@ class RankFrame:
     memory_bw_gbps: F64
     bytes: I64
     external_id: I64
+
+
+ROW_COLUMNS = tuple(f.name for f in fields(RowColumns))[3:]  # `index` to `external_id`
+# What a frame takes over from its RawTrace besides the row columns.
+_FROM_RAW = ("path", "metadata", "names", *ROW_COLUMNS, "mem_ts", "mem_device_type",
+             "mem_total_allocated")  # fmt: skip
+
+
+class Mode(StrEnum):
+    HTA = "hta"  # HTA 0.5.0's load rules and definitions, to agree with it number for number
+    NATIVE = "native"  # fleetscope's definitions (trace-semantics.md, "Where we go beyond HTA")
+
+
+@dataclass(eq=False)
+class RankFrame(RowColumns):
+    """One rank's kept events as columns (row i of every array is one event).
+
+    `index_correlation` is the `index` of the linked CPU launch (for a GPU row) or GPU op (for a
+    CPU row), -1 when none, 0 when HTA found a correlation but no partner (HTA's convention).
+    `ts_int` says whether HTA would hold `ts` as an integer column, which decides how its
+    unstable sorts break ties.
+    """
+
+    rank: int
+    classifier: Classifier
     index_correlation: I64
     ts_int: bool
     mem_ts: F64 = field(default_factory=lambda: np.zeros(0))

@@ -27,8 +27,7 @@ iteration filter) are a separate step in `hta_rules.py`. It must never import pa
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
@@ -39,43 +38,23 @@ if TYPE_CHECKING:
 
 from analyzers.traces import load_fast
 from analyzers.traces.columns import CHUNK_SIZE, DTYPES, ColumnBuilder, non_finite_message
+from analyzers.traces.frame import RowColumns
 from analyzers.traces.trace_text import regular_file_size
-from fleetscope.errors import CorruptTraceError, NonFiniteTraceError
+from fleetscope.errors import NonFiniteTraceError
 
-__all__ = ["RawTrace", "load_raw_trace", "raw_trace"]
+__all__ = ["RawTrace", "load_raw_trace"]
 
 F64: TypeAlias = "npt.NDArray[np.float64]"
 I64: TypeAlias = "npt.NDArray[np.int64]"
-I32: TypeAlias = "npt.NDArray[np.int32]"
-
-_CHUNK = CHUNK_SIZE
 
 
-@dataclass
-class RawTrace:
+@dataclass(eq=False)
+class RawTrace(RowColumns):
     """One trace file (one rank) as columns; row i is the i-th kept event.
 
-    `names` is the file's symbol table: `cat`, `name`, `pid` and `tid` hold indexes into it (-1: the
-    key was absent). `index` is the event's position in `traceEvents`. `stream`, `correlation`,
-    `bytes` and `external_id` are -1 when absent; `stream` is -1 when not an integer (HTA's
-    `normalize_gpu_stream_numbers`); `memory_bw_gbps` is 0.0 when absent (HTA's default).
+    `names` is the file's symbol table (see `RowColumns` for what the columns hold).
     """
 
-    path: Path
-    metadata: dict[str, Any]
-    names: list[str]
-    index: I64
-    cat: I32
-    name: I32
-    pid: I32
-    tid: I32
-    ts: F64
-    dur: F64
-    stream: I64
-    correlation: I64
-    memory_bw_gbps: F64
-    bytes: I64
-    external_id: I64
     # `[memory]` allocator counter events: time, device type (0 CPU, 1 CUDA), device id, bytes
     # allocated in total after the event.
     mem_ts: F64
@@ -88,7 +67,6 @@ class RawTrace:
     ts_all_present: bool
     event_count: int
     hta_rank: int | None
-    symbols: dict[str, int] = field(repr=False)
 
     @property
     def distributed_rank(self) -> int | None:
@@ -108,12 +86,8 @@ class RawTrace:
                 return candidate
         return 0
 
-    def symbol(self, name: str) -> int:
-        """The symbol id of `name` in this file, -1 when no kept event uses it."""
-        return self.symbols.get(name, -1)
 
-
-def load_raw_trace(path: str | Path, *, chunk_size: int = _CHUNK) -> RawTrace:
+def load_raw_trace(path: str | Path, *, chunk_size: int = CHUNK_SIZE) -> RawTrace:
     """Parse one trace file; see the module docstring for what is kept and what is refused.
 
     `chunk_size` (decompressed bytes read at a time) only matters for memory and for tests of
@@ -149,60 +123,14 @@ def _refuse_non_finite(raw: RawTrace) -> None:
 def _finish(
     path: Path, metadata: dict[str, Any], cols: ColumnBuilder, hta_rank: int | None
 ) -> RawTrace:
-    try:
-        cols.flush()
-    except (TypeError, ValueError, OverflowError) as exc:  # e.g. a timestamp of 10**320
-        raise CorruptTraceError(
-            f"{path}: not a Kineto trace: a value does not fit its column "
-            f"({type(exc).__name__}: {exc})"
-        ) from exc
-    return raw_trace(
-        path,
-        metadata,
-        cols.symbols.names,
-        {key: cols.column(key) for key in DTYPES},
+    load_fast.flush_columns(cols, path)
+    return RawTrace(
+        path=path,
+        metadata=metadata,
+        names=cols.symbols.names,
         ts_has_float=cols.ts_has_float,
         ts_all_present=cols.ts_all_present,
         event_count=cols.count,
         hta_rank=hta_rank,
-        symbols=cols.symbols.ids,
-    )
-
-
-# RawTrace's name of each `columns.DTYPES` key that differs from it.
-_FIELD_OF = {
-    "bw": "memory_bw_gbps",
-    "nbytes": "bytes",
-    "ext": "external_id",
-    "mem_type": "mem_device_type",
-    "mem_dev": "mem_device_id",
-    "mem_total": "mem_total_allocated",
-}
-
-
-def raw_trace(
-    path: Path,
-    metadata: dict[str, Any],
-    names: list[str],
-    columns: Mapping[str, npt.NDArray[Any]],
-    *,
-    ts_has_float: bool,
-    ts_all_present: bool,
-    event_count: int,
-    hta_rank: int | None,
-    symbols: dict[str, int],
-) -> RawTrace:
-    """A RawTrace of finished columns (keyed and typed as `columns.DTYPES`): a file loaded here,
-    or built by a test."""
-    fields = {_FIELD_OF.get(key, key): columns[key] for key in DTYPES}
-    return RawTrace(
-        path=path,
-        metadata=metadata,
-        names=names,
-        ts_has_float=ts_has_float,
-        ts_all_present=ts_all_present,
-        event_count=event_count,
-        hta_rank=hta_rank,
-        symbols=symbols,
-        **fields,
+        **{key: cols.column(key) for key in DTYPES},
     )

@@ -44,7 +44,7 @@ from fleetscope.errors import (
 if TYPE_CHECKING:
     import json
 
-__all__ = ["COLUMNS_PATH", "decode"]
+__all__ = ["COLUMNS_PATH", "decode", "flush_columns"]
 
 # The C pass from text to columns (analyzers/traces/_kineto_columns.c); an optional extension:
 # without a compiler every batch takes the reference rules (same columns, ~5x the CPU). None
@@ -331,6 +331,17 @@ def _json_error(exc: json.JSONDecodeError, length: int, path: Path, what: str) -
     return CorruptTraceError(f"{path}: not a Kineto trace: {what}{exc.msg} at character {exc.pos}")
 
 
+def flush_columns(cols: ColumnBuilder, path: Path) -> None:
+    """`cols.flush()`, with a value its column cannot hold refused as a corrupt trace."""
+    try:
+        cols.flush()
+    except (TypeError, ValueError, OverflowError) as exc:  # e.g. a timestamp of 10**320
+        raise CorruptTraceError(
+            f"{path}: not a Kineto trace: a value does not fit its column "
+            f"({type(exc).__name__}: {exc})"
+        ) from exc
+
+
 def _decode_batch(buf: bytearray, end: int, batches: _Batches) -> int:
     """Decode the whole elements in `buf[:end]` (after its first byte, a `[` or `,`); return
     the position of the `,` after the last one decoded (0: no cut found that decodes).
@@ -388,13 +399,7 @@ class _Batches:
             self.position = position
 
     def _flush(self) -> None:
-        try:
-            self.cols.flush()
-        except (TypeError, ValueError, OverflowError) as exc:  # e.g. a timestamp of 10**320
-            raise CorruptTraceError(
-                f"{self.path}: not a Kineto trace: a value does not fit its column "
-                f"({type(exc).__name__}: {exc})"
-            ) from exc
+        flush_columns(self.cols, self.path)
 
     def _columns(self, text: memoryview | msgspec.Raw) -> bool:
         """The batch through the C pass; False when it leaves the batch to msgspec."""

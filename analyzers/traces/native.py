@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from analyzers.traces.classify import CLASSIFIERS
+from analyzers.traces.classify import classify_fleetscope
 from analyzers.traces.frame import GPU_OP_CATS, I64, RUNTIME_CATS, Mode, RankFrame, TraceSet
 from analyzers.traces.load import RawTrace
 from fleetscope.errors import TraceError
@@ -49,7 +49,7 @@ def _link_launches(frame: RankFrame) -> I64:
     return out
 
 
-def prepare_native(raws: Iterable[RawTrace], classifier: str = "fleetscope") -> TraceSet:
+def prepare_native(raws: Iterable[RawTrace]) -> TraceSet:
     """A `TraceSet` under fleetscope's definitions; see the module docstring.
 
     `raws` is consumed one file at a time, each reduced to its frame before the next is read
@@ -66,7 +66,7 @@ def prepare_native(raws: Iterable[RawTrace], classifier: str = "fleetscope") -> 
                 "analyze them separately (one folder per profiling session)"
             )
         paths[raw.rank] = raw.path
-        frames[raw.rank] = _frame(raw, classifier)
+        frames[raw.rank] = _frame(raw)
         del raw  # its columns die here, before the next file is read
     if first is None:
         raise TraceError("no trace files to prepare")
@@ -81,7 +81,7 @@ def prepare_native(raws: Iterable[RawTrace], classifier: str = "fleetscope") -> 
     return TraceSet(Mode.NATIVE, frames, source, origin_us=origin)
 
 
-def _frame(raw: RawTrace, classifier: str) -> RankFrame:
-    frame = RankFrame.of_raw(raw, raw.rank, CLASSIFIERS[classifier])
+def _frame(raw: RawTrace) -> RankFrame:
+    frame = RankFrame.of_raw(raw, raw.rank, classify_fleetscope)
     frame.index_correlation = _link_launches(frame)
     return frame

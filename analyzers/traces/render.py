@@ -6,11 +6,8 @@ Per-launch tables (one row per kernel launch, thousands of rows) are summarized 
 
 from __future__ import annotations
 
-import functools
+import json
 import math
-import re
-import struct
-import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -76,83 +73,10 @@ def report_to_dict(report: TraceReport) -> dict[str, Any]:
 
 
 def report_json(reports: Sequence[TraceReport]) -> str:
-    """The CLI's `--format json`: one report's `report_to_dict` (a list of them for several), as
-    `json.dumps(..., indent=1)` writes it, byte for byte.
-
-    Made by msgspec in C where it writes exactly those bytes: the stdlib encoder with an indent
-    is pure Python (with `json_ready`'s walk 2.3 ms of resnet50_nw0's run, msgspec 1.1 ms; issue
-    19 times the command whole). msgspec writes NaN as null (as `json_ready` makes it) and numpy
-    scalars through `_plain`; a float with an exponent or below 1e-4 is rewritten as Python
-    writes it; what it would write differently goes to the stdlib instead: an infinity
-    (msgspec: null, the CLI: `Infinity`), non-ASCII text (the stdlib escapes it), control
-    characters and DEL, anything it cannot encode.
-    """
+    """The CLI's `--format json`: one report's `report_to_dict` (a list of them for several)."""
     raw = [_report_data(r) for r in reports]
     data = raw[0] if len(raw) == 1 else raw
-    # Only where the process has msgspec already (it loaded a file in process): its import
-    # (~7 ms) costs more than the stdlib writes slower (~1.2 ms).
-    text = _msgspec_json(data) if "msgspec" in sys.modules else None
-    if text is None:
-        import json  # only here: msgspec writes the rest (the json module is ~1.7 ms to import)
-
-        text = json.dumps(json_ready(data), indent=1)
-    return text + "\n"
-
-
-# A number msgspec writes otherwise than `float.__repr__`: with an exponent (msgspec `1e16`,
-# `1e-7`; Python `1e+16`, `1e-07`) or below 1e-4 (msgspec `0.0000853`, Python `8.53e-05`). Matched
-# after `:`, `,` or `[` in the compact text; a match inside a string only costs the rewrite below.
-# Compiled on first use (re's cache): the stdlib writes the JSON of a command that has no msgspec.
-_ODD_FLOAT = rb"[:,\[]-?(?:[0-9.]+e|0\.0000)"
-
-
-@functools.cache
-def _string_or_number() -> re.Pattern[bytes]:
-    """The rewrite's tokens: a whole string (left as it is, so nothing inside one is touched) or
-    a number after `:`, `,` or `[` (compact JSON has no spaces). Compiled on first use: a report
-    with no float to rewrite never needs it."""
-    return re.compile(rb'"(?:[^"\\]|\\.)*"|(?<=[:,\[])-?[0-9][0-9.eE+-]*')
-
-
-# An infinity as msgpack writes a float: 0xcb and the IEEE 754 double, big-endian.
-_INFINITIES = tuple(b"\xcb" + struct.pack(">d", v) for v in (math.inf, -math.inf))
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, np.generic):
-        return value.item()
-    raise TypeError(f"{type(value).__name__} is not JSON")
-
-
-def _msgspec_json(data: Any) -> str | None:
-    """`data` as `json.dumps(json_ready(data), indent=1)` writes it, or None where msgspec would
-    write anything else. Infinities are found in the msgpack form of the same data (JSON has
-    none): a false match there only sends the data to the stdlib."""
-    try:
-        import msgspec
-    except ModuleNotFoundError:  # msgspec comes with the `server` extra
-        return None
-    try:
-        packed = msgspec.msgpack.encode(data, enc_hook=_plain)
-        compact = msgspec.json.encode(data, enc_hook=_plain)
-    except (TypeError, ValueError, OverflowError, msgspec.EncodeError):
-        return None
-    if any(inf in packed for inf in _INFINITIES):
-        return None
-    if not compact.isascii() or b"\x7f" in compact or b"\\u" in compact:
-        return None
-    if re.search(_ODD_FLOAT, compact):
-        compact = _string_or_number().sub(_as_python_writes, compact)
-    return msgspec.json.format(compact, indent=1).decode()
-
-
-def _as_python_writes(token: re.Match[bytes]) -> bytes:
-    """A float token as `float.__repr__` writes it (msgspec's digits are the shortest that read
-    back as the same double, so `float()` of them is exact); strings and integers unchanged."""
-    text = token.group()
-    if text[:1] == b'"' or not (b"e" in text or b"." in text):
-        return text
-    return repr(float(text)).encode()
+    return json.dumps(json_ready(data), indent=1) + "\n"
 
 
 def _fmt(value: Any) -> str:

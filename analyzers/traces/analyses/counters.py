@@ -25,7 +25,7 @@ import numpy as np
 
 from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
 from analyzers.traces.analyses.memory_bw import memory_kind
-from analyzers.traces.analyses.queue_length import RUNTIME_LAUNCHES
+from analyzers.traces.analyses.queue_length import launch_changes
 from analyzers.traces.classify import KernelClass
 from analyzers.traces.frame import RankFrame, TraceSet
 
@@ -38,28 +38,10 @@ _HTA_SORT: Final = "quicksort"
 
 
 def _queue_events(frame: RankFrame, origin_us: float) -> list[dict[str, Any]]:
-    gpu = np.flatnonzero(frame.stream != -1)
-    first: dict[int, int] = {}
+    r, ops, delta = launch_changes(frame)
     pid_of = [_number(text) for text in frame.names]
-    for row in gpu.tolist():
-        first.setdefault(int(frame.correlation[row]), row)
-    runtime = np.flatnonzero(frame.name_in(RUNTIME_LAUNCHES))
-    launched = set(frame.correlation[runtime].tolist())
-    rows, pids, streams, delta = [], [], [], []
-    for row in runtime.tolist():
-        g = first.get(int(frame.correlation[row]))
-        if g is not None:
-            rows.append(row)
-            pids.append(pid_of[frame.pid[g]])
-            streams.append(int(frame.stream[g]))
-            delta.append(1)
-    for row in gpu.tolist():
-        if int(frame.correlation[row]) in launched:
-            rows.append(row)
-            pids.append(pid_of[frame.pid[row]])
-            streams.append(int(frame.stream[row]))
-            delta.append(-1)
-    r = np.array(rows, dtype=np.int64)
+    pids = [pid_of[p] for p in frame.pid[ops].tolist()]
+    streams = frame.stream[ops].tolist()
     order = np.argsort(frame.sort_key(frame.ts[r]), kind=_HTA_SORT).tolist()
     events: list[dict[str, Any]] = []
     for stream in sorted(set(streams)):

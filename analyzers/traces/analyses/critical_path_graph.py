@@ -12,7 +12,7 @@ from collections import deque
 
 import numpy as np
 
-from analyzers.traces.analyses.queue_length import RUNTIME_LAUNCHES
+from analyzers.traces.analyses.queue_length import launch_changes
 from analyzers.traces.frame import I64, RankFrame
 
 __all__ = [
@@ -49,25 +49,8 @@ def queue_lengths(frame: RankFrame) -> np.ndarray:
     """Queue length per row after its change point (NaN: not a change point), HTA's TraceCounters
     over the whole rank: +1 at a launch on its kernel's stream, -1 at the kernel's start."""
     out = np.full(len(frame), math.nan)
-    runtime = np.flatnonzero(frame.name_in(RUNTIME_LAUNCHES))
-    gpu = np.flatnonzero(frame.stream != -1)
-    stream_of_corr: dict[int, int] = {}
-    for row in gpu.tolist():
-        stream_of_corr.setdefault(int(frame.correlation[row]), int(frame.stream[row]))
-    launched = set(frame.correlation[runtime].tolist())
-    rows, streams, delta = [], [], []
-    for row in runtime.tolist():
-        s = stream_of_corr.get(int(frame.correlation[row]))
-        if s is not None:
-            rows.append(row)
-            streams.append(s)
-            delta.append(1)
-    for row in gpu.tolist():
-        if int(frame.correlation[row]) in launched:
-            rows.append(row)
-            streams.append(int(frame.stream[row]))
-            delta.append(-1)
-    r = np.array(rows, dtype=np.int64)
+    r, ops, delta = launch_changes(frame)
+    streams = frame.stream[ops].tolist()
     order = np.argsort(frame.sort_key(frame.ts[r]), kind="stable")
     level: dict[int, int] = {}
     for k in order.tolist():

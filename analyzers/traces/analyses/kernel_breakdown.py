@@ -16,7 +16,6 @@ communication; `top_kernels` gives the plain per-kernel view.
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from typing import Any
 
@@ -84,7 +83,10 @@ def aggregate_by_name(
         # Every row is kept as it is, and both callers order the rows by name (unique here):
         # HTA's ranking, whose order of equal sums is the CPU's sort network's, changes nothing.
         return stats
-    ranked = _ranked_by_sum(stats, num_kernels, duration_ratio)
+    # HTA's order of descending sums (its unstable `sort_values`): it decides which of tied names
+    # stay named when a run of equal sums straddles the cut into "others".
+    order = unstable_argsort(np.array([s[1] for s in stats]), descending=True).tolist()
+    ranked = [stats[i] for i in order]
     sums = np.array([s[1] for s in ranked])
     cumsum = np.cumsum(sums)
     threshold = np.percentile(cumsum, np.array([duration_ratio]) * 100.0)[0]
@@ -98,35 +100,6 @@ def aggregate_by_name(
         total = float(v.sum())
         out.append((key, total, float(v.max()), float(v.min()), group_std(v), total / len(v)))
     return out
-
-
-def _ranked_by_sum(
-    stats: list[tuple[str, float, float, float, float, float]],
-    num_kernels: int,
-    duration_ratio: float,
-) -> list[tuple[str, float, float, float, float, float]]:
-    """The rows in HTA's order of descending sums (its unstable `sort_values`), or any other
-    descending order where that gives the same result: tied sums are equal values, so every
-    descending order has the same sums in the same places, and only which of the tied names
-    stay named can differ, when a run of equal sums straddles the cut into "others". Only then
-    does HTA's own (CPU-dependent) order of ties decide, and only then is it asked for."""
-    sums = [s[1] for s in stats]
-    hta_order = None
-    if any(math.isnan(x) or x == 0.0 for x in sums):  # NaN last; 0.0 ties -0.0
-        hta_order = unstable_argsort(np.array(sums), descending=True).tolist()
-    ranked = (
-        sorted(stats, key=lambda s: -s[1]) if hta_order is None else [stats[i] for i in hta_order]
-    )
-    if hta_order is not None:
-        return ranked
-    cumsum = np.cumsum(np.array([s[1] for s in ranked])).tolist()
-    threshold = np.percentile(np.array(cumsum), np.array([duration_ratio]) * 100.0)[0]
-    kept = [not (cum > threshold or pos >= num_kernels) for pos, cum in enumerate(cumsum)]
-    for pos in range(1, len(ranked)):
-        if ranked[pos][1] == ranked[pos - 1][1] and kept[pos] != kept[pos - 1]:
-            order = unstable_argsort(np.array(sums), descending=True).tolist()
-            return [stats[i] for i in order]
-    return ranked
 
 
 PLUGIN_ORDER = 30  # its place in the trace report (fleetscope.plugins)

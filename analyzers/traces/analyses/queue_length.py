@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
-from analyzers.traces.frame import Mode, RankFrame, TraceSet
+from analyzers.traces.frame import I64, Mode, RankFrame, TraceSet
 from analyzers.traces.stats import DESCRIBE_KEYS, describe, join_rows, unstable_argsort
 
 RUNTIME_LAUNCHES = frozenset(
@@ -39,6 +39,31 @@ RUNTIME_LAUNCHES = frozenset(
     }
 )
 NATIVE_EXTRA = frozenset({"cuLaunchKernelEx", "hipModuleLaunchKernel"})
+
+
+def launch_changes(frame: RankFrame) -> tuple[I64, I64, list[int]]:
+    """HTA's `TraceCounters` change points over the whole rank, unsorted: (row, the GPU op whose
+    stream it counts on, +1 or -1). A launch (RUNTIME_LAUNCHES) counts +1 on the stream of the
+    first GPU op with its correlation; a GPU op whose correlation some launch has counts -1."""
+    gpu = np.flatnonzero(frame.stream != -1)
+    first: dict[int, int] = {}
+    for row in gpu.tolist():
+        first.setdefault(int(frame.correlation[row]), row)
+    runtime = np.flatnonzero(frame.name_in(RUNTIME_LAUNCHES))
+    launched = set(frame.correlation[runtime].tolist())
+    rows, ops, delta = [], [], []
+    for row in runtime.tolist():
+        g = first.get(int(frame.correlation[row]))
+        if g is not None:
+            rows.append(row)
+            ops.append(g)
+            delta.append(1)
+    for row in gpu.tolist():
+        if int(frame.correlation[row]) in launched:
+            rows.append(row)
+            ops.append(row)
+            delta.append(-1)
+    return np.array(rows, dtype=np.int64), np.array(ops, dtype=np.int64), delta
 
 
 def queue_series(frame: RankFrame, launches: frozenset[str]) -> dict[int, tuple[Any, Any]]:

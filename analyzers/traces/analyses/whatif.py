@@ -12,8 +12,6 @@ measured by `python -m bench.whatif` (bench/RESULTS.md, "What-if validation").
 
 from __future__ import annotations
 
-import math
-
 from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
 from analyzers.traces.analyses.critical_path import (
     CriticalPath,
@@ -137,8 +135,3 @@ def whatif(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
             "faster",
         ),
     )
-
-
-def estimated_step_us(result: AnalysisResult, rank: int, name: str) -> float:
-    """The estimate a scenario gave a rank, NaN when it did not apply."""
-    return result.value(rank, f"{name}_estimated_step_us", math.nan)
