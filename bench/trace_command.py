@@ -133,8 +133,8 @@ def floor_child(trace_dir: str) -> dict[str, float]:
     import msgspec
 
     from analyzers.traces.api import find_trace_files, load_trace_set
+    from analyzers.traces.columns import CHUNK_SIZE as _CHUNK
     from analyzers.traces.columns import SymbolTable
-    from analyzers.traces.load import _CHUNK
     from analyzers.traces.load_fast import COLUMNS_PATH, _decode_columns
     from analyzers.traces.trace_text import _open_gzip
     from bench.trace_decoders import _Args, _Event  # the typed structs live with the bench now

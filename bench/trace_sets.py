@@ -9,8 +9,10 @@ take the events that start in the first part of the span (a shorter capture of t
 by k times the trace's span (plus a 1 ms gap), its ids (`correlation`, `External id`, flow `id`)
 shifted past the previous copy's, and its `ProfilerStep#N` renumbered after the previous copy's
 steps, so the copies read as later iterations of the same run; `distributedInfo.rank` is r. The
-other top-level keys (`deviceProperties`, ...) are kept. Events are written one a line, compact,
-as msgspec encodes them. Base: hta_trace_diff_control_rank3 (an 8-rank A100 job's rank 3, the
+other top-level keys (`deviceProperties`, ...) are kept and written as the profiler writes them,
+with a space after each colon: HTA finds a file's rank by the text `"rank": N` (space included),
+so compact metadata made every file rank 0 to HTA (and to `--hta-compatible`), and HTA then read
+one file of the set. Events are written one a line, compact, as msgspec encodes them. Base: hta_trace_diff_control_rank3 (an 8-rank A100 job's rank 3, the
 largest shared trace: 109 k events, 35 MB of pretty-printed text).
 """
 
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -106,7 +109,7 @@ def build_set(base: Path, out: Path, size_mb: float, ranks: int = 8) -> list[Pat
         head["distributedInfo"] = info
         path = out / f"rank-{rank}.json"
         with path.open("wb") as f:
-            f.write(encode(head)[:-1] + b', "traceEvents": [\n')
+            f.write(json.dumps(head).encode()[:-1] + b', "traceEvents": [\n')
             for n, (k, rows) in enumerate(plan):
                 picked = range(len(events)) if rows is None else rows
                 part = [lines[i] if k == 0 else encode(shifter.copy(events[i], k)) for i in picked]
