@@ -21,7 +21,9 @@ from fleetscope.settings import Settings
 from simulator.maker.batches import EPOCH_MS, gpu_batch
 from simulator.wire import TEST_TOKEN as TOKEN
 from simulator.wire import post_batch
+from tests.readable import eventually
 from warehouse.ingest.runtime import Server
+from warehouse.read.reader import open_segments
 
 READER = """
 import json, sys, time
@@ -43,6 +45,14 @@ print(json.dumps(counts))
 AGENTS = 8
 BATCHES = 12
 ROWS = 8 * 20  # per batch
+
+
+def stored_rows(server: Server) -> int:
+    conn = open_segments(server.paths.segments_dir)
+    try:
+        return int(conn.execute("SELECT count(*) FROM gpu_samples").fetchall()[0][0])
+    finally:
+        conn.close()
 
 
 @pytest.mark.slow
@@ -77,6 +87,9 @@ def test_reader_in_a_second_process_never_fails_while_ingest_writes(
             t.start()
         for t in threads:
             t.join()
+        # Acknowledged rows are readable after the ingest log's next flush (<= 1 s); compact only
+        # once they are all in segments, or the one file compacted may not hold the last ones.
+        eventually(lambda: stored_rows(server), AGENTS * BATCHES * ROWS)
         # Compact what is left, with the reader still running. The background maintenance thread
         # may be mid-compaction too; the two converge on one file per day within a few passes.
         deadline = time.monotonic() + 30
