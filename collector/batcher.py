@@ -18,12 +18,12 @@ import pyarrow as pa
 
 from collector.spool import Spool, SpooledBatch
 from fleetscope.contract import TABLES, to_ipc
+from fleetscope.contract import (
+    WIRE_CODEC as WIRE_CODEC,  # what the agent ships; benches import it here
+)
 from fleetscope.errors import ContractError
 
 _ALL_COLUMNS = {name: operator.itemgetter(*schema.names) for name, schema in TABLES.items()}
-# Arrow's buffer codec for the agent's batches: lz4, not zstd, whose per-buffer context cost
-# two thirds of sealing a gpu_samples batch (fleetscope.contract.to_ipc).
-WIRE_CODEC = "lz4"
 # The columns that may hold no null, per table: checked by name (4 of gpu_samples' 40), not by
 # walking the schema on every seal.
 _REQUIRED = {
@@ -55,7 +55,7 @@ def rows_to_ipc(table: str, rows: list[dict[str, object]]) -> bytes:
     for name in _REQUIRED[table]:
         if batch.column(name).null_count:
             raise ContractError(f"{table}.{name}: nulls in a required column")
-    return to_ipc(batch, compression=WIRE_CODEC)
+    return to_ipc(batch)
 
 
 class Batcher:

@@ -215,13 +215,18 @@ def conform(table_name: str, batch: pa.Table) -> pa.Table:
     return pa.Table.from_arrays(columns, schema=schema)
 
 
-def to_ipc(batch: pa.Table, compression: str = "zstd") -> bytes:
+# Arrow's buffer codec for every client's request body (agent, Prometheus importer, simulator):
+# lz4, not zstd. Arrow creates a zstd context for every buffer (~6 us each, ~100 buffers in a
+# gpu_samples batch) on both ends: it was two thirds of the agent's sealing (bench/RESULTS.md,
+# "Agent against Prometheus's own scrape") and ~0.7 ms of the server's decode per batch ("The
+# request path's CPU"); lz4 costs a tenth of that for ~25 % more bytes.
+WIRE_CODEC = "lz4"
+
+
+def to_ipc(batch: pa.Table, compression: str = WIRE_CODEC) -> bytes:
     """Serialize a batch as one compressed Arrow IPC stream (the request body).
 
-    `compression` is Arrow's buffer codec; readers take either. The agent passes "lz4": Arrow
-    creates a zstd context for every buffer (~6 us each, ~100 buffers in a gpu_samples batch),
-    which was the largest part of the agent's sealing (bench/RESULTS.md, "Agent against
-    Prometheus's own scrape"); lz4 costs a tenth of that for ~25 % more bytes."""
+    `compression` is Arrow's buffer codec; readers take either (lz4 or zstd)."""
     sink = pa.BufferOutputStream()
     # use_threads=False: a batch is small; handing its ~60 buffers to Arrow's thread pool cost
     # twice the CPU of compressing them in line (bench/RESULTS.md, "Ingest against Prometheus").
