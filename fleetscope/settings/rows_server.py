@@ -155,6 +155,13 @@ ROWS: tuple[Setting, ...] = (
         "Seconds between compaction, roll-up and retention passes in the server.",
     ),
     Setting(
+        "warehouse.rollup_interval_s",
+        30.0,
+        "float",
+        "Seconds between roll-up steps over newly published segments, between maintenance "
+        "passes: pages read the roll-ups and at most this much raw tail.",
+    ),
+    Setting(
         "warehouse.compact_target_bytes",
         128 * 1024 * 1024,
         "int",

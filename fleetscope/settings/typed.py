@@ -102,6 +102,7 @@ class WarehouseSettings:
     max_record_batches_per_batch: int
     commit_timeout_s: float
     maintenance_interval_s: float
+    rollup_interval_s: float
     compact_target_bytes: int
     segment_grace_s: float
 

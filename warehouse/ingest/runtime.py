@@ -74,6 +74,7 @@ class Server(IngestProcess):
                 target_bytes=settings.warehouse.compact_target_bytes,
                 grace_s=settings.warehouse.segment_grace_s,
                 retention_days=settings.warehouse.raw_retention_days,
+                rollup_interval_s=settings.warehouse.rollup_interval_s,
             ),
         )
         self._serve(

@@ -2,7 +2,7 @@
 
 One thread runs a pass every `warehouse.maintenance_interval_s`; retention runs at most hourly
 (a DELETE scans the tables). Between passes the same thread rolls up what was published since,
-every `ROLLUP_EVERY_S`: roll-ups add only the new segments' rows (warehouse.read.rollup_delta), so pages
+every `warehouse.rollup_interval_s`: roll-ups add only the new segments' rows (warehouse.read.rollup_delta), so pages
 and the CLI read a week from roll-ups and at most that much raw tail, however fast data lands. Each step's failure is logged and the next step still runs: a bad day
 of segments must not stop compaction of the others. This module must never run outside the
 server process: the store's manifest has one owner.
@@ -26,10 +26,13 @@ from warehouse.storage.writer import Writer
 log = logging.getLogger(__name__)
 
 RETENTION_EVERY_S = 3600.0
-# Roll-ups follow ingest this often: the raw tail a page merges in stays a few seconds of samples
-# (the live-numbers budget is 2 s after the ack, issue 27), and a step over only new segments
-# costs a few ms per flush it covers.
-ROLLUP_EVERY_S = 5.0
+# Roll-ups follow ingest this often by default (`warehouse.rollup_interval_s`): a page merges at
+# most this much raw tail after the minute roll-ups, a few thousand rows even at 1,000 GPUs. Each
+# step has a fixed cost (a DuckDB connection, a roll-up part per table written and fsynced, a
+# manifest swap): at 5 s the roll-ups were 0.87 of the embedded server's 3.31 CPU-s a minute at
+# 16 hosts and 1 s scrapes, at 30 s 0.16 of 2.37 (bench/RESULTS.md, "Where the server's CPU goes
+# on the ingest log").
+ROLLUP_EVERY_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -38,6 +41,7 @@ class MaintenanceConfig:
     target_bytes: int
     grace_s: float
     retention_days: int
+    rollup_interval_s: float = ROLLUP_EVERY_S
 
 
 class Maintenance:
@@ -112,7 +116,7 @@ class Maintenance:
             self._thread.join()
 
     def _run(self) -> None:
-        tick = min(ROLLUP_EVERY_S, self._config.interval_s)
+        tick = min(self._config.rollup_interval_s, self._config.interval_s)
         last_pass = time.monotonic()
         while not self._stop.wait(tick):
             if time.monotonic() - last_pass >= self._config.interval_s - tick / 2:
