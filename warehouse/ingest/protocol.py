@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import socket
 from typing import Any, ClassVar
 
 import httptools
@@ -76,6 +77,12 @@ class IngestProtocol(HttpToolsProtocol):
             transport.close()
             return
         self._admitted = True
+        # asyncio turns Nagle off only for sockets made with proto IPPROTO_TCP, which
+        # socket.create_server's (proto 0) are not: with Nagle on, the answer's second write
+        # (uvicorn writes head and body apart) waited ~40 ms for the client's delayed ACK.
+        sock = transport.get_extra_info("socket")
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         super().connection_made(transport)  # type: ignore[arg-type]
         self._await_headers()
 
