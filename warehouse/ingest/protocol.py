@@ -66,7 +66,8 @@ class IngestProtocol(HttpToolsProtocol):
         self._header_timer: asyncio.TimerHandle | None = None
         self._in_head = True  # between requests or inside a request's head
         self._head = bytearray()  # the head's first bytes, to name a framing error
-        self._head_bytes = 0
+        self._head_bytes = 0  # received since the head began (ended or not)
+        self._parsed_head_bytes = 0  # of the request line and header fields parsed
         self._header_fields = 0
 
     # -- the connection cap and the header deadline --------------------------------------------
@@ -136,12 +137,24 @@ class IngestProtocol(HttpToolsProtocol):
     def on_message_begin(self) -> None:
         super().on_message_begin()
         self._header_fields = 0
+        self._parsed_head_bytes = 0
+
+    def on_url(self, url: bytes) -> None:
+        self._count_head(len(url))
+        super().on_url(url)
 
     def on_header(self, name: bytes, value: bytes) -> None:
         self._header_fields += 1
         if self._header_fields > MAX_HEADER_FIELDS:
             raise HeadTooLargeError(f"more than {MAX_HEADER_FIELDS} header fields")
+        self._count_head(len(name) + len(value) + 4)
         super().on_header(name, value)
+
+    def _count_head(self, n: int) -> None:
+        """A head that ended within one read is measured here (data_received sees it unended)."""
+        self._parsed_head_bytes += n
+        if self._parsed_head_bytes > MAX_HEAD_BYTES:
+            raise HeadTooLargeError(f"request line and headers over {MAX_HEAD_BYTES} bytes")
 
     def on_headers_complete(self) -> None:
         self._in_head = False
