@@ -18,19 +18,24 @@ that got no answer retries with the same batch id. When the body was not read (4
 request. Framing is checked first, for every route (warehouse.ingest.framing: RFC 9112, 400 and close
 on conflicting or non-ASCII lengths), and a body's declared length is reserved against
 server.max_inflight_bytes before it is read (warehouse.ingest.inflight: 503 with Retry-After beyond).
-Handlers are small functions in a route table; the standard library's ThreadingHTTPServer
-gives a thread per connection, bounded by warehouse.ingest.connections (at most server.max_connections,
-then 503 with Retry-After; headers within server.header_timeout_s, a body within
-server.body_timeout_s, else 408). With server.tls_cert_file/tls_key_file it serves HTTPS; the TLS
-handshake runs on the connection's thread, under the header deadline, never on the accept loop.
-Each answer is one write with TCP_NODELAY on (`Handler._send`): with Nagle on and two writes the
-body waited ~40 ms for the client's delayed ACK. Why not uvicorn or waitress (issue 28): per batch,
-uvicorn with httptools running these blocking routes on a thread costs the same as this server
-(within the spread of two runs), h11 and waitress more (bench/http_servers.py, bench/RESULTS.md),
-so by the issue's rule the switch to uvicorn + httptools is owed; it needs the header deadline,
-the canned 503 at the connection cap and a body reserved before it is read rebuilt on uvicorn's
-protocol internals (waitress cannot: it reads the whole body first), which is not done yet;
-docs/warehouse.md says what a switch needs.
+
+The HTTP layer is uvicorn with httptools (llhttp), through its public Config/Server, on one event
+loop thread; issue 28 asked to keep the standard library's ThreadingHTTPServer only if a
+well-kept server cost more per batch, and on a quiet machine it cost less (bench/http_servers.py,
+bench/RESULTS.md "The ingest server on uvicorn"). What uvicorn has no setting for lives in
+`warehouse.ingest.protocol.IngestProtocol`, a small subclass of its httptools protocol: at most
+server.max_connections connections, then a canned 503 with Retry-After (warehouse.ingest.
+connections); a request line and headers within server.header_timeout_s; framing errors llhttp
+catches answered with framing's message; the head capped (431); reading paused at the end of a
+head so a body stays in the socket until its route reserves it. Handlers are small blocking
+functions in a route table; they run on a thread pool sized from server.max_connections (they
+block on Ticket.wait, and 256 agents waiting must not queue behind a few threads), and read the
+body through `warehouse.ingest.handler.Handler` (within server.body_timeout_s, else 408). With
+server.tls_cert_file/tls_key_file it serves HTTPS; asyncio runs the TLS handshake on the loop,
+never blocking another connection (bounded by asyncio's 60 s handshake timeout: uvicorn does not
+pass server.header_timeout_s to it, and a connection counts against the cap once its handshake
+is done). `IngestHTTPServer.stop` answers 503 to what arrives meanwhile, lets requests in flight
+finish (up to 5 s) and closes every connection, idle kept-alive ones included.
 This module must never talk to DuckDB: only the writer does.
 """
 
