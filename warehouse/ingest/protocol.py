@@ -14,9 +14,10 @@ live below the ASGI application, where uvicorn offers no setting for them.
   warehouse.ingest.framing says about the same bytes, so the client learns which header is wrong.
   The request head is also capped (64 KiB, 100 fields, as http.server did: 431), since httptools
   buffers a header of any length until it ends.
-- Reading pauses when the headers of a request with a body are complete, so the body stays in the
-  socket (past the one read that carried the headers) until the route has reserved its length
-  against server.max_inflight_bytes and asks for it (warehouse.ingest.handler).
+- Reading pauses after a read that left a request's body incomplete, so the rest of the body stays
+  in the socket until the route has reserved its length against server.max_inflight_bytes and
+  asks for it (warehouse.ingest.handler); at most the one read that carried the head (256 KiB,
+  asyncio's read size) is in memory before that.
 
 Must never: answer a client's bytes with a 5xx, or write an error into a response in progress.
 """
@@ -44,6 +45,9 @@ MAX_HEAD_BYTES = 65536
 """A request line and headers longer than this are refused 431 (http.server's line limit)."""
 MAX_HEADER_FIELDS = 100
 """More header fields than this are refused 431 (http.server's limit)."""
+BODY_ARRIVED = "fleetscope.body_arrived"
+"""Set in a request's ASGI scope when its whole body came with its head (in memory already): the
+server then takes it on the event loop, and the route thread need not ask the loop for it."""
 
 
 class HeadTooLargeError(Exception):
@@ -124,6 +128,10 @@ class IngestProtocol(HttpToolsProtocol):
             self.parser.feed_data(data)
             if self._in_head and self._head_bytes > MAX_HEAD_BYTES:
                 raise HeadTooLargeError(f"request line and headers over {MAX_HEAD_BYTES} bytes")
+            if not self._in_head and self.cycle.more_body:
+                # A body still on its way stays in the socket until its route has reserved it
+                # and asks (receive resumes reading, chunk by chunk).
+                self.flow.pause_reading()
         except HeadTooLargeError as exc:
             self._refuse(431, str(exc))
         except httptools.HttpParserUpgrade:
@@ -161,10 +169,10 @@ class IngestProtocol(HttpToolsProtocol):
         self._head.clear()
         self._cancel_header_timer()
         super().on_headers_complete()
-        if any(name in (b"content-length", b"transfer-encoding") for name, _ in self.headers):
-            self.flow.pause_reading()  # until the route asks for the body (receive resumes)
 
     def on_message_complete(self) -> None:
+        if self.cycle is not None and not self.cycle.response_complete:
+            self.scope[BODY_ARRIVED] = True  # type: ignore[literal-required]
         super().on_message_complete()
         self._in_head = True
         self._head_bytes = 0

@@ -68,7 +68,7 @@ from warehouse.ingest.framing import body_length, has_body_framing
 from warehouse.ingest.handler import Handler, Receive, RequestHeaders
 from warehouse.ingest.inflight import InFlightBytes
 from warehouse.ingest.metrics import ServerMetrics
-from warehouse.ingest.protocol import IngestProtocol
+from warehouse.ingest.protocol import BODY_ARRIVED, IngestProtocol
 from warehouse.ingest.response import Response
 from warehouse.ingest.sink import BatchSink
 from warehouse.profiling.api import (
@@ -232,6 +232,9 @@ class IngestHTTPServer:
         started = time.perf_counter()
         query = scope["query_string"]
         loop = asyncio.get_running_loop()
+        arrived = None
+        if scope.get(BODY_ARRIVED):  # in memory already: this receive returns without waiting
+            arrived = (await receive()).get("body", b"")
         handler = Handler(
             method=scope["method"],
             path=scope["raw_path"].decode("latin-1")
@@ -242,6 +245,7 @@ class IngestHTTPServer:
             inflight=self.inflight,
             body_timeout_s=self.ingest.config.body_timeout_s,
             on_body_timeout=self.guard.timeouts.labels("body").inc,
+            arrived=arrived,
         )
         if self.stopping:
             # A kept-alive connection may send one more request while the server stops: close
