@@ -21,6 +21,7 @@ Must never: read a body before its length is reserved, or wait on the loop from 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
@@ -29,6 +30,8 @@ from warehouse.ingest.framing import body_length
 from warehouse.ingest.inflight import InFlightBytes
 
 Receive = Callable[[], Awaitable[dict[str, Any]]]
+LOOP_GRACE_S = 5.0
+"""How much longer than server.body_timeout_s a route thread waits for the loop's answer."""
 
 
 class RequestHeaders:
@@ -99,7 +102,12 @@ class Handler:
             chunks, timed_out = [self._arrived], False
         else:
             future = asyncio.run_coroutine_threadsafe(self._receive_body(length), self._loop)
-            chunks, timed_out = future.result()
+            try:  # the loop's own deadline answers first; this one frees the thread if the loop
+                # stopped before running the read (a pool thread blocked forever blocks exit)
+                chunks, timed_out = future.result(self._body_timeout_s + LOOP_GRACE_S)
+            except concurrent.futures.TimeoutError:
+                future.cancel()
+                chunks, timed_out = [], True
         received = sum(len(chunk) for chunk in chunks)
         if timed_out:
             self._on_body_timeout()
