@@ -174,6 +174,7 @@ class IngestHTTPServer:
             header_timeout_s=config.header_timeout_s,
             registry=ingest.metrics.registry,
         )
+        self._body_timeouts = self.guard.timeouts.labels("body")
         self.socket = socket.create_server(address, backlog=512)  # SO_REUSEADDR, as before
         self.server_address: tuple[str, int] = self.socket.getsockname()[:2]
         # Routes block until the writer commits (Ticket.wait): one thread per admitted connection
@@ -244,7 +245,7 @@ class IngestHTTPServer:
             loop=loop,
             inflight=self.inflight,
             body_timeout_s=self.ingest.config.body_timeout_s,
-            on_body_timeout=self.guard.timeouts.labels("body").inc,
+            on_body_timeout=self._body_timeouts.inc,
             arrived=arrived,
         )
         if self.stopping:
