@@ -1,10 +1,17 @@
-"""Our ThreadingHTTPServer against well-kept servers, serving the same handler logic: cost per batch.
+"""The ingest server against well-kept servers, serving the same handler logic: cost per batch.
 
     .venv/bin/python -m bench.http_servers                 # 8 clients x 150 batches, 5 rounds
     .venv/bin/python -m bench.http_servers --quick         # 4 x 50, 1 round
+    git worktree add /tmp/before <commit before the switch>
+    .venv/bin/python -m bench.http_servers --peer-tree /tmp/before   # + that tree's server
 
 Why (issue 28): keep the standard library's server only if a well-kept one costs more per batch.
-Both servers run in their own process and call the same route functions of warehouse.ingest.server
+It did not, and the product now runs on uvicorn + httptools: the kind "ingest" is the real
+`IngestHTTPServer` (warehouse.ingest.server: its connection cap, header deadline, framing, the
+body reserved before it is read, routes on a pool sized from server.max_connections); with
+`--peer-tree` pointing at a checkout from before the switch, "ingest@peer" is the
+ThreadingHTTPServer it replaced. The adapted kinds below are the bare servers it was chosen from.
+All servers run in their own process and call the same route functions of warehouse.ingest.server
 (`post_batch`: token check, envelope, strict framing, Arrow decode with the budgets, conform)
 behind a writer that acknowledges at once (`NullSink`), so what differs is only the HTTP layer:
 http.server's thread per connection; uvicorn's event loop with the pure-Python h11 parser or the
@@ -165,14 +172,14 @@ def wsgi_app(ingest: Any) -> Any:
     return app
 
 
-PEER_KIND = "threading@peer"  # with --peer-tree
-KINDS = ("threading", "uvicorn+h11", "uvicorn+httptools", "uvicorn+h11+threads",
+PEER_KIND = "ingest@peer"  # with --peer-tree
+KINDS = ("ingest", "uvicorn+h11", "uvicorn+httptools", "uvicorn+h11+threads",
          "uvicorn+httptools+threads", "waitress")  # fmt: skip
 
 
 def serve(kind: str, port: int) -> None:
     ingest = _ingest()
-    if kind.startswith("threading"):
+    if kind in ("ingest", "threading"):  # "threading": what a tree from before the switch calls it
         from warehouse.ingest.server import IngestHTTPServer
 
         IngestHTTPServer(("127.0.0.1", port), ingest).serve_forever()
@@ -210,8 +217,8 @@ def one_round(
     port = free_port()
     server: Any
     if kind == PEER_KIND:
-        # The same bench's "threading" kind from another checkout (`--peer-tree`: main, for a
-        # before/after in one run), its own interpreter reading that checkout's code first.
+        # The product server of another checkout (`--peer-tree`: one from before the switch, for
+        # a before/after in one run), its own interpreter reading that checkout's code first.
         server = subprocess.Popen(
             [sys.executable, "-c", f"from bench.http_servers import serve; serve('threading', {port})"],
             cwd=peer_tree, env={**os.environ, "PYTHONPATH": str(peer_tree)},

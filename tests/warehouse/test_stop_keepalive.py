@@ -1,8 +1,9 @@
 """A stopped server closes the connections clients keep alive, so their retries reach its successor.
 
 Agents keep one connection open to ingest. When an in-process server stops, the listening socket
-closes but a kept-alive connection's handler thread lives on; it must answer 503 with
-`Connection: close` rather than keep serving from a stopped writer.
+closes; a kept-alive connection must be closed too (the server's event loop ends with it), rather
+than stay open to a stopped writer, and a request that arrives while the server stops is answered
+503 with `Connection: close`.
 """
 
 from __future__ import annotations
@@ -25,11 +26,8 @@ def test_a_kept_alive_connection_is_closed_when_the_server_stops(settings: Setti
     healthy.read()
     first.stop()
 
-    connection.request("GET", "/healthz")
-    answer = connection.getresponse()
-    assert answer.status == 503
-    assert answer.getheader("Connection") == "close"
-    assert json.loads(answer.read()) == {"error": "ingest is stopping; retry"}
+    assert connection.sock is not None
+    assert connection.sock.recv(1) == b""  # closed by the server, not left to time out
     connection.close()
 
     second = Server(settings.with_overrides(server__port=port))
@@ -41,3 +39,23 @@ def test_a_kept_alive_connection_is_closed_when_the_server_stops(settings: Setti
         retry.close()
     finally:
         second.stop()
+
+
+def test_a_request_that_arrives_while_the_server_stops_gets_503_and_close(
+    settings: Settings,
+) -> None:
+    server = Server(settings)
+    server.start()
+    port = int(server.url.rsplit(":", 1)[1])
+    server.http.stopping = True  # what stop() sets first, before the event loop winds down
+    try:
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        connection.request("GET", "/healthz")
+        answer = connection.getresponse()
+        assert answer.status == 503
+        assert answer.getheader("Connection") == "close"
+        assert answer.getheader("Retry-After") == "1"
+        assert json.loads(answer.read()) == {"error": "ingest is stopping; retry"}
+        connection.close()
+    finally:
+        server.stop()

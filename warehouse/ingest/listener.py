@@ -49,12 +49,11 @@ class Listening:
     """The HTTP side of a server process: subclasses set `http` and define `start`/`stop`."""
 
     http: IngestHTTPServer
-    _http_thread: threading.Thread | None = None
 
     @property
     def url(self) -> str:
         host, port = self.http.server_address[:2]
-        scheme = "https" if isinstance(self.http.socket, ssl.SSLSocket) else "http"
+        scheme = "https" if self.http.tls is not None else "http"
         return f"{scheme}://{host!s}:{port}"
 
     def start(self) -> None:
@@ -64,19 +63,11 @@ class Listening:
         raise NotImplementedError
 
     def _serve_http(self) -> None:
-        self._http_thread = threading.Thread(
-            target=self.http.serve_forever,
-            kwargs={"poll_interval": 0.1},  # how soon stop() is noticed
-            name="fleetscope-http",
-            daemon=True,
-        )
-        self._http_thread.start()
+        self.http.start()
 
     def _close_http(self) -> None:
-        """Refuse new requests, let the one in flight finish, close the socket."""
-        self.http.stopping = True
-        self.http.shutdown()
-        self.http.server_close()
+        """Refuse new requests, let those in flight finish, close every connection."""
+        self.http.stop()
 
     def serve_until_signalled(self) -> None:
         """Run until SIGINT or SIGTERM, then stop cleanly (flush, close)."""

@@ -18,49 +18,57 @@ that got no answer retries with the same batch id. When the body was not read (4
 request. Framing is checked first, for every route (warehouse.ingest.framing: RFC 9112, 400 and close
 on conflicting or non-ASCII lengths), and a body's declared length is reserved against
 server.max_inflight_bytes before it is read (warehouse.ingest.inflight: 503 with Retry-After beyond).
-Handlers are small functions in a route table; the standard library's ThreadingHTTPServer
-gives a thread per connection, bounded by warehouse.ingest.connections (at most server.max_connections,
-then 503 with Retry-After; headers within server.header_timeout_s, a body within
-server.body_timeout_s, else 408). With server.tls_cert_file/tls_key_file it serves HTTPS; the TLS
-handshake runs on the connection's thread, under the header deadline, never on the accept loop.
-Each answer is one write with TCP_NODELAY on (`Handler._send`): with Nagle on and two writes the
-body waited ~40 ms for the client's delayed ACK. Why not uvicorn or waitress (issue 28): per batch,
-uvicorn with httptools running these blocking routes on a thread costs the same as this server
-(within the spread of two runs), h11 and waitress more (bench/http_servers.py, bench/RESULTS.md),
-so by the issue's rule the switch to uvicorn + httptools is owed; it needs the header deadline,
-the canned 503 at the connection cap and a body reserved before it is read rebuilt on uvicorn's
-protocol internals (waitress cannot: it reads the whole body first), which is not done yet;
-docs/warehouse.md says what a switch needs.
+
+The HTTP layer is uvicorn with httptools (llhttp), through its public Config/Server, on one event
+loop thread; issue 28 asked to keep the standard library's ThreadingHTTPServer only if a
+well-kept server cost more per batch, and on a quiet machine it cost less (bench/http_servers.py,
+bench/RESULTS.md "The ingest server on uvicorn"). What uvicorn has no setting for lives in
+`warehouse.ingest.protocol.IngestProtocol`, a small subclass of its httptools protocol: at most
+server.max_connections connections, then a canned 503 with Retry-After (warehouse.ingest.
+connections); a request line and headers within server.header_timeout_s; framing errors llhttp
+catches answered with framing's message; the head capped (431); reading paused at the end of a
+head so a body stays in the socket until its route reserves it. Handlers are small blocking
+functions in a route table; they run on a thread pool sized from server.max_connections (they
+block on Ticket.wait, and 256 agents waiting must not queue behind a few threads), and read the
+body through `warehouse.ingest.handler.Handler` (within server.body_timeout_s, else 408). With
+server.tls_cert_file/tls_key_file it serves HTTPS; asyncio runs the TLS handshake on the loop,
+never blocking another connection (bounded by asyncio's 60 s handshake timeout: uvicorn does not
+pass server.header_timeout_s to it, and a connection counts against the cap once its handshake
+is done). `IngestHTTPServer.stop` answers 503 to what arrives meanwhile, lets requests in flight
+finish (up to 5 s) and closes every connection, idle kept-alive ones included.
 This module must never talk to DuckDB: only the writer does.
 """
 
 from __future__ import annotations
 
-import contextlib
+import asyncio
 import logging
 import re
+import socket
 import ssl
-import sys
+import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import uvicorn
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sqlalchemy import Engine
 
 from fleetscope.contract import MAX_BATCH_ROWS, MAX_DECODED_BYTES
-from fleetscope.errors import ConfigError, FleetscopeError, IngestError, PayloadTooLargeError
+from fleetscope.errors import ConfigError, FleetscopeError, IngestError
 from fleetscope.settings import Settings
 from warehouse.catalog.fleet import upsert_jobs
 from warehouse.ingest.auth import TokenChecker
-from warehouse.ingest.connections import OVERLOADED, ConnectionGuard
+from warehouse.ingest.connections import ConnectionGuard
 from warehouse.ingest.envelope import MAX_JOBS_JSON_BYTES, check_envelope, decode_batch, parse_jobs
 from warehouse.ingest.framing import body_length, has_body_framing
+from warehouse.ingest.handler import Handler, Receive, RequestHeaders
 from warehouse.ingest.inflight import InFlightBytes
 from warehouse.ingest.metrics import ServerMetrics
+from warehouse.ingest.protocol import BODY_ARRIVED, IngestProtocol
 from warehouse.ingest.response import Response
 from warehouse.ingest.sink import BatchSink
 from warehouse.profiling.api import (
@@ -143,90 +151,141 @@ class Ingest:
     routes: list[tuple[str, re.Pattern[str], str, Route]] = field(default_factory=list)
 
 
-class Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    # TCP_NODELAY: an answer leaves at once instead of waiting on the client's delayed ACK
-    # (answers are one write each, `_send`).
-    disable_nagle_algorithm = True
-    server: IngestHTTPServer
-    body_read = False
-    reserved_bytes = 0
+class IngestHTTPServer:
+    """The listener: uvicorn with httptools on its own event loop thread, routes on a pool.
 
-    def setup(self) -> None:
-        self.timeout = self.server.ingest.config.header_timeout_s  # type: ignore[misc]  # per socket op
-        self.server.guard.awaiting_headers(self.request)
-        if isinstance(self.request, ssl.SSLSocket):
-            self.request.settimeout(self.timeout)
-            self.request.do_handshake()
-        super().setup()
+    Bound at construction (an address in use fails here, before anything starts); `start` serves
+    on a thread, `stop` refuses new requests, lets those in flight finish (up to
+    `GRACEFUL_STOP_S`) and closes every connection, so a client's retry reaches the next server.
+    """
 
-    def handle_one_request(self) -> None:
-        self.server.guard.awaiting_headers(self.request)
-        super().handle_one_request()
+    GRACEFUL_STOP_S = 5.0
 
-    def read_body(self, limit: int) -> bytes:
-        length = body_length(self.headers)
-        if length is None:
-            raise IngestError("Content-Length is required", status=411)
-        if length > limit:
-            raise PayloadTooLargeError(f"body of {length} bytes is over the limit of {limit} bytes")
-        if not self.server.inflight.reserve(length):
-            raise IngestError(
-                f"bodies in flight would pass server.max_inflight_bytes "
-                f"({self.server.inflight.limit_bytes} bytes); retry",
-                status=503,
+    def __init__(
+        self, address: tuple[str, int], ingest: Ingest, tls: ssl.SSLContext | None = None
+    ) -> None:
+        self.ingest = ingest
+        self.tls = tls
+        self.stopping = False
+        config = ingest.config
+        self.inflight = InFlightBytes(config.max_inflight_bytes, registry=ingest.metrics.registry)
+        self.guard = ConnectionGuard(
+            max_connections=config.max_connections,
+            header_timeout_s=config.header_timeout_s,
+            registry=ingest.metrics.registry,
+        )
+        self._body_timeouts = self.guard.timeouts.labels("body")
+        self.socket = socket.create_server(address, backlog=512)  # SO_REUSEADDR, as before
+        self.server_address: tuple[str, int] = self.socket.getsockname()[:2]
+        # Routes block until the writer commits (Ticket.wait): one thread per admitted connection
+        # at most, so 256 agents waiting at once never queue behind a small pool (threads are
+        # made on demand and kept; bench/RESULTS.md "The ingest server on uvicorn").
+        self._pool = ThreadPoolExecutor(
+            max_workers=config.max_connections or 1024, thread_name_prefix="fleetscope-route"
+        )
+        self._uvicorn = uvicorn.Server(
+            uvicorn.Config(
+                self._app,
+                http=IngestProtocol.bound(self.guard, ingest.metrics),
+                interface="asgi3",
+                ws="none",
+                lifespan="off",
+                proxy_headers=False,  # no X-Forwarded-For rewriting: agents connect directly
+                loop="asyncio",
+                log_config=None,  # leave the process's logging as it is
+                log_level="warning",
+                access_log=False,
+                server_header=False,
+                # a backstop only: IngestProtocol's header deadline closes idle connections first
+                timeout_keep_alive=int(config.header_timeout_s * 2) + 1,
+                timeout_graceful_shutdown=int(self.GRACEFUL_STOP_S),
+                ssl_context_factory=None if tls is None else (lambda _config, _default: tls),
             )
-        self.reserved_bytes = length
-        timeout_s = self.server.ingest.config.body_timeout_s
-        deadline = time.monotonic() + timeout_s
-        chunks: list[bytes] = []
-        received = 0
-        try:
-            while received < length:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise TimeoutError
-                self.connection.settimeout(remaining)
-                chunk = self.rfile.read1(min(length - received, 1 << 20))
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                received += len(chunk)
-        except TimeoutError:
-            self.server.guard.timeouts.labels("body").inc()
-            raise IngestError(
-                f"body not received within {timeout_s:g} s (server.body_timeout_s): "
-                f"{received} of {length} bytes",
-                status=408,
-            ) from None
-        finally:
-            self.connection.settimeout(self.timeout)
-        self.body_read = True
-        if received != length:
-            raise IngestError(f"body ended after {received} of {length} bytes")
-        return b"".join(chunks)
+        )
+        self._thread: threading.Thread | None = None
 
-    def _dispatch(self, method: str) -> None:
-        if self.server.stopping:
-            # A kept-alive connection outlives the listening socket: close it, so the client's
-            # retry opens a new connection to whatever server listens next.
-            stopping = Response.json(
-                503, {"error": "ingest is stopping; retry"}, **{"Retry-After": "1"}
-            )
-            self._send(stopping, close=True)
-            return
+    def serve_forever(self) -> None:
+        """Serve on this thread until `shutdown` (or `stop`)."""
+        self._uvicorn.run(sockets=[self.socket])
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self.serve_forever, name="fleetscope-http")
+        self._thread.daemon = True
+        self._thread.start()
+
+    def shutdown(self) -> None:
+        """Stop serving: new requests get 503 until the loop exits, then connections close."""
+        self.stopping = True
+        self._uvicorn.should_exit = True
+        if self._thread is not None:
+            self._thread.join()
+
+    def server_close(self) -> None:
+        self.socket.close()
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def stop(self) -> None:
+        self.shutdown()
+        self.server_close()
+
+    async def _app(self, scope: dict[str, Any], receive: Receive, send: Callable[..., Any]) -> None:
+        """The one ASGI application: build the Handler, run the route on the pool, answer."""
         started = time.perf_counter()
-        path = self.path.split("?", 1)[0]
+        query = scope["query_string"]
+        loop = asyncio.get_running_loop()
+        arrived = None
+        if scope.get(BODY_ARRIVED):  # in memory already: this receive returns without waiting
+            arrived = (await receive()).get("body", b"")
+        handler = Handler(
+            method=scope["method"],
+            path=scope["raw_path"].decode("latin-1")
+            + ("?" + query.decode("latin-1") if query else ""),
+            headers=RequestHeaders(scope["headers"]),
+            receive=receive,
+            loop=loop,
+            inflight=self.inflight,
+            body_timeout_s=self.ingest.config.body_timeout_s,
+            on_body_timeout=self._body_timeouts.inc,
+            arrived=arrived,
+        )
+        if self.stopping:
+            # A kept-alive connection may send one more request while the server stops: close
+            # it, so the client's retry opens a new connection to whatever server listens next.
+            response, route_name = STOPPING, "unknown"
+        else:
+            response, route_name = await loop.run_in_executor(self._pool, self._dispatch, handler)
+        # A body left unread would be parsed as the next request: close after the answer.
+        close = response is STOPPING or (
+            not handler.body_read
+            and (handler.method == "POST" or has_body_framing(handler.headers))
+        )
+        headers = [
+            (b"content-type", response.content_type.encode("latin-1")),
+            (b"content-length", b"%d" % len(response.body)),
+            *((k.encode("latin-1"), v.encode("latin-1")) for k, v in response.headers.items()),
+        ]
+        if close:
+            headers.append((b"connection", b"close"))
+        await send({"type": "http.response.start", "status": response.status, "headers": headers})
+        await send({"type": "http.response.body", "body": response.body})
+        metrics = self.ingest.metrics
+        metrics.requests.labels(route_name, str(response.status)).inc()
+        metrics.latency.labels(route_name).observe(time.perf_counter() - started)
+
+    def _dispatch(self, handler: Handler) -> tuple[Response, str]:
+        """The route's answer and name, on a pool thread; every refusal becomes its status."""
+        method = handler.method
+        path = handler.path.split("?", 1)[0]
         route_name = "unknown"
         try:
-            body_length(self.headers)  # framing first: 400 for a conflict, whatever the route
-            for route_method, pattern, name, fn in (*ROUTES, *self.server.ingest.routes):
+            body_length(handler.headers)  # framing first: 400 for a conflict, whatever the route
+            for route_method, pattern, name, fn in (*ROUTES, *self.ingest.routes):
                 match = pattern.fullmatch(path)
                 if match:
                     route_name = name
                     if route_method != method:
                         raise IngestError(f"{method} is not allowed on {path}", status=405)
-                    response = fn(self, self.server.ingest, *match.groups())
+                    response = fn(handler, self.ingest, *match.groups())
                     break
             else:
                 raise IngestError(f"no route {method} {path}", status=404)
@@ -236,108 +295,16 @@ class Handler(BaseHTTPRequestHandler):
                 response.headers["Retry-After"] = "1"
         except FleetscopeError as exc:
             response = Response.json(400, {"error": str(exc)})
-        except Exception as exc:  # a bug must not kill the connection thread silently
+        except Exception as exc:  # a bug must not end the connection without an answer
             log.exception("%s %s failed", method, path)
             response = Response.json(500, {"error": f"internal error: {type(exc).__name__}"})
         finally:
-            self.server.inflight.release(self.reserved_bytes)
-            self.reserved_bytes = 0
-        # A body left unread would be parsed as the next request: close after the answer.
-        unread = not self.body_read and (method == "POST" or has_body_framing(self.headers))
-        self._send(response, close=unread)
-        metrics = self.server.ingest.metrics
-        metrics.requests.labels(route_name, str(response.status)).inc()
-        metrics.latency.labels(route_name).observe(time.perf_counter() - started)
-
-    def _send(self, response: Response, *, close: bool) -> None:
-        """The whole answer, status line to body, in ONE write: with TCP_NODELAY on, headers and
-        body as two writes would be two segments; with Nagle on (the old way) the body waited for
-        the client's delayed ACK of the headers, about 40 ms per answer."""
-        self.log_request(response.status)
-        lines = [
-            f"{self.protocol_version} {response.status} {_reason(response.status)}",
-            f"Server: {self.version_string()}",
-            f"Date: {self.date_time_string()}",
-            f"Content-Type: {response.content_type}",
-            f"Content-Length: {len(response.body)}",
-        ]
-        lines.extend(f"{name}: {value}" for name, value in response.headers.items())
-        if close:
-            lines.append("Connection: close")
-            self.close_connection = True
-        lines.append("\r\n")
-        self.wfile.write("\r\n".join(lines).encode("latin-1") + response.body)
-
-    def do_GET(self) -> None:
-        self.server.guard.headers_read(self.request)
-        self._dispatch("GET")
-
-    def do_POST(self) -> None:
-        self.server.guard.headers_read(self.request)
-        self.body_read = False
-        self._dispatch("POST")
-
-    def log_message(self, format: str, *args: Any) -> None:
-        log.debug("%s " + format, self.address_string(), *args)
+            self.inflight.release(handler.reserved_bytes)
+            handler.reserved_bytes = 0
+        return response, route_name
 
 
-class IngestHTTPServer(ThreadingHTTPServer):
-    daemon_threads = True
-    request_queue_size = 512
-
-    def __init__(
-        self, address: tuple[str, int], ingest: Ingest, tls: ssl.SSLContext | None = None
-    ) -> None:
-        self.ingest = ingest
-        self.stopping = False
-        self.inflight = InFlightBytes(
-            ingest.config.max_inflight_bytes, registry=ingest.metrics.registry
-        )
-        self.guard = ConnectionGuard(
-            max_connections=ingest.config.max_connections,
-            header_timeout_s=ingest.config.header_timeout_s,
-            registry=ingest.metrics.registry,
-        )
-        super().__init__(address, Handler)
-        if tls is not None:
-            self.socket = tls.wrap_socket(
-                self.socket, server_side=True, do_handshake_on_connect=False
-            )
-        self.guard.start()
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        """Over server.max_connections: a canned 503 with Retry-After, and close."""
-        if not self.guard.admit(request):
-            with contextlib.suppress(OSError):
-                request.settimeout(1.0)
-                if not isinstance(request, ssl.SSLSocket):  # no handshake yet: cannot answer
-                    request.sendall(OVERLOADED)
-            self.shutdown_request(request)
-            return
-        super().process_request(request, client_address)
-
-    def shutdown_request(self, request: Any) -> None:
-        self.guard.release(request)
-        super().shutdown_request(request)
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """A client that vanished or dawdled is routine, not a traceback."""
-        exc = sys.exc_info()[1]
-        if isinstance(exc, OSError):
-            log.debug("connection from %s ended: %s", client_address, exc)
-            return
-        super().handle_error(request, client_address)
-
-    def server_close(self) -> None:
-        self.guard.stop()
-        super().server_close()
-
-
-def _reason(status: int) -> str:
-    try:
-        return HTTPStatus(status).phrase
-    except ValueError:
-        return ""
+STOPPING = Response.json(503, {"error": "ingest is stopping; retry"}, **{"Retry-After": "1"})
 
 
 def tls_context(cert_file: str, key_file: str) -> ssl.SSLContext:
