@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 import psutil
 import pyarrow as pa
-from sqlalchemy import create_engine, text
+from sqlalchemy import create_engine, func, select, text
 
 from fleetscope.contract import VALUE_COLUMNS, to_ipc
 
@@ -267,12 +267,13 @@ def metric(url: str, name: str) -> float:
 
 def bench_gateways(
     fleet: dict[str, Any], work: Path, agents: int, batches: int, timestamps: int, gateways: int = 3
-) -> dict[str, float]:
+) -> dict[str, object]:
     """`gateways` gateway processes under `agents` agents (spread over them) posting `batches`
     batches each: Iceberg commit conflicts counted by the gateways (pyiceberg
     CommitFailedException retries, /metrics), commits per second on gpu_samples (its snapshots
     over the run until every acknowledged row was committed), and data files per (day, cluster)
-    partition per hour of ingest, before and after one compaction pass."""
+    partition per hour of ingest: written by the gateways' log flushes, committed (after the
+    committer's merge, before compaction) and after one compaction pass."""
     from sqlalchemy import create_engine
 
     from fleetscope.settings import load_settings
@@ -330,11 +331,12 @@ def bench_gateways(
         s for s in table.refresh().snapshots() if s.summary and s.summary.get(FLUSH_PROPERTY)
     ]
     parts = partitions(tables, "gpu_samples")
-    before = [file_count(tables, part) for part in parts]
+    flushed, merged = written_files(tables, fleet["warehouse.catalog_url"])
+    before = {p: file_count(tables, p) for p in parts}
     for part in parts:
         compact(tables, part)
-    after = [file_count(tables, part) for part in parts]
-    hours = run_s / 3600
+    after = {p: file_count(tables, p) for p in parts}
+    per_hour = 3600 / run_s
     return {
         "gateways": gateways,
         "agents": agents,
@@ -346,10 +348,47 @@ def bench_gateways(
         "commits_per_s_per_table": len(commits) / run_s,
         "committer_commits_all_tables": gateway_commits,
         "partitions": len(parts),
-        "files_per_partition_max_before": max(before, default=0),
-        "files_per_partition_per_hour_before": max(before, default=0) / hours,
-        "files_per_partition_max_after": max(after, default=0),
+        "flush_files_per_partition_max": max(flushed.values(), default=0),
+        "flush_files_per_partition_per_hour": max(flushed.values(), default=0) * per_hour,
+        "merged_files_per_partition_max": max(merged.values(), default=0),
+        "files_per_partition_max_before": max(before.values(), default=0),
+        "files_per_partition_per_hour_before": max(before.values(), default=0) * per_hour,
+        "files_per_partition_max_after": max(after.values(), default=0),
+        "file_kib_before": committed_kib(tables),
     }
+
+
+def written_files(tables: Any, catalog_url: str) -> tuple[dict[str, int], dict[str, int]]:
+    """Per partition of gpu_samples: the data files the gateways' log flushes wrote, and the files
+    the committers' merges wrote (warehouse.fleet.merge). Counted from the object store (no
+    sweep has run, so every flush file is still there) less the merged files the staging table
+    names (their writer is '<gateway>:merge')."""
+    from warehouse.catalog.staging import staged_files
+    from warehouse.fleet.orphans import stored
+
+    engine = create_engine(catalog_url)
+    c = staged_files.c
+    with engine.connect() as conn:
+        query = (
+            select(c.partition, func.count())
+            .where(c.table_name == "gpu_samples", c.gateway.like("%:merge"))
+            .group_by(c.partition)
+        )
+        merged = {str(p): int(n) for p, n in conn.execute(query)}
+    engine.dispose()
+    written: dict[str, int] = {}
+    for f in stored(tables.table("gpu_samples")):
+        if "/data/" in f.uri and f.uri.endswith(".parquet"):
+            part = f.uri.split("/data/", 1)[1].rsplit("/", 1)[0]
+            written[part] = written.get(part, 0) + 1
+    return {p: n - merged.get(p, 0) for p, n in written.items()}, merged
+
+
+def committed_kib(tables: Any) -> list[float]:
+    """Sizes in KiB of gpu_samples' live data files (before compaction)."""
+    table = tables.table("gpu_samples")
+    table.refresh()
+    return sorted(round(t.file.file_size_in_bytes / 1024, 1) for t in table.scan().plan_files())
 
 
 # -- 3. analyzers ------------------------------------------------------------------------------

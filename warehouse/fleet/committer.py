@@ -6,13 +6,16 @@ it. Every `fleet.commit_interval_s` it:
 1. settles commits a dead committer left unfinished (files assigned to a commit id, not marked):
    the commit id in a snapshot summary means it landed (mark the files committed), else the files
    go back to staged (warehouse.catalog.staging);
-2. assigns every staged file of the table (all gateways') to a fresh commit id, in a transaction
+2. merges each partition's staged files into one data file (warehouse.fleet.merge), so a commit
+   adds one file per partition whatever the number of gateways and flushes; a merge that fails
+   leaves the files as they were and the pass commits them unmerged;
+3. assigns every staged file of the table (all gateways') to a fresh commit id, in a transaction
    of its own;
-3. appends them to the Iceberg table in ONE fast append (the files' statistics read from their
+4. appends them to the Iceberg table in ONE fast append (the files' statistics read from their
    Parquet footers, as pyiceberg's `add_files` does) with the commit id in the snapshot summary;
-4. marks the files committed with the snapshot's id.
+5. marks the files committed with the snapshot's id.
 
-A committer killed anywhere in 2-4 leaves the files assigned; step 1 of the next committer tells
+A committer killed anywhere in 3-5 leaves the files assigned; step 1 of the next committer tells
 from the snapshots whether the append landed, so a takeover commits each file exactly once. Only
 one committer per table exists, so its appends meet no other gateway's; what can still conflict is
 the upkeep's rewrite (compaction, retention) run by a worker: that is counted
@@ -36,6 +39,7 @@ from sqlalchemy import Engine
 from fleetscope.contract import TABLES
 from warehouse.catalog import staging
 from warehouse.fleet.commit_lock import CommitterLease
+from warehouse.fleet.merge import merge_staged
 from warehouse.fleet.tables import FLUSH_PROPERTY, FleetTables
 
 if TYPE_CHECKING:
@@ -56,16 +60,27 @@ class CommitStats:
     files_committed: int = 0
     conflicts: int = 0  # CommitFailedException retries
     recovered: int = 0  # unfinished commits of a dead committer, settled
+    files_merged: int = 0  # staged files replaced by a merge (step 2)
+    merged_files: int = 0  # the files they were merged into
 
 
 class TableCommitter:
     def __init__(
-        self, tables: FleetTables, catalog: Engine, *, interval_s: float, attempts: int = 20
+        self,
+        tables: FleetTables,
+        catalog: Engine,
+        *,
+        interval_s: float,
+        attempts: int = 20,
+        gateway: str = "committer",
+        merge: bool = True,
     ) -> None:
         self.tables = tables
         self.catalog = catalog
         self.interval_s = interval_s
         self.attempts = attempts
+        self.gateway = gateway  # the merged files' writer is '<gateway>:merge' in the staging table
+        self.merge = merge
         self.lease = CommitterLease(catalog)
         self.stats = CommitStats()
         self._stop = threading.Event()
@@ -105,10 +120,12 @@ class TableCommitter:
         return committed
 
     def commit(self, name: str) -> int:
-        """Steps 1-4 of the module docstring for one table (the caller holds its lock)."""
+        """Steps 1-5 of the module docstring for one table (the caller holds its lock); returns
+        the staged files committed (a merged file counts as the files it replaced)."""
         table = self.tables.table(name)
         table.refresh()
         self._settle(name, table)
+        replaced = self._merge(name, table) if self.merge else 0
         commit_id = uuid.uuid4().hex
         with self.catalog.begin() as conn:
             paths = staging.assign(conn, name, commit_id, MAX_FILES_PER_COMMIT)
@@ -126,7 +143,18 @@ class TableCommitter:
             staging.mark_committed(conn, commit_id, *snapshot)
         self.stats.commits += 1
         self.stats.files_committed += len(paths)
-        return len(paths)
+        return len(paths) + replaced
+
+    def _merge(self, name: str, table: Table) -> int:
+        """Step 2; returns the staged files merged away (replaced by fewer)."""
+        try:
+            merged = merge_staged(self.catalog, name, table, f"{self.gateway}:merge")
+        except Exception:
+            log.exception("merging the staged files of %s failed; committed unmerged", name)
+            return 0
+        self.stats.files_merged += merged.files_in
+        self.stats.merged_files += merged.files_out
+        return merged.files_in - merged.files_out
 
     def _settle(self, name: str, table: Table) -> None:
         with self.catalog.connect() as conn:

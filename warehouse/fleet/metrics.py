@@ -40,6 +40,11 @@ class StagingCollector(Collector):
             stats.files_committed,
         )
         yield CounterMetricFamily(
+            "fleetscope_iceberg_staged_files_merged",
+            "Staged data files this gateway's committer merged into one per partition.",
+            stats.files_merged,
+        )
+        yield CounterMetricFamily(
             "fleetscope_gateway_files_staged",
             "Data files this gateway wrote and staged for the committer.",
             self._writer.files_staged,
