@@ -2,12 +2,16 @@
 on a real PostgreSQL and S3 server: a commit adds one time-sorted file per partition whatever the
 number of gateways and flushes, every row lands once, a reader never sees a row twice nor loses
 the small files it listed, a merge of files another committer took is refused, and the orphan
-sweep keeps every staged file while deleting the merged-away ones only past its safety age."""
+sweep keeps every staged file while deleting the merged-away ones only past its safety age.
+Committed files merge by size tiers (ten of a tier become one), and neither that merge nor the
+hourly compaction reads a staged file or rewrites a large one."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
+from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
@@ -16,9 +20,10 @@ from fleetscope.settings import Settings
 from simulator.maker.batches import EPOCH_MS, gpu_batch
 from simulator.wire import TEST_TOKEN, post_batch
 from warehouse.catalog import staging
-from warehouse.fleet import orphans, reader
+from warehouse.fleet import orphans, reader, upkeep
 from warehouse.fleet.gateway import Gateway
 from warehouse.fleet.merge import merge_staged
+from warehouse.fleet.rewrite import FANOUT, LARGE_BYTES, TIER_BASE_BYTES, packed, tier, tiered
 from warehouse.fleet.tables import to_table_schema
 from warehouse.fleet.writer import write_data_files
 
@@ -150,3 +155,80 @@ def test_the_sweep_keeps_staged_files_whatever_their_age_and_takes_merged_away_o
     assert orphans.sweep(table, timedelta(0), later) == small
     rows, _ = reader.scan(a.writer.tables, "gpu_samples", *DAY)
     assert rows.num_rows == 160
+
+
+def test_a_compaction_rewrites_only_committed_files_and_leaves_staged_ones_to_the_committer(
+    gateways: list[Gateway],
+) -> None:
+    """The hourly compaction runs while gateways stage files: rows it read from staged files
+    would be committed twice, once in its rewrite and once by the committer."""
+    a, _ = gateways
+    for seed in range(2):
+        send(a, "h1", "c1", seed=seed)
+        assert a.committer.run_once() == 1
+    send(a, "h1", "c1", seed=2)  # staged, not committed
+    tables = a.writer.tables
+    (part,) = upkeep.partitions(tables, "gpu_samples")
+    assert upkeep.compact(tables, part) == 2
+    assert a.committer.run_once() == 1
+    rows, _ = reader.scan(tables, "gpu_samples", *DAY)
+    assert rows.num_rows == 3 * 80
+
+
+def test_ten_committed_files_of_one_tier_become_one_and_every_row_stays_once(
+    gateways: list[Gateway],
+) -> None:
+    a, _ = gateways
+    for seed in range(FANOUT):
+        send(a, "h1", "c1", seed=seed)
+        assert a.committer.run_once() == 1
+    table = a.writer.tables.table("gpu_samples")
+    table.refresh()
+    assert len(list(table.scan().plan_files())) == 1  # the tenth commit merged the tier
+    assert (a.committer.stats.tier_merges, a.committer.stats.tier_files_merged) == (1, FANOUT)
+    rows, _ = reader.scan(a.writer.tables, "gpu_samples", *DAY)
+    assert rows.num_rows == FANOUT * 80
+    keys = ["host", "gpu_index", "ts"]
+    assert rows.select(keys).group_by(keys).aggregate([]).num_rows == rows.num_rows
+
+
+def test_no_tiered_merge_on_a_day_retention_rolls_up_within_a_day(gateways: list[Gateway]) -> None:
+    """The roll-up records the raw files it rolled up by path: a rewrite beside it would have
+    the next roll-up count the rewritten rows twice."""
+    a, _ = gateways
+    a.committer.raw_retention_days = 0  # today's partition is retention's now
+    for seed in range(FANOUT):
+        send(a, "h1", "c1", seed=seed)
+        a.committer.run_once()
+    table = a.writer.tables.table("gpu_samples")
+    table.refresh()
+    assert len(list(table.scan().plan_files())) == FANOUT
+    assert a.committer.stats.tier_merges == 0
+
+
+def sized(*sizes: int) -> list[Any]:
+    """Planned files of these byte sizes (what the policies look at)."""
+    return [SimpleNamespace(file=SimpleNamespace(file_size_in_bytes=n)) for n in sizes]
+
+
+def test_tiers_grow_by_the_fanout_and_only_a_full_tier_below_the_large_size_is_merged() -> None:
+    base = TIER_BASE_BYTES * FANOUT
+    assert [tier(n) for n in (0, base - 1, base, base * FANOUT - 1, base * FANOUT)] == [
+        0,
+        0,
+        1,
+        1,
+        2,
+    ]
+    assert tiered(sized(*[1000] * (FANOUT - 1), base)) == []  # no tier holds FANOUT files
+    full = sized(base, *[1000] * (FANOUT + 3))
+    assert tiered(full) == full[1 : FANOUT + 1]  # FANOUT of the lowest full tier
+    too_big = LARGE_BYTES // FANOUT
+    assert tiered(sized(*[too_big] * FANOUT)) == []  # their merge would pass LARGE_BYTES
+
+
+def test_compaction_packs_small_files_in_groups_up_to_the_large_size_and_skips_large_ones() -> None:
+    third = LARGE_BYTES // 3
+    files = sized(LARGE_BYTES, third, third, third, third, 10, LARGE_BYTES + 1)
+    assert packed(files) == [files[1:4], files[4:6]]
+    assert packed(sized(LARGE_BYTES, 10)) == []  # one small file: nothing to merge

@@ -126,16 +126,26 @@ def uncommitted(conn: Connection, table_name: str) -> set[str]:
     return {str(p) for (p,) in conn.execute(query)}
 
 
-def assign(conn: Connection, table_name: str, commit_id: str, limit: int) -> list[str]:
-    """The staged files of `table_name` (oldest first, at most `limit`) now assigned to
-    `commit_id`; call in a transaction of its own, committed before the Iceberg commit."""
+def assign(
+    conn: Connection,
+    table_name: str,
+    commit_id: str,
+    limit: int,
+    among: Sequence[str] | None = None,
+) -> list[str]:
+    """The staged files of `table_name` (oldest first, at most `limit`; only those at paths
+    `among` when given) now assigned to `commit_id`; call in a transaction of its own,
+    committed before the Iceberg commit."""
     c = staged_files.c
+    query = select(c.path).where(
+        c.table_name == table_name, c.commit_id.is_(None), c.committed_at.is_(None)
+    )
+    if among is not None:
+        query = query.where(c.path.in_(list(among)))
     paths = [
         str(p)
         for (p,) in conn.execute(
-            select(c.path)
-            .where(c.table_name == table_name, c.commit_id.is_(None), c.committed_at.is_(None))
-            .order_by(c.staged_at, c.path)
+            query.order_by(c.staged_at, c.path)
             .limit(limit)
             .with_for_update(skip_locked=True)
         )

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -59,6 +59,7 @@ class Merged:
     files_in: int = 0  # staged files replaced
     files_out: int = 0  # merged files staged in their place
     bytes_in: int = 0
+    ready: list[str] = field(default_factory=list)  # the staged paths this pass should commit
 
 
 def merge_staged(
@@ -71,13 +72,16 @@ def merge_staged(
     max_bytes: int = MERGE_MAX_BYTES,
 ) -> Merged:
     """Rewrite each partition of `name` with at least `min_files` staged files as one file
-    (see the module docstring); the caller holds the table's commit lock."""
+    (see the module docstring); the caller holds the table's commit lock. `ready` lists what
+    to commit now: the merged files and the files it found but did not merge; files staged
+    while it merged wait for the next pass (else each commit added them unmerged)."""
     with catalog.connect() as conn:
         groups = staging.mergeable(conn, name)
     done = Merged()
     for files in groups.values():
         batch = _within(files, max_bytes)
         if len(batch) < min_files:
+            done.ready += [f.path for f in batch]
             continue
         rows = to_table_schema(to_contract(name, _read(table, batch)), table)
         merged = write_data_files(name, table, rows, gateway)
@@ -86,6 +90,7 @@ def merge_staged(
         if not swapped:  # another committer took some (a lost lock): ours is an orphan
             log.warning("%s: staged files changed while merging; left as they were", name)
             continue
+        done.ready += [f.path for f in merged]
         done.partitions += 1
         done.files_in += len(batch)
         done.files_out += len(merged)
