@@ -323,6 +323,7 @@ def bench_gateways(
         engine.dispose()
         conflicts = sum(metric(u, "fleetscope_iceberg_commit_conflicts_total") for u in urls)
         gateway_commits = sum(metric(u, "fleetscope_iceberg_commits_total") for u in urls)
+        tier_merges = sum(metric(u, "fleetscope_iceberg_tier_merges_total") for u in urls)
     finally:
         for proc in procs:
             proc.terminate()
@@ -347,6 +348,7 @@ def bench_gateways(
         "gpu_samples_commits": len(commits),
         "commits_per_s_per_table": len(commits) / run_s,
         "committer_commits_all_tables": gateway_commits,
+        "tier_merges": tier_merges,
         "partitions": len(parts),
         "flush_files_per_partition_max": max(flushed.values(), default=0),
         "flush_files_per_partition_per_hour": max(flushed.values(), default=0) * per_hour,
@@ -477,6 +479,12 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--ingest-only", action="store_true", help="only part 1 and the files per partition"
     )
+    parser.add_argument(
+        "--gateway-batches",
+        type=int,
+        help="batches per agent in the --gateways-only run (more: a longer run, more commits "
+        "per partition, so the committer's tiered merge has ten files of a tier to merge)",
+    )
     args = parser.parse_args(argv)
     agents, batches, timestamps = (8, 10, 20) if args.quick else (16, 20, 30)
     days, clusters, gpus = (2, 2, 16) if args.quick else (2, 4, 32)
@@ -510,7 +518,9 @@ def main(argv: list[str]) -> int:
             load_before = os.getloadavg()
             print("started", datetime.now(UTC).isoformat(timespec="seconds"), flush=True)
             with tempfile.TemporaryDirectory(prefix="fleet-bench-") as work:
-                got = bench_gateways(fleet, Path(work), agents, batches, timestamps)
+                got = bench_gateways(
+                    fleet, Path(work), agents, args.gateway_batches or batches, timestamps
+                )
             print("three gateways", got, flush=True)
             peer = bench_commits({**fleet, "fleet.namespace": "optimistic"}, commit_s, (1, 3))
             print("peer: processes appending on their own", peer, flush=True)

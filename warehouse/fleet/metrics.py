@@ -45,6 +45,11 @@ class StagingCollector(Collector):
             stats.files_merged,
         )
         yield CounterMetricFamily(
+            "fleetscope_iceberg_tier_merges",
+            "Rewrites by this gateway's committer of ten committed files of one size tier as one.",
+            stats.tier_merges,
+        )
+        yield CounterMetricFamily(
             "fleetscope_gateway_files_staged",
             "Data files this gateway wrote and staged for the committer.",
             self._writer.files_staged,
