@@ -334,6 +334,7 @@ def bench_gateways(
     parts = partitions(tables, "gpu_samples")
     flushed, merged = written_files(tables, fleet["warehouse.catalog_url"])
     before = {p: file_count(tables, p) for p in parts}
+    kib_before = committed_kib(tables)
     for part in parts:
         compact(tables, part)
     after = {p: file_count(tables, p) for p in parts}
@@ -356,7 +357,8 @@ def bench_gateways(
         "files_per_partition_max_before": max(before.values(), default=0),
         "files_per_partition_per_hour_before": max(before.values(), default=0) * per_hour,
         "files_per_partition_max_after": max(after.values(), default=0),
-        "file_kib_before": committed_kib(tables),
+        "file_kib_before": kib_before,
+        "file_kib_after": committed_kib(tables),
     }
 
 
