@@ -10,7 +10,8 @@ rewrites of the same file never both land, and a rewrite never loses a file appe
 
 `tiered(files)` is the committer's merge policy, VictoriaMetrics' parts merging in small: files
 are in tiers by size (tier k: below `TIER_BASE_BYTES` x `FANOUT`^(k+1)); when a partition holds
-`FANOUT` files of one tier, they become one file of the next tier, up to `LARGE_BYTES`. A
+`FANOUT` files of one tier (below `LARGE_BYTES` / 2), they become one file of the next tier
+(as many of them as fit in `LARGE_BYTES`). A
 partition that gains one file per commit (one every `fleet.commit_interval_s`) so holds at most
 about `FANOUT` - 1 files per tier, a handful of tiers plus its large files, and each byte is
 rewritten once per tier (log_FANOUT of its growth) instead of the whole partition once an hour.
@@ -49,17 +50,25 @@ def tier(file_bytes: int) -> int:
 
 
 def tiered(tasks: Sequence[FileScanTask]) -> list[FileScanTask]:
-    """`FANOUT` files of the lowest tier that holds as many, among the files below
-    `LARGE_BYTES` / `FANOUT` (so the merged file stays below about `LARGE_BYTES`); none when no
-    tier is full."""
+    """Among the files below `LARGE_BYTES` / 2, the lowest tier holding `FANOUT` or more: its
+    first files, at most FANOUT and `LARGE_BYTES` together (two at least); none when no tier is
+    full. A commit's file of a busy partition (several MiB) so still merges with a few others
+    into one of up to LARGE_BYTES, rather than waiting for the hourly compaction."""
     by_tier: dict[int, list[FileScanTask]] = {}
     for task in tasks:
         size = task.file.file_size_in_bytes
-        if size < LARGE_BYTES // FANOUT:
+        if size < LARGE_BYTES // 2:
             by_tier.setdefault(tier(size), []).append(task)
     for level in sorted(by_tier):
         if len(by_tier[level]) >= FANOUT:
-            return by_tier[level][:FANOUT]
+            chosen: list[FileScanTask] = []
+            total = 0
+            for task in by_tier[level][:FANOUT]:
+                if total + task.file.file_size_in_bytes > LARGE_BYTES:
+                    break
+                chosen.append(task)
+                total += task.file.file_size_in_bytes
+            return chosen if len(chosen) >= 2 else []
     return []
 
 
