@@ -324,6 +324,8 @@ def bench_gateways(
         conflicts = sum(metric(u, "fleetscope_iceberg_commit_conflicts_total") for u in urls)
         gateway_commits = sum(metric(u, "fleetscope_iceberg_commits_total") for u in urls)
         tier_merges = sum(metric(u, "fleetscope_iceberg_tier_merges_total") for u in urls)
+        pass_s = sum(metric(u, "fleetscope_iceberg_commit_pass_seconds_total") for u in urls)
+        merge_s = sum(metric(u, "fleetscope_iceberg_merge_seconds_total") for u in urls)
     finally:
         for proc in procs:
             proc.terminate()
@@ -350,6 +352,8 @@ def bench_gateways(
         "commits_per_s_per_table": len(commits) / run_s,
         "committer_commits_all_tables": gateway_commits,
         "tier_merges": tier_merges,
+        "commit_pass_s": pass_s,
+        "merge_s": merge_s,
         "partitions": len(parts),
         "flush_files_per_partition_max": max(flushed.values(), default=0),
         "flush_files_per_partition_per_hour": max(flushed.values(), default=0) * per_hour,

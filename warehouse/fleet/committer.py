@@ -72,6 +72,8 @@ class CommitStats:
     merged_files: int = 0  # the files they were merged into
     tier_merges: int = 0  # committed files of one tier rewritten as one (step 6)
     tier_files_merged: int = 0
+    merge_s: float = 0.0  # wall seconds in steps 2 and 6 (the merges), all passes
+    pass_s: float = 0.0  # wall seconds in whole commit passes
 
 
 class TableCommitter:
@@ -132,8 +134,15 @@ class TableCommitter:
         return committed
 
     def commit(self, name: str) -> int:
-        """Steps 1-5 of the module docstring for one table (the caller holds its lock); returns
+        """Steps 1-6 of the module docstring for one table (the caller holds its lock); returns
         the staged files committed (a merged file counts as the files it replaced)."""
+        started = time.perf_counter()
+        try:
+            return self._commit(name)
+        finally:
+            self.stats.pass_s += time.perf_counter() - started
+
+    def _commit(self, name: str) -> int:
         table = self.tables.table(name)
         table.refresh()
         self._settle(name, table)
@@ -162,11 +171,14 @@ class TableCommitter:
 
     def _merge(self, name: str, table: Table) -> Merged | None:
         """Step 2; None when it failed (then every staged file is committed as it is)."""
+        started = time.perf_counter()
         try:
             merged = merge_staged(self.catalog, name, table, f"{self.gateway}:merge")
         except Exception:
             log.exception("merging the staged files of %s failed; committed unmerged", name)
             return None
+        finally:
+            self.stats.merge_s += time.perf_counter() - started
         self.stats.files_merged += merged.files_in
         self.stats.merged_files += merged.files_out
         return merged
@@ -185,6 +197,7 @@ class TableCommitter:
             tasks = tiered(list(table.scan(row_filter=part.row_filter()).plan_files()))
             if not tasks:
                 continue
+            started = time.perf_counter()
             try:
                 replaced = rewrite(table, name, tasks)
             except (CommitFailedException, ValidationException):  # the upkeep rewrote first
@@ -196,6 +209,8 @@ class TableCommitter:
                 log.exception("tiered merge of %s %s failed; retried next pass", name, part)
                 table.refresh()
                 continue
+            finally:
+                self.stats.merge_s += time.perf_counter() - started
             self.stats.tier_merges += 1
             self.stats.tier_files_merged += replaced
 
