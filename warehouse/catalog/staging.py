@@ -145,9 +145,7 @@ def assign(
     paths = [
         str(p)
         for (p,) in conn.execute(
-            query.order_by(c.staged_at, c.path)
-            .limit(limit)
-            .with_for_update(skip_locked=True)
+            query.order_by(c.staged_at, c.path).limit(limit).with_for_update(skip_locked=True)
         )
     ]
     if paths:
