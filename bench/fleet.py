@@ -12,8 +12,10 @@
    table as fast as they can (what N gateways did under full load before issue 27); commits/s and
    the share of attempts that conflicted, for N = 1, 2, 4. `--gateways-only`: 3 gateway processes
    under agents, where one committer per table appends every gateway's staged files: commit
-   conflicts (the gateways' /metrics), commits/s per table, and data files per partition per
-   hour before and after compaction, with N = 1 and 3 of the above as the peer.
+   conflicts (the gateways' /metrics), commits/s per table, the committers' pass and merge
+   seconds, and data files per partition per hour: written by the log flushes, committed (after
+   the committer's merge) and after one compaction, with N = 1 and 3 of the above as the peer.
+   `--gateway-batches N` makes that run longer.
 3. Analyzers: `--days` days x `--clusters` clusters x `--gpus` GPUs per cluster at 10 s written as
    Iceberg partitions, then the per-partition task body (analyzers.run.fleet.analyze_partition_with,
    what a Celery worker runs) on a process pool of 1, 2 and 4 processes; wall time per pool size,
