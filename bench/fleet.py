@@ -12,8 +12,10 @@
    table as fast as they can (what N gateways did under full load before issue 27); commits/s and
    the share of attempts that conflicted, for N = 1, 2, 4. `--gateways-only`: 3 gateway processes
    under agents, where one committer per table appends every gateway's staged files: commit
-   conflicts (the gateways' /metrics), commits/s per table, and data files per partition per
-   hour before and after compaction, with N = 1 and 3 of the above as the peer.
+   conflicts (the gateways' /metrics), commits/s per table, the committers' pass and merge
+   seconds, and data files per partition per hour: written by the log flushes, committed (after
+   the committer's merge) and after one compaction, with N = 1 and 3 of the above as the peer.
+   `--gateway-batches N` makes that run longer.
 3. Analyzers: `--days` days x `--clusters` clusters x `--gpus` GPUs per cluster at 10 s written as
    Iceberg partitions, then the per-partition task body (analyzers.run.fleet.analyze_partition_with,
    what a Celery worker runs) on a process pool of 1, 2 and 4 processes; wall time per pool size,
@@ -44,7 +46,7 @@ from typing import Any
 import numpy as np
 import psutil
 import pyarrow as pa
-from sqlalchemy import create_engine, text
+from sqlalchemy import create_engine, func, select, text
 
 from fleetscope.contract import VALUE_COLUMNS, to_ipc
 
@@ -267,12 +269,13 @@ def metric(url: str, name: str) -> float:
 
 def bench_gateways(
     fleet: dict[str, Any], work: Path, agents: int, batches: int, timestamps: int, gateways: int = 3
-) -> dict[str, float]:
+) -> dict[str, object]:
     """`gateways` gateway processes under `agents` agents (spread over them) posting `batches`
     batches each: Iceberg commit conflicts counted by the gateways (pyiceberg
     CommitFailedException retries, /metrics), commits per second on gpu_samples (its snapshots
     over the run until every acknowledged row was committed), and data files per (day, cluster)
-    partition per hour of ingest, before and after one compaction pass."""
+    partition per hour of ingest: written by the gateways' log flushes, committed (after the
+    committer's merge, before compaction) and after one compaction pass."""
     from sqlalchemy import create_engine
 
     from fleetscope.settings import load_settings
@@ -322,6 +325,9 @@ def bench_gateways(
         engine.dispose()
         conflicts = sum(metric(u, "fleetscope_iceberg_commit_conflicts_total") for u in urls)
         gateway_commits = sum(metric(u, "fleetscope_iceberg_commits_total") for u in urls)
+        tier_merges = sum(metric(u, "fleetscope_iceberg_tier_merges_total") for u in urls)
+        pass_s = sum(metric(u, "fleetscope_iceberg_commit_pass_seconds_total") for u in urls)
+        merge_s = sum(metric(u, "fleetscope_iceberg_merge_seconds_total") for u in urls)
     finally:
         for proc in procs:
             proc.terminate()
@@ -330,11 +336,13 @@ def bench_gateways(
         s for s in table.refresh().snapshots() if s.summary and s.summary.get(FLUSH_PROPERTY)
     ]
     parts = partitions(tables, "gpu_samples")
-    before = [file_count(tables, part) for part in parts]
+    flushed, merged = written_files(tables, fleet["warehouse.catalog_url"])
+    before = {p: file_count(tables, p) for p in parts}
+    kib_before = committed_kib(tables)
     for part in parts:
         compact(tables, part)
-    after = [file_count(tables, part) for part in parts]
-    hours = run_s / 3600
+    after = {p: file_count(tables, p) for p in parts}
+    per_hour = 3600 / run_s
     return {
         "gateways": gateways,
         "agents": agents,
@@ -345,11 +353,52 @@ def bench_gateways(
         "gpu_samples_commits": len(commits),
         "commits_per_s_per_table": len(commits) / run_s,
         "committer_commits_all_tables": gateway_commits,
+        "tier_merges": tier_merges,
+        "commit_pass_s": pass_s,
+        "merge_s": merge_s,
         "partitions": len(parts),
-        "files_per_partition_max_before": max(before, default=0),
-        "files_per_partition_per_hour_before": max(before, default=0) / hours,
-        "files_per_partition_max_after": max(after, default=0),
+        "flush_files_per_partition_max": max(flushed.values(), default=0),
+        "flush_files_per_partition_per_hour": max(flushed.values(), default=0) * per_hour,
+        "merged_files_per_partition_max": max(merged.values(), default=0),
+        "files_per_partition_max_before": max(before.values(), default=0),
+        "files_per_partition_per_hour_before": max(before.values(), default=0) * per_hour,
+        "files_per_partition_max_after": max(after.values(), default=0),
+        "file_kib_before": kib_before,
+        "file_kib_after": committed_kib(tables),
     }
+
+
+def written_files(tables: Any, catalog_url: str) -> tuple[dict[str, int], dict[str, int]]:
+    """Per partition of gpu_samples: the data files the gateways' log flushes wrote, and the files
+    the committers' merges wrote (warehouse.fleet.merge). Counted from the object store (no
+    sweep has run, so every flush file is still there) less the merged files the staging table
+    names (their writer is '<gateway>:merge')."""
+    from warehouse.catalog.staging import staged_files
+    from warehouse.fleet.orphans import stored
+
+    engine = create_engine(catalog_url)
+    c = staged_files.c
+    with engine.connect() as conn:
+        query = (
+            select(c.partition, func.count())
+            .where(c.table_name == "gpu_samples", c.gateway.like("%:merge"))
+            .group_by(c.partition)
+        )
+        merged = {str(p): int(n) for p, n in conn.execute(query)}
+    engine.dispose()
+    written: dict[str, int] = {}
+    for f in stored(tables.table("gpu_samples")):
+        if "/data/" in f.uri and f.uri.endswith(".parquet"):
+            part = f.uri.split("/data/", 1)[1].rsplit("/", 1)[0]
+            written[part] = written.get(part, 0) + 1
+    return {p: n - merged.get(p, 0) for p, n in written.items()}, merged
+
+
+def committed_kib(tables: Any) -> list[float]:
+    """Sizes in KiB of gpu_samples' live data files (before compaction)."""
+    table = tables.table("gpu_samples")
+    table.refresh()
+    return sorted(round(t.file.file_size_in_bytes / 1024, 1) for t in table.scan().plan_files())
 
 
 # -- 3. analyzers ------------------------------------------------------------------------------
@@ -438,6 +487,12 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--ingest-only", action="store_true", help="only part 1 and the files per partition"
     )
+    parser.add_argument(
+        "--gateway-batches",
+        type=int,
+        help="batches per agent in the --gateways-only run (more: a longer run, more commits "
+        "per partition, so the committer's tiered merge has ten files of a tier to merge)",
+    )
     args = parser.parse_args(argv)
     agents, batches, timestamps = (8, 10, 20) if args.quick else (16, 20, 30)
     days, clusters, gpus = (2, 2, 16) if args.quick else (2, 4, 32)
@@ -471,7 +526,9 @@ def main(argv: list[str]) -> int:
             load_before = os.getloadavg()
             print("started", datetime.now(UTC).isoformat(timespec="seconds"), flush=True)
             with tempfile.TemporaryDirectory(prefix="fleet-bench-") as work:
-                got = bench_gateways(fleet, Path(work), agents, batches, timestamps)
+                got = bench_gateways(
+                    fleet, Path(work), agents, args.gateway_batches or batches, timestamps
+                )
             print("three gateways", got, flush=True)
             peer = bench_commits({**fleet, "fleet.namespace": "optimistic"}, commit_s, (1, 3))
             print("peer: processes appending on their own", peer, flush=True)

@@ -16,6 +16,12 @@ for the commit id in the table's snapshots and marks them committed (found) or u
 snapshot from here (warehouse.fleet.reader): a committed file carries its snapshot's sequence
 number, which only grows, so a reader tells a file committed after its snapshot from one whose
 snapshot has since expired. This module must never hold telemetry rows.
+
+Before it assigns, the committer merges each partition's staged files into one
+(warehouse.fleet.merge): `mergeable` lists them, `replace` swaps their rows for the merged
+file's in one transaction, so a reader's listing holds either the small files or the merged
+one, never both. The small files stay in the store (a reader may be reading them) until the
+orphan sweep, which never deletes a file not committed yet (`uncommitted`).
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from sqlalchemy import (
     String,
     Table,
     and_,
+    delete,
     func,
     insert,
     or_,
@@ -79,18 +86,66 @@ def stage(conn: Connection, files: Sequence[StagedFile]) -> None:
         conn.execute(insert(staged_files), [vars(f) for f in files])
 
 
-def assign(conn: Connection, table_name: str, commit_id: str, limit: int) -> list[str]:
-    """The staged files of `table_name` (oldest first, at most `limit`) now assigned to
-    `commit_id`; call in a transaction of its own, committed before the Iceberg commit."""
+def mergeable(conn: Connection, table_name: str) -> dict[str, list[StagedFile]]:
+    """The staged (unassigned) files of `table_name` per partition, oldest first."""
     c = staged_files.c
+    rows = conn.execute(
+        select(c.path, c.rows, c.file_bytes, c.partition, c.min_ts, c.max_ts, c.gateway)
+        .where(c.table_name == table_name, c.commit_id.is_(None), c.committed_at.is_(None))
+        .order_by(c.staged_at, c.path)
+    )
+    out: dict[str, list[StagedFile]] = {}
+    for path, n, size, partition, min_ts, max_ts, gateway in rows:
+        staged = StagedFile(path, table_name, n, size, partition, min_ts, max_ts, gateway)
+        out.setdefault(partition, []).append(staged)
+    return out
+
+
+def replace(conn: Connection, old: Sequence[str], new: Sequence[StagedFile]) -> bool:
+    """Swap the staged rows at paths `old` for `new` (a merge of them), in the caller's
+    transaction; False, changing nothing, when any of `old` is no longer staged (assigned or
+    committed meanwhile: `new` is then an orphan for the sweep)."""
+    c = staged_files.c
+    locked = conn.execute(
+        select(c.path)
+        .where(c.path.in_(list(old)), c.commit_id.is_(None), c.committed_at.is_(None))
+        .with_for_update()
+    ).all()
+    if len(locked) != len(set(old)):
+        return False
+    conn.execute(delete(staged_files).where(c.path.in_(list(old))))
+    stage(conn, new)
+    return True
+
+
+def uncommitted(conn: Connection, table_name: str) -> set[str]:
+    """The paths of `table_name`'s files not committed yet (staged or assigned): no metadata
+    reaches them, readers read them, and the orphan sweep must keep them."""
+    c = staged_files.c
+    query = select(c.path).where(c.table_name == table_name, c.committed_at.is_(None))
+    return {str(p) for (p,) in conn.execute(query)}
+
+
+def assign(
+    conn: Connection,
+    table_name: str,
+    commit_id: str,
+    limit: int,
+    among: Sequence[str] | None = None,
+) -> list[str]:
+    """The staged files of `table_name` (oldest first, at most `limit`; only those at paths
+    `among` when given) now assigned to `commit_id`; call in a transaction of its own,
+    committed before the Iceberg commit."""
+    c = staged_files.c
+    query = select(c.path).where(
+        c.table_name == table_name, c.commit_id.is_(None), c.committed_at.is_(None)
+    )
+    if among is not None:
+        query = query.where(c.path.in_(list(among)))
     paths = [
         str(p)
         for (p,) in conn.execute(
-            select(c.path)
-            .where(c.table_name == table_name, c.commit_id.is_(None), c.committed_at.is_(None))
-            .order_by(c.staged_at, c.path)
-            .limit(limit)
-            .with_for_update(skip_locked=True)
+            query.order_by(c.staged_at, c.path).limit(limit).with_for_update(skip_locked=True)
         )
     ]
     if paths:
@@ -194,8 +249,6 @@ def waiting(conn: Connection, table_name: str | None = None) -> int:
 
 def prune(conn: Connection, before: datetime) -> int:
     """Forget committed files committed before `before` (the table's metadata holds them)."""
-    from sqlalchemy import delete
-
     c = staged_files.c
     result = conn.execute(
         delete(staged_files).where(c.committed_at.is_not(None), c.committed_at < before)

@@ -169,6 +169,8 @@ class Gateway(IngestProcess):
             self.catalog,
             interval_s=settings.fleet.commit_interval_s,
             attempts=settings.fleet.commit_attempts,
+            gateway=self.name,
+            raw_retention_days=settings.warehouse.raw_retention_days,
         )
         self.metrics = ServerMetrics(self.writer, component="gateway")
         self.metrics.registry.register(StagingCollector(self.writer, self.committer))

@@ -40,6 +40,26 @@ class StagingCollector(Collector):
             stats.files_committed,
         )
         yield CounterMetricFamily(
+            "fleetscope_iceberg_staged_files_merged",
+            "Staged data files this gateway's committer merged into one per partition.",
+            stats.files_merged,
+        )
+        yield CounterMetricFamily(
+            "fleetscope_iceberg_tier_merges",
+            "Rewrites by this gateway's committer of ten committed files of one size tier as one.",
+            stats.tier_merges,
+        )
+        yield CounterMetricFamily(
+            "fleetscope_iceberg_commit_pass_seconds",
+            "Wall seconds of this gateway's committer passes (a table's merge, append, marking).",
+            stats.pass_s,
+        )
+        yield CounterMetricFamily(
+            "fleetscope_iceberg_merge_seconds",
+            "Wall seconds of those passes spent merging staged and committed files.",
+            stats.merge_s,
+        )
+        yield CounterMetricFamily(
             "fleetscope_gateway_files_staged",
             "Data files this gateway wrote and staged for the committer.",
             self._writer.files_staged,

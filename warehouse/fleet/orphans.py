@@ -13,8 +13,12 @@ its metadata log, and for every snapshot still in the metadata its manifest list
 and the live data files they list, plus statistics files. Everything else under the table's
 location whose object is older than the safety age is deleted. The safety age protects writes in
 flight: a gateway writes a data file, then its manifest, then commits; until then the files are
-unreferenced (a gateway's staged files wait for the table's committer: seconds, see
-warehouse.catalog.staging). `ORPHAN_MIN_AGE` is Iceberg's default (3 days), far above that. This module must never delete a file the metadata reaches.
+unreferenced. `ORPHAN_MIN_AGE` is Iceberg's default (3 days), far above that. A gateway's staged
+files wait for the table's committer (seconds, see warehouse.catalog.staging), but a committer
+that cannot commit (S3 or the catalog down for days) must not lose them to the sweep: every file
+the staging table lists as not committed yet is kept, whatever its age, like a reached one. The
+small files a committer merged (warehouse.fleet.merge) leave the staging table then, and go
+with the safety age. This module must never delete a file the metadata reaches or a staged one.
 """
 
 from __future__ import annotations
@@ -59,6 +63,23 @@ def reachable(table: Table) -> set[str]:
     return out
 
 
+def staged(table: Table) -> set[str]:
+    """URIs of the table's data files staged and not committed yet (warehouse.catalog.staging),
+    read from the PostgreSQL of the table's SQL catalog; none where it has no staging table."""
+    from sqlalchemy.exc import DBAPIError
+
+    from warehouse.catalog import staging
+
+    engine = getattr(table.catalog, "engine", None)
+    if engine is None:
+        return set()
+    try:
+        with engine.connect() as conn:
+            return staging.uncommitted(conn, table.name()[-1])
+    except DBAPIError:  # no gateway made the staging table yet: nothing staged
+        return set()
+
+
 def stored(table: Table) -> list[StoredFile]:
     """Every object under the table's location, listed through the table's own FileIO."""
     from pyarrow.fs import FileSelector, FileType
@@ -78,7 +99,7 @@ def orphans(table: Table, min_age: timedelta, now: datetime) -> list[str]:
     """URIs under the table's location that nothing reaches, written before `now - min_age`."""
     listed = stored(table)
     table.refresh()  # after the listing: a file committed since is reached, or young
-    known = reachable(table)
+    known = reachable(table) | staged(table)
     cutoff = now - min_age
     return sorted(f.uri for f in listed if f.uri not in known and f.modified < cutoff)
 

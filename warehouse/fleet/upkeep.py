@@ -7,7 +7,8 @@ meanwhile, the commit fails, and the job re-reads and retries; the gateway's own
 the same way when the job won. A reader planning on an older snapshot keeps its files until
 `expire_snapshots` drops snapshots older than its grace.
 
-    compact(partition)            many small files -> one file sorted by ts (same rows)
+    compact(partition)            many small files -> one file sorted by ts (same rows; the
+                                  committed files only, warehouse.fleet.rewrite)
     roll_up(partition)            gpu_samples -> gpu_samples_1h for that day and cluster, late
                                   samples merged into hours already rolled up (fleet.rollup)
     drop_raw(partition)           rolls up first, then deletes the files rolled up (whole files)
@@ -33,7 +34,8 @@ from sqlalchemy import Engine
 
 from fleetscope.errors import ConfigError
 from warehouse.catalog import ledger, staging
-from warehouse.fleet.reader import cluster_filter, scan
+from warehouse.fleet.reader import cluster_filter
+from warehouse.fleet.rewrite import LARGE_BYTES, packed, rewrite
 from warehouse.fleet.rollup import (
     ROLLUP_1H,
     evolve,
@@ -44,7 +46,7 @@ from warehouse.fleet.rollup import (
     rollup_rows,
     rollup_schema,
 )
-from warehouse.fleet.tables import FLUSH_PROPERTY, FleetTables, to_contract, to_table_schema
+from warehouse.fleet.tables import FLUSH_PROPERTY, FleetTables, to_contract
 
 if TYPE_CHECKING:
     from pyiceberg.manifest import DataFile
@@ -109,13 +111,14 @@ def quiet_empty_delete() -> Iterator[None]:
 
 
 def retrying(table: Table, job: Callable[[], T], attempts: int = 10) -> T:
-    """Run a read-then-commit job again after a commit conflict (a gateway committed first)."""
-    from pyiceberg.exceptions import CommitFailedException
+    """Run a read-then-commit job again after a commit conflict (a committer appended first, or
+    rewrote files the job was replacing: pyiceberg's ValidationException)."""
+    from pyiceberg.exceptions import CommitFailedException, ValidationException
 
     for attempt in range(attempts):
         try:
             return job()
-        except CommitFailedException:
+        except (CommitFailedException, ValidationException):
             table.refresh()
             time.sleep(min(1.0, 0.05 * 2**attempt))
     raise RuntimeError(f"{table.name()}: still conflicting after {attempts} attempts")
@@ -131,21 +134,23 @@ def compaction_allowed(part: Partition, raw_retention_days: int, now: datetime) 
 
 
 def compact(tables: FleetTables, part: Partition, min_files: int = 2) -> int:
-    """Rewrite the partition's files as one, sorted by time; returns the files replaced (0: none)."""
+    """Rewrite the partition's committed files below `rewrite.LARGE_BYTES` as few files sorted by
+    time (`rewrite.packed`: groups of at most LARGE_BYTES each, large files left as they are);
+    returns the files replaced (0: none, fewer than `min_files` small files)."""
     table = tables.table(part.table)
 
-    def job() -> int:
+    def one_group() -> int:  # the committed files only: staged ones are the committer's
         table.refresh()
-        files = file_count(tables, part)
-        if files < min_files:
-            return 0
-        rows, _ = scan(tables, part.table, part.start, part.end, [part.cluster])
-        table.overwrite(to_table_schema(rows, table), overwrite_filter=part.row_filter())
-        return files
+        tasks = list(table.scan(row_filter=part.row_filter()).plan_files())
+        small = [t for t in tasks if t.file.file_size_in_bytes < LARGE_BYTES]
+        groups = packed(small) if len(small) >= min_files else []
+        return rewrite(table, part.table, groups[0]) if groups else 0
 
-    replaced = retrying(table, job)
+    replaced = 0  # each rewrite leaves fewer files, so this ends
+    while done := retrying(table, one_group):
+        replaced += done
     if replaced:
-        log.info("compacted %s %s %s: %d files -> 1", part.table, part.day, part.cluster, replaced)
+        log.info("compacted %s %s %s: %d files", part.table, part.day, part.cluster, replaced)
     return replaced
 
 

@@ -50,12 +50,11 @@ from warehouse.storage.ingest_log import START, IngestLog, LogPosition, LogRecor
 from warehouse.storage.log_entries import record_tickets
 
 if TYPE_CHECKING:
-    from pyiceberg.manifest import DataFile
     from pyiceberg.table import Table
 
 log = logging.getLogger(__name__)
 
-__all__ = ["FleetWriter"]
+__all__ = ["FleetWriter", "write_data_files"]
 
 
 class FleetWriter(GroupWriter):
@@ -163,18 +162,21 @@ class FleetWriter(GroupWriter):
     # -- staging ---------------------------------------------------------------------------
     def _write_files(self, name: str, data: pa.Table) -> list[staging.StagedFile]:
         """`data` written as the table's data files (one per partition, sorted by time)."""
-        from pyiceberg.io.pyarrow import _dataframe_to_data_files
-
         table = self.tables.table(name)
-        rows = to_table_schema(data, table)
-        return [
-            self._describe(name, table, data_file)
-            for data_file in _dataframe_to_data_files(table.metadata, rows, table.io)
-        ]
+        return write_data_files(name, table, to_table_schema(data, table), self.gateway)
 
-    def _describe(self, name: str, table: Table, data_file: DataFile) -> staging.StagedFile:
-        ts_id = table.schema().find_field("ts").field_id
-        return staging.StagedFile(
+
+def write_data_files(
+    name: str, table: Table, rows: pa.Table, gateway: str
+) -> list[staging.StagedFile]:
+    """`rows` (in the table's Arrow schema, sorted) written to the object store as `table`'s
+    data files, one per partition (pyiceberg's own writer: field ids and statistics as
+    `table.append` writes them), described for the staging table; nothing is committed."""
+    from pyiceberg.io.pyarrow import _dataframe_to_data_files
+
+    ts_id = table.schema().find_field("ts").field_id
+    return [
+        staging.StagedFile(
             path=data_file.file_path,
             table_name=name,
             rows=int(data_file.record_count),
@@ -182,8 +184,10 @@ class FleetWriter(GroupWriter):
             partition=table.spec().partition_to_path(data_file.partition, table.schema()),
             min_ts=_micros(data_file.lower_bounds[ts_id]),
             max_ts=_micros(data_file.upper_bounds[ts_id]),
-            gateway=self.gateway,
+            gateway=gateway,
         )
+        for data_file in _dataframe_to_data_files(table.metadata, rows, table.io)
+    ]
 
 
 def _micros(bound: bytes) -> datetime:
