@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -162,6 +162,13 @@ class FleetSource:
             f"SELECT CAST(max(bucket_ts) AS DATE) + INTERVAL 1 DAY, NULL, '', 0, NULL, 0 "
             f"FROM {ROLLUP_1H} HAVING count(*) > 0"
         )
+
+    def version(self) -> Hashable:
+        """Moves every `dashboard.cache_ttl_s`: asking the catalog whether a table has a new
+        snapshot costs as much as reading the newest sample."""
+        from dashboard.source import ttl_version
+
+        return ttl_version(self.settings.dashboard.cache_ttl_s)
 
     def latest_sample(self) -> datetime | None:
         with self._reading():
