@@ -20,7 +20,6 @@ that could block ingest: readers only ever see sealed, immutable files.
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable, Hashable, Mapping
 from datetime import datetime
 from pathlib import Path
@@ -107,12 +106,6 @@ def manifest_version(segments_dir: Path) -> tuple[int, int, int] | None:
     except (FileNotFoundError, NotADirectoryError):
         return None
     return (found.st_ino, found.st_mtime_ns, found.st_size)
-
-
-def ttl_version(ttl_s: float) -> int:
-    """A token that moves every `ttl_s` seconds: the version of a source that cannot tell
-    cheaply whether its data changed (a fleet's Iceberg tables: one catalog round trip each)."""
-    return int(time.monotonic() // max(ttl_s, 1.0))
 
 
 def catalog_engine(settings: Settings) -> sqlalchemy.Engine:

@@ -28,10 +28,6 @@ def test_the_data_version_moves_with_every_publish_and_only_then(tmp_path: Path)
     assert source.manifest_version(segments) != first  # a publish swaps the manifest
 
 
-def test_a_fleet_source_version_moves_with_time_only() -> None:
-    assert source.ttl_version(3600.0) == source.ttl_version(3600.0)
-
-
 def _constant(value: float) -> pd.DataFrame:
     buckets = pd.date_range("2026-11-29 04:00", periods=5, freq="min", tz="UTC")
     return pd.DataFrame({"bucket": buckets, "power_w": [value] * 5, "gpu": ["h/0"] * 5})
