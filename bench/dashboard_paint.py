@@ -31,6 +31,7 @@ it decides most of the wall time.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import statistics
@@ -178,18 +179,24 @@ def table(floor_row: Row, this: dict[str, Row], peer: dict[str, Row] | None) -> 
 
 
 # A page's Python in a fresh process of the tree measured (AppTest, no browser): one run to fill
-# the caches, then `repeats` reruns as a reader's refresh within dashboard.cache_ttl_s; CPU
-# seconds (every thread of the process) are the figure a loaded machine disturbs least.
+# the caches, then `repeats` reruns as a reader's refresh, `gap_s` apart (past
+# dashboard.cache_ttl_s: a reader's next open after the short-lived caches ran out); CPU seconds
+# (every thread of the process) are the figure a loaded machine disturbs least.
 _PYTHON_ONLY = """
-import json, statistics, sys, time
+import json, statistics, sys, time, urllib.parse
 from streamlit.testing.v1 import AppTest
-page, repeats = sys.argv[1], int(sys.argv[2])
+page, repeats, gap_s = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
 app = AppTest.from_file("dashboard/app.py", default_timeout=600)
-if page != "fleet":
-    app.switch_page(f"views/{page}.py")
+name, _, query = page.partition("?")
+if name != "fleet":
+    app.switch_page(f"views/{name}.py")
+for pair in filter(None, query.split("&")):
+    field, _, value = pair.partition("=")
+    app.query_params[field] = urllib.parse.unquote(value)
 began = time.perf_counter(); app.run(); cold = time.perf_counter() - began
 walls, cpus = [], []
 for _ in range(repeats):
+    time.sleep(gap_s)
     began, cpu = time.perf_counter(), time.process_time()
     app.run()
     walls.append(time.perf_counter() - began); cpus.append(time.process_time() - cpu)
@@ -198,8 +205,11 @@ print(json.dumps([cold, statistics.median(walls), statistics.median(cpus)]))
 """
 
 
-def python_only(env: dict[str, str], repeats: int, peer_tree: Path | None) -> None:
-    """Each page's Python cost, this checkout and `peer_tree`, page by page in turn."""
+def python_only(
+    env: dict[str, str], repeats: int, peer_tree: Path | None, gap_s: float = 0.0
+) -> None:
+    """Each page's Python cost, this checkout and `peer_tree`, page by page in turn; reruns
+    `gap_s` apart."""
     trees = [("peer", peer_tree.resolve())] if peer_tree else []
     trees.append(("this", Path.cwd()))
     print(f"load average {os.getloadavg()[0]:.1f}")
@@ -207,12 +217,15 @@ def python_only(env: dict[str, str], repeats: int, peer_tree: Path | None) -> No
     for page in PAGES:
         for label, tree in trees:
             done = subprocess.run(
-                [sys.executable, "-c", _PYTHON_ONLY, page, str(repeats)],
+                [sys.executable, "-c", _PYTHON_ONLY, page, str(repeats), str(gap_s)],
                 cwd=tree, env={**os.environ, **env, "PYTHONPATH": str(tree)},
                 capture_output=True, text=True, check=True,
             )  # fmt: skip
             first, wall, cpu = json.loads(done.stdout.strip().splitlines()[-1])
-            print(f"{label:<7} {page:<8} {first:8.2f} {wall:8.2f} {cpu:12.2f}", flush=True)
+            print(
+                f"{label:<7} {page.split('?')[0]:<8} {first:8.2f} {wall:8.2f} {cpu:12.2f}",
+                flush=True,
+            )
     print(f"load average at the end {os.getloadavg()[0]:.1f}")
 
 
@@ -268,6 +281,12 @@ def main() -> None:
         "--python-only", action="store_true", help="no browser: each page's Python (AppTest)"
     )
     parser.add_argument(
+        "--gap-s",
+        type=float,
+        default=0.0,
+        help="--python-only: seconds between reruns (11: past the default 10 s cache TTL)",
+    )
+    parser.add_argument(
         "--job",
         help="also the job page of this job (default: stall-1 of the tests' fleet, the "
         "demo's PyTorch job with --demo / --demo-dir)",
@@ -276,7 +295,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.pages:
         PAGES[:] = [page for page in PAGES if page in args.pages.split(",")]
-    measure = python_only if args.python_only else run
+    measure = functools.partial(python_only, gap_s=args.gap_s) if args.python_only else run
     job = args.job or (
         "demo/cpu-trainer"
         if args.demo or args.demo_dir
@@ -284,7 +303,7 @@ def main() -> None:
         if args.week or args.data_dir
         else "stall-1"
     )
-    if job and not args.python_only and (not args.pages or "job" in args.pages.split(",")):
+    if job and (not args.pages or "job" in args.pages.split(",")):
         PAGES.insert(1, f"job?job_id={urllib.parse.quote(job, safe='')}")
     if args.week:
         week = args.week.resolve()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import altair as alt
 import pandas as pd
+from altair.utils.schemapi import UndefinedType
 
 _PCT = alt.Scale(domain=[0, 100])
 # 24-hour UTC labels: "14:30", "14:30:20" between whole minutes, the date at midnight
@@ -164,6 +165,18 @@ def heatmap(frame: pd.DataFrame, bucket_s: int) -> alt.LayerChart:
     return alt.LayerChart(layer=[free, held], height=step)
 
 
+def flat_scale(values: pd.Series) -> alt.Scale | UndefinedType:
+    """A y scale for a series that never changes (0 W of a GPU without a power reading, 0 %
+    tensor activity): one unit above the value (below too, off zero), so the axis reads "0, 0.5,
+    1" where Vega-Lite, given a domain of one point, labelled every tick "0.000000". Undefined
+    (Vega-Lite's own) for a series that moves."""
+    known = values.dropna()
+    if known.empty or known.min() != known.max():
+        return alt.Undefined
+    value = float(known.iloc[0])
+    return alt.Scale(domain=[value, value + 1] if value == 0 else [value - 1, value + 1])
+
+
 def metric_lines(frame: pd.DataFrame, column: str, title: str, by: str = "gpu") -> alt.Chart:
     """One metric over time, one line per `by` (the job page's per-GPU series)."""
     chart: alt.Chart = (
@@ -171,7 +184,7 @@ def metric_lines(frame: pd.DataFrame, column: str, title: str, by: str = "gpu") 
         .mark_line()
         .encode(
             x=time_x(),
-            y=alt.Y(f"{column}:Q", title=title),
+            y=alt.Y(f"{column}:Q", title=title, scale=flat_scale(frame[column])),
             # legend on the right: Streamlit fits the whole chart into its height, so a legend
             # below with a row per few GPUs would squeeze the plot away
             color=alt.Color(f"{by}:N", title=by, legend=alt.Legend(orient="right", labelLimit=150)),

@@ -3,7 +3,7 @@
 `st.altair_chart` builds and converts the Altair object on every run and validates it against the
 Vega-Lite JSON schema, the largest item of the fleet page's Python in a profile (five charts). Here
 the spec is built without that validation (the builders are fixed code, checked by the tests that
-draw them) and cached per builder and input frame for `dashboard.cache_ttl_s`, so a page drawn
+draw them) and cached per builder and input frame, so a page drawn
 again from cached frames converts nothing: the fleet page's rerun went from 0.37 to 0.27 CPU
 seconds (bench/RESULTS.md, "Dashboard pages, before and after"). The frames travel as named
 datasets, as `st.altair_chart` sends them.
@@ -51,7 +51,9 @@ def vega_spec(chart: Any) -> dict[str, Any]:
     return spec
 
 
-@st.cache_data(ttl=_TTL_S, show_spinner=False, max_entries=64)
+# Keyed by the builder and the frames' contents, so a spec can never be stale: kept 10 min (not
+# `dashboard.cache_ttl_s`, after which every page open converted its charts again).
+@st.cache_data(ttl=max(_TTL_S, 600.0), show_spinner=False, max_entries=64)
 def _spec(builder: str, args: tuple[Any, ...]) -> dict[str, Any]:
     build: Callable[..., Any] = getattr(charts, builder)
     return vega_spec(build(*args))

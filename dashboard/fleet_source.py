@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Hashable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -162,6 +163,11 @@ class FleetSource:
             f"SELECT CAST(max(bucket_ts) AS DATE) + INTERVAL 1 DAY, NULL, '', 0, NULL, 0 "
             f"FROM {ROLLUP_1H} HAVING count(*) > 0"
         )
+
+    def version(self) -> Hashable:
+        """Moves every `dashboard.cache_ttl_s`: asking the catalog whether a table has a new
+        snapshot costs a round trip, as much as reading the newest sample."""
+        return int(time.monotonic() // max(self.settings.dashboard.cache_ttl_s, 1.0))
 
     def latest_sample(self) -> datetime | None:
         with self._reading():

@@ -19,7 +19,8 @@ that could block ingest: readers only ever see sealed, immutable files.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import os
+from collections.abc import Callable, Hashable, Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -51,6 +52,11 @@ class TelemetrySource(Protocol):
         source has) for `scope`, under the embedded reader's table names."""
         ...
 
+    def version(self) -> Hashable:
+        """A token that changes whenever the data may have changed (a page's connection, newest
+        sample and frames are cached under it): cheap, called on every page open."""
+        ...
+
     def latest_sample(self) -> datetime | None:
         """Time of the newest GPU sample, None when there is none."""
         ...
@@ -78,12 +84,28 @@ def connect_segments(segments_dir: Path) -> duckdb.DuckDBPyConnection:
 
 def connect(settings: Settings) -> duckdb.DuckDBPyConnection:
     """A read-only view of the embedded telemetry warehouse (`warehouse.read.reader.connect`)."""
-    from warehouse.storage.paths import WarehousePaths
-
-    segments_dir = WarehousePaths.from_settings(settings).segments_dir
+    segments_dir = _segments_dir(settings)
     if segments_dir.exists() and not segments_dir.is_dir():
         raise ConfigError(f"warehouse.segments_dir {segments_dir} is not a folder")
     return connect_segments(segments_dir)
+
+
+def _segments_dir(settings: Settings) -> Path:
+    from warehouse.storage.paths import WarehousePaths
+
+    return WarehousePaths.from_settings(settings).segments_dir
+
+
+def manifest_version(segments_dir: Path) -> tuple[int, int, int] | None:
+    """(inode, mtime ns, size) of the segment manifest, None while there is none: the writer
+    replaces the file whole (`os.replace`), so any change of the live segments changes it."""
+    from warehouse.storage.segments import MANIFEST_NAME
+
+    try:
+        found = os.stat(segments_dir / MANIFEST_NAME)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    return (found.st_ino, found.st_mtime_ns, found.st_size)
 
 
 def catalog_engine(settings: Settings) -> sqlalchemy.Engine:
@@ -108,6 +130,11 @@ class EmbeddedSource:
 
     def connect(self, scope: tuple[datetime, ...]) -> duckdb.DuckDBPyConnection:
         return connect(self.settings)
+
+    def version(self) -> Hashable:
+        """The manifest file's identity: every publish, compaction or roll-up swaps it atomically
+        (a new inode), so an unchanged identity means the same live segments (one `stat`)."""
+        return manifest_version(_segments_dir(self.settings))
 
     def latest_sample(self) -> datetime | None:
         from dashboard import data

@@ -2,11 +2,15 @@
 
 The telemetry source is the deployment's (`dashboard.source.source_for`: embedded segments or fleet
 Iceberg tables, by `server.mode`); pages never ask which. Connections are `st.cache_resource` (one
-per warehouse, catalog and source scope: the embedded source has one scope for every window, the
-fleet source one per window, read through a pruned scan; re-opened after a TTL so newly published
-data is seen); frames are `st.cache_data` with `dashboard.cache_ttl_s`, keyed by
-the warehouse they came from and the window, so two warehouses in one process never share a frame.
-Each query runs on its own DuckDB cursor: Streamlit serves sessions from several threads.
+per warehouse, catalog, source scope and data version: the embedded source has one scope for every
+window, the fleet source one per window, read through a pruned scan). The data version
+(`TelemetrySource.version`: the segment manifest's identity, one `stat`; a fleet's moves every
+`dashboard.cache_ttl_s`) keys the connection and the newest sample, so a page open on unchanged
+data re-opens no views and reads nothing before its headline, and newly published data is seen on
+the next open (bench/RESULTS.md, "Dashboard first meaningful paint, wave 6"). Frames are
+`st.cache_data`, keyed by the warehouse they came from and the window (whose end is the newest
+sample), so two warehouses in one process never share a frame. Each query runs on its own DuckDB
+cursor: Streamlit serves sessions from several threads.
 
 Must never write telemetry, and never hold anything ingest waits for (readers see sealed files).
 """
@@ -14,6 +18,7 @@ Must never write telemetry, and never hold anything ingest waits for (readers se
 from __future__ import annotations
 
 import json
+from collections.abc import Hashable
 from datetime import UTC, date, datetime, time, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,7 +39,7 @@ if TYPE_CHECKING:
 
 _TTL_S = load_settings().dashboard.cache_ttl_s
 # Telemetry frames of a window that ends at the newest sample (`window`): new data moves the
-# window's end (`latest_sample` is cached for _TTL_S only), so the frame's key changes with it,
+# window's end (`latest_sample` is read again on every new data version), so the frame's key changes with it,
 # and a frame of an unchanged window can be kept longer. On a 7-day window of 1,000 GPUs a frame
 # costs longer to compute than _TTL_S on a loaded machine: with the short TTL every reader
 # recomputed it (bench/RESULTS.md, "Dashboard first meaningful paint, 7 days x 1,000 GPUs").
@@ -60,9 +65,18 @@ def _source(key: str) -> source.TelemetrySource:
     return source.source_for(_settings_of(key))
 
 
-@st.cache_resource(ttl=max(_TTL_S, 1.0), show_spinner=False, max_entries=8)
-def _connection(key: str, scope: tuple[datetime, ...]) -> duckdb.DuckDBPyConnection:
+@st.cache_resource(show_spinner=False, max_entries=8)
+def _connection(
+    key: str, scope: tuple[datetime, ...], version: Hashable
+) -> duckdb.DuckDBPyConnection:
+    """One connection per data version: re-opened (the views over the manifest's files defined
+    again) only when the data changed, not every `dashboard.cache_ttl_s`."""
     return _source(key).connect(scope)
+
+
+def data_version(key: str) -> Hashable:
+    """The token that changes when the warehouse's data may have (`TelemetrySource.version`)."""
+    return _source(key).version()
 
 
 @st.cache_resource(show_spinner=False)
@@ -82,7 +96,7 @@ def cursor(
 
     Embedded, one connection sees every day and the window is ignored; in fleet mode the window
     is what the pruned scan reads, so every fleet read passes one."""
-    return _connection(key, _source(key).scope(start, end)).cursor()
+    return _connection(key, _source(key).scope(start, end), data_version(key)).cursor()
 
 
 def windowed(key: str) -> bool:
@@ -90,9 +104,13 @@ def windowed(key: str) -> bool:
     return _source(key).windowed
 
 
-@st.cache_data(ttl=_TTL_S, show_spinner=False)
 def missing(key: str, start: datetime, end: datetime) -> list[str]:
     """What the deployment lacks for the window (a fleet table not created yet, ...)."""
+    return _missing(key, start, end, data_version(key))
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def _missing(key: str, start: datetime, end: datetime, version: Hashable) -> list[str]:
     return _source(key).missing(start, end)
 
 
@@ -110,9 +128,16 @@ def catalog(key: str) -> sqlalchemy.Engine:
     return _catalog(key)
 
 
-@st.cache_data(ttl=_TTL_S, show_spinner=False)
 def latest_sample(key: str) -> datetime | None:
-    return _source(key).latest_sample()
+    """The newest GPU sample, read once per data version (`data_version`)."""
+    return _newest(key, data_version(key))
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def _newest(key: str, version: Hashable) -> datetime | None:
+    if windowed(key):  # a fleet's connection holds one window: the source asks its tables
+        return _source(key).latest_sample()
+    return data.latest_sample(cursor(key))  # the embedded one sees every day: no second connection
 
 
 def window(key: str, label: str) -> data.Window | None:

@@ -1,5 +1,6 @@
 """Tables a person reads: friendly column names with units, rounding, "-" for missing, and no
-column a reader did not ask for. Every page's `st.dataframe` goes through `show`.
+column a reader did not ask for. Every page's `st.dataframe` goes through `show`; a short table
+only read (a few rows, nothing to click, page or sort) goes through `static`, plain HTML.
 
 A column is described once (`Col`: header, format, width); a numeric column with a missing value is
 rendered as text ("-" where missing, the format elsewhere), because Streamlit prints "None" in an
@@ -8,7 +9,7 @@ empty numeric cell. Pages pass only the columns they need, so the table fits the
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -112,3 +113,28 @@ def show(frame: pd.DataFrame, columns: Mapping[str, Col], **kwargs: Any) -> Any:
         else:
             config[name] = st.column_config.TextColumn(col.header, width=col.width)
     return st.dataframe(shown, hide_index=True, width="stretch", column_config=config, **kwargs)
+
+
+def static(frame: pd.DataFrame, columns: Mapping[str, Col]) -> None:
+    """A short, read-only table (`st.table`: plain HTML) with the headers and formats of
+    `columns`. Each `st.dataframe` is a canvas data grid whose code and layout the browser must
+    load before the page settles: three small grids on the fleet page kept its headline tiles
+    blank for seconds on a loaded machine (bench/RESULTS.md, "Dashboard first meaningful paint,
+    wave 6"). For tables a reader clicks, pages or sorts: `listing` / `show`."""
+    shown = present(frame, columns)
+    formats: dict[Any, str | Callable[[object], str] | None] = {
+        columns[name].header: _cell(columns[name].format)
+        for name in shown.columns
+        if columns[name].format
+    }
+    headed = shown.rename(columns={name: columns[name].header for name in shown.columns})
+    st.table(headed.style.format(formats).hide(axis="index"))
+
+
+def _cell(fmt: str) -> Callable[[object], str]:
+    """A cell's text: numbers with `fmt`, the rest (already "-" where missing) as they are."""
+
+    def text(value: object) -> str:
+        return _text(value, fmt) if isinstance(value, int | float) else str(value)
+
+    return text

@@ -89,7 +89,7 @@ def render() -> None:
             percentiles = data.utilization_percentiles(buckets)
             caption = "active % of allocated GPUs per bucket, weighted by GPU-hours"
         percentiles["quantile"] = [f"p{q * 100:g}" for q in percentiles["quantile"]]
-        tables.show(
+        tables.static(
             percentiles,
             {"quantile": Col("percentile"), "active_pct": Col("active %", "%.1f")},
         )
@@ -220,7 +220,7 @@ def _opportunities(key: str, win: data.Window) -> None:
         f"once; previous window {found.previous_total_gpu_h:,.1f}), as `fleetscope opportunities`; "
         "trend: against the previous window of the same length"
     )
-    tables.show(
+    tables.static(
         _trend(found.by_rule),
         {
             "rule_id": Col("rule", width="small"),
@@ -231,7 +231,7 @@ def _opportunities(key: str, win: data.Window) -> None:
             "jobs": Col("jobs", "%d"),
         },
     )
-    tables.show(
+    tables.static(
         _trend(found.by_team),
         {
             "team": Col("team"),

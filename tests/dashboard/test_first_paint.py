@@ -1,0 +1,64 @@
+"""Issue 31, first paint: what a page open reads before its headline, and how it is drawn.
+
+A page open on unchanged data re-opens no views: the connection and the newest sample are cached
+under the data version (the segment manifest's identity), which moves with every publish.
+Short read-only tables are plain HTML, not data grids; two charts read whole at a glance.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import altair as alt
+import pandas as pd
+
+from dashboard import charts, drawn, energy_view, source
+from warehouse.storage.segments import SegmentStore
+
+
+def test_the_data_version_moves_with_every_publish_and_only_then(tmp_path: Path) -> None:
+    segments = tmp_path / "segments"
+    assert source.manifest_version(segments) is None  # nothing published yet
+    store = SegmentStore(segments)
+    store.publish(1, {})
+    first = source.manifest_version(segments)
+    assert first is not None
+    assert source.manifest_version(segments) == first  # unchanged data: the same version
+    store.publish(2, {})
+    assert source.manifest_version(segments) != first  # a publish swaps the manifest
+
+
+def _constant(value: float) -> pd.DataFrame:
+    buckets = pd.date_range("2026-11-29 04:00", periods=5, freq="min", tz="UTC")
+    return pd.DataFrame({"bucket": buckets, "power_w": [value] * 5, "gpu": ["h/0"] * 5})
+
+
+def _y_domain(frame: pd.DataFrame) -> object:
+    spec = drawn.vega_spec(charts.metric_lines(frame, "power_w", "power (W)"))
+    return spec["encoding"]["y"].get("scale", {}).get("domain")
+
+
+def test_a_constant_series_gets_an_axis_with_readable_ticks() -> None:
+    """Given a one-point domain, Vega-Lite labelled its tick "0.000000" (seen in headless
+    Chromium); a unit of room gives "0.0, 0.2, ... 1.0"."""
+    assert _y_domain(_constant(0.0)) == [0.0, 1.0]
+    assert _y_domain(_constant(250.0)) == [249.0, 251.0]
+    moving = _constant(0.0).assign(power_w=[0.0, 1.0, 2.0, 3.0, 4.0])
+    assert _y_domain(moving) is None  # Vega-Lite's own scale for a series that moves
+
+
+def test_the_measured_mfu_legend_shows_whole_gpu_model_names() -> None:
+    measured = pd.DataFrame(
+        {
+            "job_id": ["a", "b"],
+            "mfu_pct": [41.0, 12.5],
+            "gpu_model": ["NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB"],
+            "dtype": ["bf16", "bf16"],
+            "team": ["nlp", None],
+        }
+    )
+    chart = energy_view.measured_chart(measured)
+    legend = chart.to_dict(validate=False)["encoding"]["color"]["legend"]
+    assert legend["labelLimit"] == 0  # never "NVIDIA H100 80GB H…"
+    assert legend["orient"] == "bottom"
+    assert isinstance(chart, alt.Chart)
