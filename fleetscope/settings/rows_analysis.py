@@ -131,7 +131,13 @@ ROWS: tuple[Setting, ...] = (
         "last hour, last 6 hours, last 24 hours, last 7 days, last 28 days, or its code (5m, 15m, "
         "1h, 6h, 24h, 7d, 28d).",
     ),
-    Setting("dashboard.cache_ttl_s", 10.0, "float", "Seconds a dashboard query result is cached."),
+    Setting(
+        "dashboard.cache_ttl_s",
+        10.0,
+        "float",
+        "Seconds a dashboard catalog read (findings, opportunities, traces) is cached; telemetry "
+        "reads follow the warehouse's data version instead (fleet mode: it moves this often).",
+    ),
     Setting(
         "dashboard.oidc_issuer",
         "",
