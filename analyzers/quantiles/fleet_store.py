@@ -142,6 +142,7 @@ class FleetSketchStore:
         window: Window,
         catalog: JobCatalog,
         cluster: Scope = WHOLE,
+        hosts: Sequence[Sequence[str]] = (),
     ) -> Kept:
         """Store every tier's whole panes of the window past the partition's marks, in one commit
         with the marks; rebuild a range at or behind them; expire by the newest sample."""
@@ -167,7 +168,7 @@ class FleetSketchStore:
                 for at, stop in slices:
                     if int(at.timestamp()) // slice_s not in filled:
                         continue
-                    tables = tier_rows(conn, window, catalog, res, at, stop)
+                    tables = tier_rows(conn, window, catalog, res, at, stop, hosts)
                     rows[res] += tables[BUCKETS].num_rows
                     built = _as_rows(tables)
                     if todo.rebuild:

@@ -16,7 +16,7 @@ retention of `tiers`' docstring).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
@@ -53,9 +53,11 @@ class SketchStore(Protocol):
         window: Window,
         catalog: JobCatalog,
         cluster: Scope = WHOLE,
+        hosts: Sequence[Sequence[str]] = (),
     ) -> Kept:
         """Store every tier's whole panes of the window past the partition's marks (`cluster`:
-        `conn` holds that cluster's rows only, a fleet part's)."""
+        `conn` holds that cluster's rows only, a fleet part's; `hosts`: the window is read in
+        these host slices, each slice's panes built on its own cursor, `store_rows.tier_rows`)."""
         ...
 
     def attach(

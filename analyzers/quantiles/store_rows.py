@@ -9,7 +9,7 @@ This module must never write files nor read a store: rows in, rows out.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
@@ -258,9 +258,35 @@ def tier_rows(
     res: int,
     start: datetime,
     end: datetime,
+    hosts: Sequence[Sequence[str]] = (),
 ) -> dict[str, pa.Table]:
     """The `res`-second panes of [start, end) of the window's partition with their team; rows
-    without a job are kept by partition 0 only."""
+    without a job are kept by partition 0 only. With `hosts` (a window read in host slices,
+    analyzers.run.slices), each slice's panes are built on its own cursor and concatenated:
+    every pane's key holds its host, so they are the panes of one build over all, while DuckDB's
+    working set follows a slice, not the fleet (issue 27)."""
+    if not hosts:
+        return _tier_rows(conn, window, catalog, res, start, end)
+    from analyzers.run.slices import slice_cursor
+
+    built: list[dict[str, pa.Table]] = []
+    for members in hosts:
+        cursor = slice_cursor(conn, members)
+        try:
+            built.append(_tier_rows(cursor, window, catalog, res, start, end))
+        finally:
+            cursor.close()
+    return {name: pa.concat_tables([b[name] for b in built]) for name in built[0]}
+
+
+def _tier_rows(
+    conn: duckdb.DuckDBPyConnection,
+    window: Window,
+    catalog: JobCatalog,
+    res: int,
+    start: datetime,
+    end: datetime,
+) -> dict[str, pa.Table]:
     source = values_sql(window, res, list(METRICS.values()), start, end)
     if window.partition != 0:
         source = f"SELECT * FROM ({source}) WHERE job_id IS NOT NULL"

@@ -49,7 +49,7 @@ must never write telemetry nor open the telemetry DuckDB file.
 from __future__ import annotations
 
 import fcntl
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -155,11 +155,14 @@ class QuantileStore:
         window: Window,
         catalog: JobCatalog,
         cluster: Scope = WHOLE,
+        hosts: Sequence[Sequence[str]] = (),
     ) -> Kept:
         """Store every tier's whole panes of the window past the partition's marks.
 
         `cluster`: the connection holds one cluster's rows only (fleet mode cuts a window per
         cluster): the partition's marks and a rebuild's replaced rows are that cluster's.
+        `hosts`: each hour's panes are built a host slice at a time (analyzers.run.slices), so
+        DuckDB's working set follows a slice, not the fleet; stored once, with the window's marks.
 
         Each tier (10 s, 1 min, 1 h) is built straight from the samples, an hour (a day for the
         hour tier) at a time so memory stays bounded: by the sketch's lossless merge that equals
@@ -180,7 +183,9 @@ class QuantileStore:
             marks = marks_in(files.snapshot().marks, MARKS, window, cluster)
             for res in self.tiers:
                 todo = span(window, res, marks.get(res), self.retention_s[res], now)
-                self._keep_tier(conn, window, catalog, cluster, res, todo, files, marks, rows)
+                self._keep_tier(
+                    conn, window, catalog, cluster, res, todo, files, marks, rows, hosts
+                )
         with self._locked() as store:
             if newest is not None:  # a window with no sample (the clock's, over a replayed
                 self._expire(store, newest)  # day-old fleet) must not expire by the wall clock
@@ -205,6 +210,7 @@ class QuantileStore:
         files: SegmentStore,
         marks: dict[int, datetime],
         rows: dict[int, int],
+        hosts: Sequence[Sequence[str]] = (),
     ) -> None:
         """Build tier `res`'s panes of `todo` a slice at a time, only the slices that hold rows
         (`filled_slices`, one query): an empty slice builds nothing, so skipping it stores the
@@ -230,7 +236,7 @@ class QuantileStore:
             if gap is not None:
                 _replace(self._locked, empty, window, *gap, cluster)
                 gap = None
-            tables = tier_rows(conn, window, catalog, res, at, stop)
+            tables = tier_rows(conn, window, catalog, res, at, stop, hosts)
             rows[res] += tables[BUCKETS].num_rows
             named = {tier_table(name, res): t for name, t in tables.items()}
             if todo.rebuild:

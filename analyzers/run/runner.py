@@ -294,14 +294,18 @@ class Pipeline:
                 drop(conn, panes)
 
     def kept_sketches(
-        self, conn: duckdb.DuckDBPyConnection, window: Window, catalog: JobCatalog
+        self,
+        conn: duckdb.DuckDBPyConnection,
+        window: Window,
+        catalog: JobCatalog,
+        hosts: Sequence[Sequence[str]] = (),
     ) -> WindowResult:
         """Keep the window's quantile sketches without building the rules' pane frame over it
-        (a window read in host slices: each slice builds its own frame); its errors and seconds
-        under "quantiles"."""
+        (a window read in host slices: each slice builds its own frame, and the store builds
+        each hour's panes slice by slice); its errors and seconds under "quantiles"."""
         result = WindowResult(window)
         if self.sketches is not None:
-            self._keep_sketches(conn, window, catalog, result, WHOLE, frame=False)
+            self._keep_sketches(conn, window, catalog, result, WHOLE, frame=False, hosts=hosts)
         return result
 
     def _keep_sketches(
@@ -313,6 +317,7 @@ class Pipeline:
         cluster: Scope,
         *,
         frame: bool = True,
+        hosts: Sequence[Sequence[str]] = (),
     ) -> SketchFrame | None:
         """Build the window's pane sketches (rules read them; not with `frame` False) and keep
         the new ones; a failure is recorded like an analyzer's (the watermark stays), the rules
@@ -327,10 +332,10 @@ class Pipeline:
                 built = prepare_sketches(conn, window, self.sketches.pane_s)
             settled = window.settled_end
             if settled is None:
-                self.sketches.keep(conn, window, catalog, cluster)
+                self.sketches.keep(conn, window, catalog, cluster, hosts)
             elif settled > window.start:  # a live window: keep only its settled panes
                 kept = dataclasses.replace(window, end=settled, settled_end=None)
-                self.sketches.keep(conn, kept, catalog, cluster)
+                self.sketches.keep(conn, kept, catalog, cluster, hosts)
         except Exception as exc:  # like an analyzer's bug: recorded, the rules still run
             log.exception("quantile sketches failed on %s", window.key())
             result.errors["quantiles"] = f"{type(exc).__name__}: {exc}"

@@ -18,8 +18,11 @@ whole hosts such that every job's rows are in one slice:
    the fleet-wide ones combined, symptoms folded into causes across all of them, stored by
    stable id: the same findings as one read of the window (tests/analyzers/test_slices.py).
 
-The quantile sketches are kept once for the whole window, not per slice: their store builds an
-hour at a time already, and its marks are the window's. A window of one slice runs as it always
+The quantile sketches are stored once for the whole window, with the window's marks, but built
+per slice: the store builds an hour at a time, each hour's panes slice by slice on the slices'
+cursors (every pane's key holds its host, so the concatenation is the one build's panes), so
+DuckDB's working set follows a slice, not the fleet (issue 27: the build over all 1,000 GPUs
+was the pass's peak, 2.4-2.6 GiB against 2.1 GiB for the rules' slices). A window of one slice runs as it always
 did (`Pipeline.run`). This module must never write telemetry nor choose windows.
 """
 
@@ -134,7 +137,7 @@ def run_sliced(
             parts.append(pipeline.run_part(cursor, window, catalog, label, keep_sketches=False))
         finally:
             cursor.close()
-    kept = pipeline.kept_sketches(conn, window, catalog)
+    kept = pipeline.kept_sketches(conn, window, catalog, slices)
     result = pipeline.land_parts(parts, window, catalog, store)
     result.errors.update(kept.errors)
     result.seconds.update(kept.seconds)

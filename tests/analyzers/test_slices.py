@@ -105,6 +105,35 @@ def test_a_window_read_in_host_slices_lands_what_one_read_lands(
     assert len(one_read) > 20
     assert {f[1] for f in one_read} >= {"R1", "R2", "R3"}
     assert in_slices == one_read
+    # the sketches, built slice by slice and stored once, are the one read's rows
+    kept = sketch_rows(tmp_path / "sketches-whole")
+    assert sketch_rows(tmp_path / "sketches") == kept
+    assert kept["sketch_buckets"]
+
+
+def sketch_rows(root: Path) -> dict[str, list[tuple[Any, ...]]]:
+    """Every stored pane and bucket row, sorted; a pane's value sum to 1e-6 (DuckDB sums in no
+    fixed order), its top and bottom lists as tuples."""
+
+    def plain(value: Any) -> Any:
+        if isinstance(value, float):
+            return round(value, 6)
+        return tuple(value) if isinstance(value, list) else value
+
+    conn = QuantileStore(root).connect()
+    try:
+        return {
+            name: sorted(
+                (
+                    tuple(plain(v) for v in row)
+                    for row in conn.execute(f"SELECT * FROM {name}").fetchall()
+                ),
+                key=repr,  # NULL team or job beside strings
+            )
+            for name in ("sketch_panes", "sketch_buckets")
+        }
+    finally:
+        conn.close()
 
 
 def test_a_slice_of_the_writers_own_database_reads_through_a_cursor(
