@@ -1,7 +1,8 @@
 """Live rules across midnight UTC (issue 31): analysis buckets are UTC days, and a rule whose
 condition spans a bucket's start sees the evidence before it. An allocated GPU idle since 50 min
-before midnight gets R3 at the first live tick after its 60 min, not 60 min after midnight, and
-each idle hour is counted in exactly one day's finding. Real SQLite catalog, real DuckDB, the
+before midnight gets R3 at the first live tick after its 60 min, not 60 min after midnight; one
+idle since 2 min before midnight gets R1 once it has run 300 s, not 300 s after midnight; each
+idle hour is counted in exactly one day's finding. Real SQLite catalog, real DuckDB, the
 writer's real commit hook, the embedded scheduler's live ticks (`run_due(live=True)`)."""
 
 from __future__ import annotations
@@ -57,13 +58,16 @@ class LiveServer:
         results = run_due(Pipeline.default(), self.store, self.connect, tick, live=True, **KW)
         assert not [r.errors for r in results if r.errors]
 
-    def r3(self) -> dict[str, float]:
-        """Each day's R3 GPU-hours."""
+    def hours(self, rule: str) -> dict[str, float]:
+        """Each day's GPU-hours of `rule`'s finding."""
         return {
             f"{s.finding.bucket_start:%Y-%m-%d}": s.finding.wasted_gpu_hours
             for s in self.store.findings()
-            if s.finding.rule_id == "R3"
+            if s.finding.rule_id == rule
         }
+
+    def r3(self) -> dict[str, float]:
+        return self.hours("R3")
 
 
 def minutes(n: float) -> timedelta:
@@ -111,3 +115,15 @@ def test_an_idle_stretch_reported_before_midnight_is_counted_once_across_the_two
     assert [f.evidence["longest_idle_min"] for f in today] == [pytest.approx(121.0)]
     assert [f.severity.value for f in today] == ["critical"]
     assert "idle_before_window_h" not in today[0].evidence
+
+
+def test_r1_holds_300_s_after_a_gpu_that_began_just_before_midnight_went_idle(
+    store: FindingStore, tmp_path: Path
+) -> None:
+    server = LiveServer(store, tmp_path, MIDNIGHT - minutes(2))
+    for at in (minutes(-1), minutes(1), minutes(3)):
+        server.tick_at(MIDNIGHT + at)
+    assert server.hours("R1") == {}  # 300 s exactly by 00:03:00: jobstats wants more
+    server.tick_at(MIDNIGHT + minutes(4))
+    # its 2 minutes before midnight were under 300 s for the day before: counted today, once
+    assert server.hours("R1") == {f"{MIDNIGHT:%Y-%m-%d}": pytest.approx(6 / 60)}
