@@ -118,8 +118,11 @@ class IdleAllocation:
                     ),
                     wasted_gpu_hours=idle_h,
                     estimate_method="hours of the idle stretches inside the window"
-                    + (", and before it of a stretch the previous window had not reported"
-                       if before_h else ""),
+                    + (
+                        ", and before it of a stretch the previous window had not reported"
+                        if before_h
+                        else ""
+                    ),
                     evidence={
                         "longest_idle_min": r(longest_min, 1),
                         "threshold_min": th.cancel_idle_min if cancel else th.warn_idle_min,

@@ -51,7 +51,12 @@ class LiveServer:
         start_min = (self.delivered - T0).total_seconds() / 60
         minutes = (tick - self.delivered).total_seconds() / 60
         self.wall.at = tick - timedelta(seconds=5)
-        land(Fleet().gpus("idle", "h1", [0], start_min, minutes, **IDLE), self.path, self.marks, self.seq)
+        land(
+            Fleet().gpus("idle", "h1", [0], start_min, minutes, **IDLE),
+            self.path,
+            self.marks,
+            self.seq,
+        )
         self.seq += 1
         self.delivered = tick
         self.wall.at = tick
