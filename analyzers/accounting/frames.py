@@ -11,9 +11,10 @@ uses; the dashboard's and reports' GPU-hours come from the same definition. On t
   load), as SageMaker Debugger's rules skip their first `patience` points; allocated hours always
   count them.
 - A rule may look back before the window (`FrameParams.lookback_s`, the longest of the pipeline's
-  analyzers' `lookback_s`): R3 sees an idle stretch that began before a bucket's start (issue 31).
-  Those rows are `in_window` false and change nothing of the rows in the window, so every rule that
-  reads `in_window` rows (all but R3) finds what it found without them.
+  analyzers' `lookback_s`): R3 sees an idle stretch that began before a bucket's start, R1 a GPU
+  begun just before it (issue 31). Those rows are `in_window` false and change nothing of the rows
+  in the window, so every rule that reads only `in_window` rows (all but R1 and R3) finds what it
+  found without them.
 
 Temp tables live on the caller's connection, named after the window, so preparing twice is free.
 This module must never write to the warehouse's own tables.
