@@ -74,6 +74,7 @@ class Analyzer(Protocol):
     - `partition_by`: how the fleet may be cut for it: "job" (a job's rows stay together), "host",
       or "none" (it needs the whole fleet: runs in partition 0 only).
     - `thresholds`: a frozen dataclass of numbers with the catalog's defaults, sources cited.
+    - optionally `lookback_s`: seconds of samples before the window it reads (`lookback_of`).
     """
 
     name: ClassVar[str]
@@ -85,6 +86,12 @@ class Analyzer(Protocol):
     def run(
         self, conn: duckdb.DuckDBPyConnection, window: Window, catalog: JobCatalog
     ) -> list[Finding]: ...
+
+
+def lookback_of(analyzers: Iterable[object]) -> float:
+    """The longest look-back before a window that any of `analyzers` reads (issue 31: R3 sees an
+    idle stretch that began before its bucket); an analyzer without `lookback_s` needs none."""
+    return max((float(getattr(a, "lookback_s", 0.0)) for a in analyzers), default=0.0)
 
 
 @runtime_checkable

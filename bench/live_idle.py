@@ -1,6 +1,6 @@
 """R1 and R3 time to finding under the default settings, R3 at its default 60 minutes (issue 31).
 
-    .venv/bin/python -m bench.live_idle [--dir /tmp/live-idle] [--backfill-min 58]
+    .venv/bin/python -m bench.live_idle [--dir /tmp/live-idle] [--backfill-min 58] [--across-midnight]
 
 R3 (idle allocation) holds once a GPU has been at 0 % for `warn_idle_min` (60 min by default), so a
 run of minutes can only show it for a job that was already idle before the run. This bench starts
@@ -18,6 +18,15 @@ stored (or `--timeout-s`), then prints, per rule and job, when the condition fir
 finding was first stored (`findings.first_seen`) and the lag. R1 of the backfilled job is printed
 too, marked: its condition held inside the history, before the server had any of it, so its lag
 is the history's age, not the scheduler's.
+
+`--across-midnight`: both conditions span midnight UTC, where one analysis bucket (a UTC day,
+`analyzers.bucket_s`) ends and the next begins. A run cannot wait for the wall clock's midnight,
+so every sample is stamped a fixed offset behind the wall clock such that the live part begins at
+23:57 UTC: `idle-since-before` is idle from 23:10 (47 minutes of history; R3 holds at 00:10) and
+`idle-from-now` from 23:57 (R1 holds at 00:02). The server sees an agent whose samples are the
+offset old (nothing of its configuration changes); the lags are wall-clock seconds from the
+sample that completes a condition being due to the finding being stored. Its windows end at the
+lateness bound, as they would for any stream behind the clock: the data lie far inside them.
 """
 
 from __future__ import annotations
@@ -119,9 +128,15 @@ def first_seen(catalog: Path) -> dict[tuple[str, str], datetime]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dir", type=Path, default=Path("/tmp/live-idle"))
-    parser.add_argument("--backfill-min", type=float, default=58.0)
+    parser.add_argument("--backfill-min", type=float, default=None, help="58; 47 across midnight")
     parser.add_argument("--timeout-s", type=float, default=900.0)
+    parser.add_argument(
+        "--across-midnight",
+        action="store_true",
+        help="stamp samples so that both conditions span midnight UTC (module docstring)",
+    )
     args = parser.parse_args()
+    backfill_min = args.backfill_min or (47.0 if args.across_midnight else 58.0)
     shutil.rmtree(args.dir, ignore_errors=True)
     args.dir.mkdir(parents=True)
     interval_s = load_settings().agent.interval_s
@@ -145,11 +160,19 @@ def main() -> int:
             "server", [str(Path(sys.executable).with_name("fleetscope")), "server"], env
         )
         wait_until(http_ok(f"{url}/healthz"), 120, "ingest server", supervisor.check_alive)
-        now = datetime.now(UTC).replace(microsecond=0)
-        history_start = now - timedelta(minutes=args.backfill_min)
-        if history_start.date() != now.date():
-            print("the history would cross midnight UTC (analysis buckets are days): run later")
-            return 2
+        wall = datetime.now(UTC).replace(microsecond=0)
+        shift = timedelta(0)  # how far the samples' timestamps are behind the wall clock
+        if args.across_midnight:
+            midnight = datetime.combine(wall.date(), datetime.min.time(), UTC)
+            shift = wall - (midnight - timedelta(minutes=3))
+        now = wall - shift
+        history_start = now - timedelta(minutes=backfill_min)
+        if shift:
+            print(
+                f"samples stamped {shift} behind the wall clock: the live part begins at "
+                f"{now:%Y-%m-%d %H:%M:%S} UTC",
+                flush=True,
+            )
         moment, batch = history_start, []
         while moment < now:
             batch.append(_sample(moment, "b1", BACKFILLED))
@@ -166,7 +189,7 @@ def main() -> int:
         found: dict[tuple[str, str], datetime] = {}
         while time.monotonic() < deadline:
             tick = time.monotonic()
-            at = datetime.now(UTC)
+            at = datetime.now(UTC) - shift
             live_start = live_start or at
             post(url, [_sample(at, "b1", BACKFILLED)], "b1")
             post(url, [_sample(at, "b2", LIVE)], "b2")
@@ -176,13 +199,15 @@ def main() -> int:
             supervisor.check_alive()
             time.sleep(max(0.0, interval_s - (time.monotonic() - tick)))
     firsts = {BACKFILLED: history_start, LIVE: live_start}
-    print("\n| rule | job | condition first held (UTC) | finding stored (UTC) | lag s |")
+    print(
+        "\n| rule | job | condition first held (UTC, sample time) | finding stored (UTC) | lag s |"
+    )
     print("|---|---|---|---|---:|")
     for (rule, job), stored in sorted(found.items()):
         if rule not in HOLDS_AFTER_S or job not in firsts or firsts[job] is None:
             continue
         held = firsts[job] + timedelta(seconds=HOLDS_AFTER_S[rule])  # type: ignore[operator]
-        lag = (stored - held).total_seconds()
+        lag = (stored - (held + shift)).total_seconds()
         note = ""
         if job == BACKFILLED and rule == "R1":
             note = " (held inside the history: not a live lag)"

@@ -59,6 +59,8 @@ def _window(args: argparse.Namespace, telemetry: TelemetrySource) -> Window:
     from analyzers.cli import parse_duration, parse_time
     from fleetscope.errors import NotFoundError
 
+    # the arguments first: a bad --window is the user's to fix whatever the warehouse holds
+    length = parse_duration(args.window)
     if args.end:
         end = parse_time(args.end)
     else:
@@ -66,7 +68,7 @@ def _window(args: argparse.Namespace, telemetry: TelemetrySource) -> Window:
         if newest is None:
             raise NotFoundError(telemetry.no_samples())
         end = newest + timedelta(milliseconds=1)
-    return aligned(end, parse_duration(args.window))
+    return aligned(end, length)
 
 
 def _records(frame: pd.DataFrame, columns: list[str]) -> list[dict[str, Any]]:

@@ -10,6 +10,11 @@ uses; the dashboard's and reports' GPU-hours come from the same definition. On t
   job-mean utilization). `startup_grace_s` > 0 skips each job's first seconds instead (checkpoint
   load), as SageMaker Debugger's rules skip their first `patience` points; allocated hours always
   count them.
+- A rule may look back before the window (`FrameParams.lookback_s`, the longest of the pipeline's
+  analyzers' `lookback_s`): R3 sees an idle stretch that began before a bucket's start, R1 a GPU
+  begun just before it (issue 31). Those rows are `in_window` false and change nothing of the rows
+  in the window, so every rule that reads only `in_window` rows (all but R1 and R3) finds what it
+  found without them.
 
 Temp tables live on the caller's connection, named after the window, so preparing twice is free.
 This module must never write to the warehouse's own tables.
@@ -49,6 +54,9 @@ class FrameParams:
     max_gap_s: float = DEFAULT_MAX_GAP_S
     startup_grace_s: float = 0.0
     default_interval_s: float = 10.0  # agent.interval_s: used for a GPU seen once in a window
+    # Samples before the window a rule needs to see (issue 31: R3's idle stretch that began
+    # before the bucket's start): the longest `lookback_s` of the pipeline's analyzers.
+    lookback_s: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +115,10 @@ def prepare(
     frame = Frame(gpu=f"fs_gpu_{digest}", jobgpu=f"fs_jobgpu_{digest}")
     if table_exists(conn, frame.jobgpu):
         return frame
-    lookback = window.start - timedelta(seconds=p.startup_grace_s)
+    # Rows before `graced` are the rules' look-back only: every column of the rows from `graced`
+    # on (gaps, typical interval, a job's first sample, warm) is what it was without them.
+    graced = ts_literal(window.start - timedelta(seconds=p.startup_grace_s))
+    lookback = window.start - timedelta(seconds=max(p.startup_grace_s, p.lookback_s))
     conn.execute(f"""
         CREATE OR REPLACE TEMP TABLE {frame.gpu} AS
         WITH s AS (
@@ -126,14 +137,16 @@ def prepare(
               AND job_id IS NOT NULL AND {partition_clause(window, "job")} AND {only_job}
         ), g AS (
             SELECT *, {next_gap_sql(_ONE_GPU)} AS gap_s,
-                   min(t) OVER (PARTITION BY job_id) AS job_first_t
+                   min(CASE WHEN ts >= {graced} THEN t END) OVER (PARTITION BY job_id) AS job_first_t
             FROM s
         ), m AS (
-            SELECT *, {typical_gap_sql(_ONE_GPU)} AS typical_s FROM g
+            SELECT *,
+                   {typical_gap_sql(_ONE_GPU, f"CASE WHEN ts >= {graced} THEN gap_s END")} AS typical_s
+            FROM g
         )
         SELECT * EXCLUDE (gap_s, typical_s),
                {sample_seconds_sql(p.max_gap_s, p.default_interval_s)} AS dt_s,
-               t >= job_first_t + {p.startup_grace_s} AS warm,
+               COALESCE(t >= job_first_t + {p.startup_grace_s}, FALSE) AS warm,
                ts >= {ts_literal(window.start)} AS in_window
         FROM m
     """)

@@ -5,8 +5,15 @@ utilization is 0 % once the job has run more than 300 s. We judge each (job, hos
 window; "0" is a mean below 0.5 % (the shared truth's "did no work": exporters round, and an idle
 GPU can show a stray 1 %).
 
+A GPU whose samples began shortly before the window's start (an analysis bucket is a UTC day) is
+judged with those samples (issue 31): a job started at 23:58 UTC holds R1 at 00:03, not 00:05:00
+plus 300 s. The look-back is `2 x min_runtime_s`; a GPU counts as begun inside it when its first
+sample there is at most `min_runtime_s` before the start (so the previous window had under
+`min_runtime_s` of it and reported nothing: a sampling outage of `min_runtime_s` just before
+would fool this, and is the price of not reading the previous day).
+
 Wasted GPU-hours: every allocated hour of the idle GPUs (the fix, requesting only the GPUs the code
-uses, returns all of them).
+uses, returns all of them), those before the window's start included for a GPU judged with them.
 """
 
 from __future__ import annotations
@@ -15,7 +22,7 @@ from dataclasses import dataclass, field
 from itertools import groupby
 from typing import TYPE_CHECKING, ClassVar
 
-from analyzers.accounting.frames import prepare
+from analyzers.accounting.frames import FrameParams, prepare
 from analyzers.base import PartitionKey
 from analyzers.findings import Finding, Severity
 from analyzers.rules._common import fetch, make_finding
@@ -42,16 +49,43 @@ class ZeroUtilization:
     partition_by: ClassVar[PartitionKey] = "job"
     thresholds: ZeroUtilThresholds = field(default_factory=ZeroUtilThresholds)
 
+    @property
+    def lookback_s(self) -> float:
+        """Seconds before the window it reads: a GPU begun shortly before, and the time before it."""
+        return 2 * self.thresholds.min_runtime_s
+
     def run(
         self, conn: duckdb.DuckDBPyConnection, window: Window, catalog: JobCatalog
     ) -> list[Finding]:
-        frame = prepare(conn, window)
+        # the runner's frame has the pipeline's look-back already; run alone, the rule asks for its own
+        frame = prepare(conn, window, FrameParams(lookback_s=self.lookback_s))
+        start_s, runtime_s = window.start.timestamp(), self.thresholds.min_runtime_s
         rows = fetch(
             conn,
-            f"""SELECT job_id, host, gpu, alloc_h, first_t, last_t, n_samples FROM {frame.jobgpu}
-                WHERE util_mean_all < ? AND alloc_h * 3600 > ?
-                ORDER BY job_id, host, gpu""",
-            [self.thresholds.zero_util_pct, self.thresholds.min_runtime_s],
+            f"""
+            WITH begun AS (  -- GPUs whose samples began at most min_runtime_s before the start
+                SELECT job_id, host, gpu, TRUE AS began FROM {frame.gpu}
+                WHERE NOT in_window AND t >= ? GROUP BY job_id, host, gpu HAVING min(t) >= ?
+            ), judged AS (  -- the window's samples, and those before it of a GPU begun there
+                SELECT f.* FROM {frame.gpu} f LEFT JOIN begun USING (job_id, host, gpu)
+                WHERE f.in_window OR (begun.began AND f.t >= ?)
+            ), gpus AS (  -- the frame's (job, host, GPU) statistics (analyzers.accounting.frames)
+                SELECT job_id, host, gpu, count(*) AS n_samples, sum(dt_s) / 3600.0 AS alloc_h,
+                       min(t) AS first_t, max(t + dt_s) AS last_t,
+                       sum(dt_s * util_pct) / sum(dt_s) FILTER (WHERE util_pct IS NOT NULL)
+                           AS util_mean_all
+                FROM judged GROUP BY job_id, host, gpu HAVING bool_or(in_window)
+            )
+            SELECT job_id, host, gpu, alloc_h, first_t, last_t, n_samples FROM gpus
+            WHERE util_mean_all < ? AND alloc_h * 3600 > ?
+            ORDER BY job_id, host, gpu""",
+            [
+                start_s - self.lookback_s,
+                start_s - runtime_s,
+                start_s - self.lookback_s,
+                self.thresholds.zero_util_pct,
+                runtime_s,
+            ],
         )
         findings = []
         for (job_id, host), group in groupby(rows, key=lambda r: (r["job_id"], r["host"])):

@@ -30,6 +30,7 @@ from analyzers.base import (
     JobCatalog,
     load_analyzers,
     load_threshold_overrides,
+    lookback_of,
     rule_registry,
 )
 from analyzers.findings import Finding
@@ -272,9 +273,11 @@ class Pipeline:
     ) -> Iterator[None]:
         """The window's shared frames (and its quantile sketches kept, or with `sketch_frame`
         only the rules' pane frame built at the store's pane length), dropped afterwards."""
-        frames = [prepare(conn, window, self.params)]
+        lookback_s = max(self.params.lookback_s, lookback_of(self.analyzers))
+        params = dataclasses.replace(self.params, lookback_s=lookback_s)
+        frames = [prepare(conn, window, params)]
         if window.partition == 0 and window.partitions > 1:
-            frames.append(prepare(conn, Window(window.start, window.end), self.params))
+            frames.append(prepare(conn, Window(window.start, window.end), params))
         panes = None
         try:
             if self.sketches is not None and keep_sketches:

@@ -5,6 +5,9 @@ test_headlines_match_cli)."""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 
 from app.cli import main
@@ -38,3 +41,18 @@ def test_traces_lists_each_trace_with_its_job(
     out = capsys.readouterr().out
     assert out.startswith("traces: 1  jobs: 1")
     assert "stall-1/mi250" in out
+
+
+@pytest.mark.parametrize("command", ["hosts", "gpus"])
+def test_a_bad_window_is_named_before_the_warehouse_is_read(
+    command: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """On an empty warehouse `--window banana` is still the user's first thing to fix."""
+    monkeypatch.setenv("FLEETSCOPE_CONFIG", os.devnull)
+    monkeypatch.setenv("FLEETSCOPE_CORE_DATA_DIR", str(tmp_path))
+    assert main([command]) == 6
+    assert "no GPU samples yet" in capsys.readouterr().err
+    assert main([command, "--window", "banana"]) == 2
+    err = capsys.readouterr().err
+    assert "duration 'banana'" in err and "no GPU samples" not in err
