@@ -10,6 +10,7 @@ This module must never import pandas.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from enum import StrEnum
 from functools import cached_property
@@ -24,7 +25,7 @@ if TYPE_CHECKING:  # annotations only: pathlib imports urllib.parse and ipaddres
 
     import numpy.typing as npt
 
-__all__ = ["Mode", "RankFrame", "RowColumns", "TraceSet"]
+__all__ = ["Mode", "RankFrame", "RankFrames", "RowColumns", "TraceSet"]
 
 F64: TypeAlias = "npt.NDArray[np.float64]"
 I64: TypeAlias = "npt.NDArray[np.int64]"
@@ -189,15 +190,35 @@ class RankFrame(RowColumns):
         return [p for p in props if isinstance(p, dict)] if isinstance(props, list) else []
 
 
+class RankFrames(Sequence[RankFrame]):
+    """A set's frames in rank order, each got from the set's mapping when it is read: over
+    frames kept in files (spill.py) a loop holds one rank at a time, not the set."""
+
+    def __init__(self, ranks: Mapping[int, RankFrame]) -> None:
+        self._ranks = ranks
+        self._order = sorted(ranks)
+
+    def __len__(self) -> int:
+        return len(self._order)
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self._ranks[r] for r in self._order[i]]
+        return self._ranks[self._order[i]]
+
+
 @dataclass(eq=False)
 class TraceSet:
-    """The ranks of one profiling session (a file, or a folder of one file per rank)."""
+    """The ranks of one profiling session (a file, or a folder of one file per rank).
+
+    `ranks` is a dict, or for a large set `spill.SpilledFrames` (frames in files, mapped when
+    read): code that visits every rank goes through `frames()` one rank at a time."""
 
     mode: Mode
-    ranks: dict[int, RankFrame]
+    ranks: Mapping[int, RankFrame]
     source: Path
     origin_us: float = 0.0  # the raw timestamp that became 0 (alignment)
     notes: list[str] = field(default_factory=list)
 
-    def frames(self) -> list[RankFrame]:
-        return [self.ranks[r] for r in sorted(self.ranks)]
+    def frames(self) -> RankFrames:
+        return RankFrames(self.ranks)
