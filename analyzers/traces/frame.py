@@ -95,6 +95,10 @@ class RankFrame(RowColumns):
     mem_ts: F64 = field(default_factory=lambda: np.zeros(0))
     mem_device_type: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     mem_total_allocated: F64 = field(default_factory=lambda: np.zeros(0))
+    # What analyses compute once per rank and share (the critical path: its analysis and the
+    # what-if). A field, not a cache keyed by the frame object: a spilled set (spill.py) makes a
+    # new frame object each time a rank is mapped again, and keeps this dict across them.
+    memo: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def of_raw(cls, raw: Any, rank: int, classifier: Classifier, **overrides: Any) -> RankFrame:
@@ -108,7 +112,7 @@ class RankFrame(RowColumns):
     def take(self, rows: I64) -> RankFrame:
         """A frame holding `rows` in that order (the memory counters stay whole)."""
         columns = {key: getattr(self, key)[rows] for key in (*ROW_COLUMNS, "index_correlation")}
-        return replace(self, **columns)
+        return replace(self, memo={}, **columns)
 
     def __len__(self) -> int:
         return len(self.ts)
@@ -142,9 +146,10 @@ class RankFrame(RowColumns):
             self._symbol_hits[predicate] = hit
         return hit[self.name] if len(self.names) else np.zeros(len(self), dtype=bool)
 
-    @cached_property
+    @property
     def _symbol_hits(self) -> dict[Any, Mask]:
-        return {}
+        hits: dict[Any, Mask] = self.memo.setdefault("symbol_hits", {})  # names do not change
+        return hits
 
     @cached_property
     def on_stream(self) -> Mask:

@@ -33,7 +33,7 @@ __all__ = ["SPILL_OVER_BYTES", "SpilledFrames"]
 # only add time.
 SPILL_OVER_BYTES = 512 * 1024 * 1024
 _ARRAYS = (*ROW_COLUMNS, "index_correlation", "mem_ts", "mem_device_type", "mem_total_allocated")
-_SCALARS = ("path", "metadata", "names", "rank", "classifier", "ts_int")
+_SCALARS = ("path", "metadata", "names", "rank", "classifier", "ts_int", "memo")
 
 
 class SpilledFrames(MutableMapping[int, RankFrame]):
