@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from analyzers.traces.analyses.counters import counter_events
+from analyzers.traces.analyses.counters import counter_events, counter_tracks
 from analyzers.traces.api import load_trace_set
 from app.cli import main
 from tests.analyzers.traces.trace_paths import DATA, MAIN_TRACES, trace_set
@@ -41,6 +41,20 @@ def test_agrees_with_hta(trace_dir: Path) -> None:
     trace = trace_set(trace_dir, hta_compatible=True)
     events = counter_events(trace.ranks[golden["rank"]], trace.origin_us)
     assert _summary(events) == golden["tracks"]
+
+
+@pytest.mark.parametrize("hta_compatible", [False, True], ids=["native", "hta"])
+@pytest.mark.parametrize("trace_dir", MAIN_TRACES, ids=lambda p: p.name)
+def test_the_report_table_summarises_exactly_the_events_written(
+    trace_dir: Path, hta_compatible: bool
+) -> None:
+    for frame in trace_set(trace_dir, hta_compatible=hta_compatible).frames():
+        tracks: dict[tuple[str, str], list[float]] = {}
+        for e in counter_events(frame, 0.0):
+            ((counter, value),) = e["args"].items()
+            tracks.setdefault((counter, str(e.get("id", e["name"]))), []).append(float(value))
+        expected = [(c, s, len(v), max(v)) for (c, s), v in sorted(tracks.items())]
+        assert counter_tracks(frame) == expected
 
 
 def test_cli_writes_the_trace_with_its_counter_tracks(
