@@ -74,7 +74,7 @@ class SpilledFrames(MutableMapping[int, RankFrame]):
         self._last = None  # the previous rank's maps go before this one's are made
         # np.asarray: a plain ndarray over the map (np.memmap would also wrap what is computed
         # from it), which keeps the map open while any view of it lives.
-        arrays = {
+        arrays: dict[str, Any] = {
             key: np.asarray(np.load(rank_folder / f"{key}.npy", mmap_mode="r")) for key in _ARRAYS
         }
         frame = RankFrame(**scalars, **arrays)

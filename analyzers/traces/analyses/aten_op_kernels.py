@@ -93,10 +93,10 @@ def op_kernel_rows(frame: RankFrame) -> list[tuple[str, str, int, float, float]]
     ok = (link >= 0) & (link < len(row_of))
     gpu_of[row_of[link[ok]][row_of[link[ok]] >= 0]] = gpu[ok][row_of[link[ok]] >= 0]
     instances: dict[tuple[int, str, float], list[tuple[str, float, float]]] = {}
-    launches = np.flatnonzero(frame.names_matching(_is_launch))
-    launches = launches[gpu_of[launches] >= 0]
-    at = enclosing_ops(op_ts, op_end, frame.ts[launches], frame.end[launches])
-    for launch, pos in zip(launches[at >= 0].tolist(), at[at >= 0].tolist(), strict=True):
+    linked = np.flatnonzero(frame.names_matching(_is_launch))
+    linked = linked[gpu_of[linked] >= 0]
+    at = enclosing_ops(op_ts, op_end, frame.ts[linked], frame.end[linked])
+    for launch, pos in zip(linked[at >= 0].tolist(), at[at >= 0].tolist(), strict=True):
         kernel, op = int(gpu_of[launch]), int(ops[pos])
         key = (int(frame.tid[op]), frame.names[frame.name[op]], float(frame.ts[op]))
         instances.setdefault(key, []).append(

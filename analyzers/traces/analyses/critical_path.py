@@ -107,6 +107,7 @@ def critical_path_of(frame: RankFrame, native: bool) -> CriticalPath | None:
     """The rank's critical path over its default window (module docstring); None when there is
     no window (HTA: no ProfilerStep annotation). Computed once per frame and mode: the report's
     analysis and the what-if both ask for it."""
+    memo: dict[bool, CriticalPath | Exception | None]
     memo = frame.memo.setdefault("critical_path", {})
     if native not in memo:
         try:
