@@ -19,6 +19,7 @@ from analyzers.traces.frame import TraceSet
 from analyzers.traces.hta_rules import prepare_hta
 from analyzers.traces.load import RawTrace, load_raw_trace
 from analyzers.traces.native import prepare_native
+from analyzers.traces.spill import SPILL_OVER_BYTES, SpilledFrames
 from analyzers.traces.trace_text import regular_file_size
 from fleetscope.errors import TraceError
 
@@ -49,15 +50,22 @@ def load_trace_set(
     hta_compatible: bool = False,
     raws: Iterable[RawTrace] | None = None,
     load: Callable[[Path], RawTrace] = load_raw_trace,
+    spill_over_bytes: int = SPILL_OVER_BYTES,
 ) -> TraceSet:
     """Parse a trace file or a folder of per-rank files and prepare it for the analyses.
 
     `load` reads one file (tests pass a cached or alternative loader). Files are read one at a
     time, each reduced to its rank's frame before the next is read (issue 29), so the loader's
-    raw columns add one rank to the peak, not the set."""
+    raw columns add one rank to the peak, not the set. A set of several files larger than
+    `spill_over_bytes` together keeps its frames in files, one rank mapped at a time (spill.py),
+    so its peak grows with the largest rank, not the set."""
+    frames: SpilledFrames | None = None
     if raws is None:
-        raws = (load(p) for p in find_trace_files(path))
-    return prepare_hta(raws) if hta_compatible else prepare_native(raws)
+        files = find_trace_files(path)
+        if len(files) > 1 and sum(p.stat().st_size for p in files) > spill_over_bytes:
+            frames = SpilledFrames()
+        raws = (load(p) for p in files)
+    return prepare_hta(raws, frames) if hta_compatible else prepare_native(raws, frames)
 
 
 def run_analyses(

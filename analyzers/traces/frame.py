@@ -10,6 +10,7 @@ This module must never import pandas.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from enum import StrEnum
 from functools import cached_property
@@ -24,7 +25,7 @@ if TYPE_CHECKING:  # annotations only: pathlib imports urllib.parse and ipaddres
 
     import numpy.typing as npt
 
-__all__ = ["Mode", "RankFrame", "RowColumns", "TraceSet"]
+__all__ = ["Mode", "RankFrame", "RankFrames", "RowColumns", "TraceSet"]
 
 F64: TypeAlias = "npt.NDArray[np.float64]"
 I64: TypeAlias = "npt.NDArray[np.int64]"
@@ -94,6 +95,10 @@ class RankFrame(RowColumns):
     mem_ts: F64 = field(default_factory=lambda: np.zeros(0))
     mem_device_type: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     mem_total_allocated: F64 = field(default_factory=lambda: np.zeros(0))
+    # What analyses compute once per rank and share (the critical path: its analysis and the
+    # what-if). A field, not a cache keyed by the frame object: a spilled set (spill.py) makes a
+    # new frame object each time a rank is mapped again, and keeps this dict across them.
+    memo: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def of_raw(cls, raw: Any, rank: int, classifier: Classifier, **overrides: Any) -> RankFrame:
@@ -107,7 +112,7 @@ class RankFrame(RowColumns):
     def take(self, rows: I64) -> RankFrame:
         """A frame holding `rows` in that order (the memory counters stay whole)."""
         columns = {key: getattr(self, key)[rows] for key in (*ROW_COLUMNS, "index_correlation")}
-        return replace(self, **columns)
+        return replace(self, memo={}, **columns)
 
     def __len__(self) -> int:
         return len(self.ts)
@@ -141,9 +146,10 @@ class RankFrame(RowColumns):
             self._symbol_hits[predicate] = hit
         return hit[self.name] if len(self.names) else np.zeros(len(self), dtype=bool)
 
-    @cached_property
+    @property
     def _symbol_hits(self) -> dict[Any, Mask]:
-        return {}
+        hits: dict[Any, Mask] = self.memo.setdefault("symbol_hits", {})  # names do not change
+        return hits
 
     @cached_property
     def on_stream(self) -> Mask:
@@ -189,15 +195,35 @@ class RankFrame(RowColumns):
         return [p for p in props if isinstance(p, dict)] if isinstance(props, list) else []
 
 
+class RankFrames(Sequence[RankFrame]):
+    """A set's frames in rank order, each got from the set's mapping when it is read: over
+    frames kept in files (spill.py) a loop holds one rank at a time, not the set."""
+
+    def __init__(self, ranks: Mapping[int, RankFrame]) -> None:
+        self._ranks = ranks
+        self._order = sorted(ranks)
+
+    def __len__(self) -> int:
+        return len(self._order)
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self._ranks[r] for r in self._order[i]]
+        return self._ranks[self._order[i]]
+
+
 @dataclass(eq=False)
 class TraceSet:
-    """The ranks of one profiling session (a file, or a folder of one file per rank)."""
+    """The ranks of one profiling session (a file, or a folder of one file per rank).
+
+    `ranks` is a dict, or for a large set `spill.SpilledFrames` (frames in files, mapped when
+    read): code that visits every rank goes through `frames()` one rank at a time."""
 
     mode: Mode
-    ranks: dict[int, RankFrame]
+    ranks: Mapping[int, RankFrame]
     source: Path
     origin_us: float = 0.0  # the raw timestamp that became 0 (alignment)
     notes: list[str] = field(default_factory=list)
 
-    def frames(self) -> list[RankFrame]:
-        return [self.ranks[r] for r in sorted(self.ranks)]
+    def frames(self) -> RankFrames:
+        return RankFrames(self.ranks)

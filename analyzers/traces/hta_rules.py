@@ -21,7 +21,8 @@ Never used in native mode; never reads files.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, MutableMapping
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -98,15 +99,21 @@ def _filter_iterations(frame: RankFrame, step_names: set[str]) -> RankFrame:
     return frame.take(rows)
 
 
-def prepare_hta(raws: Iterable[RawTrace]) -> TraceSet:
+def prepare_hta(
+    raws: Iterable[RawTrace], frames: MutableMapping[int, RankFrame] | None = None
+) -> TraceSet:
     """A `TraceSet` under HTA 0.5.0's load rules; `raws` in file order (later wins a rank).
 
     `raws` is consumed one file at a time and each is reduced to its frame before the next is
     read (issue 29): a generator of loaded files keeps one file's raw columns alive, not the
-    set's. Alignment and the iteration filter then replace one rank's frame at a time."""
+    set's. Alignment and the iteration filter then replace one rank's frame at a time. `frames`
+    is where the frames are kept (a dict unless given: `spill.SpilledFrames` keeps them in
+    files)."""
     notes: list[str] = []
-    frames: dict[int, RankFrame] = {}
+    frames = {} if frames is None else frames
     paths: dict[int, Path] = {}
+    starts: dict[int, float] = {}
+    step_names: dict[int, set[str]] = {}
     first: Path | None = None
     count = 0
     for raw in raws:
@@ -118,18 +125,22 @@ def prepare_hta(raws: Iterable[RawTrace]) -> TraceSet:
                 "(HTA keeps the later file of a rank)"
             )
         paths[rank] = raw.path
-        frames[rank] = _frame(raw, rank)
-        del raw  # its columns die here, before the next file is read
+        frame = _frame(raw, rank)
+        starts.pop(rank, None)
+        if len(frame):
+            starts[rank] = frame.ts.min()
+        step_names[rank] = {s for s in frame.names if "ProfilerStep" in s}
+        frames[rank] = frame
+        del raw, frame  # their columns die here, before the next file is read
     if first is None:
         raise TraceError("no trace files to prepare")
-    frames = {rank: frames[rank] for rank in sorted(frames)}
-    non_empty = [f.ts.min() for f in frames.values() if len(f)]
-    min_ts = min(non_empty) if non_empty else 0.0
-    for frame in frames.values():
-        frame.ts = frame.ts - min_ts
-    step_names = {s for f in frames.values() for s in f.names if "ProfilerStep" in s}
-    if len(step_names) > 1:
-        for rank in list(frames):  # one rank's unfiltered frame at a time
-            frames[rank] = _filter_iterations(frames[rank], step_names)
+    min_ts = min(starts[r] for r in sorted(starts)) if starts else 0.0  # as HTA: rank order
+    steps = set().union(*step_names.values())
+    for rank in sorted(frames):  # one rank's unaligned, unfiltered frame at a time
+        frame = replace(frames[rank], ts=frames[rank].ts - min_ts)
+        frames[rank] = _filter_iterations(frame, steps) if len(steps) > 1 else frame
+        del frame
+    if isinstance(frames, dict):
+        frames = {rank: frames[rank] for rank in sorted(frames)}
     source = first.parent if count > 1 else first
     return TraceSet(Mode.HTA, frames, source, origin_us=float(min_ts), notes=notes)

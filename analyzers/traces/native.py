@@ -17,7 +17,8 @@ Never reads files; never imports pandas.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, MutableMapping
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -49,13 +50,16 @@ def _link_launches(frame: RankFrame) -> I64:
     return out
 
 
-def prepare_native(raws: Iterable[RawTrace]) -> TraceSet:
+def prepare_native(
+    raws: Iterable[RawTrace], frames: MutableMapping[int, RankFrame] | None = None
+) -> TraceSet:
     """A `TraceSet` under fleetscope's definitions; see the module docstring.
 
     `raws` is consumed one file at a time, each reduced to its frame before the next is read
-    (issue 29; see `hta_rules.prepare_hta`)."""
+    (issue 29; see `hta_rules.prepare_hta`, also for `frames`)."""
     paths: dict[int, Path] = {}
-    frames: dict[int, RankFrame] = {}
+    frames = {} if frames is None else frames
+    starts: dict[int, float] = {}
     first: Path | None = None
     count = 0
     for raw in raws:
@@ -66,17 +70,21 @@ def prepare_native(raws: Iterable[RawTrace]) -> TraceSet:
                 "analyze them separately (one folder per profiling session)"
             )
         paths[raw.rank] = raw.path
-        frames[raw.rank] = _frame(raw)
-        del raw  # its columns die here, before the next file is read
+        frame = _frame(raw)
+        if len(frame):
+            starts[raw.rank] = float(frame.ts.min())
+        frames[raw.rank] = frame
+        del raw, frame  # their columns die here, before the next file is read
     if first is None:
         raise TraceError("no trace files to prepare")
-    frames = {rank: frames[rank] for rank in sorted(frames)}
-    starts = [float(f.ts.min()) for f in frames.values() if len(f)]
-    origin = min(starts) if starts else 0.0
-    for frame in frames.values():
-        frame.ts = frame.ts - origin
-        if len(frame.mem_ts):
-            frame.mem_ts = frame.mem_ts - origin
+    origin = min(starts[r] for r in sorted(starts)) if starts else 0.0
+    for rank in sorted(frames):  # one rank at a time
+        frame = frames[rank]
+        mem_ts = frame.mem_ts - origin if len(frame.mem_ts) else frame.mem_ts
+        frames[rank] = replace(frame, ts=frame.ts - origin, mem_ts=mem_ts)
+        del frame
+    if isinstance(frames, dict):
+        frames = {rank: frames[rank] for rank in sorted(frames)}
     source = first.parent if count > 1 else first
     return TraceSet(Mode.NATIVE, frames, source, origin_us=origin)
 

@@ -28,7 +28,7 @@ import numpy as np
 from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
 from analyzers.traces.frame import RankFrame, TraceSet
 
-__all__ = ["aten_op_kernels"]
+__all__ = ["aten_op_kernels", "enclosing_ops"]
 
 _LAUNCH = re.compile(r"(cuda.*LaunchKernel)|(cuLaunchKernel)|(^runFunction)")
 COLUMNS = (
@@ -40,6 +40,7 @@ COLUMNS = (
     "avg_runtime_delay",
 )
 _WINDOW = 64  # ops looked at before falling back to every earlier op
+_BATCH = 16384  # launches matched at a time (a 16384 x 64 matrix)
 
 
 def _is_launch(name: str) -> bool:
@@ -50,16 +51,28 @@ def _is_aten(name: str) -> bool:
     return name.startswith("aten::")
 
 
-def _enclosing_op(ops: np.ndarray, op_ts: np.ndarray, op_end: np.ndarray, ts: float,
-                  end: float) -> int:  # fmt: skip
-    """The latest-starting op (rows sorted by start) enclosing [ts, end], -1 if none."""
-    stop = int(np.searchsorted(op_ts, ts, side="right"))
-    lo = max(0, stop - _WINDOW)
-    hit = np.flatnonzero(op_end[lo:stop] >= end)
-    if not len(hit) and lo > 0:
-        lo = 0
-        hit = np.flatnonzero(op_end[:stop] >= end)
-    return int(ops[lo + hit[-1]]) if len(hit) else -1
+def enclosing_ops(
+    op_ts: np.ndarray, op_end: np.ndarray, ts: np.ndarray, end: np.ndarray
+) -> np.ndarray:
+    """For each [ts, end], the position (in `op_ts`, sorted by start) of the latest-starting op
+    enclosing it, -1 if none: the last of the `_WINDOW` ops starting at or before `ts` that ends
+    at or after `end`, all at once; the rare interval with none there looks at every earlier
+    op."""
+    found = np.full(len(ts), -1, dtype=np.int64)
+    if not len(op_ts):
+        return found
+    stop = np.searchsorted(op_ts, ts, side="right")
+    for lo in range(0, len(ts), _BATCH):  # a bounded (batch x window) matrix at a time
+        part = stop[lo : lo + _BATCH, None]
+        at = part - np.arange(_WINDOW, 0, -1)  # the window, earliest first
+        inside = (at >= 0) & (op_end[np.maximum(at, 0)] >= end[lo : lo + _BATCH, None])
+        last = _WINDOW - 1 - np.argmax(inside[:, ::-1], axis=1)
+        hit = inside.any(axis=1)
+        found[lo : lo + _BATCH][hit] = at[hit, last[hit]]
+    for i in np.flatnonzero((found < 0) & (stop > _WINDOW)).tolist():
+        hit = np.flatnonzero(op_end[: stop[i]] >= end[i])
+        found[i] = hit[-1] if len(hit) else -1
+    return found
 
 
 def _mean3(values: list[float]) -> float:
@@ -80,13 +93,11 @@ def op_kernel_rows(frame: RankFrame) -> list[tuple[str, str, int, float, float]]
     ok = (link >= 0) & (link < len(row_of))
     gpu_of[row_of[link[ok]][row_of[link[ok]] >= 0]] = gpu[ok][row_of[link[ok]] >= 0]
     instances: dict[tuple[int, str, float], list[tuple[str, float, float]]] = {}
-    for launch in np.flatnonzero(frame.names_matching(_is_launch)).tolist():
-        kernel = int(gpu_of[launch])
-        if kernel < 0:
-            continue
-        op = _enclosing_op(ops, op_ts, op_end, frame.ts[launch], frame.end[launch])
-        if op < 0:
-            continue
+    linked = np.flatnonzero(frame.names_matching(_is_launch))
+    linked = linked[gpu_of[linked] >= 0]
+    at = enclosing_ops(op_ts, op_end, frame.ts[linked], frame.end[linked])
+    for launch, pos in zip(linked[at >= 0].tolist(), at[at >= 0].tolist(), strict=True):
+        kernel, op = int(gpu_of[launch]), int(ops[pos])
         key = (int(frame.tid[op]), frame.names[frame.name[op]], float(frame.ts[op]))
         instances.setdefault(key, []).append(
             (

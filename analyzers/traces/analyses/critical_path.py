@@ -43,7 +43,6 @@ GPU could never hold up the CPU and every such path would be CPU-bound.
 from __future__ import annotations
 
 import math
-import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -104,16 +103,12 @@ def _window(frame: RankFrame, native: bool) -> tuple[float, float] | None:
     return (float(frame.ts[rows[0]]), float(frame.end[rows[0]])) if len(rows) else None
 
 
-_MEMO: weakref.WeakKeyDictionary[RankFrame, dict[bool, CriticalPath | Exception | None]] = (
-    weakref.WeakKeyDictionary()
-)
-
-
 def critical_path_of(frame: RankFrame, native: bool) -> CriticalPath | None:
     """The rank's critical path over its default window (module docstring); None when there is
     no window (HTA: no ProfilerStep annotation). Computed once per frame and mode: the report's
     analysis and the what-if both ask for it."""
-    memo = _MEMO.setdefault(frame, {})
+    memo: dict[bool, CriticalPath | Exception | None]
+    memo = frame.memo.setdefault("critical_path", {})
     if native not in memo:
         try:
             memo[native] = _critical_path(frame, native)

@@ -65,6 +65,25 @@ def _nested_in_candidate(frame: RankFrame, rows: np.ndarray, hit: np.ndarray) ->
     return result
 
 
+def _inside(
+    frame: RankFrame, roots: np.ndarray, launches: np.ndarray, gpu_of: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each root's kernels, for all roots of a thread at once: the GPU ops of the `launches`
+    (rows in start order, `gpu_of` their GPU op) that start and end inside the root, as (root's
+    position in `roots`, GPU op row), by root, then by the GPU op's start (ties in launch
+    order)."""
+    starts = frame.ts[launches]
+    lo = np.searchsorted(starts, frame.ts[roots], side="left")
+    hi = np.searchsorted(starts, frame.ts[roots] + frame.dur[roots], side="right")
+    count = np.maximum(hi - lo, 0)
+    owner = np.repeat(np.arange(len(roots)), count)
+    at = np.arange(int(count.sum())) + np.repeat(lo - (np.cumsum(count) - count), count)
+    keep = frame.end[launches[at]] <= frame.end[roots[owner]]
+    owner, gpu = owner[keep], gpu_of[at[keep]]
+    order = np.lexsort((frame.ts[gpu], owner))  # stable: ties keep launch order
+    return owner[order], gpu[order]
+
+
 def frequent_kernel_sequences(
     frame: RankFrame, operator_name: str, min_pattern_len: int = MIN_PATTERN_LEN
 ) -> list[tuple[str, int, float, float]]:
@@ -86,14 +105,9 @@ def frequent_kernel_sequences(
         gpu_of = launch_gpu[thread[launch_cpu] == key]
         by_start = np.argsort(frame.ts[mine], kind="stable")
         mine, gpu_of = mine[by_start], gpu_of[by_start]
-        starts = frame.ts[mine]
-        for row in cand.tolist():
-            lo = np.searchsorted(starts, frame.ts[row], side="left")
-            hi = np.searchsorted(starts, frame.ts[row] + frame.dur[row], side="right")
-            inside = np.arange(lo, hi)
-            inside = inside[frame.end[mine[inside]] <= frame.end[row]]
-            gpu = gpu_of[inside]
-            roots.append((row, gpu[np.argsort(frame.ts[gpu], kind="stable")]))
+        owner, gpu = _inside(frame, cand, mine, gpu_of)
+        bounds = np.searchsorted(owner, np.arange(len(cand) + 1))
+        roots += [(row, gpu[bounds[i] : bounds[i + 1]]) for i, row in enumerate(cand.tolist())]
     counts: dict[str, list[float]] = {}
     for row, gpu in roots:
         if len(gpu) < min_pattern_len:

@@ -46,24 +46,16 @@ def launch_changes(frame: RankFrame) -> tuple[I64, I64, list[int]]:
     stream it counts on, +1 or -1). A launch (RUNTIME_LAUNCHES) counts +1 on the stream of the
     first GPU op with its correlation; a GPU op whose correlation some launch has counts -1."""
     gpu = np.flatnonzero(frame.stream != -1)
-    first: dict[int, int] = {}
-    for row in gpu.tolist():
-        first.setdefault(int(frame.correlation[row]), row)
+    gpu_corr = frame.correlation[gpu]
+    corrs, first = np.unique(gpu_corr, return_index=True)  # each correlation's first GPU op
     runtime = np.flatnonzero(frame.name_in(RUNTIME_LAUNCHES))
-    launched = set(frame.correlation[runtime].tolist())
-    rows, ops, delta = [], [], []
-    for row in runtime.tolist():
-        g = first.get(int(frame.correlation[row]))
-        if g is not None:
-            rows.append(row)
-            ops.append(g)
-            delta.append(1)
-    for row in gpu.tolist():
-        if int(frame.correlation[row]) in launched:
-            rows.append(row)
-            ops.append(row)
-            delta.append(-1)
-    return np.array(rows, dtype=np.int64), np.array(ops, dtype=np.int64), delta
+    runtime_corr = frame.correlation[runtime]
+    at = np.minimum(np.searchsorted(corrs, runtime_corr), max(len(corrs) - 1, 0))
+    found = corrs[at] == runtime_corr if len(corrs) else np.zeros(len(runtime), dtype=bool)
+    counted = np.isin(gpu_corr, runtime_corr)
+    rows = np.concatenate([runtime[found], gpu[counted]]).astype(np.int64)
+    ops = np.concatenate([gpu[first[at[found]]], gpu[counted]]).astype(np.int64)
+    return rows, ops, [1] * int(found.sum()) + [-1] * int(counted.sum())
 
 
 def queue_series(frame: RankFrame, launches: frozenset[str]) -> dict[int, tuple[Any, Any]]:

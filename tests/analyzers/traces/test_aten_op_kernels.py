@@ -10,9 +10,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from analyzers.traces.analyses.aten_op_kernels import op_kernel_rows
+from analyzers.traces.analyses.aten_op_kernels import enclosing_ops, op_kernel_rows
 from analyzers.traces.api import run_analyses
 from tests.analyzers.traces.trace_paths import DATA, MAIN_TRACES, trace_set
 
@@ -47,3 +50,29 @@ def test_rows_are_most_frequent_first() -> None:
     counts = [r["occurrence_count"] for r in rows]
     assert counts == sorted(counts, reverse=True)
     assert rows[0]["aten_op_name"] == "aten::add_" and rows[0]["occurrence_count"] == 2994
+
+
+def _enclosing_one(op_ts: np.ndarray, op_end: np.ndarray, ts: float, end: float) -> int:
+    """The definition, one interval at a time: the latest-starting op (in start order) that
+    starts at or before `ts` and ends at or after `end`, -1 if none."""
+    hit = np.flatnonzero((op_ts <= ts) & (op_end >= end))
+    return int(hit[-1]) if len(hit) else -1
+
+
+_TIMES = st.integers(0, 300).map(float)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    ops=st.lists(st.tuples(_TIMES, _TIMES), max_size=200),
+    launches=st.lists(st.tuples(_TIMES, _TIMES), max_size=40),
+)
+def test_enclosing_ops_finds_the_latest_starting_op_around_each_launch(
+    ops: list[tuple[float, float]], launches: list[tuple[float, float]]
+) -> None:
+    op_ts = np.sort(np.array([a for a, _ in ops], dtype=np.float64))
+    op_end = op_ts + np.array([b for _, b in ops], dtype=np.float64)
+    ts = np.array([a for a, _ in launches], dtype=np.float64)
+    end = ts + np.array([b for _, b in launches], dtype=np.float64) / 10
+    expected = [_enclosing_one(op_ts, op_end, t, e) for t, e in zip(ts, end, strict=True)]
+    assert enclosing_ops(op_ts, op_end, ts, end).tolist() == expected

@@ -13,10 +13,13 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
-from analyzers.traces.analyses.counters import counter_events
+from analyzers.traces.analyses.counters import counter_events, counter_tracks
+from analyzers.traces.analyses.queue_length import RUNTIME_LAUNCHES, launch_changes
 from analyzers.traces.api import load_trace_set
+from analyzers.traces.frame import RankFrame
 from app.cli import main
 from tests.analyzers.traces.trace_paths import DATA, MAIN_TRACES, trace_set
 
@@ -43,6 +46,20 @@ def test_agrees_with_hta(trace_dir: Path) -> None:
     assert _summary(events) == golden["tracks"]
 
 
+@pytest.mark.parametrize("hta_compatible", [False, True], ids=["native", "hta"])
+@pytest.mark.parametrize("trace_dir", MAIN_TRACES, ids=lambda p: p.name)
+def test_the_report_table_summarises_exactly_the_events_written(
+    trace_dir: Path, hta_compatible: bool
+) -> None:
+    for frame in trace_set(trace_dir, hta_compatible=hta_compatible).frames():
+        tracks: dict[tuple[str, str], list[float]] = {}
+        for e in counter_events(frame, 0.0):
+            ((counter, value),) = e["args"].items()
+            tracks.setdefault((counter, str(e.get("id", e["name"]))), []).append(float(value))
+        expected = [(c, s, len(v), max(v)) for (c, s), v in sorted(tracks.items())]
+        assert counter_tracks(frame) == expected
+
+
 def test_cli_writes_the_trace_with_its_counter_tracks(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -64,3 +81,28 @@ def test_cli_writes_the_trace_with_its_counter_tracks(
 def test_cli_bad_path_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["trace", "counters", "/no/such/trace"]) != 0
     assert "/no/such/trace: no such file or folder" in capsys.readouterr().err
+
+
+def _launch_changes_by_definition(frame: RankFrame) -> tuple[list[int], list[int], list[int]]:
+    """`launch_changes` one row at a time, as HTA's TraceCounters reads it."""
+    first: dict[int, int] = {}
+    for row in np.flatnonzero(frame.stream != -1).tolist():
+        first.setdefault(int(frame.correlation[row]), row)
+    runtime = np.flatnonzero(frame.name_in(RUNTIME_LAUNCHES))
+    launched = set(frame.correlation[runtime].tolist())
+    changes = [
+        (r, first[c], 1) for r in runtime.tolist() if (c := int(frame.correlation[r])) in first
+    ]
+    changes += [
+        (r, r, -1)
+        for r in np.flatnonzero(frame.stream != -1).tolist()
+        if int(frame.correlation[r]) in launched
+    ]
+    return [c[0] for c in changes], [c[1] for c in changes], [c[2] for c in changes]
+
+
+@pytest.mark.parametrize("trace_dir", MAIN_TRACES, ids=lambda p: p.name)
+def test_launch_changes_are_hta_s_change_points(trace_dir: Path) -> None:
+    for frame in trace_set(trace_dir, hta_compatible=True).frames():
+        rows, ops, delta = launch_changes(frame)
+        assert (rows.tolist(), ops.tolist(), delta) == _launch_changes_by_definition(frame)

@@ -1,0 +1,68 @@
+"""A large multi-rank set keeps its frames in files, one rank mapped at a time (spill.py, issue
+29: peak memory grows with the largest rank, not the set), and nothing it reports changes.
+
+Given the real NCCL trace as a 3-rank set (straggler_set.py), spilled at any size
+(`spill_over_bytes=0`), every analysis, finding, the JSON and table reports and the stored
+document equal those of the set held in memory, in both modes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from analyzers.traces.analyses.base import TraceOptions
+from analyzers.traces.api import TraceReport, load_trace_set, run_analyses
+from analyzers.traces.document import analysis_document
+from analyzers.traces.findings import trace_findings
+from analyzers.traces.render import render_text, report_json
+from analyzers.traces.spill import SpilledFrames
+from tests.analyzers.traces.straggler_set import build
+
+
+@pytest.fixture(scope="module")
+def three_ranks(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build(tmp_path_factory.mktemp("ranks"))
+
+
+def _report(path: Path, hta_compatible: bool, spill_over_bytes: int) -> TraceReport:
+    options = TraceOptions()
+    trace = load_trace_set(path, hta_compatible=hta_compatible, spill_over_bytes=spill_over_bytes)
+    results = run_analyses(trace, options)
+    return TraceReport(trace, options, results, trace_findings(trace, results, options))
+
+
+@pytest.mark.parametrize("hta_compatible", [False, True])
+def test_a_spilled_set_reports_exactly_what_the_set_in_memory_reports(
+    three_ranks: Path, hta_compatible: bool
+) -> None:
+    held = _report(three_ranks, hta_compatible, spill_over_bytes=1 << 62)
+    spilled = _report(three_ranks, hta_compatible, spill_over_bytes=0)
+    assert isinstance(held.trace.ranks, dict)
+    assert isinstance(spilled.trace.ranks, SpilledFrames)
+    assert report_json([spilled]) == report_json([held])
+    assert render_text(spilled) == render_text(held)
+    assert analysis_document(spilled) == analysis_document(held)
+
+
+def test_a_spilled_set_maps_one_rank_at_a_time(three_ranks: Path) -> None:
+    trace = load_trace_set(three_ranks, spill_over_bytes=0)
+    frames = trace.frames()
+    first = frames[0]
+    assert not first.ts.flags.writeable  # a map of the file, not a copy
+    assert frames[0] is first  # the rank last read stays mapped
+    second = frames[1]
+    assert frames[0] is not first  # reading rank 1 let rank 0's maps go
+    np.testing.assert_array_equal(frames[1].ts, second.ts)
+    assert [f.rank for f in frames] == [0, 1, 2]
+
+
+def test_the_spilled_files_go_with_the_set(three_ranks: Path) -> None:
+    frames = SpilledFrames()
+    trace = load_trace_set(three_ranks, spill_over_bytes=0)
+    frames[0] = trace.frames()[0]
+    folder = frames._folder
+    assert any(folder.rglob("*.npy"))
+    frames.close()
+    assert not folder.exists()
