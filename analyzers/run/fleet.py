@@ -62,7 +62,7 @@ def analyze_partition_with(
     try:
         # the cluster's panes under the cluster's marks (the scheduled parts' of the same day)
         result = pipeline.run(conn, window, StaticJobCatalog(), cluster=cluster)
-        sketch = gpu_util_sketch(conn)
+        sketch = gpu_util_sketch(conn, window)
         rows = conn.execute("SELECT count(*) FROM gpu_samples").fetchall()[0][0]
     finally:
         conn.close()

@@ -43,7 +43,7 @@ import hashlib
 import logging
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from analyzers.run.parts import WHOLE, Part, Scope
@@ -61,13 +61,17 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def gpu_util_sketch(conn: duckdb.DuckDBPyConnection) -> str:
-    """The part's gpu_util quantile sketch, base64 (merges losslessly with the other parts')."""
+def gpu_util_sketch(conn: duckdb.DuckDBPyConnection, window: Window) -> str:
+    """The part's gpu_util quantile sketch over its window (the scan also holds the rules'
+    look-back before it), base64 (merges losslessly with the other parts')."""
     import numpy as np
 
     from analyzers.sketch.core import QuantileSketch
 
-    util = conn.execute("SELECT gpu_util FROM gpu_samples WHERE gpu_util IS NOT NULL").fetchnumpy()
+    util = conn.execute(
+        "SELECT gpu_util FROM gpu_samples WHERE gpu_util IS NOT NULL AND ts >= ? AND ts < ?",
+        [window.start, window.end],
+    ).fetchnumpy()
     sketch = QuantileSketch()
     sketch.add(np.asarray(util["gpu_util"], dtype=np.float64))
     return base64.b64encode(sketch.to_bytes()).decode("ascii")
@@ -100,13 +104,18 @@ def analyze_part(
 ) -> dict[str, Any]:
     """One cluster's part of a window (or, `whole`, every cluster's): read only it, run the
     analyzers, answer without landing, with what each table's scan read."""
+    from analyzers.base import lookback_of
     from warehouse.fleet.reader import open_scan
 
     scope: Scope = WHOLE if whole else cluster
-    conn, scanned = open_scan(tables, window.start, window.end, None if whole else [cluster])
+    # The rules' look-back (R3: an idle stretch begun before the bucket) reads the previous day's
+    # partition of the cluster too, as the embedded reader's whole table does.
+    lookback_s = max(pipeline.params.lookback_s, lookback_of(pipeline.analyzers))
+    scan_start = window.start - timedelta(seconds=lookback_s)
+    conn, scanned = open_scan(tables, scan_start, window.end, None if whole else [cluster])
     try:
         part = pipeline.run_part(conn, window, catalog, scope)
-        sketch = gpu_util_sketch(conn)
+        sketch = gpu_util_sketch(conn, window)
     finally:
         conn.close()
     return {
