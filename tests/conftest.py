@@ -1,4 +1,5 @@
-"""Suite-wide rules: real-component skips are named, and in CI (CI=true) any skip fails the run."""
+"""Suite-wide rules: real-component skips are named, in CI (CI=true) any skip fails the run and
+Hypothesis draws the same examples every run; servers one session shares (S3, a PostgreSQL database)."""
 
 from __future__ import annotations
 
@@ -15,10 +16,20 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings as hypothesis_settings
 
 from app.supervise import free_port
 
 _skipped: list[str] = []
+
+# Hypothesis: in CI (CI=true) every run draws the same examples (derandomize, no example
+# database carried between runs), so a red run is red again when re-run and a green one says the
+# same examples passed; locally the draws vary, and failures are replayed from .hypothesis/.
+# HYPOTHESIS_PROFILE=ci picks CI's draws here. The long runs are `make fuzz`.
+hypothesis_settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
+hypothesis_settings.load_profile(
+    os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") == "true" else "default")
+)
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
