@@ -112,19 +112,21 @@ PG_ADMIN = "postgresql+psycopg2://postgres@127.0.0.1:5432/postgres"
 
 
 @pytest.fixture(scope="session")
-def pg_database() -> Iterator[str]:
+def pg_database() -> Iterator[list[str]]:
     """One throwaway PostgreSQL database (127.0.0.1:5432) for the session, dropped at its end:
     CREATE and DROP DATABASE cost 0.6-2.5 s a test at load 20-26 (each copies or deletes a
-    database's files), a schema reset 0.1 s. Fleet tests take it through tests/fleet/conftest.py's
-    `pg_url`, which empties it first. Its name is unique: other runs share the server."""
+    database's files), a rename and a schema reset 0.1 s. Fleet tests take it through
+    tests/fleet/conftest.py's `pg_url`, which empties it and renames it for each test (the list
+    holds its current name: code under test caches engines and catalogs by URL, so each test
+    needs a URL of its own). Its names are unique: other runs share the server."""
     from sqlalchemy import create_engine, text
     from sqlalchemy.exc import OperationalError
 
-    name = f"fs_fleet_{uuid.uuid4().hex[:12]}"
+    name = [f"fs_fleet_{uuid.uuid4().hex[:12]}"]
     admin = create_engine(PG_ADMIN, isolation_level="AUTOCOMMIT")
     try:
         with admin.connect() as conn:
-            conn.execute(text(f"CREATE DATABASE {name}"))
+            conn.execute(text(f"CREATE DATABASE {name[0]}"))
     except OperationalError as exc:
         admin.dispose()
         pytest.skip(f"PostgreSQL at 127.0.0.1:5432 is not reachable: {exc.orig}")
@@ -132,5 +134,5 @@ def pg_database() -> Iterator[str]:
         yield name
     finally:
         with admin.connect() as conn:
-            conn.execute(text(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+            conn.execute(text(f"DROP DATABASE IF EXISTS {name[0]} WITH (FORCE)"))
         admin.dispose()

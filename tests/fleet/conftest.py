@@ -12,11 +12,13 @@ import socket
 import time
 import urllib.error
 import urllib.request
+import uuid
 from collections.abc import Iterator
 
 import pytest
 from pyarrow.fs import S3FileSystem
 from sqlalchemy import create_engine, text
+from sqlalchemy.exc import OperationalError
 
 from fleetscope.settings import Settings, load_settings
 from simulator.wire import TEST_TOKEN
@@ -41,22 +43,36 @@ def wait_until(check: object, timeout_s: float, what: str) -> None:
 
 
 @pytest.fixture
-def pg_url(pg_database: str) -> str:
-    """A PostgreSQL database as empty as a new one: the session's (tests/conftest.py), with any
-    connection an earlier test left ended (a killed gateway's, a lock holder's) and every schema
-    dropped, `public` made again. Tables, sequences, types and advisory locks all go with them."""
+def pg_url(pg_database: list[str]) -> str:
+    """A PostgreSQL database as empty as a new one, with a name of its own: the session's
+    (tests/conftest.py), any connection an earlier test left ended (a killed gateway's, a lock
+    holder's), renamed, and every schema dropped, `public` made again. Tables, sequences, types
+    and advisory locks all go with them."""
+    name = f"fs_fleet_{uuid.uuid4().hex[:12]}"
     admin = create_engine(PG_ADMIN, isolation_level="AUTOCOMMIT")
-    url = f"postgresql+psycopg2://postgres@127.0.0.1:5432/{pg_database}"
-    engine = create_engine(url, isolation_level="AUTOCOMMIT")
     try:
         with admin.connect() as conn:
-            conn.execute(  # waits up to 10 s for each to be gone, its locks with it
-                text(
-                    "SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity "
-                    "WHERE datname = :name AND pid <> pg_backend_pid()"
-                ),
-                {"name": pg_database},
-            )
+            for attempt in range(20):  # a process the last test left may connect once more
+                conn.execute(  # waits up to 10 s for each to be gone, its locks with it
+                    text(
+                        "SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity "
+                        "WHERE datname = :name AND pid <> pg_backend_pid()"
+                    ),
+                    {"name": pg_database[0]},
+                )
+                try:
+                    conn.execute(text(f"ALTER DATABASE {pg_database[0]} RENAME TO {name}"))
+                    break
+                except OperationalError:
+                    if attempt == 19:
+                        raise
+                    time.sleep(0.1)
+        pg_database[0] = name
+    finally:
+        admin.dispose()
+    url = f"postgresql+psycopg2://postgres@127.0.0.1:5432/{name}"
+    engine = create_engine(url, isolation_level="AUTOCOMMIT")
+    try:
         with engine.connect() as conn:
             schemas = conn.execute(
                 text(
@@ -69,7 +85,6 @@ def pg_url(pg_database: str) -> str:
             conn.execute(text("CREATE SCHEMA public"))
     finally:
         engine.dispose()
-        admin.dispose()
     return url
 
 
