@@ -1,4 +1,5 @@
-"""Suite-wide rules: real-component skips are named, and in CI (CI=true) any skip fails the run."""
+"""Suite-wide rules: real-component skips are named, in CI (CI=true) any skip fails the run and
+Hypothesis draws the same examples every run; servers one session shares (S3, a PostgreSQL database)."""
 
 from __future__ import annotations
 
@@ -10,14 +11,25 @@ import sys
 import time
 import urllib.error
 import urllib.request
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings as hypothesis_settings
 
 from app.supervise import free_port
 
 _skipped: list[str] = []
+
+# Hypothesis: in CI (CI=true) every run draws the same examples (derandomize, no example
+# database carried between runs), so a red run is red again when re-run and a green one says the
+# same examples passed; locally the draws vary, and failures are replayed from .hypothesis/.
+# HYPOTHESIS_PROFILE=ci picks CI's draws here. The long runs are `make fuzz`.
+hypothesis_settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
+hypothesis_settings.load_profile(
+    os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") == "true" else "default")
+)
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
@@ -94,3 +106,33 @@ def moto_s3_server() -> Iterator[str]:
     finally:
         proc.kill()
         proc.wait()
+
+
+PG_ADMIN = "postgresql+psycopg2://postgres@127.0.0.1:5432/postgres"
+
+
+@pytest.fixture(scope="session")
+def pg_database() -> Iterator[list[str]]:
+    """One throwaway PostgreSQL database (127.0.0.1:5432) for the session, dropped at its end:
+    CREATE and DROP DATABASE cost 0.6-2.5 s a test at load 20-26 (each copies or deletes a
+    database's files), a rename and a schema reset 0.1 s. Fleet tests take it through
+    tests/fleet/conftest.py's `pg_url`, which empties it and renames it for each test (the list
+    holds its current name: code under test caches engines and catalogs by URL, so each test
+    needs a URL of its own). Its names are unique: other runs share the server."""
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.exc import OperationalError
+
+    name = [f"fs_fleet_{uuid.uuid4().hex[:12]}"]
+    admin = create_engine(PG_ADMIN, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            conn.execute(text(f"CREATE DATABASE {name[0]}"))
+    except OperationalError as exc:
+        admin.dispose()
+        pytest.skip(f"PostgreSQL at 127.0.0.1:5432 is not reachable: {exc.orig}")
+    try:
+        yield name
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f"DROP DATABASE IF EXISTS {name[0]} WITH (FORCE)"))
+        admin.dispose()

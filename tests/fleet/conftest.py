@@ -1,4 +1,4 @@
-"""Real parts for fleet mode: a throwaway PostgreSQL database per test and an S3 server process.
+"""Real parts for fleet mode: an empty PostgreSQL database per test and an S3 server process.
 
 The S3 server is moto's server mode (`moto[server]`), a separate process that speaks the S3
 protocol on loopback; the code under test only talks S3 to it (pyarrow's S3 filesystem through
@@ -22,10 +22,9 @@ from sqlalchemy.exc import OperationalError
 
 from fleetscope.settings import Settings, load_settings
 from simulator.wire import TEST_TOKEN
+from tests.conftest import PG_ADMIN
 from warehouse.fleet.gateway import Gateway
 from warehouse.fleet.tables import FleetConfig
-
-PG_ADMIN = "postgresql+psycopg2://postgres@127.0.0.1:5432/postgres"
 
 
 def free_port() -> int:
@@ -44,21 +43,49 @@ def wait_until(check: object, timeout_s: float, what: str) -> None:
 
 
 @pytest.fixture
-def pg_url() -> Iterator[str]:
+def pg_url(pg_database: list[str]) -> str:
+    """A PostgreSQL database as empty as a new one, with a name of its own: the session's
+    (tests/conftest.py), any connection an earlier test left ended (a killed gateway's, a lock
+    holder's), renamed, and every schema dropped, `public` made again. Tables, sequences, types
+    and advisory locks all go with them."""
     name = f"fs_fleet_{uuid.uuid4().hex[:12]}"
     admin = create_engine(PG_ADMIN, isolation_level="AUTOCOMMIT")
     try:
         with admin.connect() as conn:
-            conn.execute(text(f"CREATE DATABASE {name}"))
-    except OperationalError as exc:
-        admin.dispose()
-        pytest.skip(f"PostgreSQL at 127.0.0.1:5432 is not reachable: {exc.orig}")
-    try:
-        yield f"postgresql+psycopg2://postgres@127.0.0.1:5432/{name}"
+            for attempt in range(20):  # a process the last test left may connect once more
+                conn.execute(  # waits up to 10 s for each to be gone, its locks with it
+                    text(
+                        "SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity "
+                        "WHERE datname = :name AND pid <> pg_backend_pid()"
+                    ),
+                    {"name": pg_database[0]},
+                )
+                try:
+                    conn.execute(text(f"ALTER DATABASE {pg_database[0]} RENAME TO {name}"))
+                    break
+                except OperationalError:
+                    if attempt == 19:
+                        raise
+                    time.sleep(0.1)
+        pg_database[0] = name
     finally:
-        with admin.connect() as conn:
-            conn.execute(text(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
         admin.dispose()
+    url = f"postgresql+psycopg2://postgres@127.0.0.1:5432/{name}"
+    engine = create_engine(url, isolation_level="AUTOCOMMIT")
+    try:
+        with engine.connect() as conn:
+            schemas = conn.execute(
+                text(
+                    "SELECT nspname FROM pg_namespace WHERE nspname NOT LIKE 'pg\\_%' "
+                    "AND nspname <> 'information_schema'"
+                )
+            ).scalars()
+            for schema in list(schemas):
+                conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+            conn.execute(text("CREATE SCHEMA public"))
+    finally:
+        engine.dispose()
+    return url
 
 
 @pytest.fixture

@@ -30,16 +30,22 @@ from warehouse.fleet.tables import FleetConfig, FleetTables, ensure_bucket
 pytestmark = pytest.mark.slow
 
 Retention = dict[int, float | None]
+# A sample every 30 s, not the simulator's 10 s: a third of the rows and panes to keep, commit
+# and compare (the dumps and keeps are most of this file's time), and still several samples in
+# every minute and hour pane, and 10 s panes with gaps between them.
+EVERY_S = 30.0
 
 
 def mixed_fleet(late: bool = True) -> Fleet:
     """Three hosts in two clusters and none; `late=False`: job b's rows from minute 40 on are
     still to come (a spool replayed later)."""
     fleet = Fleet()
-    fleet.gpus("a", "h1", range(2), 0, 150, gpu_util=util)
-    fleet.gpus("b", "h2", range(1), 20, 100 if late else 20, gpu_util=lambda i, t: 10.0 + i % 3)
-    fleet.gpus(None, "h3", range(1), 0, 150, gpu_util=0.0)
-    fleet.host("h1", 0, 150, job="a")
+    fleet.gpus("a", "h1", range(2), 0, 150, EVERY_S, gpu_util=util)
+    fleet.gpus(
+        "b", "h2", range(1), 20, 100 if late else 20, EVERY_S, gpu_util=lambda i, t: 10.0 + i % 3
+    )
+    fleet.gpus(None, "h3", range(1), 0, 150, EVERY_S, gpu_util=0.0)
+    fleet.host("h1", 0, 150, job="a", interval_s=EVERY_S)
     for row in [*fleet.gpu_rows, *fleet.host_rows]:
         row["cluster"] = CLUSTER_OF_HOST[row["host"]]
     return fleet
