@@ -1,6 +1,6 @@
 """A fleet's week readable as it lands (issue 27): D days x G GPUs at 10 s published into the
 warehouse the way the writer publishes them, while the server's maintenance thread runs with no
-full pass due (no compaction: roll-ups only, `warehouse.storage.maintenance.ROLLUP_EVERY_S`); then, with
+full pass due (no compaction: roll-ups only, `warehouse.storage.maintenance.ROLLUP_EVERY_S`, 30 s); then, with
 no maintenance pass, the fleet page's 7-day numbers and the CLI, each in a fresh process, wall
 time and peak RSS. The page reads the hourly roll-ups, then the minute roll-ups up to their newest
 minute, then at most that minute raw; beside it, the same page with the minute roll-up hidden

@@ -128,6 +128,20 @@ def gateway(fleet_settings: Settings) -> Iterator[Gateway]:
         gw.stop()
 
 
+@pytest.fixture
+def gateways(fleet_settings: Settings) -> Iterator[list[Gateway]]:
+    """Two in-process gateways on the same parts; their committer threads never tick
+    (fleet_settings), so tests run the commit passes themselves."""
+    running = [Gateway(fleet_settings), Gateway(fleet_settings)]
+    for g in running:
+        g.start()
+    try:
+        yield running
+    finally:
+        for g in running:
+            g.stop()
+
+
 def s3_filesystem(config: FleetConfig) -> S3FileSystem:
     """pyarrow's S3 filesystem on the test's S3 server, to look at objects as they are."""
     return S3FileSystem(

@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
-import pytest
 from sqlalchemy import create_engine
 
 from fleetscope.settings import Settings
@@ -23,20 +21,6 @@ from warehouse.fleet.gateway import Gateway
 from warehouse.fleet.tables import FLUSH_PROPERTY
 
 START = datetime.fromtimestamp(EPOCH_MS / 1000, UTC)
-
-
-@pytest.fixture
-def gateways(fleet_settings: Settings) -> Iterator[list[Gateway]]:
-    """Two gateways whose committer threads never tick (fleet_settings): the tests run the
-    passes."""
-    running = [Gateway(fleet_settings), Gateway(fleet_settings)]
-    for g in running:
-        g.start()
-    try:
-        yield running
-    finally:
-        for g in running:
-            g.stop()
 
 
 def waiting(gw: Gateway) -> int:

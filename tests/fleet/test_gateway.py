@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pyarrow as pa
@@ -19,18 +18,6 @@ from warehouse.fleet.gateway import Gateway
 from warehouse.fleet.tables import FleetConfig
 
 DAY_MS = 86_400_000
-
-
-@pytest.fixture
-def gateways(fleet_settings: Settings) -> Iterator[list[Gateway]]:
-    running = [Gateway(fleet_settings), Gateway(fleet_settings)]
-    for g in running:
-        g.start()
-    try:
-        yield running
-    finally:
-        for g in running:
-            g.stop()
 
 
 def test_tables_are_iceberg_v2_partitioned_by_day_and_cluster_with_files_sorted_by_time(

@@ -8,15 +8,12 @@ hourly compaction reads a staged file or rewrites a large one."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 from typing import Any
 
 import pyarrow.parquet as pq
-import pytest
 
-from fleetscope.settings import Settings
 from simulator.maker.batches import EPOCH_MS, gpu_batch
 from simulator.wire import TEST_TOKEN, post_batch
 from warehouse.catalog import staging
@@ -29,19 +26,6 @@ from warehouse.fleet.writer import write_data_files
 
 START = datetime.fromtimestamp(EPOCH_MS / 1000, UTC)
 DAY = (START, START + timedelta(days=1))
-
-
-@pytest.fixture
-def gateways(fleet_settings: Settings) -> Iterator[list[Gateway]]:
-    """Two gateways whose committer threads never tick (fleet_settings): the tests run passes."""
-    running = [Gateway(fleet_settings), Gateway(fleet_settings)]
-    for g in running:
-        g.start()
-    try:
-        yield running
-    finally:
-        for g in running:
-            g.stop()
 
 
 def send(gw: Gateway, host: str, cluster: str, seed: int) -> None:

@@ -20,9 +20,10 @@ Safe for readers and for a committer killed anywhere:
 The ledger is untouched: it records batches, not files, so exactly-once does not depend on which
 files hold a batch's rows.
 
-What it does not do: files already committed are not merged again (that is the hourly compaction,
-`warehouse.fleet.upkeep.compact`), because a roll-up records the raw files it rolled up by path
-(warehouse.fleet.rollup) and a rewrite of committed files would have to keep that record right.
+What it does not do: merge files already committed. Those are rewritten by size tier after each
+append and by the hourly compaction (warehouse.fleet.rewrite), which skip the days retention
+rolls up soon, because a roll-up records the raw files it rolled up by path
+(warehouse.fleet.rollup).
 """
 
 from __future__ import annotations
