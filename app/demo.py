@@ -12,7 +12,6 @@ import importlib.util
 import json
 import os
 import re
-import secrets
 import shutil
 import signal
 import sys
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from app import demo_discovery
+from fleetscope.tokens import new_token
 
 if TYPE_CHECKING:
     from app.supervise import Supervisor
@@ -115,7 +115,7 @@ def run_demo(args: argparse.Namespace, settings: Settings) -> int:
     dashboard_port = settings.dashboard.port
     base_port = settings.simulator.base_port
     ingest_url = f"http://127.0.0.1:{server_port}"
-    token = secrets.token_urlsafe(18)  # handed to the demo's own processes, and printed
+    token = new_token(18)  # handed to the demo's own processes, and printed
     common = {
         **({} if getattr(args, "default_schedule", False) else DEMO_SCHEDULE),
         "FLEETSCOPE_CORE_DATA_DIR": str(root / "data"),
@@ -137,7 +137,7 @@ def run_demo(args: argparse.Namespace, settings: Settings) -> int:
                 "--base-port", str(base_port),
                 "--truth", str(root / "truth.jsonl"),
                 "--ingest-url", ingest_url,
-                "--token", token,
+                f"--token={token}",  # one `=`: a token is never read as an option
                 # its training processes report steps to each host's agent (sockets below)
                 "--sdk-socket", str(root / "sock" / "agent-{index:02d}.sock"),
                 "--showcase", SHOWCASE_SCENARIO,

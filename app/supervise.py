@@ -74,7 +74,9 @@ class Supervisor:
             code = child.process.poll()
             if code is not None:
                 where = f" (log: {child.log_path})" if child.log_path else ""
-                raise SourceUnavailableError(f"{child.name} exited with code {code}{where}")
+                raise SourceUnavailableError(
+                    f"{child.name} exited with code {code}{where}{_last_lines(child.log_path)}"
+                )
 
     def stop(self, child: Child) -> int:
         self._stop_together([child])
@@ -176,3 +178,20 @@ def http_ok(url: str) -> Callable[[], bool]:
             return False
 
     return probe
+
+
+def _last_lines(log_path: Path | None, lines: int = 5) -> str:
+    """The end of a dead child's log, indented under the error: why it died is usually there
+    (an argparse error, a port in use), and a log under a temporary folder may be gone by the
+    time someone reads the message (a CI run)."""
+    if log_path is None:
+        return ""
+    try:
+        with log_path.open("rb") as log:
+            log.seek(0, os.SEEK_END)
+            log.seek(max(0, log.tell() - 4096))
+            tail = log.read().decode("utf-8", "replace").splitlines()[-lines:]
+    except OSError:
+        return ""
+    return "".join(f"\n  | {line}" for line in tail)
+

@@ -55,14 +55,58 @@ class _Recorder:
             handle.write(line)
 
 
+class _Answers:
+    """The answers in flight, so that stopping waits for each one's record line.
+
+    Why: a handler thread (a daemon) sent its page and was killed at exit before it wrote the
+    record, so an agent stored a page the record never listed (an end-to-end test saw one extra
+    sample per GPU). After `close`, a request on a kept-alive connection gets no answer at all,
+    which a scraper counts as a failed scrape, as it would a stopped exporter."""
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._in_flight = 0
+        self._closed = False
+
+    def begin(self) -> bool:
+        with self._changed:
+            if self._closed:
+                return False
+            self._in_flight += 1
+            return True
+
+    def end(self) -> None:
+        with self._changed:
+            self._in_flight -= 1
+            self._changed.notify_all()
+
+    def close(self, timeout_s: float) -> None:
+        with self._changed:
+            self._closed = True
+            self._changed.wait_for(lambda: self._in_flight == 0, timeout_s)
+
+
 def _handler(
-    sim: FleetSimulator, host: Host, clock: Clock, recorder: _Recorder | None
+    sim: FleetSimulator,
+    host: Host,
+    clock: Clock,
+    recorder: _Recorder | None,
+    answers: _Answers,
 ) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         server_version = "dcgm-exporter-sim"
         protocol_version = "HTTP/1.1"
 
         def do_GET(self) -> None:
+            if not answers.begin():
+                self.close_connection = True
+                return
+            try:
+                self._get()
+            finally:
+                answers.end()
+
+        def _get(self) -> None:
             path = self.path.split("?", 1)[0]
             if path == NODE_PATH:
                 self._answer(HTTPStatus.OK, sim.node_page(host, clock()), CONTENT_TYPE)
@@ -114,11 +158,14 @@ class ExporterFleet:
         self.address = address
         self._servers: list[tuple[Host, ThreadingHTTPServer]] = []
         self._threads: list[threading.Thread] = []
+        self._answers = _Answers()
         try:
             for host in sim.hosts:
                 port = base_port + host.index if base_port else 0
                 recorder = _Recorder(record_dir, host.name) if record_dir else None
-                server = ThreadingHTTPServer((address, port), _handler(sim, host, clock, recorder))
+                server = ThreadingHTTPServer(
+                    (address, port), _handler(sim, host, clock, recorder, self._answers)
+                )
                 server.daemon_threads = True
                 self._servers.append((host, server))
         except OSError as exc:
@@ -157,6 +204,7 @@ class ExporterFleet:
         for _, server in self._servers:
             if self._threads:
                 server.shutdown()
+        self._answers.close(timeout_s=30.0)
         for thread in self._threads:
             thread.join()
         self._close()

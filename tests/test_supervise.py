@@ -133,3 +133,22 @@ def test_a_stop_group_is_told_together_and_before_what_started_earlier(tmp_path:
     supervisor.stop_all()
     assert [a.process.returncode for a in agents] == [0, 0, 0, 0]
     assert server.process.returncode == 0
+
+
+def test_a_dead_child_is_reported_with_the_end_of_its_log(tmp_path: Path) -> None:
+    """What killed it is in the error itself: the log may be gone when someone reads it."""
+    import pytest
+
+    from app.supervise import Supervisor
+    from fleetscope.errors import SourceUnavailableError
+
+    script = "import sys\nfor i in range(9): print('line', i)\nsys.exit('usage: bad --token')"
+    with Supervisor(log_dir=tmp_path) as supervisor:
+        child = supervisor.start("simulator", [sys.executable, "-c", script])
+        child.process.wait(60)
+        with pytest.raises(SourceUnavailableError) as raised:
+            supervisor.check_alive()
+    assert str(raised.value) == (
+        f"simulator exited with code 1 (log: {tmp_path / 'simulator.log'})"
+        "\n  | line 5\n  | line 6\n  | line 7\n  | line 8\n  | usage: bad --token"
+    )

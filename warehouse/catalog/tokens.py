@@ -1,13 +1,12 @@
 """Agent bearer tokens: stored as SHA-256 digests, shown once at creation, revocable.
 
-A token is 32 random bytes (secrets.token_urlsafe), so an unsalted SHA-256 is enough to store it:
+A token is 32 random bytes (fleetscope.tokens.new_token), so an unsalted SHA-256 is enough to store it:
 it cannot be guessed from the digest. This module must never store or log a token in clear.
 """
 
 from __future__ import annotations
 
 import hashlib
-import secrets
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -15,6 +14,7 @@ from sqlalchemy import Column, Connection, String, Table, select, update
 from sqlalchemy.exc import IntegrityError
 
 from fleetscope.errors import ConfigError, NotFoundError
+from fleetscope.tokens import new_token
 from warehouse.catalog.base import UTCDateTime, metadata, utcnow
 
 agent_tokens = Table(
@@ -42,7 +42,7 @@ def create_token(conn: Connection, name: str) -> str:
     """Store a new token under `name` and return it; this is the only time it is visible."""
     if not name or len(name) > 255:
         raise ConfigError("a token name must be 1-255 characters")
-    token = secrets.token_urlsafe(32)
+    token = new_token(32)
     try:
         conn.execute(
             agent_tokens.insert().values(name=name, token_sha256=digest(token), created_at=utcnow())

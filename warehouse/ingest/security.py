@@ -19,7 +19,6 @@ import ipaddress
 import logging
 import math
 import os
-import secrets
 import string
 import sys
 from collections import Counter
@@ -27,6 +26,7 @@ from pathlib import Path
 
 from fleetscope.errors import ConfigError
 from fleetscope.settings import Settings
+from fleetscope.tokens import new_token
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +78,7 @@ def load_or_create_token(path: Path) -> str:
     if token:
         return token
     path.parent.mkdir(parents=True, exist_ok=True)
-    token = secrets.token_urlsafe(32)
+    token = new_token(32)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as handle:
         handle.write(token + "\n")
