@@ -194,4 +194,3 @@ def _last_lines(log_path: Path | None, lines: int = 5) -> str:
     except OSError:
         return ""
     return "".join(f"\n  | {line}" for line in tail)
-
