@@ -14,8 +14,11 @@ Then, like a person with only the README:
   views show;
 - the Job page's headline numbers are `fleetscope job --json`'s;
 - a GPU allocated at 0 % (a host of the test's, shipping through the demo's ingest from the start)
-  shows its R1 finding on its Job page at most 2 minutes after R1's condition first held (300 s
-  after the job's first sample; issue 31), with the demo's settings as `make demo` has them.
+  shows its R1 finding on its Job page at most 2 minutes after R1's condition first held (issue
+  31), with the demo's settings as `make demo` has them but one: R1's runtime threshold is 60 s
+  instead of jobstats' 300 s (`analyzers.thresholds_file`, the operator's own override path). The
+  lag from the condition holding to the page is what this checks, and 300 s of waiting were a
+  quarter of the suite's wall time; tests/analyzers hold R1 to its 300 s.
 SIGINT then stops the demo, and no process that carries the demo's folder in its environment may
 survive it.
 """
@@ -59,7 +62,7 @@ TORCH_JOB = "demo/cpu-trainer"
 CUDA_JOB = "demo-resnet50"  # the real V100 trace the demo uploads (app/demo_trace.py)
 FINDINGS_WITHIN_S = 60.0  # the issue's promise: findings within a minute of the URL
 ZERO_JOB = "e2e-zero-util"  # one GPU held at 0 % from the demo's start (ZeroUtilJob)
-R1_HOLDS_AFTER_S = 300.0  # R1's condition: the job ran more than 300 s (jobstats)
+R1_HOLDS_AFTER_S = 60.0  # R1's condition: the job ran more than this (jobstats: 300 s; see above)
 R1_WITHIN_S = 120.0  # issue 31: condition first holding -> finding on the page, at most 2 minutes
 HEALTHY_AT_ZERO = ("xid_last", "ecc_dbe_total", "pcie_replay_total")  # R17's fault counters
 # An idle A100's other readings, so its Hosts and GPUs rows read as a GPU does (the screenshots
@@ -176,7 +179,9 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Demo]:
         "FLEETSCOPE_SERVER_PORT": str(free_port()),
         "FLEETSCOPE_DASHBOARD_PORT": str(free_port()),
         "FLEETSCOPE_SIMULATOR_BASE_PORT": "0",  # the kernel picks; the demo reads them back
+        "FLEETSCOPE_ANALYZERS_THRESHOLDS_FILE": str(folder / "thresholds.toml"),
     }
+    (folder / "thresholds.toml").write_text(f"[zero_util]\nmin_runtime_s = {R1_HOLDS_AFTER_S}\n")
     env.pop("FLEETSCOPE_CORE_DATA_DIR", None)  # the CLI must find the demo by itself
     process = subprocess.Popen(
         [str(Path(sys.executable).with_name("fleetscope")), "demo", "--hosts", "2",
@@ -385,7 +390,11 @@ def _same_as_fleetscope_job(demo: Demo, job_id: str, page: str) -> None:
     # the demo keeps running: the page was read a moment before the CLI, so allow its growth
     shown = re.search(r"allocated GPU-h\s+([\d.]+)", page)
     assert shown, page[:2000]
-    assert 0 <= cli["allocated_gpu_hours"] - float(shown[1]) < 0.05 + 0.05 * float(shown[1])
+    # and the page rounds (0.0172 GPU-h is shown as 0.02): half its last digit either way
+    decimals = len(shown[1].partition(".")[2])
+    half_digit = 0.5 * 10.0**-decimals
+    grown = cli["allocated_gpu_hours"] - float(shown[1])
+    assert -half_digit <= grown < 0.05 + 0.05 * float(shown[1]) + half_digit
     assert re.search(rf"GPUs\s+{len(cli['per_gpu'])}\b", page), page[:2000]
 
 
@@ -473,17 +482,18 @@ def test_every_page_reads_like_a_person_expects(demo: Demo) -> None:
 
 
 def r1_holds_at(first_s: float, bucket_s: float) -> float:
-    """When R1's condition first holds for a job whose first sample is at `first_s`: 300 s of
-    its samples inside one analysis bucket (`analyzers.bucket_s`, UTC-aligned: a finding's
-    identity window). A job that starts less than 300 s before a bucket's end has 300 s in the
-    next bucket only, 300 s after that bucket starts."""
+    """When R1's condition first holds for a job whose first sample is at `first_s`, at the
+    latest: R1_HOLDS_AFTER_S of its samples inside one analysis bucket (`analyzers.bucket_s`,
+    UTC-aligned: a finding's identity window). R1 also judges a GPU begun shortly before the
+    bucket with its earlier samples, so it may hold sooner; this bound is the later one."""
     boundary = (first_s + R1_HOLDS_AFTER_S) // bucket_s * bucket_s
     return max(first_s, boundary) + R1_HOLDS_AFTER_S
 
 
 def test_a_gpu_allocated_at_zero_shows_r1_on_its_page_within_two_minutes(demo: Demo) -> None:
     """Issue 31: "a GPU allocated at 0 % had no finding at about 5 minutes of data"; R1 needs
-    300 s, and the finding must be on the page at most 2 minutes after that (R1_WITHIN_S)."""
+    R1_HOLDS_AFTER_S of samples, and the finding must be on the page at most 2 minutes after
+    that (R1_WITHIN_S)."""
     _wait(lambda: demo.zero_util.first_sample is not None, 120, "the zero-util job's first batch")
     first = demo.zero_util.first_sample
     assert first is not None
