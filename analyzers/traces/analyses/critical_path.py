@@ -137,9 +137,7 @@ def _critical_path(frame: RankFrame, native: bool) -> CriticalPath | None:
     if native and frame.sym("cuda_sync") < 0:
         graph.implied_syncs(rows)
     path = graph.longest_path()
-    p_rows = np.array([graph.attr[i] for i in path], dtype=np.int64)
-    weights = np.array([graph.weight[i] for i in path], dtype=np.float64)
-    kinds = np.array([graph.kind[i] for i in path], dtype=np.int64)
+    p_rows, weights, kinds = graph.attr[path], graph.weight[path], graph.kind[path]
     comm = frame.kernel_class == int(KernelClass.COMMUNICATION)
     labels = []
     for row, kind in zip(p_rows.tolist(), kinds.tolist(), strict=True):
@@ -154,8 +152,7 @@ def _critical_path(frame: RankFrame, native: bool) -> CriticalPath | None:
         else:
             labels.append("gpu_communication_bound" if comm[row] else "gpu_compute_bound")
     length = float(np.maximum(np.where(weights <= -1, 0.0, weights), -np.inf).sum())
-    begin = graph.node_ts[np.array([graph.src[i] for i in path], dtype=np.int64)]
-    end = graph.node_ts[np.array([graph.dst[i] for i in path], dtype=np.int64)]
+    begin, end = graph.node_ts[graph.src[path]], graph.node_ts[graph.dst[path]]
     return CriticalPath(
         window, len(graph.node_ts), len(graph.src), length, p_rows, weights, kinds, labels,
         begin, end,
