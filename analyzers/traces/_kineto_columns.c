@@ -1045,9 +1045,8 @@ find(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 
 PyDoc_STRVAR(longest_path_doc,
 "longest_path(n, src, dst, weight, /)\n--\n\n"
-"networkx's `dag_longest_path` distances over nodes 0..n-1 and edges src[i] -> dst[i] (int64 and\n"
-"float64 buffers, one edge per pair): (dist, via) as float64 and int64 bytearrays (via: the edge\n"
-"into each node on its longest path, -1 for none), or None when the graph has a cycle.");
+"networkx's `dag_longest_path` over nodes 0..n-1 and edges src[i] -> dst[i] (int64 and float64\n"
+"buffers, one edge per pair): its edge ids as an int64 bytearray, or None on a cycle.");
 
 /* One pass in Kahn's order, which a graph of a few million edges makes the critical path's
    largest cost in Python (issue 29). A node takes its first best predecessor in edge order, and
@@ -1150,9 +1149,24 @@ longest_path(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t narg
     }
     if (tail < n) {
         result = Py_NewRef(Py_None);
+        goto done;
     }
-    else {
-        result = PyTuple_Pack(2, dist_out, via_out);
+    /* The path ends at the first node of the greatest distance (numpy's argmax: a NaN first). */
+    Py_ssize_t end = 0, edges = 0;
+    for (Py_ssize_t v = 1; v < n && !isnan(dist[end]); v++) {
+        if (isnan(dist[v]) || dist[v] > dist[end]) {
+            end = v;
+        }
+    }
+    for (int64_t v = end; n > 0 && via[v] >= 0; v = src[via[v]]) {
+        edges++;
+    }
+    result = PyByteArray_FromStringAndSize(NULL, edges * 8);
+    if (result != NULL) {
+        int64_t *path = (int64_t *)PyByteArray_AS_STRING(result);
+        for (int64_t v = end; edges > 0; v = src[via[v]]) {
+            path[--edges] = via[v];
+        }
     }
 done:
     Py_XDECREF(dist_out);

@@ -20,7 +20,7 @@ import numpy as np
 from analyzers.traces.analyses.queue_length import launch_changes
 from analyzers.traces.frame import I64, Mask, RankFrame
 
-_c_longest_path: Callable[[int, Any, Any, Any], tuple[bytearray, bytearray] | None] | None
+_c_longest_path: Callable[[int, Any, Any, Any], bytearray | None] | None
 try:
     from analyzers.traces._kineto_columns import longest_path as _c_longest_path
 except ImportError:  # pragma: no cover - an optional extension (pyproject.toml)
@@ -313,27 +313,18 @@ class Graph:
         self._edges()
         n = len(self.node_ts)
         weight = np.where(self.weight <= -1, 0.0, self.weight)
-        if _c_longest_path is not None:
-            found = _c_longest_path(n, self.src, self.dst, weight)
-            if found is None:
-                raise CriticalPathError("the dependency graph has a cycle")
-            dist = np.frombuffer(found[0], dtype=np.float64)
-            via = np.frombuffer(found[1], dtype=np.int64)
-        else:
-            dist, via = _longest_path_py(n, self.src, self.dst, weight)
-        if n == 0:
-            return np.zeros(0, dtype=np.int64)
-        v = int(np.argmax(dist))  # the first longest
-        path: list[int] = []
-        while via[v] >= 0:
-            path.append(int(via[v]))
-            v = int(self.src[via[v]])
-        return np.array(path[::-1], dtype=np.int64)
+        if _c_longest_path is None:
+            return _longest_path_py(n, self.src, self.dst, weight)
+        path = _c_longest_path(n, self.src, self.dst, weight)
+        if path is None:
+            raise CriticalPathError("the dependency graph has a cycle")
+        return np.frombuffer(path, dtype=np.int64)
 
 
-def _longest_path_py(n: int, src: I64, dst: I64, weight: np.ndarray) -> tuple[np.ndarray, I64]:
+def _longest_path_py(n: int, src: I64, dst: I64, weight: np.ndarray) -> I64:
     """The C extension's pass in Python: nodes in Kahn's order; a node's distance is its best
-    predecessor's plus the edge (the first best in edge order), 0 when none or negative."""
+    predecessor's plus the edge (the first best in edge order), 0 when none or negative; the path
+    ends at the first node of the greatest distance."""
     by_dst = np.argsort(dst, kind="stable")
     pred_at = np.searchsorted(dst, np.arange(n + 1), sorter=by_dst).tolist()
     pred_ids = by_dst.tolist()
@@ -361,4 +352,9 @@ def _longest_path_py(n: int, src: I64, dst: I64, weight: np.ndarray) -> tuple[np
                 ready.append(x)
     if seen < n:
         raise CriticalPathError("the dependency graph has a cycle")
-    return np.array(dist, dtype=np.float64), np.array(via, dtype=np.int64)
+    path: list[int] = []
+    v = int(np.argmax(dist)) if n else 0
+    while n and via[v] >= 0:
+        path.append(via[v])
+        v = src_of[via[v]]
+    return np.array(path[::-1], dtype=np.int64)

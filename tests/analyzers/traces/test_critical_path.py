@@ -131,15 +131,18 @@ def test_the_python_longest_path_answers_as_the_extension_does(
     )
 
 
-def test_a_cycle_is_refused_by_both_passes() -> None:
+def test_both_passes_refuse_a_cycle_and_take_the_first_longest_path() -> None:
     from analyzers.traces.analyses.critical_path_graph import _c_longest_path, _longest_path_py
 
     src, dst = np.array([0, 1, 2], dtype=np.int64), np.array([1, 2, 1], dtype=np.int64)
     weight = np.ones(3)
     with pytest.raises(CriticalPathError, match="cycle"):
         _longest_path_py(3, src, dst, weight)
+    # 0 -> 1 -> 3 and 0 -> 2 -> 3 tie at 2; node 3's first predecessor in edge order wins.
+    src, dst = np.array([0, 0, 2, 1], dtype=np.int64), np.array([1, 2, 3, 3], dtype=np.int64)
+    weight = np.ones(4)
+    assert _longest_path_py(4, src, dst, weight).tolist() == [1, 2]
     if _c_longest_path is not None:
-        assert _c_longest_path(3, src, dst, weight) is None
-        dist, via = _c_longest_path(3, src[:2], dst[:2], weight[:2]) or (b"", b"")
-        assert np.frombuffer(dist).tolist() == [0.0, 1.0, 2.0]
-        assert np.frombuffer(via, dtype=np.int64).tolist() == [-1, 0, 1]
+        assert _c_longest_path(3, src[:3] % 3, dst[:3] % 3, weight[:3]) is None
+        path = _c_longest_path(4, src, dst, weight)
+        assert path is not None and np.frombuffer(path, dtype=np.int64).tolist() == [1, 2]
