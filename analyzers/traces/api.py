@@ -10,15 +10,17 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from itertools import repeat
 from pathlib import Path
+from typing import Any
 
 from analyzers.findings import Finding
 from analyzers.traces.analyses import load_registry
 from analyzers.traces.analyses.base import AnalysisResult, TraceOptions
 from analyzers.traces.frame import TraceSet
-from analyzers.traces.hta_rules import prepare_hta
+from analyzers.traces.hta_rules import hta_rank_frame, prepare_hta
 from analyzers.traces.load import RawTrace, load_raw_trace
-from analyzers.traces.native import prepare_native
+from analyzers.traces.native import native_rank_frame, prepare_native
 from analyzers.traces.spill import SPILL_OVER_BYTES, SpilledFrames
 from analyzers.traces.trace_text import regular_file_size
 from fleetscope.errors import TraceError
@@ -51,6 +53,7 @@ def load_trace_set(
     raws: Iterable[RawTrace] | None = None,
     load: Callable[[Path], RawTrace] = load_raw_trace,
     spill_over_bytes: int = SPILL_OVER_BYTES,
+    rank_workers: int = 1,
 ) -> TraceSet:
     """Parse a trace file or a folder of per-rank files and prepare it for the analyses.
 
@@ -58,14 +61,30 @@ def load_trace_set(
     time, each reduced to its rank's frame before the next is read (issue 29), so the loader's
     raw columns add one rank to the peak, not the set. A set of several files larger than
     `spill_over_bytes` together keeps its frames in files, one rank mapped at a time (spill.py),
-    so its peak grows with the largest rank, not the set."""
+    so its peak grows with the largest rank, not the set. With `rank_workers` > 1 (0: one per
+    CPU) that many processes read and frame the files, each one file at a time."""
     frames: SpilledFrames | None = None
-    if raws is None:
-        files = find_trace_files(path)
-        if len(files) > 1 and sum(p.stat().st_size for p in files) > spill_over_bytes:
-            frames = SpilledFrames()
-        raws = (load(p) for p in files)
-    return prepare_hta(raws, frames) if hta_compatible else prepare_native(raws, frames)
+    rank_frame = hta_rank_frame if hta_compatible else native_rank_frame
+    prepare = prepare_hta if hta_compatible else prepare_native
+    if raws is not None:
+        return prepare((rank_frame(raw) for raw in raws), frames)
+    files = find_trace_files(path)
+    if len(files) > 1 and sum(p.stat().st_size for p in files) > spill_over_bytes:
+        frames = SpilledFrames()
+    workers = min(rank_workers or os.cpu_count() or 1, len(files))
+    if workers < 2:
+        return prepare((rank_frame(load(p)) for p in files), frames)
+    from concurrent.futures import ProcessPoolExecutor  # multiprocessing: ~10 ms, and logging
+
+    with ProcessPoolExecutor(workers) as pool:
+        return prepare(
+            pool.map(_load_rank_frame, files, repeat(hta_compatible), repeat(load)), frames
+        )
+
+
+def _load_rank_frame(path: Path, hta_compatible: bool, load: Callable[[Path], RawTrace]) -> Any:
+    """A rank worker's file: read, then framed (the frame comes back pickled, the raw stays)."""
+    return (hta_rank_frame if hta_compatible else native_rank_frame)(load(path))
 
 
 def run_analyses(
@@ -101,13 +120,14 @@ def analyze_trace(
     hta_compatible: bool = False,
     options: TraceOptions | None = None,
     job_id: str | None = None,
+    rank_workers: int = 1,
 ) -> TraceReport:
     """Load, analyze and judge one trace (file or folder of ranks): the one call a freshly
     uploaded trace needs."""
     from analyzers.traces.findings import trace_findings
 
     options = options or TraceOptions()
-    trace = load_trace_set(path, hta_compatible=hta_compatible)
+    trace = load_trace_set(path, hta_compatible=hta_compatible, rank_workers=rank_workers)
     results = run_analyses(trace, options)
     findings = trace_findings(trace, results, options, job_id=job_id)
     return TraceReport(trace, options, results, findings)
