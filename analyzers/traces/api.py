@@ -74,7 +74,7 @@ def load_trace_set(
     workers = min(rank_workers or os.cpu_count() or 1, len(files))
     if workers < 2:
         return prepare((rank_frame(load(p)) for p in files), frames)
-    from concurrent.futures import ProcessPoolExecutor  # multiprocessing: ~10 ms, and logging
+    from concurrent.futures import ProcessPoolExecutor  # only here, as in run_analyses
 
     with ProcessPoolExecutor(workers) as pool:
         return prepare(
@@ -87,21 +87,56 @@ def _load_rank_frame(path: Path, hta_compatible: bool, load: Callable[[Path], Ra
     return (hta_rank_frame if hta_compatible else native_rank_frame)(load(path))
 
 
+# Analyses that share what one of them computes per rank (frame.memo) run in one process.
+_TOGETHER = (("critical_path", "whatif"),)
+WORKERS_OVER_ROWS = 1_000_000  # smaller sets: a process start costs more than it saves
+
+
 def run_analyses(
-    trace: TraceSet, options: TraceOptions | None = None, names: Iterable[str] | None = None
+    trace: TraceSet,
+    options: TraceOptions | None = None,
+    names: Iterable[str] | None = None,
+    workers: int = 1,
 ) -> dict[str, AnalysisResult]:
-    """Run the registered analyses (all, or `names`) in report order."""
+    """Run the registered analyses (all, or `names`) in report order. With `workers` > 1 (0: one
+    per CPU) and a set of over `WORKERS_OVER_ROWS` events, that many forked processes run them,
+    an analysis (or a group sharing per-rank work) at a time, each reading the set as it is."""
     options = options or TraceOptions()
     registry = load_registry()
     wanted = list(names) if names is not None else list(registry)
     unknown = sorted(set(wanted) - set(registry))
     if unknown:
         raise TraceError(f"unknown trace analyses {unknown}; known: {sorted(registry)}")
-    results: dict[str, AnalysisResult] = {}
-    for name in registry:
-        if name in wanted:
-            results[name] = registry[name].fn(trace, options)
-    return results
+    todo = [name for name in registry if name in wanted]
+    groups = [[n for n in group if n in todo] for group in _TOGETHER]
+    groups = [g for g in groups if g] + [[n] for n in todo if not any(n in g for g in groups)]
+    workers = min(workers or os.cpu_count() or 1, len(groups))
+    if workers < 2 or sum(len(f) for f in trace.frames()) <= WORKERS_OVER_ROWS:
+        return {name: registry[name].fn(trace, options) for name in todo}
+    import multiprocessing  # only here: it imports logging (~10 ms of every small command)
+    from concurrent.futures import ProcessPoolExecutor
+
+    # Forked, the workers share the set's pages as they are (nothing is pickled to them).
+    fork = multiprocessing.get_context("fork")
+    found: dict[str, AnalysisResult] = {}
+    with ProcessPoolExecutor(workers, fork, _adopt, (trace, options)) as pool:
+        for part in pool.map(_run_group, groups):
+            found.update(part)
+    return {name: found[name] for name in todo}
+
+
+_WORKER_SET: tuple[TraceSet, TraceOptions] | None = None
+
+
+def _adopt(trace: TraceSet, options: TraceOptions) -> None:
+    global _WORKER_SET
+    _WORKER_SET = (trace, options)
+
+
+def _run_group(names: list[str]) -> dict[str, AnalysisResult]:
+    assert _WORKER_SET is not None
+    registry = load_registry()
+    return {name: registry[name].fn(*_WORKER_SET) for name in names}
 
 
 @dataclass
@@ -120,14 +155,14 @@ def analyze_trace(
     hta_compatible: bool = False,
     options: TraceOptions | None = None,
     job_id: str | None = None,
-    rank_workers: int = 1,
+    workers: int = 1,
 ) -> TraceReport:
     """Load, analyze and judge one trace (file or folder of ranks): the one call a freshly
-    uploaded trace needs."""
+    uploaded trace needs. `workers` as `load_trace_set`'s `rank_workers` and `run_analyses`'."""
     from analyzers.traces.findings import trace_findings
 
     options = options or TraceOptions()
-    trace = load_trace_set(path, hta_compatible=hta_compatible, rank_workers=rank_workers)
-    results = run_analyses(trace, options)
+    trace = load_trace_set(path, hta_compatible=hta_compatible, rank_workers=workers)
+    results = run_analyses(trace, options, workers=workers)
     findings = trace_findings(trace, results, options, job_id=job_id)
     return TraceReport(trace, options, results, findings)

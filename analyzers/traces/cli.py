@@ -1,7 +1,7 @@
 """Registers `fleetscope trace analyze` (see app.cli). Imports nothing heavy at module level.
 
     fleetscope trace analyze PATH... [--hta-compatible] [--format json|table] [--job JOB] [--gpus N]
-                             [--rank-workers N]
+                             [--workers N]
     fleetscope trace fetch TRACE_ID... [--dir DIR]
 
 Each PATH is one profiling session: a trace file, or a folder holding one file per rank. `fetch`
@@ -38,12 +38,12 @@ def register(subparsers: Any) -> None:
         "--gpus", type=int, default=0, help="GPUs the job holds (default: the trace's world size)"
     )
     analyze.add_argument(
-        "--rank-workers",
+        "--workers",
         type=int,
         default=0,
         metavar="N",
-        help="processes that read a folder's rank files at once (default 0: one per CPU, at "
-        "most one per file; 1: read them in this process)",
+        help="processes that read a folder's rank files and run the analyses of a large set "
+        "(default 0: one per CPU; 1: all in this process)",
     )
     # Reads files and no setting: runs without the settings loader (fleetscope.edge).
     analyze.set_defaults(standalone=_analyze)
@@ -77,13 +77,13 @@ def _analyze(args: argparse.Namespace) -> int:
 
     if args.gpus < 0:
         raise ConfigError(f"--gpus must be >= 0, got {args.gpus}")
-    if args.rank_workers < 0:
-        raise ConfigError(f"--rank-workers must be >= 0, got {args.rank_workers}")
+    if args.workers < 0:
+        raise ConfigError(f"--workers must be >= 0, got {args.workers}")
     options = TraceOptions(gpus=args.gpus)
     reports = [
         analyze_trace(
             path, hta_compatible=args.hta_compatible, options=options, job_id=args.job,
-            rank_workers=args.rank_workers,
+            workers=args.workers,
         )
         for path in args.paths
     ]  # fmt: skip

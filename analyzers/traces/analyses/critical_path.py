@@ -138,19 +138,24 @@ def _critical_path(frame: RankFrame, native: bool) -> CriticalPath | None:
         graph.implied_syncs(rows)
     path = graph.longest_path()
     p_rows, weights, kinds = graph.attr[path], graph.weight[path], graph.kind[path]
-    comm = frame.kernel_class == int(KernelClass.COMMUNICATION)
-    labels = []
-    for row, kind in zip(p_rows.tolist(), kinds.tolist(), strict=True):
-        if kind == KERNEL_KERNEL:
-            labels.append("gpu_kernel_kernel_overhead")
-        elif kind == LAUNCH:
-            labels.append("gpu_kernel_launch_overhead")
-        elif kind != OPERATOR or row < 0:
-            labels.append("")
-        elif frame.stream[row] < 0:
-            labels.append("cpu_bound")
-        else:
-            labels.append("gpu_communication_bound" if comm[row] else "gpu_compute_bound")
+    at = np.maximum(p_rows, 0)
+    labels = np.select(
+        [
+            kinds == KERNEL_KERNEL,
+            kinds == LAUNCH,
+            (kinds != OPERATOR) | (p_rows < 0),
+            frame.stream[at] < 0,
+            frame.kernel_class[at] == int(KernelClass.COMMUNICATION),
+        ],
+        [
+            "gpu_kernel_kernel_overhead",
+            "gpu_kernel_launch_overhead",
+            "",
+            "cpu_bound",
+            "gpu_communication_bound",
+        ],
+        "gpu_compute_bound",
+    ).tolist()
     length = float(np.maximum(np.where(weights <= -1, 0.0, weights), -np.inf).sum())
     begin, end = graph.node_ts[graph.src[path]], graph.node_ts[graph.dst[path]]
     return CriticalPath(
