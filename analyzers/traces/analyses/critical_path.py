@@ -71,6 +71,14 @@ BOUND_BY = (
     "gpu_kernel_launch_overhead",
 )
 _ANNOTATION = "ProfilerStep"
+_LABELS = (
+    "gpu_kernel_kernel_overhead",
+    "gpu_kernel_launch_overhead",
+    "",
+    "cpu_bound",
+    "gpu_communication_bound",
+    "gpu_compute_bound",
+)
 
 
 @dataclass
@@ -139,7 +147,7 @@ def _critical_path(frame: RankFrame, native: bool) -> CriticalPath | None:
     path = graph.longest_path()
     p_rows, weights, kinds = graph.attr[path], graph.weight[path], graph.kind[path]
     at = np.maximum(p_rows, 0)
-    labels = np.select(
+    label = np.select(
         [
             kinds == KERNEL_KERNEL,
             kinds == LAUNCH,
@@ -147,15 +155,10 @@ def _critical_path(frame: RankFrame, native: bool) -> CriticalPath | None:
             frame.stream[at] < 0,
             frame.kernel_class[at] == int(KernelClass.COMMUNICATION),
         ],
-        [
-            "gpu_kernel_kernel_overhead",
-            "gpu_kernel_launch_overhead",
-            "",
-            "cpu_bound",
-            "gpu_communication_bound",
-        ],
-        "gpu_compute_bound",
-    ).tolist()
+        np.arange(5, dtype=np.int8),
+        5,
+    )
+    labels = [_LABELS[k] for k in label.tolist()]
     length = float(np.maximum(np.where(weights <= -1, 0.0, weights), -np.inf).sum())
     begin, end = graph.node_ts[graph.src[path]], graph.node_ts[graph.dst[path]]
     return CriticalPath(
