@@ -1040,8 +1040,152 @@ find(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
     return found == -2 ? NULL : PyLong_FromSsize_t(found);
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* The critical path's longest path (analyses/critical_path_graph.py)                          */
+
+PyDoc_STRVAR(longest_path_doc,
+"longest_path(n, src, dst, weight, /)\n--\n\n"
+"networkx's `dag_longest_path` over nodes 0..n-1 and edges src[i] -> dst[i] (int64 and float64\n"
+"buffers, one edge per pair): its edge ids as an int64 bytearray, or None on a cycle.");
+
+/* One pass in Kahn's order, which a graph of a few million edges makes the critical path's
+   largest cost in Python (issue 29). A node takes its first best predecessor in edge order, and
+   starts afresh (0, no edge) where the best is negative, as networkx does. */
+static PyObject *
+longest_path(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "longest_path(n, src, dst, weight)");
+        return NULL;
+    }
+    Py_ssize_t n = PyLong_AsSsize_t(args[0]);
+    if (n == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    Py_buffer bufs[3];
+    int got = 0;
+    PyObject *result = NULL, *dist_out = NULL, *via_out = NULL;
+    int64_t *pred_at = NULL, *pred = NULL, *succ_at = NULL, *succ = NULL, *fill = NULL;
+    int64_t *queue = NULL;
+    for (; got < 3; got++) {
+        if (PyObject_GetBuffer(args[got + 1], &bufs[got], PyBUF_SIMPLE) < 0) {
+            goto done;
+        }
+    }
+    Py_ssize_t m = bufs[0].len / 8;
+    if (n < 0 || bufs[0].len % 8 || bufs[1].len != bufs[0].len || bufs[2].len != bufs[0].len) {
+        PyErr_SetString(PyExc_ValueError, "src, dst and weight must be m int64, int64, float64");
+        goto done;
+    }
+    const int64_t *src = bufs[0].buf, *dst = bufs[1].buf;
+    const double *w = bufs[2].buf;
+    for (Py_ssize_t i = 0; i < m; i++) {
+        if (src[i] < 0 || src[i] >= n || dst[i] < 0 || dst[i] >= n) {
+            PyErr_SetString(PyExc_ValueError, "an edge's node is outside 0..n-1");
+            goto done;
+        }
+    }
+    dist_out = PyByteArray_FromStringAndSize(NULL, n * 8);
+    via_out = PyByteArray_FromStringAndSize(NULL, n * 8);
+    pred_at = PyMem_Calloc((size_t)n + 1, 8);
+    succ_at = PyMem_Calloc((size_t)n + 1, 8);
+    fill = PyMem_Calloc((size_t)n + 1, 8);
+    pred = PyMem_Malloc((size_t)m * 8 + 8);
+    succ = PyMem_Malloc((size_t)m * 8 + 8);
+    queue = PyMem_Malloc((size_t)n * 8 + 8);
+    if (!dist_out || !via_out || !pred_at || !succ_at || !fill || !pred || !succ || !queue) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    double *dist = (double *)PyByteArray_AS_STRING(dist_out);
+    int64_t *via = (int64_t *)PyByteArray_AS_STRING(via_out);
+    /* Each node's incoming edge ids and outgoing targets in edge order (a counting sort). */
+    for (Py_ssize_t i = 0; i < m; i++) {
+        pred_at[dst[i] + 1]++;
+        succ_at[src[i] + 1]++;
+    }
+    for (Py_ssize_t v = 0; v < n; v++) {
+        pred_at[v + 1] += pred_at[v];
+        succ_at[v + 1] += succ_at[v];
+    }
+    memcpy(fill, pred_at, (size_t)n * 8);
+    for (Py_ssize_t i = 0; i < m; i++) {
+        pred[fill[dst[i]]++] = i;
+    }
+    memcpy(fill, succ_at, (size_t)n * 8);
+    for (Py_ssize_t i = 0; i < m; i++) {
+        succ[fill[src[i]]++] = dst[i];
+    }
+    Py_ssize_t head = 0, tail = 0;
+    for (Py_ssize_t v = 0; v < n; v++) {
+        fill[v] = pred_at[v + 1] - pred_at[v]; /* now: predecessors not yet placed */
+        dist[v] = 0.0;
+        via[v] = -1;
+        if (fill[v] == 0) {
+            queue[tail++] = v;
+        }
+    }
+    while (head < tail) {
+        int64_t v = queue[head++];
+        double best = 0.0;
+        int64_t best_edge = -1;
+        for (int64_t k = pred_at[v]; k < pred_at[v + 1]; k++) {
+            int64_t i = pred[k];
+            double cand = dist[src[i]] + w[i];
+            if (best_edge < 0 || cand > best) {
+                best = cand;
+                best_edge = i;
+            }
+        }
+        if (best_edge >= 0 && best >= 0) {
+            dist[v] = best;
+            via[v] = best_edge;
+        }
+        for (int64_t k = succ_at[v]; k < succ_at[v + 1]; k++) {
+            if (--fill[succ[k]] == 0) {
+                queue[tail++] = succ[k];
+            }
+        }
+    }
+    if (tail < n) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    /* The path ends at the first node of the greatest distance (numpy's argmax: a NaN first). */
+    Py_ssize_t end = 0, edges = 0;
+    for (Py_ssize_t v = 1; v < n && !isnan(dist[end]); v++) {
+        if (isnan(dist[v]) || dist[v] > dist[end]) {
+            end = v;
+        }
+    }
+    for (int64_t v = end; n > 0 && via[v] >= 0; v = src[via[v]]) {
+        edges++;
+    }
+    result = PyByteArray_FromStringAndSize(NULL, edges * 8);
+    if (result != NULL) {
+        int64_t *path = (int64_t *)PyByteArray_AS_STRING(result);
+        for (int64_t v = end; edges > 0; v = src[via[v]]) {
+            path[--edges] = via[v];
+        }
+    }
+done:
+    Py_XDECREF(dist_out);
+    Py_XDECREF(via_out);
+    PyMem_Free(pred_at);
+    PyMem_Free(succ_at);
+    PyMem_Free(fill);
+    PyMem_Free(pred);
+    PyMem_Free(succ);
+    PyMem_Free(queue);
+    while (got > 0) {
+        PyBuffer_Release(&bufs[--got]);
+    }
+    return result;
+}
+
 static PyMethodDef module_methods[] = {
     {"find", (PyCFunction)(void (*)(void))find, METH_FASTCALL, find_doc},
+    {"longest_path", (PyCFunction)(void (*)(void))longest_path, METH_FASTCALL, longest_path_doc},
     {"decode_events", (PyCFunction)(void (*)(void))decode_events, METH_FASTCALL,
      decode_events_doc},
     {NULL, NULL, 0, NULL},

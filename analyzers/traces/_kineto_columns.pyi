@@ -10,3 +10,6 @@ def decode_events(
 
 def find(data: Any, needle: bytes, rare_at: int, /) -> int:
     """`data.find(needle)`, found from the positions of `needle[rare_at]` (a rare byte)."""
+
+def longest_path(n: int, src: Any, dst: Any, weight: Any, /) -> bytearray | None:
+    """Edge ids of networkx's `dag_longest_path` (int64), or None on a cycle."""

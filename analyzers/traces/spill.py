@@ -15,6 +15,7 @@ Used for sets whose files are larger than `SPILL_OVER_BYTES` together (api.load_
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 import weakref
@@ -34,6 +35,22 @@ __all__ = ["SPILL_OVER_BYTES", "SpilledFrames"]
 SPILL_OVER_BYTES = 512 * 1024 * 1024
 _ARRAYS = (*ROW_COLUMNS, "index_correlation", "mem_ts", "mem_device_type", "mem_total_allocated")
 _SCALARS = ("path", "metadata", "names", "rank", "classifier", "ts_int", "memo")
+_PREFIX = "fleetscope-ranks-"  # then the owning process's id
+
+
+def _remove_orphans(parent: Path) -> None:
+    """Remove the folders of runs that were killed (SIGKILL, the OOM killer: no finalizer ran):
+    those whose owning process is gone."""
+    for path in parent.glob(f"{_PREFIX}*-*"):
+        pid = path.name[len(_PREFIX) :].split("-")[0]
+        if not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(path, ignore_errors=True)
+        except OSError:  # alive, another user's
+            pass
 
 
 class SpilledFrames(MutableMapping[int, RankFrame]):
@@ -42,7 +59,9 @@ class SpilledFrames(MutableMapping[int, RankFrame]):
     kept, so repeated reads of one rank map it once)."""
 
     def __init__(self, folder: Path | None = None) -> None:
-        self._folder = Path(tempfile.mkdtemp(prefix="fleetscope-ranks-", dir=folder))
+        parent = Path(folder or tempfile.gettempdir())
+        _remove_orphans(parent)
+        self._folder = Path(tempfile.mkdtemp(prefix=f"{_PREFIX}{os.getpid()}-", dir=parent))
         self._finalizer = weakref.finalize(self, shutil.rmtree, self._folder, True)
         self._scalars: dict[int, dict[str, Any]] = {}
         self._last: tuple[int, RankFrame] | None = None

@@ -31,6 +31,7 @@ __all__ = [
     "describe",
     "group_std",
     "hta_round",
+    "in_sorted",
     "intersection_length",
     "join_rows",
     "union_intervals",
@@ -63,6 +64,16 @@ def describe(values: npt.NDArray[Any]) -> dict[str, float]:
         "75%": float(q[2]),
         "max": float(v.max()),
     }
+
+
+def in_sorted(values: npt.NDArray[Any], sorted_keys: npt.NDArray[Any]) -> npt.NDArray[np.bool_]:
+    """`np.isin(values, sorted_keys)` for sorted, unique keys, by binary search: `np.isin` sorts
+    `values` as well, a rank's whole column (most of the launch analyses' time, issue 29)."""
+    if not len(sorted_keys):
+        return np.zeros(len(values), dtype=bool)
+    at = np.minimum(np.searchsorted(sorted_keys, values), len(sorted_keys) - 1)
+    found: npt.NDArray[np.bool_] = sorted_keys[at] == values
+    return found
 
 
 def join_rows(

@@ -92,24 +92,29 @@ def op_kernel_rows(frame: RankFrame) -> list[tuple[str, str, int, float, float]]
     link = frame.index_correlation[gpu]
     ok = (link >= 0) & (link < len(row_of))
     gpu_of[row_of[link[ok]][row_of[link[ok]] >= 0]] = gpu[ok][row_of[link[ok]] >= 0]
-    instances: dict[tuple[int, str, float], list[tuple[str, float, float]]] = {}
     linked = np.flatnonzero(frame.names_matching(_is_launch))
     linked = linked[gpu_of[linked] >= 0]
     at = enclosing_ops(op_ts, op_end, frame.ts[linked], frame.end[linked])
-    for launch, pos in zip(linked[at >= 0].tolist(), at[at >= 0].tolist(), strict=True):
-        kernel, op = int(gpu_of[launch]), int(ops[pos])
-        key = (int(frame.tid[op]), frame.names[frame.name[op]], float(frame.ts[op]))
-        instances.setdefault(key, []).append(
-            (
-                frame.names[frame.name[kernel]],
-                float(frame.ts[launch] - frame.ts[op]),
-                float(frame.ts[kernel] - frame.ts[launch]),
-            )
-        )
+    launch = linked[at >= 0]
+    op, kernel = ops[at[at >= 0]], gpu_of[launch]
+    # Per launch, in launch order: its op instance (thread, name, start), kernel name, delays.
+    instances: dict[tuple[int, int, float], list[tuple[int, float, float]]] = {}
+    for key, value in zip(
+        zip(frame.tid[op].tolist(), frame.name[op].tolist(), frame.ts[op].tolist(), strict=True),
+        zip(
+            frame.name[kernel].tolist(),
+            (frame.ts[launch] - frame.ts[op]).tolist(),
+            (frame.ts[kernel] - frame.ts[launch]).tolist(),
+            strict=True,
+        ),
+        strict=True,
+    ):
+        instances.setdefault(key, []).append(value)
     groups: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    names = frame.names
     for (_, name, _), launches in instances.items():
-        sequence = " -> ".join(k for k, _, _ in launches)
-        groups.setdefault((name, sequence), []).append(launches[0][1:])
+        sequence = " -> ".join(names[k] for k, _, _ in launches)
+        groups.setdefault((names[name], sequence), []).append(launches[0][1:])
     out = [
         (name, seq, len(d), _mean3([a for a, _ in d]), _mean3([b for _, b in d]))
         for (name, seq), d in groups.items()

@@ -71,6 +71,14 @@ BOUND_BY = (
     "gpu_kernel_launch_overhead",
 )
 _ANNOTATION = "ProfilerStep"
+_LABELS = (
+    "gpu_kernel_kernel_overhead",
+    "gpu_kernel_launch_overhead",
+    "",
+    "cpu_bound",
+    "gpu_communication_bound",
+    "gpu_compute_bound",
+)
 
 
 @dataclass
@@ -137,25 +145,22 @@ def _critical_path(frame: RankFrame, native: bool) -> CriticalPath | None:
     if native and frame.sym("cuda_sync") < 0:
         graph.implied_syncs(rows)
     path = graph.longest_path()
-    p_rows = np.array([graph.attr[i] for i in path], dtype=np.int64)
-    weights = np.array([graph.weight[i] for i in path], dtype=np.float64)
-    kinds = np.array([graph.kind[i] for i in path], dtype=np.int64)
-    comm = frame.kernel_class == int(KernelClass.COMMUNICATION)
-    labels = []
-    for row, kind in zip(p_rows.tolist(), kinds.tolist(), strict=True):
-        if kind == KERNEL_KERNEL:
-            labels.append("gpu_kernel_kernel_overhead")
-        elif kind == LAUNCH:
-            labels.append("gpu_kernel_launch_overhead")
-        elif kind != OPERATOR or row < 0:
-            labels.append("")
-        elif frame.stream[row] < 0:
-            labels.append("cpu_bound")
-        else:
-            labels.append("gpu_communication_bound" if comm[row] else "gpu_compute_bound")
+    p_rows, weights, kinds = graph.attr[path], graph.weight[path], graph.kind[path]
+    at = np.maximum(p_rows, 0)
+    label = np.select(
+        [
+            kinds == KERNEL_KERNEL,
+            kinds == LAUNCH,
+            (kinds != OPERATOR) | (p_rows < 0),
+            frame.stream[at] < 0,
+            frame.kernel_class[at] == int(KernelClass.COMMUNICATION),
+        ],
+        np.arange(5, dtype=np.int8),
+        5,
+    )
+    labels = [_LABELS[k] for k in label.tolist()]
     length = float(np.maximum(np.where(weights <= -1, 0.0, weights), -np.inf).sum())
-    begin = graph.node_ts[np.array([graph.src[i] for i in path], dtype=np.int64)]
-    end = graph.node_ts[np.array([graph.dst[i] for i in path], dtype=np.int64)]
+    begin, end = graph.node_ts[graph.src[path]], graph.node_ts[graph.dst[path]]
     return CriticalPath(
         window, len(graph.node_ts), len(graph.src), length, p_rows, weights, kinds, labels,
         begin, end,

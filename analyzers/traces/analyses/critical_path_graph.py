@@ -1,19 +1,30 @@
 """The dependency graph of HTA's critical path analysis (critical_path.py holds the algorithm in
 its docstring, the path and the report): nodes, CPU call-stack edges, GPU launch/kernel/sync
-edges, and networkx's `dag_longest_path` over them. Per-edge work is Python over typed arrays (a
-graph has one edge per event and the longest path is sequential); numpy where a step is whole-rank.
+edges, and networkx's `dag_longest_path` over them.
+
+Edges are built as numpy arrays, in the order HTA adds them (it decides which duplicate pair and
+which tied predecessor networkx keeps). The longest path is one sequential pass over the nodes
+in topological order; the C extension runs it (`_kineto_columns.longest_path`), and a Python loop
+over the same arrays stands in where the extension is not built.
 """
 
 from __future__ import annotations
 
 import math
-from array import array
 from collections import deque
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 from analyzers.traces.analyses.queue_length import launch_changes
-from analyzers.traces.frame import I64, RankFrame
+from analyzers.traces.frame import I64, Mask, RankFrame
+
+_c_longest_path: Callable[[int, Any, Any, Any], bytearray | None] | None
+try:
+    from analyzers.traces._kineto_columns import longest_path as _c_longest_path
+except ImportError:  # pragma: no cover - an optional extension (pyproject.toml)
+    _c_longest_path = None
 
 __all__ = [
     "DEPENDENCY",
@@ -26,7 +37,6 @@ __all__ = [
 ]
 
 OPERATOR, DEPENDENCY, LAUNCH, KERNEL_KERNEL, SYNC = 0, 1, 2, 3, 4
-_NO_TIME = frozenset({DEPENDENCY, SYNC})
 HTA_NODE_CATS = frozenset({"cpu_op", "cuda_runtime", "cuda_driver"})
 NATIVE_NODE_CATS = HTA_NODE_CATS | {"Operator", "Runtime", "Driver"}
 BLOCKING_SYNC_CALLS = frozenset(
@@ -50,13 +60,23 @@ def queue_lengths(frame: RankFrame) -> np.ndarray:
     over the whole rank: +1 at a launch on its kernel's stream, -1 at the kernel's start."""
     out = np.full(len(frame), math.nan)
     r, ops, delta = launch_changes(frame)
-    streams = frame.stream[ops].tolist()
+    if not len(r):
+        return out
+    streams = frame.stream[ops]
     order = np.argsort(frame.sort_key(frame.ts[r]), kind="stable")
-    level: dict[int, int] = {}
-    for k in order.tolist():
-        level[streams[k]] = level.get(streams[k], 0) + delta[k]
-        out[r[k]] = level[streams[k]]
+    order = order[np.argsort(streams[order], kind="stable")]  # by stream, in time order
+    level = np.cumsum(np.asarray(delta, dtype=np.int64)[order])
+    first = _group_starts(streams[order])
+    level -= np.repeat(np.concatenate([[0], level[first[1:] - 1]]), np.diff([*first, len(order)]))
+    out[r[order]] = level
     return out
+
+
+def _group_starts(keys: np.ndarray) -> I64:
+    """Positions where a run of equal keys begins (keys grouped)."""
+    if not len(keys):
+        return np.zeros(0, dtype=np.int64)
+    return np.flatnonzero(np.concatenate([[True], keys[1:] != keys[:-1]]))
 
 
 def kept_rows(frame: RankFrame, start: float, end: float) -> np.ndarray:
@@ -76,6 +96,35 @@ def kept_rows(frame: RankFrame, start: float, end: float) -> np.ndarray:
     return rows[np.argsort(frame.index[rows], kind="stable")]
 
 
+def _stack_parents(starts: Mask) -> tuple[I64, I64, I64]:
+    """HTA's call stack over a sequence of starts (True) and ends (an end pops the top whatever it
+    is; nothing on an empty stack). Returns, per start in order: its parent (the top when it was
+    pushed, as a start number; -1 at the bottom), its depth (the stack size before the push), and
+    the number of starts before it was popped (all of them when never popped)."""
+    step = np.where(starts, 1, -1)
+    total = np.cumsum(step)
+    after = total - np.minimum(np.minimum.accumulate(total), 0)  # the floor at an empty stack
+    before = np.concatenate([[0], after[:-1]])
+    start_at = np.flatnonzero(starts)
+    n = len(start_at)
+    # The top of a stack of size d is the last start before it that made the stack size d.
+    span = len(starts) + 1
+    by_key = np.argsort(after[start_at] * span + start_at, kind="stable")
+    keys = (after[start_at] * span + start_at)[by_key]
+
+    def top(at: I64) -> I64:
+        return by_key[np.searchsorted(keys, before[at] * span + at) - 1]
+
+    depth = before[start_at]
+    parent = np.full(n, -1, dtype=np.int64)
+    inner = depth > 0
+    parent[inner] = top(start_at[inner])
+    pops = np.flatnonzero(~starts & (before > 0))
+    popped_after = np.full(n, n, dtype=np.int64)
+    popped_after[top(pops)] = np.cumsum(starts)[pops]
+    return parent, depth, popped_after
+
+
 class Graph:
     def __init__(self, frame: RankFrame, rows: np.ndarray, native: bool) -> None:
         self.frame = frame
@@ -87,73 +136,39 @@ class Graph:
         ts = np.concatenate([frame.ts[node_rows], frame.end[node_rows]])
         order = np.argsort(ts, kind="stable")
         n = len(node_rows)
-        self.node_row = np.concatenate([node_rows, node_rows])[order]
+        self.node_row = np.concatenate([node_rows, node_rows])[order].astype(np.int64)
         self.node_ts = ts[order]
         self.node_start = order < n
         position = np.empty(2 * n, dtype=np.int64)
         position[order] = np.arange(2 * n)
-        # Node of each frame row's start and end (-1: the row is not a node), the per-node
-        # values the per-edge Python work reads, and the edges: typed arrays, not dicts and
-        # lists of boxed numbers, which made a rank's every-step graph the peak of a whole
-        # multi-rank command (issue 29, bench/RESULTS.md). An array item reads as fast as a
-        # list's and costs 8 bytes, not 8 plus a 24-32 byte object.
-        start_of = np.full(len(frame), -1, dtype=np.int64)
-        end_of = np.full(len(frame), -1, dtype=np.int64)
-        start_of[node_rows] = position[:n]
-        end_of[node_rows] = position[n:]
-        del position
-        self.start_of = array("q", start_of.tobytes())
-        self.end_of = array("q", end_of.tobytes())
-        self.blocking = set(np.flatnonzero(frame.name_in(BLOCKING_SYNC_CALLS)).tolist())
-        self.ts_list = array("d", self.node_ts.tobytes())
-        self.start_list = array("b", self.node_start.astype(np.int8).tobytes())
-        self.row_list = array("q", self.node_row.astype(np.int64).tobytes())
-        # Every edge as added; `_edges` keeps one per (u, v) pair, as networkx does.
-        self.src = array("q")
-        self.dst = array("q")
-        self.kind = array("q")
-        self.weight = array("d")
-        self.attr = array("q")
-        self._nodes = 2 * n
+        # Node of each frame row's start and end (-1: the row is not a node).
+        self.start_of = np.full(len(frame), -1, dtype=np.int64)
+        self.end_of = np.full(len(frame), -1, dtype=np.int64)
+        self.start_of[node_rows] = position[:n]
+        self.end_of[node_rows] = position[n:]
+        self.blocking = frame.name_in(BLOCKING_SYNC_CALLS)
+        self._blocks: list[tuple[I64, I64, I64, np.ndarray, I64]] = []
+        self.src = self.dst = self.kind = self.attr = np.zeros(0, dtype=np.int64)
+        self.weight = np.zeros(0)
 
-    def add(self, u: int, v: int, kind: int, attr: int = -1, zero: bool = False) -> None:
-        self.src.append(u)
-        self.dst.append(v)
-        self.kind.append(kind)
-        self.weight.append(0.0 if zero or kind in _NO_TIME else self.ts_list[v] - self.ts_list[u])
-        self.attr.append(attr)
-
-    def _edges(self) -> tuple[I64, I64]:
-        """Keep one edge per (u, v) pair, as networkx does: at the place the pair was first
-        added, with the kind, weight and attribution of the last one. Returns (src, dst)."""
-        src = np.frombuffer(self.src, dtype=np.int64) if len(self.src) else np.zeros(0, np.int64)
-        dst = np.frombuffer(self.dst, dtype=np.int64) if len(self.dst) else np.zeros(0, np.int64)
-        key = src * self._nodes + dst
-        by_key = np.argsort(key, kind="stable")
-        sorted_key = key[by_key]
-        del key
-        new = np.ones(len(sorted_key) + 1, dtype=bool)
-        new[1:-1] = sorted_key[1:] != sorted_key[:-1]
-        del sorted_key
-        first, last = by_key[new[:-1]], by_key[new[1:]]
-        del by_key, new
-        if len(first) < len(src):
-            at = np.argsort(first, kind="stable")
-            first, last = first[at], last[at]
-            src, dst = src[first], dst[first]
-            self.src, self.dst = array("q", src.tobytes()), array("q", dst.tobytes())
-            for name, code in (("kind", "q"), ("weight", "d"), ("attr", "q")):
-                values = np.frombuffer(getattr(self, name), dtype=np.dtype(code))
-                setattr(self, name, array(code, values[last].tobytes()))
-        return src, dst
+    def add(self, u: I64, v: I64, kind: I64, attr: I64, zero: Mask | None = None) -> None:
+        """Edges u[i] -> v[i] in order; weight the time between the nodes (0 where `zero`, and for
+        dependency and sync edges). A node index of -1 reads the last node, as HTA's does."""
+        no_time = (kind == DEPENDENCY) | (kind == SYNC)
+        if zero is not None:
+            no_time |= zero
+        weight = np.where(no_time, 0.0, self.node_ts[v] - self.node_ts[u]) if len(u) else u * 0.0
+        self._blocks.append((u, v, kind, weight, attr))
 
     def cpu_thread(self, rows: np.ndarray) -> None:
         """One thread's rows (sorted) nested into a call stack and walked depth-first.
 
-        The walk needs no tree: with HTA's stack (each start's parent is the top; an end pops the
-        top whatever it is) a node's descendants are the starts between its push and its pop, so
-        the starts in event order are the depth-first preorder, and a node is left just before
-        the first later start that is not its descendant (or at the end)."""
+        With HTA's stack (each start's parent is the top; an end pops the top whatever it is) a
+        node's descendants are the starts between its push and its pop, so the starts in event
+        order are the depth-first preorder: the walk enters the i-th start (depth d) as its
+        2i - d-th step, and leaves it just before the first start after its pop (j starts in) as
+        its 2j - d - 1-th. Consecutive nodes of the walk are linked by operator edges, one
+        top-level operator's end and the next's start by a dependency edge."""
         f = self.frame
         ts, dur, idx = f.ts[rows], np.maximum(f.dur[rows], 0), f.index[rows]
         n = len(rows)
@@ -161,42 +176,35 @@ class Graph:
         # starts longest first then by index, ends shortest first then by index descending.
         t = np.concatenate([ts, ts + dur])
         is_start = np.concatenate([np.ones(n, bool), np.zeros(n, bool)])
-        d = np.concatenate([-dur, dur])
-        i = np.concatenate([idx, -idx])
-        order = np.lexsort((i, d, is_start, t))
-        del t, d, i
-        local = array("q", np.concatenate([np.arange(n), np.arange(n)])[order].tobytes())
-        starts = array("b", is_start[order].astype(np.int8).tobytes())
-        del order, is_start
-        row_of = array("q", rows.astype(np.int64).tobytes())
-        parent = array("q", bytes(8 * n))
-        stack: list[int] = []  # HTA's call stack
-        path: list[int] = []  # the walk's: the last node entered and its ancestors
-        walk = _Walk(self, row_of, parent)
-        for k, s in zip(local, starts, strict=True):
-            if s:
-                up = stack[-1] if stack else -1
-                parent[k] = up
-                while path and path[-1] != up:
-                    walk.leave(path.pop())
-                walk.enter(k)
-                path.append(k)
-                stack.append(k)
-            elif stack:
-                stack.pop()
-        while path:
-            walk.leave(path.pop())
-
-    def cpu_edge(self, u: int, v: int, src_parent: int, zero: bool = False) -> None:
-        if self.start_list[u]:
-            attr = self.row_list[u]
-        elif not self.start_list[v]:
-            attr = self.row_list[v]
-        else:
-            attr = src_parent
-        self.add(u, v, OPERATOR, attr, zero)
+        order = np.lexsort((np.concatenate([idx, -idx]), np.concatenate([-dur, dur]), is_start, t))
+        starts = is_start[order]
+        local = order[starts]  # the rows' positions in preorder
+        parent, depth, popped_after = _stack_parents(starts)
+        steps = np.concatenate([2 * np.arange(n) - depth, 2 * popped_after - depth - 1])
+        walk = np.empty(2 * n, dtype=np.int64)
+        walk[steps] = np.arange(2 * n)  # walk step -> (preorder number, +n when leaving)
+        enter = walk < n
+        k = np.where(enter, walk, walk - n)
+        row = rows[local[k]]
+        par = np.where(parent[k] >= 0, rows[local[parent[k]]], -1)
+        node = np.where(enter, self.start_of[row], self.end_of[row])
+        keep = node >= 0
+        enter, row, par, node = enter[keep], row[keep], par[keep], node[keep]
+        if len(node) < 2:
+            return
+        depth_after = np.cumsum(np.where(enter, 1, -1))
+        u, v = node[:-1], node[1:]
+        dependency = ~enter[:-1] & (depth_after[:-1] == 0)
+        attr = np.where(enter[:-1], row[:-1], np.where(~enter[1:], row[1:], par[:-1]))
+        attr = np.where(dependency, -1, attr)
+        kind = np.where(dependency, DEPENDENCY, OPERATOR)
+        self.add(u, v, kind, attr, zero=~enter[1:] & self.blocking[row[1:]])
 
     def gpu(self, rows: np.ndarray, queue: np.ndarray) -> None:
+        """GPU rows in start order (syncs at their end): each kernel's span, then a launch edge
+        when its launch found an empty queue and an idle stream, else a kernel-kernel edge from
+        the previous kernel on its stream; a `Stream Sync`/`Context Sync` links the last kernel
+        of its stream (of every stream, in order of their first kernel) to the call's end."""
         f = self.frame
         syncs = {f.sym("Event Sync"), f.sym("Context Sync")}
         sync_cat = f.sym("cuda_sync")
@@ -205,156 +213,148 @@ class Graph:
             & (f.index_correlation[rows] >= 0)
         ]
         is_sync = f.cat[sel] == sync_cat
-        sort_by = np.where(is_sync, f.end[sel], f.ts[sel])
-        sel = sel[np.argsort(sort_by, kind="stable")]
+        sel = sel[np.argsort(np.where(is_sync, f.end[sel], f.ts[sel]), kind="stable")]
+        is_sync = f.cat[sel] == sync_cat
         row_of = f.row_of_index()
-        last: dict[int, int] = {}
+        link = f.index_correlation[sel]
+        found = (link >= 0) & (link < len(row_of))
+        runtime = np.where(found, row_of[np.where(found, link, 0)], -1)
+        # Kernels: position in `sel`, stream, nodes, and the previous kernel on the stream.
+        at = np.flatnonzero(~is_sync)
+        krow, rt = sel[at], runtime[at]
+        stream = f.stream[krow]
+        by_stream = np.argsort(stream, kind="stable")
+        has_prev = np.zeros(len(at), dtype=bool)
+        prev = np.full(len(at), -1, dtype=np.int64)
+        same = stream[by_stream[1:]] == stream[by_stream[:-1]]
+        has_prev[by_stream[1:][same]] = True
+        s, e = self.start_of[krow], self.end_of[krow]
+        prev[by_stream[1:][same]] = e[by_stream[:-1][same]]
+        rt_ts = np.where(rt >= 0, f.ts[rt], math.nan)
+        launch = (rt >= 0) & (queue[rt] == 1) & (queue[krow] == 0)
+        launch &= ~has_prev | (self.node_ts[prev] < rt_ts)
+        rt_start = self.start_of[rt]
+        missing = np.flatnonzero(launch & (rt_start < 0))
+        if len(missing):
+            row = krow[missing[0]]
+            raise CriticalPathError(
+                f"no runtime node for the launch of {f.names[f.name[row]]!r} "
+                f"(correlation {int(f.correlation[row])})"
+            )
+        follow = ~launch & has_prev
+        second = launch | follow
+        blocks = [
+            (at, 0, s, e, np.full(len(at), OPERATOR), krow),
+            (at[second], 1, np.where(launch, rt_start, prev)[second], s[second],
+             np.where(launch, LAUNCH, KERNEL_KERNEL)[second],
+             np.where(launch, -1, self.node_row[prev])[second]),
+        ]  # fmt: skip
+        # Syncs: the last kernel before them on their stream, or on every stream.
         stream_sync, context_sync = f.sym("Stream Sync"), f.sym("Context Sync")
-        for row in sel.tolist():
-            link = int(f.index_correlation[row])
-            runtime = int(row_of[link]) if 0 <= link < len(row_of) else -1
-            if f.cat[row] == sync_cat:
-                name = f.name[row]
-                if name in (stream_sync, context_sync) and runtime >= 0:
-                    ends = (
-                        list(last.values())
-                        if name == context_sync
-                        else [last.get(int(f.stream[row]))]
-                    )
-                    target = self.end_of[runtime]
-                    for node in ends:
-                        if node is not None and target >= 0:
-                            self.add(node, target, SYNC)
-                continue
-            stream = int(f.stream[row])
-            s, e = self.start_of[row], self.end_of[row]
-            self.add(s, e, OPERATOR, row)
-            runtime_ts = f.ts[runtime] if runtime >= 0 else math.nan
-            prev = last.get(stream)
-            if (
-                runtime >= 0
-                and queue[runtime] == 1
-                and queue[row] == 0
-                and (prev is None or self.ts_list[prev] < runtime_ts)
-            ):
-                start = self.start_of[runtime]
-                if start < 0:
-                    raise CriticalPathError(
-                        f"no runtime node for the launch of {f.names[f.name[row]]!r} "
-                        f"(correlation {int(f.correlation[row])})"
-                    )
-                self.add(start, s, LAUNCH)
-            elif prev is not None:
-                self.add(prev, s, KERNEL_KERNEL, self.row_list[prev])
-            last[stream] = e
+        name = f.name[sel]
+        target = np.where(runtime >= 0, self.end_of[runtime], -1)
+        waits = is_sync & (runtime >= 0) & (target >= 0)
+        streams, first_at = np.unique(stream, return_index=True)
+        streams = streams[np.argsort(first_at, kind="stable")]  # the order they first appear
+        for i, sid in enumerate(streams.tolist()):
+            on = by_stream[stream[by_stream] == sid]  # this stream's kernels, in order
+            asks = np.flatnonzero(waits & ((name == context_sync) | (
+                (name == stream_sync) & (f.stream[sel] == sid))))  # fmt: skip
+            j = np.searchsorted(at[on], asks) - 1
+            asks, j = asks[j >= 0], j[j >= 0]
+            blocks.append((asks, 2 + i, e[on[j]], target[asks], np.full(len(asks), SYNC),
+                           np.full(len(asks), -1)))  # fmt: skip
+        pos = np.concatenate([b[0] for b in blocks])
+        sub = np.concatenate([np.full(len(b[0]), b[1]) for b in blocks])
+        order = np.lexsort((sub, pos))
+        u, v, kind, attr = (np.concatenate([b[i] for b in blocks])[order] for i in range(2, 6))
+        self.add(u.astype(np.int64), v.astype(np.int64), kind, attr.astype(np.int64))
 
     def implied_syncs(self, rows: np.ndarray) -> None:
         """Native mode, for traces without `cuda_sync` rows (PyTorch before 2.1): a blocking call
         (`cudaStreamSynchronize`, `cudaMemcpy`, ...) returned when the GPU work it waited for
         did: a sync edge from the last GPU op ending inside the call to the call's end."""
         f = self.frame
-        is_node = np.frombuffer(self.start_of, dtype=np.int64)[rows] >= 0
+        is_node = self.start_of[rows] >= 0
         gpu = rows[(f.stream[rows] != -1) & is_node]
-        calls = rows[(f.stream[rows] == -1) & is_node & f.name_in(BLOCKING_SYNC_CALLS)[rows]]
+        calls = rows[(f.stream[rows] == -1) & is_node & self.blocking[rows]]
         if not len(gpu) or not len(calls):
             return
         gpu = gpu[np.argsort(f.end[gpu], kind="stable")]
         ends = f.end[gpu]
         k = np.searchsorted(ends, f.end[calls], side="right") - 1
-        for call, j in zip(calls.tolist(), k.tolist(), strict=True):
-            if j >= 0 and ends[j] > f.ts[call]:
-                self.add(self.end_of[int(gpu[j])], self.end_of[call], SYNC)
+        ok = k >= 0
+        ok[ok] = ends[k[ok]] > f.ts[calls[ok]]
+        calls, k = calls[ok], k[ok]
+        self.add(self.end_of[gpu[k]], self.end_of[calls], np.full(len(k), SYNC),
+                 np.full(len(k), -1))  # fmt: skip
 
-    def longest_path(self) -> list[int]:
+    def _edges(self) -> None:
+        """Every edge as added, then one per (u, v) pair, as networkx keeps: at the place the
+        pair was first added, with the kind, weight and attribution of the last one."""
+        if self._blocks:
+            src, dst, kind, weight, attr = (
+                np.concatenate([b[i] for b in self._blocks]) for i in range(5)
+            )
+            self._blocks = []
+            key = src * (len(self.node_ts) + 1) + dst
+            by_key = np.argsort(key, kind="stable")
+            sorted_key = key[by_key]
+            new = np.ones(len(sorted_key) + 1, dtype=bool)
+            new[1:-1] = sorted_key[1:] != sorted_key[:-1]
+            first, last = by_key[new[:-1]], by_key[new[1:]]
+            at = np.argsort(first, kind="stable")
+            first, last = first[at], last[at]
+            self.src, self.dst = src[first], dst[first]
+            self.kind, self.weight, self.attr = kind[last], weight[last], attr[last]
+
+    def longest_path(self) -> I64:
         """Edge ids of networkx's `dag_longest_path` (weights <= -1 as 0); raises on a cycle."""
+        self._edges()
         n = len(self.node_ts)
-        src, dst = self._edges()
-        # Each node's incoming edge ids and outgoing targets in the order the edges were added
-        # (a stable sort), flat with offsets (CSR), as typed arrays for the sequential pass.
-        by_dst = np.argsort(dst, kind="stable")
-        pred_at = array("q", np.searchsorted(dst, np.arange(n + 1), sorter=by_dst).tobytes())
-        pred_ids = array("q", by_dst.tobytes())
-        del by_dst
-        by_src = np.argsort(src, kind="stable")
-        succ_ids = array("q", dst[by_src].tobytes())
-        succ_at = array("q", np.searchsorted(src, np.arange(n + 1), sorter=by_src).tobytes())
-        del by_src
-        indeg = array("q", np.bincount(dst, minlength=n).astype(np.int64).tobytes())
-        weight = np.frombuffer(self.weight, dtype=np.float64) if len(self.weight) else np.zeros(0)
-        w = array("d", np.where(weight <= -1, 0.0, weight).tobytes())
-        src_of = self.src
-        ready = deque(np.flatnonzero(np.frombuffer(indeg, dtype=np.int64) == 0).tolist())
-        dist = array("d", bytes(8 * n))
-        via = array("q", np.full(n, -1, dtype=np.int64).tobytes())
-        seen = 0
-        while ready:
-            v = ready.popleft()
-            seen += 1
-            best, best_edge = 0.0, -1
-            for i in pred_ids[pred_at[v] : pred_at[v + 1]]:
-                cand = dist[src_of[i]] + w[i]
-                if best_edge < 0 or cand > best:
-                    best, best_edge = cand, i
-            if best_edge >= 0 and best >= 0:
-                dist[v], via[v] = best, best_edge
-            for x in succ_ids[succ_at[v] : succ_at[v + 1]]:
-                indeg[x] -= 1
-                if indeg[x] == 0:
-                    ready.append(x)
-        if seen < n:
+        weight = np.where(self.weight <= -1, 0.0, self.weight)
+        if _c_longest_path is None:
+            return _longest_path_py(n, self.src, self.dst, weight)
+        path = _c_longest_path(n, self.src, self.dst, weight)
+        if path is None:
             raise CriticalPathError("the dependency graph has a cycle")
-        if n == 0:
-            return []
-        v = int(np.argmax(np.frombuffer(dist, dtype=np.float64)))  # the first longest
-        path: list[int] = []
-        while via[v] >= 0:
-            path.append(via[v])
-            v = src_of[via[v]]
-        return path[::-1]
+        return np.frombuffer(path, dtype=np.int64)
 
 
-class _Walk:
-    """The depth-first walk of one thread's call stack (module docstring of critical_path.py,
-    step 3): consecutive nodes linked by operator edges, top-level operators by dependencies."""
-
-    def __init__(self, graph: Graph, rows: array[int], parent: array[int]) -> None:
-        self.graph, self.rows, self.parent = graph, rows, parent
-        self.last: int | None = None
-        self.last_top: int | None = None
-        self.last_parent = -1
-        self.depth = 0
-
-    def _nodes(self, k: int) -> tuple[int, int, int, int]:
-        row = self.rows[k]
-        up = self.parent[k]
-        return (
-            row,
-            self.graph.start_of[row],
-            self.graph.end_of[row],
-            self.rows[up] if up >= 0 else -1,
-        )
-
-    def enter(self, k: int) -> None:
-        _, s, e, par = self._nodes(k)
-        if s < 0 or e < 0:
-            return
-        graph = self.graph
-        if self.depth == 0 and self.last_top is not None:
-            graph.add(self.last_top, s, DEPENDENCY)
-        self.depth += 1
-        if self.last is not None:
-            graph.cpu_edge(self.last, s, self.last_parent)
-        self.last, self.last_parent = s, par
-
-    def leave(self, k: int) -> None:
-        row, s, e, par = self._nodes(k)
-        if s < 0 or e < 0:
-            return
-        graph = self.graph
-        self.depth -= 1
-        if self.last is not None:
-            graph.cpu_edge(self.last, e, self.last_parent, zero=row in graph.blocking)
-        if self.depth == 0:
-            self.last, self.last_top = None, e
-        else:
-            self.last, self.last_parent = e, par
+def _longest_path_py(n: int, src: I64, dst: I64, weight: np.ndarray) -> I64:
+    """The C extension's pass in Python: nodes in Kahn's order; a node's distance is its best
+    predecessor's plus the edge (the first best in edge order), 0 when none or negative; the path
+    ends at the first node of the greatest distance."""
+    by_dst = np.argsort(dst, kind="stable")
+    pred_at = np.searchsorted(dst, np.arange(n + 1), sorter=by_dst).tolist()
+    pred_ids = by_dst.tolist()
+    by_src = np.argsort(src, kind="stable")
+    succ_ids = dst[by_src].tolist()
+    succ_at = np.searchsorted(src, np.arange(n + 1), sorter=by_src).tolist()
+    indeg = np.bincount(dst, minlength=n).tolist()
+    w, src_of = weight.tolist(), src.tolist()
+    ready = deque(i for i in range(n) if indeg[i] == 0)
+    dist, via = [0.0] * n, [-1] * n
+    seen = 0
+    while ready:
+        v = ready.popleft()
+        seen += 1
+        best, best_edge = 0.0, -1
+        for i in pred_ids[pred_at[v] : pred_at[v + 1]]:
+            cand = dist[src_of[i]] + w[i]
+            if best_edge < 0 or cand > best:
+                best, best_edge = cand, i
+        if best_edge >= 0 and best >= 0:
+            dist[v], via[v] = best, best_edge
+        for x in succ_ids[succ_at[v] : succ_at[v + 1]]:
+            indeg[x] -= 1
+            if indeg[x] == 0:
+                ready.append(x)
+    if seen < n:
+        raise CriticalPathError("the dependency graph has a cycle")
+    path: list[int] = []
+    v = int(np.argmax(dist)) if n else 0
+    while n and via[v] >= 0:
+        path.append(via[v])
+        v = src_of[via[v]]
+    return np.array(path[::-1], dtype=np.int64)

@@ -49,18 +49,27 @@ def _launched(frame: RankFrame) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _nested_in_candidate(frame: RankFrame, rows: np.ndarray, hit: np.ndarray) -> np.ndarray:
-    """Per row (CPU rows of one thread), whether a candidate row encloses it: a stack sweep in
-    start order, longest first."""
+    """Per row (CPU rows of one thread), whether a candidate row encloses it, as a stack sweep
+    in start order (longest first) finds it: a row pops the rows that end before it, so its
+    stack lies below the nearest earlier row that ends no earlier (its parent). Parents, then
+    "a candidate among my ancestors", are found for all rows at once by pointer jumping."""
     order = rows[np.lexsort((-frame.end[rows], frame.ts[rows]))]
+    end = frame.end[order]
+    up = np.arange(len(order)) - 1  # a parent candidate: every row skipped ends before the row
+    todo = np.flatnonzero(up >= 0)
+    while len(todo):
+        todo = todo[end[up[todo]] < end[todo]]
+        up[todo] = up[up[todo]]
+        todo = todo[up[todo] >= 0]
+    flagged = hit[order].astype(bool)  # a candidate at or above each row, 2^k rows up so far
+    jump = up.copy()
+    live = np.flatnonzero(jump >= 0)
+    while len(live):
+        flagged[live] |= flagged[jump[live]]
+        jump[live] = jump[jump[live]]
+        live = live[jump[live] >= 0]
     nested = np.zeros(len(frame), dtype=bool)
-    stack: list[tuple[float, float, bool]] = []  # (ts, end, candidate or under one)
-    for row, ts, end in zip(order.tolist(), frame.ts[order].tolist(), frame.end[order].tolist(),
-                            strict=True):  # fmt: skip
-        while stack and not (ts >= stack[-1][0] and end <= stack[-1][1]):
-            stack.pop()
-        under = bool(stack) and stack[-1][2]
-        nested[row] = under
-        stack.append((ts, end, under or bool(hit[row])))
+    nested[order] = np.where(up >= 0, flagged[np.maximum(up, 0)], False)
     result: np.ndarray = nested[rows]
     return result
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
 from analyzers.traces.frame import Mode, RankFrame, TraceSet
-from analyzers.traces.stats import describe, join_rows
+from analyzers.traces.stats import describe, in_sorted, join_rows
 
 HTA_LAUNCHES = frozenset(
     {
@@ -44,8 +44,9 @@ COLUMNS = ("correlation", "cpu_duration", "gpu_duration", "launch_delay")
 def launch_pairs(frame: RankFrame, launches: frozenset[str]) -> np.ndarray:
     """(cpu_row, gpu_row) pairs in HTA's merge order: CPU rows in order, then their GPU rows."""
     corr_set = np.unique(frame.correlation[frame.name_in(launches)])
-    cpu = np.flatnonzero((frame.stream == -1) & np.isin(frame.correlation, corr_set))
-    gpu = np.flatnonzero((frame.stream != -1) & np.isin(frame.correlation, corr_set))
+    launched = in_sorted(frame.correlation, corr_set)
+    cpu = np.flatnonzero((frame.stream == -1) & launched)
+    gpu = np.flatnonzero((frame.stream != -1) & launched)
     i, j = join_rows(frame.correlation[cpu], frame.correlation[gpu])
     return np.stack([cpu[i], gpu[j]], axis=1).astype(np.int64)
 

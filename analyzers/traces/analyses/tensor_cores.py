@@ -18,6 +18,7 @@ import numpy as np
 from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
 from analyzers.traces.classify import KernelClass
 from analyzers.traces.frame import CPU_OP_CATS, RankFrame, TraceSet
+from analyzers.traces.stats import in_sorted
 
 TC_KERNEL_PATTERNS = (
     "h884", "s884", "h1688", "s1688", "hmma", "i8816", "16816", "dgrad_1x1_stride_2x2",
@@ -67,7 +68,7 @@ def eligible_kernels(frame: RankFrame) -> np.ndarray:
     ids = np.unique(frame.external_id[ops])
     ids = ids[ids >= 0]
     kernels = frame.of_class(KernelClass.COMPUTATION)
-    mask: np.ndarray = kernels & np.isin(frame.external_id, ids)
+    mask: np.ndarray = kernels & in_sorted(frame.external_id, ids)
     return mask
 
 

@@ -104,3 +104,45 @@ def test_whatif_saves_nothing_off_the_critical_path() -> None:
     assert rows["amp"]["estimated_low_us"] == rows["amp"]["baseline_step_us"]
     assert rows["amp"]["saved_high"] == 0.0
     assert rows["no_dataloader_wait"]["saved_fraction"] > 0.3
+
+
+@pytest.mark.parametrize("hta_compatible", [True, False], ids=["hta", "native"])
+def test_the_python_longest_path_answers_as_the_extension_does(
+    hta_compatible: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the optional C extension is not built, the Python pass over the same edge arrays
+    finds the same path, edge for edge (the tie-breaking included)."""
+    import analyzers.traces.analyses.critical_path_graph as graph
+
+    if graph._c_longest_path is None:
+        pytest.skip("the C extension is not built")
+    trace_dir = DATA / "hta_trace_diff_control_rank3"
+    paths = []
+    for c_pass in (graph._c_longest_path, None):
+        monkeypatch.setattr(graph, "_c_longest_path", c_pass)
+        frame = trace_set(trace_dir, hta_compatible=hta_compatible).frames()[0]
+        paths.append(critical_path_of(frame, native=not hta_compatible))
+    ours, python = paths
+    assert ours is not None and python is not None
+    assert len(ours.rows) > 100
+    assert (ours.rows.tolist(), ours.weights.tolist()) == (
+        python.rows.tolist(),
+        python.weights.tolist(),
+    )
+
+
+def test_both_passes_refuse_a_cycle_and_take_the_first_longest_path() -> None:
+    from analyzers.traces.analyses.critical_path_graph import _c_longest_path, _longest_path_py
+
+    src, dst = np.array([0, 1, 2], dtype=np.int64), np.array([1, 2, 1], dtype=np.int64)
+    weight = np.ones(3)
+    with pytest.raises(CriticalPathError, match="cycle"):
+        _longest_path_py(3, src, dst, weight)
+    # 0 -> 1 -> 3 and 0 -> 2 -> 3 tie at 2; node 3's first predecessor in edge order wins.
+    src, dst = np.array([0, 0, 2, 1], dtype=np.int64), np.array([1, 2, 3, 3], dtype=np.int64)
+    weight = np.ones(4)
+    assert _longest_path_py(4, src, dst, weight).tolist() == [1, 2]
+    if _c_longest_path is not None:
+        assert _c_longest_path(3, src[:3] % 3, dst[:3] % 3, weight[:3]) is None
+        path = _c_longest_path(4, src, dst, weight)
+        assert path is not None and np.frombuffer(path, dtype=np.int64).tolist() == [1, 2]

@@ -66,3 +66,32 @@ def test_the_spilled_files_go_with_the_set(three_ranks: Path) -> None:
     assert any(folder.rglob("*.npy"))
     frames.close()
     assert not folder.exists()
+
+
+def test_a_killed_runs_files_are_removed_by_the_next_set(tmp_path: Path) -> None:
+    """A run killed with SIGKILL leaves its folder (no finalizer runs); the next spilled set
+    removes the folders whose owning process is gone, and no other."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    script = (
+        "import sys; from pathlib import Path; from analyzers.traces.spill import SpilledFrames; "
+        "s = SpilledFrames(Path(sys.argv[1])); print(s._folder, flush=True); sys.stdin.read()"
+    )
+    with subprocess.Popen(
+        [sys.executable, "-c", script, str(tmp_path)], stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE, text=True,
+    ) as child:  # fmt: skip
+        assert child.stdout is not None
+        killed = Path(child.stdout.readline().strip())
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait()
+    assert killed.is_dir()
+    live = SpilledFrames(tmp_path)
+    other = tmp_path / "fleetscope-ranks-notapid"
+    other.mkdir()
+    assert not killed.exists()
+    SpilledFrames(tmp_path)
+    assert live._folder.is_dir() and other.is_dir()
