@@ -48,7 +48,7 @@ from tests.dashboard.browser import Browser, dashboard_server, free_port
 
 PAGES = ["fleet", "jobs", "traces", "hosts", "gpus", "sharing"]
 _CONTENT = (
-    '\'[data-testid="stMetric"], [data-testid="stDataFrame"] canvas,'
+    '\'.fs-tiles, [data-testid="stMetric"], [data-testid="stDataFrame"] canvas,'
     ' [data-testid="stVegaLiteChart"] canvas, [data-testid="stVegaLiteChart"] svg,'
     ' [data-testid="stAlert"], [data-testid="stTable"]\''
 )
