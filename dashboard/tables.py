@@ -9,7 +9,7 @@ empty numeric cell. Pages pass only the columns they need, so the table fits the
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -45,6 +45,20 @@ def present(frame: pd.DataFrame, columns: Mapping[str, Col]) -> pd.DataFrame:
             continue
         shown[name] = [_text(v, col.format) for v in series]
     return shown
+
+
+def hour_decimals(*values: Iterable[float]) -> int:
+    """Decimals for GPU-hours read together (a heading and the rows under it): two, or more where
+    the smallest non-zero value would read 0.00 (a demo's 0.004 GPU-h finding), at most four, so
+    a heading never rounds to "0.0" above a row of 0.03."""
+    smallest = min(
+        (abs(float(v)) for column in values for v in column if v == v and float(v) != 0.0),
+        default=1.0,
+    )
+    for decimals in (2, 3):
+        if round(smallest, decimals) != 0.0:
+            return decimals
+    return 4
 
 
 ROW_PX = 35  # Streamlit's data grid: one row, and the header row, are 35 px

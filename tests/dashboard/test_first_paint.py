@@ -14,7 +14,7 @@ import altair as alt
 import pandas as pd
 import pytest
 
-from dashboard import charts, drawn, energy_view, headline_tiles, source
+from dashboard import charts, drawn, energy_view, headline_tiles, source, tables
 from tests.dashboard.conftest import Warehouse
 from tests.dashboard.test_dashboard_pages import _app
 from warehouse.storage.segments import SegmentStore
@@ -115,3 +115,12 @@ def test_tiles_are_escaped_and_read_back() -> None:
     block = headline_tiles.html_of(tiles)
     assert "<b>" not in block
     assert headline_tiles.read(block) == {"a <b> & c": "1 < 2", "plain": "8.00 GPU-h"}
+
+
+def test_small_gpu_hours_get_the_decimals_that_show_them_and_the_heading_the_same() -> None:
+    assert tables.hour_decimals([1.2, 0.5], [1.7]) == 2
+    assert tables.hour_decimals([0.03, 1.0], [0.034]) == 2  # heading 0.03, not "0.0"
+    assert tables.hour_decimals([0.004, 1.0]) == 3  # 0.004, not "0.00"
+    assert tables.hour_decimals([0.0004, 0.0]) == 4
+    assert tables.hour_decimals([0.0, float("nan")]) == 2  # nothing small to show
+    assert tables.hour_decimals([0.00001]) == 4  # at most four
