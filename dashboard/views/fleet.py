@@ -215,11 +215,10 @@ def _breakdowns(
             energy_view.show_mfu_by_team(jobs, energy_view.measured_by_job(key, win.start, win.end))
 
 
-def _trend_columns(decimals: int) -> dict[str, Col]:
-    return {
-        "wasted_gpu_h": Col("recoverable GPU-h", f"%.{decimals}f"),
-        "trend": Col("trend"),
-    }
+TREND = {
+    "wasted_gpu_h": Col("recoverable GPU-h", "%.2f"),
+    "trend": Col("trend"),
+}
 
 
 def _trend(table: pd.DataFrame) -> pd.DataFrame:
@@ -235,23 +234,22 @@ def _opportunities(key: str, win: data.Window) -> None:
     if found.by_rule.empty:
         st.caption("No findings stored for this window yet (the analyzers write them).")
         return
-    decimals = tables.hour_decimals(
-        found.by_rule["wasted_gpu_h"],
-        found.by_team["wasted_gpu_h"],
-        [found.total_gpu_h, found.previous_total_gpu_h],
+    # the heading rounds as its rows do (it read "0.0" above a row of 0.03)
+    total, previous = (
+        tables.cell(v, TREND["wasted_gpu_h"].format)
+        for v in (found.total_gpu_h, found.previous_total_gpu_h)
     )
-    trend = _trend_columns(decimals)
     st.caption(
-        f"{found.total_gpu_h:,.{decimals}f} recoverable GPU-h (a job flagged by several rules "
-        f"counted once; previous window {found.previous_total_gpu_h:,.{decimals}f}), as "
-        "`fleetscope opportunities`; trend: against the previous window of the same length"
+        f"{total} recoverable GPU-h (a job flagged by several rules counted once; previous window "
+        f"{previous}), as `fleetscope opportunities`; trend: against the previous window of the "
+        "same length"
     )
     tables.static(
         _trend(found.by_rule),
         {
             "rule_id": Col("rule", width="small"),
             "rule": Col("name"),
-            **trend,
+            **TREND,
             "findings": Col("findings", "%d"),
             "jobs": Col("jobs", "%d"),
         },
@@ -260,7 +258,7 @@ def _opportunities(key: str, win: data.Window) -> None:
         _trend(found.by_team),
         {
             "team": Col("team"),
-            **trend,
+            **TREND,
             "findings": Col("findings", "%d"),
             "jobs": Col("jobs", "%d"),
             "top_rule": Col("top rule"),

@@ -42,9 +42,7 @@ def render() -> None:
         f"{len(shown)} of {len(jobs)} jobs, idlest first (click a row to open the job; a header to "
         "sort) · recoverable: what the findings' fixes would give back; SM activity: the job's page"
     )
-    decimals = tables.hour_decimals(jobs["wasted_gpu_h"])  # a demo's 0.004 GPU-h, not "0.00"
-    columns = {**COLUMNS, "wasted_gpu_h": Col("recoverable GPU-h", f"%.{decimals}f")}
-    tables.listing(shown, columns, key="jobs_table", page="views/job.py", param="job_id")
+    tables.listing(shown, COLUMNS, key="jobs_table", page="views/job.py", param="job_id")
 
 
 def _headline(jobs: pd.DataFrame) -> None:

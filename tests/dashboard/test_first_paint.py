@@ -117,10 +117,10 @@ def test_tiles_are_escaped_and_read_back() -> None:
     assert headline_tiles.read(block) == {"a <b> & c": "1 < 2", "plain": "8.00 GPU-h"}
 
 
-def test_small_gpu_hours_get_the_decimals_that_show_them_and_the_heading_the_same() -> None:
-    assert tables.hour_decimals([1.2, 0.5], [1.7]) == 2
-    assert tables.hour_decimals([0.03, 1.0], [0.034]) == 2  # heading 0.03, not "0.0"
-    assert tables.hour_decimals([0.004, 1.0]) == 3  # 0.004, not "0.00"
-    assert tables.hour_decimals([0.0004, 0.0]) == 4
-    assert tables.hour_decimals([0.0, float("nan")]) == 2  # nothing small to show
-    assert tables.hour_decimals([0.00001]) == 4  # at most four
+def test_a_small_number_never_reads_as_zero_and_the_heading_rounds_as_its_rows() -> None:
+    assert tables.cell(0.03, "%.2f") == "0.03"  # the opportunities heading read "0.0" above it
+    assert tables.cell(0.004, "%.2f") == "< 0.01"  # a demo's finding read "0.00 GPU-h"
+    assert tables.cell(-0.004, "%.1f") == "> -0.1"
+    assert tables.cell(0.0, "%.2f") == "0.00"
+    assert tables.cell(3, "%d") == "3"
+    assert tables.cell(None, "%.2f") == "-"
