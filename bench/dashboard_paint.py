@@ -15,10 +15,11 @@
                                                                    # Python, wall and CPU seconds
 
 `fleetscope dashboard` is served on the warehouse and Debian's Chromium (tests/dashboard/browser.py)
-opens each page. Two moments are timed from navigation: "headline", the page's title and its first
-headline element (a metric, chart, table or notice) are in the document; and "paint" (first
-meaningful paint, the figure the targets are about), the same and Streamlit's running indicator
-gone, i.e. the page's script has finished and everything it draws on open is sent. Each page is
+opens each page. Three moments are timed from navigation: "headline", the page's title and its
+first headline element (the tiles' block, a metric, chart, table or notice) drawn; "paint" (the
+figure the targets are about), the same and Streamlit's running indicator gone, i.e. the page's
+script has finished and everything it draws on open is sent; "settled", that and every element
+drawn (no skeleton left, every chart and grid with its canvas). Each page is
 opened once cold (the server's caches empty for it), then `--repeats` times; the median is printed
 with the cold time beside it. Peers, same run: a bare Streamlit page (a title and one metric: the
 floor Streamlit and Chromium set on this machine); with `--peer-tree`, the same pages served from
@@ -48,34 +49,42 @@ from tests.dashboard.browser import Browser, dashboard_server, free_port
 
 PAGES = ["fleet", "jobs", "traces", "hosts", "gpus", "sharing"]
 _CONTENT = (
-    '\'[data-testid="stMetric"], [data-testid="stDataFrame"] canvas,'
+    '\'.fs-tiles, [data-testid="stMetric"], [data-testid="stDataFrame"] canvas,'
     ' [data-testid="stVegaLiteChart"] canvas, [data-testid="stVegaLiteChart"] svg,'
     ' [data-testid="stAlert"], [data-testid="stTable"]\''
 )
-# 0: nothing yet; 1: title and headline in the document; 2: that, and the script has finished
+# 0: nothing yet; 1: title and headline in the document; 2: that, and the script has finished;
+# 3: that, and every element drawn (no skeleton left, each chart and grid has its canvas)
 _PAINTED_JS = f"""
 (() => {{
   const main = document.querySelector('[data-testid="stMain"]') || document.body;
   if (!main) return 0;
   if (!(main.querySelector('h1') && main.querySelector({_CONTENT}))) return 0;
-  return document.querySelector('[data-testid="stStatusWidget"]') ? 1 : 2;
+  if (document.querySelector('[data-testid="stStatusWidget"]')) return 1;
+  const all = s => Array.from(main.querySelectorAll(s));
+  const drawn = all('[data-testid="stVegaLiteChart"]').every(c => c.querySelector('canvas, svg'))
+    && all('[data-testid="stDataFrame"]').every(g => g.querySelector('canvas'))
+    && !main.querySelector('[data-testid="stSkeleton"]');
+  return drawn ? 3 : 2;
 }})()
 """
 
 
-def paint_s(browser: Browser, url: str, timeout_s: float = 180.0) -> tuple[float, float]:
-    """(headline s, paint s) of one page load from a blank page."""
+def paint_s(browser: Browser, url: str, timeout_s: float = 180.0) -> tuple[float, float, float]:
+    """(headline s, paint s, settled s) of one page load from a blank page."""
     browser.navigate("about:blank")
     started = time.monotonic()
     browser.navigate(url)
-    headline = None
+    headline = paint = None
     while True:
         stage = browser.evaluate(_PAINTED_JS)
         now = time.monotonic() - started
         if stage and headline is None:
             headline = now
-        if stage == 2:
-            return headline if headline is not None else now, now
+        if stage >= 2 and paint is None:
+            paint = now
+        if stage == 3:
+            return headline or now, paint or now, now
         if now > timeout_s:
             raise TimeoutError(f"{url} never painted")
         time.sleep(0.02)
@@ -117,11 +126,12 @@ def floor(browser: Browser, repeats: int) -> Row:
             server.wait(timeout=30)
 
 
-def _row(cold: tuple[float, float], warm: list[tuple[float, float]]) -> Row:
+def _row(cold: tuple[float, float, float], warm: list[tuple[float, float, float]]) -> Row:
     return {
         "cold": cold[1],
-        "headline": statistics.median(h for h, _ in warm),
-        "paint": statistics.median(p for _, p in warm),
+        "headline": statistics.median(h for h, _, _ in warm),
+        "paint": statistics.median(p for _, p, _ in warm),
+        "settled": statistics.median(s for _, _, s in warm),
     }
 
 
@@ -148,7 +158,7 @@ def pages(
         try:
             for page in PAGES:
                 cold = {label: paint_s(browser, f"{url}/{page}") for label, url in urls.items()}
-                warm: dict[str, list[tuple[float, float]]] = {label: [] for label in urls}
+                warm: dict[str, list[tuple[float, float, float]]] = {label: [] for label in urls}
                 for _ in range(repeats):
                     for label, url in urls.items():
                         warm[label].append(paint_s(browser, f"{url}/{page}"))
@@ -162,20 +172,18 @@ def pages(
 
 def table(floor_row: Row, this: dict[str, Row], peer: dict[str, Row] | None) -> None:
     """The per-page table, seconds; the floor's own row first."""
-    peer_heads = " peer cold | peer paint |" if peer else ""
-    print(f"| page |{peer_heads} cold | headline | paint (median) |")
-    print("|---|" + "---:|" * (5 if peer else 3))
+    figures = ("cold", "headline", "paint", "settled")
+    peer_heads = "".join(f" peer {name} |" for name in figures) if peer else ""
+    print(f"| page |{peer_heads} cold | headline | paint | settled (medians) |")
+    print("|---|" + "---:|" * (8 if peer else 4))
     for page, row in [("bare Streamlit (floor)", floor_row), *this.items()]:
         before = peer.get(page) if peer else None
         peer_cells = (
-            f" {before['cold']:.2f} | {before['paint']:.2f} |"
+            "".join(f" {before[name]:.2f} |" for name in figures)
             if before
-            else (" - | - |" if peer else "")
+            else (" - |" * 4 if peer else "")
         )
-        print(
-            f"| {page} |{peer_cells} {row['cold']:.2f} | {row['headline']:.2f} | "
-            f"{row['paint']:.2f} |"
-        )
+        print(f"| {page} |{peer_cells}" + "".join(f" {row[name]:.2f} |" for name in figures))
 
 
 # A page's Python in a fresh process of the tree measured (AppTest, no browser): one run to fill

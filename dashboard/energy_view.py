@@ -25,6 +25,7 @@ from analyzers.mfu.measured import job_mfu
 from analyzers.mfu.mfu import Mfu, proxy_mfu
 from analyzers.run.window import Window
 from dashboard import state
+from dashboard.headline_tiles import Tile
 
 # Keyed by the warehouse's data version (`state.data_version`), read again only on new data: with
 # a 10 s TTL every open after 10 s recomputed them (bench/RESULTS.md, "Dashboard first meaningful
@@ -83,53 +84,50 @@ def _measured_by_job(key: str, start: datetime, end: datetime, version: Hashable
     return frame
 
 
-def show_job(
+def job_tiles(
     key: str, job_id: str, start: datetime, end: datetime, team: str | None, gpus: pd.DataFrame
-) -> None:
-    """The Job page's energy, money and MFU row."""
+) -> tuple[list[Tile], str | None]:
+    """The Job page's energy, money and MFU tiles, and the prices' note to print under them."""
     figures = _job_energy(key, job_id, start, end, state.data_version(key))
     if not figures:
-        return
+        return [], None
     prices = Prices.from_settings(state.settings())
-    cols = st.columns(4)
+    tiles = []
     if figures["source"] == "none":
-        cols[0].metric("Energy", "n/a", "no energy counter or power", delta_color="off")
+        tiles.append(Tile("Energy", "n/a", "no energy counter or power"))
     else:
         how = {"counter": "energy counter", "power": "power integrated", "mixed": "counter + power"}
         co2e = prices.co2e_kg(figures["kwh"])
         said = how[figures["source"]] + ("" if co2e is None else f" · {co2e:,.2f} kg CO2e")
-        cols[0].metric("Energy", f"{figures['kwh']:,.2f} kWh", said, delta_color="off")
-        cols[1].metric("Idle-allocated energy", f"{figures['idle_kwh']:,.2f} kWh")
+        tiles.append(Tile("Energy", f"{figures['kwh']:,.2f} kWh", said))
+        tiles.append(Tile("Idle-allocated energy", f"{figures['idle_kwh']:,.2f} kWh"))
     money = prices.money(figures["gpu_h"], figures["gpu_model"], team, figures["cluster"])
-    cols[2].metric(
-        "Cost",
-        "n/a" if money is None else f"{money:,.2f} {prices.currency}",
-        "no price set" if money is None else f"{figures['gpu_h']:,.2f} GPU-h",
-        delta_color="off",
+    tiles.append(
+        Tile(
+            "Cost",
+            "n/a" if money is None else f"{money:,.2f} {prices.currency}",
+            "no price set" if money is None else f"{figures['gpu_h']:,.2f} GPU-h",
+        )
     )
+    note = prices.note if money is not None and prices.note else None
     measured = _job_measured(key, job_id, start, end, state.data_version(key))
     if measured is not None:
-        cols[3].metric(
+        mfu = Tile(
             "MFU (measured)",
             measured.percent,
             "the SDK's FLOPs per step",
-            delta_color="off",
             help=f"Model FLOPs utilization: {measured.basis}",
         )
-        if money is not None and prices.note:
-            st.caption(prices.note)
-        return
+        return [*tiles, mfu], note
     tensor = gpus["tensor_active_pct"].mean() if "tensor_active_pct" in gpus else float("nan")
     proxy = proxy_mfu(None if pd.isna(tensor) else float(tensor) / 100.0)
-    cols[3].metric(
+    proxied = Tile(
         "MFU" if proxy is None else "MFU (proxy)",
         "n/a" if proxy is None else f"{100 * proxy.value:.1f} %",
         "measured: needs the SDK's FLOPs" if proxy is None else "DCGM tensor-pipe active",
-        delta_color="off",
         help=None if proxy is None else f"{proxy.label}: not measured MFU ({proxy.basis})",
     )
-    if money is not None and prices.note:
-        st.caption(prices.note)
+    return [*tiles, proxied], note
 
 
 def measured_chart(measured: pd.DataFrame) -> alt.Chart:

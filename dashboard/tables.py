@@ -26,12 +26,25 @@ class Col:
     width: Width | None = None
 
 
-def _text(value: Any, fmt: str) -> str:
+def cell(value: Any, fmt: str) -> str:
+    """A cell's text; a non-zero number the format would round to zero reads "< 0.01" (a demo's
+    0.004 GPU-h finding), never "0.00"."""
     if value is None or (isinstance(value, float) and pd.isna(value)) or value is pd.NA:
         return "-"
     if fmt and isinstance(value, int | float):
-        return fmt % value
+        text = fmt % value
+        if value and text.strip("-0.") == "":  # "0.00", "-0.0": a non-zero value rounded away
+            unit = fmt % 10 ** -_decimals(fmt)
+            return f"< {unit}" if value > 0 else f"> -{unit}"
+        return text
     return str(value)
+
+
+def _decimals(fmt: str) -> int:
+    """Decimals of a printf number format ("%.2f": 2; "%d": 0)."""
+    _, dot, rest = fmt.partition(".")
+    digits = rest.rstrip("fegEG%")
+    return int(digits) if dot and digits.isdigit() else 0
 
 
 def present(frame: pd.DataFrame, columns: Mapping[str, Col]) -> pd.DataFrame:
@@ -43,7 +56,7 @@ def present(frame: pd.DataFrame, columns: Mapping[str, Col]) -> pd.DataFrame:
         series = shown[name]
         if pd.api.types.is_numeric_dtype(series) and not series.isna().any():
             continue
-        shown[name] = [_text(v, col.format) for v in series]
+        shown[name] = [cell(v, col.format) for v in series]
     return shown
 
 
@@ -135,6 +148,6 @@ def _cell(fmt: str) -> Callable[[object], str]:
     """A cell's text: numbers with `fmt`, the rest (already "-" where missing) as they are."""
 
     def text(value: object) -> str:
-        return _text(value, fmt) if isinstance(value, int | float) else str(value)
+        return cell(value, fmt) if isinstance(value, int | float) else str(value)
 
     return text

@@ -10,8 +10,20 @@ import pandas as pd
 import streamlit as st
 
 from analyzers.plain import utc_span
-from dashboard import charts, data, drawn, energy_view, heat, partial, state, tables, time_range
+from dashboard import (
+    charts,
+    data,
+    drawn,
+    energy_view,
+    headline_tiles,
+    heat,
+    partial,
+    state,
+    tables,
+    time_range,
+)
 from dashboard.findings_view import show_finding
+from dashboard.headline_tiles import Tile
 from dashboard.tables import Col
 
 IDLEST_JOBS = 15
@@ -53,21 +65,28 @@ def render() -> None:
         f"{utc_span(win.start, win.end)} · {totals.gpus} GPUs · "
         f"{totals.jobs} jobs · buckets of {win.bucket_s // 60} min"
     )
-    cols = st.columns(5)
-    cols[0].metric("Allocated", _fmt_h(totals.allocated_h))
-    cols[1].metric(
-        "Active",
-        _fmt_h(totals.active_h),
-        f"{_settled(totals.active_pct):.1f} % of allocated",
-        delta_color="off",
+    sm_tile = (
+        Tile("SM-active", "n/a", "enable DCGM_FI_PROF_SM_ACTIVE")
+        if totals.sm_h is None
+        else Tile(
+            "SM-active",
+            _fmt_h(totals.sm_h),
+            f"{_settled(100.0 * totals.sm_h / totals.sm_known_h):.1f} %",
+        )
     )
-    if totals.sm_h is None:
-        cols[2].metric("SM-active", "n/a", "enable DCGM_FI_PROF_SM_ACTIVE", delta_color="off")
-    else:
-        sm_pct = _settled(100.0 * totals.sm_h / totals.sm_known_h)
-        cols[2].metric("SM-active", _fmt_h(totals.sm_h), f"{sm_pct:.1f} %", delta_color="off")
-    cols[3].metric("Idle while allocated", _fmt_h(totals.idle_h))
-    cols[4].metric("Capacity seen", _fmt_h(totals.capacity_h))
+    headline_tiles.show(
+        [
+            Tile("Allocated", _fmt_h(totals.allocated_h)),
+            Tile(
+                "Active",
+                _fmt_h(totals.active_h),
+                f"{_settled(totals.active_pct):.1f} % of allocated",
+            ),
+            sm_tile,
+            Tile("Idle while allocated", _fmt_h(totals.idle_h)),
+            Tile("Capacity seen", _fmt_h(totals.capacity_h)),
+        ]
+    )
 
     covered = partial.coverage(buckets, win.bucket_s, state.latest_sample(key))
     st.subheader("GPU-hours: allocated vs active vs SM-active")
@@ -215,18 +234,22 @@ def _opportunities(key: str, win: data.Window) -> None:
     if found.by_rule.empty:
         st.caption("No findings stored for this window yet (the analyzers write them).")
         return
+    # the heading rounds as its rows do (it read "0.0" above a row of 0.03)
+    total, previous = (
+        tables.cell(v, TREND["wasted_gpu_h"].format)
+        for v in (found.total_gpu_h, found.previous_total_gpu_h)
+    )
     st.caption(
-        f"{found.total_gpu_h:,.1f} recoverable GPU-h (a job flagged by several rules counted "
-        f"once; previous window {found.previous_total_gpu_h:,.1f}), as `fleetscope opportunities`; "
-        "trend: against the previous window of the same length"
+        f"{total} recoverable GPU-h (a job flagged by several rules counted once; previous window "
+        f"{previous}), as `fleetscope opportunities`; trend: against the previous window of the "
+        "same length"
     )
     tables.static(
         _trend(found.by_rule),
         {
             "rule_id": Col("rule", width="small"),
             "rule": Col("name"),
-            "wasted_gpu_h": TREND["wasted_gpu_h"],
-            "trend": TREND["trend"],
+            **TREND,
             "findings": Col("findings", "%d"),
             "jobs": Col("jobs", "%d"),
         },
@@ -235,8 +258,7 @@ def _opportunities(key: str, win: data.Window) -> None:
         _trend(found.by_team),
         {
             "team": Col("team"),
-            "wasted_gpu_h": TREND["wasted_gpu_h"],
-            "trend": TREND["trend"],
+            **TREND,
             "findings": Col("findings", "%d"),
             "jobs": Col("jobs", "%d"),
             "top_rule": Col("top rule"),

@@ -10,7 +10,8 @@ import pandas as pd
 import streamlit as st
 
 from analyzers.plain import utc_span
-from dashboard import charts, dcgm, drawn, headlines, state, tables, time_range
+from dashboard import charts, dcgm, drawn, headline_tiles, headlines, state, tables, time_range
+from dashboard.headline_tiles import Tile
 from dashboard.tables import Col
 
 
@@ -35,10 +36,13 @@ def render() -> None:
     frame = state.gpu_panels(key, win.start, win.end, win.bucket_s, tuple(hosts))
     summary = headlines.gpu_summary(frame)
     head = headlines.gpus(summary, len(hosts))  # `fleetscope gpus --host ...` prints the same
-    cols = st.columns(3)
-    cols[0].metric("GPUs", head["gpus"])
-    cols[1].metric("mean utilization", _or_dash(head["mean_util_pct"], "{:.1f} %"))
-    cols[2].metric("hottest", _or_dash(head["max_temp_c"], "{:.0f} °C"))
+    headline_tiles.show(
+        [
+            Tile("GPUs", str(head["gpus"])),
+            Tile("mean utilization", _or_dash(head["mean_util_pct"], "{:.1f} %")),
+            Tile("hottest", _or_dash(head["max_temp_c"], "{:.0f} °C")),
+        ]
+    )
     show_panels(frame)
     st.subheader("Per GPU over the window")
     tables.show(summary, SUMMARY)

@@ -9,7 +9,8 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from dashboard import data, headlines, state, tables, time_range
+from dashboard import data, headline_tiles, headlines, state, tables, time_range
+from dashboard.headline_tiles import Tile
 from dashboard.tables import Col
 
 
@@ -25,11 +26,14 @@ def render() -> None:
     health = data.with_agents(health, state.catalog_table(key, "hosts"))
     flagged = health[data.unhealthy(health)]
     head = headlines.hosts(health)  # `fleetscope hosts` prints the same numbers
-    cols = st.columns(4)
-    cols[0].metric("hosts", head["hosts"])
-    cols[1].metric("hosts with XID errors", head["hosts_with_xid"])
-    cols[2].metric("new ECC double-bit errors", head["new_ecc_dbe"])
-    cols[3].metric("hosts throttling", head["hosts_throttling"])
+    headline_tiles.show(
+        [
+            Tile("hosts", str(head["hosts"])),
+            Tile("hosts with XID errors", str(head["hosts_with_xid"])),
+            Tile("new ECC double-bit errors", str(head["new_ecc_dbe"])),
+            Tile("hosts throttling", str(head["hosts_throttling"])),
+        ]
+    )
     _nodes(key, win)
     if flagged.empty:
         st.caption(

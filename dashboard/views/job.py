@@ -22,12 +22,14 @@ from dashboard import (
     data,
     drawn,
     energy_view,
+    headline_tiles,
     jobinfo,
     state,
     time_range,
     trace_report,
 )
 from dashboard.findings_view import show_finding
+from dashboard.headline_tiles import Tile
 from fleetscope.errors import FleetscopeError
 
 SERIES = (
@@ -87,10 +89,16 @@ def render() -> None:
         footprint,
     )
     summary = state.job_summary(key, job_id, start, end, newest) if not gpus.empty else None
-    if summary is not None:
-        _summary(summary, step_totals)
+    tiles = _summary(summary, step_totals) if summary is not None else []
+    note = None
     if not gpus.empty:
-        energy_view.show_job(key, job_id, span.start, span.end, catalog_row.get("team"), gpus)
+        energy, note = energy_view.job_tiles(
+            key, job_id, span.start, span.end, catalog_row.get("team"), gpus
+        )
+        tiles += energy
+    headline_tiles.show(tiles)  # one block, drawn with the title (dashboard.headline_tiles)
+    if note:
+        st.caption(note)
     left, right = st.columns([3, 2])
     left.table(pd.DataFrame(rows, columns=["job", "value"]).set_index("job"))
     with right:
@@ -163,18 +171,19 @@ def _missing(value: Any) -> bool:
         return False
 
 
-def _summary(summary: Any, step_totals: dict[str, float | None]) -> None:
+def _summary(summary: Any, step_totals: dict[str, float | None]) -> list[Tile]:
     """The job's headline: `fleetscope job`'s numbers (`analyzers.reports.job`), so the page and
     the CLI never disagree; step figures from the SDK's steps."""
-    cols = st.columns(6)
-    cols[0].metric("GPUs", len(summary.per_gpu))
-    cols[1].metric("allocated GPU-h", f"{summary.allocated_gpu_hours:.2f}")
-    cols[2].metric("active", _share(summary.active_frac))
-    cols[3].metric("SM activity", _share(summary.sm_frac))
     step_time = step_totals.get("step_time_s")
-    cols[4].metric("mean step time", "n/a" if step_time is None else f"{step_time:.3f} s")
     wait = step_totals.get("data_wait_pct")
-    cols[5].metric("data wait of step", "n/a" if wait is None else f"{wait:.1f} %")
+    return [
+        Tile("GPUs", str(len(summary.per_gpu))),
+        Tile("allocated GPU-h", f"{summary.allocated_gpu_hours:.2f}"),
+        Tile("active", _share(summary.active_frac)),
+        Tile("SM activity", _share(summary.sm_frac)),
+        Tile("mean step time", "n/a" if step_time is None else f"{step_time:.3f} s"),
+        Tile("data wait of step", "n/a" if wait is None else f"{wait:.1f} %"),
+    ]
 
 
 def _share(fraction: float | None) -> str:

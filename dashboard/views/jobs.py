@@ -8,7 +8,8 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from dashboard import data, state, tables, time_range
+from dashboard import data, headline_tiles, state, tables, time_range
+from dashboard.headline_tiles import Tile
 from dashboard.tables import Col
 
 COLUMNS = {
@@ -47,11 +48,14 @@ def render() -> None:
 def _headline(jobs: pd.DataFrame) -> None:
     """The window's jobs in four numbers, sums of the table below (drawn before it: the grid is
     the slowest element of the page for a browser to lay out)."""
-    cols = st.columns(4)
-    cols[0].metric("jobs", f"{len(jobs):,}")
-    cols[1].metric("allocated GPU-h", f"{jobs['allocated_h'].sum():,.2f}")
-    cols[2].metric("idle GPU-h", f"{jobs['idle_h'].sum():,.2f}")
-    cols[3].metric("jobs with findings", f"{int((jobs['findings'] > 0).sum()):,}")
+    headline_tiles.show(
+        [
+            Tile("jobs", f"{len(jobs):,}"),
+            Tile("allocated GPU-h", f"{jobs['allocated_h'].sum():,.2f}"),
+            Tile("idle GPU-h", f"{jobs['idle_h'].sum():,.2f}"),
+            Tile("jobs with findings", f"{int((jobs['findings'] > 0).sum()):,}"),
+        ]
+    )
 
 
 if __name__ == "__main__":

@@ -10,7 +10,8 @@ import pandas as pd
 import streamlit as st
 
 from analyzers.sharing.plan import SharingThresholds
-from dashboard import state, time_range
+from dashboard import headline_tiles, state, time_range
+from dashboard.headline_tiles import Tile
 
 
 def render() -> None:
@@ -23,14 +24,17 @@ def render() -> None:
         return
     state.show_missing(key, win)
     plan = state.sharing_plan(key, win.start, win.end)
-    cols = st.columns(3)
-    cols[0].metric("GPUs freed", str(plan["gpus_freed"]))
-    cols[1].metric(
-        "GPU-h/week freed",
-        f"{plan['freed_gpu_hours_per_week']:.0f}",
-        help="a projection: the GPUs freed x 168 h",
+    headline_tiles.show(
+        [
+            Tile("GPUs freed", str(plan["gpus_freed"])),
+            Tile(
+                "GPU-h/week freed",
+                f"{plan['freed_gpu_hours_per_week']:.0f}",
+                help="a projection: the GPUs freed x 168 h",
+            ),
+            Tile("Co-locations", str(len(plan["groups"]))),
+        ]
     )
-    cols[2].metric("Co-locations", str(len(plan["groups"])))
     rows = pd.DataFrame(plan["rows"])
     if rows.empty:
         _why_empty(plan, label)

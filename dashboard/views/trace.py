@@ -14,8 +14,9 @@ import streamlit as st
 import streamlit.components.v1 as components
 
 from analyzers.plain import plain, without_gpus
-from dashboard import charts, drawn, perfetto, state, tables, trace_report
+from dashboard import charts, drawn, headline_tiles, perfetto, state, tables, trace_report
 from dashboard.findings_view import show_finding
+from dashboard.headline_tiles import Tile
 from dashboard.tables import Col
 from fleetscope.errors import TraceError
 
@@ -107,10 +108,13 @@ def _steps(view: trace_report.TraceView) -> None:
     for rank, steps in view.steps.items():
         mean = "n/a" if steps.mean_step_ms is None else f"{steps.mean_step_ms:,.1f} ms"
         loader = "n/a" if steps.dataloader_pct is None else f"{steps.dataloader_pct:.0f} %"
-        cols = st.columns(3)
-        cols[0].metric(f"rank {rank}: steps", f"{steps.steps:,}")
-        cols[1].metric("mean step", mean)
-        cols[2].metric("data loader of step time", loader)
+        headline_tiles.show(
+            [
+                Tile(f"rank {rank}: steps", f"{steps.steps:,}"),
+                Tile("mean step", mean),
+                Tile("data loader of step time", loader),
+            ]
+        )
         # a CPU-only trace has no GPU to be busy: its column would read 0.0, as if a GPU idled
         shown = STEP_COLUMNS if view.ranks else without(STEP_COLUMNS, "gpu_busy_pct")
         tables.show(steps.table, shown)
@@ -121,11 +125,14 @@ def without(columns: dict[str, Col], name: str) -> dict[str, Col]:
 
 
 def _rank(view: trace_report.RankView) -> None:
-    cols = st.columns(4)
-    cols[0].metric("GPU busy span", f"{view.kernel_time_us / 1000:,.1f} ms")
-    cols[1].metric("idle", f"{view.idle_pct:.1f} %")
-    cols[2].metric("compute", f"{view.compute_pct:.1f} %")
-    cols[3].metric("GPU ops", f"{view.gpu_ops:,}")
+    headline_tiles.show(
+        [
+            Tile("GPU busy span", f"{view.kernel_time_us / 1000:,.1f} ms"),
+            Tile("idle", f"{view.idle_pct:.1f} %"),
+            Tile("compute", f"{view.compute_pct:.1f} %"),
+            Tile("GPU ops", f"{view.gpu_ops:,}"),
+        ]
+    )
 
     st.subheader("Time breakdown")
     drawn.chart(charts.bars, view.breakdown, "time_ms", "category", "ms")

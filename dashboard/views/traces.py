@@ -7,7 +7,8 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from dashboard import headlines, state, tables, trace_list
+from dashboard import headline_tiles, headlines, state, tables, trace_list
+from dashboard.headline_tiles import Tile
 from dashboard.tables import Col
 
 COLUMNS = {
@@ -34,11 +35,14 @@ def render() -> None:
     rows = trace_list.with_summaries(traces, state.catalog_table(key, "traces"))
     rows["captured_utc"] = [_utc(t) for t in rows["captured_at"]]
     head = headlines.traces(rows)  # `fleetscope traces` prints the same numbers
-    cols = st.columns(4)
-    cols[0].metric("traces", head["traces"])
-    cols[1].metric("jobs profiled", head["jobs"])
-    cols[2].metric("with GPU kernels", head["with_gpu_kernels"])
-    cols[3].metric("analysed", head["analysed"])
+    headline_tiles.show(
+        [
+            Tile("traces", str(head["traces"])),
+            Tile("jobs profiled", str(head["jobs"])),
+            Tile("with GPU kernels", str(head["with_gpu_kernels"])),
+            Tile("analysed", str(head["analysed"])),
+        ]
+    )
     st.caption(
         "newest first · click a row to open the trace · duration: profiled steps x mean step · "
         "GPU busy: kernels' busy time over their span · top finding: the most GPU-h/week to give "

@@ -13,7 +13,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from app.cli import main
-from dashboard import data, source
+from dashboard import data, headline_tiles, source
 from dashboard.views import fleet
 from fleetscope.settings import load_settings
 from tests.dashboard.conftest import DATA, Warehouse
@@ -48,7 +48,8 @@ _RECOVERABLE = re.compile(r"GPU-h(/week)?\*\* recoverable")
 
 
 def _metrics(app: AppTest) -> dict[str, str]:
-    return {m.label: m.value for m in app.metric}
+    """label -> value of every headline tile on the page (dashboard.headline_tiles)."""
+    return {k: v for block in app.html for k, v in headline_tiles.read(block.value).items()}
 
 
 def test_fleet_page_shows_the_warehouse_numbers(warehouse_env: Warehouse) -> None:

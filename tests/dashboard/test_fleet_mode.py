@@ -86,7 +86,7 @@ def fleet_warehouse(fleet_settings: Settings) -> Settings:  # noqa: F811 (the fi
 
 
 METRICS_JS = (
-    "Array.from(document.querySelectorAll('[data-testid=\"stMetric\"]'))"
+    "Array.from(document.querySelectorAll('.fs-tile'))"  # dashboard.headline_tiles
     ".map(e => e.innerText.split('\\n').filter(Boolean).join(' '))"
 )
 

@@ -10,6 +10,7 @@ from streamlit.testing.v1 import AppTest
 
 from simulator.maker.tables import publish
 from tests.analyzers.test_sharing import _known_fleet
+from tests.dashboard.test_dashboard_pages import _metrics
 
 APP = str(Path(__file__).parents[2] / "dashboard" / "app.py")
 
@@ -23,7 +24,7 @@ def test_sharing_page_shows_the_plan(tmp_path: Path, monkeypatch: pytest.MonkeyP
     app.run()
     assert not app.exception, app.exception
     assert app.title[0].value == "GPU sharing"
-    metrics = {m.label: m.value for m in app.metric}
+    metrics = _metrics(app)
     assert metrics["GPUs freed"] == "3"
     assert metrics["Co-locations"] == "2"
     table = app.dataframe[0].value
