@@ -1,9 +1,11 @@
 """One finding on a page, in the words `fleetscope job` and the weekly report use
 (`analyzers.plain`): rule name, problem, fix, recoverable GPU-hours, the evidence as a small table,
-and the raw JSON only behind an expander."""
+and the raw JSON only behind an expander (`show_finding`); on the fleet page, the same words and
+evidence as one Markdown block and a link to the job's page, where the raw JSON is (`show_brief`)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 import pandas as pd
@@ -40,3 +42,46 @@ def show_finding(
                 follow_up()
         with st.expander("raw evidence (JSON)"):
             st.json(p.raw, expanded=False)
+
+
+def show_brief(p: PlainFinding) -> None:
+    """The finding as one Markdown block (heading, problem, fix, where and when, the evidence as a
+    Markdown table) and a link to its job's page (its raw JSON and what followed). Why not
+    `show_finding`: its seven elements per finding (a `st.table`, a `st.json` viewer) were most of
+    the fleet page's elements, and the browser drew them all before the headline tiles
+    (bench/RESULTS.md, "Dashboard first meaningful paint, wave 8"); Markdown needs no code the
+    browser loads on first use."""
+    with st.container(border=True):
+        st.markdown(brief_markdown(p))
+        if p.job_id:
+            st.page_link(
+                "views/job.py",
+                label=f"job {p.job_id}: raw evidence and what followed",
+                query_params={"job_id": p.job_id},
+            )
+
+
+def brief_markdown(p: PlainFinding) -> str:
+    """`show_brief`'s text, every value from the finding escaped for Markdown."""
+    gain = f"**{number(p.gpu_hours)} GPU-h** recoverable"
+    lines = [
+        f"**{_md(p.rule_id)} · {_md(p.rule)}** · {_md(p.severity)} · {gain}",
+        "",
+        f"**Problem:** {_md(p.problem)}  ",
+        f"**Fix:** {_md(p.fix)}  ",
+        ":gray["
+        + _md(", ".join(x for x in (p.where, p.when, f"estimate: {p.estimate}") if x))
+        + "]",
+    ]
+    if p.evidence:
+        lines += ["", "| evidence | value |", "|---|---|"]
+        lines += [f"| {_md(what)} | {_md(value)} |" for what, value in p.evidence]
+    return "\n".join(lines)
+
+
+_MARKDOWN = re.compile(r"([\\`*_{}\[\]<>()#+!|~:$])")
+
+
+def _md(text: object) -> str:
+    """`text` with Markdown's (and Streamlit's `:colour[...]`, `$` math) characters escaped."""
+    return _MARKDOWN.sub(r"\\\1", str(text)).replace("\n", " ")

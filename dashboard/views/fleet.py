@@ -22,7 +22,7 @@ from dashboard import (
     tables,
     time_range,
 )
-from dashboard.findings_view import show_finding
+from dashboard.findings_view import show_brief
 from dashboard.headline_tiles import Tile
 from dashboard.tables import Col
 
@@ -124,7 +124,7 @@ def render() -> None:
             "scheduler.interval_s and write what they find."
         )
     for finding in found:
-        show_finding(finding)
+        show_brief(finding)
 
     st.subheader("Idlest jobs")
     st.caption("ranked by idle GPU-hours: allocated hours minus active hours")

@@ -73,6 +73,26 @@ def test_fleet_page_shows_the_warehouse_numbers(warehouse_env: Warehouse) -> Non
     ]
 
 
+def test_fleet_top_findings_are_text_with_their_evidence_and_a_link_to_the_job(
+    warehouse_env: Warehouse,
+) -> None:
+    """Issue 31 (first paint): each top finding is one Markdown block (problem, fix, evidence as
+    a Markdown table) and a link to its job, where the raw JSON is; no `st.table` or `st.json`
+    per finding on the fleet page."""
+    app = _app()
+    assert _finding_rules(app) == ["P1", "R3"]
+    stall = next(m.value for m in app.markdown if m.value.startswith("**P1"))
+    assert "**Problem:** stall-1 waits on its DataLoader 40 % of each step" in stall
+    assert "**Fix:** Raise DataLoader num\\_workers and pin memory." in stall
+    assert stall.endswith("| evidence | value |\n|---|---|\n| data wait | 40 % |")
+    assert [link.proto.label for link in app.get("page_link")] == [
+        "job stall-1: raw evidence and what followed",
+        "job idle-1: raw evidence and what followed",
+    ]
+    assert len(app.table) == 3  # the percentiles and the two opportunity tables, nothing more
+    assert not app.json
+
+
 def test_fleet_page_opens_with_its_headline_chart_and_one_breakdown(
     warehouse_env: Warehouse,
 ) -> None:
