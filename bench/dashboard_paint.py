@@ -16,12 +16,12 @@
 
 `fleetscope dashboard` is served on the warehouse and Debian's Chromium (tests/dashboard/browser.py)
 opens each page. Three moments are timed from navigation: "headline", the page's title and its
-first headline element (the tiles' block, a metric, chart, table or notice) drawn; "paint" (the
-figure the targets are about), the same and Streamlit's running indicator gone, i.e. the page's
-script has finished and everything it draws on open is sent; "settled", that and every element
-drawn (no skeleton left, every chart and grid with its canvas). Each page is
-opened once cold (the server's caches empty for it), then `--repeats` times; the median is printed
-with the cold time beside it. Peers, same run: a bare Streamlit page (a title and one metric: the
+first headline element (the tiles' row: Markdown since wave 8, an HTML block in wave 7; a metric,
+chart, table or notice) drawn; "paint" (the figure the targets are about), the same and
+Streamlit's running indicator gone, i.e. the page's script has finished and everything it draws
+on open is sent; "settled", that and every element drawn (no skeleton left, every chart and grid
+with its canvas). Each page is opened once cold (the server's caches empty for it), then
+`--repeats` times; the median is printed with the cold time beside it. Peers, same run: a bare Streamlit page (a title and one metric: the
 floor Streamlit and Chromium set on this machine); with `--peer-tree`, the same pages served from
 another source tree (e.g. `git worktree add --detach /tmp/main main`, its C extensions copied in)
 on the same warehouse, both servers up at once and each page opened from one and the other in
@@ -49,7 +49,8 @@ from tests.dashboard.browser import Browser, dashboard_server, free_port
 
 PAGES = ["fleet", "jobs", "traces", "hosts", "gpus", "sharing"]
 _CONTENT = (
-    '\'.fs-tiles, [data-testid="stMetric"], [data-testid="stDataFrame"] canvas,'
+    '\'.fs-tiles, [class*="st-key-fs_tiles"] h3, [data-testid="stMetric"],'
+    ' [data-testid="stDataFrame"] canvas,'
     ' [data-testid="stVegaLiteChart"] canvas, [data-testid="stVegaLiteChart"] svg,'
     ' [data-testid="stAlert"], [data-testid="stTable"]\''
 )

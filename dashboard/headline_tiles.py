@@ -1,36 +1,28 @@
-"""A page's headline numbers as one row of tiles in one small HTML block, drawn with the title.
+"""A page's headline numbers as one row of tiles of plain Markdown, drawn with the title.
 
-Streamlit's frontend loads each element type's code on first use: a page's `st.metric` tiles
-stayed grey skeletons until Chromium had also fetched and compiled the page's charts and tables,
-about 0.3-0.4 s after the title on an idle machine and seconds at load 20 (bench/RESULTS.md,
-"Dashboard first meaningful paint, wave 7"). One `st.html` block needs a 30 kB chunk and draws
-the tiles with the title. A tile reads as `st.metric` did: label, value, a grey note under it;
-`help` is the label's tooltip. Values never wrap inside a tile: the row wraps instead, so a long
-value is never cut ("12.00 GP…").
+Streamlit's frontend loads each element type's code on first use (`React.lazy`), and a lazily
+loaded element is revealed only once the browser has fetched, compiled and laid out the page's
+other lazily loaded elements (its charts, tables and grids: megabytes of code). Tiles as
+`st.metric` (wave 6) or as one `st.html` block (wave 7) waited for them: 0.2-1.4 s after the title
+on the fleet page (bench/RESULTS.md, "Dashboard first meaningful paint, wave 8"). Markdown is
+part of the code every page loads first, as the title is, so Markdown tiles are drawn in the same
+frame as the title. A tile reads as `st.metric` did: label, value (a third-level heading without
+its anchor link), a grey note under it; `help` is the tile's tooltip. The tiles sit in one
+horizontal container that wraps onto a second row rather than cut a value ("12.00 GP…").
 
-Tests read the tiles back with `read`, as label -> value.
+Tests and tools read the tiles back with `read`, as label -> value.
 """
 
 from __future__ import annotations
 
-import html
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import streamlit as st
 
-_CSS = (
-    "<style>"
-    ".fs-tiles{display:flex;flex-wrap:wrap;gap:0.5rem 1rem;margin:0 0 0.25rem 0}"
-    ".fs-tile{flex:1 1 9rem;min-width:9rem}"
-    ".fs-tile-label{font-size:0.875rem;opacity:0.8;line-height:1.6}"
-    ".fs-tile-label abbr{text-decoration:underline dotted;cursor:help}"
-    ".fs-tile-value{font-size:2.25rem;line-height:1.25;white-space:nowrap}"
-    ".fs-tile-note{font-size:0.875rem;opacity:0.6;line-height:1.4}"
-    "</style>"
-)
+TILE_PX = 160  # a tile's width: "12.0k GPU-h" at a heading's size fits
 
 
 @dataclass(frozen=True)
@@ -38,36 +30,44 @@ class Tile:
     label: str
     value: str
     note: str | None = None  # the grey line under the value (st.metric's delta, colour off)
-    help: str | None = None  # tooltip of the label
+    help: str | None = None  # the tile's tooltip
 
 
-def html_of(tiles: Sequence[Tile]) -> str:
-    """The block's HTML: every text escaped."""
-    cells = []
+_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+!|~:$-])")
+
+
+def _escaped(text: str) -> str:
+    """`text` as literal Markdown: its Markdown (and Streamlit's `:colour[...]`, `$` math)
+    characters escaped, one line."""
+    return _SPECIAL.sub(r"\\\1", text).replace("\n", " ")
+
+
+def markdown_of(tile: Tile) -> str:
+    """One tile's Markdown: the label, the value as a heading, the note in grey."""
+    note = f"\n\n:gray[{_escaped(tile.note)}]" if tile.note else ""
+    return f"{_escaped(tile.label)}\n### {_escaped(tile.value)}{note}"
+
+
+def show(tiles: Sequence[Tile], where: Any = None, key: str = "fs_tiles") -> None:
+    """Draw `tiles` as one row in `where` (the page by default); `key` names the row (its
+    element carries the class `st-key-<key>`), one per row on a page."""
+    if not tiles:
+        return
+    row = (where or st).container(horizontal=True, gap="medium", key=key)
     for tile in tiles:
-        label = html.escape(tile.label)
-        if tile.help:
-            label = f'<abbr title="{html.escape(tile.help)}">{label}</abbr>'
-        note = f'<div class="fs-tile-note">{html.escape(tile.note)}</div>' if tile.note else ""
-        cells.append(
-            f'<div class="fs-tile"><div class="fs-tile-label">{label}</div>'
-            f'<div class="fs-tile-value">{html.escape(tile.value)}</div>{note}</div>'
-        )
-    return f'{_CSS}<div class="fs-tiles">{"".join(cells)}</div>'
+        row.markdown(markdown_of(tile), help=tile.help, anchors=False, width=TILE_PX)
 
 
-def show(tiles: Sequence[Tile], where: Any = None) -> None:
-    """Draw `tiles` as one row in `where` (the page by default)."""
-    if tiles:
-        (where or st).html(html_of(tiles))
+_TILE = re.compile(r"\A(.*)\n### (.*?)(?:\n\n:gray\[.*\])?\Z", re.DOTALL)
+_UNESCAPE = re.compile(r"\\(.)")
 
 
-_TILE = re.compile(
-    r'<div class="fs-tile-label">(?:<abbr title="[^"]*">)?(.*?)(?:</abbr>)?</div>'
-    r'<div class="fs-tile-value">(.*?)</div>'
-)
-
-
-def read(block: str) -> dict[str, str]:
-    """label -> value of the tiles in a block `html_of` wrote (for tests and tools)."""
-    return {html.unescape(label): html.unescape(value) for label, value in _TILE.findall(block)}
+def read(markdowns: Iterable[str]) -> dict[str, str]:
+    """label -> value of the tiles among a page's Markdown texts (for tests and tools); other
+    Markdown is skipped."""
+    found = {}
+    for text in markdowns:
+        match = _TILE.match(text)
+        if match and "\n" not in match.group(1):
+            found[_UNESCAPE.sub(r"\1", match.group(1))] = _UNESCAPE.sub(r"\1", match.group(2))
+    return found

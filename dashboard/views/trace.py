@@ -113,7 +113,8 @@ def _steps(view: trace_report.TraceView) -> None:
                 Tile(f"rank {rank}: steps", f"{steps.steps:,}"),
                 Tile("mean step", mean),
                 Tile("data loader of step time", loader),
-            ]
+            ],
+            key=f"fs_tiles_rank_{rank}",
         )
         # a CPU-only trace has no GPU to be busy: its column would read 0.0, as if a GPU idled
         shown = STEP_COLUMNS if view.ranks else without(STEP_COLUMNS, "gpu_busy_pct")
@@ -131,7 +132,8 @@ def _rank(view: trace_report.RankView) -> None:
             Tile("idle", f"{view.idle_pct:.1f} %"),
             Tile("compute", f"{view.compute_pct:.1f} %"),
             Tile("GPU ops", f"{view.gpu_ops:,}"),
-        ]
+        ],
+        key="fs_tiles_gpu",
     )
 
     st.subheader("Time breakdown")

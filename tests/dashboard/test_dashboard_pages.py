@@ -49,7 +49,7 @@ _RECOVERABLE = re.compile(r"GPU-h(/week)?\*\* recoverable")
 
 def _metrics(app: AppTest) -> dict[str, str]:
     """label -> value of every headline tile on the page (dashboard.headline_tiles)."""
-    return {k: v for block in app.html for k, v in headline_tiles.read(block.value).items()}
+    return headline_tiles.read(m.value for m in app.markdown)
 
 
 def test_fleet_page_shows_the_warehouse_numbers(warehouse_env: Warehouse) -> None:

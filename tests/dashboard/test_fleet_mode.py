@@ -86,7 +86,8 @@ def fleet_warehouse(fleet_settings: Settings) -> Settings:  # noqa: F811 (the fi
 
 
 METRICS_JS = (
-    "Array.from(document.querySelectorAll('.fs-tile'))"  # dashboard.headline_tiles
+    "Array.from(document.querySelectorAll("  # dashboard.headline_tiles: one row, Markdown tiles
+    '\'[class*="st-key-fs_tiles"] [data-testid="stMarkdown"]\'))'
     ".map(e => e.innerText.split('\\n').filter(Boolean).join(' '))"
 )
 
