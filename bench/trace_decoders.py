@@ -54,7 +54,6 @@ class _Args(msgspec.Struct, frozen=True, gc=False):
     external_id: int | None = msgspec.field(default=None, name="External id")
     external_id_2021: int | None = msgspec.field(default=None, name="external id")
     device_type: int | None = msgspec.field(default=None, name="Device Type")
-    device_id: int | None = msgspec.field(default=None, name="Device Id")
     total_allocated: int | float | None = msgspec.field(default=None, name="Total Allocated")
 
 
@@ -209,7 +208,6 @@ def _memory_counters(others: list[_Event]) -> dict[str, npt.NDArray[Any]]:
     return {
         "mem_ts": np.array([e.ts for e in counters], dtype=np.float64),
         "mem_device_type": _ints([a.device_type for a in args]),
-        "mem_device_id": _ints([a.device_id for a in args]),
         "mem_total_allocated": np.array([a.total_allocated for a in args], dtype=np.float64),
     }
 

@@ -571,7 +571,7 @@ key_is(const unsigned char *s, Py_ssize_t n, const char *key, Py_ssize_t key_len
 typedef struct {
     int present;
     Value stream, correlation, bandwidth, nbytes, external_id, external_id_2021;
-    Value device_type, device_id, total_allocated;
+    Value device_type, total_allocated;
 } Args;
 
 /* One event (load_fast._Event). */
@@ -613,9 +613,6 @@ args_field(void *target, const unsigned char *k, Py_ssize_t n)
     }
     else if (KEY_IS(k, n, "Device Type")) {
         f.value = &a->device_type, f.types = T_INT | T_NULL;
-    }
-    else if (KEY_IS(k, n, "Device Id")) {
-        f.value = &a->device_id, f.types = T_INT | T_NULL;
     }
     else if (KEY_IS(k, n, "Total Allocated")) {
         f.value = &a->total_allocated, f.types = T_INT | T_FLOAT | T_NULL;
@@ -659,7 +656,7 @@ clear_args(Args *a)
 {
     a->stream.kind = a->correlation.kind = a->bandwidth.kind = a->nbytes.kind = ABSENT;
     a->external_id.kind = a->external_id_2021.kind = ABSENT;
-    a->device_type.kind = a->device_id.kind = a->total_allocated.kind = ABSENT;
+    a->device_type.kind = a->total_allocated.kind = ABSENT;
     a->present = 0;
 }
 
@@ -817,12 +814,12 @@ symbol_id(PyObject *table, const Value *v, CacheSlot *cache)
 
 enum {
     COL_INDEX, COL_CAT, COL_NAME, COL_PID, COL_TID, COL_TS, COL_DUR, COL_STREAM, COL_CORRELATION,
-    COL_BW, COL_NBYTES, COL_EXT, COL_MEM_TS, COL_MEM_TYPE, COL_MEM_DEV, COL_MEM_TOTAL, N_COLUMNS
+    COL_BW, COL_NBYTES, COL_EXT, COL_MEM_TS, COL_MEM_TYPE, COL_MEM_TOTAL, N_COLUMNS
 };
 
 static const char *const column_names[N_COLUMNS] = {
     "index", "cat", "name", "pid", "tid", "ts", "dur", "stream", "correlation", "memory_bw_gbps",
-    "bytes", "external_id", "mem_ts", "mem_device_type", "mem_device_id", "mem_total_allocated",
+    "bytes", "external_id", "mem_ts", "mem_device_type", "mem_total_allocated",
 };
 
 PyDoc_STRVAR(decode_events_doc,
@@ -907,7 +904,6 @@ decode_events(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nar
                 Args *a = &e.args;
                 PUSH(columns[COL_MEM_TS], double, e.ts.d);
                 PUSH(columns[COL_MEM_TYPE], int64_t, int_or(&a->device_type, -1));
-                PUSH(columns[COL_MEM_DEV], int64_t, int_or(&a->device_id, -1));
                 PUSH(columns[COL_MEM_TOTAL], double,
                      present(&a->total_allocated) ? a->total_allocated.d : Py_NAN);
             }

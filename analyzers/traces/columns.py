@@ -50,7 +50,6 @@ DTYPES: dict[str, str] = {
     "external_id": "int64",
     "mem_ts": "float64",
     "mem_device_type": "int64",
-    "mem_device_id": "int64",
     "mem_total_allocated": "float64",
 }
 
@@ -268,5 +267,4 @@ def _add_memory_counter(cols: ColumnBuilder, args: object, ts: float) -> None:
         lists = cols.lists
         lists["mem_ts"].append(ts)
         lists["mem_device_type"].append(as_int(args.get("Device Type"), -1))
-        lists["mem_device_id"].append(as_int(args.get("Device Id"), -1))
         lists["mem_total_allocated"].append(as_float(args.get("Total Allocated"), float("nan")))

@@ -245,8 +245,8 @@ def t11_memory(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Ite
     allocated = frame.mem_total_allocated[
         (frame.mem_device_type == 1) & ~np.isnan(frame.mem_total_allocated)
     ]
-    total = next((p.get("totalGlobalMem") for p in frame.device_properties), None)
-    if not len(allocated) or not isinstance(total, int) or total <= 0:
+    total = gpu_of(frame.device_properties).memory_bytes
+    if not len(allocated) or total is None:
         return
     peak = float(allocated.max())
     if peak / total > o.memory_near_capacity:

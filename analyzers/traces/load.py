@@ -55,11 +55,10 @@ class RawTrace(RowColumns):
     `names` is the file's symbol table (see `RowColumns` for what the columns hold).
     """
 
-    # `[memory]` allocator counter events: time, device type (0 CPU, 1 CUDA), device id, bytes
-    # allocated in total after the event.
+    # `[memory]` allocator counter events: time, device type (0 CPU, 1 CUDA), bytes allocated in
+    # total after the event.
     mem_ts: F64
     mem_device_type: I64
-    mem_device_id: I64
     mem_total_allocated: F64
     # HTA rounds ns timestamps when pandas would make `ts` a float column: some event has a float
     # `ts` or none at all. `ts` stays an integer column only when every event has a `ts`.

@@ -395,11 +395,8 @@ class _Batches:
             for ev in events:
                 add(ev, position)
                 position += 1
-            self._flush()
+            flush_columns(self.cols, self.path)
             self.position = position
-
-    def _flush(self) -> None:
-        flush_columns(self.cols, self.path)
 
     def _columns(self, text: memoryview | msgspec.Raw) -> bool:
         """The batch through the C pass; False when it leaves the batch to msgspec."""
@@ -489,5 +486,5 @@ class _Batches:
             if s[j] == "]":
                 ended = True
                 break
-        self._flush()
+        flush_columns(self.cols, path)
         return len(s[:taken].encode()), ended

@@ -19,6 +19,7 @@ table lists each track: its events and peak.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any, Final
 
 import numpy as np
@@ -27,7 +28,7 @@ from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, 
 from analyzers.traces.analyses.memory_bw import memory_kind
 from analyzers.traces.analyses.queue_length import launch_changes
 from analyzers.traces.classify import KernelClass
-from analyzers.traces.frame import RankFrame, TraceSet
+from analyzers.traces.frame import F64, I64, RankFrame, TraceSet
 
 __all__ = ["counter_events", "counter_tracks"]
 
@@ -37,43 +38,33 @@ QUEUE, BANDWIDTH = "Queue Length", "Memcpy BW"
 _HTA_SORT: Final = "quicksort"
 
 
-def _queue_events(frame: RankFrame, origin_us: float) -> list[dict[str, Any]]:
+# One track: its series (stream or copy kind), the rows whose pid it carries, its change points'
+# times and the running sum after each, in HTA's order.
+_Track = tuple[Any, I64, F64, Any]
+
+
+def _queue_tracks(frame: RankFrame) -> Iterator[_Track]:
     r, ops, delta = launch_changes(frame)
-    pid_of = [_number(text) for text in frame.names]
-    pids = [pid_of[p] for p in frame.pid[ops].tolist()]
-    streams = frame.stream[ops].tolist()
-    order = np.argsort(frame.sort_key(frame.ts[r]), kind=_HTA_SORT).tolist()
-    events: list[dict[str, Any]] = []
-    for stream in sorted(set(streams)):
-        level = 0
-        for k in order:
-            if streams[k] == stream:
-                level += delta[k]
-                events.append(
-                    _event(pids[k], float(frame.ts[r[k]]) + origin_us, QUEUE, level, QUEUE)
-                )
-                events[-1]["id"] = stream
-    return events
+    streams = frame.stream[ops]
+    order = np.argsort(frame.sort_key(frame.ts[r]), kind=_HTA_SORT)
+    change = np.array(delta, dtype=np.int64)
+    for stream in sorted(set(streams.tolist())):
+        at = order[streams[order] == stream]
+        yield stream, ops[at], frame.ts[r[at]], np.cumsum(change[at])
 
 
-def _bandwidth_events(frame: RankFrame, origin_us: float) -> list[dict[str, Any]]:
+def _bandwidth_tracks(frame: RankFrame) -> Iterator[_Track]:
     rows = np.flatnonzero(frame.of_class(KernelClass.MEMORY))
     dur = np.where(frame.dur[rows] == 0, 1.0, frame.dur[rows])
-    bw = frame.memory_bw_gbps[rows]
     ts = np.concatenate([frame.ts[rows], frame.ts[rows] + dur])
-    value = np.concatenate([bw, -bw])
-    kinds = [memory_kind(frame.names[c]) for c in frame.name[rows].tolist()] * 2
-    pid_of = [_number(text) for text in frame.names]
-    pids = [pid_of[c] for c in frame.pid[rows].tolist()] * 2
-    order = np.argsort(frame.sort_key(ts), kind=_HTA_SORT).tolist()
-    events: list[dict[str, Any]] = []
-    for kind in sorted(set(kinds)):
-        level = 0.0
-        for k in order:
-            if kinds[k] == kind:
-                level += float(value[k])
-                events.append(_event(pids[k], float(ts[k]) + origin_us, kind, level, BANDWIDTH))
-    return events
+    value = np.concatenate([frame.memory_bw_gbps[rows], -frame.memory_bw_gbps[rows]])
+    kinds = np.array([memory_kind(frame.names[c]) for c in frame.name[rows].tolist()] * 2)
+    order = np.argsort(frame.sort_key(ts), kind=_HTA_SORT)
+    for kind in sorted(set(kinds.tolist())):
+        at = order[kinds[order] == kind]
+        # sequential from 0.0, as HTA's running sum (add.accumulate is sequential; -0.0 stays 0.0)
+        levels = np.cumsum(np.concatenate([[0.0], value[at]]))[1:]
+        yield kind, np.concatenate([rows, rows])[at], ts[at], levels
 
 
 def _number(text: str) -> int | str:
@@ -84,13 +75,25 @@ def _number(text: str) -> int | str:
         return text
 
 
-def _event(pid: int | str, ts: float, name: str, value: float, counter: str) -> dict[str, Any]:
-    return {"pid": pid, "ts": ts, "args": {counter: value}, "ph": "C", "name": name}
-
-
 def counter_events(frame: RankFrame, origin_us: float) -> list[dict[str, Any]]:
     """The rank's queue-length, then bandwidth counter events, in HTA's order."""
-    return _queue_events(frame, origin_us) + _bandwidth_events(frame, origin_us)
+    pid_of = [_number(text) for text in frame.names]
+    events: list[dict[str, Any]] = []
+    for counter, tracks in ((QUEUE, _queue_tracks(frame)), (BANDWIDTH, _bandwidth_tracks(frame))):
+        for series, rows, ts, levels in tracks:
+            values = zip(frame.pid[rows].tolist(), ts.tolist(), levels.tolist(), strict=True)
+            for pid, t, level in values:
+                event = {
+                    "pid": pid_of[pid],
+                    "ts": t + origin_us,
+                    "args": {counter: level},
+                    "ph": "C",
+                }
+                if counter == QUEUE:
+                    events.append(event | {"name": QUEUE, "id": series})
+                else:
+                    events.append(event | {"name": series})
+    return events
 
 
 PLUGIN_ORDER = 178  # after the ATen op kernels
@@ -115,22 +118,8 @@ def counters(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
 def counter_tracks(frame: RankFrame) -> list[tuple[str, str, int, float]]:
     """(counter, series, events, peak) of each track `counter_events` writes, sorted, from the
     running sums alone (the events are dicts, ~1.5 M of them on a 1 GB set's rank)."""
-    tracks: dict[tuple[str, str], tuple[int, float]] = {}
-    r, ops, delta = launch_changes(frame)
-    streams = frame.stream[ops]
-    order = np.argsort(frame.sort_key(frame.ts[r]), kind=_HTA_SORT)
-    change = np.array(delta, dtype=np.int64)
-    for stream in sorted(set(streams.tolist())):
-        levels = np.cumsum(change[order[streams[order] == stream]])
-        tracks[(QUEUE, str(stream))] = (len(levels), max(float(v) for v in levels.tolist()))
-    rows = np.flatnonzero(frame.of_class(KernelClass.MEMORY))
-    dur = np.where(frame.dur[rows] == 0, 1.0, frame.dur[rows])
-    value = np.concatenate([frame.memory_bw_gbps[rows], -frame.memory_bw_gbps[rows]])
-    kinds = np.array([memory_kind(frame.names[c]) for c in frame.name[rows].tolist()] * 2)
-    order = np.argsort(frame.sort_key(np.concatenate([frame.ts[rows], frame.ts[rows] + dur])),
-                       kind=_HTA_SORT)  # fmt: skip
-    for kind in sorted(set(kinds.tolist())):
-        # sequential from 0.0, as `level +=` (add.accumulate is sequential; -0.0 stays 0.0)
-        levels = np.cumsum(np.concatenate([[0.0], value[order[kinds[order] == kind]]]))[1:]
-        tracks[(BANDWIDTH, kind)] = (len(levels), max(levels.tolist()))
-    return [(c, s, n, peak) for (c, s), (n, peak) in sorted(tracks.items())]
+    tracks = [
+        (QUEUE, str(s), len(v), float(max(v.tolist()))) for s, _, _, v in _queue_tracks(frame)
+    ]
+    tracks += [(BANDWIDTH, k, len(v), max(v.tolist())) for k, _, _, v in _bandwidth_tracks(frame)]
+    return sorted(tracks)

@@ -138,7 +138,6 @@ class Graph:
         n = len(node_rows)
         self.node_row = np.concatenate([node_rows, node_rows])[order].astype(np.int64)
         self.node_ts = ts[order]
-        self.node_start = order < n
         position = np.empty(2 * n, dtype=np.int64)
         position[order] = np.arange(2 * n)
         # Node of each frame row's start and end (-1: the row is not a node).
