@@ -50,13 +50,22 @@ def saving_bound_us(path: CriticalPath, replay: Replay, change: Change) -> float
         return math.inf  # a CPU warp: no per-edge bound (module docstring)
     reduction = np.zeros(len(path.kinds))
     if change.gpu_factor is not None:
-        factor = np.ones(len(frame))
-        factor[replay.gpu] = change.gpu_factor
+        slot = replay.derived("gpu_slot", lambda: _gpu_slot(replay))[rows]
+        factor = np.where(slot >= 0, change.gpu_factor[np.maximum(slot, 0)], 1.0)
         gpu = (path.kinds == OPERATOR) & ~on_cpu & (path.rows >= 0)
-        reduction += np.where(gpu, w * (1.0 - factor[rows]), 0.0)
+        reduction += np.where(gpu, w * (1.0 - factor), 0.0)
     launch = path.kinds == LAUNCH
     if change.latency_cap_us != math.inf:
         over = np.maximum(0.0, w - change.latency_cap_us)
         gaps = launch | (path.kinds == KERNEL_KERNEL)
         reduction = np.where(gaps, np.maximum(reduction, over), reduction)
     return float(reduction.sum()) / replay.n_steps
+
+
+def _gpu_slot(replay: Replay) -> np.ndarray:
+    """Per frame row, its place in `replay.gpu` (-1: not replayed; a row listed twice keeps its
+    last place, as an assignment through `replay.gpu` does): one frame-long array per rank, not
+    one per scenario level."""
+    slot = np.full(len(replay.frame), -1, dtype=np.int64)
+    slot[replay.gpu] = np.arange(len(replay.gpu))
+    return slot

@@ -39,7 +39,7 @@ from analyzers.traces.analyses.base import TraceOptions
 from analyzers.traces.analyses.pageable_memcpy import is_pageable
 from analyzers.traces.analyses.steps import profiler_steps
 from analyzers.traces.analyses.sync import SYNC_CALLS
-from analyzers.traces.frame import F64, GPU_OP_CATS, I64, RUNTIME_CATS, RankFrame
+from analyzers.traces.frame import F64, GPU_OP_CATS, I64, RUNTIME_CATS, Mask, RankFrame
 
 __all__ = ["Change", "Replay", "outermost"]
 
@@ -121,6 +121,7 @@ class Replay:
         self.options = options
         self._memo: dict[tuple[object, ...], float] = {}
         self._derived: dict[object, object] = {}
+        self._slots: dict[tuple[int, bytes, bytes], tuple[F64, tuple[I64, Mask, F64]]] = {}
         steps = profiler_steps(frame)
         cpu = frame.stream == -1
         self.cpu = cpu
@@ -235,12 +236,26 @@ class Replay:
             w_start, w_end, w_fac = change.cpu_warp
             w_add = (w_end - w_start) * (w_fac - 1.0)
             w_cum = np.concatenate([[0.0], np.cumsum(w_add)])  # time added before each one
-            k = np.searchsorted(w_start, t, side="right")
-            j = np.maximum(k - 1, 0)
-            inside = (np.minimum(t, w_end[j]) - w_start[j]) * (w_fac[j] - 1.0)
-            warped = t + np.where(k > 0, w_cum[j] + inside, 0.0)
+            j, after, into = self._warp_slots(w_start, w_end, t)
+            inside = into * (w_fac[j] - 1.0)
+            warped = t + np.where(after, w_cum[j] + inside, 0.0)
         clock: F64 = self.start + (warped - self.start) * change.cpu_scale
         return clock
+
+    def _warp_slots(self, w_start: F64, w_end: F64, t: F64) -> tuple[I64, Mask, F64]:
+        """Per time, the last interval starting at or before it (0 if none), whether there is
+        one, and the time spent in it so far, once per (intervals, times): the workers' fixed
+        point replays one set of intervals at many factors, and the events' times and the
+        critical path's ends are the same arrays each time; only the factors change."""
+        key = (id(t), _bytes(w_start), _bytes(w_end))
+        hit = self._slots.get(key)
+        if hit is not None and hit[0] is t:
+            return hit[1]
+        k = np.searchsorted(w_start, t, side="right")
+        j = np.maximum(k - 1, 0)
+        slots = (j, k > 0, np.minimum(t, w_end[j]) - w_start[j])
+        self._slots[key] = (t, slots)  # holds t, so its id is not reused while cached
+        return slots
 
     def _step_time(self, change: Change) -> float:
         o = self.options
