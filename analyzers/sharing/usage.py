@@ -7,21 +7,33 @@ SM activity and DRAM activity are DCGM's profiling fields (`DCGM_FI_PROF_SM_ACTI
 a kernel on one SM as busy), so the planner errs towards not sharing. A job's data-wait share
 (sum of `data_wait_s` over sum of `step_time_s`, as rule P1 computes it) comes from the steps
 its training loop reports; None when it reports none.
+
+Windows longer than `RAW_MAX_H` hours read the minute roll-up where it holds the window
+(`analyzers.sharing.usage_minutes`, issue 31): a week of 1,000 GPUs is 60 M raw samples, 72-76 s
+to profile, and the minute rows are a sixth of that at a 10 s interval. Its 95th percentiles are
+of minute maxima, at or above the raw samples' (the percentile of minute means would be at or
+below them and let jobs that burst within minutes pass as light), so on long windows the planner
+errs towards not sharing (docs/sharing.md). Windows up to `RAW_MAX_H` (the planner's default
+`min_hours`, so a short window a reader opens to see why a GPU was left alone is exact) stay on
+raw samples: a few million rows at most, seconds to read.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from analyzers.accounting.frames import prepare, ts_literal
+from analyzers.sharing.usage_minutes import minute_uses_sql, rolled_end
 
 if TYPE_CHECKING:
     import duckdb
 
     from analyzers.run.window import Window
 
-__all__ = ["GpuUse", "gpu_uses"]
+__all__ = ["RAW_MAX_H", "GpuUse", "gpu_uses"]
+
+RAW_MAX_H: Final = 6.0  # longer windows read the minute roll-up where it holds the window
 
 
 @dataclass(frozen=True)
@@ -52,8 +64,21 @@ class GpuUse:
 
 
 def gpu_uses(conn: duckdb.DuckDBPyConnection, window: Window) -> list[GpuUse]:
+    rolled = rolled_end(conn, window) if window.hours > RAW_MAX_H else None
+    rows = _raw_rows(conn, window) if rolled is None else _minute_rows(conn, window, rolled)
+    waits = _data_wait_shares(conn, window)
+    return [replace(u, data_wait_share=waits.get(u.job_id)) for u in map(_use, rows)]
+
+
+def _minute_rows(
+    conn: duckdb.DuckDBPyConnection, window: Window, rolled: float
+) -> list[tuple[Any, ...]]:
+    return conn.execute(minute_uses_sql(window, rolled)).fetchall()
+
+
+def _raw_rows(conn: duckdb.DuckDBPyConnection, window: Window) -> list[tuple[Any, ...]]:
     frame = prepare(conn, window)
-    rows = conn.execute(f"""
+    return conn.execute(f"""
         WITH q AS (
             SELECT job_id, host, gpu,
                    quantile_cont(sm_active, 0.95) AS sm_p95,
@@ -72,8 +97,6 @@ def gpu_uses(conn: duckdb.DuckDBPyConnection, window: Window) -> list[GpuUse]:
         FROM {frame.jobgpu} j JOIN q USING (job_id, host, gpu) JOIN n USING (job_id)
         ORDER BY j.job_id, j.host, j.gpu
     """).fetchall()
-    waits = _data_wait_shares(conn, window)
-    return [replace(u, data_wait_share=waits.get(u.job_id)) for u in map(_use, rows)]
 
 
 def _data_wait_shares(conn: duckdb.DuckDBPyConnection, window: Window) -> dict[str, float]:
