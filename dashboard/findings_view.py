@@ -5,13 +5,13 @@ evidence as one Markdown block and a link to the job's page, where the raw JSON 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 
 import pandas as pd
 import streamlit as st
 
 from analyzers.plain import PlainFinding, number
+from dashboard.headline_tiles import escaped
 
 
 def show_finding(
@@ -65,23 +65,15 @@ def brief_markdown(p: PlainFinding) -> str:
     """`show_brief`'s text, every value from the finding escaped for Markdown."""
     gain = f"**{number(p.gpu_hours)} GPU-h** recoverable"
     lines = [
-        f"**{_md(p.rule_id)} · {_md(p.rule)}** · {_md(p.severity)} · {gain}",
+        f"**{escaped(p.rule_id)} · {escaped(p.rule)}** · {escaped(p.severity)} · {gain}",
         "",
-        f"**Problem:** {_md(p.problem)}  ",
-        f"**Fix:** {_md(p.fix)}  ",
+        f"**Problem:** {escaped(p.problem)}  ",
+        f"**Fix:** {escaped(p.fix)}  ",
         ":gray["
-        + _md(", ".join(x for x in (p.where, p.when, f"estimate: {p.estimate}") if x))
+        + escaped(", ".join(x for x in (p.where, p.when, f"estimate: {p.estimate}") if x))
         + "]",
     ]
     if p.evidence:
         lines += ["", "| evidence | value |", "|---|---|"]
-        lines += [f"| {_md(what)} | {_md(value)} |" for what, value in p.evidence]
+        lines += [f"| {escaped(what)} | {escaped(value)} |" for what, value in p.evidence]
     return "\n".join(lines)
-
-
-_MARKDOWN = re.compile(r"([\\`*_{}\[\]<>()#+!|~:$])")
-
-
-def _md(text: object) -> str:
-    """`text` with Markdown's (and Streamlit's `:colour[...]`, `$` math) characters escaped."""
-    return _MARKDOWN.sub(r"\\\1", str(text)).replace("\n", " ")

@@ -33,19 +33,20 @@ class Tile:
     help: str | None = None  # the tile's tooltip
 
 
-_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+!|~:$-])")
+_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+!|~:$]|\A-)")
 
 
-def _escaped(text: str) -> str:
+def escaped(text: object) -> str:
     """`text` as literal Markdown: its Markdown (and Streamlit's `:colour[...]`, `$` math)
-    characters escaped, one line."""
-    return _SPECIAL.sub(r"\\\1", text).replace("\n", " ")
+    characters escaped, and a leading "-" (a list item otherwise), one line (the fleet page's
+    findings use it too)."""
+    return _SPECIAL.sub(r"\\\1", str(text)).replace("\n", " ")
 
 
 def markdown_of(tile: Tile) -> str:
     """One tile's Markdown: the label, the value as a heading, the note in grey."""
-    note = f"\n\n:gray[{_escaped(tile.note)}]" if tile.note else ""
-    return f"{_escaped(tile.label)}\n### {_escaped(tile.value)}{note}"
+    note = f"\n\n:gray[{escaped(tile.note)}]" if tile.note else ""
+    return f"{escaped(tile.label)}\n### {escaped(tile.value)}{note}"
 
 
 def show(tiles: Sequence[Tile], where: Any = None, key: str = "fs_tiles") -> None:

@@ -20,9 +20,6 @@ that could block ingest: readers only ever see sealed, immutable files.
 from __future__ import annotations
 
 import os
-import sqlite3
-import threading
-import time
 from collections.abc import Callable, Hashable, Mapping
 from datetime import datetime
 from pathlib import Path
@@ -118,54 +115,6 @@ def catalog_engine(settings: Settings) -> sqlalchemy.Engine:
     from warehouse.storage.paths import WarehousePaths
 
     return sqlalchemy.create_engine(WarehousePaths.from_settings(settings).catalog_url)
-
-
-class CatalogVersion:
-    """A token that moves whenever the catalog's rows may have (findings, opportunities, traces,
-    jobs' metadata): the pages' catalog reads are cached under it, as telemetry is under the
-    manifest's identity. An SQLite catalog: its `PRAGMA data_version` on a connection of its own
-    kept open (SQLite moves it on every commit of another connection, and reading it touches only
-    the WAL index), and a new connection (a new generation) whenever the file's identity or
-    change time moves: a catalog replaced whole, or written outside the WAL. Any
-    other catalog (PostgreSQL in fleet mode): a count that moves every `ttl_s`, as before."""
-
-    def __init__(self, catalog_url: str, ttl_s: float) -> None:
-        from sqlalchemy.engine import make_url
-
-        url = make_url(catalog_url)
-        database = url.database if url.get_backend_name() == "sqlite" else None
-        self._path = Path(database) if database and database != ":memory:" else None
-        self._ttl_s = max(ttl_s, 1.0)
-        self._lock = threading.Lock()
-        self._con: sqlite3.Connection | None = None
-        self._identity: tuple[int, int, int] | None = None
-        self._generation = 0
-
-    def __call__(self) -> Hashable:
-        if self._path is None:
-            return int(time.monotonic() // self._ttl_s)
-        try:
-            found = os.stat(self._path)
-        except (FileNotFoundError, NotADirectoryError):
-            return None
-        identity = (found.st_dev, found.st_ino, found.st_ctime_ns)
-        with self._lock:
-            if self._con is None or identity != self._identity:
-                # a file replaced or rewritten: a new connection, whose data_version counts anew
-                if self._con is not None:
-                    self._con.close()
-                self._con = sqlite3.connect(self._path, check_same_thread=False)
-                self._identity = identity
-                self._generation += 1
-            (version,) = self._con.execute("PRAGMA data_version").fetchone()
-            return (self._generation, int(version))
-
-
-def catalog_version(settings: Settings) -> CatalogVersion:
-    from warehouse.storage.paths import WarehousePaths
-
-    catalog_url = WarehousePaths.from_settings(settings).catalog_url
-    return CatalogVersion(catalog_url, settings.dashboard.cache_ttl_s)
 
 
 class EmbeddedSource:

@@ -257,66 +257,30 @@ def sketch_percentiles(
         con.close()
 
 
-@st.cache_resource(show_spinner=False)
-def _catalog_version(key: str) -> source.CatalogVersion:
-    return source.catalog_version(_settings_of(key))
-
-
-def catalog_version(key: str) -> Hashable:
-    """The token that changes when the catalog's rows may have (`source.CatalogVersion`): the
-    catalog reads below are cached under it, not for `dashboard.cache_ttl_s`, so a page open on
-    an unchanged catalog reads none of them, and a new finding shows on the next open."""
-    return _catalog_version(key)()
-
-
+@st.cache_data(ttl=_TTL_S, show_spinner=False)
 def jobs_meta(key: str) -> pd.DataFrame:
-    return _jobs_meta(key, catalog_version(key))
-
-
-@st.cache_data(ttl=_WINDOW_TTL_S, show_spinner=False, max_entries=8)
-def _jobs_meta(key: str, version: Hashable) -> pd.DataFrame:
     return data.jobs_meta(catalog(key))
 
 
+@st.cache_data(ttl=_TTL_S, show_spinner=False)
 def catalog_table(key: str, name: str) -> pd.DataFrame:
-    return _catalog_table(key, name, catalog_version(key))
-
-
-@st.cache_data(ttl=_WINDOW_TTL_S, show_spinner=False, max_entries=32)
-def _catalog_table(key: str, name: str, version: Hashable) -> pd.DataFrame:
     return data.catalog_table(catalog(key), name)
 
 
+@st.cache_data(ttl=_TTL_S, show_spinner=False)
 def opportunity_tables(key: str, start: datetime, end: datetime) -> opportunities.OpportunityTables:
     """`fleetscope opportunities` for the window, with the previous window beside it."""
-    return _opportunity_tables(key, start, end, catalog_version(key))
-
-
-@st.cache_data(ttl=_WINDOW_TTL_S, show_spinner=False, max_entries=32)
-def _opportunity_tables(
-    key: str, start: datetime, end: datetime, version: Hashable
-) -> opportunities.OpportunityTables:
     return opportunities.tables(catalog(key), start, end)
 
 
+@st.cache_data(ttl=_TTL_S, show_spinner=False)
 def job_findings(key: str, start: datetime, end: datetime) -> pd.DataFrame:
     """Per job: the window's findings and recoverable GPU-hours, as the ranking counts them."""
-    return _job_findings(key, start, end, catalog_version(key))
-
-
-@st.cache_data(ttl=_WINDOW_TTL_S, show_spinner=False, max_entries=32)
-def _job_findings(key: str, start: datetime, end: datetime, version: Hashable) -> pd.DataFrame:
     return opportunities.per_job(catalog(key), start, end)
 
 
+@st.cache_data(ttl=_TTL_S, show_spinner=False)
 def top_findings(key: str, start: datetime, end: datetime) -> list[PlainFinding]:
-    return _top_findings(key, start, end, catalog_version(key))
-
-
-@st.cache_data(ttl=_WINDOW_TTL_S, show_spinner=False, max_entries=32)
-def _top_findings(
-    key: str, start: datetime, end: datetime, version: Hashable
-) -> list[PlainFinding]:
     return opportunities.top_findings(catalog(key), start, end)
 
 
@@ -353,15 +317,10 @@ def trace_file(key: str, trace_id: str, listed_path: str) -> Path:
         return Path(listed_path)
 
 
+@st.cache_data(ttl=_TTL_S, show_spinner=False, max_entries=8)
 def stored_trace_view(key: str, trace_id: str) -> trace_report.TraceView | None:
     """The trace page's view of the analysis stored when the trace was uploaded; None while there
-    is none (read again once the catalog changes, so an analysis that lands later shows on the
-    next open)."""
-    return _stored_trace_view(key, trace_id, catalog_version(key))
-
-
-@st.cache_data(ttl=_WINDOW_TTL_S, show_spinner=False, max_entries=8)
-def _stored_trace_view(key: str, trace_id: str, version: Hashable) -> trace_report.TraceView | None:
+    is none (cached for the TTL only, so an analysis that lands later shows on the next run)."""
     document = trace_report.stored_document(catalog(key), trace_id)
     return trace_report.trace_view(document) if document is not None else None
 

@@ -135,9 +135,8 @@ ROWS: tuple[Setting, ...] = (
         "dashboard.cache_ttl_s",
         10.0,
         "float",
-        "Seconds a dashboard trace listing is cached; telemetry reads follow the warehouse's data "
-        "version and catalog reads the catalog's (SQLite's data_version), both moving this often "
-        "where there is no such version (fleet mode, a PostgreSQL catalog).",
+        "Seconds a dashboard catalog read (findings, opportunities, traces) is cached; telemetry "
+        "reads follow the warehouse's data version instead (fleet mode: it moves this often).",
     ),
     Setting(
         "dashboard.oidc_issuer",

@@ -7,7 +7,6 @@ Short read-only tables are plain HTML, not data grids; two charts read whole at 
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -134,34 +133,3 @@ def test_a_small_number_never_reads_as_zero_and_the_heading_rounds_as_its_rows()
     assert tables.cell(0.0, "%.2f") == "0.00"
     assert tables.cell(3, "%d") == "3"
     assert tables.cell(None, "%.2f") == "-"
-
-
-def test_the_catalog_version_moves_with_every_commit_and_only_then(tmp_path: Path) -> None:
-    """The pages' catalog reads are cached under it: a new finding must move it, a page open
-    on an unchanged catalog must not (bench/RESULTS.md, "... wave 7")."""
-    path = tmp_path / "catalog.sqlite"
-    version = source.CatalogVersion(f"sqlite:///{path}", ttl_s=10.0)
-    assert version() is None  # no catalog yet
-    writer = sqlite3.connect(path)
-    writer.execute("PRAGMA journal_mode=WAL")
-    writer.execute("CREATE TABLE findings (id INTEGER)")
-    writer.commit()
-    first = version()
-    assert version() == first  # nothing committed since: the same version
-    writer.execute("INSERT INTO findings VALUES (1)")
-    writer.commit()
-    second = version()
-    assert second != first
-    assert version() == second
-    writer.close()
-    path.unlink()
-    replaced = sqlite3.connect(path)  # a new catalog at the same path
-    replaced.execute("CREATE TABLE findings (id INTEGER)")
-    replaced.commit()
-    replaced.close()
-    assert version() not in (first, second)
-
-
-def test_a_catalog_without_a_file_versions_by_time() -> None:
-    version = source.CatalogVersion("postgresql://fleet@db/catalog", ttl_s=10.0)
-    assert isinstance(version(), int)
