@@ -13,9 +13,9 @@ SQLAlchemy or Celery), and change its fields only compatibly (new fields get def
 from __future__ import annotations
 
 import dataclasses
-import functools
+import hashlib
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -70,27 +70,7 @@ def finding_id(
         _utc(bucket_start).strftime("%Y-%m-%dT%H:%M:%SZ"),
         scope,
     )
-    return _sha256_hex("\x1f".join(parts).encode())[:24]
-
-
-def _sha256_hex(data: bytes) -> str:
-    digest: str = _sha256()(data).hexdigest()
-    return digest
-
-
-@functools.cache
-def _sha256() -> Callable[[bytes], Any]:
-    """SHA-256 by CPython's own implementation where the build has one (`_sha2`; `_sha256` in
-    3.11), the same digest as hashlib's: hashlib's import loads OpenSSL, ~3 ms of a `fleetscope
-    trace analyze` (issue 19) for a few dozen bytes. hashlib's where neither is built."""
-    try:
-        from _sha2 import sha256  # CPython 3.12+
-    except ImportError:
-        try:
-            from _sha256 import sha256  # CPython 3.11
-        except ImportError:
-            from hashlib import sha256
-    return sha256  # type: ignore[no-any-return]
+    return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:24]
 
 
 @dataclass(frozen=True, slots=True)

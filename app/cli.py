@@ -11,7 +11,6 @@ command for real. Commands are listed by name, whichever package installs them.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
@@ -90,52 +89,16 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 
 class _Parser(argparse.ArgumentParser):
     """fleetscope's parsers: the top level's and, made by its `add_subparsers` (argparse makes a
-    subparser of the parent's class), every command's. They lay out help with `_Formatter`, and
-    the top level's command list may wait until its help is formatted (`list_on_help`)."""
+    subparser of the parent's class), every command's. The top level's command list may wait
+    until its help is formatted (`list_on_help`)."""
 
     list_on_help: Callable[[], None] | None = None
-
-    def __init__(self, **kwargs: Any) -> None:
-        kwargs.setdefault("formatter_class", _Formatter)
-        super().__init__(**kwargs)
 
     def format_help(self) -> str:
         if self.list_on_help is not None:
             list_commands, self.list_on_help = self.list_on_help, None
             list_commands()
         return super().format_help()
-
-
-class _Formatter(argparse.HelpFormatter):
-    """argparse's help layout, at the width argparse would take, found without importing shutil:
-    argparse makes a formatter for every argument it adds, and shutil (with the bz2 and lzma it
-    imports) was ~2 ms of every command (issue 19)."""
-
-    def __init__(
-        self,
-        prog: str,
-        indent_increment: int = 2,
-        max_help_position: int = 24,
-        width: int | None = None,
-    ) -> None:
-        if width is None:
-            width = _terminal_columns() - 2
-        super().__init__(prog, indent_increment, max_help_position, width)
-
-
-def _terminal_columns() -> int:
-    """`shutil.get_terminal_size().columns`, by its rule: $COLUMNS if a positive number, else
-    the width of the terminal stdout is, else 80."""
-    try:
-        columns = int(os.environ["COLUMNS"])
-    except (KeyError, ValueError):
-        columns = 0
-    if columns <= 0:
-        try:
-            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
-        except (AttributeError, ValueError, OSError):  # no stdout, or not a terminal
-            columns = 0
-    return columns or 80
 
 
 def _list_commands(subparsers: Any, installed: Iterable[str]) -> None:

@@ -40,7 +40,8 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar
 
 if TYPE_CHECKING:
-    from fleetscope.entry_point_cache import EntryPoint
+    from importlib.metadata import EntryPoint
+
     from fleetscope.settings import Settings
 
 RULES: Final = "fleetscope.analyzers"
@@ -201,7 +202,7 @@ def registered(group: str) -> dict[str, EntryPoint]:
 
 
 def _clash(name: str, group: str, values: list[str]) -> EntryPoint:
-    from fleetscope.entry_point_cache import EntryPoint
+    from importlib.metadata import EntryPoint
 
     class ClashingEntryPoint(EntryPoint):
         __slots__ = ()
@@ -219,8 +220,6 @@ def _clash(name: str, group: str, values: list[str]) -> EntryPoint:
 
 @functools.cache
 def _registered(group: str) -> tuple[tuple[str, EntryPoint], ...]:
-    # Through a cache keyed on the import path's mtimes: scanning every installed distribution
-    # cost ~40 ms of each run (fleetscope.entry_point_cache says why it stays correct).
-    from fleetscope.entry_point_cache import entry_points
+    from importlib.metadata import entry_points
 
-    return tuple((ep.name, ep) for ep in entry_points(group))
+    return tuple((ep.name, ep) for ep in entry_points(group=group))
