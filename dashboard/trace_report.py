@@ -96,7 +96,7 @@ class TraceView:
 def analyze_document(path: Path, *, hta_compatible: bool = False) -> Document:
     """Analyze the trace file as the upload hook does (`document.OPTIONS`): the document it would
     have stored, under HTA's definitions when asked."""
-    from analyzers.traces import analyze_trace
+    from analyzers.traces.api import analyze_trace
     from analyzers.traces.document import OPTIONS, analysis_document
 
     return analysis_document(analyze_trace(path, hta_compatible=hta_compatible, options=OPTIONS))

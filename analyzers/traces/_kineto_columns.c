@@ -987,55 +987,6 @@ done:
     return result;
 }
 
-PyDoc_STRVAR(find_doc,
-"find(data, needle, rare_at, /)\n--\n\n"
-"The first position of `needle` in the bytes-like `data`, or -1: `data.find(needle)`, found from\n"
-"the positions of the needle's byte at `rare_at` (memchr), which should be rare in the data.");
-
-/* HTA's `"rank":` in every chunk of a trace that has none (issue 19): bytes.find's skip rarely
-   fires on JSON, whose commonest bytes are the key's; its `k` is ~1 % of the bytes. */
-static PyObject *
-find(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
-{
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "find(data, needle, rare_at)");
-        return NULL;
-    }
-    Py_ssize_t rare_at = PyLong_AsSsize_t(args[2]);
-    if (rare_at == -1 && PyErr_Occurred()) {
-        return NULL;
-    }
-    Py_buffer data, needle;
-    if (PyObject_GetBuffer(args[0], &data, PyBUF_SIMPLE) < 0) {
-        return NULL;
-    }
-    if (PyObject_GetBuffer(args[1], &needle, PyBUF_SIMPLE) < 0) {
-        PyBuffer_Release(&data);
-        return NULL;
-    }
-    Py_ssize_t found = -1;
-    if (rare_at < 0 || rare_at >= needle.len) {
-        PyErr_SetString(PyExc_ValueError, "rare_at must index the needle");
-        found = -2;
-    }
-    else if (needle.len <= data.len) {
-        const char *base = data.buf, *key = needle.buf;
-        const char rare = key[rare_at];
-        /* Candidates for the rare byte: from rare_at to where the needle still fits. */
-        const char *p = base + rare_at, *last = base + data.len - needle.len + rare_at;
-        while (p <= last && (p = memchr(p, rare, (size_t)(last - p + 1))) != NULL) {
-            if (memcmp(p - rare_at, key, (size_t)needle.len) == 0) {
-                found = p - rare_at - base;
-                break;
-            }
-            p++;
-        }
-    }
-    PyBuffer_Release(&needle);
-    PyBuffer_Release(&data);
-    return found == -2 ? NULL : PyLong_FromSsize_t(found);
-}
-
 /* ------------------------------------------------------------------------------------------ */
 /* The critical path's longest path (analyses/critical_path_graph.py)                          */
 
@@ -1180,7 +1131,6 @@ done:
 }
 
 static PyMethodDef module_methods[] = {
-    {"find", (PyCFunction)(void (*)(void))find, METH_FASTCALL, find_doc},
     {"longest_path", (PyCFunction)(void (*)(void))longest_path, METH_FASTCALL, longest_path_doc},
     {"decode_events", (PyCFunction)(void (*)(void))decode_events, METH_FASTCALL,
      decode_events_doc},

@@ -19,7 +19,7 @@ from analyzers.traces.analyses.base import Table, TraceOptions
 from analyzers.traces.api import TraceReport
 from analyzers.traces.classify import KernelClass
 from analyzers.traces.frame import RankFrame
-from analyzers.traces.render import json_ready
+from analyzers.traces.render import is_detail, json_ready
 
 __all__ = ["DOCUMENT_VERSION", "OPTIONS", "TIMELINE_OPS", "analysis_document"]
 
@@ -60,11 +60,7 @@ def analysis_document(report: TraceReport) -> dict[str, Any]:
     trace = report.trace
     analyses = {
         name: {
-            "tables": {
-                t.name: _table(t)
-                for t in result.tables
-                if not t.name.startswith("cuda_kernel_launch_stats_rank")
-            },
+            "tables": {t.name: _table(t) for t in result.tables if not is_detail(t)},
             "per_rank": result.per_rank,
             "notes": list(result.notes),
         }

@@ -302,11 +302,9 @@ def trace_findings(
     options: TraceOptions,
     *,
     job_id: str | None = None,
-    rules: dict[str, Rule] | None = None,
 ) -> list[Finding]:
-    """Every rule on every rank; findings ordered by rank, then rule id."""
-    if not rules:
-        rules = trace_rules()
+    """Every installed rule on every rank; findings ordered by rank, then rule id."""
+    rules = trace_rules()
     out: list[Finding] = []
     for frame in trace.frames():
         start, end = _window(trace, frame)

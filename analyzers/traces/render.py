@@ -18,12 +18,13 @@ from analyzers.traces.analyses.base import Table
 from analyzers.traces.api import TraceReport
 from analyzers.traces.frame import Mode
 
-__all__ = ["json_ready", "render_text", "report_json", "report_to_dict"]
+__all__ = ["is_detail", "json_ready", "render_text", "report_json", "report_to_dict"]
 
 MAX_TEXT_ROWS = 12
 
 
-def _is_detail(table: Table) -> bool:
+def is_detail(table: Table) -> bool:
+    """A per-launch table (one row per kernel launch): left out of every output but the API."""
     return table.name.startswith("cuda_kernel_launch_stats_rank")
 
 
@@ -52,7 +53,7 @@ def _report_data(report: TraceReport) -> dict[str, Any]:
             "title": spec.title,
             "hta_api": spec.hta_api,
             "differs_from_hta": spec.beyond_hta if trace.mode is Mode.NATIVE else None,
-            "tables": {t.name: t.records() for t in result.tables if not _is_detail(t)},
+            "tables": {t.name: t.records() for t in result.tables if not is_detail(t)},
             "per_rank": result.per_rank,
             "notes": list(result.notes),
         }
@@ -74,9 +75,8 @@ def report_to_dict(report: TraceReport) -> dict[str, Any]:
 
 def report_json(reports: Sequence[TraceReport]) -> str:
     """The CLI's `--format json`: one report's `report_to_dict` (a list of them for several)."""
-    raw = [_report_data(r) for r in reports]
-    data = raw[0] if len(raw) == 1 else raw
-    return json.dumps(json_ready(data), indent=1) + "\n"
+    data = [report_to_dict(r) for r in reports]
+    return json.dumps(data[0] if len(data) == 1 else data, indent=1) + "\n"
 
 
 def _fmt(value: Any) -> str:
@@ -115,7 +115,7 @@ def render_text(report: TraceReport) -> str:
         if trace.mode is Mode.NATIVE and spec.hta_api:
             out.append(f"  differs from HTA: {spec.beyond_hta}")
         for table in result.tables:
-            if not _is_detail(table):
+            if not is_detail(table):
                 out += _table_text(table)
         out += [f"  note: {n}" for n in result.notes]
     out.append("")

@@ -33,7 +33,6 @@ __all__ = [
     "MAX_TEXT_BYTES",
     "InflateBudget",
     "TextSource",
-    "holds_rank_key",
     "regular_file_size",
 ]
 
@@ -95,13 +94,6 @@ class InflateBudget:
             )
 
 
-# The extension's memchr search (analyzers/traces/_kineto_columns.c); numpy where not built.
-_find: Callable[[bytes, bytes, int], int] | None
-try:
-    from analyzers.traces._kineto_columns import find as _find
-except ImportError:  # pragma: no cover - exercised where the extension is not built
-    _find = None
-
 # zlib-ng's gzip reader inflates these files ~3x faster than stdlib gzip (issue 19: gunzip was
 # 14 % of the load); it comes with the `server` extra, and stdlib gzip reads the same bytes
 # without it. zlib-ng raises its own error type on a corrupt stream, stdlib gzip zlib.error.
@@ -121,7 +113,6 @@ _GZIP_MAGIC = b"\x1f\x8b"
 # HTA's rank detection (hta/common/trace_file.py): the first `"rank":\s+(\d+)` of any line.
 _HTA_RANK_RE = re.compile(rb'"rank":[ \t\r\x0b\x0c]+(\d+)')
 _RANK_KEY = b'"rank":'
-_RANK_KEY_RARE_AT = _RANK_KEY.index(b"k")
 
 
 class TextSource:
@@ -183,7 +174,7 @@ class TextSource:
         if match is not None and match.start() < len(tail) and match.end() < len(edge):
             self.hta_rank = int(match.group(1))
             return
-        if holds_rank_key(data):
+        if _RANK_KEY in data:
             match = _HTA_RANK_RE.search(data)
             if match is not None and match.end() < len(data):
                 self.hta_rank = int(match.group(1))
@@ -192,13 +183,3 @@ class TextSource:
 
     def close(self) -> None:
         self._raw.close()
-
-
-def holds_rank_key(data: bytes) -> bool:
-    """`_RANK_KEY in data`, by the C extension's memchr on the key's rarest byte in trace text,
-    its `k` (~1 % of the bytes): `in` rarely skips here (the key's other bytes are JSON's
-    commonest), and a trace without the key has every chunk searched: 15-17 ms of the resnet50
-    traces' load with `in`, ~3 with memchr (issue 19). `in` where the extension is not built."""
-    if _find is not None:
-        return _find(data, _RANK_KEY, _RANK_KEY_RARE_AT) >= 0
-    return _RANK_KEY in data

@@ -170,9 +170,7 @@ def _pinned(replay: Replay, o: TraceOptions, level: int) -> Change | None:
     return Change(pinned=True) if replay.gpu_pageable.any() else None
 
 
-# The AMP scenario's regexes, compiled on first use: most runs need none of them (ASCII kernel
-# names take the word tests below; the CPU ops' only a CPU-only trace), and compiling the three
-# at import cost ~0.8 ms of every `fleetscope trace analyze` (issue 19).
+# The AMP scenario's regexes, compiled on first use.
 @functools.cache
 def gemm_kernels() -> re.Pattern[str]:
     return re.compile(r"gemm|conv|cudnn.*(dgrad|wgrad|fprop)|winograd|scudnn|dgrad|wgrad", re.I)
@@ -195,29 +193,14 @@ def cpu_amp_ops() -> re.Pattern[str]:
 
 
 _NOT_CHANGED, _GEMM_OP, _MEMBOUND_OP = 0, 1, 2
-# The regexes' words, for ASCII names (kernel names are; where IGNORECASE is a plain lower()):
-# a substring test per word is ~10x faster than the alternation on a 1,600-character name
-# (5 ms of trace_diff_control's what-if, issue 19). `cudnn.*fprop` alone needs the regex.
-_GEMM_WORDS = ("gemm", "conv", "winograd", "scudnn", "dgrad", "wgrad")
-_MEMBOUND_WORDS = (
-    "elementwise", "bn_", "batchnorm", "batch_norm", "pool", "reduce", "softmax", "relu",
-    "add", "mul", "clamp", "threshold", "layernorm", "layer_norm",
-)  # fmt: skip
 
 
 def _kernel_kind(name: str) -> int:
     """`_GEMM_OP` where `gemm_kernels()` matches, else `_MEMBOUND_OP` where `membound_kernels()`
     does."""
-    if not name.isascii():
-        if gemm_kernels().search(name):
-            return _GEMM_OP
-        return _MEMBOUND_OP if membound_kernels().search(name) else _NOT_CHANGED
-    low = name.lower()
-    if any(word in low for word in _GEMM_WORDS) or (
-        "cudnn" in low and "fprop" in low and gemm_kernels().search(name)
-    ):
+    if gemm_kernels().search(name):
         return _GEMM_OP
-    return _MEMBOUND_OP if any(word in low for word in _MEMBOUND_WORDS) else _NOT_CHANGED
+    return _MEMBOUND_OP if membound_kernels().search(name) else _NOT_CHANGED
 
 
 def _amp_kind(replay: Replay) -> np.ndarray:

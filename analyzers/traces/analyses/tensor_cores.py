@@ -18,6 +18,7 @@ import numpy as np
 from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
 from analyzers.traces.classify import KernelClass
 from analyzers.traces.frame import CPU_OP_CATS, RankFrame, TraceSet
+from analyzers.traces.hardware import gpu_of
 from analyzers.traces.stats import in_sorted
 
 TC_KERNEL_PATTERNS = (
@@ -52,14 +53,6 @@ TC_OPS = frozenset(
 
 def uses_tensor_cores(name: str) -> bool:
     return any(p in name for p in TC_KERNEL_PATTERNS)
-
-
-def compute_capability(frame: RankFrame) -> float:
-    for props in frame.device_properties:
-        major, minor = props.get("computeMajor"), props.get("computeMinor")
-        if isinstance(major, int):
-            return major + (minor if isinstance(minor, int) else 0) / 10
-    return math.nan
 
 
 def eligible_kernels(frame: RankFrame) -> np.ndarray:
@@ -97,7 +90,7 @@ def tensor_cores(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
         compute_us = float(frame.dur[compute].sum())
         eligible_us = float(frame.dur[eligible].sum())
         tc_us = float(frame.dur[tc].sum())
-        cc = compute_capability(frame)
+        cc = gpu_of(frame.device_properties).compute_capability
         share = tc_us / eligible_us if eligible_us else math.nan
         rows.append((frame.rank, cc, compute_us, eligible_us, tc_us, share))
         per_rank[frame.rank] = {

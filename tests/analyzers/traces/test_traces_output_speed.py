@@ -12,7 +12,6 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -40,21 +39,25 @@ def test_the_console_script_prints_everything_and_exits_zero(tmp_path: Path) -> 
     assert closed.stdout == out.stdout[:10] and b"Traceback" not in closed.stderr
 
 
-def test_the_rank_key_is_found_where_bytes_find_it() -> None:
-    """The memchr search (C extension) for HTA's `"rank":` (trace_text) answers as `in` does,
-    borders included."""
-    from analyzers.traces import trace_text
-    from analyzers.traces.trace_text import _RANK_KEY, holds_rank_key
-
-    if trace_text._find is None:
-        pytest.skip("the C extension analyzers/traces/_kineto_columns.c is not built here")
+def test_the_rank_is_the_first_match_in_the_file_wherever_chunks_end(tmp_path: Path) -> None:
+    """HTA's rank (trace_text.TextSource: chunks searched only where they hold `"rank":`, and
+    across each border) is the first match of HTA's regex over the whole text."""
+    from analyzers.traces.trace_text import _HTA_RANK_RE, TextSource
 
     rng = np.random.default_rng(7)
-    alphabet = np.frombuffer(b'"rank: k{}ab', dtype=np.uint8)
-    texts = [b"", b'"rank":', b'x"rank":', b'"rank":x', b'"rank"', b'rank":', b'"rank";']
-    texts += [rng.choice(alphabet, int(rng.integers(0, 16))).tobytes() for _ in range(20000)]
+    alphabet = np.frombuffer(b'"rank: \t12{}ab', dtype=np.uint8)
+    texts = [b'"rank": 5', b'x"rank":\t\t42', b'"rank":5"rank": 6', b'"rank";7']
+    texts += [rng.choice(alphabet, int(rng.integers(0, 40))).tobytes() for _ in range(3000)]
+    path = tmp_path / "t.json"
     for text in texts:
-        assert holds_rank_key(text) == (_RANK_KEY in text), text
+        path.write_bytes(text + b"\n")  # a last match is never cut by the file's end
+        match = _HTA_RANK_RE.search(text)
+        for chunk in (1, 3, 8, 64):
+            source = TextSource(path, chunk)
+            while source.read():
+                pass
+            source.close()
+            assert source.hta_rank == (int(match.group(1)) if match else None), (text, chunk)
 
 
 _time = st.one_of(
