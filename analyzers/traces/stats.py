@@ -11,6 +11,8 @@
   in the right frame's row order), sorted and searched in numpy instead of a dict of lists.
 - `union_intervals` / `union_length`: the merged union of [start, end) intervals (HTA's
   `merge_kernel_intervals`: touching intervals merge).
+- `last_not_below`: per query, the last earlier value not below a bound (the ATen op enclosing
+  a launch), for all queries at once.
 
 Pure numpy; never pandas.
 """
@@ -34,6 +36,7 @@ __all__ = [
     "in_sorted",
     "intersection_length",
     "join_rows",
+    "last_not_below",
     "union_intervals",
     "union_length",
     "unstable_argsort",
@@ -93,6 +96,26 @@ def join_rows(
     if left_join:
         j = np.where(np.repeat(counts == 0, per_row), -1, j)
     return i, j
+
+
+def last_not_below(values: F64, before: npt.NDArray[np.int64], bound: F64) -> npt.NDArray[np.int64]:
+    """Per query i, the last j < before[i] where `values[j] < bound[i]` is false (a NaN on
+    either side counts as not below), -1 where there is none. Found by skipping back from
+    before[i] over blocks of 2^k values all below the bound, k descending, each block's largest
+    value read from a table of maxima per block size: log2(len(values)) vector steps, where a
+    window of the last 64 values per query (with a walk over every earlier one where none
+    qualified) was 64 wide."""
+    pos = before
+    most = [values]  # most[k][j]: the largest of values[j : j + 2^k] (NaN if one is NaN)
+    while 2 ** len(most) <= len(values):
+        half = 2 ** (len(most) - 1)
+        most.append(np.maximum(most[-1][:-half], most[-1][half:]))
+    for k in range(len(most) - 1, -1, -1):
+        start = pos - 2**k
+        skip = start >= 0
+        skip[skip] = most[k][start[skip]] < bound[skip]
+        pos = np.where(skip, start, pos)
+    return pos - 1
 
 
 def group_std(values: F64) -> float:
