@@ -1179,9 +1179,75 @@ done:
     return result;
 }
 
+/* The critical path's call-stack walk (analyses/critical_path_graph.py, Graph.cpu_thread)     */
+
+PyDoc_STRVAR(stack_walk_doc,
+"stack_walk(starts, /)\n--\n\n"
+"HTA's call stack over a thread's events in order (`starts`: one byte per event, 1 a start, 0\n"
+"an end, which pops the top whatever it is; nothing on an empty stack), walked depth-first:\n"
+"(walk, parent) as int64 bytearrays. walk[s] is the start entered at step s, or n + that start\n"
+"where it is left; parent[i] is the top when start i was pushed, -1 at the bottom.");
+
+/* One pass with an explicit stack, where numpy needed sorts and searches over the stack sizes
+   (issue 29). Start i at depth d is entered at step 2i - d and left at step 2j - d - 1, j the
+   starts before its pop (all of them when it is never popped). */
+static PyObject *
+stack_walk(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 1) {
+        PyErr_SetString(PyExc_TypeError, "stack_walk(starts)");
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    const unsigned char *starts = view.buf;
+    Py_ssize_t events = view.len, n = 0;
+    for (Py_ssize_t k = 0; k < events; k++) {
+        n += starts[k] != 0;
+    }
+    PyObject *walk_out = PyByteArray_FromStringAndSize(NULL, 2 * n * 8);
+    PyObject *parent_out = PyByteArray_FromStringAndSize(NULL, n * 8);
+    int64_t *depth = PyMem_Malloc((size_t)n * 8 + 8), *stack = PyMem_Malloc((size_t)n * 8 + 8);
+    PyObject *result = NULL;
+    if (!walk_out || !parent_out || !depth || !stack) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    int64_t *walk = (int64_t *)PyByteArray_AS_STRING(walk_out);
+    int64_t *parent = (int64_t *)PyByteArray_AS_STRING(parent_out);
+    int64_t i = 0, size = 0;
+    for (Py_ssize_t k = 0; k < events; k++) {
+        if (starts[k]) {
+            parent[i] = size ? stack[size - 1] : -1;
+            depth[i] = size;
+            walk[2 * i - size] = i;
+            stack[size++] = i++;
+        }
+        else if (size) {
+            int64_t top = stack[--size];
+            walk[2 * i - depth[top] - 1] = n + top;
+        }
+    }
+    while (size) {
+        int64_t top = stack[--size];
+        walk[2 * n - depth[top] - 1] = n + top;
+    }
+    result = Py_BuildValue("(OO)", walk_out, parent_out);
+done:
+    Py_XDECREF(walk_out);
+    Py_XDECREF(parent_out);
+    PyMem_Free(depth);
+    PyMem_Free(stack);
+    PyBuffer_Release(&view);
+    return result;
+}
+
 static PyMethodDef module_methods[] = {
     {"find", (PyCFunction)(void (*)(void))find, METH_FASTCALL, find_doc},
     {"longest_path", (PyCFunction)(void (*)(void))longest_path, METH_FASTCALL, longest_path_doc},
+    {"stack_walk", (PyCFunction)(void (*)(void))stack_walk, METH_FASTCALL, stack_walk_doc},
     {"decode_events", (PyCFunction)(void (*)(void))decode_events, METH_FASTCALL,
      decode_events_doc},
     {NULL, NULL, 0, NULL},

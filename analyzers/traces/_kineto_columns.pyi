@@ -13,3 +13,6 @@ def find(data: Any, needle: bytes, rare_at: int, /) -> int:
 
 def longest_path(n: int, src: Any, dst: Any, weight: Any, /) -> bytearray | None:
     """Edge ids of networkx's `dag_longest_path` (int64), or None on a cycle."""
+
+def stack_walk(starts: Any, /) -> tuple[bytearray, bytearray]:
+    """HTA's call stack walked depth-first: (walk, parent), int64 (critical_path_graph.py)."""

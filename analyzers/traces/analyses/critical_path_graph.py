@@ -21,10 +21,12 @@ from analyzers.traces.analyses.queue_length import launch_changes
 from analyzers.traces.frame import I64, Mask, RankFrame
 
 _c_longest_path: Callable[[int, Any, Any, Any], bytearray | None] | None
+_c_stack_walk: Callable[[Any], tuple[bytearray, bytearray]] | None
 try:
     from analyzers.traces._kineto_columns import longest_path as _c_longest_path
+    from analyzers.traces._kineto_columns import stack_walk as _c_stack_walk
 except ImportError:  # pragma: no cover - an optional extension (pyproject.toml)
-    _c_longest_path = None
+    _c_longest_path = _c_stack_walk = None
 
 __all__ = [
     "DEPENDENCY",
@@ -125,6 +127,21 @@ def _stack_parents(starts: Mask) -> tuple[I64, I64, I64]:
     return parent, depth, popped_after
 
 
+def stack_walk(starts: Mask) -> tuple[I64, I64]:
+    """The depth-first walk of HTA's call stack over `starts` (see `Graph.cpu_thread`): per
+    step the start entered, or n + the start left; per start its parent (-1 at the bottom).
+    One pass in the C extension; numpy's sorts and searches over the stack sizes without it."""
+    if _c_stack_walk is not None:
+        walked, parents = _c_stack_walk(starts.view(np.uint8))
+        return np.frombuffer(walked, dtype=np.int64), np.frombuffer(parents, dtype=np.int64)
+    parent, depth, popped_after = _stack_parents(starts)
+    n = len(parent)
+    steps = np.concatenate([2 * np.arange(n) - depth, 2 * popped_after - depth - 1])
+    walk = np.empty(2 * n, dtype=np.int64)
+    walk[steps] = np.arange(2 * n)
+    return walk, parent
+
+
 class Graph:
     def __init__(self, frame: RankFrame, rows: np.ndarray, native: bool) -> None:
         self.frame = frame
@@ -178,10 +195,7 @@ class Graph:
         order = np.lexsort((np.concatenate([idx, -idx]), np.concatenate([-dur, dur]), is_start, t))
         starts = is_start[order]
         local = order[starts]  # the rows' positions in preorder
-        parent, depth, popped_after = _stack_parents(starts)
-        steps = np.concatenate([2 * np.arange(n) - depth, 2 * popped_after - depth - 1])
-        walk = np.empty(2 * n, dtype=np.int64)
-        walk[steps] = np.arange(2 * n)  # walk step -> (preorder number, +n when leaving)
+        walk, parent = stack_walk(starts)  # walk step -> (preorder number, +n when leaving)
         enter = walk < n
         k = np.where(enter, walk, walk - n)
         row = rows[local[k]]
