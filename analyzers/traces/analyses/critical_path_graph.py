@@ -22,11 +22,13 @@ from analyzers.traces.frame import I64, Mask, RankFrame
 
 _c_longest_path: Callable[[int, Any, Any, Any], bytearray | None] | None
 _c_stack_walk: Callable[[Any], tuple[bytearray, bytearray]] | None
+_c_unique_edges: Callable[[int, Any, Any], tuple[bytearray, bytearray]] | None
 try:
     from analyzers.traces._kineto_columns import longest_path as _c_longest_path
     from analyzers.traces._kineto_columns import stack_walk as _c_stack_walk
+    from analyzers.traces._kineto_columns import unique_edges as _c_unique_edges
 except ImportError:  # pragma: no cover - an optional extension (pyproject.toml)
-    _c_longest_path = _c_stack_walk = None
+    _c_longest_path = _c_stack_walk = _c_unique_edges = None
 
 __all__ = [
     "DEPENDENCY",
@@ -140,6 +142,22 @@ def stack_walk(starts: Mask) -> tuple[I64, I64]:
     walk = np.empty(2 * n, dtype=np.int64)
     walk[steps] = np.arange(2 * n)
     return walk, parent
+
+
+def unique_edges(n: int, src: I64, dst: I64) -> tuple[I64, I64]:
+    """Per distinct (src, dst) pair, in order of its first edge: that edge's id and its last
+    edge's id. One linear pass in the C extension; a sort of the pairs' keys without it."""
+    if _c_unique_edges is not None:
+        firsts, lasts = _c_unique_edges(n, *(np.ascontiguousarray(a, np.int64) for a in (src, dst)))
+        return np.frombuffer(firsts, dtype=np.int64), np.frombuffer(lasts, dtype=np.int64)
+    key = src * (n + 1) + dst
+    by_key = np.argsort(key, kind="stable")
+    sorted_key = key[by_key]
+    new = np.ones(len(sorted_key) + 1, dtype=bool)
+    new[1:-1] = sorted_key[1:] != sorted_key[:-1]
+    first, last = by_key[new[:-1]], by_key[new[1:]]
+    at = np.argsort(first, kind="stable")
+    return first[at], last[at]
 
 
 class Graph:
@@ -310,14 +328,7 @@ class Graph:
                 np.concatenate([b[i] for b in self._blocks]) for i in range(5)
             )
             self._blocks = []
-            key = src * (len(self.node_ts) + 1) + dst
-            by_key = np.argsort(key, kind="stable")
-            sorted_key = key[by_key]
-            new = np.ones(len(sorted_key) + 1, dtype=bool)
-            new[1:-1] = sorted_key[1:] != sorted_key[:-1]
-            first, last = by_key[new[:-1]], by_key[new[1:]]
-            at = np.argsort(first, kind="stable")
-            first, last = first[at], last[at]
+            first, last = unique_edges(len(self.node_ts), src, dst)
             self.src, self.dst = src[first], dst[first]
             self.kind, self.weight, self.attr = kind[last], weight[last], attr[last]
 
