@@ -11,6 +11,8 @@
   in the right frame's row order), sorted and searched in numpy instead of a dict of lists.
 - `union_intervals` / `union_length`: the merged union of [start, end) intervals (HTA's
   `merge_kernel_intervals`: touching intervals merge).
+- `time_lexsort`: `np.lexsort` whose primary key is a time few rows share, sorted by that alone
+  and only the rows that share one by the other keys.
 - `last_not_below`: per query, the last earlier value not below a bound (the ATen op enclosing
   a launch), for all queries at once.
 
@@ -37,6 +39,7 @@ __all__ = [
     "intersection_length",
     "join_rows",
     "last_not_below",
+    "time_lexsort",
     "union_intervals",
     "union_length",
     "unstable_argsort",
@@ -96,6 +99,26 @@ def join_rows(
     if left_join:
         j = np.where(np.repeat(counts == 0, per_row), -1, j)
     return i, j
+
+
+def time_lexsort(keys: Sequence[npt.NDArray[Any]]) -> npt.NDArray[np.intp]:
+    """`np.lexsort(keys)` (the last key primary), for a primary key that few rows share (event
+    times): a stable sort by it alone, then the rows that share a value (NaNs share one, as in
+    numpy's sorts) by the other keys. np.lexsort sorts every row by every key, and a secondary
+    key such as a duration is in no order at all."""
+    primary = keys[-1]
+    order = np.argsort(primary, kind="stable")
+    p = primary[order]
+    same = (p[1:] == p[:-1]) | ((p[1:] != p[1:]) & (p[:-1] != p[:-1]))  # NaN: x != x
+    tied = np.zeros(len(p), dtype=bool)
+    tied[1:] = same
+    tied[:-1] |= same
+    at = np.flatnonzero(tied)
+    if len(at):
+        sub = order[at]
+        group = np.cumsum(np.concatenate([[True], ~same]))[at]
+        order[at] = sub[np.lexsort((*(k[sub] for k in keys[:-1]), group))]
+    return order
 
 
 def last_not_below(values: F64, before: npt.NDArray[np.int64], bound: F64) -> npt.NDArray[np.int64]:

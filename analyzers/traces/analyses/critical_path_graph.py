@@ -19,6 +19,7 @@ import numpy as np
 
 from analyzers.traces.analyses.queue_length import launch_changes
 from analyzers.traces.frame import I64, Mask, RankFrame
+from analyzers.traces.stats import time_lexsort
 
 _c_longest_path: Callable[[int, Any, Any, Any], bytearray | None] | None
 _c_stack_walk: Callable[[Any], tuple[bytearray, bytearray]] | None
@@ -129,30 +130,6 @@ def _stack_parents(starts: Mask) -> tuple[I64, I64, I64]:
     return parent, depth, popped_after
 
 
-def _event_order(ts: np.ndarray, dur: np.ndarray, idx: I64) -> I64:
-    """The order of n starts (0..n-1) and their ends (n..2n-1) by HTA's compare_events as a key
-    (all rows here have dur > 0): time, ends before starts, starts longest first then by index,
-    ends shortest first then by index descending; then position. Sorted by time alone (the
-    ends come nearly in order after the starts), and the events that share a time by the rest:
-    numpy's lexsort of all four keys spent most of its time sorting every event by duration."""
-    n = len(ts)
-    t = np.concatenate([ts, ts + dur])  # no NaN: the rows are in a window
-    order = np.argsort(t, kind="stable")
-    same = t[order[1:]] == t[order[:-1]]
-    tied = np.zeros(2 * n, dtype=bool)
-    tied[1:] = same
-    tied[:-1] |= same
-    at = np.flatnonzero(tied)
-    if len(at):
-        sub = order[at]
-        group = np.cumsum(np.concatenate([[True], ~same]))[at]
-        start, row = sub < n, sub % n
-        by_dur = np.where(start, -dur[row], dur[row])
-        by_idx = np.where(start, idx[row], -idx[row])
-        order[at] = sub[np.lexsort((by_idx, by_dur, start, group))]
-    return order
-
-
 def stack_walk(starts: Mask) -> tuple[I64, I64]:
     """The depth-first walk of HTA's call stack over `starts` (see `Graph.cpu_thread`): per
     step the start entered, or n + the start left; per start its parent (-1 at the bottom).
@@ -230,8 +207,14 @@ class Graph:
         f = self.frame
         ts, dur, idx = f.ts[rows], np.maximum(f.dur[rows], 0), f.index[rows]
         n = len(rows)
-        order = _event_order(ts, dur, idx)
-        starts = order < n
+        # HTA's compare_events as a key (all rows here have dur > 0): time, ends before starts,
+        # starts longest first then by index, ends shortest first then by index descending.
+        t = np.concatenate([ts, ts + dur])
+        is_start = np.concatenate([np.ones(n, bool), np.zeros(n, bool)])
+        order = time_lexsort(
+            (np.concatenate([idx, -idx]), np.concatenate([-dur, dur]), is_start, t)
+        )
+        starts = is_start[order]
         local = order[starts]  # the rows' positions in preorder
         walk, parent = stack_walk(starts)  # walk step -> (preorder number, +n when leaving)
         enter = walk < n
