@@ -14,6 +14,7 @@ import math
 from collections import deque
 from collections.abc import Callable
 from typing import Any
+from weakref import WeakKeyDictionary
 
 import numpy as np
 
@@ -60,9 +61,21 @@ class CriticalPathError(Exception):
     """HTA would not answer (its assertion on a launch without a runtime node)."""
 
 
+# Per frame object while it lives: the path over HTA's window and the what-if's over every step
+# read the same queues (a spilled set maps a rank as a new object, so none outlives its use).
+_QUEUES: WeakKeyDictionary[RankFrame, np.ndarray] = WeakKeyDictionary()
+
+
 def queue_lengths(frame: RankFrame) -> np.ndarray:
     """Queue length per row after its change point (NaN: not a change point), HTA's TraceCounters
     over the whole rank: +1 at a launch on its kernel's stream, -1 at the kernel's start."""
+    if frame not in _QUEUES:
+        _QUEUES[frame] = _queue_lengths(frame)
+        _QUEUES[frame].flags.writeable = False  # shared by its readers
+    return _QUEUES[frame]
+
+
+def _queue_lengths(frame: RankFrame) -> np.ndarray:
     out = np.full(len(frame), math.nan)
     r, ops, delta = launch_changes(frame)
     if not len(r):
