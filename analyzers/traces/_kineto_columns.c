@@ -1130,8 +1130,179 @@ done:
     return result;
 }
 
+PyDoc_STRVAR(unique_edges_doc,
+"unique_edges(n, src, dst, /)\n--\n\n"
+"The distinct pairs of edges src[i] -> dst[i] (int64 buffers, nodes 0..n-1), as networkx keeps\n"
+"them: (first, last) as int64 bytearrays, per pair in order of its first edge that edge's id,\n"
+"and the id of its last edge.");
+
+/* A counting sort by source and a mark per target, where numpy sorted the edges' pair keys
+   (issue 29): linear in the edges. */
+static PyObject *
+unique_edges(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "unique_edges(n, src, dst)");
+        return NULL;
+    }
+    Py_ssize_t n = PyLong_AsSsize_t(args[0]);
+    if (n == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    Py_buffer bufs[2];
+    int got = 0;
+    PyObject *result = NULL, *first_out = NULL, *last_out = NULL;
+    int64_t *at = NULL, *by_src = NULL, *pair_of = NULL, *mark = NULL;
+    for (; got < 2; got++) {
+        if (PyObject_GetBuffer(args[got + 1], &bufs[got], PyBUF_SIMPLE) < 0) {
+            goto done;
+        }
+    }
+    Py_ssize_t m = bufs[0].len / 8;
+    if (n < 0 || bufs[0].len % 8 || bufs[1].len != bufs[0].len) {
+        PyErr_SetString(PyExc_ValueError, "src and dst must be m int64 each");
+        goto done;
+    }
+    const int64_t *src = bufs[0].buf, *dst = bufs[1].buf;
+    for (Py_ssize_t i = 0; i < m; i++) {
+        if (src[i] < 0 || src[i] >= n || dst[i] < 0 || dst[i] >= n) {
+            PyErr_SetString(PyExc_ValueError, "an edge's node is outside 0..n-1");
+            goto done;
+        }
+    }
+    at = PyMem_Calloc((size_t)n + 1, 8);
+    by_src = PyMem_Malloc((size_t)m * 8 + 8);
+    pair_of = PyMem_Malloc((size_t)m * 8 + 8);
+    mark = PyMem_Malloc((size_t)n * 8 + 8);
+    if (!at || !by_src || !pair_of || !mark) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < m; i++) {
+        at[src[i] + 1]++;
+    }
+    for (Py_ssize_t v = 0; v < n; v++) {
+        at[v + 1] += at[v];
+        mark[v] = -1;
+    }
+    for (Py_ssize_t i = 0; i < m; i++) {
+        by_src[at[src[i]]++] = i; /* at[v] ends as the end of v's edges */
+    }
+    /* Per source, its edges in order: the first edge to each target stands for the pair. */
+    Py_ssize_t begin = 0;
+    for (Py_ssize_t v = 0; v < n; v++) {
+        for (Py_ssize_t k = begin; k < at[v]; k++) {
+            int64_t i = by_src[k];
+            if (mark[dst[i]] < begin) {
+                mark[dst[i]] = k;
+            }
+            pair_of[i] = by_src[mark[dst[i]]];
+        }
+        begin = at[v];
+    }
+    Py_ssize_t pairs = 0;
+    for (Py_ssize_t i = 0; i < m; i++) {
+        pairs += pair_of[i] == i;
+    }
+    first_out = PyByteArray_FromStringAndSize(NULL, pairs * 8);
+    last_out = PyByteArray_FromStringAndSize(NULL, pairs * 8);
+    if (!first_out || !last_out) {
+        goto done;
+    }
+    int64_t *first = (int64_t *)PyByteArray_AS_STRING(first_out);
+    int64_t *last = (int64_t *)PyByteArray_AS_STRING(last_out);
+    int64_t *number = by_src; /* reused: a first edge's pair number */
+    Py_ssize_t p = 0;
+    for (Py_ssize_t i = 0; i < m; i++) {
+        if (pair_of[i] == i) {
+            number[i] = p;
+            first[p++] = i;
+        }
+        last[number[pair_of[i]]] = i;
+    }
+    result = Py_BuildValue("(OO)", first_out, last_out);
+done:
+    Py_XDECREF(first_out);
+    Py_XDECREF(last_out);
+    PyMem_Free(at);
+    PyMem_Free(by_src);
+    PyMem_Free(pair_of);
+    PyMem_Free(mark);
+    while (got > 0) {
+        PyBuffer_Release(&bufs[--got]);
+    }
+    return result;
+}
+
+/* The critical path's call-stack walk (analyses/critical_path_graph.py, Graph.cpu_thread)     */
+
+PyDoc_STRVAR(stack_walk_doc,
+"stack_walk(starts, /)\n--\n\n"
+"HTA's call stack over a thread's events in order (`starts`: one byte per event, 1 a start, 0\n"
+"an end, which pops the top whatever it is; nothing on an empty stack), walked depth-first:\n"
+"(walk, parent) as int64 bytearrays. walk[s] is the start entered at step s, or n + that start\n"
+"where it is left; parent[i] is the top when start i was pushed, -1 at the bottom.");
+
+/* One pass with an explicit stack, where numpy needed sorts and searches over the stack sizes
+   (issue 29). Start i at depth d is entered at step 2i - d and left at step 2j - d - 1, j the
+   starts before its pop (all of them when it is never popped). */
+static PyObject *
+stack_walk(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 1) {
+        PyErr_SetString(PyExc_TypeError, "stack_walk(starts)");
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    const unsigned char *starts = view.buf;
+    Py_ssize_t events = view.len, n = 0;
+    for (Py_ssize_t k = 0; k < events; k++) {
+        n += starts[k] != 0;
+    }
+    PyObject *walk_out = PyByteArray_FromStringAndSize(NULL, 2 * n * 8);
+    PyObject *parent_out = PyByteArray_FromStringAndSize(NULL, n * 8);
+    int64_t *depth = PyMem_Malloc((size_t)n * 8 + 8), *stack = PyMem_Malloc((size_t)n * 8 + 8);
+    PyObject *result = NULL;
+    if (!walk_out || !parent_out || !depth || !stack) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    int64_t *walk = (int64_t *)PyByteArray_AS_STRING(walk_out);
+    int64_t *parent = (int64_t *)PyByteArray_AS_STRING(parent_out);
+    int64_t i = 0, size = 0;
+    for (Py_ssize_t k = 0; k < events; k++) {
+        if (starts[k]) {
+            parent[i] = size ? stack[size - 1] : -1;
+            depth[i] = size;
+            walk[2 * i - size] = i;
+            stack[size++] = i++;
+        }
+        else if (size) {
+            int64_t top = stack[--size];
+            walk[2 * i - depth[top] - 1] = n + top;
+        }
+    }
+    while (size) {
+        int64_t top = stack[--size];
+        walk[2 * n - depth[top] - 1] = n + top;
+    }
+    result = Py_BuildValue("(OO)", walk_out, parent_out);
+done:
+    Py_XDECREF(walk_out);
+    Py_XDECREF(parent_out);
+    PyMem_Free(depth);
+    PyMem_Free(stack);
+    PyBuffer_Release(&view);
+    return result;
+}
+
 static PyMethodDef module_methods[] = {
     {"longest_path", (PyCFunction)(void (*)(void))longest_path, METH_FASTCALL, longest_path_doc},
+    {"stack_walk", (PyCFunction)(void (*)(void))stack_walk, METH_FASTCALL, stack_walk_doc},
+    {"unique_edges", (PyCFunction)(void (*)(void))unique_edges, METH_FASTCALL, unique_edges_doc},
     {"decode_events", (PyCFunction)(void (*)(void))decode_events, METH_FASTCALL,
      decode_events_doc},
     {NULL, NULL, 0, NULL},

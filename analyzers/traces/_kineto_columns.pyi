@@ -13,3 +13,9 @@ def find(data: Any, needle: bytes, rare_at: int, /) -> int:
 
 def longest_path(n: int, src: Any, dst: Any, weight: Any, /) -> bytearray | None:
     """Edge ids of networkx's `dag_longest_path` (int64), or None on a cycle."""
+
+def stack_walk(starts: Any, /) -> tuple[bytearray, bytearray]:
+    """HTA's call stack walked depth-first: (walk, parent), int64 (critical_path_graph.py)."""
+
+def unique_edges(n: int, src: Any, dst: Any, /) -> tuple[bytearray, bytearray]:
+    """Per distinct (src, dst) pair, its first and last edge ids (int64), in first-edge order."""

@@ -10,9 +10,9 @@ into columns, and 5.6x faster than orjson or msgspec decoding the same text into
 (bench/trace_decoders.py, bench/RESULTS.md), so it stays by issue 29's rule (at least 2x the best
 well-kept decoder, and fuzzed: bench/fuzz_traces.py). HTA's `json.load` of the whole document is what
 makes its memory 4x ours, so batches stay bounded: the decompressed text is read in chunks and cut
-after the last `},` of the buffer. A cut is checked, not trusted: `[` + text + `]` decodes only
-if the cut fell between two elements of `traceEvents` (inside a string or a nested object the
-brackets or quotes would not balance), and a rejected cut is retried at an earlier `},`.
+after the last `},` that `{` follows (`_cuts`). A cut is checked, not trusted: `[` + text + `]`
+decodes only if it fell between two elements of `traceEvents`, and a rejected cut (a `},` in a
+kernel's name: each cost two decodes of the batch) is retried at an earlier `},`.
 
 When no cut decodes (a NaN literal, a lone surrogate, a broken or truncated element, nesting past
 msgspec's depth), the elements at the head of the text are decoded one at a time by the standard
@@ -72,7 +72,8 @@ _JSON_WS = b" \t\n\r"
 _MAX_BUFFER = 64 << 20
 _CUT = b"},"
 _OPEN, _CLOSE, _COMMA = b"[],"
-_CUT_TRIES = 4
+_CUT_TRIES, _CUT_SCAN = 4, 64
+_OBJECT_NEXT = re.compile(rb"[ \t\n\r]*(?:\{|\Z)").match
 _WALK_AFTER_CHUNKS = 4
 
 
@@ -344,27 +345,37 @@ def flush_columns(cols: ColumnBuilder, path: Path) -> None:
 
 def _decode_batch(buf: bytearray, end: int, batches: _Batches) -> int:
     """Decode the whole elements in `buf[:end]` (after its first byte, a `[` or `,`); return
-    the position of the `,` after the last one decoded (0: no cut found that decodes).
-
-    The batch is decoded in place, without a copy: its first byte becomes `[` and the `,` after
-    it becomes `]` for the duration of the call.
-    """
-    for _ in range(_CUT_TRIES):
-        cut = buf.rfind(_CUT, 1, end)
-        if cut < 0:
-            return 0
+    the position of the `,` after the last one decoded (0: no cut found that decodes). In place,
+    without a copy: the first byte becomes `[` and the `,` after it `]` during the call."""
+    for cut in _cuts(buf, end):
         buf[0] = _OPEN
         buf[cut + 1] = _CLOSE
         try:
             with memoryview(buf) as view, view[: cut + 2] as batch:
                 batches.decode(batch)
         except (*_DECODE_ERRORS, RecursionError):
-            end = cut
             continue
         finally:
             buf[cut + 1] = _COMMA
         return cut + 1
     return 0
+
+
+def _cuts(buf: bytearray, end: int) -> list[int]:
+    """Where to cut, last first: up to _CUT_TRIES `},` that `{` or the text's end follows (of
+    the last _CUT_SCAN), then the last _CUT_TRIES of any kind."""
+    likely: list[int] = []
+    plain: list[int] = []
+    at = end
+    for _ in range(_CUT_SCAN):
+        at = buf.rfind(_CUT, 1, at)
+        if at < 0 or len(likely) == _CUT_TRIES:
+            break
+        if len(plain) < _CUT_TRIES:
+            plain.append(at)
+        if _OBJECT_NEXT(buf, at + 2, end) is not None:
+            likely.append(at)
+    return likely + plain
 
 
 # A literal cut by the end of the text (`tr|ue`, `-Infin|ity`) fails this close to the end.
@@ -406,10 +417,8 @@ class _Batches:
         if decoded is None:
             return False
         count, ts_has_float, ts_all_present, columns = decoded
-        if ts_has_float:
-            cols.ts_has_float = True
-        if not ts_all_present:
-            cols.ts_all_present = False
+        cols.ts_has_float |= ts_has_float
+        cols.ts_all_present &= ts_all_present
         if columns:
             cols.add_blocks(columns)
         self.position += count

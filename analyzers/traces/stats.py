@@ -11,6 +11,10 @@
   in the right frame's row order), sorted and searched in numpy instead of a dict of lists.
 - `union_intervals` / `union_length`: the merged union of [start, end) intervals (HTA's
   `merge_kernel_intervals`: touching intervals merge).
+- `time_lexsort`: `np.lexsort` whose primary key is a time few rows share, sorted by that alone
+  and only the rows that share one by the other keys.
+- `last_not_below`: per query, the last earlier value not below a bound (the ATen op enclosing
+  a launch), for all queries at once.
 
 Pure numpy; never pandas.
 """
@@ -34,6 +38,8 @@ __all__ = [
     "in_sorted",
     "intersection_length",
     "join_rows",
+    "last_not_below",
+    "time_lexsort",
     "union_intervals",
     "union_length",
     "unstable_argsort",
@@ -93,6 +99,46 @@ def join_rows(
     if left_join:
         j = np.where(np.repeat(counts == 0, per_row), -1, j)
     return i, j
+
+
+def time_lexsort(keys: Sequence[npt.NDArray[Any]]) -> npt.NDArray[np.intp]:
+    """`np.lexsort(keys)` (the last key primary), for a primary key that few rows share (event
+    times): a stable sort by it alone, then the rows that share a value (NaNs share one, as in
+    numpy's sorts) by the other keys. np.lexsort sorts every row by every key, and a secondary
+    key such as a duration is in no order at all."""
+    primary = keys[-1]
+    order = np.argsort(primary, kind="stable")
+    p = primary[order]
+    same = (p[1:] == p[:-1]) | ((p[1:] != p[1:]) & (p[:-1] != p[:-1]))  # NaN: x != x
+    tied = np.zeros(len(p), dtype=bool)
+    tied[1:] = same
+    tied[:-1] |= same
+    at = np.flatnonzero(tied)
+    if len(at):
+        sub = order[at]
+        group = np.cumsum(np.concatenate([[True], ~same]))[at]
+        order[at] = sub[np.lexsort((*(k[sub] for k in keys[:-1]), group))]
+    return order
+
+
+def last_not_below(values: F64, before: npt.NDArray[np.int64], bound: F64) -> npt.NDArray[np.int64]:
+    """Per query i, the last j < before[i] where `values[j] < bound[i]` is false (a NaN on
+    either side counts as not below), -1 where there is none. Found by skipping back from
+    before[i] over blocks of 2^k values all below the bound, k descending, each block's largest
+    value read from a table of maxima per block size: log2(len(values)) vector steps, where a
+    window of the last 64 values per query (with a walk over every earlier one where none
+    qualified) was 64 wide."""
+    pos = before
+    most = [values]  # most[k][j]: the largest of values[j : j + 2^k] (NaN if one is NaN)
+    while 2 ** len(most) <= len(values):
+        half = 2 ** (len(most) - 1)
+        most.append(np.maximum(most[-1][:-half], most[-1][half:]))
+    for k in range(len(most) - 1, -1, -1):
+        start = pos - 2**k
+        skip = start >= 0
+        skip[skip] = most[k][start[skip]] < bound[skip]
+        pos = np.where(skip, start, pos)
+    return pos - 1
 
 
 def group_std(values: F64) -> float:

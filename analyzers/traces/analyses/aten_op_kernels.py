@@ -27,6 +27,7 @@ import numpy as np
 
 from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
 from analyzers.traces.frame import RankFrame, TraceSet
+from analyzers.traces.stats import last_not_below
 
 __all__ = ["aten_op_kernels", "enclosing_ops"]
 
@@ -39,8 +40,6 @@ COLUMNS = (
     "avg_aten_op_launch_delay",
     "avg_runtime_delay",
 )
-_WINDOW = 64  # ops looked at before falling back to every earlier op
-_BATCH = 16384  # launches matched at a time (a 16384 x 64 matrix)
 
 
 def _is_launch(name: str) -> bool:
@@ -55,24 +54,11 @@ def enclosing_ops(
     op_ts: np.ndarray, op_end: np.ndarray, ts: np.ndarray, end: np.ndarray
 ) -> np.ndarray:
     """For each [ts, end], the position (in `op_ts`, sorted by start) of the latest-starting op
-    enclosing it, -1 if none: the last of the `_WINDOW` ops starting at or before `ts` that ends
-    at or after `end`, all at once; the rare interval with none there looks at every earlier
-    op."""
-    found = np.full(len(ts), -1, dtype=np.int64)
-    if not len(op_ts):
-        return found
-    stop = np.searchsorted(op_ts, ts, side="right")
-    for lo in range(0, len(ts), _BATCH):  # a bounded (batch x window) matrix at a time
-        part = stop[lo : lo + _BATCH, None]
-        at = part - np.arange(_WINDOW, 0, -1)  # the window, earliest first
-        inside = (at >= 0) & (op_end[np.maximum(at, 0)] >= end[lo : lo + _BATCH, None])
-        last = _WINDOW - 1 - np.argmax(inside[:, ::-1], axis=1)
-        hit = inside.any(axis=1)
-        found[lo : lo + _BATCH][hit] = at[hit, last[hit]]
-    for i in np.flatnonzero((found < 0) & (stop > _WINDOW)).tolist():
-        hit = np.flatnonzero(op_end[: stop[i]] >= end[i])
-        found[i] = hit[-1] if len(hit) else -1
-    return found
+    enclosing it, -1 if none: of the ops starting at or before `ts`, the last that ends at or
+    after `end` (`stats.last_not_below`; an op or interval with a NaN end encloses nothing)."""
+    before = np.searchsorted(op_ts, ts, side="right")
+    found = last_not_below(np.where(np.isnan(op_end), -np.inf, op_end), before, end)
+    return np.where(np.isnan(end), -1, found)
 
 
 def _mean3(values: np.ndarray) -> float:

@@ -83,7 +83,8 @@ _LABELS = (
 
 @dataclass
 class CriticalPath:
-    """One rank's path: per path edge its row (-1: none), weight (us) and `bound_by` label."""
+    """One rank's path: per path edge its row (-1: none), weight (us) and `bound_by` label
+    (`label`: its place in _LABELS)."""
 
     window: tuple[float, float]
     nodes: int
@@ -92,9 +93,13 @@ class CriticalPath:
     rows: np.ndarray
     weights: np.ndarray
     kinds: np.ndarray
-    bound_by: list[str]
+    label: np.ndarray
     begin_us: np.ndarray  # each path edge's source and destination times
     end_us: np.ndarray
+
+    @property
+    def bound_by(self) -> list[str]:
+        return [_LABELS[k] for k in self.label.tolist()]
 
 
 def _is_annotation(name: str) -> bool:
@@ -158,13 +163,29 @@ def _critical_path(frame: RankFrame, native: bool) -> CriticalPath | None:
         np.arange(5, dtype=np.int8),
         5,
     )
-    labels = [_LABELS[k] for k in label.tolist()]
     length = float(np.maximum(np.where(weights <= -1, 0.0, weights), -np.inf).sum())
     begin, end = graph.node_ts[graph.src[path]], graph.node_ts[graph.dst[path]]
     return CriticalPath(
-        window, len(graph.node_ts), len(graph.src), length, p_rows, weights, kinds, labels,
+        window, len(graph.node_ts), len(graph.src), length, p_rows, weights, kinds, label,
         begin, end,
     )  # fmt: skip
+
+
+def _top_events(frame: RankFrame, path: CriticalPath, top: int) -> list[tuple[str, str, float]]:
+    """The `top` (name, bound_by) pairs of the path's timed edges by total time, ties in order
+    of first appearance. `np.bincount` adds each pair's weights one by one in path order, as
+    a running Python sum would."""
+    timed = np.flatnonzero((path.rows >= 0) & (path.weights > 0))
+    key = frame.name[path.rows[timed]].astype(np.int64) * len(_LABELS) + path.label[timed]
+    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    totals = np.bincount(inverse.reshape(-1), weights=path.weights[timed])
+    by_first = np.argsort(first, kind="stable")
+    chosen = by_first[np.argsort(-totals[by_first], kind="stable")][:top]
+    return [
+        (frame.names[int(key[first[g]] // len(_LABELS))], _LABELS[int(key[first[g]] % len(_LABELS))],
+         float(totals[g]))
+        for g in chosen.tolist()
+    ]  # fmt: skip
 
 
 PLUGIN_ORDER = 165  # before the what-if, which reads it
@@ -193,21 +214,14 @@ def critical_path(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
             continue
         values = {"length_us": path.length_us, "nodes": float(path.nodes)}
         values["edges"] = float(path.edges)
-        labels = np.array(path.bound_by, dtype=object)
         for label in BOUND_BY:
-            total = float(path.weights[labels == label].sum()) if len(labels) else 0.0
+            on = path.label == _LABELS.index(label)
+            total = float(path.weights[on].sum()) if len(on) else 0.0
             values[f"{label}_us"] = total
             share = 100.0 * total / path.length_us if path.length_us > 0 else math.nan
             rows.append((frame.rank, label, total, share))
         per_rank[frame.rank] = values
-        timed = np.flatnonzero((path.rows >= 0) & (path.weights > 0))
-        by_name: dict[tuple[str, str], float] = {}
-        for k in timed.tolist():
-            name = frame.names[frame.name[path.rows[k]]]
-            key = (name, path.bound_by[k])
-            by_name[key] = by_name.get(key, 0.0) + float(path.weights[k])
-        top = sorted(by_name.items(), key=lambda kv: -kv[1])[: options.top_kernels]
-        events += [(frame.rank, n, b, us) for (n, b), us in top]
+        events += [(frame.rank, *event) for event in _top_events(frame, path, options.top_kernels)]
     return AnalysisResult(
         "critical_path",
         (

@@ -14,17 +14,23 @@ import math
 from collections import deque
 from collections.abc import Callable
 from typing import Any
+from weakref import WeakKeyDictionary
 
 import numpy as np
 
 from analyzers.traces.analyses.queue_length import launch_changes
 from analyzers.traces.frame import I64, Mask, RankFrame
+from analyzers.traces.stats import time_lexsort
 
 _c_longest_path: Callable[[int, Any, Any, Any], bytearray | None] | None
+_c_stack_walk: Callable[[Any], tuple[bytearray, bytearray]] | None
+_c_unique_edges: Callable[[int, Any, Any], tuple[bytearray, bytearray]] | None
 try:
     from analyzers.traces._kineto_columns import longest_path as _c_longest_path
+    from analyzers.traces._kineto_columns import stack_walk as _c_stack_walk
+    from analyzers.traces._kineto_columns import unique_edges as _c_unique_edges
 except ImportError:  # pragma: no cover - an optional extension (pyproject.toml)
-    _c_longest_path = None
+    _c_longest_path = _c_stack_walk = _c_unique_edges = None
 
 __all__ = [
     "DEPENDENCY",
@@ -55,9 +61,21 @@ class CriticalPathError(Exception):
     """HTA would not answer (its assertion on a launch without a runtime node)."""
 
 
+# Per frame object while it lives: the path over HTA's window and the what-if's over every step
+# read the same queues (a spilled set maps a rank as a new object, so none outlives its use).
+_QUEUES: WeakKeyDictionary[RankFrame, np.ndarray] = WeakKeyDictionary()
+
+
 def queue_lengths(frame: RankFrame) -> np.ndarray:
     """Queue length per row after its change point (NaN: not a change point), HTA's TraceCounters
     over the whole rank: +1 at a launch on its kernel's stream, -1 at the kernel's start."""
+    if frame not in _QUEUES:
+        _QUEUES[frame] = _queue_lengths(frame)
+        _QUEUES[frame].flags.writeable = False  # shared by its readers
+    return _QUEUES[frame]
+
+
+def _queue_lengths(frame: RankFrame) -> np.ndarray:
     out = np.full(len(frame), math.nan)
     r, ops, delta = launch_changes(frame)
     if not len(r):
@@ -125,6 +143,37 @@ def _stack_parents(starts: Mask) -> tuple[I64, I64, I64]:
     return parent, depth, popped_after
 
 
+def stack_walk(starts: Mask) -> tuple[I64, I64]:
+    """The depth-first walk of HTA's call stack over `starts` (see `Graph.cpu_thread`): per
+    step the start entered, or n + the start left; per start its parent (-1 at the bottom).
+    One pass in the C extension; numpy's sorts and searches over the stack sizes without it."""
+    if _c_stack_walk is not None:
+        walked, parents = _c_stack_walk(starts.view(np.uint8))
+        return np.frombuffer(walked, dtype=np.int64), np.frombuffer(parents, dtype=np.int64)
+    parent, depth, popped_after = _stack_parents(starts)
+    n = len(parent)
+    steps = np.concatenate([2 * np.arange(n) - depth, 2 * popped_after - depth - 1])
+    walk = np.empty(2 * n, dtype=np.int64)
+    walk[steps] = np.arange(2 * n)
+    return walk, parent
+
+
+def unique_edges(n: int, src: I64, dst: I64) -> tuple[I64, I64]:
+    """Per distinct (src, dst) pair, in order of its first edge: that edge's id and its last
+    edge's id. One linear pass in the C extension; a sort of the pairs' keys without it."""
+    if _c_unique_edges is not None:
+        firsts, lasts = _c_unique_edges(n, *(np.ascontiguousarray(a, np.int64) for a in (src, dst)))
+        return np.frombuffer(firsts, dtype=np.int64), np.frombuffer(lasts, dtype=np.int64)
+    key = src * (n + 1) + dst
+    by_key = np.argsort(key, kind="stable")
+    sorted_key = key[by_key]
+    new = np.ones(len(sorted_key) + 1, dtype=bool)
+    new[1:-1] = sorted_key[1:] != sorted_key[:-1]
+    first, last = by_key[new[:-1]], by_key[new[1:]]
+    at = np.argsort(first, kind="stable")
+    return first[at], last[at]
+
+
 class Graph:
     def __init__(self, frame: RankFrame, rows: np.ndarray, native: bool) -> None:
         self.frame = frame
@@ -175,13 +224,12 @@ class Graph:
         # starts longest first then by index, ends shortest first then by index descending.
         t = np.concatenate([ts, ts + dur])
         is_start = np.concatenate([np.ones(n, bool), np.zeros(n, bool)])
-        order = np.lexsort((np.concatenate([idx, -idx]), np.concatenate([-dur, dur]), is_start, t))
+        order = time_lexsort(
+            (np.concatenate([idx, -idx]), np.concatenate([-dur, dur]), is_start, t)
+        )
         starts = is_start[order]
         local = order[starts]  # the rows' positions in preorder
-        parent, depth, popped_after = _stack_parents(starts)
-        steps = np.concatenate([2 * np.arange(n) - depth, 2 * popped_after - depth - 1])
-        walk = np.empty(2 * n, dtype=np.int64)
-        walk[steps] = np.arange(2 * n)  # walk step -> (preorder number, +n when leaving)
+        walk, parent = stack_walk(starts)  # walk step -> (preorder number, +n when leaving)
         enter = walk < n
         k = np.where(enter, walk, walk - n)
         row = rows[local[k]]
@@ -296,14 +344,7 @@ class Graph:
                 np.concatenate([b[i] for b in self._blocks]) for i in range(5)
             )
             self._blocks = []
-            key = src * (len(self.node_ts) + 1) + dst
-            by_key = np.argsort(key, kind="stable")
-            sorted_key = key[by_key]
-            new = np.ones(len(sorted_key) + 1, dtype=bool)
-            new[1:-1] = sorted_key[1:] != sorted_key[:-1]
-            first, last = by_key[new[:-1]], by_key[new[1:]]
-            at = np.argsort(first, kind="stable")
-            first, last = first[at], last[at]
+            first, last = unique_edges(len(self.node_ts), src, dst)
             self.src, self.dst = src[first], dst[first]
             self.kind, self.weight, self.attr = kind[last], weight[last], attr[last]
 

@@ -28,6 +28,7 @@ import numpy as np
 
 from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
 from analyzers.traces.frame import RankFrame, TraceSet
+from analyzers.traces.stats import time_lexsort
 
 __all__ = ["frequent_kernel_sequences"]
 
@@ -53,7 +54,7 @@ def _nested_in_candidate(frame: RankFrame, rows: np.ndarray, hit: np.ndarray) ->
     in start order (longest first) finds it: a row pops the rows that end before it, so its
     stack lies below the nearest earlier row that ends no earlier (its parent). Parents, then
     "a candidate among my ancestors", are found for all rows at once by pointer jumping."""
-    order = rows[np.lexsort((-frame.end[rows], frame.ts[rows]))]
+    order = rows[time_lexsort((-frame.end[rows], frame.ts[rows]))]
     end = frame.end[order]
     up = np.arange(len(order)) - 1  # a parent candidate: every row skipped ends before the row
     todo = np.flatnonzero(up >= 0)

@@ -40,6 +40,7 @@ from analyzers.traces.analyses.pageable_memcpy import is_pageable
 from analyzers.traces.analyses.steps import profiler_steps
 from analyzers.traces.analyses.sync import SYNC_CALLS
 from analyzers.traces.frame import F64, GPU_OP_CATS, I64, RUNTIME_CATS, Mask, RankFrame
+from analyzers.traces.stats import time_lexsort
 
 __all__ = ["Change", "Replay", "outermost"]
 
@@ -78,7 +79,7 @@ def outermost(start: F64, end: F64) -> tuple[F64, F64]:
     aten::convolution) are warped once, by their outermost row. A partial overlap extends the
     earlier interval (rows on one thread nest properly). In array form: sorted by start (longest
     first), an interval opens a new one where it starts at or after every earlier end."""
-    order = np.lexsort((-end, start))
+    order = time_lexsort((-end, start))
     s, e = start[order], end[order]
     if len(s) == 0:
         return s.astype(np.float64), e.astype(np.float64)
@@ -176,7 +177,7 @@ class Replay:
         t = np.concatenate([self.launch_ts, self.sync_ts])
         kind = np.concatenate([np.zeros(n_l, np.int64), np.ones(n_s, np.int64)])
         idx = np.concatenate([np.arange(n_l), np.arange(n_s)])
-        order = np.lexsort((idx, kind, t))
+        order = np.argsort(t, kind="stable")  # (kind, idx) is the position order
         self.event_order = order  # launch i is event i, sync k is event n_l + k
         is_sync = kind[order] == 1
         self.sync_order = idx[order][is_sync]  # syncs in event order

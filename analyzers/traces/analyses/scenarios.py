@@ -37,7 +37,7 @@ import numpy as np
 from analyzers.traces.analyses.base import TraceOptions
 from analyzers.traces.analyses.dataloader import is_dataloader
 from analyzers.traces.analyses.replay import Change, Replay, outermost
-from analyzers.traces.analyses.tensor_cores import uses_tensor_cores
+from analyzers.traces.analyses.tensor_cores import tensor_core_names
 from analyzers.traces.classify import KernelClass
 from analyzers.traces.frame import F64, RUNTIME_CATS, RankFrame
 from analyzers.traces.hardware import gpu_of
@@ -210,10 +210,10 @@ def _amp_kind(replay: Replay) -> np.ndarray:
     frame = replay.frame
     codes = frame.name[replay.gpu]
     kind_of = np.zeros(len(frame.names), dtype=np.int8)  # per name code
+    on_tensor_cores = tensor_core_names(frame, set(codes.tolist()))
     for code in set(codes.tolist()):
-        name = frame.names[code]
-        if not uses_tensor_cores(name):
-            kind_of[code] = _kernel_kind(name)
+        if not on_tensor_cores[code]:
+            kind_of[code] = _kernel_kind(frame.names[code])
     kind = kind_of[codes]
     computation = frame.kernel_class[replay.gpu] == KernelClass.COMPUTATION
     return np.where(computation, kind, _NOT_CHANGED)

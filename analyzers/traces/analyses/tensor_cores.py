@@ -12,6 +12,7 @@ capability (tensor cores exist from 7.0).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -70,10 +71,20 @@ def _on_tensor_cores(frame: RankFrame, kernels: np.ndarray) -> np.ndarray:
     tested, once each: a trace has far more names of CPU ops (tracelens_b200_eager: 1,041
     names, 28 of compute kernels; testing them all was 3 ms of its run, issue 19)."""
     hit = np.zeros(len(frame.names), dtype=bool)
-    for code in np.unique(frame.name[kernels]).tolist():
-        hit[code] = uses_tensor_cores(frame.names[code])
+    for code, yes in tensor_core_names(frame, np.unique(frame.name[kernels]).tolist()).items():
+        hit[code] = yes
     mask: np.ndarray = kernels & hit[frame.name]
     return mask
+
+
+def tensor_core_names(frame: RankFrame, codes: Iterable[int]) -> dict[int, bool]:
+    """`uses_tensor_cores` per name code, each tested once per rank (this analysis and the
+    what-if's AMP scenario ask about the same kernels); holds every code asked so far."""
+    known: dict[int, bool] = frame.memo.setdefault("tensor_core_names", {})
+    for code in codes:
+        if code not in known:
+            known[code] = uses_tensor_cores(frame.names[code])
+    return known
 
 
 PLUGIN_ORDER = 150  # its place in the trace report (fleetscope.plugins)

@@ -17,7 +17,12 @@ from hypothesis import strategies as st
 
 from analyzers.traces.api import analyze_trace
 from analyzers.traces.render import report_json
-from analyzers.traces.stats import intersection_length, union_intervals, window_intersections
+from analyzers.traces.stats import (
+    intersection_length,
+    time_lexsort,
+    union_intervals,
+    window_intersections,
+)
 from tests.analyzers.traces.trace_paths import DATA
 
 
@@ -86,3 +91,18 @@ def test_window_intersections_are_the_sweeps_floats(
     fast = window_intersections(windows, start, end)
     sweep = [intersection_length(np.array([a]), np.array([b]), start, end) for a, b in windows]
     assert [struct.pack("<d", x) for x in fast] == [struct.pack("<d", x) for x in sweep]
+
+
+_TIME = st.sampled_from([0.0, -0.0, 1.0, 1.5, 2.0, math.nan])
+
+
+@settings(max_examples=300, deadline=None)
+@given(rows=st.lists(st.tuples(_TIME, _TIME, st.integers(0, 3)), max_size=60))
+def test_time_lexsort_orders_rows_as_lexsort_does(rows: list[tuple[float, float, int]]) -> None:
+    """Sorting by the time first and the rows sharing a time by the other keys gives numpy's
+    lexsort order, ties (0.0 and -0.0 alike, NaNs together and last) and positions included."""
+    time = np.array([r[0] for r in rows], dtype=np.float64)
+    dur = np.array([r[1] for r in rows], dtype=np.float64)
+    kind = np.array([r[2] for r in rows], dtype=np.int64)
+    for keys in ((time,), (dur, time), (kind, -dur, time)):
+        assert time_lexsort(keys).tolist() == np.lexsort(keys).tolist()
