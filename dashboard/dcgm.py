@@ -178,10 +178,22 @@ def _rolled_panels(
 
 
 def hosts_in(con: duckdb.DuckDBPyConnection, window: Window) -> list[str]:
+    """The hosts with GPU samples in the window: from the usage roll-ups up to their cut-off and
+    raw samples after it where `gpu_panels` reads them (a roll-up row exists for every host,
+    GPU and bucket that had a sample), else from raw samples."""
+    stages = rollup_stages(con, window) if reads_rollups(window) else []
+    parts = [
+        f"SELECT host FROM {table} "
+        f"WHERE bucket_ts >= to_timestamp({lo}) AND bucket_ts < to_timestamp({hi})"
+        for table, _, lo, hi in stages
+    ]
+    lo = stages[-1][3] if stages else window.start.timestamp()
+    parts.append(
+        "SELECT host FROM gpu_samples WHERE ts >= to_timestamp($lo) AND ts < to_timestamp($hi)"
+    )
     rows = con.sql(
-        "SELECT DISTINCT host FROM gpu_samples "
-        "WHERE ts >= to_timestamp($lo) AND ts < to_timestamp($hi) ORDER BY host",
-        params={"lo": window.start.timestamp(), "hi": window.end.timestamp()},
+        f"SELECT DISTINCT host FROM ({' UNION ALL '.join(parts)}) ORDER BY host",
+        params={"lo": lo, "hi": window.end.timestamp()},
     ).fetchall()
     return [str(h) for (h,) in rows]
 

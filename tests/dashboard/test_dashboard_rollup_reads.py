@@ -90,6 +90,15 @@ def test_host_health_reports_the_faults(segments: Path) -> None:
     assert health["last_sample"].tolist() == [NEWEST] * 3
 
 
+@pytest.mark.parametrize("window", WINDOWS, ids=lambda w: f"{w.start:%H%M%S}-{w.end:%H%M%S}")
+def test_hosts_of_a_window_from_the_roll_ups_are_the_raw_hosts(
+    segments: Path, window: data.Window
+) -> None:
+    rolled = dcgm.hosts_in(source.connect_segments(segments), window)
+    assert rolled == dcgm.hosts_in(_raw_only(segments), window)
+    assert rolled == ["e1", "e2", "w1"]  # every host samples every 10 s
+
+
 @pytest.mark.parametrize("job_id", [None, "long"])
 def test_gpu_panels_of_a_week_from_the_roll_ups_are_the_raw_panels(
     segments: Path, job_id: str | None
