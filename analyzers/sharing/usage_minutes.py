@@ -35,9 +35,9 @@ No start-up grace (`analyzers.startup_grace_s`): every minute counts, as with th
 
 A run's neighbouring minutes come from one sorted list per (job, host, GPU index), each minute
 packed with its samples into one integer (`_PACK`), not from `lag`/`lead` over a window
-partitioned by those three columns: that window was half the query's time on the week (4.6 M job
-minutes: 3-5 s of 5-7 s; the list, its sort and its walk 1.4-1.8 s in all, same rows to 1e-9;
-bench/RESULTS.md, "Dashboard on the 1,000-GPU week, wave 9").
+partitioned by those three columns: that window was half the query's CPU on the week (4.6 M job
+minutes: 8 of 16 thread-seconds); with the list the whole query is 1.6-2.9 s against 3.0-5.1 s,
+the same rows to 1e-9 (bench/RESULTS.md, "Dashboard on the 1,000-GPU week, wave 9").
 """
 
 from __future__ import annotations
