@@ -284,9 +284,14 @@ def top_findings(key: str, start: datetime, end: datetime) -> list[PlainFinding]
     return opportunities.top_findings(catalog(key), start, end)
 
 
-@st.cache_data(ttl=_TTL_S, show_spinner=False)
-def sharing_plan(key: str, start: datetime, end: datetime) -> dict[str, Any]:
-    """`fleetscope plan sharing` over the window, as its JSON plus the table rows."""
+@st.cache_data(ttl=_WINDOW_TTL_S, show_spinner=False, max_entries=32)
+def sharing_plan(
+    key: str, start: datetime, end: datetime, newest: datetime | None = None
+) -> dict[str, Any]:
+    """`fleetscope plan sharing` over the window, as its JSON plus the table rows; kept as the
+    window's frames are (`newest`, the newest sample, only keys the cache). With `_TTL_S` every
+    open more than 10 s after the last one computed the plan again: 4-7 s on the 1,000-GPU week
+    (bench/RESULTS.md, "Dashboard on the 1,000-GPU week, wave 9")."""
     from analyzers.run.window import Window
     from analyzers.sharing.plan import plan_sharing
     from analyzers.sharing.render import plan_rows, plan_to_dict

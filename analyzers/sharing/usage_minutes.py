@@ -32,6 +32,12 @@ A minute rolled up in parts (warehouse.read.rollup_delta) is not merged first (t
 10 M rows was half the week's time): sums add alike, it is counted once, and its parts' maxima
 stand for its maximum in the percentile, a few minutes a day.
 No start-up grace (`analyzers.startup_grace_s`): every minute counts, as with the default of 0.
+
+A run's neighbouring minutes come from one sorted list per (job, host, GPU index), each minute
+packed with its samples into one integer (`_PACK`), not from `lag`/`lead` over a window
+partitioned by those three columns: that window was half the query's CPU on the week (4.6 M job
+minutes: 8 of 16 thread-seconds); with the list the whole query is 1.6-2.9 s against 3.0-5.1 s,
+the same rows to 1e-9 (bench/RESULTS.md, "Dashboard on the 1,000-GPU week, wave 9").
 """
 
 from __future__ import annotations
@@ -49,6 +55,8 @@ if TYPE_CHECKING:
 
 MINUTE_TABLE: Final = "gpu_samples_1m"
 TAIL_S: Final = 900.0  # raw samples read for each GPU's model, memory size and MIG layout
+
+_PACK: Final = 1_000_000  # a minute row as one integer: its epoch second x _PACK + its samples
 
 _COLUMNS: Final = ("gpu_util", "gr_engine_active", "sm_active", "dram_active")
 
@@ -73,6 +81,8 @@ def minute_uses_sql(window: Window, rolled_end_s: float) -> str:
     gap = DEFAULT_MAX_GAP_S
     cut = f"to_timestamp({rolled_end_s})"
     tail = f"to_timestamp({min(rolled_end_s, window.end.timestamp()) - TAIL_S})"
+    prev_s = f"r[p] // {_PACK} - r[p - 1] // {_PACK}"
+    next_s = f"r[p + 1] // {_PACK} - r[p] // {_PACK}"
     maxes = ", ".join(f"{c}_max" for c in _COLUMNS)
     raw_maxes = ", ".join(f"max({c}) AS {c}_max" for c in _COLUMNS)
     plain = ", ".join(f"{c}_sum, {c}_n, {c}_max" for c in _COLUMNS)
@@ -100,21 +110,27 @@ def minute_uses_sql(window: Window, rolled_end_s: float) -> str:
         ), mm AS (
             SELECT *, {util} AS util_m,
                    coalesce(gpu_util_max, 100.0 * gr_engine_active_max) AS util_top,
-                   CASE WHEN gpu_util_n > 0 THEN gpu_util_n ELSE gr_engine_active_n END AS util_n,
-                   epoch(bucket_ts) - epoch(lag(bucket_ts) OVER run) AS prev_s,
-                   epoch(lead(bucket_ts) OVER run) - epoch(bucket_ts) AS next_s
-            FROM m WINDOW run AS (PARTITION BY job_id, host, gpu_index ORDER BY bucket_ts)
+                   CASE WHEN gpu_util_n > 0 THEN gpu_util_n ELSE gr_engine_active_n END AS util_n
+            FROM m
         ), interval AS (
             SELECT host, 60.0 / median(samples) AS interval_s FROM mm GROUP BY host
+        ), runs AS (
+            SELECT job_id, host, gpu_index,
+                   list_sort(list(epoch(bucket_ts)::BIGINT * {_PACK} + samples)) AS r
+            FROM mm GROUP BY ALL
         ), covered AS (
-            SELECT *, CASE WHEN next_s = 0 THEN 0.0  -- a minute in parts: its last part counts it
-                           WHEN coalesce(prev_s, {gap}) > {gap} OR coalesce(next_s, {gap}) > {gap}
-                           THEN least(60.0, samples * interval_s) ELSE 60.0 END
-                      + CASE WHEN next_s > 60 AND next_s <= {gap} THEN next_s - 60 ELSE 0 END
-                      AS covered_s
-            FROM mm JOIN interval USING (host)
+            SELECT job_id, host, gpu_index, list_sum(list_transform(
+                range(1, len(r) + 1),
+                lambda p: CASE WHEN {next_s} = 0 THEN 0.0  -- a minute in parts: the last counts
+                               WHEN coalesce({prev_s}, {gap}) > {gap}
+                                 OR coalesce({next_s}, {gap}) > {gap}
+                               THEN least(60.0, (r[p] % {_PACK}) * interval_s) ELSE 60.0 END
+                          + CASE WHEN {next_s} > 60 AND {next_s} <= {gap}
+                                 THEN {next_s} - 60 ELSE 0 END
+            )) AS covered_s
+            FROM runs JOIN interval USING (host)
         ), j AS (
-            SELECT job_id, host, gpu_index, sum(covered_s) / 3600.0 AS alloc_h,
+            SELECT job_id, host, gpu_index,
                    sum(util_m * util_n) / nullif(sum(util_n), 0) AS util_mean,
                    quantile_cont(util_top, 0.95) AS util_p95,
                    sum(sm_active_sum) / nullif(sum(sm_active_n), 0) AS sm_mean,
@@ -123,7 +139,7 @@ def minute_uses_sql(window: Window, rolled_end_s: float) -> str:
                    quantile_cont(dram_active_max, 0.95) AS dram_p95,
                    sum(util_n) FILTER (WHERE util_m < 10) / nullif(sum(util_n), 0) AS idle_share,
                    max(fb_max) AS fb_used_max_mib
-            FROM covered GROUP BY ALL
+            FROM mm GROUP BY job_id, host, gpu_index
         ), t AS (
             SELECT host, gpu_index, job_id, gpu_model, mig_instance_id,
                    fb_used_mib + fb_free_mib AS fb_total_mib
@@ -141,10 +157,11 @@ def minute_uses_sql(window: Window, rolled_end_s: float) -> str:
         ), n AS (
             SELECT job_id, count(*) AS job_gpus FROM j GROUP BY job_id
         ), named AS (
-            SELECT j.*, n.job_gpus, hw.gpu_model, hw.on_mig,
+            SELECT j.*, c.covered_s / 3600.0 AS alloc_h, n.job_gpus, hw.gpu_model, hw.on_mig,
                    coalesce(hwj.fb_total_mib, hw.fb_total_mib) AS fb_total_mib,
                    coalesce(hwj.mig_gpu, CAST(j.gpu_index AS VARCHAR)) AS gpu
-            FROM j JOIN n USING (job_id) LEFT JOIN hw USING (host, gpu_index)
+            FROM j JOIN covered c USING (job_id, host, gpu_index) JOIN n USING (job_id)
+            LEFT JOIN hw USING (host, gpu_index)
             LEFT JOIN hwj USING (host, gpu_index, job_id)
         )
         SELECT job_id, host, gpu, coalesce(gpu_model, ''),

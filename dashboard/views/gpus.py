@@ -43,7 +43,7 @@ def render() -> None:
             Tile("hottest", _or_dash(head["max_temp_c"], "{:.0f} °C")),
         ]
     )
-    show_panels(frame)
+    show_panels(frame, rolled_up=dcgm.reads_rollups(win))
     st.subheader("Per GPU over the window")
     tables.show(summary, SUMMARY)
 
@@ -61,16 +61,22 @@ def _or_dash(value: float | None, form: str) -> str:
     return "-" if value is None else form.format(value)
 
 
-def show_panels(frame: pd.DataFrame) -> None:
+def show_panels(frame: pd.DataFrame, rolled_up: bool = False) -> None:
     """The DCGM panels in two columns, each titled above its chart (the axis keeps a short
     title, AXIS_TITLES: a full one is clipped at a half-page chart's height); a panel without
-    data says which counter is off."""
+    data says which counter is off, or, on a window read from the roll-ups, that they do not
+    keep it."""
 
     left, right = st.columns(2)
     for number, item in enumerate(dcgm.PANELS):
         column = left if number % 2 == 0 else right
         if frame.empty or not frame[item.column].notna().any():
-            column.caption(f"{item.title}: not reported by this host's dcgm-exporter")
+            why = (
+                "not kept in the hourly roll-ups: pick a window of 2 days or less"
+                if rolled_up and item.column in dcgm.NOT_ROLLED_UP
+                else "not reported by this host's dcgm-exporter"
+            )
+            column.caption(f"{item.title}: {why}")
             continue
         limit = "power_limit_w" if item.column == "power_w" else None
         column.markdown(f"**{item.title}**" + (" (dashed)" if limit else ""))

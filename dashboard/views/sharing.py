@@ -23,7 +23,7 @@ def render() -> None:
         st.info(state.no_samples(key))
         return
     state.show_missing(key, win)
-    plan = state.sharing_plan(key, win.start, win.end)
+    plan = state.sharing_plan(key, win.start, win.end, state.latest_sample(key))
     headline_tiles.show(
         [
             Tile("GPUs freed", str(plan["gpus_freed"])),

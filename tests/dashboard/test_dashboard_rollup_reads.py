@@ -10,7 +10,7 @@ import duckdb
 import pandas as pd
 import pytest
 
-from dashboard import data, source
+from dashboard import data, dcgm, source
 from simulator.maker.jobs import Fault, Fleet, Job, write_segments
 from warehouse.read.rollups import ROLLUP_TABLES
 from warehouse.storage.segments import SegmentStore
@@ -88,6 +88,39 @@ def test_host_health_reports_the_faults(segments: Path) -> None:
     assert health.loc["e2", "thermal_throttle_s"] == 12.5
     assert health.loc["e1", "xid_samples"] == 1  # the very last sample
     assert health["last_sample"].tolist() == [NEWEST] * 3
+
+
+@pytest.mark.parametrize("window", WINDOWS, ids=lambda w: f"{w.start:%H%M%S}-{w.end:%H%M%S}")
+def test_hosts_of_a_window_from_the_roll_ups_are_the_raw_hosts(
+    segments: Path, window: data.Window
+) -> None:
+    rolled = dcgm.hosts_in(source.connect_segments(segments), window)
+    assert rolled == dcgm.hosts_in(_raw_only(segments), window)
+    assert rolled == ["e1", "e2", "w1"]  # every host samples every 10 s
+
+
+@pytest.mark.parametrize("job_id", [None, "long"])
+def test_gpu_panels_of_a_week_from_the_roll_ups_are_the_raw_panels(
+    segments: Path, job_id: str | None
+) -> None:
+    """The GPUs page on a week (hourly buckets): every panel the roll-ups keep is the raw
+    samples' mean per bucket (to the last bits of summing order); the memory clock, which they
+    do not keep, is blank (the page says why)."""
+    week = WINDOWS[2]
+    assert week.bucket_s == 3600 and dcgm.reads_rollups(week)
+    assert not dcgm.reads_rollups(WINDOWS[1])  # a day: 5-minute buckets, raw samples
+    hosts = ["e1", "e2", "w1"]
+    rolled = dcgm.gpu_panels(source.connect_segments(segments), week, hosts, job_id)
+    raw = dcgm.gpu_panels(_raw_only(segments), week, hosts, job_id)
+    assert len(raw) == (6 * 6 if job_id is None else 2 * 6)  # GPUs x the six hours
+    assert rolled["mem_clock_mhz"].isna().all()
+    assert rolled[["temp_c", "power_w", "util_pct"]].notna().all().all()
+    pd.testing.assert_frame_equal(
+        rolled.drop(columns="mem_clock_mhz"),
+        raw.drop(columns="mem_clock_mhz"),
+        check_exact=False,
+        rtol=1e-12,
+    )
 
 
 @pytest.mark.parametrize("job_id", ["long", "short", "west", "no-such-job"])
