@@ -62,17 +62,19 @@ def load_trace_set(
     raw columns add one rank to the peak, not the set. A set of several files larger than
     `spill_over_bytes` together keeps its frames in files, one rank mapped at a time (spill.py),
     so its peak grows with the largest rank, not the set. With `rank_workers` > 1 (0: one per
-    CPU) that many processes read and frame the files, each one file at a time."""
+    CPU) and files of over `WORKERS_OVER_BYTES` together, that many processes read and frame the
+    files, each one file at a time."""
     frames: SpilledFrames | None = None
     rank_frame = hta_rank_frame if hta_compatible else native_rank_frame
     prepare = prepare_hta if hta_compatible else prepare_native
     if raws is not None:
         return prepare((rank_frame(raw) for raw in raws), frames)
     files = find_trace_files(path)
-    if len(files) > 1 and sum(p.stat().st_size for p in files) > spill_over_bytes:
+    set_bytes = sum(p.stat().st_size for p in files)
+    if len(files) > 1 and set_bytes > spill_over_bytes:
         frames = SpilledFrames()
     workers = min(rank_workers or os.cpu_count() or 1, len(files))
-    if workers < 2:
+    if workers < 2 or set_bytes <= WORKERS_OVER_BYTES:
         return prepare((rank_frame(load(p)) for p in files), frames)
     from concurrent.futures import ProcessPoolExecutor  # only here, as in run_analyses
 
@@ -80,6 +82,12 @@ def load_trace_set(
         return prepare(
             pool.map(_load_rank_frame, files, repeat(hta_compatible), repeat(load)), frames
         )
+
+
+# Smaller sets are held in memory, where the workers' files in flight (a raw rank each, and each
+# frame pickled on its way back) add more than the third of HTA's peak allows (200 MB 8-rank set:
+# the process tree's PSS 126 -> 167 MiB against HTA's 469; issue 29).
+WORKERS_OVER_BYTES = SPILL_OVER_BYTES
 
 
 def _load_rank_frame(path: Path, hta_compatible: bool, load: Callable[[Path], RawTrace]) -> Any:

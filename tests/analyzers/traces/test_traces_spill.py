@@ -64,11 +64,28 @@ def test_workers_make_the_report_one_process_makes(
     import analyzers.traces.api
 
     monkeypatch.setattr(analyzers.traces.api, "WORKERS_OVER_ROWS", 0)  # a set of any size
+    monkeypatch.setattr(analyzers.traces.api, "WORKERS_OVER_BYTES", 0)
     one = _report(three_ranks, hta_compatible, spill_over_bytes)
     workers = _report(three_ranks, hta_compatible, spill_over_bytes, workers=3)
     assert [f.rank for f in workers.trace.frames()] == [0, 1, 2]
     assert report_json([workers]) == report_json([one])
     assert analysis_document(workers) == analysis_document(one)
+
+
+def test_a_small_set_is_read_and_analyzed_in_this_process(
+    three_ranks: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under `WORKERS_OVER_BYTES` of files and `WORKERS_OVER_ROWS` events, asking for workers
+    starts no process: the set is held in memory, where workers would add to the peak."""
+    import concurrent.futures
+
+    def no_pool(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a worker pool was started")
+
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", no_pool)
+    one = _report(three_ranks, True, 1 << 62)
+    asked = _report(three_ranks, True, 1 << 62, workers=3)
+    assert report_json([asked]) == report_json([one])
 
 
 def test_a_spilled_set_maps_one_rank_at_a_time(three_ranks: Path) -> None:
