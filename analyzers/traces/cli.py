@@ -1,6 +1,7 @@
 """Registers `fleetscope trace analyze` (see app.cli). Imports nothing heavy at module level.
 
     fleetscope trace analyze PATH... [--hta-compatible] [--format json|table] [--job JOB] [--gpus N]
+                             [--workers N]
     fleetscope trace fetch TRACE_ID... [--dir DIR]
 
 Each PATH is one profiling session: a trace file, or a folder holding one file per rank. `fetch`
@@ -36,6 +37,14 @@ def register(subparsers: Any) -> None:
     analyze.add_argument(
         "--gpus", type=int, default=0, help="GPUs the job holds (default: the trace's world size)"
     )
+    analyze.add_argument(
+        "--workers",
+        type=int,
+        default=0,
+        metavar="N",
+        help="processes that read a folder's rank files and run the analyses of a large set "
+        "(default 0: one per CPU; 1: all in this process)",
+    )
     # Reads files and no setting: runs without the settings loader (fleetscope.edge).
     analyze.set_defaults(standalone=_analyze)
     fetch = sub.add_parser(
@@ -68,11 +77,16 @@ def _analyze(args: argparse.Namespace) -> int:
 
     if args.gpus < 0:
         raise ConfigError(f"--gpus must be >= 0, got {args.gpus}")
+    if args.workers < 0:
+        raise ConfigError(f"--workers must be >= 0, got {args.workers}")
     options = TraceOptions(gpus=args.gpus)
     reports = [
-        analyze_trace(path, hta_compatible=args.hta_compatible, options=options, job_id=args.job)
+        analyze_trace(
+            path, hta_compatible=args.hta_compatible, options=options, job_id=args.job,
+            workers=args.workers,
+        )
         for path in args.paths
-    ]
+    ]  # fmt: skip
     if args.format == "json":
         sys.stdout.write(report_json(reports))
     else:

@@ -32,7 +32,7 @@ from analyzers.traces.frame import I64, Mask, Mode, RankFrame, TraceSet
 from analyzers.traces.load import RawTrace
 from fleetscope.errors import TraceError
 
-__all__ = ["hta_gpu_filter", "prepare_hta"]
+__all__ = ["hta_gpu_filter", "hta_rank_frame", "prepare_hta"]
 
 _SYNC_NAMES = frozenset({"Event Sync", "Context Sync"})
 
@@ -99,16 +99,23 @@ def _filter_iterations(frame: RankFrame, step_names: set[str]) -> RankFrame:
     return frame.take(rows)
 
 
-def prepare_hta(
-    raws: Iterable[RawTrace], frames: MutableMapping[int, RankFrame] | None = None
-) -> TraceSet:
-    """A `TraceSet` under HTA 0.5.0's load rules; `raws` in file order (later wins a rank).
+def hta_rank_frame(raw: RawTrace) -> tuple[Path, int, RankFrame]:
+    """One file's path, HTA rank and frame, before alignment and the iteration filter."""
+    rank = raw.hta_rank if raw.hta_rank is not None else 0
+    return raw.path, rank, _frame(raw, rank)
 
-    `raws` is consumed one file at a time and each is reduced to its frame before the next is
-    read (issue 29): a generator of loaded files keeps one file's raw columns alive, not the
-    set's. Alignment and the iteration filter then replace one rank's frame at a time. `frames`
-    is where the frames are kept (a dict unless given: `spill.SpilledFrames` keeps them in
-    files)."""
+
+def prepare_hta(
+    rank_frames: Iterable[tuple[Path, int, RankFrame]],
+    frames: MutableMapping[int, RankFrame] | None = None,
+) -> TraceSet:
+    """A `TraceSet` under HTA 0.5.0's load rules from `hta_rank_frame`s in file order (later wins
+    a rank).
+
+    `rank_frames` is consumed one file at a time (issue 29): a generator that loads each file
+    keeps one file's raw columns alive, not the set's. Alignment and the iteration filter then
+    replace one rank's frame at a time. `frames` is where the frames are kept (a dict unless
+    given: `spill.SpilledFrames` keeps them in files)."""
     notes: list[str] = []
     frames = {} if frames is None else frames
     paths: dict[int, Path] = {}
@@ -116,22 +123,20 @@ def prepare_hta(
     step_names: dict[int, set[str]] = {}
     first: Path | None = None
     count = 0
-    for raw in raws:
-        first, count = first or raw.path, count + 1
-        rank = raw.hta_rank if raw.hta_rank is not None else 0
+    for path, rank, frame in rank_frames:
+        first, count = first or path, count + 1
         if rank in paths:
             notes.append(
-                f"HTA rank {rank}: {paths[rank].name} replaced by {raw.path.name} "
+                f"HTA rank {rank}: {paths[rank].name} replaced by {path.name} "
                 "(HTA keeps the later file of a rank)"
             )
-        paths[rank] = raw.path
-        frame = _frame(raw, rank)
+        paths[rank] = path
         starts.pop(rank, None)
         if len(frame):
             starts[rank] = frame.ts.min()
         step_names[rank] = {s for s in frame.names if "ProfilerStep" in s}
         frames[rank] = frame
-        del raw, frame  # their columns die here, before the next file is read
+        del frame  # its columns die here, before the next file is read
     if first is None:
         raise TraceError("no trace files to prepare")
     min_ts = min(starts[r] for r in sorted(starts)) if starts else 0.0  # as HTA: rank order

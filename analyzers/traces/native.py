@@ -28,7 +28,7 @@ from analyzers.traces.frame import GPU_OP_CATS, I64, RUNTIME_CATS, Mode, RankFra
 from analyzers.traces.load import RawTrace
 from fleetscope.errors import TraceError
 
-__all__ = ["prepare_native"]
+__all__ = ["native_rank_frame", "prepare_native"]
 
 
 def _link_launches(frame: RankFrame) -> I64:
@@ -50,31 +50,34 @@ def _link_launches(frame: RankFrame) -> I64:
     return out
 
 
-def prepare_native(
-    raws: Iterable[RawTrace], frames: MutableMapping[int, RankFrame] | None = None
-) -> TraceSet:
-    """A `TraceSet` under fleetscope's definitions; see the module docstring.
+def native_rank_frame(raw: RawTrace) -> tuple[Path, int, RankFrame]:
+    """One file's path, rank and frame, before alignment."""
+    return raw.path, raw.rank, _frame(raw)
 
-    `raws` is consumed one file at a time, each reduced to its frame before the next is read
-    (issue 29; see `hta_rules.prepare_hta`, also for `frames`)."""
+
+def prepare_native(
+    rank_frames: Iterable[tuple[Path, int, RankFrame]],
+    frames: MutableMapping[int, RankFrame] | None = None,
+) -> TraceSet:
+    """A `TraceSet` under fleetscope's definitions (module docstring) from `native_rank_frame`s,
+    consumed one file at a time (see `hta_rules.prepare_hta`, also for `frames`)."""
     paths: dict[int, Path] = {}
     frames = {} if frames is None else frames
     starts: dict[int, float] = {}
     first: Path | None = None
     count = 0
-    for raw in raws:
-        first, count = first or raw.path, count + 1
-        if raw.rank in paths:
+    for path, rank, frame in rank_frames:
+        first, count = first or path, count + 1
+        if rank in paths:
             raise TraceError(
-                f"{paths[raw.rank].name} and {raw.path.name} both claim rank {raw.rank}; "
+                f"{paths[rank].name} and {path.name} both claim rank {rank}; "
                 "analyze them separately (one folder per profiling session)"
             )
-        paths[raw.rank] = raw.path
-        frame = _frame(raw)
+        paths[rank] = path
         if len(frame):
-            starts[raw.rank] = float(frame.ts.min())
-        frames[raw.rank] = frame
-        del raw, frame  # their columns die here, before the next file is read
+            starts[rank] = float(frame.ts.min())
+        frames[rank] = frame
+        del frame  # its columns die here, before the next file is read
     if first is None:
         raise TraceError("no trace files to prepare")
     origin = min(starts[r] for r in sorted(starts)) if starts else 0.0

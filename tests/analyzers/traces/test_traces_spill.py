@@ -26,10 +26,17 @@ def three_ranks(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build(tmp_path_factory.mktemp("ranks"))
 
 
-def _report(path: Path, hta_compatible: bool, spill_over_bytes: int) -> TraceReport:
+def _report(
+    path: Path, hta_compatible: bool, spill_over_bytes: int, workers: int = 1
+) -> TraceReport:
     options = TraceOptions()
-    trace = load_trace_set(path, hta_compatible=hta_compatible, spill_over_bytes=spill_over_bytes)
-    results = run_analyses(trace, options)
+    trace = load_trace_set(
+        path,
+        hta_compatible=hta_compatible,
+        spill_over_bytes=spill_over_bytes,
+        rank_workers=workers,
+    )
+    results = run_analyses(trace, options, workers=workers)
     return TraceReport(trace, options, results, trace_findings(trace, results, options))
 
 
@@ -44,6 +51,41 @@ def test_a_spilled_set_reports_exactly_what_the_set_in_memory_reports(
     assert report_json([spilled]) == report_json([held])
     assert render_text(spilled) == render_text(held)
     assert analysis_document(spilled) == analysis_document(held)
+
+
+@pytest.mark.parametrize("hta_compatible", [False, True])
+@pytest.mark.parametrize("spill_over_bytes", [0, 1 << 62], ids=["spilled", "held"])
+def test_workers_make_the_report_one_process_makes(
+    three_ranks: Path, hta_compatible: bool, spill_over_bytes: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Files read and framed by rank worker processes (their frames sent back), and analyses run
+    by forked workers (their results sent back), make the report one process makes, byte for
+    byte."""
+    import analyzers.traces.api
+
+    monkeypatch.setattr(analyzers.traces.api, "WORKERS_OVER_ROWS", 0)  # a set of any size
+    monkeypatch.setattr(analyzers.traces.api, "WORKERS_OVER_BYTES", 0)
+    one = _report(three_ranks, hta_compatible, spill_over_bytes)
+    workers = _report(three_ranks, hta_compatible, spill_over_bytes, workers=3)
+    assert [f.rank for f in workers.trace.frames()] == [0, 1, 2]
+    assert report_json([workers]) == report_json([one])
+    assert analysis_document(workers) == analysis_document(one)
+
+
+def test_a_small_set_is_read_and_analyzed_in_this_process(
+    three_ranks: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under `WORKERS_OVER_BYTES` of files and `WORKERS_OVER_ROWS` events, asking for workers
+    starts no process: the set is held in memory, where workers would add to the peak."""
+    import concurrent.futures
+
+    def no_pool(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a worker pool was started")
+
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", no_pool)
+    one = _report(three_ranks, True, 1 << 62)
+    asked = _report(three_ranks, True, 1 << 62, workers=3)
+    assert report_json([asked]) == report_json([one])
 
 
 def test_a_spilled_set_maps_one_rank_at_a_time(three_ranks: Path) -> None:
