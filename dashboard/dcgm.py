@@ -17,8 +17,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from analyzers.accounting.usage import _rollup_stages as rollup_stages
-from analyzers.accounting.usage import query
+from analyzers.accounting.usage import query, rollup_stages
 from analyzers.run.window import HOUR_S, Window
 from warehouse.read.rollup_merge import stored_sums
 

@@ -187,13 +187,13 @@ def _rollup_for(con: duckdb.DuckDBPyConnection, window: Window) -> tuple[str, in
 
     The cut-off is the start of the newest roll-up bucket: that bucket may have been rolled up
     while still filling, so it and everything after it are read from a finer roll-up or from
-    the raw samples (`_rollup_stages`).
+    the raw samples (`rollup_stages`).
     """
-    stages = _rollup_stages(con, window)
+    stages = rollup_stages(con, window)
     return (stages[0][0], stages[0][1], stages[0][3]) if stages else None
 
 
-def _rollup_stages(
+def rollup_stages(
     con: duckdb.DuckDBPyConnection, window: Window
 ) -> list[tuple[str, int, float, float]]:
     """The roll-ups that cover the window, coarsest first, each as (view, bucket seconds, from,
@@ -233,7 +233,7 @@ def gpu_buckets(
 
     Reads the warehouse's roll-ups where they cover the window (a week of 1,000 GPUs is 170 k
     hourly rows instead of 60 M samples): the hourly ones up to their newest hour, the minute
-    ones on to their newest minute, and raw samples after them (`_rollup_stages`). A bucket may
+    ones on to their newest minute, and raw samples after them (`rollup_stages`). A bucket may
     then have a row of each kind for one GPU and job: readers sum by key. Columns: bucket (UTC
     timestamp), cluster, host, gpu_index, job_id, samples, interval_s (the host's measured sample
     interval), gpu_h, known_h (hours whose active fraction is known), active_h, sm_known_h, sm_h,
@@ -249,7 +249,7 @@ def gpu_buckets(
         "end": epoch_s(window.end),
     }
     sql = _raw_sql(max_gap_s, default_interval_s)
-    stages = _rollup_stages(con, window) if rollups else []
+    stages = rollup_stages(con, window) if rollups else []
     for n, (table, rollup_s, lo, hi) in enumerate(stages):
         params.update({f"lo{n}": lo, f"hi{n}": hi})
         part = _ROLLUP_SQL.format(table=table, lo=f"lo{n}", hi=f"hi{n}", rollup_s=rollup_s)

@@ -20,8 +20,7 @@ import pyarrow.compute as pc
 import pytest
 
 from analyzers.accounting.usage import _rollup_for as rollup_for
-from analyzers.accounting.usage import _rollup_stages as rollup_stages
-from analyzers.accounting.usage import fleet_totals, gpu_buckets, job_efficiency
+from analyzers.accounting.usage import fleet_totals, gpu_buckets, job_efficiency, rollup_stages
 from analyzers.run.window import Window
 from fleetscope.settings import Settings
 from simulator.maker.jobs import Fleet, Job, gpu_table
