@@ -91,11 +91,7 @@ def kept_rows(frame: RankFrame, start: float, end: float) -> np.ndarray:
     cpu = frame.stream == -1
     in_window = cpu & (frame.ts >= start) & (frame.ts <= end) & (frame.dur > 0)
     keep = in_window.copy()
-    row_of = frame.row_of_index()
-    launchers = np.flatnonzero(in_window & (frame.index_correlation >= 0))
-    targets = frame.index_correlation[launchers]
-    ok = targets < len(row_of)
-    gpu_rows = row_of[targets[ok]]
+    gpu_rows = frame.linked_rows(np.flatnonzero(in_window & (frame.index_correlation >= 0)))
     gpu_rows = gpu_rows[gpu_rows >= 0]
     keep[gpu_rows[frame.stream[gpu_rows] != -1]] = True
     wait = frame.sym("Stream Wait Event")
@@ -208,10 +204,7 @@ class Graph:
         is_sync = f.cat[sel] == sync_cat
         sel = sel[np.argsort(np.where(is_sync, f.end[sel], f.ts[sel]), kind="stable")]
         is_sync = f.cat[sel] == sync_cat
-        row_of = f.row_of_index()
-        link = f.index_correlation[sel]
-        found = (link >= 0) & (link < len(row_of))
-        runtime = np.where(found, row_of[np.where(found, link, 0)], -1)
+        runtime = f.linked_rows(sel)
         # Kernels: position in `sel`, stream, nodes, and the previous kernel on the stream.
         at = np.flatnonzero(~is_sync)
         krow, rt = sel[at], runtime[at]

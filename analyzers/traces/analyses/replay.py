@@ -135,11 +135,9 @@ class Replay:
         else:
             self.start = self.end = 0.0
             self.n_steps = 0
-        row_of = frame.row_of_index()
         gpu_ok = frame.on_stream & frame.cat_in(GPU_OP_CATS)
         launch = np.flatnonzero(frame.cat_in(RUNTIME_CATS) & (frame.index_correlation >= 0))
-        link = frame.index_correlation[launch]
-        gpu_row = np.where(link < len(row_of), row_of[np.clip(link, 0, len(row_of) - 1)], -1)
+        gpu_row = frame.linked_rows(launch)
         keep = (gpu_row >= 0) & gpu_ok[np.maximum(gpu_row, 0)]
         self.launch, self.gpu = launch[keep], gpu_row[keep]
         self.sync = np.flatnonzero(frame.name_in(SYNC_CALLS) & cpu)
