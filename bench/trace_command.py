@@ -135,7 +135,7 @@ def floor_child(trace_dir: str) -> dict[str, float]:
     from analyzers.traces.api import find_trace_files, load_trace_set
     from analyzers.traces.columns import CHUNK_SIZE as _CHUNK
     from analyzers.traces.columns import SymbolTable
-    from analyzers.traces.load_fast import COLUMNS_PATH, _decode_columns
+    from analyzers.traces.load_fast import _decode_columns
     from analyzers.traces.trace_text import _open_gzip
     from bench.trace_decoders import _Args, _Event  # the typed structs live with the bench now
 
@@ -158,12 +158,12 @@ def floor_child(trace_dir: str) -> dict[str, float]:
 
     def decoder_for(path: Path) -> Callable[[bytes], object]:
         """The fastest typed decode of the file, chosen before timing (a failed try is not
-        counted): the C column pass over the `traceEvents` array where the extension is built
-        and takes the whole array in one call, else msgspec's structs."""
+        counted): the C column pass over the `traceEvents` array where it takes the whole array
+        in one call, else msgspec's structs."""
         with _open_gzip(path, "rb") as stream:
             text = stream.read()
         events = _events_span(text)
-        if COLUMNS_PATH == "c" and events is not None:
+        if events is not None:
             start, end = events
             if _decode_columns(memoryview(text)[start:end], 0, SymbolTable()) is not None:
                 return lambda text: _decode_columns(memoryview(text)[start:end], 0, SymbolTable())

@@ -23,8 +23,9 @@
  * power of ten, CPython's dtoa otherwise).
  *
  * Plain CPython C API only (no numpy C API): the columns come back as bytearrays of native int32,
- * int64 and float64 that load_fast.py views with `np.frombuffer`. Built as an optional extension;
- * without it load_fast.py gives every batch the reference rules (same columns, more CPU).
+ * int64 and float64 that load_fast.py views with `np.frombuffer`. The trace analyses need it (no
+ * Python twin; pyproject.toml): a batch it returns None for takes the reference rules
+ * (columns.event_sink).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>

@@ -1,5 +1,5 @@
 """Types of the C extension built from analyzers/traces/_kineto_columns.c (read that file's
-comment). Without it, load_fast.py turns msgspec's structs into the same columns."""
+comment); analyzers.traces needs it (pyproject.toml)."""
 
 from typing import Any
 
@@ -7,9 +7,6 @@ def decode_events(
     text: Any, base: int, symbols: dict[object, int], /
 ) -> tuple[int, bool, bool, dict[str, bytearray]] | None:
     """Columns of one JSON array of Kineto events, or None where msgspec must decide."""
-
-def find(data: Any, needle: bytes, rare_at: int, /) -> int:
-    """`data.find(needle)`, found from the positions of `needle[rare_at]` (a rare byte)."""
 
 def longest_path(n: int, src: Any, dst: Any, weight: Any, /) -> bytearray | None:
     """Edge ids of networkx's `dag_longest_path` (int64), or None on a cycle."""

@@ -192,12 +192,16 @@ class RankFrame(RowColumns):
         """`values` in the dtype HTA sorts them in (int64 when its `ts` column is integer)."""
         return values.astype(np.int64) if self.ts_int else values
 
-    def row_of_index(self) -> I64:
-        """Array mapping an event `index` to its row (-1: not kept); the last row wins."""
+    def linked_rows(self, rows: I64) -> I64:
+        """Per row of `rows`, the row of the event its `index_correlation` names: -1 for a
+        negative link or an event not kept; of two rows with one `index`, the last."""
         size = int(self.index.max()) + 1 if len(self) else 1
-        out = np.full(size, -1, dtype=np.int64)
-        out[self.index] = np.arange(len(self), dtype=np.int64)
-        return out
+        row_of = np.full(size, -1, dtype=np.int64)
+        row_of[self.index] = np.arange(len(self), dtype=np.int64)
+        link = self.index_correlation[rows]
+        found = (link >= 0) & (link < size)
+        linked: I64 = np.where(found, row_of[np.where(found, link, 0)], -1)
+        return linked
 
     @property
     def device_properties(self) -> list[dict[str, Any]]:

@@ -70,17 +70,6 @@ def _last_row_per_key(keys: I64, rows: I64) -> tuple[I64, I64]:
     return ordered[ends], rows[order[ends]]
 
 
-def _frame(raw: RawTrace, rank: int) -> RankFrame:
-    ts, dur = raw.ts, raw.dur
-    if raw.ts_has_float or not raw.ts_all_present:
-        end = np.floor(ts + dur)
-        ts = np.ceil(ts)
-        dur = end - ts
-    frame = RankFrame.of_raw(raw, rank, classify_hta_050, ts=ts, dur=dur, ts_int=raw.ts_all_present)
-    frame.index_correlation = _index_correlation(frame)
-    return frame
-
-
 def _filter_iterations(frame: RankFrame, step_names: set[str]) -> RankFrame:
     """Rule 6 (`Trace._filter_irrelevant_gpu_kernels`, 0.5.0, default arguments)."""
     gpu = hta_gpu_filter(frame)
@@ -100,9 +89,17 @@ def _filter_iterations(frame: RankFrame, step_names: set[str]) -> RankFrame:
 
 
 def hta_rank_frame(raw: RawTrace) -> tuple[Path, int, RankFrame]:
-    """One file's path, HTA rank and frame, before alignment and the iteration filter."""
+    """One file's path, HTA rank and frame (rules 1, 3 and 4), before alignment and the
+    iteration filter."""
     rank = raw.hta_rank if raw.hta_rank is not None else 0
-    return raw.path, rank, _frame(raw, rank)
+    ts, dur = raw.ts, raw.dur
+    if raw.ts_has_float or not raw.ts_all_present:
+        end = np.floor(ts + dur)
+        ts = np.ceil(ts)
+        dur = end - ts
+    frame = RankFrame.of_raw(raw, rank, classify_hta_050, ts=ts, dur=dur, ts_int=raw.ts_all_present)
+    frame.index_correlation = _index_correlation(frame)
+    return raw.path, rank, frame
 
 
 def prepare_hta(

@@ -32,7 +32,8 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from analyzers.traces.columns import ColumnBuilder, SymbolTable, event_sink
+from analyzers.traces import _kineto_columns
+from analyzers.traces.columns import ColumnBuilder, event_sink
 from analyzers.traces.trace_text import TextSource
 from fleetscope.errors import (
     CorruptTraceError,
@@ -44,21 +45,11 @@ from fleetscope.errors import (
 if TYPE_CHECKING:
     import json
 
-__all__ = ["COLUMNS_PATH", "decode", "flush_columns"]
+__all__ = ["decode", "flush_columns"]
 
-# The C pass from text to columns (analyzers/traces/_kineto_columns.c); an optional extension:
-# without a compiler every batch takes the reference rules (same columns, ~5x the CPU). None
-# forces that path (tests).
-_decode_columns: Callable[[Any, int, SymbolTable], Any] | None
-COLUMNS_PATH: str
-try:
-    from analyzers.traces import _kineto_columns
-
-    _decode_columns = _kineto_columns.decode_events
-    COLUMNS_PATH = "c"
-except ImportError:  # pragma: no cover - exercised where the extension is not built
-    _decode_columns = None
-    COLUMNS_PATH = "msgspec"
+# The C pass from text to columns (analyzers/traces/_kineto_columns.c; no Python twin,
+# pyproject.toml); it returns None for a batch it leaves to the reference rules.
+_decode_columns = _kineto_columns.decode_events
 
 _KEY = b'"traceEvents"'
 _KEY_RE = re.compile(rb"[ \t\n\r]*:[ \t\n\r]*\[")
@@ -395,7 +386,7 @@ class _Batches:
         caller can try another cut). The C pass takes every batch of the shapes it knows; the
         rest (a string stream id, a null `args`, an integer beyond int64: a batch or two of an
         odd file) is decoded into plain values and reduced by the reference rules."""
-        if _decode_columns is None or not self._columns(text):
+        if not self._columns(text):
             events = _ANY.decode(text)
             if not isinstance(events, list):
                 raise CorruptTraceError(
@@ -411,7 +402,6 @@ class _Batches:
 
     def _columns(self, text: memoryview | msgspec.Raw) -> bool:
         """The batch through the C pass; False when it leaves the batch to msgspec."""
-        assert _decode_columns is not None
         cols = self.cols
         decoded = _decode_columns(text, self.position, cols.symbols)
         if decoded is None:

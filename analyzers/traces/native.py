@@ -52,7 +52,9 @@ def _link_launches(frame: RankFrame) -> I64:
 
 def native_rank_frame(raw: RawTrace) -> tuple[Path, int, RankFrame]:
     """One file's path, rank and frame, before alignment."""
-    return raw.path, raw.rank, _frame(raw)
+    frame = RankFrame.of_raw(raw, raw.rank, classify_fleetscope)
+    frame.index_correlation = _link_launches(frame)
+    return raw.path, raw.rank, frame
 
 
 def prepare_native(
@@ -90,9 +92,3 @@ def prepare_native(
         frames = {rank: frames[rank] for rank in sorted(frames)}
     source = first.parent if count > 1 else first
     return TraceSet(Mode.NATIVE, frames, source, origin_us=origin)
-
-
-def _frame(raw: RawTrace) -> RankFrame:
-    frame = RankFrame.of_raw(raw, raw.rank, classify_fleetscope)
-    frame.index_correlation = _link_launches(frame)
-    return frame

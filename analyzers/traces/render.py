@@ -42,8 +42,8 @@ def json_ready(value: Any, *, finite: bool = False) -> Any:
     return value
 
 
-def _report_data(report: TraceReport) -> dict[str, Any]:
-    """The report as dicts and lists, values as the analyses left them (numpy scalars, NaN)."""
+def report_to_dict(report: TraceReport) -> dict[str, Any]:
+    """The report as JSON-ready dicts and lists (`json_ready`: NaN null, numpy scalars plain)."""
     registry = load_registry()
     trace = report.trace
     analyses = {}
@@ -57,19 +57,17 @@ def _report_data(report: TraceReport) -> dict[str, Any]:
             "per_rank": result.per_rank,
             "notes": list(result.notes),
         }
-    return {
-        "source": str(trace.source),
-        "mode": str(trace.mode),
-        "ranks": sorted(trace.ranks),
-        "files": {r: f.path.name for r, f in trace.ranks.items()},
-        "notes": trace.notes,
-        "analyses": analyses,
-        "findings": [f.to_dict() for f in report.findings],
-    }
-
-
-def report_to_dict(report: TraceReport) -> dict[str, Any]:
-    data: dict[str, Any] = json_ready(_report_data(report))
+    data: dict[str, Any] = json_ready(
+        {
+            "source": str(trace.source),
+            "mode": str(trace.mode),
+            "ranks": sorted(trace.ranks),
+            "files": {r: f.path.name for r, f in trace.ranks.items()},
+            "notes": trace.notes,
+            "analyses": analyses,
+            "findings": [f.to_dict() for f in report.findings],
+        }
+    )
     return data
 
 

@@ -27,7 +27,7 @@ import numpy as np
 
 from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
 from analyzers.traces.frame import RankFrame, TraceSet
-from analyzers.traces.stats import last_not_below
+from analyzers.traces.stats import hta_round, last_not_below
 
 __all__ = ["aten_op_kernels", "enclosing_ops"]
 
@@ -61,23 +61,15 @@ def enclosing_ops(
     return np.where(np.isnan(end), -1, found)
 
 
-def _mean3(values: np.ndarray) -> float:
-    """The mean rounded as pandas' `.round(3)` does (numpy: scale, round half to even, unscale;
-    Python's `round` rounds the exact binary value and differs on x.xxx5)."""
-    return float(np.round(float(np.mean(values)), 3))
-
-
 def op_kernel_rows(frame: RankFrame) -> list[tuple[str, str, int, float, float]]:
     """(op name, kernel sequence, count, mean op->launch delay, mean launch->kernel delay)."""
     ops = np.flatnonzero(frame.names_matching(_is_aten))
     ops = ops[np.argsort(frame.ts[ops], kind="stable")]
     op_ts, op_end = frame.ts[ops], frame.end[ops]
-    row_of = frame.row_of_index()
     gpu_of = np.full(len(frame), -1, dtype=np.int64)
     gpu = np.flatnonzero(frame.stream != -1)
-    link = frame.index_correlation[gpu]
-    ok = (link >= 0) & (link < len(row_of))
-    gpu_of[row_of[link[ok]][row_of[link[ok]] >= 0]] = gpu[ok][row_of[link[ok]] >= 0]
+    launcher = frame.linked_rows(gpu)
+    gpu_of[launcher[launcher >= 0]] = gpu[launcher >= 0]
     linked = np.flatnonzero(frame.names_matching(_is_launch))
     linked = linked[gpu_of[linked] >= 0]
     at = enclosing_ops(op_ts, op_end, frame.ts[linked], frame.end[linked])
@@ -149,7 +141,13 @@ def _grouped(
     members = np.argsort(group, kind="stable")  # each group's instances in instance order
     cut = np.flatnonzero(np.diff(group[members])) + 1
     out = [
-        (names[int(op_name[m[0]])], texts[int(seq[m[0]])], len(m), _mean3(a[m]), _mean3(b[m]))
+        (
+            names[int(op_name[m[0]])],
+            texts[int(seq[m[0]])],
+            len(m),
+            hta_round(float(np.mean(a[m])), 3),
+            hta_round(float(np.mean(b[m])), 3),
+        )
         for m in np.split(members, cut)
     ]
     out.sort(key=lambda r: (-r[2], r[0], r[1]))

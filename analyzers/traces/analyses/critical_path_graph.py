@@ -4,33 +4,23 @@ edges, and networkx's `dag_longest_path` over them.
 
 Edges are built as numpy arrays, in the order HTA adds them (it decides which duplicate pair and
 which tied predecessor networkx keeps). The longest path is one sequential pass over the nodes
-in topological order; the C extension runs it (`_kineto_columns.longest_path`), and a Python loop
-over the same arrays stands in where the extension is not built.
+in topological order, run by the C extension (`_kineto_columns.longest_path`), as are the
+call-stack walk and the edge pairs (no Python twins: pyproject.toml).
 """
 
 from __future__ import annotations
 
 import math
-from collections import deque
-from collections.abc import Callable
-from typing import Any
 from weakref import WeakKeyDictionary
 
 import numpy as np
 
+from analyzers.traces._kineto_columns import longest_path as _c_longest_path
+from analyzers.traces._kineto_columns import stack_walk as _c_stack_walk
+from analyzers.traces._kineto_columns import unique_edges as _c_unique_edges
 from analyzers.traces.analyses.queue_length import launch_changes
 from analyzers.traces.frame import I64, Mask, RankFrame
 from analyzers.traces.stats import time_lexsort
-
-_c_longest_path: Callable[[int, Any, Any, Any], bytearray | None] | None
-_c_stack_walk: Callable[[Any], tuple[bytearray, bytearray]] | None
-_c_unique_edges: Callable[[int, Any, Any], tuple[bytearray, bytearray]] | None
-try:
-    from analyzers.traces._kineto_columns import longest_path as _c_longest_path
-    from analyzers.traces._kineto_columns import stack_walk as _c_stack_walk
-    from analyzers.traces._kineto_columns import unique_edges as _c_unique_edges
-except ImportError:  # pragma: no cover - an optional extension (pyproject.toml)
-    _c_longest_path = _c_stack_walk = _c_unique_edges = None
 
 __all__ = [
     "DEPENDENCY",
@@ -101,11 +91,7 @@ def kept_rows(frame: RankFrame, start: float, end: float) -> np.ndarray:
     cpu = frame.stream == -1
     in_window = cpu & (frame.ts >= start) & (frame.ts <= end) & (frame.dur > 0)
     keep = in_window.copy()
-    row_of = frame.row_of_index()
-    launchers = np.flatnonzero(in_window & (frame.index_correlation >= 0))
-    targets = frame.index_correlation[launchers]
-    ok = targets < len(row_of)
-    gpu_rows = row_of[targets[ok]]
+    gpu_rows = frame.linked_rows(np.flatnonzero(in_window & (frame.index_correlation >= 0)))
     gpu_rows = gpu_rows[gpu_rows >= 0]
     keep[gpu_rows[frame.stream[gpu_rows] != -1]] = True
     wait = frame.sym("Stream Wait Event")
@@ -114,64 +100,20 @@ def kept_rows(frame: RankFrame, start: float, end: float) -> np.ndarray:
     return rows[np.argsort(frame.index[rows], kind="stable")]
 
 
-def _stack_parents(starts: Mask) -> tuple[I64, I64, I64]:
-    """HTA's call stack over a sequence of starts (True) and ends (an end pops the top whatever it
-    is; nothing on an empty stack). Returns, per start in order: its parent (the top when it was
-    pushed, as a start number; -1 at the bottom), its depth (the stack size before the push), and
-    the number of starts before it was popped (all of them when never popped)."""
-    step = np.where(starts, 1, -1)
-    total = np.cumsum(step)
-    after = total - np.minimum(np.minimum.accumulate(total), 0)  # the floor at an empty stack
-    before = np.concatenate([[0], after[:-1]])
-    start_at = np.flatnonzero(starts)
-    n = len(start_at)
-    # The top of a stack of size d is the last start before it that made the stack size d.
-    span = len(starts) + 1
-    by_key = np.argsort(after[start_at] * span + start_at, kind="stable")
-    keys = (after[start_at] * span + start_at)[by_key]
-
-    def top(at: I64) -> I64:
-        return by_key[np.searchsorted(keys, before[at] * span + at) - 1]
-
-    depth = before[start_at]
-    parent = np.full(n, -1, dtype=np.int64)
-    inner = depth > 0
-    parent[inner] = top(start_at[inner])
-    pops = np.flatnonzero(~starts & (before > 0))
-    popped_after = np.full(n, n, dtype=np.int64)
-    popped_after[top(pops)] = np.cumsum(starts)[pops]
-    return parent, depth, popped_after
-
-
 def stack_walk(starts: Mask) -> tuple[I64, I64]:
     """The depth-first walk of HTA's call stack over `starts` (see `Graph.cpu_thread`): per
     step the start entered, or n + the start left; per start its parent (-1 at the bottom).
-    One pass in the C extension; numpy's sorts and searches over the stack sizes without it."""
-    if _c_stack_walk is not None:
-        walked, parents = _c_stack_walk(starts.view(np.uint8))
-        return np.frombuffer(walked, dtype=np.int64), np.frombuffer(parents, dtype=np.int64)
-    parent, depth, popped_after = _stack_parents(starts)
-    n = len(parent)
-    steps = np.concatenate([2 * np.arange(n) - depth, 2 * popped_after - depth - 1])
-    walk = np.empty(2 * n, dtype=np.int64)
-    walk[steps] = np.arange(2 * n)
-    return walk, parent
+    One pass in the C extension (HTA's stack: an end pops the top whatever it is, nothing on an
+    empty stack)."""
+    walked, parents = _c_stack_walk(starts.view(np.uint8))
+    return np.frombuffer(walked, dtype=np.int64), np.frombuffer(parents, dtype=np.int64)
 
 
 def unique_edges(n: int, src: I64, dst: I64) -> tuple[I64, I64]:
     """Per distinct (src, dst) pair, in order of its first edge: that edge's id and its last
-    edge's id. One linear pass in the C extension; a sort of the pairs' keys without it."""
-    if _c_unique_edges is not None:
-        firsts, lasts = _c_unique_edges(n, *(np.ascontiguousarray(a, np.int64) for a in (src, dst)))
-        return np.frombuffer(firsts, dtype=np.int64), np.frombuffer(lasts, dtype=np.int64)
-    key = src * (n + 1) + dst
-    by_key = np.argsort(key, kind="stable")
-    sorted_key = key[by_key]
-    new = np.ones(len(sorted_key) + 1, dtype=bool)
-    new[1:-1] = sorted_key[1:] != sorted_key[:-1]
-    first, last = by_key[new[:-1]], by_key[new[1:]]
-    at = np.argsort(first, kind="stable")
-    return first[at], last[at]
+    edge's id. One linear pass in the C extension."""
+    firsts, lasts = _c_unique_edges(n, *(np.ascontiguousarray(a, np.int64) for a in (src, dst)))
+    return np.frombuffer(firsts, dtype=np.int64), np.frombuffer(lasts, dtype=np.int64)
 
 
 class Graph:
@@ -262,10 +204,7 @@ class Graph:
         is_sync = f.cat[sel] == sync_cat
         sel = sel[np.argsort(np.where(is_sync, f.end[sel], f.ts[sel]), kind="stable")]
         is_sync = f.cat[sel] == sync_cat
-        row_of = f.row_of_index()
-        link = f.index_correlation[sel]
-        found = (link >= 0) & (link < len(row_of))
-        runtime = np.where(found, row_of[np.where(found, link, 0)], -1)
+        runtime = f.linked_rows(sel)
         # Kernels: position in `sel`, stream, nodes, and the previous kernel on the stream.
         at = np.flatnonzero(~is_sync)
         krow, rt = sel[at], runtime[at]
@@ -349,52 +288,13 @@ class Graph:
             self.kind, self.weight, self.attr = kind[last], weight[last], attr[last]
 
     def longest_path(self) -> I64:
-        """Edge ids of networkx's `dag_longest_path` (weights <= -1 as 0); raises on a cycle."""
+        """Edge ids of networkx's `dag_longest_path` (weights <= -1 as 0); raises on a cycle.
+        The C pass takes the nodes in Kahn's order; a node's distance is its best predecessor's
+        plus the edge (the first best in edge order), 0 when none or negative; the path ends at
+        the first node of the greatest distance."""
         self._edges()
-        n = len(self.node_ts)
         weight = np.where(self.weight <= -1, 0.0, self.weight)
-        if _c_longest_path is None:
-            return _longest_path_py(n, self.src, self.dst, weight)
-        path = _c_longest_path(n, self.src, self.dst, weight)
+        path = _c_longest_path(len(self.node_ts), self.src, self.dst, weight)
         if path is None:
             raise CriticalPathError("the dependency graph has a cycle")
         return np.frombuffer(path, dtype=np.int64)
-
-
-def _longest_path_py(n: int, src: I64, dst: I64, weight: np.ndarray) -> I64:
-    """The C extension's pass in Python: nodes in Kahn's order; a node's distance is its best
-    predecessor's plus the edge (the first best in edge order), 0 when none or negative; the path
-    ends at the first node of the greatest distance."""
-    by_dst = np.argsort(dst, kind="stable")
-    pred_at = np.searchsorted(dst, np.arange(n + 1), sorter=by_dst).tolist()
-    pred_ids = by_dst.tolist()
-    by_src = np.argsort(src, kind="stable")
-    succ_ids = dst[by_src].tolist()
-    succ_at = np.searchsorted(src, np.arange(n + 1), sorter=by_src).tolist()
-    indeg = np.bincount(dst, minlength=n).tolist()
-    w, src_of = weight.tolist(), src.tolist()
-    ready = deque(i for i in range(n) if indeg[i] == 0)
-    dist, via = [0.0] * n, [-1] * n
-    seen = 0
-    while ready:
-        v = ready.popleft()
-        seen += 1
-        best, best_edge = 0.0, -1
-        for i in pred_ids[pred_at[v] : pred_at[v + 1]]:
-            cand = dist[src_of[i]] + w[i]
-            if best_edge < 0 or cand > best:
-                best, best_edge = cand, i
-        if best_edge >= 0 and best >= 0:
-            dist[v], via[v] = best, best_edge
-        for x in succ_ids[succ_at[v] : succ_at[v + 1]]:
-            indeg[x] -= 1
-            if indeg[x] == 0:
-                ready.append(x)
-    if seen < n:
-        raise CriticalPathError("the dependency graph has a cycle")
-    path: list[int] = []
-    v = int(np.argmax(dist)) if n else 0
-    while n and via[v] >= 0:
-        path.append(via[v])
-        v = src_of[via[v]]
-    return np.array(path[::-1], dtype=np.int64)

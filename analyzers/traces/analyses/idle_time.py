@@ -45,10 +45,7 @@ def idle_time(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
         if not len(kernels):
             notes.append(f"rank {frame.rank}: no kernels, no idle-time breakdown")
             continue
-        row_of = frame.row_of_index()
-        link = frame.index_correlation[kernels]
-        found = (link >= 0) & (link < len(row_of))
-        runtime_row = np.where(found, row_of[np.clip(link, 0, len(row_of) - 1)], -1)
+        runtime_row = frame.linked_rows(kernels)
         ts_runtime = np.where(runtime_row >= 0, frame.ts[runtime_row], np.nan)
         streams = frame.stream[kernels]
         _, first = np.unique(streams, return_index=True)

@@ -40,11 +40,8 @@ COLUMNS = ("rank", "pattern", "count", "GPU kernel duration (us)", "CPU op durat
 
 def _launched(frame: RankFrame) -> tuple[np.ndarray, np.ndarray]:
     """(CPU rows that launched a GPU op, the GPU op's row), for each link."""
-    row_of = frame.row_of_index()
     cpu = np.flatnonzero((frame.stream == -1) & (frame.index_correlation > 0))
-    link = frame.index_correlation[cpu]
-    ok = link < len(row_of)
-    cpu, gpu = cpu[ok], row_of[link[ok]]
+    gpu = frame.linked_rows(cpu)
     keep = (gpu >= 0) & (frame.stream[np.maximum(gpu, 0)] != -1)
     return cpu[keep], gpu[keep]
 

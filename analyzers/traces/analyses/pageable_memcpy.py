@@ -29,13 +29,11 @@ def pageable_memcpy(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
     per_rank: dict[int, dict[str, float]] = {}
     for frame in trace.frames():
         sel = np.flatnonzero(frame.names_matching(is_pageable) & frame.on_stream)
-        row_of = frame.row_of_index()
+        launches = frame.linked_rows(sel)
         totals = {"copies": 0.0, "gpu_us": 0.0, "cpu_us": 0.0, "bytes": 0.0}
         for name_id in np.unique(frame.name[sel]).tolist():
             m = sel[frame.name[sel] == name_id]
-            link = frame.index_correlation[m]
-            ok = (link >= 0) & (link < len(row_of))
-            launch = row_of[link[ok]]
+            launch = launches[frame.name[sel] == name_id]
             cpu_us = float(frame.dur[launch[launch >= 0]].sum())
             gpu_us = float(frame.dur[m].sum())
             nbytes = float(np.clip(frame.bytes[m], 0, None).sum())

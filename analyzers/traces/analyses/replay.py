@@ -135,11 +135,9 @@ class Replay:
         else:
             self.start = self.end = 0.0
             self.n_steps = 0
-        row_of = frame.row_of_index()
         gpu_ok = frame.on_stream & frame.cat_in(GPU_OP_CATS)
         launch = np.flatnonzero(frame.cat_in(RUNTIME_CATS) & (frame.index_correlation >= 0))
-        link = frame.index_correlation[launch]
-        gpu_row = np.where(link < len(row_of), row_of[np.clip(link, 0, len(row_of) - 1)], -1)
+        gpu_row = frame.linked_rows(launch)
         keep = (gpu_row >= 0) & gpu_ok[np.maximum(gpu_row, 0)]
         self.launch, self.gpu = launch[keep], gpu_row[keep]
         self.sync = np.flatnonzero(frame.name_in(SYNC_CALLS) & cpu)
@@ -227,11 +225,8 @@ class Replay:
         return self._memo[key]
 
     def cpu_clock(self, change: Change, t: F64) -> F64:
-        """The CPU clock of `change` at times `t` (the critical path's bound measures with it)."""
-        return self._clock(change, t)
-
-    def _clock(self, change: Change, t: F64) -> F64:
-        """The warped, scaled CPU clock at times `t`."""
+        """The warped, scaled CPU clock of `change` at times `t` (the replay's, and what the
+        critical path's bound measures with)."""
         warped = t
         if change.cpu_warp is not None and len(change.cpu_warp[0]):
             w_start, w_end, w_fac = change.cpu_warp
@@ -265,7 +260,7 @@ class Replay:
         scale = change.cpu_scale
         n_l = len(self.launch)
         # One call for the step range and the events (the clock is elementwise).
-        warped = self._clock(change, self.clock_times)
+        warped = self.cpu_clock(change, self.clock_times)
         ends, clk = warped[:2], warped[2:]
         dur = self.gpu_dur if change.gpu_factor is None else self.gpu_dur * change.gpu_factor
         pin = np.zeros(len(clk))  # shift added by the pinned copies before each event

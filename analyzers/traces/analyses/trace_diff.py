@@ -82,10 +82,8 @@ def row_iterations(frame: RankFrame) -> np.ndarray:
         start, end = frame.ts[row], frame.ts[row] + frame.dur[row]
         out[cpu & (frame.ts >= start) & (frame.ts < end)] = number_of[frame.name[row]]
     gpu = np.flatnonzero(frame.stream > 0)
-    link = frame.index_correlation[gpu]
-    row_of = frame.row_of_index()
-    ok = (link > 0) & (link < len(row_of))
-    launcher = np.where(ok, row_of[np.where(ok, link, 0)], -1)
+    # A link of 0 is HTA's "correlated, no partner", not event 0.
+    launcher = np.where(frame.index_correlation[gpu] > 0, frame.linked_rows(gpu), -1)
     out[gpu] = np.where(launcher >= 0, out[np.maximum(launcher, 0)], -1)
     return out
 

@@ -106,38 +106,7 @@ def test_whatif_saves_nothing_off_the_critical_path() -> None:
     assert rows["no_dataloader_wait"]["saved_fraction"] > 0.3
 
 
-@pytest.mark.parametrize("hta_compatible", [True, False], ids=["hta", "native"])
-def test_the_python_longest_path_answers_as_the_extension_does(
-    hta_compatible: bool, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Where the optional C extension is not built, numpy's call-stack walk and edge pairs and
-    the Python pass over the same edge arrays find the same path, edge for edge (the
-    tie-breaking included)."""
-    import analyzers.traces.analyses.critical_path_graph as graph
-
-    if graph._c_longest_path is None:
-        pytest.skip("the C extension is not built")
-    trace_dir = DATA / "hta_trace_diff_control_rank3"
-    paths = []
-    c_passes = (graph._c_longest_path, graph._c_stack_walk, graph._c_unique_edges)
-    for c_pass, c_walk, c_pairs in (c_passes, (None, None, None)):
-        monkeypatch.setattr(graph, "_c_longest_path", c_pass)
-        monkeypatch.setattr(graph, "_c_stack_walk", c_walk)
-        monkeypatch.setattr(graph, "_c_unique_edges", c_pairs)
-        frame = trace_set(trace_dir, hta_compatible=hta_compatible).frames()[0]
-        paths.append(critical_path_of(frame, native=not hta_compatible))
-    ours, python = paths
-    assert ours is not None and python is not None
-    assert len(ours.rows) > 100
-    assert (ours.rows.tolist(), ours.weights.tolist()) == (
-        python.rows.tolist(),
-        python.weights.tolist(),
-    )
-
-
-def test_the_call_stack_walk_enters_and_leaves_each_call_in_depth_first_order(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_the_call_stack_walk_enters_and_leaves_each_call_in_depth_first_order() -> None:
     """a( b() c( d() ) ) then e, an end on the empty stack ignored, e never ended: a walk enters
     a, b, leaves b, enters c, d, leaves d, c, a, enters e and leaves it at the end."""
     import analyzers.traces.analyses.critical_path_graph as graph
@@ -145,38 +114,26 @@ def test_the_call_stack_walk_enters_and_leaves_each_call_in_depth_first_order(
     starts = np.array([1, 1, 0, 1, 1, 0, 0, 0, 0, 1], dtype=bool)  # a b ) c d ) ) ) ) e
     n = 5
     expected_walk = [0, 1, n + 1, 2, 3, n + 3, n + 2, n + 0, 4, n + 4]
-    for c_walk in (graph._c_stack_walk, None):
-        monkeypatch.setattr(graph, "_c_stack_walk", c_walk)
-        walk, parent = graph.stack_walk(starts)
-        assert (walk.tolist(), parent.tolist()) == (expected_walk, [-1, 0, 0, 2, -1])
+    walk, parent = graph.stack_walk(starts)
+    assert (walk.tolist(), parent.tolist()) == (expected_walk, [-1, 0, 0, 2, -1])
 
 
-def test_parallel_edges_keep_the_first_place_and_the_last_edge(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_parallel_edges_keep_the_first_place_and_the_last_edge() -> None:
     """networkx keeps one edge per pair, where it was first added, with the last one's data:
     edges 0 (0->1), 1 (1->2), 2 (0->1 again), 3 (2->0), 4 (1->2 again), 5 (0->1 a third time)."""
     import analyzers.traces.analyses.critical_path_graph as graph
 
     src, dst = np.array([0, 1, 0, 2, 1, 0]), np.array([1, 2, 1, 0, 2, 1])
-    for c_pairs in (graph._c_unique_edges, None):
-        monkeypatch.setattr(graph, "_c_unique_edges", c_pairs)
-        first, last = graph.unique_edges(3, src, dst)
-        assert (first.tolist(), last.tolist()) == ([0, 1, 3], [5, 4, 3])
+    first, last = graph.unique_edges(3, src, dst)
+    assert (first.tolist(), last.tolist()) == ([0, 1, 3], [5, 4, 3])
 
 
-def test_both_passes_refuse_a_cycle_and_take_the_first_longest_path() -> None:
-    from analyzers.traces.analyses.critical_path_graph import _c_longest_path, _longest_path_py
+def test_the_longest_path_refuses_a_cycle_and_takes_the_first_longest_path() -> None:
+    from analyzers.traces._kineto_columns import longest_path
 
     src, dst = np.array([0, 1, 2], dtype=np.int64), np.array([1, 2, 1], dtype=np.int64)
-    weight = np.ones(3)
-    with pytest.raises(CriticalPathError, match="cycle"):
-        _longest_path_py(3, src, dst, weight)
+    assert longest_path(3, src, dst, np.ones(3)) is None
     # 0 -> 1 -> 3 and 0 -> 2 -> 3 tie at 2; node 3's first predecessor in edge order wins.
     src, dst = np.array([0, 0, 2, 1], dtype=np.int64), np.array([1, 2, 3, 3], dtype=np.int64)
-    weight = np.ones(4)
-    assert _longest_path_py(4, src, dst, weight).tolist() == [1, 2]
-    if _c_longest_path is not None:
-        assert _c_longest_path(3, src[:3] % 3, dst[:3] % 3, weight[:3]) is None
-        path = _c_longest_path(4, src, dst, weight)
-        assert path is not None and np.frombuffer(path, dtype=np.int64).tolist() == [1, 2]
+    path = longest_path(4, src, dst, np.ones(4))
+    assert path is not None and np.frombuffer(path, dtype=np.int64).tolist() == [1, 2]
