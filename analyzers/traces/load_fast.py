@@ -32,7 +32,13 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from analyzers.traces import _kineto_columns
+try:
+    from analyzers.traces import _kineto_columns
+except ImportError as missing:  # the install skipped it (pyproject.toml: optional for the agent)
+    raise ImportError(
+        "analyzers.traces needs its C extension, built when fleetscope is installed: install a C "
+        "compiler and the Python headers (Debian: gcc python3-dev), then reinstall fleetscope"
+    ) from missing
 from analyzers.traces.columns import ColumnBuilder, event_sink
 from analyzers.traces.trace_text import TextSource
 from fleetscope.errors import (

@@ -65,3 +65,20 @@ def _trace_analysis(words: str) -> str:
         "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
         f"    assert main(['trace', 'analyze', {words}]) == 0"
     )
+
+
+def test_an_install_without_the_c_extension_says_how_to_build_it() -> None:
+    """The extension is optional in pyproject.toml (the agent image has no compiler), so an install
+    on a box without gcc goes on without it; the trace engine then says what to install."""
+    probe = (
+        "import sys\n"
+        "sys.modules['analyzers.traces._kineto_columns'] = None  # as if never built\n"
+        "import analyzers.traces.api\n"
+    )
+    run = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert run.returncode == 1
+    assert (
+        "ImportError: analyzers.traces needs its C extension, built when fleetscope is installed: "
+        "install a C compiler and the Python headers (Debian: gcc python3-dev), then reinstall "
+        "fleetscope"
+    ) in run.stderr
