@@ -63,10 +63,15 @@ def render() -> None:
             "risk_slowdown_pct": st.column_config.NumberColumn("at risk %", format="%.0f"),
         },
     )
+    # One expander per mechanism, not per group: every group of a mechanism has its constraints
+    # (analyzers.sharing.plan.CONSTRAINTS), and the 1,000-GPU week drew 91 identical expanders.
+    numbers: dict[str, list[int]] = {}
     for n, group in enumerate(plan["groups"], 1):
-        with st.expander(f"#{n} {group['mechanism']} on {group['gpu']}: constraints"):
-            for line in group["constraints"]:
-                st.markdown(f"- {line}")
+        numbers.setdefault(group["mechanism"], []).append(n)
+    for mechanism, groups in numbers.items():
+        lines = plan["groups"][groups[0] - 1]["constraints"]
+        with st.expander(f"{mechanism}: constraints ({_listed(groups)})"):
+            st.markdown("\n".join(f"- {line}" for line in lines))
 
 
 def _plan(key: str, label: str, win: data.Window, step: PlanStep) -> tuple[dict[str, Any], str]:
@@ -94,6 +99,15 @@ def _plan(key: str, label: str, win: data.Window, step: PlanStep) -> tuple[dict[
         f"Plan of {_utc(win.start)} – {_utc(win.end)} UTC, computed on this open: the scheduled "
         f"analyzer pass {stores}."
     )
+
+
+def _listed(groups: list[int]) -> str:
+    """'group 3', 'groups 1-91' or 'groups 1, 4, 7': the groups' numbers in the table."""
+    if len(groups) == 1:
+        return f"group {groups[0]}"
+    if groups == list(range(groups[0], groups[-1] + 1)):
+        return f"groups {groups[0]}-{groups[-1]}"
+    return "groups " + ", ".join(map(str, groups))
 
 
 def _utc(moment: datetime) -> str:

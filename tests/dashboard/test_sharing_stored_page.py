@@ -36,6 +36,12 @@ def test_the_page_shows_the_stored_plan_without_computing_one(
     assert caption.startswith("Plan of 2025-02-24 23:00 – 2025-03-03 23:59 UTC, computed at ")
     assert caption.endswith(" UTC by the scheduled analyzer pass.")
     assert app.dataframe[0].value["job_id"].tolist()[:3] == ["light0", "light1", "light2"]
+    # each mechanism's constraints once, naming its groups (the week has 91 groups of one kind)
+    assert [e.label for e in app.main.expander] == [
+        "mig: constraints (group 1)",
+        "mps: constraints (group 2)",
+    ]
+    assert "MIG mode" in app.main.expander[0].markdown[0].value
 
 
 def test_a_stored_plan_of_another_window_is_not_shown_as_this_one(
