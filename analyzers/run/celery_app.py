@@ -341,15 +341,19 @@ def land_window(
 
 def _send_sharing_plan(window: Window) -> None:
     """After slice 0 of a window landed: send the sharing step when a plan is due (one catalog
-    read; the plan itself, seconds to minutes on a large fleet, runs as its own task)."""
+    read; the plan itself, seconds to minutes on a large fleet, runs as its own task). It never
+    fails the window, which has landed: the next window sends it again."""
     from analyzers.sharing.stored import PlanStep, due
 
     step = PlanStep.from_settings(_settings())
-    if window.partition == 0 and due(_store().engine, window.end, step):
-        sharing_plan.apply_async(args=[window.end.isoformat()])
+    try:
+        if window.partition == 0 and due(_store().engine, window.end, step):
+            sharing_plan.apply_async(args=[window.end.isoformat()])
+    except Exception:
+        log.exception("sharing step after %s not sent", window.key())
 
 
-@app.task(name="fleetscope.sharing_plan", **RETRIED)  # type: ignore[untyped-decorator]
+@app.task(name="fleetscope.sharing_plan")  # type: ignore[untyped-decorator]
 def sharing_plan(end_iso: str) -> list[str] | None:
     """The pass's sharing step (analyzers.sharing.stored): the plan of the `analyzers.sharing_days`
     before `end_iso`, read in either mode as `fleetscope plan sharing` reads it, stored in the
