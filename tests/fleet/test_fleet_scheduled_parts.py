@@ -32,6 +32,7 @@ from analyzers.sharing.stored import read_stored
 from fleetscope.settings import Settings
 from simulator.maker.series import T0, Fleet
 from simulator.wire import TEST_TOKEN, post_batch
+from tests.analyzers.test_sharing_stored import rounded
 from tests.fleet.test_fleet_e2e import env_for, recipe_config
 from warehouse import catalog
 from warehouse.catalog.fleet import Job, upsert_jobs
@@ -254,9 +255,9 @@ def test_a_scheduled_fleet_window_reads_per_cluster_and_stores_what_embedded_mod
     assert plan is not None, "fleet mode stored no sharing plan"
     newest = max(max(data.column("ts").to_pylist()) for data in samples.values())
     assert plan.window_end == newest + timedelta(milliseconds=1)
-    assert plan_on_cli(fleet_cli, plan, capsys) == {
-        k: v for k, v in plan.document.items() if k != "rows"
-    }
+    assert rounded(plan_on_cli(fleet_cli, plan, capsys)) == rounded(
+        {k: v for k, v in plan.document.items() if k != "rows"}
+    )
 
     # each part task read only its cluster's rows, from its cluster's files only
     results = [
