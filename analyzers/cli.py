@@ -91,7 +91,8 @@ def cmd_analyzers(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_analyze(args: argparse.Namespace, settings: Settings) -> int:
     from analyzers.run.runner import Pipeline
-    from analyzers.run.schedule import reopen_bound_s, run_due, schedule_time
+    from analyzers.run.schedule import reopen_bound_s, run_due, schedule_time, store_sharing_plan
+    from analyzers.sharing.stored import PlanStep
 
     if settings.server.mode == "fleet":
         raise ConfigError(
@@ -102,9 +103,10 @@ def cmd_analyze(args: argparse.Namespace, settings: Settings) -> int:
         )
     interval_s = settings.scheduler.interval_s
     at = parse_time(args.at) if args.at else datetime.now(UTC)
+    store = _store(settings)
     results = run_due(
         Pipeline.from_settings(settings),
-        _store(settings),
+        store,
         lambda: _telemetry(settings),
         schedule_time(at, interval_s),
         bucket_s=settings.analyzers.bucket_s,
@@ -112,7 +114,12 @@ def cmd_analyze(args: argparse.Namespace, settings: Settings) -> int:
         interval_s=interval_s,
         reopen_max_age_s=reopen_bound_s(settings),
     )
-    return _report(results)
+    step = PlanStep.from_settings(settings)
+    stored = store_sharing_plan(store, lambda _s, _e: _telemetry(settings), results, step)
+    code = _report(results)
+    if stored is not None:
+        print(f"sharing plan stored: {stored.start.isoformat()} .. {stored.end.isoformat()}")
+    return code
 
 
 def _report(results: list[Any]) -> int:

@@ -37,6 +37,8 @@ if TYPE_CHECKING:
     import duckdb
     import sqlalchemy
 
+    from warehouse.catalog.plans import StoredPlan
+
 _TTL_S = load_settings().dashboard.cache_ttl_s
 # Telemetry frames of a window that ends at the newest sample (`window`): new data moves the
 # window's end (`latest_sample` is read again on every new data version), so the frame's key changes with it,
@@ -293,13 +295,18 @@ def sharing_plan(
     open more than 10 s after the last one computed the plan again: 4-7 s on the 1,000-GPU week
     (bench/RESULTS.md, "Dashboard on the 1,000-GPU week, wave 9")."""
     from analyzers.run.window import Window
-    from analyzers.sharing.plan import plan_sharing
-    from analyzers.sharing.render import plan_rows, plan_to_dict
-    from analyzers.sharing.usage import gpu_uses
+    from analyzers.sharing.stored import plan_document
 
-    window = Window(start, end)
-    plan = plan_sharing(gpu_uses(cursor(key, start, end), window), window.hours)
-    return {**plan_to_dict(plan), "rows": plan_rows(plan)}
+    return plan_document(cursor(key, start, end), Window(start, end))
+
+
+@st.cache_data(ttl=_TTL_S, show_spinner=False, max_entries=8)
+def stored_sharing_plan(key: str, window_s: float) -> StoredPlan | None:
+    """The scheduled pass's newest sharing plan over `window_s` (analyzers.sharing.stored), read
+    again every `_TTL_S`, so a plan the pass stores shows on the next open."""
+    from analyzers.sharing.stored import read_stored
+
+    return read_stored(catalog(key), window_s)
 
 
 @st.cache_resource(show_spinner=False)

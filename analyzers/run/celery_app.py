@@ -17,6 +17,9 @@ stable ids, then the partition's watermark advances. Tasks
 are acknowledged late and rejected when their worker dies (`task_acks_late`,
 `task_reject_on_worker_lost`), so a crashed worker's window is delivered again and re-run; the re-run replaces, never duplicates.
 
+After slice 0 of a window lands (either mode), `fleetscope.sharing_plan` stores the fleet's
+sharing plan when one is due (analyzers.sharing.stored), for the Sharing page to read.
+
 Settings are read once per worker process from the environment and `fleetscope.toml`, like every
 other fleetscope process. This module must never run analyzers in the beat process.
 """
@@ -252,6 +255,7 @@ def analyze_window(
     finish_due(store, Due(window, arrival))
     if arrival is not None:
         _landed(window)
+    _send_sharing_plan(window)
     return {
         "window": window.key(),
         "findings": len(result.findings),
@@ -331,7 +335,37 @@ def land_window(
     landed = land(_pipeline(), store, CatalogJobs(store.engine), answers, window, arrival)
     if arrival is not None:
         _landed(window)
+    _send_sharing_plan(window)
     return landed
+
+
+def _send_sharing_plan(window: Window) -> None:
+    """After slice 0 of a window landed: send the sharing step when a plan is due (one catalog
+    read; the plan itself, seconds to minutes on a large fleet, runs as its own task). It never
+    fails the window, which has landed: the next window sends it again."""
+    from analyzers.sharing.stored import PlanStep, due
+
+    step = PlanStep.from_settings(_settings())
+    try:
+        if window.partition == 0 and due(_store().engine, window.end, step):
+            sharing_plan.apply_async(args=[window.end.isoformat()])
+    except Exception:
+        log.exception("sharing step after %s not sent", window.key())
+
+
+@app.task(name="fleetscope.sharing_plan")  # type: ignore[untyped-decorator]
+def sharing_plan(end_iso: str) -> list[str] | None:
+    """The pass's sharing step (analyzers.sharing.stored): the plan of the `analyzers.sharing_days`
+    before `end_iso`, read in either mode as `fleetscope plan sharing` reads it, stored in the
+    catalog for the Sharing page; the window stored, or None (not due, or nothing to plan)."""
+    from analyzers.sharing.stored import PlanStep, store_due_plan
+    from warehouse.read.window_reader import open_window
+
+    settings = _settings()
+    step = PlanStep.from_settings(settings)
+    end = datetime.fromisoformat(end_iso)
+    stored = store_due_plan(_store().engine, lambda s, e: open_window(settings, s, e), end, step)
+    return [stored.start.isoformat(), stored.end.isoformat()] if stored else None
 
 
 @app.task(name="fleetscope.weekly_reports", acks_late=True)  # type: ignore[untyped-decorator]

@@ -30,7 +30,8 @@ before the tick are not re-opened: they are marked skipped once, logged, and lis
 `fleetscope analyzers --skipped` and the server's `fleetscope_analyzer_buckets_skipped` gauge.
 
 The embedded scheduler is one daemon thread in the server process (no broker): see
-`start_embedded`. This module must never compute findings itself.
+`start_embedded`. After its windows land it stores the fleet's sharing plan when one is due
+(`store_sharing_plan`, analyzers.sharing.stored). This module must never compute findings itself.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ if TYPE_CHECKING:
 
     from analyzers.run.results import FindingStore
     from analyzers.run.runner import Pipeline, WindowResult
+    from analyzers.sharing.stored import PlanStep
     from fleetscope.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -273,16 +275,32 @@ def run_due(
     return results
 
 
+def store_sharing_plan(
+    store: FindingStore,
+    connect: Callable[[datetime, datetime], duckdb.DuckDBPyConnection],
+    results: list[WindowResult],
+    step: PlanStep,
+) -> Window | None:
+    """The pass's sharing step after its windows landed (analyzers.sharing.stored): the plan up
+    to the newest window end that landed without errors, when one is due."""
+    from analyzers.sharing.stored import store_due_plan
+
+    ends = [r.window.end for r in results if not r.errors and r.window.partition == 0]
+    return store_due_plan(store.engine, connect, max(ends), step) if ends else None
+
+
 def start_embedded(
     settings: Settings, warehouse: TelemetrySource, *, clock: Callable[[], datetime] | None = None
 ) -> Callable[[], None]:
     """Start the in-process scheduler thread; returns the function that stops it (and waits)."""
     from analyzers.run.results import FindingStore
     from analyzers.run.runner import Pipeline
+    from analyzers.sharing.stored import PlanStep
 
     interval_s = settings.scheduler.interval_s
     pipeline = Pipeline.from_settings(settings)
     store = FindingStore(warehouse.catalog)
+    plan_step = PlanStep.from_settings(settings)
     now = clock or (lambda: datetime.now(UTC))
     stop = threading.Event()
 
@@ -290,7 +308,7 @@ def start_embedded(
         while not stop.is_set():
             tick = schedule_time(now(), interval_s)
             try:
-                run_due(
+                results = run_due(
                     pipeline,
                     store,
                     warehouse.cursor,
@@ -301,6 +319,7 @@ def start_embedded(
                     reopen_max_age_s=reopen_bound_s(settings),
                     live=True,
                 )
+                store_sharing_plan(store, lambda _s, _e: warehouse.cursor(), results, plan_step)
             except Exception:
                 log.exception("embedded analyzer tick %s failed", tick.isoformat())
             next_tick = tick + timedelta(seconds=interval_s)

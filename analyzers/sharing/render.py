@@ -57,6 +57,7 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
                         "sm_mean": m.use.sm_mean,
                         "sm_p95": m.use.sm_p95,
                         "memory_peak_mib": m.use.fb_used_max_mib,
+                        "data_wait_share": m.use.data_wait_share,
                     }
                     for m in g.members
                 ],

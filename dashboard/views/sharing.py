@@ -1,29 +1,37 @@
 """Sharing page: `fleetscope plan sharing` for the window: co-locations of under-used GPUs (MIG,
 MPS, time-slicing), the GPUs they free and each job's expected slowdown. Read-only: it plans,
-it never changes a GPU (method: docs/sharing.md)."""
+it never changes a GPU (method: docs/sharing.md).
+
+The plan shown is the one the scheduled analyzer pass stored when it answers the sidebar's window
+(`analyzers.sharing.stored.shown_for`: the same length, ending at most one step before the
+window's end), else the plan computed for the window on open; the caption says which, with the
+plan's window and when it was computed (docs/sharing.md, "Stored plans")."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 import pandas as pd
 import streamlit as st
 
 from analyzers.sharing.plan import SharingThresholds
-from dashboard import headline_tiles, state, time_range
+from analyzers.sharing.stored import PlanStep, shown_for
+from dashboard import data, headline_tiles, state, time_range
 from dashboard.headline_tiles import Tile
 
 
 def render() -> None:
     st.title("GPU sharing")
-    key = state.warehouse_key(state.settings())
+    current = state.settings()
+    key = state.warehouse_key(current)
     label = time_range.window_picker()
     win = state.window(key, label)
     if win is None:
         st.info(state.no_samples(key))
         return
     state.show_missing(key, win)
-    plan = state.sharing_plan(key, win.start, win.end, state.latest_sample(key))
+    plan, source = _plan(key, label, win, PlanStep.from_settings(current))
     headline_tiles.show(
         [
             Tile("GPUs freed", str(plan["gpus_freed"])),
@@ -35,6 +43,7 @@ def render() -> None:
             Tile("Co-locations", str(len(plan["groups"]))),
         ]
     )
+    st.caption(source)
     rows = pd.DataFrame(plan["rows"])
     if rows.empty:
         _why_empty(plan, label)
@@ -54,10 +63,55 @@ def render() -> None:
             "risk_slowdown_pct": st.column_config.NumberColumn("at risk %", format="%.0f"),
         },
     )
+    # One expander per mechanism, not per group: every group of a mechanism has its constraints
+    # (analyzers.sharing.plan.CONSTRAINTS), and the 1,000-GPU week drew 91 identical expanders.
+    numbers: dict[str, list[int]] = {}
     for n, group in enumerate(plan["groups"], 1):
-        with st.expander(f"#{n} {group['mechanism']} on {group['gpu']}: constraints"):
-            for line in group["constraints"]:
-                st.markdown(f"- {line}")
+        numbers.setdefault(group["mechanism"], []).append(n)
+    for mechanism, groups in numbers.items():
+        lines = plan["groups"][groups[0] - 1]["constraints"]
+        with st.expander(f"{mechanism}: constraints ({_listed(groups)})"):
+            st.markdown("\n".join(f"- {line}" for line in lines))
+
+
+def _plan(key: str, label: str, win: data.Window, step: PlanStep) -> tuple[dict[str, Any], str]:
+    """The plan for the sidebar's window and where it came from, in words: the scheduled pass's
+    stored plan when it answers the window, else computed now (cached for the window)."""
+    length = time_range.WINDOWS.get(label, win.end - win.start)
+    stored = shown_for(
+        state.stored_sharing_plan(key, length.total_seconds()), win.end, length, step
+    )
+    if stored is not None:
+        said = (
+            f"Plan of {_utc(stored.window_start)} – {_utc(stored.window_end)} UTC, computed at "
+            f"{_utc(stored.computed_at)} UTC by the scheduled analyzer pass"
+        )
+        if stored.window_end < win.end:
+            said += f" (renewed every {step.every_s / 3600:g} h; newer samples are in the next)"
+        return stored.document, said + "."
+    plan = state.sharing_plan(key, win.start, win.end, state.latest_sample(key))
+    stores = (
+        f"stores the last {step.days:g} days' plan every {step.every_s / 3600:g} h, none of this window"
+        if step.days > 0
+        else "stores no plan (analyzers.sharing_days = 0)"
+    )
+    return plan, (
+        f"Plan of {_utc(win.start)} – {_utc(win.end)} UTC, computed on this open: the scheduled "
+        f"analyzer pass {stores}."
+    )
+
+
+def _listed(groups: list[int]) -> str:
+    """'group 3', 'groups 1-91' or 'groups 1, 4, 7': the groups' numbers in the table."""
+    if len(groups) == 1:
+        return f"group {groups[0]}"
+    if groups == list(range(groups[0], groups[-1] + 1)):
+        return f"groups {groups[0]}-{groups[-1]}"
+    return "groups " + ", ".join(map(str, groups))
+
+
+def _utc(moment: datetime) -> str:
+    return f"{moment:%Y-%m-%d %H:%M}"
 
 
 def _why_empty(plan: dict[str, Any], label: str) -> None:

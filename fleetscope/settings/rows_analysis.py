@@ -121,6 +121,20 @@ ROWS: tuple[Setting, ...] = (
         "float",
         "How long 1 h sketch roll-ups are kept (whole days); 0: forever.",
     ),
+    Setting(
+        "analyzers.sharing_days",
+        7.0,
+        "float",
+        "Days of the sharing plan the scheduled pass stores for the Sharing page (the page's "
+        "default window); 0: none stored, the page computes it on open.",
+    ),
+    Setting(
+        "analyzers.sharing_every_s",
+        3600.0,
+        "float",
+        "Seconds between two sharing plans the scheduled pass stores; the page shows a stored "
+        "plan at most this (plus lateness and one tick) behind its window's end.",
+    ),
     # -- dashboard ----------------------------------------------------------------------------
     Setting("dashboard.port", 8501, "int", "Port of the Streamlit dashboard."),
     Setting(

@@ -186,6 +186,8 @@ class AnalyzersSettings:
     sketch_pane_retention_s: float
     sketch_minute_retention_s: float
     sketch_hour_retention_s: float
+    sharing_days: float
+    sharing_every_s: float
 
 
 @dataclass(frozen=True, slots=True)

@@ -146,3 +146,30 @@ def test_a_tick_fans_out_windows_per_partition(
     else:
         pytest.fail(f"watermarks never reached {end}: {marks}")
     assert len(store.findings()) == 18
+
+
+def test_a_window_task_stores_the_sharing_plan(
+    env: dict[str, str], workers: list[subprocess.Popen[bytes]], tmp_path: Path
+) -> None:
+    """Slice 0's window task sends `fleetscope.sharing_plan` (a plan is due: none is stored), and
+    the catalog ends holding the plan of the 7 days to just past the newest sample."""
+    from analyzers.accounting.usage import latest_sample
+    from analyzers.sharing.stored import plan_document, plan_window, read_stored
+    from tests.analyzers.test_sharing_stored import rounded
+
+    producer = make_app(load_settings(env=env))
+    window = Window(T0, T0 + timedelta(days=1))
+    args = [window.start.isoformat(), window.end.isoformat(), 0, 2]
+    producer.send_task("fleetscope.analyze_window", args=args).get(timeout=180)
+    engine = catalog.connect(f"sqlite:///{tmp_path / 'var' / 'catalog.sqlite'}")
+    deadline = time.monotonic() + 180
+    while (stored := read_stored(engine, 7 * 86400.0)) is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert stored is not None, "no sharing plan stored"
+    conn = fleet().connect()
+    newest = latest_sample(conn)
+    assert newest is not None
+    planned = plan_window(newest + timedelta(milliseconds=1), 7 * 86400.0)
+    assert (stored.window_start, stored.window_end) == (planned.start, planned.end)
+    assert rounded(stored.document) == rounded(plan_document(conn, planned))
+    assert stored.document["not_candidates"] == {"too short": 18}

@@ -16,6 +16,7 @@ w1:1 is never allocated. w1:0 reports XID 79 and 2 ECC double-bit errors from mi
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -23,11 +24,15 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine
 
+from analyzers.sharing.stored import PlanStep, store_due_plan
 from simulator.maker.jobs import Fault, Fleet, Job, write_segments
+from simulator.maker.tables import publish
+from tests.analyzers.test_sharing import _known_fleet
 from warehouse.catalog import connect
 from warehouse.catalog.findings import Finding, upsert_findings
 from warehouse.catalog.fleet import Job as CatalogJob
 from warehouse.catalog.fleet import upsert_jobs
+from warehouse.read.reader import open_segments
 
 DATA = Path(__file__).parent / "data"
 TRACE = DATA / "mi250_minitoy_train_ROCm6_2_kineto.json.gz"
@@ -151,3 +156,26 @@ def warehouse_env(warehouse: Warehouse, monkeypatch: pytest.MonkeyPatch) -> Ware
     for name, value in warehouse.env.items():
         monkeypatch.setenv(name, value)
     return warehouse
+
+
+SHARING_FAR = datetime.fromisoformat("2030-01-01T00:00:00+00:00")  # capped at the newest sample
+
+
+def planned(data_dir: Path, *, store: bool = True) -> Path:
+    """The known fleet of tests/analyzers/test_sharing.py (3 GPUs freed) published under
+    `data_dir`, its catalog holding the scheduled pass's stored sharing plan (`store`)."""
+    segments = data_dir / "segments"
+    publish(_known_fleet(), segments)
+    engine = connect(f"sqlite:///{data_dir / 'catalog.sqlite'}")
+    if store:
+        assert store_due_plan(
+            engine, lambda _s, _e: open_segments(segments), SHARING_FAR, PlanStep()
+        )
+    engine.dispose()
+    return data_dir
+
+
+@pytest.fixture
+def planned_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    monkeypatch.setenv("FLEETSCOPE_CORE_DATA_DIR", str(planned(tmp_path / "var")))
+    yield tmp_path / "var"

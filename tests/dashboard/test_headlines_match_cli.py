@@ -2,7 +2,7 @@
 allocated and active GPU-hours are `fleetscope report weekly`'s for the week holding every sample,
 the Job page's are `fleetscope job --json`'s, the Jobs page's recoverable GPU-hours per job are
 `fleetscope opportunities --by job --json`'s, and the Sharing page's GPUs freed are
-`fleetscope plan sharing --format json`'s, the Hosts, GPUs and Traces pages' are `fleetscope hosts`,
+`fleetscope plan sharing --format json`'s (computed on open, and stored by the scheduled pass), the Hosts, GPUs and Traces pages' are `fleetscope hosts`,
 `fleetscope gpus` and `fleetscope traces`'s. Real CLI entry point, real test warehouse."""
 
 from __future__ import annotations
@@ -13,10 +13,12 @@ from pathlib import Path
 
 import pytest
 
+from analyzers.sharing.stored import read_stored
 from app.cli import main
 from dashboard import data, source
 from tests.dashboard.conftest import Warehouse
 from tests.dashboard.test_dashboard_pages import WEEK, _app, _metrics
+from warehouse import catalog
 
 ISO_WEEK = "2026-W47"  # conftest's START, 2026-11-16 08:00 UTC, and its two hours
 
@@ -96,6 +98,27 @@ def test_sharing_headline_is_fleetscope_plan_sharing(
     )  # fmt: skip
     assert page["GPUs freed"] == str(cli["gpus_freed"])
     assert page["GPU-h/week freed"] == f"{cli['freed_gpu_hours_per_week']:.0f}"
+
+
+def test_the_stored_sharing_plan_is_fleetscope_plan_sharing_of_its_window(
+    planned_env: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The page showing the scheduled pass's stored plan (tests/dashboard/
+    test_sharing_stored_page.py) prints the CLI's numbers for the stored plan's window."""
+    app = _app("views/sharing.py")
+    assert "by the scheduled analyzer pass" in app.main.caption[0].value
+    page = _metrics(app)
+    plan = read_stored(catalog.connect(f"sqlite:///{planned_env / 'catalog.sqlite'}"), 7 * 86400.0)
+    assert plan is not None
+    days = (plan.window_end - plan.window_start).total_seconds() / 86400
+    cli = _cli_json(
+        ["plan", "sharing", "--format", "json", "--days", f"{days}", "--end",
+         plan.window_end.isoformat()],
+        capsys,
+    )  # fmt: skip
+    assert page["GPUs freed"] == str(cli["gpus_freed"]) == "3"
+    assert page["GPU-h/week freed"] == f"{cli['freed_gpu_hours_per_week']:.0f}"
+    assert page["Co-locations"] == str(len(cli["groups"]))
 
 
 def _page_window_args() -> list[str]:

@@ -2,7 +2,8 @@
 (Redis broker and result backend) sends one task per cluster holding data for the window, each
 reading only its cluster's rows of the Iceberg tables, landed together. They store exactly what
 the embedded scheduler stores on the same batches: the same findings by id and content, a
-fleet-wide rule (R4: a user's jobs in two clusters) included, and the same quantile panes, kept
+fleet-wide rule (R4: a user's jobs in two clusters) included, the sharing plan (the fleet CLI's
+over the stored window), and the same quantile panes, kept
 in the fleet's own storage by workers whose local sketch folders differ (two machines), so that
 `fleetscope quantiles` and the dashboard anywhere give the percentiles embedded mode gives."""
 
@@ -27,12 +28,15 @@ from analyzers.run.celery_app import make_app
 from analyzers.run.results import FindingStore, StoredFinding
 from analyzers.run.runner import Pipeline
 from analyzers.run.schedule import WATERMARK_KEY, run_due
+from analyzers.sharing.stored import read_stored
 from fleetscope.settings import Settings
 from simulator.maker.series import T0, Fleet
 from simulator.wire import TEST_TOKEN, post_batch
+from tests.analyzers.test_sharing_stored import rounded
 from tests.fleet.test_fleet_e2e import env_for, recipe_config
 from warehouse import catalog
 from warehouse.catalog.fleet import Job, upsert_jobs
+from warehouse.catalog.plans import StoredPlan
 from warehouse.fleet.gateway import Gateway
 from warehouse.fleet.tables import FleetConfig, FleetTables
 from warehouse.ingest.runtime import Server
@@ -42,6 +46,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.real_component("redis")]
 
 BROKER = "redis://127.0.0.1:6379/10"
 DAY = timedelta(days=1)
+WEEK_S = 7 * 86400.0
 IDLE: dict[str, Any] = {"gpu_util": 0.0, "gr_engine_active": 0.0, "sm_active": 0.0}
 CLUSTERS = ("east", "west")
 # ann runs one job per cluster: 8 GPUs x 4 h = 32 GPU-h each at 10 % utilisation. Only the two
@@ -102,6 +107,17 @@ def percentiles_on_cli(config: Path, capsys: pytest.CaptureFixture[str]) -> dict
     assert main([*argv, "--end", end, "--window", "1d", "--q", "0.5,0.9,0.99", "--json"]) == 0
     out: dict[str, Any] = json.loads(capsys.readouterr().out)
     return out
+
+
+def plan_on_cli(config: Path, plan: StoredPlan, capsys: pytest.CaptureFixture[str]) -> Any:
+    """`fleetscope plan sharing --format json` over the stored plan's window."""
+    from app.cli import main
+
+    capsys.readouterr()
+    days = (plan.window_end - plan.window_start).total_seconds() / 86400
+    argv = ["--config", str(config), "plan", "sharing", "--format", "json", "--days", f"{days}"]
+    assert main([*argv, "--end", plan.window_end.isoformat()]) == 0
+    return json.loads(capsys.readouterr().out)
 
 
 def percentiles_on_dashboard(settings: Settings) -> list[list[float]]:
@@ -205,6 +221,8 @@ def test_a_scheduled_fleet_window_reads_per_cluster_and_stores_what_embedded_mod
             time.sleep(0.2)
         else:
             pytest.fail(str([x.read_text() for x in logs]))
+        while (plan := read_stored(store.engine, WEEK_S)) is None and time.monotonic() < deadline:
+            time.sleep(0.2)  # the landing sent the sharing step (analyzers.sharing.stored)
     finally:
         for worker in workers:
             worker.terminate()
@@ -232,6 +250,14 @@ def test_a_scheduled_fleet_window_reads_per_cluster_and_stores_what_embedded_mod
     for key in ("fleet.s3_access_key", "fleet.s3_secret_key"):  # not in the dashboard's key
         monkeypatch.setenv("FLEETSCOPE_" + key.upper().replace(".", "_"), str(settings.raw(key)))
     assert percentiles_on_dashboard(elsewhere) == percentiles_on_dashboard(one_box)
+    # the sharing plan the landing stored is the fleet CLI's over its window, read as any
+    # machine reads it: to just past the newest sample, 7 days aligned as the page's window
+    assert plan is not None, "fleet mode stored no sharing plan"
+    newest = max(max(data.column("ts").to_pylist()) for data in samples.values())
+    assert plan.window_end == newest + timedelta(milliseconds=1)
+    assert rounded(plan_on_cli(fleet_cli, plan, capsys)) == rounded(
+        {k: v for k, v in plan.document.items() if k != "rows"}
+    )
 
     # each part task read only its cluster's rows, from its cluster's files only
     results = [

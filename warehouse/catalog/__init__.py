@@ -15,6 +15,7 @@ tables) and use the small typed functions of each module inside `engine.begin()`
     staging     ingest_staged_files (fleet mode: data files waiting for the table's committer)
     agents      agent_polls (fleet mode: the profiling registry shared by every gateway)
     notifications notifications_sent (a finding notified at most once per channel and severity)
+    plans       stored_plans (the scheduled pass's newest sharing plan per window length)
 
 This package must never hold telemetry samples (those are in DuckDB and Parquet).
 """
@@ -30,6 +31,7 @@ from warehouse.catalog import (
     fleet,
     ledger,
     notifications,
+    plans,
     profiling,
     reports,
     staging,
@@ -48,6 +50,7 @@ __all__ = [
     "ledger",
     "metadata",
     "notifications",
+    "plans",
     "profiling",
     "reports",
     "staging",
