@@ -21,7 +21,9 @@ chart, table or notice) drawn; "paint" (the figure the targets are about), the s
 Streamlit's running indicator gone, i.e. the page's script has finished and everything it draws
 on open is sent; "settled", that and every element drawn (no skeleton left, every chart and grid
 with its canvas). Each page is opened once cold (the server's caches empty for it), then
-`--repeats` times; the median is printed with the cold time beside it. Peers, same run: a bare Streamlit page (a title and one metric: the
+`--repeats` times; the median is printed with the cold open's times beside it: "cold headline"
+(the title and headline tiles on that first open: on the first page, the first open after a
+start, the page's first meaningful paint) and "cold" (its paint: the whole script finished). Peers, same run: a bare Streamlit page (a title and one metric: the
 floor Streamlit and Chromium set on this machine); with `--peer-tree`, the same pages served from
 another source tree (e.g. `git worktree add --detach /tmp/main main`, its C extensions copied in)
 on the same warehouse, both servers up at once and each page opened from one and the other in
@@ -129,6 +131,7 @@ def floor(browser: Browser, repeats: int) -> Row:
 
 def _row(cold: tuple[float, float, float], warm: list[tuple[float, float, float]]) -> Row:
     return {
+        "cold headline": cold[0],
         "cold": cold[1],
         "headline": statistics.median(h for h, _, _ in warm),
         "paint": statistics.median(p for _, p, _ in warm),
@@ -173,16 +176,16 @@ def pages(
 
 def table(floor_row: Row, this: dict[str, Row], peer: dict[str, Row] | None) -> None:
     """The per-page table, seconds; the floor's own row first."""
-    figures = ("cold", "headline", "paint", "settled")
+    figures = ("cold headline", "cold", "headline", "paint", "settled")
     peer_heads = "".join(f" peer {name} |" for name in figures) if peer else ""
-    print(f"| page |{peer_heads} cold | headline | paint | settled (medians) |")
-    print("|---|" + "---:|" * (8 if peer else 4))
+    print(f"| page |{peer_heads} cold headline | cold | headline | paint | settled (medians) |")
+    print("|---|" + "---:|" * (2 * len(figures) if peer else len(figures)))
     for page, row in [("bare Streamlit (floor)", floor_row), *this.items()]:
         before = peer.get(page) if peer else None
         peer_cells = (
             "".join(f" {before[name]:.2f} |" for name in figures)
             if before
-            else (" - |" * 4 if peer else "")
+            else (" - |" * len(figures) if peer else "")
         )
         print(f"| {page} |{peer_cells}" + "".join(f" {row[name]:.2f} |" for name in figures))
 
