@@ -79,17 +79,6 @@ def render() -> None:
     meta = [(f, catalog_row[f]) for f in ("user", "team", "name") if catalog_row.get(f)]
     if meta:
         st.caption(" · ".join(f"{f}: {v}" for f, v in meta))
-    footprint = state.job_footprint(
-        key, job_id, span.start, span.end, tuple(hosts), (start, end), newest
-    )
-    rows = jobinfo.about(
-        span,
-        hosts,
-        int(gpus["gpu"].nunique()) if not gpus.empty else 0,
-        catalog_row,
-        newest,
-        footprint,
-    )
     summary = state.job_summary(key, job_id, start, end, newest) if not gpus.empty else None
     tiles = _summary(summary, step_totals) if summary is not None else []
     note = None
@@ -101,6 +90,18 @@ def render() -> None:
     headline_tiles.show(tiles)  # one block, drawn with the title (dashboard.headline_tiles)
     if note:
         st.caption(note)
+    # the job's footprint (CPU, host memory) is read for the table under the headline, after it
+    footprint = state.job_footprint(
+        key, job_id, span.start, span.end, tuple(hosts), (start, end), newest
+    )
+    rows = jobinfo.about(
+        span,
+        hosts,
+        int(gpus["gpu"].nunique()) if not gpus.empty else 0,
+        catalog_row,
+        newest,
+        footprint,
+    )
     left, right = st.columns([3, 2])
     left.table(pd.DataFrame(rows, columns=["job", "value"]).set_index("job"))
     with right:
