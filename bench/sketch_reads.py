@@ -40,6 +40,7 @@ start = datetime.fromtimestamp((end - timedelta(days=days)).timestamp() // 3600 
 began, cpu = time.perf_counter(), time.process_time()
 conn = duckdb.connect(":memory:")
 conn.execute("SET TimeZone = 'UTC'")
+conn.execute("SET enable_progress_bar = false")
 attach(conn, root)
 sketch = percentiles(conn, "active_pct", [], start, end, "allocated")[()]
 wall, cpu = time.perf_counter() - began, time.process_time() - cpu
