@@ -50,6 +50,7 @@ from pathlib import Path
 from tests.dashboard.browser import Browser, dashboard_server, free_port
 
 PAGES = ["fleet", "jobs", "traces", "hosts", "gpus", "sharing"]
+COLD_PEER_FIRST = [False]  # --peer-first: each page's cold open from the peer's server first
 _CONTENT = (
     '\'.fs-tiles, [class*="st-key-fs_tiles"] h3, [data-testid="stMetric"],'
     ' [data-testid="stDataFrame"] canvas,'
@@ -161,7 +162,8 @@ def pages(
         browser = Browser(width=1440, height=1800)
         try:
             for page in PAGES:
-                cold = {label: paint_s(browser, f"{url}/{page}") for label, url in urls.items()}
+                order = list(urls.items())[:: -1 if COLD_PEER_FIRST[0] else 1]
+                cold = {label: paint_s(browser, f"{url}/{page}") for label, url in order}
                 warm: dict[str, list[tuple[float, float, float]]] = {label: [] for label in urls}
                 for _ in range(repeats):
                     for label, url in urls.items():
@@ -290,6 +292,9 @@ def main() -> None:
     parser.add_argument("--peer-tree", type=Path, help="another source tree to serve, same run")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument(
+        "--peer-first", action="store_true", help="open each page cold from the peer first"
+    )
+    parser.add_argument(
         "--python-only", action="store_true", help="no browser: each page's Python (AppTest)"
     )
     parser.add_argument(
@@ -305,6 +310,7 @@ def main() -> None:
     )
     parser.add_argument("--pages", help="comma-separated pages to open (default: every page)")
     args = parser.parse_args()
+    COLD_PEER_FIRST[0] = args.peer_first
     if args.pages:
         PAGES[:] = [page for page in PAGES if page in args.pages.split(",")]
     measure = functools.partial(python_only, gap_s=args.gap_s) if args.python_only else run
