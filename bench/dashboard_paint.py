@@ -21,7 +21,9 @@ chart, table or notice) drawn; "paint" (the figure the targets are about), the s
 Streamlit's running indicator gone, i.e. the page's script has finished and everything it draws
 on open is sent; "settled", that and every element drawn (no skeleton left, every chart and grid
 with its canvas). Each page is opened once cold (the server's caches empty for it), then
-`--repeats` times; the median is printed with the cold time beside it. Peers, same run: a bare Streamlit page (a title and one metric: the
+`--repeats` times; the median is printed with the cold open's times beside it: "cold headline"
+(the title and headline tiles on that first open: on the first page, the first open after a
+start, the page's first meaningful paint) and "cold" (its paint: the whole script finished). Peers, same run: a bare Streamlit page (a title and one metric: the
 floor Streamlit and Chromium set on this machine); with `--peer-tree`, the same pages served from
 another source tree (e.g. `git worktree add --detach /tmp/main main`, its C extensions copied in)
 on the same warehouse, both servers up at once and each page opened from one and the other in
@@ -48,6 +50,7 @@ from pathlib import Path
 from tests.dashboard.browser import Browser, dashboard_server, free_port
 
 PAGES = ["fleet", "jobs", "traces", "hosts", "gpus", "sharing"]
+COLD_PEER_FIRST = [False]  # --peer-first: each page's cold open from the peer's server first
 _CONTENT = (
     '\'.fs-tiles, [class*="st-key-fs_tiles"] h3, [data-testid="stMetric"],'
     ' [data-testid="stDataFrame"] canvas,'
@@ -129,6 +132,7 @@ def floor(browser: Browser, repeats: int) -> Row:
 
 def _row(cold: tuple[float, float, float], warm: list[tuple[float, float, float]]) -> Row:
     return {
+        "cold headline": cold[0],
         "cold": cold[1],
         "headline": statistics.median(h for h, _, _ in warm),
         "paint": statistics.median(p for _, p, _ in warm),
@@ -158,7 +162,8 @@ def pages(
         browser = Browser(width=1440, height=1800)
         try:
             for page in PAGES:
-                cold = {label: paint_s(browser, f"{url}/{page}") for label, url in urls.items()}
+                order = list(urls.items())[:: -1 if COLD_PEER_FIRST[0] else 1]
+                cold = {label: paint_s(browser, f"{url}/{page}") for label, url in order}
                 warm: dict[str, list[tuple[float, float, float]]] = {label: [] for label in urls}
                 for _ in range(repeats):
                     for label, url in urls.items():
@@ -173,16 +178,16 @@ def pages(
 
 def table(floor_row: Row, this: dict[str, Row], peer: dict[str, Row] | None) -> None:
     """The per-page table, seconds; the floor's own row first."""
-    figures = ("cold", "headline", "paint", "settled")
+    figures = ("cold headline", "cold", "headline", "paint", "settled")
     peer_heads = "".join(f" peer {name} |" for name in figures) if peer else ""
-    print(f"| page |{peer_heads} cold | headline | paint | settled (medians) |")
-    print("|---|" + "---:|" * (8 if peer else 4))
+    print(f"| page |{peer_heads} cold headline | cold | headline | paint | settled (medians) |")
+    print("|---|" + "---:|" * (2 * len(figures) if peer else len(figures)))
     for page, row in [("bare Streamlit (floor)", floor_row), *this.items()]:
         before = peer.get(page) if peer else None
         peer_cells = (
             "".join(f" {before[name]:.2f} |" for name in figures)
             if before
-            else (" - |" * 4 if peer else "")
+            else (" - |" * len(figures) if peer else "")
         )
         print(f"| {page} |{peer_cells}" + "".join(f" {row[name]:.2f} |" for name in figures))
 
@@ -287,6 +292,9 @@ def main() -> None:
     parser.add_argument("--peer-tree", type=Path, help="another source tree to serve, same run")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument(
+        "--peer-first", action="store_true", help="open each page cold from the peer first"
+    )
+    parser.add_argument(
         "--python-only", action="store_true", help="no browser: each page's Python (AppTest)"
     )
     parser.add_argument(
@@ -302,6 +310,7 @@ def main() -> None:
     )
     parser.add_argument("--pages", help="comma-separated pages to open (default: every page)")
     args = parser.parse_args()
+    COLD_PEER_FIRST[0] = args.peer_first
     if args.pages:
         PAGES[:] = [page for page in PAGES if page in args.pages.split(",")]
     measure = functools.partial(python_only, gap_s=args.gap_s) if args.python_only else run

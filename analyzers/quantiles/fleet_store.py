@@ -46,6 +46,7 @@ from analyzers.quantiles.store_rows import (
     PANES,
     TABLES,
     Kept,
+    attach_built,
     filled_slices,
     marks_in,
     newest_sample_s,
@@ -222,6 +223,7 @@ class FleetSketchStore:
         days and tiers outside it are never opened)."""
         found = self._existing()
         rows = ROW_SCHEMA.empty_table()
+        attach_built(conn, found.properties if found is not None else {}, MARKS)
         if found is not None:
             terms = []
             if start is not None:

@@ -419,11 +419,18 @@ def merged(
             ORDER BY g, bucket""",
         params,
     )
+    # The k largest of a group's top lists lie in the lists of its k panes with the largest
+    # maxima (any k values above the k-th largest need at most k panes, and a pane whose maximum
+    # ties it holds a copy): `max_by(top, top[1], k)` keeps those k lists, so the sort is of k x k
+    # values, not of every pane's list (132 k hour panes of a week: 1.1 -> 0.7 s here).
+    k = int(top_k)
     p = arrow(
         conn,
         f"""SELECT {cols}, sum(value_sum) AS total,
-                   list_slice(list_sort(flatten(list(top)), 'DESC'), 1, {int(top_k)}) AS top,
-                   list_slice(list_sort(flatten(list(bottom)), 'ASC'), 1, {int(top_k)}) AS bottom
+                   list_slice(list_sort(flatten(max_by(top, top[1], {k})), 'DESC'), 1, {k})
+                       AS top,
+                   list_slice(list_sort(flatten(min_by(bottom, bottom[1], {k})), 'ASC'), 1, {k})
+                       AS bottom
             FROM ({panes_sql}) GROUP BY ALL""",
         params,
     )

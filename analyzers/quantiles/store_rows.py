@@ -46,6 +46,7 @@ if TYPE_CHECKING:
 
 PANES = "sketch_panes"
 BUCKETS = "sketch_buckets"
+BUILT = "sketch_built"  # per tier, the time up to which every part has built it (`built_table`)
 ROLLUPS = (60, 3600)  # the issue's 1 min and 1 h
 KEYS = ("metric", "cluster", "team", "job_id", "host", "gpu_index")
 
@@ -192,6 +193,47 @@ def marks_in(
         }
 
     return {**of(part_key(window)), **of(part_key(window, cluster))}
+
+
+def built_table(stored: Mapping[str, str], prefix: str) -> pa.Table:
+    """Per tier (resolution_s), the earliest of the parts' marks (keys `<prefix><part>/<res>s`,
+    values ISO): up to there every part has built that tier, so a unit before it that holds a
+    row of the tier holds one for every key with samples in it (`reading.read_spans`). A cluster's
+    part without a mark of its own goes on from its slice's (`marks_in`); a tier that some part
+    has no mark for at all is left out (that part may hold finer rows anywhere), and a part that
+    stopped building holds its tiers back: more finer rows are read, never fewer."""
+    parts: dict[str, dict[int, datetime]] = {}
+    for key, value in stored.items():
+        part, _, tier = key.removeprefix(prefix).rpartition("/")
+        if not key.startswith(prefix) or not part or not tier.endswith("s"):
+            continue
+        try:
+            parts.setdefault(part, {})[int(tier.removesuffix("s"))] = datetime.fromisoformat(value)
+        except ValueError:
+            continue
+    earliest: dict[int, datetime] = {}
+    for res in sorted({res for marks in parts.values() for res in marks}):
+        found = [
+            marks.get(res) or parts.get(part.split("@")[0], {}).get(res)
+            for part, marks in parts.items()
+        ]
+        if all(at is not None for at in found):
+            earliest[res] = min(at for at in found if at is not None)
+    return pa.table(
+        {
+            "resolution_s": pa.array(list(earliest), pa.int32()),
+            "built_until": pa.array(list(earliest.values()), pa.timestamp("ms", tz="UTC")),
+        }
+    )
+
+
+def attach_built(conn: duckdb.DuckDBPyConnection, stored: Mapping[str, str], prefix: str) -> None:
+    """(Re)define the temp table BUILT on `conn` from a store's marks (`built_table`)."""
+    conn.register("_fs_sketch_built", built_table(stored, prefix))
+    try:
+        conn.execute(f"CREATE OR REPLACE TEMP TABLE {BUILT} AS SELECT * FROM _fs_sketch_built")
+    finally:
+        conn.unregister("_fs_sketch_built")
 
 
 def without(

@@ -37,7 +37,8 @@ not rebuilt (the clock window only adds panes past the mark): `analyzers.latenes
 
 Reading. A query over [start, end) takes, per sketch key, the coarsest rows that lie inside the
 range and no finer row they cover (`chosen_sql`), so nothing counts twice whatever tiers exist;
-range edges finer than the kept tiers are left out. `group_sketches` merges them per cluster,
+range edges finer than the kept tiers are left out. Finer tiers are read only where the marks
+(attached as `sketch_built`) leave a coarser unit in doubt (`reading.read_spans`). `group_sketches` merges them per cluster,
 team, job or host.
 
 Locks (Celery workers of several partitions share the folder): a partition's builds take its own
@@ -68,6 +69,7 @@ from analyzers.quantiles.store_rows import (
     TABLES,
     Kept,
     Span,
+    attach_built,
     filled_slices,
     marks_in,
     newest_sample_s,
@@ -289,8 +291,10 @@ class QuantileStore:
 
 
 def attach(conn: duckdb.DuckDBPyConnection, root: Path) -> None:
-    """Temp views over the sketch store at `root` (empty views of the right types when none)."""
+    """Temp views over the sketch store at `root` (empty views of the right types when none),
+    and its marks as `store_rows.BUILT`, from the same manifest."""
     manifest = read_manifest(root)
+    attach_built(conn, manifest.marks, MARKS)
     for name, schema in TABLES.items():
         tiers = [t for t in manifest.tables if t == name or t.startswith(f"{name}_")]
         files = [str(root / s.path) for t in sorted(tiers) for s in manifest.live(t)]

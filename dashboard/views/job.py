@@ -3,6 +3,10 @@
 Opened from the fleet and jobs pages with `?job_id=...`. The profile button is the dashboard's one
 write (a request through the profiling service, see `dashboard.actions`); telemetry is only read.
 Each trace shows the headline its analysis stored on upload (`traces.summary`).
+
+The headline tiles are written before the chart library (Altair) is imported where the charts
+are drawn: on the first open after a start they paint without waiting for it (bench/RESULTS.md,
+"The fleet and job pages' first open after a start").
 """
 
 from __future__ import annotations
@@ -18,9 +22,7 @@ import streamlit as st
 from analyzers.plain import plain_record, utc_span, without_gpus
 from dashboard import (
     actions,
-    charts,
     data,
-    drawn,
     energy_view,
     headline_tiles,
     jobinfo,
@@ -77,17 +79,6 @@ def render() -> None:
     meta = [(f, catalog_row[f]) for f in ("user", "team", "name") if catalog_row.get(f)]
     if meta:
         st.caption(" · ".join(f"{f}: {v}" for f, v in meta))
-    footprint = state.job_footprint(
-        key, job_id, span.start, span.end, tuple(hosts), (start, end), newest
-    )
-    rows = jobinfo.about(
-        span,
-        hosts,
-        int(gpus["gpu"].nunique()) if not gpus.empty else 0,
-        catalog_row,
-        newest,
-        footprint,
-    )
     summary = state.job_summary(key, job_id, start, end, newest) if not gpus.empty else None
     tiles = _summary(summary, step_totals) if summary is not None else []
     note = None
@@ -99,6 +90,18 @@ def render() -> None:
     headline_tiles.show(tiles)  # one block, drawn with the title (dashboard.headline_tiles)
     if note:
         st.caption(note)
+    # the job's footprint (CPU, host memory) is read for the table under the headline, after it
+    footprint = state.job_footprint(
+        key, job_id, span.start, span.end, tuple(hosts), (start, end), newest
+    )
+    rows = jobinfo.about(
+        span,
+        hosts,
+        int(gpus["gpu"].nunique()) if not gpus.empty else 0,
+        catalog_row,
+        newest,
+        footprint,
+    )
     left, right = st.columns([3, 2])
     left.table(pd.DataFrame(rows, columns=["job", "value"]).set_index("job"))
     with right:
@@ -107,6 +110,8 @@ def render() -> None:
             st.page_link(
                 "views/gpus.py", label=f"DCGM panels of {host}", query_params={"host": host}
             )
+
+    from dashboard import charts, drawn  # the chart library, once the headline is sent
 
     if not gpus.empty:
         st.subheader("GPUs over time")

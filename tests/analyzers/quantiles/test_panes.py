@@ -130,3 +130,27 @@ def test_rows_that_no_sketch_could_give_are_refused() -> None:
         QuantileSketch.from_buckets([5, 6], [1, 1], [2.0], [1.0])
     with pytest.raises(SketchError, match="top descending"):
         QuantileSketch.from_buckets([5, 6], [1, 1], [1.0, 2.0], [1.0, 2.0])
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    rows=st.lists(
+        st.tuples(st.integers(0, 40), st.one_of(st.sampled_from([0.0, 1.0, 99.0, 100.0]), VALUES)),
+        min_size=1,
+        max_size=300,
+    ),
+    top_k=st.integers(1, 6),
+)
+def test_a_merge_of_many_panes_keeps_the_k_largest_and_smallest_of_all_their_values(
+    rows: list[tuple[int, float]], top_k: int
+) -> None:
+    """The merge sorts the lists of the k panes with the largest maxima (smallest minima), not
+    every pane's: ties across panes included, the extremes are those of every value."""
+    panes, values = [p for p, _ in rows], [v + 0.0 for _, v in rows]
+    conn = duckdb.connect()
+    built_panes, built_buckets = build(conn, source(conn, panes, values), top_k)
+    conn.register("p", built_panes)
+    conn.register("b", built_buckets)
+    (whole,) = merged(conn, "SELECT * FROM b", "SELECT * FROM p", [], top_k=top_k).values()
+    assert list(whole.top) == sorted(values, reverse=True)[:top_k]
+    assert list(whole.bottom) == sorted(values)[:top_k]
