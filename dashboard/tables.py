@@ -16,7 +16,7 @@ from typing import Any, Literal
 import pandas as pd
 import streamlit as st
 
-Width = Literal["small", "medium", "large"]
+Width = Literal["small", "medium", "large"] | int  # Streamlit's sizes, or pixels
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,25 @@ import streamlit as st
 
 from analyzers.sharing.plan import SharingThresholds
 from analyzers.sharing.stored import PlanStep, shown_for
-from dashboard import data, headline_tiles, state, time_range
+from dashboard import data, headline_tiles, state, tables, time_range
 from dashboard.headline_tiles import Tile
+from dashboard.tables import Col
+
+# Pixel widths so that the ten columns and the row pickers fit 1,440 px without a scroll bar
+# (Streamlit's "small" cuts a host name, "medium" is too wide for ten); the host and the GPU's
+# index share one column, as a GPU is named on the GPUs page.
+COLUMNS = {
+    "group": Col("group", "%d", 55),
+    "gpu": Col("model", width=95),
+    "mechanism": Col("mechanism", width=75),
+    "job_id": Col("job", width=225),
+    "gpu_of_host": Col("GPU", width=115),
+    "mig_profile": Col("MIG", width=65),
+    "sm_mean_pct": Col("SM mean %", "%.0f", 80),
+    "memory_peak_gib": Col("memory GiB", "%.1f", 80),
+    "expected_slowdown_pct": Col("slowdown %", "%.0f", 80),
+    "risk_slowdown_pct": Col("at risk %", "%.0f", 70),
+}
 
 
 def render() -> None:
@@ -52,17 +69,8 @@ def render() -> None:
         "Each group shares one GPU; slowdowns are expected (means) and at risk (95th "
         "percentiles). Constraints and sources: docs/sharing.md."
     )
-    st.dataframe(
-        rows,
-        hide_index=True,
-        width="stretch",
-        column_config={
-            "sm_mean_pct": st.column_config.NumberColumn("SM mean %", format="%.0f"),
-            "memory_peak_gib": st.column_config.NumberColumn("memory GiB", format="%.1f"),
-            "expected_slowdown_pct": st.column_config.NumberColumn("slowdown %", format="%.0f"),
-            "risk_slowdown_pct": st.column_config.NumberColumn("at risk %", format="%.0f"),
-        },
-    )
+    rows["gpu_of_host"] = rows["host"] + " / " + rows["gpu_index"].astype(str)
+    tables.listing(rows, COLUMNS, key="sharing_table", page="views/job.py", param="job_id")
     # One expander per mechanism, not per group: every group of a mechanism has its constraints
     # (analyzers.sharing.plan.CONSTRAINTS), and the 1,000-GPU week drew 91 identical expanders.
     numbers: dict[str, list[int]] = {}
