@@ -30,6 +30,11 @@ def test_sharing_page_shows_the_plan(tmp_path: Path, monkeypatch: pytest.MonkeyP
     table = app.dataframe[0].value
     assert sorted(table["job_id"]) == ["light0", "light1", "light2", "volta0", "volta1"]
     assert set(table["mechanism"]) == {"mig", "mps"}
+    # the shared table: the page's ten columns in order, a GPU named "host / index"
+    from dashboard.views.sharing import COLUMNS
+
+    assert list(table.columns) == list(COLUMNS)
+    assert all(" / " in gpu for gpu in table["gpu_of_host"])
 
 
 def test_job_page_shows_the_finding_profile_evidence_chain(
