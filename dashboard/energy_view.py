@@ -17,15 +17,14 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pandas as pd
 import streamlit as st
 
 from analyzers.accounting.cost import Prices
-from analyzers.accounting.energy import energy_source, job_energy
 from analyzers.mfu.measured import job_mfu
-from analyzers.mfu.mfu import Mfu, proxy_mfu
+from analyzers.mfu.mfu import proxy_mfu
 from analyzers.run.window import Window
 from dashboard import state
 from dashboard.headline_tiles import Tile
@@ -33,43 +32,12 @@ from dashboard.headline_tiles import Tile
 if TYPE_CHECKING:
     import altair as alt
 
+    from analyzers.reports.job import JobSummary
+
 # Keyed by the warehouse's data version (`state.data_version`), read again only on new data: with
 # a 10 s TTL every open after 10 s recomputed them (bench/RESULTS.md, "Dashboard first meaningful
 # paint, wave 6").
 _KEEP_S = 600.0
-
-
-@st.cache_data(ttl=_KEEP_S, show_spinner=False, max_entries=32)
-def _job_energy(
-    key: str, job_id: str, start: datetime, end: datetime, version: Hashable
-) -> dict[str, Any]:
-    current = state.settings()
-    frame = job_energy(
-        state.cursor(key, start, end),
-        Window(start, end),
-        current.agent.interval_s,
-        max_gap_s=current.analyzers.max_gap_s,
-        jobs=[job_id],
-    )
-    if frame.empty:
-        return {}
-    row = frame.iloc[0]
-    return {
-        "gpu_h": float(frame["gpu_h"].sum()),
-        "kwh": float(frame["energy_kwh"].sum(min_count=1)),
-        "idle_kwh": float(frame["idle_energy_kwh"].sum()),
-        "source": energy_source(row),
-        "gpu_model": None if pd.isna(row["gpu_model"]) else str(row["gpu_model"]),
-        "cluster": str(row["cluster"]) or None,
-    }
-
-
-@st.cache_data(ttl=_KEEP_S, show_spinner=False, max_entries=32)
-def _job_measured(
-    key: str, job_id: str, start: datetime, end: datetime, version: Hashable
-) -> Mfu | None:
-    found = job_mfu(state.cursor(key, start, end), Window(start, end), [job_id]).get(job_id)
-    return found[0] if found else None
 
 
 def measured_by_job(key: str, start: datetime, end: datetime) -> pd.DataFrame:
@@ -90,33 +58,29 @@ def _measured_by_job(key: str, start: datetime, end: datetime, version: Hashable
     return frame
 
 
-def job_tiles(
-    key: str, job_id: str, start: datetime, end: datetime, team: str | None, gpus: pd.DataFrame
-) -> tuple[list[Tile], str | None]:
-    """The Job page's energy, money and MFU tiles, and the prices' note to print under them."""
-    figures = _job_energy(key, job_id, start, end, state.data_version(key))
-    if not figures:
-        return [], None
-    prices = Prices.from_settings(state.settings())
+def job_tiles(summary: JobSummary, prices: Prices) -> tuple[list[Tile], str | None]:
+    """The Job page's energy, money and MFU tiles from `fleetscope job`'s summary, priced with
+    `prices` (the page's other tiles come from it too, so the two never disagree and the job is
+    read once: it was read twice, 0.3-0.5 s of a cold open), and the prices' note under them."""
     tiles = []
-    if figures["source"] == "none":
+    if summary.energy_kwh is None:
         tiles.append(Tile("Energy", "n/a", "no energy counter or power"))
     else:
         how = {"counter": "energy counter", "power": "power integrated", "mixed": "counter + power"}
-        co2e = prices.co2e_kg(figures["kwh"])
-        said = how[figures["source"]] + ("" if co2e is None else f" · {co2e:,.2f} kg CO2e")
-        tiles.append(Tile("Energy", f"{figures['kwh']:,.2f} kWh", said))
-        tiles.append(Tile("Idle-allocated energy", f"{figures['idle_kwh']:,.2f} kWh"))
-    money = prices.money(figures["gpu_h"], figures["gpu_model"], team, figures["cluster"])
+        co2e = summary.co2e_kg
+        said = how[summary.energy_source] + ("" if co2e is None else f" · {co2e:,.2f} kg CO2e")
+        tiles.append(Tile("Energy", f"{summary.energy_kwh:,.2f} kWh", said))
+        tiles.append(Tile("Idle-allocated energy", f"{summary.idle_energy_kwh or 0.0:,.2f} kWh"))
+    money = summary.money
     tiles.append(
         Tile(
             "Cost",
-            "n/a" if money is None else f"{money:,.2f} {prices.currency}",
-            "no price set" if money is None else f"{figures['gpu_h']:,.2f} GPU-h",
+            "n/a" if money is None else f"{money:,.2f} {summary.currency}",
+            "no price set" if money is None else f"{summary.allocated_gpu_hours:,.2f} GPU-h",
         )
     )
     note = prices.note if money is not None and prices.note else None
-    measured = _job_measured(key, job_id, start, end, state.data_version(key))
+    measured = summary.mfu
     if measured is not None:
         mfu = Tile(
             "MFU (measured)",
@@ -125,8 +89,7 @@ def job_tiles(
             help=f"Model FLOPs utilization: {measured.basis}",
         )
         return [*tiles, mfu], note
-    tensor = gpus["tensor_active_pct"].mean() if "tensor_active_pct" in gpus else float("nan")
-    proxy = proxy_mfu(None if pd.isna(tensor) else float(tensor) / 100.0)
+    proxy = proxy_mfu(summary.tensor_frac)
     proxied = Tile(
         "MFU" if proxy is None else "MFU (proxy)",
         "n/a" if proxy is None else f"{100 * proxy.value:.1f} %",

@@ -456,12 +456,16 @@ def job_summary(
     start: datetime | None = None,
     end: datetime | None = None,
     newest: datetime | None = None,
+    team: str | None = None,
+    prices: Any = None,
 ) -> Any:
-    """`fleetscope job`'s summary of the job (`analyzers.reports.job.summarize`): the job page's
-    headline numbers are the CLI's. None for a job without GPU samples."""
+    """`fleetscope job`'s summary of the job (`analyzers.reports.job.summarize`, given the CLI's
+    `prices` and the job's `team`): the job page's headline numbers, energy, money and MFU
+    included, are the CLI's. The prices key the cache, so a price changed in the settings shows
+    on the next open. None for a job without GPU samples."""
     from analyzers.reports.job import summarize
 
     try:
-        return summarize(cursor(key, start, end), job_id)
+        return summarize(cursor(key, start, end), job_id, prices, team)
     except NotFoundError:
         return None

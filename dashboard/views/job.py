@@ -19,6 +19,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from analyzers.accounting.cost import Prices
 from analyzers.plain import plain_record, utc_span, without_gpus
 from dashboard import (
     actions,
@@ -79,13 +80,16 @@ def render() -> None:
     meta = [(f, catalog_row[f]) for f in ("user", "team", "name") if catalog_row.get(f)]
     if meta:
         st.caption(" · ".join(f"{f}: {v}" for f, v in meta))
-    summary = state.job_summary(key, job_id, start, end, newest) if not gpus.empty else None
+    prices = Prices.from_settings(state.settings())
+    summary = (
+        None
+        if gpus.empty
+        else state.job_summary(key, job_id, start, end, newest, catalog_row.get("team"), prices)
+    )
     tiles = _summary(summary, step_totals) if summary is not None else []
     note = None
-    if not gpus.empty:
-        energy, note = energy_view.job_tiles(
-            key, job_id, span.start, span.end, catalog_row.get("team"), gpus
-        )
+    if summary is not None:
+        energy, note = energy_view.job_tiles(summary, prices)
         tiles += energy
     headline_tiles.show(tiles)  # one block, drawn with the title (dashboard.headline_tiles)
     if note:

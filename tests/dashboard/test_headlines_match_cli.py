@@ -61,6 +61,22 @@ def test_job_headline_is_fleetscope_job(
     assert page["SM activity"] == f"{100 * cli['sm_frac']:.1f} %"
 
 
+def test_job_energy_money_and_mfu_are_fleetscope_jobs(
+    warehouse_env: Warehouse, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a team's price set, the Job page's energy, cost and MFU tiles are the CLI's figures,
+    read from one summary (the page used to read the job's energy a second time)."""
+    monkeypatch.setenv("FLEETSCOPE_COST_CURRENCY", "USD")
+    monkeypatch.setenv("FLEETSCOPE_COST_TEAM_GPU_HOUR_PRICES", "nlp=2.5")
+    page = _metrics(_app("views/job.py", job_id="stall-1"))
+    cli = _cli_json(["job", "stall-1", "--json"], capsys)
+    assert page["Energy"] == f"{cli['energy_kwh']:,.2f} kWh" == "1.06 kWh"
+    assert page["Idle-allocated energy"] == f"{cli['idle_energy_kwh']:,.2f} kWh"
+    assert page["Cost"] == f"{cli['money']:,.2f} USD" == "7.50 USD"  # 3.00 GPU-h x 2.50
+    assert cli["mfu"] is None  # no FLOPs from the SDK: the labelled proxy, as the CLI prints it
+    assert page["MFU (proxy)"] == f"{100 * cli['tensor_frac']:.1f} %"
+
+
 def test_jobs_recoverable_hours_are_fleetscope_opportunities_by_job(
     warehouse_env: Warehouse, capsys: pytest.CaptureFixture[str]
 ) -> None:
