@@ -177,20 +177,31 @@ def flat_scale(values: pd.Series) -> alt.Scale | UndefinedType:
     return alt.Scale(domain=[value, value + 1] if value == 0 else [value - 1, value + 1])
 
 
+# The right-hand legend's rows: Vega-Lite draws one per series, about 20 px each at 1,440 px,
+# under a title of about 28 px (a margin on both); past LEGEND_ROWS it ends with "... N entries".
+LEGEND_ROW_PX = 21
+LEGEND_TITLE_PX = 30
+LEGEND_ROWS = 24
+
+
 def metric_lines(frame: pd.DataFrame, column: str, title: str, by: str = "gpu") -> alt.Chart:
-    """One metric over time, one line per `by` (the job page's per-GPU series)."""
+    """One metric over time, one line per `by` (the job page's per-GPU series).
+
+    The legend sits on the right (Streamlit fits the whole chart into its height, so a legend
+    below with a row per few GPUs would squeeze the plot away), and the chart is as tall as the
+    legend's rows: at 240 px a 16-GPU job's legend was cut after its eleventh GPU."""
+    shown = min(int(frame[by].nunique()), LEGEND_ROWS + 1)
+    legend = alt.Legend(orient="right", labelLimit=150, symbolLimit=LEGEND_ROWS)
     chart: alt.Chart = (
         alt.Chart(frame)
         .mark_line()
         .encode(
             x=time_x(),
             y=alt.Y(f"{column}:Q", title=title, scale=flat_scale(frame[column])),
-            # legend on the right: Streamlit fits the whole chart into its height, so a legend
-            # below with a row per few GPUs would squeeze the plot away
-            color=alt.Color(f"{by}:N", title=by, legend=alt.Legend(orient="right", labelLimit=150)),
+            color=alt.Color(f"{by}:N", title=by, legend=legend),
             tooltip=[time_tooltip(), f"{by}:N", alt.Tooltip(f"{column}:Q", format=".2f")],
         )
-        .properties(height=240)  # room for a legend line per GPU of a host
+        .properties(height=max(240, LEGEND_TITLE_PX + LEGEND_ROW_PX * shown))
     )
     return _zoom(chart)
 

@@ -51,6 +51,24 @@ def test_a_constant_series_gets_an_axis_with_readable_ticks() -> None:
     assert _y_domain(moving) is None  # Vega-Lite's own scale for a series that moves
 
 
+@pytest.mark.parametrize(("series", "height_px"), [(1, 240), (8, 240), (16, 366), (64, 555)])
+def test_a_per_gpu_chart_is_as_tall_as_its_legend(series: int, height_px: int) -> None:
+    """A 16-GPU job's legend was cut after its eleventh GPU at 240 px (the 1,000-GPU week's
+    job page); a chart is now as tall as its legend's rows, and past 24 series the legend ends
+    with Vega-Lite's "... N entries" instead of running off the chart."""
+    buckets = pd.date_range("2026-11-29 04:00", periods=2, freq="min", tz="UTC")
+    frame = pd.DataFrame(
+        {
+            "bucket": list(buckets) * series,
+            "power_w": [200.0, 210.0] * series,
+            "gpu": [f"gpu-node-{n // 8:03d}:{n % 8}" for n in range(series) for _ in buckets],
+        }
+    )
+    spec = drawn.vega_spec(charts.metric_lines(frame, "power_w", "power (W)"))
+    assert spec["height"] == height_px
+    assert spec["encoding"]["color"]["legend"]["symbolLimit"] == charts.LEGEND_ROWS == 24
+
+
 def test_the_measured_mfu_legend_shows_whole_gpu_model_names() -> None:
     measured = pd.DataFrame(
         {
