@@ -7,10 +7,6 @@ team, small sections the pages call (the figures are defined once, docs/analyzer
   labelled as the proxy it is.
 - Fleet view: the distribution of measured MFU per team (jobs whose SDK reported FLOPs) and,
   in a chart of its own, that of the proxy for the other jobs; one point per job, never mixed.
-
-Altair is imported by the charts that draw with it, not with the module: the Job page takes its
-headline tiles from here, and on the first open after a start they paint before the chart
-library loads (bench/RESULTS.md, "The fleet and job pages' first open after a start").
 """
 
 from __future__ import annotations
@@ -19,6 +15,7 @@ from collections.abc import Hashable
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+import altair as alt
 import pandas as pd
 import streamlit as st
 
@@ -30,8 +27,6 @@ from dashboard import state
 from dashboard.headline_tiles import Tile
 
 if TYPE_CHECKING:
-    import altair as alt
-
     from analyzers.reports.job import JobSummary
 
 # Keyed by the warehouse's data version (`state.data_version`), read again only on new data: with
@@ -103,7 +98,6 @@ def measured_chart(measured: pd.DataFrame) -> alt.Chart:
     """Measured MFU per job as ticks per team, coloured by GPU model and dtype. The legend sits
     below with whole labels: on the right, Vega-Lite cut "NVIDIA H100 80GB HBM3 · bf16" at
     160 px ("NVIDIA H100 80GB H…"), and the model is what tells two ticks apart."""
-    import altair as alt
 
     shown = measured.copy()
     shown["team"] = shown["team"].fillna("(no team)") if "team" in shown else "(no team)"
@@ -126,7 +120,6 @@ def show_mfu_by_team(per_job: pd.DataFrame, measured: pd.DataFrame) -> None:
     """The fleet view's MFU distribution by team: measured MFU of the jobs whose SDK reported
     FLOPs, then DCGM's tensor-pipe activity of the other jobs (the proxy; jobs without it are
     left out and counted): two charts, never one axis."""
-    import altair as alt
 
     st.subheader("MFU by team (measured: the SDK's FLOPs per step)")
     if measured.empty:

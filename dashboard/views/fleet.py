@@ -2,12 +2,6 @@
 
 Every number comes from one cached scan of the warehouse (`data.gpu_buckets`); opportunities are
 `analyzers.reports.ranking` over the findings the analyzers stored (`dashboard.opportunities`). Read-only.
-
-The headline is computed and written before anything else: Streamlit sends each element as the
-script reaches it, so on the first open after a start the tiles paint before the chart library
-(Altair, through `dashboard.charts`: 0.3-0.8 s to import on this box) is loaded where the charts
-are drawn, and before the slower sections below them run (bench/RESULTS.md, "The fleet and job
-pages' first open after a start").
 """
 
 from __future__ import annotations
@@ -16,7 +10,18 @@ import pandas as pd
 import streamlit as st
 
 from analyzers.plain import utc_span
-from dashboard import data, headline_tiles, heat, partial, state, tables, time_range
+from dashboard import (
+    charts,
+    data,
+    drawn,
+    energy_view,
+    headline_tiles,
+    heat,
+    partial,
+    state,
+    tables,
+    time_range,
+)
 from dashboard.findings_view import show_brief
 from dashboard.headline_tiles import Tile
 from dashboard.tables import Col
@@ -82,8 +87,6 @@ def render() -> None:
             Tile("Capacity seen", _fmt_h(totals.capacity_h)),
         ]
     )
-
-    from dashboard import charts, drawn  # the chart library, once the headline is sent
 
     covered = partial.coverage(buckets, win.bucket_s, state.latest_sample(key))
     st.subheader("GPU-hours: allocated vs active vs SM-active")
@@ -176,8 +179,6 @@ def _breakdowns(
     """The window broken down by cluster, largest job, host and team, one tab at a time (its
     label kept in the session: `fleet_breakdown`); a tab's frames are computed when it opens.
     `covered`: the buckets' `partial.coverage`, for hollow partial buckets."""
-    from dashboard import charts, drawn, energy_view  # below the headline (module docstring)
-
     by_cluster_tab, by_job_tab, heat_tab, mfu_tab = st.tabs(
         BREAKDOWNS, key="fleet_breakdown", on_change="rerun"
     )

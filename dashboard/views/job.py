@@ -3,10 +3,6 @@
 Opened from the fleet and jobs pages with `?job_id=...`. The profile button is the dashboard's one
 write (a request through the profiling service, see `dashboard.actions`); telemetry is only read.
 Each trace shows the headline its analysis stored on upload (`traces.summary`).
-
-The headline tiles are written before the chart library (Altair) is imported where the charts
-are drawn: on the first open after a start they paint without waiting for it (bench/RESULTS.md,
-"The fleet and job pages' first open after a start").
 """
 
 from __future__ import annotations
@@ -23,7 +19,9 @@ from analyzers.accounting.cost import Prices
 from analyzers.plain import plain_record, utc_span, without_gpus
 from dashboard import (
     actions,
+    charts,
     data,
+    drawn,
     energy_view,
     headline_tiles,
     jobinfo,
@@ -114,8 +112,6 @@ def render() -> None:
             st.page_link(
                 "views/gpus.py", label=f"DCGM panels of {host}", query_params={"host": host}
             )
-
-    from dashboard import charts, drawn  # the chart library, once the headline is sent
 
     if not gpus.empty:
         st.subheader("GPUs over time")

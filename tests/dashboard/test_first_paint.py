@@ -151,21 +151,3 @@ def test_a_small_number_never_reads_as_zero_and_the_heading_rounds_as_its_rows()
     assert tables.cell(0.0, "%.2f") == "0.00"
     assert tables.cell(3, "%d") == "3"
     assert tables.cell(None, "%.2f") == "-"
-
-
-@pytest.mark.parametrize("module", ["dashboard.views.fleet", "dashboard.views.job"])
-def test_the_fleet_and_job_pages_load_the_chart_library_after_their_headline(module: str) -> None:
-    """Streamlit sends each element as the script reaches it: a page whose module imported Altair
-    (0.3-0.8 s on a fresh process here) held its title and tiles back on the first open after a
-    start. The pages import it where they draw their charts, below the headline (bench/RESULTS.md,
-    "The fleet and job pages' first open after a start")."""
-    import subprocess
-    import sys
-
-    loaded = subprocess.run(
-        [sys.executable, "-c", f"import sys, {module}; print('altair' in sys.modules)"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    assert loaded.stdout.strip() == "False"
