@@ -158,7 +158,10 @@ def render(report: Opportunities, window_label: str) -> str:
         f"{x.key:<6} {x.gpu_hours:>10,.1f} {x.findings:>9} {len(x.jobs):>6} {x.kwh:>9,.1f}"
         f"{_money(report, x)}"
         for x in report.by_rule
+        if x.gpu_hours
     ]
+    if risks := no_hours(report.by_rule):
+        out.append(f"flagged, no GPU-hours to recover: {risks}")
     # the name column as wide as its longest name: a job id is never cut (issue 31)
     width = max([28, *(len(x.key) for x in (*report.by_group, *report.top_jobs))])
     out += ["", f"{'by ' + report.group_by:<{width}} {'GPU-h':>10} {'jobs':>6}  top rule"]
@@ -172,6 +175,21 @@ def render(report: Opportunities, window_label: str) -> str:
         for x in report.top_jobs
     ]
     return "\n".join(out)
+
+
+def no_hours(by_rule: Iterable[Line]) -> str:
+    """The rules whose findings estimate no recoverable hours (memory creep, fragmentation: a
+    risk, not idle time), as one line below the ranked table: listed at 0.0 GPU-h among the
+    ranked rules they read as a ranking error beside their hundreds of findings."""
+    return "; ".join(
+        f"{x.key} ({counted(x.findings, 'finding')}, {counted(len(x.jobs), 'job')})"
+        for x in by_rule
+        if not x.gpu_hours
+    )
+
+
+def counted(n: int, noun: str) -> str:
+    return f"{n} {noun}{'s' * (n != 1)}"
 
 
 def _money_head(report: Opportunities) -> str:

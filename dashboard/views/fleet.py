@@ -10,6 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from analyzers.plain import utc_span
+from analyzers.reports.ranking import counted
 from dashboard import (
     charts,
     data,
@@ -244,16 +245,29 @@ def _opportunities(key: str, win: data.Window) -> None:
         f"{previous}), as `fleetscope opportunities`; trend: against the previous window of the "
         "same length"
     )
-    tables.static(
-        _trend(found.by_rule),
-        {
-            "rule_id": Col("rule", width="small"),
-            "rule": Col("name"),
-            **TREND,
-            "findings": Col("findings", "%d"),
-            "jobs": Col("jobs", "%d"),
-        },
-    )
+    priced = found.by_rule["wasted_gpu_h"] > 0
+    if priced.any():
+        tables.static(
+            _trend(found.by_rule[priced]),
+            {
+                "rule_id": Col("rule", width="small"),
+                "rule": Col("name"),
+                **TREND,
+                "findings": Col("findings", "%d"),
+                "jobs": Col("jobs", "%d"),
+            },
+        )
+    if not priced.all():  # as `fleetscope opportunities` prints them: below, not ranked at 0.00
+        risks = found.by_rule[~priced]
+        named = [
+            f"{rule_id} {name} ({counted(int(n), 'finding')}, {counted(int(jobs), 'job')})"
+            for rule_id, name, n, jobs in zip(
+                risks["rule_id"], risks["rule"], risks["findings"], risks["jobs"], strict=True
+            )
+        ]
+        st.caption(
+            "Flagged, with no GPU-hours to recover (a risk, not idle time): " + "; ".join(named)
+        )
     tables.static(
         _trend(found.by_team),
         {

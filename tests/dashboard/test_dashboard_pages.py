@@ -16,8 +16,9 @@ from app.cli import main
 from dashboard import data, headline_tiles, source
 from dashboard.views import fleet
 from fleetscope.settings import load_settings
-from tests.dashboard.conftest import DATA, Warehouse
+from tests.dashboard.conftest import DATA, START, Warehouse, build_warehouse
 from warehouse.catalog import connect
+from warehouse.catalog.findings import Finding, upsert_findings
 from warehouse.catalog.profiling import list_profile_requests
 
 APP = str(Path(__file__).parents[2] / "dashboard" / "app.py")
@@ -126,6 +127,42 @@ def test_opportunities_are_the_rows_of_fleetscope_opportunities(
     shown = ["recoverable GPU-h", "findings", "jobs"]  # the headers of fleet.TREND and its table
     assert by_rule[["rule", *shown]].values.tolist() == rows(cli["by_rule"])
     assert by_team[["team", *shown]].values.tolist() == rows(cli["by_group"])
+
+
+def test_rules_without_recoverable_hours_are_named_below_the_ranking_not_ranked_at_zero(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Memory creep (R13) estimates no GPU-hours: a risk, not idle time. Ranked among the
+    others it read "0.00 recoverable GPU-h" beside 183 findings on the week; the page and
+    `fleetscope opportunities` both name it below the ranked rules instead."""
+    built = build_warehouse(tmp_path)
+    for name, value in built.env.items():
+        monkeypatch.setenv(name, value)
+    engine = connect(f"sqlite:///{built.data_dir / 'catalog.sqlite'}")
+    with engine.begin() as conn:
+        upsert_findings(
+            conn,
+            [
+                Finding("f-creep", "R13", "warn", START, START + timedelta(hours=1), 0.0,
+                        job_id="train-ok", team="vision", recommendation="Free cached tensors."),
+            ],
+            run_id="test",
+        )  # fmt: skip
+    engine.dispose()
+    app = _app()
+    assert app.table[1].value["rule"].tolist() == ["P1", "R3"]
+    captions = " ".join(c.value for c in app.caption)
+    assert (
+        "Flagged, with no GPU-hours to recover (a risk, not idle time): "
+        "R13 GPU memory creeping (1 finding, 1 job)"
+    ) in captions
+    window = data.window_ending(source.connect_segments(built.data_dir / "segments"), WEEK)
+    assert window is not None
+    length_s = (window.end - window.start).total_seconds()
+    assert main(["opportunities", "--window", f"{length_s}s", "--end", window.end.isoformat()]) == 0
+    printed = capsys.readouterr().out
+    assert "flagged, no GPU-hours to recover: R13 (1 finding, 1 job)" in printed
+    assert not re.search(r"^R13 ", printed, re.MULTILINE)  # not a 0.0 row of the ranked table
 
 
 def test_fleet_page_on_an_empty_warehouse(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
