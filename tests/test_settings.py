@@ -38,6 +38,20 @@ def test_mistyped_environment_value_names_the_variable() -> None:
         load_settings(env={"FLEETSCOPE_SERVER_PORT": "eighty"})
 
 
+def test_a_value_under_its_minimum_is_refused_where_it_was_read(tmp_path: Path) -> None:
+    with pytest.raises(
+        ConfigError,
+        match=r"^analyzers\.sharing_every_s from \$FLEETSCOPE_ANALYZERS_SHARING_EVERY_S: "
+        r"at least 60, got -5$",
+    ):
+        load_settings(env={"FLEETSCOPE_ANALYZERS_SHARING_EVERY_S": "-5"})
+    config = tmp_path / "fleetscope.toml"
+    config.write_text("[analyzers]\nsharing_days = -1\n")
+    with pytest.raises(ConfigError, match=rf"sharing_days from {config}: at least 0, got -1"):
+        load_settings(config, env={})
+    assert load_settings(env={"FLEETSCOPE_ANALYZERS_SHARING_DAYS": "0"}).analyzers.sharing_days == 0
+
+
 def test_every_setting_has_help_and_a_section() -> None:
     for setting in SETTINGS:
         assert "." in setting.key and setting.help.endswith(".")

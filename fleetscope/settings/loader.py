@@ -42,12 +42,22 @@ def _coerce(setting: Setting, raw: object, origin: str) -> str | int | float | b
         if setting.type == "float":
             if isinstance(raw, bool):
                 raise ValueError(raw)
-            return float(str(raw))
+            return _at_least(setting, float(str(raw)), origin)
         return str(raw)
     except ValueError as exc:
         raise ConfigError(
             f"{setting.key} from {origin}: expected {setting.type}, got {raw!r}"
         ) from exc
+
+
+def _at_least(setting: Setting, value: float, origin: str) -> float:
+    """A duration or count below its row's minimum never reaches the code: a negative
+    `analyzers.sharing_every_s` recomputed the week's plan on every tick."""
+    if setting.minimum is not None and value < setting.minimum:
+        raise ConfigError(
+            f"{setting.key} from {origin}: at least {setting.minimum:g}, got {value:g}"
+        )
+    return value
 
 
 def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, object]:

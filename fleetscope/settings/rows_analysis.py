@@ -127,6 +127,7 @@ ROWS: tuple[Setting, ...] = (
         "float",
         "Days of the sharing plan the scheduled pass stores for the Sharing page (the page's "
         "default window); 0: none stored, the page computes it on open.",
+        minimum=0.0,
     ),
     Setting(
         "analyzers.sharing_every_s",
@@ -134,6 +135,7 @@ ROWS: tuple[Setting, ...] = (
         "float",
         "Seconds between two sharing plans the scheduled pass stores; the page shows a stored "
         "plan at most this (plus lateness and one tick) behind its window's end.",
+        minimum=60.0,
     ),
     # -- dashboard ----------------------------------------------------------------------------
     Setting("dashboard.port", 8501, "int", "Port of the Streamlit dashboard."),

@@ -15,6 +15,7 @@ class Setting:
     default: str | int | float | bool
     type: SettingType
     help: str
+    minimum: float | None = None  # a number below it is refused where it is read (file, env)
 
     @property
     def env(self) -> str:
