@@ -13,7 +13,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from app.cli import main
-from dashboard import data, headline_tiles, source
+from dashboard import data, headline_tiles, source, tables
 from dashboard.views import fleet
 from fleetscope.settings import load_settings
 from tests.dashboard.conftest import DATA, START, Warehouse, build_warehouse
@@ -186,6 +186,17 @@ def test_jobs_page_searches(warehouse_env: Warehouse) -> None:
     assert table.set_index("job_id").loc["stall-1", "wasted_gpu_h"] == 1.2
     app.text_input(key="job_search").input("nlp").run()
     assert app.dataframe[0].value["job_id"].tolist() == ["stall-1", "idle-1"]
+
+
+def test_a_listing_is_as_wide_as_the_longest_id_on_its_page(warehouse_env: Warehouse) -> None:
+    """The grid sizes a column from the first rows it measures: the week's 11th job id was cut.
+    The id a row opens is sized to its longest value on the shown page instead."""
+    app = _app("views/jobs.py")
+    columns = json.loads(app.dataframe[0].proto.columns)
+    assert columns["job_id"]["width"] == tables.text_px(pd.Series(["train-ok"])) == 88
+    assert "width" not in columns["user"]  # the other columns as the grid sizes them
+    assert tables.text_px(pd.Series(["team-research/llama3-70b-distill-memv", "1"])) == 309
+    assert tables.text_px(pd.Series(["x" * 200])) == tables.TEXT_MAX_PX
 
 
 def test_job_page_shows_measured_mfu_where_the_sdk_sent_flops(warehouse_env: Warehouse) -> None:
