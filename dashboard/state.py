@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 import streamlit as st
 
-from analyzers.plain import PlainFinding
 from dashboard import data, dcgm, jobinfo, opportunities, source, trace_report
 from dashboard.time_range import CUSTOM, WINDOWS
 from fleetscope.errors import NotFoundError
@@ -271,7 +270,8 @@ def catalog_table(key: str, name: str) -> pd.DataFrame:
 
 @st.cache_data(ttl=_TTL_S, show_spinner=False)
 def opportunity_tables(key: str, start: datetime, end: datetime) -> opportunities.OpportunityTables:
-    """`fleetscope opportunities` for the window, with the previous window beside it."""
+    """`fleetscope opportunities` for the window, with the previous window beside it, and the
+    window's costliest findings."""
     return opportunities.tables(catalog(key), start, end)
 
 
@@ -279,11 +279,6 @@ def opportunity_tables(key: str, start: datetime, end: datetime) -> opportunitie
 def job_findings(key: str, start: datetime, end: datetime) -> pd.DataFrame:
     """Per job: the window's findings and recoverable GPU-hours, as the ranking counts them."""
     return opportunities.per_job(catalog(key), start, end)
-
-
-@st.cache_data(ttl=_TTL_S, show_spinner=False)
-def top_findings(key: str, start: datetime, end: datetime) -> list[PlainFinding]:
-    return opportunities.top_findings(catalog(key), start, end)
 
 
 @st.cache_data(ttl=_WINDOW_TTL_S, show_spinner=False, max_entries=32)

@@ -18,6 +18,7 @@ from dashboard import (
     energy_view,
     headline_tiles,
     heat,
+    opportunities,
     partial,
     state,
     tables,
@@ -115,16 +116,16 @@ def render() -> None:
         )
         st.caption(caption)
     with right:
-        _opportunities(key, win)
+        found = state.opportunity_tables(key, win.start, win.end)
+        _opportunities(found)
 
     st.subheader("Top findings")
-    found = state.top_findings(key, win.start, win.end)
-    if not found:
+    if not found.costliest:
         st.caption(
             "No findings stored for this window yet: the analyzers look at new data every "
             "scheduler.interval_s and write what they find."
         )
-    for finding in found:
+    for finding in found.costliest:
         show_brief(finding)
 
     st.subheader("Idlest jobs")
@@ -229,9 +230,8 @@ def _trend(table: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def _opportunities(key: str, win: data.Window) -> None:
+def _opportunities(found: opportunities.OpportunityTables) -> None:
     st.subheader("Opportunities")
-    found = state.opportunity_tables(key, win.start, win.end)
     if found.by_rule.empty:
         st.caption("No findings stored for this window yet (the analyzers write them).")
         return
