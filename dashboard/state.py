@@ -219,6 +219,29 @@ def buckets_for(key: str, win: data.Window) -> pd.DataFrame:
 
 
 @st.cache_data(ttl=_WINDOW_TTL_S, show_spinner=False, max_entries=32)
+def _totals(
+    key: str,
+    start: datetime,
+    end: datetime,
+    bucket_s: int,
+    interval_s: float,
+    max_gap_s: float,
+    newest: datetime | None,
+) -> data.FleetTotals:
+    window = data.Window(start, end, bucket_s=bucket_s)
+    return data.window_totals(cursor(key, start, end), window, interval_s, max_gap_s=max_gap_s)
+
+
+def totals_for(key: str, win: data.Window) -> data.FleetTotals:
+    """The window's fleet totals, `data.fleet_totals(buckets_for(key, win))`, read without the
+    buckets (`analyzers.accounting.totals`): the fleet page's headline comes before them."""
+    current = settings()
+    interval_s, max_gap_s = current.agent.interval_s, current.analyzers.max_gap_s
+    newest = latest_sample(key)
+    return _totals(key, win.start, win.end, win.bucket_s, interval_s, max_gap_s, newest)
+
+
+@st.cache_data(ttl=_WINDOW_TTL_S, show_spinner=False, max_entries=32)
 def _jobs(
     key: str,
     start: datetime,

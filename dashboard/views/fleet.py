@@ -1,7 +1,9 @@
 """Fleet page: where the fleet's GPU-hours went in a window, and which jobs wasted the most.
 
-Every number comes from one cached scan of the warehouse (`data.gpu_buckets`); opportunities are
-`analyzers.reports.ranking` over the findings the analyzers stored (`dashboard.opportunities`). Read-only.
+The headline tiles are the window's totals read per (host, GPU, job) (`data.window_totals`: the
+buckets' totals, drawn before the buckets are read); every other number comes from one cached scan
+of the warehouse (`data.gpu_buckets`); opportunities are `analyzers.reports.ranking` over the
+findings the analyzers stored (`dashboard.opportunities`). Read-only.
 """
 
 from __future__ import annotations
@@ -61,8 +63,7 @@ def render() -> None:
         st.info(state.no_samples(key))
         return
     state.show_missing(key, win)
-    buckets = state.buckets_for(key, win)
-    totals = data.fleet_totals(buckets)
+    totals = state.totals_for(key, win)  # the buckets' totals, read without them: tiles first
     st.caption(
         f"{utc_span(win.start, win.end)} · {totals.gpus} GPUs · "
         f"{totals.jobs} jobs · buckets of {win.bucket_s // 60} min"
@@ -90,6 +91,7 @@ def render() -> None:
         ]
     )
 
+    buckets = state.buckets_for(key, win)
     covered = partial.coverage(buckets, win.bucket_s, state.latest_sample(key))
     st.subheader("GPU-hours: allocated vs active vs SM-active")
     if _enough(buckets, win, label):
