@@ -281,6 +281,15 @@ def sketch_percentiles(
         con.close()
 
 
+@st.cache_data(ttl=_TTL_S, show_spinner=False, max_entries=8)
+def stored_percentiles(key: str, window_s: float) -> StoredPlan | None:
+    """The scheduled pass's newest fleet percentiles over `window_s` (analyzers.quantiles.stored),
+    read again every `_TTL_S`, so percentiles the pass stores show on the next open."""
+    from analyzers.quantiles.stored import read_stored
+
+    return read_stored(catalog(key), window_s)
+
+
 @st.cache_data(ttl=_TTL_S, show_spinner=False)
 def jobs_meta(key: str) -> pd.DataFrame:
     return data.jobs_meta(catalog(key))

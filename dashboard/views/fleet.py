@@ -12,7 +12,9 @@ import pandas as pd
 import streamlit as st
 
 from analyzers.plain import utc_span
+from analyzers.quantiles.stored import step_of as percentiles_step
 from analyzers.reports.ranking import counted
+from analyzers.sharing.stored import shown_for
 from dashboard import (
     charts,
     data,
@@ -103,14 +105,7 @@ def render() -> None:
     left, right = st.columns([1, 3])
     with left:
         st.subheader("Percentiles")
-        percentiles = state.sketch_percentiles(key, win.start, win.end, win.bucket_s)
-        caption = (
-            "active % of every sample of allocated GPUs (quantile sketches, within 1 %), "
-            "as `fleetscope quantiles active_pct`"
-        )
-        if percentiles is None:  # no sketches kept yet: the bucket-mean approximation
-            percentiles = data.utilization_percentiles(buckets)
-            caption = "active % of allocated GPUs per bucket, weighted by GPU-hours"
+        percentiles, caption = _percentiles(key, label, win, buckets)
         percentiles["quantile"] = [f"p{q * 100:g}" for q in percentiles["quantile"]]
         tables.static(
             percentiles,
@@ -133,6 +128,36 @@ def render() -> None:
     st.subheader("Idlest jobs")
     st.caption("ranked by idle GPU-hours: allocated hours minus active hours")
     _idlest(jobs)
+
+
+SKETCHED = (
+    "active % of every sample of allocated GPUs (quantile sketches, within 1 %), "
+    "as `fleetscope quantiles active_pct`"
+)
+
+
+def _percentiles(
+    key: str, label: str, win: data.Window, buckets: pd.DataFrame
+) -> tuple[pd.DataFrame, str]:
+    """The window's percentiles and what they are, in words: the scheduled pass's stored ones
+    when they answer the window (the Sharing page's rule, `shown_for`), else merged from the
+    sketches now, else (no sketch kept yet) the bucket-mean approximation."""
+    length = time_range.WINDOWS.get(label, win.end - win.start)
+    step = percentiles_step(state.settings())
+    stored = shown_for(state.stored_percentiles(key, length.total_seconds()), win.end, length, step)
+    if stored is not None:
+        doc = stored.document
+        frame = pd.DataFrame({"quantile": doc["quantiles"], "active_pct": doc["values"]})
+        return frame, (
+            f"{SKETCHED}, over {utc_span(stored.window_start, stored.window_end)}: "
+            f"computed at {stored.computed_at:%Y-%m-%d %H:%M} UTC by the scheduled analyzer pass"
+        )
+    merged = state.sketch_percentiles(key, win.start, win.end, win.bucket_s)
+    if merged is None:  # no sketches kept yet: the bucket-mean approximation
+        return data.utilization_percentiles(
+            buckets
+        ), "active % of allocated GPUs per bucket, weighted by GPU-hours"
+    return merged, SKETCHED
 
 
 def _enough(
