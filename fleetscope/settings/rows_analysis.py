@@ -144,6 +144,7 @@ ROWS: tuple[Setting, ...] = (
         "Days of the fleet percentiles (active % of allocated GPUs, from the quantile sketches) "
         "the scheduled pass stores for the Fleet page (the page's default window); 0: none "
         "stored, the page merges the sketches on open.",
+        minimum=0.0,
     ),
     Setting(
         "analyzers.percentiles_every_s",
@@ -151,6 +152,7 @@ ROWS: tuple[Setting, ...] = (
         "float",
         "Seconds between two fleet percentiles the scheduled pass stores; the page shows stored "
         "percentiles at most this (plus lateness and one tick) behind its window's end.",
+        minimum=60.0,
     ),
     # -- dashboard ----------------------------------------------------------------------------
     Setting("dashboard.port", 8501, "int", "Port of the Streamlit dashboard."),
