@@ -6,7 +6,7 @@ the fleet page could draw its headline tiles. The totals need less. Each roll-up
 per (host, GPU, job) in DuckDB, together with the one figure of the buckets the accounting still
 needs: each host's fullest (bucket, GPU, job) of the stage, whose sample count gives the host's
 measured interval (`usage.host_intervals`). The raw tail is read as `gpu_buckets` reads it. The
-same accounting (`usage.accounted`) then runs over a few thousand rows. Every total is the
+same accounting (`usage.accounted`) then runs over 27 k rows on that week. Every total is the
 buckets' total: the same sums, added in another order (a test holds them equal to 1e-12).
 
 Reads through the DuckDB connection it is given and must never write anything.
