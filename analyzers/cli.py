@@ -91,7 +91,13 @@ def cmd_analyzers(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_analyze(args: argparse.Namespace, settings: Settings) -> int:
     from analyzers.run.runner import Pipeline
-    from analyzers.run.schedule import reopen_bound_s, run_due, schedule_time, store_sharing_plan
+    from analyzers.run.schedule import (
+        reopen_bound_s,
+        run_due,
+        schedule_time,
+        store_percentiles,
+        store_sharing_plan,
+    )
     from analyzers.sharing.stored import PlanStep
 
     if settings.server.mode == "fleet":
@@ -116,9 +122,12 @@ def cmd_analyze(args: argparse.Namespace, settings: Settings) -> int:
     )
     step = PlanStep.from_settings(settings)
     stored = store_sharing_plan(store, lambda _s, _e: _telemetry(settings), results, step)
+    kept = store_percentiles(store, settings, lambda _s, _e: _telemetry(settings), results)
     code = _report(results)
     if stored is not None:
         print(f"sharing plan stored: {stored.start.isoformat()} .. {stored.end.isoformat()}")
+    if kept is not None:
+        print(f"fleet percentiles stored: {kept.start.isoformat()} .. {kept.end.isoformat()}")
     return code
 
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from analyzers.accounting.totals import window_totals
 from analyzers.accounting.usage import (
     FleetTotals,
     aligned,
@@ -61,6 +62,7 @@ __all__ = [
     "pct",
     "query",
     "window_ending",
+    "window_totals",
 ]
 
 

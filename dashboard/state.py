@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 import streamlit as st
 
-from analyzers.plain import PlainFinding
 from dashboard import data, dcgm, jobinfo, opportunities, source, trace_report
 from dashboard.time_range import CUSTOM, WINDOWS
 from fleetscope.errors import NotFoundError
@@ -220,6 +219,29 @@ def buckets_for(key: str, win: data.Window) -> pd.DataFrame:
 
 
 @st.cache_data(ttl=_WINDOW_TTL_S, show_spinner=False, max_entries=32)
+def _totals(
+    key: str,
+    start: datetime,
+    end: datetime,
+    bucket_s: int,
+    interval_s: float,
+    max_gap_s: float,
+    newest: datetime | None,
+) -> data.FleetTotals:
+    window = data.Window(start, end, bucket_s=bucket_s)
+    return data.window_totals(cursor(key, start, end), window, interval_s, max_gap_s=max_gap_s)
+
+
+def totals_for(key: str, win: data.Window) -> data.FleetTotals:
+    """The window's fleet totals, `data.fleet_totals(buckets_for(key, win))`, read without the
+    buckets (`analyzers.accounting.totals`): the fleet page's headline comes before them."""
+    current = settings()
+    interval_s, max_gap_s = current.agent.interval_s, current.analyzers.max_gap_s
+    newest = latest_sample(key)
+    return _totals(key, win.start, win.end, win.bucket_s, interval_s, max_gap_s, newest)
+
+
+@st.cache_data(ttl=_WINDOW_TTL_S, show_spinner=False, max_entries=32)
 def _jobs(
     key: str,
     start: datetime,
@@ -259,6 +281,15 @@ def sketch_percentiles(
         con.close()
 
 
+@st.cache_data(ttl=_TTL_S, show_spinner=False, max_entries=8)
+def stored_percentiles(key: str, window_s: float) -> StoredPlan | None:
+    """The scheduled pass's newest fleet percentiles over `window_s` (analyzers.quantiles.stored),
+    read again every `_TTL_S`, so percentiles the pass stores show on the next open."""
+    from analyzers.quantiles.stored import read_stored
+
+    return read_stored(catalog(key), window_s)
+
+
 @st.cache_data(ttl=_TTL_S, show_spinner=False)
 def jobs_meta(key: str) -> pd.DataFrame:
     return data.jobs_meta(catalog(key))
@@ -271,7 +302,8 @@ def catalog_table(key: str, name: str) -> pd.DataFrame:
 
 @st.cache_data(ttl=_TTL_S, show_spinner=False)
 def opportunity_tables(key: str, start: datetime, end: datetime) -> opportunities.OpportunityTables:
-    """`fleetscope opportunities` for the window, with the previous window beside it."""
+    """`fleetscope opportunities` for the window, with the previous window beside it, and the
+    window's costliest findings."""
     return opportunities.tables(catalog(key), start, end)
 
 
@@ -279,11 +311,6 @@ def opportunity_tables(key: str, start: datetime, end: datetime) -> opportunitie
 def job_findings(key: str, start: datetime, end: datetime) -> pd.DataFrame:
     """Per job: the window's findings and recoverable GPU-hours, as the ranking counts them."""
     return opportunities.per_job(catalog(key), start, end)
-
-
-@st.cache_data(ttl=_TTL_S, show_spinner=False)
-def top_findings(key: str, start: datetime, end: datetime) -> list[PlainFinding]:
-    return opportunities.top_findings(catalog(key), start, end)
 
 
 @st.cache_data(ttl=_WINDOW_TTL_S, show_spinner=False, max_entries=32)

@@ -17,6 +17,7 @@ This module reads through the DuckDB connection it is given and must never write
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -242,6 +243,29 @@ def gpu_buckets(
     `analyzers.max_gap_s`). `rollups=False` reads raw samples only: every sample counts its own
     sample seconds, so a bucket's rows do not depend on which roll-ups exist when it is read.
     """
+    stages = rollup_stages(con, window) if rollups else []
+    sql, params = staged_sql(window, stages, default_interval_s, max_gap_s, _bucket_rows)
+    raw = query(con, sql, **params)
+    if raw.empty:
+        return _empty_buckets()
+    raw = accounted(raw, default_interval_s)
+    raw["bucket"] = pd.to_datetime(raw["bucket_ms"], unit="ms", utc=True)
+    return raw[list(_BUCKET_COLUMNS)]
+
+
+def _bucket_rows(table: str, rollup_s: int, n: int) -> str:
+    return _ROLLUP_SQL.format(table=table, lo=f"lo{n}", hi=f"hi{n}", rollup_s=rollup_s)
+
+
+def staged_sql(
+    window: Window,
+    stages: list[tuple[str, int, float, float]],
+    default_interval_s: float,
+    max_gap_s: float,
+    rolled: Callable[[str, int, int], str],
+) -> tuple[str, dict[str, Any]]:
+    """The read of `window`: `rolled(table, rollup_s, n)` over each roll-up stage (its range as
+    parameters `lo<n>` and `hi<n>`), and the raw samples' bucket rows after the last stage."""
     params: dict[str, Any] = {
         "bucket_ms": window.bucket_s * 1000,
         "raw_start": epoch_s(window.start),
@@ -249,11 +273,9 @@ def gpu_buckets(
         "end": epoch_s(window.end),
     }
     sql = _raw_sql(max_gap_s, default_interval_s)
-    stages = rollup_stages(con, window) if rollups else []
     for n, (table, rollup_s, lo, hi) in enumerate(stages):
         params.update({f"lo{n}": lo, f"hi{n}": hi})
-        part = _ROLLUP_SQL.format(table=table, lo=f"lo{n}", hi=f"hi{n}", rollup_s=rollup_s)
-        sql = f"FROM ({part}) UNION ALL BY NAME FROM ({sql})"
+        sql = f"FROM ({rolled(table, rollup_s, n)}) UNION ALL BY NAME FROM ({sql})"
     if stages:
         cutoff = stages[-1][3]
         # The raw tail measures each GPU's typical interval over `max_gap_s` before it too, as a
@@ -261,17 +283,19 @@ def gpu_buckets(
         params.update(
             raw_start=cutoff, context_start=max(epoch_s(window.start), cutoff - max_gap_s)
         )
-    raw = query(con, sql, **params)
-    if raw.empty:
-        return _empty_buckets()
+    return sql, params
+
+
+def accounted(raw: pd.DataFrame, default_interval_s: float) -> pd.DataFrame:
+    """`raw` (rows of raw samples' sample seconds and of roll-ups' per-sample sums) with each
+    host's `interval_s` (`host_intervals`) and the accounted hours of `_MEASURES`."""
     intervals = host_intervals(raw, default_interval_s)
     raw["interval_s"] = raw["host"].map(intervals).astype("float64")
     for measure, (seconds, per_sample) in _MEASURES.items():
         rolled = raw[per_sample].fillna(0.0) * raw["interval_s"] if per_sample in raw else 0.0
         exact = raw[seconds] if seconds in raw else pd.Series(float("nan"), index=raw.index)
         raw[measure] = exact.fillna(rolled) / HOUR_S
-    raw["bucket"] = pd.to_datetime(raw["bucket_ms"], unit="ms", utc=True)
-    return raw[list(_BUCKET_COLUMNS)]
+    return raw
 
 
 # Each accounted measure: its sample-seconds sum from raw rows, and the roll-up rows' per-sample

@@ -18,7 +18,9 @@ are acknowledged late and rejected when their worker dies (`task_acks_late`,
 `task_reject_on_worker_lost`), so a crashed worker's window is delivered again and re-run; the re-run replaces, never duplicates.
 
 After slice 0 of a window lands (either mode), `fleetscope.sharing_plan` stores the fleet's
-sharing plan when one is due (analyzers.sharing.stored), for the Sharing page to read.
+sharing plan when one is due (analyzers.sharing.stored), for the Sharing page to read, and
+`fleetscope.fleet_percentiles` the fleet percentiles (analyzers.quantiles.stored), for the Fleet
+page's.
 
 Settings are read once per worker process from the environment and `fleetscope.toml`, like every
 other fleetscope process. This module must never run analyzers in the beat process.
@@ -256,6 +258,7 @@ def analyze_window(
     if arrival is not None:
         _landed(window)
     _send_sharing_plan(window)
+    _send_percentiles(window)
     return {
         "window": window.key(),
         "findings": len(result.findings),
@@ -336,6 +339,7 @@ def land_window(
     if arrival is not None:
         _landed(window)
     _send_sharing_plan(window)
+    _send_percentiles(window)
     return landed
 
 
@@ -365,6 +369,38 @@ def sharing_plan(end_iso: str) -> list[str] | None:
     step = PlanStep.from_settings(settings)
     end = datetime.fromisoformat(end_iso)
     stored = store_due_plan(_store().engine, lambda s, e: open_window(settings, s, e), end, step)
+    return [stored.start.isoformat(), stored.end.isoformat()] if stored else None
+
+
+def _send_percentiles(window: Window) -> None:
+    """After slice 0 of a window landed: send the fleet-percentiles step when due (one catalog
+    read), as the sharing step is sent; it never fails the window."""
+    from analyzers.quantiles.stored import due, step_of
+
+    try:
+        if window.partition == 0 and due(_store().engine, window.end, step_of(_settings())):
+            fleet_percentiles.apply_async(args=[window.end.isoformat()])
+    except Exception:
+        log.exception("percentiles step after %s not sent", window.key())
+
+
+@app.task(name="fleetscope.fleet_percentiles")  # type: ignore[untyped-decorator]
+def fleet_percentiles(end_iso: str) -> list[str] | None:
+    """The pass's fleet-percentiles step (analyzers.quantiles.stored) up to `end_iso`, from the
+    fleet's sketch store, stored in the catalog for the Fleet page; the window stored, or None."""
+    from analyzers.quantiles.store import open_store
+    from analyzers.quantiles.stored import step_of, store_due_percentiles
+    from warehouse.read.window_reader import open_window
+
+    settings = _settings()
+    end = datetime.fromisoformat(end_iso)
+    stored = store_due_percentiles(
+        _store().engine,
+        open_store(settings),
+        lambda s, e: open_window(settings, s, e),
+        end,
+        step_of(settings),
+    )
     return [stored.start.isoformat(), stored.end.isoformat()] if stored else None
 
 

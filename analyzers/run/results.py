@@ -183,12 +183,10 @@ class FindingStore:
         """Stored findings overlapping [since, until), most wasted first; suppressed ones (by state
         or by a matching suppression) only when asked for."""
         with self.engine.connect() as conn:
-            rows = cat.list_findings(conn, job_id=job_id, rule_id=rule_id, since=since)
+            rows = cat.list_findings(conn, job_id=job_id, rule_id=rule_id, since=since, until=until)
             rules = cat.list_suppressions(conn)
         out = []
         for row in rows:
-            if until is not None and row.window_start >= until:
-                continue
             suppressed = row.state == "suppressed" or _matches(row, rules)
             if suppressed and not include_suppressed:
                 continue

@@ -289,6 +289,24 @@ def store_sharing_plan(
     return store_due_plan(store.engine, connect, max(ends), step) if ends else None
 
 
+def store_percentiles(
+    store: FindingStore,
+    settings: Settings,
+    connect: Callable[[datetime, datetime], duckdb.DuckDBPyConnection],
+    results: list[WindowResult],
+) -> Window | None:
+    """The pass's fleet-percentiles step after its windows landed (analyzers.quantiles.stored):
+    the percentiles up to the newest window end that landed without errors, when due."""
+    from analyzers.quantiles.store import open_store
+    from analyzers.quantiles.stored import step_of, store_due_percentiles
+
+    ends = [r.window.end for r in results if not r.errors and r.window.partition == 0]
+    if not ends:
+        return None
+    step = step_of(settings)
+    return store_due_percentiles(store.engine, open_store(settings), connect, max(ends), step)
+
+
 def start_embedded(
     settings: Settings, warehouse: TelemetrySource, *, clock: Callable[[], datetime] | None = None
 ) -> Callable[[], None]:
@@ -320,6 +338,7 @@ def start_embedded(
                     live=True,
                 )
                 store_sharing_plan(store, lambda _s, _e: warehouse.cursor(), results, plan_step)
+                store_percentiles(store, settings, lambda _s, _e: warehouse.cursor(), results)
             except Exception:
                 log.exception("embedded analyzer tick %s failed", tick.isoformat())
             next_tick = tick + timedelta(seconds=interval_s)

@@ -1,7 +1,9 @@
 """Fleet page: where the fleet's GPU-hours went in a window, and which jobs wasted the most.
 
-Every number comes from one cached scan of the warehouse (`data.gpu_buckets`); opportunities are
-`analyzers.reports.ranking` over the findings the analyzers stored (`dashboard.opportunities`). Read-only.
+The headline tiles are the window's totals read per (host, GPU, job) (`data.window_totals`: the
+buckets' totals, drawn before the buckets are read); every other number comes from one cached scan
+of the warehouse (`data.gpu_buckets`); opportunities are `analyzers.reports.ranking` over the
+findings the analyzers stored (`dashboard.opportunities`). Read-only.
 """
 
 from __future__ import annotations
@@ -10,7 +12,9 @@ import pandas as pd
 import streamlit as st
 
 from analyzers.plain import utc_span
+from analyzers.quantiles.stored import step_of as percentiles_step
 from analyzers.reports.ranking import counted
+from analyzers.sharing.stored import shown_for
 from dashboard import (
     charts,
     data,
@@ -18,6 +22,7 @@ from dashboard import (
     energy_view,
     headline_tiles,
     heat,
+    opportunities,
     partial,
     state,
     tables,
@@ -60,8 +65,7 @@ def render() -> None:
         st.info(state.no_samples(key))
         return
     state.show_missing(key, win)
-    buckets = state.buckets_for(key, win)
-    totals = data.fleet_totals(buckets)
+    totals = state.totals_for(key, win)  # the buckets' totals, read without them: tiles first
     st.caption(
         f"{utc_span(win.start, win.end)} · {totals.gpus} GPUs · "
         f"{totals.jobs} jobs · buckets of {win.bucket_s // 60} min"
@@ -89,6 +93,7 @@ def render() -> None:
         ]
     )
 
+    buckets = state.buckets_for(key, win)
     covered = partial.coverage(buckets, win.bucket_s, state.latest_sample(key))
     st.subheader("GPU-hours: allocated vs active vs SM-active")
     if _enough(buckets, win, label):
@@ -100,14 +105,7 @@ def render() -> None:
     left, right = st.columns([1, 3])
     with left:
         st.subheader("Percentiles")
-        percentiles = state.sketch_percentiles(key, win.start, win.end, win.bucket_s)
-        caption = (
-            "active % of every sample of allocated GPUs (quantile sketches, within 1 %), "
-            "as `fleetscope quantiles active_pct`"
-        )
-        if percentiles is None:  # no sketches kept yet: the bucket-mean approximation
-            percentiles = data.utilization_percentiles(buckets)
-            caption = "active % of allocated GPUs per bucket, weighted by GPU-hours"
+        percentiles, caption = _percentiles(key, label, win, buckets)
         percentiles["quantile"] = [f"p{q * 100:g}" for q in percentiles["quantile"]]
         tables.static(
             percentiles,
@@ -115,21 +113,51 @@ def render() -> None:
         )
         st.caption(caption)
     with right:
-        _opportunities(key, win)
+        found = state.opportunity_tables(key, win.start, win.end)
+        _opportunities(found)
 
     st.subheader("Top findings")
-    found = state.top_findings(key, win.start, win.end)
-    if not found:
+    if not found.costliest:
         st.caption(
             "No findings stored for this window yet: the analyzers look at new data every "
             "scheduler.interval_s and write what they find."
         )
-    for finding in found:
+    for finding in found.costliest:
         show_brief(finding)
 
     st.subheader("Idlest jobs")
     st.caption("ranked by idle GPU-hours: allocated hours minus active hours")
     _idlest(jobs)
+
+
+SKETCHED = (
+    "active % of every sample of allocated GPUs (quantile sketches, within 1 %), "
+    "as `fleetscope quantiles active_pct`"
+)
+
+
+def _percentiles(
+    key: str, label: str, win: data.Window, buckets: pd.DataFrame
+) -> tuple[pd.DataFrame, str]:
+    """The window's percentiles and what they are, in words: the scheduled pass's stored ones
+    when they answer the window (the Sharing page's rule, `shown_for`), else merged from the
+    sketches now, else (no sketch kept yet) the bucket-mean approximation."""
+    length = time_range.WINDOWS.get(label, win.end - win.start)
+    step = percentiles_step(state.settings())
+    stored = shown_for(state.stored_percentiles(key, length.total_seconds()), win.end, length, step)
+    if stored is not None:
+        doc = stored.document
+        frame = pd.DataFrame({"quantile": doc["quantiles"], "active_pct": doc["values"]})
+        return frame, (
+            f"{SKETCHED}, over {utc_span(stored.window_start, stored.window_end)}: "
+            f"computed at {stored.computed_at:%Y-%m-%d %H:%M} UTC by the scheduled analyzer pass"
+        )
+    merged = state.sketch_percentiles(key, win.start, win.end, win.bucket_s)
+    if merged is None:  # no sketches kept yet: the bucket-mean approximation
+        return data.utilization_percentiles(
+            buckets
+        ), "active % of allocated GPUs per bucket, weighted by GPU-hours"
+    return merged, SKETCHED
 
 
 def _enough(
@@ -229,9 +257,8 @@ def _trend(table: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def _opportunities(key: str, win: data.Window) -> None:
+def _opportunities(found: opportunities.OpportunityTables) -> None:
     st.subheader("Opportunities")
-    found = state.opportunity_tables(key, win.start, win.end)
     if found.by_rule.empty:
         st.caption("No findings stored for this window yet (the analyzers write them).")
         return

@@ -137,6 +137,23 @@ ROWS: tuple[Setting, ...] = (
         "plan at most this (plus lateness and one tick) behind its window's end.",
         minimum=60.0,
     ),
+    Setting(
+        "analyzers.percentiles_days",
+        7.0,
+        "float",
+        "Days of the fleet percentiles (active % of allocated GPUs, from the quantile sketches) "
+        "the scheduled pass stores for the Fleet page (the page's default window); 0: none "
+        "stored, the page merges the sketches on open.",
+        minimum=0.0,
+    ),
+    Setting(
+        "analyzers.percentiles_every_s",
+        3600.0,
+        "float",
+        "Seconds between two fleet percentiles the scheduled pass stores; the page shows stored "
+        "percentiles at most this (plus lateness and one tick) behind its window's end.",
+        minimum=60.0,
+    ),
     # -- dashboard ----------------------------------------------------------------------------
     Setting("dashboard.port", 8501, "int", "Port of the Streamlit dashboard."),
     Setting(

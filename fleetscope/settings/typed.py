@@ -188,6 +188,8 @@ class AnalyzersSettings:
     sketch_hour_retention_s: float
     sharing_days: float
     sharing_every_s: float
+    percentiles_days: float
+    percentiles_every_s: float
 
 
 @dataclass(frozen=True, slots=True)

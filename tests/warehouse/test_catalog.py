@@ -162,6 +162,32 @@ def test_findings_rerun_refreshes_evidence_but_keeps_state_and_first_seen(engine
         findings.set_finding_state(conn, found.finding_id, "closed")  # type: ignore[arg-type]
 
 
+def test_findings_of_a_window_are_those_overlapping_it(engine: Engine) -> None:
+    """[since, until) reads the findings whose window overlaps it: one that ends at `since` or
+    starts at `until` belongs to the window before or after."""
+    hours = [T0 + timedelta(hours=h) for h in range(4)]
+    with engine.begin() as conn:
+        findings.upsert_findings(
+            conn,
+            [
+                _finding(
+                    1.0,
+                    finding_id=f"f{h}",
+                    window_start=start,
+                    window_end=start + timedelta(hours=1),
+                )
+                for h, start in enumerate(hours)
+            ],
+            run_id="r1",
+            now=T0,
+        )
+    with engine.connect() as conn:
+        found = findings.list_findings(conn, since=hours[1], until=hours[3])
+        later = findings.list_findings(conn, since=hours[1])
+    assert [f.finding_id for f in found] == ["f1", "f2"]
+    assert [f.finding_id for f in later] == ["f1", "f2", "f3"]
+
+
 def test_suppressions_match_by_scope_and_optional_rule(engine: Engine) -> None:
     with engine.begin() as conn:
         findings.add_suppression(conn, "team", "vision", rule_id="small_batch", reason="known")

@@ -139,8 +139,11 @@ def list_findings(
     rule_id: str | None = None,
     job_id: str | None = None,
     since: datetime | None = None,
+    until: datetime | None = None,
 ) -> list[Finding]:
-    """Findings, most wasted GPU-hours first; with `since`, those whose window ends after it."""
+    """Findings, most wasted GPU-hours first; with `since`, those whose window ends after it,
+    with `until`, those whose window starts before it (a window's findings are read, not every
+    later one's)."""
     query = select(findings).order_by(findings.c.wasted_gpu_hours.desc(), findings.c.finding_id)
     if state is not None:
         query = query.where(findings.c.state == state)
@@ -150,6 +153,8 @@ def list_findings(
         query = query.where(findings.c.job_id == job_id)
     if since is not None:  # windows are [start, end): one ending at `since` is before it
         query = query.where(findings.c.window_end > since)
+    if until is not None:
+        query = query.where(findings.c.window_start < until)
     return [Finding(**row) for row in conn.execute(query).mappings()]
 
 

@@ -18,19 +18,24 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import duckdb
 import pyarrow as pa
-from sqlalchemy import Engine
 
 from fleetscope.contract import TABLES
-from fleetscope.settings import Settings
 from warehouse.read.rollup_format import mixed
 from warehouse.read.rollups import ROLLUP_TABLES
 from warehouse.storage import schema
 from warehouse.storage.paths import WarehousePaths
-from warehouse.storage.segments import Manifest, SegmentStore, read_manifest
-from warehouse.storage.writer import Writer
+from warehouse.storage.segments import Manifest, read_manifest
+
+if TYPE_CHECKING:  # the server's handle (`Warehouse`) only names them; a reader needs neither
+    from sqlalchemy import Engine
+
+    from fleetscope.settings import Settings
+    from warehouse.storage.segments import SegmentStore
+    from warehouse.storage.writer import Writer
 
 READ_TABLES: Mapping[str, pa.Schema] = {**TABLES, **ROLLUP_TABLES}
 # Raw tables that gained columns in a later contract version (2: step_samples' FLOPs per step and
