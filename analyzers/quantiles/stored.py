@@ -24,7 +24,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final
 
 from analyzers.run.window import Window
-from analyzers.sharing.stored import PlanStep, plan_window
+from analyzers.sharing.stored import PlanStep, plan_window, renewal_due
 
 if TYPE_CHECKING:
     import duckdb
@@ -85,10 +85,7 @@ def read_stored(engine: Engine, window_s: float) -> StoredPlan | None:
 
 def due(engine: Engine, end: datetime, step: PlanStep) -> bool:
     """Whether the pass whose data ends at `end` stores new percentiles."""
-    if step.days <= 0:
-        return False
-    stored = read_stored(engine, step.window_s)
-    return stored is None or stored.window_end <= end - timedelta(seconds=step.every_s)
+    return step.days > 0 and renewal_due(read_stored(engine, step.window_s), end, step)
 
 
 def store_due_percentiles(

@@ -111,9 +111,12 @@ def shown_for(
 
 def due(engine: Engine, end: datetime, step: PlanStep) -> bool:
     """Whether the pass whose data ends at `end` stores a new plan."""
-    if step.days <= 0:
-        return False
-    stored = read_stored(engine, step.window_s)
+    return step.days > 0 and renewal_due(read_stored(engine, step.window_s), end, step)
+
+
+def renewal_due(stored: StoredPlan | None, end: datetime, step: PlanStep) -> bool:
+    """Whether a stored document (a plan, the fleet percentiles) is renewed by the pass whose
+    data ends at `end`: none stored, or the newest ends `every_s` or more before `end`."""
     return stored is None or stored.window_end <= end - timedelta(seconds=step.every_s)
 
 
