@@ -166,3 +166,30 @@ def test_fleetscope_analyze_stores_them_after_its_windows(
     argv = ["quantiles", "active_pct", "--end", stored.window_end.isoformat()]
     (cli,) = _cli_json(tmp_path / "var", [*argv, "--window", f"{length_s}s"], capsys)["groups"]
     assert stored.document["values"] == [cli["p50"], cli["p90"], cli["p99"]]
+
+
+def test_the_embedded_tick_stores_them_after_a_slice_0_window_lands_without_errors(
+    tmp_path: Path, data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The tick's step (`schedule.store_percentiles`): only a window of slice 0 that landed
+    without errors moves the percentiles, up to that window's end."""
+    from analyzers.run.results import FindingStore
+    from analyzers.run.runner import WindowResult
+    from analyzers.run.schedule import store_percentiles
+    from analyzers.run.window import Window
+
+    copy = _copied(tmp_path, data_dir, monkeypatch)
+    settings = _settings(copy)
+    store = FindingStore(catalog.connect(f"sqlite:///{copy / 'catalog.sqlite'}"))
+    connect = lambda _s, _e: open_segments(copy / "segments")  # noqa: E731
+    start = FAR - timedelta(days=1)
+    failed = WindowResult(Window(start, FAR), errors={"R1": "boom"})
+    other_slice = WindowResult(Window(start, FAR, partition=1, partitions=2))
+    assert store_percentiles(store, settings, connect, [failed, other_slice]) is None
+    assert read_stored(store.engine, WEEK_S) is None
+    landed = WindowResult(Window(start, FAR))
+    window = store_percentiles(store, settings, connect, [failed, landed])
+    assert window is not None  # up to FAR, capped at the newest sample as a page's window is
+    newest = latest_sample(open_segments(copy / "segments"))
+    assert newest is not None and window.end == newest + timedelta(milliseconds=1)
+    assert read_stored(store.engine, WEEK_S) is not None
