@@ -192,11 +192,30 @@ class Replay:
         self.group_last = np.append(self.group_start[1:], n_l)[: len(self.group_start)] - 1
         self.group_of = np.cumsum(new) - 1
         self.group_stream = g_stream[self.group_start].tolist()
-        by_segment: list[list[int]] = [[] for _ in range(n_s + 1)]
+        by_segment: list[list[tuple[int, int]]] = [[] for _ in range(n_s + 1)]
         for g, seg in enumerate(g_seg[self.group_start].tolist()):
-            by_segment[seg].append(g)
-        self.groups_by_segment = by_segment
+            by_segment[seg].append((g, self.group_stream[g]))
+        self.groups_by_segment = by_segment  # per segment, its groups and their streams
         self.in_window = (self.launch_ts < self.end)[perm]
+
+    def _durations(
+        self, dur: F64
+    ) -> tuple[F64, F64, list[float], list[float], list[float], list[float]]:
+        """The replay's part that depends on the GPU ops' durations alone, per (stream, segment)
+        group: the running sums of durations `c` and `c_prev` (before each op), and per group
+        the largest `c` (in the step window too), its last `c` and its first `c_prev`. The same
+        for every change that keeps the recorded durations (the workers' fixed point replays
+        27 such changes a rank)."""
+        d = dur[self.perm]
+        c = np.cumsum(d)  # differences within one stream are the sums of its durations
+        c_prev = c - d
+        first, last = self.group_start, self.group_last
+        if len(first):
+            max_a = np.maximum.reduceat(c, first).tolist()
+            win_a = np.maximum.reduceat(np.where(self.in_window, c, -math.inf), first).tolist()
+        else:
+            max_a = win_a = []
+        return c, c_prev, max_a, win_a, c[last].tolist(), c_prev[first].tolist()
 
     def derived(self, key: object, make: Callable[[], T]) -> T:
         """`make()`, computed once per replay: what scenarios derive from the rank and reuse
@@ -279,28 +298,27 @@ class Replay:
             latency = np.minimum(latency, change.latency_cap_us)
         base = clk[:n_l] + pin[:n_l] + latency
         # Per (stream, segment) group, the closed form of end = max(start, free) + dur.
-        d = dur[self.perm]
-        c = np.cumsum(d)  # differences within one stream are the sums of its durations
-        c_prev = c - d
+        if dur is self.gpu_dur:  # the recorded durations: their part is the same every time
+            c, c_prev, max_a, win_a, last_a, c_first = self.derived(
+                "recorded durations", lambda: self._durations(dur)
+            )
+        else:
+            c, c_prev, max_a, win_a, last_a, c_first = self._durations(dur)
         cr = c + grouped_cummax(base[self.perm] - c_prev, self.group_of)
         first, last = self.group_start, self.group_last
-        win = self.in_window
         if len(first):
-            max_a = np.maximum.reduceat(c, first).tolist()
             max_b = np.maximum.reduceat(cr, first).tolist()
-            win_a = np.maximum.reduceat(np.where(win, c, -math.inf), first).tolist()
-            win_b = np.maximum.reduceat(np.where(win, cr, -math.inf), first).tolist()
+            win_b = np.maximum.reduceat(np.where(self.in_window, cr, -math.inf), first).tolist()
         else:
-            max_a = max_b = win_a = win_b = []
-        last_a, last_b, c_first = c[last].tolist(), cr[last].tolist(), c_prev[first].tolist()
+            max_b = win_b = []
+        last_b = cr[last].tolist()
         sync_clk = (clk[n_l:] + pin[n_l:])[self.sync_order].tolist()
         sync_dur = self.sync_dur[self.sync_order].tolist()
         free = {s: -math.inf for s in self.group_stream}
         shift = 0.0  # time the syncs so far added
         gpu_done = last_gpu_end = -math.inf
         for k, groups in enumerate(self.groups_by_segment):
-            for g in groups:
-                stream = self.group_stream[g]
+            for g, stream in groups:
                 x = free[stream] - c_first[g]
                 gpu_done = max(gpu_done, max_a[g] + x, max_b[g] + shift)
                 last_gpu_end = max(last_gpu_end, win_a[g] + x, win_b[g] + shift)
