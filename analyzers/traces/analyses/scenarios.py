@@ -113,8 +113,11 @@ def _dataloader_waits(replay: Replay) -> tuple[F64, F64]:
 
 @scenario("no_dataloader_wait", "every enumerate(DataLoader) wait disappears (a bound, not a fix)")
 def _no_dataloader_wait(replay: Replay, o: TraceOptions, level: int) -> Change | None:
+    """One change for every level (the what-if prices it once)."""
     s, e = _dataloader_waits(replay)
-    return Change(cpu_warp=(s, e, np.zeros(len(s)))) if len(s) else None
+    if not len(s):
+        return None
+    return replay.derived("no dataloader wait", lambda: Change(cpu_warp=(s, e, np.zeros(len(s)))))
 
 
 _FIXED_POINT_ROUNDS = 8
