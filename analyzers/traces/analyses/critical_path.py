@@ -145,7 +145,7 @@ def _critical_path(frame: RankFrame, native: bool) -> CriticalPath | None:
     key = frame.pid[cpu].astype(np.int64) * (1 << 32) + frame.tid[cpu]
     for part in np.split(cpu, np.flatnonzero(np.diff(key)) + 1):
         if len(part):
-            graph.cpu_thread(np.sort(part))
+            graph.cpu_thread(np.sort(part, kind="stable"))  # already sorted: timsort reads it once
     graph.gpu(rows, queue_lengths(frame))
     if native and frame.sym("cuda_sync") < 0:
         graph.implied_syncs(rows)

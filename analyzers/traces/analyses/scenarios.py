@@ -102,12 +102,22 @@ def _dataloader_rows(frame: RankFrame) -> np.ndarray:
     return mask
 
 
+def _dataloader_waits(replay: Replay) -> tuple[F64, F64]:
+    """The outermost data-loader intervals, once per replay: the wait's three levels, the
+    workers' three and their sum with AMP warp the same arrays (so the replay finds where the
+    events and the critical path fall in them once, replay.py)."""
+    frame = replay.frame
+    rows = _dataloader_rows(frame)
+    return replay.derived("dataloader waits", lambda: outermost(frame.ts[rows], frame.end[rows]))
+
+
 @scenario("no_dataloader_wait", "every enumerate(DataLoader) wait disappears (a bound, not a fix)")
 def _no_dataloader_wait(replay: Replay, o: TraceOptions, level: int) -> Change | None:
-    rows = _dataloader_rows(replay.frame)
-    if not rows.any():
+    """One change for every level (the what-if prices it once)."""
+    s, e = _dataloader_waits(replay)
+    if not len(s):
         return None
-    return Change(cpu_warp=_warp(replay.frame.ts[rows], replay.frame.end[rows], 0.0))
+    return replay.derived("no dataloader wait", lambda: Change(cpu_warp=(s, e, np.zeros(len(s)))))
 
 
 _FIXED_POINT_ROUNDS = 8
@@ -121,11 +131,9 @@ def _workers_change(replay: Replay, o: TraceOptions, level: int) -> Change | Non
 
 
 def _workers_fixed_point(replay: Replay, o: TraceOptions, level: int) -> Change | None:
-    frame = replay.frame
-    rows = _dataloader_rows(frame)
-    if not rows.any() or o.dataloader_workers < 1:
+    s, e = _dataloader_waits(replay)
+    if not len(s) or o.dataloader_workers < 1:
         return None
-    s, e = outermost(frame.ts[rows], frame.end[rows])
     load_us = float((e - s).sum()) / replay.n_steps  # loading CPU work per step, now in workers
     kappa = _pick(level, o.worker_contention, 0.1, 0.6)
     residual_us = _pick(level, 500.0, 100.0, 2000.0)  # the main thread's dequeue per batch
@@ -195,9 +203,12 @@ def cpu_amp_ops() -> re.Pattern[str]:
 _NOT_CHANGED, _GEMM_OP, _MEMBOUND_OP = 0, 1, 2
 
 
+@functools.lru_cache(maxsize=1 << 12)
 def _kernel_kind(name: str) -> int:
     """`_GEMM_OP` where `gemm_kernels()` matches, else `_MEMBOUND_OP` where `membound_kernels()`
-    does."""
+    does. Kept per name, not per rank: a set's ranks launch the same kernels, and the two
+    searches over a 300-character templated name are 25 us (34 of 41 ms of `_amp_kind` over an
+    8-rank set); at most 4,096 names, so a server's memory stays bounded."""
     if gemm_kernels().search(name):
         return _GEMM_OP
     return _MEMBOUND_OP if membound_kernels().search(name) else _NOT_CHANGED
@@ -257,18 +268,26 @@ def _is_optimizer_step(name: str) -> bool:
 @scenario("fused_optimizer", "the optimizer step fused (fused=True / foreach): its CPU time to "
           "10-50 %, its kernels to 50-90 % of their time")  # fmt: skip
 def _fused_optimizer(replay: Replay, o: TraceOptions, level: int) -> Change | None:
-    frame = replay.frame
-    rows = _optimizer_rows(frame)
-    if not rows.any():
+    s, e, inside = replay.derived("optimizer steps", lambda: _optimizer_steps(replay))
+    if not len(s):
         return None
-    s, e = outermost(frame.ts[rows], frame.end[rows])
     cpu_f = _pick(level, 0.25, 0.1, 0.5)
     gpu_f = _pick(level, 0.7, 0.5, 0.9)
-    launch_ts = frame.ts[replay.launch]
-    k = np.searchsorted(s, launch_ts, side="right") - 1
-    inside = (k >= 0) & (launch_ts < e[np.maximum(k, 0)])
     factor = np.where(inside, gpu_f, 1.0) if replay.has_gpu else None
     return Change(cpu_warp=(s, e, np.full(len(s), cpu_f)), gpu_factor=factor)
+
+
+def _optimizer_steps(replay: Replay) -> tuple[F64, F64, np.ndarray]:
+    """The outermost optimizer-step intervals and which launches fall inside one, once per
+    replay, not once per level."""
+    frame = replay.frame
+    rows = _optimizer_rows(frame)
+    s, e = outermost(frame.ts[rows], frame.end[rows])
+    if not len(s):
+        return s, e, np.zeros(0, dtype=bool)
+    launch_ts = frame.ts[replay.launch]
+    k = np.searchsorted(s, launch_ts, side="right") - 1
+    return s, e, (k >= 0) & (launch_ts < e[np.maximum(k, 0)])
 
 
 @scenario("cuda_graphs", "the whole step captured in a CUDA graph: each launch call costs 5-30 % "

@@ -104,7 +104,10 @@ def whatif(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
             bounds = []
             for level in (OPTIMISTIC, PESSIMISTIC):
                 change = spec.fn(replay, options, level)
-                bounds.append(_step_us(replay, path, change) if change is not None else est)
+                if change is None or change is expected:  # one change for all levels: priced once
+                    bounds.append(est)
+                else:
+                    bounds.append(_step_us(replay, path, change))
             low, high = min(*bounds, est), max(*bounds, est)
             saved = _saved(base, est)
             gpu_saved = _saved(base_gpu, replay.gpu_busy_us(expected)) if base_gpu else 0.0

@@ -9,6 +9,7 @@ traces: no runtime node for a launch) or finds no annotation, HTA mode says so i
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +21,8 @@ from analyzers.traces.analyses.critical_path import (
     critical_path,
     critical_path_of,
 )
+from analyzers.traces.analyses.critical_whatif import saving_bound_us
+from analyzers.traces.analyses.replay import Change, Replay
 from tests.analyzers.traces.trace_paths import DATA, MAIN_TRACES, trace_set
 
 # HTA's answer there depends on event-record syncs (`Event Sync` after `cudaEventRecord`), whose
@@ -104,6 +107,22 @@ def test_whatif_saves_nothing_off_the_critical_path() -> None:
     assert rows["amp"]["estimated_low_us"] == rows["amp"]["baseline_step_us"]
     assert rows["amp"]["saved_high"] == 0.0
     assert rows["no_dataloader_wait"]["saved_fraction"] > 0.3
+
+
+def test_a_cpu_warp_that_the_longest_path_edge_misses_still_has_no_bound() -> None:
+    """The bound tries the path's longest edge first; a warp of one short CPU edge after it
+    leaves that edge as it was, and the check over every edge still finds the warp."""
+    frame = next(iter(trace_set(DATA / "kineto_resnet50_nw0").frames()))
+    replay = Replay(frame, TraceOptions())
+    path = critical_path_of(frame, native=True)
+    assert path is not None
+    span = path.end_us - path.begin_us
+    longest = int(np.argmax(span))
+    short = int(np.flatnonzero((span > 1.0) & (path.begin_us >= path.end_us[longest]))[0])
+    edge = slice(short, short + 1)
+    warp = Change(cpu_warp=(path.begin_us[edge], path.end_us[edge], np.array([0.5])))
+    assert saving_bound_us(path, replay, warp) == math.inf
+    assert saving_bound_us(path, replay, Change(gpu_factor=np.ones(len(replay.gpu)))) == 0.0
 
 
 def test_the_call_stack_walk_enters_and_leaves_each_call_in_depth_first_order() -> None:
