@@ -18,6 +18,8 @@ import streamlit as st
 
 Width = Literal["small", "medium", "large"] | int  # Streamlit's sizes, or pixels
 TEXT_MAX_PX = 480  # a row's id wider than this is cut (hover shows it whole)
+CELL_PADDING_PX = 24
+_GLYPH_PX = {**dict.fromkeys("iljtfr.,:;-/|!'()[] ", 4.4), **dict.fromkeys("mwMW", 11.2)}
 
 
 @dataclass(frozen=True)
@@ -116,9 +118,13 @@ def listing(
 def text_px(values: pd.Series) -> int:
     """Pixels that show the longest of `values` whole. The grid sizes a column from the first
     rows it measures: on the week's Jobs page the 11th row's id ("...llama3-70b-distill-memv")
-    was cut. Ids are lowercase, digits and punctuation: ~7.6 px a character at the grid's font."""
-    longest = max(len(str(v)) for v in values)
-    return int(min(TEXT_MAX_PX, 28 + 7.6 * longest))
+    was cut. Glyph widths of the grid's font, fitted to eleven of the week's ids in Chromium at
+    1,440 px (within 4 px each), plus the cell's padding; wider than needed, the column pushes
+    the others out of the page (the demo's Jobs table scrolled sideways at 7.6 px a character)."""
+    longest = max(
+        sum(_GLYPH_PX.get(c, 8.6 if c.isupper() else 6.9) for c in str(v)) for v in values
+    )
+    return int(min(TEXT_MAX_PX, CELL_PADDING_PX + longest + 0.999))
 
 
 def show(frame: pd.DataFrame, columns: Mapping[str, Col], **kwargs: Any) -> Any:

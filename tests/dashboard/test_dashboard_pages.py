@@ -193,9 +193,9 @@ def test_a_listing_is_as_wide_as_the_longest_id_on_its_page(warehouse_env: Wareh
     The id a row opens is sized to its longest value on the shown page instead."""
     app = _app("views/jobs.py")
     columns = json.loads(app.dataframe[0].proto.columns)
-    assert columns["job_id"]["width"] == tables.text_px(pd.Series(["train-ok"])) == 88
+    assert columns["job_id"]["width"] == tables.text_px(pd.Series(["train-ok"])) == 70
     assert "width" not in columns["user"]  # the other columns as the grid sizes them
-    assert tables.text_px(pd.Series(["team-research/llama3-70b-distill-memv", "1"])) == 309
+    assert tables.text_px(pd.Series(["team-research/llama3-70b-distill-memv", "1"])) == 259
     assert tables.text_px(pd.Series(["x" * 200])) == tables.TEXT_MAX_PX
 
 
