@@ -9,7 +9,8 @@ the other: ours `fleetscope trace analyze --hta-compatible SET --format json` (o
 pipe, discarded), HTA `bench/hta_runner.py SET` in its own venv (bench.traces.ensure_hta_venv).
 Peak memory is the child's peak RSS, by GNU time where installed (`_run` says why; HTA's
 parse workers, if any, are children of it and counted where the OS folds them in). A side that runs past
---timeout is recorded as not done.
+--timeout is recorded as not done. This checkout is byte-compiled first (`compileall`), as an
+installed copy and HTA's venv are (bench.trace_command.compile_bytecode says why).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.trace_command import compile_bytecode
 from bench.trace_sets import DEFAULT_BASE, build_set
 from bench.traces import ensure_hta_venv
 
@@ -81,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     args = parser.parse_args(argv)
     hta_python = ensure_hta_venv()
+    compile_bytecode()  # as HTA's venv has it: pip wrote its bytecode at install
     fleetscope = str(Path(sys.executable).parent / "fleetscope")
     print("| set | files MB | HTA wall s | HTA CPU s | HTA peak MiB | ours wall s | ours CPU s | "
           "ours peak MiB | wall ratio | CPU ratio | memory ratio | load |")  # fmt: skip
