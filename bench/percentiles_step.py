@@ -17,29 +17,16 @@ the stored ones first).
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import time
 from datetime import UTC, datetime
-from pathlib import Path
+
+from bench.sharing_step import warehouse_args
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--week", type=Path, help="a bench.fresh_week --data folder")
-    parser.add_argument("--data-dir", type=Path, help="any warehouse's core.data_dir")
-    parser.add_argument("--force", action="store_true", help="drop the stored percentiles first")
-    args = parser.parse_args()
-    if args.week:
-        week = args.week.resolve()
-        os.environ["FLEETSCOPE_CORE_DATA_DIR"] = str(week / "var")
-        os.environ["FLEETSCOPE_WAREHOUSE_SEGMENTS_DIR"] = str(week / "segments")
-        os.environ["FLEETSCOPE_ANALYZERS_SKETCHES_DIR"] = str(week / "sketches")
-    elif args.data_dir:
-        os.environ["FLEETSCOPE_CORE_DATA_DIR"] = str(args.data_dir.resolve())
-    else:
-        parser.error("--week or --data-dir")
+    args = warehouse_args(__doc__.split("\n\n")[0], "percentiles")
 
     from analyzers.quantiles.stored import KIND, read_stored, step_of
     from analyzers.run.results import FindingStore

@@ -23,20 +23,28 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def warehouse_args(description: str, stored: str) -> argparse.Namespace:
+    """--week or --data-dir (and --force, which drops the `stored` document first), the
+    warehouse chosen by setting the environment before any fleetscope module reads settings."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--week", type=Path, help="a bench.fresh_week --data folder")
     parser.add_argument("--data-dir", type=Path, help="any warehouse's core.data_dir")
-    parser.add_argument("--force", action="store_true", help="drop the stored plan first")
+    parser.add_argument("--force", action="store_true", help=f"drop the stored {stored} first")
     args = parser.parse_args()
     if args.week:
         week = args.week.resolve()
         os.environ["FLEETSCOPE_CORE_DATA_DIR"] = str(week / "var")
         os.environ["FLEETSCOPE_WAREHOUSE_SEGMENTS_DIR"] = str(week / "segments")
+        os.environ["FLEETSCOPE_ANALYZERS_SKETCHES_DIR"] = str(week / "sketches")
     elif args.data_dir:
         os.environ["FLEETSCOPE_CORE_DATA_DIR"] = str(args.data_dir.resolve())
     else:
         parser.error("--week or --data-dir")
+    return args
+
+
+def main() -> None:
+    args = warehouse_args(__doc__.split("\n\n")[0], "plan")
 
     from analyzers.run.results import FindingStore
     from analyzers.run.runner import WindowResult
