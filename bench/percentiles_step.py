@@ -18,56 +18,20 @@ the stored ones first).
 from __future__ import annotations
 
 import json
-import os
-import time
-from datetime import UTC, datetime
 
-from bench.sharing_step import warehouse_args
+from bench.sharing_step import timed_step, warehouse_args
 
 
 def main() -> None:
     args = warehouse_args(__doc__.split("\n\n")[0], "percentiles")
 
-    from analyzers.quantiles.stored import KIND, read_stored, step_of
-    from analyzers.run.results import FindingStore
-    from analyzers.run.runner import WindowResult
+    from analyzers.quantiles.stored import KIND, step_of
     from analyzers.run.schedule import store_percentiles
-    from analyzers.run.window import Window
-    from fleetscope.settings import load_settings
-    from warehouse import catalog
-    from warehouse.catalog.plans import stored_plans
-    from warehouse.read.reader import connect
-    from warehouse.storage.paths import WarehousePaths
 
-    settings = load_settings()
-    engine = catalog.connect(WarehousePaths.from_settings(settings).catalog_url)
-    step = step_of(settings)
-    if args.force:
-        with engine.begin() as conn:
-            conn.execute(stored_plans.delete().where(stored_plans.c.kind == KIND))
-    now = datetime.now(UTC)
-    landed = [WindowResult(Window(now.replace(hour=0, minute=0, second=0, microsecond=0), now))]
-    load_before = os.getloadavg()[0]
-    wall, cpu = time.perf_counter(), time.process_time()
-    window = store_percentiles(
-        FindingStore(engine), settings, lambda _s, _e: connect(settings), landed
+    _, stored, timing = timed_step(
+        args, KIND, lambda settings: step_of(settings).window_s, store_percentiles
     )
-    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-    stored = read_stored(engine, step.window_s)
-    print(
-        json.dumps(
-            {
-                "stored_now": window is not None,
-                "seconds": round(wall, 2),
-                "cpu_s": round(cpu, 2),
-                "load_1m": [round(load_before, 2), round(os.getloadavg()[0], 2)],
-                "window": [stored.window_start.isoformat(), stored.window_end.isoformat()]
-                if stored
-                else None,
-                "document": stored.document if stored else None,
-            }
-        )
-    )
+    print(json.dumps({**timing, "document": stored.document if stored else None}))
 
 
 if __name__ == "__main__":
