@@ -36,7 +36,8 @@ def settings_markdown() -> str:
     ]
     for s in SETTINGS:
         default = f"`{s.default}`" if s.default != "" else "(empty)"
-        lines.append(f"| `{s.key}` | `{s.env}` | {s.type} | {default} | {s.help} |")
+        bound = f" At least {s.minimum:g}." if s.minimum is not None else ""
+        lines.append(f"| `{s.key}` | `{s.env}` | {s.type} | {default} | {s.help}{bound} |")
     return "\n".join(lines) + "\n"
 
 

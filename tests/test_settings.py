@@ -52,6 +52,13 @@ def test_a_value_under_its_minimum_is_refused_where_it_was_read(tmp_path: Path) 
     assert load_settings(env={"FLEETSCOPE_ANALYZERS_SHARING_DAYS": "0"}).analyzers.sharing_days == 0
 
 
+def test_a_minimum_is_on_numbers_only_and_the_default_meets_it() -> None:
+    bounded = [s for s in SETTINGS if s.minimum is not None]
+    assert {s.key for s in bounded} >= {"analyzers.sharing_every_s", "analyzers.percentiles_days"}
+    for setting in bounded:
+        assert setting.type in ("int", "float") and float(setting.default) >= setting.minimum
+
+
 def test_every_setting_has_help_and_a_section() -> None:
     for setting in SETTINGS:
         assert "." in setting.key and setting.help.endswith(".")

@@ -154,9 +154,8 @@ def _percentiles(
         )
     merged = state.sketch_percentiles(key, win.start, win.end, win.bucket_s)
     if merged is None:  # no sketches kept yet: the bucket-mean approximation
-        return data.utilization_percentiles(
-            buckets
-        ), "active % of allocated GPUs per bucket, weighted by GPU-hours"
+        approximated = data.utilization_percentiles(buckets)
+        return approximated, "active % of allocated GPUs per bucket, weighted by GPU-hours"
     return merged, SKETCHED
 
 

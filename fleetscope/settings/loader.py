@@ -38,7 +38,7 @@ def _coerce(setting: Setting, raw: object, origin: str) -> str | int | float | b
         if setting.type == "int":
             if isinstance(raw, bool):
                 raise ValueError(raw)
-            return int(str(raw))
+            return int(_at_least(setting, int(str(raw)), origin))
         if setting.type == "float":
             if isinstance(raw, bool):
                 raise ValueError(raw)

@@ -106,9 +106,12 @@ def _dataloader_waits(replay: Replay) -> tuple[F64, F64]:
     """The outermost data-loader intervals, once per replay: the wait's three levels, the
     workers' three and their sum with AMP warp the same arrays (so the replay finds where the
     events and the critical path fall in them once, replay.py)."""
-    frame = replay.frame
-    rows = _dataloader_rows(frame)
-    return replay.derived("dataloader waits", lambda: outermost(frame.ts[rows], frame.end[rows]))
+
+    def waits() -> tuple[F64, F64]:
+        rows = _dataloader_rows(replay.frame)
+        return outermost(replay.frame.ts[rows], replay.frame.end[rows])
+
+    return replay.derived("dataloader waits", waits)
 
 
 @scenario("no_dataloader_wait", "every enumerate(DataLoader) wait disappears (a bound, not a fix)")
