@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final
 
 from analyzers.run.window import Window
-from analyzers.sharing.stored import PlanStep, plan_window, renewal_due
+from analyzers.sharing.stored import PlanStep, capped_window, plan_window, renewal_due
 
 if TYPE_CHECKING:
     import duckdb
@@ -95,11 +95,10 @@ def store_due_percentiles(
     end: datetime,
     step: PlanStep,
 ) -> Window | None:
-    """The pass's percentiles step: when due (`_due`) up to `end` capped just past the newest
+    """The pass's percentiles step: when due (`due`) up to `end` capped just past the newest
     sample (read through `connect(start, end)`, telemetry holding that range), merge and store
     the percentiles of the `step.days` before it; the window stored, or None. A failure is logged
     and stores nothing: the page then merges on open, as before."""
-    from analyzers.accounting.usage import latest_sample
     from warehouse.catalog.plans import record_plan
 
     if not due(engine, end, step):
@@ -108,15 +107,12 @@ def store_due_percentiles(
     try:
         telemetry = connect(window.start, window.end)
         try:
-            newest = latest_sample(telemetry)
+            capped = capped_window(telemetry, end, step, lambda end: due(engine, end, step))
         finally:
             telemetry.close()
-        if newest is None or not store.has_rows():
+        if capped is None or not store.has_rows():
             return None
-        end = min(end, newest + timedelta(milliseconds=1))
-        if not due(engine, end, step):
-            return None
-        window = plan_window(end, step.window_s)
+        window = capped
         sketches = store.connect(window.start, window.end)
         try:
             found = document(sketches, window)

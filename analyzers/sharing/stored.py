@@ -143,24 +143,34 @@ def store_due_plan(
     plan of the `step.days` before it; the window stored, or None. `connect(start, end)` opens
     telemetry holding at least that range. A failure is logged and stores nothing: the page then
     computes, as before."""
-    from analyzers.accounting.usage import latest_sample
-
     if not due(engine, end, step):
         return None
     window = plan_window(end, step.window_s)
     try:
         conn = connect(window.start, window.end)
         try:
-            newest = latest_sample(conn)
-            if newest is None:
-                return None
-            end = min(end, newest + timedelta(milliseconds=1))
-            if not due(engine, end, step):
-                return None
-            window = plan_window(end, step.window_s)
-            return window if store_plan(engine, conn, window, step.window_s) else None
+            capped = capped_window(conn, end, step, lambda end: due(engine, end, step))
+            return capped if capped and store_plan(engine, conn, capped, step.window_s) else None
         finally:
             conn.close()
     except Exception:
         log.exception("sharing plan up to %s not stored", end.isoformat())
         return None
+
+
+def capped_window(
+    telemetry: duckdb.DuckDBPyConnection,
+    end: datetime,
+    step: PlanStep,
+    is_due: Callable[[datetime], bool],
+) -> Window | None:
+    """The window a due step stores (a plan, the fleet percentiles): the `step.days` before `end`
+    capped just past the newest sample, so a stalled warehouse's document is not computed again;
+    None when there is no sample or the capped end is not due."""
+    from analyzers.accounting.usage import latest_sample
+
+    newest = latest_sample(telemetry)
+    if newest is None:
+        return None
+    end = min(end, newest + timedelta(milliseconds=1))
+    return plan_window(end, step.window_s) if is_due(end) else None
