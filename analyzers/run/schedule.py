@@ -285,8 +285,8 @@ def store_sharing_plan(
     to the newest window end that landed without errors, when one is due."""
     from analyzers.sharing.stored import store_due_plan
 
-    ends = [r.window.end for r in results if not r.errors and r.window.partition == 0]
-    return store_due_plan(store.engine, connect, max(ends), step) if ends else None
+    end = _landed_end(results)
+    return store_due_plan(store.engine, connect, end, step) if end else None
 
 
 def store_percentiles(
@@ -300,11 +300,18 @@ def store_percentiles(
     from analyzers.quantiles.store import open_store
     from analyzers.quantiles.stored import step_of, store_due_percentiles
 
-    ends = [r.window.end for r in results if not r.errors and r.window.partition == 0]
-    if not ends:
+    end = _landed_end(results)
+    if end is None:
         return None
     step = step_of(settings)
-    return store_due_percentiles(store.engine, open_store(settings), connect, max(ends), step)
+    return store_due_percentiles(store.engine, open_store(settings), connect, end, step)
+
+
+def _landed_end(results: list[WindowResult]) -> datetime | None:
+    """The newest end of a slice-0 window that landed without errors: the stored steps' data end
+    (a slice's own window says nothing of the whole fleet)."""
+    ends = [r.window.end for r in results if not r.errors and r.window.partition == 0]
+    return max(ends, default=None)
 
 
 def start_embedded(
