@@ -43,12 +43,11 @@ import sys
 import tempfile
 import time
 import urllib.parse
-import urllib.request
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
-from tests.dashboard.browser import Browser, dashboard_server, free_port
+from tests.dashboard.browser import Browser, dashboard_server, free_port, wait_healthy
 
 PAGES = ["fleet", "jobs", "traces", "hosts", "gpus", "sharing"]
 COLD_PEER_FIRST = [False]  # --peer-first: each page's cold open from the peer's server first
@@ -117,28 +116,15 @@ def floor(browser: Browser, repeats: int) -> Row:
         )  # fmt: skip
         try:
             url = f"http://127.0.0.1:{port}/"
-            _wait_healthy(url, server)  # as dashboard_server waits before our pages' cold open
+            # As dashboard_server waits before our pages' cold opens. Tried from the launch, the
+            # try that painted had often begun while the server was still starting (2.1 s cold
+            # against 1.1-1.3 s with the wait, seventeenth session, load 4).
+            wait_healthy(url.rstrip("/"), server, timeout_s=120)
             cold = paint_s(browser, url)
             return _row(cold, [paint_s(browser, url) for _ in range(repeats)])
         finally:
             server.terminate()
             server.wait(timeout=30)
-
-
-def _wait_healthy(url: str, server: subprocess.Popen[bytes]) -> None:
-    """Until Streamlit answers its health check. The floor's cold open used to be tried from
-    the server's launch, and the try that painted had often begun while the server was still
-    starting: 2.1 s cold against 1.3 s after this wait (seventeenth session, load 4)."""
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            with urllib.request.urlopen(f"{url}_stcore/health", timeout=2) as answer:
-                if answer.status == 200:
-                    return
-        except OSError:
-            if server.poll() is not None or time.monotonic() > deadline:
-                raise
-        time.sleep(0.05)
 
 
 def _row(cold: tuple[float, float, float], warm: list[tuple[float, float, float]]) -> Row:

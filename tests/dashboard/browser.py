@@ -184,6 +184,22 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+def wait_healthy(url: str, process: subprocess.Popen[bytes], timeout_s: float) -> None:
+    """Until the Streamlit server at `url` answers its health check ("ok"); BrowserError with
+    the end of its stderr (where piped) when it exits or `timeout_s` passes first."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as answer:
+                if answer.read() == b"ok":
+                    return
+        except OSError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                stderr = process.stderr.read().decode() if process.stderr else ""
+                raise BrowserError(f"dashboard did not start: {stderr[-2000:]}") from None
+            time.sleep(0.2)
+
+
 @contextmanager
 def dashboard_server(
     env: dict[str, str], timeout_s: float = 60.0, port: int | None = None
@@ -198,17 +214,7 @@ def dashboard_server(
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as answer:
-                    if answer.read() == b"ok":
-                        break
-            except OSError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    stderr = process.stderr.read().decode() if process.stderr else ""
-                    raise BrowserError(f"dashboard did not start: {stderr[-2000:]}") from None
-                time.sleep(0.2)
+        wait_healthy(url, process, timeout_s)
         yield url
     finally:
         process.terminate()
