@@ -6,11 +6,21 @@ The replay model is in `replay.py`, the scenarios with their assumptions and sou
 `scenarios.py`. Each scenario is replayed three times: with its expected assumptions (the
 estimate) and with its optimistic and pessimistic ones (the interval). Savings are against the
 same replay with nothing changed, so the model's own error cancels; savings per week = saved
-fraction x the job's GPUs x hours per week. The model's error against real pairs of traces is
+fraction x the job's GPUs x hours per week.
+
+The interval also holds the estimate's sampling error: the replayed step is a mean over the
+trace's few ProfilerSteps (often 5-10), and steps of one run differ by several percent (a slow
+batch, a warm-up), so the same change recorded again lands elsewhere by about that much. Each end
+moves out by two standard errors of the baseline's mean step (`SAMPLING_SPREAD`), relative to
+the step; a trace with one step adds nothing. The savings' interval stays the assumptions' alone:
+both replays it compares read the same steps, so their sampling error cancels. The model's error against real pairs of traces is
 measured by `python -m bench.whatif` (bench/RESULTS.md, "What-if validation").
 """
 
 from __future__ import annotations
+
+import math
+import statistics
 
 from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
 from analyzers.traces.analyses.critical_path import (
@@ -21,6 +31,7 @@ from analyzers.traces.analyses.critical_path import (
 from analyzers.traces.analyses.critical_whatif import saving_bound_us
 from analyzers.traces.analyses.replay import Change, Replay
 from analyzers.traces.analyses.scenarios import EXPECTED, OPTIMISTIC, PESSIMISTIC, SCENARIOS
+from analyzers.traces.analyses.steps import profiler_steps
 from analyzers.traces.frame import RankFrame, TraceSet
 
 ASSUMPTIONS = (
@@ -71,6 +82,18 @@ def _step_us(replay: Replay, path: CriticalPath | None, change: Change) -> float
     return max(est, replay.step_time(Change()) - saving_bound_us(path, replay, change))
 
 
+SAMPLING_SPREAD = 2.0  # standard errors of the mean step each end of the interval moves out
+
+
+def _relative_standard_error(frame: RankFrame) -> float:
+    """Standard error of the rank's mean ProfilerStep duration, as a fraction of that mean."""
+    durations = [step.duration_us for step in profiler_steps(frame)]
+    mean = statistics.fmean(durations) if len(durations) > 1 else 0.0
+    if mean <= 0:
+        return 0.0
+    return statistics.stdev(durations) / mean / math.sqrt(len(durations))
+
+
 def _saved(base: float, est: float) -> float:
     return max(0.0, 1.0 - est / base) if base > 0 else 0.0
 
@@ -96,6 +119,7 @@ def whatif(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
         base_gpu = replay.gpu_busy_us(Change())
         values: dict[str, float] = {"baseline_step_us": base}
         path = _critical_path(frame)
+        spread = SAMPLING_SPREAD * _relative_standard_error(frame)
         for name, spec in SCENARIOS.items():
             expected = spec.fn(replay, options, EXPECTED)
             if expected is None:
@@ -116,7 +140,8 @@ def whatif(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
             hours = saved * gpus * options.hours_per_week if base_gpu > 0 else 0.0
             rows.append(
                 (
-                    frame.rank, name, base, est, low, high, saved, _saved(base, high),
+                    frame.rank, name, base, est, low * (1.0 - spread), high * (1.0 + spread),
+                    saved, _saved(base, high),
                     _saved(base, low), gpu_saved, hours, spec.assumptions,
                 )
             )  # fmt: skip
@@ -133,7 +158,8 @@ def whatif(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
         per_rank,
         (
             f"model: {ASSUMPTIONS} GPUs: {gpus}; each estimate with the interval of its "
-            f"scenario's assumptions (low/high); DataLoader workers: "
+            f"scenario's assumptions (low/high), widened by {SAMPLING_SPREAD:g} standard errors "
+            f"of the trace's mean step; DataLoader workers: "
             f"{options.dataloader_workers}; pinned copies {options.pinned_copy_speedup:g}x "
             "faster",
         ),

@@ -104,8 +104,7 @@ def test_whatif_saves_nothing_off_the_critical_path() -> None:
         r["scenario"]: r
         for r in run_analyses(trace, names=["whatif"])["whatif"].table("whatif").records()
     }
-    assert rows["amp"]["estimated_low_us"] == rows["amp"]["baseline_step_us"]
-    assert rows["amp"]["saved_high"] == 0.0
+    assert rows["amp"]["saved_high"] == 0.0  # the optimistic end: not a step shorter
     assert rows["no_dataloader_wait"]["saved_fraction"] > 0.3
 
 
