@@ -148,12 +148,16 @@ def test_a_tick_fans_out_windows_per_partition(
     assert len(store.findings()) == 18
 
 
-def test_a_window_task_stores_the_sharing_plan(
+def test_a_window_task_stores_the_sharing_plan_and_the_fleet_percentiles(
     env: dict[str, str], workers: list[subprocess.Popen[bytes]], tmp_path: Path
 ) -> None:
-    """Slice 0's window task sends `fleetscope.sharing_plan` (a plan is due: none is stored), and
-    the catalog ends holding the plan of the 7 days to just past the newest sample."""
+    """Slice 0's window task sends `fleetscope.sharing_plan` and `fleetscope.fleet_percentiles`
+    (both due: none is stored), and the catalog ends holding the plan and the percentiles of the
+    7 days to just past the newest sample, the percentiles merged from the panes the window task
+    kept (the dashboard's `document` of the same sketches)."""
     from analyzers.accounting.usage import latest_sample
+    from analyzers.quantiles import stored as stored_percentiles
+    from analyzers.quantiles.store import open_store
     from analyzers.sharing.stored import plan_document, plan_window, read_stored
     from tests.analyzers.test_sharing_stored import rounded
 
@@ -173,3 +177,12 @@ def test_a_window_task_stores_the_sharing_plan(
     assert (stored.window_start, stored.window_end) == (planned.start, planned.end)
     assert rounded(stored.document) == rounded(plan_document(conn, planned))
     assert stored.document["not_candidates"] == {"too short": 18}
+    while (
+        percentiles := stored_percentiles.read_stored(engine, 7 * 86400.0)
+    ) is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert percentiles is not None, "no fleet percentiles stored"
+    assert (percentiles.window_start, percentiles.window_end) == (planned.start, planned.end)
+    sketches = open_store(load_settings(env=env)).connect(planned.start, planned.end)
+    assert percentiles.document == stored_percentiles.document(sketches, planned)
+    assert percentiles.document["count"] > 0
