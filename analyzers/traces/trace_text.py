@@ -116,7 +116,7 @@ _RANK_KEY = b'"rank":'
 
 
 class TextSource:
-    """Decompressed bytes of a file in chunks, checked as UTF-8 (msgspec does not check the
+    """Decompressed bytes of a file in chunks, checked as UTF-8 (the C pass does not check the
     strings it skips), with HTA's rank found on the way."""
 
     def __init__(self, path: Path, chunk_size: int) -> None:
