@@ -21,7 +21,7 @@ import numpy as np
 from analyzers.traces.classify import Classifier, KernelClass
 from fleetscope.errors import TraceError
 
-if TYPE_CHECKING:  # annotations only: pathlib imports urllib.parse and ipaddress (~4 ms, issue 19)
+if TYPE_CHECKING:  # annotations only
     from pathlib import Path
 
     import numpy.typing as npt
@@ -176,9 +176,7 @@ class RankFrame(RowColumns):
     @cached_property
     def kernel_class(self) -> npt.NDArray[np.int8]:
         """`KernelClass` value of every row, by name: meaningful for GPU rows (`on_stream`) only,
-        whose names are the only ones classified (a trace has far more names of CPU ops:
-        tracelens_b200_eager has 32 on a stream of 1,041, and classifying all of them was ~2 ms
-        of its HTA-mode run, ~11 ms of its native one, issue 19)."""
+        whose names are the only ones classified (a trace has far more names of CPU ops)."""
         table = np.zeros(len(self.names) or 1, dtype=np.int8)
         used = np.bincount(self.name[self.on_stream] + 1)  # not a sort; -1 (no name) at 0
         for code in (np.flatnonzero(used) - 1).tolist():
