@@ -32,7 +32,7 @@ import msgspec
 import numpy as np
 
 from analyzers.traces import load_fast
-from analyzers.traces.columns import ColumnBuilder, SymbolTable
+from analyzers.traces.columns import ColumnBuilder, SymbolTable, event_sink
 from analyzers.traces.load import RawTrace, load_raw_trace
 
 if TYPE_CHECKING:
@@ -82,7 +82,7 @@ def _structs_decode(self: load_fast._Batches, text: memoryview) -> None:
         events = _BATCH.decode(text)
         blocks = _reduce(events, self.position, self.cols)
     except (msgspec.ValidationError, OverflowError):  # the reference rules decide
-        add = self._sink()
+        add = event_sink(self.cols, self.path)
         for ev in _ANY.decode(text):
             add(ev, self.position)
             self.position += 1

@@ -160,7 +160,9 @@ def as_float(value: object, default: float) -> float:
 
 def event_sink(cols: ColumnBuilder, path: object) -> Callable[[object, int], None]:
     """A function that reduces one decoded event (a dict) to column values: the reference rules.
-    A closure over bound `append` methods: the test oracle runs it once per event."""
+    An event of the wrong shape (a list where a name goes) is refused as a corrupt trace that
+    names it, not a bare TypeError. A closure over bound `append` methods: the test oracle runs
+    it once per event."""
     ids = cols.symbols
     lists = cols.lists
     index_append = lists["index"].append
@@ -176,7 +178,7 @@ def event_sink(cols: ColumnBuilder, path: object) -> Callable[[object, int], Non
     bytes_append = lists["bytes"].append
     ext_append = lists["external_id"].append
 
-    def add(ev: object, position: int) -> None:
+    def reduce(ev: object, position: int) -> None:
         if type(ev) is not dict:
             raise CorruptTraceError(f"{path}: traceEvents[{position}] is not an object: {ev!r:.80}")
         get = ev.get
@@ -221,6 +223,15 @@ def event_sink(cols: ColumnBuilder, path: object) -> Callable[[object, int], Non
         bytes_append(as_int(aget("bytes"), -1))
         ext = aget("External id")
         ext_append(as_int(aget("external id") if ext is None else ext, -1))
+
+    def add(ev: object, position: int) -> None:
+        try:
+            reduce(ev, position)
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise CorruptTraceError(
+                f"{path}: not a Kineto trace: traceEvents[{position}] is malformed "
+                f"({type(exc).__name__}: {exc}): {ev!r:.120}"
+            ) from exc
 
     return add
 

@@ -21,10 +21,10 @@ what is wrong in one line. Every refusal is a TraceError naming the file. Never 
 from __future__ import annotations
 
 import codecs
+import contextlib
 import json
 import re
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,12 +37,7 @@ except ImportError as missing:  # the install skipped it (pyproject.toml: option
     ) from missing
 from analyzers.traces.columns import ColumnBuilder, event_sink
 from analyzers.traces.trace_text import TextSource
-from fleetscope.errors import (
-    CorruptTraceError,
-    TraceError,
-    TraceNestingError,
-    TruncatedTraceError,
-)
+from fleetscope.errors import CorruptTraceError, TraceNestingError, TruncatedTraceError
 
 __all__ = ["decode", "flush_columns"]
 
@@ -129,8 +124,8 @@ def _decode(source: TextSource, cols: ColumnBuilder, path: Path) -> dict[str, An
         else:
             searched = text.length
         # No cut decodes though the text holds several chunks: the head of the text is walked
-        # element by element (a NaN literal, broken JSON: named there). At the end of input the
-        # tail below does the same.
+        # element by element (broken JSON is named there). At the end of input the tail below
+        # does the same.
         if not cut and (
             (has_cut and not source.eof and text.length >= _WALK_AFTER_CHUNKS * source.chunk_size)
             or text.length > _MAX_BUFFER
@@ -170,14 +165,9 @@ def _last_batch(text: _Text, batches: _Batches) -> int | None:
     buf = text.data
     buf[0] = _OPEN
     ends = [m.start() for m in _ARRAY_END.finditer(buf, 1, text.length)]
-    for at in reversed(ends[-_CUT_TRIES:]):
-        try:
-            with memoryview(buf) as view, view[: at + 1] as batch:
-                batches.decode(batch)
-        except _DECODE_ERRORS:
-            continue
-        return at
-    return None
+    return next(
+        (at for at in reversed(ends[-_CUT_TRIES:]) if batches.decode_head(buf, at + 1)), None
+    )
 
 
 def _head(source: TextSource, text: _Text, path: Path) -> tuple[dict[str, Any], int]:
@@ -206,7 +196,9 @@ def _head(source: TextSource, text: _Text, path: Path) -> tuple[dict[str, Any], 
         if head.lstrip(_JSON_WS) == b"{":
             metadata = {}
         elif head.endswith(b",") and head[:-1].strip(_JSON_WS) != b"{":
-            metadata = _object_or_none(head[:-1] + b"}")
+            with contextlib.suppress(*_DECODE_ERRORS):  # else not a top-level key
+                value = json.loads(head[:-1] + b"}")
+                metadata = value if isinstance(value, dict) else None
         if metadata is not None:
             opening = _KEY_RE.match(buf, key_at + len(_KEY), text.length)
             if opening is None:
@@ -223,15 +215,6 @@ def _not_an_array(after_key: bytes | bytearray, path: Path) -> Exception:
     return CorruptTraceError(
         f"{path}: not a Kineto trace: expected '[' to open traceEvents, found {found!r}"
     )
-
-
-def _object_or_none(data: bytes) -> dict[str, Any] | None:
-    """`data` decoded as a JSON object, or None when it is not one."""
-    try:
-        value = json.loads(data)
-    except _DECODE_ERRORS:
-        return None
-    return value if isinstance(value, dict) else None
 
 
 def _not_an_object(start: bytes, path: Path) -> CorruptTraceError:
@@ -326,16 +309,11 @@ def _decode_batch(buf: bytearray, end: int, batches: _Batches) -> int:
     the position of the `,` after the last one decoded (0: no cut found that decodes). In place,
     without a copy: the first byte becomes `[` and the `,` after it `]` during the call."""
     for cut in _cuts(buf, end):
-        buf[0] = _OPEN
-        buf[cut + 1] = _CLOSE
-        try:
-            with memoryview(buf) as view, view[: cut + 2] as batch:
-                batches.decode(batch)
-        except _DECODE_ERRORS:
-            continue
-        finally:
-            buf[cut + 1] = _COMMA
-        return cut + 1
+        buf[0], buf[cut + 1] = _OPEN, _CLOSE
+        decoded = batches.decode_head(buf, cut + 2)
+        buf[cut + 1] = _COMMA
+        if decoded:
+            return cut + 1
     return 0
 
 
@@ -376,7 +354,7 @@ class _Batches:
         cols = self.cols
         decoded = _decode_columns(text, self.position, cols.symbols)
         if decoded is None:
-            add = self._sink()
+            add = event_sink(cols, self.path)
             for ev in json.loads(str(text, "utf-8")):
                 add(ev, self.position)
                 self.position += 1
@@ -389,23 +367,14 @@ class _Batches:
             cols.add_blocks(columns)
         self.position += count
 
-    def _sink(self) -> Callable[[object, int], None]:
-        """`columns.event_sink`, with an event of the wrong shape (a list where a name goes)
-        refused as a corrupt trace that names the event, not a bare TypeError."""
-        add, path = event_sink(self.cols, self.path), self.path
-
-        def guarded(ev: object, position: int) -> None:
-            try:
-                add(ev, position)
-            except TraceError:
-                raise
-            except (TypeError, ValueError, OverflowError) as exc:
-                raise CorruptTraceError(
-                    f"{path}: not a Kineto trace: traceEvents[{position}] is malformed "
-                    f"({type(exc).__name__}: {exc}): {ev!r:.120}"
-                ) from exc
-
-        return guarded
+    def decode_head(self, buf: bytearray, end: int) -> bool:
+        """`decode(buf[:end])` without a copy; False when that is not valid JSON."""
+        try:
+            with memoryview(buf) as view, view[:end] as batch:
+                self.decode(batch)
+        except _DECODE_ERRORS:
+            return False
+        return True
 
     def walk(self, text: _Text, *, eof: bool) -> tuple[int, bool]:
         """Decode the elements at the head of the text one at a time with Python's json (the
@@ -418,7 +387,7 @@ class _Batches:
         path = self.path
         s, _ = codecs.utf_8_decode(bytes(text.data[: text.length]), "strict", eof)
         n = len(s)
-        add = self._sink()
+        add = event_sink(self.cols, path)
         scan = json.JSONDecoder().raw_decode
         taken = 0  # characters up to the separator after the last element taken
         ended = False
