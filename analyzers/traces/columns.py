@@ -14,6 +14,8 @@ from collections.abc import Callable, Mapping
 from math import isfinite
 from typing import TYPE_CHECKING, Any, TypeAlias
 
+import numpy as np
+
 from fleetscope.errors import CorruptTraceError, NonFiniteTraceError
 
 if TYPE_CHECKING:
@@ -33,8 +35,7 @@ __all__ = [
 # docstring).
 CHUNK_SIZE = 1 << 20
 
-# Every column of RawTrace that grows with the file, and its dtype (numpy's name for it: the
-# names need no numpy to be imported).
+# Every column of RawTrace that grows with the file, and its dtype.
 DTYPES: dict[str, str] = {
     "index": "int64",
     "cat": "int32",
@@ -108,19 +109,13 @@ class ColumnBuilder:
             self.blocks[key].append(block)
 
     def flush(self) -> None:
-        pending_keys = [key for key, pending in self.lists.items() if pending]
-        if not pending_keys:
-            return
-        import numpy as np
-
-        for key in pending_keys:
-            pending = self.lists[key]
+        for key, pending in self.lists.items():
+            if not pending:
+                continue
             self.blocks[key].append(np.array(pending, dtype=DTYPES[key]))
             pending.clear()
 
     def column(self, key: str) -> npt.NDArray[Any]:
-        import numpy as np
-
         self.flush()
         dtype = DTYPES[key]
         blocks = [

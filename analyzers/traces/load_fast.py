@@ -382,8 +382,6 @@ class _Batches:
         the text starts at the separator after the last element taken; whether that separator
         is the `]` that closes `traceEvents`). Raises the error that names the element when one
         is malformed, or truncated at the end of input."""
-        import json
-
         path = self.path
         s, _ = codecs.utf_8_decode(bytes(text.data[: text.length]), "strict", eof)
         n = len(s)
