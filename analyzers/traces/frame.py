@@ -219,9 +219,7 @@ class RankFrames(Sequence[RankFrame]):
     def __len__(self) -> int:
         return len(self._order)
 
-    def __getitem__(self, i: Any) -> Any:
-        if isinstance(i, slice):
-            return [self._ranks[r] for r in self._order[i]]
+    def __getitem__(self, i: Any) -> Any:  # an int: nothing slices a set's frames
         return self._ranks[self._order[i]]
 
 
