@@ -32,7 +32,7 @@ import msgspec
 import numpy as np
 
 from analyzers.traces import load_fast
-from analyzers.traces.columns import ColumnBuilder, SymbolTable
+from analyzers.traces.columns import ColumnBuilder, SymbolTable, event_sink
 from analyzers.traces.load import RawTrace, load_raw_trace
 
 if TYPE_CHECKING:
@@ -76,17 +76,17 @@ _ANY = msgspec.json.Decoder()
 _C_DECODE = load_fast._Batches.decode
 
 
-def _structs_decode(self: load_fast._Batches, text: memoryview | msgspec.Raw) -> None:
+def _structs_decode(self: load_fast._Batches, text: memoryview) -> None:
     """`_Batches.decode` by msgspec's typed structs (the loader's batch step before issue 29)."""
     try:
         events = _BATCH.decode(text)
-    except msgspec.ValidationError:
-        self._reference(_ANY.decode(text))
-        return
-    try:
         blocks = _reduce(events, self.position, self.cols)
-    except OverflowError:  # an integer beyond int64: the reference rules decide
-        self._reference(_ANY.decode(text))
+    except (msgspec.ValidationError, OverflowError):  # the reference rules decide
+        add = event_sink(self.cols, self.path)
+        for ev in _ANY.decode(text):
+            add(ev, self.position)
+            self.position += 1
+        load_fast.flush_columns(self.cols, self.path)
         return
     self.cols.add_blocks(blocks)
     self.position += len(events)

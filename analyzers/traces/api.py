@@ -64,24 +64,20 @@ def load_trace_set(
     so its peak grows with the largest rank, not the set. With `rank_workers` > 1 (0: one per
     CPU) and files of over `WORKERS_OVER_BYTES` together, that many processes read and frame the
     files, each one file at a time."""
-    frames: SpilledFrames | None = None
     rank_frame = hta_rank_frame if hta_compatible else native_rank_frame
     prepare = prepare_hta if hta_compatible else prepare_native
     if raws is not None:
-        return prepare((rank_frame(raw) for raw in raws), frames)
+        return prepare(rank_frame(raw) for raw in raws)
     files = find_trace_files(path)
     set_bytes = sum(p.stat().st_size for p in files)
-    if len(files) > 1 and set_bytes > spill_over_bytes:
-        frames = SpilledFrames()
+    frames = SpilledFrames() if len(files) > 1 and set_bytes > spill_over_bytes else None
     workers = min(rank_workers or os.cpu_count() or 1, len(files))
     if workers < 2 or set_bytes <= WORKERS_OVER_BYTES:
         return prepare((rank_frame(load(p)) for p in files), frames)
     from concurrent.futures import ProcessPoolExecutor  # only here, as in run_analyses
 
     with ProcessPoolExecutor(workers) as pool:
-        return prepare(
-            pool.map(_load_rank_frame, files, repeat(hta_compatible), repeat(load)), frames
-        )
+        return prepare(pool.map(_load_rank_frame, files, repeat(rank_frame), repeat(load)), frames)
 
 
 # Smaller sets are held in memory, where the workers' files in flight (a raw rank each, and each
@@ -90,9 +86,11 @@ def load_trace_set(
 WORKERS_OVER_BYTES = SPILL_OVER_BYTES
 
 
-def _load_rank_frame(path: Path, hta_compatible: bool, load: Callable[[Path], RawTrace]) -> Any:
+def _load_rank_frame(
+    path: Path, rank_frame: Callable[[RawTrace], Any], load: Callable[[Path], RawTrace]
+) -> Any:
     """A rank worker's file: read, then framed (the frame comes back pickled, the raw stays)."""
-    return (hta_rank_frame if hta_compatible else native_rank_frame)(load(path))
+    return rank_frame(load(path))
 
 
 # Analyses that share what one of them computes per rank (frame.memo) run in one process.

@@ -10,7 +10,7 @@ This module must never import pandas.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from enum import StrEnum
 from functools import cached_property
@@ -19,13 +19,14 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 import numpy as np
 
 from analyzers.traces.classify import Classifier, KernelClass
+from fleetscope.errors import TraceError
 
-if TYPE_CHECKING:  # annotations only: pathlib imports urllib.parse and ipaddress (~4 ms, issue 19)
+if TYPE_CHECKING:  # annotations only
     from pathlib import Path
 
     import numpy.typing as npt
 
-__all__ = ["Mode", "RankFrame", "RankFrames", "RowColumns", "TraceSet"]
+__all__ = ["Mode", "RankFrame", "RankFrames", "RowColumns", "TraceSet", "gather_ranks"]
 
 F64: TypeAlias = "npt.NDArray[np.float64]"
 I64: TypeAlias = "npt.NDArray[np.int64]"
@@ -175,9 +176,7 @@ class RankFrame(RowColumns):
     @cached_property
     def kernel_class(self) -> npt.NDArray[np.int8]:
         """`KernelClass` value of every row, by name: meaningful for GPU rows (`on_stream`) only,
-        whose names are the only ones classified (a trace has far more names of CPU ops:
-        tracelens_b200_eager has 32 on a stream of 1,041, and classifying all of them was ~2 ms
-        of its HTA-mode run, ~11 ms of its native one, issue 19)."""
+        whose names are the only ones classified (a trace has far more names of CPU ops)."""
         table = np.zeros(len(self.names) or 1, dtype=np.int8)
         used = np.bincount(self.name[self.on_stream] + 1)  # not a sort; -1 (no name) at 0
         for code in (np.flatnonzero(used) - 1).tolist():
@@ -220,9 +219,7 @@ class RankFrames(Sequence[RankFrame]):
     def __len__(self) -> int:
         return len(self._order)
 
-    def __getitem__(self, i: Any) -> Any:
-        if isinstance(i, slice):
-            return [self._ranks[r] for r in self._order[i]]
+    def __getitem__(self, i: Any) -> Any:  # an int: nothing slices a set's frames
         return self._ranks[self._order[i]]
 
 
@@ -241,3 +238,35 @@ class TraceSet:
 
     def frames(self) -> RankFrames:
         return RankFrames(self.ranks)
+
+
+def gather_ranks(
+    rank_frames: Iterable[tuple[Path, int, RankFrame]],
+    frames: MutableMapping[int, RankFrame] | None,
+    repeated: Callable[[int, Path, Path], None],
+) -> tuple[MutableMapping[int, RankFrame], Path, float]:
+    """Keep each (path, rank, frame) in `frames` (a dict unless given: `spill.SpilledFrames`) as
+    it comes, one file at a time: a generator that loads each file keeps one file's raw columns
+    alive, not the set's (issue 29). `repeated(rank, earlier, later)` hears of a rank seen twice
+    (the later frame is kept). Returns the frames in rank order, the set's source (its file, or
+    the folder of several) and its earliest start (0.0 when no rank has a row)."""
+    frames = {} if frames is None else frames
+    paths: dict[int, Path] = {}
+    starts: dict[int, float] = {}
+    files: list[Path] = []
+    for path, rank, frame in rank_frames:
+        if rank in paths:
+            repeated(rank, paths[rank], path)
+        files.append(path)
+        paths[rank] = path
+        starts.pop(rank, None)
+        if len(frame):
+            starts[rank] = float(frame.ts.min())
+        frames[rank] = frame
+        del frame  # its columns die here, before the next file is read
+    if not files:
+        raise TraceError("no trace files to prepare")
+    if isinstance(frames, dict):
+        frames = {rank: frames[rank] for rank in sorted(frames)}
+    origin = min(starts[r] for r in sorted(starts)) if starts else 0.0  # as HTA: rank order
+    return frames, files[0].parent if len(files) > 1 else files[0], origin

@@ -28,9 +28,8 @@ from pathlib import Path
 import numpy as np
 
 from analyzers.traces.classify import classify_hta_050
-from analyzers.traces.frame import I64, Mask, Mode, RankFrame, TraceSet
+from analyzers.traces.frame import I64, Mask, Mode, RankFrame, TraceSet, gather_ranks
 from analyzers.traces.load import RawTrace
-from fleetscope.errors import TraceError
 
 __all__ = ["hta_gpu_filter", "hta_rank_frame", "prepare_hta"]
 
@@ -107,42 +106,20 @@ def prepare_hta(
     frames: MutableMapping[int, RankFrame] | None = None,
 ) -> TraceSet:
     """A `TraceSet` under HTA 0.5.0's load rules from `hta_rank_frame`s in file order (later wins
-    a rank).
-
-    `rank_frames` is consumed one file at a time (issue 29): a generator that loads each file
-    keeps one file's raw columns alive, not the set's. Alignment and the iteration filter then
-    replace one rank's frame at a time. `frames` is where the frames are kept (a dict unless
-    given: `spill.SpilledFrames` keeps them in files)."""
+    a rank), gathered one file at a time (`frame.gather_ranks`, also for `frames`); alignment
+    and the iteration filter then replace one rank's frame at a time."""
     notes: list[str] = []
-    frames = {} if frames is None else frames
-    paths: dict[int, Path] = {}
-    starts: dict[int, float] = {}
-    step_names: dict[int, set[str]] = {}
-    first: Path | None = None
-    count = 0
-    for path, rank, frame in rank_frames:
-        first, count = first or path, count + 1
-        if rank in paths:
-            notes.append(
-                f"HTA rank {rank}: {paths[rank].name} replaced by {path.name} "
-                "(HTA keeps the later file of a rank)"
-            )
-        paths[rank] = path
-        starts.pop(rank, None)
-        if len(frame):
-            starts[rank] = frame.ts.min()
-        step_names[rank] = {s for s in frame.names if "ProfilerStep" in s}
-        frames[rank] = frame
-        del frame  # its columns die here, before the next file is read
-    if first is None:
-        raise TraceError("no trace files to prepare")
-    min_ts = min(starts[r] for r in sorted(starts)) if starts else 0.0  # as HTA: rank order
-    steps = set().union(*step_names.values())
+
+    def replaced(rank: int, earlier: Path, later: Path) -> None:
+        notes.append(
+            f"HTA rank {rank}: {earlier.name} replaced by {later.name} "
+            "(HTA keeps the later file of a rank)"
+        )
+
+    frames, source, min_ts = gather_ranks(rank_frames, frames, replaced)
+    steps = {s for rank in frames for s in frames[rank].names if "ProfilerStep" in s}
     for rank in sorted(frames):  # one rank's unaligned, unfiltered frame at a time
         frame = replace(frames[rank], ts=frames[rank].ts - min_ts)
         frames[rank] = _filter_iterations(frame, steps) if len(steps) > 1 else frame
         del frame
-    if isinstance(frames, dict):
-        frames = {rank: frames[rank] for rank in sorted(frames)}
-    source = first.parent if count > 1 else first
-    return TraceSet(Mode.HTA, frames, source, origin_us=float(min_ts), notes=notes)
+    return TraceSet(Mode.HTA, frames, source, origin_us=min_ts, notes=notes)

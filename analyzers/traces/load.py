@@ -2,15 +2,8 @@
 
 Why streaming: HTA decodes the whole document with `json.loads` into a pandas frame of dicts and
 peaks at 100-450 MiB for a 1-3 MB gzipped trace (HTA issue 250: 200 GB of traces needed ~950 GB of
-RAM). Here the file is decompressed in 1 MiB chunks and the elements of `traceEvents` are decoded
-a chunk at a time and immediately reduced to a handful of numbers, so the decoded events die young
-and the peak is the columns plus one chunk.
-
-One decoder fills the columns (`columns.py`): the C column pass of `load_fast.py`, which takes
-each batch of events straight to column blocks (a batch of a shape it does not take goes to the
-reference rules, `columns.event_sink`), and names what is wrong in a file it cannot read
-(naming the file and, where there is one, the event). Tests hold it to a stdlib pull parser, the
-oracle in tests/analyzers/traces/stdlib_oracle.py.
+RAM). Here the file is decompressed in 1 MiB chunks and decoded a batch at a time straight into
+columns (`load_fast.py`, `columns.py`), so the peak is the columns plus one chunk.
 
 Accepted input: plain or gzip JSON (detected by magic bytes, not by name); 2021 category names
 (`Operator`, `Runtime`, `Kernel`, `Memcpy`, `Memset`) and current ones (`cpu_op`, `cuda_runtime`,
@@ -71,19 +64,13 @@ class RawTrace(RowColumns):
     def distributed_rank(self) -> int | None:
         """`distributedInfo.rank` when the profiler wrote it (it is missing in 2021 traces)."""
         info = self.metadata.get("distributedInfo")
-        if isinstance(info, dict):
-            rank = info.get("rank")
-            if isinstance(rank, int) and not isinstance(rank, bool):
-                return rank
-        return None
+        rank = info.get("rank") if isinstance(info, dict) else None
+        return rank if isinstance(rank, int) and not isinstance(rank, bool) else None
 
     @property
     def rank(self) -> int:
         """The rank fleetscope uses: `distributedInfo.rank`, else HTA's text match, else 0."""
-        for candidate in (self.distributed_rank, self.hta_rank):
-            if candidate is not None:
-                return candidate
-        return 0
+        return next((r for r in (self.distributed_rank, self.hta_rank) if r is not None), 0)
 
 
 def load_raw_trace(path: str | Path, *, chunk_size: int = CHUNK_SIZE) -> RawTrace:
@@ -102,7 +89,7 @@ def load_raw_trace(path: str | Path, *, chunk_size: int = CHUNK_SIZE) -> RawTrac
 
 
 def _refuse_non_finite(raw: RawTrace) -> None:
-    """A number past float's range decodes to an infinity (the C pass and msgspec read it so);
+    """A number past float's range decodes to an infinity (the C pass reads it so, and keeps it);
     the file is refused with the event named, as `columns.event_sink` refuses a NaN literal (a
     NaN here is text where a number goes, which the reference rules keep as NaN)."""
     infinite = np.isinf(raw.ts) | np.isinf(raw.dur)

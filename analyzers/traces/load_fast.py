@@ -1,36 +1,32 @@
 """The trace decoder: batches of `traceEvents` go straight to column blocks by the C pass of
-analyzers/traces/_kineto_columns.c; what it leaves is decoded by msgspec into plain values and
-reduced by `columns.event_sink`, the reference rules (tests hold the two to the same columns, and
-the whole decoder to the stdlib oracle in tests/analyzers/traces/stdlib_oracle.py).
+analyzers/traces/_kineto_columns.c; a batch it leaves (an odd shape: a string stream id, a null
+`args`) is decoded by the standard library's `json` and reduced by `columns.event_sink`, the
+reference rules (tests hold the two to the same columns, and the whole decoder to the stdlib
+oracle in tests/analyzers/traces/stdlib_oracle.py).
 
-Why C: decoding each event into a dict and reducing it in Python was about 90 % of the load
-(RawTrace's columns need 13 numbers of an event and its `args`); the C pass skips the other fields
-as it validates them: on the 1 GB 8-rank set it was 2.7x faster than msgspec's typed structs turned
-into columns, and 5.6x faster than orjson or msgspec decoding the same text into dicts alone
-(bench/trace_decoders.py, bench/RESULTS.md), so it stays by issue 29's rule (at least 2x the best
-well-kept decoder, and fuzzed: bench/fuzz_traces.py). HTA's `json.load` of the whole document is what
-makes its memory 4x ours, so batches stay bounded: the decompressed text is read in chunks and cut
-after the last `},` that `{` follows (`_cuts`). A cut is checked, not trusted: `[` + text + `]`
-decodes only if it fell between two elements of `traceEvents`, and a rejected cut (a `},` in a
-kernel's name: each cost two decodes of the batch) is retried at an earlier `},`.
+Why C: decoding each event into a dict and reducing it in Python was about 90 % of the load; the
+C pass reads the 13 numbers a row needs and skips the rest as it validates it. It stays by issue
+29's rule (at least 2x the best well-kept decoder, and fuzzed: bench/trace_decoders.py,
+bench/fuzz_traces.py, bench/RESULTS.md). Why batches: HTA's `json.load` of the whole document is
+what makes its memory 4x ours, so the decompressed text is read in chunks and cut after the last
+`},` that `{` follows (`_cuts`). A cut is checked, not trusted: `[` + text + `]` decodes only if
+it fell between two elements of `traceEvents`, and a rejected cut (a `},` in a kernel's name) is
+retried at an earlier `},`.
 
-When no cut decodes (a NaN literal, a lone surrogate, a broken or truncated element, nesting past
-msgspec's depth), the elements at the head of the text are decoded one at a time by the standard
-library's `json` (`_Batches.walk`): it reads what strict JSON decoders refuse but Python's json
-reads (NaN where no analysis looks), and otherwise names the element and what is wrong in one
-line. Every refusal is a TraceError naming the file. Never imports pandas.
+When no cut decodes (broken or truncated JSON, nesting past the decoder's depth), the elements at
+the head of the text are decoded one at a time (`_Batches.walk`), which names the element and
+what is wrong in one line. Every refusal is a TraceError naming the file. Never imports pandas.
 """
 
 from __future__ import annotations
 
 import codecs
+import contextlib
+import json
 import re
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-import msgspec
+from typing import Any
 
 try:
     from analyzers.traces import _kineto_columns
@@ -41,20 +37,11 @@ except ImportError as missing:  # the install skipped it (pyproject.toml: option
     ) from missing
 from analyzers.traces.columns import ColumnBuilder, event_sink
 from analyzers.traces.trace_text import TextSource
-from fleetscope.errors import (
-    CorruptTraceError,
-    TraceError,
-    TraceNestingError,
-    TruncatedTraceError,
-)
-
-if TYPE_CHECKING:
-    import json
+from fleetscope.errors import CorruptTraceError, TraceNestingError, TruncatedTraceError
 
 __all__ = ["decode", "flush_columns"]
 
-# The C pass from text to columns (analyzers/traces/_kineto_columns.c; no Python twin,
-# pyproject.toml); it returns None for a batch it leaves to the reference rules.
+# The C pass from text to columns; None for a batch it leaves to the reference rules.
 _decode_columns = _kineto_columns.decode_events
 
 _KEY = b'"traceEvents"'
@@ -71,13 +58,10 @@ _CUT = b"},"
 _OPEN, _CLOSE, _COMMA = b"[],"
 _CUT_TRIES, _CUT_SCAN = 4, 64
 _OBJECT_NEXT = re.compile(rb"[ \t\n\r]*(?:\{|\Z)").match
+_ARRAY_END = re.compile(rb"\][ \t\n\r]*[,}]")
 _WALK_AFTER_CHUNKS = 4
-
-
-_ANY = msgspec.json.Decoder()
-_TAIL = msgspec.json.Decoder(dict[str, msgspec.Raw])
-_META = msgspec.json.Decoder(dict[str, Any])
-_DECODE_ERRORS = (msgspec.MsgspecError, ValueError)
+# What a batch that is not valid JSON raises (json.JSONDecodeError is a ValueError).
+_DECODE_ERRORS = (ValueError, RecursionError)
 
 
 def decode(path: Path, cols: ColumnBuilder, chunk_size: int) -> tuple[dict[str, Any], int | None]:
@@ -94,9 +78,8 @@ def decode(path: Path, cols: ColumnBuilder, chunk_size: int) -> tuple[dict[str, 
 class _Text:
     """The text not decoded yet, at the start of one bytearray that is allocated once (and grows
     only for an element longer than it). Why not `del buf[:cut]` then `buf += chunk`: CPython
-    gives a bytearray whose head was dropped a fresh buffer on every growth, ~1 MiB a chunk, and
-    the allocator maps and faults in its pages each time (~3,000 page faults, 5-10 ms of a
-    large trace's load in a fresh process, issue 19)."""
+    gives a bytearray whose head was dropped a fresh buffer on every growth, whose pages the
+    allocator maps and faults in again each time."""
 
     def __init__(self, capacity: int) -> None:
         self.data = bytearray(capacity)
@@ -141,8 +124,8 @@ def _decode(source: TextSource, cols: ColumnBuilder, path: Path) -> dict[str, An
         else:
             searched = text.length
         # No cut decodes though the text holds several chunks: the head of the text is walked
-        # element by element (a NaN literal, broken JSON: named there). At the end of input the
-        # tail below does the same.
+        # element by element (broken JSON is named there). At the end of input the tail below
+        # does the same.
         if not cut and (
             (has_cut and not source.eof and text.length >= _WALK_AFTER_CHUNKS * source.chunk_size)
             or text.length > _MAX_BUFFER
@@ -167,25 +150,24 @@ def _decode(source: TextSource, cols: ColumnBuilder, path: Path) -> dict[str, An
             )
         else:
             text.append(source.read())
-    # What is left: the last elements, `]`, and the members after `traceEvents`, decoded as
-    # `{"traceEvents": [` + rest, so that the last element and the array's end need no cut.
-    if text.find(_KEY) < 0:
-        buf = text.data
-        buf[0] = _OPEN
-        try:
-            tail = _TAIL.decode(b'{"traceEvents":' + buf[: text.length])
-            batches.decode(tail.pop("traceEvents"))
-        except (*_DECODE_ERRORS, RecursionError):
-            tail = None
-        if tail is not None:
-            for key, raw in tail.items():
-                metadata[key] = _ANY.decode(raw)
-            cols.count = batches.position
-            return metadata
-    # A tail msgspec refuses (or one that names `traceEvents` again): element by element.
-    cut, _ = batches.walk(text, eof=True)
-    text.drop(cut)
+    # What is left: the last elements, the `]` that closes `traceEvents`, the members after it.
+    end = _last_batch(text, batches)
+    if end is None:
+        end, _ = batches.walk(text, eof=True)
+    text.drop(end)
     return _members_after(text, metadata, batches, path)
+
+
+def _last_batch(text: _Text, batches: _Batches) -> int | None:
+    """At the end of input, decode the elements up to the `]` that closes `traceEvents` as one
+    batch and return its position; None when none of the last _CUT_TRIES `]` that `,` or `}`
+    follows decodes (a member after the array may be an array too, such as Kineto's `INFO`)."""
+    buf = text.data
+    buf[0] = _OPEN
+    ends = [m.start() for m in _ARRAY_END.finditer(buf, 1, text.length)]
+    return next(
+        (at for at in reversed(ends[-_CUT_TRIES:]) if batches.decode_head(buf, at + 1)), None
+    )
 
 
 def _head(source: TextSource, text: _Text, path: Path) -> tuple[dict[str, Any], int]:
@@ -214,7 +196,9 @@ def _head(source: TextSource, text: _Text, path: Path) -> tuple[dict[str, Any], 
         if head.lstrip(_JSON_WS) == b"{":
             metadata = {}
         elif head.endswith(b",") and head[:-1].strip(_JSON_WS) != b"{":
-            metadata = _object_or_none(head[:-1] + b"}")
+            with contextlib.suppress(*_DECODE_ERRORS):  # else not a top-level key
+                value = json.loads(head[:-1] + b"}")
+                metadata = value if isinstance(value, dict) else None
         if metadata is not None:
             opening = _KEY_RE.match(buf, key_at + len(_KEY), text.length)
             if opening is None:
@@ -233,22 +217,6 @@ def _not_an_array(after_key: bytes | bytearray, path: Path) -> Exception:
     )
 
 
-def _object_or_none(data: bytes) -> dict[str, Any] | None:
-    """`data` decoded as a JSON object (by Python's json where msgspec refuses, e.g. a NaN
-    literal), or None when it is not one."""
-    try:
-        return _META.decode(data)
-    except (*_DECODE_ERRORS, RecursionError):
-        pass
-    import json  # only for a value msgspec refuses (the module is ~1.7 ms to import)
-
-    try:
-        value = json.loads(data)
-    except (ValueError, RecursionError):
-        return None
-    return value if isinstance(value, dict) else None
-
-
 def _not_an_object(start: bytes, path: Path) -> CorruptTraceError:
     char = start.decode("utf-8", "ignore")[:1]
     return CorruptTraceError(f"{path}: not a Kineto trace: expected a JSON object, found {char!r}")
@@ -261,8 +229,6 @@ def _no_events(data: bytes, path: Path) -> Exception:
         return CorruptTraceError(f"{path}: the file is empty")
     if data[:1] != b"{":
         return _not_an_object(data[:4], path)
-    import json
-
     try:
         json.loads(data)
     except RecursionError:
@@ -278,8 +244,6 @@ def _members_after(
     """The members after the `]` that closes `traceEvents` (the text's first byte)."""
     rest = bytes(text.data[1 : text.length]).strip(_JSON_WS)
     if rest[:1] == b",":
-        import json
-
         try:
             members = json.loads(b"{" + rest[1:])
         except RecursionError:
@@ -345,16 +309,11 @@ def _decode_batch(buf: bytearray, end: int, batches: _Batches) -> int:
     the position of the `,` after the last one decoded (0: no cut found that decodes). In place,
     without a copy: the first byte becomes `[` and the `,` after it `]` during the call."""
     for cut in _cuts(buf, end):
-        buf[0] = _OPEN
-        buf[cut + 1] = _CLOSE
-        try:
-            with memoryview(buf) as view, view[: cut + 2] as batch:
-                batches.decode(batch)
-        except (*_DECODE_ERRORS, RecursionError):
-            continue
-        finally:
-            buf[cut + 1] = _COMMA
-        return cut + 1
+        buf[0], buf[cut + 1] = _OPEN, _CLOSE
+        decoded = batches.decode_head(buf, cut + 2)
+        buf[cut + 1] = _COMMA
+        if decoded:
+            return cut + 1
     return 0
 
 
@@ -387,56 +346,35 @@ class _Batches:
         self.path = path
         self.position = 0
 
-    def decode(self, text: memoryview | msgspec.Raw) -> None:
-        """Decode one JSON array of events; raise a msgspec error if it is not valid JSON (so the
-        caller can try another cut). The C pass takes every batch of the shapes it knows; the
-        rest (a string stream id, a null `args`, an integer beyond int64: a batch or two of an
-        odd file) is decoded into plain values and reduced by the reference rules."""
-        if not self._columns(text):
-            events = _ANY.decode(text)
-            if not isinstance(events, list):
-                raise CorruptTraceError(
-                    f"{self.path}: not a Kineto trace: traceEvents is not an array"
-                )
-            add = self._sink()
-            position = self.position
-            for ev in events:
-                add(ev, position)
-                position += 1
-            flush_columns(self.cols, self.path)
-            self.position = position
-
-    def _columns(self, text: memoryview | msgspec.Raw) -> bool:
-        """The batch through the C pass; False when it leaves the batch to msgspec."""
+    def decode(self, text: memoryview) -> None:
+        """Decode one JSON array of events; raise one of _DECODE_ERRORS if it is not valid JSON
+        (so the caller can try another cut). The C pass takes every batch of the shapes it knows;
+        the rest (a string stream id, a null `args`, an integer beyond int64, a NaN literal: a
+        batch or two of an odd file) is decoded by `json` and reduced by the reference rules."""
         cols = self.cols
         decoded = _decode_columns(text, self.position, cols.symbols)
         if decoded is None:
-            return False
+            add = event_sink(cols, self.path)
+            for ev in json.loads(str(text, "utf-8")):
+                add(ev, self.position)
+                self.position += 1
+            flush_columns(cols, self.path)
+            return
         count, ts_has_float, ts_all_present, columns = decoded
         cols.ts_has_float |= ts_has_float
         cols.ts_all_present &= ts_all_present
         if columns:
             cols.add_blocks(columns)
         self.position += count
+
+    def decode_head(self, buf: bytearray, end: int) -> bool:
+        """`decode(buf[:end])` without a copy; False when that is not valid JSON."""
+        try:
+            with memoryview(buf) as view, view[:end] as batch:
+                self.decode(batch)
+        except _DECODE_ERRORS:
+            return False
         return True
-
-    def _sink(self) -> Callable[[object, int], None]:
-        """`columns.event_sink`, with an event of the wrong shape (a list where a name goes)
-        refused as a corrupt trace that names the event, not a bare TypeError."""
-        add, path = event_sink(self.cols, self.path), self.path
-
-        def guarded(ev: object, position: int) -> None:
-            try:
-                add(ev, position)
-            except TraceError:
-                raise
-            except (TypeError, ValueError, OverflowError) as exc:
-                raise CorruptTraceError(
-                    f"{path}: not a Kineto trace: traceEvents[{position}] is malformed "
-                    f"({type(exc).__name__}: {exc}): {ev!r:.120}"
-                ) from exc
-
-        return guarded
 
     def walk(self, text: _Text, *, eof: bool) -> tuple[int, bool]:
         """Decode the elements at the head of the text one at a time with Python's json (the
@@ -444,12 +382,10 @@ class _Batches:
         the text starts at the separator after the last element taken; whether that separator
         is the `]` that closes `traceEvents`). Raises the error that names the element when one
         is malformed, or truncated at the end of input."""
-        import json
-
         path = self.path
         s, _ = codecs.utf_8_decode(bytes(text.data[: text.length]), "strict", eof)
         n = len(s)
-        add = self._sink()
+        add = event_sink(self.cols, path)
         scan = json.JSONDecoder().raw_decode
         taken = 0  # characters up to the separator after the last element taken
         ended = False

@@ -24,7 +24,15 @@ from pathlib import Path
 import numpy as np
 
 from analyzers.traces.classify import classify_fleetscope
-from analyzers.traces.frame import GPU_OP_CATS, I64, RUNTIME_CATS, Mode, RankFrame, TraceSet
+from analyzers.traces.frame import (
+    GPU_OP_CATS,
+    I64,
+    RUNTIME_CATS,
+    Mode,
+    RankFrame,
+    TraceSet,
+    gather_ranks,
+)
 from analyzers.traces.load import RawTrace
 from fleetscope.errors import TraceError
 
@@ -61,34 +69,19 @@ def prepare_native(
     rank_frames: Iterable[tuple[Path, int, RankFrame]],
     frames: MutableMapping[int, RankFrame] | None = None,
 ) -> TraceSet:
-    """A `TraceSet` under fleetscope's definitions (module docstring) from `native_rank_frame`s,
-    consumed one file at a time (see `hta_rules.prepare_hta`, also for `frames`)."""
-    paths: dict[int, Path] = {}
-    frames = {} if frames is None else frames
-    starts: dict[int, float] = {}
-    first: Path | None = None
-    count = 0
-    for path, rank, frame in rank_frames:
-        first, count = first or path, count + 1
-        if rank in paths:
-            raise TraceError(
-                f"{paths[rank].name} and {path.name} both claim rank {rank}; "
-                "analyze them separately (one folder per profiling session)"
-            )
-        paths[rank] = path
-        if len(frame):
-            starts[rank] = float(frame.ts.min())
-        frames[rank] = frame
-        del frame  # its columns die here, before the next file is read
-    if first is None:
-        raise TraceError("no trace files to prepare")
-    origin = min(starts[r] for r in sorted(starts)) if starts else 0.0
+    """A `TraceSet` under fleetscope's definitions (module docstring) from `native_rank_frame`s
+    (`frame.gather_ranks`, also for `frames`)."""
+    frames, source, origin = gather_ranks(rank_frames, frames, _refuse)
     for rank in sorted(frames):  # one rank at a time
         frame = frames[rank]
         mem_ts = frame.mem_ts - origin if len(frame.mem_ts) else frame.mem_ts
         frames[rank] = replace(frame, ts=frame.ts - origin, mem_ts=mem_ts)
         del frame
-    if isinstance(frames, dict):
-        frames = {rank: frames[rank] for rank in sorted(frames)}
-    source = first.parent if count > 1 else first
     return TraceSet(Mode.NATIVE, frames, source, origin_us=origin)
+
+
+def _refuse(rank: int, earlier: Path, later: Path) -> None:
+    raise TraceError(
+        f"{earlier.name} and {later.name} both claim rank {rank}; "
+        "analyze them separately (one folder per profiling session)"
+    )

@@ -1,7 +1,8 @@
 """Turn a `TraceReport` into JSON-ready data or a plain-text report (what the CLI prints).
 
 Per-launch tables (one row per kernel launch, thousands of rows) are summarized by the
-`launch_summary` table in both forms; the full rows stay available from the API. NaN becomes null in JSON. Never reads files, never computes analyses.
+`launch_summary` table in both forms; the full rows stay available from the API. NaN becomes null
+in JSON. Never reads files, never computes analyses.
 """
 
 from __future__ import annotations

@@ -1,22 +1,6 @@
-"""Small numeric helpers that reproduce pandas' results bit for bit without importing pandas.
-
-- `describe`: `Series.describe()` (count, mean, sample std, min, quartiles by linear
-  interpolation, max), which HTA uses for idle-interval, queue-length and bandwidth summaries.
-- `group_std`: pandas' groupby `std` (Welford's online update, `_libs/groupby.pyx:group_var`).
-- `hta_round`: `Series.round` / `round(Series, n)`, i.e. numpy's round-half-even on the scaled
-  value (not Python's `round`).
-- `unstable_argsort`: `DataFrame.sort_values` with its default `kind="quicksort"` (numpy's
-  introsort): HTA's tie-breaking depends on it, so HTA-compatible code sorts the same way.
-- `join_rows`: the row pairs of pandas' `merge` (a left frame in row order, each row's matches
-  in the right frame's row order), sorted and searched in numpy instead of a dict of lists.
-- `union_intervals` / `union_length`: the merged union of [start, end) intervals (HTA's
-  `merge_kernel_intervals`: touching intervals merge).
-- `time_lexsort`: `np.lexsort` whose primary key is a time few rows share, sorted by that alone
-  and only the rows that share one by the other keys.
-- `last_not_below`: per query, the last earlier value not below a bound (the ATen op enclosing
-  a launch), for all queries at once.
-
-Pure numpy; never pandas.
+"""Small numeric helpers that reproduce pandas' results bit for bit without importing pandas
+(HTA's numbers depend on pandas' exact sorts, rounding and std), and the interval arithmetic the
+analyses share. Each docstring names the pandas or HTA operation it reproduces. Pure numpy.
 """
 
 from __future__ import annotations
@@ -51,7 +35,8 @@ DESCRIBE_KEYS = ("count", "mean", "std", "min", "25%", "50%", "75%", "max")
 
 
 def describe(values: npt.NDArray[Any]) -> dict[str, float]:
-    """pandas `Series.describe()` of numeric values (NaNs ignored)."""
+    """pandas `Series.describe()` of numeric values (NaNs ignored): count, mean, sample std, min,
+    quartiles by linear interpolation, max (HTA's idle-interval, queue and bandwidth summaries)."""
     v = np.asarray(values, dtype=np.float64)
     v = v[~np.isnan(v)]
     n = len(v)
@@ -59,22 +44,14 @@ def describe(values: npt.NDArray[Any]) -> dict[str, float]:
         return {"count": 0.0} | {k: math.nan for k in DESCRIBE_KEYS[1:]}
     mean = v.sum(dtype=np.float64) / n
     std = math.sqrt(((mean - v) ** 2).sum(dtype=np.float64) / (n - 1)) if n > 1 else math.nan
-    q = np.percentile(v, [25.0, 50.0, 75.0])
-    return {
-        "count": float(n),
-        "mean": float(mean),
-        "std": float(std),
-        "min": float(v.min()),
-        "25%": float(q[0]),
-        "50%": float(q[1]),
-        "75%": float(q[2]),
-        "max": float(v.max()),
-    }
+    quartiles = np.percentile(v, [25.0, 50.0, 75.0]).tolist()
+    row = (n, mean, std, v.min(), *quartiles, v.max())
+    return dict(zip(DESCRIBE_KEYS, map(float, row), strict=True))
 
 
 def in_sorted(values: npt.NDArray[Any], sorted_keys: npt.NDArray[Any]) -> npt.NDArray[np.bool_]:
     """`np.isin(values, sorted_keys)` for sorted, unique keys, by binary search: `np.isin` sorts
-    `values` as well, a rank's whole column (most of the launch analyses' time, issue 29)."""
+    `values` as well, a rank's whole column."""
     if not len(sorted_keys):
         return np.zeros(len(values), dtype=bool)
     at = np.minimum(np.searchsorted(sorted_keys, values), len(sorted_keys) - 1)
@@ -160,7 +137,8 @@ def hta_round(value: float, decimals: int) -> float:
 
 
 def unstable_argsort(key: npt.NDArray[Any], descending: bool = False) -> npt.NDArray[np.intp]:
-    """pandas `nargsort(kind="quicksort")`: the exact permutation `sort_values` would apply."""
+    """pandas `nargsort(kind="quicksort")`: the exact permutation `sort_values` would apply
+    (HTA's tie-breaking depends on it)."""
     if not descending:
         return np.argsort(key, kind="quicksort")
     n = len(key)
@@ -169,7 +147,8 @@ def unstable_argsort(key: npt.NDArray[Any], descending: bool = False) -> npt.NDA
 
 
 def union_intervals(start: F64, end: F64) -> tuple[F64, F64]:
-    """Merged [start, end) intervals, sorted; intervals that touch or overlap merge."""
+    """Merged [start, end) intervals, sorted; intervals that touch or overlap merge (HTA's
+    `merge_kernel_intervals`)."""
     if len(start) == 0:
         return np.zeros(0), np.zeros(0)
     order = np.argsort(start, kind="stable")
@@ -189,14 +168,7 @@ def intersection_length(a_start: F64, a_end: F64, b_start: F64, b_end: F64) -> f
     if not len(a_start) or not len(b_start):
         return 0.0
     times = np.concatenate([a_start, a_end, b_start, b_end])
-    delta = np.concatenate(
-        [
-            np.ones(len(a_start)),
-            -np.ones(len(a_end)),
-            2 * np.ones(len(b_start)),
-            -2 * np.ones(len(b_end)),
-        ]
-    )
+    delta = np.repeat([1.0, -1.0, 2.0, -2.0], [len(a_start), len(a_end), len(b_start), len(b_end)])
     order = np.argsort(times, kind="stable")
     times = times[order]
     running = np.cumsum(delta[order])
@@ -207,14 +179,13 @@ def intersection_length(a_start: F64, a_end: F64, b_start: F64, b_end: F64) -> f
 def window_intersections(
     windows: Sequence[tuple[float, float]], b_start: F64, b_end: F64
 ) -> list[float]:
-    """`intersection_length` of each window (start, end) with the merged set B, the same floats.
-
-    The sweep sorts every time of B once per window (low_util's 30 chunks: 3 ms, issue 19). When
-    B is merged as `union_intervals` leaves it (sorted, each interval's end >= its start, each
-    start after the previous end, no NaN), the sweep's segments inside a window are
-    `min(end, w1) - max(start, w0)` for the intervals with `start < w1` and `end >= w0` (an end
-    equal to w0 is a zero-length segment the sweep counts too), in the same order, so they sum
-    to the same float. Anything else, and an empty or reversed window, takes the sweep."""
+    """`intersection_length` of each window (start, end) with the merged set B, the same floats,
+    without sorting every time of B once per window. When B is merged as `union_intervals` leaves
+    it (sorted, each interval's end >= its start, each start after the previous end, no NaN), the
+    sweep's segments inside a window are `min(end, w1) - max(start, w0)` for the intervals with
+    `start < w1` and `end >= w0` (an end equal to w0 is a zero-length segment the sweep counts
+    too), in the same order, so they sum to the same float. Anything else, and an empty or
+    reversed window, takes the sweep."""
     merged = (
         len(b_start) > 0
         and not (np.isnan(b_start).any() or np.isnan(b_end).any())

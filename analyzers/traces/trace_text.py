@@ -18,7 +18,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import cast
 
-from analyzers.traces.columns import CHUNK_SIZE
 from fleetscope.errors import (
     CorruptTraceError,
     NotRegularFileError,
@@ -26,15 +25,7 @@ from fleetscope.errors import (
     TruncatedTraceError,
 )
 
-__all__ = [
-    "CHUNK_SIZE",
-    "GZIP_ERRORS",
-    "MAX_INFLATE_RATIO",
-    "MAX_TEXT_BYTES",
-    "InflateBudget",
-    "TextSource",
-    "regular_file_size",
-]
+__all__ = ["InflateBudget", "TextSource", "regular_file_size"]
 
 # The decompression budget of one gzip trace file (issue 28: a 2 MB gzip of 2 GiB of spaces ran
 # 120 s with no output). Real Kineto traces inflate 13-30x (the shared traces: nccl_data 13x,
@@ -94,21 +85,18 @@ class InflateBudget:
             )
 
 
-# zlib-ng's gzip reader inflates these files ~3x faster than stdlib gzip (issue 19: gunzip was
-# 14 % of the load); it comes with the `server` extra, and stdlib gzip reads the same bytes
-# without it. zlib-ng raises its own error type on a corrupt stream, stdlib gzip zlib.error.
+# zlib-ng's gzip reader inflates these files ~3x faster than stdlib gzip; it comes with the
+# `server` extra, and stdlib gzip reads the same bytes without it. zlib-ng raises its own error
+# type on a corrupt stream, stdlib gzip zlib.error.
 _open_gzip: Callable[[Path, str], io.BufferedIOBase]
-GZIP_ERRORS: tuple[type[Exception], ...]
+_GZIP_READ_ERRORS: tuple[type[Exception], ...] = (OSError, zlib.error)
 try:
     from zlib_ng import gzip_ng, zlib_ng
 
     _open_gzip = gzip_ng.open
-    GZIP_ERRORS = (cast(type[Exception], zlib_ng.error),)
+    _GZIP_READ_ERRORS += (cast(type[Exception], zlib_ng.error),)
 except ModuleNotFoundError:  # pragma: no cover - exercised where zlib-ng is not installed
     _open_gzip = gzip.GzipFile
-    GZIP_ERRORS = ()
-
-_GZIP_READ_ERRORS: tuple[type[Exception], ...] = (OSError, zlib.error, *GZIP_ERRORS)
 _GZIP_MAGIC = b"\x1f\x8b"
 # HTA's rank detection (hta/common/trace_file.py): the first `"rank":\s+(\d+)` of any line.
 _HTA_RANK_RE = re.compile(rb'"rank":[ \t\r\x0b\x0c]+(\d+)')
@@ -116,7 +104,7 @@ _RANK_KEY = b'"rank":'
 
 
 class TextSource:
-    """Decompressed bytes of a file in chunks, checked as UTF-8 (msgspec does not check the
+    """Decompressed bytes of a file in chunks, checked as UTF-8 (the C pass does not check the
     strings it skips), with HTA's rank found on the way."""
 
     def __init__(self, path: Path, chunk_size: int) -> None:
@@ -167,7 +155,7 @@ class TextSource:
         """HTA's rank: the first match in the file, with all its digits. A match that starts in
         the previous chunk's last bytes is looked for at the border; a match that the chunk's
         end may cut is left for the next chunk's border. The whole chunk is searched only when
-        it holds the key (a regex over every chunk cost 5 % of the load)."""
+        it holds the key (a regex over every chunk slows the whole load)."""
         tail = self._tail
         edge = tail + data[:64]
         match = _HTA_RANK_RE.search(edge)

@@ -14,7 +14,6 @@ import codecs
 import io
 import re
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -181,28 +180,10 @@ class _Parser:
         raise CorruptTraceError(f"{path}: not a Kineto trace: {message}")
 
 
-def _guarded(add: Callable[[object, int], None], path: Path) -> Callable[[object, int], None]:
-    """`add`, with an event of the wrong shape (a list where a name goes, a timestamp beyond any
-    float) refused as a corrupt trace that names the event, not a bare TypeError."""
-
-    def guarded(ev: object, position: int) -> None:
-        try:
-            add(ev, position)
-        except (TypeError, ValueError, OverflowError) as exc:
-            if isinstance(exc, CorruptTraceError):
-                raise
-            raise CorruptTraceError(
-                f"{path}: not a Kineto trace: traceEvents[{position}] is malformed "
-                f"({type(exc).__name__}: {exc}): {ev!r:.120}"
-            ) from exc
-
-    return guarded
-
-
 def _parse_events(parser: _Parser, cols: ColumnBuilder, path: Path) -> None:
     """Decode the elements of `traceEvents` one by one, straight into the columns."""
     parser.expect("[", "to open traceEvents")
-    add = _guarded(event_sink(cols, path), path)
+    add = event_sink(cols, path)
     scan_once = parser.decoder.scan_once  # type: ignore[attr-defined]  # raw_decode minus a frame
     ws = _WS
     position = 0

@@ -2,7 +2,7 @@
 does (tests/analyzers/traces/stdlib_oracle.py, once the product's second decoder), takes the golden
 traces in batches without its element-by-element walk, and says itself what is wrong with a file
 it cannot read. Every specification here runs on both of its column passes: the C one
-(analyzers/traces/_kineto_columns.c) and msgspec's with the reference rules, which take every
+(analyzers/traces/_kineto_columns.c) and `json` with the reference rules, which take every
 batch the C pass leaves (here: all of them)."""
 
 from __future__ import annotations
@@ -29,9 +29,9 @@ def _leave_every_batch(text: object, base: int, symbols: object) -> None:
     """The C pass's answer for a batch it does not take."""
 
 
-@pytest.fixture(autouse=True, params=["c", "msgspec"])
+@pytest.fixture(autouse=True, params=["c", "json"])
 def columns_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    if request.param == "msgspec":
+    if request.param == "json":
         monkeypatch.setattr(load_fast, "_decode_columns", _leave_every_batch)
     return str(request.param)
 
@@ -185,11 +185,11 @@ def test_a_rank_cut_by_a_chunk_border_keeps_its_digits(tmp_path: Path) -> None:
     ],
     ids=["NaN", "lone surrogate", "traceEvents as a value", "not an object"],
 )
-def test_what_msgspec_refuses_the_stdlib_path_reads(
+def test_what_strict_json_refuses_the_stdlib_path_reads(
     tmp_path: Path, text: str, expected: list[str] | None
 ) -> None:
     """NaN literals (where no analysis reads them), lone surrogates, the key as a value, a top
-    level it does not know: the element walk keeps them working (or failing) as the oracle."""
+    level it does not know: they keep working (or failing) as in the oracle."""
     path = write_raw(tmp_path / "t.json", text)
     if expected is None:
         with pytest.raises(CorruptTraceError, match="expected a JSON object"):
@@ -201,10 +201,10 @@ def test_what_msgspec_refuses_the_stdlib_path_reads(
 
 
 @pytest.mark.parametrize("chunk", [64, 1 << 20])
-def test_an_odd_element_mid_file_is_walked_and_the_rest_batched(tmp_path: Path, chunk: int) -> None:
-    """A NaN where no analysis reads it, 50 events into a file of many chunks: the elements
-    around it are walked one by one, the rest still goes in batches, the columns are the
-    oracle's."""
+def test_an_odd_element_mid_file_costs_only_its_batch(tmp_path: Path, chunk: int) -> None:
+    """A NaN where no analysis reads it, 50 events into a file of many chunks: the C pass
+    leaves the batch that holds it, the rest still goes through the C pass, the columns are
+    the oracle's."""
     odd = '{"ph": "X", "cat": "kernel", "name": "odd", "ts": 1, "dur": 1, "args": {"x": NaN}}'
     text = '{"traceEvents": [' + ", ".join([KERNEL] * 50 + [odd] + [KERNEL] * 50) + "]}"
     fast, reference = both(write_raw(tmp_path / "t.json", text), chunk)
@@ -238,7 +238,7 @@ def test_a_damaged_gzip_body_is_corrupt(tmp_path: Path) -> None:
 
 
 def test_invalid_utf8_in_a_skipped_field_is_still_refused(tmp_path: Path) -> None:
-    """msgspec does not check the strings it skips; the loader does."""
+    """The C pass does not check the strings it skips; the loader does."""
     path = tmp_path / "bad.json"
     path.write_bytes(b'{"traceEvents": [{"ph": "X\xff", "cat": "k", "ts": 1, "dur": 1}]}')
     with pytest.raises(CorruptTraceError, match="not UTF-8"):
