@@ -25,7 +25,7 @@ import re
 
 import numpy as np
 
-from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
+from analyzers.traces.analyses.base import AnalysisResult, TraceOptions, analysis
 from analyzers.traces.frame import RankFrame, TraceSet
 from analyzers.traces.stats import hta_round, last_not_below
 
@@ -173,9 +173,5 @@ def aten_op_kernels(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
             notes.append(f"rank {frame.rank}: no kernel launched inside an ATen op")
         rows += [(frame.rank, *r) for r in found]
         per_rank[frame.rank] = {"op_kernel_sequences": float(len(found))}
-    return AnalysisResult(
-        "aten_op_kernels",
-        (Table("aten_op_kernels_and_delay", COLUMNS, tuple(rows)),),
-        per_rank,
-        tuple(notes),
-    )
+    table = "aten_op_kernels_and_delay"
+    return AnalysisResult.of_table("aten_op_kernels", table, COLUMNS, rows, per_rank, notes)

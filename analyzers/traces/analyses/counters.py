@@ -24,7 +24,7 @@ from typing import Any, Final
 
 import numpy as np
 
-from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
+from analyzers.traces.analyses.base import AnalysisResult, TraceOptions, analysis
 from analyzers.traces.analyses.memory_bw import memory_kind
 from analyzers.traces.analyses.queue_length import launch_changes
 from analyzers.traces.classify import KernelClass
@@ -109,10 +109,8 @@ def counters(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
     rows = []
     for frame in trace.frames():
         rows += [(frame.rank, *track) for track in counter_tracks(frame)]
-    return AnalysisResult(
-        "counters",
-        (Table("counter_tracks", ("rank", "counter", "series", "events", "peak"), tuple(rows)),),
-    )
+    columns = ("rank", "counter", "series", "events", "peak")
+    return AnalysisResult.of_table("counters", "counter_tracks", columns, rows)
 
 
 def counter_tracks(frame: RankFrame) -> list[tuple[str, str, int, float]]:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
+from analyzers.traces.analyses.base import AnalysisResult, TraceOptions, analysis
 from analyzers.traces.frame import RankFrame, TraceSet
 from analyzers.traces.stats import time_lexsort
 
@@ -145,6 +145,5 @@ def kernel_sequences(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
         found = frequent_kernel_sequences(frame, DEFAULT_OPERATOR)
         rows += [(frame.rank, *p) for p in found[:TOP_K]]
         per_rank[frame.rank] = {"patterns": float(len(found))}
-    return AnalysisResult(
-        "kernel_sequences", (Table("frequent_kernel_sequences", COLUMNS, tuple(rows)),), per_rank
-    )
+    table = "frequent_kernel_sequences"
+    return AnalysisResult.of_table("kernel_sequences", table, COLUMNS, rows, per_rank)

@@ -27,7 +27,7 @@ import math
 
 import numpy as np
 
-from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
+from analyzers.traces.analyses.base import AnalysisResult, TraceOptions, analysis
 from analyzers.traces.analyses.trace_diff import row_iterations, step_number
 from analyzers.traces.classify import KernelClass
 from analyzers.traces.frame import Mode, RankFrame, TraceSet
@@ -143,9 +143,8 @@ def stragglers(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
     ranked = sorted(counts, key=lambda r: (-counts[r], r))[:CANDIDATES]
     rows = tuple((rank, counts[rank], rank in ranked) for rank in sorted(counts))
     per_rank = {rank: {"straggler_count": float(counts[rank])} for rank in counts}
-    return AnalysisResult(
-        "stragglers",
-        (Table("potential_stragglers", ("rank", "straggler_count", "potential_straggler"), rows),),
-        per_rank,
-        (f"potential stragglers: ranks {sorted(ranked)}",),
+    columns = ("rank", "straggler_count", "potential_straggler")
+    note = f"potential stragglers: ranks {sorted(ranked)}"
+    return AnalysisResult.of_table(
+        "stragglers", "potential_stragglers", columns, rows, per_rank, [note]
     )

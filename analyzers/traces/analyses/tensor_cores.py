@@ -16,7 +16,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
+from analyzers.traces.analyses.base import AnalysisResult, TraceOptions, analysis
 from analyzers.traces.classify import KernelClass
 from analyzers.traces.frame import CPU_OP_CATS, RankFrame, TraceSet
 from analyzers.traces.hardware import gpu_of
@@ -50,6 +50,17 @@ TC_OPS = frozenset(
         "autograd::engine::evaluate_function: BmmBackward0",
     }
 )  # fmt: skip
+
+
+COLUMNS = (
+    "rank",
+    "compute_capability",
+    "compute_kernel_us",
+    "tc_eligible_us",
+    "tensor_core_us",
+    "tc_share_of_eligible",
+)
+KEYS = ("compute_capability", "compute_us", "eligible_us", "tensor_core_us", "tensor_core_share")
 
 
 def uses_tensor_cores(name: str) -> bool:
@@ -103,29 +114,7 @@ def tensor_cores(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
         tc_us = float(frame.dur[tc].sum())
         cc = gpu_of(frame.device_properties).compute_capability
         share = tc_us / eligible_us if eligible_us else math.nan
-        rows.append((frame.rank, cc, compute_us, eligible_us, tc_us, share))
-        per_rank[frame.rank] = {
-            "compute_capability": cc,
-            "compute_us": compute_us,
-            "eligible_us": eligible_us,
-            "tensor_core_us": tc_us,
-            "tensor_core_share": share,
-        }
-    return AnalysisResult(
-        "tensor_cores",
-        (
-            Table(
-                "tensor_cores",
-                (
-                    "rank",
-                    "compute_capability",
-                    "compute_kernel_us",
-                    "tc_eligible_us",
-                    "tensor_core_us",
-                    "tc_share_of_eligible",
-                ),
-                tuple(rows),
-            ),
-        ),
-        per_rank,
-    )
+        values = (cc, compute_us, eligible_us, tc_us, share)
+        rows.append((frame.rank, *values))
+        per_rank[frame.rank] = dict(zip(KEYS, values, strict=True))
+    return AnalysisResult.of_table("tensor_cores", "tensor_cores", COLUMNS, rows, per_rank)

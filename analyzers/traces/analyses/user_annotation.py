@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
+from analyzers.traces.analyses.base import AnalysisResult, TraceOptions, analysis
 from analyzers.traces.analyses.kernel_breakdown import aggregate_by_name
 from analyzers.traces.frame import TraceSet
 
@@ -39,6 +39,6 @@ def user_annotation(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
         ):
             rows.append((name, total, high, low, std, mean, frame.rank))
     rows.sort(key=lambda r: (r[6], r[0]))
-    return AnalysisResult(
-        "user_annotation", (Table("gpu_user_annotation_breakdown", COLUMNS, tuple(rows)),)
+    return AnalysisResult.of_table(
+        "user_annotation", "gpu_user_annotation_breakdown", COLUMNS, rows
     )
