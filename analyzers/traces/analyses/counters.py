@@ -82,17 +82,11 @@ def counter_events(frame: RankFrame, origin_us: float) -> list[dict[str, Any]]:
     for counter, tracks in ((QUEUE, _queue_tracks(frame)), (BANDWIDTH, _bandwidth_tracks(frame))):
         for series, rows, ts, levels in tracks:
             values = zip(frame.pid[rows].tolist(), ts.tolist(), levels.tolist(), strict=True)
-            for pid, t, level in values:
-                event = {
-                    "pid": pid_of[pid],
-                    "ts": t + origin_us,
-                    "args": {counter: level},
-                    "ph": "C",
-                }
-                if counter == QUEUE:
-                    events.append(event | {"name": QUEUE, "id": series})
-                else:
-                    events.append(event | {"name": series})
+            tag = {"name": QUEUE, "id": series} if counter == QUEUE else {"name": series}
+            events += [
+                {"pid": pid_of[pid], "ts": t + origin_us, "args": {counter: level}, "ph": "C"} | tag
+                for pid, t, level in values
+            ]
     return events
 
 

@@ -114,8 +114,7 @@ def frequent_kernel_sequences(
         mine, gpu_of = mine[by_start], gpu_of[by_start]
         owner, gpu = _inside(frame, cand, mine, gpu_of)
         bounds = np.searchsorted(owner, np.arange(len(cand) + 1))
-        # Only roots with a pattern's length of kernels count (most hold fewer: one slice each
-        # for them was a third of this analysis on a 1 GB set).
+        # Only roots with a pattern's length of kernels count (most hold fewer: no slice for them).
         long = np.flatnonzero(np.diff(bounds) >= min_pattern_len).tolist()
         roots += [(int(cand[i]), gpu[bounds[i] : bounds[i + 1]]) for i in long]
     counts: dict[str, list[float]] = {}

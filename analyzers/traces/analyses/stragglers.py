@@ -56,7 +56,7 @@ def _candidates(trace: TraceSet, native: bool) -> tuple[list[tuple[int, int, flo
     steps = {
         number
         for f in frames
-        for code in np.unique(f.name[_step_rows(f)]).tolist()
+        for code in np.unique(f.name[f.names_matching(_is_step_name)]).tolist()
         if (number := step_number(f.names[code])) is not None
     }
     if not steps:
@@ -102,11 +102,6 @@ def _candidates(trace: TraceSet, native: bool) -> tuple[list[tuple[int, int, flo
         if s == stream and n == name
     ]
     return picked, ""
-
-
-def _step_rows(frame: RankFrame) -> np.ndarray:
-    mask: np.ndarray = frame.names_matching(_is_step_name)
-    return mask
 
 
 def _is_step_name(name: str) -> bool:

@@ -79,8 +79,7 @@ def eligible_kernels(frame: RankFrame) -> np.ndarray:
 
 def _on_tensor_cores(frame: RankFrame, kernels: np.ndarray) -> np.ndarray:
     """The rows of `kernels` whose name holds a tensor-core pattern. Only the kernels' names are
-    tested, once each: a trace has far more names of CPU ops (tracelens_b200_eager: 1,041
-    names, 28 of compute kernels; testing them all was 3 ms of its run, issue 19)."""
+    tested, once each: a trace has far more names of CPU ops."""
     hit = np.zeros(len(frame.names), dtype=bool)
     for code, yes in tensor_core_names(frame, np.unique(frame.name[kernels]).tolist()).items():
         hit[code] = yes
