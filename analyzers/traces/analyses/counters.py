@@ -109,7 +109,7 @@ def counters(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
 
 def counter_tracks(frame: RankFrame) -> list[tuple[str, str, int, float]]:
     """(counter, series, events, peak) of each track `counter_events` writes, sorted, from the
-    running sums alone (the events are dicts, ~1.5 M of them on a 1 GB set's rank)."""
+    running sums alone (the events are dicts, millions of them on a large rank)."""
     tracks = [
         (QUEUE, str(s), len(v), float(max(v.tolist()))) for s, _, _, v in _queue_tracks(frame)
     ]

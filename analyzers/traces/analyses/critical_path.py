@@ -207,8 +207,7 @@ def critical_path(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
         values = {"length_us": path.length_us, "nodes": float(path.nodes)}
         values["edges"] = float(path.edges)
         for label in BOUND_BY:
-            on = path.label == _LABELS.index(label)
-            total = float(path.weights[on].sum()) if len(on) else 0.0
+            total = float(path.weights[path.label == _LABELS.index(label)].sum())
             values[f"{label}_us"] = total
             share = 100.0 * total / path.length_us if path.length_us > 0 else math.nan
             rows.append((frame.rank, label, total, share))

@@ -81,8 +81,8 @@ def launch_stats(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
         cpu_dur = frame.dur[c]
         gpu_dur = frame.dur[g]
         delay = np.maximum(frame.ts[g] - frame.ts[c] - cpu_dur, 0.0)
-        columns = (a.tolist() for a in (frame.correlation[c], cpu_dur, gpu_dur, delay))
-        rows = tuple(zip(*columns, strict=True))
+        cells = (a.tolist() for a in (frame.correlation[c], cpu_dur, gpu_dur, delay))
+        rows = tuple(zip(*cells, strict=True))
         tables.append(Table(f"cuda_kernel_launch_stats_rank{frame.rank}", COLUMNS, rows))
         over = (
             int((cpu_dur > options.runtime_cutoff_us).sum()),
@@ -93,17 +93,8 @@ def launch_stats(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
         summary_rows.append((frame.rank, len(pairs), *medians, *over))
         values = (len(pairs), *over, cpu_dur.sum(), gpu_dur.sum(), *medians)
         per_rank[frame.rank] = dict(zip(KEYS, map(float, values), strict=True))
-    summary = Table(
-        "launch_summary",
-        (
-            "rank",
-            "launches",
-            "median_cpu_us",
-            "median_launch_delay_us",
-            f"cpu_gt_{options.runtime_cutoff_us:g}us",
-            f"delay_gt_{options.launch_delay_cutoff_us:g}us",
-            "gpu_shorter_than_cpu",
-        ),
-        tuple(summary_rows),
-    )
+    cpu_over = f"cpu_gt_{options.runtime_cutoff_us:g}us"
+    delay_over = f"delay_gt_{options.launch_delay_cutoff_us:g}us"
+    columns = ("rank", "launches", "median_cpu_us", "median_launch_delay_us", cpu_over, delay_over)
+    summary = Table("launch_summary", (*columns, "gpu_shorter_than_cpu"), tuple(summary_rows))
     return AnalysisResult("launch_stats", (summary, *tables), per_rank)

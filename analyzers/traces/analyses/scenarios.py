@@ -73,11 +73,6 @@ def _pick(level: int, expected: float, optimistic: float, pessimistic: float) ->
     return (expected, optimistic, pessimistic)[level]
 
 
-def _warp(start: F64, end: F64, factor: float | F64) -> tuple[F64, F64, F64]:
-    s, e = outermost(start, end)
-    return s, e, np.broadcast_to(np.asarray(factor, dtype=np.float64), s.shape).copy()
-
-
 def _merge(*warps: tuple[F64, F64, F64] | None) -> tuple[F64, F64, F64] | None:
     """Several warps as one: sorted, and an interval inside an earlier one dropped."""
     parts = [w for w in warps if w is not None and len(w[0])]
@@ -249,7 +244,8 @@ def _amp(replay: Replay, o: TraceOptions, level: int) -> Change | None:
     if not rows.any():
         return None
     speedup = _pick(level, o.amp_cpu_speedup, 2.0, 0.8)
-    return Change(cpu_warp=_warp(frame.ts[rows], frame.end[rows], 1.0 / speedup))
+    s, e = outermost(frame.ts[rows], frame.end[rows])
+    return Change(cpu_warp=(s, e, np.full(len(s), 1.0 / speedup)))
 
 
 def _is_optimizer_step(name: str) -> bool:

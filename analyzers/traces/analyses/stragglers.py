@@ -64,10 +64,7 @@ def _candidates(trace: TraceSet, native: bool) -> tuple[list[tuple[int, int, flo
     used = {f.rank: np.isin(iters[f.rank], np.array(sorted(steps))) for f in frames}
     starts = [f.ts[used[f.rank]] for f in frames if used[f.rank].any()]
     ends = [f.end[used[f.rank]] for f in frames if used[f.rank].any()]
-    present: set[int] = set()  # per rank's distinct values, not per row (millions at 1 GB)
-    for f in frames:
-        present.update(np.unique(iters[f.rank][used[f.rank]]).tolist())
-    present.discard(-1)
+    present = {i for f in frames for i in np.unique(iters[f.rank][used[f.rank]]).tolist()}
     t_min = min(float(s.min()) for s in starts)
     mean_iter = (max(float(e.max()) for e in ends) - t_min) / max(1, len(present))
     last: dict[tuple[int, int, int, str], tuple[float, float]] = {}
