@@ -87,15 +87,13 @@ def _codes_by_text(names: list[str]) -> np.ndarray:
 
 def _first_ids(*keys: np.ndarray) -> np.ndarray:
     """Per row, the number of its distinct `keys` tuple (rows equal in every key share one)."""
-    n = len(keys[0])
     order = np.lexsort(keys[::-1])
-    new = np.ones(n, dtype=bool)
+    new = np.zeros(len(order), dtype=bool)  # where a distinct tuple begins, in sorted order
+    new[0] = True
     for k in keys:
         sk = k[order]
-        new[1:] &= sk[1:] == sk[:-1]
-    new = ~new
-    new[0] = True
-    ids = np.empty(n, dtype=np.int64)
+        new[1:] |= sk[1:] != sk[:-1]
+    ids = np.empty(len(order), dtype=np.int64)
     ids[order] = np.cumsum(new) - 1
     return ids
 
