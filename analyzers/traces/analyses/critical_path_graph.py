@@ -53,7 +53,7 @@ class CriticalPathError(Exception):
 def queue_lengths(frame: RankFrame) -> np.ndarray:
     """Queue length per row after its change point (NaN: not a change point), HTA's TraceCounters
     over the whole rank: +1 at a launch on its kernel's stream, -1 at the kernel's start. The
-    change points are kept in the frame's memo, which a spilled rank keeps too (32 bits each):
+    change points (32 bits each) are kept in the frame's memo, which a spilled rank keeps too:
     the path over HTA's window and the what-if's both read them."""
     if "queue changes" not in frame.memo:
         frame.memo["queue changes"] = _queue_changes(frame)
