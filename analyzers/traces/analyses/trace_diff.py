@@ -121,15 +121,13 @@ def _side(
         keep &= frame.stream != -1
     rows = np.flatnonzero(keep)
     size = len(frame.names) or 1
-    all_counts = np.bincount(frame.name[rows], minlength=size)
-    all_totals = np.bincount(frame.name[rows], weights=frame.dur[rows], minlength=size)
-    codes = np.flatnonzero(all_counts)
-    counts, totals = all_counts[codes], all_totals[codes]
+    counts = np.bincount(frame.name[rows], minlength=size)
+    totals = np.bincount(frame.name[rows], weights=frame.dur[rows], minlength=size)
     out: dict[str, tuple[int, float]] = {}
-    for code, n, total in zip(codes.tolist(), counts.tolist(), totals.tolist(), strict=True):
+    for code in np.flatnonzero(counts).tolist():
         name = frame.names[code]
         c, t = out.get(name, (0, 0.0))  # two symbols may spell one name: group by the text
-        out[name] = (c + n, t + total)
+        out[name] = (c + int(counts[code]), t + float(totals[code]))
     return out
 
 
