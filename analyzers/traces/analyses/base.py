@@ -7,13 +7,12 @@ HTA's CSVs, with HTA's column names where HTA has the analysis) and `per_rank` k
 the trace rules (findings.py) and the what-if model read. Never does I/O.
 """
 
-# No `from __future__ import annotations` here: typing.NamedTuple compiles a string annotation
-# into a ForwardRef, field by field (TraceOptions' 26, ~0.3 ms of every command, issue 19); every
-# name the annotations use is defined before them.
+# No `from __future__ import annotations`: NamedTuple would compile every string annotation into
+# a ForwardRef at import (issue 19); the names the annotations use are defined before them.
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Self
 
 from analyzers.traces.frame import TraceSet
 
@@ -21,10 +20,8 @@ __all__ = ["REGISTRY", "AnalysisResult", "AnalysisSpec", "Table", "TraceOptions"
 
 
 class TraceOptions(NamedTuple):
-    """Thresholds and assumptions, each with its source (rules.md) as the default.
-
-    A NamedTuple, like the other immutable records here: a frozen dataclass of these 26 fields
-    generated six methods at every import, ~2.5 ms of each `fleetscope trace analyze` (issue 19).
+    """Thresholds and assumptions, each with its source (rules.md) as the default. A NamedTuple,
+    as the other records here: a frozen dataclass generates its methods at every import (issue 19).
     """
 
     # HTA get_idle_time_breakdown default, in us (its docstring says ns; it compares us).
@@ -66,8 +63,7 @@ class TraceOptions(NamedTuple):
 
 
 class Table(NamedTuple):
-    """Rows with named columns; `name` is stable (JSON key, HTA CSV stem where HTA has one).
-    A NamedTuple: no dataclass to generate at import (issue 19)."""
+    """Rows with named columns; `name` is stable (JSON key, HTA CSV stem where HTA has one)."""
 
     name: str
     columns: tuple[str, ...]
@@ -86,11 +82,21 @@ class AnalysisResult:
     per_rank: dict[int, dict[str, float]] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
 
+    @classmethod
+    def of_table(
+        cls,
+        name: str,
+        table: str,
+        columns: tuple[str, ...],
+        rows: Iterable[tuple[Any, ...]],
+        per_rank: dict[int, dict[str, float]] | None = None,
+        notes: Iterable[str] = (),
+    ) -> Self:
+        """The result of analysis `name` with one table (most analyses have one)."""
+        return cls(name, (Table(table, columns, tuple(rows)),), per_rank or {}, tuple(notes))
+
     def table(self, name: str) -> Table:
-        for table in self.tables:
-            if table.name == name:
-                return table
-        raise KeyError(name)
+        return {table.name: table for table in self.tables}[name]
 
     def value(self, rank: int, key: str, default: float = math.nan) -> float:
         return self.per_rank.get(rank, {}).get(key, default)
@@ -100,7 +106,7 @@ AnalysisFn = Callable[[TraceSet, TraceOptions], AnalysisResult]
 
 
 class AnalysisSpec(NamedTuple):
-    """A registered analysis (a NamedTuple: no dataclass to generate at import, issue 19)."""
+    """A registered analysis."""
 
     name: str
     title: str

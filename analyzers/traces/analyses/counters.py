@@ -24,7 +24,7 @@ from typing import Any, Final
 
 import numpy as np
 
-from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
+from analyzers.traces.analyses.base import AnalysisResult, TraceOptions, analysis
 from analyzers.traces.analyses.memory_bw import memory_kind
 from analyzers.traces.analyses.queue_length import launch_changes
 from analyzers.traces.classify import KernelClass
@@ -82,17 +82,11 @@ def counter_events(frame: RankFrame, origin_us: float) -> list[dict[str, Any]]:
     for counter, tracks in ((QUEUE, _queue_tracks(frame)), (BANDWIDTH, _bandwidth_tracks(frame))):
         for series, rows, ts, levels in tracks:
             values = zip(frame.pid[rows].tolist(), ts.tolist(), levels.tolist(), strict=True)
-            for pid, t, level in values:
-                event = {
-                    "pid": pid_of[pid],
-                    "ts": t + origin_us,
-                    "args": {counter: level},
-                    "ph": "C",
-                }
-                if counter == QUEUE:
-                    events.append(event | {"name": QUEUE, "id": series})
-                else:
-                    events.append(event | {"name": series})
+            tag = {"name": QUEUE, "id": series} if counter == QUEUE else {"name": series}
+            events += [
+                {"pid": pid_of[pid], "ts": t + origin_us, "args": {counter: level}, "ph": "C"} | tag
+                for pid, t, level in values
+            ]
     return events
 
 
@@ -109,15 +103,13 @@ def counters(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
     rows = []
     for frame in trace.frames():
         rows += [(frame.rank, *track) for track in counter_tracks(frame)]
-    return AnalysisResult(
-        "counters",
-        (Table("counter_tracks", ("rank", "counter", "series", "events", "peak"), tuple(rows)),),
-    )
+    columns = ("rank", "counter", "series", "events", "peak")
+    return AnalysisResult.of_table("counters", "counter_tracks", columns, rows)
 
 
 def counter_tracks(frame: RankFrame) -> list[tuple[str, str, int, float]]:
     """(counter, series, events, peak) of each track `counter_events` writes, sorted, from the
-    running sums alone (the events are dicts, ~1.5 M of them on a 1 GB set's rank)."""
+    running sums alone (the events are dicts, millions of them on a large rank)."""
     tracks = [
         (QUEUE, str(s), len(v), float(max(v.tolist()))) for s, _, _, v in _queue_tracks(frame)
     ]

@@ -70,15 +70,10 @@ BOUND_BY = (
     "gpu_kernel_kernel_overhead",
     "gpu_kernel_launch_overhead",
 )
+_LABELS = (*BOUND_BY, "")  # "": an edge that carries no time
 _ANNOTATION = "ProfilerStep"
-_LABELS = (
-    "gpu_kernel_kernel_overhead",
-    "gpu_kernel_launch_overhead",
-    "",
-    "cpu_bound",
-    "gpu_communication_bound",
-    "gpu_compute_bound",
-)
+SUMMARY_COLUMNS = ("rank", "bound_by", "duration_us", "share_pct")
+EVENT_COLUMNS = ("rank", "name", "bound_by", "duration_us")
 
 
 @dataclass
@@ -152,23 +147,20 @@ def _critical_path(frame: RankFrame, native: bool) -> CriticalPath | None:
     path = graph.longest_path()
     p_rows, weights, kinds = graph.attr[path], graph.weight[path], graph.kind[path]
     at = np.maximum(p_rows, 0)
-    label = np.select(
-        [
-            kinds == KERNEL_KERNEL,
-            kinds == LAUNCH,
-            (kinds != OPERATOR) | (p_rows < 0),
-            frame.stream[at] < 0,
-            frame.kernel_class[at] == int(KernelClass.COMMUNICATION),
-        ],
-        np.arange(5, dtype=np.int8),
-        5,
-    )
-    length = float(np.maximum(np.where(weights <= -1, 0.0, weights), -np.inf).sum())
+    first_that_holds = {  # else gpu_compute_bound
+        "gpu_kernel_kernel_overhead": kinds == KERNEL_KERNEL,
+        "gpu_kernel_launch_overhead": kinds == LAUNCH,
+        "": (kinds != OPERATOR) | (p_rows < 0),
+        "cpu_bound": frame.stream[at] < 0,
+        "gpu_communication_bound": frame.kernel_class[at] == int(KernelClass.COMMUNICATION),
+    }
+    choices = [_LABELS.index(label) for label in first_that_holds]
+    default = _LABELS.index("gpu_compute_bound")
+    label = np.select(list(first_that_holds.values()), choices, default)
+    length = float(np.where(weights <= -1, 0.0, weights).sum())
     begin, end = graph.node_ts[graph.src[path]], graph.node_ts[graph.dst[path]]
-    return CriticalPath(
-        window, len(graph.node_ts), len(graph.src), length, p_rows, weights, kinds, label,
-        begin, end,
-    )  # fmt: skip
+    nodes, edges = len(graph.node_ts), len(graph.src)
+    return CriticalPath(window, nodes, edges, length, p_rows, weights, kinds, label, begin, end)
 
 
 def _top_events(frame: RankFrame, path: CriticalPath, top: int) -> list[tuple[str, str, float]]:
@@ -215,27 +207,12 @@ def critical_path(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
         values = {"length_us": path.length_us, "nodes": float(path.nodes)}
         values["edges"] = float(path.edges)
         for label in BOUND_BY:
-            on = path.label == _LABELS.index(label)
-            total = float(path.weights[on].sum()) if len(on) else 0.0
+            total = float(path.weights[path.label == _LABELS.index(label)].sum())
             values[f"{label}_us"] = total
             share = 100.0 * total / path.length_us if path.length_us > 0 else math.nan
             rows.append((frame.rank, label, total, share))
         per_rank[frame.rank] = values
         events += [(frame.rank, *event) for event in _top_events(frame, path, options.top_kernels)]
-    return AnalysisResult(
-        "critical_path",
-        (
-            Table(
-                "critical_path_summary",
-                ("rank", "bound_by", "duration_us", "share_pct"),
-                tuple(rows),
-            ),
-            Table(
-                "critical_path_top_events",
-                ("rank", "name", "bound_by", "duration_us"),
-                tuple(events),
-            ),
-        ),
-        per_rank,
-        tuple(notes),
-    )
+    summary = Table("critical_path_summary", SUMMARY_COLUMNS, tuple(rows))
+    top = Table("critical_path_top_events", EVENT_COLUMNS, tuple(events))
+    return AnalysisResult("critical_path", (summary, top), per_rank, tuple(notes))

@@ -53,9 +53,8 @@ class CriticalPathError(Exception):
 def queue_lengths(frame: RankFrame) -> np.ndarray:
     """Queue length per row after its change point (NaN: not a change point), HTA's TraceCounters
     over the whole rank: +1 at a launch on its kernel's stream, -1 at the kernel's start. The
-    change points are kept in the frame's memo (a quarter of the rank's rows, 32 bits each): the
-    path over HTA's window and the what-if's both read them, and a spilled rank is mapped as a
-    new frame object for each analysis (13 ms a rank of the 1 GB set, computed twice)."""
+    change points (32 bits each) are kept in the frame's memo, which a spilled rank keeps too:
+    the path over HTA's window and the what-if's both read them."""
     if "queue changes" not in frame.memo:
         frame.memo["queue changes"] = _queue_changes(frame)
     rows, levels = frame.memo["queue changes"]
@@ -72,17 +71,11 @@ def _queue_changes(frame: RankFrame) -> tuple[np.ndarray, np.ndarray]:
     streams = frame.stream[ops]
     order = np.argsort(frame.sort_key(frame.ts[r]), kind="stable")
     order = order[np.argsort(streams[order], kind="stable")]  # by stream, in time order
-    level = np.cumsum(np.asarray(delta, dtype=np.int64)[order])
-    first = _group_starts(streams[order])
-    level -= np.repeat(np.concatenate([[0], level[first[1:] - 1]]), np.diff([*first, len(order)]))
+    s, d = streams[order], np.asarray(delta, dtype=np.int64)[order]
+    level = np.cumsum(d)
+    first = np.flatnonzero(np.concatenate([[True], s[1:] != s[:-1]]))  # each stream's first
+    level -= np.repeat(level[first] - d[first], np.diff([*first, len(order)]))  # sum before it
     return r[order].astype(np.int32), level.astype(np.int32)
-
-
-def _group_starts(keys: np.ndarray) -> I64:
-    """Positions where a run of equal keys begins (keys grouped)."""
-    if not len(keys):
-        return np.zeros(0, dtype=np.int64)
-    return np.flatnonzero(np.concatenate([[True], keys[1:] != keys[:-1]]))
 
 
 def kept_rows(frame: RankFrame, start: float, end: float) -> np.ndarray:

@@ -5,23 +5,16 @@ Why it holds: any path through the dependency graph is a lower bound on the step
 change the critical path P alone still takes `length(P) - reduction(P)`, where `reduction(P)` is
 the time the change takes out of P's own edges; the step can fall by at most that (a scenario that
 stretches P's work, like the workers' contention, makes it negative). The reduction per path
-edge under a replay `Change` (replay.py):
+edge under a replay `Change` (replay.py): a GPU op's `dur * (1 - gpu_factor)`; a launch or
+kernel-kernel gap under a latency cap (CUDA graphs), what exceeds the cap; nothing on CPU,
+dependency and sync edges.
 
-- CPU time (an operator edge of a CPU event, or a launch edge's CPU part): its interval measured on
-  the change's warped, scaled CPU clock;
-- a GPU op: `dur * (1 - gpu_factor)` of that op;
-- a launch or kernel-kernel gap under a latency cap (CUDA graphs): what exceeds the cap;
-- dependency and sync edges carry no time.
-
-Three changes have no bound here: syncs costing only their overhead (removing the sync removes
-the path's own GPU -> CPU edges), pinned copies (the copy's CPU call shrinks with the copy), and,
-for now, any change that warps the CPU clock over the path (DataLoader workers: the wait leaves,
-contention stretches the rest). Measured per path edge on the warped clock, the workers change's
-cut came out negative on a real CPU training run with a data-loader stall (the stretched path
-edges outweighed the removed wait), and the bound priced the fix above the measured step while
-the replay, validated on recorded pairs (bench/whatif.py), priced it below. Until the two models
-agree on such runs, a CPU warp takes the replay's estimate alone; GPU-side changes (AMP's kernel
-factors, CUDA graphs' latency cap) keep the bound.
+No bound, the replay's estimate alone, for: syncs costing only their overhead (removing the sync
+removes the path's own GPU -> CPU edges), pinned copies (the copy's CPU call shrinks with the
+copy), and any change that alters a path edge's span on the CPU clock (DataLoader workers: the
+wait leaves, contention stretches the rest). Measured per edge on the warped clock, the workers'
+cut came out negative on a real CPU run with a data-loader stall, pricing the fix above the
+measured step where the replay, validated on recorded pairs (bench/whatif.py), priced it below.
 """
 
 from __future__ import annotations
@@ -73,10 +66,9 @@ def _spans_kept(replay: Replay, change: Change, times: np.ndarray) -> bool:
 def _path_times(path: CriticalPath) -> tuple[CriticalPath, np.ndarray, np.ndarray]:
     """The path's longest edge, and every edge, as `_spans_kept` reads them: one array each, so
     the clock is taken once per change and its warp found once per array (replay.py). The
-    longest edge is tried first: a change that scales the CPU clock stretches it, one that
-    warps it often does, and the clock is elementwise, so an edge not kept there is not kept
-    in the whole path either: one edge settles most of a rank's changes, not its 15,000-edge
-    path. Holds the path, so its id is not reused while kept."""
+    longest edge is tried first: a change that scales or warps the CPU clock most often
+    stretches it, so one edge settles most changes without the whole path. Holds the path, so
+    its id is not reused while kept."""
     i = int(np.argmax(path.end_us - path.begin_us)) if len(path.end_us) else 0
     longest = np.concatenate([path.begin_us[i : i + 1], path.end_us[i : i + 1]])
     return path, longest, np.concatenate([path.begin_us, path.end_us])

@@ -16,7 +16,7 @@ import re
 
 import numpy as np
 
-from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
+from analyzers.traces.analyses.base import AnalysisResult, TraceOptions, analysis
 from analyzers.traces.frame import TraceSet
 
 __all__ = ["cupti_counters"]
@@ -52,8 +52,5 @@ def cupti_counters(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
                 f"rank {frame.rank}: {kernels} profiled kernels but {launches} launches: HTA "
                 "cannot pair them"
             )
-    return AnalysisResult(
-        "cupti_counters",
-        (Table("cupti_counters", ("rank", "profiled_kernels", "launches", "paired"), tuple(rows)),),
-        notes=tuple(notes),
-    )
+    columns = ("rank", "profiled_kernels", "launches", "paired")
+    return AnalysisResult.of_table("cupti_counters", "cupti_counters", columns, rows, notes=notes)

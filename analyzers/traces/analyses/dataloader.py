@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 
-from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
+from analyzers.traces.analyses.base import AnalysisResult, TraceOptions, analysis
 from analyzers.traces.analyses.steps import profiler_steps
 from analyzers.traces.frame import TraceSet
 from analyzers.traces.stats import union_intervals, window_intersections
@@ -57,15 +57,5 @@ def dataloader(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
             "share": wait_total / step_total if step_total else math.nan,
             "calls": float(sel.sum()),
         }
-    return AnalysisResult(
-        "dataloader",
-        (
-            Table(
-                "dataloader_share",
-                ("rank", "step", "step_us", "dataloader_us", "share"),
-                tuple(rows),
-            ),
-        ),
-        per_rank,
-        tuple(notes),
-    )
+    columns = ("rank", "step", "step_us", "dataloader_us", "share")
+    return AnalysisResult.of_table("dataloader", "dataloader_share", columns, rows, per_rank, notes)

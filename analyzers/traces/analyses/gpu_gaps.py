@@ -12,7 +12,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
+from analyzers.traces.analyses.base import AnalysisResult, TraceOptions, analysis
 from analyzers.traces.frame import CPU_OP_CATS, RankFrame, TraceSet
 from analyzers.traces.stats import union_intervals
 
@@ -49,14 +49,5 @@ def gpu_gaps(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
             "gap_us": float(gap[long].sum()),
             "longest_gap_us": float(gap.max()) if len(gap) else 0.0,
         }
-    return AnalysisResult(
-        "gpu_gaps",
-        (
-            Table(
-                "gpu_gaps",
-                ("rank", "start_us", "end_us", "gap_us", "cpu_busy_with"),
-                tuple(rows),
-            ),
-        ),
-        per_rank,
-    )
+    columns = ("rank", "start_us", "end_us", "gap_us", "cpu_busy_with")
+    return AnalysisResult.of_table("gpu_gaps", "gpu_gaps", columns, rows, per_rank)

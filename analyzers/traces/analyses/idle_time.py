@@ -71,17 +71,10 @@ def idle_time(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
                 name = CATEGORIES[c]
                 rows.append((frame.rank, stream, name, hta_round(sums[c], 2), hta_round(ratio, 2)))
                 d = describe(gap[category == c])
-                stats_rows.append(
-                    (name, frame.rank, stream, *(hta_round(d[k], 2) for k in DESCRIBE_KEYS))
-                )
+                described = (hta_round(d[k], 2) for k in DESCRIBE_KEYS)
+                stats_rows.append((name, frame.rank, stream, *described))
                 totals[name] += sums[c]
         per_rank[frame.rank] = {f"{k}_us": v for k, v in totals.items()}
-    return AnalysisResult(
-        "idle_time",
-        (
-            Table("idle_time_breakdown", COLUMNS, tuple(rows)),
-            Table("idle_time_interval_stats", STATS_COLUMNS, tuple(stats_rows)),
-        ),
-        per_rank,
-        tuple(notes),
-    )
+    breakdown = Table("idle_time_breakdown", COLUMNS, tuple(rows))
+    stats = Table("idle_time_interval_stats", STATS_COLUMNS, tuple(stats_rows))
+    return AnalysisResult("idle_time", (breakdown, stats), per_rank, tuple(notes))

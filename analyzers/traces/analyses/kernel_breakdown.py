@@ -17,6 +17,7 @@ communication; `top_kernels` gives the plain per-kernel view.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -27,6 +28,7 @@ from analyzers.traces.frame import RankFrame, TraceSet
 from analyzers.traces.stats import group_std, hta_round, union_intervals, unstable_argsort
 
 TYPES = (KernelClass.COMPUTATION, KernelClass.COMMUNICATION, KernelClass.MEMORY)
+TYPE_COLUMNS = ("kernel_type", "sum", "percentage")
 KERNEL_COLUMNS = (
     "name",
     "sum (us)",
@@ -70,15 +72,7 @@ def aggregate_by_name(
     names: list[str], durations: np.ndarray[Any, Any], num_kernels: int, duration_ratio: float
 ) -> list[tuple[str, float, float, float, float, float]]:
     """HTA `_aggr_gpu_kernel_time`: (name, sum, max, min, std, mean) rows, grouped as HTA does."""
-    groups: dict[str, list[float]] = defaultdict(list)
-    for name, dur in zip(names, durations.tolist(), strict=True):
-        groups[name].append(dur)
-    keys = sorted(groups)
-    stats = []
-    for key in keys:
-        v = np.array(groups[key])
-        total = float(v.sum())
-        stats.append((key, total, float(v.max()), float(v.min()), group_std(v), total / len(v)))
+    stats = _name_stats(zip(names, durations.tolist(), strict=True))
     if len(stats) <= num_kernels:
         # Every row is kept as it is, and both callers order the rows by name (unique here):
         # HTA's ranking, whose order of equal sums is the CPU's sort network's, changes nothing.
@@ -90,13 +84,22 @@ def aggregate_by_name(
     sums = np.array([s[1] for s in ranked])
     cumsum = np.cumsum(sums)
     threshold = np.percentile(cumsum, np.array([duration_ratio]) * 100.0)[0]
-    regroup: dict[str, list[float]] = defaultdict(list)
+    named = []
     for pos, (row, cum) in enumerate(zip(ranked, cumsum.tolist(), strict=True)):
-        name = "others" if cum > threshold or pos >= num_kernels else row[0]
-        regroup[name].append(row[1])
+        named.append("others" if cum > threshold or pos >= num_kernels else row[0])
+    return _name_stats(zip(named, sums.tolist(), strict=True))
+
+
+def _name_stats(
+    durations: Iterable[tuple[str, float]],
+) -> list[tuple[str, float, float, float, float, float]]:
+    """(name, sum, max, min, std, mean) per name, by name."""
+    groups: dict[str, list[float]] = defaultdict(list)
+    for name, dur in durations:
+        groups[name].append(dur)
     out = []
-    for key in sorted(regroup):
-        v = np.array(regroup[key])
+    for key in sorted(groups):
+        v = np.array(groups[key])
         total = float(v.sum())
         out.append((key, total, float(v.max()), float(v.min()), group_std(v), total / len(v)))
     return out
@@ -123,11 +126,10 @@ def kernel_breakdown(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
         for kind in TYPES:
             sel = np.flatnonzero(frame.of_class(kind))
             names = [frame.names[i] for i in frame.name[sel].tolist()]
-            for row in aggregate_by_name(
+            found = aggregate_by_name(
                 names, frame.dur[sel], options.num_kernels, options.duration_ratio
-            ):
-                name, total, high, low, std, mean = row
-                kernel_rows.append((name, total, high, low, std, mean, kind.name, frame.rank))
+            )
+            kernel_rows += [(*row, kind.name, frame.rank) for row in found]
     kernel_rows.sort(key=lambda r: (r[6], r[0], r[7]))
     grand = sum(label_sums.values())
     order = unstable_argsort(np.array(list(label_sums.values())), descending=True)
@@ -135,13 +137,6 @@ def kernel_breakdown(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
     type_rows = tuple(
         (items[i][0], items[i][1], hta_round(items[i][1] / grand * 100, 1)) for i in order
     )
-    return AnalysisResult(
-        "kernel_breakdown",
-        (
-            Table(
-                "gpu_kernel_breakdown_kernel_type", ("kernel_type", "sum", "percentage"), type_rows
-            ),
-            Table("gpu_kernel_breakdown_all_kernels", KERNEL_COLUMNS, tuple(kernel_rows)),
-        ),
-        per_rank,
-    )
+    type_table = Table("gpu_kernel_breakdown_kernel_type", TYPE_COLUMNS, type_rows)
+    kernels = Table("gpu_kernel_breakdown_all_kernels", KERNEL_COLUMNS, tuple(kernel_rows))
+    return AnalysisResult("kernel_breakdown", (type_table, kernels), per_rank)

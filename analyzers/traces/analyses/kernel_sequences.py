@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
+from analyzers.traces.analyses.base import AnalysisResult, TraceOptions, analysis
 from analyzers.traces.frame import RankFrame, TraceSet
 from analyzers.traces.stats import time_lexsort
 
@@ -114,8 +114,7 @@ def frequent_kernel_sequences(
         mine, gpu_of = mine[by_start], gpu_of[by_start]
         owner, gpu = _inside(frame, cand, mine, gpu_of)
         bounds = np.searchsorted(owner, np.arange(len(cand) + 1))
-        # Only roots with a pattern's length of kernels count (most hold fewer: one slice each
-        # for them was a third of this analysis on a 1 GB set).
+        # Only roots with a pattern's length of kernels count (most hold fewer: no slice for them).
         long = np.flatnonzero(np.diff(bounds) >= min_pattern_len).tolist()
         roots += [(int(cand[i]), gpu[bounds[i] : bounds[i + 1]]) for i in long]
     counts: dict[str, list[float]] = {}
@@ -145,6 +144,5 @@ def kernel_sequences(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
         found = frequent_kernel_sequences(frame, DEFAULT_OPERATOR)
         rows += [(frame.rank, *p) for p in found[:TOP_K]]
         per_rank[frame.rank] = {"patterns": float(len(found))}
-    return AnalysisResult(
-        "kernel_sequences", (Table("frequent_kernel_sequences", COLUMNS, tuple(rows)),), per_rank
-    )
+    table = "frequent_kernel_sequences"
+    return AnalysisResult.of_table("kernel_sequences", table, COLUMNS, rows, per_rank)

@@ -39,6 +39,16 @@ NATIVE_LAUNCHES = HTA_LAUNCHES | {
     "hipMemcpyWithStream",
 }
 COLUMNS = ("correlation", "cpu_duration", "gpu_duration", "launch_delay")
+KEYS = (
+    "launches",
+    "cpu_over_cutoff",
+    "delay_over_cutoff",
+    "gpu_shorter_than_cpu",
+    "cpu_launch_us",
+    "gpu_us",
+    "median_cpu_us",
+    "median_delay_us",
+)
 
 
 def launch_pairs(frame: RankFrame, launches: frozenset[str]) -> np.ndarray:
@@ -71,49 +81,20 @@ def launch_stats(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
         cpu_dur = frame.dur[c]
         gpu_dur = frame.dur[g]
         delay = np.maximum(frame.ts[g] - frame.ts[c] - cpu_dur, 0.0)
-        rows = tuple(
-            zip(
-                frame.correlation[c].tolist(),
-                cpu_dur.tolist(),
-                gpu_dur.tolist(),
-                delay.tolist(),
-                strict=True,
-            )
-        )
+        cells = (a.tolist() for a in (frame.correlation[c], cpu_dur, gpu_dur, delay))
+        rows = tuple(zip(*cells, strict=True))
         tables.append(Table(f"cuda_kernel_launch_stats_rank{frame.rank}", COLUMNS, rows))
-        values = {
-            "launches": float(len(pairs)),
-            "cpu_over_cutoff": float((cpu_dur > options.runtime_cutoff_us).sum()),
-            "delay_over_cutoff": float((delay > options.launch_delay_cutoff_us).sum()),
-            "gpu_shorter_than_cpu": float((gpu_dur < cpu_dur).sum()),
-            "cpu_launch_us": float(cpu_dur.sum()),
-            "gpu_us": float(gpu_dur.sum()),
-            "median_cpu_us": describe(cpu_dur)["50%"],
-            "median_delay_us": describe(delay)["50%"],
-        }
-        per_rank[frame.rank] = values
-        summary_rows.append(
-            (
-                frame.rank,
-                int(values["launches"]),
-                values["median_cpu_us"],
-                values["median_delay_us"],
-                int(values["cpu_over_cutoff"]),
-                int(values["delay_over_cutoff"]),
-                int(values["gpu_shorter_than_cpu"]),
-            )
+        over = (
+            int((cpu_dur > options.runtime_cutoff_us).sum()),
+            int((delay > options.launch_delay_cutoff_us).sum()),
+            int((gpu_dur < cpu_dur).sum()),
         )
-    summary = Table(
-        "launch_summary",
-        (
-            "rank",
-            "launches",
-            "median_cpu_us",
-            "median_launch_delay_us",
-            f"cpu_gt_{options.runtime_cutoff_us:g}us",
-            f"delay_gt_{options.launch_delay_cutoff_us:g}us",
-            "gpu_shorter_than_cpu",
-        ),
-        tuple(summary_rows),
-    )
+        medians = (describe(cpu_dur)["50%"], describe(delay)["50%"])
+        summary_rows.append((frame.rank, len(pairs), *medians, *over))
+        values = (len(pairs), *over, cpu_dur.sum(), gpu_dur.sum(), *medians)
+        per_rank[frame.rank] = dict(zip(KEYS, map(float, values), strict=True))
+    cpu_over = f"cpu_gt_{options.runtime_cutoff_us:g}us"
+    delay_over = f"delay_gt_{options.launch_delay_cutoff_us:g}us"
+    columns = ("rank", "launches", "median_cpu_us", "median_launch_delay_us", cpu_over, delay_over)
+    summary = Table("launch_summary", (*columns, "gpu_shorter_than_cpu"), tuple(summary_rows))
     return AnalysisResult("launch_stats", (summary, *tables), per_rank)

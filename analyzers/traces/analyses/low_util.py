@@ -11,7 +11,7 @@ from itertools import pairwise
 
 import numpy as np
 
-from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
+from analyzers.traces.analyses.base import AnalysisResult, TraceOptions, analysis
 from analyzers.traces.frame import TraceSet
 from analyzers.traces.stats import union_intervals, window_intersections
 
@@ -36,14 +36,5 @@ def low_util(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
                 low += 1
                 rows.append((frame.rank, i, c0, c1, pct))
         per_rank[frame.rank] = {"low_chunks": float(low), "chunks": float(options.util_chunks)}
-    return AnalysisResult(
-        "low_util",
-        (
-            Table(
-                "low_util_chunks",
-                ("rank", "chunk", "start_us", "end_us", "gpu_util_pct"),
-                tuple(rows),
-            ),
-        ),
-        per_rank,
-    )
+    columns = ("rank", "chunk", "start_us", "end_us", "gpu_util_pct")
+    return AnalysisResult.of_table("low_util", "low_util_chunks", columns, rows, per_rank)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
+from analyzers.traces.analyses.base import AnalysisResult, TraceOptions, analysis
 from analyzers.traces.classify import KernelClass
 from analyzers.traces.frame import Mode, TraceSet
 from analyzers.traces.stats import DESCRIBE_KEYS, describe, union_length, unstable_argsort
@@ -76,6 +76,4 @@ def memory_bw(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
         if native
         else ("rank", "name", *DESCRIBE_KEYS)
     )
-    return AnalysisResult(
-        "memory_bw", (Table("memory_bw_summary", columns, tuple(rows)),), per_rank
-    )
+    return AnalysisResult.of_table("memory_bw", "memory_bw_summary", columns, rows, per_rank)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 
-from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
+from analyzers.traces.analyses.base import AnalysisResult, TraceOptions, analysis
 from analyzers.traces.classify import KernelClass
 from analyzers.traces.frame import TraceSet
 from analyzers.traces.stats import hta_round, intersection_length, union_intervals, union_length
@@ -44,8 +44,7 @@ def comm_comp_overlap(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
             "overlap_ratio": ratio,
             "communication_share_of_busy": comm_us / busy if busy else math.nan,
         }
-    return AnalysisResult(
-        "comm_comp_overlap",
-        (Table("comm_comp_overlap", ("rank", "comp_comm_overlap_pctg"), tuple(rows)),),
-        per_rank,
+    columns = ("rank", "comp_comm_overlap_pctg")
+    return AnalysisResult.of_table(
+        "comm_comp_overlap", "comm_comp_overlap", columns, rows, per_rank
     )

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
+from analyzers.traces.analyses.base import AnalysisResult, TraceOptions, analysis
 from analyzers.traces.frame import TraceSet
 
 
@@ -39,22 +39,8 @@ def pageable_memcpy(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
             nbytes = float(np.clip(frame.bytes[m], 0, None).sum())
             gbps = nbytes / gpu_us / 1e3 if gpu_us > 0 else float("nan")
             rows.append((frame.rank, frame.names[name_id], len(m), nbytes, gpu_us, cpu_us, gbps))
-            for key, value in (
-                ("copies", len(m)),
-                ("gpu_us", gpu_us),
-                ("cpu_us", cpu_us),
-                ("bytes", nbytes),
-            ):
-                totals[key] += value
+            added = {"copies": len(m), "gpu_us": gpu_us, "cpu_us": cpu_us, "bytes": nbytes}
+            totals = {key: total + added[key] for key, total in totals.items()}
         per_rank[frame.rank] = totals
-    return AnalysisResult(
-        "pageable_memcpy",
-        (
-            Table(
-                "pageable_memcpy",
-                ("rank", "name", "copies", "bytes", "gpu_us", "launch_cpu_us", "gbps"),
-                tuple(rows),
-            ),
-        ),
-        per_rank,
-    )
+    columns = ("rank", "name", "copies", "bytes", "gpu_us", "launch_cpu_us", "gbps")
+    return AnalysisResult.of_table("pageable_memcpy", "pageable_memcpy", columns, rows, per_rank)

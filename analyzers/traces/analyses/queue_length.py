@@ -1,9 +1,9 @@
 """Launch queue length per stream, and time blocked on a full queue (rule T3).
 
-Algorithm (HTA 0.5.0 `TraceCounters`, trace-semantics.md section 8): each runtime launch (names
-below, with a linked GPU op) adds +1 at the call's start on the stream of its GPU op; each GPU op
-whose correlation is launched adds -1 at its start; change points are sorted by time (HTA's
-unstable sort) and summed per stream. `queue_length_summary` is `describe()` over change points
+Algorithm (HTA 0.5.0 `TraceCounters`, trace-semantics.md section 8): each runtime launch
+(`RUNTIME_LAUNCHES`, with a linked GPU op) adds +1 at the call's start on the stream of its GPU
+op; each GPU op whose correlation is launched adds -1 at its start; change points are sorted by
+time (HTA's unstable sort) and summed per stream. `queue_length_summary` is `describe()` over change points
 (count-weighted, not time-weighted). Blocked time: per stream, the time until the next change
 point summed where the queue is >= 1024, over the rank's span; HTA keeps only the last stream of
 a rank (its bug, reproduced in HTA mode).
@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
+from analyzers.traces.analyses.launch_stats import NATIVE_LAUNCHES
 from analyzers.traces.frame import I64, Mode, RankFrame, TraceSet
 from analyzers.traces.stats import (
     DESCRIBE_KEYS,
@@ -29,22 +30,14 @@ from analyzers.traces.stats import (
     unstable_argsort,
 )
 
-RUNTIME_LAUNCHES = frozenset(
-    {
-        "cudaLaunchKernel",
-        "cudaLaunchKernelExC",
-        "cuLaunchKernel",
-        "cudaMemcpyAsync",
-        "cudaMemsetAsync",
-        "runFunction - job_prep_and_submit_for_execution",
-        "hipLaunchKernel",
-        "hipExtModuleLaunchKernel",
-        "hipMemcpyAsync",
-        "hipMemsetAsync",
-        "hipMemcpyWithStream",
-    }
+# HTA's TraceCounters launches: native mode's without the two HTA 0.5.0 does not know.
+RUNTIME_LAUNCHES = NATIVE_LAUNCHES - {"cuLaunchKernelEx", "hipModuleLaunchKernel"}
+BLOCKED_COLUMNS = (
+    "rank",
+    "stream",
+    "duration_at_max_queue_length",
+    "relative_duration_at_max_queue_length",
 )
-NATIVE_EXTRA = frozenset({"cuLaunchKernelEx", "hipModuleLaunchKernel"})
 
 
 def launch_changes(frame: RankFrame) -> tuple[I64, I64, list[int]]:
@@ -100,7 +93,7 @@ PLUGIN_ORDER = 60  # its place in the trace report (fleetscope.plugins)
 )
 def queue_length(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
     native = trace.mode is Mode.NATIVE
-    launches = RUNTIME_LAUNCHES | NATIVE_EXTRA if native else RUNTIME_LAUNCHES
+    launches = NATIVE_LAUNCHES if native else RUNTIME_LAUNCHES
     summary_rows = []
     blocked_rows = []
     per_rank: dict[int, dict[str, float]] = {}
@@ -128,23 +121,7 @@ def queue_length(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
             "max_queue_length": max((float(v[1].max()) for v in series.values()), default=0.0),
             "blocked_share": worst,
         }
-    columns: tuple[str, ...] = ("rank", "stream", *DESCRIBE_KEYS)
-    if native:
-        columns = (*columns, "time_weighted_mean")
-    return AnalysisResult(
-        "queue_length",
-        (
-            Table("queue_length_summary", columns, tuple(summary_rows)),
-            Table(
-                "time_spent_blocked_on_full_queue",
-                (
-                    "rank",
-                    "stream",
-                    "duration_at_max_queue_length",
-                    "relative_duration_at_max_queue_length",
-                ),
-                tuple(blocked_rows),
-            ),
-        ),
-        per_rank,
-    )
+    columns = ("rank", "stream", *DESCRIBE_KEYS, *(["time_weighted_mean"] if native else []))
+    summary = Table("queue_length_summary", columns, tuple(summary_rows))
+    blocked_table = Table("time_spent_blocked_on_full_queue", BLOCKED_COLUMNS, tuple(blocked_rows))
+    return AnalysisResult("queue_length", (summary, blocked_table), per_rank)

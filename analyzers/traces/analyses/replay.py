@@ -16,14 +16,13 @@ The model (stated with every estimate, because an estimate is only as good as it
 - Step time: over the ProfilerStep ranges, `max(CPU end, GPU end) - start`, divided by the steps.
   A trace with no GPU (a CPU-only run) replays its CPU clock alone.
 
-How it is computed, and why that way (a what-if table replays a rank some 25 times, and a
-per-event Python loop cost 15 ms a replay on an 8,000-launch rank): the only sequential
-dependency is a sync, whose return time moves every later event by one constant. Between two
-syncs (a segment) the replay is array arithmetic: the warped clock of every event at once, and per
-stream the max-plus recurrence `end = max(start, previous end) + dur` in closed form,
-`end_i = C_i + max(free - C_before, S + max_{j<=i}(start_j - C_{j-1}))` with `C` the running sum
-of durations on the stream and `S` the shift the syncs so far added. What is left in Python is
-one step per (stream, segment) group and per sync: a few hundred scalars, not one per event.
+How it is computed, and why (a what-if table replays each rank some 25 times: no loop per event):
+the only sequential dependency is a sync, whose return time moves every later event by one constant.
+Between two syncs (a segment) the replay is array arithmetic: the warped clock of every event at
+once, and per stream the max-plus recurrence `end = max(start, previous end) + dur` in closed form,
+`end_i = C_i + max(free - C_before, S + max_{j<=i}(start_j - C_{j-1}))` with `C` the running sum of
+durations on the stream and `S` the shift the syncs so far added. What is left in Python is one step
+per (stream, segment) group and per sync: a few hundred scalars, not one per event.
 Results equal the event-by-event replay up to float rounding (sums are taken in another order).
 """
 
@@ -50,8 +49,7 @@ T = TypeVar("T")
 class Change(NamedTuple):
     """One thing changed. `cpu_warp`: sorted, non-overlapping CPU intervals (start, end, factor)
     whose time is multiplied by factor; `cpu_scale`: the factor for every other CPU interval;
-    `gpu_factor`: a duration factor per replayed GPU op (`Replay.gpu` order). A NamedTuple: an
-    immutable record with no dataclass to generate at import (issue 19)."""
+    `gpu_factor`: a duration factor per replayed GPU op (`Replay.gpu` order)."""
 
     cpu_warp: tuple[F64, F64, F64] | None = None
     cpu_scale: float = 1.0
@@ -94,9 +92,9 @@ def outermost(start: F64, end: F64) -> tuple[F64, F64]:
 def grouped_cummax(values: F64, group: I64) -> F64:
     """Running maximum restarting at each group (`group` non-decreasing), exact: the running
     maximum of (group, value) pairs in lexicographic order, which numpy's complex maximum is
-    (group as the real part, exact below 2**53), so no float offset rounds and nothing sorts
-    (a replay ran an argsort for it: 17x the time). NaNs would carry across groups there: those
-    go through integer keys (group, rank of the value) instead."""
+    (group as the real part, exact below 2**53), so no float offset rounds and nothing sorts.
+    NaNs would carry across groups there: those go through integer keys (group, rank of the
+    value) instead."""
     n = len(values)
     if n == 0:
         return values.copy()
@@ -206,8 +204,7 @@ class Replay:
         """The replay's part that depends on the GPU ops' durations alone, per (stream, segment)
         group: the running sums of durations `c` and `c_prev` (before each op), and per group
         the largest `c` (in the step window too), its last `c` and its first `c_prev`. The same
-        for every change that keeps the recorded durations (the workers' fixed point replays
-        27 such changes a rank)."""
+        for every change that keeps the recorded durations (most of the workers' fixed point)."""
         d = dur[self.perm]
         c = np.cumsum(d)  # differences within one stream are the sums of its durations
         c_prev = c - d
@@ -264,8 +261,8 @@ class Replay:
         one, and the time spent in it so far, once per (intervals, times): the workers' fixed
         point replays one set of intervals at many factors, and the events' times and the
         critical path's ends are the same arrays each time; only the factors change. Keyed by
-        the arrays themselves (a scenario builds its intervals once and never changes them in
-        place): hashing the bytes of 42,000 CUDA-graph launch intervals cost 0.2 ms a call."""
+        the arrays' ids, not their bytes, slow to hash (a scenario builds its intervals once and
+        never changes them in place)."""
         key = (id(t), id(w_start), id(w_end))
         hit = self._slots.get(key)
         if hit is not None:

@@ -73,11 +73,6 @@ def _pick(level: int, expected: float, optimistic: float, pessimistic: float) ->
     return (expected, optimistic, pessimistic)[level]
 
 
-def _warp(start: F64, end: F64, factor: float | F64) -> tuple[F64, F64, F64]:
-    s, e = outermost(start, end)
-    return s, e, np.broadcast_to(np.asarray(factor, dtype=np.float64), s.shape).copy()
-
-
 def _merge(*warps: tuple[F64, F64, F64] | None) -> tuple[F64, F64, F64] | None:
     """Several warps as one: sorted, and an interval inside an earlier one dropped."""
     parts = [w for w in warps if w is not None and len(w[0])]
@@ -97,19 +92,15 @@ def _merge(*warps: tuple[F64, F64, F64] | None) -> tuple[F64, F64, F64] | None:
     return s[idx], e[idx], f[idx]
 
 
-def _dataloader_rows(frame: RankFrame) -> np.ndarray:
-    mask: np.ndarray = frame.names_matching(is_dataloader) & (frame.stream == -1)
-    return mask
-
-
 def _dataloader_waits(replay: Replay) -> tuple[F64, F64]:
     """The outermost data-loader intervals, once per replay: the wait's three levels, the
     workers' three and their sum with AMP warp the same arrays (so the replay finds where the
     events and the critical path fall in them once, replay.py)."""
 
     def waits() -> tuple[F64, F64]:
-        rows = _dataloader_rows(replay.frame)
-        return outermost(replay.frame.ts[rows], replay.frame.end[rows])
+        frame = replay.frame
+        rows = frame.names_matching(is_dataloader) & (frame.stream == -1)
+        return outermost(frame.ts[rows], frame.end[rows])
 
     return replay.derived("dataloader waits", waits)
 
@@ -209,9 +200,8 @@ _NOT_CHANGED, _GEMM_OP, _MEMBOUND_OP = 0, 1, 2
 @functools.lru_cache(maxsize=1 << 12)
 def _kernel_kind(name: str) -> int:
     """`_GEMM_OP` where `gemm_kernels()` matches, else `_MEMBOUND_OP` where `membound_kernels()`
-    does. Kept per name, not per rank: a set's ranks launch the same kernels, and the two
-    searches over a 300-character templated name are 25 us (34 of 41 ms of `_amp_kind` over an
-    8-rank set); at most 4,096 names, so a server's memory stays bounded."""
+    does. Kept per name across ranks (a set's ranks launch the same long templated names, slow
+    to search), at most 4,096 of them, so a server's memory stays bounded."""
     if gemm_kernels().search(name):
         return _GEMM_OP
     return _MEMBOUND_OP if membound_kernels().search(name) else _NOT_CHANGED
@@ -219,8 +209,7 @@ def _kernel_kind(name: str) -> int:
 
 def _amp_kind(replay: Replay) -> np.ndarray:
     """What AMP does to each replayed op: nothing, GEMM/conv to tensor cores, or half the bytes.
-    The regexes run once per distinct kernel name (tens), not once per launch (thousands: that
-    was most of the what-if's time)."""
+    The regexes run once per distinct kernel name (tens), not once per launch (thousands)."""
     frame = replay.frame
     codes = frame.name[replay.gpu]
     kind_of = np.zeros(len(frame.names), dtype=np.int8)  # per name code
@@ -255,12 +244,8 @@ def _amp(replay: Replay, o: TraceOptions, level: int) -> Change | None:
     if not rows.any():
         return None
     speedup = _pick(level, o.amp_cpu_speedup, 2.0, 0.8)
-    return Change(cpu_warp=_warp(frame.ts[rows], frame.end[rows], 1.0 / speedup))
-
-
-def _optimizer_rows(frame: RankFrame) -> np.ndarray:
-    mask: np.ndarray = frame.names_matching(_is_optimizer_step) & (frame.stream == -1)
-    return mask
+    s, e = outermost(frame.ts[rows], frame.end[rows])
+    return Change(cpu_warp=(s, e, np.full(len(s), 1.0 / speedup)))
 
 
 def _is_optimizer_step(name: str) -> bool:
@@ -284,7 +269,7 @@ def _optimizer_steps(replay: Replay) -> tuple[F64, F64, np.ndarray]:
     """The outermost optimizer-step intervals and which launches fall inside one, once per
     replay, not once per level."""
     frame = replay.frame
-    rows = _optimizer_rows(frame)
+    rows = frame.names_matching(_is_optimizer_step) & (frame.stream == -1)
     s, e = outermost(frame.ts[rows], frame.end[rows])
     if not len(s):
         return s, e, np.zeros(0, dtype=bool)
@@ -305,8 +290,7 @@ def _cuda_graphs(replay: Replay, o: TraceOptions, level: int) -> Change | None:
 
 
 def _launch_calls(frame: RankFrame) -> tuple[F64, F64]:
-    """The outermost launch-call intervals, once per replay (not once per level: sorting
-    thousands of launches three times was most of the scenario)."""
+    """The outermost launch-call intervals, once per replay, not once per level."""
     rows = frame.cat_in(RUNTIME_CATS) & frame.names_matching(_is_launch_call)
     return outermost(frame.ts[rows], frame.end[rows])
 

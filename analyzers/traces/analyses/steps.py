@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
+from analyzers.traces.analyses.base import AnalysisResult, TraceOptions, analysis
 from analyzers.traces.frame import RankFrame, TraceSet
 from analyzers.traces.stats import union_intervals, window_intersections
 
@@ -22,8 +22,7 @@ _STEP = re.compile(r"^ProfilerStep#(\d+)$")
 
 
 class Step(NamedTuple):
-    """One ProfilerStep range (a NamedTuple: a record with no dataclass to generate at import,
-    which cost ~0.6 ms of every `trace analyze`, issue 19)."""
+    """One ProfilerStep range."""
 
     number: int
     start_us: float
@@ -73,14 +72,5 @@ def steps(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
             "steps": float(len(found)),
             "mean_step_us": total / len(found) if found else float("nan"),
         }
-    return AnalysisResult(
-        "steps",
-        (
-            Table(
-                "steps",
-                ("rank", "step", "start_us", "duration_us", "gpu_busy_us", "gpu_busy_share"),
-                tuple(rows),
-            ),
-        ),
-        per_rank,
-    )
+    columns = ("rank", "step", "start_us", "duration_us", "gpu_busy_us", "gpu_busy_share")
+    return AnalysisResult.of_table("steps", "steps", columns, rows, per_rank)

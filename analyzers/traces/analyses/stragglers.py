@@ -27,7 +27,7 @@ import math
 
 import numpy as np
 
-from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
+from analyzers.traces.analyses.base import AnalysisResult, TraceOptions, analysis
 from analyzers.traces.analyses.trace_diff import row_iterations, step_number
 from analyzers.traces.classify import KernelClass
 from analyzers.traces.frame import Mode, RankFrame, TraceSet
@@ -56,7 +56,7 @@ def _candidates(trace: TraceSet, native: bool) -> tuple[list[tuple[int, int, flo
     steps = {
         number
         for f in frames
-        for code in np.unique(f.name[_step_rows(f)]).tolist()
+        for code in np.unique(f.name[f.names_matching(_is_step_name)]).tolist()
         if (number := step_number(f.names[code])) is not None
     }
     if not steps:
@@ -64,10 +64,7 @@ def _candidates(trace: TraceSet, native: bool) -> tuple[list[tuple[int, int, flo
     used = {f.rank: np.isin(iters[f.rank], np.array(sorted(steps))) for f in frames}
     starts = [f.ts[used[f.rank]] for f in frames if used[f.rank].any()]
     ends = [f.end[used[f.rank]] for f in frames if used[f.rank].any()]
-    present: set[int] = set()  # per rank's distinct values, not per row (millions at 1 GB)
-    for f in frames:
-        present.update(np.unique(iters[f.rank][used[f.rank]]).tolist())
-    present.discard(-1)
+    present = {i for f in frames for i in np.unique(iters[f.rank][used[f.rank]]).tolist()}
     t_min = min(float(s.min()) for s in starts)
     mean_iter = (max(float(e.max()) for e in ends) - t_min) / max(1, len(present))
     last: dict[tuple[int, int, int, str], tuple[float, float]] = {}
@@ -104,11 +101,6 @@ def _candidates(trace: TraceSet, native: bool) -> tuple[list[tuple[int, int, flo
     return picked, ""
 
 
-def _step_rows(frame: RankFrame) -> np.ndarray:
-    mask: np.ndarray = frame.names_matching(_is_step_name)
-    return mask
-
-
 def _is_step_name(name: str) -> bool:
     return name.startswith("ProfilerStep")
 
@@ -143,9 +135,8 @@ def stragglers(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
     ranked = sorted(counts, key=lambda r: (-counts[r], r))[:CANDIDATES]
     rows = tuple((rank, counts[rank], rank in ranked) for rank in sorted(counts))
     per_rank = {rank: {"straggler_count": float(counts[rank])} for rank in counts}
-    return AnalysisResult(
-        "stragglers",
-        (Table("potential_stragglers", ("rank", "straggler_count", "potential_straggler"), rows),),
-        per_rank,
-        (f"potential stragglers: ranks {sorted(ranked)}",),
+    columns = ("rank", "straggler_count", "potential_straggler")
+    note = f"potential stragglers: ranks {sorted(ranked)}"
+    return AnalysisResult.of_table(
+        "stragglers", "potential_stragglers", columns, rows, per_rank, [note]
     )

@@ -15,7 +15,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
+from analyzers.traces.analyses.base import AnalysisResult, TraceOptions, analysis
 from analyzers.traces.analyses.steps import profiler_steps
 from analyzers.traces.frame import TraceSet
 
@@ -36,17 +36,22 @@ SYNC_CALLS = frozenset(
     }
 )
 SYNC_CAUSES = frozenset({"aten::item", "aten::_local_scalar_dense", "aten::nonzero"})
+COLUMNS = (
+    "rank",
+    "name",
+    "kind",
+    "calls",
+    "calls_in_steps",
+    "time_in_steps_us",
+    "longest_us",
+    "share_of_steps",
+)
 
 
 PLUGIN_ORDER = 110  # its place in the trace report (fleetscope.plugins)
 
 
-@analysis(
-    "sync",
-    "Synchronization calls",
-    None,
-    "HTA has none outside critical-path analysis",
-)
+@analysis("sync", "Synchronization calls", None, "HTA has none outside critical-path analysis")
 def sync(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
     rows = []
     per_rank: dict[int, dict[str, float]] = {}
@@ -67,18 +72,8 @@ def sync(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
             total = float(frame.dur[inside].sum())
             share = total / step_us if step_us else math.nan
             kind = "cause" if name in SYNC_CAUSES else "sync call"
-            rows.append(
-                (
-                    frame.rank,
-                    name,
-                    kind,
-                    len(m),
-                    len(inside),
-                    total,
-                    float(frame.dur[m].max()),
-                    share,
-                )
-            )
+            longest = float(frame.dur[m].max())
+            rows.append((frame.rank, name, kind, len(m), len(inside), total, longest, share))
         waits = calls[in_steps[calls]] if found else calls
         total_wait = float(frame.dur[waits].sum())
         per_rank[frame.rank] = {
@@ -86,23 +81,4 @@ def sync(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
             "sync_us": total_wait,
             "share": total_wait / step_us if step_us else math.nan,
         }
-    return AnalysisResult(
-        "sync",
-        (
-            Table(
-                "sync_calls",
-                (
-                    "rank",
-                    "name",
-                    "kind",
-                    "calls",
-                    "calls_in_steps",
-                    "time_in_steps_us",
-                    "longest_us",
-                    "share_of_steps",
-                ),
-                tuple(rows),
-            ),
-        ),
-        per_rank,
-    )
+    return AnalysisResult.of_table("sync", "sync_calls", COLUMNS, rows, per_rank)

@@ -12,7 +12,7 @@ communication. A rank with no GPU activity gets a note instead of HTA's IndexErr
 
 from __future__ import annotations
 
-from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
+from analyzers.traces.analyses.base import AnalysisResult, TraceOptions, analysis
 from analyzers.traces.classify import KernelClass
 from analyzers.traces.frame import TraceSet
 from analyzers.traces.stats import hta_round, union_length
@@ -64,9 +64,6 @@ def temporal_breakdown(trace: TraceSet, options: TraceOptions) -> AnalysisResult
             "first_gpu_us": float(ts.min()),
             "last_gpu_us": float(end.max()),
         }
-    return AnalysisResult(
-        "temporal_breakdown",
-        (Table("temporal_breakdown", COLUMNS, tuple(rows)),),
-        per_rank,
-        tuple(notes),
+    return AnalysisResult.of_table(
+        "temporal_breakdown", "temporal_breakdown", COLUMNS, rows, per_rank, notes
     )

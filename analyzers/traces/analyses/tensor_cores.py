@@ -16,7 +16,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
+from analyzers.traces.analyses.base import AnalysisResult, TraceOptions, analysis
 from analyzers.traces.classify import KernelClass
 from analyzers.traces.frame import CPU_OP_CATS, RankFrame, TraceSet
 from analyzers.traces.hardware import gpu_of
@@ -52,6 +52,17 @@ TC_OPS = frozenset(
 )  # fmt: skip
 
 
+COLUMNS = (
+    "rank",
+    "compute_capability",
+    "compute_kernel_us",
+    "tc_eligible_us",
+    "tensor_core_us",
+    "tc_share_of_eligible",
+)
+KEYS = ("compute_capability", "compute_us", "eligible_us", "tensor_core_us", "tensor_core_share")
+
+
 def uses_tensor_cores(name: str) -> bool:
     return any(p in name for p in TC_KERNEL_PATTERNS)
 
@@ -68,8 +79,7 @@ def eligible_kernels(frame: RankFrame) -> np.ndarray:
 
 def _on_tensor_cores(frame: RankFrame, kernels: np.ndarray) -> np.ndarray:
     """The rows of `kernels` whose name holds a tensor-core pattern. Only the kernels' names are
-    tested, once each: a trace has far more names of CPU ops (tracelens_b200_eager: 1,041
-    names, 28 of compute kernels; testing them all was 3 ms of its run, issue 19)."""
+    tested, once each: a trace has far more names of CPU ops."""
     hit = np.zeros(len(frame.names), dtype=bool)
     for code, yes in tensor_core_names(frame, np.unique(frame.name[kernels]).tolist()).items():
         hit[code] = yes
@@ -103,29 +113,7 @@ def tensor_cores(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
         tc_us = float(frame.dur[tc].sum())
         cc = gpu_of(frame.device_properties).compute_capability
         share = tc_us / eligible_us if eligible_us else math.nan
-        rows.append((frame.rank, cc, compute_us, eligible_us, tc_us, share))
-        per_rank[frame.rank] = {
-            "compute_capability": cc,
-            "compute_us": compute_us,
-            "eligible_us": eligible_us,
-            "tensor_core_us": tc_us,
-            "tensor_core_share": share,
-        }
-    return AnalysisResult(
-        "tensor_cores",
-        (
-            Table(
-                "tensor_cores",
-                (
-                    "rank",
-                    "compute_capability",
-                    "compute_kernel_us",
-                    "tc_eligible_us",
-                    "tensor_core_us",
-                    "tc_share_of_eligible",
-                ),
-                tuple(rows),
-            ),
-        ),
-        per_rank,
-    )
+        values = (cc, compute_us, eligible_us, tc_us, share)
+        rows.append((frame.rank, *values))
+        per_rank[frame.rank] = dict(zip(KEYS, values, strict=True))
+    return AnalysisResult.of_table("tensor_cores", "tensor_cores", COLUMNS, rows, per_rank)

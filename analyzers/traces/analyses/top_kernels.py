@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
+from analyzers.traces.analyses.base import AnalysisResult, TraceOptions, analysis
 from analyzers.traces.classify import KernelClass
 from analyzers.traces.frame import TraceSet
 
@@ -23,35 +23,16 @@ def top_kernels(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
         sel = np.flatnonzero(frame.gpu_op)
         if not len(sel):
             continue
-        names = frame.name[sel]
         dur = frame.dur[sel]
-        ids, inverse = np.unique(names, return_inverse=True)
+        ids, inverse = np.unique(frame.name[sel], return_inverse=True)
         totals = np.bincount(inverse, weights=dur)
         counts = np.bincount(inverse)
         grand = float(dur.sum())
         for k in np.argsort(-totals, kind="stable")[: options.top_kernels].tolist():
-            d = dur[inverse == k]
-            name_id = int(ids[k])
+            d, total = dur[inverse == k], float(totals[k])
             kind = KernelClass(int(frame.kernel_class[sel][inverse == k][0])).name
-            rows.append(
-                (
-                    frame.rank,
-                    frame.names[name_id],
-                    kind,
-                    int(counts[k]),
-                    float(totals[k]),
-                    float(d.mean()),
-                    float(d.max()),
-                    float(totals[k]) / grand if grand else float("nan"),
-                )
-            )
-    return AnalysisResult(
-        "top_kernels",
-        (
-            Table(
-                "top_kernels",
-                ("rank", "name", "class", "calls", "total_us", "mean_us", "max_us", "share"),
-                tuple(rows),
-            ),
-        ),
-    )
+            share = total / grand if grand else float("nan")
+            stats = (int(counts[k]), total, float(d.mean()), float(d.max()), share)
+            rows.append((frame.rank, frame.names[int(ids[k])], kind, *stats))
+    columns = ("rank", "name", "class", "calls", "total_us", "mean_us", "max_us", "share")
+    return AnalysisResult.of_table("top_kernels", "top_kernels", columns, rows)

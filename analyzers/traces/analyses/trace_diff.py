@@ -24,6 +24,7 @@ Never does I/O.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Literal
 
 import numpy as np
@@ -51,7 +52,14 @@ COLUMNS = (
     "diff_duration",
     "counts_change_categories",
 )
-CHANGE_KINDS = ("added", "deleted", "increased", "decreased", "unchanged")
+# HTA's five kinds of change (step 4), on a name's (control count, test count, their difference).
+CHANGES: dict[str, Callable[[int, int, int], bool]] = {
+    "added": lambda ca, cb, diff: ca == 0 and cb > 0,
+    "deleted": lambda ca, cb, diff: ca > 0 and cb == 0,
+    "increased": lambda ca, cb, diff: ca > 0 and diff > 0,
+    "decreased": lambda ca, cb, diff: cb > 0 and diff < 0,
+    "unchanged": lambda ca, cb, diff: cb > 0 and diff == 0,
+}
 Device = Literal["all", "cpu", "gpu"]
 _STEP = re.compile(r"ProfilerStep\s*#\s*(\d+)")
 
@@ -71,11 +79,8 @@ def first_iteration(frame: RankFrame) -> int | None:
 def row_iterations(frame: RankFrame) -> np.ndarray:
     """Each row's iteration, -1 when none (step 1 of the module docstring)."""
     out = np.full(len(frame), -1, dtype=np.int64)
-    number_of = np.full(len(frame.names) or 1, -1, dtype=np.int64)
-    for code, text in enumerate(frame.names):
-        number = step_number(text)
-        if number is not None:
-            number_of[code] = number
+    numbers = [step_number(text) for text in frame.names]
+    number_of = np.array([-1 if n is None else n for n in numbers] or [-1], dtype=np.int64)
     steps = np.flatnonzero(number_of[frame.name] >= 0) if len(frame) else np.zeros(0, np.int64)
     cpu = frame.stream < 0
     for row in steps[np.argsort(frame.index[steps], kind="stable")].tolist():
@@ -116,15 +121,13 @@ def _side(
         keep &= frame.stream != -1
     rows = np.flatnonzero(keep)
     size = len(frame.names) or 1
-    all_counts = np.bincount(frame.name[rows], minlength=size)
-    all_totals = np.bincount(frame.name[rows], weights=frame.dur[rows], minlength=size)
-    codes = np.flatnonzero(all_counts)
-    counts, totals = all_counts[codes], all_totals[codes]
+    counts = np.bincount(frame.name[rows], minlength=size)
+    totals = np.bincount(frame.name[rows], weights=frame.dur[rows], minlength=size)
     out: dict[str, tuple[int, float]] = {}
-    for code, n, total in zip(codes.tolist(), counts.tolist(), totals.tolist(), strict=True):
+    for code in np.flatnonzero(counts).tolist():
         name = frame.names[code]
         c, t = out.get(name, (0, 0.0))  # two symbols may spell one name: group by the text
-        out[name] = (c + n, t + total)
+        out[name] = (c + int(counts[code]), t + float(totals[code]))
     return out
 
 
@@ -153,16 +156,7 @@ def compare_traces(
 
 def ops_diff(table: Table) -> dict[str, list[str]]:
     """HTA's five kinds of change (step 4), each a sorted list of names."""
-    out: dict[str, list[str]] = {kind: [] for kind in CHANGE_KINDS}
-    for name, ca, _, cb, _, diff, _, _ in table.rows:
-        if ca == 0 and cb > 0:
-            out["added"].append(name)
-        if ca > 0 and cb == 0:
-            out["deleted"].append(name)
-        if ca > 0 and diff > 0:
-            out["increased"].append(name)
-        if cb > 0 and diff < 0:
-            out["decreased"].append(name)
-        if cb > 0 and diff == 0:
-            out["unchanged"].append(name)
-    return {kind: sorted(names) for kind, names in out.items()}
+    return {
+        kind: sorted(name for name, ca, _, cb, _, diff, _, _ in table.rows if holds(ca, cb, diff))
+        for kind, holds in CHANGES.items()
+    }

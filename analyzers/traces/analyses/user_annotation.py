@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
+from analyzers.traces.analyses.base import AnalysisResult, TraceOptions, analysis
 from analyzers.traces.analyses.kernel_breakdown import aggregate_by_name
 from analyzers.traces.frame import TraceSet
 
@@ -34,11 +34,9 @@ def user_annotation(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
     for frame in frames:
         sel = np.flatnonzero(frame.cat == frame.sym("gpu_user_annotation"))
         names = [frame.names[i] for i in frame.name[sel].tolist()]
-        for name, total, high, low, std, mean in aggregate_by_name(
-            names, frame.dur[sel], 1000, options.duration_ratio
-        ):
-            rows.append((name, total, high, low, std, mean, frame.rank))
+        found = aggregate_by_name(names, frame.dur[sel], 1000, options.duration_ratio)
+        rows += [(*row, frame.rank) for row in found]
     rows.sort(key=lambda r: (r[6], r[0]))
-    return AnalysisResult(
-        "user_annotation", (Table("gpu_user_annotation_breakdown", COLUMNS, tuple(rows)),)
+    return AnalysisResult.of_table(
+        "user_annotation", "gpu_user_annotation_breakdown", COLUMNS, rows
     )
