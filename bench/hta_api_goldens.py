@@ -13,6 +13,14 @@ HTA), imports nothing from fleetscope, and writes small JSON/CSV files into
     /tmp/hta-venv/bin/python bench/hta_api_goldens.py tests/data/traces/*/
     /tmp/hta-venv/bin/python bench/hta_api_goldens.py --diff tests/data/traces
     /tmp/hta-venv/bin/python bench/hta_api_goldens.py --stragglers tests/data/traces
+    /tmp/hta-venv/bin/python bench/hta_api_goldens.py --counters-ties tests/data/traces/*/
+
+HTA's counter tracks depend on the order numpy's unstable quicksort gives events at one
+timestamp, and that order differs between CPUs (numpy dispatches its sorts to AVX-512 or AVX2
+kernels): the same HTA 0.5.0 and numpy gave Queue Length sums 4-28 apart on two machines.
+`counters.json` is the recording of the first machine; `--counters-ties` writes
+`counters.ties-<fingerprint>.json` with this machine's (`quicksort_ties`), which the tests
+compare with wherever the fingerprint matches.
 """
 
 from __future__ import annotations
@@ -86,6 +94,20 @@ def aten_op_kernels(analyzer: Any) -> dict[str, Any]:
     except Exception as exc:  # HIP traces: no launch matches, then a KeyError
         return {"rank": rank, "error": f"{type(exc).__name__}: {exc}"}
     return {"rank": rank, "rows": table.to_dict("records")}
+
+
+def quicksort_ties() -> str:
+    """A fingerprint of how numpy's quicksort orders ties on this machine (int64 and float64
+    keys with many ties, argsorted): two machines with one fingerprint order HTA's events alike."""
+    import hashlib
+
+    import numpy as np
+
+    keys = np.random.default_rng(0).integers(0, 64, 20_000)
+    digest = hashlib.sha256()
+    for dtype in (np.int64, np.float64):
+        digest.update(np.argsort(keys.astype(dtype), kind="quicksort").astype(np.int64).tobytes())
+    return digest.hexdigest()[:12]
 
 
 def counters(analyzer: Any) -> dict[str, Any]:
@@ -200,12 +222,15 @@ def main(dirs: list[str]) -> None:
     if dirs[:1] == ["--stragglers"]:
         stragglers(dirs[1])
         return
+    calls = CALLS
+    if dirs[:1] == ["--counters-ties"]:
+        dirs, calls = dirs[1:], {f"counters.ties-{quicksort_ties()}.json": counters}
 
     for trace_dir in dirs:
         analyzer = TraceAnalysis(trace_dir=trace_dir)
         out_dir = os.path.join(trace_dir, "hta-0.5.0")
         os.makedirs(out_dir, exist_ok=True)
-        for name, call in CALLS.items():
+        for name, call in calls.items():
             with open(os.path.join(out_dir, name), "w") as f:
                 json.dump(call(analyzer), f, indent=1, sort_keys=True)
                 f.write("\n")
