@@ -10,14 +10,14 @@
  * accepts only strict JSON (RFC 8259) and only the event shapes it knows (the typed structs the
  * msgspec decoder had before issue 29; that decoder is now bench/trace_decoders.py's peer), and
  * computes the columns by the rules of `columns.event_sink`. Anything else returns None, and the
- * caller decodes the same text with msgspec into plain values for the reference rules (or walks
- * its elements with Python's json, which says what is wrong): a string with an escape where a value
+ * caller decodes the same text with Python's json into plain values for the reference rules (or
+ * walks its elements one at a time, which says what is wrong): a string with an escape where a value
  * is read, a duplicate key we read, a number an int64 column cannot hold, a null where a number
  * or string is read, a bool, nesting deeper than MAX_DEPTH, a cut that does not fall between two
  * events. The text is validated as a whole before the symbol table sees any value, so a batch
  * returned as None changes nothing.
  *
- * Numbers are read as msgspec reads them: an integer literal is an int (converted to double where
+ * Numbers are read as Python's json reads them: an integer literal is an int (converted to double where
  * the column is float64, rounding to nearest as numpy does), a literal with a fraction or exponent
  * a float, correctly rounded (Clinger's exact cases, a 128-bit division for up to 19 digits over a
  * power of ten, CPython's dtoa otherwise).
@@ -33,9 +33,9 @@
 #include <stdint.h>
 #include <string.h>
 
-#define MAX_DEPTH 64         /* nesting of a skipped value; deeper goes to msgspec */
+#define MAX_DEPTH 64         /* nesting of a skipped value; deeper goes to the fallback */
 #define CACHE_SLOTS 4096     /* symbol cache entries per call (a power of two) */
-#define MAX_FLOAT_TEXT 128   /* longest float literal handed to dtoa (longer: msgspec) */
+#define MAX_FLOAT_TEXT 128   /* longest float literal handed to dtoa (longer: the fallback) */
 
 /* ------------------------------------------------------------------------------------------ */
 /* Growable column buffers                                                                    */
@@ -93,7 +93,7 @@ typedef struct {
     Value cat, name, pid, tid;
 } Symbols;
 
-/* A cursor over the batch. `fail` set means "not ours: let msgspec decide". */
+/* A cursor over the batch. `fail` set means "not ours: let the fallback decide". */
 typedef struct {
     const unsigned char *p;
     const unsigned char *end;
@@ -198,8 +198,8 @@ scan_string(Cursor *c, const unsigned char **start, Py_ssize_t *len, int *escape
             }
             unsigned char e = p[1];
             if (e == 'u') {
-                /* A surrogate must be a high one followed by a low one: msgspec refuses a lone
-                   one even in a string it skips. */
+                /* A surrogate must be a high one followed by a low one: a lone one goes to
+                   the fallback even in a string this pass skips. */
                 int unit = hex_unit(p, end);
                 if (unit < 0 || (unit >= 0xDC00 && unit <= 0xDFFF)) {
                     return -1;
@@ -298,8 +298,8 @@ divide_pow10(uint64_t m, int k)
 
 /* A JSON number at the cursor. Sets `v` to IS_INT (fits int64) or IS_FLOAT (its double computed
    only when `convert`). Returns 0, -1 for text that is not a JSON number, -2 for one we do not
-   read (an integer beyond int64, a float beyond the double range): both mean "let msgspec
-   decide", and the cursor is past the number unless -1. */
+   read (an integer beyond int64, a float beyond the double range): both mean "let the
+   fallback decide", and the cursor is past the number unless -1. */
 static int
 scan_number(Cursor *c, Value *v, int convert)
 {
@@ -829,7 +829,7 @@ PyDoc_STRVAR(decode_events_doc,
 "a tuple (events, ts_has_float, ts_all_present, columns), `columns` a dict of column name to a\n"
 "bytearray of native int32/int64/float64 values (only columns that got values), `index` counted\n"
 "from `base`; symbols are looked up (and interned) in `symbols`. None when the text is not\n"
-"strict JSON of the shapes load_fast.py's structs describe: msgspec then decides.");
+"strict JSON of the event shapes it knows: load_fast.py's fallback then decides.");
 
 static PyObject *
 decode_events(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
