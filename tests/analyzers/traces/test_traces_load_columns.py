@@ -1,6 +1,6 @@
 """The C column pass of the trace loader (analyzers/traces/_kineto_columns.c) gives the columns
 the reference rules give (stdlib json's decode reduced by columns.event_sink), symbol ids
-included, on real and generated batches; it reads every number as msgspec does; and it takes
+included, on real and generated batches; it reads every number as Python's json does; and it takes
 nothing that is not strict JSON of the event shapes it knows: that text goes to the reference
 rules, which decide."""
 
@@ -240,8 +240,8 @@ def number_literals(draw: st.DrawFn) -> str:
 
 @settings(max_examples=300, deadline=None)
 @given(literals=st.lists(number_literals(), min_size=1, max_size=40))
-def test_numbers_are_read_as_msgspec_reads_them(literals: list[str]) -> None:
-    """Every literal as `ts` and `dur`: bit for bit msgspec's value (or left to it)."""
+def test_numbers_are_read_as_pythons_json_reads_them(literals: list[str]) -> None:
+    """Every literal as `ts` and `dur`: bit for bit the value of Python's json (or left to it)."""
     events = [f'{{"cat": "c", "ts": {lit}, "dur": {lit}}}' for lit in literals]
     text = ("[" + ", ".join(events) + "]").encode()
     ours = c_columns(text)
