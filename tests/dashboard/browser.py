@@ -35,6 +35,22 @@ APP = Path(__file__).parents[2] / "dashboard" / "app.py"
 FLAGS = (*HEADLESS_FLAGS, "--hide-scrollbars", "--remote-debugging-pipe")
 
 
+# Elements still to draw: Streamlit's loading skeletons, and Vega charts without their canvas.
+UNDRAWN_JS = """
+document.querySelectorAll('[data-testid="stSkeleton"]').length
++ Array.from(document.querySelectorAll('[data-testid="stVegaLiteChart"]'))
+    .filter((chart) => !chart.querySelector('canvas, svg')).length
+"""
+# Resolves after the next two frames are painted (or after a second, where a headless page
+# draws no frames).
+NEXT_FRAMES_JS = """
+new Promise((done) => {
+  requestAnimationFrame(() => requestAnimationFrame(() => done(true)));
+  setTimeout(() => done(false), 1000);
+})
+"""
+
+
 class BrowserError(RuntimeError):
     pass
 
@@ -163,11 +179,29 @@ class Browser:
                 button="left", clickCount=1,
             )  # fmt: skip
 
-    def screenshot(self, path: Path) -> None:
-        time.sleep(1.0)  # let Vega finish drawing its canvases
+    def screenshot(self, path: Path, timeout_s: float = 60.0) -> None:
+        """A PNG of the page once it is drawn (`wait_drawn`), two animation frames later: Vega
+        puts its canvas in the page before it paints into it. (It was a fixed second's sleep.)"""
+        self.wait_drawn(timeout_s)
+        self.call(
+            "Runtime.evaluate",
+            session=True,
+            expression=NEXT_FRAMES_JS,
+            awaitPromise=True,
+            returnByValue=True,
+        )
         shot = self.call("Page.captureScreenshot", session=True, format="png")
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(base64.b64decode(shot["data"]))
+
+    def wait_drawn(self, timeout_s: float = 60.0) -> None:
+        """Until no element is still a loading skeleton and every chart has its canvas (data
+        grids and charts draw after the page's text)."""
+        deadline = time.monotonic() + timeout_s
+        while self.evaluate(UNDRAWN_JS):
+            if time.monotonic() > deadline:
+                raise BrowserError("the page never finished drawing")
+            time.sleep(0.05)
 
     def close(self) -> None:
         with suppress(BrowserError):

@@ -330,22 +330,6 @@ document.body.innerText + '\\n' + Array.from(
 RAW_JSON = re.compile(r'[{\[]\s*"[A-Za-z_]+"\s*:|"_meta"|_epoch_s')
 
 
-_UNDRAWN_JS = """
-document.querySelectorAll('[data-testid="stSkeleton"]').length
-+ Array.from(document.querySelectorAll('[data-testid="stVegaLiteChart"]'))
-    .filter((chart) => !chart.querySelector('canvas, svg')).length
-"""
-
-
-def _drawn(browser: Browser, timeout_s: float = 60) -> None:
-    """Wait until no element is still a loading skeleton and every chart has its canvas (data
-    grids and charts draw after the text)."""
-    deadline = time.monotonic() + timeout_s
-    while browser.evaluate(_UNDRAWN_JS):
-        assert time.monotonic() < deadline, "the page never finished drawing"
-        time.sleep(0.5)
-
-
 # Streamlit's "Page not found" (a URL no page has) and any other modal over the page.
 _POPUP_JS = """
 Array.from(document.querySelectorAll('[role="dialog"], [data-testid="stDialog"]'))
@@ -371,7 +355,6 @@ KNOWN_CLIPPED: dict[str, int] = {}
 
 def _check_page(browser: Browser, name: str, *needles: str) -> str:
     text = _wait_for_cells(browser, *needles)
-    _drawn(browser)
     browser.screenshot(ARTIFACTS / f"{name}.png")
     assert browser.evaluate(_POPUP_JS) == [], f"{name}: a pop-up covers the page"
     clipped = browser.evaluate(_CLIPPED_JS)
