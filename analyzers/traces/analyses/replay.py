@@ -123,7 +123,7 @@ class Replay:
         self._slots: dict[
             tuple[int, int, int], tuple[tuple[F64, F64, F64], tuple[I64, Mask, F64]]
         ] = {}
-        steps = profiler_steps(frame)
+        self.steps = steps = profiler_steps(frame)  # the what-if's interval reads their spread
         cpu = frame.stream == -1
         self.cpu = cpu
         if steps:

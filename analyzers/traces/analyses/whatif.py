@@ -6,15 +6,15 @@ The replay model is in `replay.py`, the scenarios with their assumptions and sou
 `scenarios.py`. Each scenario is replayed three times: with its expected assumptions (the
 estimate) and with its optimistic and pessimistic ones (the interval). Savings are against the
 same replay with nothing changed, so the model's own error cancels; savings per week = saved
-fraction x the job's GPUs x hours per week.
+fraction x the job's GPUs x hours per week. The model's error against real pairs of traces is
+measured by `python -m bench.whatif` (bench/RESULTS.md, "What-if validation").
 
-The interval also holds the estimate's sampling error: the replayed step is a mean over the
+The estimated step's interval also holds the sampling error: the replayed step is a mean over the
 trace's few ProfilerSteps (often 5-10), and steps of one run differ by several percent (a slow
 batch, a warm-up), so the same change recorded again lands elsewhere by about that much. Each end
 moves out by two standard errors of the baseline's mean step (`SAMPLING_SPREAD`), relative to
 the step; a trace with one step adds nothing. The savings' interval stays the assumptions' alone:
-both replays it compares read the same steps, so their sampling error cancels. The model's error against real pairs of traces is
-measured by `python -m bench.whatif` (bench/RESULTS.md, "What-if validation").
+both replays it compares read the same steps, so their sampling error cancels.
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ from analyzers.traces.analyses.critical_path import (
 from analyzers.traces.analyses.critical_whatif import saving_bound_us
 from analyzers.traces.analyses.replay import Change, Replay
 from analyzers.traces.analyses.scenarios import EXPECTED, OPTIMISTIC, PESSIMISTIC, SCENARIOS
-from analyzers.traces.analyses.steps import profiler_steps
 from analyzers.traces.frame import RankFrame, TraceSet
 
 ASSUMPTIONS = (
@@ -85,9 +84,9 @@ def _step_us(replay: Replay, path: CriticalPath | None, change: Change) -> float
 SAMPLING_SPREAD = 2.0  # standard errors of the mean step each end of the interval moves out
 
 
-def _relative_standard_error(frame: RankFrame) -> float:
+def _relative_standard_error(replay: Replay) -> float:
     """Standard error of the rank's mean ProfilerStep duration, as a fraction of that mean."""
-    durations = [step.duration_us for step in profiler_steps(frame)]
+    durations = [step.duration_us for step in replay.steps]
     mean = statistics.fmean(durations) if len(durations) > 1 else 0.0
     if mean <= 0:
         return 0.0
@@ -119,7 +118,7 @@ def whatif(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
         base_gpu = replay.gpu_busy_us(Change())
         values: dict[str, float] = {"baseline_step_us": base}
         path = _critical_path(frame)
-        spread = SAMPLING_SPREAD * _relative_standard_error(frame)
+        spread = SAMPLING_SPREAD * _relative_standard_error(replay)
         for name, spec in SCENARIOS.items():
             expected = spec.fn(replay, options, EXPECTED)
             if expected is None:
