@@ -25,7 +25,14 @@ from analyzers.traces.spill import SPILL_OVER_BYTES, SpilledFrames
 from analyzers.traces.trace_text import regular_file_size
 from fleetscope.errors import TraceError
 
-__all__ = ["TraceReport", "analyze_trace", "find_trace_files", "load_trace_set", "run_analyses"]
+__all__ = [
+    "TraceReport",
+    "analyze_trace",
+    "find_trace_files",
+    "load_trace_set",
+    "run_analyses",
+    "selected_analyses",
+]
 
 TRACE_SUFFIXES = (".json", ".gz")
 
@@ -109,11 +116,7 @@ def run_analyses(
     an analysis (or a group sharing per-rank work) at a time, each reading the set as it is."""
     options = options or TraceOptions()
     registry = load_registry()
-    wanted = list(names) if names is not None else list(registry)
-    unknown = sorted(set(wanted) - set(registry))
-    if unknown:
-        raise TraceError(f"unknown trace analyses {unknown}; known: {sorted(registry)}")
-    todo = [name for name in registry if name in wanted]
+    todo = selected_analyses(names)
     groups = [[n for n in group if n in todo] for group in _TOGETHER]
     groups = [g for g in groups if g] + [[n] for n in todo if not any(n in g for g in groups)]
     workers = min(workers or os.cpu_count() or 1, len(groups))
@@ -129,6 +132,17 @@ def run_analyses(
         for part in pool.map(_run_group, groups):
             found.update(part)
     return {name: found[name] for name in todo}
+
+
+def selected_analyses(names: Iterable[str] | None) -> list[str]:
+    """The registered analyses among `names` (all when None), in report order; an unknown name is
+    an error that lists the known ones, raised before a large set is read."""
+    registry = load_registry()
+    wanted = list(registry) if names is None else list(names)
+    unknown = sorted(set(wanted) - set(registry))
+    if unknown:
+        raise TraceError(f"unknown trace analyses {unknown}; known: {sorted(registry)}")
+    return [name for name in registry if name in wanted]
 
 
 _WORKER_SET: tuple[TraceSet, TraceOptions] | None = None
@@ -153,6 +167,7 @@ class TraceReport:
     options: TraceOptions
     results: dict[str, AnalysisResult]
     findings: list[Finding] = field(default_factory=list)
+    judged: bool = True  # False: only some analyses ran, and no rule read them
 
 
 def analyze_trace(
@@ -162,13 +177,19 @@ def analyze_trace(
     options: TraceOptions | None = None,
     job_id: str | None = None,
     workers: int = 1,
+    names: Iterable[str] | None = None,
 ) -> TraceReport:
     """Load, analyze and judge one trace (file or folder of ranks): the one call a freshly
-    uploaded trace needs. `workers` as `load_trace_set`'s `rank_workers` and `run_analyses`'."""
+    uploaded trace needs. `workers` as `load_trace_set`'s `rank_workers` and `run_analyses`'.
+    With `names`, only those analyses run and no rule judges them: the rules read the whole
+    report (a rule whose analysis is missing would stay silent, not say the trace is fine)."""
     from analyzers.traces.findings import trace_findings
 
     options = options or TraceOptions()
+    todo = selected_analyses(names)
     trace = load_trace_set(path, hta_compatible=hta_compatible, rank_workers=workers)
-    results = run_analyses(trace, options, workers=workers)
+    results = run_analyses(trace, options, todo, workers=workers)
+    if names is not None:
+        return TraceReport(trace, options, results, judged=False)
     findings = trace_findings(trace, results, options, job_id=job_id)
     return TraceReport(trace, options, results, findings)

@@ -1,7 +1,7 @@
 """Registers `fleetscope trace analyze` (see app.cli). Imports nothing heavy at module level.
 
     fleetscope trace analyze PATH... [--hta-compatible] [--format json|table] [--job JOB] [--gpus N]
-                             [--workers N]
+                             [--workers N] [--analyses NAME,...]
     fleetscope trace fetch TRACE_ID... [--dir DIR]
 
 Each PATH is one profiling session: a trace file, or a folder holding one file per rank. `fetch`
@@ -36,6 +36,13 @@ def register(subparsers: Any) -> None:
     analyze.add_argument("--job", default=None, help="job id to stamp on findings")
     analyze.add_argument(
         "--gpus", type=int, default=0, help="GPUs the job holds (default: the trace's world size)"
+    )
+    analyze.add_argument(
+        "--analyses",
+        default=None,
+        metavar="NAME,...",
+        help="run only these analyses (registry names, e.g. temporal_breakdown,critical_path), as "
+        "one HTA call runs one; findings need every analysis and are left out",
     )
     analyze.add_argument(
         "--workers",
@@ -80,10 +87,11 @@ def _analyze(args: argparse.Namespace) -> int:
     if args.workers < 0:
         raise ConfigError(f"--workers must be >= 0, got {args.workers}")
     options = TraceOptions(gpus=args.gpus)
+    names = None if args.analyses is None else [n for n in args.analyses.split(",") if n.strip()]
     reports = [
         analyze_trace(
             path, hta_compatible=args.hta_compatible, options=options, job_id=args.job,
-            workers=args.workers,
+            workers=args.workers, names=names,
         )
         for path in args.paths
     ]  # fmt: skip

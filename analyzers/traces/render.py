@@ -66,7 +66,7 @@ def report_to_dict(report: TraceReport) -> dict[str, Any]:
             "files": {r: f.path.name for r, f in trace.ranks.items()},
             "notes": trace.notes,
             "analyses": analyses,
-            "findings": [f.to_dict() for f in report.findings],
+            "findings": [f.to_dict() for f in report.findings] if report.judged else None,
         }
     )
     return data
@@ -118,7 +118,10 @@ def render_text(report: TraceReport) -> str:
                 out += _table_text(table)
         out += [f"  note: {n}" for n in result.notes]
     out.append("")
-    out.append(f"== Findings ({len(report.findings)})")
+    if not report.judged:
+        out.append("== Findings: not judged (only some analyses ran; the rules read them all)")
+    else:
+        out.append(f"== Findings ({len(report.findings)})")
     for f in report.findings:
         out.append(
             f"  [{f.rule_id} {f.severity}] {f.title}"

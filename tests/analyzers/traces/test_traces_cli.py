@@ -45,6 +45,31 @@ def test_several_paths_give_one_report_each(
     assert [d["ranks"] for d in data] == [[0], [1]]
 
 
+def test_analyses_runs_only_the_named_ones_and_judges_nothing(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    path = str(DATA / "hta_nccl_data_rank0")
+    argv = ["trace", "analyze", path, "--hta-compatible", "--format", "json"]
+    assert main([*argv, "--analyses", "comm_comp_overlap,temporal_breakdown"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert list(data["analyses"]) == ["temporal_breakdown", "comm_comp_overlap"]  # report order
+    assert data["analyses"]["comm_comp_overlap"]["tables"]["comm_comp_overlap"] == [
+        {"rank": 0, "comp_comm_overlap_pctg": 14.31}
+    ]
+    assert data["findings"] is None
+    assert main(["trace", "analyze", path, "--analyses", "temporal_breakdown"]) == 0
+    assert "== Findings: not judged (only some analyses ran" in capsys.readouterr().out
+
+
+def test_an_unknown_analysis_is_refused_with_the_known_names(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "never-read"  # names are checked before any file is read
+    assert main(["trace", "analyze", str(missing), "--analyses", "temporal,idle_time"]) == 4
+    err = capsys.readouterr().err
+    assert "unknown trace analyses ['temporal']; known: ['aten_op_kernels'," in err
+
+
 @pytest.mark.parametrize(
     ("make", "message"),
     [
