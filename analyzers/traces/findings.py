@@ -1,12 +1,11 @@
 """Trace rules T1-T12 (shared/rules.md): analysis results in, `analyzers.findings.Finding`s out.
 
-Each rule is a small function registered as an entry point of `fleetscope.trace_rules`
-(pyproject.toml; the entry-point name is its rule id), exactly as another package's trace rule
-is (fleetscope.plugins); a registry, not an if-chain. A rule reads the results of
-the analyses it names and returns zero or more findings per rank, each with its evidence (steps,
-kernels, streams, time shares), a fix, and, where the what-if replay can price it, the GPU-hours
-per week the fix would return. Thresholds are `TraceOptions` fields with their sources; where
-rules.md gives none, the default is stated here with its reasoning. Never does I/O.
+Each rule is a small function registered as an entry point of `fleetscope.trace_rules` (its
+name is the rule id), as another package's trace rule is. A rule reads the results of the
+analyses it names and yields findings per rank, each with its evidence, a fix, and, where the
+what-if replay can price it, the GPU-hours per week the fix would return. Thresholds are
+`TraceOptions` fields with their sources; where rules.md gives none, the default is stated here
+with its reasoning. Never does I/O.
 """
 
 from __future__ import annotations
@@ -304,41 +303,43 @@ def trace_findings(
     job_id: str | None = None,
 ) -> list[Finding]:
     """Every installed rule on every rank; findings ordered by rank, then rule id."""
-    rules = trace_rules()
+    rules = trace_rules().values()
     out: list[Finding] = []
     for frame in trace.frames():
-        start, end = _window(trace, frame)
-        host = frame.metadata.get("host_name")
-
-        def emit(
-            rule_id: str,
-            severity: Severity,
-            title: str,
-            recommendation: str,
-            evidence: dict[str, Any],
-            wasted_gpu_hours: float = 0.0,
-            method: str = "not estimated",
-            frame: RankFrame = frame,
-            start: datetime = start,
-            end: datetime = end,
-            host: object = host,
-        ) -> Finding:
-            return Finding(
-                rule_id=rule_id,
-                severity=severity,
-                job_id=job_id,
-                host=host if isinstance(host, str) else None,
-                gpus=(),
-                window_start=start,
-                window_end=end,
-                title=f"rank {frame.rank}: {title}",
-                recommendation=recommendation,
-                wasted_gpu_hours=max(0.0, float(wasted_gpu_hours)),
-                estimate_method=method,
-                evidence={"rank": frame.rank, "trace": frame.path.name, **evidence},
-                scope=f"trace:{frame.path.name}:rank{frame.rank}",
-            )
-
-        for rule in rules.values():
+        emit = _emitter(trace, frame, job_id)
+        for rule in rules:
             out.extend(rule(frame, results, options, emit))
     return out
+
+
+def _emitter(trace: TraceSet, frame: RankFrame, job_id: str | None) -> Emit:
+    """The rank's `emit`: a rule's finding with the rank's window, host, scope and evidence."""
+    start, end = _window(trace, frame)
+    host = frame.metadata.get("host_name")
+
+    def emit(
+        rule_id: str,
+        severity: Severity,
+        title: str,
+        recommendation: str,
+        evidence: dict[str, Any],
+        wasted_gpu_hours: float = 0.0,
+        method: str = "not estimated",
+    ) -> Finding:
+        return Finding(
+            rule_id=rule_id,
+            severity=severity,
+            job_id=job_id,
+            host=host if isinstance(host, str) else None,
+            gpus=(),
+            window_start=start,
+            window_end=end,
+            title=f"rank {frame.rank}: {title}",
+            recommendation=recommendation,
+            wasted_gpu_hours=max(0.0, float(wasted_gpu_hours)),
+            estimate_method=method,
+            evidence={"rank": frame.rank, "trace": frame.path.name, **evidence},
+            scope=f"trace:{frame.path.name}:rank{frame.rank}",
+        )
+
+    return emit

@@ -15,20 +15,10 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
 __all__ = [
-    "DESCRIBE_KEYS",
-    "describe",
-    "group_std",
-    "hta_round",
-    "in_sorted",
-    "intersection_length",
-    "join_rows",
-    "last_not_below",
-    "time_lexsort",
-    "union_intervals",
-    "union_length",
-    "unstable_argsort",
-    "window_intersections",
-]
+    "DESCRIBE_KEYS", "describe", "group_std", "hta_round", "in_sorted", "intersection_length",
+    "join_rows", "last_not_below", "time_lexsort", "union_intervals", "union_length",
+    "unstable_argsort", "window_intersections",
+]  # fmt: skip
 
 F64: TypeAlias = "npt.NDArray[np.float64]"
 DESCRIBE_KEYS = ("count", "mean", "std", "min", "25%", "50%", "75%", "max")
@@ -102,9 +92,7 @@ def last_not_below(values: F64, before: npt.NDArray[np.int64], bound: F64) -> np
     """Per query i, the last j < before[i] where `values[j] < bound[i]` is false (a NaN on
     either side counts as not below), -1 where there is none. Found by skipping back from
     before[i] over blocks of 2^k values all below the bound, k descending, each block's largest
-    value read from a table of maxima per block size: log2(len(values)) vector steps, where a
-    window of the last 64 values per query (with a walk over every earlier one where none
-    qualified) was 64 wide."""
+    value read from a table of maxima per block size: log2(len(values)) vector steps."""
     pos = before
     most = [values]  # most[k][j]: the largest of values[j : j + 2^k] (NaN if one is NaN)
     while 2 ** len(most) <= len(values):
@@ -120,15 +108,12 @@ def last_not_below(values: F64, before: npt.NDArray[np.int64], bound: F64) -> np
 
 def group_std(values: F64) -> float:
     """Sample std as pandas' groupby computes it (Welford); 0.0 for one value, as HTA fills it."""
-    mean = 0.0
-    m2 = 0.0
-    n = 0
-    for val in values.tolist():
-        n += 1
+    mean = m2 = 0.0
+    for n, val in enumerate(values.tolist(), 1):
         old = mean
         mean += (val - old) / n
         m2 += (val - mean) * (val - old)
-    return math.sqrt(m2 / (n - 1)) if n > 1 else 0.0
+    return math.sqrt(m2 / (len(values) - 1)) if len(values) > 1 else 0.0
 
 
 def hta_round(value: float, decimals: int) -> float:
@@ -155,9 +140,7 @@ def union_intervals(start: F64, end: F64) -> tuple[F64, F64]:
     s = start[order]
     e = end[order]
     run_max = np.maximum.accumulate(e)
-    new_group = np.empty(len(s), dtype=bool)
-    new_group[0] = True
-    new_group[1:] = s[1:] > run_max[:-1]
+    new_group = np.concatenate([[True], s[1:] > run_max[:-1]])
     starts = s[new_group]
     ends = np.maximum.reduceat(e, np.flatnonzero(new_group))
     return starts, ends

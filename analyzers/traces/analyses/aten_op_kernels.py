@@ -14,9 +14,8 @@ Algorithm (HTA 0.5.0 `get_aten_op_kernels_and_delay()`, `hta/analyzers/cuda_kern
 4. Per (op name, kernel sequence): `occurrence_count`, `avg_aten_op_launch_delay`,
    `avg_runtime_delay` (us, rounded to 3 places), most frequent first.
 
-HTA raises where no launch matches (HIP traces: `KeyError: 'thread_id'`) and where a launch has
-no kernel; here the first gives a note and the second skips the launch. HTA analyses rank 0 only
-by default (the rank it is given); this runs on every rank. Delays are in the trace's unit, us.
+HTA raises where no launch matches (HIP traces) and where a launch has no kernel; here the first
+gives a note and the second skips the launch. HTA analyses rank 0 by default; this, every rank.
 """
 
 from __future__ import annotations
@@ -33,13 +32,9 @@ __all__ = ["aten_op_kernels", "enclosing_ops"]
 
 _LAUNCH = re.compile(r"(cuda.*LaunchKernel)|(cuLaunchKernel)|(^runFunction)")
 COLUMNS = (
-    "rank",
-    "aten_op_name",
-    "kernel_sequence",
-    "occurrence_count",
-    "avg_aten_op_launch_delay",
+    "rank", "aten_op_name", "kernel_sequence", "occurrence_count", "avg_aten_op_launch_delay",
     "avg_runtime_delay",
-)
+)  # fmt: skip
 
 
 def _is_launch(name: str) -> bool:
@@ -102,8 +97,7 @@ def _grouped(
     frame: RankFrame, op: np.ndarray, launch: np.ndarray, kernel: np.ndarray
 ) -> list[tuple[str, str, int, float, float]]:
     """Steps 3-4 in arrays: launches (in launch order) into op instances (thread, name, start),
-    instances into (op name, kernel sequence) groups; a sequence's text is joined once per
-    distinct sequence, not once per instance."""
+    instances into (op name, kernel sequence) groups; each distinct sequence's text joined once."""
     names = frame.names
     if not len(launch):
         return []

@@ -1,10 +1,9 @@
 """What every trace analysis shares: its options, its result, and the registry it joins.
 
 An analysis is a function `(TraceSet, TraceOptions) -> AnalysisResult` registered with
-`@analysis(...)` in its own module, which is an entry point of `fleetscope.trace_analyses`
-(pyproject.toml; adding one never edits an if-chain). A result holds tables (what is printed and compared with
-HTA's CSVs, with HTA's column names where HTA has the analysis) and `per_rank` key numbers that
-the trace rules (findings.py) and the what-if model read. Never does I/O.
+`@analysis(...)` in its own module, an entry point of `fleetscope.trace_analyses`. A result holds
+tables (printed, and compared with HTA's CSVs under HTA's column names) and `per_rank` key numbers
+that the trace rules (findings.py) and the what-if model read. Never does I/O.
 """
 
 # No `from __future__ import annotations`: NamedTuple would compile every string annotation into
@@ -20,9 +19,8 @@ __all__ = ["REGISTRY", "AnalysisResult", "AnalysisSpec", "Table", "TraceOptions"
 
 
 class TraceOptions(NamedTuple):
-    """Thresholds and assumptions, each with its source (rules.md) as the default. A NamedTuple,
-    as the other records here: a frozen dataclass generates its methods at every import (issue 19).
-    """
+    """Thresholds and assumptions, each with its source (rules.md) as the default. A NamedTuple:
+    a frozen dataclass generates its methods at every import (issue 19)."""
 
     # HTA get_idle_time_breakdown default, in us (its docstring says ns; it compares us).
     consecutive_kernel_delay_us: float = 30.0

@@ -14,36 +14,22 @@ import math
 
 import numpy as np
 
-from analyzers.traces._kineto_columns import longest_path as _c_longest_path
-from analyzers.traces._kineto_columns import stack_walk as _c_stack_walk
-from analyzers.traces._kineto_columns import unique_edges as _c_unique_edges
+from analyzers.traces import _kineto_columns as _c
 from analyzers.traces.analyses.queue_length import launch_changes
 from analyzers.traces.frame import I64, Mask, RankFrame
 from analyzers.traces.stats import time_lexsort
 
 __all__ = [
-    "DEPENDENCY",
-    "KERNEL_KERNEL",
-    "LAUNCH",
-    "OPERATOR",
-    "SYNC",
-    "CriticalPathError",
-    "Graph",
-]
+    "DEPENDENCY", "KERNEL_KERNEL", "LAUNCH", "OPERATOR", "SYNC", "CriticalPathError", "Graph",
+]  # fmt: skip
 
 OPERATOR, DEPENDENCY, LAUNCH, KERNEL_KERNEL, SYNC = 0, 1, 2, 3, 4
 HTA_NODE_CATS = frozenset({"cpu_op", "cuda_runtime", "cuda_driver"})
 NATIVE_NODE_CATS = HTA_NODE_CATS | {"Operator", "Runtime", "Driver"}
-BLOCKING_SYNC_CALLS = frozenset(
-    {
-        "cudaDeviceSynchronize",
-        "cudaStreamSynchronize",
-        "cudaEventQuery",
-        "cudaEventSynchronize",
-        "cudaMemcpy",
-        "cudaMemcpyAsync",
-    }
-)
+BLOCKING_SYNC_CALLS = frozenset({
+    "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventQuery", "cudaEventSynchronize",
+    "cudaMemcpy", "cudaMemcpyAsync",
+})  # fmt: skip
 
 
 class CriticalPathError(Exception):
@@ -96,14 +82,14 @@ def stack_walk(starts: Mask) -> tuple[I64, I64]:
     step the start entered, or n + the start left; per start its parent (-1 at the bottom).
     One pass in the C extension (HTA's stack: an end pops the top whatever it is, nothing on an
     empty stack)."""
-    walked, parents = _c_stack_walk(starts.view(np.uint8))
+    walked, parents = _c.stack_walk(starts.view(np.uint8))
     return np.frombuffer(walked, dtype=np.int64), np.frombuffer(parents, dtype=np.int64)
 
 
 def unique_edges(n: int, src: I64, dst: I64) -> tuple[I64, I64]:
     """Per distinct (src, dst) pair, in order of its first edge: that edge's id and its last
     edge's id. One linear pass in the C extension."""
-    firsts, lasts = _c_unique_edges(n, *(np.ascontiguousarray(a, np.int64) for a in (src, dst)))
+    firsts, lasts = _c.unique_edges(n, *(np.ascontiguousarray(a, np.int64) for a in (src, dst)))
     return np.frombuffer(firsts, dtype=np.int64), np.frombuffer(lasts, dtype=np.int64)
 
 
@@ -285,7 +271,7 @@ class Graph:
         the first node of the greatest distance."""
         self._edges()
         weight = np.where(self.weight <= -1, 0.0, self.weight)
-        path = _c_longest_path(len(self.node_ts), self.src, self.dst, weight)
+        path = _c.longest_path(len(self.node_ts), self.src, self.dst, weight)
         if path is None:
             raise CriticalPathError("the dependency graph has a cycle")
         return np.frombuffer(path, dtype=np.int64)

@@ -30,15 +30,8 @@ from analyzers.traces.stats import group_std, hta_round, union_intervals, unstab
 TYPES = (KernelClass.COMPUTATION, KernelClass.COMMUNICATION, KernelClass.MEMORY)
 TYPE_COLUMNS = ("kernel_type", "sum", "percentage")
 KERNEL_COLUMNS = (
-    "name",
-    "sum (us)",
-    "max (us)",
-    "min (us)",
-    "stddev",
-    "mean (us)",
-    "kernel_type",
-    "rank",
-)
+    "name", "sum (us)", "max (us)", "min (us)", "stddev", "mean (us)", "kernel_type", "rank",
+)  # fmt: skip
 
 
 def overlap_label_sums(frame: RankFrame) -> dict[str, float]:

@@ -19,36 +19,19 @@ from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, 
 from analyzers.traces.frame import Mode, RankFrame, TraceSet
 from analyzers.traces.stats import describe, in_sorted, join_rows
 
-HTA_LAUNCHES = frozenset(
-    {
-        "cudaLaunchKernel",
-        "cudaLaunchKernelExC",
-        "runFunction - job_prep_and_submit_for_execution",
-        "cudaMemcpyAsync",
-        "cudaMemsetAsync",
-    }
-)
+HTA_LAUNCHES = frozenset({
+    "cudaLaunchKernel", "cudaLaunchKernelExC",
+    "runFunction - job_prep_and_submit_for_execution", "cudaMemcpyAsync", "cudaMemsetAsync",
+})  # fmt: skip
 NATIVE_LAUNCHES = HTA_LAUNCHES | {
-    "cuLaunchKernel",
-    "cuLaunchKernelEx",
-    "hipLaunchKernel",
-    "hipExtModuleLaunchKernel",
-    "hipModuleLaunchKernel",
-    "hipMemcpyAsync",
-    "hipMemsetAsync",
-    "hipMemcpyWithStream",
-}
+    "cuLaunchKernel", "cuLaunchKernelEx", "hipLaunchKernel", "hipExtModuleLaunchKernel",
+    "hipModuleLaunchKernel", "hipMemcpyAsync", "hipMemsetAsync", "hipMemcpyWithStream",
+}  # fmt: skip
 COLUMNS = ("correlation", "cpu_duration", "gpu_duration", "launch_delay")
 KEYS = (
-    "launches",
-    "cpu_over_cutoff",
-    "delay_over_cutoff",
-    "gpu_shorter_than_cpu",
-    "cpu_launch_us",
-    "gpu_us",
-    "median_cpu_us",
-    "median_delay_us",
-)
+    "launches", "cpu_over_cutoff", "delay_over_cutoff", "gpu_shorter_than_cpu", "cpu_launch_us",
+    "gpu_us", "median_cpu_us", "median_delay_us",
+)  # fmt: skip
 
 
 def launch_pairs(frame: RankFrame, launches: frozenset[str]) -> np.ndarray:

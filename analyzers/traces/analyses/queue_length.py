@@ -33,11 +33,8 @@ from analyzers.traces.stats import (
 # HTA's TraceCounters launches: native mode's without the two HTA 0.5.0 does not know.
 RUNTIME_LAUNCHES = NATIVE_LAUNCHES - {"cuLaunchKernelEx", "hipModuleLaunchKernel"}
 BLOCKED_COLUMNS = (
-    "rank",
-    "stream",
-    "duration_at_max_queue_length",
-    "relative_duration_at_max_queue_length",
-)
+    "rank", "stream", "duration_at_max_queue_length", "relative_duration_at_max_queue_length",
+)  # fmt: skip
 
 
 def launch_changes(frame: RankFrame) -> tuple[I64, I64, list[int]]:

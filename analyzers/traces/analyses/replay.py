@@ -60,12 +60,9 @@ class Change(NamedTuple):
 
     def key(self) -> tuple[object, ...]:
         """Equal for two changes that replay alike (the arrays by content): the memo key."""
-        warp = None if self.cpu_warp is None else tuple(_bytes(a) for a in self.cpu_warp)
+        warp = None if self.cpu_warp is None else tuple(map(_bytes, self.cpu_warp))
         factor = None if self.gpu_factor is None else _bytes(self.gpu_factor)
-        return (
-            warp, self.cpu_scale, self.sync_costs_overhead, self.pinned, factor,
-            self.latency_cap_us,
-        )  # fmt: skip
+        return warp, factor, *self[1:4], self.latency_cap_us
 
 
 def _bytes(a: F64) -> bytes:
@@ -81,9 +78,7 @@ def outermost(start: F64, end: F64) -> tuple[F64, F64]:
     s, e = start[order], end[order]
     if len(s) == 0:
         return s.astype(np.float64), e.astype(np.float64)
-    opens = np.ones(len(s), dtype=bool)
-    opens[1:] = s[1:] >= np.maximum.accumulate(e)[:-1]
-    first = np.flatnonzero(opens)
+    first = np.flatnonzero(np.concatenate([[True], s[1:] >= np.maximum.accumulate(e)[:-1]]))
     kept_s: F64 = s[first].astype(np.float64)
     kept_e: F64 = np.maximum.reduceat(e, first).astype(np.float64)
     return kept_s, kept_e
@@ -209,12 +204,15 @@ class Replay:
         c = np.cumsum(d)  # differences within one stream are the sums of its durations
         c_prev = c - d
         first, last = self.group_start, self.group_last
-        if len(first):
-            max_a = np.maximum.reduceat(c, first).tolist()
-            win_a = np.maximum.reduceat(np.where(self.in_window, c, -math.inf), first).tolist()
-        else:
-            max_a = win_a = []
-        return c, c_prev, max_a, win_a, c[last].tolist(), c_prev[first].tolist()
+        return c, c_prev, *self._group_maxima(c), c[last].tolist(), c_prev[first].tolist()
+
+    def _group_maxima(self, c: F64) -> tuple[list[float], list[float]]:
+        """Per (stream, segment) group, the largest of `c`, and the largest in the step window."""
+        first = self.group_start
+        if not len(first):
+            return [], []
+        inside = np.where(self.in_window, c, -math.inf)
+        return np.maximum.reduceat(c, first).tolist(), np.maximum.reduceat(inside, first).tolist()
 
     def derived(self, key: object, make: Callable[[], T]) -> T:
         """`make()`, computed once per replay: what scenarios derive from the rank and reuse
@@ -259,10 +257,8 @@ class Replay:
     def _warp_slots(self, w_start: F64, w_end: F64, t: F64) -> tuple[I64, Mask, F64]:
         """Per time, the last interval starting at or before it (0 if none), whether there is
         one, and the time spent in it so far, once per (intervals, times): the workers' fixed
-        point replays one set of intervals at many factors, and the events' times and the
-        critical path's ends are the same arrays each time; only the factors change. Keyed by
-        the arrays' ids, not their bytes, slow to hash (a scenario builds its intervals once and
-        never changes them in place)."""
+        point replays one set of intervals at many factors. Keyed by the arrays' ids (their bytes
+        are slow to hash; a scenario never changes its intervals in place)."""
         key = (id(t), id(w_start), id(w_end))
         hit = self._slots.get(key)
         if hit is not None:
@@ -306,13 +302,8 @@ class Replay:
         else:
             c, c_prev, max_a, win_a, last_a, c_first = self._durations(dur)
         cr = c + grouped_cummax(base[self.perm] - c_prev, self.group_of)
-        first, last = self.group_start, self.group_last
-        if len(first):
-            max_b = np.maximum.reduceat(cr, first).tolist()
-            win_b = np.maximum.reduceat(np.where(self.in_window, cr, -math.inf), first).tolist()
-        else:
-            max_b = win_b = []
-        last_b = cr[last].tolist()
+        max_b, win_b = self._group_maxima(cr)
+        last_b = cr[self.group_last].tolist()
         sync_clk = (clk[n_l:] + pin[n_l:])[self.sync_order].tolist()
         sync_dur = self.sync_dur[self.sync_order].tolist()
         free = {s: -math.inf for s in self.group_stream}

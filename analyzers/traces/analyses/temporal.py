@@ -18,15 +18,9 @@ from analyzers.traces.frame import TraceSet
 from analyzers.traces.stats import hta_round, union_length
 
 COLUMNS = (
-    "rank",
-    "idle_time(us)",
-    "compute_time(us)",
-    "non_compute_time(us)",
-    "kernel_time(us)",
-    "idle_time_pctg",
-    "compute_time_pctg",
-    "non_compute_time_pctg",
-)
+    "rank", "idle_time(us)", "compute_time(us)", "non_compute_time(us)", "kernel_time(us)",
+    "idle_time_pctg", "compute_time_pctg", "non_compute_time_pctg",
+)  # fmt: skip
 
 
 PLUGIN_ORDER = 10  # its place in the trace report (fleetscope.plugins)

@@ -26,40 +26,32 @@ TC_KERNEL_PATTERNS = (
     "h884", "s884", "h1688", "s1688", "hmma", "i8816", "16816", "dgrad_1x1_stride_2x2",
     "first_layer_wgrad_kernel", "conv1x1", "conv2d_c1_k1", "direct_group", "xmma_implicit_gemm",
     "xmma_sparse_conv", "xmma_warp_specialized_implicit_gemm", "xmma_gemm", "xmma_sparse_gemm",
-    "c1688", "tensorop", "sm80_xmma", "sm90_xmma", "gmma", "wgmma", "mma_",
-    # Hopper/Blackwell families the plugin predates: cuBLAS nvjet, TRT-LLM/FlashInfer fmha and
-    # FP8/FP4 GEMMs (E4m3/E2m1 run only on tensor cores), FlashAttention, tcgen05 (sm100).
-    "nvjet", "fmha", "flash_fwd", "flash_bwd", "tcgen05", "sm90_", "sm100", "E4m3", "E2m1",
+    "c1688", "tensorop", "sm80_xmma", "sm90_xmma", "gmma", "wgmma", "mma_", "nvjet", "fmha",
+    "flash_fwd", "flash_bwd", "tcgen05", "sm90_", "sm100", "E4m3", "E2m1",
 )  # fmt: skip
-TC_OPS = frozenset(
-    {
-        "aten::_convolution", "aten::_convolution_nogroup", "aten::conv1d", "aten::conv2d",
-        "aten::conv3d", "aten::conv_tbc", "aten::conv_transpose1d", "aten::conv_transpose2d",
-        "aten::conv_transpose3d", "aten::convolution", "aten::cudnn_convolution",
-        "aten::cudnn_convolution_transpose", "aten::prelu", "aten::addmm", "aten::addmv",
-        "aten::addr", "aten::matmul", "aten::mm", "aten::mv", "aten::linear", "aten::addbmm",
-        "aten::baddbmm", "aten::bmm", "aten::chain_matmul", "aten::linalg_multi_dot",
-        "aten::_thnn_fused_lstm_cell", "aten::_thnn_fused_gru_cell", "aten::lstm_cell",
-        "aten::gru_cell", "aten::rnn_tanh_cell", "aten::rnn_relu_cell",
-        "CudnnConvolutionBackward", "CudnnConvolutionBackward0", "MmBackward", "MmBackward0",
-        "AddmmBackward", "AddmmBackward0", "BmmBackward", "BmmBackward0",
-        "aten::convolution_backward", "aten::cudnn_convolution_backward",
-        "autograd::engine::evaluate_function: ConvolutionBackward0",
-        "autograd::engine::evaluate_function: AddmmBackward0",
-        "autograd::engine::evaluate_function: MmBackward0",
-        "autograd::engine::evaluate_function: BmmBackward0",
-    }
-)  # fmt: skip
+TC_OPS = frozenset({
+    "aten::_convolution", "aten::_convolution_nogroup", "aten::conv1d", "aten::conv2d",
+    "aten::conv3d", "aten::conv_tbc", "aten::conv_transpose1d", "aten::conv_transpose2d",
+    "aten::conv_transpose3d", "aten::convolution", "aten::cudnn_convolution",
+    "aten::cudnn_convolution_transpose", "aten::prelu", "aten::addmm", "aten::addmv",
+    "aten::addr", "aten::matmul", "aten::mm", "aten::mv", "aten::linear", "aten::addbmm",
+    "aten::baddbmm", "aten::bmm", "aten::chain_matmul", "aten::linalg_multi_dot",
+    "aten::_thnn_fused_lstm_cell", "aten::_thnn_fused_gru_cell", "aten::lstm_cell",
+    "aten::gru_cell", "aten::rnn_tanh_cell", "aten::rnn_relu_cell",
+    "CudnnConvolutionBackward", "CudnnConvolutionBackward0", "MmBackward", "MmBackward0",
+    "AddmmBackward", "AddmmBackward0", "BmmBackward", "BmmBackward0",
+    "aten::convolution_backward", "aten::cudnn_convolution_backward",
+    "autograd::engine::evaluate_function: ConvolutionBackward0",
+    "autograd::engine::evaluate_function: AddmmBackward0",
+    "autograd::engine::evaluate_function: MmBackward0",
+    "autograd::engine::evaluate_function: BmmBackward0",
+})  # fmt: skip
 
 
 COLUMNS = (
-    "rank",
-    "compute_capability",
-    "compute_kernel_us",
-    "tc_eligible_us",
-    "tensor_core_us",
+    "rank", "compute_capability", "compute_kernel_us", "tc_eligible_us", "tensor_core_us",
     "tc_share_of_eligible",
-)
+)  # fmt: skip
 KEYS = ("compute_capability", "compute_us", "eligible_us", "tensor_core_us", "tensor_core_share")
 
 

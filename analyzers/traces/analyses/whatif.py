@@ -9,12 +9,10 @@ same replay with nothing changed, so the model's own error cancels; savings per 
 fraction x the job's GPUs x hours per week. The model's error against real pairs of traces is
 measured by `python -m bench.whatif` (bench/RESULTS.md, "What-if validation").
 
-The estimated step's interval also holds the sampling error: the replayed step is a mean over the
-trace's few ProfilerSteps (often 5-10), and steps of one run differ by several percent (a slow
-batch, a warm-up), so the same change recorded again lands elsewhere by about that much. Each end
-moves out by two standard errors of the baseline's mean step (`SAMPLING_SPREAD`), relative to
-the step; a trace with one step adds nothing. The savings' interval stays the assumptions' alone:
-both replays it compares read the same steps, so their sampling error cancels.
+The estimated step's interval also holds the sampling error of a mean over the trace's few
+ProfilerSteps: each end moves out by two standard errors of the baseline's mean step
+(`SAMPLING_SPREAD`). The savings' interval stays the assumptions' alone: both replays it
+compares read the same steps, so their sampling error cancels.
 """
 
 from __future__ import annotations
@@ -22,7 +20,7 @@ from __future__ import annotations
 import math
 import statistics
 
-from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
+from analyzers.traces.analyses.base import AnalysisResult, TraceOptions, analysis
 from analyzers.traces.analyses.critical_path import (
     CriticalPath,
     CriticalPathError,
@@ -40,19 +38,10 @@ ASSUMPTIONS = (
     "takes out of the critical path; the job runs all week on the stated GPUs."
 )
 COLUMNS = (
-    "rank",
-    "scenario",
-    "baseline_step_us",
-    "estimated_step_us",
-    "estimated_low_us",
-    "estimated_high_us",
-    "saved_fraction",
-    "saved_low",
-    "saved_high",
-    "gpu_busy_saved_fraction",
-    "gpu_hours_saved_per_week",
-    "assumptions",
-)
+    "rank", "scenario", "baseline_step_us", "estimated_step_us", "estimated_low_us",
+    "estimated_high_us", "saved_fraction", "saved_low", "saved_high", "gpu_busy_saved_fraction",
+    "gpu_hours_saved_per_week", "assumptions",
+)  # fmt: skip
 
 
 def _job_gpus(trace: TraceSet, options: TraceOptions) -> int:
@@ -124,42 +113,29 @@ def whatif(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
             if expected is None:
                 continue
             est = _step_us(replay, path, expected)
-            bounds = []
-            for level in (OPTIMISTIC, PESSIMISTIC):
-                change = spec.fn(replay, options, level)
-                if change is None or change is expected:  # one change for all levels: priced once
-                    bounds.append(est)
-                else:
-                    bounds.append(_step_us(replay, path, change))
+            others = (spec.fn(replay, options, level) for level in (OPTIMISTIC, PESSIMISTIC))
+            # one change for all levels is priced once
+            bounds = [
+                est if c is None or c is expected else _step_us(replay, path, c) for c in others
+            ]
             low, high = min(*bounds, est), max(*bounds, est)
-            saved = _saved(base, est)
+            saved, saved_low, saved_high = (_saved(base, x) for x in (est, high, low))
             gpu_saved = _saved(base_gpu, replay.gpu_busy_us(expected)) if base_gpu else 0.0
-            # a process that ran no GPU kernel holds no GPU-hours to give back (issue 31: a
-            # CPU-only trace was credited a week of its world size)
+            # a process that ran no GPU kernel holds no GPU-hours to give back (issue 31)
             hours = saved * gpus * options.hours_per_week if base_gpu > 0 else 0.0
-            rows.append(
-                (
-                    frame.rank, name, base, est, low * (1.0 - spread), high * (1.0 + spread),
-                    saved, _saved(base, high),
-                    _saved(base, low), gpu_saved, hours, spec.assumptions,
-                )
-            )  # fmt: skip
-            values[f"{name}_estimated_step_us"] = est
-            values[f"{name}_saved_fraction"] = saved
-            values[f"{name}_saved_low"] = _saved(base, high)
-            values[f"{name}_saved_high"] = _saved(base, low)
-            values[f"{name}_gpu_hours_per_week"] = hours
-            values[f"{name}_gpu_busy_saved_fraction"] = gpu_saved
+            rows.append((
+                frame.rank, name, base, est, low * (1.0 - spread), high * (1.0 + spread), saved,
+                saved_low, saved_high, gpu_saved, hours, spec.assumptions,
+            ))  # fmt: skip
+            found = {"estimated_step_us": est, "saved_fraction": saved, "saved_low": saved_low,
+                     "saved_high": saved_high, "gpu_hours_per_week": hours,
+                     "gpu_busy_saved_fraction": gpu_saved}  # fmt: skip
+            values |= {f"{name}_{k}": v for k, v in found.items()}
         per_rank[frame.rank] = values
-    return AnalysisResult(
-        "whatif",
-        (Table("whatif", COLUMNS, tuple(rows)),),
-        per_rank,
-        (
-            f"model: {ASSUMPTIONS} GPUs: {gpus}; each estimate with the interval of its "
-            f"scenario's assumptions (low/high), widened by {SAMPLING_SPREAD:g} standard errors "
-            f"of the trace's mean step; DataLoader workers: "
-            f"{options.dataloader_workers}; pinned copies {options.pinned_copy_speedup:g}x "
-            "faster",
-        ),
+    note = (
+        f"model: {ASSUMPTIONS} GPUs: {gpus}; each estimate with the interval of its scenario's "
+        f"assumptions (low/high), widened by {SAMPLING_SPREAD:g} standard errors of the trace's "
+        f"mean step; DataLoader workers: {options.dataloader_workers}; pinned copies "
+        f"{options.pinned_copy_speedup:g}x faster"
     )
+    return AnalysisResult.of_table("whatif", "whatif", COLUMNS, rows, per_rank, [note])
