@@ -296,11 +296,7 @@ def _window(trace: TraceSet, frame: RankFrame) -> tuple[datetime, datetime]:
 
 
 def trace_findings(
-    trace: TraceSet,
-    results: Results,
-    options: TraceOptions,
-    *,
-    job_id: str | None = None,
+    trace: TraceSet, results: Results, options: TraceOptions, *, job_id: str | None = None
 ) -> list[Finding]:
     """Every installed rule on every rank; findings ordered by rank, then rule id."""
     rules = trace_rules().values()

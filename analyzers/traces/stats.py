@@ -1,6 +1,5 @@
-"""Small numeric helpers that reproduce pandas' results bit for bit without importing pandas
-(HTA's numbers depend on pandas' exact sorts, rounding and std), and the interval arithmetic the
-analyses share. Each docstring names the pandas or HTA operation it reproduces. Pure numpy.
+"""Numeric helpers that reproduce pandas' results bit for bit without pandas (HTA's numbers depend
+on its exact sorts, rounding and std), and the analyses' interval arithmetic. Pure numpy.
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
 __all__ = [
-    "DESCRIBE_KEYS", "describe", "group_std", "hta_round", "in_sorted", "intersection_length",
+    "DESCRIBE_KEYS", "describe", "group_std", "hta_round", "intersection_length",
     "join_rows", "last_not_below", "time_lexsort", "union_intervals", "union_length",
     "unstable_argsort", "window_intersections",
 ]  # fmt: skip
@@ -37,16 +36,6 @@ def describe(values: npt.NDArray[Any]) -> dict[str, float]:
     quartiles = np.percentile(v, [25.0, 50.0, 75.0]).tolist()
     row = (n, mean, std, v.min(), *quartiles, v.max())
     return dict(zip(DESCRIBE_KEYS, map(float, row), strict=True))
-
-
-def in_sorted(values: npt.NDArray[Any], sorted_keys: npt.NDArray[Any]) -> npt.NDArray[np.bool_]:
-    """`np.isin(values, sorted_keys)` for sorted, unique keys, by binary search: `np.isin` sorts
-    `values` as well, a rank's whole column."""
-    if not len(sorted_keys):
-        return np.zeros(len(values), dtype=bool)
-    at = np.minimum(np.searchsorted(sorted_keys, values), len(sorted_keys) - 1)
-    found: npt.NDArray[np.bool_] = sorted_keys[at] == values
-    return found
 
 
 def join_rows(
@@ -163,12 +152,9 @@ def window_intersections(
     windows: Sequence[tuple[float, float]], b_start: F64, b_end: F64
 ) -> list[float]:
     """`intersection_length` of each window (start, end) with the merged set B, the same floats,
-    without sorting every time of B once per window. When B is merged as `union_intervals` leaves
-    it (sorted, each interval's end >= its start, each start after the previous end, no NaN), the
-    sweep's segments inside a window are `min(end, w1) - max(start, w0)` for the intervals with
-    `start < w1` and `end >= w0` (an end equal to w0 is a zero-length segment the sweep counts
-    too), in the same order, so they sum to the same float. Anything else, and an empty or
-    reversed window, takes the sweep."""
+    without sorting B once per window: for B as `union_intervals` leaves it (sorted, disjoint, no
+    NaN) the sweep's segments are `min(end, w1) - max(start, w0)` for the intervals with
+    `start < w1` and `end >= w0`, in the same order. Anything else takes the sweep."""
     merged = (
         len(b_start) > 0
         and not (np.isnan(b_start).any() or np.isnan(b_end).any())

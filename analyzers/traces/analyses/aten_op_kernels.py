@@ -149,12 +149,8 @@ def _grouped(
 PLUGIN_ORDER = 177  # after the kernel sequences
 
 
-@analysis(
-    "aten_op_kernels",
-    "ATen op kernels and launch delays",
-    "get_aten_op_kernels_and_delay",
-    "every rank (HTA: rank 0); HIP traces give a note (HTA raises)",
-)
+@analysis("aten_op_kernels", "ATen op kernels and launch delays", "get_aten_op_kernels_and_delay",
+          "every rank (HTA: rank 0); HIP traces give a note (HTA raises)")  # fmt: skip
 def aten_op_kernels(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
     rows = []
     notes = []

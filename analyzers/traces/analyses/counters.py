@@ -93,12 +93,9 @@ def counter_events(frame: RankFrame, origin_us: float) -> list[dict[str, Any]]:
 PLUGIN_ORDER = 178  # after the ATen op kernels
 
 
-@analysis(
-    "counters",
-    "Counter tracks (queue length, copy bandwidth)",
-    "generate_trace_with_counters",
-    "the tracks are summarised here; `fleetscope trace counters` writes the trace",
-)
+@analysis("counters", "Counter tracks (queue length, copy bandwidth)",
+          "generate_trace_with_counters", "the tracks are summarised here; "
+          "`fleetscope trace counters` writes the trace")  # fmt: skip
 def counters(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
     rows = []
     for frame in trace.frames():

@@ -163,22 +163,18 @@ def _top_events(frame: RankFrame, path: CriticalPath, top: int) -> list[tuple[st
     totals = np.bincount(inverse.reshape(-1), weights=path.weights[timed])
     by_first = np.argsort(first, kind="stable")
     chosen = by_first[np.argsort(-totals[by_first], kind="stable")][:top]
+    pairs = [divmod(int(key[first[g]]), len(_LABELS)) for g in chosen.tolist()]
     return [
-        (frame.names[int(key[first[g]] // len(_LABELS))], _LABELS[int(key[first[g]] % len(_LABELS))],
-         float(totals[g]))
-        for g in chosen.tolist()
-    ]  # fmt: skip
+        (frame.names[name], _LABELS[label], float(totals[g]))
+        for (name, label), g in zip(pairs, chosen.tolist(), strict=True)
+    ]
 
 
 PLUGIN_ORDER = 165  # before the what-if, which reads it
 
 
-@analysis(
-    "critical_path",
-    "Critical path",
-    "critical_path_analysis",
-    "every ProfilerStep (HTA: one); 2021-format traces (HTA raises on them)",
-)
+@analysis("critical_path", "Critical path", "critical_path_analysis",
+          "every ProfilerStep (HTA: one); 2021-format traces (HTA raises on them)")  # fmt: skip
 def critical_path(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
     native = trace.mode is Mode.NATIVE
     rows: list[tuple[object, ...]] = []

@@ -77,22 +77,6 @@ def kept_rows(frame: RankFrame, start: float, end: float) -> np.ndarray:
     return rows[np.argsort(frame.index[rows], kind="stable")]
 
 
-def stack_walk(starts: Mask) -> tuple[I64, I64]:
-    """The depth-first walk of HTA's call stack over `starts` (see `Graph.cpu_thread`): per
-    step the start entered, or n + the start left; per start its parent (-1 at the bottom).
-    One pass in the C extension (HTA's stack: an end pops the top whatever it is, nothing on an
-    empty stack)."""
-    walked, parents = _c.stack_walk(starts.view(np.uint8))
-    return np.frombuffer(walked, dtype=np.int64), np.frombuffer(parents, dtype=np.int64)
-
-
-def unique_edges(n: int, src: I64, dst: I64) -> tuple[I64, I64]:
-    """Per distinct (src, dst) pair, in order of its first edge: that edge's id and its last
-    edge's id. One linear pass in the C extension."""
-    firsts, lasts = _c.unique_edges(n, *(np.ascontiguousarray(a, np.int64) for a in (src, dst)))
-    return np.frombuffer(firsts, dtype=np.int64), np.frombuffer(lasts, dtype=np.int64)
-
-
 class Graph:
     def __init__(self, frame: RankFrame, rows: np.ndarray, native: bool) -> None:
         self.frame = frame
@@ -148,7 +132,9 @@ class Graph:
         )
         starts = is_start[order]
         local = order[starts]  # the rows' positions in preorder
-        walk, parent = stack_walk(starts)  # walk step -> (preorder number, +n when leaving)
+        # The walk in the C extension (an end pops the top whatever it is, nothing on an empty
+        # stack): per step the start entered, or n + the start left; per start its parent.
+        walk, parent = (np.frombuffer(a, np.int64) for a in _c.stack_walk(starts.view(np.uint8)))
         enter = walk < n
         k = np.where(enter, walk, walk - n)
         row = rows[local[k]]
@@ -260,7 +246,10 @@ class Graph:
                 np.concatenate([b[i] for b in self._blocks]) for i in range(5)
             )
             self._blocks = []
-            first, last = unique_edges(len(self.node_ts), src, dst)
+            # Per distinct pair, in order of its first edge: that edge's id and its last's (C).
+            pairs = (np.ascontiguousarray(a, np.int64) for a in (src, dst))
+            ids = _c.unique_edges(len(self.node_ts), *pairs)
+            first, last = (np.frombuffer(a, np.int64) for a in ids)
             self.src, self.dst = src[first], dst[first]
             self.kind, self.weight, self.attr = kind[last], weight[last], attr[last]
 

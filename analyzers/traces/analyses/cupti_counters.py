@@ -27,12 +27,8 @@ _LAUNCH = re.compile(r"cudaLaunchKernel")
 PLUGIN_ORDER = 179  # after the counter tracks
 
 
-@analysis(
-    "cupti_counters",
-    "CUPTI hardware counters",
-    "get_cupti_counter_data_with_operators",
-    "says when a trace has no counters; counter values are not loaded",
-)
+@analysis("cupti_counters", "CUPTI hardware counters", "get_cupti_counter_data_with_operators",
+          "says when a trace has no counters; counter values are not loaded")  # fmt: skip
 def cupti_counters(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
     rows = []
     notes = []

@@ -25,12 +25,8 @@ def is_dataloader(name: str) -> bool:
 PLUGIN_ORDER = 100  # its place in the trace report (fleetscope.plugins)
 
 
-@analysis(
-    "dataloader",
-    "Data-loader share of each step",
-    None,
-    "HTA has none (its critical path can only mark data-load events)",
-)
+@analysis("dataloader", "Data-loader share of each step", None,
+          "HTA has none (its critical path can only mark data-load events)")  # fmt: skip
 def dataloader(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
     rows = []
     per_rank: dict[int, dict[str, float]] = {}

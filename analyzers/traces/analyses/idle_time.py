@@ -29,12 +29,9 @@ STATS_COLUMNS = ("idle_category", "rank", "stream", *DESCRIBE_KEYS)
 PLUGIN_ORDER = 20  # its place in the trace report (fleetscope.plugins)
 
 
-@analysis(
-    "idle_time",
-    "Idle time per stream by cause (host wait / kernel wait / other)",
-    "get_idle_time_breakdown",
-    "exact timestamps; launches linked through runtime/driver calls only",
-)
+@analysis("idle_time", "Idle time per stream by cause (host wait / kernel wait / other)",
+          "get_idle_time_breakdown",
+          "exact timestamps; launches linked through runtime/driver calls only")  # fmt: skip
 def idle_time(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
     rows: list[tuple[object, ...]] = []
     stats_rows: list[tuple[object, ...]] = []

@@ -101,12 +101,10 @@ def _name_stats(
 PLUGIN_ORDER = 30  # its place in the trace report (fleetscope.plugins)
 
 
-@analysis(
-    "kernel_breakdown",
-    "GPU kernel breakdown by class, with overlaps, and top kernels per class",
-    "get_gpu_kernel_breakdown",
-    "custom collectives (DeepEP, NVSHMEM, all-to-all) counted as communication",
-)
+@analysis("kernel_breakdown",
+          "GPU kernel breakdown by class, with overlaps, and top kernels per class",
+          "get_gpu_kernel_breakdown",
+          "custom collectives (DeepEP, NVSHMEM, all-to-all) counted as communication")  # fmt: skip
 def kernel_breakdown(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
     label_sums: dict[str, float] = defaultdict(float)
     kernel_rows: list[tuple[Any, ...]] = []

@@ -124,12 +124,9 @@ def frequent_kernel_sequences(
 PLUGIN_ORDER = 176  # after the stragglers
 
 
-@analysis(
-    "kernel_sequences",
-    "Frequent kernel sequences of the outermost ATen ops",
-    "get_frequent_cuda_kernel_sequences",
-    "answers where HTA 0.5.0 raises (its call stacks fail on every shared real trace)",
-)
+@analysis("kernel_sequences", "Frequent kernel sequences of the outermost ATen ops",
+          "get_frequent_cuda_kernel_sequences", "answers where HTA 0.5.0 raises "
+          "(its call stacks fail on every shared real trace)")  # fmt: skip
 def kernel_sequences(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
     rows = []
     per_rank: dict[int, dict[str, float]] = {}

@@ -17,7 +17,7 @@ import numpy as np
 
 from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
 from analyzers.traces.frame import Mode, RankFrame, TraceSet
-from analyzers.traces.stats import describe, in_sorted, join_rows
+from analyzers.traces.stats import describe, join_rows
 
 HTA_LAUNCHES = frozenset({
     "cudaLaunchKernel", "cudaLaunchKernelExC",
@@ -36,8 +36,7 @@ KEYS = (
 
 def launch_pairs(frame: RankFrame, launches: frozenset[str]) -> np.ndarray:
     """(cpu_row, gpu_row) pairs in HTA's merge order: CPU rows in order, then their GPU rows."""
-    corr_set = np.unique(frame.correlation[frame.name_in(launches)])
-    launched = in_sorted(frame.correlation, corr_set)
+    launched = np.isin(frame.correlation, frame.correlation[frame.name_in(launches)])
     cpu = np.flatnonzero((frame.stream == -1) & launched)
     gpu = np.flatnonzero((frame.stream != -1) & launched)
     i, j = join_rows(frame.correlation[cpu], frame.correlation[gpu])
@@ -47,12 +46,8 @@ def launch_pairs(frame: RankFrame, launches: frozenset[str]) -> np.ndarray:
 PLUGIN_ORDER = 50  # its place in the trace report (fleetscope.plugins)
 
 
-@analysis(
-    "launch_stats",
-    "Kernel launch statistics",
-    "get_cuda_kernel_launch_stats",
-    "driver (cuLaunchKernel*) and HIP launches included",
-)
+@analysis("launch_stats", "Kernel launch statistics", "get_cuda_kernel_launch_stats",
+          "driver (cuLaunchKernel*) and HIP launches included")  # fmt: skip
 def launch_stats(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
     launches = HTA_LAUNCHES if trace.mode is Mode.HTA else NATIVE_LAUNCHES
     tables = []

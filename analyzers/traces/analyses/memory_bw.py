@@ -32,12 +32,9 @@ def memory_kind(name: str) -> str:
 PLUGIN_ORDER = 70  # its place in the trace report (fleetscope.plugins)
 
 
-@analysis(
-    "memory_bw",
-    "Memory copy/set bandwidth",
-    "get_memory_bw_summary",
-    "bytes, busy time and effective bandwidth per kind instead of count-weighted change points",
-)
+@analysis("memory_bw", "Memory copy/set bandwidth", "get_memory_bw_summary",
+          "bytes, busy time and effective bandwidth per kind instead of count-weighted "
+          "change points")  # fmt: skip
 def memory_bw(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
     native = trace.mode is Mode.NATIVE
     rows = []

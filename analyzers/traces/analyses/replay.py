@@ -79,9 +79,7 @@ def outermost(start: F64, end: F64) -> tuple[F64, F64]:
     if len(s) == 0:
         return s.astype(np.float64), e.astype(np.float64)
     first = np.flatnonzero(np.concatenate([[True], s[1:] >= np.maximum.accumulate(e)[:-1]]))
-    kept_s: F64 = s[first].astype(np.float64)
-    kept_e: F64 = np.maximum.reduceat(e, first).astype(np.float64)
-    return kept_s, kept_e
+    return s[first].astype(np.float64), np.maximum.reduceat(e, first).astype(np.float64)
 
 
 def grouped_cummax(values: F64, group: I64) -> F64:
@@ -97,14 +95,12 @@ def grouped_cummax(values: F64, group: I64) -> F64:
         pairs = np.empty(n, dtype=np.complex128)  # set part by part: 1j * inf has a NaN part
         pairs.real = group
         pairs.imag = values
-        running: F64 = np.maximum.accumulate(pairs).imag.copy()
-        return running
+        return np.maximum.accumulate(pairs).imag.copy()
     order = np.argsort(values, kind="stable")
     rank = np.empty(n, dtype=np.int64)
     rank[order] = np.arange(n, dtype=np.int64)
     base = group.astype(np.int64) * n
-    best: F64 = values[order[np.maximum.accumulate(base + rank) - base]]
-    return best
+    return values[order[np.maximum.accumulate(base + rank) - base]]
 
 
 class Replay:
@@ -159,8 +155,7 @@ class Replay:
             if len(on) > 1:
                 before = np.maximum.accumulate(g_end[on])[:-1]
                 ready[on[1:]] = np.maximum(ready[on[1:]], before)
-        latency: F64 = np.maximum(0.0, g_ts - ready)
-        return latency
+        return np.maximum(0.0, g_ts - ready)
 
     def _order_events(self) -> None:
         """The change-independent part of the replay: launches and syncs in the event order
@@ -251,8 +246,7 @@ class Replay:
             j, after, into = self._warp_slots(w_start, w_end, t)
             inside = into * (w_fac[j] - 1.0)
             warped = t + np.where(after, w_cum[j] + inside, 0.0)
-        clock: F64 = self.start + (warped - self.start) * change.cpu_scale
-        return clock
+        return self.start + (warped - self.start) * change.cpu_scale
 
     def _warp_slots(self, w_start: F64, w_end: F64, t: F64) -> tuple[I64, Mask, F64]:
         """Per time, the last interval starting at or before it (0 if none), whether there is

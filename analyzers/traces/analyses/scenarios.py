@@ -216,8 +216,7 @@ def _amp_gpu_factor(replay: Replay, o: TraceOptions, level: int) -> F64:
     kind = replay.derived("amp_kind", lambda: _amp_kind(replay))
     tc = 1.0 / _pick(level, o.amp_tensor_core_speedup, 4.0, 2.0)
     mem = 1.0 / _pick(level, o.amp_memory_speedup, 2.0, 1.3)
-    factor: F64 = np.choose(kind, (1.0, tc, mem)).astype(np.float64)
-    return factor
+    return np.choose(kind, (1.0, tc, mem)).astype(np.float64)
 
 
 @scenario("amp", "mixed precision: GEMM/conv kernels off tensor cores 2-4x, memory-bound kernels "
@@ -277,7 +276,8 @@ def _cuda_graphs(replay: Replay, o: TraceOptions, level: int) -> Change | None:
 
 
 @scenario("comm_bandwidth", "collective kernels on TraceOptions.comm_bandwidth_ratio x the "
-          "bandwidth: 1/R of their time, up to a 20 % latency-bound part that does not scale")  # fmt: skip
+          "bandwidth: 1/R of their time, up to a 20 % latency-bound part that does not "
+          "scale")  # fmt: skip
 def _comm_bandwidth(replay: Replay, o: TraceOptions, level: int) -> Change | None:
     cls = replay.frame.kernel_class[replay.gpu]
     comm = cls == KernelClass.COMMUNICATION

@@ -108,12 +108,8 @@ def straggler_counts(picked: list[tuple[int, int, float]], k: int = CANDIDATES) 
 PLUGIN_ORDER = 175  # after the what-if
 
 
-@analysis(
-    "stragglers",
-    "Potential stragglers",
-    "get_potential_stragglers",
-    "non-NCCL collectives (RCCL, HCCL, DeepEP) count as communication",
-)
+@analysis("stragglers", "Potential stragglers", "get_potential_stragglers",
+          "non-NCCL collectives (RCCL, HCCL, DeepEP) count as communication")  # fmt: skip
 def stragglers(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
     picked, why = _candidates(trace, trace.mode is Mode.NATIVE)
     if not picked:

@@ -26,12 +26,8 @@ COLUMNS = (
 PLUGIN_ORDER = 10  # its place in the trace report (fleetscope.plugins)
 
 
-@analysis(
-    "temporal_breakdown",
-    "Temporal breakdown (GPU busy span)",
-    "get_temporal_breakdown",
-    "exact timestamps, all steps; CPU-only ranks reported instead of raising",
-)
+@analysis("temporal_breakdown", "Temporal breakdown (GPU busy span)", "get_temporal_breakdown",
+          "exact timestamps, all steps; CPU-only ranks reported instead of raising")  # fmt: skip
 def temporal_breakdown(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
     rows = []
     per_rank: dict[int, dict[str, float]] = {}

@@ -3,8 +3,9 @@
 
 A kernel uses tensor cores when its name holds one of the plugin's patterns (from NVIDIA PyProf:
 `h884`, `s1688`, `hmma`, `16816`, `xmma_gemm`, ...; extended with the CUTLASS `tensorop`, cuBLAS
-`nvjet` and sm90/sm100 families, FP8/FP4 GEMMs and fused attention, which the plugin predates). It is eligible when the operator that launched it (matched by
-`External id`) is one the plugin (from autocast's fp16 list) lists: convolutions, matmuls,
+`nvjet` and sm90/sm100 families, FP8/FP4 GEMMs (E4m3/E2m1: tensor cores only) and fused
+attention, which the plugin predates). It is eligible when the operator that launched it (matched
+by `External id`) is one the plugin (from autocast's fp16 list) lists: convolutions, matmuls,
 linear, RNN cells. Reported: eligible kernel time, the part on tensor cores, and the GPU's compute
 capability (tensor cores exist from 7.0).
 """
@@ -20,7 +21,6 @@ from analyzers.traces.analyses.base import AnalysisResult, TraceOptions, analysi
 from analyzers.traces.classify import KernelClass
 from analyzers.traces.frame import CPU_OP_CATS, RankFrame, TraceSet
 from analyzers.traces.hardware import gpu_of
-from analyzers.traces.stats import in_sorted
 
 TC_KERNEL_PATTERNS = (
     "h884", "s884", "h1688", "s1688", "hmma", "i8816", "16816", "dgrad_1x1_stride_2x2",
@@ -61,12 +61,9 @@ def uses_tensor_cores(name: str) -> bool:
 
 def eligible_kernels(frame: RankFrame) -> np.ndarray:
     """Compute kernels launched by a tensor-core-eligible operator (by External id)."""
-    ops = frame.cat_in(CPU_OP_CATS) & frame.name_in(TC_OPS)
-    ids = np.unique(frame.external_id[ops])
-    ids = ids[ids >= 0]
-    kernels = frame.of_class(KernelClass.COMPUTATION)
-    mask: np.ndarray = kernels & in_sorted(frame.external_id, ids)
-    return mask
+    ids = frame.external_id[frame.cat_in(CPU_OP_CATS) & frame.name_in(TC_OPS)]
+    launched = np.isin(frame.external_id, ids[ids >= 0])
+    return frame.of_class(KernelClass.COMPUTATION) & launched
 
 
 def _on_tensor_cores(frame: RankFrame, kernels: np.ndarray) -> np.ndarray:
@@ -75,8 +72,7 @@ def _on_tensor_cores(frame: RankFrame, kernels: np.ndarray) -> np.ndarray:
     hit = np.zeros(len(frame.names), dtype=bool)
     for code, yes in tensor_core_names(frame, np.unique(frame.name[kernels]).tolist()).items():
         hit[code] = yes
-    mask: np.ndarray = kernels & hit[frame.name]
-    return mask
+    return kernels & hit[frame.name]
 
 
 def tensor_core_names(frame: RankFrame, codes: Iterable[int]) -> dict[int, bool]:

@@ -89,12 +89,7 @@ def _saved(base: float, est: float) -> float:
 PLUGIN_ORDER = 170  # its place in the trace report (fleetscope.plugins)
 
 
-@analysis(
-    "whatif",
-    "What-if estimates (Daydream-style replay)",
-    None,
-    "HTA has none",
-)
+@analysis("whatif", "What-if estimates (Daydream-style replay)", None, "HTA has none")
 def whatif(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
     rows = []
     per_rank: dict[int, dict[str, float]] = {}
