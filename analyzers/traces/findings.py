@@ -69,12 +69,10 @@ def t1_idle(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterat
         "other": "kernels wait on events or communication: overlap communication with compute",
     }[top]
     yield emit(
-        "T1",
-        Severity.WARN,
-        f"GPU idle {idle / kernel:.0%} of its busy span, mostly {top.replace('_', ' ')}",
-        fix,
+        "T1", Severity.WARN,
+        f"GPU idle {idle / kernel:.0%} of its busy span, mostly {top.replace('_', ' ')}", fix,
         {"idle_share": idle / kernel, "idle_us": idle, "per_stream_idle_us": causes},
-    )
+    )  # fmt: skip
 
 
 def t2_launch(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterator[Finding]:
@@ -241,9 +239,8 @@ def _amp_fix(gpu: Gpu) -> str:
 
 
 def t11_memory(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterator[Finding]:
-    allocated = frame.mem_total_allocated[
-        (frame.mem_device_type == 1) & ~np.isnan(frame.mem_total_allocated)
-    ]
+    mem = frame.mem_total_allocated
+    allocated = mem[(frame.mem_device_type == 1) & ~np.isnan(mem)]
     total = gpu_of(frame.device_properties).memory_bytes
     if not len(allocated) or total is None:
         return

@@ -30,6 +30,7 @@ from analyzers.traces.stats import hta_round, last_not_below
 
 __all__ = ["aten_op_kernels", "enclosing_ops"]
 
+PLUGIN_ORDER = 177  # after the kernel sequences
 _LAUNCH = re.compile(r"(cuda.*LaunchKernel)|(cuLaunchKernel)|(^runFunction)")
 COLUMNS = (
     "rank", "aten_op_name", "kernel_sequence", "occurrence_count", "avg_aten_op_launch_delay",
@@ -144,9 +145,6 @@ def _grouped(
     ]
     out.sort(key=lambda r: (-r[2], r[0], r[1]))
     return out
-
-
-PLUGIN_ORDER = 177  # after the kernel sequences
 
 
 @analysis("aten_op_kernels", "ATen op kernels and launch delays", "get_aten_op_kernels_and_delay",

@@ -32,12 +32,11 @@ from analyzers.traces.frame import F64, I64, RankFrame, TraceSet
 
 __all__ = ["counter_events", "counter_tracks"]
 
+PLUGIN_ORDER = 178  # after the ATen op kernels
 QUEUE, BANDWIDTH = "Queue Length", "Memcpy BW"
 # pandas sort_values(by="ts") is numpy's quicksort: ties at one timestamp order as it orders them,
 # which the running sums of HTA's tracks depend on.
 _HTA_SORT: Final = "quicksort"
-
-
 # One track: its series (stream or copy kind), the rows whose pid it carries, its change points'
 # times and the running sum after each, in HTA's order.
 _Track = tuple[Any, I64, F64, Any]
@@ -88,9 +87,6 @@ def counter_events(frame: RankFrame, origin_us: float) -> list[dict[str, Any]]:
                 for pid, t, level in values
             ]
     return events
-
-
-PLUGIN_ORDER = 178  # after the ATen op kernels
 
 
 @analysis("counters", "Counter tracks (queue length, copy bandwidth)",

@@ -59,6 +59,7 @@ from analyzers.traces.frame import Mode, RankFrame, TraceSet
 
 __all__ = ["CriticalPath", "CriticalPathError", "critical_path_of"]
 
+PLUGIN_ORDER = 165  # before the what-if, which reads it
 BOUND_BY = (
     "cpu_bound", "gpu_compute_bound", "gpu_communication_bound", "gpu_kernel_kernel_overhead",
     "gpu_kernel_launch_overhead",
@@ -168,9 +169,6 @@ def _top_events(frame: RankFrame, path: CriticalPath, top: int) -> list[tuple[st
         (frame.names[name], _LABELS[label], float(totals[g]))
         for (name, label), g in zip(pairs, chosen.tolist(), strict=True)
     ]
-
-
-PLUGIN_ORDER = 165  # before the what-if, which reads it
 
 
 @analysis("critical_path", "Critical path", "critical_path_analysis",

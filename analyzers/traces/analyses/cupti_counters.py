@@ -21,10 +21,9 @@ from analyzers.traces.frame import TraceSet
 
 __all__ = ["cupti_counters"]
 
+PLUGIN_ORDER = 179  # after the counter tracks
 PROFILER_CAT = "cuda_profiler_range"
 _LAUNCH = re.compile(r"cudaLaunchKernel")
-
-PLUGIN_ORDER = 179  # after the counter tracks
 
 
 @analysis("cupti_counters", "CUPTI hardware counters", "get_cupti_counter_data_with_operators",

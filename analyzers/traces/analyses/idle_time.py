@@ -21,12 +21,10 @@ from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, 
 from analyzers.traces.frame import TraceSet
 from analyzers.traces.stats import DESCRIBE_KEYS, describe, hta_round, unstable_argsort
 
+PLUGIN_ORDER = 20  # its place in the trace report (fleetscope.plugins)
 CATEGORIES = ("host_wait", "kernel_wait", "other")
 COLUMNS = ("rank", "stream", "idle_category", "idle_time", "idle_time_ratio")
 STATS_COLUMNS = ("idle_category", "rank", "stream", *DESCRIBE_KEYS)
-
-
-PLUGIN_ORDER = 20  # its place in the trace report (fleetscope.plugins)
 
 
 @analysis("idle_time", "Idle time per stream by cause (host wait / kernel wait / other)",

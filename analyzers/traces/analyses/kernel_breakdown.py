@@ -27,6 +27,7 @@ from analyzers.traces.classify import KernelClass
 from analyzers.traces.frame import RankFrame, TraceSet
 from analyzers.traces.stats import group_std, hta_round, union_intervals, unstable_argsort
 
+PLUGIN_ORDER = 30  # its place in the trace report (fleetscope.plugins)
 TYPES = (KernelClass.COMPUTATION, KernelClass.COMMUNICATION, KernelClass.MEMORY)
 TYPE_COLUMNS = ("kernel_type", "sum", "percentage")
 KERNEL_COLUMNS = (
@@ -96,9 +97,6 @@ def _name_stats(
         total = float(v.sum())
         out.append((key, total, float(v.max()), float(v.min()), group_std(v), total / len(v)))
     return out
-
-
-PLUGIN_ORDER = 30  # its place in the trace report (fleetscope.plugins)
 
 
 @analysis("kernel_breakdown",

@@ -29,6 +29,7 @@ from analyzers.traces.stats import time_lexsort
 
 __all__ = ["frequent_kernel_sequences"]
 
+PLUGIN_ORDER = 176  # after the stragglers
 DEFAULT_OPERATOR = "aten::"
 MIN_PATTERN_LEN = 3  # HTA's min_pattern_len default
 TOP_K = 5  # HTA's top_k default
@@ -119,9 +120,6 @@ def frequent_kernel_sequences(
         entry[2] += float(frame.dur[row])
     ordered = sorted(counts.items(), key=lambda kv: (-kv[1][0], kv[0]))
     return [(p, int(v[0]), v[1], v[2]) for p, v in ordered]
-
-
-PLUGIN_ORDER = 176  # after the stragglers
 
 
 @analysis("kernel_sequences", "Frequent kernel sequences of the outermost ATen ops",

@@ -19,6 +19,7 @@ from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, 
 from analyzers.traces.frame import Mode, RankFrame, TraceSet
 from analyzers.traces.stats import describe, join_rows
 
+PLUGIN_ORDER = 50  # its place in the trace report (fleetscope.plugins)
 HTA_LAUNCHES = frozenset({
     "cudaLaunchKernel", "cudaLaunchKernelExC",
     "runFunction - job_prep_and_submit_for_execution", "cudaMemcpyAsync", "cudaMemsetAsync",
@@ -41,9 +42,6 @@ def launch_pairs(frame: RankFrame, launches: frozenset[str]) -> np.ndarray:
     gpu = np.flatnonzero((frame.stream != -1) & launched)
     i, j = join_rows(frame.correlation[cpu], frame.correlation[gpu])
     return np.stack([cpu[i], gpu[j]], axis=1).astype(np.int64)
-
-
-PLUGIN_ORDER = 50  # its place in the trace report (fleetscope.plugins)
 
 
 @analysis("launch_stats", "Kernel launch statistics", "get_cuda_kernel_launch_stats",

@@ -19,6 +19,8 @@ from analyzers.traces.classify import KernelClass
 from analyzers.traces.frame import Mode, TraceSet
 from analyzers.traces.stats import DESCRIBE_KEYS, describe, union_length, unstable_argsort
 
+PLUGIN_ORDER = 70  # its place in the trace report (fleetscope.plugins)
+
 
 def memory_kind(name: str) -> str:
     """HTA `get_memory_kernel_type`."""
@@ -27,9 +29,6 @@ def memory_kind(name: str) -> str:
     if name[:6] != "Memcpy":
         return "Memcpy Unknown"
     return name[:11]
-
-
-PLUGIN_ORDER = 70  # its place in the trace report (fleetscope.plugins)
 
 
 @analysis("memory_bw", "Memory copy/set bandwidth", "get_memory_bw_summary",

@@ -25,6 +25,7 @@ from analyzers.traces.frame import I64, Mode, RankFrame, TraceSet
 from analyzers.traces.stats import DESCRIBE_KEYS, describe, join_rows, unstable_argsort
 
 # HTA's TraceCounters launches: native mode's without the two HTA 0.5.0 does not know.
+PLUGIN_ORDER = 60  # its place in the trace report (fleetscope.plugins)
 RUNTIME_LAUNCHES = NATIVE_LAUNCHES - {"cuLaunchKernelEx", "hipModuleLaunchKernel"}
 BLOCKED_COLUMNS = (
     "rank", "stream", "duration_at_max_queue_length", "relative_duration_at_max_queue_length",
@@ -71,9 +72,6 @@ def queue_series(frame: RankFrame, launches: frozenset[str]) -> dict[int, tuple[
         sel = stream == s
         out[int(s)] = (ts[sel], np.cumsum(delta[sel]))
     return out
-
-
-PLUGIN_ORDER = 60  # its place in the trace report (fleetscope.plugins)
 
 
 @analysis("queue_length", "Launch queue length per stream",

@@ -46,6 +46,7 @@ __all__ = ["LEVELS", "SCENARIOS", "Scenario", "scenario"]
 
 EXPECTED, OPTIMISTIC, PESSIMISTIC = 0, 1, 2
 LEVELS = (EXPECTED, OPTIMISTIC, PESSIMISTIC)
+_FIXED_POINT_ROUNDS = 8  # the workers' fixed point (_workers_fixed_point)
 
 ChangeFn = Callable[[Replay, TraceOptions, int], Change | None]
 
@@ -114,9 +115,6 @@ def _no_dataloader_wait(replay: Replay, o: TraceOptions, level: int) -> Change |
     if not len(s):
         return None
     return replay.derived("no dataloader wait", lambda: Change(cpu_warp=(s, e, np.zeros(len(s)))))
-
-
-_FIXED_POINT_ROUNDS = 8
 
 
 def _workers_change(replay: Replay, o: TraceOptions, level: int) -> Change | None:

@@ -18,6 +18,7 @@ from analyzers.traces.analyses.base import AnalysisResult, TraceOptions, analysi
 from analyzers.traces.frame import RankFrame, TraceSet
 from analyzers.traces.stats import union_intervals, window_intersections
 
+PLUGIN_ORDER = 90  # its place in the trace report (fleetscope.plugins)
 _STEP = re.compile(r"^ProfilerStep#(\d+)$")
 
 
@@ -50,9 +51,6 @@ def profiler_steps(frame: RankFrame) -> list[Step]:
         if step.number not in best or step.duration_us > best[step.number].duration_us:
             best[step.number] = step
     return sorted(best.values(), key=lambda s: s.start_us)
-
-
-PLUGIN_ORDER = 90  # its place in the trace report (fleetscope.plugins)
 
 
 @analysis("steps", "Profiler steps", None, "HTA lists step numbers only")

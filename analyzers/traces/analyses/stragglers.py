@@ -33,6 +33,7 @@ from analyzers.traces.frame import Mode, TraceSet
 
 __all__ = ["stragglers"]
 
+PLUGIN_ORDER = 175  # after the what-if
 CANDIDATES = 2  # HTA's num_candidates default
 MIN_NORMALIZED_DURATION = 0.01  # HTA's min_normalized_duration: 1 % of the mean iteration
 
@@ -103,9 +104,6 @@ def straggler_counts(picked: list[tuple[int, int, float]], k: int = CANDIDATES) 
         for rank, start in group:
             counts[rank] += int(start >= threshold)
     return counts
-
-
-PLUGIN_ORDER = 175  # after the what-if
 
 
 @analysis("stragglers", "Potential stragglers", "get_potential_stragglers",

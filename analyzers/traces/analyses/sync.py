@@ -19,6 +19,7 @@ from analyzers.traces.analyses.base import AnalysisResult, TraceOptions, analysi
 from analyzers.traces.analyses.steps import profiler_steps
 from analyzers.traces.frame import TraceSet
 
+PLUGIN_ORDER = 110  # its place in the trace report (fleetscope.plugins)
 SYNC_CALLS = frozenset({
     "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "cudaMemcpy",
     "cudaMemset", "cuCtxSynchronize", "cuStreamSynchronize", "cuEventSynchronize",
@@ -29,9 +30,6 @@ COLUMNS = (
     "rank", "name", "kind", "calls", "calls_in_steps", "time_in_steps_us", "longest_us",
     "share_of_steps",
 )  # fmt: skip
-
-
-PLUGIN_ORDER = 110  # its place in the trace report (fleetscope.plugins)
 
 
 @analysis("sync", "Synchronization calls", None, "HTA has none outside critical-path analysis")

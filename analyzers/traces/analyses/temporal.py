@@ -17,13 +17,11 @@ from analyzers.traces.classify import KernelClass
 from analyzers.traces.frame import TraceSet
 from analyzers.traces.stats import hta_round, union_length
 
+PLUGIN_ORDER = 10  # its place in the trace report (fleetscope.plugins)
 COLUMNS = (
     "rank", "idle_time(us)", "compute_time(us)", "non_compute_time(us)", "kernel_time(us)",
     "idle_time_pctg", "compute_time_pctg", "non_compute_time_pctg",
 )  # fmt: skip
-
-
-PLUGIN_ORDER = 10  # its place in the trace report (fleetscope.plugins)
 
 
 @analysis("temporal_breakdown", "Temporal breakdown (GPU busy span)", "get_temporal_breakdown",

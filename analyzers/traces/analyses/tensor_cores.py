@@ -22,6 +22,7 @@ from analyzers.traces.classify import KernelClass
 from analyzers.traces.frame import CPU_OP_CATS, RankFrame, TraceSet
 from analyzers.traces.hardware import gpu_of
 
+PLUGIN_ORDER = 150  # its place in the trace report (fleetscope.plugins)
 TC_KERNEL_PATTERNS = (
     "h884", "s884", "h1688", "s1688", "hmma", "i8816", "16816", "dgrad_1x1_stride_2x2",
     "first_layer_wgrad_kernel", "conv1x1", "conv2d_c1_k1", "direct_group", "xmma_implicit_gemm",
@@ -46,8 +47,6 @@ TC_OPS = frozenset({
     "autograd::engine::evaluate_function: MmBackward0",
     "autograd::engine::evaluate_function: BmmBackward0",
 })  # fmt: skip
-
-
 COLUMNS = (
     "rank", "compute_capability", "compute_kernel_us", "tc_eligible_us", "tensor_core_us",
     "tc_share_of_eligible",
@@ -83,9 +82,6 @@ def tensor_core_names(frame: RankFrame, codes: Iterable[int]) -> dict[int, bool]
         if code not in known:
             known[code] = uses_tensor_cores(frame.names[code])
     return known
-
-
-PLUGIN_ORDER = 150  # its place in the trace report (fleetscope.plugins)
 
 
 @analysis("tensor_cores", "Tensor-core use", None, "HTA has none")

@@ -14,10 +14,8 @@ from analyzers.traces.analyses.base import AnalysisResult, TraceOptions, analysi
 from analyzers.traces.analyses.kernel_breakdown import aggregate_by_name
 from analyzers.traces.frame import TraceSet
 
-COLUMNS = ("name", "sum (us)", "max (us)", "min (us)", "stddev", "mean (us)", "rank")
-
-
 PLUGIN_ORDER = 80  # its place in the trace report (fleetscope.plugins)
+COLUMNS = ("name", "sum (us)", "max (us)", "min (us)", "stddev", "mean (us)", "rank")
 
 
 @analysis("user_annotation", "GPU time per user annotation", "get_gpu_user_annotation_breakdown",

@@ -31,6 +31,8 @@ from analyzers.traces.analyses.replay import Change, Replay
 from analyzers.traces.analyses.scenarios import EXPECTED, OPTIMISTIC, PESSIMISTIC, SCENARIOS
 from analyzers.traces.frame import RankFrame, TraceSet
 
+PLUGIN_ORDER = 170  # its place in the trace report (fleetscope.plugins)
+SAMPLING_SPREAD = 2.0  # standard errors of the mean step each end of the interval moves out
 ASSUMPTIONS = (
     "CPU events keep their order on one global clock; changed CPU time shifts everything after "
     "it; a kernel starts at max(its launch + original launch latency, previous op on its "
@@ -70,9 +72,6 @@ def _step_us(replay: Replay, path: CriticalPath | None, change: Change) -> float
     return max(est, replay.step_time(Change()) - saving_bound_us(path, replay, change))
 
 
-SAMPLING_SPREAD = 2.0  # standard errors of the mean step each end of the interval moves out
-
-
 def _relative_standard_error(replay: Replay) -> float:
     """Standard error of the rank's mean ProfilerStep duration, as a fraction of that mean."""
     durations = [step.duration_us for step in replay.steps]
@@ -84,9 +83,6 @@ def _relative_standard_error(replay: Replay) -> float:
 
 def _saved(base: float, est: float) -> float:
     return max(0.0, 1.0 - est / base) if base > 0 else 0.0
-
-
-PLUGIN_ORDER = 170  # its place in the trace report (fleetscope.plugins)
 
 
 @analysis("whatif", "What-if estimates (Daydream-style replay)", None, "HTA has none")
