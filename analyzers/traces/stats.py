@@ -126,13 +126,9 @@ def union_intervals(start: F64, end: F64) -> tuple[F64, F64]:
     if len(start) == 0:
         return np.zeros(0), np.zeros(0)
     order = np.argsort(start, kind="stable")
-    s = start[order]
-    e = end[order]
-    run_max = np.maximum.accumulate(e)
-    new_group = np.concatenate([[True], s[1:] > run_max[:-1]])
-    starts = s[new_group]
-    ends = np.maximum.reduceat(e, np.flatnonzero(new_group))
-    return starts, ends
+    s, e = start[order], end[order]
+    new_group = np.concatenate([[True], s[1:] > np.maximum.accumulate(e)[:-1]])
+    return s[new_group], np.maximum.reduceat(e, np.flatnonzero(new_group))
 
 
 def intersection_length(a_start: F64, a_end: F64, b_start: F64, b_end: F64) -> float:
@@ -142,10 +138,8 @@ def intersection_length(a_start: F64, a_end: F64, b_start: F64, b_end: F64) -> f
     times = np.concatenate([a_start, a_end, b_start, b_end])
     delta = np.repeat([1.0, -1.0, 2.0, -2.0], [len(a_start), len(a_end), len(b_start), len(b_end)])
     order = np.argsort(times, kind="stable")
-    times = times[order]
     running = np.cumsum(delta[order])
-    seg = np.diff(times)
-    return float(seg[running[:-1] == 3].sum())
+    return float(np.diff(times[order])[running[:-1] == 3].sum())
 
 
 def window_intersections(
@@ -155,9 +149,8 @@ def window_intersections(
     without sorting B once per window: for B as `union_intervals` leaves it (sorted, disjoint, no
     NaN) the sweep's segments are `min(end, w1) - max(start, w0)` for the intervals with
     `start < w1` and `end >= w0`, in the same order. Anything else takes the sweep."""
-    merged = (
+    merged = (  # a NaN fails a comparison
         len(b_start) > 0
-        and not (np.isnan(b_start).any() or np.isnan(b_end).any())
         and bool((b_end >= b_start).all())
         and bool((b_start[1:] > b_end[:-1]).all())
     )

@@ -38,10 +38,6 @@ COLUMNS = (
 )  # fmt: skip
 
 
-def _is_launch(name: str) -> bool:
-    return _LAUNCH.match(name) is not None
-
-
 def _is_aten(name: str) -> bool:
     return name.startswith("aten::")
 
@@ -66,19 +62,12 @@ def op_kernel_rows(frame: RankFrame) -> list[tuple[str, str, int, float, float]]
     gpu = np.flatnonzero(frame.stream != -1)
     launcher = frame.linked_rows(gpu)
     gpu_of[launcher[launcher >= 0]] = gpu[launcher >= 0]
-    linked = np.flatnonzero(frame.names_matching(_is_launch))
+    linked = np.flatnonzero(frame.names_matching(_LAUNCH.match))
     linked = linked[gpu_of[linked] >= 0]
     at = enclosing_ops(op_ts, op_end, frame.ts[linked], frame.end[linked])
     launch = linked[at >= 0]
     op, kernel = ops[at[at >= 0]], gpu_of[launch]
     return _grouped(frame, op, launch, kernel)
-
-
-def _codes_by_text(names: list[str]) -> np.ndarray:
-    """Per name code, the first code with the same text: grouping by code then equals grouping
-    by text even where a name table holds a text twice."""
-    first: dict[str, int] = {}
-    return np.array([first.setdefault(n, i) for i, n in enumerate(names)], dtype=np.int64)
 
 
 def _first_ids(*keys: np.ndarray) -> np.ndarray:
@@ -102,7 +91,10 @@ def _grouped(
     names = frame.names
     if not len(launch):
         return []
-    by_text = _codes_by_text(names)
+    # Per name code, the first code with its text: grouping by code then groups by text even
+    # where a name table holds a text twice.
+    first_code: dict[str, int] = {}
+    by_text = np.array([first_code.setdefault(n, i) for i, n in enumerate(names)], dtype=np.int64)
     inst = _first_ids(frame.tid[op], frame.name[op], frame.ts[op])
     # Instances in first-launch order, each one's launches in launch order.
     first_at = np.full(int(inst.max()) + 1, len(inst), dtype=np.int64)

@@ -36,14 +36,6 @@ TOP_K = 5  # HTA's top_k default
 COLUMNS = ("rank", "pattern", "count", "GPU kernel duration (us)", "CPU op duration (us)")
 
 
-def _launched(frame: RankFrame) -> tuple[np.ndarray, np.ndarray]:
-    """(CPU rows that launched a GPU op, the GPU op's row), for each link."""
-    cpu = np.flatnonzero((frame.stream == -1) & (frame.index_correlation > 0))
-    gpu = frame.linked_rows(cpu)
-    keep = (gpu >= 0) & (frame.stream[np.maximum(gpu, 0)] != -1)
-    return cpu[keep], gpu[keep]
-
-
 def _nested_in_candidate(frame: RankFrame, rows: np.ndarray, hit: np.ndarray) -> np.ndarray:
     """Per row (CPU rows of one thread), whether a candidate row encloses it. In start order
     (longest first) a row's parent is the nearest earlier row that ends no earlier; parents, then
@@ -95,7 +87,10 @@ def frequent_kernel_sequences(
         return []
     cpu = np.flatnonzero(frame.stream == -1)
     hit = frame.names_matching(lambda name: operator_name in name)
-    launch_cpu, launch_gpu = _launched(frame)
+    launch_cpu = np.flatnonzero((frame.stream == -1) & (frame.index_correlation > 0))
+    launch_gpu = frame.linked_rows(launch_cpu)  # each CPU row that launched a GPU op, and its op
+    keep = (launch_gpu >= 0) & (frame.stream[np.maximum(launch_gpu, 0)] != -1)
+    launch_cpu, launch_gpu = launch_cpu[keep], launch_gpu[keep]
     thread = frame.pid.astype(np.int64) * (1 << 32) + frame.tid
     roots: list[tuple[int, np.ndarray]] = []  # (row, kernels)
     for key in np.unique(thread[cpu]).tolist():

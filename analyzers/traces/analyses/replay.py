@@ -132,12 +132,9 @@ class Replay:
         keep = (gpu_row >= 0) & gpu_ok[np.maximum(gpu_row, 0)]
         self.launch, self.gpu = launch[keep], gpu_row[keep]
         self.sync = np.flatnonzero(frame.name_in(SYNC_CALLS) & cpu)
-        self.launch_ts = frame.ts[self.launch]
-        self.launch_dur = frame.dur[self.launch]
-        self.sync_ts = frame.ts[self.sync]
-        self.sync_dur = frame.dur[self.sync]
-        self.gpu_dur = frame.dur[self.gpu]
-        self.gpu_stream = frame.stream[self.gpu]
+        self.launch_ts, self.launch_dur = frame.ts[self.launch], frame.dur[self.launch]
+        self.sync_ts, self.sync_dur = frame.ts[self.sync], frame.dur[self.sync]
+        self.gpu_dur, self.gpu_stream = frame.dur[self.gpu], frame.stream[self.gpu]
         self.gpu_pageable = frame.names_matching(is_pageable)[self.gpu]
         self.latency = self._latency()
         self._order_events()
@@ -222,9 +219,7 @@ class Replay:
 
     def gpu_busy_us(self, change: Change) -> float:
         """GPU time per step under `change` (sum of op durations; streams may overlap)."""
-        dur = self.gpu_dur
-        if change.gpu_factor is not None:
-            dur = dur * change.gpu_factor
+        dur = self.gpu_dur if change.gpu_factor is None else self.gpu_dur * change.gpu_factor
         return float(dur.sum()) / max(1, self.n_steps)
 
     def step_time(self, change: Change) -> float:

@@ -210,13 +210,6 @@ def _amp_kind(replay: Replay) -> np.ndarray:
     return np.where(computation, kind, _NOT_CHANGED)
 
 
-def _amp_gpu_factor(replay: Replay, o: TraceOptions, level: int) -> F64:
-    kind = replay.derived("amp_kind", lambda: _amp_kind(replay))
-    tc = 1.0 / _pick(level, o.amp_tensor_core_speedup, 4.0, 2.0)
-    mem = 1.0 / _pick(level, o.amp_memory_speedup, 2.0, 1.3)
-    return np.choose(kind, (1.0, tc, mem)).astype(np.float64)
-
-
 @scenario("amp", "mixed precision: GEMM/conv kernels off tensor cores 2-4x, memory-bound kernels "
           "1.3-2x, the rest unchanged, autocast's casts cost the CPU 0-15 %; on a CPU-only trace, "
           "matmul/conv ops 0.8-2x (bf16 autocast)")  # fmt: skip
@@ -225,7 +218,11 @@ def _amp(replay: Replay, o: TraceOptions, level: int) -> Change | None:
     if replay.has_gpu:
         if not gpu_of(replay.frame.device_properties).tensor_cores:
             return None  # before Volta no tensor core runs float16: nothing to move (hardware.py)
-        return Change(gpu_factor=_amp_gpu_factor(replay, o, level), cpu_scale=cpu_overhead)
+        tc = 1.0 / _pick(level, o.amp_tensor_core_speedup, 4.0, 2.0)
+        mem = 1.0 / _pick(level, o.amp_memory_speedup, 2.0, 1.3)
+        kind = replay.derived("amp_kind", lambda: _amp_kind(replay))
+        factor = np.choose(kind, (1.0, tc, mem)).astype(np.float64)
+        return Change(gpu_factor=factor, cpu_scale=cpu_overhead)
     s, e = _outermost(replay, CPU_AMP_OPS.match)
     speedup = _pick(level, o.amp_cpu_speedup, 2.0, 0.8)
     return Change(cpu_warp=(s, e, np.full(len(s), 1.0 / speedup))) if len(s) else None

@@ -58,13 +58,6 @@ def uses_tensor_cores(name: str) -> bool:
     return any(p in name for p in TC_KERNEL_PATTERNS)
 
 
-def eligible_kernels(frame: RankFrame) -> np.ndarray:
-    """Compute kernels launched by a tensor-core-eligible operator (by External id)."""
-    ids = frame.external_id[frame.cat_in(CPU_OP_CATS) & frame.name_in(TC_OPS)]
-    launched = np.isin(frame.external_id, ids[ids >= 0])
-    return frame.of_class(KernelClass.COMPUTATION) & launched
-
-
 def _on_tensor_cores(frame: RankFrame, kernels: np.ndarray) -> np.ndarray:
     """The rows of `kernels` whose name holds a tensor-core pattern. Only the kernels' names are
     tested, once each: a trace has far more names of CPU ops."""
@@ -91,7 +84,9 @@ def tensor_cores(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
     for frame in trace.frames():
         compute = frame.of_class(KernelClass.COMPUTATION)
         tc = _on_tensor_cores(frame, compute)
-        eligible = eligible_kernels(frame) | tc
+        # eligible: launched by a tensor-core-eligible operator (by External id), or on them
+        ids = frame.external_id[frame.cat_in(CPU_OP_CATS) & frame.name_in(TC_OPS)]
+        eligible = (compute & np.isin(frame.external_id, ids[ids >= 0])) | tc
         compute_us = float(frame.dur[compute].sum())
         eligible_us = float(frame.dur[eligible].sum())
         tc_us = float(frame.dur[tc].sum())
