@@ -54,10 +54,8 @@ def idle_time(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
             runtime = ts_runtime[sel][order]
             prev_end = np.concatenate([[np.nan], end[:-1]])
             gap = ts - prev_end
-            category = np.full(len(ts), 2)
-            host = runtime > prev_end
-            category[host] = 0
-            category[~host & (gap < options.consecutive_kernel_delay_us)] = 1
+            short = gap < options.consecutive_kernel_delay_us
+            category = np.where(runtime > prev_end, 0, np.where(short, 1, 2))
             present = sorted(set(category.tolist()))
             sums = {c: float(np.nansum(gap[category == c])) for c in present}
             total = sum(sums.values())

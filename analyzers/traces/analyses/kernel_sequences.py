@@ -13,10 +13,9 @@ min_pattern_len=3)`, `hta/analyzers/cuda_kernel_analysis.py`):
 3. Per pattern: count, total GPU duration of its kernels, total CPU duration of its roots; sorted
    by count (descending), then pattern.
 
-The report runs it with `operator_name = "aten::"` (the outermost ATen ops) and shows the top 5
-patterns (HTA's `top_k`). HTA 0.5.0 also writes an overlaid trace file (an analysis never does
-I/O), and raises on every shared real trace but the MI250 one (empty table) while building its
-call stacks; its goldens (`kernel_sequences.json`) record the errors.
+The report runs it with `operator_name = "aten::"` and shows the top 5 patterns (HTA's `top_k`).
+HTA 0.5.0 raises on every shared real trace but the MI250 one (empty table) while building its
+call stacks (its goldens, `kernel_sequences.json`, record the errors).
 """
 
 from __future__ import annotations

@@ -27,8 +27,7 @@ def user_annotation(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
     rows = []
     for frame in frames:
         sel = np.flatnonzero(frame.cat == frame.sym("gpu_user_annotation"))
-        names = [frame.names[i] for i in frame.name[sel].tolist()]
-        found = aggregate_by_name(names, frame.dur[sel], 1000, options.duration_ratio)
+        found = aggregate_by_name(frame, sel, 1000, options.duration_ratio)
         rows += [(*row, frame.rank) for row in found]
     rows.sort(key=lambda r: (r[6], r[0]))
     return AnalysisResult.of_table(
