@@ -93,9 +93,7 @@ def counter_events(frame: RankFrame, origin_us: float) -> list[dict[str, Any]]:
           "generate_trace_with_counters", "the tracks are summarised here; "
           "`fleetscope trace counters` writes the trace")  # fmt: skip
 def counters(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
-    rows = []
-    for frame in trace.frames():
-        rows += [(frame.rank, *track) for track in counter_tracks(frame)]
+    rows = [(frame.rank, *track) for frame in trace.frames() for track in counter_tracks(frame)]
     columns = ("rank", "counter", "series", "events", "peak")
     return AnalysisResult.of_table("counters", "counter_tracks", columns, rows)
 

@@ -107,8 +107,7 @@ def _window(frame: RankFrame, native: bool) -> tuple[float, float] | None:
 def critical_path_of(frame: RankFrame, native: bool) -> CriticalPath | None:
     """The rank's critical path over its default window, None without one; once per frame and
     mode (the report's analysis and the what-if both ask)."""
-    memo: dict[bool, CriticalPath | Exception | None]
-    memo = frame.memo.setdefault("critical_path", {})
+    memo: dict[bool, CriticalPath | Exception | None] = frame.memo.setdefault("critical_path", {})
     if native not in memo:
         try:
             memo[native] = _critical_path(frame, native)
@@ -127,8 +126,7 @@ def _critical_path(frame: RankFrame, native: bool) -> CriticalPath | None:
     rows = kept_rows(frame, *window)
     graph = Graph(frame, rows, native)
     cpu = rows[frame.stream[rows] == -1]
-    threads = np.lexsort((frame.tid[cpu], frame.pid[cpu]))
-    cpu = cpu[threads]
+    cpu = cpu[np.lexsort((frame.tid[cpu], frame.pid[cpu]))]  # by thread
     key = frame.pid[cpu].astype(np.int64) * (1 << 32) + frame.tid[cpu]
     for part in np.split(cpu, np.flatnonzero(np.diff(key)) + 1):
         if len(part):
@@ -147,8 +145,7 @@ def _critical_path(frame: RankFrame, native: bool) -> CriticalPath | None:
         "gpu_communication_bound": frame.kernel_class[at] == int(KernelClass.COMMUNICATION),
     }
     choices = [_LABELS.index(label) for label in first_that_holds]
-    default = _LABELS.index("gpu_compute_bound")
-    label = np.select(list(first_that_holds.values()), choices, default)
+    label = np.select(list(first_that_holds.values()), choices, _LABELS.index("gpu_compute_bound"))
     length = float(np.where(weights <= -1, 0.0, weights).sum())
     begin, end = graph.node_ts[graph.src[path]], graph.node_ts[graph.dst[path]]
     nodes, edges = len(graph.node_ts), len(graph.src)
