@@ -53,6 +53,19 @@ def enclosing_ops(
     return np.where(np.isnan(end), -1, found)
 
 
+def _first_ids(*keys: np.ndarray) -> np.ndarray:
+    """Per row, the number of its distinct `keys` tuple (rows equal in every key share one)."""
+    order = np.lexsort(keys[::-1])
+    new = np.zeros(len(order), dtype=bool)  # where a distinct tuple begins, in sorted order
+    new[0] = True
+    for k in keys:
+        sk = k[order]
+        new[1:] |= sk[1:] != sk[:-1]
+    ids = np.empty(len(order), dtype=np.int64)
+    ids[order] = np.cumsum(new) - 1
+    return ids
+
+
 def op_kernel_rows(frame: RankFrame) -> list[tuple[str, str, int, float, float]]:
     """(op name, kernel sequence, count, mean op->launch delay, mean launch->kernel delay)."""
     ops = np.flatnonzero(frame.names_matching(_is_aten))
@@ -67,30 +80,11 @@ def op_kernel_rows(frame: RankFrame) -> list[tuple[str, str, int, float, float]]
     at = enclosing_ops(op_ts, op_end, frame.ts[linked], frame.end[linked])
     launch = linked[at >= 0]
     op, kernel = ops[at[at >= 0]], gpu_of[launch]
-    return _grouped(frame, op, launch, kernel)
-
-
-def _first_ids(*keys: np.ndarray) -> np.ndarray:
-    """Per row, the number of its distinct `keys` tuple (rows equal in every key share one)."""
-    order = np.lexsort(keys[::-1])
-    new = np.zeros(len(order), dtype=bool)  # where a distinct tuple begins, in sorted order
-    new[0] = True
-    for k in keys:
-        sk = k[order]
-        new[1:] |= sk[1:] != sk[:-1]
-    ids = np.empty(len(order), dtype=np.int64)
-    ids[order] = np.cumsum(new) - 1
-    return ids
-
-
-def _grouped(
-    frame: RankFrame, op: np.ndarray, launch: np.ndarray, kernel: np.ndarray
-) -> list[tuple[str, str, int, float, float]]:
-    """Steps 3-4 in arrays: launches (in launch order) into op instances (thread, name, start),
-    instances into (op name, kernel sequence) groups; each distinct sequence's text joined once."""
-    names = frame.names
     if not len(launch):
         return []
+    # Steps 3-4 in arrays: launches (in launch order) into op instances (thread, name, start),
+    # instances into (op name, kernel sequence) groups; each distinct sequence's text joined once.
+    names = frame.names
     # Per name code, the first code with its text: grouping by code then groups by text even
     # where a name table holds a text twice.
     first_code: dict[str, int] = {}
@@ -126,15 +120,10 @@ def _grouped(
     members = np.argsort(group, kind="stable")  # each group's instances in instance order
     cut = np.flatnonzero(np.diff(group[members])) + 1
     out = [
-        (
-            names[int(op_name[m[0]])],
-            texts[int(seq[m[0]])],
-            len(m),
-            hta_round(float(np.mean(a[m])), 3),
-            hta_round(float(np.mean(b[m])), 3),
-        )
+        (names[int(op_name[m[0]])], texts[int(seq[m[0]])], len(m),
+         hta_round(float(np.mean(a[m])), 3), hta_round(float(np.mean(b[m])), 3))
         for m in np.split(members, cut)
-    ]
+    ]  # fmt: skip
     out.sort(key=lambda r: (-r[2], r[0], r[1]))
     return out
 
