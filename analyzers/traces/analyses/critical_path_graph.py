@@ -65,14 +65,12 @@ def _queue_changes(frame: RankFrame) -> tuple[np.ndarray, np.ndarray]:
 
 
 def kept_rows(frame: RankFrame, start: float, end: float) -> np.ndarray:
-    cpu = frame.stream == -1
-    in_window = cpu & (frame.ts >= start) & (frame.ts <= end) & (frame.dur > 0)
+    in_window = (frame.stream == -1) & (frame.ts >= start) & (frame.ts <= end) & (frame.dur > 0)
     keep = in_window.copy()
     gpu_rows = frame.linked_rows(np.flatnonzero(in_window & (frame.index_correlation >= 0)))
     gpu_rows = gpu_rows[gpu_rows >= 0]
     keep[gpu_rows[frame.stream[gpu_rows] != -1]] = True
-    wait = frame.sym("Stream Wait Event")
-    keep |= (frame.stream != -1) & (frame.name == wait)
+    keep |= (frame.stream != -1) & (frame.name == frame.sym("Stream Wait Event"))
     rows = np.flatnonzero(keep)
     return rows[np.argsort(frame.index[rows], kind="stable")]
 

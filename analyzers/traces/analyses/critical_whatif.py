@@ -45,10 +45,9 @@ def saving_bound_us(path: CriticalPath, replay: Replay, change: Change) -> float
         factor = np.where(slot >= 0, change.gpu_factor[np.maximum(slot, 0)], 1.0)
         gpu = (path.kinds == OPERATOR) & ~on_cpu & (path.rows >= 0)
         reduction += np.where(gpu, w * (1.0 - factor), 0.0)
-    launch = path.kinds == LAUNCH
     if change.latency_cap_us != math.inf:
         over = np.maximum(0.0, w - change.latency_cap_us)
-        gaps = launch | (path.kinds == KERNEL_KERNEL)
+        gaps = (path.kinds == LAUNCH) | (path.kinds == KERNEL_KERNEL)
         reduction = np.where(gaps, np.maximum(reduction, over), reduction)
     return float(reduction.sum()) / replay.n_steps
 
