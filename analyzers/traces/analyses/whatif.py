@@ -17,6 +17,7 @@ compares read the same steps, so their sampling error cancels.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import statistics
 
@@ -29,7 +30,7 @@ from analyzers.traces.analyses.critical_path import (
 from analyzers.traces.analyses.critical_whatif import saving_bound_us
 from analyzers.traces.analyses.replay import Change, Replay
 from analyzers.traces.analyses.scenarios import EXPECTED, OPTIMISTIC, PESSIMISTIC, SCENARIOS
-from analyzers.traces.frame import RankFrame, TraceSet
+from analyzers.traces.frame import TraceSet
 
 PLUGIN_ORDER = 170  # its place in the trace report (fleetscope.plugins)
 SAMPLING_SPREAD = 2.0  # standard errors of the mean step each end of the interval moves out
@@ -54,13 +55,6 @@ def _job_gpus(trace: TraceSet, options: TraceOptions) -> int:
         if isinstance(info, dict) and isinstance(info.get("world_size"), int):
             return max(1, int(info["world_size"]))
     return max(1, len(trace.ranks))
-
-
-def _critical_path(frame: RankFrame) -> CriticalPath | None:
-    try:
-        return critical_path_of(frame, native=True)
-    except CriticalPathError:
-        return None
 
 
 def _step_us(replay: Replay, path: CriticalPath | None, change: Change) -> float:
@@ -97,7 +91,9 @@ def whatif(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
         base = replay.step_time(Change())
         base_gpu = replay.gpu_busy_us(Change())
         values: dict[str, float] = {"baseline_step_us": base}
-        path = _critical_path(frame)
+        path = None  # without a critical path (HTA would raise), the replay's estimate alone
+        with contextlib.suppress(CriticalPathError):
+            path = critical_path_of(frame, native=True)
         spread = SAMPLING_SPREAD * _relative_standard_error(replay)
         for name, spec in SCENARIOS.items():
             expected = spec.fn(replay, options, EXPECTED)
