@@ -164,11 +164,8 @@ def t8_dataloader(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> 
         return
     critical = share >= o.dataloader_share_critical
     hours, method = _whatif(r, frame.rank, "no_dataloader_wait")
-    steps = [
-        {"step": s[1], "share": s[4]}
-        for s in r["dataloader"].table("dataloader_share").rows
-        if s[0] == frame.rank
-    ]
+    rows = r["dataloader"].table("dataloader_share").rows
+    steps = [{"step": s[1], "share": s[4]} for s in rows if s[0] == frame.rank]
     yield emit(
         "T8", Severity.CRITICAL if critical else Severity.WARN,
         f"data-loader bound: {share:.0%} of step time waiting for the next batch",
@@ -255,8 +252,7 @@ def t11_memory(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Ite
 
 
 def t12_parallel(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterator[Finding]:
-    names = set(frame.names)
-    if any(n.startswith("DataParallel.forward") for n in names):
+    if any(n.startswith("DataParallel.forward") for n in frame.names):
         yield emit(
             "T12", Severity.WARN, "torch.nn.DataParallel in use",
             "use DistributedDataParallel (one process per GPU): DataParallel replicates the model "

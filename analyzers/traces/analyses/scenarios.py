@@ -205,9 +205,8 @@ def _amp_kind(replay: Replay) -> np.ndarray:
     for code in set(codes.tolist()):
         if not on_tensor_cores[code]:
             kind_of[code] = _kernel_kind(frame.names[code])
-    kind = kind_of[codes]
     computation = frame.kernel_class[replay.gpu] == KernelClass.COMPUTATION
-    return np.where(computation, kind, _NOT_CHANGED)
+    return np.where(computation, kind_of[codes], _NOT_CHANGED)
 
 
 @scenario("amp", "mixed precision: GEMM/conv kernels off tensor cores 2-4x, memory-bound kernels "
