@@ -14,10 +14,19 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
 __all__ = [
-    "DESCRIBE_KEYS", "describe", "group_std", "hta_round", "intersection_length",
-    "join_rows", "last_not_below", "time_lexsort", "union_intervals", "union_length",
-    "unstable_argsort", "window_intersections",
-]  # fmt: skip
+    "DESCRIBE_KEYS",
+    "describe",
+    "group_std",
+    "hta_round",
+    "intersection_length",
+    "join_rows",
+    "last_not_below",
+    "time_lexsort",
+    "union_intervals",
+    "union_length",
+    "unstable_argsort",
+    "window_intersections",
+]
 
 F64: TypeAlias = "npt.NDArray[np.float64]"
 DESCRIBE_KEYS = ("count", "mean", "std", "min", "25%", "50%", "75%", "max")

@@ -33,9 +33,13 @@ __all__ = ["aten_op_kernels", "enclosing_ops"]
 PLUGIN_ORDER = 177  # after the kernel sequences
 _LAUNCH = re.compile(r"(cuda.*LaunchKernel)|(cuLaunchKernel)|(^runFunction)")
 COLUMNS = (
-    "rank", "aten_op_name", "kernel_sequence", "occurrence_count", "avg_aten_op_launch_delay",
+    "rank",
+    "aten_op_name",
+    "kernel_sequence",
+    "occurrence_count",
+    "avg_aten_op_launch_delay",
     "avg_runtime_delay",
-)  # fmt: skip
+)
 
 
 def _is_aten(name: str) -> bool:
@@ -120,16 +124,25 @@ def op_kernel_rows(frame: RankFrame) -> list[tuple[str, str, int, float, float]]
     members = np.argsort(group, kind="stable")  # each group's instances in instance order
     cut = np.flatnonzero(np.diff(group[members])) + 1
     out = [
-        (names[int(op_name[m[0]])], texts[int(seq[m[0]])], len(m),
-         hta_round(float(np.mean(a[m])), 3), hta_round(float(np.mean(b[m])), 3))
+        (
+            names[int(op_name[m[0]])],
+            texts[int(seq[m[0]])],
+            len(m),
+            hta_round(float(np.mean(a[m])), 3),
+            hta_round(float(np.mean(b[m])), 3),
+        )
         for m in np.split(members, cut)
-    ]  # fmt: skip
+    ]
     out.sort(key=lambda r: (-r[2], r[0], r[1]))
     return out
 
 
-@analysis("aten_op_kernels", "ATen op kernels and launch delays", "get_aten_op_kernels_and_delay",
-          "every rank (HTA: rank 0); HIP traces give a note (HTA raises)")  # fmt: skip
+@analysis(
+    "aten_op_kernels",
+    "ATen op kernels and launch delays",
+    "get_aten_op_kernels_and_delay",
+    "every rank (HTA: rank 0); HIP traces give a note (HTA raises)",
+)
 def aten_op_kernels(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
     rows = []
     notes = []

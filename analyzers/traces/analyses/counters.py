@@ -89,9 +89,12 @@ def counter_events(frame: RankFrame, origin_us: float) -> list[dict[str, Any]]:
     return events
 
 
-@analysis("counters", "Counter tracks (queue length, copy bandwidth)",
-          "generate_trace_with_counters", "the tracks are summarised here; "
-          "`fleetscope trace counters` writes the trace")  # fmt: skip
+@analysis(
+    "counters",
+    "Counter tracks (queue length, copy bandwidth)",
+    "generate_trace_with_counters",
+    "the tracks are summarised here; `fleetscope trace counters` writes the trace",
+)
 def counters(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
     rows = [(frame.rank, *track) for frame in trace.frames() for track in counter_tracks(frame)]
     columns = ("rank", "counter", "series", "events", "peak")

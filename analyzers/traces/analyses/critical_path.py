@@ -61,9 +61,12 @@ __all__ = ["CriticalPath", "CriticalPathError", "critical_path_of"]
 
 PLUGIN_ORDER = 165  # before the what-if, which reads it
 BOUND_BY = (
-    "cpu_bound", "gpu_compute_bound", "gpu_communication_bound", "gpu_kernel_kernel_overhead",
+    "cpu_bound",
+    "gpu_compute_bound",
+    "gpu_communication_bound",
+    "gpu_kernel_kernel_overhead",
     "gpu_kernel_launch_overhead",
-)  # fmt: skip
+)
 _LABELS = (*BOUND_BY, "")  # "": an edge that carries no time
 _ANNOTATION = "ProfilerStep"
 SUMMARY_COLUMNS = ("rank", "bound_by", "duration_us", "share_pct")
@@ -168,8 +171,12 @@ def _top_events(frame: RankFrame, path: CriticalPath, top: int) -> list[tuple[st
     ]
 
 
-@analysis("critical_path", "Critical path", "critical_path_analysis",
-          "every ProfilerStep (HTA: one); 2021-format traces (HTA raises on them)")  # fmt: skip
+@analysis(
+    "critical_path",
+    "Critical path",
+    "critical_path_analysis",
+    "every ProfilerStep (HTA: one); 2021-format traces (HTA raises on them)",
+)
 def critical_path(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
     native = trace.mode is Mode.NATIVE
     rows: list[tuple[object, ...]] = []

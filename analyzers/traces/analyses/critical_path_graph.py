@@ -20,16 +20,28 @@ from analyzers.traces.frame import I64, Mask, RankFrame
 from analyzers.traces.stats import time_lexsort
 
 __all__ = [
-    "DEPENDENCY", "KERNEL_KERNEL", "LAUNCH", "OPERATOR", "SYNC", "CriticalPathError", "Graph",
-]  # fmt: skip
+    "DEPENDENCY",
+    "KERNEL_KERNEL",
+    "LAUNCH",
+    "OPERATOR",
+    "SYNC",
+    "CriticalPathError",
+    "Graph",
+]
 
 OPERATOR, DEPENDENCY, LAUNCH, KERNEL_KERNEL, SYNC = 0, 1, 2, 3, 4
 HTA_NODE_CATS = frozenset({"cpu_op", "cuda_runtime", "cuda_driver"})
 NATIVE_NODE_CATS = HTA_NODE_CATS | {"Operator", "Runtime", "Driver"}
-BLOCKING_SYNC_CALLS = frozenset({
-    "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventQuery", "cudaEventSynchronize",
-    "cudaMemcpy", "cudaMemcpyAsync",
-})  # fmt: skip
+BLOCKING_SYNC_CALLS = frozenset(
+    {
+        "cudaDeviceSynchronize",
+        "cudaStreamSynchronize",
+        "cudaEventQuery",
+        "cudaEventSynchronize",
+        "cudaMemcpy",
+        "cudaMemcpyAsync",
+    }
+)
 
 
 class CriticalPathError(Exception):

@@ -24,8 +24,12 @@ PROFILER_CAT = "cuda_profiler_range"
 _LAUNCH = re.compile(r"cudaLaunchKernel")
 
 
-@analysis("cupti_counters", "CUPTI hardware counters", "get_cupti_counter_data_with_operators",
-          "says when a trace has no counters; counter values are not loaded")  # fmt: skip
+@analysis(
+    "cupti_counters",
+    "CUPTI hardware counters",
+    "get_cupti_counter_data_with_operators",
+    "says when a trace has no counters; counter values are not loaded",
+)
 def cupti_counters(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
     rows = []
     notes = []

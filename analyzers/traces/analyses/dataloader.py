@@ -24,8 +24,12 @@ def is_dataloader(name: str) -> bool:
     return name.startswith("enumerate(DataLoader)")
 
 
-@analysis("dataloader", "Data-loader share of each step", None,
-          "HTA has none (its critical path can only mark data-load events)")  # fmt: skip
+@analysis(
+    "dataloader",
+    "Data-loader share of each step",
+    None,
+    "HTA has none (its critical path can only mark data-load events)",
+)
 def dataloader(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
     rows = []
     per_rank: dict[int, dict[str, float]] = {}

@@ -27,9 +27,12 @@ COLUMNS = ("rank", "stream", "idle_category", "idle_time", "idle_time_ratio")
 STATS_COLUMNS = ("idle_category", "rank", "stream", *DESCRIBE_KEYS)
 
 
-@analysis("idle_time", "Idle time per stream by cause (host wait / kernel wait / other)",
-          "get_idle_time_breakdown",
-          "exact timestamps; launches linked through runtime/driver calls only")  # fmt: skip
+@analysis(
+    "idle_time",
+    "Idle time per stream by cause (host wait / kernel wait / other)",
+    "get_idle_time_breakdown",
+    "exact timestamps; launches linked through runtime/driver calls only",
+)
 def idle_time(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
     rows: list[tuple[object, ...]] = []
     stats_rows: list[tuple[object, ...]] = []

@@ -31,8 +31,15 @@ PLUGIN_ORDER = 30  # its place in the trace report (fleetscope.plugins)
 TYPES = (KernelClass.COMPUTATION, KernelClass.COMMUNICATION, KernelClass.MEMORY)
 TYPE_COLUMNS = ("kernel_type", "sum", "percentage")
 KERNEL_COLUMNS = (
-    "name", "sum (us)", "max (us)", "min (us)", "stddev", "mean (us)", "kernel_type", "rank",
-)  # fmt: skip
+    "name",
+    "sum (us)",
+    "max (us)",
+    "min (us)",
+    "stddev",
+    "mean (us)",
+    "kernel_type",
+    "rank",
+)
 
 
 def overlap_label_sums(frame: RankFrame) -> dict[str, float]:
@@ -101,10 +108,12 @@ def _name_stats(
     return out
 
 
-@analysis("kernel_breakdown",
-          "GPU kernel breakdown by class, with overlaps, and top kernels per class",
-          "get_gpu_kernel_breakdown",
-          "custom collectives (DeepEP, NVSHMEM, all-to-all) counted as communication")  # fmt: skip
+@analysis(
+    "kernel_breakdown",
+    "GPU kernel breakdown by class, with overlaps, and top kernels per class",
+    "get_gpu_kernel_breakdown",
+    "custom collectives (DeepEP, NVSHMEM, all-to-all) counted as communication",
+)
 def kernel_breakdown(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
     label_sums: dict[str, float] = defaultdict(float)
     kernel_rows: list[tuple[Any, ...]] = []

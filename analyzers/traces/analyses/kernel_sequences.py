@@ -116,9 +116,12 @@ def frequent_kernel_sequences(
     return [(p, int(v[0]), v[1], v[2]) for p, v in ordered]
 
 
-@analysis("kernel_sequences", "Frequent kernel sequences of the outermost ATen ops",
-          "get_frequent_cuda_kernel_sequences", "answers where HTA 0.5.0 raises "
-          "(its call stacks fail on every shared real trace)")  # fmt: skip
+@analysis(
+    "kernel_sequences",
+    "Frequent kernel sequences of the outermost ATen ops",
+    "get_frequent_cuda_kernel_sequences",
+    "answers where HTA 0.5.0 raises (its call stacks fail on every shared real trace)",
+)
 def kernel_sequences(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
     rows = []
     per_rank: dict[int, dict[str, float]] = {}

@@ -20,23 +20,44 @@ from analyzers.traces.frame import Mode, TraceSet
 from analyzers.traces.stats import describe, join_rows
 
 PLUGIN_ORDER = 50  # its place in the trace report (fleetscope.plugins)
-HTA_LAUNCHES = frozenset({
-    "cudaLaunchKernel", "cudaLaunchKernelExC",
-    "runFunction - job_prep_and_submit_for_execution", "cudaMemcpyAsync", "cudaMemsetAsync",
-})  # fmt: skip
+HTA_LAUNCHES = frozenset(
+    {
+        "cudaLaunchKernel",
+        "cudaLaunchKernelExC",
+        "runFunction - job_prep_and_submit_for_execution",
+        "cudaMemcpyAsync",
+        "cudaMemsetAsync",
+    }
+)
 NATIVE_LAUNCHES = HTA_LAUNCHES | {
-    "cuLaunchKernel", "cuLaunchKernelEx", "hipLaunchKernel", "hipExtModuleLaunchKernel",
-    "hipModuleLaunchKernel", "hipMemcpyAsync", "hipMemsetAsync", "hipMemcpyWithStream",
-}  # fmt: skip
+    "cuLaunchKernel",
+    "cuLaunchKernelEx",
+    "hipLaunchKernel",
+    "hipExtModuleLaunchKernel",
+    "hipModuleLaunchKernel",
+    "hipMemcpyAsync",
+    "hipMemsetAsync",
+    "hipMemcpyWithStream",
+}
 COLUMNS = ("correlation", "cpu_duration", "gpu_duration", "launch_delay")
 KEYS = (
-    "launches", "cpu_over_cutoff", "delay_over_cutoff", "gpu_shorter_than_cpu", "cpu_launch_us",
-    "gpu_us", "median_cpu_us", "median_delay_us",
-)  # fmt: skip
+    "launches",
+    "cpu_over_cutoff",
+    "delay_over_cutoff",
+    "gpu_shorter_than_cpu",
+    "cpu_launch_us",
+    "gpu_us",
+    "median_cpu_us",
+    "median_delay_us",
+)
 
 
-@analysis("launch_stats", "Kernel launch statistics", "get_cuda_kernel_launch_stats",
-          "driver (cuLaunchKernel*) and HIP launches included")  # fmt: skip
+@analysis(
+    "launch_stats",
+    "Kernel launch statistics",
+    "get_cuda_kernel_launch_stats",
+    "driver (cuLaunchKernel*) and HIP launches included",
+)
 def launch_stats(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
     launches = HTA_LAUNCHES if trace.mode is Mode.HTA else NATIVE_LAUNCHES
     tables = []

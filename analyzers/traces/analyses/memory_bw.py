@@ -31,9 +31,12 @@ def memory_kind(name: str) -> str:
     return name[:11]
 
 
-@analysis("memory_bw", "Memory copy/set bandwidth", "get_memory_bw_summary",
-          "bytes, busy time and effective bandwidth per kind instead of count-weighted "
-          "change points")  # fmt: skip
+@analysis(
+    "memory_bw",
+    "Memory copy/set bandwidth",
+    "get_memory_bw_summary",
+    "bytes, busy time and effective bandwidth per kind instead of count-weighted change points",
+)
 def memory_bw(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
     native = trace.mode is Mode.NATIVE
     rows = []

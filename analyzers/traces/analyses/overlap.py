@@ -19,8 +19,12 @@ from analyzers.traces.stats import hta_round, intersection_length, union_interva
 PLUGIN_ORDER = 40  # its place in the trace report (fleetscope.plugins)
 
 
-@analysis("comm_comp_overlap", "Communication/computation overlap", "get_comm_comp_overlap",
-          "custom collectives counted as communication")  # fmt: skip
+@analysis(
+    "comm_comp_overlap",
+    "Communication/computation overlap",
+    "get_comm_comp_overlap",
+    "custom collectives counted as communication",
+)
 def comm_comp_overlap(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
     rows = []
     per_rank: dict[int, dict[str, float]] = {}

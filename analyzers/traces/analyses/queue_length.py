@@ -28,8 +28,11 @@ from analyzers.traces.stats import DESCRIBE_KEYS, describe, join_rows, unstable_
 PLUGIN_ORDER = 60  # its place in the trace report (fleetscope.plugins)
 RUNTIME_LAUNCHES = NATIVE_LAUNCHES - {"cuLaunchKernelEx", "hipModuleLaunchKernel"}
 BLOCKED_COLUMNS = (
-    "rank", "stream", "duration_at_max_queue_length", "relative_duration_at_max_queue_length",
-)  # fmt: skip
+    "rank",
+    "stream",
+    "duration_at_max_queue_length",
+    "relative_duration_at_max_queue_length",
+)
 
 
 def launch_changes(frame: RankFrame) -> tuple[I64, I64, list[int]]:
@@ -74,9 +77,12 @@ def queue_series(frame: RankFrame, launches: frozenset[str]) -> dict[int, tuple[
     return out
 
 
-@analysis("queue_length", "Launch queue length per stream",
-          "get_queue_length_summary / get_time_spent_blocked_on_full_queue",
-          "time-weighted mean; blocked time for every stream")  # fmt: skip
+@analysis(
+    "queue_length",
+    "Launch queue length per stream",
+    "get_queue_length_summary / get_time_spent_blocked_on_full_queue",
+    "time-weighted mean; blocked time for every stream",
+)
 def queue_length(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
     native = trace.mode is Mode.NATIVE
     launches = NATIVE_LAUNCHES if native else RUNTIME_LAUNCHES

@@ -269,9 +269,12 @@ def _cuda_graphs(replay: Replay, o: TraceOptions, level: int) -> Change | None:
     return Change(cpu_warp=(s, e, np.full(len(s), cpu_f)), latency_cap_us=cap)
 
 
-@scenario("comm_bandwidth", "collective kernels on TraceOptions.comm_bandwidth_ratio x the "
-          "bandwidth: 1/R of their time, up to a 20 % latency-bound part that does not "
-          "scale")  # fmt: skip
+@scenario(
+    "comm_bandwidth",
+    "collective kernels on TraceOptions.comm_bandwidth_ratio x the "
+    "bandwidth: 1/R of their time, up to a 20 % latency-bound part that does not "
+    "scale",
+)
 def _comm_bandwidth(replay: Replay, o: TraceOptions, level: int) -> Change | None:
     cls = replay.frame.kernel_class[replay.gpu]
     comm = cls == KernelClass.COMMUNICATION

@@ -106,8 +106,12 @@ def straggler_counts(picked: list[tuple[int, int, float]], k: int = CANDIDATES) 
     return counts
 
 
-@analysis("stragglers", "Potential stragglers", "get_potential_stragglers",
-          "non-NCCL collectives (RCCL, HCCL, DeepEP) count as communication")  # fmt: skip
+@analysis(
+    "stragglers",
+    "Potential stragglers",
+    "get_potential_stragglers",
+    "non-NCCL collectives (RCCL, HCCL, DeepEP) count as communication",
+)
 def stragglers(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
     picked, why = _candidates(trace, trace.mode is Mode.NATIVE)
     if not picked:

@@ -20,16 +20,33 @@ from analyzers.traces.analyses.steps import profiler_steps
 from analyzers.traces.frame import TraceSet
 
 PLUGIN_ORDER = 110  # its place in the trace report (fleetscope.plugins)
-SYNC_CALLS = frozenset({
-    "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "cudaMemcpy",
-    "cudaMemset", "cuCtxSynchronize", "cuStreamSynchronize", "cuEventSynchronize",
-    "hipDeviceSynchronize", "hipStreamSynchronize", "hipEventSynchronize", "hipMemcpy",
-})  # fmt: skip
+SYNC_CALLS = frozenset(
+    {
+        "cudaDeviceSynchronize",
+        "cudaStreamSynchronize",
+        "cudaEventSynchronize",
+        "cudaMemcpy",
+        "cudaMemset",
+        "cuCtxSynchronize",
+        "cuStreamSynchronize",
+        "cuEventSynchronize",
+        "hipDeviceSynchronize",
+        "hipStreamSynchronize",
+        "hipEventSynchronize",
+        "hipMemcpy",
+    }
+)
 SYNC_CAUSES = frozenset({"aten::item", "aten::_local_scalar_dense", "aten::nonzero"})
 COLUMNS = (
-    "rank", "name", "kind", "calls", "calls_in_steps", "time_in_steps_us", "longest_us",
+    "rank",
+    "name",
+    "kind",
+    "calls",
+    "calls_in_steps",
+    "time_in_steps_us",
+    "longest_us",
     "share_of_steps",
-)  # fmt: skip
+)
 
 
 @analysis("sync", "Synchronization calls", None, "HTA has none outside critical-path analysis")

@@ -19,13 +19,23 @@ from analyzers.traces.stats import hta_round, union_length
 
 PLUGIN_ORDER = 10  # its place in the trace report (fleetscope.plugins)
 COLUMNS = (
-    "rank", "idle_time(us)", "compute_time(us)", "non_compute_time(us)", "kernel_time(us)",
-    "idle_time_pctg", "compute_time_pctg", "non_compute_time_pctg",
-)  # fmt: skip
+    "rank",
+    "idle_time(us)",
+    "compute_time(us)",
+    "non_compute_time(us)",
+    "kernel_time(us)",
+    "idle_time_pctg",
+    "compute_time_pctg",
+    "non_compute_time_pctg",
+)
 
 
-@analysis("temporal_breakdown", "Temporal breakdown (GPU busy span)", "get_temporal_breakdown",
-          "exact timestamps, all steps; CPU-only ranks reported instead of raising")  # fmt: skip
+@analysis(
+    "temporal_breakdown",
+    "Temporal breakdown (GPU busy span)",
+    "get_temporal_breakdown",
+    "exact timestamps, all steps; CPU-only ranks reported instead of raising",
+)
 def temporal_breakdown(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
     rows = []
     per_rank: dict[int, dict[str, float]] = {}

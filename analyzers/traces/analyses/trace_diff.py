@@ -34,13 +34,24 @@ from analyzers.traces.frame import RankFrame, TraceSet
 from fleetscope.errors import TraceError
 
 __all__ = [
-    "COLUMNS", "compare_traces", "first_iteration", "ops_diff", "row_iterations", "step_number",
-]  # fmt: skip
+    "COLUMNS",
+    "compare_traces",
+    "first_iteration",
+    "ops_diff",
+    "row_iterations",
+    "step_number",
+]
 
 COLUMNS = (
-    "name", "control_counts", "control_total_duration", "test_counts", "test_total_duration",
-    "diff_counts", "diff_duration", "counts_change_categories",
-)  # fmt: skip
+    "name",
+    "control_counts",
+    "control_total_duration",
+    "test_counts",
+    "test_total_duration",
+    "diff_counts",
+    "diff_duration",
+    "counts_change_categories",
+)
 # HTA's five kinds of change (step 4), on a name's (control count, test count, their difference).
 CHANGES: dict[str, Callable[[int, int, int], bool]] = {
     "added": lambda ca, cb, diff: ca == 0 and cb > 0,

@@ -18,8 +18,12 @@ PLUGIN_ORDER = 80  # its place in the trace report (fleetscope.plugins)
 COLUMNS = ("name", "sum (us)", "max (us)", "min (us)", "stddev", "mean (us)", "rank")
 
 
-@analysis("user_annotation", "GPU time per user annotation", "get_gpu_user_annotation_breakdown",
-          "exact durations")  # fmt: skip
+@analysis(
+    "user_annotation",
+    "GPU time per user annotation",
+    "get_gpu_user_annotation_breakdown",
+    "exact durations",
+)
 def user_annotation(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
     frames = trace.frames()
     if not any("gpu_user_annotation" in f.symbols for f in frames):

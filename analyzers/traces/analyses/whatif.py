@@ -41,10 +41,19 @@ ASSUMPTIONS = (
     "takes out of the critical path; the job runs all week on the stated GPUs."
 )
 COLUMNS = (
-    "rank", "scenario", "baseline_step_us", "estimated_step_us", "estimated_low_us",
-    "estimated_high_us", "saved_fraction", "saved_low", "saved_high", "gpu_busy_saved_fraction",
-    "gpu_hours_saved_per_week", "assumptions",
-)  # fmt: skip
+    "rank",
+    "scenario",
+    "baseline_step_us",
+    "estimated_step_us",
+    "estimated_low_us",
+    "estimated_high_us",
+    "saved_fraction",
+    "saved_low",
+    "saved_high",
+    "gpu_busy_saved_fraction",
+    "gpu_hours_saved_per_week",
+    "assumptions",
+)
 
 
 def _job_gpus(trace: TraceSet, options: TraceOptions) -> int:
@@ -110,13 +119,30 @@ def whatif(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
             gpu_saved = _saved(base_gpu, replay.gpu_busy_us(expected)) if base_gpu else 0.0
             # a process that ran no GPU kernel holds no GPU-hours to give back (issue 31)
             hours = saved * gpus * options.hours_per_week if base_gpu > 0 else 0.0
-            rows.append((
-                frame.rank, name, base, est, low * (1.0 - spread), high * (1.0 + spread), saved,
-                saved_low, saved_high, gpu_saved, hours, spec.assumptions,
-            ))  # fmt: skip
-            found = {"estimated_step_us": est, "saved_fraction": saved, "saved_low": saved_low,
-                     "saved_high": saved_high, "gpu_hours_per_week": hours,
-                     "gpu_busy_saved_fraction": gpu_saved}  # fmt: skip
+            rows.append(
+                (
+                    frame.rank,
+                    name,
+                    base,
+                    est,
+                    low * (1.0 - spread),
+                    high * (1.0 + spread),
+                    saved,
+                    saved_low,
+                    saved_high,
+                    gpu_saved,
+                    hours,
+                    spec.assumptions,
+                )
+            )
+            found = {
+                "estimated_step_us": est,
+                "saved_fraction": saved,
+                "saved_low": saved_low,
+                "saved_high": saved_high,
+                "gpu_hours_per_week": hours,
+                "gpu_busy_saved_fraction": gpu_saved,
+            }
             values |= {f"{name}_{k}": v for k, v in found.items()}
         per_rank[frame.rank] = values
     note = (
