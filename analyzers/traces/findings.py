@@ -1,12 +1,11 @@
 """Trace rules T1-T12 (shared/rules.md): analysis results in, `analyzers.findings.Finding`s out.
 
-Each rule is a small function registered as an entry point of `fleetscope.trace_rules`
-(pyproject.toml; the entry-point name is its rule id), exactly as another package's trace rule
-is (fleetscope.plugins); a registry, not an if-chain. A rule reads the results of
-the analyses it names and returns zero or more findings per rank, each with its evidence (steps,
-kernels, streams, time shares), a fix, and, where the what-if replay can price it, the GPU-hours
-per week the fix would return. Thresholds are `TraceOptions` fields with their sources; where
-rules.md gives none, the default is stated here with its reasoning. Never does I/O.
+Each rule is a small function registered as an entry point of `fleetscope.trace_rules` (its
+name is the rule id), as another package's trace rule is. A rule reads the results of the
+analyses it names and yields findings per rank, each with its evidence, a fix, and, where the
+what-if replay can price it, the GPU-hours per week the fix would return. Thresholds are
+`TraceOptions` fields with their sources; where rules.md gives none, the default is stated here
+with its reasoning. Never does I/O.
 """
 
 from __future__ import annotations
@@ -70,12 +69,10 @@ def t1_idle(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterat
         "other": "kernels wait on events or communication: overlap communication with compute",
     }[top]
     yield emit(
-        "T1",
-        Severity.WARN,
-        f"GPU idle {idle / kernel:.0%} of its busy span, mostly {top.replace('_', ' ')}",
-        fix,
+        "T1", Severity.WARN,
+        f"GPU idle {idle / kernel:.0%} of its busy span, mostly {top.replace('_', ' ')}", fix,
         {"idle_share": idle / kernel, "idle_us": idle, "per_stream_idle_us": causes},
-    )
+    )  # fmt: skip
 
 
 def t2_launch(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterator[Finding]:
@@ -167,11 +164,8 @@ def t8_dataloader(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> 
         return
     critical = share >= o.dataloader_share_critical
     hours, method = _whatif(r, frame.rank, "no_dataloader_wait")
-    steps = [
-        {"step": s[1], "share": s[4]}
-        for s in r["dataloader"].table("dataloader_share").rows
-        if s[0] == frame.rank
-    ]
+    rows = r["dataloader"].table("dataloader_share").rows
+    steps = [{"step": s[1], "share": s[4]} for s in rows if s[0] == frame.rank]
     yield emit(
         "T8", Severity.CRITICAL if critical else Severity.WARN,
         f"data-loader bound: {share:.0%} of step time waiting for the next batch",
@@ -242,9 +236,8 @@ def _amp_fix(gpu: Gpu) -> str:
 
 
 def t11_memory(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterator[Finding]:
-    allocated = frame.mem_total_allocated[
-        (frame.mem_device_type == 1) & ~np.isnan(frame.mem_total_allocated)
-    ]
+    mem = frame.mem_total_allocated
+    allocated = mem[(frame.mem_device_type == 1) & ~np.isnan(mem)]
     total = gpu_of(frame.device_properties).memory_bytes
     if not len(allocated) or total is None:
         return
@@ -259,8 +252,7 @@ def t11_memory(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Ite
 
 
 def t12_parallel(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterator[Finding]:
-    names = set(frame.names)
-    if any(n.startswith("DataParallel.forward") for n in names):
+    if any(n.startswith("DataParallel.forward") for n in frame.names):
         yield emit(
             "T12", Severity.WARN, "torch.nn.DataParallel in use",
             "use DistributedDataParallel (one process per GPU): DataParallel replicates the model "
@@ -297,48 +289,46 @@ def _window(trace: TraceSet, frame: RankFrame) -> tuple[datetime, datetime]:
 
 
 def trace_findings(
-    trace: TraceSet,
-    results: Results,
-    options: TraceOptions,
-    *,
-    job_id: str | None = None,
+    trace: TraceSet, results: Results, options: TraceOptions, *, job_id: str | None = None
 ) -> list[Finding]:
     """Every installed rule on every rank; findings ordered by rank, then rule id."""
-    rules = trace_rules()
+    rules = trace_rules().values()
     out: list[Finding] = []
     for frame in trace.frames():
-        start, end = _window(trace, frame)
-        host = frame.metadata.get("host_name")
-
-        def emit(
-            rule_id: str,
-            severity: Severity,
-            title: str,
-            recommendation: str,
-            evidence: dict[str, Any],
-            wasted_gpu_hours: float = 0.0,
-            method: str = "not estimated",
-            frame: RankFrame = frame,
-            start: datetime = start,
-            end: datetime = end,
-            host: object = host,
-        ) -> Finding:
-            return Finding(
-                rule_id=rule_id,
-                severity=severity,
-                job_id=job_id,
-                host=host if isinstance(host, str) else None,
-                gpus=(),
-                window_start=start,
-                window_end=end,
-                title=f"rank {frame.rank}: {title}",
-                recommendation=recommendation,
-                wasted_gpu_hours=max(0.0, float(wasted_gpu_hours)),
-                estimate_method=method,
-                evidence={"rank": frame.rank, "trace": frame.path.name, **evidence},
-                scope=f"trace:{frame.path.name}:rank{frame.rank}",
-            )
-
-        for rule in rules.values():
+        emit = _emitter(trace, frame, job_id)
+        for rule in rules:
             out.extend(rule(frame, results, options, emit))
     return out
+
+
+def _emitter(trace: TraceSet, frame: RankFrame, job_id: str | None) -> Emit:
+    """The rank's `emit`: a rule's finding with the rank's window, host, scope and evidence."""
+    start, end = _window(trace, frame)
+    host = frame.metadata.get("host_name")
+
+    def emit(
+        rule_id: str,
+        severity: Severity,
+        title: str,
+        recommendation: str,
+        evidence: dict[str, Any],
+        wasted_gpu_hours: float = 0.0,
+        method: str = "not estimated",
+    ) -> Finding:
+        return Finding(
+            rule_id=rule_id,
+            severity=severity,
+            job_id=job_id,
+            host=host if isinstance(host, str) else None,
+            gpus=(),
+            window_start=start,
+            window_end=end,
+            title=f"rank {frame.rank}: {title}",
+            recommendation=recommendation,
+            wasted_gpu_hours=max(0.0, float(wasted_gpu_hours)),
+            estimate_method=method,
+            evidence={"rank": frame.rank, "trace": frame.path.name, **evidence},
+            scope=f"trace:{frame.path.name}:rank{frame.rank}",
+        )
+
+    return emit

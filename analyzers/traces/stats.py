@@ -1,6 +1,5 @@
-"""Small numeric helpers that reproduce pandas' results bit for bit without importing pandas
-(HTA's numbers depend on pandas' exact sorts, rounding and std), and the interval arithmetic the
-analyses share. Each docstring names the pandas or HTA operation it reproduces. Pure numpy.
+"""Numeric helpers that reproduce pandas' results bit for bit without pandas (HTA's numbers depend
+on its exact sorts, rounding and std), and the analyses' interval arithmetic. Pure numpy.
 """
 
 from __future__ import annotations
@@ -19,7 +18,6 @@ __all__ = [
     "describe",
     "group_std",
     "hta_round",
-    "in_sorted",
     "intersection_length",
     "join_rows",
     "last_not_below",
@@ -47,16 +45,6 @@ def describe(values: npt.NDArray[Any]) -> dict[str, float]:
     quartiles = np.percentile(v, [25.0, 50.0, 75.0]).tolist()
     row = (n, mean, std, v.min(), *quartiles, v.max())
     return dict(zip(DESCRIBE_KEYS, map(float, row), strict=True))
-
-
-def in_sorted(values: npt.NDArray[Any], sorted_keys: npt.NDArray[Any]) -> npt.NDArray[np.bool_]:
-    """`np.isin(values, sorted_keys)` for sorted, unique keys, by binary search: `np.isin` sorts
-    `values` as well, a rank's whole column."""
-    if not len(sorted_keys):
-        return np.zeros(len(values), dtype=bool)
-    at = np.minimum(np.searchsorted(sorted_keys, values), len(sorted_keys) - 1)
-    found: npt.NDArray[np.bool_] = sorted_keys[at] == values
-    return found
 
 
 def join_rows(
@@ -102,9 +90,7 @@ def last_not_below(values: F64, before: npt.NDArray[np.int64], bound: F64) -> np
     """Per query i, the last j < before[i] where `values[j] < bound[i]` is false (a NaN on
     either side counts as not below), -1 where there is none. Found by skipping back from
     before[i] over blocks of 2^k values all below the bound, k descending, each block's largest
-    value read from a table of maxima per block size: log2(len(values)) vector steps, where a
-    window of the last 64 values per query (with a walk over every earlier one where none
-    qualified) was 64 wide."""
+    value read from a table of maxima per block size: log2(len(values)) vector steps."""
     pos = before
     most = [values]  # most[k][j]: the largest of values[j : j + 2^k] (NaN if one is NaN)
     while 2 ** len(most) <= len(values):
@@ -120,15 +106,12 @@ def last_not_below(values: F64, before: npt.NDArray[np.int64], bound: F64) -> np
 
 def group_std(values: F64) -> float:
     """Sample std as pandas' groupby computes it (Welford); 0.0 for one value, as HTA fills it."""
-    mean = 0.0
-    m2 = 0.0
-    n = 0
-    for val in values.tolist():
-        n += 1
+    mean = m2 = 0.0
+    for n, val in enumerate(values.tolist(), 1):
         old = mean
         mean += (val - old) / n
         m2 += (val - mean) * (val - old)
-    return math.sqrt(m2 / (n - 1)) if n > 1 else 0.0
+    return math.sqrt(m2 / (len(values) - 1)) if len(values) > 1 else 0.0
 
 
 def hta_round(value: float, decimals: int) -> float:
@@ -152,15 +135,9 @@ def union_intervals(start: F64, end: F64) -> tuple[F64, F64]:
     if len(start) == 0:
         return np.zeros(0), np.zeros(0)
     order = np.argsort(start, kind="stable")
-    s = start[order]
-    e = end[order]
-    run_max = np.maximum.accumulate(e)
-    new_group = np.empty(len(s), dtype=bool)
-    new_group[0] = True
-    new_group[1:] = s[1:] > run_max[:-1]
-    starts = s[new_group]
-    ends = np.maximum.reduceat(e, np.flatnonzero(new_group))
-    return starts, ends
+    s, e = start[order], end[order]
+    new_group = np.concatenate([[True], s[1:] > np.maximum.accumulate(e)[:-1]])
+    return s[new_group], np.maximum.reduceat(e, np.flatnonzero(new_group))
 
 
 def intersection_length(a_start: F64, a_end: F64, b_start: F64, b_end: F64) -> float:
@@ -170,25 +147,19 @@ def intersection_length(a_start: F64, a_end: F64, b_start: F64, b_end: F64) -> f
     times = np.concatenate([a_start, a_end, b_start, b_end])
     delta = np.repeat([1.0, -1.0, 2.0, -2.0], [len(a_start), len(a_end), len(b_start), len(b_end)])
     order = np.argsort(times, kind="stable")
-    times = times[order]
     running = np.cumsum(delta[order])
-    seg = np.diff(times)
-    return float(seg[running[:-1] == 3].sum())
+    return float(np.diff(times[order])[running[:-1] == 3].sum())
 
 
 def window_intersections(
     windows: Sequence[tuple[float, float]], b_start: F64, b_end: F64
 ) -> list[float]:
     """`intersection_length` of each window (start, end) with the merged set B, the same floats,
-    without sorting every time of B once per window. When B is merged as `union_intervals` leaves
-    it (sorted, each interval's end >= its start, each start after the previous end, no NaN), the
-    sweep's segments inside a window are `min(end, w1) - max(start, w0)` for the intervals with
-    `start < w1` and `end >= w0` (an end equal to w0 is a zero-length segment the sweep counts
-    too), in the same order, so they sum to the same float. Anything else, and an empty or
-    reversed window, takes the sweep."""
-    merged = (
+    without sorting B once per window: for B as `union_intervals` leaves it (sorted, disjoint, no
+    NaN) the sweep's segments are `min(end, w1) - max(start, w0)` for the intervals with
+    `start < w1` and `end >= w0`, in the same order. Anything else takes the sweep."""
+    merged = (  # a NaN fails a comparison
         len(b_start) > 0
-        and not (np.isnan(b_start).any() or np.isnan(b_end).any())
         and bool((b_end >= b_start).all())
         and bool((b_start[1:] > b_end[:-1]).all())
     )

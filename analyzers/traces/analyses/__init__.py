@@ -1,11 +1,10 @@
 """Trace analyses: one module per analysis, each registering itself in `base.REGISTRY`.
 
-The built-in modules are entry points of `fleetscope.trace_analyses` (pyproject.toml), exactly as
-another package's are (fleetscope.plugins): `load_registry()` loads the group, and loading a
-module registers its `@analysis` functions. The report order is each module's `PLUGIN_ORDER`
-(the built-ins step by 10 from 10, so a new one can sit between two; a module without one comes
-after them), then the entry-point name. Adding an analysis is a module plus one entry-point line,
-never an if-chain or a list here.
+The built-in modules are entry points of `fleetscope.trace_analyses` (pyproject.toml), as another
+package's are (fleetscope.plugins): `load_registry()` loads the group, which registers their
+`@analysis` functions. The report order is each module's `PLUGIN_ORDER` (lower first; a module
+without one after the built-ins), then the entry-point name. Adding an analysis is a module plus
+one entry-point line, never an if-chain or a list here.
 """
 
 from __future__ import annotations

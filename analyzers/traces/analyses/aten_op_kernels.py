@@ -14,9 +14,8 @@ Algorithm (HTA 0.5.0 `get_aten_op_kernels_and_delay()`, `hta/analyzers/cuda_kern
 4. Per (op name, kernel sequence): `occurrence_count`, `avg_aten_op_launch_delay`,
    `avg_runtime_delay` (us, rounded to 3 places), most frequent first.
 
-HTA raises where no launch matches (HIP traces: `KeyError: 'thread_id'`) and where a launch has
-no kernel; here the first gives a note and the second skips the launch. HTA analyses rank 0 only
-by default (the rank it is given); this runs on every rank. Delays are in the trace's unit, us.
+HTA raises where no launch matches (HIP traces) and where a launch has no kernel; here the first
+gives a note and the second skips the launch. HTA analyses rank 0 by default; this, every rank.
 """
 
 from __future__ import annotations
@@ -31,6 +30,7 @@ from analyzers.traces.stats import hta_round, last_not_below
 
 __all__ = ["aten_op_kernels", "enclosing_ops"]
 
+PLUGIN_ORDER = 177  # after the kernel sequences
 _LAUNCH = re.compile(r"(cuda.*LaunchKernel)|(cuLaunchKernel)|(^runFunction)")
 COLUMNS = (
     "rank",
@@ -40,10 +40,6 @@ COLUMNS = (
     "avg_aten_op_launch_delay",
     "avg_runtime_delay",
 )
-
-
-def _is_launch(name: str) -> bool:
-    return _LAUNCH.match(name) is not None
 
 
 def _is_aten(name: str) -> bool:
@@ -61,30 +57,6 @@ def enclosing_ops(
     return np.where(np.isnan(end), -1, found)
 
 
-def op_kernel_rows(frame: RankFrame) -> list[tuple[str, str, int, float, float]]:
-    """(op name, kernel sequence, count, mean op->launch delay, mean launch->kernel delay)."""
-    ops = np.flatnonzero(frame.names_matching(_is_aten))
-    ops = ops[np.argsort(frame.ts[ops], kind="stable")]
-    op_ts, op_end = frame.ts[ops], frame.end[ops]
-    gpu_of = np.full(len(frame), -1, dtype=np.int64)
-    gpu = np.flatnonzero(frame.stream != -1)
-    launcher = frame.linked_rows(gpu)
-    gpu_of[launcher[launcher >= 0]] = gpu[launcher >= 0]
-    linked = np.flatnonzero(frame.names_matching(_is_launch))
-    linked = linked[gpu_of[linked] >= 0]
-    at = enclosing_ops(op_ts, op_end, frame.ts[linked], frame.end[linked])
-    launch = linked[at >= 0]
-    op, kernel = ops[at[at >= 0]], gpu_of[launch]
-    return _grouped(frame, op, launch, kernel)
-
-
-def _codes_by_text(names: list[str]) -> np.ndarray:
-    """Per name code, the first code with the same text: grouping by code then equals grouping
-    by text even where a name table holds a text twice."""
-    first: dict[str, int] = {}
-    return np.array([first.setdefault(n, i) for i, n in enumerate(names)], dtype=np.int64)
-
-
 def _first_ids(*keys: np.ndarray) -> np.ndarray:
     """Per row, the number of its distinct `keys` tuple (rows equal in every key share one)."""
     order = np.lexsort(keys[::-1])
@@ -98,16 +70,29 @@ def _first_ids(*keys: np.ndarray) -> np.ndarray:
     return ids
 
 
-def _grouped(
-    frame: RankFrame, op: np.ndarray, launch: np.ndarray, kernel: np.ndarray
-) -> list[tuple[str, str, int, float, float]]:
-    """Steps 3-4 in arrays: launches (in launch order) into op instances (thread, name, start),
-    instances into (op name, kernel sequence) groups; a sequence's text is joined once per
-    distinct sequence, not once per instance."""
-    names = frame.names
+def op_kernel_rows(frame: RankFrame) -> list[tuple[str, str, int, float, float]]:
+    """(op name, kernel sequence, count, mean op->launch delay, mean launch->kernel delay)."""
+    ops = np.flatnonzero(frame.names_matching(_is_aten))
+    ops = ops[np.argsort(frame.ts[ops], kind="stable")]
+    op_ts, op_end = frame.ts[ops], frame.end[ops]
+    gpu_of = np.full(len(frame), -1, dtype=np.int64)
+    gpu = np.flatnonzero(frame.stream != -1)
+    launcher = frame.linked_rows(gpu)
+    gpu_of[launcher[launcher >= 0]] = gpu[launcher >= 0]
+    linked = np.flatnonzero(frame.names_matching(_LAUNCH.match))
+    linked = linked[gpu_of[linked] >= 0]
+    at = enclosing_ops(op_ts, op_end, frame.ts[linked], frame.end[linked])
+    launch = linked[at >= 0]
+    op, kernel = ops[at[at >= 0]], gpu_of[launch]
     if not len(launch):
         return []
-    by_text = _codes_by_text(names)
+    # Steps 3-4 in arrays: launches (in launch order) into op instances (thread, name, start),
+    # instances into (op name, kernel sequence) groups; each distinct sequence's text joined once.
+    names = frame.names
+    # Per name code, the first code with its text: grouping by code then groups by text even
+    # where a name table holds a text twice.
+    first_code: dict[str, int] = {}
+    by_text = np.array([first_code.setdefault(n, i) for i, n in enumerate(names)], dtype=np.int64)
     inst = _first_ids(frame.tid[op], frame.name[op], frame.ts[op])
     # Instances in first-launch order, each one's launches in launch order.
     first_at = np.full(int(inst.max()) + 1, len(inst), dtype=np.int64)
@@ -150,9 +135,6 @@ def _grouped(
     ]
     out.sort(key=lambda r: (-r[2], r[0], r[1]))
     return out
-
-
-PLUGIN_ORDER = 177  # after the kernel sequences
 
 
 @analysis(

@@ -1,10 +1,9 @@
 """What every trace analysis shares: its options, its result, and the registry it joins.
 
 An analysis is a function `(TraceSet, TraceOptions) -> AnalysisResult` registered with
-`@analysis(...)` in its own module, which is an entry point of `fleetscope.trace_analyses`
-(pyproject.toml; adding one never edits an if-chain). A result holds tables (what is printed and compared with
-HTA's CSVs, with HTA's column names where HTA has the analysis) and `per_rank` key numbers that
-the trace rules (findings.py) and the what-if model read. Never does I/O.
+`@analysis(...)` in its own module, an entry point of `fleetscope.trace_analyses`. A result holds
+tables (printed, and compared with HTA's CSVs under HTA's column names) and `per_rank` key numbers
+that the trace rules (findings.py) and the what-if model read. Never does I/O.
 """
 
 # No `from __future__ import annotations`: NamedTuple would compile every string annotation into
@@ -20,32 +19,24 @@ __all__ = ["REGISTRY", "AnalysisResult", "AnalysisSpec", "Table", "TraceOptions"
 
 
 class TraceOptions(NamedTuple):
-    """Thresholds and assumptions, each with its source (rules.md) as the default. A NamedTuple,
-    as the other records here: a frozen dataclass generates its methods at every import (issue 19).
-    """
+    """Thresholds and assumptions, each with its source (rules.md) as the default. A NamedTuple:
+    a frozen dataclass generates its methods at every import (issue 19)."""
 
     # HTA get_idle_time_breakdown default, in us (its docstring says ns; it compares us).
     consecutive_kernel_delay_us: float = 30.0
-    # HTA get_gpu_kernel_breakdown / _aggr_gpu_kernel_time defaults.
-    num_kernels: int = 10
+    num_kernels: int = 10  # HTA get_gpu_kernel_breakdown / _aggr_gpu_kernel_time defaults
     duration_ratio: float = 0.8
-    # HTA get_cuda_kernel_launch_stats outlier cutoffs (T2).
-    runtime_cutoff_us: float = 50.0
+    runtime_cutoff_us: float = 50.0  # HTA get_cuda_kernel_launch_stats outlier cutoffs (T2)
     launch_delay_cutoff_us: float = 100.0
-    # CUDA's per-stream launch queue depth, HTA CUDA_MAX_LAUNCH_QUEUE_PER_STREAM (T3).
-    max_queue_length: int = 1024
-    # Nsight Systems `gpu_gaps` rule default (T4).
-    gpu_gap_threshold_us: float = 500_000.0
-    # Nsight Systems `gpu_time_util` rule defaults (T5).
-    util_chunks: int = 30
+    max_queue_length: int = 1024  # T3: CUDA's stream queue (HTA CUDA_MAX_LAUNCH_QUEUE_PER_STREAM)
+    gpu_gap_threshold_us: float = 500_000.0  # Nsight Systems `gpu_gaps` rule default (T4)
+    util_chunks: int = 30  # Nsight Systems `gpu_time_util` rule defaults (T5)
     util_threshold_pct: float = 50.0
     # TB plugin data-loader recommendation (T8/P1) and TF profiler's "highly input bound".
     dataloader_share_warn: float = 0.05
     dataloader_share_critical: float = 0.20
-    # TB plugin communication recommendation (T9).
-    communication_share_warn: float = 0.10
-    # TB plugin memory recommendation (T11).
-    memory_near_capacity: float = 0.90
+    communication_share_warn: float = 0.10  # TB plugin communication recommendation (T9)
+    memory_near_capacity: float = 0.90  # TB plugin memory recommendation (T11)
     # What-if assumptions (Daydream-style replay, whatif.py; sources in scenarios.py).
     amp_tensor_core_speedup: float = 3.0  # fp32 GEMM/conv -> tensor cores (interval 2-4x)
     amp_memory_speedup: float = 1.7  # memory-bound kernels move half the bytes (1.3-2x)

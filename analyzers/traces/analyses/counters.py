@@ -32,12 +32,11 @@ from analyzers.traces.frame import F64, I64, RankFrame, TraceSet
 
 __all__ = ["counter_events", "counter_tracks"]
 
+PLUGIN_ORDER = 178  # after the ATen op kernels
 QUEUE, BANDWIDTH = "Queue Length", "Memcpy BW"
 # pandas sort_values(by="ts") is numpy's quicksort: ties at one timestamp order as it orders them,
 # which the running sums of HTA's tracks depend on.
 _HTA_SORT: Final = "quicksort"
-
-
 # One track: its series (stream or copy kind), the rows whose pid it carries, its change points'
 # times and the running sum after each, in HTA's order.
 _Track = tuple[Any, I64, F64, Any]
@@ -90,9 +89,6 @@ def counter_events(frame: RankFrame, origin_us: float) -> list[dict[str, Any]]:
     return events
 
 
-PLUGIN_ORDER = 178  # after the ATen op kernels
-
-
 @analysis(
     "counters",
     "Counter tracks (queue length, copy bandwidth)",
@@ -100,9 +96,7 @@ PLUGIN_ORDER = 178  # after the ATen op kernels
     "the tracks are summarised here; `fleetscope trace counters` writes the trace",
 )
 def counters(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
-    rows = []
-    for frame in trace.frames():
-        rows += [(frame.rank, *track) for track in counter_tracks(frame)]
+    rows = [(frame.rank, *track) for frame in trace.frames() for track in counter_tracks(frame)]
     columns = ("rank", "counter", "series", "events", "peak")
     return AnalysisResult.of_table("counters", "counter_tracks", columns, rows)
 

@@ -28,16 +28,12 @@ Algorithm (HTA 0.5.0 `critical_path_analysis(rank, "ProfilerStep", 0)`, read fro
    `gpu_communication_bound` (a communication kernel), `gpu_kernel_kernel_overhead`,
    `gpu_kernel_launch_overhead`; dependency and sync edges carry no time.
 
-The graph is built in critical_path_graph.py.
-
-Not reproduced: the event-record syncs (`Event Sync` after `cudaEventRecord`,
-`cudaStreamWaitEvent`): they need `wait_on_cuda_event_record_corr_id`, which the loader does not
-keep; such syncs add no edge here. HTA raises on 2021-format traces (cats `Operator`/`Runtime`:
-no CPU node, then an assertion); HTA mode says so, native mode reads those cats. Native mode's
-window is every ProfilerStep (HTA analyses one), and the whole trace when there are none; in a
-trace without `cuda_sync` rows (PyTorch before 2.1) native mode adds the syncs the blocking calls
-imply (a sync edge from the last GPU op ending inside the call to its end), without which the
-GPU could never hold up the CPU and every such path would be CPU-bound.
+The graph is built in critical_path_graph.py. Not reproduced: event-record syncs (`Event Sync`
+after `cudaEventRecord`) add no edge (the loader does not keep the record's correlation). HTA
+raises on 2021-format traces (cats `Operator`/`Runtime`); native mode reads those cats, takes every
+ProfilerStep (else the whole trace) as the window, and without `cuda_sync` rows (PyTorch < 2.1)
+adds the syncs blocking calls imply (critical_path_graph.Graph.implied_syncs), without which every
+such path would be CPU-bound.
 """
 
 from __future__ import annotations
@@ -63,6 +59,7 @@ from analyzers.traces.frame import Mode, RankFrame, TraceSet
 
 __all__ = ["CriticalPath", "CriticalPathError", "critical_path_of"]
 
+PLUGIN_ORDER = 165  # before the what-if, which reads it
 BOUND_BY = (
     "cpu_bound",
     "gpu_compute_bound",
@@ -78,8 +75,7 @@ EVENT_COLUMNS = ("rank", "name", "bound_by", "duration_us")
 
 @dataclass
 class CriticalPath:
-    """One rank's path: per path edge its row (-1: none), weight (us) and `bound_by` label
-    (`label`: its place in _LABELS)."""
+    """One rank's path: per edge its row (-1: none), weight (us), kind, label (in _LABELS)."""
 
     window: tuple[float, float]
     nodes: int
@@ -112,11 +108,9 @@ def _window(frame: RankFrame, native: bool) -> tuple[float, float] | None:
 
 
 def critical_path_of(frame: RankFrame, native: bool) -> CriticalPath | None:
-    """The rank's critical path over its default window (module docstring); None when there is
-    no window (HTA: no ProfilerStep annotation). Computed once per frame and mode: the report's
-    analysis and the what-if both ask for it."""
-    memo: dict[bool, CriticalPath | Exception | None]
-    memo = frame.memo.setdefault("critical_path", {})
+    """The rank's critical path over its default window, None without one; once per frame and
+    mode (the report's analysis and the what-if both ask)."""
+    memo: dict[bool, CriticalPath | Exception | None] = frame.memo.setdefault("critical_path", {})
     if native not in memo:
         try:
             memo[native] = _critical_path(frame, native)
@@ -135,8 +129,7 @@ def _critical_path(frame: RankFrame, native: bool) -> CriticalPath | None:
     rows = kept_rows(frame, *window)
     graph = Graph(frame, rows, native)
     cpu = rows[frame.stream[rows] == -1]
-    threads = np.lexsort((frame.tid[cpu], frame.pid[cpu]))
-    cpu = cpu[threads]
+    cpu = cpu[np.lexsort((frame.tid[cpu], frame.pid[cpu]))]  # by thread
     key = frame.pid[cpu].astype(np.int64) * (1 << 32) + frame.tid[cpu]
     for part in np.split(cpu, np.flatnonzero(np.diff(key)) + 1):
         if len(part):
@@ -155,8 +148,7 @@ def _critical_path(frame: RankFrame, native: bool) -> CriticalPath | None:
         "gpu_communication_bound": frame.kernel_class[at] == int(KernelClass.COMMUNICATION),
     }
     choices = [_LABELS.index(label) for label in first_that_holds]
-    default = _LABELS.index("gpu_compute_bound")
-    label = np.select(list(first_that_holds.values()), choices, default)
+    label = np.select(list(first_that_holds.values()), choices, _LABELS.index("gpu_compute_bound"))
     length = float(np.where(weights <= -1, 0.0, weights).sum())
     begin, end = graph.node_ts[graph.src[path]], graph.node_ts[graph.dst[path]]
     nodes, edges = len(graph.node_ts), len(graph.src)
@@ -165,22 +157,18 @@ def _critical_path(frame: RankFrame, native: bool) -> CriticalPath | None:
 
 def _top_events(frame: RankFrame, path: CriticalPath, top: int) -> list[tuple[str, str, float]]:
     """The `top` (name, bound_by) pairs of the path's timed edges by total time, ties in order
-    of first appearance. `np.bincount` adds each pair's weights one by one in path order, as
-    a running Python sum would."""
+    of first appearance (bincount sums in path order, as a running Python sum would)."""
     timed = np.flatnonzero((path.rows >= 0) & (path.weights > 0))
     key = frame.name[path.rows[timed]].astype(np.int64) * len(_LABELS) + path.label[timed]
     _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
     totals = np.bincount(inverse.reshape(-1), weights=path.weights[timed])
     by_first = np.argsort(first, kind="stable")
     chosen = by_first[np.argsort(-totals[by_first], kind="stable")][:top]
+    pairs = [divmod(int(key[first[g]]), len(_LABELS)) for g in chosen.tolist()]
     return [
-        (frame.names[int(key[first[g]] // len(_LABELS))], _LABELS[int(key[first[g]] % len(_LABELS))],
-         float(totals[g]))
-        for g in chosen.tolist()
-    ]  # fmt: skip
-
-
-PLUGIN_ORDER = 165  # before the what-if, which reads it
+        (frame.names[name], _LABELS[label], float(totals[g]))
+        for (name, label), g in zip(pairs, chosen.tolist(), strict=True)
+    ]
 
 
 @analysis(

@@ -14,9 +14,7 @@ import math
 
 import numpy as np
 
-from analyzers.traces._kineto_columns import longest_path as _c_longest_path
-from analyzers.traces._kineto_columns import stack_walk as _c_stack_walk
-from analyzers.traces._kineto_columns import unique_edges as _c_unique_edges
+from analyzers.traces import _kineto_columns as _c
 from analyzers.traces.analyses.queue_length import launch_changes
 from analyzers.traces.frame import I64, Mask, RankFrame
 from analyzers.traces.stats import time_lexsort
@@ -79,32 +77,14 @@ def _queue_changes(frame: RankFrame) -> tuple[np.ndarray, np.ndarray]:
 
 
 def kept_rows(frame: RankFrame, start: float, end: float) -> np.ndarray:
-    cpu = frame.stream == -1
-    in_window = cpu & (frame.ts >= start) & (frame.ts <= end) & (frame.dur > 0)
+    in_window = (frame.stream == -1) & (frame.ts >= start) & (frame.ts <= end) & (frame.dur > 0)
     keep = in_window.copy()
     gpu_rows = frame.linked_rows(np.flatnonzero(in_window & (frame.index_correlation >= 0)))
     gpu_rows = gpu_rows[gpu_rows >= 0]
     keep[gpu_rows[frame.stream[gpu_rows] != -1]] = True
-    wait = frame.sym("Stream Wait Event")
-    keep |= (frame.stream != -1) & (frame.name == wait)
+    keep |= (frame.stream != -1) & (frame.name == frame.sym("Stream Wait Event"))
     rows = np.flatnonzero(keep)
     return rows[np.argsort(frame.index[rows], kind="stable")]
-
-
-def stack_walk(starts: Mask) -> tuple[I64, I64]:
-    """The depth-first walk of HTA's call stack over `starts` (see `Graph.cpu_thread`): per
-    step the start entered, or n + the start left; per start its parent (-1 at the bottom).
-    One pass in the C extension (HTA's stack: an end pops the top whatever it is, nothing on an
-    empty stack)."""
-    walked, parents = _c_stack_walk(starts.view(np.uint8))
-    return np.frombuffer(walked, dtype=np.int64), np.frombuffer(parents, dtype=np.int64)
-
-
-def unique_edges(n: int, src: I64, dst: I64) -> tuple[I64, I64]:
-    """Per distinct (src, dst) pair, in order of its first edge: that edge's id and its last
-    edge's id. One linear pass in the C extension."""
-    firsts, lasts = _c_unique_edges(n, *(np.ascontiguousarray(a, np.int64) for a in (src, dst)))
-    return np.frombuffer(firsts, dtype=np.int64), np.frombuffer(lasts, dtype=np.int64)
 
 
 class Graph:
@@ -162,7 +142,9 @@ class Graph:
         )
         starts = is_start[order]
         local = order[starts]  # the rows' positions in preorder
-        walk, parent = stack_walk(starts)  # walk step -> (preorder number, +n when leaving)
+        # The walk in the C extension (an end pops the top whatever it is, nothing on an empty
+        # stack): per step the start entered, or n + the start left; per start its parent.
+        walk, parent = (np.frombuffer(a, np.int64) for a in _c.stack_walk(starts.view(np.uint8)))
         enter = walk < n
         k = np.where(enter, walk, walk - n)
         row = rows[local[k]]
@@ -274,7 +256,10 @@ class Graph:
                 np.concatenate([b[i] for b in self._blocks]) for i in range(5)
             )
             self._blocks = []
-            first, last = unique_edges(len(self.node_ts), src, dst)
+            # Per distinct pair, in order of its first edge: that edge's id and its last's (C).
+            pairs = (np.ascontiguousarray(a, np.int64) for a in (src, dst))
+            ids = _c.unique_edges(len(self.node_ts), *pairs)
+            first, last = (np.frombuffer(a, np.int64) for a in ids)
             self.src, self.dst = src[first], dst[first]
             self.kind, self.weight, self.attr = kind[last], weight[last], attr[last]
 
@@ -285,7 +270,7 @@ class Graph:
         the first node of the greatest distance."""
         self._edges()
         weight = np.where(self.weight <= -1, 0.0, self.weight)
-        path = _c_longest_path(len(self.node_ts), self.src, self.dst, weight)
+        path = _c.longest_path(len(self.node_ts), self.src, self.dst, weight)
         if path is None:
             raise CriticalPathError("the dependency graph has a cycle")
         return np.frombuffer(path, dtype=np.int64)

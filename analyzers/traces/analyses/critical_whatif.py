@@ -11,10 +11,8 @@ dependency and sync edges.
 
 No bound, the replay's estimate alone, for: syncs costing only their overhead (removing the sync
 removes the path's own GPU -> CPU edges), pinned copies (the copy's CPU call shrinks with the
-copy), and any change that alters a path edge's span on the CPU clock (DataLoader workers: the
-wait leaves, contention stretches the rest). Measured per edge on the warped clock, the workers'
-cut came out negative on a real CPU run with a data-loader stall, pricing the fix above the
-measured step where the replay, validated on recorded pairs (bench/whatif.py), priced it below.
+copy), and any change that alters a path edge's span on the CPU clock (DataLoader workers; per
+edge on the warped clock, their cut priced a real data-loader stall's fix above the measured step).
 """
 
 from __future__ import annotations
@@ -47,10 +45,9 @@ def saving_bound_us(path: CriticalPath, replay: Replay, change: Change) -> float
         factor = np.where(slot >= 0, change.gpu_factor[np.maximum(slot, 0)], 1.0)
         gpu = (path.kinds == OPERATOR) & ~on_cpu & (path.rows >= 0)
         reduction += np.where(gpu, w * (1.0 - factor), 0.0)
-    launch = path.kinds == LAUNCH
     if change.latency_cap_us != math.inf:
         over = np.maximum(0.0, w - change.latency_cap_us)
-        gaps = launch | (path.kinds == KERNEL_KERNEL)
+        gaps = (path.kinds == LAUNCH) | (path.kinds == KERNEL_KERNEL)
         reduction = np.where(gaps, np.maximum(reduction, over), reduction)
     return float(reduction.sum()) / replay.n_steps
 
@@ -64,11 +61,9 @@ def _spans_kept(replay: Replay, change: Change, times: np.ndarray) -> bool:
 
 
 def _path_times(path: CriticalPath) -> tuple[CriticalPath, np.ndarray, np.ndarray]:
-    """The path's longest edge, and every edge, as `_spans_kept` reads them: one array each, so
-    the clock is taken once per change and its warp found once per array (replay.py). The
-    longest edge is tried first: a change that scales or warps the CPU clock most often
-    stretches it, so one edge settles most changes without the whole path. Holds the path, so
-    its id is not reused while kept."""
+    """The path's longest edge, and every edge, as `_spans_kept` reads them (begins, then ends).
+    The longest edge is tried first: a change that warps the CPU clock most often stretches it,
+    so one edge settles most changes. Holds the path, so its id is not reused while kept."""
     i = int(np.argmax(path.end_us - path.begin_us)) if len(path.end_us) else 0
     longest = np.concatenate([path.begin_us[i : i + 1], path.end_us[i : i + 1]])
     return path, longest, np.concatenate([path.begin_us, path.end_us])
@@ -76,8 +71,7 @@ def _path_times(path: CriticalPath) -> tuple[CriticalPath, np.ndarray, np.ndarra
 
 def _gpu_slot(replay: Replay) -> np.ndarray:
     """Per frame row, its place in `replay.gpu` (-1: not replayed; a row listed twice keeps its
-    last place, as an assignment through `replay.gpu` does): one frame-long array per rank, not
-    one per scenario level."""
+    last place), once per rank."""
     slot = np.full(len(replay.frame), -1, dtype=np.int64)
     slot[replay.gpu] = np.arange(len(replay.gpu))
     return slot

@@ -2,12 +2,10 @@
 CUPTI profiler mode, events of category `cuda_profiler_range`), and how many kernels carry them.
 
 HTA 0.5.0's `get_cupti_counter_data_with_operators()` (`hta/analyzers/cupti_counter_analysis.py`)
-pairs the n-th `cuda_profiler_range` kernel with the n-th `cudaLaunchKernel` (both in time
-order; a count mismatch is an error there), then names each kernel's CPU op stack and its
-counters (`smsp__sass_thread_inst_executed_op_*` ...). It returns nothing when the category is
-absent, which is the case for every shared trace: this analysis then says so. Where counters
-exist, it reports the pairing HTA would make (kernels and launches counted); the counter values
-and op stacks are not reproduced, because the loader does not keep a kernel's counter `args`.
+pairs the n-th `cuda_profiler_range` kernel with the n-th `cudaLaunchKernel` (in time order; a
+count mismatch is an error), then names each kernel's CPU op stack and counters. Every shared
+trace lacks the category (HTA returns nothing; a note here). Where counters exist, this reports
+the pairing HTA would make; the values and op stacks are not loaded.
 """
 
 from __future__ import annotations
@@ -21,10 +19,9 @@ from analyzers.traces.frame import TraceSet
 
 __all__ = ["cupti_counters"]
 
+PLUGIN_ORDER = 179  # after the counter tracks
 PROFILER_CAT = "cuda_profiler_range"
 _LAUNCH = re.compile(r"cudaLaunchKernel")
-
-PLUGIN_ORDER = 179  # after the counter tracks
 
 
 @analysis(

@@ -17,12 +17,11 @@ from analyzers.traces.analyses.steps import profiler_steps
 from analyzers.traces.frame import TraceSet
 from analyzers.traces.stats import union_intervals, window_intersections
 
+PLUGIN_ORDER = 100  # its place in the trace report (fleetscope.plugins)
+
 
 def is_dataloader(name: str) -> bool:
     return name.startswith("enumerate(DataLoader)")
-
-
-PLUGIN_ORDER = 100  # its place in the trace report (fleetscope.plugins)
 
 
 @analysis(

@@ -16,6 +16,8 @@ from analyzers.traces.analyses.base import AnalysisResult, TraceOptions, analysi
 from analyzers.traces.frame import CPU_OP_CATS, RankFrame, TraceSet
 from analyzers.traces.stats import union_intervals
 
+PLUGIN_ORDER = 130  # its place in the trace report (fleetscope.plugins)
+
 
 def _busiest_cpu_ops(frame: RankFrame, start: float, end: float, top: int = 3) -> str:
     cpu = frame.cat_in(CPU_OP_CATS | {"user_annotation", "python_function"}) & (frame.stream == -1)
@@ -28,9 +30,6 @@ def _busiest_cpu_ops(frame: RankFrame, start: float, end: float, top: int = 3) -
         overlap[name] += min(end, frame.end[row]) - max(start, frame.ts[row])
     best = sorted(overlap.items(), key=lambda kv: -kv[1])[:top]
     return "; ".join(f"{name} ({us / 1e3:.1f} ms)" for name, us in best)
-
-
-PLUGIN_ORDER = 130  # its place in the trace report (fleetscope.plugins)
 
 
 @analysis("gpu_gaps", "GPU starvation gaps (Nsight gpu_gaps)", None, "HTA has none")

@@ -21,12 +21,10 @@ from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, 
 from analyzers.traces.frame import TraceSet
 from analyzers.traces.stats import DESCRIBE_KEYS, describe, hta_round, unstable_argsort
 
+PLUGIN_ORDER = 20  # its place in the trace report (fleetscope.plugins)
 CATEGORIES = ("host_wait", "kernel_wait", "other")
 COLUMNS = ("rank", "stream", "idle_category", "idle_time", "idle_time_ratio")
 STATS_COLUMNS = ("idle_category", "rank", "stream", *DESCRIBE_KEYS)
-
-
-PLUGIN_ORDER = 20  # its place in the trace report (fleetscope.plugins)
 
 
 @analysis(
@@ -59,10 +57,8 @@ def idle_time(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
             runtime = ts_runtime[sel][order]
             prev_end = np.concatenate([[np.nan], end[:-1]])
             gap = ts - prev_end
-            category = np.full(len(ts), 2)
-            host = runtime > prev_end
-            category[host] = 0
-            category[~host & (gap < options.consecutive_kernel_delay_us)] = 1
+            short = gap < options.consecutive_kernel_delay_us
+            category = np.where(runtime > prev_end, 0, np.where(short, 1, 2))
             present = sorted(set(category.tolist()))
             sums = {c: float(np.nansum(gap[category == c])) for c in present}
             total = sum(sums.values())

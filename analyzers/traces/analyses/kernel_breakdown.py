@@ -27,6 +27,7 @@ from analyzers.traces.classify import KernelClass
 from analyzers.traces.frame import RankFrame, TraceSet
 from analyzers.traces.stats import group_std, hta_round, union_intervals, unstable_argsort
 
+PLUGIN_ORDER = 30  # its place in the trace report (fleetscope.plugins)
 TYPES = (KernelClass.COMPUTATION, KernelClass.COMMUNICATION, KernelClass.MEMORY)
 TYPE_COLUMNS = ("kernel_type", "sum", "percentage")
 KERNEL_COLUMNS = (
@@ -69,10 +70,12 @@ def overlap_label_sums(frame: RankFrame) -> dict[str, float]:
 
 
 def aggregate_by_name(
-    names: list[str], durations: np.ndarray[Any, Any], num_kernels: int, duration_ratio: float
+    frame: RankFrame, rows: np.ndarray, num_kernels: int, duration_ratio: float
 ) -> list[tuple[str, float, float, float, float, float]]:
-    """HTA `_aggr_gpu_kernel_time`: (name, sum, max, min, std, mean) rows, grouped as HTA does."""
-    stats = _name_stats(zip(names, durations.tolist(), strict=True))
+    """HTA `_aggr_gpu_kernel_time` of `rows`: (name, sum, max, min, std, mean), grouped as HTA
+    does."""
+    names = [frame.names[i] for i in frame.name[rows].tolist()]
+    stats = _name_stats(zip(names, frame.dur[rows].tolist(), strict=True))
     if len(stats) <= num_kernels:
         # Every row is kept as it is, and both callers order the rows by name (unique here):
         # HTA's ranking, whose order of equal sums is the CPU's sort network's, changes nothing.
@@ -105,9 +108,6 @@ def _name_stats(
     return out
 
 
-PLUGIN_ORDER = 30  # its place in the trace report (fleetscope.plugins)
-
-
 @analysis(
     "kernel_breakdown",
     "GPU kernel breakdown by class, with overlaps, and top kernels per class",
@@ -125,10 +125,7 @@ def kernel_breakdown(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
         per_rank[frame.rank] = {f"{k}_us": v for k, v in labels.items()}
         for kind in TYPES:
             sel = np.flatnonzero(frame.of_class(kind))
-            names = [frame.names[i] for i in frame.name[sel].tolist()]
-            found = aggregate_by_name(
-                names, frame.dur[sel], options.num_kernels, options.duration_ratio
-            )
+            found = aggregate_by_name(frame, sel, options.num_kernels, options.duration_ratio)
             kernel_rows += [(*row, kind.name, frame.rank) for row in found]
     kernel_rows.sort(key=lambda r: (r[6], r[0], r[7]))
     grand = sum(label_sums.values())

@@ -5,21 +5,17 @@ Algorithm (HTA 0.5.0 `get_frequent_cuda_kernel_sequences(operator_name, output_d
 min_pattern_len=3)`, `hta/analyzers/cuda_kernel_analysis.py`):
 
 1. Candidates: CPU rows whose name contains `operator_name`. Roots are the candidates no other
-   candidate encloses on their thread (pid, tid) that launch at least `min_pattern_len` GPU ops,
-   so a nested candidate is not counted twice. (HTA keeps the candidates at the smallest call
-   depth of the whole rank instead, which with `"aten::"` is often a depth where nothing
-   launches: one idle ATen op on a data-loader thread then hides every other.)
+   candidate encloses on their thread (pid, tid) that launch at least `min_pattern_len` GPU ops.
+   (HTA keeps the candidates at the rank's smallest call depth, where with `"aten::"` often
+   nothing launches: one idle ATen op on a data-loader thread hides every other.)
 2. A root's kernels: the GPU ops linked (`index_correlation`) to the runtime calls inside it on
    its thread, in start order. Its pattern is (root name, kernel names...).
 3. Per pattern: count, total GPU duration of its kernels, total CPU duration of its roots; sorted
    by count (descending), then pattern.
 
-The report runs it with `operator_name = "aten::"`, i.e. the outermost ATen ops, and shows the
-top 5 patterns (HTA's `top_k`). HTA 0.5.0 writes an overlaid trace file as well (not here: an
-analysis never does I/O) and raises on every shared real trace while building its call stacks
-(`ValueError: Unexpected case`, or on 2021-format traces a TypeError), returning an empty table
-on the MI250 one, so there is no HTA number to agree with beyond that empty table; its goldens
-(`kernel_sequences.json`) record the errors.
+The report runs it with `operator_name = "aten::"` and shows the top 5 patterns (HTA's `top_k`).
+HTA 0.5.0 raises on every shared real trace but the MI250 one (empty table) while building its
+call stacks (its goldens, `kernel_sequences.json`, record the errors).
 """
 
 from __future__ import annotations
@@ -32,24 +28,16 @@ from analyzers.traces.stats import time_lexsort
 
 __all__ = ["frequent_kernel_sequences"]
 
+PLUGIN_ORDER = 176  # after the stragglers
 DEFAULT_OPERATOR = "aten::"
 MIN_PATTERN_LEN = 3  # HTA's min_pattern_len default
 TOP_K = 5  # HTA's top_k default
 COLUMNS = ("rank", "pattern", "count", "GPU kernel duration (us)", "CPU op duration (us)")
 
 
-def _launched(frame: RankFrame) -> tuple[np.ndarray, np.ndarray]:
-    """(CPU rows that launched a GPU op, the GPU op's row), for each link."""
-    cpu = np.flatnonzero((frame.stream == -1) & (frame.index_correlation > 0))
-    gpu = frame.linked_rows(cpu)
-    keep = (gpu >= 0) & (frame.stream[np.maximum(gpu, 0)] != -1)
-    return cpu[keep], gpu[keep]
-
-
 def _nested_in_candidate(frame: RankFrame, rows: np.ndarray, hit: np.ndarray) -> np.ndarray:
-    """Per row (CPU rows of one thread), whether a candidate row encloses it, as a stack sweep
-    in start order (longest first) finds it: a row pops the rows that end before it, so its
-    stack lies below the nearest earlier row that ends no earlier (its parent). Parents, then
+    """Per row (CPU rows of one thread), whether a candidate row encloses it. In start order
+    (longest first) a row's parent is the nearest earlier row that ends no earlier; parents, then
     "a candidate among my ancestors", are found for all rows at once by pointer jumping."""
     order = rows[time_lexsort((-frame.end[rows], frame.ts[rows]))]
     end = frame.end[order]
@@ -75,10 +63,9 @@ def _nested_in_candidate(frame: RankFrame, rows: np.ndarray, hit: np.ndarray) ->
 def _inside(
     frame: RankFrame, roots: np.ndarray, launches: np.ndarray, gpu_of: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Each root's kernels, for all roots of a thread at once: the GPU ops of the `launches`
-    (rows in start order, `gpu_of` their GPU op) that start and end inside the root, as (root's
-    position in `roots`, GPU op row), by root, then by the GPU op's start (ties in launch
-    order)."""
+    """Each root's kernels: the GPU ops of the `launches` (rows in start order, `gpu_of` their
+    GPU op) that start and end inside the root, as (root's position in `roots`, GPU op row), by
+    root, then by the GPU op's start (ties in launch order)."""
     starts = frame.ts[launches]
     lo = np.searchsorted(starts, frame.ts[roots], side="left")
     hi = np.searchsorted(starts, frame.ts[roots] + frame.dur[roots], side="right")
@@ -99,7 +86,10 @@ def frequent_kernel_sequences(
         return []
     cpu = np.flatnonzero(frame.stream == -1)
     hit = frame.names_matching(lambda name: operator_name in name)
-    launch_cpu, launch_gpu = _launched(frame)
+    launch_cpu = np.flatnonzero((frame.stream == -1) & (frame.index_correlation > 0))
+    launch_gpu = frame.linked_rows(launch_cpu)  # each CPU row that launched a GPU op, and its op
+    keep = (launch_gpu >= 0) & (frame.stream[np.maximum(launch_gpu, 0)] != -1)
+    launch_cpu, launch_gpu = launch_cpu[keep], launch_gpu[keep]
     thread = frame.pid.astype(np.int64) * (1 << 32) + frame.tid
     roots: list[tuple[int, np.ndarray]] = []  # (row, kernels)
     for key in np.unique(thread[cpu]).tolist():
@@ -108,11 +98,9 @@ def frequent_kernel_sequences(
         if not len(cand):
             continue
         cand = cand[~_nested_in_candidate(frame, rows, hit)[hit[rows]]]
-        mine = launch_cpu[thread[launch_cpu] == key]
-        gpu_of = launch_gpu[thread[launch_cpu] == key]
-        by_start = np.argsort(frame.ts[mine], kind="stable")
-        mine, gpu_of = mine[by_start], gpu_of[by_start]
-        owner, gpu = _inside(frame, cand, mine, gpu_of)
+        mine = np.flatnonzero(thread[launch_cpu] == key)
+        mine = mine[np.argsort(frame.ts[launch_cpu[mine]], kind="stable")]
+        owner, gpu = _inside(frame, cand, launch_cpu[mine], launch_gpu[mine])
         bounds = np.searchsorted(owner, np.arange(len(cand) + 1))
         # Only roots with a pattern's length of kernels count (most hold fewer: no slice for them).
         long = np.flatnonzero(np.diff(bounds) >= min_pattern_len).tolist()
@@ -126,9 +114,6 @@ def frequent_kernel_sequences(
         entry[2] += float(frame.dur[row])
     ordered = sorted(counts.items(), key=lambda kv: (-kv[1][0], kv[0]))
     return [(p, int(v[0]), v[1], v[2]) for p, v in ordered]
-
-
-PLUGIN_ORDER = 176  # after the stragglers
 
 
 @analysis(

@@ -16,9 +16,10 @@ from __future__ import annotations
 import numpy as np
 
 from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
-from analyzers.traces.frame import Mode, RankFrame, TraceSet
-from analyzers.traces.stats import describe, in_sorted, join_rows
+from analyzers.traces.frame import Mode, TraceSet
+from analyzers.traces.stats import describe, join_rows
 
+PLUGIN_ORDER = 50  # its place in the trace report (fleetscope.plugins)
 HTA_LAUNCHES = frozenset(
     {
         "cudaLaunchKernel",
@@ -51,19 +52,6 @@ KEYS = (
 )
 
 
-def launch_pairs(frame: RankFrame, launches: frozenset[str]) -> np.ndarray:
-    """(cpu_row, gpu_row) pairs in HTA's merge order: CPU rows in order, then their GPU rows."""
-    corr_set = np.unique(frame.correlation[frame.name_in(launches)])
-    launched = in_sorted(frame.correlation, corr_set)
-    cpu = np.flatnonzero((frame.stream == -1) & launched)
-    gpu = np.flatnonzero((frame.stream != -1) & launched)
-    i, j = join_rows(frame.correlation[cpu], frame.correlation[gpu])
-    return np.stack([cpu[i], gpu[j]], axis=1).astype(np.int64)
-
-
-PLUGIN_ORDER = 50  # its place in the trace report (fleetscope.plugins)
-
-
 @analysis(
     "launch_stats",
     "Kernel launch statistics",
@@ -76,10 +64,12 @@ def launch_stats(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
     summary_rows = []
     per_rank: dict[int, dict[str, float]] = {}
     for frame in trace.frames():
-        pairs = launch_pairs(frame, launches)
-        c, g = pairs[:, 0], pairs[:, 1]
-        cpu_dur = frame.dur[c]
-        gpu_dur = frame.dur[g]
+        launched = np.isin(frame.correlation, frame.correlation[frame.name_in(launches)])
+        cpu = np.flatnonzero((frame.stream == -1) & launched)
+        gpu = np.flatnonzero((frame.stream != -1) & launched)
+        i, j = join_rows(frame.correlation[cpu], frame.correlation[gpu])
+        c, g = cpu[i], gpu[j]  # HTA's merge order: CPU rows in order, then their GPU rows
+        cpu_dur, gpu_dur = frame.dur[c], frame.dur[g]
         delay = np.maximum(frame.ts[g] - frame.ts[c] - cpu_dur, 0.0)
         cells = (a.tolist() for a in (frame.correlation[c], cpu_dur, gpu_dur, delay))
         rows = tuple(zip(*cells, strict=True))
@@ -90,8 +80,8 @@ def launch_stats(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
             int((gpu_dur < cpu_dur).sum()),
         )
         medians = (describe(cpu_dur)["50%"], describe(delay)["50%"])
-        summary_rows.append((frame.rank, len(pairs), *medians, *over))
-        values = (len(pairs), *over, cpu_dur.sum(), gpu_dur.sum(), *medians)
+        summary_rows.append((frame.rank, len(c), *medians, *over))
+        values = (len(c), *over, cpu_dur.sum(), gpu_dur.sum(), *medians)
         per_rank[frame.rank] = dict(zip(KEYS, map(float, values), strict=True))
     cpu_over = f"cpu_gt_{options.runtime_cutoff_us:g}us"
     delay_over = f"delay_gt_{options.launch_delay_cutoff_us:g}us"

@@ -19,6 +19,8 @@ from analyzers.traces.classify import KernelClass
 from analyzers.traces.frame import Mode, TraceSet
 from analyzers.traces.stats import DESCRIBE_KEYS, describe, union_length, unstable_argsort
 
+PLUGIN_ORDER = 70  # its place in the trace report (fleetscope.plugins)
+
 
 def memory_kind(name: str) -> str:
     """HTA `get_memory_kernel_type`."""
@@ -27,9 +29,6 @@ def memory_kind(name: str) -> str:
     if name[:6] != "Memcpy":
         return "Memcpy Unknown"
     return name[:11]
-
-
-PLUGIN_ORDER = 70  # its place in the trace report (fleetscope.plugins)
 
 
 @analysis(
@@ -44,9 +43,8 @@ def memory_bw(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
     per_rank: dict[int, dict[str, float]] = {}
     for frame in trace.frames():
         sel = np.flatnonzero(frame.of_class(KernelClass.MEMORY))
-        kinds = np.array(
-            [memory_kind(frame.names[i]) for i in frame.name[sel].tolist()], dtype=object
-        )
+        names = [memory_kind(frame.names[i]) for i in frame.name[sel].tolist()]
+        kinds = np.array(names, dtype=object)
         if native:
             values: dict[str, float] = {}
             for kind in sorted(set(kinds.tolist())):
@@ -58,8 +56,7 @@ def memory_bw(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
                 values[f"{kind}_us"] = busy
             per_rank[frame.rank] = values
             continue
-        dur = frame.dur[sel].copy()
-        dur[dur == 0] = 1
+        dur = np.where(frame.dur[sel] == 0, 1.0, frame.dur[sel])
         bw = frame.memory_bw_gbps[sel]
         ts = np.concatenate([frame.ts[sel], frame.ts[sel] + dur])
         value = np.concatenate([bw, -bw])

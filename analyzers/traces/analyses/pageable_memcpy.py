@@ -15,12 +15,11 @@ import numpy as np
 from analyzers.traces.analyses.base import AnalysisResult, TraceOptions, analysis
 from analyzers.traces.frame import TraceSet
 
+PLUGIN_ORDER = 120  # its place in the trace report (fleetscope.plugins)
+
 
 def is_pageable(name: str) -> bool:
     return name.startswith("Memcpy") and "Pageable" in name
-
-
-PLUGIN_ORDER = 120  # its place in the trace report (fleetscope.plugins)
 
 
 @analysis("pageable_memcpy", "Pageable memory copies", None, "HTA has none")

@@ -22,15 +22,10 @@ import numpy as np
 from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
 from analyzers.traces.analyses.launch_stats import NATIVE_LAUNCHES
 from analyzers.traces.frame import I64, Mode, RankFrame, TraceSet
-from analyzers.traces.stats import (
-    DESCRIBE_KEYS,
-    describe,
-    in_sorted,
-    join_rows,
-    unstable_argsort,
-)
+from analyzers.traces.stats import DESCRIBE_KEYS, describe, join_rows, unstable_argsort
 
 # HTA's TraceCounters launches: native mode's without the two HTA 0.5.0 does not know.
+PLUGIN_ORDER = 60  # its place in the trace report (fleetscope.plugins)
 RUNTIME_LAUNCHES = NATIVE_LAUNCHES - {"cuLaunchKernelEx", "hipModuleLaunchKernel"}
 BLOCKED_COLUMNS = (
     "rank",
@@ -51,7 +46,7 @@ def launch_changes(frame: RankFrame) -> tuple[I64, I64, list[int]]:
     runtime_corr = frame.correlation[runtime]
     at = np.minimum(np.searchsorted(corrs, runtime_corr), max(len(corrs) - 1, 0))
     found = corrs[at] == runtime_corr if len(corrs) else np.zeros(len(runtime), dtype=bool)
-    counted = in_sorted(gpu_corr, np.unique(runtime_corr))
+    counted = np.isin(gpu_corr, runtime_corr)
     rows = np.concatenate([runtime[found], gpu[counted]]).astype(np.int64)
     ops = np.concatenate([gpu[first[at[found]]], gpu[counted]]).astype(np.int64)
     return rows, ops, [1] * int(found.sum()) + [-1] * int(counted.sum())
@@ -68,7 +63,7 @@ def queue_series(frame: RankFrame, launches: frozenset[str]) -> dict[int, tuple[
     r_stream = (
         np.where(j >= 0, g_stream[j], math.nan) if len(g_stream) else np.full(len(j), math.nan)
     )
-    launched = in_sorted(frame.correlation[on_stream], np.unique(frame.correlation[runtime]))
+    launched = np.isin(frame.correlation[on_stream], frame.correlation[runtime])
     g_rows = on_stream[launched]
     ts = np.concatenate([r_ts, frame.ts[g_rows]])
     stream = np.concatenate([r_stream, frame.stream[g_rows].astype(np.float64)])
@@ -80,9 +75,6 @@ def queue_series(frame: RankFrame, launches: frozenset[str]) -> dict[int, tuple[
         sel = stream == s
         out[int(s)] = (ts[sel], np.cumsum(delta[sel]))
     return out
-
-
-PLUGIN_ORDER = 60  # its place in the trace report (fleetscope.plugins)
 
 
 @analysis(

@@ -60,12 +60,9 @@ class Change(NamedTuple):
 
     def key(self) -> tuple[object, ...]:
         """Equal for two changes that replay alike (the arrays by content): the memo key."""
-        warp = None if self.cpu_warp is None else tuple(_bytes(a) for a in self.cpu_warp)
+        warp = None if self.cpu_warp is None else tuple(map(_bytes, self.cpu_warp))
         factor = None if self.gpu_factor is None else _bytes(self.gpu_factor)
-        return (
-            warp, self.cpu_scale, self.sync_costs_overhead, self.pinned, factor,
-            self.latency_cap_us,
-        )  # fmt: skip
+        return warp, factor, *self[1:4], self.latency_cap_us
 
 
 def _bytes(a: F64) -> bytes:
@@ -81,12 +78,8 @@ def outermost(start: F64, end: F64) -> tuple[F64, F64]:
     s, e = start[order], end[order]
     if len(s) == 0:
         return s.astype(np.float64), e.astype(np.float64)
-    opens = np.ones(len(s), dtype=bool)
-    opens[1:] = s[1:] >= np.maximum.accumulate(e)[:-1]
-    first = np.flatnonzero(opens)
-    kept_s: F64 = s[first].astype(np.float64)
-    kept_e: F64 = np.maximum.reduceat(e, first).astype(np.float64)
-    return kept_s, kept_e
+    first = np.flatnonzero(np.concatenate([[True], s[1:] >= np.maximum.accumulate(e)[:-1]]))
+    return s[first].astype(np.float64), np.maximum.reduceat(e, first).astype(np.float64)
 
 
 def grouped_cummax(values: F64, group: I64) -> F64:
@@ -102,14 +95,12 @@ def grouped_cummax(values: F64, group: I64) -> F64:
         pairs = np.empty(n, dtype=np.complex128)  # set part by part: 1j * inf has a NaN part
         pairs.real = group
         pairs.imag = values
-        running: F64 = np.maximum.accumulate(pairs).imag.copy()
-        return running
+        return np.maximum.accumulate(pairs).imag.copy()
     order = np.argsort(values, kind="stable")
     rank = np.empty(n, dtype=np.int64)
     rank[order] = np.arange(n, dtype=np.int64)
     base = group.astype(np.int64) * n
-    best: F64 = values[order[np.maximum.accumulate(base + rank) - base]]
-    return best
+    return values[order[np.maximum.accumulate(base + rank) - base]]
 
 
 class Replay:
@@ -141,12 +132,9 @@ class Replay:
         keep = (gpu_row >= 0) & gpu_ok[np.maximum(gpu_row, 0)]
         self.launch, self.gpu = launch[keep], gpu_row[keep]
         self.sync = np.flatnonzero(frame.name_in(SYNC_CALLS) & cpu)
-        self.launch_ts = frame.ts[self.launch]
-        self.launch_dur = frame.dur[self.launch]
-        self.sync_ts = frame.ts[self.sync]
-        self.sync_dur = frame.dur[self.sync]
-        self.gpu_dur = frame.dur[self.gpu]
-        self.gpu_stream = frame.stream[self.gpu]
+        self.launch_ts, self.launch_dur = frame.ts[self.launch], frame.dur[self.launch]
+        self.sync_ts, self.sync_dur = frame.ts[self.sync], frame.dur[self.sync]
+        self.gpu_dur, self.gpu_stream = frame.dur[self.gpu], frame.stream[self.gpu]
         self.gpu_pageable = frame.names_matching(is_pageable)[self.gpu]
         self.latency = self._latency()
         self._order_events()
@@ -164,8 +152,7 @@ class Replay:
             if len(on) > 1:
                 before = np.maximum.accumulate(g_end[on])[:-1]
                 ready[on[1:]] = np.maximum(ready[on[1:]], before)
-        latency: F64 = np.maximum(0.0, g_ts - ready)
-        return latency
+        return np.maximum(0.0, g_ts - ready)
 
     def _order_events(self) -> None:
         """The change-independent part of the replay: launches and syncs in the event order
@@ -209,12 +196,15 @@ class Replay:
         c = np.cumsum(d)  # differences within one stream are the sums of its durations
         c_prev = c - d
         first, last = self.group_start, self.group_last
-        if len(first):
-            max_a = np.maximum.reduceat(c, first).tolist()
-            win_a = np.maximum.reduceat(np.where(self.in_window, c, -math.inf), first).tolist()
-        else:
-            max_a = win_a = []
-        return c, c_prev, max_a, win_a, c[last].tolist(), c_prev[first].tolist()
+        return c, c_prev, *self._group_maxima(c), c[last].tolist(), c_prev[first].tolist()
+
+    def _group_maxima(self, c: F64) -> tuple[list[float], list[float]]:
+        """Per (stream, segment) group, the largest of `c`, and the largest in the step window."""
+        first = self.group_start
+        if not len(first):
+            return [], []
+        inside = np.where(self.in_window, c, -math.inf)
+        return np.maximum.reduceat(c, first).tolist(), np.maximum.reduceat(inside, first).tolist()
 
     def derived(self, key: object, make: Callable[[], T]) -> T:
         """`make()`, computed once per replay: what scenarios derive from the rank and reuse
@@ -229,9 +219,7 @@ class Replay:
 
     def gpu_busy_us(self, change: Change) -> float:
         """GPU time per step under `change` (sum of op durations; streams may overlap)."""
-        dur = self.gpu_dur
-        if change.gpu_factor is not None:
-            dur = dur * change.gpu_factor
+        dur = self.gpu_dur if change.gpu_factor is None else self.gpu_dur * change.gpu_factor
         return float(dur.sum()) / max(1, self.n_steps)
 
     def step_time(self, change: Change) -> float:
@@ -253,16 +241,13 @@ class Replay:
             j, after, into = self._warp_slots(w_start, w_end, t)
             inside = into * (w_fac[j] - 1.0)
             warped = t + np.where(after, w_cum[j] + inside, 0.0)
-        clock: F64 = self.start + (warped - self.start) * change.cpu_scale
-        return clock
+        return self.start + (warped - self.start) * change.cpu_scale
 
     def _warp_slots(self, w_start: F64, w_end: F64, t: F64) -> tuple[I64, Mask, F64]:
         """Per time, the last interval starting at or before it (0 if none), whether there is
         one, and the time spent in it so far, once per (intervals, times): the workers' fixed
-        point replays one set of intervals at many factors, and the events' times and the
-        critical path's ends are the same arrays each time; only the factors change. Keyed by
-        the arrays' ids, not their bytes, slow to hash (a scenario builds its intervals once and
-        never changes them in place)."""
+        point replays one set of intervals at many factors. Keyed by the arrays' ids (their bytes
+        are slow to hash; a scenario never changes its intervals in place)."""
         key = (id(t), id(w_start), id(w_end))
         hit = self._slots.get(key)
         if hit is not None:
@@ -306,13 +291,8 @@ class Replay:
         else:
             c, c_prev, max_a, win_a, last_a, c_first = self._durations(dur)
         cr = c + grouped_cummax(base[self.perm] - c_prev, self.group_of)
-        first, last = self.group_start, self.group_last
-        if len(first):
-            max_b = np.maximum.reduceat(cr, first).tolist()
-            win_b = np.maximum.reduceat(np.where(self.in_window, cr, -math.inf), first).tolist()
-        else:
-            max_b = win_b = []
-        last_b = cr[last].tolist()
+        max_b, win_b = self._group_maxima(cr)
+        last_b = cr[self.group_last].tolist()
         sync_clk = (clk[n_l:] + pin[n_l:])[self.sync_order].tolist()
         sync_dur = self.sync_dur[self.sync_order].tolist()
         free = {s: -math.inf for s in self.group_stream}

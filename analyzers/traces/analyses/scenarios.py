@@ -39,13 +39,14 @@ from analyzers.traces.analyses.dataloader import is_dataloader
 from analyzers.traces.analyses.replay import Change, Replay, outermost
 from analyzers.traces.analyses.tensor_cores import tensor_core_names
 from analyzers.traces.classify import KernelClass
-from analyzers.traces.frame import F64, RUNTIME_CATS, RankFrame
+from analyzers.traces.frame import F64, RUNTIME_CATS
 from analyzers.traces.hardware import gpu_of
 
 __all__ = ["LEVELS", "SCENARIOS", "Scenario", "scenario"]
 
 EXPECTED, OPTIMISTIC, PESSIMISTIC = 0, 1, 2
 LEVELS = (EXPECTED, OPTIMISTIC, PESSIMISTIC)
+_FIXED_POINT_ROUNDS = 8  # the workers' fixed point (_workers_fixed_point)
 
 ChangeFn = Callable[[Replay, TraceOptions, int], Change | None]
 
@@ -92,29 +93,28 @@ def _merge(*warps: tuple[F64, F64, F64] | None) -> tuple[F64, F64, F64] | None:
     return s[idx], e[idx], f[idx]
 
 
-def _dataloader_waits(replay: Replay) -> tuple[F64, F64]:
-    """The outermost data-loader intervals, once per replay: the wait's three levels, the
-    workers' three and their sum with AMP warp the same arrays (so the replay finds where the
-    events and the critical path fall in them once, replay.py)."""
+def _outermost(
+    replay: Replay, match: Callable[[str], object], cats: frozenset[str] | None = None
+) -> tuple[F64, F64]:
+    """The outermost intervals of the CPU rows (of `cats`) whose name matches, once per replay:
+    every level and combination warps the same arrays, so the replay finds where the events and
+    the critical path fall in them once (replay.py)."""
 
-    def waits() -> tuple[F64, F64]:
-        frame = replay.frame
-        rows = frame.names_matching(is_dataloader) & (frame.stream == -1)
-        return outermost(frame.ts[rows], frame.end[rows])
+    def find() -> tuple[F64, F64]:
+        f = replay.frame
+        rows = f.names_matching(match) & (f.stream == -1 if cats is None else f.cat_in(cats))
+        return outermost(f.ts[rows], f.end[rows])
 
-    return replay.derived("dataloader waits", waits)
+    return replay.derived(("outermost", match), find)
 
 
 @scenario("no_dataloader_wait", "every enumerate(DataLoader) wait disappears (a bound, not a fix)")
 def _no_dataloader_wait(replay: Replay, o: TraceOptions, level: int) -> Change | None:
     """One change for every level (the what-if prices it once)."""
-    s, e = _dataloader_waits(replay)
+    s, e = _outermost(replay, is_dataloader)
     if not len(s):
         return None
     return replay.derived("no dataloader wait", lambda: Change(cpu_warp=(s, e, np.zeros(len(s)))))
-
-
-_FIXED_POINT_ROUNDS = 8
 
 
 def _workers_change(replay: Replay, o: TraceOptions, level: int) -> Change | None:
@@ -125,7 +125,7 @@ def _workers_change(replay: Replay, o: TraceOptions, level: int) -> Change | Non
 
 
 def _workers_fixed_point(replay: Replay, o: TraceOptions, level: int) -> Change | None:
-    s, e = _dataloader_waits(replay)
+    s, e = _outermost(replay, is_dataloader)
     if not len(s) or o.dataloader_workers < 1:
         return None
     load_us = float((e - s).sum()) / replay.n_steps  # loading CPU work per step, now in workers
@@ -172,39 +172,27 @@ def _pinned(replay: Replay, o: TraceOptions, level: int) -> Change | None:
     return Change(pinned=True) if replay.gpu_pageable.any() else None
 
 
-# The AMP scenario's regexes, compiled on first use.
-@functools.cache
-def gemm_kernels() -> re.Pattern[str]:
-    return re.compile(r"gemm|conv|cudnn.*(dgrad|wgrad|fprop)|winograd|scudnn|dgrad|wgrad", re.I)
-
-
-@functools.cache
-def membound_kernels() -> re.Pattern[str]:
-    return re.compile(
-        r"elementwise|bn_|batch_?norm|layer_?norm|pool|reduce|softmax|relu|add|mul|clamp|threshold",
-        re.I,
-    )
-
-
-@functools.cache
-def cpu_amp_ops() -> re.Pattern[str]:
-    return re.compile(
-        r"^(aten::(conv\dd|convolution|linear|addmm|mm|bmm|matmul|baddbmm))$"
-        r"|^autograd::engine::evaluate_function: (Convolution|Addmm|Mm|Bmm)Backward\d*$"
-    )
-
-
+# The AMP scenario's kernels (GEMM/conv, memory-bound) and CPU ops (bf16 autocast's list).
+GEMM_KERNELS = re.compile(r"gemm|conv|cudnn.*(dgrad|wgrad|fprop)|winograd|scudnn|dgrad|wgrad", re.I)
+MEMBOUND_KERNELS = re.compile(
+    r"elementwise|bn_|batch_?norm|layer_?norm|pool|reduce|softmax|relu|add|mul|clamp|threshold",
+    re.I,
+)
+CPU_AMP_OPS = re.compile(
+    r"^(aten::(conv\dd|convolution|linear|addmm|mm|bmm|matmul|baddbmm))$"
+    r"|^autograd::engine::evaluate_function: (Convolution|Addmm|Mm|Bmm)Backward\d*$"
+)
 _NOT_CHANGED, _GEMM_OP, _MEMBOUND_OP = 0, 1, 2
 
 
 @functools.lru_cache(maxsize=1 << 12)
 def _kernel_kind(name: str) -> int:
-    """`_GEMM_OP` where `gemm_kernels()` matches, else `_MEMBOUND_OP` where `membound_kernels()`
-    does. Kept per name across ranks (a set's ranks launch the same long templated names, slow
-    to search), at most 4,096 of them, so a server's memory stays bounded."""
-    if gemm_kernels().search(name):
+    """`_GEMM_OP`, `_MEMBOUND_OP` or `_NOT_CHANGED`, per name across ranks (a set's ranks launch
+    the same long templated names, slow to search), at most 4,096, so a server's memory stays
+    bounded."""
+    if GEMM_KERNELS.search(name):
         return _GEMM_OP
-    return _MEMBOUND_OP if membound_kernels().search(name) else _NOT_CHANGED
+    return _MEMBOUND_OP if MEMBOUND_KERNELS.search(name) else _NOT_CHANGED
 
 
 def _amp_kind(replay: Replay) -> np.ndarray:
@@ -217,17 +205,8 @@ def _amp_kind(replay: Replay) -> np.ndarray:
     for code in set(codes.tolist()):
         if not on_tensor_cores[code]:
             kind_of[code] = _kernel_kind(frame.names[code])
-    kind = kind_of[codes]
     computation = frame.kernel_class[replay.gpu] == KernelClass.COMPUTATION
-    return np.where(computation, kind, _NOT_CHANGED)
-
-
-def _amp_gpu_factor(replay: Replay, o: TraceOptions, level: int) -> F64:
-    kind = replay.derived("amp_kind", lambda: _amp_kind(replay))
-    tc = 1.0 / _pick(level, o.amp_tensor_core_speedup, 4.0, 2.0)
-    mem = 1.0 / _pick(level, o.amp_memory_speedup, 2.0, 1.3)
-    factor: F64 = np.choose(kind, (1.0, tc, mem)).astype(np.float64)
-    return factor
+    return np.where(computation, kind_of[codes], _NOT_CHANGED)
 
 
 @scenario("amp", "mixed precision: GEMM/conv kernels off tensor cores 2-4x, memory-bound kernels "
@@ -238,19 +217,23 @@ def _amp(replay: Replay, o: TraceOptions, level: int) -> Change | None:
     if replay.has_gpu:
         if not gpu_of(replay.frame.device_properties).tensor_cores:
             return None  # before Volta no tensor core runs float16: nothing to move (hardware.py)
-        return Change(gpu_factor=_amp_gpu_factor(replay, o, level), cpu_scale=cpu_overhead)
-    frame = replay.frame
-    rows = frame.names_matching(cpu_amp_ops().match) & replay.cpu
-    if not rows.any():
-        return None
+        tc = 1.0 / _pick(level, o.amp_tensor_core_speedup, 4.0, 2.0)
+        mem = 1.0 / _pick(level, o.amp_memory_speedup, 2.0, 1.3)
+        kind = replay.derived("amp_kind", lambda: _amp_kind(replay))
+        factor = np.choose(kind, (1.0, tc, mem)).astype(np.float64)
+        return Change(gpu_factor=factor, cpu_scale=cpu_overhead)
+    s, e = _outermost(replay, CPU_AMP_OPS.match)
     speedup = _pick(level, o.amp_cpu_speedup, 2.0, 0.8)
-    s, e = outermost(frame.ts[rows], frame.end[rows])
-    return Change(cpu_warp=(s, e, np.full(len(s), 1.0 / speedup)))
+    return Change(cpu_warp=(s, e, np.full(len(s), 1.0 / speedup))) if len(s) else None
 
 
+# Functions, not lambdas per call: `names_matching` keeps its answers per predicate.
 def _is_optimizer_step(name: str) -> bool:
-    """One function, not a lambda per call: `names_matching` keeps its answers per predicate."""
     return name.startswith("Optimizer.step#")
+
+
+def _is_launch_call(name: str) -> bool:
+    return "Launch" in name
 
 
 @scenario("fused_optimizer", "the optimizer step fused (fused=True / foreach): its CPU time to "
@@ -266,14 +249,11 @@ def _fused_optimizer(replay: Replay, o: TraceOptions, level: int) -> Change | No
 
 
 def _optimizer_steps(replay: Replay) -> tuple[F64, F64, np.ndarray]:
-    """The outermost optimizer-step intervals and which launches fall inside one, once per
-    replay, not once per level."""
-    frame = replay.frame
-    rows = frame.names_matching(_is_optimizer_step) & (frame.stream == -1)
-    s, e = outermost(frame.ts[rows], frame.end[rows])
+    """The outermost optimizer-step intervals and which launches fall inside one."""
+    s, e = _outermost(replay, _is_optimizer_step)
     if not len(s):
         return s, e, np.zeros(0, dtype=bool)
-    launch_ts = frame.ts[replay.launch]
+    launch_ts = replay.launch_ts
     k = np.searchsorted(s, launch_ts, side="right") - 1
     return s, e, (k >= 0) & (launch_ts < e[np.maximum(k, 0)])
 
@@ -283,24 +263,18 @@ def _optimizer_steps(replay: Replay) -> tuple[F64, F64, np.ndarray]:
 def _cuda_graphs(replay: Replay, o: TraceOptions, level: int) -> Change | None:
     if not replay.has_gpu:
         return None
-    s, e = replay.derived("launch_calls", lambda: _launch_calls(replay.frame))
+    s, e = _outermost(replay, _is_launch_call, RUNTIME_CATS)
     cpu_f = _pick(level, 0.1, 0.05, 0.3)
     cap = _pick(level, 2.0, 1.0, 5.0)
     return Change(cpu_warp=(s, e, np.full(len(s), cpu_f)), latency_cap_us=cap)
 
 
-def _launch_calls(frame: RankFrame) -> tuple[F64, F64]:
-    """The outermost launch-call intervals, once per replay, not once per level."""
-    rows = frame.cat_in(RUNTIME_CATS) & frame.names_matching(_is_launch_call)
-    return outermost(frame.ts[rows], frame.end[rows])
-
-
-def _is_launch_call(name: str) -> bool:
-    return "Launch" in name
-
-
-@scenario("comm_bandwidth", "collective kernels on TraceOptions.comm_bandwidth_ratio x the "
-          "bandwidth: 1/R of their time, up to a 20 % latency-bound part that does not scale")  # fmt: skip
+@scenario(
+    "comm_bandwidth",
+    "collective kernels on TraceOptions.comm_bandwidth_ratio x the "
+    "bandwidth: 1/R of their time, up to a 20 % latency-bound part that does not "
+    "scale",
+)
 def _comm_bandwidth(replay: Replay, o: TraceOptions, level: int) -> Change | None:
     cls = replay.frame.kernel_class[replay.gpu]
     comm = cls == KernelClass.COMMUNICATION

@@ -18,6 +18,7 @@ from analyzers.traces.analyses.base import AnalysisResult, TraceOptions, analysi
 from analyzers.traces.frame import RankFrame, TraceSet
 from analyzers.traces.stats import union_intervals, window_intersections
 
+PLUGIN_ORDER = 90  # its place in the trace report (fleetscope.plugins)
 _STEP = re.compile(r"^ProfilerStep#(\d+)$")
 
 
@@ -27,7 +28,6 @@ class Step(NamedTuple):
     number: int
     start_us: float
     end_us: float
-    tid: int
 
     @property
     def duration_us(self) -> float:
@@ -44,15 +44,10 @@ def profiler_steps(frame: RankFrame) -> list[Step]:
     for row in rows.tolist():
         match = _STEP.match(frame.names[frame.name[row]])
         assert match is not None
-        step = Step(
-            int(match.group(1)), float(frame.ts[row]), float(frame.end[row]), int(frame.tid[row])
-        )
+        step = Step(int(match.group(1)), float(frame.ts[row]), float(frame.end[row]))
         if step.number not in best or step.duration_us > best[step.number].duration_us:
             best[step.number] = step
     return sorted(best.values(), key=lambda s: s.start_us)
-
-
-PLUGIN_ORDER = 90  # its place in the trace report (fleetscope.plugins)
 
 
 @analysis("steps", "Profiler steps", None, "HTA lists step numbers only")
@@ -62,12 +57,11 @@ def steps(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
     for frame in trace.frames():
         found = profiler_steps(frame)
         g_start, g_end = union_intervals(frame.ts[frame.on_stream], frame.end[frame.on_stream])
-        total = 0.0
         windows = [(step.start_us, step.end_us) for step in found]
         for step, busy in zip(found, window_intersections(windows, g_start, g_end), strict=True):
             share = busy / step.duration_us if step.duration_us > 0 else float("nan")
             rows.append((frame.rank, step.number, step.start_us, step.duration_us, busy, share))
-            total += step.duration_us
+        total = sum(step.duration_us for step in found)
         per_rank[frame.rank] = {
             "steps": float(len(found)),
             "mean_step_us": total / len(found) if found else float("nan"),

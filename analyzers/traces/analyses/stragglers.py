@@ -14,11 +14,10 @@ Algorithm (HTA 0.5.0 `get_potential_stragglers()` with its defaults, `hta/analyz
 4. Per iteration, ranks whose candidate starts at or after the 2nd latest start count once; the
    ranks with the most counts (2) are the potential stragglers.
 
-HTA raises when no kernel qualifies or when there is one rank (every shared real trace has one),
-and so does not answer there; this analysis then says why in a note. Its metric picks each rank's
-own last long kernel: a rank that waits in longer collectives has more kernels over the cut, so
-the rank named can be a punctual one (tests/analyzers/traces/straggler_set.py shows it). Native
-mode also counts non-NCCL collectives (`KernelClass.COMMUNICATION`: RCCL, HCCL, DeepEP).
+HTA raises when no kernel qualifies or when there is one rank (every shared real trace); a note
+says why here. Its metric can name a punctual rank: one that waits in longer collectives has
+more kernels over the cut (tests/analyzers/traces/straggler_set.py). Native mode also counts
+non-NCCL collectives (`KernelClass.COMMUNICATION`: RCCL, HCCL, DeepEP).
 """
 
 from __future__ import annotations
@@ -30,19 +29,13 @@ import numpy as np
 from analyzers.traces.analyses.base import AnalysisResult, TraceOptions, analysis
 from analyzers.traces.analyses.trace_diff import row_iterations, step_number
 from analyzers.traces.classify import KernelClass
-from analyzers.traces.frame import Mode, RankFrame, TraceSet
+from analyzers.traces.frame import Mode, TraceSet
 
 __all__ = ["stragglers"]
 
+PLUGIN_ORDER = 175  # after the what-if
 CANDIDATES = 2  # HTA's num_candidates default
 MIN_NORMALIZED_DURATION = 0.01  # HTA's min_normalized_duration: 1 % of the mean iteration
-
-
-def _is_comm(frame: RankFrame, native: bool) -> np.ndarray:
-    if native:
-        mask: np.ndarray = frame.of_class(KernelClass.COMMUNICATION)
-        return mask
-    return frame.names_matching(_nccl_kernel)
 
 
 def _nccl_kernel(name: str) -> bool:
@@ -69,14 +62,9 @@ def _candidates(trace: TraceSet, native: bool) -> tuple[list[tuple[int, int, flo
     mean_iter = (max(float(e.max()) for e in ends) - t_min) / max(1, len(present))
     last: dict[tuple[int, int, int, str], tuple[float, float]] = {}
     for f in frames:
-        it = iters[f.rank]
-        long = (
-            used[f.rank]
-            & (f.stream > 0)
-            & (it > 0)
-            & (f.dur >= mean_iter * MIN_NORMALIZED_DURATION)
-            & _is_comm(f, native)
-        )
+        it, cut = iters[f.rank], mean_iter * MIN_NORMALIZED_DURATION
+        comm = f.of_class(KernelClass.COMMUNICATION) if native else f.names_matching(_nccl_kernel)
+        long = used[f.rank] & (f.stream > 0) & (it > 0) & (f.dur >= cut) & comm
         for row in np.flatnonzero(long).tolist():
             key = (f.rank, int(f.stream[row]), int(it[row]), f.names[f.name[row]])
             last[key] = ((f.ts[row] - t_min) / mean_iter, f.dur[row] / mean_iter)
@@ -116,9 +104,6 @@ def straggler_counts(picked: list[tuple[int, int, float]], k: int = CANDIDATES) 
         for rank, start in group:
             counts[rank] += int(start >= threshold)
     return counts
-
-
-PLUGIN_ORDER = 175  # after the what-if
 
 
 @analysis(

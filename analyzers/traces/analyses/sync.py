@@ -19,6 +19,7 @@ from analyzers.traces.analyses.base import AnalysisResult, TraceOptions, analysi
 from analyzers.traces.analyses.steps import profiler_steps
 from analyzers.traces.frame import TraceSet
 
+PLUGIN_ORDER = 110  # its place in the trace report (fleetscope.plugins)
 SYNC_CALLS = frozenset(
     {
         "cudaDeviceSynchronize",
@@ -46,9 +47,6 @@ COLUMNS = (
     "longest_us",
     "share_of_steps",
 )
-
-
-PLUGIN_ORDER = 110  # its place in the trace report (fleetscope.plugins)
 
 
 @analysis("sync", "Synchronization calls", None, "HTA has none outside critical-path analysis")

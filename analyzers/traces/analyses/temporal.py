@@ -17,6 +17,7 @@ from analyzers.traces.classify import KernelClass
 from analyzers.traces.frame import TraceSet
 from analyzers.traces.stats import hta_round, union_length
 
+PLUGIN_ORDER = 10  # its place in the trace report (fleetscope.plugins)
 COLUMNS = (
     "rank",
     "idle_time(us)",
@@ -27,9 +28,6 @@ COLUMNS = (
     "compute_time_pctg",
     "non_compute_time_pctg",
 )
-
-
-PLUGIN_ORDER = 10  # its place in the trace report (fleetscope.plugins)
 
 
 @analysis(

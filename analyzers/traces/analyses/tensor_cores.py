@@ -3,8 +3,9 @@
 
 A kernel uses tensor cores when its name holds one of the plugin's patterns (from NVIDIA PyProf:
 `h884`, `s1688`, `hmma`, `16816`, `xmma_gemm`, ...; extended with the CUTLASS `tensorop`, cuBLAS
-`nvjet` and sm90/sm100 families, FP8/FP4 GEMMs and fused attention, which the plugin predates). It is eligible when the operator that launched it (matched by
-`External id`) is one the plugin (from autocast's fp16 list) lists: convolutions, matmuls,
+`nvjet` and sm90/sm100 families, FP8/FP4 GEMMs (E4m3/E2m1: tensor cores only) and fused
+attention, which the plugin predates). It is eligible when the operator that launched it (matched
+by `External id`) is one the plugin (from autocast's fp16 list) lists: convolutions, matmuls,
 linear, RNN cells. Reported: eligible kernel time, the part on tensor cores, and the GPU's compute
 capability (tensor cores exist from 7.0).
 """
@@ -20,61 +21,73 @@ from analyzers.traces.analyses.base import AnalysisResult, TraceOptions, analysi
 from analyzers.traces.classify import KernelClass
 from analyzers.traces.frame import CPU_OP_CATS, RankFrame, TraceSet
 from analyzers.traces.hardware import gpu_of
-from analyzers.traces.stats import in_sorted
 
+PLUGIN_ORDER = 150  # its place in the trace report (fleetscope.plugins)
 TC_KERNEL_PATTERNS = (
     "h884", "s884", "h1688", "s1688", "hmma", "i8816", "16816", "dgrad_1x1_stride_2x2",
     "first_layer_wgrad_kernel", "conv1x1", "conv2d_c1_k1", "direct_group", "xmma_implicit_gemm",
     "xmma_sparse_conv", "xmma_warp_specialized_implicit_gemm", "xmma_gemm", "xmma_sparse_gemm",
-    "c1688", "tensorop", "sm80_xmma", "sm90_xmma", "gmma", "wgmma", "mma_",
-    # Hopper/Blackwell families the plugin predates: cuBLAS nvjet, TRT-LLM/FlashInfer fmha and
-    # FP8/FP4 GEMMs (E4m3/E2m1 run only on tensor cores), FlashAttention, tcgen05 (sm100).
-    "nvjet", "fmha", "flash_fwd", "flash_bwd", "tcgen05", "sm90_", "sm100", "E4m3", "E2m1",
+    "c1688", "tensorop", "sm80_xmma", "sm90_xmma", "gmma", "wgmma", "mma_", "nvjet", "fmha",
+    "flash_fwd", "flash_bwd", "tcgen05", "sm90_", "sm100", "E4m3", "E2m1",
 )  # fmt: skip
 TC_OPS = frozenset(
     {
-        "aten::_convolution", "aten::_convolution_nogroup", "aten::conv1d", "aten::conv2d",
-        "aten::conv3d", "aten::conv_tbc", "aten::conv_transpose1d", "aten::conv_transpose2d",
-        "aten::conv_transpose3d", "aten::convolution", "aten::cudnn_convolution",
-        "aten::cudnn_convolution_transpose", "aten::prelu", "aten::addmm", "aten::addmv",
-        "aten::addr", "aten::matmul", "aten::mm", "aten::mv", "aten::linear", "aten::addbmm",
-        "aten::baddbmm", "aten::bmm", "aten::chain_matmul", "aten::linalg_multi_dot",
-        "aten::_thnn_fused_lstm_cell", "aten::_thnn_fused_gru_cell", "aten::lstm_cell",
-        "aten::gru_cell", "aten::rnn_tanh_cell", "aten::rnn_relu_cell",
-        "CudnnConvolutionBackward", "CudnnConvolutionBackward0", "MmBackward", "MmBackward0",
-        "AddmmBackward", "AddmmBackward0", "BmmBackward", "BmmBackward0",
-        "aten::convolution_backward", "aten::cudnn_convolution_backward",
+        "aten::_convolution",
+        "aten::_convolution_nogroup",
+        "aten::conv1d",
+        "aten::conv2d",
+        "aten::conv3d",
+        "aten::conv_tbc",
+        "aten::conv_transpose1d",
+        "aten::conv_transpose2d",
+        "aten::conv_transpose3d",
+        "aten::convolution",
+        "aten::cudnn_convolution",
+        "aten::cudnn_convolution_transpose",
+        "aten::prelu",
+        "aten::addmm",
+        "aten::addmv",
+        "aten::addr",
+        "aten::matmul",
+        "aten::mm",
+        "aten::mv",
+        "aten::linear",
+        "aten::addbmm",
+        "aten::baddbmm",
+        "aten::bmm",
+        "aten::chain_matmul",
+        "aten::linalg_multi_dot",
+        "aten::_thnn_fused_lstm_cell",
+        "aten::_thnn_fused_gru_cell",
+        "aten::lstm_cell",
+        "aten::gru_cell",
+        "aten::rnn_tanh_cell",
+        "aten::rnn_relu_cell",
+        "CudnnConvolutionBackward",
+        "CudnnConvolutionBackward0",
+        "MmBackward",
+        "MmBackward0",
+        "AddmmBackward",
+        "AddmmBackward0",
+        "BmmBackward",
+        "BmmBackward0",
+        "aten::convolution_backward",
+        "aten::cudnn_convolution_backward",
         "autograd::engine::evaluate_function: ConvolutionBackward0",
         "autograd::engine::evaluate_function: AddmmBackward0",
         "autograd::engine::evaluate_function: MmBackward0",
         "autograd::engine::evaluate_function: BmmBackward0",
     }
-)  # fmt: skip
-
-
-COLUMNS = (
-    "rank",
-    "compute_capability",
-    "compute_kernel_us",
-    "tc_eligible_us",
-    "tensor_core_us",
-    "tc_share_of_eligible",
 )
+COLUMNS = (
+    "rank", "compute_capability", "compute_kernel_us", "tc_eligible_us", "tensor_core_us",
+    "tc_share_of_eligible",
+)  # fmt: skip
 KEYS = ("compute_capability", "compute_us", "eligible_us", "tensor_core_us", "tensor_core_share")
 
 
 def uses_tensor_cores(name: str) -> bool:
     return any(p in name for p in TC_KERNEL_PATTERNS)
-
-
-def eligible_kernels(frame: RankFrame) -> np.ndarray:
-    """Compute kernels launched by a tensor-core-eligible operator (by External id)."""
-    ops = frame.cat_in(CPU_OP_CATS) & frame.name_in(TC_OPS)
-    ids = np.unique(frame.external_id[ops])
-    ids = ids[ids >= 0]
-    kernels = frame.of_class(KernelClass.COMPUTATION)
-    mask: np.ndarray = kernels & in_sorted(frame.external_id, ids)
-    return mask
 
 
 def _on_tensor_cores(frame: RankFrame, kernels: np.ndarray) -> np.ndarray:
@@ -83,8 +96,7 @@ def _on_tensor_cores(frame: RankFrame, kernels: np.ndarray) -> np.ndarray:
     hit = np.zeros(len(frame.names), dtype=bool)
     for code, yes in tensor_core_names(frame, np.unique(frame.name[kernels]).tolist()).items():
         hit[code] = yes
-    mask: np.ndarray = kernels & hit[frame.name]
-    return mask
+    return kernels & hit[frame.name]
 
 
 def tensor_core_names(frame: RankFrame, codes: Iterable[int]) -> dict[int, bool]:
@@ -97,9 +109,6 @@ def tensor_core_names(frame: RankFrame, codes: Iterable[int]) -> dict[int, bool]
     return known
 
 
-PLUGIN_ORDER = 150  # its place in the trace report (fleetscope.plugins)
-
-
 @analysis("tensor_cores", "Tensor-core use", None, "HTA has none")
 def tensor_cores(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
     rows = []
@@ -107,7 +116,9 @@ def tensor_cores(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
     for frame in trace.frames():
         compute = frame.of_class(KernelClass.COMPUTATION)
         tc = _on_tensor_cores(frame, compute)
-        eligible = eligible_kernels(frame) | tc
+        # eligible: launched by a tensor-core-eligible operator (by External id), or on them
+        ids = frame.external_id[frame.cat_in(CPU_OP_CATS) & frame.name_in(TC_OPS)]
+        eligible = (compute & np.isin(frame.external_id, ids[ids >= 0])) | tc
         compute_us = float(frame.dur[compute].sum())
         eligible_us = float(frame.dur[eligible].sum())
         tc_us = float(frame.dur[tc].sum())

@@ -14,10 +14,8 @@ from analyzers.traces.analyses.base import AnalysisResult, TraceOptions, analysi
 from analyzers.traces.analyses.kernel_breakdown import aggregate_by_name
 from analyzers.traces.frame import TraceSet
 
-COLUMNS = ("name", "sum (us)", "max (us)", "min (us)", "stddev", "mean (us)", "rank")
-
-
 PLUGIN_ORDER = 80  # its place in the trace report (fleetscope.plugins)
+COLUMNS = ("name", "sum (us)", "max (us)", "min (us)", "stddev", "mean (us)", "rank")
 
 
 @analysis(
@@ -33,8 +31,7 @@ def user_annotation(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
     rows = []
     for frame in frames:
         sel = np.flatnonzero(frame.cat == frame.sym("gpu_user_annotation"))
-        names = [frame.names[i] for i in frame.name[sel].tolist()]
-        found = aggregate_by_name(names, frame.dur[sel], 1000, options.duration_ratio)
+        found = aggregate_by_name(frame, sel, 1000, options.duration_ratio)
         rows += [(*row, frame.rank) for row in found]
     rows.sort(key=lambda r: (r[6], r[0]))
     return AnalysisResult.of_table(

@@ -127,22 +127,22 @@ def test_a_cpu_warp_that_the_longest_path_edge_misses_still_has_no_bound() -> No
 def test_the_call_stack_walk_enters_and_leaves_each_call_in_depth_first_order() -> None:
     """a( b() c( d() ) ) then e, an end on the empty stack ignored, e never ended: a walk enters
     a, b, leaves b, enters c, d, leaves d, c, a, enters e and leaves it at the end."""
-    import analyzers.traces.analyses.critical_path_graph as graph
+    from analyzers.traces import _kineto_columns as c
 
     starts = np.array([1, 1, 0, 1, 1, 0, 0, 0, 0, 1], dtype=bool)  # a b ) c d ) ) ) ) e
     n = 5
     expected_walk = [0, 1, n + 1, 2, 3, n + 3, n + 2, n + 0, 4, n + 4]
-    walk, parent = graph.stack_walk(starts)
+    walk, parent = (np.frombuffer(a, np.int64) for a in c.stack_walk(starts.view(np.uint8)))
     assert (walk.tolist(), parent.tolist()) == (expected_walk, [-1, 0, 0, 2, -1])
 
 
 def test_parallel_edges_keep_the_first_place_and_the_last_edge() -> None:
     """networkx keeps one edge per pair, where it was first added, with the last one's data:
     edges 0 (0->1), 1 (1->2), 2 (0->1 again), 3 (2->0), 4 (1->2 again), 5 (0->1 a third time)."""
-    import analyzers.traces.analyses.critical_path_graph as graph
+    from analyzers.traces import _kineto_columns as c
 
-    src, dst = np.array([0, 1, 0, 2, 1, 0]), np.array([1, 2, 1, 0, 2, 1])
-    first, last = graph.unique_edges(3, src, dst)
+    src, dst = np.array([0, 1, 0, 2, 1, 0], np.int64), np.array([1, 2, 1, 0, 2, 1], np.int64)
+    first, last = (np.frombuffer(a, np.int64) for a in c.unique_edges(3, src, dst))
     assert (first.tolist(), last.tolist()) == ([0, 1, 3], [5, 4, 3])
 
 

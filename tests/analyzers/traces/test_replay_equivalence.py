@@ -164,7 +164,7 @@ _MEMBOUND_WORDS = (
 
 def _word_kind(name: str) -> int:
     """AMP's kernel kind of an ASCII name as words say it, case-insensitive (what the regexes
-    scenarios.gemm_kernels and membound_kernels mean): GEMM/conv (1, also `cudnn` followed by
+    scenarios.GEMM_KERNELS and MEMBOUND_KERNELS mean): GEMM/conv (1, also `cudnn` followed by
     `fprop` on one line), else memory-bound (2), else neither (0)."""
     low = name.lower()
     fprop = any(
