@@ -73,7 +73,7 @@ buffer_reserve(Buffer *b, Py_ssize_t more)
 /* ------------------------------------------------------------------------------------------ */
 /* Values of the fields that are read                                                         */
 
-enum { ABSENT = 0, IS_NULL, IS_INT, IS_FLOAT, IS_STR };
+enum { ABSENT = 0, IS_NULL, IS_INT, IS_FLOAT, IS_STR }; /* in this order (PRESENT) */
 
 typedef struct {
     int kind;
@@ -537,17 +537,8 @@ read_members(Cursor *c, Value *v, int first, int last, int depth)
     }
 }
 
-static inline int
-present(const Value *v)
-{
-    return v->kind == IS_INT || v->kind == IS_FLOAT || v->kind == IS_STR;
-}
-
-static inline int64_t
-int_or(const Value *v, int64_t absent)
-{
-    return v->kind == IS_INT ? v->i : absent;
-}
+#define PRESENT(v) ((v).kind >= IS_INT) /* a number or a string */
+#define INT_OR(v, absent) ((v).kind == IS_INT ? (v).i : (int64_t)(absent))
 
 /* ------------------------------------------------------------------------------------------ */
 /* Symbols: a value's id in the file's SymbolTable (columns.SymbolTable), which interns a value
@@ -683,14 +674,14 @@ decode_events(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nar
             if (read_members(&c, v, F_CAT, F_STREAM, 1) < 0) {
                 goto not_ours;
             }
-            /* load_fast._reduce: every event's ts decides the flags. */
+            /* columns.event_sink: every event's ts decides the flags. */
             if (v[F_TS].kind == IS_FLOAT) {
                 ts_has_float = 1;
             }
-            else if (!present(&v[F_TS])) {
+            else if (!PRESENT(v[F_TS])) {
                 ts_all_present = 0;
             }
-            int timed = present(&v[F_TS]) && present(&v[F_DUR]);
+            int timed = PRESENT(v[F_TS]) && PRESENT(v[F_DUR]);
             int has_cat = v[F_CAT].kind == IS_STR &&
                           !(v[F_CAT].n == 5 && memcmp(v[F_CAT].s, "Trace", 5) == 0);
             if (timed && has_cat) {
@@ -702,20 +693,18 @@ decode_events(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nar
                 PUSH(columns[COL_INDEX], int64_t, base + events);
                 PUSH(columns[COL_TS], double, v[F_TS].d);
                 PUSH(columns[COL_DUR], double, v[F_DUR].d);
-                PUSH(columns[COL_STREAM], int64_t, int_or(&v[F_STREAM], -1));
-                PUSH(columns[COL_CORRELATION], int64_t, int_or(&v[F_CORRELATION], -1));
-                PUSH(columns[COL_BW], double, present(&v[F_BW]) ? v[F_BW].d : 0.0);
-                PUSH(columns[COL_NBYTES], int64_t, int_or(&v[F_NBYTES], -1));
-                PUSH(columns[COL_EXT], int64_t,
-                     v[F_EXT].kind == IS_INT ? v[F_EXT].i : int_or(&v[F_EXT_2021], -1));
+                PUSH(columns[COL_STREAM], int64_t, INT_OR(v[F_STREAM], -1));
+                PUSH(columns[COL_CORRELATION], int64_t, INT_OR(v[F_CORRELATION], -1));
+                PUSH(columns[COL_BW], double, PRESENT(v[F_BW]) ? v[F_BW].d : 0.0);
+                PUSH(columns[COL_NBYTES], int64_t, INT_OR(v[F_NBYTES], -1));
+                PUSH(columns[COL_EXT], int64_t, INT_OR(v[F_EXT], INT_OR(v[F_EXT_2021], -1)));
             }
             else if (v[F_NAME].kind == IS_STR && v[F_NAME].n == 8 &&
-                     memcmp(v[F_NAME].s, "[memory]", 8) == 0 && present(&v[F_TS]) &&
+                     memcmp(v[F_NAME].s, "[memory]", 8) == 0 && PRESENT(v[F_TS]) &&
                      v[F_ARGS].kind != ABSENT) {
                 PUSH(columns[COL_MEM_TS], double, v[F_TS].d);
-                PUSH(columns[COL_MEM_TYPE], int64_t, int_or(&v[F_DEVICE_TYPE], -1));
-                PUSH(columns[COL_MEM_TOTAL], double,
-                     present(&v[F_TOTAL]) ? v[F_TOTAL].d : Py_NAN);
+                PUSH(columns[COL_MEM_TYPE], int64_t, INT_OR(v[F_DEVICE_TYPE], -1));
+                PUSH(columns[COL_MEM_TOTAL], double, PRESENT(v[F_TOTAL]) ? v[F_TOTAL].d : Py_NAN);
             }
             events++;
             int more = next_item(&c, ']');
