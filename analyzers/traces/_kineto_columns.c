@@ -160,50 +160,33 @@ scan_string(Cursor *c, const unsigned char **start, Py_ssize_t *len, int *escape
 #if PY_LITTLE_ENDIAN
     special:;
 #endif
-        unsigned char ch = *p;
-        if (ch == '"') {
+        if (*p == '"') {
             *len = p - *start;
             c->p = p + 1;
             return 0;
         }
-        if (ch < 0x20) {
+        if (*p < 0x20 || end - p < 2) {
+            return -1; /* a control character, or a backslash at the end */
+        }
+        *escaped = 1;
+        if (p[1] == 'u') {
+            /* A surrogate must be a high one followed by a low one: a lone one goes to the
+               fallback even in a string this pass skips. */
+            int unit = hex_unit(p, end), pair = unit >= 0xD800 && unit <= 0xDBFF;
+            int next = pair && end - p >= 8 && p[6] == '\\' && p[7] == 'u';
+            int low = next ? hex_unit(p + 6, end) : -1;
+            if (unit < 0 || (unit >= 0xDC00 && unit <= 0xDFFF) ||
+                (pair && (low < 0xDC00 || low > 0xDFFF))) {
+                return -1;
+            }
+            p += pair ? 12 : 6;
+        }
+        else if (memchr("\"\\/bfnrt", p[1], 8) != NULL) {
+            p += 2;
+        }
+        else {
             return -1;
         }
-        if (ch == '\\') {
-            *escaped = 1;
-            if (end - p < 2) {
-                return -1;
-            }
-            unsigned char e = p[1];
-            if (e == 'u') {
-                /* A surrogate must be a high one followed by a low one: a lone one goes to
-                   the fallback even in a string this pass skips. */
-                int unit = hex_unit(p, end);
-                if (unit < 0 || (unit >= 0xDC00 && unit <= 0xDFFF)) {
-                    return -1;
-                }
-                p += 6;
-                if (unit >= 0xD800 && unit <= 0xDBFF) {
-                    if (end - p < 2 || p[0] != '\\' || p[1] != 'u') {
-                        return -1;
-                    }
-                    int low = hex_unit(p, end);
-                    if (low < 0xDC00 || low > 0xDFFF) {
-                        return -1;
-                    }
-                    p += 6;
-                }
-            }
-            else if (e == '"' || e == '\\' || e == '/' || e == 'b' || e == 'f' || e == 'n' ||
-                     e == 'r' || e == 't') {
-                p += 2;
-            }
-            else {
-                return -1;
-            }
-            continue;
-        }
-        p++;
     }
 }
 
