@@ -828,13 +828,14 @@ longest_path(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t narg
     const double *w = bufs[2].buf;
     PyObject *result = NULL, *dist_out = PyByteArray_FromStringAndSize(NULL, n * 8);
     PyObject *via_out = PyByteArray_FromStringAndSize(NULL, n * 8);
-    int64_t *pred_at = PyMem_Calloc(4 * (size_t)n + 2 * (size_t)m + 3, 8);
-    if (!dist_out || !via_out || !pred_at) {
+    /* Apart and in this order: as one block, the 200 MB set's command peaked 4 MiB higher. */
+    int64_t *pred_at = PyMem_Calloc((size_t)n + 1, 8), *succ_at = PyMem_Calloc((size_t)n + 1, 8);
+    int64_t *fill = PyMem_Calloc((size_t)n + 1, 8), *pred = PyMem_Malloc((size_t)m * 8 + 8);
+    int64_t *succ = PyMem_Malloc((size_t)m * 8 + 8), *queue = PyMem_Malloc((size_t)n * 8 + 8);
+    if (!dist_out || !via_out || !pred_at || !succ_at || !fill || !queue || !pred || !succ) {
         PyErr_NoMemory();
         goto done;
     }
-    int64_t *succ_at = pred_at + n + 1, *fill = succ_at + n + 1, *queue = fill + n + 1;
-    int64_t *pred = queue + n, *succ = pred + m;
     double *dist = (double *)PyByteArray_AS_STRING(dist_out);
     int64_t *via = (int64_t *)PyByteArray_AS_STRING(via_out);
     /* Each node's incoming edge ids and outgoing targets in edge order (a counting sort). */
@@ -910,6 +911,11 @@ done:
     Py_XDECREF(dist_out);
     Py_XDECREF(via_out);
     PyMem_Free(pred_at);
+    PyMem_Free(succ_at);
+    PyMem_Free(fill);
+    PyMem_Free(queue);
+    PyMem_Free(pred);
+    PyMem_Free(succ);
     for (int k = 0; k < 3; k++) {
         PyBuffer_Release(&bufs[k]);
     }
@@ -934,12 +940,12 @@ unique_edges(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t narg
     }
     const int64_t *src = bufs[0].buf, *dst = bufs[1].buf;
     PyObject *result = NULL, *first_out = NULL, *last_out = NULL;
-    int64_t *at = PyMem_Calloc(2 * (size_t)n + 2 * (size_t)m + 2, 8);
-    if (!at) {
+    int64_t *at = PyMem_Calloc((size_t)n + 1, 8), *by_src = PyMem_Malloc((size_t)m * 8 + 8);
+    int64_t *pair_of = PyMem_Malloc((size_t)m * 8 + 8), *mark = PyMem_Malloc((size_t)n * 8 + 8);
+    if (!at || !mark || !by_src || !pair_of) {
         PyErr_NoMemory();
         goto done;
     }
-    int64_t *mark = at + n + 1, *by_src = mark + n + 1, *pair_of = by_src + m;
     for (Py_ssize_t i = 0; i < m; i++) {
         at[src[i] + 1]++;
     }
@@ -987,6 +993,9 @@ done:
     Py_XDECREF(first_out);
     Py_XDECREF(last_out);
     PyMem_Free(at);
+    PyMem_Free(mark);
+    PyMem_Free(by_src);
+    PyMem_Free(pair_of);
     for (int k = 0; k < 2; k++) {
         PyBuffer_Release(&bufs[k]);
     }
@@ -1023,9 +1032,9 @@ stack_walk(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
     }
     PyObject *walk_out = PyByteArray_FromStringAndSize(NULL, 2 * n * 8);
     PyObject *parent_out = PyByteArray_FromStringAndSize(NULL, n * 8);
-    int64_t *depth = PyMem_Malloc(2 * (size_t)n * 8 + 8), *stack = depth + n;
+    int64_t *depth = PyMem_Malloc((size_t)n * 8 + 8), *stack = PyMem_Malloc((size_t)n * 8 + 8);
     PyObject *result = NULL;
-    if (!walk_out || !parent_out || !depth) {
+    if (!walk_out || !parent_out || !depth || !stack) {
         PyErr_NoMemory();
         goto done;
     }
@@ -1053,6 +1062,7 @@ done:
     Py_XDECREF(walk_out);
     Py_XDECREF(parent_out);
     PyMem_Free(depth);
+    PyMem_Free(stack);
     PyBuffer_Release(&view);
     return result;
 }
