@@ -68,12 +68,7 @@ def register(subparsers: Any) -> None:
 
     diff_command.register(sub)
     counters_command.register(sub)
-    trace.set_defaults(handler=lambda args, settings: _usage(trace))
-
-
-def _usage(parser: argparse.ArgumentParser) -> int:
-    parser.print_help()
-    return 2
+    trace.set_defaults(handler=lambda args, settings: trace.print_help() or 2)  # usage
 
 
 def _analyze(args: argparse.Namespace) -> int:

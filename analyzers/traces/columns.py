@@ -159,19 +159,10 @@ def event_sink(cols: ColumnBuilder, path: object) -> Callable[[object, int], Non
     names it, not a bare TypeError. A closure over bound `append` methods: the test oracle runs
     it once per event."""
     ids = cols.symbols
-    lists = cols.lists
-    index_append = lists["index"].append
-    cat_append = lists["cat"].append
-    name_append = lists["name"].append
-    pid_append = lists["pid"].append
-    tid_append = lists["tid"].append
-    ts_append = lists["ts"].append
-    dur_append = lists["dur"].append
-    stream_append = lists["stream"].append
-    corr_append = lists["correlation"].append
-    bw_append = lists["memory_bw_gbps"].append
-    bytes_append = lists["bytes"].append
-    ext_append = lists["external_id"].append
+    (index_append, cat_append, name_append, pid_append, tid_append, ts_append, dur_append,
+     stream_append, corr_append, bw_append, bytes_append, ext_append) = (
+        cols.lists[key].append for key in list(DTYPES)[:12]
+    )  # fmt: skip
 
     def reduce(ev: object, position: int) -> None:
         if type(ev) is not dict:
@@ -201,8 +192,9 @@ def event_sink(cols: ColumnBuilder, path: object) -> Callable[[object, int], Non
                 dur = as_float(dur, float("nan"))
             elif not isfinite(dur) and not non_finite:
                 non_finite = "dur"
-        if non_finite:
-            _refuse_non_finite(path, position, ev, non_finite)
+        if non_finite:  # every analysis would turn it into NaN sums or an endless span (issue 28)
+            message = non_finite_message(path, position, get("name"), non_finite, ev[non_finite])
+            raise NonFiniteTraceError(message)
         index_append(position)
         cat_append(ids[cat])
         name_append(ids[get("name")])
@@ -229,13 +221,6 @@ def event_sink(cols: ColumnBuilder, path: object) -> Callable[[object, int], Non
             ) from exc
 
     return add
-
-
-def _refuse_non_finite(path: object, position: int, ev: dict[str, Any], field: str) -> None:
-    """A kept event whose `ts` or `dur` is NaN or an infinity (a `NaN`/`Infinity` literal, a
-    number past float's range): every analysis would turn it into NaN sums or an endless span,
-    so the file is refused with the event named (issue 28)."""
-    raise NonFiniteTraceError(non_finite_message(path, position, ev.get("name"), field, ev[field]))
 
 
 def non_finite_message(path: object, position: int, name: object, field: str, value: object) -> str:

@@ -26,7 +26,15 @@ if TYPE_CHECKING:  # annotations only
 
     import numpy.typing as npt
 
-__all__ = ["Mode", "RankFrame", "RankFrames", "RowColumns", "TraceSet", "gather_ranks"]
+__all__ = [
+    "Mode",
+    "RankFrame",
+    "RankFrames",
+    "RowColumns",
+    "TraceSet",
+    "gather_ranks",
+    "last_row_per_key",
+]
 
 F64: TypeAlias = "npt.NDArray[np.float64]"
 I64: TypeAlias = "npt.NDArray[np.int64]"
@@ -150,16 +158,13 @@ class RankFrame(RowColumns):
     def names_matching(self, predicate: Any) -> Mask:
         """Rows whose name satisfies `predicate(str)`; evaluated once per distinct symbol, and
         once per frame for a predicate several analyses ask (`is_pageable`, `is_dataloader`)."""
-        hit = self._symbol_hits.get(predicate)
-        if hit is None:
-            hit = np.fromiter((bool(predicate(s)) for s in self.names), bool, len(self.names))
-            self._symbol_hits[predicate] = hit
-        return hit[self.name] if len(self.names) else np.zeros(len(self), dtype=bool)
-
-    @property
-    def _symbol_hits(self) -> dict[Any, Mask]:
         hits: dict[Any, Mask] = self.memo.setdefault("symbol_hits", {})  # names do not change
-        return hits
+        hit = hits.get(predicate)
+        if hit is None:
+            hit = hits[predicate] = np.fromiter(
+                (bool(predicate(s)) for s in self.names), bool, len(self.names)
+            )
+        return hit[self.name] if len(self.names) else np.zeros(len(self), dtype=bool)
 
     @cached_property
     def on_stream(self) -> Mask:
@@ -191,6 +196,20 @@ class RankFrame(RowColumns):
         """`values` in the dtype HTA sorts them in (int64 when its `ts` column is integer)."""
         return values.astype(np.int64) if self.ts_int else values
 
+    def link(self, cpu_rows: I64, gpu_rows: I64, out: I64) -> I64:
+        """`out` with each of `cpu_rows` pointing at the `index` of the last of `gpu_rows` with
+        its correlation, and each GPU row at the last CPU row's: the last write of a dict built
+        in row order, as HTA's `transform_correlation_to_index` (`rows` ascending)."""
+        if not len(cpu_rows) or not len(gpu_rows):
+            return out
+        corr = self.correlation
+        for rows, partners in ((cpu_rows, gpu_rows), (gpu_rows, cpu_rows)):
+            keys, last = last_row_per_key(corr[partners], partners)
+            at = np.minimum(np.searchsorted(keys, corr[rows]), len(keys) - 1)
+            found = keys[at] == corr[rows]
+            out[rows[found]] = self.index[last[at[found]]]
+        return out
+
     def linked_rows(self, rows: I64) -> I64:
         """Per row of `rows`, the row of the event its `index_correlation` names: -1 for a
         negative link or an event not kept; of two rows with one `index`, the last."""
@@ -206,6 +225,16 @@ class RankFrame(RowColumns):
     def device_properties(self) -> list[dict[str, Any]]:
         props = self.metadata.get("deviceProperties")
         return [p for p in props if isinstance(p, dict)] if isinstance(props, list) else []
+
+
+def last_row_per_key(keys: I64, rows: I64) -> tuple[I64, I64]:
+    """The distinct keys, sorted, and for each the last of `rows` (ascending) holding it: the
+    last write of a dict built in row order."""
+    order = np.argsort(keys, kind="stable")
+    ordered = keys[order]
+    ends = np.ones(len(keys), dtype=bool)
+    ends[:-1] = ordered[1:] != ordered[:-1]
+    return ordered[ends], rows[order[ends]]
 
 
 class RankFrames(Sequence[RankFrame]):

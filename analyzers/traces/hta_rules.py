@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from analyzers.traces.classify import classify_hta_050
-from analyzers.traces.frame import I64, Mask, Mode, RankFrame, TraceSet, gather_ranks
+from analyzers.traces.frame import Mask, Mode, RankFrame, TraceSet, gather_ranks
 from analyzers.traces.load import RawTrace
 
 __all__ = ["hta_gpu_filter", "hta_rank_frame", "prepare_hta"]
@@ -39,34 +39,6 @@ _SYNC_NAMES = frozenset({"Event Sync", "Context Sync"})
 def hta_gpu_filter(frame: RankFrame) -> Mask:
     """HTA's `GPUKernelFilter`: on a stream with a correlation, or a device-wide sync."""
     return ((frame.stream >= 0) & (frame.correlation >= 0)) | frame.name_in(_SYNC_NAMES)
-
-
-def _index_correlation(frame: RankFrame) -> I64:
-    """HTA's `transform_correlation_to_index` (trace.py): see rule 4 above."""
-    corr = frame.correlation
-    out = np.minimum(corr, 0)
-    linked = corr != -1
-    gpu = hta_gpu_filter(frame)
-    cpu_rows = np.flatnonzero(linked & ~gpu)
-    gpu_rows = np.flatnonzero(linked & gpu)
-    if not len(cpu_rows) or not len(gpu_rows):
-        return out
-    index = frame.index
-    for rows, partners in ((cpu_rows, gpu_rows), (gpu_rows, cpu_rows)):
-        keys, last = _last_row_per_key(corr[partners], partners)
-        at = np.minimum(np.searchsorted(keys, corr[rows]), len(keys) - 1)
-        found = keys[at] == corr[rows]
-        out[rows[found]] = index[last[at[found]]]
-    return out
-
-
-def _last_row_per_key(keys: I64, rows: I64) -> tuple[I64, I64]:
-    """The distinct keys, sorted, and for each the last of `rows` (ascending) holding it: the
-    last write of a dict built in row order."""
-    order = np.argsort(keys, kind="stable")
-    ordered = keys[order]
-    ends = np.append(ordered[1:] != ordered[:-1], True)
-    return ordered[ends], rows[order[ends]]
 
 
 def _filter_iterations(frame: RankFrame, step_names: set[str]) -> RankFrame:
@@ -97,7 +69,9 @@ def hta_rank_frame(raw: RawTrace) -> tuple[Path, int, RankFrame]:
         ts = np.ceil(ts)
         dur = end - ts
     frame = RankFrame.of_raw(raw, rank, classify_hta_050, ts=ts, dur=dur, ts_int=raw.ts_all_present)
-    frame.index_correlation = _index_correlation(frame)
+    linked, gpu = frame.correlation != -1, hta_gpu_filter(frame)  # rule 4 (HTA's trace.py)
+    rows = np.flatnonzero(linked & ~gpu), np.flatnonzero(linked & gpu)
+    frame.index_correlation = frame.link(*rows, np.minimum(frame.correlation, 0))
     return raw.path, rank, frame
 
 

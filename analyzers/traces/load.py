@@ -89,9 +89,9 @@ def load_raw_trace(path: str | Path, *, chunk_size: int = CHUNK_SIZE) -> RawTrac
 
 
 def _refuse_non_finite(raw: RawTrace) -> None:
-    """A number past float's range decodes to an infinity (the C pass reads it so, and keeps it);
-    the file is refused with the event named, as `columns.event_sink` refuses a NaN literal (a
-    NaN here is text where a number goes, which the reference rules keep as NaN)."""
+    """An infinity in `ts` or `dur` (text such as "inf" where a number goes, which
+    `columns.as_float` reads) refuses the file with the event named, as `columns.event_sink`
+    refuses an infinite number (a NaN here is text the reference rules keep as NaN)."""
     infinite = np.isinf(raw.ts) | np.isinf(raw.dur)
     if not infinite.any():
         return

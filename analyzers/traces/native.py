@@ -26,12 +26,12 @@ import numpy as np
 from analyzers.traces.classify import classify_fleetscope
 from analyzers.traces.frame import (
     GPU_OP_CATS,
-    I64,
     RUNTIME_CATS,
     Mode,
     RankFrame,
     TraceSet,
     gather_ranks,
+    last_row_per_key,
 )
 from analyzers.traces.load import RawTrace
 from fleetscope.errors import TraceError
@@ -39,29 +39,17 @@ from fleetscope.errors import TraceError
 __all__ = ["native_rank_frame", "prepare_native"]
 
 
-def _link_launches(frame: RankFrame) -> I64:
-    """Each GPU op <-> the runtime/driver call with the same correlation (last one wins)."""
-    out = np.full(len(frame), -1, dtype=np.int64)
-    corr = frame.correlation
-    gpu = (corr >= 0) & (frame.stream >= 0) & frame.cat_in(GPU_OP_CATS)
-    cpu = (corr >= 0) & frame.cat_in(RUNTIME_CATS)
-    cpu_rows = np.flatnonzero(cpu)
-    if not len(cpu_rows):
-        return out
-    last_cpu = dict(zip(corr[cpu_rows].tolist(), cpu_rows.tolist(), strict=True))
-    index = frame.index
-    for row, c in zip(np.flatnonzero(gpu).tolist(), corr[gpu].tolist(), strict=True):
-        other = last_cpu.get(c)
-        if other is not None:
-            out[row] = index[other]
-            out[other] = index[row]
-    return out
-
-
 def native_rank_frame(raw: RawTrace) -> tuple[Path, int, RankFrame]:
     """One file's path, rank and frame, before alignment."""
     frame = RankFrame.of_raw(raw, raw.rank, classify_fleetscope)
-    frame.index_correlation = _link_launches(frame)
+    # Each GPU op <-> the runtime/driver call with the same correlation (of several, the last;
+    # the call: the last op).
+    corr = frame.correlation
+    gpu = (corr >= 0) & (frame.stream >= 0) & frame.cat_in(GPU_OP_CATS)
+    calls = np.flatnonzero((corr >= 0) & frame.cat_in(RUNTIME_CATS))
+    last_calls = np.sort(last_row_per_key(corr[calls], calls)[1])
+    unlinked = np.full(len(frame), -1, dtype=np.int64)
+    frame.index_correlation = frame.link(last_calls, np.flatnonzero(gpu), unlinked)
     return raw.path, raw.rank, frame
 
 
