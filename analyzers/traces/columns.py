@@ -159,10 +159,20 @@ def event_sink(cols: ColumnBuilder, path: object) -> Callable[[object, int], Non
     names it, not a bare TypeError. A closure over bound `append` methods: the test oracle runs
     it once per event."""
     ids = cols.symbols
-    (index_append, cat_append, name_append, pid_append, tid_append, ts_append, dur_append,
-     stream_append, corr_append, bw_append, bytes_append, ext_append) = (
-        cols.lists[key].append for key in list(DTYPES)[:12]
-    )  # fmt: skip
+    (
+        index_append,
+        cat_append,
+        name_append,
+        pid_append,
+        tid_append,
+        ts_append,
+        dur_append,
+        stream_append,
+        corr_append,
+        bw_append,
+        bytes_append,
+        ext_append,
+    ) = (cols.lists[key].append for key in list(DTYPES)[:12])
 
     def reduce(ev: object, position: int) -> None:
         if type(ev) is not dict:

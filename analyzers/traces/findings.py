@@ -69,10 +69,12 @@ def t1_idle(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterat
         "other": "kernels wait on events or communication: overlap communication with compute",
     }[top]
     yield emit(
-        "T1", Severity.WARN,
-        f"GPU idle {idle / kernel:.0%} of its busy span, mostly {top.replace('_', ' ')}", fix,
+        "T1",
+        Severity.WARN,
+        f"GPU idle {idle / kernel:.0%} of its busy span, mostly {top.replace('_', ' ')}",
+        fix,
         {"idle_share": idle / kernel, "idle_us": idle, "per_stream_idle_us": causes},
-    )  # fmt: skip
+    )
 
 
 def t2_launch(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterator[Finding]:

@@ -80,9 +80,13 @@ TC_OPS = frozenset(
     }
 )
 COLUMNS = (
-    "rank", "compute_capability", "compute_kernel_us", "tc_eligible_us", "tensor_core_us",
+    "rank",
+    "compute_capability",
+    "compute_kernel_us",
+    "tc_eligible_us",
+    "tensor_core_us",
     "tc_share_of_eligible",
-)  # fmt: skip
+)
 KEYS = ("compute_capability", "compute_us", "eligible_us", "tensor_core_us", "tensor_core_share")
 
 
