@@ -70,14 +70,12 @@ from analyzers.quantiles.store_rows import (
     Kept,
     Span,
     attach_built,
-    filled_slices,
+    built_slices,
     marks_in,
     newest_sample_s,
     part_key,
     retention_of,
-    slice_seconds,
     span,
-    tier_rows,
     tier_table,
     tiers_of,
     utc,
@@ -214,21 +212,19 @@ class QuantileStore:
         rows: dict[int, int],
         hosts: Sequence[Sequence[str]] = (),
     ) -> None:
-        """Build tier `res`'s panes of `todo` a slice at a time, only the slices that hold rows
-        (`filled_slices`, one query): an empty slice builds nothing, so skipping it stores the
-        same rows. Skipped slices still do what their empty build did: past the mark, the mark
-        moves on (once, with the next slice built or at the end); in a rebuild, the partition's
-        stored rows of their range go (one `_replace` per run of empty slices of a day, the same
-        rows in the same order as one per slice)."""
+        """Store tier `res`'s panes of `todo` a slice at a time, only the slices that hold rows,
+        several built at once (`built_slices`): an empty slice builds nothing, so skipping it
+        stores the same rows. Skipped slices still do what their empty build did: past the mark,
+        the mark moves on (once, with the next slice built or at the end); in a rebuild, the
+        partition's stored rows of their range go (one `_replace` per run of empty slices of a
+        day, the same rows in the same order as one per slice)."""
         part = part_key(window, cluster)
-        filled = filled_slices(conn, window, res, todo)
-        slice_s = slice_seconds(res)
         empty = {tier_table(name, res): schema.empty_table() for name, schema in TABLES.items()}
         gap: tuple[datetime, datetime] | None = None  # a rebuild's empty run, not yet replaced
         last: datetime | None = None  # the end of the last slice, built or skipped
-        for at, stop in todo.slices(res):
+        for at, stop, tables in built_slices(conn, window, catalog, res, todo, hosts):
             last = stop
-            if int(at.timestamp()) // slice_s not in filled:
+            if tables is None:
                 if todo.rebuild:
                     if gap is not None and gap[0].date() != at.date():
                         _replace(self._locked, empty, window, *gap, cluster)
@@ -238,7 +234,6 @@ class QuantileStore:
             if gap is not None:
                 _replace(self._locked, empty, window, *gap, cluster)
                 gap = None
-            tables = tier_rows(conn, window, catalog, res, at, stop, hosts)
             rows[res] += tables[BUCKETS].num_rows
             named = {tier_table(name, res): t for name, t in tables.items()}
             if todo.rebuild:
