@@ -157,9 +157,11 @@ def built_slices(
     Slices that hold rows are built several at a time: a run of them (empty ones between are
     skipped) in one `tier_rows` while their values stay within `BATCH_VALUES`, and the build
     cut into its slices by pane start. A pane lies inside one slice (slices start and end on the
-    tier's panes) and is built from its own samples only, so every slice's rows are those of its
-    own build; what a build costs here is mostly per query (3 to 5 scans of the telemetry views
-    whatever their size), so a small fleet's day takes one build instead of 24. A window read
+    tier's panes) and is built from its own samples only, so every slice gets the rows of its own
+    build (a minute or hour pane's `value_sum` to DuckDB's summation order, which already varies
+    with its threads: bench/RESULTS.md, "The sketch keep in fewer, larger builds"). What a build
+    costs here is mostly per query (3 to 5 scans of the telemetry views whatever their size), so
+    a small fleet's day takes one build instead of 24. A window read
     in host slices packs them the same way: consecutive host slices share a cursor while the
     build stays within the cap. A slice (of hosts, of time) above the cap is built alone, as
     before: memory stays bounded by the larger of the cap and one slice."""

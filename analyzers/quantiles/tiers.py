@@ -16,9 +16,10 @@ period) and `warehouse.storage.compaction`. Two views, each the union of its tie
     sketch_buckets  pane_start, resolution_s, metric, cluster, team, job_id, host, gpu_index,
                     bucket, count
 
-Tiers. Every tier is built from the samples, an hour (the hour tier: a day) at a time: a minute's
-sketch is by construction the lossless merge of its six panes (the sketch's merge equals one-pass
-ingest bit for bit), so nothing is read back to roll up, and memory is bounded by one slice.
+Tiers. Every tier is built from the samples, an hour (the hour tier: a day) at a time, runs of
+small hours in one build (`store_rows.built_slices`): a minute's sketch is by construction the
+lossless merge of its six panes (the sketch's merge equals one-pass ingest bit for bit), so
+nothing is read back to roll up, and memory is bounded by one slice or one build's cap.
 Each tier has its own retention (`analyzers.sketch_*_retention_s`), counted back from the newest
 GPU sample: 10 s panes of 10 s samples hold one value each, as many rows as the telemetry itself,
 so they are kept for hours, minutes for a day, hours for a year; older slices are never built and
@@ -167,8 +168,9 @@ class QuantileStore:
         Each tier (10 s, 1 min, 1 h) is built straight from the samples, an hour (a day for the
         hour tier) at a time so memory stays bounded: by the sketch's lossless merge that equals
         merging the finer panes, bit for bit (tests/analyzers/quantiles), without reading them
-        back. Only the slices that hold samples are built (one query finds them), so the cost
-        follows the data, not the window's length. Panes older than a tier's retention are
+        back. Only the slices that hold samples are built (one query finds them), runs of small
+        ones in one build (`store_rows.built_slices`), so the cost follows the data, not the
+        window's length. Panes older than a tier's retention are
         skipped and expired days are retired."""
         part = part_key(window, cluster)
         rows = dict.fromkeys(self.tiers, 0)
