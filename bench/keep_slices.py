@@ -1,7 +1,8 @@
 """Sketch keeping (`analyzers.quantiles.tiers.QuantileStore.keep`): every slice built (the code
 before, kept as `filled_slices` answering every slice) against only the slices that hold rows,
 same data, same run, alternating, with the default tier retentions (10 s: 6 h, 1 min: 1 day,
-1 h: 400 days).
+1 h: 400 days). Both sides build one slice per build (`store_rows.BATCH_VALUES` 0), as when this
+bench was written; `bench.keep_batches` measures several slices in one build.
 
     .venv/bin/python -m bench.keep_slices [--repeats 3]
 
@@ -26,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from analyzers.base import JobInfo, StaticJobCatalog
-from analyzers.quantiles import tiers
+from analyzers.quantiles import store_rows
 from analyzers.quantiles.store_rows import Span, slice_seconds
 from analyzers.quantiles.tiers import QuantileStore
 from analyzers.run.window import Window
@@ -38,8 +39,8 @@ DAY = timedelta(days=1)
 IDLE: dict[str, Any] = {"gpu_util": 0.0, "gr_engine_active": 0.0, "sm_active": 0.0}
 
 
-def every_slice(_conn: object, _window: Window, res: int, todo: Span) -> set[int]:
-    return {int(at.timestamp()) // slice_seconds(res) for at, _stop in todo.slices(res)}
+def every_slice(_conn: object, _window: Window, res: int, todo: Span) -> dict[int, dict[str, int]]:
+    return {int(at.timestamp()) // slice_seconds(res): {"": 1} for at, _stop in todo.slices(res)}
 
 
 def gappy() -> tuple[Fleet, list[Window]]:
@@ -57,9 +58,11 @@ def full() -> tuple[Fleet, list[Window]]:
 
 def keep_all(fleet: Fleet, windows: list[Window], old: bool) -> tuple[float, int]:
     """Seconds spent in `keep` over the windows, and the bucket rows kept, in a fresh store."""
-    saved = getattr(tiers, "filled_slices")  # noqa: B009 (the module's own import, replaced)
+    saved = store_rows.filled_slices
+    cap = store_rows.BATCH_VALUES
+    store_rows.BATCH_VALUES = 0
     if old:
-        setattr(tiers, "filled_slices", every_slice)  # noqa: B010
+        store_rows.filled_slices = every_slice
     try:
         with tempfile.TemporaryDirectory() as tmp:
             store = QuantileStore(Path(tmp), retention_s=RETENTION)
@@ -73,7 +76,8 @@ def keep_all(fleet: Fleet, windows: list[Window], old: bool) -> tuple[float, int
             conn.close()
             return spent, rows
     finally:
-        setattr(tiers, "filled_slices", saved)  # noqa: B010
+        store_rows.filled_slices = saved
+        store_rows.BATCH_VALUES = cap
 
 
 def main() -> None:

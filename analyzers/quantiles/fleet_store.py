@@ -47,14 +47,12 @@ from analyzers.quantiles.store_rows import (
     TABLES,
     Kept,
     attach_built,
-    filled_slices,
+    built_slices,
     marks_in,
     newest_sample_s,
     part_key,
     retention_of,
-    slice_seconds,
     span,
-    tier_rows,
     tiers_of,
     utc,
     without,
@@ -158,23 +156,21 @@ class FleetSketchStore:
         touched: set[tuple[int, date]] = set()
         for res in self.tiers:
             todo = span(window, res, marks.get(res), self.retention_s[res], now)
-            # only the slices that hold rows are built (one query finds them): another's build
-            # is empty, so skipping it keeps the same rows, marks and rebuilt ranges
-            filled = filled_slices(conn, window, res, todo)
-            slice_s = slice_seconds(res)
+            # only the slices that hold rows are built (one query finds them), several at once:
+            # another's build is empty, so skipping it keeps the same rows, marks and ranges
+            slices_built = built_slices(conn, window, catalog, res, todo, hosts)
             # slices never span two UTC days: a rebuild rewrites each day's partition once
-            for _day, group in itertools.groupby(todo.slices(res), key=lambda s: s[0].date()):
+            for _day, group in itertools.groupby(slices_built, key=lambda s: s[0].date()):
                 slices = list(group)
                 fresh = [ROW_SCHEMA.empty_table()]
-                for at, stop in slices:
-                    if int(at.timestamp()) // slice_s not in filled:
+                for at, _stop, tables in slices:
+                    if tables is None:
                         continue
-                    tables = tier_rows(conn, window, catalog, res, at, stop, hosts)
                     rows[res] += tables[BUCKETS].num_rows
                     built = _as_rows(tables)
                     if todo.rebuild:
                         fresh.append(built)
-                    elif built.num_rows:  # written now (memory holds one slice), committed below
+                    elif built.num_rows:  # written now (memory holds one build), committed below
                         added.extend(_write(table, built))
                         touched.add((res, at.date()))
                 if todo.rebuild:

@@ -49,6 +49,11 @@ BUCKETS = "sketch_buckets"
 BUILT = "sketch_built"  # per tier, the time up to which every part has built it (`built_table`)
 ROLLUPS = (60, 3600)  # the issue's 1 min and 1 h
 KEYS = ("metric", "cluster", "team", "job_id", "host", "gpu_index")
+# The most values (samples times their table's metrics) one `tier_rows` build takes when it
+# builds several slices at once (`built_slices`): about an hour of a default host slice (128 GPUs
+# at 10 s: 322,560 GPU values) with its hosts' and steps', so at the scale host slices are for, a
+# build is still one slice's; below it, one build instead of one per slice and host slice.
+BATCH_VALUES = 500_000
 
 
 def _store_schema(schema: pa.Schema) -> pa.Schema:
@@ -100,27 +105,138 @@ def slice_seconds(res: int) -> int:
 
 def filled_slices(
     conn: duckdb.DuckDBPyConnection, window: Window, res: int, todo: Span
-) -> set[int]:
+) -> dict[int, dict[str, int]]:
     """The slices of `todo` (numbered `epoch_s // slice_seconds(res)`) that hold a row of a
-    sketched table for the window's partition, in one query: `tier_rows` of any other slice is
-    empty, so `keep` skips it and its cost follows the data, not the window's length. A slice
-    found here may still build nothing (all its values NULL or not finite): it is built."""
+    sketched table for the window's partition, each with, per host, at most how many values it
+    sketches (its rows times its table's metrics), in one query: `tier_rows` of any other slice
+    is empty, so `keep` skips it and its cost follows the data, not the window's length, and the
+    counts let `built_slices` put several slices in one build. A slice found here may still build
+    nothing (all its values NULL or not finite): it is built."""
     if todo.start >= todo.end:
-        return set()
+        return {}
     slice_ms = slice_seconds(res) * 1000
     mine = "" if window.partition == 0 else " AND job_id IS NOT NULL"
-    tables = sorted({m.table for m in METRICS.values()})
+    per_table: dict[str, int] = {}
+    for m in METRICS.values():
+        per_table[m.table] = per_table.get(m.table, 0) + 1
     parts = [
-        f"""SELECT DISTINCT CAST(epoch_ms(ts) // {slice_ms} AS BIGINT) AS slice FROM {table}
+        f"""SELECT CAST(epoch_ms(ts) // {slice_ms} AS BIGINT) AS slice, host,
+                   count(*) * {n} AS n FROM {table}
             WHERE ts >= {ts_literal(todo.start)} AND ts < {ts_literal(todo.end)}
-              AND (job_id IS NULL OR {partition_clause(window, "job")}){mine}"""
-        for table in tables
+              AND (job_id IS NULL OR {partition_clause(window, "job")}){mine}
+            GROUP BY ALL"""
+        for table, n in sorted(per_table.items())
         if table_exists(conn, table)
     ]
     if not parts:
-        return set()
-    found = arrow(conn, " UNION ".join(parts)).column("slice").to_pylist()
-    return {int(s) for s in found}
+        return {}
+    found = arrow(
+        conn,
+        f"SELECT slice, host, CAST(sum(n) AS BIGINT) AS n FROM ({' UNION ALL '.join(parts)})"
+        " GROUP BY ALL",
+    )
+    filled: dict[int, dict[str, int]] = {}
+    for s, host, n in zip(
+        *(found.column(c).to_pylist() for c in ("slice", "host", "n")), strict=True
+    ):
+        filled.setdefault(int(s), {})[str(host)] = int(n)
+    return filled
+
+
+def built_slices(
+    conn: duckdb.DuckDBPyConnection,
+    window: Window,
+    catalog: JobCatalog,
+    res: int,
+    todo: Span,
+    hosts: Sequence[Sequence[str]] = (),
+) -> Iterator[tuple[datetime, datetime, dict[str, pa.Table] | None]]:
+    """Each slice of `todo` in order with its `tier_rows`, None for one that holds no row
+    (`filled_slices`, one query).
+
+    Slices that hold rows are built several at a time: a run of them (empty ones between are
+    skipped) in one `tier_rows` while their values stay within `BATCH_VALUES`, and the build
+    cut into its slices by pane start. A pane lies inside one slice (slices start and end on the
+    tier's panes) and is built from its own samples only, so every slice gets the rows of its own
+    build (a minute or hour pane's `value_sum` to DuckDB's summation order, which already varies
+    with its threads: bench/RESULTS.md, "The sketch keep in fewer, larger builds"). What a build
+    costs here is mostly per query (3 to 5 scans of the telemetry views whatever their size), so
+    a small fleet's day takes one build instead of 24. A window read
+    in host slices packs them the same way: consecutive host slices share a cursor while the
+    build stays within the cap. A slice (of hosts, of time) above the cap is built alone, as
+    before: memory stays bounded by the larger of the cap and one slice."""
+    filled = filled_slices(conn, window, res, todo)
+    slice_s = slice_seconds(res)
+    ready: dict[datetime, dict[str, pa.Table]] = {}
+    pending = [(at, stop) for at, stop in todo.slices(res) if _number(at, slice_s) in filled]
+    for at, stop in todo.slices(res):
+        if _number(at, slice_s) not in filled:
+            yield at, stop, None
+            continue
+        if at not in ready:
+            batch = _batch(pending, filled, slice_s)
+            pending = pending[len(batch) :]
+            groups = _host_groups(hosts, batch, filled, slice_s)
+            if hosts and not groups:  # the rows are of hosts no slice holds: each build is empty
+                tables = {name: schema.empty_table() for name, schema in TABLES.items()}
+            else:
+                tables = tier_rows(conn, window, catalog, res, batch[0][0], batch[-1][1], groups)
+            for start, end in batch:
+                ready[start] = {name: _between(t, start, end) for name, t in tables.items()}
+        yield at, stop, ready.pop(at)
+
+
+def _number(at: datetime, slice_s: int) -> int:
+    return int(at.timestamp()) // slice_s
+
+
+def _batch(
+    pending: list[tuple[datetime, datetime]], filled: Mapping[int, Mapping[str, int]], slice_s: int
+) -> list[tuple[datetime, datetime]]:
+    """The first slices of `pending` that one build takes: the first, and each next one while
+    the sum of their values stays within `BATCH_VALUES`."""
+    batch = pending[:1]
+    total = sum(filled[_number(pending[0][0], slice_s)].values())
+    for at, stop in pending[1:]:
+        size = sum(filled[_number(at, slice_s)].values())
+        if total + size > BATCH_VALUES:
+            break
+        batch.append((at, stop))
+        total += size
+    return batch
+
+
+def _host_groups(
+    hosts: Sequence[Sequence[str]],
+    batch: Sequence[tuple[datetime, datetime]],
+    filled: Mapping[int, Mapping[str, int]],
+    slice_s: int,
+) -> list[list[str]]:
+    """The host slices joined, in order, into groups whose values in `batch` stay within
+    `BATCH_VALUES` (a slice above it is a group of its own); slices without a value in the batch
+    are left out (their build is empty)."""
+    counts = [filled[_number(at, slice_s)] for at, _stop in batch]
+    groups: list[list[str]] = []
+    size = 0
+    for members in hosts:
+        weight = sum(c.get(h, 0) for c in counts for h in members)
+        if not weight:
+            continue
+        if not groups or size + weight > BATCH_VALUES:
+            groups.append([])
+            size = 0
+        groups[-1].extend(members)
+        size += weight
+    return groups
+
+
+def _between(table: pa.Table, start: datetime, end: datetime) -> pa.Table:
+    """The rows of panes that start in [start, end)."""
+    ts = table.column("pane_start")
+    inside = pc.and_(
+        pc.greater_equal(ts, pa.scalar(start, ts.type)), pc.less(ts, pa.scalar(end, ts.type))
+    )
+    return table.filter(inside)
 
 
 def tiers_of(pane_s: int) -> tuple[int, ...]:

@@ -16,9 +16,10 @@ period) and `warehouse.storage.compaction`. Two views, each the union of its tie
     sketch_buckets  pane_start, resolution_s, metric, cluster, team, job_id, host, gpu_index,
                     bucket, count
 
-Tiers. Every tier is built from the samples, an hour (the hour tier: a day) at a time: a minute's
-sketch is by construction the lossless merge of its six panes (the sketch's merge equals one-pass
-ingest bit for bit), so nothing is read back to roll up, and memory is bounded by one slice.
+Tiers. Every tier is built from the samples, an hour (the hour tier: a day) at a time, runs of
+small hours in one build (`store_rows.built_slices`): a minute's sketch is by construction the
+lossless merge of its six panes (the sketch's merge equals one-pass ingest bit for bit), so
+nothing is read back to roll up, and memory is bounded by one slice or one build's cap.
 Each tier has its own retention (`analyzers.sketch_*_retention_s`), counted back from the newest
 GPU sample: 10 s panes of 10 s samples hold one value each, as many rows as the telemetry itself,
 so they are kept for hours, minutes for a day, hours for a year; older slices are never built and
@@ -70,14 +71,12 @@ from analyzers.quantiles.store_rows import (
     Kept,
     Span,
     attach_built,
-    filled_slices,
+    built_slices,
     marks_in,
     newest_sample_s,
     part_key,
     retention_of,
-    slice_seconds,
     span,
-    tier_rows,
     tier_table,
     tiers_of,
     utc,
@@ -169,8 +168,9 @@ class QuantileStore:
         Each tier (10 s, 1 min, 1 h) is built straight from the samples, an hour (a day for the
         hour tier) at a time so memory stays bounded: by the sketch's lossless merge that equals
         merging the finer panes, bit for bit (tests/analyzers/quantiles), without reading them
-        back. Only the slices that hold samples are built (one query finds them), so the cost
-        follows the data, not the window's length. Panes older than a tier's retention are
+        back. Only the slices that hold samples are built (one query finds them), runs of small
+        ones in one build (`store_rows.built_slices`), so the cost follows the data, not the
+        window's length. Panes older than a tier's retention are
         skipped and expired days are retired."""
         part = part_key(window, cluster)
         rows = dict.fromkeys(self.tiers, 0)
@@ -214,21 +214,19 @@ class QuantileStore:
         rows: dict[int, int],
         hosts: Sequence[Sequence[str]] = (),
     ) -> None:
-        """Build tier `res`'s panes of `todo` a slice at a time, only the slices that hold rows
-        (`filled_slices`, one query): an empty slice builds nothing, so skipping it stores the
-        same rows. Skipped slices still do what their empty build did: past the mark, the mark
-        moves on (once, with the next slice built or at the end); in a rebuild, the partition's
-        stored rows of their range go (one `_replace` per run of empty slices of a day, the same
-        rows in the same order as one per slice)."""
+        """Store tier `res`'s panes of `todo` a slice at a time, only the slices that hold rows,
+        several built at once (`built_slices`): an empty slice builds nothing, so skipping it
+        stores the same rows. Skipped slices still do what their empty build did: past the mark,
+        the mark moves on (once, with the next slice built or at the end); in a rebuild, the
+        partition's stored rows of their range go (one `_replace` per run of empty slices of a
+        day, the same rows in the same order as one per slice)."""
         part = part_key(window, cluster)
-        filled = filled_slices(conn, window, res, todo)
-        slice_s = slice_seconds(res)
         empty = {tier_table(name, res): schema.empty_table() for name, schema in TABLES.items()}
         gap: tuple[datetime, datetime] | None = None  # a rebuild's empty run, not yet replaced
         last: datetime | None = None  # the end of the last slice, built or skipped
-        for at, stop in todo.slices(res):
+        for at, stop, tables in built_slices(conn, window, catalog, res, todo, hosts):
             last = stop
-            if int(at.timestamp()) // slice_s not in filled:
+            if tables is None:
                 if todo.rebuild:
                     if gap is not None and gap[0].date() != at.date():
                         _replace(self._locked, empty, window, *gap, cluster)
@@ -238,7 +236,6 @@ class QuantileStore:
             if gap is not None:
                 _replace(self._locked, empty, window, *gap, cluster)
                 gap = None
-            tables = tier_rows(conn, window, catalog, res, at, stop, hosts)
             rows[res] += tables[BUCKETS].num_rows
             named = {tier_table(name, res): t for name, t in tables.items()}
             if todo.rebuild:

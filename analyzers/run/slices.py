@@ -20,7 +20,8 @@ whole hosts such that every job's rows are in one slice:
 
 The quantile sketches are stored once for the whole window, with the window's marks, but built
 per slice: the store builds an hour at a time, each hour's panes slice by slice on the slices'
-cursors (every pane's key holds its host, so the concatenation is the one build's panes), so
+cursors (every pane's key holds its host, so the concatenation is the one build's panes; small
+hours and slices together, up to `store_rows.BATCH_VALUES` values a build), so
 DuckDB's working set follows a slice, not the fleet (issue 27: the build over all 1,000 GPUs
 was the pass's peak, 2.4-2.6 GiB against 2.1 GiB for the rules' slices). A window of one slice runs as it always
 did (`Pipeline.run`). This module must never write telemetry nor choose windows.

@@ -161,12 +161,12 @@ def test_a_duplicate_keep_of_one_part_that_commits_second_adds_nothing(
     """A part's task delivered twice (Celery's late ack after a lost worker): both build from the
     same marks, the first commits, and the second, finding the marks moved on its commit, adds
     nothing (its data files are left to the orphan sweep)."""
-    from analyzers.quantiles import fleet_store
+    from analyzers.quantiles import fleet_store, store_rows
 
     config = FleetConfig.from_settings(fleet_settings)
     ensure_bucket(config)
     data, window = mixed_fleet(), minutes(0, 150)
-    build = fleet_store.tier_rows
+    build = store_rows.tier_rows  # the builds `store_rows.built_slices` makes
     raced: list[Kept] = []
     racing_now: list[bool] = []
 
@@ -180,7 +180,7 @@ def test_a_duplicate_keep_of_one_part_that_commits_second_adds_nothing(
                 conn.close()
         return build(*args)
 
-    monkeypatch.setattr(fleet_store, "tier_rows", racing)
+    monkeypatch.setattr(store_rows, "tier_rows", racing)
     conn = part_conn(data, "east")
     try:
         second = FleetSketchStore(config).keep(conn, window, CATALOG, "east")
