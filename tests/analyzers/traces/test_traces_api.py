@@ -18,7 +18,8 @@ def test_the_entry_points_live_in_api_and_the_package_defines_no_names() -> None
     }  # fmt: skip
     assert public == set()
     assert set(api.__all__) == {
-        "TraceReport", "analyze_trace", "find_trace_files", "load_trace_set", "run_analyses"
+        "TraceReport", "analyze_trace", "find_trace_files", "load_trace_set", "run_analyses",
+        "selected_analyses",
     }  # fmt: skip
     assert all(callable(getattr(api, name)) for name in api.__all__)
 
