@@ -82,7 +82,9 @@ def _analyze(args: argparse.Namespace) -> int:
     if args.workers < 0:
         raise ConfigError(f"--workers must be >= 0, got {args.workers}")
     options = TraceOptions(gpus=args.gpus)
-    names = None if args.analyses is None else [n for n in args.analyses.split(",") if n.strip()]
+    names = None if args.analyses is None else [n.strip() for n in args.analyses.split(",")]
+    if names is not None and not all(names):
+        raise ConfigError(f"--analyses takes names separated by commas, got {args.analyses!r}")
     reports = [
         analyze_trace(
             path, hta_compatible=args.hta_compatible, options=options, job_id=args.job,

@@ -68,6 +68,8 @@ def test_an_unknown_analysis_is_refused_with_the_known_names(
     assert main(["trace", "analyze", str(missing), "--analyses", "temporal,idle_time"]) == 4
     err = capsys.readouterr().err
     assert "unknown trace analyses ['temporal']; known: ['aten_op_kernels'," in err
+    assert main(["trace", "analyze", str(missing), "--analyses", "idle_time,"]) == 2
+    assert "--analyses takes names separated by commas, got 'idle_time,'" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
