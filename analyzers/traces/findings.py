@@ -1,11 +1,10 @@
 """Trace rules T1-T12 (shared/rules.md): analysis results in, `analyzers.findings.Finding`s out.
 
-Each rule is a small function registered as an entry point of `fleetscope.trace_rules` (its
-name is the rule id), as another package's trace rule is. A rule reads the results of the
-analyses it names and yields findings per rank, each with its evidence, a fix, and, where the
-what-if replay can price it, the GPU-hours per week the fix would return. Thresholds are
-`TraceOptions` fields with their sources; where rules.md gives none, the default is stated here
-with its reasoning. Never does I/O.
+Each rule is an entry point of `fleetscope.trace_rules` (its name is the rule id), as another
+package's trace rule is. A rule reads the analyses' results and yields findings per rank, each
+with its evidence, a fix, and, where the what-if replay can price it, the GPU-hours per week
+the fix would return. Thresholds are `TraceOptions` fields with their sources, or stated here
+where rules.md gives none. Never does I/O.
 """
 
 from __future__ import annotations
@@ -221,8 +220,7 @@ def t10_tensor_cores(
 
 
 def _amp_fix(gpu: Gpu) -> str:
-    """Mixed precision in the forms this GPU runs on its tensor cores (hardware.py): TF32 and
-    bfloat16 from Ampere, float16 with a gradient scaler before."""
+    """Mixed precision in the forms this GPU's tensor cores run (hardware.py)."""
     if gpu.bf16 and gpu.tf32:
         return (
             "train with automatic mixed precision (torch.autocast with bfloat16/float16) or enable "
@@ -270,7 +268,7 @@ def t12_parallel(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> I
 
 
 def trace_rules() -> dict[str, Rule]:
-    """Every installed trace rule (the built-ins and other packages') by rule id, in order."""
+    """Every installed trace rule (built-in or not) by rule id, in order."""
     return dict(plugins.load_group(plugins.TRACE_RULES))
 
 
