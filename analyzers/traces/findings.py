@@ -97,7 +97,7 @@ def t2_launch(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iter
 
 def t3_queue(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterator[Finding]:
     share = _value(r, "queue_length", frame.rank, "blocked_share")
-    if share and not math.isnan(share) and share > 0:
+    if share > 0:
         yield emit(
             "T3", Severity.INFO, f"launch queue full ({o.max_queue_length}) {share:.1%} of the trace",
             "the GPU is the bottleneck here (good); the CPU blocks on a full queue, so host-side "
@@ -181,9 +181,7 @@ def t8_dataloader(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> 
 def t9_comm(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterator[Finding]:
     share = _value(r, "comm_comp_overlap", frame.rank, "communication_share_of_busy")
     overlap = _value(r, "comm_comp_overlap", frame.rank, "overlap_ratio")
-    if math.isnan(share) or share <= o.communication_share_warn:
-        return
-    if not math.isnan(overlap) and overlap >= OVERLAP_LOW:
+    if math.isnan(share) or share <= o.communication_share_warn or overlap >= OVERLAP_LOW:
         return
     yield emit(
         "T9", Severity.WARN,
@@ -205,7 +203,7 @@ def t10_tensor_cores(
         return
     hours, method = _whatif(r, frame.rank, "amp")
     gpu_saved = _value(r, "whatif", frame.rank, "amp_gpu_busy_saved_fraction")
-    if not math.isnan(gpu_saved) and gpu_saved > 0.10 and hours < 0.01:
+    if gpu_saved > 0.10 and hours < 0.01:
         method = (
             f"what-if replay (amp): GPU busy time {gpu_saved:.0%} shorter, but the step is bound "
             "by the CPU (data loader, launches), so the step and the GPU-hours shrink only once "
@@ -221,17 +219,13 @@ def t10_tensor_cores(
 
 def _amp_fix(gpu: Gpu) -> str:
     """Mixed precision in the forms this GPU's tensor cores run (hardware.py)."""
-    if gpu.bf16 and gpu.tf32:
-        return (
-            "train with automatic mixed precision (torch.autocast with bfloat16/float16) or enable "
-            "TF32 (torch.backends.cuda.matmul.allow_tf32 = True) on Ampere and later"
-        )
+    amp = "train with automatic mixed precision"
     if gpu.bf16:
-        return "train with automatic mixed precision (torch.autocast with bfloat16/float16)"
+        tf32 = " or enable TF32 (torch.backends.cuda.matmul.allow_tf32 = True) on Ampere and later"
+        return f"{amp} (torch.autocast with bfloat16/float16)" + (tf32 if gpu.tf32 else "")
     return (
-        "train with automatic mixed precision: torch.autocast(dtype=torch.float16) with "
-        f"torch.cuda.amp.GradScaler ({gpu.describe()} has float16 tensor cores, not TF32 or "
-        "bfloat16)"
+        f"{amp}: torch.autocast(dtype=torch.float16) with torch.cuda.amp.GradScaler "
+        f"({gpu.describe()} has float16 tensor cores, not TF32 or bfloat16)"
     )
 
 

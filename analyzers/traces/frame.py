@@ -142,8 +142,7 @@ class RankFrame(RowColumns):
             return np.zeros(len(self), dtype=bool)
         table = np.zeros(len(self.names) + 1, dtype=bool)  # the last entry: -1, an absent key
         table[ids] = True
-        hit: Mask = table[column]
-        return hit
+        return table[column]
 
     def names_matching(self, predicate: Any) -> Mask:
         """Rows whose name satisfies `predicate(str)`, evaluated once per symbol and frame."""
@@ -164,8 +163,7 @@ class RankFrame(RowColumns):
     @cached_property
     def gpu_op(self) -> Mask:
         """Kernels, memcpy and memset rows on a stream (HTA's idle-time filter, section 4)."""
-        mask: Mask = self.on_stream & self.cat_in(GPU_OP_CATS)
-        return mask
+        return self.on_stream & self.cat_in(GPU_OP_CATS)
 
     @cached_property
     def kernel_class(self) -> npt.NDArray[np.int8]:
@@ -207,8 +205,7 @@ class RankFrame(RowColumns):
         row_of[self.index] = np.arange(len(self), dtype=np.int64)
         link = self.index_correlation[rows]
         found = (link >= 0) & (link < size)
-        linked: I64 = np.where(found, row_of[np.where(found, link, 0)], -1)
-        return linked
+        return np.where(found, row_of[np.where(found, link, 0)], -1)
 
     @property
     def device_properties(self) -> list[dict[str, Any]]:
