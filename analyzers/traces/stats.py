@@ -123,8 +123,7 @@ def unstable_argsort(key: npt.NDArray[Any], descending: bool = False) -> npt.NDA
     (HTA's tie-breaking depends on it)."""
     if not descending:
         return np.argsort(key, kind="quicksort")
-    n = len(key)
-    rev = np.arange(n)[::-1]
+    rev = np.arange(len(key))[::-1]
     return rev[np.asarray(key)[::-1].argsort(kind="quicksort")][::-1]
 
 
