@@ -1,8 +1,7 @@
 """The one-call entry points: find trace files, load them, run every analysis, derive findings.
 
-`analyze_trace(path)` is what the CLI, the profiling pipeline (a freshly uploaded trace) and the
-dashboard call; `load_trace_set` and `run_analyses` are its two halves for callers that need one.
-Never prints; never touches the warehouse (`document.analysis_document` is what gets stored).
+`analyze_trace(path)` is what the CLI, the upload hook and the dashboard call; `load_trace_set`
+and `run_analyses` are its two halves. Never prints; never touches the warehouse.
 """
 
 from __future__ import annotations
@@ -34,8 +33,6 @@ __all__ = [
     "selected_analyses",
 ]
 
-TRACE_SUFFIXES = (".json", ".gz")
-
 
 def find_trace_files(path: str | Path) -> list[Path]:
     """A file, or every `*.json` / `*.gz` file directly in a folder (HTA's discovery), sorted."""
@@ -43,7 +40,9 @@ def find_trace_files(path: str | Path) -> list[Path]:
     if path.is_file():
         return [path]
     if path.is_dir():
-        files = sorted(p for p in path.iterdir() if p.is_file() and p.name.endswith(TRACE_SUFFIXES))
+        files = sorted(
+            p for p in path.iterdir() if p.is_file() and p.name.endswith((".json", ".gz"))
+        )
         if not files:
             raise TraceError(f"{path}: no trace files (*.json, *.gz) in this folder")
         return files
@@ -64,13 +63,10 @@ def load_trace_set(
 ) -> TraceSet:
     """Parse a trace file or a folder of per-rank files and prepare it for the analyses.
 
-    `load` reads one file (tests pass a cached or alternative loader). Files are read one at a
-    time, each reduced to its rank's frame before the next is read (issue 29), so the loader's
-    raw columns add one rank to the peak, not the set. A set of several files larger than
-    `spill_over_bytes` together keeps its frames in files, one rank mapped at a time (spill.py),
-    so its peak grows with the largest rank, not the set. With `rank_workers` > 1 (0: one per
-    CPU) and files of over `WORKERS_OVER_BYTES` together, that many processes read and frame the
-    files, each one file at a time."""
+    Each file is reduced to its rank's frame before the next is read, so the raw columns add one
+    rank to the peak. Several files of over `spill_over_bytes` together keep their frames in
+    files (spill.py). With `rank_workers` > 1 (0: one per CPU) and files of over
+    `WORKERS_OVER_BYTES`, that many processes read and frame the files."""
     rank_frame = hta_rank_frame if hta_compatible else native_rank_frame
     prepare = prepare_hta if hta_compatible else prepare_native
     if raws is not None:
@@ -87,22 +83,16 @@ def load_trace_set(
         return prepare(pool.map(_load_rank_frame, files, repeat(rank_frame), repeat(load)), frames)
 
 
-# Smaller sets are held in memory, where the workers' files in flight (a raw rank each, and each
-# frame pickled on its way back) add more than the third of HTA's peak allows (200 MB 8-rank set:
-# the process tree's PSS 126 -> 167 MiB against HTA's 469; issue 29).
+# Below this, the workers' raw ranks and pickled frames in flight cost more memory than they
+# save time (200 MB 8-rank set: PSS 126 -> 167 MiB, against HTA's 469).
 WORKERS_OVER_BYTES = SPILL_OVER_BYTES
-
-
-def _load_rank_frame(
-    path: Path, rank_frame: Callable[[RawTrace], Any], load: Callable[[Path], RawTrace]
-) -> Any:
-    """A rank worker's file: read, then framed (the frame comes back pickled, the raw stays)."""
-    return rank_frame(load(path))
-
-
+WORKERS_OVER_ROWS = 1_000_000  # smaller sets: a process start costs more than it saves
 # Analyses that share what one of them computes per rank (frame.memo) run in one process.
 _TOGETHER = (("critical_path", "whatif"),)
-WORKERS_OVER_ROWS = 1_000_000  # smaller sets: a process start costs more than it saves
+
+
+def _load_rank_frame(path: Path, rank_frame: Callable[[RawTrace], Any], load: Any) -> Any:
+    return rank_frame(load(path))
 
 
 def run_analyses(
@@ -113,7 +103,7 @@ def run_analyses(
 ) -> dict[str, AnalysisResult]:
     """Run the registered analyses (all, or `names`) in report order. With `workers` > 1 (0: one
     per CPU) and a set of over `WORKERS_OVER_ROWS` events, that many forked processes run them,
-    an analysis (or a group sharing per-rank work) at a time, each reading the set as it is."""
+    an analysis (or a group sharing per-rank work) at a time."""
     options = options or TraceOptions()
     registry = load_registry()
     todo = selected_analyses(names)
@@ -127,16 +117,14 @@ def run_analyses(
 
     # Forked, the workers share the set's pages as they are (nothing is pickled to them).
     fork = multiprocessing.get_context("fork")
-    found: dict[str, AnalysisResult] = {}
     with ProcessPoolExecutor(workers, fork, _adopt, (trace, options)) as pool:
-        for part in pool.map(_run_group, groups):
-            found.update(part)
+        found = {k: v for part in pool.map(_run_group, groups) for k, v in part.items()}
     return {name: found[name] for name in todo}
 
 
 def selected_analyses(names: Iterable[str] | None) -> list[str]:
-    """The registered analyses among `names` (all when None), in report order; an unknown name is
-    an error that lists the known ones, raised before a large set is read."""
+    """The registered analyses among `names` (all when None), in report order; an unknown name
+    is an error, raised before a large set is read."""
     registry = load_registry()
     wanted = list(registry) if names is None else list(names)
     unknown = sorted(set(wanted) - set(registry))
@@ -161,8 +149,6 @@ def _run_group(names: list[str]) -> dict[str, AnalysisResult]:
 
 @dataclass
 class TraceReport:
-    """Everything `fleetscope trace analyze` prints for one trace set."""
-
     trace: TraceSet
     options: TraceOptions
     results: dict[str, AnalysisResult]
@@ -179,17 +165,15 @@ def analyze_trace(
     workers: int = 1,
     names: Iterable[str] | None = None,
 ) -> TraceReport:
-    """Load, analyze and judge one trace (file or folder of ranks): the one call a freshly
-    uploaded trace needs. `workers` as `load_trace_set`'s `rank_workers` and `run_analyses`'.
-    With `names`, only those analyses run and no rule judges them: the rules read the whole
-    report (a rule whose analysis is missing would stay silent, not say the trace is fine)."""
+    """Load, analyze and judge one trace (file or folder of ranks). With `names`, only those
+    analyses run and no rule judges them: a rule whose analysis is missing would stay silent,
+    not say the trace is fine."""
     from analyzers.traces.findings import trace_findings
 
     options = options or TraceOptions()
     todo = selected_analyses(names)
     trace = load_trace_set(path, hta_compatible=hta_compatible, rank_workers=workers)
     results = run_analyses(trace, options, todo, workers=workers)
-    if names is not None:
-        return TraceReport(trace, options, results, judged=False)
-    findings = trace_findings(trace, results, options, job_id=job_id)
-    return TraceReport(trace, options, results, findings)
+    judged = names is None
+    findings = trace_findings(trace, results, options, job_id=job_id) if judged else []
+    return TraceReport(trace, options, results, findings, judged)

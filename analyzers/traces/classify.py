@@ -1,5 +1,5 @@
 """GPU kernel classes by name: HTA 0.5.0's rules, and fleetscope's (which count custom
-communication kernels as communication). A registry of named classifiers, chosen per run.
+communication kernels as communication).
 
 Sources: HTA 0.5.0 `hta/utils/utils.py` (COMMUNICATION `^nccl.*Kernel`, MEMORY
 `(^Memcpy)|(^Memset)|(^dma)`, COMPUTATION unless `(^nccl.*Kernel)|(.*(Memcpy)|(Memset))|(.*Sync)`,

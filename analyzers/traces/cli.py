@@ -1,19 +1,19 @@
-"""Registers `fleetscope trace analyze` (see app.cli). Imports nothing heavy at module level.
-
-    fleetscope trace analyze PATH... [--hta-compatible] [--format json|table] [--job JOB] [--gpus N]
-                             [--workers N] [--analyses NAME,...]
-    fleetscope trace fetch TRACE_ID... [--dir DIR]
-
-Each PATH is one profiling session: a trace file, or a folder holding one file per rank. `fetch`
-copies traces the server stored (by the ids `fleetscope profile` prints) from where `server.mode`
-keeps them (warehouse.profiling.trace_backend: the data folder, or the fleet's object store) into DIR.
+"""Registers `fleetscope trace` (see app.cli): analyze, fetch, diff and counters. Imports
+nothing heavy at module level. Each PATH is one profiling session: a trace file, or a folder
+holding one file per rank. A bad path, rank or option is a TraceError or ConfigError, which the
+edge (fleetscope/edge.py) turns into a message and exit code. Only `fetch` reads settings.
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
+import json
 import sys
+from pathlib import Path
 from typing import Any
+
+DIFF_ROWS = 25
 
 
 def register(subparsers: Any) -> None:
@@ -27,11 +27,7 @@ def register(subparsers: Any) -> None:
         "(rules T1-T12).",
     )
     analyze.add_argument("paths", nargs="+", metavar="PATH", help="trace file or folder of ranks")
-    analyze.add_argument(
-        "--hta-compatible",
-        action="store_true",
-        help="use HTA 0.5.0's load rules and definitions, so shared numbers equal HTA's",
-    )
+    _hta_flag(analyze, "and definitions, so shared numbers equal HTA's")
     analyze.add_argument("--format", choices=("table", "json"), default="table")
     analyze.add_argument("--job", default=None, help="job id to stamp on findings")
     analyze.add_argument(
@@ -52,7 +48,6 @@ def register(subparsers: Any) -> None:
         help="processes that read a folder's rank files and run the analyses of a large set "
         "(default 0: one per CPU; 1: all in this process)",
     )
-    # Reads files and no setting: runs without the settings loader (fleetscope.edge).
     analyze.set_defaults(standalone=_analyze)
     fetch = sub.add_parser(
         "fetch",
@@ -64,11 +59,45 @@ def register(subparsers: Any) -> None:
     fetch.add_argument("trace_ids", nargs="+", metavar="TRACE_ID")
     fetch.add_argument("--dir", default=".", help="folder to write the trace files to (default: .)")
     fetch.set_defaults(handler=_fetch)
-    from analyzers.traces import counters_command, diff_command
-
-    diff_command.register(sub)
-    counters_command.register(sub)
+    diff = sub.add_parser(
+        "diff",
+        help="compare two traces: ops and kernels added, removed, changed",
+        description="Compare the ops and kernels of two traces (before/after a change, or two "
+        "ranks): counts and total duration per name, and the names added, deleted, increased, "
+        "decreased or unchanged (HTA 0.5.0 TraceDiff). Default: the first rank and first "
+        "ProfilerStep iteration of each, CPU and GPU.",
+    )
+    diff.add_argument("control", metavar="A", help="the control trace (file or folder of ranks)")
+    diff.add_argument("test", metavar="B", help="the test trace (file or folder of ranks)")
+    for side in ("a", "b"):
+        diff.add_argument(f"--rank-{side}", type=int, default=None, help=f"rank of {side.upper()}")
+        diff.add_argument(
+            f"--iteration-{side}",
+            default=None,
+            help=f"ProfilerStep number of {side.upper()}, or 'all' (default: the first)",
+        )
+    diff.add_argument("--device", choices=("all", "cpu", "gpu"), default="all")
+    _hta_flag(diff, "(ns rounding, last step dropped), so numbers equal HTA's")
+    diff.add_argument("--format", choices=("table", "json"), default="table")
+    diff.set_defaults(standalone=_diff)
+    counters = sub.add_parser(
+        "counters",
+        help="write the trace with queue-length and copy-bandwidth counter tracks",
+        description="Write each rank's trace again, with counter events for the launch queue "
+        "length of every stream and the bandwidth of every copy kind (HTA 0.5.0 "
+        "generate_trace_with_counters), as OUT/<name>_with_counters.json.gz.",
+    )
+    counters.add_argument("path", metavar="PATH", help="trace file or folder of ranks")
+    counters.add_argument("--out", default=".", help="folder to write to (default: .)")
+    _hta_flag(counters, "(ns rounding, last step dropped), as HTA's tracks do")
+    counters.set_defaults(standalone=_counters)
     trace.set_defaults(handler=lambda args, settings: trace.print_help() or 2)  # usage
+
+
+def _hta_flag(parser: Any, why: str) -> None:
+    parser.add_argument(
+        "--hta-compatible", action="store_true", help=f"use HTA 0.5.0's load rules {why}"
+    )
 
 
 def _analyze(args: argparse.Namespace) -> int:
@@ -100,8 +129,6 @@ def _analyze(args: argparse.Namespace) -> int:
 
 
 def _fetch(args: argparse.Namespace, settings: Any) -> int:
-    from pathlib import Path
-
     from warehouse.profiling.trace_backend import trace_storage
     from warehouse.profiling.trace_files import TRACE_SUFFIX, write_atomically
 
@@ -110,4 +137,101 @@ def _fetch(args: argparse.Namespace, settings: Any) -> int:
     for trace_id in args.trace_ids:  # NotFoundError names a missing one (exit code at the edge)
         path = write_atomically(folder, f"{trace_id}{TRACE_SUFFIX}", storage.read_bytes(trace_id))
         sys.stdout.write(f"{path}\n")
+    return 0
+
+
+def _iteration(text: str | None) -> Any:
+    from fleetscope.errors import TraceError
+
+    try:
+        return text if text is None or text == "all" else int(text)
+    except ValueError:
+        message = f"--iteration must be a ProfilerStep number or 'all', got {text!r}"
+        raise TraceError(message) from None
+
+
+def _diff(args: argparse.Namespace) -> int:
+    from analyzers.traces.analyses.trace_diff import compare_traces, ops_diff
+    from analyzers.traces.api import load_trace_set
+    from analyzers.traces.render import json_ready
+
+    control = load_trace_set(args.control, hta_compatible=args.hta_compatible)
+    test = load_trace_set(args.test, hta_compatible=args.hta_compatible)
+    table = compare_traces(
+        control,
+        test,
+        control_rank=args.rank_a,
+        test_rank=args.rank_b,
+        control_iteration=_iteration(args.iteration_a),
+        test_iteration=_iteration(args.iteration_b),
+        device=args.device,
+    )
+    changes = ops_diff(table)
+    if args.format == "table":
+        sys.stdout.write(_diff_text(args, table, changes))
+        return 0
+    data = {
+        "control": str(args.control),
+        "test": str(args.test),
+        "columns": list(table.columns),
+        "rows": json_ready([list(r) for r in table.rows]),
+        "ops_diff": changes,
+    }
+    sys.stdout.write(json.dumps(data, indent=1) + "\n")
+    return 0
+
+
+def _cell(value: Any) -> str:
+    text = str(value)
+    return text if len(text) <= 70 else text[:67] + "..."
+
+
+def _diff_text(args: argparse.Namespace, table: Any, changes: dict[str, list[str]]) -> str:
+    out = [f"control (A): {args.control}", f"test (B):    {args.test}", ""]
+    out.append("  ".join(f"{k} {len(v)}" for k, v in changes.items()) + "  (names)")
+    for kind in ("added", "deleted"):
+        for name in changes[kind][:10]:
+            out.append(f"  {kind}: {_cell(name)}")
+    out.append("")
+    shown = ("name", "control_counts", "test_counts", "control_total_duration",
+             "test_total_duration", "diff_duration")  # fmt: skip
+    pick = [table.columns.index(c) for c in shown]
+    rows = table.rows
+    cells = [[_cell(r[i]) if i == 0 else _number(r[i]) for i in pick] for r in rows[:DIFF_ROWS]]
+    cells.insert(0, ["name", "count A", "count B", "A us", "B us", "B-A us"])
+    widths = [max(len(c[k]) for c in cells) for k in range(len(cells[0]))]
+    for c in cells:
+        padded = [v.rjust(w) for v, w in zip(c, widths, strict=True)]
+        out.append("  ".join([c[0].ljust(widths[0]), *padded[1:]]))
+    if len(rows) > DIFF_ROWS:
+        out.append(f"... {len(rows) - DIFF_ROWS} more names (--format json for all)")
+    return "\n".join(out) + "\n"
+
+
+def _number(value: Any) -> str:
+    number = float(value)
+    return f"{number:.0f}" if abs(number) >= 10 or number.is_integer() else f"{number:.2f}"
+
+
+def _counters(args: argparse.Namespace) -> int:
+    from analyzers.traces.analyses.counters import counter_events
+    from analyzers.traces.api import load_trace_set
+    from fleetscope.errors import TraceError
+
+    trace = load_trace_set(args.path, hta_compatible=args.hta_compatible)
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise TraceError(f"--out {out}: not a folder")
+    out.mkdir(parents=True, exist_ok=True)
+    for frame in trace.frames():
+        events = counter_events(frame, trace.origin_us)
+        opener = gzip.open if frame.path.name.endswith(".gz") else open
+        with opener(frame.path, "rt") as f:
+            content = json.load(f)
+        content.setdefault("traceEvents", []).extend(events)
+        name = frame.path.name.removesuffix(".gz").removesuffix(".json")
+        target = out / f"{name}_with_counters.json.gz"
+        with gzip.open(target, "wt") as f:
+            json.dump(content, f)
+        sys.stdout.write(f"{target}  rank {frame.rank}: {len(events)} counter events\n")
     return 0

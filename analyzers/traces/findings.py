@@ -1,11 +1,10 @@
 """Trace rules T1-T12 (shared/rules.md): analysis results in, `analyzers.findings.Finding`s out.
 
-Each rule is a small function registered as an entry point of `fleetscope.trace_rules` (its
-name is the rule id), as another package's trace rule is. A rule reads the results of the
-analyses it names and yields findings per rank, each with its evidence, a fix, and, where the
-what-if replay can price it, the GPU-hours per week the fix would return. Thresholds are
-`TraceOptions` fields with their sources; where rules.md gives none, the default is stated here
-with its reasoning. Never does I/O.
+Each rule is an entry point of `fleetscope.trace_rules` (its name is the rule id), as another
+package's trace rule is. A rule reads the analyses' results and yields findings per rank, each
+with its evidence, a fix, and, where the what-if replay can price it, the GPU-hours per week
+the fix would return. Thresholds are `TraceOptions` fields with their sources, or stated here
+where rules.md gives none. Never does I/O.
 """
 
 from __future__ import annotations
@@ -98,7 +97,7 @@ def t2_launch(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iter
 
 def t3_queue(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterator[Finding]:
     share = _value(r, "queue_length", frame.rank, "blocked_share")
-    if share and not math.isnan(share) and share > 0:
+    if share > 0:
         yield emit(
             "T3", Severity.INFO, f"launch queue full ({o.max_queue_length}) {share:.1%} of the trace",
             "the GPU is the bottleneck here (good); the CPU blocks on a full queue, so host-side "
@@ -182,9 +181,7 @@ def t8_dataloader(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> 
 def t9_comm(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterator[Finding]:
     share = _value(r, "comm_comp_overlap", frame.rank, "communication_share_of_busy")
     overlap = _value(r, "comm_comp_overlap", frame.rank, "overlap_ratio")
-    if math.isnan(share) or share <= o.communication_share_warn:
-        return
-    if not math.isnan(overlap) and overlap >= OVERLAP_LOW:
+    if math.isnan(share) or share <= o.communication_share_warn or overlap >= OVERLAP_LOW:
         return
     yield emit(
         "T9", Severity.WARN,
@@ -206,7 +203,7 @@ def t10_tensor_cores(
         return
     hours, method = _whatif(r, frame.rank, "amp")
     gpu_saved = _value(r, "whatif", frame.rank, "amp_gpu_busy_saved_fraction")
-    if not math.isnan(gpu_saved) and gpu_saved > 0.10 and hours < 0.01:
+    if gpu_saved > 0.10 and hours < 0.01:
         method = (
             f"what-if replay (amp): GPU busy time {gpu_saved:.0%} shorter, but the step is bound "
             "by the CPU (data loader, launches), so the step and the GPU-hours shrink only once "
@@ -221,19 +218,14 @@ def t10_tensor_cores(
 
 
 def _amp_fix(gpu: Gpu) -> str:
-    """Mixed precision in the forms this GPU runs on its tensor cores (hardware.py): TF32 and
-    bfloat16 from Ampere, float16 with a gradient scaler before."""
-    if gpu.bf16 and gpu.tf32:
-        return (
-            "train with automatic mixed precision (torch.autocast with bfloat16/float16) or enable "
-            "TF32 (torch.backends.cuda.matmul.allow_tf32 = True) on Ampere and later"
-        )
+    """Mixed precision in the forms this GPU's tensor cores run (hardware.py)."""
+    amp = "train with automatic mixed precision"
     if gpu.bf16:
-        return "train with automatic mixed precision (torch.autocast with bfloat16/float16)"
+        tf32 = " or enable TF32 (torch.backends.cuda.matmul.allow_tf32 = True) on Ampere and later"
+        return f"{amp} (torch.autocast with bfloat16/float16)" + (tf32 if gpu.tf32 else "")
     return (
-        "train with automatic mixed precision: torch.autocast(dtype=torch.float16) with "
-        f"torch.cuda.amp.GradScaler ({gpu.describe()} has float16 tensor cores, not TF32 or "
-        "bfloat16)"
+        f"{amp}: torch.autocast(dtype=torch.float16) with torch.cuda.amp.GradScaler "
+        f"({gpu.describe()} has float16 tensor cores, not TF32 or bfloat16)"
     )
 
 
@@ -270,7 +262,7 @@ def t12_parallel(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> I
 
 
 def trace_rules() -> dict[str, Rule]:
-    """Every installed trace rule (the built-ins and other packages') by rule id, in order."""
+    """Every installed trace rule (built-in or not) by rule id, in order."""
     return dict(plugins.load_group(plugins.TRACE_RULES))
 
 

@@ -1,17 +1,14 @@
 """The prepared trace every analysis reads: one `RankFrame` of numpy columns per rank, in a
-`TraceSet`.
+`TraceSet`, made by `hta_rules.prepare_hta` or `native.prepare_native`.
 
-A `TraceSet` comes from one of two preparations of the same `RawTrace`s: `hta_rules.prepare_hta`
-(HTA 0.5.0's load rules, so numbers agree with HTA) or `native.prepare_native` (exact timestamps,
-every step kept). Analyses never re-read files and never mutate a frame; they select rows with
-boolean masks. Row order is meaningful in HTA mode (HTA's tie-breaking depends on it).
-This module must never import pandas.
+Analyses never re-read files and never mutate a frame; they select rows with boolean masks.
+Row order is meaningful in HTA mode (HTA's tie-breaking depends on it). Never imports pandas.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, MutableMapping, Sequence
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeAlias
@@ -21,7 +18,7 @@ import numpy as np
 from analyzers.traces.classify import Classifier, KernelClass
 from fleetscope.errors import TraceError
 
-if TYPE_CHECKING:  # annotations only
+if TYPE_CHECKING:
     from pathlib import Path
 
     import numpy.typing as npt
@@ -104,24 +101,17 @@ class RankFrame(RowColumns):
     mem_ts: F64 = field(default_factory=lambda: np.zeros(0))
     mem_device_type: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     mem_total_allocated: F64 = field(default_factory=lambda: np.zeros(0))
-    # What analyses compute once per rank and share (the critical path: its analysis and the
-    # what-if). A field, not a cache keyed by the frame object: a spilled set (spill.py) makes a
-    # new frame object each time a rank is mapped again, and keeps this dict across them.
+    # What analyses compute once per rank and share (the critical path). A field, not a cache
+    # keyed by the frame: a spilled set makes a new frame object each time it maps a rank.
     memo: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def of_raw(cls, raw: Any, rank: int, classifier: Classifier, **overrides: Any) -> RankFrame:
-        """A frame of a `load.RawTrace`'s columns; `overrides` replace some (HTA's rounded `ts`).
-        `index_correlation` is empty until the preparation links the rows."""
+        """A frame of a `load.RawTrace`'s columns; `overrides` replace some (HTA's rounded `ts`)."""
         values = {key: getattr(raw, key) for key in _FROM_RAW}
         values.update(rank=rank, classifier=classifier, ts_int=False)
         values.update(index_correlation=np.zeros(0, dtype=np.int64), **overrides)
         return cls(**values)
-
-    def take(self, rows: I64) -> RankFrame:
-        """A frame holding `rows` in that order (the memory counters stay whole)."""
-        columns = {key: getattr(self, key)[rows] for key in (*ROW_COLUMNS, "index_correlation")}
-        return replace(self, memo={}, **columns)
 
     def __len__(self) -> int:
         return len(self.ts)
@@ -145,20 +135,18 @@ class RankFrame(RowColumns):
         return self._symbol_in(self.name, names)
 
     def _symbol_in(self, column: npt.NDArray[np.int32], texts: frozenset[str] | set[str]) -> Mask:
-        """Rows of `column` whose symbol is one of `texts`: a gather from a table by symbol id,
-        one pass over the rows (np.isin's table also scans the column for its range first)."""
+        """Rows of `column` whose symbol is one of `texts`: one gather from a table by symbol id
+        (np.isin also scans the column for its range first)."""
         ids = [self.symbols[t] for t in texts if t in self.symbols]
         if not ids:
             return np.zeros(len(self), dtype=bool)
         table = np.zeros(len(self.names) + 1, dtype=bool)  # the last entry: -1, an absent key
         table[ids] = True
-        hit: Mask = table[column]
-        return hit
+        return table[column]
 
     def names_matching(self, predicate: Any) -> Mask:
-        """Rows whose name satisfies `predicate(str)`; evaluated once per distinct symbol, and
-        once per frame for a predicate several analyses ask (`is_pageable`, `is_dataloader`)."""
-        hits: dict[Any, Mask] = self.memo.setdefault("symbol_hits", {})  # names do not change
+        """Rows whose name satisfies `predicate(str)`, evaluated once per symbol and frame."""
+        hits: dict[Any, Mask] = self.memo.setdefault("symbol_hits", {})
         hit = hits.get(predicate)
         if hit is None:
             hit = hits[predicate] = np.fromiter(
@@ -175,13 +163,12 @@ class RankFrame(RowColumns):
     @cached_property
     def gpu_op(self) -> Mask:
         """Kernels, memcpy and memset rows on a stream (HTA's idle-time filter, section 4)."""
-        mask: Mask = self.on_stream & self.cat_in(GPU_OP_CATS)
-        return mask
+        return self.on_stream & self.cat_in(GPU_OP_CATS)
 
     @cached_property
     def kernel_class(self) -> npt.NDArray[np.int8]:
-        """`KernelClass` value of every row, by name: meaningful for GPU rows (`on_stream`) only,
-        whose names are the only ones classified (a trace has far more names of CPU ops)."""
+        """`KernelClass` value of every row, by name: only GPU rows' (`on_stream`) names are
+        classified (a trace has far more names of CPU ops)."""
         table = np.zeros(len(self.names) or 1, dtype=np.int8)
         used = np.bincount(self.name[self.on_stream] + 1)  # not a sort; -1 (no name) at 0
         for code in (np.flatnonzero(used) - 1).tolist():
@@ -218,8 +205,7 @@ class RankFrame(RowColumns):
         row_of[self.index] = np.arange(len(self), dtype=np.int64)
         link = self.index_correlation[rows]
         found = (link >= 0) & (link < size)
-        linked: I64 = np.where(found, row_of[np.where(found, link, 0)], -1)
-        return linked
+        return np.where(found, row_of[np.where(found, link, 0)], -1)
 
     @property
     def device_properties(self) -> list[dict[str, Any]]:
@@ -238,8 +224,8 @@ def last_row_per_key(keys: I64, rows: I64) -> tuple[I64, I64]:
 
 
 class RankFrames(Sequence[RankFrame]):
-    """A set's frames in rank order, each got from the set's mapping when it is read: over
-    frames kept in files (spill.py) a loop holds one rank at a time, not the set."""
+    """A set's frames in rank order, each got from the mapping when read: over a spilled set a
+    loop holds one rank at a time."""
 
     def __init__(self, ranks: Mapping[int, RankFrame]) -> None:
         self._ranks = ranks
@@ -254,10 +240,8 @@ class RankFrames(Sequence[RankFrame]):
 
 @dataclass(eq=False)
 class TraceSet:
-    """The ranks of one profiling session (a file, or a folder of one file per rank).
-
-    `ranks` is a dict, or for a large set `spill.SpilledFrames` (frames in files, mapped when
-    read): code that visits every rank goes through `frames()` one rank at a time."""
+    """The ranks of one profiling session. `ranks` is a dict, or for a large set
+    `spill.SpilledFrames`: code that visits every rank goes through `frames()`."""
 
     mode: Mode
     ranks: Mapping[int, RankFrame]
@@ -274,11 +258,10 @@ def gather_ranks(
     frames: MutableMapping[int, RankFrame] | None,
     repeated: Callable[[int, Path, Path], None],
 ) -> tuple[MutableMapping[int, RankFrame], Path, float]:
-    """Keep each (path, rank, frame) in `frames` (a dict unless given: `spill.SpilledFrames`) as
-    it comes, one file at a time: a generator that loads each file keeps one file's raw columns
-    alive, not the set's (issue 29). `repeated(rank, earlier, later)` hears of a rank seen twice
-    (the later frame is kept). Returns the frames in rank order, the set's source (its file, or
-    the folder of several) and its earliest start (0.0 when no rank has a row)."""
+    """Keep each (path, rank, frame) in `frames` (a dict unless given) as it comes, so a
+    generator that loads each file keeps one file's raw columns alive. `repeated(rank, earlier,
+    later)` hears of a rank seen twice (the later is kept). Returns the frames in rank order, the
+    set's source (its file, or the folder of several) and its earliest start (0.0 if none)."""
     frames = {} if frames is None else frames
     paths: dict[int, Path] = {}
     starts: dict[int, float] = {}

@@ -1,16 +1,14 @@
-"""What the GPU of a trace can do, from the profiler's `deviceProperties` (issue 29): rules and
-the what-if never advise a precision or unit the GPU lacks (a V100 trace was told to use TF32).
+"""What the GPU of a trace can do, from the profiler's `deviceProperties`, so rules and the
+what-if never advise a precision or unit the GPU lacks.
 
 Kineto writes one `deviceProperties` entry per visible device: `name`, `computeMajor`/`Minor`,
-`numSms`, `totalGlobalMem` (bytes). The first entry stands for the job (nodes are homogeneous).
-On ROCm the same keys hold the gfx version (MI250 = gfx90a reads as 9.0, MI300 = gfx942 as 9.4),
-so AMD GPUs are told apart by name and judged by their own generations.
+`totalGlobalMem` (bytes), ... The first entry stands for the job (nodes are homogeneous). On
+ROCm the same keys hold the gfx version (MI250 = gfx90a reads as 9.0, MI300 = gfx942 as 9.4), so
+AMD GPUs are told apart by name and judged by their own generations.
 
-Sources: NVIDIA CUDA C++ Programming Guide, "Compute Capabilities" and the architecture
-whitepapers (tensor cores from Volta, 7.0; TF32 and bf16 tensor cores from Ampere, 8.0; FP8 from
-Hopper, 9.0, named so by issue 29: Ada's 8.9 also has FP8 tensor cores, but no FP8 advice is ever
-wrong to withhold); AMD CDNA 2/3 whitepapers (matrix cores with fp16/bf16 from MI200, gfx90a;
-TF32 (xf32) and FP8 from MI300, gfx942).
+Sources: NVIDIA CUDA C++ Programming Guide, "Compute Capabilities" (tensor cores from Volta,
+7.0; TF32 and bf16 tensor cores from Ampere, 8.0); AMD CDNA 2/3 whitepapers (matrix cores with
+fp16/bf16 from MI200, gfx90a; TF32 (xf32) from MI300, gfx942).
 """
 
 from __future__ import annotations
@@ -27,12 +25,11 @@ _AMD_WORDS = ("amd", "radeon", "instinct", "mi100", "mi200", "mi250", "mi300")
 @dataclass(frozen=True)
 class Gpu:
     """One trace's GPU; `compute_capability` NaN when the trace does not say (then every
-    capability is assumed, as before this module: only a stated GPU is held to its limits)."""
+    capability is assumed: only a stated GPU is held to its limits)."""
 
     name: str
     vendor: str  # "nvidia", "amd" or "" (unknown)
     compute_capability: float
-    sms: int | None
     memory_bytes: int | None
 
     def _at_least(self, nvidia: float, amd: float) -> bool:
@@ -54,10 +51,6 @@ class Gpu:
     def bf16(self) -> bool:
         return self._at_least(8.0, 9.0)
 
-    @property
-    def fp8(self) -> bool:
-        return self._at_least(9.0, 9.4)
-
     def describe(self) -> str:
         """`Tesla V100-SXM2-32GB (compute capability 7.0)`, for advice that names the limit."""
         if math.isnan(self.compute_capability):
@@ -77,11 +70,5 @@ def gpu_of(device_properties: list[dict[str, Any]]) -> Gpu:
         cc = major + (minor if isinstance(minor, int) and 0 <= minor < 10 else 0) / 10
     low = name.lower()
     vendor = "amd" if any(w in low for w in _AMD_WORDS) else "nvidia" if name else ""
-    sms, memory = props.get("numSms"), props.get("totalGlobalMem")
-    return Gpu(
-        name=name,
-        vendor=vendor,
-        compute_capability=cc,
-        sms=sms if isinstance(sms, int) and sms > 0 else None,
-        memory_bytes=memory if isinstance(memory, int) and memory > 0 else None,
-    )
+    memory = props.get("totalGlobalMem")
+    return Gpu(name, vendor, cc, memory if isinstance(memory, int) and memory > 0 else None)

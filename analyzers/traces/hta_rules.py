@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from analyzers.traces.classify import classify_hta_050
-from analyzers.traces.frame import Mask, Mode, RankFrame, TraceSet, gather_ranks
+from analyzers.traces.frame import ROW_COLUMNS, Mask, Mode, RankFrame, TraceSet, gather_ranks
 from analyzers.traces.load import RawTrace
 
 __all__ = ["hta_gpu_filter", "hta_rank_frame", "prepare_hta"]
@@ -52,11 +52,11 @@ def _filter_iterations(frame: RankFrame, step_names: set[str]) -> RankFrame:
     gpu_rows = np.flatnonzero(gpu)
     gpu_corr = frame.correlation[gpu_rows]
     # How many kept CPU rows share each GPU row's correlation (an inner merge's multiplicity).
-    times = np.searchsorted(kept_corr, gpu_corr, side="right") - np.searchsorted(
-        kept_corr, gpu_corr, side="left"
-    )
+    right = np.searchsorted(kept_corr, gpu_corr, side="right")
+    times = right - np.searchsorted(kept_corr, gpu_corr, side="left")
     rows = np.concatenate([np.repeat(gpu_rows, times), cpu_rows]).astype(np.int64)
-    return frame.take(rows)
+    columns = {key: getattr(frame, key)[rows] for key in (*ROW_COLUMNS, "index_correlation")}
+    return replace(frame, memo={}, **columns)  # the memory counters stay whole
 
 
 def hta_rank_frame(raw: RawTrace) -> tuple[Path, int, RankFrame]:
@@ -79,9 +79,8 @@ def prepare_hta(
     rank_frames: Iterable[tuple[Path, int, RankFrame]],
     frames: MutableMapping[int, RankFrame] | None = None,
 ) -> TraceSet:
-    """A `TraceSet` under HTA 0.5.0's load rules from `hta_rank_frame`s in file order (later wins
-    a rank), gathered one file at a time (`frame.gather_ranks`, also for `frames`); alignment
-    and the iteration filter then replace one rank's frame at a time."""
+    """A `TraceSet` from `hta_rank_frame`s in file order (later wins a rank, rule 1), gathered
+    by `frame.gather_ranks`; alignment and the iteration filter then replace one rank at a time."""
     notes: list[str] = []
 
     def replaced(rank: int, earlier: Path, later: Path) -> None:
@@ -92,7 +91,7 @@ def prepare_hta(
 
     frames, source, min_ts = gather_ranks(rank_frames, frames, replaced)
     steps = {s for rank in frames for s in frames[rank].names if "ProfilerStep" in s}
-    for rank in sorted(frames):  # one rank's unaligned, unfiltered frame at a time
+    for rank in sorted(frames):
         frame = replace(frames[rank], ts=frames[rank].ts - min_ts)
         frames[rank] = _filter_iterations(frame, steps) if len(steps) > 1 else frame
         del frame

@@ -1,6 +1,5 @@
-"""fleetscope's own preparation of a trace (the default, not --hta-compatible).
-
-Where it differs from HTA's load rules (hta_rules.py) and why:
+"""fleetscope's own preparation of a trace (the default). Where it differs from HTA's load rules
+(hta_rules.py) and why:
 
 - Timestamps stay exact (float microseconds): HTA's ns rounding turns a 0.4 us kernel into a
   negative duration and shifts every interval by up to 1 us.
@@ -40,10 +39,10 @@ __all__ = ["native_rank_frame", "prepare_native"]
 
 
 def native_rank_frame(raw: RawTrace) -> tuple[Path, int, RankFrame]:
-    """One file's path, rank and frame, before alignment."""
+    """One file's path, rank and frame, before alignment. Each GPU op and the runtime/driver
+    call with its correlation point at each other (of several calls, the last; the call: at
+    the last op)."""
     frame = RankFrame.of_raw(raw, raw.rank, classify_fleetscope)
-    # Each GPU op <-> the runtime/driver call with the same correlation (of several, the last;
-    # the call: the last op).
     corr = frame.correlation
     gpu = (corr >= 0) & (frame.stream >= 0) & frame.cat_in(GPU_OP_CATS)
     calls = np.flatnonzero((corr >= 0) & frame.cat_in(RUNTIME_CATS))
@@ -57,10 +56,10 @@ def prepare_native(
     rank_frames: Iterable[tuple[Path, int, RankFrame]],
     frames: MutableMapping[int, RankFrame] | None = None,
 ) -> TraceSet:
-    """A `TraceSet` under fleetscope's definitions (module docstring) from `native_rank_frame`s
-    (`frame.gather_ranks`, also for `frames`)."""
+    """A `TraceSet` from `native_rank_frame`s (`frame.gather_ranks`), aligned one rank at a
+    time."""
     frames, source, origin = gather_ranks(rank_frames, frames, _refuse)
-    for rank in sorted(frames):  # one rank at a time
+    for rank in sorted(frames):
         frame = frames[rank]
         mem_ts = frame.mem_ts - origin if len(frame.mem_ts) else frame.mem_ts
         frames[rank] = replace(frame, ts=frame.ts - origin, mem_ts=mem_ts)

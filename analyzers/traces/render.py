@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -19,14 +19,14 @@ from analyzers.traces.analyses.base import Table
 from analyzers.traces.api import TraceReport
 from analyzers.traces.frame import Mode
 
-__all__ = ["is_detail", "json_ready", "render_text", "report_json", "report_to_dict"]
+__all__ = ["analyses_data", "json_ready", "render_text", "report_json", "report_to_dict"]
 
 MAX_TEXT_ROWS = 12
 
 
-def is_detail(table: Table) -> bool:
-    """A per-launch table (one row per kernel launch): left out of every output but the API."""
-    return table.name.startswith("cuda_kernel_launch_stats_rank")
+def _shown(tables: Sequence[Table]) -> list[Table]:
+    """All but the per-launch tables (one row per kernel launch), which only the API gives."""
+    return [t for t in tables if not t.name.startswith("cuda_kernel_launch_stats_rank")]
 
 
 def json_ready(value: Any, *, finite: bool = False) -> Any:
@@ -43,21 +43,34 @@ def json_ready(value: Any, *, finite: bool = False) -> Any:
     return value
 
 
+def analyses_data(
+    report: TraceReport, table: Callable[[Table], Any] = Table.records
+) -> dict[str, dict[str, Any]]:
+    """Each analysis's tables (as `table` gives them), per-rank numbers and notes."""
+    return {
+        name: {
+            "tables": {t.name: table(t) for t in _shown(result.tables)},
+            "per_rank": result.per_rank,
+            "notes": list(result.notes),
+        }
+        for name, result in report.results.items()
+    }
+
+
 def report_to_dict(report: TraceReport) -> dict[str, Any]:
     """The report as JSON-ready dicts and lists (`json_ready`: NaN null, numpy scalars plain)."""
     registry = load_registry()
     trace = report.trace
-    analyses = {}
-    for name, result in report.results.items():
-        spec = registry[name]
-        analyses[name] = {
-            "title": spec.title,
-            "hta_api": spec.hta_api,
-            "differs_from_hta": spec.beyond_hta if trace.mode is Mode.NATIVE else None,
-            "tables": {t.name: t.records() for t in result.tables if not is_detail(t)},
-            "per_rank": result.per_rank,
-            "notes": list(result.notes),
+    native = trace.mode is Mode.NATIVE
+    analyses = {
+        name: {
+            "title": registry[name].title,
+            "hta_api": registry[name].hta_api,
+            "differs_from_hta": registry[name].beyond_hta if native else None,
+            **part,
         }
+        for name, part in analyses_data(report).items()
+    }
     data: dict[str, Any] = json_ready(
         {
             "source": str(trace.source),
@@ -113,9 +126,8 @@ def render_text(report: TraceReport) -> str:
         out.append(f"== {spec.title}" + (f"  [HTA: {spec.hta_api}]" if spec.hta_api else ""))
         if trace.mode is Mode.NATIVE and spec.hta_api:
             out.append(f"  differs from HTA: {spec.beyond_hta}")
-        for table in result.tables:
-            if not is_detail(table):
-                out += _table_text(table)
+        for table in _shown(result.tables):
+            out += _table_text(table)
         out += [f"  note: {n}" for n in result.notes]
     out.append("")
     if not report.judged:

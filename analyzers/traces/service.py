@@ -1,13 +1,10 @@
-"""The server plug-in that analyzes every uploaded profiler trace (on-demand profiling, issue 4).
+"""The server plug-in that analyzes every uploaded profiler trace (a `fleetscope.server` entry
+point: `setup(server)` appends an `on_trace_uploaded` hook).
 
-A `fleetscope.server` entry point (selected by `server.plugins`' default `*`; warehouse.ingest.runtime
-calls `setup(server)`), it appends an `on_trace_uploaded` hook. For each trace an agent uploads, the hook runs `analyze_trace` once
-(every trace analysis and the trace rules T1-T12, under `document.OPTIONS`) and hands the outcome
-to `server.profiling.finish`, which stores it and marks the profile request done: the summary
-(`trace_summary`, the catalog's `traces.summary`, what the API and `fleetscope profile` show) and
-the analysis document (`document.analysis_document`, the catalog's `trace_analyses`, what the
-dashboard's Trace page draws without analysing the file again). A trace the analyses cannot read
-fails its request with the trace error, word for word.
+For each uploaded trace the hook runs `analyze_trace` once (under `document.OPTIONS`) and hands
+`server.profiling.finish` the summary (summary.py, the catalog's `traces.summary`) and the
+analysis document (document.py, `trace_analyses`); a trace the analyses cannot read fails its
+request with the trace error, word for word.
 
 Runs on the server's profiling worker thread, one trace at a time. Must never import the
 analyses at module level (the server imports this module at start), raise into the server, or
@@ -18,13 +15,9 @@ from __future__ import annotations
 
 from typing import Any
 
-# Server plug-in order (fleetscope.plugins): before the closed loop, which reads the summary
-# this hook stores.
-PLUGIN_ORDER = 20
-# Both servers (fleetscope.plugins.server_modes): in fleet mode the gateway an upload lands on
-# analyses it (the trace is read from the bucket into that gateway's cache folder); the claim of
-# the upload in the catalog makes that one analysis per trace, and if that gateway stops first
-# another takes its lapsed lease over and this hook runs there (warehouse.profiling.analysis_leases).
+PLUGIN_ORDER = 20  # before the closed loop, which reads the summary this hook stores
+# In fleet mode the gateway an upload lands on analyses it; the upload's claim in the catalog
+# makes that one analysis per trace (warehouse.profiling.analysis_leases).
 SERVER_MODES = ("embedded", "fleet")
 
 
@@ -33,7 +26,6 @@ def setup(server: Any) -> None:
 
 
 def analyze_upload(server: Any, upload: Any) -> None:
-    """Analyze one stored trace and report the outcome to the server's profiling service."""
     from analyzers.traces.api import analyze_trace
     from analyzers.traces.document import OPTIONS, analysis_document
     from analyzers.traces.summary import summarize

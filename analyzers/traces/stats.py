@@ -68,9 +68,8 @@ def join_rows(
 
 def time_lexsort(keys: Sequence[npt.NDArray[Any]]) -> npt.NDArray[np.intp]:
     """`np.lexsort(keys)` (the last key primary), for a primary key that few rows share (event
-    times): a stable sort by it alone, then the rows that share a value (NaNs share one, as in
-    numpy's sorts) by the other keys. np.lexsort sorts every row by every key, and a secondary
-    key such as a duration is in no order at all."""
+    times): a stable sort by it alone, then the rows that share a value (NaNs share one) by the
+    other keys, instead of sorting every row by every key."""
     primary = keys[-1]
     order = np.argsort(primary, kind="stable")
     p = primary[order]
@@ -124,8 +123,7 @@ def unstable_argsort(key: npt.NDArray[Any], descending: bool = False) -> npt.NDA
     (HTA's tie-breaking depends on it)."""
     if not descending:
         return np.argsort(key, kind="quicksort")
-    n = len(key)
-    rev = np.arange(n)[::-1]
+    rev = np.arange(len(key))[::-1]
     return rev[np.asarray(key)[::-1].argsort(kind="quicksort")][::-1]
 
 
@@ -155,9 +153,9 @@ def window_intersections(
     windows: Sequence[tuple[float, float]], b_start: F64, b_end: F64
 ) -> list[float]:
     """`intersection_length` of each window (start, end) with the merged set B, the same floats,
-    without sorting B once per window: for B as `union_intervals` leaves it (sorted, disjoint, no
-    NaN) the sweep's segments are `min(end, w1) - max(start, w0)` for the intervals with
-    `start < w1` and `end >= w0`, in the same order. Anything else takes the sweep."""
+    without sorting B once per window: for B sorted, disjoint and without NaN (as
+    `union_intervals` leaves it) the sweep's segments are `min(end, w1) - max(start, w0)` for
+    the intervals with `start < w1` and `end >= w0`. Anything else takes the sweep."""
     merged = (  # a NaN fails a comparison
         len(b_start) > 0
         and bool((b_end >= b_start).all())

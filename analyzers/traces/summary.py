@@ -1,10 +1,8 @@
 """The JSON summary of one analyzed trace, as the catalog's `traces.summary` keeps it.
 
-What a profile request's requester needs, in a few kilobytes: per-rank headline numbers (steps,
-mean step time, data-loader share), every analysis's per-rank numbers (the breakdowns), the
-findings with their evidence, fix and GPU-hours, and the what-if table with its model notes.
-Most tables stay out (the whole analysis is stored beside it: `document.py`). Built from
-`analyzers.traces.render.report_to_dict`, so NaN is already null. Never does I/O.
+A few kilobytes: per-rank headline numbers, every analysis's per-rank numbers, the findings, the
+what-if table and the top kernels; the whole analysis is stored beside it (document.py). Built
+from `render.report_to_dict`, so NaN is already null. Never does I/O.
 """
 
 from __future__ import annotations
@@ -58,14 +56,14 @@ def summarize(report: TraceReport, *, trace_id: str, host: str, pid: int) -> dic
 
 
 def _top_kernels(tables: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
-    """The analysis' default number of top kernels per rank, whatever the report was run with
-    (the stored analysis keeps more for the Trace page: `document.OPTIONS`)."""
+    """The analysis' default number of top kernels per rank (each rank's rows come biggest
+    first), whatever the report was run with (`document.OPTIONS` keeps more)."""
     keep = TraceOptions().top_kernels
     out: dict[str, list[dict[str, Any]]] = {}
     for name, rows in tables.items():
         per_rank: Counter[Any] = Counter()
         out[name] = []
-        for row in rows:  # each rank's rows come biggest first
+        for row in rows:
             per_rank[row.get("rank")] += 1
             if per_rank[row.get("rank")] <= keep:
                 out[name].append(row)
