@@ -116,11 +116,15 @@ def _analyze(args: argparse.Namespace) -> int:
         raise ConfigError(f"--analyses takes names separated by commas, got {args.analyses!r}")
     reports = [
         analyze_trace(
-            path, hta_compatible=args.hta_compatible, options=options, job_id=args.job,
-            workers=args.workers, names=names,
+            path,
+            hta_compatible=args.hta_compatible,
+            options=options,
+            job_id=args.job,
+            workers=args.workers,
+            names=names,
         )
         for path in args.paths
-    ]  # fmt: skip
+    ]
     if args.format == "json":
         sys.stdout.write(report_json(reports))
     else:
@@ -193,8 +197,14 @@ def _diff_text(args: argparse.Namespace, table: Any, changes: dict[str, list[str
         for name in changes[kind][:10]:
             out.append(f"  {kind}: {_cell(name)}")
     out.append("")
-    shown = ("name", "control_counts", "test_counts", "control_total_duration",
-             "test_total_duration", "diff_duration")  # fmt: skip
+    shown = (
+        "name",
+        "control_counts",
+        "test_counts",
+        "control_total_duration",
+        "test_total_duration",
+        "diff_duration",
+    )
     pick = [table.columns.index(c) for c in shown]
     rows = table.rows
     cells = [[_cell(r[i]) if i == 0 else _number(r[i]) for i in pick] for r in rows[:DIFF_ROWS]]

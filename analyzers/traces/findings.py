@@ -86,24 +86,34 @@ def t2_launch(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iter
     if max(slow, late) / n < LAUNCH_OUTLIER_SHARE and short / n < 0.5:
         return
     yield emit(
-        "T2", Severity.INFO,
+        "T2",
+        Severity.INFO,
         f"launch overhead: {short / n:.0%} of kernels run shorter than their launch call",
         "batch small kernels (torch.compile, fused optimizers such as foreach/fused Adam) or "
         "capture the step in a CUDA graph",
-        {"launches": n, f"cpu_gt_{o.runtime_cutoff_us:g}us": slow,
-         f"delay_gt_{o.launch_delay_cutoff_us:g}us": late, "gpu_shorter_than_cpu": short},
-    )  # fmt: skip
+        {
+            "launches": n,
+            f"cpu_gt_{o.runtime_cutoff_us:g}us": slow,
+            f"delay_gt_{o.launch_delay_cutoff_us:g}us": late,
+            "gpu_shorter_than_cpu": short,
+        },
+    )
 
 
 def t3_queue(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterator[Finding]:
     share = _value(r, "queue_length", frame.rank, "blocked_share")
     if share > 0:
         yield emit(
-            "T3", Severity.INFO, f"launch queue full ({o.max_queue_length}) {share:.1%} of the trace",
+            "T3",
+            Severity.INFO,
+            f"launch queue full ({o.max_queue_length}) {share:.1%} of the trace",
             "the GPU is the bottleneck here (good); the CPU blocks on a full queue, so host-side "
             "optimizations will not help: optimize the kernels",
-            {"blocked_share": share, "max_queue_length": _value(r, "queue_length", frame.rank, "max_queue_length")},
-        )  # fmt: skip
+            {
+                "blocked_share": share,
+                "max_queue_length": _value(r, "queue_length", frame.rank, "max_queue_length"),
+            },
+        )
 
 
 def t4_gaps(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterator[Finding]:
@@ -111,10 +121,16 @@ def t4_gaps(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterat
     if gaps and not math.isnan(gaps):
         rows = [row for row in r["gpu_gaps"].table("gpu_gaps").rows if row[0] == frame.rank]
         yield emit(
-            "T4", Severity.WARN, f"{int(gaps)} GPU gaps over {o.gpu_gap_threshold_us / 1e3:g} ms",
+            "T4",
+            Severity.WARN,
+            f"{int(gaps)} GPU gaps over {o.gpu_gap_threshold_us / 1e3:g} ms",
             "look at what the CPU does in the gaps (evidence) and overlap or remove it",
-            {"gaps": [{"start_us": g[1], "gap_us": g[3], "cpu_busy_with": g[4]} for g in rows[:10]]},
-        )  # fmt: skip
+            {
+                "gaps": [
+                    {"start_us": g[1], "gap_us": g[3], "cpu_busy_with": g[4]} for g in rows[:10]
+                ]
+            },
+        )
 
 
 def t5_low_util(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterator[Finding]:
@@ -122,11 +138,12 @@ def t5_low_util(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> It
     if low and not math.isnan(low):
         rows = [row for row in r["low_util"].table("low_util_chunks").rows if row[0] == frame.rank]
         yield emit(
-            "T5", Severity.INFO,
+            "T5",
+            Severity.INFO,
             f"{int(low)} of {o.util_chunks} chunks under {o.util_threshold_pct:g} % GPU utilization",
             "see the idle-time and data-loader results for the cause of the quiet chunks",
             {"chunks": [{"chunk": c[1], "gpu_util_pct": c[4]} for c in rows]},
-        )  # fmt: skip
+        )
 
 
 def t6_pageable(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterator[Finding]:
@@ -134,13 +151,19 @@ def t6_pageable(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> It
     if copies and not math.isnan(copies):
         hours, method = _whatif(r, frame.rank, "pinned_copies")
         yield emit(
-            "T6", Severity.WARN, f"{int(copies)} pageable memory copies",
+            "T6",
+            Severity.WARN,
+            f"{int(copies)} pageable memory copies",
             "pin host memory: DataLoader(pin_memory=True) and tensor.to(device, non_blocking=True)",
-            {"copies": copies, "bytes": _value(r, "pageable_memcpy", frame.rank, "bytes"),
-             "gpu_us": _value(r, "pageable_memcpy", frame.rank, "gpu_us"),
-             "launch_cpu_us": _value(r, "pageable_memcpy", frame.rank, "cpu_us")},
-            hours, method,
-        )  # fmt: skip
+            {
+                "copies": copies,
+                "bytes": _value(r, "pageable_memcpy", frame.rank, "bytes"),
+                "gpu_us": _value(r, "pageable_memcpy", frame.rank, "gpu_us"),
+                "launch_cpu_us": _value(r, "pageable_memcpy", frame.rank, "cpu_us"),
+            },
+            hours,
+            method,
+        )
 
 
 def t7_sync(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterator[Finding]:
@@ -151,12 +174,15 @@ def t7_sync(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterat
     hours, method = _whatif(r, frame.rank, "no_sync")
     rows = [row for row in r["sync"].table("sync_calls").rows if row[0] == frame.rank]
     yield emit(
-        "T7", Severity.WARN, f"synchronization inside steps: {share:.1%} of step time",
+        "T7",
+        Severity.WARN,
+        f"synchronization inside steps: {share:.1%} of step time",
         "remove .item()/.cpu()/print of GPU tensors from the step, avoid torch.cuda.synchronize(), "
         "use non_blocking copies",
         {"share": share, "calls": [{"name": x[1], "calls": x[4], "time_us": x[5]} for x in rows]},
-        hours, method,
-    )  # fmt: skip
+        hours,
+        method,
+    )
 
 
 def t8_dataloader(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterator[Finding]:
@@ -168,14 +194,19 @@ def t8_dataloader(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> 
     rows = r["dataloader"].table("dataloader_share").rows
     steps = [{"step": s[1], "share": s[4]} for s in rows if s[0] == frame.rank]
     yield emit(
-        "T8", Severity.CRITICAL if critical else Severity.WARN,
+        "T8",
+        Severity.CRITICAL if critical else Severity.WARN,
         f"data-loader bound: {share:.0%} of step time waiting for the next batch",
         "raise DataLoader(num_workers=...) (start at the CPU cores per GPU), set pin_memory=True "
         "and persistent_workers=True, prefetch; move decoding/augmentation off the main process",
-        {"share": share, "dataloader_us": _value(r, "dataloader", frame.rank, "dataloader_us"),
-         "steps": steps},
-        hours, method,
-    )  # fmt: skip
+        {
+            "share": share,
+            "dataloader_us": _value(r, "dataloader", frame.rank, "dataloader_us"),
+            "steps": steps,
+        },
+        hours,
+        method,
+    )
 
 
 def t9_comm(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterator[Finding]:
@@ -184,12 +215,13 @@ def t9_comm(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterat
     if math.isnan(share) or share <= o.communication_share_warn or overlap >= OVERLAP_LOW:
         return
     yield emit(
-        "T9", Severity.WARN,
+        "T9",
+        Severity.WARN,
         f"communication {share:.0%} of GPU busy time, {overlap:.0%} overlapped with compute",
         "overlap communication with compute (DDP bucket_cap_mb, FSDP prefetch), compress or "
         "reduce gradients less often (larger batch per GPU, gradient accumulation with no_sync)",
         {"communication_share": share, "overlap": overlap},
-    )  # fmt: skip
+    )
 
 
 def t10_tensor_cores(
@@ -210,11 +242,19 @@ def t10_tensor_cores(
             "the CPU side is fixed (see dataloader_workers+amp and cuda_graphs)"
         )
     yield emit(
-        "T10", Severity.WARN, "tensor cores unused by convolution/matmul kernels", _amp_fix(gpu),
-        {"compute_capability": cc, "eligible_us": eligible, "tensor_core_us": tc,
-         "amp_gpu_busy_saved_fraction": gpu_saved},
-        hours, method,
-    )  # fmt: skip
+        "T10",
+        Severity.WARN,
+        "tensor cores unused by convolution/matmul kernels",
+        _amp_fix(gpu),
+        {
+            "compute_capability": cc,
+            "eligible_us": eligible,
+            "tensor_core_us": tc,
+            "amp_gpu_busy_saved_fraction": gpu_saved,
+        },
+        hours,
+        method,
+    )
 
 
 def _amp_fix(gpu: Gpu) -> str:
@@ -238,27 +278,35 @@ def t11_memory(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Ite
     peak = float(allocated.max())
     if peak / total > o.memory_near_capacity:
         yield emit(
-            "T11", Severity.WARN, f"GPU memory at {peak / total:.0%} of capacity",
+            "T11",
+            Severity.WARN,
+            f"GPU memory at {peak / total:.0%} of capacity",
             "activation checkpointing, mixed precision, or a smaller micro-batch with gradient "
             "accumulation, before an out-of-memory error",
             {"peak_allocated_bytes": peak, "device_bytes": total},
-        )  # fmt: skip
+        )
 
 
 def t12_parallel(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterator[Finding]:
     if any(n.startswith("DataParallel.forward") for n in frame.names):
         yield emit(
-            "T12", Severity.WARN, "torch.nn.DataParallel in use",
+            "T12",
+            Severity.WARN,
+            "torch.nn.DataParallel in use",
             "use DistributedDataParallel (one process per GPU): DataParallel replicates the model "
-            "every step and is limited by the GIL", {"evidence": "DataParallel.forward"},
-        )  # fmt: skip
+            "every step and is limited by the GIL",
+            {"evidence": "DataParallel.forward"},
+        )
     info = frame.metadata.get("distributedInfo")
     backend = info.get("backend") if isinstance(info, dict) else None
     if backend == "gloo" and frame.on_stream.any():
         yield emit(
-            "T12", Severity.WARN, "GPU training with the gloo backend",
-            "use backend='nccl' for GPU tensors", {"backend": backend},
-        )  # fmt: skip
+            "T12",
+            Severity.WARN,
+            "GPU training with the gloo backend",
+            "use backend='nccl' for GPU tensors",
+            {"backend": backend},
+        )
 
 
 def trace_rules() -> dict[str, Rule]:

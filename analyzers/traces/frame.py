@@ -75,8 +75,15 @@ class RowColumns:
 
 ROW_COLUMNS = tuple(f.name for f in fields(RowColumns))[3:]  # `index` to `external_id`
 # What a frame takes over from its RawTrace besides the row columns.
-_FROM_RAW = ("path", "metadata", "names", *ROW_COLUMNS, "mem_ts", "mem_device_type",
-             "mem_total_allocated")  # fmt: skip
+_FROM_RAW = (
+    "path",
+    "metadata",
+    "names",
+    *ROW_COLUMNS,
+    "mem_ts",
+    "mem_device_type",
+    "mem_total_allocated",
+)
 
 
 class Mode(StrEnum):
