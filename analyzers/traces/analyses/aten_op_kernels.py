@@ -14,11 +14,9 @@ Algorithm (HTA 0.5.0 `get_aten_op_kernels_and_delay()`, `hta/analyzers/cuda_kern
 4. Per (op name, kernel sequence): `occurrence_count`, `avg_aten_op_launch_delay`,
    `avg_runtime_delay` (us, rounded to 3 places), most frequent first.
 
-HTA raises where no launch matches (HIP traces) and where a launch has no kernel; here the first
-gives a note and the second skips the launch. HTA analyses rank 0 by default; this, every rank.
+HTA raises where no launch matches (HIP traces; a note here) and where a launch has no kernel
+(skipped here). HTA analyses rank 0 by default; this, every rank.
 """
-
-from __future__ import annotations
 
 import re
 
@@ -27,8 +25,6 @@ import numpy as np
 from analyzers.traces.analyses.base import AnalysisResult, TraceOptions, analysis
 from analyzers.traces.frame import RankFrame, TraceSet
 from analyzers.traces.stats import hta_round, last_not_below
-
-__all__ = ["aten_op_kernels", "enclosing_ops"]
 
 PLUGIN_ORDER = 177  # after the kernel sequences
 _LAUNCH = re.compile(r"(cuda.*LaunchKernel)|(cuLaunchKernel)|(^runFunction)")
@@ -93,13 +89,10 @@ def op_kernel_rows(frame: RankFrame) -> list[tuple[str, str, int, float, float]]
     # where a name table holds a text twice.
     first_code: dict[str, int] = {}
     by_text = np.array([first_code.setdefault(n, i) for i, n in enumerate(names)], dtype=np.int64)
-    inst = _first_ids(frame.tid[op], frame.name[op], frame.ts[op])
-    # Instances in first-launch order, each one's launches in launch order.
-    first_at = np.full(int(inst.max()) + 1, len(inst), dtype=np.int64)
-    np.minimum.at(first_at, inst, np.arange(len(inst)))
-    rank_of = np.empty(len(first_at), dtype=np.int64)
-    rank_of[np.argsort(first_at, kind="stable")] = np.arange(len(first_at))
-    inst = rank_of[inst]
+    # Instances numbered in first-launch order, each one's launches in launch order.
+    ids = _first_ids(frame.tid[op], frame.name[op], frame.ts[op])
+    _, first_at, inst = np.unique(ids, return_index=True, return_inverse=True)
+    inst = np.argsort(np.argsort(first_at))[inst]
     order = np.argsort(inst, kind="stable")
     n_inst = len(first_at)
     firsts = order[np.searchsorted(inst[order], np.arange(n_inst))]

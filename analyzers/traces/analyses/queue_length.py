@@ -12,8 +12,6 @@ Native mode adds the time-weighted mean queue length (what a reader means by "av
 and reports every stream's blocked time.
 """
 
-from __future__ import annotations
-
 import math
 from typing import Any
 
@@ -24,8 +22,8 @@ from analyzers.traces.analyses.launch_stats import NATIVE_LAUNCHES
 from analyzers.traces.frame import I64, Mode, RankFrame, TraceSet
 from analyzers.traces.stats import DESCRIBE_KEYS, describe, join_rows, unstable_argsort
 
-# HTA's TraceCounters launches: native mode's without the two HTA 0.5.0 does not know.
 PLUGIN_ORDER = 60  # its place in the trace report (fleetscope.plugins)
+# HTA's TraceCounters launches: native mode's without the two HTA 0.5.0 does not know.
 RUNTIME_LAUNCHES = NATIVE_LAUNCHES - {"cuLaunchKernelEx", "hipModuleLaunchKernel"}
 BLOCKED_COLUMNS = (
     "rank",
@@ -59,10 +57,7 @@ def queue_series(frame: RankFrame, launches: frozenset[str]) -> dict[int, tuple[
     # A left join: an unmatched call keeps a NaN stream.
     i, j = join_rows(frame.correlation[runtime], frame.correlation[on_stream], left_join=True)
     r_ts = frame.ts[runtime[i]].astype(np.float64)
-    g_stream = frame.stream[on_stream].astype(np.float64)
-    r_stream = (
-        np.where(j >= 0, g_stream[j], math.nan) if len(g_stream) else np.full(len(j), math.nan)
-    )
+    r_stream = np.append(frame.stream[on_stream].astype(np.float64), math.nan)[j]
     launched = np.isin(frame.correlation[on_stream], frame.correlation[runtime])
     g_rows = on_stream[launched]
     ts = np.concatenate([r_ts, frame.ts[g_rows]])
@@ -93,7 +88,6 @@ def queue_length(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
         series = queue_series(frame, launches)
         span = float(frame.ts.max() - frame.ts.min()) if len(frame) else math.nan
         blocked: list[tuple[Any, ...]] = []
-        worst = 0.0
         for stream, (ts, length) in series.items():
             d = describe(length)
             row: tuple[Any, ...] = (frame.rank, stream, *(d[k] for k in DESCRIBE_KEYS))
@@ -107,11 +101,10 @@ def queue_length(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
             if full.any():
                 total = float(np.nansum(dur[full]))
                 blocked.append((frame.rank, stream, total, total / span))
-                worst = max(worst, total / span)
         blocked_rows += blocked if native else blocked[-1:]
         per_rank[frame.rank] = {
             "max_queue_length": max((float(v[1].max()) for v in series.values()), default=0.0),
-            "blocked_share": worst,
+            "blocked_share": max((row[3] for row in blocked), default=0.0),
         }
     columns = ("rank", "stream", *DESCRIBE_KEYS, *(["time_weighted_mean"] if native else []))
     summary = Table("queue_length_summary", columns, tuple(summary_rows))

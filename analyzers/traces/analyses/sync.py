@@ -8,8 +8,6 @@ flags the same calls; the fix is to drop or defer them (no `.item()` in the step
 copies).
 """
 
-from __future__ import annotations
-
 import math
 from collections import defaultdict
 
