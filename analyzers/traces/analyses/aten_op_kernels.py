@@ -70,14 +70,13 @@ def op_kernel_rows(frame: RankFrame) -> list[tuple[str, str, int, float, float]]
     """(op name, kernel sequence, count, mean op->launch delay, mean launch->kernel delay)."""
     ops = np.flatnonzero(frame.names_matching(_is_aten))
     ops = ops[np.argsort(frame.ts[ops], kind="stable")]
-    op_ts, op_end = frame.ts[ops], frame.end[ops]
     gpu_of = np.full(len(frame), -1, dtype=np.int64)
     gpu = np.flatnonzero(frame.stream != -1)
     launcher = frame.linked_rows(gpu)
     gpu_of[launcher[launcher >= 0]] = gpu[launcher >= 0]
     linked = np.flatnonzero(frame.names_matching(_LAUNCH.match))
     linked = linked[gpu_of[linked] >= 0]
-    at = enclosing_ops(op_ts, op_end, frame.ts[linked], frame.end[linked])
+    at = enclosing_ops(frame.ts[ops], frame.end[ops], frame.ts[linked], frame.end[linked])
     launch = linked[at >= 0]
     op, kernel = ops[at[at >= 0]], gpu_of[launch]
     if not len(launch):

@@ -14,30 +14,15 @@ Algorithm (HTA 0.5.0 `generate_trace_with_counters()`, `hta/trace_analysis.py` a
 counters_command.py writes the file; the report table lists each track's events and peak.
 """
 
-from collections.abc import Iterator
 from typing import Any
-
-import numpy as np
 
 from analyzers.traces.analyses.base import AnalysisResult, TraceOptions, analysis
 from analyzers.traces.analyses.memory_bw import bandwidth_tracks
-from analyzers.traces.analyses.queue_length import launch_changes
-from analyzers.traces.frame import F64, I64, RankFrame, TraceSet
-from analyzers.traces.stats import unstable_argsort
+from analyzers.traces.analyses.queue_length import queue_tracks
+from analyzers.traces.frame import RankFrame, TraceSet
 
 PLUGIN_ORDER = 178  # after the ATen op kernels
 QUEUE, BANDWIDTH = "Queue Length", "Memcpy BW"
-
-
-def _queue_tracks(frame: RankFrame) -> Iterator[tuple[int, I64, F64, I64]]:
-    """As `memory_bw.bandwidth_tracks`, per stream."""
-    r, ops, delta = launch_changes(frame)
-    streams = frame.stream[ops]
-    order = unstable_argsort(frame.sort_key(frame.ts[r]))
-    change = np.array(delta, dtype=np.int64)
-    for stream in sorted(set(streams.tolist())):
-        at = order[streams[order] == stream]
-        yield stream, ops[at], frame.ts[r[at]], np.cumsum(change[at])
 
 
 def _number(text: str) -> int | str:
@@ -52,7 +37,7 @@ def counter_events(frame: RankFrame, origin_us: float) -> list[dict[str, Any]]:
     """The rank's queue-length, then bandwidth counter events, in HTA's order."""
     pid_of = [_number(text) for text in frame.names]
     events: list[dict[str, Any]] = []
-    for counter, tracks in ((QUEUE, _queue_tracks(frame)), (BANDWIDTH, bandwidth_tracks(frame))):
+    for counter, tracks in ((QUEUE, queue_tracks(frame)), (BANDWIDTH, bandwidth_tracks(frame))):
         for series, rows, ts, levels in tracks:
             values = zip(frame.pid[rows].tolist(), ts.tolist(), levels.tolist(), strict=True)
             tag = {"name": QUEUE, "id": series} if counter == QUEUE else {"name": series}
@@ -78,8 +63,6 @@ def counters(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
 def counter_tracks(frame: RankFrame) -> list[tuple[str, str, int, float]]:
     """(counter, series, events, peak) of each track `counter_events` writes, sorted, from the
     running sums alone (the events are dicts, millions of them on a large rank)."""
-    tracks = [
-        (QUEUE, str(s), len(v), float(max(v.tolist()))) for s, _, _, v in _queue_tracks(frame)
-    ]
+    tracks = [(QUEUE, str(s), len(v), float(max(v.tolist()))) for s, _, _, v in queue_tracks(frame)]
     tracks += [(BANDWIDTH, k, len(v), max(v.tolist())) for k, _, _, v in bandwidth_tracks(frame)]
     return sorted(tracks)

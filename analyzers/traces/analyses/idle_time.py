@@ -54,17 +54,15 @@ def idle_time(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
             gap = ts - prev_end
             short = gap < options.consecutive_kernel_delay_us
             category = np.where(ts_runtime[sel] > prev_end, 0, np.where(short, 1, 2))
-            present = sorted(set(category.tolist()))
-            sums = {c: float(np.nansum(gap[category == c])) for c in present}
+            sums = {c: float(np.nansum(gap[category == c])) for c in sorted(set(category.tolist()))}
             total = sum(sums.values())
-            for c in present:
-                ratio = sums[c] / total if total else np.nan
-                name = CATEGORIES[c]
-                rows.append((frame.rank, stream, name, hta_round(sums[c], 2), hta_round(ratio, 2)))
-                d = describe(gap[category == c])
+            for c, value in sums.items():
+                name, d = CATEGORIES[c], describe(gap[category == c])
+                ratio = value / total if total else np.nan
+                rows.append((frame.rank, stream, name, hta_round(value, 2), hta_round(ratio, 2)))
                 described = (hta_round(d[k], 2) for k in DESCRIBE_KEYS)
                 stats_rows.append((name, frame.rank, stream, *described))
-                totals[name] += sums[c]
+                totals[name] += value
         per_rank[frame.rank] = {f"{k}_us": v for k, v in totals.items()}
     breakdown = Table("idle_time_breakdown", COLUMNS, tuple(rows))
     stats = Table("idle_time_interval_stats", STATS_COLUMNS, tuple(stats_rows))

@@ -9,7 +9,8 @@ min_pattern_len=3)`, `hta/analyzers/cuda_kernel_analysis.py`):
    (HTA keeps those at the rank's smallest call depth: one idle ATen op on a data-loader thread
    then hides every other.)
 2. A root's kernels: the GPU ops linked (`index_correlation`) to the runtime calls inside it on
-   its thread, in start order. Its pattern is (root name, kernel names...).
+   its thread (inside two overlapping roots: the later's), in start order. Its pattern is (root
+   name, kernel names...).
 3. Per pattern: count, total GPU duration of its kernels, total CPU duration of its roots; sorted
    by count (descending), then pattern.
 
@@ -19,6 +20,7 @@ HTA 0.5.0 raises on every shared real trace but the MI250 one while building its
 
 import numpy as np
 
+from analyzers.traces.analyses.aten_op_kernels import enclosing_ops
 from analyzers.traces.analyses.base import AnalysisResult, TraceOptions, analysis
 from analyzers.traces.frame import RankFrame, TraceSet
 from analyzers.traces.stats import time_lexsort
@@ -41,23 +43,6 @@ def _outermost(frame: RankFrame, cand: np.ndarray) -> np.ndarray:
     return result
 
 
-def _inside(
-    frame: RankFrame, roots: np.ndarray, launches: np.ndarray, gpu_of: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """(root's position in `roots`, GPU op row) of the `launches` (in start order, `gpu_of` their
-    GPU ops) inside each root, by root, then by the GPU op's start (ties in launch order)."""
-    starts = frame.ts[launches]
-    lo = np.searchsorted(starts, frame.ts[roots], side="left")
-    hi = np.searchsorted(starts, frame.ts[roots] + frame.dur[roots], side="right")
-    count = np.maximum(hi - lo, 0)
-    owner = np.repeat(np.arange(len(roots)), count)
-    at = np.arange(int(count.sum())) + np.repeat(lo - (np.cumsum(count) - count), count)
-    keep = frame.end[launches[at]] <= frame.end[roots[owner]]
-    owner, gpu = owner[keep], gpu_of[at[keep]]
-    order = np.lexsort((frame.ts[gpu], owner))  # stable: ties keep launch order
-    return owner[order], gpu[order]
-
-
 def frequent_kernel_sequences(
     frame: RankFrame, operator_name: str, min_pattern_len: int = MIN_PATTERN_LEN
 ) -> list[tuple[str, int, float, float]]:
@@ -76,7 +61,16 @@ def frequent_kernel_sequences(
         cand = _outermost(frame, hits[thread[hits] == key])
         mine = np.flatnonzero(thread[launch_cpu] == key)
         mine = mine[np.argsort(frame.ts[launch_cpu[mine]], kind="stable")]
-        owner, gpu = _inside(frame, cand, launch_cpu[mine], launch_gpu[mine])
+        # Each launch's root (the latest starting that encloses it), kernels by root, then by
+        # start (ties in launch order).
+        by_start = np.argsort(frame.ts[cand], kind="stable")
+        root_ts, root_end = frame.ts[cand[by_start]], frame.end[cand[by_start]]
+        at = enclosing_ops(
+            root_ts, root_end, frame.ts[launch_cpu[mine]], frame.end[launch_cpu[mine]]
+        )
+        owner, gpu = by_start[at[at >= 0]], launch_gpu[mine][at >= 0]
+        order = np.lexsort((frame.ts[gpu], owner))
+        owner, gpu = owner[order], gpu[order]
         bounds = np.searchsorted(owner, np.arange(len(cand) + 1))
         # Only roots with a pattern's length of kernels count (most hold fewer: no slice for them).
         long = np.flatnonzero(np.diff(bounds) >= min_pattern_len).tolist()

@@ -20,8 +20,6 @@ _STEP = re.compile(r"^ProfilerStep#(\d+)$")
 
 
 class Step(NamedTuple):
-    """One ProfilerStep range."""
-
     number: int
     start_us: float
     end_us: float

@@ -80,8 +80,7 @@ def _candidates(trace: TraceSet, native: bool) -> tuple[list[tuple[int, int, flo
 def straggler_counts(picked: list[tuple[int, int, float]], k: int = CANDIDATES) -> dict[int, int]:
     """Per rank, the iterations in which it was among the `k` latest starts (ties included)."""
     counts = {rank: 0 for rank, _, _ in picked}
-    iterations = sorted({it for _, it, _ in picked})
-    for it in iterations:
+    for it in sorted({it for _, it, _ in picked}):
         group = [(rank, start) for rank, i, start in picked if i == it]
         ordered = sorted((start for _, start in group), reverse=True)
         threshold = ordered[min(k, len(ordered)) - 1]
