@@ -97,8 +97,6 @@ AnalysisFn = Callable[[TraceSet, TraceOptions], AnalysisResult]
 
 
 class AnalysisSpec(NamedTuple):
-    """A registered analysis."""
-
     name: str
     title: str
     hta_api: str | None  # the HTA 0.5.0 call it reproduces in --hta-compatible mode

@@ -28,16 +28,8 @@ from analyzers.traces.stats import group_std, hta_round, unstable_argsort
 PLUGIN_ORDER = 30  # its place in the trace report (fleetscope.plugins)
 TYPES = (KernelClass.COMPUTATION, KernelClass.COMMUNICATION, KernelClass.MEMORY)
 TYPE_COLUMNS = ("kernel_type", "sum", "percentage")
-KERNEL_COLUMNS = (
-    "name",
-    "sum (us)",
-    "max (us)",
-    "min (us)",
-    "stddev",
-    "mean (us)",
-    "kernel_type",
-    "rank",
-)
+NAME_COLUMNS = ("name", "sum (us)", "max (us)", "min (us)", "stddev", "mean (us)")
+KERNEL_COLUMNS = (*NAME_COLUMNS, "kernel_type", "rank")
 
 
 def overlap_label_sums(frame: RankFrame) -> dict[str, float]:
@@ -55,15 +47,13 @@ def overlap_label_sums(frame: RankFrame) -> dict[str, float]:
     t = t[order]
     running = np.cumsum(np.concatenate(deltas)[order])
     seg = np.trunc(np.diff(t))  # HTA: (next_time - time).astype(int)
-    out: dict[str, float] = defaultdict(float)
+    out = {}
     for mask in np.unique(running[:-1]).tolist():
-        if mask <= 0:
-            continue
         length = float(seg[running[:-1] == mask].sum())
-        if length:
+        if mask > 0 and length:
             label = " overlapping ".join(k.name for b, k in enumerate(TYPES) if mask & (1 << b))
-            out[label] += length
-    return dict(out)
+            out[label] = length
+    return out
 
 
 def aggregate_by_name(

@@ -16,15 +16,11 @@ from analyzers.traces.frame import TraceSet
 from analyzers.traces.stats import hta_round
 
 PLUGIN_ORDER = 10  # its place in the trace report (fleetscope.plugins)
+PARTS = ("idle", "compute", "non_compute")
 COLUMNS = (
     "rank",
-    "idle_time(us)",
-    "compute_time(us)",
-    "non_compute_time(us)",
-    "kernel_time(us)",
-    "idle_time_pctg",
-    "compute_time_pctg",
-    "non_compute_time_pctg",
+    *(f"{p}_time(us)" for p in (*PARTS, "kernel")),
+    *(f"{p}_time_pctg" for p in PARTS),
 )
 
 

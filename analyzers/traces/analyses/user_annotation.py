@@ -9,11 +9,11 @@ trace: no table (HTA returns None). Native mode: same, on exact durations.
 import numpy as np
 
 from analyzers.traces.analyses.base import AnalysisResult, TraceOptions, analysis
-from analyzers.traces.analyses.kernel_breakdown import aggregate_by_name
+from analyzers.traces.analyses.kernel_breakdown import NAME_COLUMNS, aggregate_by_name
 from analyzers.traces.frame import TraceSet
 
 PLUGIN_ORDER = 80  # its place in the trace report (fleetscope.plugins)
-COLUMNS = ("name", "sum (us)", "max (us)", "min (us)", "stddev", "mean (us)", "rank")
+COLUMNS = (*NAME_COLUMNS, "rank")
 
 
 @analysis(
