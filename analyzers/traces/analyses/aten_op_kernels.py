@@ -94,7 +94,7 @@ def op_kernel_rows(frame: RankFrame) -> list[tuple[str, str, int, float, float]]
     inst = np.argsort(np.argsort(first_at))[inst]
     order = np.argsort(inst, kind="stable")
     n_inst = len(first_at)
-    firsts = order[np.searchsorted(inst[order], np.arange(n_inst))]
+    firsts = np.sort(first_at)  # each instance's first launch
     length = np.bincount(inst, minlength=n_inst)
     kcode = by_text[frame.name[kernel]][order]
     begin = np.concatenate([[0], np.cumsum(length)[:-1]])
@@ -115,16 +115,10 @@ def op_kernel_rows(frame: RankFrame) -> list[tuple[str, str, int, float, float]]
     b = (frame.ts[kernel] - frame.ts[launch])[firsts]
     members = np.argsort(group, kind="stable")  # each group's instances in instance order
     cut = np.flatnonzero(np.diff(group[members])) + 1
-    out = [
-        (
-            names[int(op_name[m[0]])],
-            texts[int(seq[m[0]])],
-            len(m),
-            hta_round(float(np.mean(a[m])), 3),
-            hta_round(float(np.mean(b[m])), 3),
-        )
-        for m in np.split(members, cut)
-    ]
+    out = []
+    for m in np.split(members, cut):
+        mean_a, mean_b = (hta_round(float(np.mean(x[m])), 3) for x in (a, b))
+        out.append((names[int(op_name[m[0]])], texts[int(seq[m[0]])], len(m), mean_a, mean_b))
     out.sort(key=lambda r: (-r[2], r[0], r[1]))
     return out
 

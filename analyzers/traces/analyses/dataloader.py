@@ -35,8 +35,7 @@ def dataloader(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
     for frame in trace.frames():
         sel = frame.names_matching(is_dataloader) & (frame.stream == -1)
         d_start, d_end = union_intervals(frame.ts[sel], frame.end[sel])
-        found = profiler_steps(frame)
-        windows = [(s.number, s.start_us, s.end_us) for s in found]
+        windows = [(s.number, s.start_us, s.end_us) for s in profiler_steps(frame)]
         if not windows and len(frame):
             cpu = frame.stream == -1
             windows = [(-1, float(frame.ts[cpu].min()), float(frame.end[cpu].max()))]

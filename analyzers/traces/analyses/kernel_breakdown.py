@@ -74,9 +74,8 @@ def aggregate_by_name(
     sums = np.array([s[1] for s in ranked])
     cumsum = np.cumsum(sums)
     threshold = np.percentile(cumsum, np.array([duration_ratio]) * 100.0)[0]
-    named = []
-    for pos, (row, cum) in enumerate(zip(ranked, cumsum.tolist(), strict=True)):
-        named.append("others" if cum > threshold or pos >= num_kernels else row[0])
+    others = ((cumsum > threshold) | (np.arange(len(ranked)) >= num_kernels)).tolist()
+    named = ["others" if other else row[0] for row, other in zip(ranked, others, strict=True)]
     return _name_stats(zip(named, sums.tolist(), strict=True))
 
 

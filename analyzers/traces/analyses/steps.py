@@ -51,9 +51,8 @@ def steps(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
     per_rank: dict[int, dict[str, float]] = {}
     for frame in trace.frames():
         found = profiler_steps(frame)
-        g_start, g_end = gpu_busy(frame)
         windows = [(step.start_us, step.end_us) for step in found]
-        for step, busy in zip(found, window_intersections(windows, g_start, g_end), strict=True):
+        for step, busy in zip(found, window_intersections(windows, *gpu_busy(frame)), strict=True):
             share = busy / step.duration_us if step.duration_us > 0 else float("nan")
             rows.append((frame.rank, step.number, step.start_us, step.duration_us, busy, share))
         total = sum(step.duration_us for step in found)

@@ -82,8 +82,7 @@ def straggler_counts(picked: list[tuple[int, int, float]], k: int = CANDIDATES) 
     counts = {rank: 0 for rank, _, _ in picked}
     for it in sorted({it for _, it, _ in picked}):
         group = [(rank, start) for rank, i, start in picked if i == it]
-        ordered = sorted((start for _, start in group), reverse=True)
-        threshold = ordered[min(k, len(ordered)) - 1]
+        threshold = sorted((start for _, start in group), reverse=True)[:k][-1]
         for rank, start in group:
             counts[rank] += int(start >= threshold)
     return counts
