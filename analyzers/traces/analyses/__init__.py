@@ -1,18 +1,12 @@
 """Trace analyses: one module per analysis, each registering itself in `base.REGISTRY`.
 
 The built-in modules are entry points of `fleetscope.trace_analyses` (pyproject.toml), as another
-package's are (fleetscope.plugins): `load_registry()` loads the group, which registers their
-`@analysis` functions. The report order is each module's `PLUGIN_ORDER` (lower first; a module
-without one after the built-ins), then the entry-point name. Adding an analysis is a module plus
-one entry-point line, never an if-chain or a list here.
+package's are (fleetscope.plugins). The report order is each module's `PLUGIN_ORDER` (lower
+first), then the entry-point name. Adding an analysis is a module plus one entry-point line.
 """
-
-from __future__ import annotations
 
 from analyzers.traces.analyses.base import REGISTRY, AnalysisSpec
 from fleetscope import plugins
-
-__all__ = ["load_registry"]
 
 
 def load_registry() -> dict[str, AnalysisSpec]:

@@ -14,11 +14,9 @@ Algorithm (HTA 0.5.0 `get_aten_op_kernels_and_delay()`, `hta/analyzers/cuda_kern
 4. Per (op name, kernel sequence): `occurrence_count`, `avg_aten_op_launch_delay`,
    `avg_runtime_delay` (us, rounded to 3 places), most frequent first.
 
-HTA raises where no launch matches (HIP traces) and where a launch has no kernel; here the first
-gives a note and the second skips the launch. HTA analyses rank 0 by default; this, every rank.
+HTA raises where no launch matches (HIP traces; a note here) and where a launch has no kernel
+(skipped here). HTA analyses rank 0 by default; this, every rank.
 """
-
-from __future__ import annotations
 
 import re
 
@@ -27,8 +25,6 @@ import numpy as np
 from analyzers.traces.analyses.base import AnalysisResult, TraceOptions, analysis
 from analyzers.traces.frame import RankFrame, TraceSet
 from analyzers.traces.stats import hta_round, last_not_below
-
-__all__ = ["aten_op_kernels", "enclosing_ops"]
 
 PLUGIN_ORDER = 177  # after the kernel sequences
 _LAUNCH = re.compile(r"(cuda.*LaunchKernel)|(cuLaunchKernel)|(^runFunction)")
@@ -74,14 +70,13 @@ def op_kernel_rows(frame: RankFrame) -> list[tuple[str, str, int, float, float]]
     """(op name, kernel sequence, count, mean op->launch delay, mean launch->kernel delay)."""
     ops = np.flatnonzero(frame.names_matching(_is_aten))
     ops = ops[np.argsort(frame.ts[ops], kind="stable")]
-    op_ts, op_end = frame.ts[ops], frame.end[ops]
     gpu_of = np.full(len(frame), -1, dtype=np.int64)
     gpu = np.flatnonzero(frame.stream != -1)
     launcher = frame.linked_rows(gpu)
     gpu_of[launcher[launcher >= 0]] = gpu[launcher >= 0]
     linked = np.flatnonzero(frame.names_matching(_LAUNCH.match))
     linked = linked[gpu_of[linked] >= 0]
-    at = enclosing_ops(op_ts, op_end, frame.ts[linked], frame.end[linked])
+    at = enclosing_ops(frame.ts[ops], frame.end[ops], frame.ts[linked], frame.end[linked])
     launch = linked[at >= 0]
     op, kernel = ops[at[at >= 0]], gpu_of[launch]
     if not len(launch):
@@ -93,16 +88,13 @@ def op_kernel_rows(frame: RankFrame) -> list[tuple[str, str, int, float, float]]
     # where a name table holds a text twice.
     first_code: dict[str, int] = {}
     by_text = np.array([first_code.setdefault(n, i) for i, n in enumerate(names)], dtype=np.int64)
-    inst = _first_ids(frame.tid[op], frame.name[op], frame.ts[op])
-    # Instances in first-launch order, each one's launches in launch order.
-    first_at = np.full(int(inst.max()) + 1, len(inst), dtype=np.int64)
-    np.minimum.at(first_at, inst, np.arange(len(inst)))
-    rank_of = np.empty(len(first_at), dtype=np.int64)
-    rank_of[np.argsort(first_at, kind="stable")] = np.arange(len(first_at))
-    inst = rank_of[inst]
+    # Instances numbered in first-launch order, each one's launches in launch order.
+    ids = _first_ids(frame.tid[op], frame.name[op], frame.ts[op])
+    _, first_at, inst = np.unique(ids, return_index=True, return_inverse=True)
+    inst = np.argsort(np.argsort(first_at))[inst]
     order = np.argsort(inst, kind="stable")
     n_inst = len(first_at)
-    firsts = order[np.searchsorted(inst[order], np.arange(n_inst))]
+    firsts = np.sort(first_at)  # each instance's first launch
     length = np.bincount(inst, minlength=n_inst)
     kcode = by_text[frame.name[kernel]][order]
     begin = np.concatenate([[0], np.cumsum(length)[:-1]])
@@ -123,16 +115,10 @@ def op_kernel_rows(frame: RankFrame) -> list[tuple[str, str, int, float, float]]
     b = (frame.ts[kernel] - frame.ts[launch])[firsts]
     members = np.argsort(group, kind="stable")  # each group's instances in instance order
     cut = np.flatnonzero(np.diff(group[members])) + 1
-    out = [
-        (
-            names[int(op_name[m[0]])],
-            texts[int(seq[m[0]])],
-            len(m),
-            hta_round(float(np.mean(a[m])), 3),
-            hta_round(float(np.mean(b[m])), 3),
-        )
-        for m in np.split(members, cut)
-    ]
+    out = []
+    for m in np.split(members, cut):
+        mean_a, mean_b = (hta_round(float(np.mean(x[m])), 3) for x in (a, b))
+        out.append((names[int(op_name[m[0]])], texts[int(seq[m[0]])], len(m), mean_a, mean_b))
     out.sort(key=lambda r: (-r[2], r[0], r[1]))
     return out
 

@@ -1,4 +1,5 @@
-"""What every trace analysis shares: its options, its result, and the registry it joins.
+"""What every trace analysis shares: its options, its result, the registry it joins, and the GPU
+busy intervals several analyses read (`gpu_busy`).
 
 An analysis is a function `(TraceSet, TraceOptions) -> AnalysisResult` registered with
 `@analysis(...)` in its own module, an entry point of `fleetscope.trace_analyses`. A result holds
@@ -7,20 +8,19 @@ that the trace rules (findings.py) and the what-if model read. Never does I/O.
 """
 
 # No `from __future__ import annotations`: NamedTuple would compile every string annotation into
-# a ForwardRef at import (issue 19); the names the annotations use are defined before them.
+# a ForwardRef at import; the names the annotations use are defined before them.
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Self
 
-from analyzers.traces.frame import TraceSet
-
-__all__ = ["REGISTRY", "AnalysisResult", "AnalysisSpec", "Table", "TraceOptions", "analysis"]
+from analyzers.traces.classify import KernelClass
+from analyzers.traces.frame import F64, RankFrame, TraceSet
+from analyzers.traces.stats import union_intervals
 
 
 class TraceOptions(NamedTuple):
-    """Thresholds and assumptions, each with its source (rules.md) as the default. A NamedTuple:
-    a frozen dataclass generates its methods at every import (issue 19)."""
+    """Thresholds and assumptions, each with its source (rules.md) as the default."""
 
     # HTA get_idle_time_breakdown default, in us (its docstring says ns; it compares us).
     consecutive_kernel_delay_us: float = 30.0
@@ -97,8 +97,6 @@ AnalysisFn = Callable[[TraceSet, TraceOptions], AnalysisResult]
 
 
 class AnalysisSpec(NamedTuple):
-    """A registered analysis."""
-
     name: str
     title: str
     hta_api: str | None  # the HTA 0.5.0 call it reproduces in --hta-compatible mode
@@ -121,3 +119,14 @@ def analysis(
         return fn
 
     return wrap
+
+
+def gpu_busy(frame: RankFrame, kind: KernelClass | None = None) -> tuple[F64, F64]:
+    """The merged busy intervals of the rank's GPU rows (every stream), or of one kernel class's;
+    once per rank, as several analyses read them."""
+    key = f"gpu_busy {kind}"
+    if key not in frame.memo:
+        rows = frame.on_stream if kind is None else frame.of_class(kind)
+        frame.memo[key] = union_intervals(frame.ts[rows], frame.end[rows])
+    busy: tuple[F64, F64] = frame.memo[key]
+    return busy

@@ -7,63 +7,22 @@ Algorithm (HTA 0.5.0 `generate_trace_with_counters()`, `hta/trace_analysis.py` a
 - Queue length ("Queue Length", `id` = the stream): +1 at each runtime launch (queue_length.py's
   names) on the stream of its GPU op, -1 at each launched GPU op's start; change points in time
   order, summed per stream; `pid` is the GPU's.
-- Memory bandwidth ("Memcpy BW", `name` = the copy kind, `Memcpy HtoD`...): +bw at a MEMORY op's
-  start and -bw at its end (0 us counts 1 us), the trace's own `memory bandwidth (GB/s)`, summed
-  per kind.
+- Memory bandwidth ("Memcpy BW", `name` = the copy kind): memory_bw.py's step function.
 - Each event is `{"pid", "ts", "args": {counter: value}, "ph": "C", "name"[, "id"]}` with `ts`
   back on the trace's own clock (the alignment origin added back).
 
-Writing the file is the command's (counters_command.py); an analysis never does I/O. The report
-table lists each track: its events and peak.
+counters_command.py writes the file; the report table lists each track's events and peak.
 """
 
-from __future__ import annotations
-
-from collections.abc import Iterator
-from typing import Any, Final
-
-import numpy as np
+from typing import Any
 
 from analyzers.traces.analyses.base import AnalysisResult, TraceOptions, analysis
-from analyzers.traces.analyses.memory_bw import memory_kind
-from analyzers.traces.analyses.queue_length import launch_changes
-from analyzers.traces.classify import KernelClass
-from analyzers.traces.frame import F64, I64, RankFrame, TraceSet
-
-__all__ = ["counter_events", "counter_tracks"]
+from analyzers.traces.analyses.memory_bw import bandwidth_tracks
+from analyzers.traces.analyses.queue_length import queue_tracks
+from analyzers.traces.frame import RankFrame, TraceSet
 
 PLUGIN_ORDER = 178  # after the ATen op kernels
 QUEUE, BANDWIDTH = "Queue Length", "Memcpy BW"
-# pandas sort_values(by="ts") is numpy's quicksort: ties at one timestamp order as it orders them,
-# which the running sums of HTA's tracks depend on.
-_HTA_SORT: Final = "quicksort"
-# One track: its series (stream or copy kind), the rows whose pid it carries, its change points'
-# times and the running sum after each, in HTA's order.
-_Track = tuple[Any, I64, F64, Any]
-
-
-def _queue_tracks(frame: RankFrame) -> Iterator[_Track]:
-    r, ops, delta = launch_changes(frame)
-    streams = frame.stream[ops]
-    order = np.argsort(frame.sort_key(frame.ts[r]), kind=_HTA_SORT)
-    change = np.array(delta, dtype=np.int64)
-    for stream in sorted(set(streams.tolist())):
-        at = order[streams[order] == stream]
-        yield stream, ops[at], frame.ts[r[at]], np.cumsum(change[at])
-
-
-def _bandwidth_tracks(frame: RankFrame) -> Iterator[_Track]:
-    rows = np.flatnonzero(frame.of_class(KernelClass.MEMORY))
-    dur = np.where(frame.dur[rows] == 0, 1.0, frame.dur[rows])
-    ts = np.concatenate([frame.ts[rows], frame.ts[rows] + dur])
-    value = np.concatenate([frame.memory_bw_gbps[rows], -frame.memory_bw_gbps[rows]])
-    kinds = np.array([memory_kind(frame.names[c]) for c in frame.name[rows].tolist()] * 2)
-    order = np.argsort(frame.sort_key(ts), kind=_HTA_SORT)
-    for kind in sorted(set(kinds.tolist())):
-        at = order[kinds[order] == kind]
-        # sequential from 0.0, as HTA's running sum (add.accumulate is sequential; -0.0 stays 0.0)
-        levels = np.cumsum(np.concatenate([[0.0], value[at]]))[1:]
-        yield kind, np.concatenate([rows, rows])[at], ts[at], levels
 
 
 def _number(text: str) -> int | str:
@@ -78,7 +37,7 @@ def counter_events(frame: RankFrame, origin_us: float) -> list[dict[str, Any]]:
     """The rank's queue-length, then bandwidth counter events, in HTA's order."""
     pid_of = [_number(text) for text in frame.names]
     events: list[dict[str, Any]] = []
-    for counter, tracks in ((QUEUE, _queue_tracks(frame)), (BANDWIDTH, _bandwidth_tracks(frame))):
+    for counter, tracks in ((QUEUE, queue_tracks(frame)), (BANDWIDTH, bandwidth_tracks(frame))):
         for series, rows, ts, levels in tracks:
             values = zip(frame.pid[rows].tolist(), ts.tolist(), levels.tolist(), strict=True)
             tag = {"name": QUEUE, "id": series} if counter == QUEUE else {"name": series}
@@ -104,8 +63,6 @@ def counters(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
 def counter_tracks(frame: RankFrame) -> list[tuple[str, str, int, float]]:
     """(counter, series, events, peak) of each track `counter_events` writes, sorted, from the
     running sums alone (the events are dicts, millions of them on a large rank)."""
-    tracks = [
-        (QUEUE, str(s), len(v), float(max(v.tolist()))) for s, _, _, v in _queue_tracks(frame)
-    ]
-    tracks += [(BANDWIDTH, k, len(v), max(v.tolist())) for k, _, _, v in _bandwidth_tracks(frame)]
+    tracks = [(QUEUE, str(s), len(v), float(max(v.tolist()))) for s, _, _, v in queue_tracks(frame)]
+    tracks += [(BANDWIDTH, k, len(v), max(v.tolist())) for k, _, _, v in bandwidth_tracks(frame)]
     return sorted(tracks)

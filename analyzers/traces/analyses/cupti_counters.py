@@ -8,16 +8,12 @@ trace lacks the category (HTA returns nothing; a note here). Where counters exis
 the pairing HTA would make; the values and op stacks are not loaded.
 """
 
-from __future__ import annotations
-
 import re
 
 import numpy as np
 
 from analyzers.traces.analyses.base import AnalysisResult, TraceOptions, analysis
 from analyzers.traces.frame import TraceSet
-
-__all__ = ["cupti_counters"]
 
 PLUGIN_ORDER = 179  # after the counter tracks
 PROFILER_CAT = "cuda_profiler_range"

@@ -8,8 +8,6 @@ plugin, T1/T8), >= 20 % is "highly input-bound" (TF profiler input-pipeline anal
 Without ProfilerStep ranges the share is taken over the trace's CPU span and said so.
 """
 
-from __future__ import annotations
-
 import math
 
 from analyzers.traces.analyses.base import AnalysisResult, TraceOptions, analysis
@@ -37,19 +35,16 @@ def dataloader(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
     for frame in trace.frames():
         sel = frame.names_matching(is_dataloader) & (frame.stream == -1)
         d_start, d_end = union_intervals(frame.ts[sel], frame.end[sel])
-        found = profiler_steps(frame)
-        windows = [(s.number, s.start_us, s.end_us) for s in found]
+        windows = [(s.number, s.start_us, s.end_us) for s in profiler_steps(frame)]
         if not windows and len(frame):
             cpu = frame.stream == -1
             windows = [(-1, float(frame.ts[cpu].min()), float(frame.end[cpu].max()))]
             notes.append(f"rank {frame.rank}: no ProfilerStep ranges; share of the whole trace")
-        wait_total = step_total = 0.0
         waits = window_intersections([(start, end) for _, start, end in windows], d_start, d_end)
         for (number, start, end), wait in zip(windows, waits, strict=True):
             share = wait / (end - start) if end > start else math.nan
             rows.append((frame.rank, number, end - start, wait, share))
-            wait_total += wait
-            step_total += end - start
+        wait_total, step_total = sum(waits, 0.0), sum((end - s for _, s, end in windows), 0.0)
         per_rank[frame.rank] = {
             "dataloader_us": wait_total,
             "step_us": step_total,

@@ -6,15 +6,12 @@ reported, excluding before the first and after the last GPU activity (as Nsight 
 the CPU operations that overlap it most (what the host was doing) are named.
 """
 
-from __future__ import annotations
-
 from collections import defaultdict
 
 import numpy as np
 
-from analyzers.traces.analyses.base import AnalysisResult, TraceOptions, analysis
+from analyzers.traces.analyses.base import AnalysisResult, TraceOptions, analysis, gpu_busy
 from analyzers.traces.frame import CPU_OP_CATS, RankFrame, TraceSet
-from analyzers.traces.stats import union_intervals
 
 PLUGIN_ORDER = 130  # its place in the trace report (fleetscope.plugins)
 
@@ -37,7 +34,7 @@ def gpu_gaps(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
     rows = []
     per_rank: dict[int, dict[str, float]] = {}
     for frame in trace.frames():
-        starts, ends = union_intervals(frame.ts[frame.on_stream], frame.end[frame.on_stream])
+        starts, ends = gpu_busy(frame)
         gap = starts[1:] - ends[:-1]
         long = np.flatnonzero(gap > options.gpu_gap_threshold_us)
         for i in long.tolist():

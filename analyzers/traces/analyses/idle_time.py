@@ -13,8 +13,6 @@ This is per-stream idle, not the cross-stream idle of the temporal breakdown. Na
 timestamps and launch links through runtime/driver calls only.
 """
 
-from __future__ import annotations
-
 import numpy as np
 
 from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
@@ -49,27 +47,22 @@ def idle_time(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
         _, first = np.unique(streams, return_index=True)
         totals = dict.fromkeys(CATEGORIES, 0.0)
         for stream in streams[np.sort(first)].tolist():
-            sel = streams == stream
-            rows_s = kernels[sel]
-            order = unstable_argsort(frame.sort_key(frame.ts[rows_s]))
-            ts = frame.ts[rows_s][order]
-            end = ts + frame.dur[rows_s][order]
-            runtime = ts_runtime[sel][order]
+            sel = np.flatnonzero(streams == stream)
+            sel = sel[unstable_argsort(frame.sort_key(frame.ts[kernels[sel]]))]
+            ts, end = frame.ts[kernels[sel]], frame.end[kernels[sel]]
             prev_end = np.concatenate([[np.nan], end[:-1]])
             gap = ts - prev_end
             short = gap < options.consecutive_kernel_delay_us
-            category = np.where(runtime > prev_end, 0, np.where(short, 1, 2))
-            present = sorted(set(category.tolist()))
-            sums = {c: float(np.nansum(gap[category == c])) for c in present}
+            category = np.where(ts_runtime[sel] > prev_end, 0, np.where(short, 1, 2))
+            sums = {c: float(np.nansum(gap[category == c])) for c in sorted(set(category.tolist()))}
             total = sum(sums.values())
-            for c in present:
-                ratio = sums[c] / total if total else np.nan
-                name = CATEGORIES[c]
-                rows.append((frame.rank, stream, name, hta_round(sums[c], 2), hta_round(ratio, 2)))
-                d = describe(gap[category == c])
+            for c, value in sums.items():
+                name, d = CATEGORIES[c], describe(gap[category == c])
+                ratio = value / total if total else np.nan
+                rows.append((frame.rank, stream, name, hta_round(value, 2), hta_round(ratio, 2)))
                 described = (hta_round(d[k], 2) for k in DESCRIBE_KEYS)
                 stats_rows.append((name, frame.rank, stream, *described))
-                totals[name] += sums[c]
+                totals[name] += value
         per_rank[frame.rank] = {f"{k}_us": v for k, v in totals.items()}
     breakdown = Table("idle_time_breakdown", COLUMNS, tuple(rows))
     stats = Table("idle_time_interval_stats", STATS_COLUMNS, tuple(stats_rows))

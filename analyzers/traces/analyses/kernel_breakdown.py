@@ -14,32 +14,22 @@ equal its sum). Native mode: same tables on exact durations, custom collectives 
 communication; `top_kernels` gives the plain per-kernel view.
 """
 
-from __future__ import annotations
-
 from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 
-from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
+from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis, gpu_busy
 from analyzers.traces.classify import KernelClass
 from analyzers.traces.frame import RankFrame, TraceSet
-from analyzers.traces.stats import group_std, hta_round, union_intervals, unstable_argsort
+from analyzers.traces.stats import group_std, hta_round, unstable_argsort
 
 PLUGIN_ORDER = 30  # its place in the trace report (fleetscope.plugins)
 TYPES = (KernelClass.COMPUTATION, KernelClass.COMMUNICATION, KernelClass.MEMORY)
 TYPE_COLUMNS = ("kernel_type", "sum", "percentage")
-KERNEL_COLUMNS = (
-    "name",
-    "sum (us)",
-    "max (us)",
-    "min (us)",
-    "stddev",
-    "mean (us)",
-    "kernel_type",
-    "rank",
-)
+NAME_COLUMNS = ("name", "sum (us)", "max (us)", "min (us)", "stddev", "mean (us)")
+KERNEL_COLUMNS = (*NAME_COLUMNS, "kernel_type", "rank")
 
 
 def overlap_label_sums(frame: RankFrame) -> dict[str, float]:
@@ -47,8 +37,7 @@ def overlap_label_sums(frame: RankFrame) -> dict[str, float]:
     times: list[np.ndarray[Any, Any]] = []
     deltas: list[np.ndarray[Any, Any]] = []
     for bit, kind in enumerate(TYPES):
-        sel = frame.of_class(kind)
-        starts, ends = union_intervals(frame.ts[sel], frame.end[sel])
+        starts, ends = gpu_busy(frame, kind)
         times += [starts, ends]
         deltas += [np.full(len(starts), 1 << bit), np.full(len(ends), -(1 << bit))]
     t = np.concatenate(times)
@@ -58,15 +47,13 @@ def overlap_label_sums(frame: RankFrame) -> dict[str, float]:
     t = t[order]
     running = np.cumsum(np.concatenate(deltas)[order])
     seg = np.trunc(np.diff(t))  # HTA: (next_time - time).astype(int)
-    out: dict[str, float] = defaultdict(float)
+    out = {}
     for mask in np.unique(running[:-1]).tolist():
-        if mask <= 0:
-            continue
         length = float(seg[running[:-1] == mask].sum())
-        if length:
+        if mask > 0 and length:
             label = " overlapping ".join(k.name for b, k in enumerate(TYPES) if mask & (1 << b))
-            out[label] += length
-    return dict(out)
+            out[label] = length
+    return out
 
 
 def aggregate_by_name(
@@ -87,9 +74,8 @@ def aggregate_by_name(
     sums = np.array([s[1] for s in ranked])
     cumsum = np.cumsum(sums)
     threshold = np.percentile(cumsum, np.array([duration_ratio]) * 100.0)[0]
-    named = []
-    for pos, (row, cum) in enumerate(zip(ranked, cumsum.tolist(), strict=True)):
-        named.append("others" if cum > threshold or pos >= num_kernels else row[0])
+    others = ((cumsum > threshold) | (np.arange(len(ranked)) >= num_kernels)).tolist()
+    named = ["others" if other else row[0] for row, other in zip(ranked, others, strict=True)]
     return _name_stats(zip(named, sums.tolist(), strict=True))
 
 
@@ -128,12 +114,11 @@ def kernel_breakdown(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
             found = aggregate_by_name(frame, sel, options.num_kernels, options.duration_ratio)
             kernel_rows += [(*row, kind.name, frame.rank) for row in found]
     kernel_rows.sort(key=lambda r: (r[6], r[0], r[7]))
+    items = list(label_sums.items())
     grand = sum(label_sums.values())
     order = unstable_argsort(np.array(list(label_sums.values())), descending=True)
-    items = list(label_sums.items())
-    type_rows = tuple(
-        (items[i][0], items[i][1], hta_round(items[i][1] / grand * 100, 1)) for i in order
-    )
+    ranked = [items[i] for i in order]
+    type_rows = tuple((k, v, hta_round(v / grand * 100, 1)) for k, v in ranked)
     type_table = Table("gpu_kernel_breakdown_kernel_type", TYPE_COLUMNS, type_rows)
     kernels = Table("gpu_kernel_breakdown_all_kernels", KERNEL_COLUMNS, tuple(kernel_rows))
     return AnalysisResult("kernel_breakdown", (type_table, kernels), per_rank)

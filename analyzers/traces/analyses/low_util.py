@@ -5,15 +5,13 @@ into 30 equal chunks; a chunk's utilization is the union of GPU rows inside it o
 chunks below 50 % are reported. Utilization here is "some GPU op runs", not SM occupancy.
 """
 
-from __future__ import annotations
-
 from itertools import pairwise
 
 import numpy as np
 
-from analyzers.traces.analyses.base import AnalysisResult, TraceOptions, analysis
+from analyzers.traces.analyses.base import AnalysisResult, TraceOptions, analysis, gpu_busy
 from analyzers.traces.frame import TraceSet
-from analyzers.traces.stats import union_intervals, window_intersections
+from analyzers.traces.stats import window_intersections
 
 PLUGIN_ORDER = 140  # its place in the trace report (fleetscope.plugins)
 
@@ -23,18 +21,17 @@ def low_util(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
     rows = []
     per_rank: dict[int, dict[str, float]] = {}
     for frame in trace.frames():
-        starts, ends = union_intervals(frame.ts[frame.on_stream], frame.end[frame.on_stream])
+        starts, ends = gpu_busy(frame)
         if not len(starts):
             continue
         edges = np.linspace(starts[0], ends[-1], options.util_chunks + 1).tolist()
         chunks = [(i, c0, c1) for i, (c0, c1) in enumerate(pairwise(edges)) if c1 > c0]
         busy_us = window_intersections([(c0, c1) for _, c0, c1 in chunks], starts, ends)
-        low = 0
+        low = []
         for (i, c0, c1), busy in zip(chunks, busy_us, strict=True):
-            pct = 100.0 * busy / (c1 - c0)
-            if pct < options.util_threshold_pct:
-                low += 1
-                rows.append((frame.rank, i, c0, c1, pct))
-        per_rank[frame.rank] = {"low_chunks": float(low), "chunks": float(options.util_chunks)}
+            if (pct := 100.0 * busy / (c1 - c0)) < options.util_threshold_pct:
+                low.append((frame.rank, i, c0, c1, pct))
+        rows += low
+        per_rank[frame.rank] = {"low_chunks": float(len(low)), "chunks": float(options.util_chunks)}
     columns = ("rank", "chunk", "start_us", "end_us", "gpu_util_pct")
     return AnalysisResult.of_table("low_util", "low_util_chunks", columns, rows, per_rank)

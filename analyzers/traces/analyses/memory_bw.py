@@ -10,13 +10,13 @@ Native mode reports what a reader wants instead: bytes moved, busy time and the 
 bandwidth (bytes / union of busy time) per kind, time-weighted.
 """
 
-from __future__ import annotations
+from collections.abc import Iterator
 
 import numpy as np
 
 from analyzers.traces.analyses.base import AnalysisResult, TraceOptions, analysis
 from analyzers.traces.classify import KernelClass
-from analyzers.traces.frame import Mode, TraceSet
+from analyzers.traces.frame import F64, I64, Mode, RankFrame, TraceSet
 from analyzers.traces.stats import DESCRIBE_KEYS, describe, union_length, unstable_argsort
 
 PLUGIN_ORDER = 70  # its place in the trace report (fleetscope.plugins)
@@ -31,6 +31,22 @@ def memory_kind(name: str) -> str:
     return name[:11]
 
 
+def bandwidth_tracks(frame: RankFrame) -> Iterator[tuple[str, I64, F64, F64]]:
+    """The step function per kind, by kind: (kind, the row of each change point, its time, the
+    running sum after it), in HTA's order."""
+    rows = np.flatnonzero(frame.of_class(KernelClass.MEMORY))
+    dur = np.where(frame.dur[rows] == 0, 1.0, frame.dur[rows])
+    ts = np.concatenate([frame.ts[rows], frame.ts[rows] + dur])
+    value = np.concatenate([frame.memory_bw_gbps[rows], -frame.memory_bw_gbps[rows]])
+    kinds = np.array([memory_kind(frame.names[c]) for c in frame.name[rows].tolist()] * 2)
+    order = unstable_argsort(frame.sort_key(ts))
+    for kind in sorted(set(kinds.tolist())):
+        at = order[kinds[order] == kind]
+        # sequential from 0.0, as HTA's running sum (add.accumulate is sequential; -0.0 stays 0.0)
+        levels = np.cumsum(np.concatenate([[0.0], value[at]]))[1:]
+        yield kind, np.concatenate([rows, rows])[at], ts[at], levels
+
+
 @analysis(
     "memory_bw",
     "Memory copy/set bandwidth",
@@ -42,32 +58,23 @@ def memory_bw(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
     rows = []
     per_rank: dict[int, dict[str, float]] = {}
     for frame in trace.frames():
-        sel = np.flatnonzero(frame.of_class(KernelClass.MEMORY))
-        names = [memory_kind(frame.names[i]) for i in frame.name[sel].tolist()]
-        kinds = np.array(names, dtype=object)
-        if native:
-            values: dict[str, float] = {}
-            for kind in sorted(set(kinds.tolist())):
-                rows_k = sel[kinds == kind]
-                busy = union_length(frame.ts[rows_k], frame.end[rows_k])
-                nbytes = float(np.clip(frame.bytes[rows_k], 0, None).sum())
-                gbps = nbytes / busy / 1e3 if busy > 0 else float("nan")
-                rows.append((frame.rank, kind, len(rows_k), nbytes, busy, gbps))
-                values[f"{kind}_us"] = busy
-            per_rank[frame.rank] = values
+        if not native:
+            for kind, _, _, levels in bandwidth_tracks(frame):
+                d = describe(levels[levels > 0])
+                if d["count"]:
+                    rows.append((frame.rank, kind, *(d[k] for k in DESCRIBE_KEYS)))
             continue
-        dur = np.where(frame.dur[sel] == 0, 1.0, frame.dur[sel])
-        bw = frame.memory_bw_gbps[sel]
-        ts = np.concatenate([frame.ts[sel], frame.ts[sel] + dur])
-        value = np.concatenate([bw, -bw])
-        kind_all = np.concatenate([kinds, kinds])
-        order = unstable_argsort(ts)
-        value, kind_all = value[order], kind_all[order]
+        sel = np.flatnonzero(frame.of_class(KernelClass.MEMORY))
+        kinds = np.array([memory_kind(frame.names[i]) for i in frame.name[sel].tolist()])
+        values: dict[str, float] = {}
         for kind in sorted(set(kinds.tolist())):
-            series = np.cumsum(value[kind_all == kind])
-            d = describe(series[series > 0])
-            if d["count"]:
-                rows.append((frame.rank, kind, *(d[k] for k in DESCRIBE_KEYS)))
+            rows_k = sel[kinds == kind]
+            busy = union_length(frame.ts[rows_k], frame.end[rows_k])
+            nbytes = float(np.clip(frame.bytes[rows_k], 0, None).sum())
+            gbps = nbytes / busy / 1e3 if busy > 0 else float("nan")
+            rows.append((frame.rank, kind, len(rows_k), nbytes, busy, gbps))
+            values[f"{kind}_us"] = busy
+        per_rank[frame.rank] = values
     columns: tuple[str, ...] = (
         ("rank", "name", "count", "bytes", "busy_us", "effective_gbps")
         if native

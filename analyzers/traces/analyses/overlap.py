@@ -7,14 +7,12 @@ communication. Native mode counts custom collectives (DeepEP, NVSHMEM) as commun
 HTA calls them compute and reports NaN; it also reports communication's share of GPU busy time.
 """
 
-from __future__ import annotations
-
 import math
 
-from analyzers.traces.analyses.base import AnalysisResult, TraceOptions, analysis
+from analyzers.traces.analyses.base import AnalysisResult, TraceOptions, analysis, gpu_busy
 from analyzers.traces.classify import KernelClass
 from analyzers.traces.frame import TraceSet
-from analyzers.traces.stats import hta_round, intersection_length, union_intervals, union_length
+from analyzers.traces.stats import hta_round, intersection_length
 
 PLUGIN_ORDER = 40  # its place in the trace report (fleetscope.plugins)
 
@@ -29,15 +27,14 @@ def comm_comp_overlap(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
     rows = []
     per_rank: dict[int, dict[str, float]] = {}
     for frame in trace.frames():
-        comm = frame.of_class(KernelClass.COMMUNICATION)
-        comp = frame.of_class(KernelClass.COMPUTATION)
-        c_start, c_end = union_intervals(frame.ts[comm], frame.end[comm])
-        p_start, p_end = union_intervals(frame.ts[comp], frame.end[comp])
+        c_start, c_end = gpu_busy(frame, KernelClass.COMMUNICATION)
+        p_start, p_end = gpu_busy(frame, KernelClass.COMPUTATION)
         comm_us = float(c_end.sum() - c_start.sum())
         both = intersection_length(c_start, c_end, p_start, p_end)
         ratio = both / comm_us if comm_us else math.nan
         rows.append((frame.rank, hta_round(100 * ratio, 2)))
-        busy = union_length(frame.ts[frame.on_stream], frame.end[frame.on_stream])
+        b_start, b_end = gpu_busy(frame)
+        busy = float(b_end.sum() - b_start.sum())
         per_rank[frame.rank] = {
             "communication_us": comm_us,
             "overlapped_us": both,

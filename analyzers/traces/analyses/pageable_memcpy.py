@@ -8,8 +8,6 @@ of their launching calls, and the effective bandwidth. Fix: `pin_memory=True` in
 and `.to(device, non_blocking=True)`.
 """
 
-from __future__ import annotations
-
 import numpy as np
 
 from analyzers.traces.analyses.base import AnalysisResult, TraceOptions, analysis
@@ -29,17 +27,16 @@ def pageable_memcpy(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
     for frame in trace.frames():
         sel = np.flatnonzero(frame.names_matching(is_pageable) & frame.on_stream)
         launches = frame.linked_rows(sel)
-        totals = {"copies": 0.0, "gpu_us": 0.0, "cpu_us": 0.0, "bytes": 0.0}
+        found = []
         for name_id in np.unique(frame.name[sel]).tolist():
-            m = sel[frame.name[sel] == name_id]
-            launch = launches[frame.name[sel] == name_id]
+            m, launch = sel[frame.name[sel] == name_id], launches[frame.name[sel] == name_id]
             cpu_us = float(frame.dur[launch[launch >= 0]].sum())
             gpu_us = float(frame.dur[m].sum())
             nbytes = float(np.clip(frame.bytes[m], 0, None).sum())
             gbps = nbytes / gpu_us / 1e3 if gpu_us > 0 else float("nan")
-            rows.append((frame.rank, frame.names[name_id], len(m), nbytes, gpu_us, cpu_us, gbps))
-            added = {"copies": len(m), "gpu_us": gpu_us, "cpu_us": cpu_us, "bytes": nbytes}
-            totals = {key: total + added[key] for key, total in totals.items()}
-        per_rank[frame.rank] = totals
+            found.append((frame.rank, frame.names[name_id], len(m), nbytes, gpu_us, cpu_us, gbps))
+        rows += found
+        keys = {"copies": 2, "gpu_us": 4, "cpu_us": 5, "bytes": 3}
+        per_rank[frame.rank] = {k: float(sum(row[i] for row in found)) for k, i in keys.items()}
     columns = ("rank", "name", "copies", "bytes", "gpu_us", "launch_cpu_us", "gbps")
     return AnalysisResult.of_table("pageable_memcpy", "pageable_memcpy", columns, rows, per_rank)

@@ -1,30 +1,25 @@
 """Training steps: the `ProfilerStep#N` ranges `torch.profiler`'s `prof.step()` writes, per rank,
-with each step's GPU busy time. Other analyses (data loader, sync, what-if) measure per step.
+with each step's GPU busy time. HTA's `get_profiler_steps` only lists the numbers.
 
 A step is a CPU row named `ProfilerStep#<n>` (not its `gpu_user_annotation` copy); when a step
 appears twice (user_annotation and cpu_op), the longest row wins. GPU busy time is the union of
-GPU rows intersected with the step's CPU range. HTA has no step table (it has
-`get_profiler_steps`, which only lists the numbers). Never mutates the frame.
+GPU rows intersected with the step's CPU range.
 """
-
-from __future__ import annotations
 
 import re
 from typing import NamedTuple
 
 import numpy as np
 
-from analyzers.traces.analyses.base import AnalysisResult, TraceOptions, analysis
+from analyzers.traces.analyses.base import AnalysisResult, TraceOptions, analysis, gpu_busy
 from analyzers.traces.frame import RankFrame, TraceSet
-from analyzers.traces.stats import union_intervals, window_intersections
+from analyzers.traces.stats import window_intersections
 
 PLUGIN_ORDER = 90  # its place in the trace report (fleetscope.plugins)
 _STEP = re.compile(r"^ProfilerStep#(\d+)$")
 
 
 class Step(NamedTuple):
-    """One ProfilerStep range."""
-
     number: int
     start_us: float
     end_us: float
@@ -56,9 +51,8 @@ def steps(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
     per_rank: dict[int, dict[str, float]] = {}
     for frame in trace.frames():
         found = profiler_steps(frame)
-        g_start, g_end = union_intervals(frame.ts[frame.on_stream], frame.end[frame.on_stream])
         windows = [(step.start_us, step.end_us) for step in found]
-        for step, busy in zip(found, window_intersections(windows, g_start, g_end), strict=True):
+        for step, busy in zip(found, window_intersections(windows, *gpu_busy(frame)), strict=True):
             share = busy / step.duration_us if step.duration_us > 0 else float("nan")
             rows.append((frame.rank, step.number, step.start_us, step.duration_us, busy, share))
         total = sum(step.duration_us for step in found)

@@ -3,8 +3,8 @@
 Algorithm (HTA 0.5.0 `get_potential_stragglers()` with its defaults, `hta/analyzers/straggler.py`
 `find_stragglers_with_late_start_comm_kernels`, 2 candidates):
 
-1. Rows of every rank whose iteration (trace_diff.row_iterations: a CPU row's enclosing
-   ProfilerStep, a GPU row its launcher's) is one of the ranks' ProfilerStep numbers.
+1. Rows of every rank with an iteration (trace_diff.row_iterations: a CPU row's enclosing
+   ProfilerStep, a GPU row its launcher's).
 2. `t_min` is their earliest start, `mean_iter_time` = (latest end - t_min) / iterations; long
    communication kernels are GPU rows (`stream > 0`, iteration > 0) named `ncclKernel*` lasting at
    least 1 % of `mean_iter_time`.
@@ -20,18 +20,14 @@ more kernels over the cut (tests/analyzers/traces/straggler_set.py). Native mode
 non-NCCL collectives (`KernelClass.COMMUNICATION`: RCCL, HCCL, DeepEP).
 """
 
-from __future__ import annotations
-
 import math
 
 import numpy as np
 
 from analyzers.traces.analyses.base import AnalysisResult, TraceOptions, analysis
-from analyzers.traces.analyses.trace_diff import row_iterations, step_number
+from analyzers.traces.analyses.trace_diff import row_iterations
 from analyzers.traces.classify import KernelClass
 from analyzers.traces.frame import Mode, TraceSet
-
-__all__ = ["stragglers"]
 
 PLUGIN_ORDER = 175  # after the what-if
 CANDIDATES = 2  # HTA's num_candidates default
@@ -45,26 +41,18 @@ def _nccl_kernel(name: str) -> bool:
 def _candidates(trace: TraceSet, native: bool) -> tuple[list[tuple[int, int, float]], str]:
     """(rank, iteration, normalized start) of the candidate kernel, or ([], why not)."""
     frames = trace.frames()
-    iters = {r.rank: row_iterations(r) for r in frames}
-    steps = {
-        number
-        for f in frames
-        for code in np.unique(f.name[f.names_matching(_is_step_name)]).tolist()
-        if (number := step_number(f.names[code])) is not None
-    }
-    if not steps:
+    iters = {f.rank: row_iterations(f) for f in frames}
+    spans = [(f.ts[u].min(), f.end[u].max()) for f in frames if (u := iters[f.rank] >= 0).any()]
+    if not spans:
         return [], "no ProfilerStep iterations"
-    used = {f.rank: np.isin(iters[f.rank], np.array(sorted(steps))) for f in frames}
-    starts = [f.ts[used[f.rank]] for f in frames if used[f.rank].any()]
-    ends = [f.end[used[f.rank]] for f in frames if used[f.rank].any()]
-    present = {i for f in frames for i in np.unique(iters[f.rank][used[f.rank]]).tolist()}
-    t_min = min(float(s.min()) for s in starts)
-    mean_iter = (max(float(e.max()) for e in ends) - t_min) / max(1, len(present))
+    present = {i for it in iters.values() for i in np.unique(it[it >= 0]).tolist()}
+    t_min = float(min(start for start, _ in spans))
+    mean_iter = (float(max(end for _, end in spans)) - t_min) / max(1, len(present))
     last: dict[tuple[int, int, int, str], tuple[float, float]] = {}
     for f in frames:
         it, cut = iters[f.rank], mean_iter * MIN_NORMALIZED_DURATION
         comm = f.of_class(KernelClass.COMMUNICATION) if native else f.names_matching(_nccl_kernel)
-        long = used[f.rank] & (f.stream > 0) & (it > 0) & (f.dur >= cut) & comm
+        long = (f.stream > 0) & (it > 0) & (f.dur >= cut) & comm
         for row in np.flatnonzero(long).tolist():
             key = (f.rank, int(f.stream[row]), int(it[row]), f.names[f.name[row]])
             last[key] = ((f.ts[row] - t_min) / mean_iter, f.dur[row] / mean_iter)
@@ -89,18 +77,12 @@ def _candidates(trace: TraceSet, native: bool) -> tuple[list[tuple[int, int, flo
     return picked, ""
 
 
-def _is_step_name(name: str) -> bool:
-    return name.startswith("ProfilerStep")
-
-
 def straggler_counts(picked: list[tuple[int, int, float]], k: int = CANDIDATES) -> dict[int, int]:
     """Per rank, the iterations in which it was among the `k` latest starts (ties included)."""
     counts = {rank: 0 for rank, _, _ in picked}
-    iterations = sorted({it for _, it, _ in picked})
-    for it in iterations:
+    for it in sorted({it for _, it, _ in picked}):
         group = [(rank, start) for rank, i, start in picked if i == it]
-        ordered = sorted((start for _, start in group), reverse=True)
-        threshold = ordered[min(k, len(ordered)) - 1]
+        threshold = sorted((start for _, start in group), reverse=True)[:k][-1]
         for rank, start in group:
             counts[rank] += int(start >= threshold)
     return counts

@@ -1,14 +1,11 @@
 """Synchronization calls (rule T7): where the CPU waits for the GPU; HTA has no summary of them.
 
-Counted: runtime calls that block the host (`cudaDeviceSynchronize`, `cudaStreamSynchronize`,
-`cudaEventSynchronize`, synchronous `cudaMemcpy`/`cudaMemset`, their HIP twins) and the PyTorch
-ops that cause most of them (`aten::item`, `aten::_local_scalar_dense`, `aten::nonzero`), per
-name: calls, total and longest time, share of step time. Nsight Systems' `cuda_api_sync` rule
-flags the same calls; the fix is to drop or defer them (no `.item()` in the step, non_blocking
-copies).
+Counted: runtime calls that block the host (device, stream and event synchronization, synchronous
+`cudaMemcpy`/`cudaMemset`, their HIP twins) and the PyTorch ops that cause most of them
+(`SYNC_CAUSES`), per name: calls, total and longest time, share of step time. Nsight Systems'
+`cuda_api_sync` rule flags the same calls; the fix is to drop or defer them (no `.item()` in the
+step, non_blocking copies).
 """
-
-from __future__ import annotations
 
 import math
 from collections import defaultdict
@@ -22,17 +19,14 @@ from analyzers.traces.frame import TraceSet
 PLUGIN_ORDER = 110  # its place in the trace report (fleetscope.plugins)
 SYNC_CALLS = frozenset(
     {
-        "cudaDeviceSynchronize",
-        "cudaStreamSynchronize",
-        "cudaEventSynchronize",
+        *(
+            f"{api}{on}Synchronize"
+            for api in ("cuda", "hip")
+            for on in ("Device", "Stream", "Event")
+        ),
+        *(f"cu{on}Synchronize" for on in ("Ctx", "Stream", "Event")),
         "cudaMemcpy",
         "cudaMemset",
-        "cuCtxSynchronize",
-        "cuStreamSynchronize",
-        "cuEventSynchronize",
-        "hipDeviceSynchronize",
-        "hipStreamSynchronize",
-        "hipEventSynchronize",
         "hipMemcpy",
     }
 )

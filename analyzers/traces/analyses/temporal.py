@@ -10,23 +10,17 @@ Native mode: same definitions on exact timestamps, every step, custom collective
 communication. A rank with no GPU activity gets a note instead of HTA's IndexError.
 """
 
-from __future__ import annotations
-
-from analyzers.traces.analyses.base import AnalysisResult, TraceOptions, analysis
+from analyzers.traces.analyses.base import AnalysisResult, TraceOptions, analysis, gpu_busy
 from analyzers.traces.classify import KernelClass
 from analyzers.traces.frame import TraceSet
-from analyzers.traces.stats import hta_round, union_length
+from analyzers.traces.stats import hta_round
 
 PLUGIN_ORDER = 10  # its place in the trace report (fleetscope.plugins)
+PARTS = ("idle", "compute", "non_compute")
 COLUMNS = (
     "rank",
-    "idle_time(us)",
-    "compute_time(us)",
-    "non_compute_time(us)",
-    "kernel_time(us)",
-    "idle_time_pctg",
-    "compute_time_pctg",
-    "non_compute_time_pctg",
+    *(f"{p}_time(us)" for p in (*PARTS, "kernel")),
+    *(f"{p}_time_pctg" for p in PARTS),
 )
 
 
@@ -41,15 +35,14 @@ def temporal_breakdown(trace: TraceSet, options: TraceOptions) -> AnalysisResult
     per_rank: dict[int, dict[str, float]] = {}
     notes = []
     for frame in trace.frames():
-        gpu = frame.on_stream
-        if not gpu.any():
+        starts, ends = gpu_busy(frame)
+        if not len(starts):
             notes.append(f"rank {frame.rank}: no GPU activity in the trace (CPU-only)")
             continue
-        ts, end = frame.ts[gpu], frame.end[gpu]
-        kernel_time = float(end.max() - ts.min())
-        idle = kernel_time - union_length(ts, end)
-        comp = frame.of_class(KernelClass.COMPUTATION)
-        compute = union_length(frame.ts[comp], frame.end[comp])
+        kernel_time = float(ends[-1] - starts[0])
+        idle = kernel_time - float(ends.sum() - starts.sum())
+        c_start, c_end = gpu_busy(frame, KernelClass.COMPUTATION)
+        compute = float(c_end.sum() - c_start.sum())
         non_compute = kernel_time - compute - idle
         pct = [hta_round(100 * (x / kernel_time), 2) for x in (idle, compute, non_compute)]
         rows.append((frame.rank, idle, compute, non_compute, kernel_time, *pct))
@@ -59,8 +52,8 @@ def temporal_breakdown(trace: TraceSet, options: TraceOptions) -> AnalysisResult
             "non_compute_us": non_compute,
             "kernel_time_us": kernel_time,
             "gpu_busy_us": kernel_time - idle,
-            "first_gpu_us": float(ts.min()),
-            "last_gpu_us": float(end.max()),
+            "first_gpu_us": float(starts[0]),
+            "last_gpu_us": float(ends[-1]),
         }
     return AnalysisResult.of_table(
         "temporal_breakdown", "temporal_breakdown", COLUMNS, rows, per_rank, notes

@@ -10,8 +10,6 @@ linear, RNN cells. Reported: eligible kernel time, the part on tensor cores, and
 capability (tensor cores exist from 7.0).
 """
 
-from __future__ import annotations
-
 import math
 from collections.abc import Iterable
 
@@ -34,13 +32,7 @@ TC_OPS = frozenset(
     {
         "aten::_convolution",
         "aten::_convolution_nogroup",
-        "aten::conv1d",
-        "aten::conv2d",
-        "aten::conv3d",
         "aten::conv_tbc",
-        "aten::conv_transpose1d",
-        "aten::conv_transpose2d",
-        "aten::conv_transpose3d",
         "aten::convolution",
         "aten::cudnn_convolution",
         "aten::cudnn_convolution_transpose",
@@ -63,20 +55,18 @@ TC_OPS = frozenset(
         "aten::gru_cell",
         "aten::rnn_tanh_cell",
         "aten::rnn_relu_cell",
-        "CudnnConvolutionBackward",
-        "CudnnConvolutionBackward0",
-        "MmBackward",
-        "MmBackward0",
-        "AddmmBackward",
-        "AddmmBackward0",
-        "BmmBackward",
-        "BmmBackward0",
         "aten::convolution_backward",
         "aten::cudnn_convolution_backward",
-        "autograd::engine::evaluate_function: ConvolutionBackward0",
-        "autograd::engine::evaluate_function: AddmmBackward0",
-        "autograd::engine::evaluate_function: MmBackward0",
-        "autograd::engine::evaluate_function: BmmBackward0",
+        *(f"aten::conv{kind}{d}d" for kind in ("", "_transpose") for d in (1, 2, 3)),
+        *(
+            f"{op}Backward{v}"
+            for op in ("CudnnConvolution", "Mm", "Addmm", "Bmm")
+            for v in ("", "0")
+        ),
+        *(
+            f"autograd::engine::evaluate_function: {op}Backward0"
+            for op in ("Convolution", "Addmm", "Mm", "Bmm")
+        ),
     }
 )
 COLUMNS = (

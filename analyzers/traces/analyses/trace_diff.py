@@ -13,15 +13,11 @@ defaults: first rank, first iteration, CPU and GPU):
 3. Per name: `counts` (rows) and `total_duration` (sum of `dur`, us); outer join of the two
    sides on the name (a missing side is 0); `diff_counts = test - control`, `diff_duration` the
    same; `counts_change_categories` is `+`, `-` or `=`.
-4. `ops_diff`: `added` (control 0, test > 0), `deleted` (control > 0, test 0), `increased`
-   (control > 0, diff > 0), `decreased` (test > 0, diff < 0), `unchanged` (test > 0, diff 0).
+4. `ops_diff`: the names of each of HTA's five kinds of change (`CHANGES`).
 
-Beyond HTA: `iteration="all"` compares the whole traces (HTA requires ProfilerStep iterations;
-a trace without them is an error there) and the table is sorted by the size of the change.
-Never does I/O.
+Beyond HTA: `iteration="all"` compares the whole traces (HTA requires ProfilerStep iterations)
+and the table is sorted by the size of the change. Never does I/O.
 """
-
-from __future__ import annotations
 
 import re
 from collections.abc import Callable
@@ -33,15 +29,6 @@ from analyzers.traces.analyses.base import Table
 from analyzers.traces.frame import RankFrame, TraceSet
 from fleetscope.errors import TraceError
 
-__all__ = [
-    "COLUMNS",
-    "compare_traces",
-    "first_iteration",
-    "ops_diff",
-    "row_iterations",
-    "step_number",
-]
-
 COLUMNS = (
     "name",
     "control_counts",
@@ -52,7 +39,7 @@ COLUMNS = (
     "diff_duration",
     "counts_change_categories",
 )
-# HTA's five kinds of change (step 4), on a name's (control count, test count, their difference).
+# On a name's (control count, test count, their difference).
 CHANGES: dict[str, Callable[[int, int, int], bool]] = {
     "added": lambda ca, cb, diff: ca == 0 and cb > 0,
     "deleted": lambda ca, cb, diff: ca > 0 and cb == 0,
@@ -68,12 +55,6 @@ def step_number(name: str) -> int | None:
     """N of a `ProfilerStep#N` name (HTA's pattern), None for any other name."""
     match = _STEP.match(name) if name.startswith("ProfilerStep") else None
     return int(match.group(1)) if match else None
-
-
-def first_iteration(frame: RankFrame) -> int | None:
-    """The smallest ProfilerStep number among the trace's names (HTA's default iteration)."""
-    numbers = [n for n in map(step_number, frame.names) if n is not None]
-    return min(numbers) if numbers else None
 
 
 def row_iterations(frame: RankFrame) -> np.ndarray:
@@ -103,22 +84,20 @@ def _side(
     frame = trace.ranks[rank]
     keep = np.ones(len(frame), dtype=bool)
     if iteration != "all":
-        if iteration is None:
-            iteration = first_iteration(frame)
-            if iteration is None:
+        if iteration is None:  # HTA's default: the smallest ProfilerStep number of the names
+            numbers = [n for n in map(step_number, frame.names) if n is not None]
+            if not numbers:
                 raise TraceError(
                     f"{trace.source}: no ProfilerStep iterations to compare "
                     "(compare the whole traces with --iteration all)"
                 )
+            iteration = min(numbers)
         iterations = row_iterations(frame)
         if not (iterations == iteration).any():
             found = sorted(set(iterations.tolist()) - {-1})
             raise TraceError(f"{trace.source}: no iteration {iteration} (iterations: {found})")
         keep &= iterations == iteration
-    if device == "cpu":
-        keep &= frame.stream == -1
-    elif device == "gpu":
-        keep &= frame.stream != -1
+    keep &= {"all": True, "cpu": frame.stream == -1, "gpu": frame.stream != -1}[device]
     rows = np.flatnonzero(keep)
     size = len(frame.names) or 1
     counts = np.bincount(frame.name[rows], minlength=size)

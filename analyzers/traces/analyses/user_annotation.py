@@ -6,16 +6,14 @@ kernel_breakdown.py with `num_kernels = 1000`; sorted by rank and name. No such 
 trace: no table (HTA returns None). Native mode: same, on exact durations.
 """
 
-from __future__ import annotations
-
 import numpy as np
 
 from analyzers.traces.analyses.base import AnalysisResult, TraceOptions, analysis
-from analyzers.traces.analyses.kernel_breakdown import aggregate_by_name
+from analyzers.traces.analyses.kernel_breakdown import NAME_COLUMNS, aggregate_by_name
 from analyzers.traces.frame import TraceSet
 
 PLUGIN_ORDER = 80  # its place in the trace report (fleetscope.plugins)
-COLUMNS = ("name", "sum (us)", "max (us)", "min (us)", "stddev", "mean (us)", "rank")
+COLUMNS = (*NAME_COLUMNS, "rank")
 
 
 @analysis(
