@@ -5,6 +5,8 @@ package's are (fleetscope.plugins). The report order is each module's `PLUGIN_OR
 first), then the entry-point name. Adding an analysis is a module plus one entry-point line.
 """
 
+from __future__ import annotations
+
 from analyzers.traces.analyses.base import REGISTRY, AnalysisSpec
 from fleetscope import plugins
 

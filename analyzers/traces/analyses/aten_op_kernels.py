@@ -18,6 +18,8 @@ HTA raises where no launch matches (HIP traces; a note here) and where a launch 
 (skipped here). HTA analyses rank 0 by default; this, every rank.
 """
 
+from __future__ import annotations
+
 import re
 
 import numpy as np

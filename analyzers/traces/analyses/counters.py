@@ -14,6 +14,8 @@ Algorithm (HTA 0.5.0 `generate_trace_with_counters()`, `hta/trace_analysis.py` a
 counters_command.py writes the file; the report table lists each track's events and peak.
 """
 
+from __future__ import annotations
+
 from typing import Any
 
 from analyzers.traces.analyses.base import AnalysisResult, TraceOptions, analysis

@@ -8,6 +8,8 @@ trace lacks the category (HTA returns nothing; a note here). Where counters exis
 the pairing HTA would make; the values and op stacks are not loaded.
 """
 
+from __future__ import annotations
+
 import re
 
 import numpy as np

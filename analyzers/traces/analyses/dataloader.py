@@ -8,6 +8,8 @@ plugin, T1/T8), >= 20 % is "highly input-bound" (TF profiler input-pipeline anal
 Without ProfilerStep ranges the share is taken over the trace's CPU span and said so.
 """
 
+from __future__ import annotations
+
 import math
 
 from analyzers.traces.analyses.base import AnalysisResult, TraceOptions, analysis

@@ -6,6 +6,8 @@ reported, excluding before the first and after the last GPU activity (as Nsight 
 the CPU operations that overlap it most (what the host was doing) are named.
 """
 
+from __future__ import annotations
+
 from collections import defaultdict
 
 import numpy as np

@@ -13,6 +13,8 @@ This is per-stream idle, not the cross-stream idle of the temporal breakdown. Na
 timestamps and launch links through runtime/driver calls only.
 """
 
+from __future__ import annotations
+
 import numpy as np
 
 from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis

@@ -14,6 +14,8 @@ equal its sum). Native mode: same tables on exact durations, custom collectives 
 communication; `top_kernels` gives the plain per-kernel view.
 """
 
+from __future__ import annotations
+
 from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any

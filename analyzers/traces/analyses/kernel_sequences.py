@@ -18,6 +18,8 @@ The report runs it with `operator_name = "aten::"` and shows the top 5 patterns 
 HTA 0.5.0 raises on every shared real trace but the MI250 one while building its call stacks.
 """
 
+from __future__ import annotations
+
 import numpy as np
 
 from analyzers.traces.analyses.aten_op_kernels import enclosing_ops

@@ -10,6 +10,8 @@ Native mode also counts driver launches (`cuLaunchKernel`, `cuLaunchKernelEx`: T
 graphs) and HIP launches, which HTA skips (so HTA returns nothing for AMD traces).
 """
 
+from __future__ import annotations
+
 import numpy as np
 
 from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis

@@ -5,6 +5,8 @@ into 30 equal chunks; a chunk's utilization is the union of GPU rows inside it o
 chunks below 50 % are reported. Utilization here is "some GPU op runs", not SM occupancy.
 """
 
+from __future__ import annotations
+
 from itertools import pairwise
 
 import numpy as np

@@ -10,6 +10,8 @@ Native mode reports what a reader wants instead: bytes moved, busy time and the 
 bandwidth (bytes / union of busy time) per kind, time-weighted.
 """
 
+from __future__ import annotations
+
 from collections.abc import Iterator
 
 import numpy as np

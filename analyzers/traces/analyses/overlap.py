@@ -7,6 +7,8 @@ communication. Native mode counts custom collectives (DeepEP, NVSHMEM) as commun
 HTA calls them compute and reports NaN; it also reports communication's share of GPU busy time.
 """
 
+from __future__ import annotations
+
 import math
 
 from analyzers.traces.analyses.base import AnalysisResult, TraceOptions, analysis, gpu_busy

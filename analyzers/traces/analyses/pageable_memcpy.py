@@ -8,6 +8,8 @@ of their launching calls, and the effective bandwidth. Fix: `pin_memory=True` in
 and `.to(device, non_blocking=True)`.
 """
 
+from __future__ import annotations
+
 import numpy as np
 
 from analyzers.traces.analyses.base import AnalysisResult, TraceOptions, analysis

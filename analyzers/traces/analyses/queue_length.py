@@ -12,6 +12,8 @@ Native mode adds the time-weighted mean queue length (what a reader means by "av
 and reports every stream's blocked time.
 """
 
+from __future__ import annotations
+
 import math
 from collections.abc import Iterator
 from typing import Any
@@ -20,8 +22,8 @@ import numpy as np
 
 from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
 from analyzers.traces.analyses.launch_stats import NATIVE_LAUNCHES
-from analyzers.traces.frame import F64, I64, Mask, Mode, RankFrame, TraceSet
-from analyzers.traces.stats import DESCRIBE_KEYS, describe, unstable_argsort
+from analyzers.traces.frame import F64, I64, Mode, RankFrame, TraceSet
+from analyzers.traces.stats import DESCRIBE_KEYS, describe, join_rows, unstable_argsort
 
 PLUGIN_ORDER = 60  # its place in the trace report (fleetscope.plugins)
 # HTA's TraceCounters launches: native mode's without the two HTA 0.5.0 does not know.
@@ -34,15 +36,14 @@ BLOCKED_COLUMNS = (
 )
 
 
-def launch_changes(frame: RankFrame, launches: "Mask | None" = None) -> tuple[I64, I64, list[int]]:
+def launch_changes(frame: RankFrame) -> tuple[I64, I64, list[int]]:
     """HTA's `TraceCounters` change points over the whole rank, unsorted: (row, the GPU op whose
-    stream it counts on, +1 or -1). A launch (a row of `launches`, by default those named one of
-    RUNTIME_LAUNCHES) counts +1 on the stream of the first GPU op with its correlation; a GPU op
-    whose correlation some launch has counts -1."""
+    stream it counts on, +1 or -1). A launch (RUNTIME_LAUNCHES) counts +1 on the stream of the
+    first GPU op with its correlation; a GPU op whose correlation some launch has counts -1."""
     gpu = np.flatnonzero(frame.stream != -1)
     gpu_corr = frame.correlation[gpu]
     corrs, first = np.unique(gpu_corr, return_index=True)  # each correlation's first GPU op
-    runtime = np.flatnonzero(frame.name_in(RUNTIME_LAUNCHES) if launches is None else launches)
+    runtime = np.flatnonzero(frame.name_in(RUNTIME_LAUNCHES))
     runtime_corr = frame.correlation[runtime]
     at = np.minimum(np.searchsorted(corrs, runtime_corr), max(len(corrs) - 1, 0))
     found = corrs[at] == runtime_corr if len(corrs) else np.zeros(len(runtime), dtype=bool)
@@ -52,18 +53,43 @@ def launch_changes(frame: RankFrame, launches: "Mask | None" = None) -> tuple[I6
     return rows, ops, [1] * int(found.sum()) + [-1] * int(counted.sum())
 
 
-def queue_tracks(
-    frame: RankFrame, launches: "Mask | None" = None
-) -> Iterator[tuple[int, I64, F64, I64]]:
+def queue_tracks(frame: RankFrame) -> Iterator[tuple[int, I64, F64, I64]]:
     """Per stream, by stream: (stream, the GPU op of each change point, its time, the queue length
     after it), in HTA's order."""
-    r, ops, delta = launch_changes(frame, launches)
+    r, ops, delta = launch_changes(frame)
     streams = frame.stream[ops]
     order = unstable_argsort(frame.sort_key(frame.ts[r]))
     change = np.array(delta, dtype=np.int64)
     for stream in sorted(set(streams.tolist())):
         at = order[streams[order] == stream]
         yield stream, ops[at], frame.ts[r[at]], np.cumsum(change[at])
+
+
+def queue_series(frame: RankFrame, launches: frozenset[str]) -> dict[int, tuple[Any, Any]]:
+    """stream -> (change-point times, queue length after each), as HTA's `get_queue_length`
+    counts: unlike `launch_changes`, a launch counts +1 once per GPU op with its correlation (a
+    CUDA graph's launch, once per kernel), and a launch without a GPU op stays in the sort."""
+    runtime = np.flatnonzero(frame.name_in(launches) & (frame.index_correlation > 0))
+    on_stream = np.flatnonzero(frame.on_stream)
+    # A left join: an unmatched call keeps a NaN stream.
+    i, j = join_rows(frame.correlation[runtime], frame.correlation[on_stream], left_join=True)
+    r_ts = frame.ts[runtime[i]].astype(np.float64)
+    g_stream = frame.stream[on_stream].astype(np.float64)
+    r_stream = (
+        np.where(j >= 0, g_stream[j], math.nan) if len(g_stream) else np.full(len(j), math.nan)
+    )
+    launched = np.isin(frame.correlation[on_stream], frame.correlation[runtime])
+    g_rows = on_stream[launched]
+    ts = np.concatenate([r_ts, frame.ts[g_rows]])
+    stream = np.concatenate([r_stream, frame.stream[g_rows].astype(np.float64)])
+    delta = np.concatenate([np.ones(len(r_ts)), -np.ones(len(g_rows))])
+    order = unstable_argsort(frame.sort_key(ts))
+    ts, stream, delta = ts[order], stream[order], delta[order]
+    out = {}
+    for s in np.unique(stream[~np.isnan(stream)]).tolist():
+        sel = stream == s
+        out[int(s)] = (ts[sel], np.cumsum(delta[sel]))
+    return out
 
 
 @analysis(
@@ -74,13 +100,12 @@ def queue_tracks(
 )
 def queue_length(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
     native = trace.mode is Mode.NATIVE
-    names = NATIVE_LAUNCHES if native else RUNTIME_LAUNCHES
+    launches = NATIVE_LAUNCHES if native else RUNTIME_LAUNCHES
     summary_rows = []
     blocked_rows = []
     per_rank: dict[int, dict[str, float]] = {}
     for frame in trace.frames():
-        launches = frame.name_in(names) & (frame.index_correlation > 0)
-        series = {stream: (ts, level) for stream, _, ts, level in queue_tracks(frame, launches)}
+        series = queue_series(frame, launches)
         span = float(frame.ts.max() - frame.ts.min()) if len(frame) else math.nan
         blocked: list[tuple[Any, ...]] = []
         for stream, (ts, length) in series.items():

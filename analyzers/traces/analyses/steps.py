@@ -6,6 +6,8 @@ appears twice (user_annotation and cpu_op), the longest row wins. GPU busy time 
 GPU rows intersected with the step's CPU range.
 """
 
+from __future__ import annotations
+
 import re
 from typing import NamedTuple
 

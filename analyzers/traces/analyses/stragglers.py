@@ -20,6 +20,8 @@ more kernels over the cut (tests/analyzers/traces/straggler_set.py). Native mode
 non-NCCL collectives (`KernelClass.COMMUNICATION`: RCCL, HCCL, DeepEP).
 """
 
+from __future__ import annotations
+
 import math
 
 import numpy as np

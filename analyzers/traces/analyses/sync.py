@@ -7,6 +7,8 @@ Counted: runtime calls that block the host (device, stream and event synchroniza
 step, non_blocking copies).
 """
 
+from __future__ import annotations
+
 import math
 from collections import defaultdict
 

@@ -10,6 +10,8 @@ Native mode: same definitions on exact timestamps, every step, custom collective
 communication. A rank with no GPU activity gets a note instead of HTA's IndexError.
 """
 
+from __future__ import annotations
+
 from analyzers.traces.analyses.base import AnalysisResult, TraceOptions, analysis, gpu_busy
 from analyzers.traces.classify import KernelClass
 from analyzers.traces.frame import TraceSet

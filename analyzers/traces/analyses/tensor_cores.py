@@ -10,6 +10,8 @@ linear, RNN cells. Reported: eligible kernel time, the part on tensor cores, and
 capability (tensor cores exist from 7.0).
 """
 
+from __future__ import annotations
+
 import math
 from collections.abc import Iterable
 

@@ -5,6 +5,8 @@ reports a named kernel's max/min/mean as its total (trace-semantics.md section 5
 keeps per-invocation statistics and the share of the rank's GPU kernel time.
 """
 
+from __future__ import annotations
+
 import numpy as np
 
 from analyzers.traces.analyses.base import AnalysisResult, TraceOptions, analysis

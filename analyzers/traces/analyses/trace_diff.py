@@ -19,6 +19,8 @@ Beyond HTA: `iteration="all"` compares the whole traces (HTA requires ProfilerSt
 and the table is sorted by the size of the change. Never does I/O.
 """
 
+from __future__ import annotations
+
 import re
 from collections.abc import Callable
 from typing import Literal

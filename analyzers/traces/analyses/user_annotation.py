@@ -6,6 +6,8 @@ kernel_breakdown.py with `num_kernels = 1000`; sorted by rank and name. No such 
 trace: no table (HTA returns None). Native mode: same, on exact durations.
 """
 
+from __future__ import annotations
+
 import numpy as np
 
 from analyzers.traces.analyses.base import AnalysisResult, TraceOptions, analysis
