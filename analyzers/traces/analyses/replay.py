@@ -109,14 +109,9 @@ class Replay:
     def __init__(self, frame: RankFrame, options: TraceOptions) -> None:
         self.frame = frame
         self.options = options
-        self._memo: dict[tuple[object, ...], float] = {}
         self._derived: dict[object, object] = {}
-        self._slots: dict[
-            tuple[int, int, int], tuple[tuple[F64, F64, F64], tuple[I64, Mask, F64]]
-        ] = {}
         self.steps = steps = profiler_steps(frame)  # the what-if's interval reads their spread
         cpu = frame.stream == -1
-        self.cpu = cpu
         if steps:
             self.start, self.end, self.n_steps = steps[0].start_us, steps[-1].end_us, len(steps)
         elif cpu.any():
@@ -159,17 +154,14 @@ class Replay:
         (time, launches before syncs, then index), the segment of each launch (syncs before it),
         and the launches grouped by (stream, segment) in event order."""
         n_l, n_s = len(self.launch), len(self.sync)
-        t = np.concatenate([self.launch_ts, self.sync_ts])
-        kind = np.concatenate([np.zeros(n_l, np.int64), np.ones(n_s, np.int64)])
-        idx = np.concatenate([np.arange(n_l), np.arange(n_s)])
-        order = np.argsort(t, kind="stable")  # (kind, idx) is the position order
-        self.event_order = order  # launch i is event i, sync k is event n_l + k
-        is_sync = kind[order] == 1
-        self.sync_order = idx[order][is_sync]  # syncs in event order
-        syncs_before = np.cumsum(is_sync) - is_sync
+        # Launch i is event i, sync k is event n_l + k: a stable sort puts launches first on ties.
+        order = np.argsort(np.concatenate([self.launch_ts, self.sync_ts]), kind="stable")
+        self.event_order = order
+        is_sync = order >= n_l
+        self.sync_order = order[is_sync] - n_l  # syncs in event order
         position = np.empty(n_l + n_s, dtype=np.int64)
         position[order] = np.arange(n_l + n_s)
-        segment = syncs_before[position[:n_l]]  # per launch
+        segment = np.cumsum(is_sync)[position[:n_l]]  # per launch: the syncs before it
         perm = np.lexsort((position[:n_l], segment, self.gpu_stream))
         self.perm = perm  # launches by (stream, segment, event order)
         g_stream, g_seg = self.gpu_stream[perm], segment[perm]
@@ -208,7 +200,8 @@ class Replay:
 
     def derived(self, key: object, make: Callable[[], T]) -> T:
         """`make()`, computed once per replay: what scenarios derive from the rank and reuse
-        across their levels and combinations (kernel classes, the workers' fixed point)."""
+        across their levels and combinations (kernel classes, the workers' fixed point), and the
+        replay's own memos."""
         if key not in self._derived:
             self._derived[key] = make()
         return cast(T, self._derived[key])
@@ -225,10 +218,7 @@ class Replay:
     def step_time(self, change: Change) -> float:
         """Mean replayed step time (us) under `change`; memoised by the change's content (a
         scenario whose levels agree, or two scenarios making the same change, replay once)."""
-        key = change.key()
-        if key not in self._memo:
-            self._memo[key] = self._step_time(change)
-        return self._memo[key]
+        return self.derived(("step time", *change.key()), lambda: self._step_time(change))
 
     def cpu_clock(self, change: Change, t: F64) -> F64:
         """The warped, scaled CPU clock of `change` at times `t` (the replay's, and what the
@@ -248,15 +238,14 @@ class Replay:
         one, and the time spent in it so far, once per (intervals, times): the workers' fixed
         point replays one set of intervals at many factors. Keyed by the arrays' ids (their bytes
         are slow to hash; a scenario never changes its intervals in place)."""
-        key = (id(t), id(w_start), id(w_end))
-        hit = self._slots.get(key)
-        if hit is not None:
-            return hit[1]
-        k = np.searchsorted(w_start, t, side="right")
-        j = np.maximum(k - 1, 0)
-        slots = (j, k > 0, np.minimum(t, w_end[j]) - w_start[j])
-        self._slots[key] = ((t, w_start, w_end), slots)  # held, so no id is reused while cached
-        return slots
+
+        def find() -> tuple[tuple[F64, F64, F64], tuple[I64, Mask, F64]]:
+            k = np.searchsorted(w_start, t, side="right")
+            j = np.maximum(k - 1, 0)
+            return (t, w_start, w_end), (j, k > 0, np.minimum(t, w_end[j]) - w_start[j])
+
+        # The arrays are held with their slots, so no id is reused while cached.
+        return self.derived(("slots", id(t), id(w_start), id(w_end)), find)[1]
 
     def _step_time(self, change: Change) -> float:
         o = self.options
@@ -284,12 +273,9 @@ class Replay:
             latency = np.minimum(latency, change.latency_cap_us)
         base = clk[:n_l] + pin[:n_l] + latency
         # Per (stream, segment) group, the closed form of end = max(start, free) + dur.
-        if dur is self.gpu_dur:  # the recorded durations: their part is the same every time
-            c, c_prev, max_a, win_a, last_a, c_first = self.derived(
-                "recorded durations", lambda: self._durations(dur)
-            )
-        else:
-            c, c_prev, max_a, win_a, last_a, c_first = self._durations(dur)
+        recorded = dur is self.gpu_dur  # their part is the same every time
+        parts = self.derived("durations", lambda: self._durations(dur)) if recorded else None
+        c, c_prev, max_a, win_a, last_a, c_first = parts or self._durations(dur)
         cr = c + grouped_cummax(base[self.perm] - c_prev, self.group_of)
         max_b, win_b = self._group_maxima(cr)
         last_b = cr[self.group_last].tolist()
