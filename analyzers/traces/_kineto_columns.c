@@ -772,9 +772,9 @@ done:
 PyDoc_STRVAR(longest_path_doc,
 "longest_path(n, src, dst, weight, /)\n--\n\n"
 "networkx's `dag_longest_path` over nodes 0..n-1 and edges src[i] -> dst[i] (int64 and float64\n"
-"buffers), one edge per pair as networkx keeps it: where the pair was first added, with the last\n"
-"one's weight. (path, pairs): the path's edges, each its pair's last edge id, as an int64\n"
-"bytearray, and the number of pairs; None on a cycle.");
+"buffers; a weight <= -1 counts 0, as HTA sets), one edge per pair as networkx keeps it: where\n"
+"the pair was first added, with the last one's weight. (path, pairs): the path's edges, each its\n"
+"pair's last edge id, as an int64 bytearray, and the number of pairs; None on a cycle.");
 
 /* Linear in the edges: a counting sort by source, a mark per target for the pairs, then one
    pass in Kahn's order. A node takes its first best predecessor in pair order, and starts afresh
@@ -787,7 +787,7 @@ longest_path(PyObject *Py_UNUSED(module), PyObject *args)
     if (!PyArg_ParseTuple(args, "ny*y*y*:longest_path", &n, &bufs[0], &bufs[1], &bufs[2])) {
         return NULL;
     }
-    Py_ssize_t m = bufs[0].len / 8;
+    Py_ssize_t m = bufs[0].len / 8, head = 0, tail = 0, pairs = 0, begin = 0, end = 0, edges = 0;
     int ok = n >= 0 && bufs[0].len % 8 == 0 && bufs[1].len == bufs[0].len &&
              bufs[2].len == bufs[0].len;
     if (!ok) {
@@ -801,24 +801,21 @@ longest_path(PyObject *Py_UNUSED(module), PyObject *args)
             ok = 0;
         }
     }
-    PyObject *result = NULL, *dist_out = NULL, *via_out = NULL;
-    int64_t *at = NULL, *by_src = NULL, *last = NULL, *queue = NULL, *pred_at = NULL;
-    int64_t *pred = NULL, *fill = NULL;
+    /* Zeroed. Per node: the counting sorts' offsets (at: by source, pred_at: by target), the
+       queue, the predecessors not yet placed, the best edge, the distance; per edge: the ids by
+       source, last[] and the pairs by target. Apart: one block this large raises glibc's mmap
+       threshold once freed, and the 200 MB set's command peaked 8 MiB higher. */
+    int64_t *scratch[9] = {NULL};
+    for (int k = 0; ok && k < 9; k++) {
+        ok = (scratch[k] = PyMem_Calloc((size_t)(k < 6 ? n : m) + 1, 8)) != NULL;
+    }
+    PyObject *result = scratch[8] == NULL && !PyErr_Occurred() ? PyErr_NoMemory() : NULL;
     if (!ok) {
         goto done;
     }
-    dist_out = PyByteArray_FromStringAndSize(NULL, n * 8);
-    via_out = PyByteArray_FromStringAndSize(NULL, n * 8);
-    at = PyMem_Calloc((size_t)n + 1, 8), by_src = PyMem_Malloc((size_t)m * 8 + 8);
-    last = PyMem_Malloc((size_t)m * 8 + 8), queue = PyMem_Malloc((size_t)n * 8 + 8);
-    pred_at = PyMem_Calloc((size_t)n + 1, 8), pred = PyMem_Malloc((size_t)m * 8 + 8);
-    fill = PyMem_Calloc((size_t)n + 1, 8);
-    if (!dist_out || !via_out || !at || !by_src || !last || !queue || !pred_at || !pred || !fill) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    double *dist = (double *)PyByteArray_AS_STRING(dist_out);
-    int64_t *via = (int64_t *)PyByteArray_AS_STRING(via_out);
+    int64_t *at = scratch[0], *pred_at = scratch[1], *queue = scratch[2], *fill = scratch[3];
+    int64_t *via = scratch[4], *by_src = scratch[6], *last = scratch[7], *pred = scratch[8];
+    double *dist = (double *)scratch[5];
     for (Py_ssize_t i = 0; i < m; i++) {
         at[src[i] + 1]++;
     }
@@ -831,7 +828,6 @@ longest_path(PyObject *Py_UNUSED(module), PyObject *args)
     }
     /* Per source, its edges in order: the first to each target stands for the pair, and last[]
        of that edge ends as the pair's last edge id; -1 for the others. */
-    Py_ssize_t begin = 0, pairs = 0;
     for (Py_ssize_t v = 0; v < n; v++) {
         for (Py_ssize_t k = begin; k < at[v]; k++) {
             int64_t i = by_src[k];
@@ -846,7 +842,6 @@ longest_path(PyObject *Py_UNUSED(module), PyObject *args)
         }
         begin = at[v];
     }
-    /* Each node's incoming pairs in order of their first edge (a counting sort). */
     for (Py_ssize_t i = 0; i < m; i++) {
         pred_at[dst[i] + 1] += last[i] >= 0;
         pairs += last[i] >= 0;
@@ -854,28 +849,24 @@ longest_path(PyObject *Py_UNUSED(module), PyObject *args)
     for (Py_ssize_t v = 0; v < n; v++) {
         pred_at[v + 1] += pred_at[v];
     }
-    memcpy(fill, pred_at, (size_t)n * 8);
     for (Py_ssize_t i = 0; i < m; i++) {
         if (last[i] >= 0) {
-            pred[fill[dst[i]]++] = i;
+            pred[pred_at[dst[i]]++] = i; /* pred_at[v] ends as the end of v's pairs */
         }
     }
-    Py_ssize_t head = 0, tail = 0;
     for (Py_ssize_t v = 0; v < n; v++) {
-        fill[v] = pred_at[v + 1] - pred_at[v]; /* now: predecessors not yet placed */
-        dist[v] = 0.0;
+        fill[v] = pred_at[v] - (v ? pred_at[v - 1] : 0);
         via[v] = -1;
         if (fill[v] == 0) {
             queue[tail++] = v;
         }
     }
     while (head < tail) {
-        int64_t v = queue[head++];
+        int64_t v = queue[head++], best_edge = -1;
         double best = 0.0;
-        int64_t best_edge = -1;
-        for (int64_t k = pred_at[v]; k < pred_at[v + 1]; k++) {
+        for (int64_t k = v ? pred_at[v - 1] : 0; k < pred_at[v]; k++) {
             int64_t i = last[pred[k]];
-            double cand = dist[src[i]] + w[i];
+            double cand = dist[src[i]] + (w[i] <= -1 ? 0.0 : w[i]);
             if (best_edge < 0 || cand > best) {
                 best = cand;
                 best_edge = i;
@@ -897,7 +888,6 @@ longest_path(PyObject *Py_UNUSED(module), PyObject *args)
         goto done;
     }
     /* The path ends at the first node of the greatest distance (numpy's argmax: a NaN first). */
-    Py_ssize_t end = 0, edges = 0;
     for (Py_ssize_t v = 1; v < n && !isnan(dist[end]); v++) {
         if (isnan(dist[v]) || dist[v] > dist[end]) {
             end = v;
@@ -915,15 +905,9 @@ longest_path(PyObject *Py_UNUSED(module), PyObject *args)
         result = Py_BuildValue("(Nn)", path_out, pairs);
     }
 done:
-    Py_XDECREF(dist_out);
-    Py_XDECREF(via_out);
-    PyMem_Free(at);
-    PyMem_Free(by_src);
-    PyMem_Free(last);
-    PyMem_Free(queue);
-    PyMem_Free(pred_at);
-    PyMem_Free(pred);
-    PyMem_Free(fill);
+    for (int k = 0; k < 9; k++) {
+        PyMem_Free(scratch[k]);
+    }
     for (int k = 0; k < 3; k++) {
         PyBuffer_Release(&bufs[k]);
     }
@@ -956,9 +940,9 @@ stack_walk(PyObject *Py_UNUSED(module), PyObject *arg)
     }
     PyObject *walk_out = PyByteArray_FromStringAndSize(NULL, 2 * n * 8);
     PyObject *parent_out = PyByteArray_FromStringAndSize(NULL, n * 8);
-    int64_t *depth = PyMem_Malloc((size_t)n * 8 + 8), *stack = PyMem_Malloc((size_t)n * 8 + 8);
+    int64_t *depth = PyMem_Malloc((size_t)n * 16 + 8), *stack = depth + n;
     PyObject *result = NULL;
-    if (!walk_out || !parent_out || !depth || !stack) {
+    if (!walk_out || !parent_out || !depth) {
         PyErr_NoMemory();
         goto done;
     }
@@ -986,7 +970,6 @@ done:
     Py_XDECREF(walk_out);
     Py_XDECREF(parent_out);
     PyMem_Free(depth);
-    PyMem_Free(stack);
     PyBuffer_Release(&view);
     return result;
 }

@@ -91,27 +91,20 @@ def queue_lengths(frame: RankFrame) -> np.ndarray:
     over the whole rank: +1 at a launch on its kernel's stream, -1 at the kernel's start. The
     change points (32 bits each) are kept in the frame's memo, which a spilled rank keeps too:
     the path over HTA's window and the what-if's both read them."""
-    if "queue changes" not in frame.memo:
-        frame.memo["queue changes"] = _queue_changes(frame)
-    rows, levels = frame.memo["queue changes"]
     out = np.full(len(frame), math.nan)
+    if "queue changes" not in frame.memo:
+        r, ops, delta = launch_changes(frame)
+        streams = frame.stream[ops]
+        order = np.argsort(frame.sort_key(frame.ts[r]), kind="stable")
+        order = order[np.argsort(streams[order], kind="stable")]  # by stream, in time order
+        s, d = streams[order], np.asarray(delta, dtype=np.int64)[order]
+        level = np.cumsum(d)
+        first = np.flatnonzero(np.diff(s, prepend=s[:1] - 1))  # each stream's first
+        level -= np.repeat(level[first] - d[first], np.diff([*first, len(order)]))  # sum before
+        frame.memo["queue changes"] = r[order].astype(np.int32), level.astype(np.int32)
+    rows, levels = frame.memo["queue changes"]
     out[rows] = levels
     return out
-
-
-def _queue_changes(frame: RankFrame) -> tuple[np.ndarray, np.ndarray]:
-    """The change points' rows and the queue length after each."""
-    r, ops, delta = launch_changes(frame)
-    if not len(r):
-        return np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int32)
-    streams = frame.stream[ops]
-    order = np.argsort(frame.sort_key(frame.ts[r]), kind="stable")
-    order = order[np.argsort(streams[order], kind="stable")]  # by stream, in time order
-    s, d = streams[order], np.asarray(delta, dtype=np.int64)[order]
-    level = np.cumsum(d)
-    first = np.flatnonzero(np.concatenate([[True], s[1:] != s[:-1]]))  # each stream's first
-    level -= np.repeat(level[first] - d[first], np.diff([*first, len(order)]))  # sum before it
-    return r[order].astype(np.int32), level.astype(np.int32)
 
 
 def kept_rows(frame: RankFrame, start: float, end: float) -> np.ndarray:
@@ -284,8 +277,8 @@ class Graph:
         self.src, self.dst, self.kind, self.weight, self.attr = (
             np.concatenate([b[i] for b in self._blocks]) for i in range(5)
         )
-        weight = np.where(self.weight <= -1, 0.0, self.weight)
-        found = _c.longest_path(len(self.node_ts), self.src, self.dst, weight)
+        self._blocks.clear()
+        found = _c.longest_path(len(self.node_ts), self.src, self.dst, self.weight)
         if found is None:
             raise CriticalPathError("the dependency graph has a cycle")
         return np.frombuffer(found[0], dtype=np.int64), found[1]
@@ -377,16 +370,14 @@ def _top_events(frame: RankFrame, path: CriticalPath, top: int) -> list[tuple[st
     """The `top` (name, bound_by) pairs of the path's timed edges by total time, ties in order
     of first appearance (bincount sums in path order, as a running Python sum would)."""
     timed = np.flatnonzero((path.rows >= 0) & (path.weights > 0))
-    key = frame.name[path.rows[timed]].astype(np.int64) * len(_LABELS) + path.label[timed]
+    name, label = frame.name[path.rows[timed]].astype(np.int64), path.label[timed]
+    key = name * len(_LABELS) + label
     _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
     totals = np.bincount(inverse.reshape(-1), weights=path.weights[timed])
     by_first = np.argsort(first, kind="stable")
-    chosen = by_first[np.argsort(-totals[by_first], kind="stable")][:top]
-    pairs = [divmod(int(key[first[g]]), len(_LABELS)) for g in chosen.tolist()]
-    return [
-        (frame.names[name], _LABELS[label], float(totals[g]))
-        for (name, label), g in zip(pairs, chosen.tolist(), strict=True)
-    ]
+    top_g = by_first[np.argsort(-totals[by_first], kind="stable")][:top].tolist()
+    row = first.tolist()
+    return [(frame.names[name[row[g]]], _LABELS[label[row[g]]], float(totals[g])) for g in top_g]
 
 
 @analysis(

@@ -60,13 +60,9 @@ class Change(NamedTuple):
 
     def key(self) -> tuple[object, ...]:
         """Equal for two changes that replay alike (the arrays by content): the memo key."""
-        warp = None if self.cpu_warp is None else tuple(map(_bytes, self.cpu_warp))
-        factor = None if self.gpu_factor is None else _bytes(self.gpu_factor)
-        return warp, factor, *self[1:4], self.latency_cap_us
-
-
-def _bytes(a: F64) -> bytes:
-    return np.ascontiguousarray(a, dtype=np.float64).tobytes()
+        arrays = (*(self.cpu_warp or ()), self.gpu_factor)
+        data = (None if a is None else np.asarray(a, np.float64).tobytes() for a in arrays)
+        return *data, *self[1:4], self.latency_cap_us
 
 
 def outermost(start: F64, end: F64) -> tuple[F64, F64]:
@@ -141,12 +137,11 @@ class Replay:
         op on its stream (ops in start order; 'previous' = the latest end so far)."""
         g_ts, g_end = self.frame.ts[self.gpu], self.frame.end[self.gpu]
         ready = self.launch_ts.copy()
-        order = np.argsort(g_ts, kind="stable")
-        for stream in sorted(set(self.gpu_stream.tolist())):
-            on = order[self.gpu_stream[order] == stream]
-            if len(on) > 1:
-                before = np.maximum.accumulate(g_end[on])[:-1]
-                ready[on[1:]] = np.maximum(ready[on[1:]], before)
+        order = np.lexsort((g_ts, self.gpu_stream))  # by stream, in start order
+        stream = self.gpu_stream[order]
+        latest = grouped_cummax(g_end[order], stream)
+        later = np.flatnonzero(stream[1:] == stream[:-1]) + 1  # not a stream's first op
+        ready[order[later]] = np.maximum(ready[order[later]], latest[later - 1])
         return np.maximum(0.0, g_ts - ready)
 
     def _order_events(self) -> None:
@@ -257,7 +252,7 @@ class Replay:
         warped = self.cpu_clock(change, self.clock_times)
         ends, clk = warped[:2], warped[2:]
         dur = self.gpu_dur if change.gpu_factor is None else self.gpu_dur * change.gpu_factor
-        pin = np.zeros(len(clk))  # shift added by the pinned copies before each event
+        pin, pin_total = np.zeros(len(clk)), 0.0  # the pinned copies' shift before each event
         if change.pinned:
             dur = np.where(self.gpu_pageable, dur / o.pinned_copy_speedup, dur)
             saved = np.maximum(0.0, self.launch_dur - o.sync_overhead_us) * scale
@@ -266,12 +261,7 @@ class Replay:
             ordered = step[self.event_order]
             pin[self.event_order] = -(np.cumsum(ordered) - ordered)
             pin_total = -float(ordered.sum())
-        else:
-            pin_total = 0.0
-        latency = self.latency  # >= 0: an infinite cap leaves every value as it is
-        if change.latency_cap_us != math.inf:
-            latency = np.minimum(latency, change.latency_cap_us)
-        base = clk[:n_l] + pin[:n_l] + latency
+        base = clk[:n_l] + pin[:n_l] + np.minimum(self.latency, change.latency_cap_us)
         # Per (stream, segment) group, the closed form of end = max(start, free) + dur.
         recorded = dur is self.gpu_dur  # their part is the same every time
         parts = self.derived("durations", lambda: self._durations(dur)) if recorded else None

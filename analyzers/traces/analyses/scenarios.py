@@ -52,7 +52,6 @@ ChangeFn = Callable[[Replay, TraceOptions, int], Change | None]
 
 
 class Scenario(NamedTuple):
-    name: str
     assumptions: str
     fn: ChangeFn
 
@@ -64,7 +63,7 @@ def scenario(name: str, assumptions: str) -> Callable[[ChangeFn], ChangeFn]:
     def wrap(fn: ChangeFn) -> ChangeFn:
         if name in SCENARIOS:
             raise ValueError(f"what-if scenario {name!r} registered twice")
-        SCENARIOS[name] = Scenario(name, assumptions, fn)
+        SCENARIOS[name] = Scenario(assumptions, fn)
         return fn
 
     return wrap
@@ -79,9 +78,7 @@ def _merge(*warps: tuple[F64, F64, F64] | None) -> tuple[F64, F64, F64] | None:
     parts = [w for w in warps if w is not None and len(w[0])]
     if not parts:
         return None
-    s = np.concatenate([p[0] for p in parts])
-    e = np.concatenate([p[1] for p in parts])
-    f = np.concatenate([p[2] for p in parts])
+    s, e, f = (np.concatenate([p[k] for p in parts]) for k in range(3))
     order = np.argsort(s, kind="stable")
     keep: list[int] = []
     last_end = -np.inf
@@ -117,6 +114,12 @@ def _no_dataloader_wait(replay: Replay, o: TraceOptions, level: int) -> Change |
     return replay.derived("no dataloader wait", lambda: Change(cpu_warp=(s, e, np.zeros(len(s)))))
 
 
+@scenario(
+    "dataloader_workers",
+    "DataLoader with N worker processes (TraceOptions.dataloader_workers): the loading moves to "
+    "the workers, the main thread dequeues each batch (0.1-2 ms) and its CPU time stretches by "
+    "kappa per core of worker load (0.1-0.6), or by processor sharing when the cores are known",
+)
 def _workers_change(replay: Replay, o: TraceOptions, level: int) -> Change | None:
     """Computed once per level and options (`dataloader_workers+amp` reuses it)."""
     return replay.derived(
@@ -145,20 +148,12 @@ def _workers_fixed_point(replay: Replay, o: TraceOptions, level: int) -> Change 
         return Change(cpu_warp=(s, e, keep), cpu_scale=scale)
 
     # The new step time is the fixed point of step = replay(change_at(step)). The replay falls
-    # as the guess grows (less worker load per step), so plain iteration oscillates (it priced a
-    # 29 ms step at 34 ms); averaging each guess with its image converges.
+    # as the guess grows (less worker load per step), so plain iteration oscillates; averaging
+    # each guess with its image converges.
     step = replay.step_time(Change(cpu_warp=(s, e, np.zeros(len(s)))))
     for _ in range(_FIXED_POINT_ROUNDS):
         step = 0.5 * (step + replay.step_time(change_at(step)))
     return change_at(step)
-
-
-scenario(
-    "dataloader_workers",
-    "DataLoader with N worker processes (TraceOptions.dataloader_workers): the loading moves to "
-    "the workers, the main thread dequeues each batch (0.1-2 ms) and its CPU time stretches by "
-    "kappa per core of worker load (0.1-0.6), or by processor sharing when the cores are known",
-)(_workers_change)
 
 
 @scenario("no_sync", "synchronizing calls cost only their overhead (the GPU never blocks the CPU)")
@@ -187,9 +182,8 @@ _NOT_CHANGED, _GEMM_OP, _MEMBOUND_OP = 0, 1, 2
 
 @functools.lru_cache(maxsize=1 << 12)
 def _kernel_kind(name: str) -> int:
-    """`_GEMM_OP`, `_MEMBOUND_OP` or `_NOT_CHANGED`, per name across ranks (a set's ranks launch
-    the same long templated names, slow to search), at most 4,096, so a server's memory stays
-    bounded."""
+    """`_GEMM_OP`, `_MEMBOUND_OP` or `_NOT_CHANGED`, cached across ranks (a set's ranks launch the
+    same long templated names, slow to search), at most 4,096 so a server's memory stays bounded."""
     if GEMM_KERNELS.search(name):
         return _GEMM_OP
     return _MEMBOUND_OP if MEMBOUND_KERNELS.search(name) else _NOT_CHANGED
