@@ -28,14 +28,14 @@ Algorithm (HTA 0.5.0 `critical_path_analysis(rank, "ProfilerStep", 0)`, read fro
    `gpu_communication_bound` (a communication kernel), `gpu_kernel_kernel_overhead`,
    `gpu_kernel_launch_overhead`; dependency and sync edges carry no time.
 
-Edges are built as numpy arrays in the order HTA adds them (it decides which duplicate pair and
-which tied predecessor networkx keeps); the call-stack walk and the longest path (one pass over
-the nodes in Kahn's order) run in the C extension (`_kineto_columns`; no Python twins:
-pyproject.toml). Not reproduced: event-record syncs (`Event Sync` after `cudaEventRecord`) add
-no edge (the loader does not keep the record's correlation). HTA raises on 2021-format traces
-(cats `Operator`/`Runtime`); native mode reads those cats, takes every ProfilerStep (else the
-whole trace) as the window, and without `cuda_sync` rows (PyTorch < 2.1) adds the syncs blocking
-calls imply (Graph.implied_syncs), without which every such path would be CPU-bound.
+Edges are built in the order HTA adds them (it decides which duplicate pair and which tied
+predecessor networkx keeps); the call-stack walk and the longest path run in `_kineto_columns`
+(no Python twins: pyproject.toml). Not reproduced: event-record syncs (`Event Sync` after
+`cudaEventRecord`) add no edge (the loader does not keep the record's correlation). HTA raises on
+2021-format traces (cats `Operator`/`Runtime`); native mode reads those cats, takes every
+ProfilerStep (else the whole trace) as the window, and without `cuda_sync` rows (PyTorch < 2.1)
+adds the syncs blocking calls imply (Graph.implied_syncs), without which every such path would be
+CPU-bound.
 """
 
 from __future__ import annotations
@@ -134,10 +134,8 @@ class Graph:
         position = np.empty(2 * n, dtype=np.int64)
         position[order] = np.arange(2 * n)
         # Node of each frame row's start and end (-1: the row is not a node).
-        self.start_of = np.full(len(frame), -1, dtype=np.int64)
-        self.end_of = np.full(len(frame), -1, dtype=np.int64)
-        self.start_of[node_rows] = position[:n]
-        self.end_of[node_rows] = position[n:]
+        self.start_of, self.end_of = np.full((2, len(frame)), -1, dtype=np.int64)
+        self.start_of[node_rows], self.end_of[node_rows] = position[:n], position[n:]
         self.blocking = frame.name_in(BLOCKING_SYNC_CALLS)
         self._blocks: list[tuple[I64, I64, I64, np.ndarray, I64]] = []
 
@@ -200,7 +198,6 @@ class Graph:
         sel = sel[np.argsort(np.where(is_sync, f.end[sel], f.ts[sel]), kind="stable")]
         is_sync = f.cat[sel] == sync_cat
         runtime = f.linked_rows(sel)
-        # Kernels: position in `sel`, stream, nodes, and the previous kernel on the stream.
         at = np.flatnonzero(~is_sync)
         krow, rt = sel[at], runtime[at]
         stream = f.stream[krow]
@@ -230,7 +227,6 @@ class Graph:
              np.where(launch, LAUNCH, KERNEL_KERNEL)[second],
              np.where(launch, -1, self.node_row[prev])[second]),
         ]  # fmt: skip
-        # Syncs: the last kernel before them on their stream, or on every stream.
         stream_sync, context_sync = f.sym("Stream Sync"), f.sym("Context Sync")
         name = f.name[sel]
         target = np.where(runtime >= 0, self.end_of[runtime], -1)

@@ -248,7 +248,6 @@ class Replay:
             return math.nan
         scale = change.cpu_scale
         n_l = len(self.launch)
-        # One call for the step range and the events (the clock is elementwise).
         warped = self.cpu_clock(change, self.clock_times)
         ends, clk = warped[:2], warped[2:]
         dur = self.gpu_dur if change.gpu_factor is None else self.gpu_dur * change.gpu_factor

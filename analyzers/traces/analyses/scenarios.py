@@ -221,13 +221,10 @@ def _amp(replay: Replay, o: TraceOptions, level: int) -> Change | None:
     return Change(cpu_warp=(s, e, np.full(len(s), 1.0 / speedup))) if len(s) else None
 
 
-# Functions, not lambdas per call: `names_matching` keeps its answers per predicate.
-def _is_optimizer_step(name: str) -> bool:
-    return name.startswith("Optimizer.step#")
-
-
-def _is_launch_call(name: str) -> bool:
-    return "Launch" in name
+# Bound methods of one pattern, equal call after call: `names_matching` keeps its answers per
+# predicate (a lambda per call would search every name again).
+_IS_OPTIMIZER_STEP = re.compile(r"Optimizer\.step#").match
+_IS_LAUNCH_CALL = re.compile("Launch").search
 
 
 @scenario("fused_optimizer", "the optimizer step fused (fused=True / foreach): its CPU time to "
@@ -244,12 +241,11 @@ def _fused_optimizer(replay: Replay, o: TraceOptions, level: int) -> Change | No
 
 def _optimizer_steps(replay: Replay) -> tuple[F64, F64, np.ndarray]:
     """The outermost optimizer-step intervals and which launches fall inside one."""
-    s, e = _outermost(replay, _is_optimizer_step)
+    s, e = _outermost(replay, _IS_OPTIMIZER_STEP)
     if not len(s):
         return s, e, np.zeros(0, dtype=bool)
-    launch_ts = replay.launch_ts
-    k = np.searchsorted(s, launch_ts, side="right") - 1
-    return s, e, (k >= 0) & (launch_ts < e[np.maximum(k, 0)])
+    k = np.searchsorted(s, replay.launch_ts, side="right") - 1
+    return s, e, (k >= 0) & (replay.launch_ts < e[np.maximum(k, 0)])
 
 
 @scenario("cuda_graphs", "the whole step captured in a CUDA graph: each launch call costs 5-30 % "
@@ -257,7 +253,7 @@ def _optimizer_steps(replay: Replay) -> tuple[F64, F64, np.ndarray]:
 def _cuda_graphs(replay: Replay, o: TraceOptions, level: int) -> Change | None:
     if not replay.has_gpu:
         return None
-    s, e = _outermost(replay, _is_launch_call, RUNTIME_CATS)
+    s, e = _outermost(replay, _IS_LAUNCH_CALL, RUNTIME_CATS)
     cpu_f = _pick(level, 0.1, 0.05, 0.3)
     cap = _pick(level, 2.0, 1.0, 5.0)
     return Change(cpu_warp=(s, e, np.full(len(s), cpu_f)), latency_cap_us=cap)
@@ -265,18 +261,15 @@ def _cuda_graphs(replay: Replay, o: TraceOptions, level: int) -> Change | None:
 
 @scenario(
     "comm_bandwidth",
-    "collective kernels on TraceOptions.comm_bandwidth_ratio x the "
-    "bandwidth: 1/R of their time, up to a 20 % latency-bound part that does not "
-    "scale",
+    "collective kernels on TraceOptions.comm_bandwidth_ratio x the bandwidth: 1/R of their time, "
+    "up to a 20 % latency-bound part that does not scale",
 )
 def _comm_bandwidth(replay: Replay, o: TraceOptions, level: int) -> Change | None:
-    cls = replay.frame.kernel_class[replay.gpu]
-    comm = cls == KernelClass.COMMUNICATION
+    comm = replay.frame.kernel_class[replay.gpu] == KernelClass.COMMUNICATION
     if not comm.any():
         return None
-    r = o.comm_bandwidth_ratio
     fixed = _pick(level, 0.1, 0.0, 0.2)
-    return Change(gpu_factor=np.where(comm, fixed + (1.0 - fixed) / r, 1.0))
+    return Change(gpu_factor=np.where(comm, fixed + (1.0 - fixed) / o.comm_bandwidth_ratio, 1.0))
 
 
 @scenario("dataloader_workers+amp", "both changes at once, each with its own assumptions")
