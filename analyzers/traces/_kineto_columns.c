@@ -790,16 +790,13 @@ longest_path(PyObject *Py_UNUSED(module), PyObject *args)
     Py_ssize_t m = bufs[0].len / 8, head = 0, tail = 0, pairs = 0, begin = 0, end = 0, edges = 0;
     int ok = n >= 0 && bufs[0].len % 8 == 0 && bufs[1].len == bufs[0].len &&
              bufs[2].len == bufs[0].len;
-    if (!ok) {
-        PyErr_SetString(PyExc_ValueError, "the buffers must hold m int64 (weights: float64)");
-    }
     const int64_t *src = bufs[0].buf, *dst = bufs[1].buf;
     const double *w = bufs[2].buf;
     for (Py_ssize_t i = 0; ok && i < m; i++) {
-        if (src[i] < 0 || src[i] >= n || dst[i] < 0 || dst[i] >= n) {
-            PyErr_SetString(PyExc_ValueError, "an edge's node is outside 0..n-1");
-            ok = 0;
-        }
+        ok = src[i] >= 0 && src[i] < n && dst[i] >= 0 && dst[i] < n;
+    }
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "want m int64 (weights: float64), nodes in 0..n-1");
     }
     /* Zeroed. Per node: the counting sorts' offsets (at: by source, pred_at: by target), the
        queue, the predecessors not yet placed, the best edge, the distance; per edge: the ids by
@@ -834,11 +831,8 @@ longest_path(PyObject *Py_UNUSED(module), PyObject *args)
             if (queue[dst[i]] < begin) {
                 queue[dst[i]] = k;
             }
-            int64_t first = by_src[queue[dst[i]]];
-            last[first] = i;
-            if (first != i) {
-                last[i] = -1;
-            }
+            last[i] = -1;
+            last[by_src[queue[dst[i]]]] = i; /* the pair's first edge */
         }
         begin = at[v];
     }

@@ -94,9 +94,7 @@ def saving_bound_us(path: CriticalPath, replay: Replay, change: Change) -> float
     """The most `change` can save per step, by the critical path; +inf when it has no bound."""
     if change.sync_costs_overhead or change.pinned or replay.n_steps == 0:
         return math.inf
-    frame = replay.frame
     rows = np.maximum(path.rows, 0)
-    on_cpu = (path.rows >= 0) & (frame.stream[rows] == -1)
     w = path.weights
     _, longest, every = replay.derived(("path times", id(path)), lambda: _path_times(path))
     if not (_spans_kept(replay, change, longest) and _spans_kept(replay, change, every)):
@@ -105,7 +103,7 @@ def saving_bound_us(path: CriticalPath, replay: Replay, change: Change) -> float
     if change.gpu_factor is not None:
         slot = replay.derived("gpu_slot", lambda: _gpu_slot(replay))[rows]
         factor = np.where(slot >= 0, change.gpu_factor[np.maximum(slot, 0)], 1.0)
-        gpu = (path.kinds == OPERATOR) & ~on_cpu & (path.rows >= 0)
+        gpu = (path.kinds == OPERATOR) & (path.rows >= 0) & (replay.frame.stream[rows] != -1)
         reduction += np.where(gpu, w * (1.0 - factor), 0.0)
     if change.latency_cap_us != math.inf:
         over = np.maximum(0.0, w - change.latency_cap_us)
