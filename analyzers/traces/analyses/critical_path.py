@@ -188,12 +188,9 @@ class Graph:
         the previous kernel on its stream; a `Stream Sync`/`Context Sync` links the last kernel
         of its stream (of every stream, in order of their first kernel) to the call's end."""
         f = self.frame
-        syncs = {f.sym("Event Sync"), f.sym("Context Sync")}
         sync_cat = f.sym("cuda_sync")
-        sel = rows[
-            ((f.stream[rows] != -1) | np.isin(f.name[rows], np.array(sorted(syncs))))
-            & (f.index_correlation[rows] >= 0)
-        ]
+        named = f.name_in({"Event Sync", "Context Sync"})[rows]
+        sel = rows[((f.stream[rows] != -1) | named) & (f.index_correlation[rows] >= 0)]
         is_sync = f.cat[sel] == sync_cat
         sel = sel[np.argsort(np.where(is_sync, f.end[sel], f.ts[sel]), kind="stable")]
         is_sync = f.cat[sel] == sync_cat
