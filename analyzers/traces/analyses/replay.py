@@ -150,14 +150,10 @@ class Replay:
         and the launches grouped by (stream, segment) in event order."""
         n_l, n_s = len(self.launch), len(self.sync)
         # Launch i is event i, sync k is event n_l + k: a stable sort puts launches first on ties.
-        order = np.argsort(np.concatenate([self.launch_ts, self.sync_ts]), kind="stable")
-        self.event_order = order
-        is_sync = order >= n_l
-        self.sync_order = order[is_sync] - n_l  # syncs in event order
-        position = np.empty(n_l + n_s, dtype=np.int64)
-        position[order] = np.arange(n_l + n_s)
-        segment = np.cumsum(is_sync)[position[:n_l]]  # per launch: the syncs before it
-        perm = np.lexsort((position[:n_l], segment, self.gpu_stream))
+        self.event_order = np.argsort(np.concatenate([self.launch_ts, self.sync_ts]), kind="stable")
+        self.sync_order = np.argsort(self.sync_ts, kind="stable")  # syncs in event order
+        segment = np.searchsorted(self.sync_ts[self.sync_order], self.launch_ts)  # syncs before
+        perm = np.lexsort((self.launch_ts, segment, self.gpu_stream))
         self.perm = perm  # launches by (stream, segment, event order)
         g_stream, g_seg = self.gpu_stream[perm], segment[perm]
         new = np.ones(n_l, dtype=bool)
