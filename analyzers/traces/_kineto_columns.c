@@ -767,110 +767,100 @@ done:
 }
 
 /* ------------------------------------------------------------------------------------------ */
-/* The critical path's longest path (analyses/critical_path_graph.py)                          */
-
-/* The arguments of longest_path and unique_edges: n, then `count` buffers of m 8-byte values,
-   the first two int64 node ids in 0..n-1. Returns m, or -1 with an exception set and no buffer
-   held. */
-static Py_ssize_t
-graph_args(PyObject *const *args, Py_ssize_t nargs, int count, const char *usage, Py_ssize_t *n,
-           Py_buffer *bufs)
-{
-    if (nargs != count + 1) {
-        PyErr_SetString(PyExc_TypeError, usage);
-        return -1;
-    }
-    *n = PyLong_AsSsize_t(args[0]);
-    if (*n == -1 && PyErr_Occurred()) {
-        return -1;
-    }
-    int got = 0;
-    while (got < count && PyObject_GetBuffer(args[got + 1], &bufs[got], PyBUF_SIMPLE) == 0) {
-        got++;
-    }
-    Py_ssize_t m = got == count && *n >= 0 && bufs[0].len % 8 == 0 ? bufs[0].len / 8 : -1;
-    for (int k = 1; m >= 0 && k < count; k++) {
-        m = bufs[k].len == bufs[0].len ? m : -1;
-    }
-    if (got == count && m < 0) {
-        PyErr_SetString(PyExc_ValueError, "the buffers must hold m int64 (weights: float64)");
-    }
-    const int64_t *src = got == count ? bufs[0].buf : NULL, *dst = src ? bufs[1].buf : NULL;
-    for (Py_ssize_t i = 0; i < m; i++) {
-        if (src[i] < 0 || src[i] >= *n || dst[i] < 0 || dst[i] >= *n) {
-            PyErr_SetString(PyExc_ValueError, "an edge's node is outside 0..n-1");
-            m = -1;
-        }
-    }
-    while (m < 0 && got > 0) {
-        PyBuffer_Release(&bufs[--got]);
-    }
-    return m;
-}
+/* The critical path's longest path (analyses/critical_path.py)                          */
 
 PyDoc_STRVAR(longest_path_doc,
 "longest_path(n, src, dst, weight, /)\n--\n\n"
 "networkx's `dag_longest_path` over nodes 0..n-1 and edges src[i] -> dst[i] (int64 and float64\n"
-"buffers, one edge per pair): its edge ids as an int64 bytearray, or None on a cycle.");
+"buffers; a weight <= -1 counts 0, as HTA sets), one edge per pair as networkx keeps it: where\n"
+"the pair was first added, with the last one's weight. (path, pairs): the path's edges, each its\n"
+"pair's last edge id, as an int64 bytearray, and the number of pairs; None on a cycle.");
 
-/* One pass in Kahn's order, which a graph of a few million edges makes the critical path's
-   largest cost in Python (issue 29). A node takes its first best predecessor in edge order, and
-   starts afresh (0, no edge) where the best is negative, as networkx does. */
+/* Linear in the edges: a counting sort by source, a mark per target for the pairs, then one
+   pass in Kahn's order. A node takes its first best predecessor in pair order, and starts afresh
+   (0, no edge) where the best is negative, as networkx does. */
 static PyObject *
-longest_path(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+longest_path(PyObject *Py_UNUSED(module), PyObject *args)
 {
-    Py_ssize_t n, m;
+    Py_ssize_t n;
     Py_buffer bufs[3];
-    if ((m = graph_args(args, nargs, 3, "longest_path(n, src, dst, weight)", &n, bufs)) < 0) {
+    if (!PyArg_ParseTuple(args, "ny*y*y*:longest_path", &n, &bufs[0], &bufs[1], &bufs[2])) {
         return NULL;
     }
+    Py_ssize_t m = bufs[0].len / 8, head = 0, tail = 0, pairs = 0, begin = 0, end = 0, edges = 0;
+    int ok = n >= 0 && bufs[0].len % 8 == 0 && bufs[1].len == bufs[0].len &&
+             bufs[2].len == bufs[0].len;
     const int64_t *src = bufs[0].buf, *dst = bufs[1].buf;
     const double *w = bufs[2].buf;
-    PyObject *result = NULL, *dist_out = PyByteArray_FromStringAndSize(NULL, n * 8);
-    PyObject *via_out = PyByteArray_FromStringAndSize(NULL, n * 8);
-    /* Apart and in this order: as one block, the 200 MB set's command peaked 4 MiB higher. */
-    int64_t *pred_at = PyMem_Calloc((size_t)n + 1, 8), *succ_at = PyMem_Calloc((size_t)n + 1, 8);
-    int64_t *fill = PyMem_Calloc((size_t)n + 1, 8), *pred = PyMem_Malloc((size_t)m * 8 + 8);
-    int64_t *succ = PyMem_Malloc((size_t)m * 8 + 8), *queue = PyMem_Malloc((size_t)n * 8 + 8);
-    if (!dist_out || !via_out || !pred_at || !succ_at || !fill || !queue || !pred || !succ) {
-        PyErr_NoMemory();
+    for (Py_ssize_t i = 0; ok && i < m; i++) {
+        ok = src[i] >= 0 && src[i] < n && dst[i] >= 0 && dst[i] < n;
+    }
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "want m int64 (weights: float64), nodes in 0..n-1");
+    }
+    /* Zeroed. Per node: the counting sorts' offsets (at: by source, pred_at: by target), the
+       queue, the predecessors not yet placed, the best edge, the distance; per edge: the ids by
+       source, last[] and the pairs by target. Apart: one block this large raises glibc's mmap
+       threshold once freed, and the 200 MB set's command peaked 8 MiB higher. */
+    int64_t *scratch[9] = {NULL};
+    for (int k = 0; ok && k < 9; k++) {
+        ok = (scratch[k] = PyMem_Calloc((size_t)(k < 6 ? n : m) + 1, 8)) != NULL;
+    }
+    PyObject *result = scratch[8] == NULL && !PyErr_Occurred() ? PyErr_NoMemory() : NULL;
+    if (!ok) {
         goto done;
     }
-    double *dist = (double *)PyByteArray_AS_STRING(dist_out);
-    int64_t *via = (int64_t *)PyByteArray_AS_STRING(via_out);
-    /* Each node's incoming edge ids and outgoing targets in edge order (a counting sort). */
+    int64_t *at = scratch[0], *pred_at = scratch[1], *queue = scratch[2], *fill = scratch[3];
+    int64_t *via = scratch[4], *by_src = scratch[6], *last = scratch[7], *pred = scratch[8];
+    double *dist = (double *)scratch[5];
     for (Py_ssize_t i = 0; i < m; i++) {
-        pred_at[dst[i] + 1]++;
-        succ_at[src[i] + 1]++;
+        at[src[i] + 1]++;
+    }
+    for (Py_ssize_t v = 0; v < n; v++) {
+        at[v + 1] += at[v];
+        queue[v] = -1; /* first: per target, where its pair's first edge is in by_src */
+    }
+    for (Py_ssize_t i = 0; i < m; i++) {
+        by_src[at[src[i]]++] = i; /* at[v] ends as the end of v's edges */
+    }
+    /* Per source, its edges in order: the first to each target stands for the pair, and last[]
+       of that edge ends as the pair's last edge id; -1 for the others. */
+    for (Py_ssize_t v = 0; v < n; v++) {
+        for (Py_ssize_t k = begin; k < at[v]; k++) {
+            int64_t i = by_src[k];
+            if (queue[dst[i]] < begin) {
+                queue[dst[i]] = k;
+            }
+            last[i] = -1;
+            last[by_src[queue[dst[i]]]] = i; /* the pair's first edge */
+        }
+        begin = at[v];
+    }
+    for (Py_ssize_t i = 0; i < m; i++) {
+        pred_at[dst[i] + 1] += last[i] >= 0;
+        pairs += last[i] >= 0;
     }
     for (Py_ssize_t v = 0; v < n; v++) {
         pred_at[v + 1] += pred_at[v];
-        succ_at[v + 1] += succ_at[v];
     }
-    memcpy(fill, pred_at, (size_t)n * 8);
     for (Py_ssize_t i = 0; i < m; i++) {
-        pred[fill[dst[i]]++] = i;
+        if (last[i] >= 0) {
+            pred[pred_at[dst[i]]++] = i; /* pred_at[v] ends as the end of v's pairs */
+        }
     }
-    memcpy(fill, succ_at, (size_t)n * 8);
-    for (Py_ssize_t i = 0; i < m; i++) {
-        succ[fill[src[i]]++] = dst[i];
-    }
-    Py_ssize_t head = 0, tail = 0;
     for (Py_ssize_t v = 0; v < n; v++) {
-        fill[v] = pred_at[v + 1] - pred_at[v]; /* now: predecessors not yet placed */
-        dist[v] = 0.0;
+        fill[v] = pred_at[v] - (v ? pred_at[v - 1] : 0);
         via[v] = -1;
         if (fill[v] == 0) {
             queue[tail++] = v;
         }
     }
     while (head < tail) {
-        int64_t v = queue[head++];
+        int64_t v = queue[head++], best_edge = -1;
         double best = 0.0;
-        int64_t best_edge = -1;
-        for (int64_t k = pred_at[v]; k < pred_at[v + 1]; k++) {
-            int64_t i = pred[k];
-            double cand = dist[src[i]] + w[i];
+        for (int64_t k = v ? pred_at[v - 1] : 0; k < pred_at[v]; k++) {
+            int64_t i = last[pred[k]];
+            double cand = dist[src[i]] + (w[i] <= -1 ? 0.0 : w[i]);
             if (best_edge < 0 || cand > best) {
                 best = cand;
                 best_edge = i;
@@ -880,9 +870,10 @@ longest_path(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t narg
             dist[v] = best;
             via[v] = best_edge;
         }
-        for (int64_t k = succ_at[v]; k < succ_at[v + 1]; k++) {
-            if (--fill[succ[k]] == 0) {
-                queue[tail++] = succ[k];
+        for (int64_t k = v ? at[v - 1] : 0; k < at[v]; k++) {
+            int64_t i = by_src[k];
+            if (last[i] >= 0 && --fill[dst[i]] == 0) {
+                queue[tail++] = dst[i];
             }
         }
     }
@@ -891,7 +882,6 @@ longest_path(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t narg
         goto done;
     }
     /* The path ends at the first node of the greatest distance (numpy's argmax: a NaN first). */
-    Py_ssize_t end = 0, edges = 0;
     for (Py_ssize_t v = 1; v < n && !isnan(dist[end]); v++) {
         if (isnan(dist[v]) || dist[v] > dist[end]) {
             end = v;
@@ -900,109 +890,25 @@ longest_path(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t narg
     for (int64_t v = end; n > 0 && via[v] >= 0; v = src[via[v]]) {
         edges++;
     }
-    result = PyByteArray_FromStringAndSize(NULL, edges * 8);
-    if (result != NULL) {
-        int64_t *path = (int64_t *)PyByteArray_AS_STRING(result);
+    PyObject *path_out = PyByteArray_FromStringAndSize(NULL, edges * 8);
+    if (path_out != NULL) {
+        int64_t *path = (int64_t *)PyByteArray_AS_STRING(path_out);
         for (int64_t v = end; edges > 0; v = src[via[v]]) {
             path[--edges] = via[v];
         }
+        result = Py_BuildValue("(Nn)", path_out, pairs);
     }
 done:
-    Py_XDECREF(dist_out);
-    Py_XDECREF(via_out);
-    PyMem_Free(pred_at);
-    PyMem_Free(succ_at);
-    PyMem_Free(fill);
-    PyMem_Free(queue);
-    PyMem_Free(pred);
-    PyMem_Free(succ);
+    for (int k = 0; k < 9; k++) {
+        PyMem_Free(scratch[k]);
+    }
     for (int k = 0; k < 3; k++) {
         PyBuffer_Release(&bufs[k]);
     }
     return result;
 }
 
-PyDoc_STRVAR(unique_edges_doc,
-"unique_edges(n, src, dst, /)\n--\n\n"
-"The distinct pairs of edges src[i] -> dst[i] (int64 buffers, nodes 0..n-1), as networkx keeps\n"
-"them: (first, last) as int64 bytearrays, per pair in order of its first edge that edge's id,\n"
-"and the id of its last edge.");
-
-/* A counting sort by source and a mark per target, where numpy sorted the edges' pair keys
-   (issue 29): linear in the edges. */
-static PyObject *
-unique_edges(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
-{
-    Py_ssize_t n, m;
-    Py_buffer bufs[2];
-    if ((m = graph_args(args, nargs, 2, "unique_edges(n, src, dst)", &n, bufs)) < 0) {
-        return NULL;
-    }
-    const int64_t *src = bufs[0].buf, *dst = bufs[1].buf;
-    PyObject *result = NULL, *first_out = NULL, *last_out = NULL;
-    int64_t *at = PyMem_Calloc((size_t)n + 1, 8), *by_src = PyMem_Malloc((size_t)m * 8 + 8);
-    int64_t *pair_of = PyMem_Malloc((size_t)m * 8 + 8), *mark = PyMem_Malloc((size_t)n * 8 + 8);
-    if (!at || !mark || !by_src || !pair_of) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    for (Py_ssize_t i = 0; i < m; i++) {
-        at[src[i] + 1]++;
-    }
-    for (Py_ssize_t v = 0; v < n; v++) {
-        at[v + 1] += at[v];
-        mark[v] = -1;
-    }
-    for (Py_ssize_t i = 0; i < m; i++) {
-        by_src[at[src[i]]++] = i; /* at[v] ends as the end of v's edges */
-    }
-    /* Per source, its edges in order: the first edge to each target stands for the pair. */
-    Py_ssize_t begin = 0;
-    for (Py_ssize_t v = 0; v < n; v++) {
-        for (Py_ssize_t k = begin; k < at[v]; k++) {
-            int64_t i = by_src[k];
-            if (mark[dst[i]] < begin) {
-                mark[dst[i]] = k;
-            }
-            pair_of[i] = by_src[mark[dst[i]]];
-        }
-        begin = at[v];
-    }
-    Py_ssize_t pairs = 0;
-    for (Py_ssize_t i = 0; i < m; i++) {
-        pairs += pair_of[i] == i;
-    }
-    first_out = PyByteArray_FromStringAndSize(NULL, pairs * 8);
-    last_out = PyByteArray_FromStringAndSize(NULL, pairs * 8);
-    if (!first_out || !last_out) {
-        goto done;
-    }
-    int64_t *first = (int64_t *)PyByteArray_AS_STRING(first_out);
-    int64_t *last = (int64_t *)PyByteArray_AS_STRING(last_out);
-    int64_t *number = by_src; /* reused: a first edge's pair number */
-    Py_ssize_t p = 0;
-    for (Py_ssize_t i = 0; i < m; i++) {
-        if (pair_of[i] == i) {
-            number[i] = p;
-            first[p++] = i;
-        }
-        last[number[pair_of[i]]] = i;
-    }
-    result = Py_BuildValue("(OO)", first_out, last_out);
-done:
-    Py_XDECREF(first_out);
-    Py_XDECREF(last_out);
-    PyMem_Free(at);
-    PyMem_Free(mark);
-    PyMem_Free(by_src);
-    PyMem_Free(pair_of);
-    for (int k = 0; k < 2; k++) {
-        PyBuffer_Release(&bufs[k]);
-    }
-    return result;
-}
-
-/* The critical path's call-stack walk (analyses/critical_path_graph.py, Graph.cpu_thread)     */
+/* The critical path's call-stack walk (analyses/critical_path.py, Graph.cpu_thread)     */
 
 PyDoc_STRVAR(stack_walk_doc,
 "stack_walk(starts, /)\n--\n\n"
@@ -1015,14 +921,10 @@ PyDoc_STRVAR(stack_walk_doc,
    (issue 29). Start i at depth d is entered at step 2i - d and left at step 2j - d - 1, j the
    starts before its pop (all of them when it is never popped). */
 static PyObject *
-stack_walk(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+stack_walk(PyObject *Py_UNUSED(module), PyObject *arg)
 {
-    if (nargs != 1) {
-        PyErr_SetString(PyExc_TypeError, "stack_walk(starts)");
-        return NULL;
-    }
     Py_buffer view;
-    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) {
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) {
         return NULL;
     }
     const unsigned char *starts = view.buf;
@@ -1032,9 +934,9 @@ stack_walk(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
     }
     PyObject *walk_out = PyByteArray_FromStringAndSize(NULL, 2 * n * 8);
     PyObject *parent_out = PyByteArray_FromStringAndSize(NULL, n * 8);
-    int64_t *depth = PyMem_Malloc((size_t)n * 8 + 8), *stack = PyMem_Malloc((size_t)n * 8 + 8);
+    int64_t *depth = PyMem_Malloc((size_t)n * 16 + 8), *stack = depth + n;
     PyObject *result = NULL;
-    if (!walk_out || !parent_out || !depth || !stack) {
+    if (!walk_out || !parent_out || !depth) {
         PyErr_NoMemory();
         goto done;
     }
@@ -1062,15 +964,13 @@ done:
     Py_XDECREF(walk_out);
     Py_XDECREF(parent_out);
     PyMem_Free(depth);
-    PyMem_Free(stack);
     PyBuffer_Release(&view);
     return result;
 }
 
 static PyMethodDef module_methods[] = {
-    {"longest_path", (PyCFunction)(void (*)(void))longest_path, METH_FASTCALL, longest_path_doc},
-    {"stack_walk", (PyCFunction)(void (*)(void))stack_walk, METH_FASTCALL, stack_walk_doc},
-    {"unique_edges", (PyCFunction)(void (*)(void))unique_edges, METH_FASTCALL, unique_edges_doc},
+    {"longest_path", longest_path, METH_VARARGS, longest_path_doc},
+    {"stack_walk", stack_walk, METH_O, stack_walk_doc},
     {"decode_events", (PyCFunction)(void (*)(void))decode_events, METH_FASTCALL,
      decode_events_doc},
     {NULL, NULL, 0, NULL},

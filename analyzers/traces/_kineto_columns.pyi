@@ -8,11 +8,8 @@ def decode_events(
 ) -> tuple[int, bool, bool, dict[str, bytearray]] | None:
     """Columns of one JSON array of Kineto events, or None where msgspec must decide."""
 
-def longest_path(n: int, src: Any, dst: Any, weight: Any, /) -> bytearray | None:
-    """Edge ids of networkx's `dag_longest_path` (int64), or None on a cycle."""
+def longest_path(n: int, src: Any, dst: Any, weight: Any, /) -> tuple[bytearray, int] | None:
+    """networkx's `dag_longest_path`: (its edge ids, int64; the pairs kept), None on a cycle."""
 
 def stack_walk(starts: Any, /) -> tuple[bytearray, bytearray]:
-    """HTA's call stack walked depth-first: (walk, parent), int64 (critical_path_graph.py)."""
-
-def unique_edges(n: int, src: Any, dst: Any, /) -> tuple[bytearray, bytearray]:
-    """Per distinct (src, dst) pair, its first and last edge ids (int64), in first-edge order."""
+    """HTA's call stack walked depth-first: (walk, parent), int64 (critical_path.py)."""

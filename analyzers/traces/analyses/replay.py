@@ -60,13 +60,9 @@ class Change(NamedTuple):
 
     def key(self) -> tuple[object, ...]:
         """Equal for two changes that replay alike (the arrays by content): the memo key."""
-        warp = None if self.cpu_warp is None else tuple(map(_bytes, self.cpu_warp))
-        factor = None if self.gpu_factor is None else _bytes(self.gpu_factor)
-        return warp, factor, *self[1:4], self.latency_cap_us
-
-
-def _bytes(a: F64) -> bytes:
-    return np.ascontiguousarray(a, dtype=np.float64).tobytes()
+        arrays = (*(self.cpu_warp or ()), self.gpu_factor)
+        data = (None if a is None else np.asarray(a, np.float64).tobytes() for a in arrays)
+        return *data, *self[1:4], self.latency_cap_us
 
 
 def outermost(start: F64, end: F64) -> tuple[F64, F64]:
@@ -109,14 +105,9 @@ class Replay:
     def __init__(self, frame: RankFrame, options: TraceOptions) -> None:
         self.frame = frame
         self.options = options
-        self._memo: dict[tuple[object, ...], float] = {}
         self._derived: dict[object, object] = {}
-        self._slots: dict[
-            tuple[int, int, int], tuple[tuple[F64, F64, F64], tuple[I64, Mask, F64]]
-        ] = {}
         self.steps = steps = profiler_steps(frame)  # the what-if's interval reads their spread
         cpu = frame.stream == -1
-        self.cpu = cpu
         if steps:
             self.start, self.end, self.n_steps = steps[0].start_us, steps[-1].end_us, len(steps)
         elif cpu.any():
@@ -146,12 +137,11 @@ class Replay:
         op on its stream (ops in start order; 'previous' = the latest end so far)."""
         g_ts, g_end = self.frame.ts[self.gpu], self.frame.end[self.gpu]
         ready = self.launch_ts.copy()
-        order = np.argsort(g_ts, kind="stable")
-        for stream in sorted(set(self.gpu_stream.tolist())):
-            on = order[self.gpu_stream[order] == stream]
-            if len(on) > 1:
-                before = np.maximum.accumulate(g_end[on])[:-1]
-                ready[on[1:]] = np.maximum(ready[on[1:]], before)
+        order = np.lexsort((g_ts, self.gpu_stream))  # by stream, in start order
+        stream = self.gpu_stream[order]
+        latest = grouped_cummax(g_end[order], stream)
+        later = np.flatnonzero(stream[1:] == stream[:-1]) + 1  # not a stream's first op
+        ready[order[later]] = np.maximum(ready[order[later]], latest[later - 1])
         return np.maximum(0.0, g_ts - ready)
 
     def _order_events(self) -> None:
@@ -159,18 +149,11 @@ class Replay:
         (time, launches before syncs, then index), the segment of each launch (syncs before it),
         and the launches grouped by (stream, segment) in event order."""
         n_l, n_s = len(self.launch), len(self.sync)
-        t = np.concatenate([self.launch_ts, self.sync_ts])
-        kind = np.concatenate([np.zeros(n_l, np.int64), np.ones(n_s, np.int64)])
-        idx = np.concatenate([np.arange(n_l), np.arange(n_s)])
-        order = np.argsort(t, kind="stable")  # (kind, idx) is the position order
-        self.event_order = order  # launch i is event i, sync k is event n_l + k
-        is_sync = kind[order] == 1
-        self.sync_order = idx[order][is_sync]  # syncs in event order
-        syncs_before = np.cumsum(is_sync) - is_sync
-        position = np.empty(n_l + n_s, dtype=np.int64)
-        position[order] = np.arange(n_l + n_s)
-        segment = syncs_before[position[:n_l]]  # per launch
-        perm = np.lexsort((position[:n_l], segment, self.gpu_stream))
+        # Launch i is event i, sync k is event n_l + k: a stable sort puts launches first on ties.
+        self.event_order = np.argsort(np.concatenate([self.launch_ts, self.sync_ts]), kind="stable")
+        self.sync_order = np.argsort(self.sync_ts, kind="stable")  # syncs in event order
+        segment = np.searchsorted(self.sync_ts[self.sync_order], self.launch_ts)  # syncs before
+        perm = np.lexsort((self.launch_ts, segment, self.gpu_stream))
         self.perm = perm  # launches by (stream, segment, event order)
         g_stream, g_seg = self.gpu_stream[perm], segment[perm]
         new = np.ones(n_l, dtype=bool)
@@ -208,7 +191,8 @@ class Replay:
 
     def derived(self, key: object, make: Callable[[], T]) -> T:
         """`make()`, computed once per replay: what scenarios derive from the rank and reuse
-        across their levels and combinations (kernel classes, the workers' fixed point)."""
+        across their levels and combinations (kernel classes, the workers' fixed point), and the
+        replay's own memos."""
         if key not in self._derived:
             self._derived[key] = make()
         return cast(T, self._derived[key])
@@ -225,10 +209,7 @@ class Replay:
     def step_time(self, change: Change) -> float:
         """Mean replayed step time (us) under `change`; memoised by the change's content (a
         scenario whose levels agree, or two scenarios making the same change, replay once)."""
-        key = change.key()
-        if key not in self._memo:
-            self._memo[key] = self._step_time(change)
-        return self._memo[key]
+        return self.derived(("step time", *change.key()), lambda: self._step_time(change))
 
     def cpu_clock(self, change: Change, t: F64) -> F64:
         """The warped, scaled CPU clock of `change` at times `t` (the replay's, and what the
@@ -248,15 +229,14 @@ class Replay:
         one, and the time spent in it so far, once per (intervals, times): the workers' fixed
         point replays one set of intervals at many factors. Keyed by the arrays' ids (their bytes
         are slow to hash; a scenario never changes its intervals in place)."""
-        key = (id(t), id(w_start), id(w_end))
-        hit = self._slots.get(key)
-        if hit is not None:
-            return hit[1]
-        k = np.searchsorted(w_start, t, side="right")
-        j = np.maximum(k - 1, 0)
-        slots = (j, k > 0, np.minimum(t, w_end[j]) - w_start[j])
-        self._slots[key] = ((t, w_start, w_end), slots)  # held, so no id is reused while cached
-        return slots
+
+        def find() -> tuple[tuple[F64, F64, F64], tuple[I64, Mask, F64]]:
+            k = np.searchsorted(w_start, t, side="right")
+            j = np.maximum(k - 1, 0)
+            return (t, w_start, w_end), (j, k > 0, np.minimum(t, w_end[j]) - w_start[j])
+
+        # The arrays are held with their slots, so no id is reused while cached.
+        return self.derived(("slots", id(t), id(w_start), id(w_end)), find)[1]
 
     def _step_time(self, change: Change) -> float:
         o = self.options
@@ -264,11 +244,10 @@ class Replay:
             return math.nan
         scale = change.cpu_scale
         n_l = len(self.launch)
-        # One call for the step range and the events (the clock is elementwise).
         warped = self.cpu_clock(change, self.clock_times)
         ends, clk = warped[:2], warped[2:]
         dur = self.gpu_dur if change.gpu_factor is None else self.gpu_dur * change.gpu_factor
-        pin = np.zeros(len(clk))  # shift added by the pinned copies before each event
+        pin, pin_total = np.zeros(len(clk)), 0.0  # the pinned copies' shift before each event
         if change.pinned:
             dur = np.where(self.gpu_pageable, dur / o.pinned_copy_speedup, dur)
             saved = np.maximum(0.0, self.launch_dur - o.sync_overhead_us) * scale
@@ -277,19 +256,11 @@ class Replay:
             ordered = step[self.event_order]
             pin[self.event_order] = -(np.cumsum(ordered) - ordered)
             pin_total = -float(ordered.sum())
-        else:
-            pin_total = 0.0
-        latency = self.latency  # >= 0: an infinite cap leaves every value as it is
-        if change.latency_cap_us != math.inf:
-            latency = np.minimum(latency, change.latency_cap_us)
-        base = clk[:n_l] + pin[:n_l] + latency
+        base = clk[:n_l] + pin[:n_l] + np.minimum(self.latency, change.latency_cap_us)
         # Per (stream, segment) group, the closed form of end = max(start, free) + dur.
-        if dur is self.gpu_dur:  # the recorded durations: their part is the same every time
-            c, c_prev, max_a, win_a, last_a, c_first = self.derived(
-                "recorded durations", lambda: self._durations(dur)
-            )
-        else:
-            c, c_prev, max_a, win_a, last_a, c_first = self._durations(dur)
+        recorded = dur is self.gpu_dur  # their part is the same every time
+        parts = self.derived("durations", lambda: self._durations(dur)) if recorded else None
+        c, c_prev, max_a, win_a, last_a, c_first = parts or self._durations(dur)
         cr = c + grouped_cummax(base[self.perm] - c_prev, self.group_of)
         max_b, win_b = self._group_maxima(cr)
         last_b = cr[self.group_last].tolist()

@@ -52,7 +52,6 @@ ChangeFn = Callable[[Replay, TraceOptions, int], Change | None]
 
 
 class Scenario(NamedTuple):
-    name: str
     assumptions: str
     fn: ChangeFn
 
@@ -64,7 +63,7 @@ def scenario(name: str, assumptions: str) -> Callable[[ChangeFn], ChangeFn]:
     def wrap(fn: ChangeFn) -> ChangeFn:
         if name in SCENARIOS:
             raise ValueError(f"what-if scenario {name!r} registered twice")
-        SCENARIOS[name] = Scenario(name, assumptions, fn)
+        SCENARIOS[name] = Scenario(assumptions, fn)
         return fn
 
     return wrap
@@ -79,9 +78,7 @@ def _merge(*warps: tuple[F64, F64, F64] | None) -> tuple[F64, F64, F64] | None:
     parts = [w for w in warps if w is not None and len(w[0])]
     if not parts:
         return None
-    s = np.concatenate([p[0] for p in parts])
-    e = np.concatenate([p[1] for p in parts])
-    f = np.concatenate([p[2] for p in parts])
+    s, e, f = (np.concatenate([p[k] for p in parts]) for k in range(3))
     order = np.argsort(s, kind="stable")
     keep: list[int] = []
     last_end = -np.inf
@@ -117,6 +114,12 @@ def _no_dataloader_wait(replay: Replay, o: TraceOptions, level: int) -> Change |
     return replay.derived("no dataloader wait", lambda: Change(cpu_warp=(s, e, np.zeros(len(s)))))
 
 
+@scenario(
+    "dataloader_workers",
+    "DataLoader with N worker processes (TraceOptions.dataloader_workers): the loading moves to "
+    "the workers, the main thread dequeues each batch (0.1-2 ms) and its CPU time stretches by "
+    "kappa per core of worker load (0.1-0.6), or by processor sharing when the cores are known",
+)
 def _workers_change(replay: Replay, o: TraceOptions, level: int) -> Change | None:
     """Computed once per level and options (`dataloader_workers+amp` reuses it)."""
     return replay.derived(
@@ -145,20 +148,12 @@ def _workers_fixed_point(replay: Replay, o: TraceOptions, level: int) -> Change 
         return Change(cpu_warp=(s, e, keep), cpu_scale=scale)
 
     # The new step time is the fixed point of step = replay(change_at(step)). The replay falls
-    # as the guess grows (less worker load per step), so plain iteration oscillates (it priced a
-    # 29 ms step at 34 ms); averaging each guess with its image converges.
+    # as the guess grows (less worker load per step), so plain iteration oscillates; averaging
+    # each guess with its image converges.
     step = replay.step_time(Change(cpu_warp=(s, e, np.zeros(len(s)))))
     for _ in range(_FIXED_POINT_ROUNDS):
         step = 0.5 * (step + replay.step_time(change_at(step)))
     return change_at(step)
-
-
-scenario(
-    "dataloader_workers",
-    "DataLoader with N worker processes (TraceOptions.dataloader_workers): the loading moves to "
-    "the workers, the main thread dequeues each batch (0.1-2 ms) and its CPU time stretches by "
-    "kappa per core of worker load (0.1-0.6), or by processor sharing when the cores are known",
-)(_workers_change)
 
 
 @scenario("no_sync", "synchronizing calls cost only their overhead (the GPU never blocks the CPU)")
@@ -187,9 +182,8 @@ _NOT_CHANGED, _GEMM_OP, _MEMBOUND_OP = 0, 1, 2
 
 @functools.lru_cache(maxsize=1 << 12)
 def _kernel_kind(name: str) -> int:
-    """`_GEMM_OP`, `_MEMBOUND_OP` or `_NOT_CHANGED`, per name across ranks (a set's ranks launch
-    the same long templated names, slow to search), at most 4,096, so a server's memory stays
-    bounded."""
+    """`_GEMM_OP`, `_MEMBOUND_OP` or `_NOT_CHANGED`, cached across ranks (a set's ranks launch the
+    same long templated names, slow to search), at most 4,096 so a server's memory stays bounded."""
     if GEMM_KERNELS.search(name):
         return _GEMM_OP
     return _MEMBOUND_OP if MEMBOUND_KERNELS.search(name) else _NOT_CHANGED
@@ -227,13 +221,10 @@ def _amp(replay: Replay, o: TraceOptions, level: int) -> Change | None:
     return Change(cpu_warp=(s, e, np.full(len(s), 1.0 / speedup))) if len(s) else None
 
 
-# Functions, not lambdas per call: `names_matching` keeps its answers per predicate.
-def _is_optimizer_step(name: str) -> bool:
-    return name.startswith("Optimizer.step#")
-
-
-def _is_launch_call(name: str) -> bool:
-    return "Launch" in name
+# Bound methods of one pattern, equal call after call: `names_matching` keeps its answers per
+# predicate (a lambda per call would search every name again).
+_IS_OPTIMIZER_STEP = re.compile(r"Optimizer\.step#").match
+_IS_LAUNCH_CALL = re.compile("Launch").search
 
 
 @scenario("fused_optimizer", "the optimizer step fused (fused=True / foreach): its CPU time to "
@@ -250,12 +241,11 @@ def _fused_optimizer(replay: Replay, o: TraceOptions, level: int) -> Change | No
 
 def _optimizer_steps(replay: Replay) -> tuple[F64, F64, np.ndarray]:
     """The outermost optimizer-step intervals and which launches fall inside one."""
-    s, e = _outermost(replay, _is_optimizer_step)
+    s, e = _outermost(replay, _IS_OPTIMIZER_STEP)
     if not len(s):
         return s, e, np.zeros(0, dtype=bool)
-    launch_ts = replay.launch_ts
-    k = np.searchsorted(s, launch_ts, side="right") - 1
-    return s, e, (k >= 0) & (launch_ts < e[np.maximum(k, 0)])
+    k = np.searchsorted(s, replay.launch_ts, side="right") - 1
+    return s, e, (k >= 0) & (replay.launch_ts < e[np.maximum(k, 0)])
 
 
 @scenario("cuda_graphs", "the whole step captured in a CUDA graph: each launch call costs 5-30 % "
@@ -263,7 +253,7 @@ def _optimizer_steps(replay: Replay) -> tuple[F64, F64, np.ndarray]:
 def _cuda_graphs(replay: Replay, o: TraceOptions, level: int) -> Change | None:
     if not replay.has_gpu:
         return None
-    s, e = _outermost(replay, _is_launch_call, RUNTIME_CATS)
+    s, e = _outermost(replay, _IS_LAUNCH_CALL, RUNTIME_CATS)
     cpu_f = _pick(level, 0.1, 0.05, 0.3)
     cap = _pick(level, 2.0, 1.0, 5.0)
     return Change(cpu_warp=(s, e, np.full(len(s), cpu_f)), latency_cap_us=cap)
@@ -271,18 +261,15 @@ def _cuda_graphs(replay: Replay, o: TraceOptions, level: int) -> Change | None:
 
 @scenario(
     "comm_bandwidth",
-    "collective kernels on TraceOptions.comm_bandwidth_ratio x the "
-    "bandwidth: 1/R of their time, up to a 20 % latency-bound part that does not "
-    "scale",
+    "collective kernels on TraceOptions.comm_bandwidth_ratio x the bandwidth: 1/R of their time, "
+    "up to a 20 % latency-bound part that does not scale",
 )
 def _comm_bandwidth(replay: Replay, o: TraceOptions, level: int) -> Change | None:
-    cls = replay.frame.kernel_class[replay.gpu]
-    comm = cls == KernelClass.COMMUNICATION
+    comm = replay.frame.kernel_class[replay.gpu] == KernelClass.COMMUNICATION
     if not comm.any():
         return None
-    r = o.comm_bandwidth_ratio
     fixed = _pick(level, 0.1, 0.0, 0.2)
-    return Change(gpu_factor=np.where(comm, fixed + (1.0 - fixed) / r, 1.0))
+    return Change(gpu_factor=np.where(comm, fixed + (1.0 - fixed) / o.comm_bandwidth_ratio, 1.0))
 
 
 @scenario("dataloader_workers+amp", "both changes at once, each with its own assumptions")

@@ -21,8 +21,8 @@ from analyzers.traces.analyses.critical_path import (
     critical_path,
     critical_path_of,
 )
-from analyzers.traces.analyses.critical_whatif import saving_bound_us
 from analyzers.traces.analyses.replay import Change, Replay
+from analyzers.traces.analyses.whatif import saving_bound_us
 from tests.analyzers.traces.trace_paths import DATA, MAIN_TRACES, trace_set
 
 # HTA's answer there depends on event-record syncs (`Event Sync` after `cudaEventRecord`), whose
@@ -138,12 +138,15 @@ def test_the_call_stack_walk_enters_and_leaves_each_call_in_depth_first_order() 
 
 def test_parallel_edges_keep_the_first_place_and_the_last_edge() -> None:
     """networkx keeps one edge per pair, where it was first added, with the last one's data:
-    edges 0 (0->1), 1 (1->2), 2 (0->1 again), 3 (2->0), 4 (1->2 again), 5 (0->1 a third time)."""
-    from analyzers.traces import _kineto_columns as c
+    edges 0 (0->1, 0), 1 (1->2, 1), 2 (0->1 again), 3 (0->2, 2), 4 (1->2 again, 1), 5 (0->1 a
+    third time, 1). 0->1->2 weighs 2 with the last weights (0 with the first ones) and ties
+    0->2, whose pair was added after 1->2: the path is the pairs' last edges 5 and 4."""
+    from analyzers.traces._kineto_columns import longest_path
 
-    src, dst = np.array([0, 1, 0, 2, 1, 0], np.int64), np.array([1, 2, 1, 0, 2, 1], np.int64)
-    first, last = (np.frombuffer(a, np.int64) for a in c.unique_edges(3, src, dst))
-    assert (first.tolist(), last.tolist()) == ([0, 1, 3], [5, 4, 3])
+    src, dst = np.array([0, 1, 0, 0, 1, 0], np.int64), np.array([1, 2, 1, 2, 2, 1], np.int64)
+    found = longest_path(3, src, dst, np.array([0.0, 1.0, 0.0, 2.0, 1.0, 1.0]))
+    assert found is not None
+    assert (np.frombuffer(found[0], np.int64).tolist(), found[1]) == ([5, 4], 3)
 
 
 def test_the_longest_path_refuses_a_cycle_and_takes_the_first_longest_path() -> None:
@@ -153,5 +156,5 @@ def test_the_longest_path_refuses_a_cycle_and_takes_the_first_longest_path() -> 
     assert longest_path(3, src, dst, np.ones(3)) is None
     # 0 -> 1 -> 3 and 0 -> 2 -> 3 tie at 2; node 3's first predecessor in edge order wins.
     src, dst = np.array([0, 0, 2, 1], dtype=np.int64), np.array([1, 2, 3, 3], dtype=np.int64)
-    path = longest_path(4, src, dst, np.ones(4))
-    assert path is not None and np.frombuffer(path, dtype=np.int64).tolist() == [1, 2]
+    found = longest_path(4, src, dst, np.ones(4))
+    assert found is not None and np.frombuffer(found[0], dtype=np.int64).tolist() == [1, 2]
