@@ -220,10 +220,15 @@ class Graph:
         second = launch | follow
         blocks = [
             (at, 0, s, e, np.full(len(at), OPERATOR), krow),
-            (at[second], 1, np.where(launch, rt_start, prev)[second], s[second],
-             np.where(launch, LAUNCH, KERNEL_KERNEL)[second],
-             np.where(launch, -1, self.node_row[prev])[second]),
-        ]  # fmt: skip
+            (
+                at[second],
+                1,
+                np.where(launch, rt_start, prev)[second],
+                s[second],
+                np.where(launch, LAUNCH, KERNEL_KERNEL)[second],
+                np.where(launch, -1, self.node_row[prev])[second],
+            ),
+        ]
         stream_sync, context_sync = f.sym("Stream Sync"), f.sym("Context Sync")
         name = f.name[sel]
         target = np.where(runtime >= 0, self.end_of[runtime], -1)
@@ -232,12 +237,21 @@ class Graph:
         streams = streams[np.argsort(first_at, kind="stable")]  # the order they first appear
         for i, sid in enumerate(streams.tolist()):
             on = by_stream[stream[by_stream] == sid]  # this stream's kernels, in order
-            asks = np.flatnonzero(waits & ((name == context_sync) | (
-                (name == stream_sync) & (f.stream[sel] == sid))))  # fmt: skip
+            asks = np.flatnonzero(
+                waits & ((name == context_sync) | ((name == stream_sync) & (f.stream[sel] == sid)))
+            )
             j = np.searchsorted(at[on], asks) - 1
             asks, j = asks[j >= 0], j[j >= 0]
-            blocks.append((asks, 2 + i, e[on[j]], target[asks], np.full(len(asks), SYNC),
-                           np.full(len(asks), -1)))  # fmt: skip
+            blocks.append(
+                (
+                    asks,
+                    2 + i,
+                    e[on[j]],
+                    target[asks],
+                    np.full(len(asks), SYNC),
+                    np.full(len(asks), -1),
+                )
+            )
         pos = np.concatenate([b[0] for b in blocks])
         sub = np.concatenate([np.full(len(b[0]), b[1]) for b in blocks])
         order = np.lexsort((sub, pos))
@@ -260,8 +274,9 @@ class Graph:
         ok = k >= 0
         ok[ok] = ends[k[ok]] > f.ts[calls[ok]]
         calls, k = calls[ok], k[ok]
-        self.add(self.end_of[gpu[k]], self.end_of[calls], np.full(len(k), SYNC),
-                 np.full(len(k), -1))  # fmt: skip
+        self.add(
+            self.end_of[gpu[k]], self.end_of[calls], np.full(len(k), SYNC), np.full(len(k), -1)
+        )
 
     def longest_path(self) -> tuple[I64, int]:
         """Edge ids of networkx's `dag_longest_path` (weights <= -1 as 0; C), and the number of

@@ -112,8 +112,10 @@ class Replay:
             self.start, self.end, self.n_steps = steps[0].start_us, steps[-1].end_us, len(steps)
         elif cpu.any():
             self.start, self.end, self.n_steps = (
-                float(frame.ts[cpu].min()), float(frame.end[cpu].max()), 1,
-            )  # fmt: skip
+                float(frame.ts[cpu].min()),
+                float(frame.end[cpu].max()),
+                1,
+            )
         else:
             self.start = self.end = 0.0
             self.n_steps = 0

@@ -161,8 +161,11 @@ def _no_sync(replay: Replay, o: TraceOptions, level: int) -> Change | None:
     return Change(sync_costs_overhead=True) if len(replay.sync) else None
 
 
-@scenario("pinned_copies", "pageable copies become pinned: the CPU call costs the overhead, the "
-          "copy runs TraceOptions.pinned_copy_speedup x faster")  # fmt: skip
+@scenario(
+    "pinned_copies",
+    "pageable copies become pinned: the CPU call costs the overhead, the "
+    "copy runs TraceOptions.pinned_copy_speedup x faster",
+)
 def _pinned(replay: Replay, o: TraceOptions, level: int) -> Change | None:
     return Change(pinned=True) if replay.gpu_pageable.any() else None
 
@@ -203,9 +206,12 @@ def _amp_kind(replay: Replay) -> np.ndarray:
     return np.where(computation, kind_of[codes], _NOT_CHANGED)
 
 
-@scenario("amp", "mixed precision: GEMM/conv kernels off tensor cores 2-4x, memory-bound kernels "
-          "1.3-2x, the rest unchanged, autocast's casts cost the CPU 0-15 %; on a CPU-only trace, "
-          "matmul/conv ops 0.8-2x (bf16 autocast)")  # fmt: skip
+@scenario(
+    "amp",
+    "mixed precision: GEMM/conv kernels off tensor cores 2-4x, memory-bound kernels "
+    "1.3-2x, the rest unchanged, autocast's casts cost the CPU 0-15 %; on a CPU-only trace, "
+    "matmul/conv ops 0.8-2x (bf16 autocast)",
+)
 def _amp(replay: Replay, o: TraceOptions, level: int) -> Change | None:
     cpu_overhead = _pick(level, 1.05, 1.0, 1.15)
     if replay.has_gpu:
@@ -227,8 +233,11 @@ _IS_OPTIMIZER_STEP = re.compile(r"Optimizer\.step#").match
 _IS_LAUNCH_CALL = re.compile("Launch").search
 
 
-@scenario("fused_optimizer", "the optimizer step fused (fused=True / foreach): its CPU time to "
-          "10-50 %, its kernels to 50-90 % of their time")  # fmt: skip
+@scenario(
+    "fused_optimizer",
+    "the optimizer step fused (fused=True / foreach): its CPU time to "
+    "10-50 %, its kernels to 50-90 % of their time",
+)
 def _fused_optimizer(replay: Replay, o: TraceOptions, level: int) -> Change | None:
     s, e, inside = replay.derived("optimizer steps", lambda: _optimizer_steps(replay))
     if not len(s):
@@ -248,8 +257,11 @@ def _optimizer_steps(replay: Replay) -> tuple[F64, F64, np.ndarray]:
     return s, e, (k >= 0) & (replay.launch_ts < e[np.maximum(k, 0)])
 
 
-@scenario("cuda_graphs", "the whole step captured in a CUDA graph: each launch call costs 5-30 % "
-          "of its time, a kernel starts at most 1-5 us after it could")  # fmt: skip
+@scenario(
+    "cuda_graphs",
+    "the whole step captured in a CUDA graph: each launch call costs 5-30 % "
+    "of its time, a kernel starts at most 1-5 us after it could",
+)
 def _cuda_graphs(replay: Replay, o: TraceOptions, level: int) -> Change | None:
     if not replay.has_gpu:
         return None
