@@ -23,12 +23,40 @@ from analyzers.traces.frame import CPU_OP_CATS, RankFrame, TraceSet
 from analyzers.traces.hardware import gpu_of
 
 PLUGIN_ORDER = 150  # its place in the trace report (fleetscope.plugins)
-TC_KERNEL_PATTERNS = tuple(
-    "h884 s884 h1688 s1688 hmma i8816 16816 dgrad_1x1_stride_2x2 first_layer_wgrad_kernel "
-    "conv1x1 conv2d_c1_k1 direct_group xmma_implicit_gemm xmma_sparse_conv "
-    "xmma_warp_specialized_implicit_gemm xmma_gemm xmma_sparse_gemm c1688 tensorop "
-    "sm80_xmma sm90_xmma gmma wgmma mma_ nvjet fmha flash_fwd flash_bwd tcgen05 sm90_ sm100 "
-    "E4m3 E2m1".split()
+TC_KERNEL_PATTERNS = (
+    "h884",
+    "s884",
+    "h1688",
+    "s1688",
+    "hmma",
+    "i8816",
+    "16816",
+    "dgrad_1x1_stride_2x2",
+    "first_layer_wgrad_kernel",
+    "conv1x1",
+    "conv2d_c1_k1",
+    "direct_group",
+    "xmma_implicit_gemm",
+    "xmma_sparse_conv",
+    "xmma_warp_specialized_implicit_gemm",
+    "xmma_gemm",
+    "xmma_sparse_gemm",
+    "c1688",
+    "tensorop",
+    "sm80_xmma",
+    "sm90_xmma",
+    "gmma",
+    "wgmma",
+    "mma_",
+    "nvjet",
+    "fmha",
+    "flash_fwd",
+    "flash_bwd",
+    "tcgen05",
+    "sm90_",
+    "sm100",
+    "E4m3",
+    "E2m1",
 )
 TC_OPS = frozenset(
     {
