@@ -59,6 +59,7 @@ Block: TypeAlias = "npt.NDArray[Any] | bytearray"
 
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+NAN = float("nan")
 _NO_ARGS: dict[str, Any] = {}
 
 
@@ -168,18 +169,22 @@ def event_sink(cols: ColumnBuilder, path: object) -> Callable[[object, int], Non
             else:
                 cols.ts_has_float = True
                 if type(ts) is not float:
-                    ts = as_float(ts, float("nan"))
+                    ts = as_float(ts, NAN)
                 elif not isfinite(ts):
                     non_finite = "ts"
         dur = get("dur")
         cat = get("cat")
         if dur is None or cat is None or cat == "Trace" or ts is None:
-            if get("name") == "[memory]" and ts is not None:
-                _add_memory_counter(cols, get("args"), ts)
+            args = get("args")
+            if get("name") == "[memory]" and ts is not None and isinstance(args, dict):
+                lists = cols.lists
+                lists["mem_ts"].append(ts)
+                lists["mem_device_type"].append(as_int(args.get("Device Type"), -1))
+                lists["mem_total_allocated"].append(as_float(args.get("Total Allocated"), NAN))
             return
         if type(dur) is not int:
             if type(dur) is not float:
-                dur = as_float(dur, float("nan"))
+                dur = as_float(dur, NAN)
             elif not isfinite(dur) and not non_finite:
                 non_finite = "dur"
         if non_finite:  # every analysis would turn it into NaN sums or an endless span
@@ -222,11 +227,3 @@ def non_finite_message(path: object, position: int, name: object, field: str, va
         f"{path}: traceEvents[{position}] ({name!r:.60}) has {field} = {value!r}: "
         "a timestamp or duration must be a finite number"
     )
-
-
-def _add_memory_counter(cols: ColumnBuilder, args: object, ts: float) -> None:
-    if isinstance(args, dict):
-        lists = cols.lists
-        lists["mem_ts"].append(ts)
-        lists["mem_device_type"].append(as_int(args.get("Device Type"), -1))
-        lists["mem_total_allocated"].append(as_float(args.get("Total Allocated"), float("nan")))

@@ -30,7 +30,6 @@ if TYPE_CHECKING:
 from analyzers.traces import load_fast
 from analyzers.traces.columns import CHUNK_SIZE, DTYPES, ColumnBuilder, non_finite_message
 from analyzers.traces.frame import RowColumns
-from analyzers.traces.trace_text import regular_file_size
 from fleetscope.errors import NonFiniteTraceError
 
 __all__ = ["RawTrace", "load_raw_trace"]
@@ -75,7 +74,6 @@ def load_raw_trace(path: str | Path, *, chunk_size: int = CHUNK_SIZE) -> RawTrac
     """Parse one trace file; `chunk_size` (decompressed bytes read at a time) only matters for
     memory and for tests of events split across chunks."""
     path = Path(path)
-    regular_file_size(path)  # a FIFO or a device is refused before it is opened
     cols = ColumnBuilder()
     metadata, hta_rank = load_fast.decode(path, cols, chunk_size)
     raw = _finish(path, metadata, cols, hta_rank)
