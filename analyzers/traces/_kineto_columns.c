@@ -608,11 +608,14 @@ decode_events(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nar
         return NULL;
     }
     Buffer columns[N_COLUMNS] = {{0}};
-    CacheSlot *cache = NULL;
+    CacheSlot *cache = PyMem_Calloc(CACHE_SLOTS, sizeof(CacheSlot));
     PyObject *result = NULL, *dict = NULL;
     int ts_has_float = 0, ts_all_present = 1;
     Py_ssize_t events = 0;
-
+    if (cache == NULL) {
+        PyErr_NoMemory();
+        goto error;
+    }
     const unsigned char *start = (const unsigned char *)view.buf;
     Cursor c = {start, start + view.len};
     const unsigned char *taken = start;
@@ -641,10 +644,6 @@ decode_events(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nar
         int has_cat =
             v[F_CAT].kind == IS_STR && !(v[F_CAT].n == 5 && memcmp(v[F_CAT].s, "Trace", 5) == 0);
         if (timed && has_cat) {
-            if (cache == NULL && (cache = PyMem_Calloc(CACHE_SLOTS, sizeof(CacheSlot))) == NULL) {
-                PyErr_NoMemory();
-                goto error;
-            }
             /* cat, name, pid, tid: the order columns.event_sink interns them in */
             for (int f = 0; f < 4; f++) {
                 int32_t id = symbol_id(table, &v[F_CAT + f], cache);

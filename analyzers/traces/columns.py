@@ -122,7 +122,12 @@ class ColumnBuilder:
             np.frombuffer(block, dtype=dtype) if isinstance(block, bytearray) else block
             for block in self.blocks[key]
         ]
-        whole = np.concatenate(blocks) if blocks else np.zeros(0, dtype=dtype)
+        if len(blocks) == 1:
+            whole = blocks[0]
+        elif not blocks:
+            return np.zeros(0, dtype=dtype)
+        else:
+            whole = np.concatenate(blocks)
         self.blocks[key] = [whole]  # the blocks go now, not when the builder does
         return whole
 

@@ -101,7 +101,8 @@ def _decode(source: TextSource, cols: ColumnBuilder, path: Path) -> dict[str, An
         if not source.eof:
             text.append(source.read())
         text.drop(events.decode(text))
-        if text.data[0] != _CLOSE:
+        # Where the C pass stopped short of a chunk from the end, the next chunk comes first.
+        if text.data[0] != _CLOSE and (source.eof or text.length >= source.chunk_size):
             text.drop(events.walk(text, eof=source.eof))
         if text.length > _MAX_BUFFER:
             raise CorruptTraceError(
