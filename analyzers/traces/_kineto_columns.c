@@ -9,8 +9,8 @@
  * computes the columns by the rules of `columns.event_sink`. It stops at the first element it
  * does not take (an escape in a string it reads, a duplicate key it reads, a number an int64
  * column cannot hold, a null where a number or string is read, a bool, nesting deeper than
- * MAX_DEPTH, malformed JSON, the end of the text): load_fast.py hands that element to Python's
- * json and the reference rules, then calls the pass again after it.
+ * MAX_DEPTH, malformed JSON, the end of the text): load_fast.py hands that element and the rest
+ * of the text read to Python's json and the reference rules, and the pass goes on after them.
  *
  * Numbers are read as Python's json reads them: an integer literal is an int (converted to
  * double where the column is float64, rounding to nearest as numpy does), a literal with a
@@ -81,7 +81,7 @@ typedef struct {
     Py_ssize_t n;
 } Value;
 
-/* A cursor over the batch. */
+/* A cursor over the text. */
 typedef struct {
     const unsigned char *p;
     const unsigned char *end;
@@ -501,7 +501,7 @@ read_members(Cursor *c, Value *v, int first, int last, int depth)
 /* ------------------------------------------------------------------------------------------ */
 /* Symbols: a value's id in the file's SymbolTable (columns.SymbolTable), which interns a value
    on its first look-up. A per-call cache keyed by the value's bytes saves making a Python object
-   for values seen before in the batch. */
+   for values seen before in the call. */
 
 typedef struct {
     const char *s;

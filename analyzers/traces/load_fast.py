@@ -46,8 +46,6 @@ _JSON_WS = b" \t\n\r"
 # it is refused (no Kineto event or metadata block comes near it).
 _MAX_BUFFER = 64 << 20
 _CLOSE = ord("]")
-# What a head that is not valid JSON raises (json.JSONDecodeError is a ValueError).
-_DECODE_ERRORS = (ValueError, RecursionError)
 
 
 def decode(path: Path, cols: ColumnBuilder, chunk_size: int) -> tuple[dict[str, Any], int | None]:
@@ -140,7 +138,7 @@ def _head(source: TextSource, text: _Text, path: Path) -> tuple[dict[str, Any], 
         if head.lstrip(_JSON_WS) == b"{":
             metadata = {}
         elif head.endswith(b",") and head[:-1].strip(_JSON_WS) != b"{":
-            with contextlib.suppress(*_DECODE_ERRORS):  # else not a top-level key
+            with contextlib.suppress(ValueError, RecursionError):  # else not a top-level key
                 value = json.loads(head[:-1] + b"}")
                 metadata = value if isinstance(value, dict) else None
         if metadata is not None:

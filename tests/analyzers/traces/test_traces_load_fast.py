@@ -108,7 +108,7 @@ KERNEL = (
     '"args": {"stream": 7, "correlation": 3, "External id": 9}}'
 )
 # Documents whose every event the decoder must read as the stdlib path does, at every chunk size:
-# each one is a way the text can mislead a cut at `},` or a typed decode.
+# each one a shape that a chunk border, the C pass or the walk could misread.
 ODD_DOCUMENTS = {
     "cut inside a name": '{"traceEvents": [' + KERNEL + ', {"ph": "X", "cat": "cpu_op", '
     '"name": "a},{\\"b\\": [}, ]", "ts": 1, "dur": 2}, ' + KERNEL + "]}",
