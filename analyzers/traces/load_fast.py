@@ -84,9 +84,6 @@ class _Text:
         self.data[:rest] = self.data[count : self.length]
         self.length = rest
 
-    def find(self, sub: bytes, start: int = 0) -> int:
-        return self.data.find(sub, start, self.length)
-
 
 def _decode(source: TextSource, cols: ColumnBuilder, path: Path) -> dict[str, Any]:
     text = _Text(2 * source.chunk_size + 64)
@@ -118,7 +115,7 @@ def _head(source: TextSource, text: _Text, path: Path) -> tuple[dict[str, Any], 
     found really is a top-level key (else the next one is tried)."""
     start = 0
     while True:
-        key_at = text.find(_KEY, start)
+        key_at = text.data.find(_KEY, start, text.length)
         if key_at < 0 or (text.length < key_at + 64 and not source.eof):
             if source.eof:
                 raise _no_events(bytes(text.data[: text.length]), path)
