@@ -1,7 +1,8 @@
 """The trace loader's C column pass (analyzers/traces/_kineto_columns.c) against the best
 well-kept decoder, msgspec's typed structs turned into columns, on a large multi-rank set (issue
-29): same files, same process, the same loader loop (analyzers/traces/load_fast.py) with its batch
-decode swapped, interleaved. The structs decoder lives here, as the peer: issue 29 removed it from
+29): same files, same process, the same loader loop (analyzers/traces/load_fast.py) with its C
+pass swapped for the structs over the whole lines of each chunk (the sets write one event a
+line), interleaved. The structs decoder lives here, as the peer: issue 29 removed it from
 the product when this benchmark kept the C pass.
 
     .venv/bin/python -m bench.trace_decoders DIR [--reps 3]
@@ -32,7 +33,7 @@ import msgspec
 import numpy as np
 
 from analyzers.traces import load_fast
-from analyzers.traces.columns import ColumnBuilder, SymbolTable, event_sink
+from analyzers.traces.columns import ColumnBuilder, SymbolTable
 from analyzers.traces.load import RawTrace, load_raw_trace
 
 if TYPE_CHECKING:
@@ -72,24 +73,30 @@ class _Event(msgspec.Struct, gc=False):
 
 
 _BATCH = msgspec.json.Decoder(list[_Event])
-_ANY = msgspec.json.Decoder()
-_C_DECODE = load_fast._Batches.decode
+_C_DECODE = load_fast._Events.decode
+_OPEN, _CLOSE = b"[]"
 
 
-def _structs_decode(self: load_fast._Batches, text: memoryview) -> None:
-    """`_Batches.decode` by msgspec's typed structs (the loader's batch step before issue 29)."""
+def _structs_decode(self: load_fast._Events, text: load_fast._Text) -> int:
+    """`_Events.decode` by msgspec's typed structs: the events up to the text's last `},` and a
+    newline, decoded in place as one array; what they refuse is left to the walk."""
+    buf = text.data
+    cut = buf.rfind(b"},\n", 0, text.length) + 1
+    if cut <= 0:
+        return 0
+    first = buf[0]
+    buf[0], buf[cut] = _OPEN, _CLOSE
     try:
-        events = _BATCH.decode(text)
+        with memoryview(buf) as view, view[: cut + 1] as batch:
+            events = _BATCH.decode(batch)
         blocks = _reduce(events, self.position, self.cols)
-    except (msgspec.ValidationError, OverflowError):  # the reference rules decide
-        add = event_sink(self.cols, self.path)
-        for ev in _ANY.decode(text):
-            add(ev, self.position)
-            self.position += 1
-        load_fast.flush_columns(self.cols, self.path)
-        return
+    except (msgspec.ValidationError, OverflowError):
+        return 0
+    finally:
+        buf[0], buf[cut] = first, ord(",")
     self.cols.add_blocks(blocks)
     self.position += len(events)
+    return cut
 
 
 def _ints(values: list[int | None]) -> I64:
@@ -217,13 +224,13 @@ _COLUMN_FIELDS = ("index", "cat", "name", "pid", "tid", "ts", "dur", "stream", "
 
 
 def _load_all(files: list[Path], c_pass: bool) -> tuple[float, list[RawTrace]]:
-    load_fast._Batches.decode = _C_DECODE if c_pass else _structs_decode  # type: ignore[method-assign]
+    load_fast._Events.decode = _C_DECODE if c_pass else _structs_decode  # type: ignore[method-assign]
     try:
         t0 = time.process_time()
         raws = [load_raw_trace(f) for f in files]
         return time.process_time() - t0, raws
     finally:
-        load_fast._Batches.decode = _C_DECODE  # type: ignore[method-assign]
+        load_fast._Events.decode = _C_DECODE  # type: ignore[method-assign]
 
 
 def _decode_only(files: list[Path], loads: Callable[[bytes], object]) -> float:

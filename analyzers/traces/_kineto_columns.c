@@ -1,18 +1,16 @@
-/* The C fast path of the trace loader: one JSON array of Kineto events straight to columns.
+/* The trace decoder's C pass: the events of `traceEvents` straight to columns.
  *
- * Why C: after msgspec's typed decode, most of a large trace's load was Python turning ~10^5
- * structs into columns (~60 of ~110 ms on resnet50_nw0, issue 19). Here one pass over the text
- * fills the columns and looks each value up in the symbol table, and the fields no column reads
- * are skipped as they are validated.
+ * Why C: decoding each event into a dict and reducing it in Python was about 90 % of the load.
+ * One pass over the text fills the columns and looks each value up in the symbol table; the
+ * fields no column reads are skipped as they are validated.
  *
  * What it must never do: accept what the reference rules refuse, or read a value differently. It
- * accepts only strict JSON (RFC 8259) and only the event shapes it knows (`fields` below), and
- * computes the columns by the rules of `columns.event_sink`. Anything else returns None, and the
- * caller (load_fast.py) decodes the same text with Python's json for the reference rules: a
- * string with an escape where a value is read, a duplicate key we read, a number an int64 column
- * cannot hold, a null where a number or string is read, a bool, nesting deeper than MAX_DEPTH, a
- * cut that does not fall between two events. The text is validated as a whole before the symbol
- * table sees any value, so a batch returned as None changes nothing.
+ * takes only strict JSON (RFC 8259) and only the event shapes it knows (`fields` below), and
+ * computes the columns by the rules of `columns.event_sink`. It stops at the first element it
+ * does not take (an escape in a string it reads, a duplicate key it reads, a number an int64
+ * column cannot hold, a null where a number or string is read, a bool, nesting deeper than
+ * MAX_DEPTH, malformed JSON, the end of the text): load_fast.py hands that element and the rest
+ * of the text read to Python's json and the reference rules, and the pass goes on after them.
  *
  * Numbers are read as Python's json reads them: an integer literal is an int (converted to
  * double where the column is float64, rounding to nearest as numpy does), a literal with a
@@ -20,7 +18,7 @@
  * up to 19 digits over a power of ten, CPython's dtoa otherwise).
  *
  * Plain CPython C API only (no numpy C API): the columns come back as bytearrays of native int32,
- * int64 and float64 that load_fast.py views with `np.frombuffer`.
+ * int64 and float64 that columns.py views with `np.frombuffer`.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -28,9 +26,9 @@
 #include <stdint.h>
 #include <string.h>
 
-#define MAX_DEPTH 64         /* nesting of a skipped value; deeper goes to the fallback */
+#define MAX_DEPTH 64         /* nesting of a skipped value; deeper stops the pass */
 #define CACHE_SLOTS 4096     /* symbol cache entries per call (a power of two) */
-#define MAX_FLOAT_TEXT 128   /* longest float literal handed to dtoa (longer: the fallback) */
+#define MAX_FLOAT_TEXT 128   /* longest float literal handed to dtoa (longer: not taken) */
 
 /* ------------------------------------------------------------------------------------------ */
 /* Growable column buffers                                                                    */
@@ -83,7 +81,7 @@ typedef struct {
     Py_ssize_t n;
 } Value;
 
-/* A cursor over the batch. */
+/* A cursor over the text. */
 typedef struct {
     const unsigned char *p;
     const unsigned char *end;
@@ -105,31 +103,16 @@ is_digit(unsigned char ch)
     return ch >= '0' && ch <= '9';
 }
 
-/* The code unit of the `\\uXXXX` escape at `p`, or -1 when it is not one. */
-static int
-hex_unit(const unsigned char *p, const unsigned char *end)
-{
-    int unit = 0;
-    for (int i = 2; i < 6; i++) {
-        int ch = end - p > i ? p[i] : 0, lower = ch | 0x20;
-        if (!is_digit(ch) && (lower < 'a' || lower > 'f')) {
-            return -1;
-        }
-        unit = unit << 4 | (is_digit(ch) ? ch - '0' : lower - 'a' + 10);
-    }
-    return unit;
-}
-
-/* A string starting at the opening quote. Sets `*start`/`*len` to its raw bytes and
-   `*escaped` when it holds a backslash. Returns 0, or -1 when it is not a valid JSON string
-   (unterminated, a control character, a bad escape). Bytes >= 0x80 were checked as UTF-8 by the
-   reader (trace_text.TextSource). Inlined: the pass runs ~10 % fewer instructions (callgrind). */
+/* A string starting at the opening quote. Sets `*start`/`*len` to its raw bytes. Returns 0, 1
+   when it holds a backslash, or -1 when it is not a valid JSON string (unterminated, a control
+   character, a bad escape). Bytes >= 0x80 were checked as UTF-8 by the
+   reader (trace_text.TextSource). Inlined: ~10 % fewer instructions for the pass. */
 static inline int
-scan_string(Cursor *c, const unsigned char **start, Py_ssize_t *len, int *escaped)
+scan_string(Cursor *c, const unsigned char **start, Py_ssize_t *len)
 {
     const unsigned char *p = c->p + 1;
     const unsigned char *end = c->end;
-    *escaped = 0;
+    int escaped = 0;
     *start = p;
     for (;;) {
 #if PY_LITTLE_ENDIAN
@@ -163,23 +146,21 @@ scan_string(Cursor *c, const unsigned char **start, Py_ssize_t *len, int *escape
         if (*p == '"') {
             *len = p - *start;
             c->p = p + 1;
-            return 0;
+            return escaped;
         }
         if (*p < 0x20 || end - p < 2) {
             return -1; /* a control character, or a backslash at the end */
         }
-        *escaped = 1;
+        escaped = 1;
         if (p[1] == 'u') {
-            /* A surrogate must be a high one followed by a low one: a lone one goes to the
-               fallback even in a string this pass skips. */
-            int unit = hex_unit(p, end), pair = unit >= 0xD800 && unit <= 0xDBFF;
-            int next = pair && end - p >= 8 && p[6] == '\\' && p[7] == 'u';
-            int low = next ? hex_unit(p + 6, end) : -1;
-            if (unit < 0 || (unit >= 0xDC00 && unit <= 0xDFFF) ||
-                (pair && (low < 0xDC00 || low > 0xDFFF))) {
-                return -1;
+            /* Four hex digits; a lone surrogate is valid JSON text (Python's json reads it) */
+            for (int i = 2; i < 6; i++) {
+                int ch = end - p > i ? p[i] : 0, lower = ch | 0x20;
+                if (!is_digit(ch) && (lower < 'a' || lower > 'f')) {
+                    return -1;
+                }
             }
-            p += pair ? 12 : 6;
+            p += 6;
         }
         else if (memchr("\"\\/bfnrt", p[1], 8) != NULL) {
             p += 2;
@@ -228,8 +209,8 @@ divide_pow10(uint64_t m, int k)
 
 /* A JSON number at the cursor. Sets `v` to IS_INT (fits int64) or IS_FLOAT (its double computed
    only when `convert`). Returns 0, -1 for text that is not a JSON number, -2 for one we do not
-   read (an integer beyond int64, a float beyond the double range): both mean "let the
-   fallback decide", and the cursor is past the number unless -1. */
+   read (an integer beyond int64, a float beyond the double range): both mean "not taken",
+   and the cursor is past the number unless -1. */
 static int
 scan_number(Cursor *c, Value *v, int convert)
 {
@@ -325,11 +306,12 @@ scan_number(Cursor *c, Value *v, int convert)
     return 0;
 }
 
-/* A member's key and its colon, the cursor then at the value. Returns 0 or -1. */
+/* A member's key and its colon, the cursor then at the value. Returns scan_string's result. */
 static inline int
-read_key(Cursor *c, const unsigned char **key, Py_ssize_t *len, int *escaped)
+read_key(Cursor *c, const unsigned char **key, Py_ssize_t *len)
 {
-    if (c->p >= c->end || *c->p != '"' || scan_string(c, key, len, escaped) < 0) {
+    int escaped;
+    if (c->p >= c->end || *c->p != '"' || (escaped = scan_string(c, key, len)) < 0) {
         return -1;
     }
     skip_ws(c);
@@ -338,7 +320,7 @@ read_key(Cursor *c, const unsigned char **key, Py_ssize_t *len, int *escaped)
     }
     c->p++;
     skip_ws(c);
-    return 0;
+    return escaped;
 }
 
 /* After a member or element: 1 past a `,` (another follows), 0 past `close`, -1 otherwise. */
@@ -371,9 +353,8 @@ skip_value(Cursor *c, int depth)
     unsigned char ch = *c->p;
     const unsigned char *s;
     Py_ssize_t n;
-    int escaped;
     if (ch == '"') {
-        return scan_string(c, &s, &n, &escaped);
+        return scan_string(c, &s, &n) < 0 ? -1 : 0;
     }
     if (ch == '{' || ch == '[') {
         if (depth >= MAX_DEPTH) {
@@ -388,7 +369,7 @@ skip_value(Cursor *c, int depth)
         }
         for (;;) {
             int more;
-            if ((ch == '{' && read_key(c, &s, &n, &escaped) < 0) || skip_value(c, depth + 1) < 0 ||
+            if ((ch == '{' && read_key(c, &s, &n) < 0) || skip_value(c, depth + 1) < 0 ||
                 (more = next_item(c, close)) < 0) {
                 return -1;
             }
@@ -397,17 +378,13 @@ skip_value(Cursor *c, int depth)
             }
         }
     }
-    if (ch == 't' && c->end - c->p >= 4 && memcmp(c->p, "true", 4) == 0) {
-        c->p += 4;
-        return 0;
-    }
-    if (ch == 'f' && c->end - c->p >= 5 && memcmp(c->p, "false", 5) == 0) {
-        c->p += 5;
-        return 0;
-    }
-    if (ch == 'n' && c->end - c->p >= 4 && memcmp(c->p, "null", 4) == 0) {
-        c->p += 4;
-        return 0;
+    static const char *const literals[] = {"true", "false", "null"};
+    for (int i = 0; i < 3; i++) {
+        Py_ssize_t len = (Py_ssize_t)strlen(literals[i]);
+        if (ch == literals[i][0] && c->end - c->p >= len && memcmp(c->p, literals[i], len) == 0) {
+            c->p += len;
+            return 0;
+        }
     }
     Value v;
     /* A number we would not read as a field is still a valid JSON number here. */
@@ -427,8 +404,7 @@ read_value(Cursor *c, int types, Value *v)
     int ch = c->p < c->end ? *c->p : -1;
     if (ch == '"') {
         const unsigned char *text;
-        int escaped;
-        if (!(types & T_STR) || scan_string(c, &text, &v->n, &escaped) < 0 || escaped) {
+        if (!(types & T_STR) || scan_string(c, &text, &v->n) != 0) {
             return -1;
         }
         v->kind = IS_STR;
@@ -455,8 +431,7 @@ read_value(Cursor *c, int types, Value *v)
     return -1; /* a bool, an object or an array where the struct has none */
 }
 
-/* The fields read, as the typed structs of the msgspec decoder had them: an event's (up to
-   F_ARGS, its `args` object), then its `args`' (F_STREAM on). */
+/* The fields read: an event's (up to F_ARGS, its `args` object), then its `args`' (F_STREAM on). */
 enum {
     F_CAT, F_NAME, F_PID, F_TID, F_TS, F_DUR, F_ARGS, F_STREAM, F_CORRELATION, F_BW, F_NBYTES,
     F_EXT, F_EXT_2021, F_DEVICE_TYPE, F_TOTAL, N_FIELDS
@@ -495,8 +470,8 @@ read_members(Cursor *c, Value *v, int first, int last, int depth)
     for (;;) {
         const unsigned char *k;
         Py_ssize_t n;
-        int escaped, more, f = first;
-        if (read_key(c, &k, &n, &escaped) < 0 || escaped) {
+        int more, f = first;
+        if (read_key(c, &k, &n) != 0) {
             return -1;
         }
         while (f < last && !(fields[f].len == n && memcmp(k, fields[f].key, (size_t)n) == 0)) {
@@ -526,7 +501,7 @@ read_members(Cursor *c, Value *v, int first, int last, int depth)
 /* ------------------------------------------------------------------------------------------ */
 /* Symbols: a value's id in the file's SymbolTable (columns.SymbolTable), which interns a value
    on its first look-up. A per-call cache keyed by the value's bytes saves making a Python object
-   for values seen before in the batch. */
+   for values seen before in the call. */
 
 typedef struct {
     const char *s;
@@ -609,11 +584,12 @@ static const char *const column_names[N_COLUMNS] = {
 
 PyDoc_STRVAR(decode_events_doc,
 "decode_events(text, base, symbols, /)\n--\n\n"
-"Columns of one JSON array of Kineto events (a bytes-like object), by columns.event_sink's\n"
-"rules: a tuple (events, ts_has_float, ts_all_present, columns), `columns` a dict of column name\n"
-"to a bytearray of native int32/int64/float64 values (only columns that got values), `index`\n"
-"counted from `base`; symbols are looked up (and interned) in `symbols`. None when the text is\n"
-"not strict JSON of the event shapes it knows: load_fast.py's fallback then decides.");
+"The whole events at the head of `text` (bytes-like; its first byte is the `[` or `,` before\n"
+"the next event) by columns.event_sink's rules, up to the first element it does not take:\n"
+"(events, taken, ts_has_float, ts_all_present, columns). `taken` is the offset of the `,` or\n"
+"`]` after the last event taken (0: none); `columns` maps a column name to a bytearray of\n"
+"native int32/int64/float64 values (only columns that got values); `index` counts from\n"
+"`base`; symbols are looked up (and interned) in `symbols`.");
 
 static PyObject *
 decode_events(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
@@ -632,103 +608,68 @@ decode_events(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nar
         return NULL;
     }
     Buffer columns[N_COLUMNS] = {{0}};
-    Buffer kept = {0};  /* cat, name, pid, tid of kept events, resolved once the text is valid */
-    CacheSlot *cache = NULL;
+    CacheSlot *cache = PyMem_Calloc(CACHE_SLOTS, sizeof(CacheSlot));
     PyObject *result = NULL, *dict = NULL;
     int ts_has_float = 0, ts_all_present = 1;
     Py_ssize_t events = 0;
-
-    Cursor c = {(const unsigned char *)view.buf, (const unsigned char *)view.buf + view.len};
+    if (cache == NULL) {
+        PyErr_NoMemory();
+        goto error;
+    }
+    const unsigned char *start = (const unsigned char *)view.buf;
+    Cursor c = {start, start + view.len};
+    const unsigned char *taken = start;
     Value v[N_FIELDS];
-    skip_ws(&c);
-    if (c.p >= c.end || *c.p != '[') {
-        goto not_ours;
-    }
-    c.p++;
-    skip_ws(&c);
-    if (c.p < c.end && *c.p == ']') {
-        c.p++;
-    }
-    else {
-        for (;;) {
-            for (int f = 0; f < N_FIELDS; f++) {
-                v[f].kind = ABSENT; /* a memset of all the values was a tenth of the pass */
-            }
-            if (read_members(&c, v, F_CAT, F_STREAM, 1) < 0) {
-                goto not_ours;
-            }
-            /* columns.event_sink: every event's ts decides the flags. */
-            if (v[F_TS].kind == IS_FLOAT) {
-                ts_has_float = 1;
-            }
-            else if (!PRESENT(v[F_TS])) {
-                ts_all_present = 0;
-            }
-            int timed = PRESENT(v[F_TS]) && PRESENT(v[F_DUR]);
-            int has_cat = v[F_CAT].kind == IS_STR &&
-                          !(v[F_CAT].n == 5 && memcmp(v[F_CAT].s, "Trace", 5) == 0);
-            if (timed && has_cat) {
-                if (buffer_reserve(&kept, 4 * (Py_ssize_t)sizeof(Value)) < 0) {
+    while (c.p < c.end && *c.p != ']') {
+        c.p++; /* the separator */
+        skip_ws(&c);
+        for (int f = 0; f < N_FIELDS; f++) {
+            v[f].kind = ABSENT; /* a memset of all the values was a tenth of the pass */
+        }
+        if (read_members(&c, v, F_CAT, F_STREAM, 1) < 0) {
+            break;
+        }
+        skip_ws(&c);
+        if (c.p >= c.end || (*c.p != ',' && *c.p != ']')) {
+            break;
+        }
+        /* columns.event_sink: every event's ts decides the flags. */
+        if (v[F_TS].kind == IS_FLOAT) {
+            ts_has_float = 1;
+        }
+        else if (!PRESENT(v[F_TS])) {
+            ts_all_present = 0;
+        }
+        int timed = PRESENT(v[F_TS]) && PRESENT(v[F_DUR]);
+        int has_cat =
+            v[F_CAT].kind == IS_STR && !(v[F_CAT].n == 5 && memcmp(v[F_CAT].s, "Trace", 5) == 0);
+        if (timed && has_cat) {
+            /* cat, name, pid, tid: the order columns.event_sink interns them in */
+            for (int f = 0; f < 4; f++) {
+                int32_t id = symbol_id(table, &v[F_CAT + f], cache);
+                if (id == -2) {
                     goto error;
                 }
-                memcpy(kept.data + kept.size, &v[F_CAT], 4 * sizeof(Value));
-                kept.size += 4 * (Py_ssize_t)sizeof(Value);
-                PUSH(columns[COL_INDEX], int64_t, base + events);
-                PUSH(columns[COL_TS], double, v[F_TS].d);
-                PUSH(columns[COL_DUR], double, v[F_DUR].d);
-                PUSH(columns[COL_STREAM], int64_t, INT_OR(v[F_STREAM], -1));
-                PUSH(columns[COL_CORRELATION], int64_t, INT_OR(v[F_CORRELATION], -1));
-                PUSH(columns[COL_BW], double, PRESENT(v[F_BW]) ? v[F_BW].d : 0.0);
-                PUSH(columns[COL_NBYTES], int64_t, INT_OR(v[F_NBYTES], -1));
-                PUSH(columns[COL_EXT], int64_t, INT_OR(v[F_EXT], INT_OR(v[F_EXT_2021], -1)));
+                PUSH(columns[COL_CAT + f], int32_t, id);
             }
-            else if (v[F_NAME].kind == IS_STR && v[F_NAME].n == 8 &&
-                     memcmp(v[F_NAME].s, "[memory]", 8) == 0 && PRESENT(v[F_TS]) &&
-                     v[F_ARGS].kind != ABSENT) {
-                PUSH(columns[COL_MEM_TS], double, v[F_TS].d);
-                PUSH(columns[COL_MEM_TYPE], int64_t, INT_OR(v[F_DEVICE_TYPE], -1));
-                PUSH(columns[COL_MEM_TOTAL], double, PRESENT(v[F_TOTAL]) ? v[F_TOTAL].d : Py_NAN);
-            }
-            events++;
-            int more = next_item(&c, ']');
-            if (more < 0) {
-                goto not_ours;
-            }
-            if (!more) {
-                break;
-            }
+            PUSH(columns[COL_INDEX], int64_t, base + events);
+            PUSH(columns[COL_TS], double, v[F_TS].d);
+            PUSH(columns[COL_DUR], double, v[F_DUR].d);
+            PUSH(columns[COL_STREAM], int64_t, INT_OR(v[F_STREAM], -1));
+            PUSH(columns[COL_CORRELATION], int64_t, INT_OR(v[F_CORRELATION], -1));
+            PUSH(columns[COL_BW], double, PRESENT(v[F_BW]) ? v[F_BW].d : 0.0);
+            PUSH(columns[COL_NBYTES], int64_t, INT_OR(v[F_NBYTES], -1));
+            PUSH(columns[COL_EXT], int64_t, INT_OR(v[F_EXT], INT_OR(v[F_EXT_2021], -1)));
         }
-    }
-    skip_ws(&c);
-    if (c.p != c.end) {
-        goto not_ours;
-    }
-
-    /* The text is valid and ours: now the symbol table may see the values, in event order and
-       cat/name/pid/tid within an event (the order columns.event_sink interns them in). */
-    Py_ssize_t n_kept = kept.size / (4 * (Py_ssize_t)sizeof(Value));
-    if (n_kept) {
-        cache = PyMem_Calloc(CACHE_SLOTS, sizeof(CacheSlot));
-        if (cache == NULL) {
-            PyErr_NoMemory();
-            goto error;
+        else if (v[F_NAME].kind == IS_STR && v[F_NAME].n == 8 &&
+                 memcmp(v[F_NAME].s, "[memory]", 8) == 0 && PRESENT(v[F_TS]) &&
+                 v[F_ARGS].kind != ABSENT) {
+            PUSH(columns[COL_MEM_TS], double, v[F_TS].d);
+            PUSH(columns[COL_MEM_TYPE], int64_t, INT_OR(v[F_DEVICE_TYPE], -1));
+            PUSH(columns[COL_MEM_TOTAL], double, PRESENT(v[F_TOTAL]) ? v[F_TOTAL].d : Py_NAN);
         }
-    }
-    for (int col = COL_CAT; col <= COL_TID; col++) {
-        if (buffer_reserve(&columns[col], n_kept * (Py_ssize_t)sizeof(int32_t)) < 0) {
-            goto error;
-        }
-        columns[col].size = n_kept * (Py_ssize_t)sizeof(int32_t);
-    }
-    const Value *all = (const Value *)kept.data;
-    for (Py_ssize_t i = 0; i < n_kept; i++) {
-        for (int f = 0; f < 4; f++) {
-            int32_t id = symbol_id(table, &all[4 * i + f], cache);
-            if (id == -2) {
-                goto error;
-            }
-            ((int32_t *)columns[COL_CAT + f].data)[i] = id;
-        }
+        events++;
+        taken = c.p;
     }
 
     dict = PyDict_New();
@@ -746,13 +687,11 @@ decode_events(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nar
         }
         Py_DECREF(bytes);
     }
-    result = Py_BuildValue("(nOOO)", events, ts_has_float ? Py_True : Py_False,
-                           ts_all_present ? Py_True : Py_False, dict);
+    result = Py_BuildValue("(nnOOO)", events, (Py_ssize_t)(taken - start),
+                           ts_has_float ? Py_True : Py_False, ts_all_present ? Py_True : Py_False,
+                           dict);
     goto done;
 
-not_ours:
-    result = Py_NewRef(Py_None);
-    goto done;
 error:
     result = NULL;
 done:
@@ -760,7 +699,6 @@ done:
     for (int col = 0; col < N_COLUMNS; col++) {
         PyMem_Free(columns[col].data);
     }
-    PyMem_Free(kept.data);
     PyMem_Free(cache);
     PyBuffer_Release(&view);
     return result;

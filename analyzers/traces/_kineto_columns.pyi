@@ -5,8 +5,9 @@ from typing import Any
 
 def decode_events(
     text: Any, base: int, symbols: dict[object, int], /
-) -> tuple[int, bool, bool, dict[str, bytearray]] | None:
-    """Columns of one JSON array of Kineto events, or None where msgspec must decide."""
+) -> tuple[int, int, bool, bool, dict[str, bytearray]]:
+    """(events, bytes taken, ts_has_float, ts_all_present, columns) of the whole events at the
+    head of `text`, up to the first element it does not take."""
 
 def longest_path(n: int, src: Any, dst: Any, weight: Any, /) -> tuple[bytearray, int] | None:
     """networkx's `dag_longest_path`: (its edge ids, int64; the pairs kept), None on a cycle."""

@@ -1,9 +1,9 @@
 """Column buffers for one trace file, and the reference reduction of one decoded event to a row.
 
-The loader (`load.py`) fills a `ColumnBuilder`: the C column pass (`load_fast.py`) appends whole
-blocks per batch of events, a batch the C pass leaves (and the stdlib oracle in tests) appends
-one event at a time through `event_sink`, whose rules are the definition of what a row
-holds (RawTrace's docstring). The builder keeps the two kinds of appends in file order.
+The decoder (`load_fast.py`) fills a `ColumnBuilder`: its C pass appends whole blocks, its walk
+(and the stdlib oracle in tests) one event at a time through `event_sink`, whose rules are the
+definition of what a row holds (RawTrace's docstring). The builder keeps the two kinds of
+appends in file order.
 
 Never decodes JSON and never reads files; never imports pandas.
 """
@@ -31,8 +31,7 @@ __all__ = [
     "non_finite_message",
 ]
 
-# Decompressed bytes a loader reads at a time: bounds the memory of a load (load.py's module
-# docstring).
+# Decompressed bytes read at a time: bounds the memory of a load.
 CHUNK_SIZE = 1 << 20
 
 # Every column of RawTrace that grows with the file, and its dtype.
@@ -60,15 +59,16 @@ Block: TypeAlias = "npt.NDArray[Any] | bytearray"
 
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+NAN = float("nan")
 _NO_ARGS: dict[str, Any] = {}
 
 
 class SymbolTable(dict[object, int]):
     """Raw `cat`/`name`/`pid`/`tid` value -> symbol id, interning a value on its first lookup.
 
-    A dict subclass so that a whole batch is looked up with `map(table.__getitem__, values)` in
-    C, and Python runs only for values not seen before. Non-string values (integer pids) share the
-    symbol of their `str()`; None is -1. `names[id]` is the text of a symbol.
+    A dict subclass, so that Python runs only for values not seen before. Non-string values
+    (integer pids) share the symbol of their `str()`; None is -1. `names[id]` is the text of a
+    symbol.
     """
 
     def __init__(self) -> None:
@@ -156,23 +156,9 @@ def as_float(value: object, default: float) -> float:
 def event_sink(cols: ColumnBuilder, path: object) -> Callable[[object, int], None]:
     """A function that reduces one decoded event (a dict) to column values: the reference rules.
     An event of the wrong shape (a list where a name goes) is refused as a corrupt trace that
-    names it, not a bare TypeError. A closure over bound `append` methods: the test oracle runs
-    it once per event."""
+    names it, not a bare TypeError."""
     ids = cols.symbols
-    (
-        index_append,
-        cat_append,
-        name_append,
-        pid_append,
-        tid_append,
-        ts_append,
-        dur_append,
-        stream_append,
-        corr_append,
-        bw_append,
-        bytes_append,
-        ext_append,
-    ) = (cols.lists[key].append for key in list(DTYPES)[:12])
+    appends = [cols.lists[key].append for key in list(DTYPES)[:12]]
 
     def reduce(ev: object, position: int) -> None:
         if type(ev) is not dict:
@@ -188,38 +174,46 @@ def event_sink(cols: ColumnBuilder, path: object) -> Callable[[object, int], Non
             else:
                 cols.ts_has_float = True
                 if type(ts) is not float:
-                    ts = as_float(ts, float("nan"))
+                    ts = as_float(ts, NAN)
                 elif not isfinite(ts):
                     non_finite = "ts"
         dur = get("dur")
         cat = get("cat")
         if dur is None or cat is None or cat == "Trace" or ts is None:
-            if get("name") == "[memory]" and ts is not None:
-                _add_memory_counter(cols, get("args"), ts)
+            args = get("args")
+            if get("name") == "[memory]" and ts is not None and isinstance(args, dict):
+                lists = cols.lists
+                lists["mem_ts"].append(ts)
+                lists["mem_device_type"].append(as_int(args.get("Device Type"), -1))
+                lists["mem_total_allocated"].append(as_float(args.get("Total Allocated"), NAN))
             return
         if type(dur) is not int:
             if type(dur) is not float:
-                dur = as_float(dur, float("nan"))
+                dur = as_float(dur, NAN)
             elif not isfinite(dur) and not non_finite:
                 non_finite = "dur"
-        if non_finite:  # every analysis would turn it into NaN sums or an endless span (issue 28)
+        if non_finite:  # every analysis would turn it into NaN sums or an endless span
             message = non_finite_message(path, position, get("name"), non_finite, ev[non_finite])
             raise NonFiniteTraceError(message)
-        index_append(position)
-        cat_append(ids[cat])
-        name_append(ids[get("name")])
-        pid_append(ids[get("pid")])
-        tid_append(ids[get("tid")])
-        ts_append(ts)
-        dur_append(dur)
         args = get("args")
         aget = args.get if type(args) is dict else _NO_ARGS.get
-        stream_append(as_int(aget("stream"), -1))
-        corr_append(as_int(aget("correlation"), -1))
-        bw_append(as_float(aget("memory bandwidth (GB/s)"), 0.0))
-        bytes_append(as_int(aget("bytes"), -1))
         ext = aget("External id")
-        ext_append(as_int(aget("external id") if ext is None else ext, -1))
+        row = (
+            position,
+            ids[cat],
+            ids[get("name")],
+            ids[get("pid")],
+            ids[get("tid")],
+            ts,
+            dur,
+            as_int(aget("stream"), -1),
+            as_int(aget("correlation"), -1),
+            as_float(aget("memory bandwidth (GB/s)"), 0.0),
+            as_int(aget("bytes"), -1),
+            as_int(aget("external id") if ext is None else ext, -1),
+        )
+        for append, value in zip(appends, row, strict=True):
+            append(value)
 
     def add(ev: object, position: int) -> None:
         try:
@@ -238,11 +232,3 @@ def non_finite_message(path: object, position: int, name: object, field: str, va
         f"{path}: traceEvents[{position}] ({name!r:.60}) has {field} = {value!r}: "
         "a timestamp or duration must be a finite number"
     )
-
-
-def _add_memory_counter(cols: ColumnBuilder, args: object, ts: float) -> None:
-    if isinstance(args, dict):
-        lists = cols.lists
-        lists["mem_ts"].append(ts)
-        lists["mem_device_type"].append(as_int(args.get("Device Type"), -1))
-        lists["mem_total_allocated"].append(as_float(args.get("Total Allocated"), float("nan")))

@@ -1,21 +1,19 @@
-"""Stream-parse one PyTorch profiler (Kineto) trace file into columnar numpy arrays.
+"""Parse one PyTorch profiler (Kineto) trace file into columnar numpy arrays.
 
-Why streaming: HTA decodes the whole document with `json.loads` into a pandas frame of dicts and
-peaks at 100-450 MiB for a 1-3 MB gzipped trace (HTA issue 250: 200 GB of traces needed ~950 GB of
-RAM). Here the file is decompressed in 1 MiB chunks and decoded a batch at a time straight into
-columns (`load_fast.py`, `columns.py`), so the peak is the columns plus one chunk.
+The file is decompressed in 1 MiB chunks and decoded straight into columns (`load_fast.py`), so
+the peak is the columns plus a chunk (HTA's `json.load` of the whole document peaks at 100-450
+MiB for a 1-3 MB gzipped trace).
 
 Accepted input: plain or gzip JSON (detected by magic bytes, not by name); 2021 category names
-(`Operator`, `Runtime`, `Kernel`, `Memcpy`, `Memset`) and current ones (`cpu_op`, `cuda_runtime`,
-`kernel`, `gpu_memcpy`, ...); integer or float-ns timestamps; a missing `distributedInfo` or rank;
-CPU-only traces. A truncated file raises `TruncatedTraceError`, anything else that is not a Kineto
-trace raises `CorruptTraceError`; both name the file and say what is wrong.
+(`Operator`, `Runtime`, `Kernel`, ...) and current ones (`cpu_op`, `cuda_runtime`, `kernel`, ...);
+integer or float-ns timestamps; a missing `distributedInfo` or rank; CPU-only traces. A truncated
+file raises `TruncatedTraceError`, anything else that is not a Kineto trace `CorruptTraceError`;
+both name the file and say what is wrong.
 
 What is kept: every event with a `dur` and a `cat` whose `cat` is not `Trace` (exactly HTA's kept
 set, section 1.4 of trace-semantics.md), with its position in `traceEvents` (HTA's `index`), plus
-`[memory]` instant events (allocator counters). Flow, metadata and other instant events are counted,
-not stored. This module applies no analysis rule: the HTA load rules (ns rounding, alignment,
-iteration filter) are a separate step in `hta_rules.py`. It must never import pandas.
+`[memory]` instant events (allocator counters). This module applies no analysis rule (the HTA
+load rules are `hta_rules.py`). It must never import pandas.
 """
 
 from __future__ import annotations
@@ -32,7 +30,6 @@ if TYPE_CHECKING:
 from analyzers.traces import load_fast
 from analyzers.traces.columns import CHUNK_SIZE, DTYPES, ColumnBuilder, non_finite_message
 from analyzers.traces.frame import RowColumns
-from analyzers.traces.trace_text import regular_file_size
 from fleetscope.errors import NonFiniteTraceError
 
 __all__ = ["RawTrace", "load_raw_trace"]
@@ -74,13 +71,9 @@ class RawTrace(RowColumns):
 
 
 def load_raw_trace(path: str | Path, *, chunk_size: int = CHUNK_SIZE) -> RawTrace:
-    """Parse one trace file; see the module docstring for what is kept and what is refused.
-
-    `chunk_size` (decompressed bytes read at a time) only matters for memory and for tests of
-    events split across chunks.
-    """
+    """Parse one trace file; `chunk_size` (decompressed bytes read at a time) only matters for
+    memory and for tests of events split across chunks."""
     path = Path(path)
-    regular_file_size(path)  # a FIFO or a device is refused before it is opened
     cols = ColumnBuilder()
     metadata, hta_rank = load_fast.decode(path, cols, chunk_size)
     raw = _finish(path, metadata, cols, hta_rank)

@@ -1,21 +1,14 @@
-"""The trace decoder: batches of `traceEvents` go straight to column blocks by the C pass of
-analyzers/traces/_kineto_columns.c; a batch it leaves (an odd shape: a string stream id, a null
-`args`) is decoded by the standard library's `json` and reduced by `columns.event_sink`, the
-reference rules (tests hold the two to the same columns, and the whole decoder to the stdlib
-oracle in tests/analyzers/traces/stdlib_oracle.py).
+"""The trace decoder: the events of `traceEvents` go straight to column blocks by the C pass of
+analyzers/traces/_kineto_columns.c, which decodes whole events from the head of the text and stops
+at the first element it does not take. That element (an odd shape such as a string stream id or
+a null `args`, malformed JSON, an element the text cut) and the rest of the text it is in are
+decoded by Python's json and reduced by `columns.event_sink`, the reference rules (`_Events.walk`,
+which names the element and what is wrong in one line); then the C pass goes on with the next
+chunk. Tests hold the whole decoder to the stdlib oracle in tests/analyzers/traces/stdlib_oracle.py.
 
-Why C: decoding each event into a dict and reducing it in Python was about 90 % of the load; the
-C pass reads the 13 numbers a row needs and skips the rest as it validates it. It stays by issue
-29's rule (at least 2x the best well-kept decoder, and fuzzed: bench/trace_decoders.py,
-bench/fuzz_traces.py, bench/RESULTS.md). Why batches: HTA's `json.load` of the whole document is
-what makes its memory 4x ours, so the decompressed text is read in chunks and cut after the last
-`},` that `{` follows (`_cuts`). A cut is checked, not trusted: `[` + text + `]` decodes only if
-it fell between two elements of `traceEvents`, and a rejected cut (a `},` in a kernel's name) is
-retried at an earlier `},`.
-
-When no cut decodes (broken or truncated JSON, nesting past the decoder's depth), the elements at
-the head of the text are decoded one at a time (`_Batches.walk`), which names the element and
-what is wrong in one line. Every refusal is a TraceError naming the file. Never imports pandas.
+Why C: decoding each event into a dict and reducing it in Python was about 90 % of the load. Why
+chunks: HTA's `json.load` of the whole document is what makes its memory 4x ours. Every refusal
+is a TraceError naming the file. Never imports pandas.
 """
 
 from __future__ import annotations
@@ -41,27 +34,18 @@ from fleetscope.errors import CorruptTraceError, TraceNestingError, TruncatedTra
 
 __all__ = ["decode", "flush_columns"]
 
-# The C pass from text to columns; None for a batch it leaves to the reference rules.
 _decode_columns = _kineto_columns.decode_events
 
 _KEY = b'"traceEvents"'
 _KEY_RE = re.compile(rb"[ \t\n\r]*:[ \t\n\r]*\[")
 _AFTER_KEY = re.compile(rb"[ \t\n\r]*:?[ \t\n\r]*")
 _FIRST = re.compile(rb"[ \t\n\r]*([^ \t\n\r])")
-_NOT_WS = re.compile(rb"[^ \t\n\r]")
 _SKIP_WS = re.compile(r"[ \t\n\r]*").match
 _JSON_WS = b" \t\n\r"
 # The most text buffered while looking for the key, or for the end of one element: a file past
 # it is refused (no Kineto event or metadata block comes near it).
 _MAX_BUFFER = 64 << 20
-_CUT = b"},"
-_OPEN, _CLOSE, _COMMA = b"[],"
-_CUT_TRIES, _CUT_SCAN = 4, 64
-_OBJECT_NEXT = re.compile(rb"[ \t\n\r]*(?:\{|\Z)").match
-_ARRAY_END = re.compile(rb"\][ \t\n\r]*[,}]")
-_WALK_AFTER_CHUNKS = 4
-# What a batch that is not valid JSON raises (json.JSONDecodeError is a ValueError).
-_DECODE_ERRORS = (ValueError, RecursionError)
+_CLOSE = ord("]")
 
 
 def decode(path: Path, cols: ColumnBuilder, chunk_size: int) -> tuple[dict[str, Any], int | None]:
@@ -100,74 +84,29 @@ class _Text:
         self.data[:rest] = self.data[count : self.length]
         self.length = rest
 
-    def find(self, sub: bytes, start: int = 0) -> int:
-        return self.data.find(sub, start, self.length)
-
 
 def _decode(source: TextSource, cols: ColumnBuilder, path: Path) -> dict[str, Any]:
     text = _Text(2 * source.chunk_size + 64)
     metadata, opening = _head(source, text, path)
-    # From here on the text's first byte is the `[` or `,` before the next element.
+    # From here on the text's first byte stands for the `[` or `,` before the next element; it is
+    # `]` once the array is closed.
     text.drop(opening)
-    batches = _Batches(cols, path)
-    # Where the search for a `},` starts: past the text already searched in vain, so a run of
-    # text without one (a gzip bomb of spaces) is searched once, not once a chunk.
-    searched = 0
-    while True:
-        if not source.eof and text.length < source.chunk_size:
+    events = _Events(cols, path)
+    while text.data[0] != _CLOSE:
+        if not source.eof:
             text.append(source.read())
-            continue
-        cut = 0
-        has_cut = text.find(_CUT, max(1, searched - 1)) >= 0
-        if has_cut:
-            cut = _decode_batch(text.data, text.length, batches)
-        else:
-            searched = text.length
-        # No cut decodes though the text holds several chunks: the head of the text is walked
-        # element by element (broken JSON is named there). At the end of input the tail below
-        # does the same.
-        if not cut and (
-            (has_cut and not source.eof and text.length >= _WALK_AFTER_CHUNKS * source.chunk_size)
-            or text.length > _MAX_BUFFER
-        ):
-            cut, ended = batches.walk(text, eof=source.eof)
-            if ended:
-                text.drop(cut)
-                while not source.eof and text.length <= _MAX_BUFFER:
-                    text.append(source.read())
-                return _members_after(text, metadata, batches, path)
-        elif not cut and _NOT_WS.search(text.data, 1, text.length) is None:
-            cut = max(0, text.length - 1)  # only whitespace after the separator: keep the separator
-        if cut:
-            text.drop(cut)
-            searched = 0
-        elif source.eof:
-            break
-        elif text.length > _MAX_BUFFER:
+        text.drop(events.decode(text))
+        # Where the C pass stopped short of a chunk from the end, the next chunk comes first.
+        if text.data[0] != _CLOSE and (source.eof or text.length >= source.chunk_size):
+            text.drop(events.walk(text, eof=source.eof))
+        if text.length > _MAX_BUFFER:
             raise CorruptTraceError(
-                f"{path}: not a Kineto trace: traceEvents[{batches.position}] is longer than "
+                f"{path}: not a Kineto trace: traceEvents[{events.position}] is longer than "
                 f"{_MAX_BUFFER >> 20} MiB"
             )
-        else:
-            text.append(source.read())
-    # What is left: the last elements, the `]` that closes `traceEvents`, the members after it.
-    end = _last_batch(text, batches)
-    if end is None:
-        end, _ = batches.walk(text, eof=True)
-    text.drop(end)
-    return _members_after(text, metadata, batches, path)
-
-
-def _last_batch(text: _Text, batches: _Batches) -> int | None:
-    """At the end of input, decode the elements up to the `]` that closes `traceEvents` as one
-    batch and return its position; None when none of the last _CUT_TRIES `]` that `,` or `}`
-    follows decodes (a member after the array may be an array too, such as Kineto's `INFO`)."""
-    buf = text.data
-    buf[0] = _OPEN
-    ends = [m.start() for m in _ARRAY_END.finditer(buf, 1, text.length)]
-    return next(
-        (at for at in reversed(ends[-_CUT_TRIES:]) if batches.decode_head(buf, at + 1)), None
-    )
+    while not source.eof and text.length <= _MAX_BUFFER:
+        text.append(source.read())
+    return _members_after(text, metadata, events, path)
 
 
 def _head(source: TextSource, text: _Text, path: Path) -> tuple[dict[str, Any], int]:
@@ -176,7 +115,7 @@ def _head(source: TextSource, text: _Text, path: Path) -> tuple[dict[str, Any], 
     found really is a top-level key (else the next one is tried)."""
     start = 0
     while True:
-        key_at = text.find(_KEY, start)
+        key_at = text.data.find(_KEY, start, text.length)
         if key_at < 0 or (text.length < key_at + 64 and not source.eof):
             if source.eof:
                 raise _no_events(bytes(text.data[: text.length]), path)
@@ -196,7 +135,7 @@ def _head(source: TextSource, text: _Text, path: Path) -> tuple[dict[str, Any], 
         if head.lstrip(_JSON_WS) == b"{":
             metadata = {}
         elif head.endswith(b",") and head[:-1].strip(_JSON_WS) != b"{":
-            with contextlib.suppress(*_DECODE_ERRORS):  # else not a top-level key
+            with contextlib.suppress(ValueError, RecursionError):  # else not a top-level key
                 value = json.loads(head[:-1] + b"}")
                 metadata = value if isinstance(value, dict) else None
         if metadata is not None:
@@ -239,7 +178,7 @@ def _no_events(data: bytes, path: Path) -> Exception:
 
 
 def _members_after(
-    text: _Text, metadata: dict[str, Any], batches: _Batches, path: Path
+    text: _Text, metadata: dict[str, Any], events: _Events, path: Path
 ) -> dict[str, Any]:
     """The members after the `]` that closes `traceEvents` (the text's first byte)."""
     rest = bytes(text.data[1 : text.length]).strip(_JSON_WS)
@@ -267,7 +206,7 @@ def _members_after(
         raise CorruptTraceError(
             f"{path}: not a Kineto trace: expected ',' or '}}' after traceEvents, found {char!r}"
         )
-    batches.cols.count = batches.position
+    events.cols.count = events.position
     return metadata
 
 
@@ -304,99 +243,53 @@ def flush_columns(cols: ColumnBuilder, path: Path) -> None:
         ) from exc
 
 
-def _decode_batch(buf: bytearray, end: int, batches: _Batches) -> int:
-    """Decode the whole elements in `buf[:end]` (after its first byte, a `[` or `,`); return
-    the position of the `,` after the last one decoded (0: no cut found that decodes). In place,
-    without a copy: the first byte becomes `[` and the `,` after it `]` during the call."""
-    for cut in _cuts(buf, end):
-        buf[0], buf[cut + 1] = _OPEN, _CLOSE
-        decoded = batches.decode_head(buf, cut + 2)
-        buf[cut + 1] = _COMMA
-        if decoded:
-            return cut + 1
-    return 0
-
-
-def _cuts(buf: bytearray, end: int) -> list[int]:
-    """Where to cut, last first: up to _CUT_TRIES `},` that `{` or the text's end follows (of
-    the last _CUT_SCAN), then the last _CUT_TRIES of any kind."""
-    likely: list[int] = []
-    plain: list[int] = []
-    at = end
-    for _ in range(_CUT_SCAN):
-        at = buf.rfind(_CUT, 1, at)
-        if at < 0 or len(likely) == _CUT_TRIES:
-            break
-        if len(plain) < _CUT_TRIES:
-            plain.append(at)
-        if _OBJECT_NEXT(buf, at + 2, end) is not None:
-            likely.append(at)
-    return likely + plain
-
-
 # A literal cut by the end of the text (`tr|ue`, `-Infin|ity`) fails this close to the end.
 _LITERAL_SLACK = 10
 
 
-class _Batches:
-    """Turns decoded batches of events into column blocks; counts events (HTA's `index`)."""
+class _Events:
+    """Turns the events into column blocks; counts them (HTA's `index`)."""
 
     def __init__(self, cols: ColumnBuilder, path: Path) -> None:
         self.cols = cols
         self.path = path
         self.position = 0
 
-    def decode(self, text: memoryview) -> None:
-        """Decode one JSON array of events; raise one of _DECODE_ERRORS if it is not valid JSON
-        (so the caller can try another cut). The C pass takes every batch of the shapes it knows;
-        the rest (a string stream id, a null `args`, an integer beyond int64, a NaN literal: a
-        batch or two of an odd file) is decoded by `json` and reduced by the reference rules."""
+    def decode(self, text: _Text) -> int:
+        """The C pass over the whole events at the head of the text; returns the bytes it took
+        (the text then starts at the separator after the last one)."""
         cols = self.cols
-        decoded = _decode_columns(text, self.position, cols.symbols)
-        if decoded is None:
-            add = event_sink(cols, self.path)
-            for ev in json.loads(str(text, "utf-8")):
-                add(ev, self.position)
-                self.position += 1
-            flush_columns(cols, self.path)
-            return
-        count, ts_has_float, ts_all_present, columns = decoded
+        with memoryview(text.data) as view, view[: text.length] as live:
+            count, taken, ts_has_float, ts_all_present, columns = _decode_columns(
+                live, self.position, cols.symbols
+            )
         cols.ts_has_float |= ts_has_float
         cols.ts_all_present &= ts_all_present
         if columns:
             cols.add_blocks(columns)
         self.position += count
+        return taken
 
-    def decode_head(self, buf: bytearray, end: int) -> bool:
-        """`decode(buf[:end])` without a copy; False when that is not valid JSON."""
-        try:
-            with memoryview(buf) as view, view[:end] as batch:
-                self.decode(batch)
-        except _DECODE_ERRORS:
-            return False
-        return True
-
-    def walk(self, text: _Text, *, eof: bool) -> tuple[int, bool]:
+    def walk(self, text: _Text, *, eof: bool) -> int:
         """Decode the elements at the head of the text one at a time with Python's json (the
-        text's first byte is the `[` or `,` before the next one); return (bytes to drop, so that
-        the text starts at the separator after the last element taken; whether that separator
-        is the `]` that closes `traceEvents`). Raises the error that names the element when one
-        is malformed, or truncated at the end of input."""
+        text's first byte stands for the separator before the next one); return the bytes to
+        drop, so that the text starts at the separator after the last element taken. Raises the
+        error that names the element when one is malformed, or truncated at the end of input."""
         path = self.path
         s, _ = codecs.utf_8_decode(bytes(text.data[: text.length]), "strict", eof)
         n = len(s)
         add = event_sink(self.cols, path)
         scan = json.JSONDecoder().raw_decode
         taken = 0  # characters up to the separator after the last element taken
-        ended = False
         while True:
             i = _SKIP_WS(s, taken + 1).end()  # type: ignore[union-attr]  # `*` always matches
             if i >= n:
                 if eof:
                     raise _truncated(path)
+                taken = n - 1  # a run of whitespace is dropped (a gzip bomb of spaces)
                 break
             if s[i] == "]":
-                taken, ended = i, True
+                taken = i
                 break
             what = f"traceEvents[{self.position}]"
             try:
@@ -425,7 +318,6 @@ class _Batches:
             self.position += 1
             taken = j
             if s[j] == "]":
-                ended = True
                 break
         flush_columns(self.cols, path)
-        return len(s[:taken].encode()), ended
+        return len(s[:taken].encode())

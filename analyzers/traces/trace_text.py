@@ -1,8 +1,5 @@
 """A trace file's text in chunks, as the decoder (load_fast.py) reads it: inflated (zlib-ng
-where installed), checked as UTF-8, with HTA's rank found on the way.
-
-Why its own module: reading and checking the bytes is one job, turning them into columns another
-(load_fast.py). Never parses JSON.
+where installed), checked as UTF-8, with HTA's rank found on the way. Never parses JSON.
 """
 
 from __future__ import annotations
@@ -27,13 +24,10 @@ from fleetscope.errors import (
 
 __all__ = ["InflateBudget", "TextSource", "regular_file_size"]
 
-# The decompression budget of one gzip trace file (issue 28: a 2 MB gzip of 2 GiB of spaces ran
-# 120 s with no output). Real Kineto traces inflate 13-30x (the shared traces: nccl_data 13x,
-# trace_diff_control 17x, resnet50 30x); JSON text rarely passes 50x, while deflate's ceiling,
-# reached by runs of one byte, is ~1,030x. So a file may inflate to MAX_INFLATE_RATIO times its
-# compressed size (at least INFLATE_FLOOR_BYTES, so a tiny file is never judged by its header),
-# and never past MAX_TEXT_BYTES, far above any one rank's trace seen (hundreds of MB). The check
-# runs on every chunk read, so a bomb stops after ~200x its size: well under a second.
+# The decompression budget of one gzip trace file. Real Kineto traces inflate 13-30x, JSON text
+# rarely passes 50x, deflate's ceiling (runs of one byte) is ~1,030x. So a file may inflate to
+# MAX_INFLATE_RATIO times its compressed size (at least INFLATE_FLOOR_BYTES, so a tiny file is
+# never judged by its header), and never past MAX_TEXT_BYTES. Checked on every chunk read.
 MAX_INFLATE_RATIO = 200
 INFLATE_FLOOR_BYTES = 64 << 20
 MAX_TEXT_BYTES = 16 << 30
@@ -85,9 +79,8 @@ class InflateBudget:
             )
 
 
-# zlib-ng's gzip reader inflates these files ~3x faster than stdlib gzip; it comes with the
-# `server` extra, and stdlib gzip reads the same bytes without it. zlib-ng raises its own error
-# type on a corrupt stream, stdlib gzip zlib.error.
+# zlib-ng's gzip reader (the `server` extra) inflates ~3x faster than stdlib gzip, and raises its
+# own error type on a corrupt stream.
 _open_gzip: Callable[[Path, str], io.BufferedIOBase]
 _GZIP_READ_ERRORS: tuple[type[Exception], ...] = (OSError, zlib.error)
 try:
@@ -105,7 +98,7 @@ _RANK_KEY = b'"rank":'
 
 class TextSource:
     """Decompressed bytes of a file in chunks, checked as UTF-8 (the C pass does not check the
-    strings it skips), with HTA's rank found on the way."""
+    strings it skips)."""
 
     def __init__(self, path: Path, chunk_size: int) -> None:
         size = regular_file_size(path)
@@ -125,8 +118,7 @@ class TextSource:
         self._tail = b""
 
     def read(self) -> bytes:
-        """The next chunk (b"" at the end); a file that cannot be read whole raises a TraceError
-        that says why."""
+        """The next chunk (b"" at the end), or a TraceError that says why not."""
         try:
             data = self._raw.read(self.chunk_size)
         except EOFError as exc:
@@ -152,10 +144,9 @@ class TextSource:
         return data
 
     def _find_rank(self, data: bytes) -> None:
-        """HTA's rank: the first match in the file, with all its digits. A match that starts in
-        the previous chunk's last bytes is looked for at the border; a match that the chunk's
-        end may cut is left for the next chunk's border. The whole chunk is searched only when
-        it holds the key (a regex over every chunk slows the whole load)."""
+        """HTA's rank: the first match in the file, with all its digits, looked for at the border
+        with the previous chunk too. The whole chunk is searched only when it holds the key (a
+        regex over every chunk slows the whole load)."""
         tail = self._tail
         edge = tail + data[:64]
         match = _HTA_RANK_RE.search(edge)

@@ -1,12 +1,11 @@
-"""The C column pass of the trace loader (analyzers/traces/_kineto_columns.c) gives the columns
+"""The C column pass of the trace decoder (analyzers/traces/_kineto_columns.c) gives the columns
 the reference rules give (stdlib json's decode reduced by columns.event_sink), symbol ids
-included, on real and generated batches; it reads every number as Python's json does; and it takes
-nothing that is not strict JSON of the event shapes it knows: that text goes to the reference
-rules, which decide."""
+included, for every event it takes, on real and generated text; it reads every number as Python's
+json does; and it stops at the first element that is not strict JSON of the event shapes it
+knows: the reference rules decide that one."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import struct
@@ -22,36 +21,31 @@ from analyzers.traces import load_fast
 from analyzers.traces._kineto_columns import decode_events
 from analyzers.traces.columns import DTYPES, ColumnBuilder, event_sink
 from analyzers.traces.load import load_raw_trace
-from fleetscope.errors import TraceError
-from tests.analyzers.traces.test_traces_load_fast import differences
+from tests.analyzers.traces.test_traces_load_fast import differences, take_nothing
 from tests.analyzers.traces.trace_paths import ALL_TRACES
 
 COLUMNS = list(DTYPES)
 
 
-# What the reference rules may raise on a batch: then the C pass must leave it.
-REFUSED = (OverflowError, TypeError, ValueError, TraceError)
-
-
-def reference_columns(text: bytes, base: int = 0) -> tuple[dict[str, list[Any]], ColumnBuilder]:
-    """The batch by the reference rules, decoded as the stdlib path decodes it."""
+def reference_columns(
+    events: list[Any], base: int = 0
+) -> tuple[dict[str, list[Any]], ColumnBuilder]:
+    """The events by the reference rules."""
     cols = ColumnBuilder()
     add = event_sink(cols, "batch")
-    for k, event in enumerate(json.loads(text)):
+    for k, event in enumerate(events):
         add(event, base + k)
     return {key: cols.column(key).tolist() for key in COLUMNS}, cols
 
 
-def c_columns(text: bytes, base: int = 0) -> tuple[dict[str, list[Any]], ColumnBuilder] | None:
+def c_columns(text: bytes, base: int = 0) -> tuple[dict[str, list[Any]], ColumnBuilder, int, int]:
+    """The C pass over `text`: its columns, symbols and flags, the events and bytes it took."""
     cols = ColumnBuilder()
-    decoded = decode_events(text, base, cols.symbols)
-    if decoded is None:
-        return None
-    count, ts_has_float, ts_all_present, blocks = decoded
-    assert count == len(json.loads(text))
-    cols.ts_has_float, cols.ts_all_present = ts_has_float, ts_all_present
+    count, taken, cols.ts_has_float, cols.ts_all_present, blocks = decode_events(
+        text, base, cols.symbols
+    )
     cols.add_blocks({key: np.frombuffer(data, dtype=DTYPES[key]) for key, data in blocks.items()})
-    return {key: cols.column(key).tolist() for key in COLUMNS}, cols
+    return {key: cols.column(key).tolist() for key in COLUMNS}, cols, count, taken
 
 
 def same_columns(a: dict[str, list[Any]], b: dict[str, list[Any]]) -> bool:
@@ -63,20 +57,21 @@ def same_columns(a: dict[str, list[Any]], b: dict[str, list[Any]]) -> bool:
     return all(bits(a[key]) == bits(b[key]) for key in COLUMNS)
 
 
-def assert_same_batch(text: bytes, base: int = 0) -> bool:
-    """The C pass gives the reference columns and symbol table, or leaves the batch (False)."""
-    ours = c_columns(text, base)
-    if ours is None:
-        return False
-    reference, reference_cols = reference_columns(text, base)
-    columns, cols = ours
+def assert_same_batch(text: bytes, base: int = 0) -> int:
+    """The C pass gives the reference columns, symbol table and flags for the events it takes
+    (of a JSON array); returns how many it took."""
+    columns, cols, count, taken = c_columns(text, base)
+    events = json.loads(text)[:count]
+    if count:
+        assert json.loads(text[:taken] + b"]") == events
+    reference, reference_cols = reference_columns(events, base)
     assert same_columns(columns, reference)
     assert cols.symbols.names == reference_cols.symbols.names
     assert (cols.ts_has_float, cols.ts_all_present) == (
         reference_cols.ts_has_float,
         reference_cols.ts_all_present,
     )
-    return True
+    return count
 
 
 @pytest.mark.parametrize(
@@ -89,36 +84,10 @@ def test_real_traces_give_the_reference_columns(
     trace_file: Path, chunk: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with_c = load_raw_trace(trace_file, chunk_size=chunk)
-    monkeypatch.setattr(load_fast, "_decode_columns", lambda text, base, symbols: None)
+    monkeypatch.setattr(load_fast, "_decode_columns", take_nothing)
     without = load_raw_trace(trace_file, chunk_size=chunk)
     assert differences(with_c, without) == []
     assert with_c.metadata == without.metadata
-
-
-def test_the_golden_batches_are_taken_by_the_c_pass(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every batch that is whole JSON is read in C, except a string stream id (AMD's trace)."""
-    taken, left = [], []
-
-    def counting(text: Any, base: int, symbols: Any) -> Any:
-        result = decode_events(text, base, symbols)
-        valid = _is_json(bytes(text))
-        (taken if result is not None else left).append(valid)
-        return result
-
-    monkeypatch.setattr(load_fast, "_decode_columns", counting)
-    for trace_dir in ALL_TRACES:
-        for path in sorted(trace_dir.glob("*.gz")):
-            load_raw_trace(path)
-    assert all(taken) and len(taken) >= 20
-    assert left.count(True) <= 1  # the AMD trace's batch with `"stream": "..."`
-
-
-def _is_json(text: bytes) -> bool:
-    try:
-        json.loads(text)
-    except ValueError:
-        return False
-    return True
 
 
 KERNEL = (
@@ -151,30 +120,29 @@ KERNEL = (
         '[{"cat": "c", "ts": 1, "dur": 1, "args": {"correlation": 9223372036854775807, '
         '"External id": -9223372036854775808}}]',
         '[{"cat": "c", "ts": 1, "dur": 1, "deep": ' + "[" * 60 + "]" * 60 + "}]",
+        # A lone surrogate is JSON that Python's json reads.
+        '[{"cat": "c", "x": "\\ud800", "ts": 1, "dur": 1, "y": "\\udc00\\ud800\\u0041"}]',
     ],
 )
 def test_shapes_it_reads(text: str) -> None:
-    assert assert_same_batch(text.encode())
+    assert assert_same_batch(text.encode()) == len(json.loads(text))
 
 
 @pytest.mark.parametrize(
     "text",
     [
-        # Not strict JSON: the loader's `json` decides (an earlier cut, the element walk).
+        # Not strict JSON: the walk decides.
         "",
         "[",
         "[" + KERNEL,
-        "[" + KERNEL + ",]",
-        "[" + KERNEL + "] x",
+        ",]",
+        "[" + KERNEL + " x",
         '[{"cat": "c", "ts": 01, "dur": 1}]',
         '[{"cat": "c", "ts": 1., "dur": 1}]',
         '[{"cat": "c", "ts": NaN, "dur": 1}]',
         '[{"cat": "c\x01", "ts": 1, "dur": 1}]',
         '[{"cat": "c", "x": "\\q", "ts": 1, "dur": 1}]',
         '[{"cat": "c", "x": tru, "ts": 1, "dur": 1}]',
-        '[{"cat": "c", "x": "\\ud800", "ts": 1, "dur": 1}]',
-        '[{"cat": "c", "x": "\\udc00\\ud800", "ts": 1, "dur": 1}]',
-        '[{"cat": "c", "x": "\\ud800\\u0041", "ts": 1, "dur": 1}]',
         '[{"cat": "c", "x": "\\u12G4", "ts": 1, "dur": 1}]',
         '[{"cat": "c" "ts": 1}]',
         '[{"cat": "c", "ts": 1, "dur": 1}}]',
@@ -189,7 +157,7 @@ def test_shapes_it_reads(text: str) -> None:
         '[{"cat": "c", "ts": 1, "dur": 1, "pid": 1.5}]',
         '[{"cat": "c", "ts": 1, "dur": 1, "pid": [1]}]',
         "[1]",
-        '[{"cat": "c", "ts": 1, "dur": 1}, []]',
+        "[[]]",
         # What the C pass leaves although the shape is fine: escapes in what it reads,
         # a key read twice, integers beyond int64, nesting deeper than it follows.
         '[{"cat": "c", "name": "a\\"b", "ts": 1, "dur": 1}]',
@@ -205,16 +173,21 @@ def test_shapes_it_reads(text: str) -> None:
 def test_what_it_leaves_to_the_reference_rules(text: str) -> None:
     symbols = ColumnBuilder().symbols
     before = dict(symbols)
-    assert decode_events(text.encode(), 0, symbols) is None
-    assert dict(symbols) == before  # nothing interned from a batch it leaves
+    assert decode_events(text.encode(), 0, symbols)[:2] == (0, 0)
+    assert dict(symbols) == before  # nothing interned from an element it leaves
 
 
-def test_every_truncation_of_a_batch_is_left_to_the_reference_rules() -> None:
-    """A cut in the wrong place (inside a string or an object) is never read as events."""
-    text = ("[" + ", ".join([KERNEL, '{"cat": "x},{", "ts": 1, "dur": 2}', KERNEL]) + "]").encode()
-    assert assert_same_batch(text)
+def test_it_takes_only_the_whole_events_of_a_cut_text() -> None:
+    """A text cut anywhere (inside a string or an object) gives the events before the cut."""
+    middle = '{"cat": "x},{", "ts": 1, "dur": 2}'
+    text = ("[" + ", ".join([KERNEL, middle, KERNEL]) + "]").encode()
+    assert assert_same_batch(text) == 3
+    ends = [1 + len(KERNEL), 3 + len(KERNEL) + len(middle), len(text) - 1]
     for end in range(len(text)):
-        assert decode_events(text[:end], 0, ColumnBuilder().symbols) is None, end
+        count, taken = decode_events(text[:end], 0, ColumnBuilder().symbols)[:2]
+        assert (count, taken) == next(
+            ((k, at) for k, at in reversed(list(enumerate(ends, 1))) if at < end), (0, 0)
+        ), end
 
 
 _digits = st.text(alphabet="0123456789", min_size=1, max_size=24)
@@ -243,15 +216,8 @@ def number_literals(draw: st.DrawFn) -> str:
 def test_numbers_are_read_as_pythons_json_reads_them(literals: list[str]) -> None:
     """Every literal as `ts` and `dur`: bit for bit the value of Python's json (or left to it)."""
     events = [f'{{"cat": "c", "ts": {lit}, "dur": {lit}}}' for lit in literals]
-    text = ("[" + ", ".join(events) + "]").encode()
-    ours = c_columns(text)
-    reference = None
-    with contextlib.suppress(REFUSED):  # beyond the double range
-        reference = reference_columns(text)[0]
-    if ours is None:
-        assert reference is None or any(_out_of_range(lit) for lit in literals)
-        return
-    assert reference is not None and same_columns(ours[0], reference)
+    count = assert_same_batch(("[" + ", ".join(events) + "]").encode())
+    assert count == len(literals) or _out_of_range(literals[count])
 
 
 def _out_of_range(literal: str) -> bool:
@@ -275,9 +241,9 @@ def test_kinetos_timestamps_are_correctly_rounded() -> None:
     text = (
         "[" + ", ".join(f'{{"cat": "c", "ts": {x}, "dur": 0}}' for x in literals) + "]"
     ).encode()
-    ours = c_columns(text)
-    assert ours is not None
-    assert ours[0]["ts"] == [float(x) for x in literals]
+    columns, _, count, _ = c_columns(text)
+    assert count == len(literals)
+    assert columns["ts"] == [float(x) for x in literals]
 
 
 _name = st.one_of(
@@ -333,12 +299,6 @@ _event = st.fixed_dictionaries(
 def test_any_batch_gives_the_reference_columns(
     events: list[dict[str, Any]], indent: int | None, ascii_only: bool, base: int
 ) -> None:
-    """Property: where the reference rules refuse a batch, the C pass leaves it; where they
-    take it, the C pass gives the same columns and symbol table or leaves it."""
-    text = json.dumps(events, indent=indent, ensure_ascii=ascii_only).encode()
-    try:
-        reference_columns(text, base)
-    except REFUSED:
-        assert decode_events(text, base, ColumnBuilder().symbols) is None
-        return
-    assert_same_batch(text, base)
+    """Property: the C pass gives the reference columns and symbol table for the events it
+    takes, and never takes an event the reference rules refuse."""
+    assert_same_batch(json.dumps(events, indent=indent, ensure_ascii=ascii_only).encode(), base)

@@ -1,9 +1,9 @@
 """The trace decoder (analyzers/traces/load_fast.py) reads every file exactly as the stdlib oracle
 does (tests/analyzers/traces/stdlib_oracle.py, once the product's second decoder), takes the golden
-traces in batches without its element-by-element walk, and says itself what is wrong with a file
-it cannot read. Every specification here runs on both of its column passes: the C one
-(analyzers/traces/_kineto_columns.c) and `json` with the reference rules, which take every
-batch the C pass leaves (here: all of them)."""
+traces in its C pass without its element-by-element walk, and says itself what is wrong with a
+file it cannot read. Every specification here runs twice: with the C pass
+(analyzers/traces/_kineto_columns.c), and with a C pass that takes nothing, so that the walk
+(`json` and the reference rules) takes every element."""
 
 from __future__ import annotations
 
@@ -25,14 +25,15 @@ from tests.analyzers.traces.stdlib_oracle import load_stdlib
 from tests.analyzers.traces.trace_paths import ALL_TRACES
 
 
-def _leave_every_batch(text: object, base: int, symbols: object) -> None:
-    """The C pass's answer for a batch it does not take."""
+def take_nothing(text: object, base: int, symbols: object) -> tuple[int, int, bool, bool, dict]:
+    """The C pass's answer when it takes no element."""
+    return 0, 0, False, True, {}
 
 
 @pytest.fixture(autouse=True, params=["c", "json"])
 def columns_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     if request.param == "json":
-        monkeypatch.setattr(load_fast, "_decode_columns", _leave_every_batch)
+        monkeypatch.setattr(load_fast, "_decode_columns", take_nothing)
     return str(request.param)
 
 
@@ -50,15 +51,30 @@ def differences(fast: RawTrace, reference: RawTrace) -> list[str]:
     return out
 
 
-def _refuse(*args: object, **kwargs: object) -> tuple[int, bool]:
-    raise AssertionError("the decoder walked elements one by one (a batch did not decode)")
+def walked(path: Path, chunk_size: int = 1 << 20) -> tuple[RawTrace, int]:
+    """The file loaded, and how many of its events the walk took (the C pass the others)."""
+    taken = []
+    walk = load_fast._Events.walk
+
+    def counting(self: load_fast._Events, text: object, *, eof: bool) -> int:
+        before = self.position
+        dropped = walk(self, text, eof=eof)  # type: ignore[arg-type]
+        taken.append(self.position - before)
+        return dropped
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(load_fast._Events, "walk", counting)
+        raw = load_raw_trace(path, chunk_size=chunk_size)
+    return raw, sum(taken)
 
 
 def fast_only(path: Path, chunk_size: int = 1 << 20) -> RawTrace:
-    """Load in batches, failing the test if the decoder walked any element one by one."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(load_fast._Batches, "walk", _refuse)
-        return load_raw_trace(path, chunk_size=chunk_size)
+    """Load, failing the test if the walk took any event where the C pass takes events (except
+    in the golden AMD trace: its string stream ids)."""
+    raw, count = walked(path, chunk_size)
+    odd = path.parent.name == "hta_amd_mi250_minitoy" or load_fast._decode_columns is take_nothing
+    assert count == 0 or odd, f"the walk took {count} events"
+    return raw
 
 
 def both(path: Path, chunk_size: int = 1 << 20) -> tuple[RawTrace, RawTrace]:
@@ -91,8 +107,8 @@ KERNEL = (
     '{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 10.5, "dur": 2.6, '
     '"args": {"stream": 7, "correlation": 3, "External id": 9}}'
 )
-# Documents whose every event the fast path must read as the stdlib path does, batch by batch,
-# at every chunk size: each one is a way the text can mislead a cut at `},` or a typed decode.
+# Documents whose every event the decoder must read as the stdlib path does, at every chunk size:
+# each one a shape that a chunk border, the C pass or the walk could misread.
 ODD_DOCUMENTS = {
     "cut inside a name": '{"traceEvents": [' + KERNEL + ', {"ph": "X", "cat": "cpu_op", '
     '"name": "a},{\\"b\\": [}, ]", "ts": 1, "dur": 2}, ' + KERNEL + "]}",
@@ -155,12 +171,6 @@ def test_odd_documents_read_like_stdlib(tmp_path: Path, name: str, chunk: int) -
     )
 
 
-def test_the_fast_path_reads_them_itself(tmp_path: Path) -> None:
-    """Odd values cost a batch its vectorized reduction, never the file its fast path."""
-    for i, name in enumerate(sorted(ODD_DOCUMENTS)):
-        fast_only(write_raw(tmp_path / f"{i}.json", ODD_DOCUMENTS[name]), chunk_size=64)
-
-
 def test_a_rank_cut_by_a_chunk_border_keeps_its_digits(tmp_path: Path) -> None:
     path = write_raw(tmp_path / "t.json", ODD_DOCUMENTS["a rank that a chunk border can cut"])
     for chunk in range(1, 60):
@@ -201,15 +211,19 @@ def test_what_strict_json_refuses_the_stdlib_path_reads(
 
 
 @pytest.mark.parametrize("chunk", [64, 1 << 20])
-def test_an_odd_element_mid_file_costs_only_its_batch(tmp_path: Path, chunk: int) -> None:
-    """A NaN where no analysis reads it, 50 events into a file of many chunks: the C pass
-    leaves the batch that holds it, the rest still goes through the C pass, the columns are
-    the oracle's."""
+def test_an_odd_element_mid_file_costs_only_its_chunk(
+    tmp_path: Path, chunk: int, columns_path: str
+) -> None:
+    """A NaN where no analysis reads it, 50 events into the file: the walk takes it and the rest
+    of the text read, the C pass the events before it and the chunks after it."""
     odd = '{"ph": "X", "cat": "kernel", "name": "odd", "ts": 1, "dur": 1, "args": {"x": NaN}}'
     text = '{"traceEvents": [' + ", ".join([KERNEL] * 50 + [odd] + [KERNEL] * 50) + "]}"
-    fast, reference = both(write_raw(tmp_path / "t.json", text), chunk)
-    assert differences(fast, reference) == []
+    path = write_raw(tmp_path / "t.json", text)
+    fast, count = walked(path, chunk)
+    assert differences(fast, load_stdlib(path, chunk_size=chunk)) == []
     assert len(fast.ts) == 101
+    if columns_path == "c":
+        assert count == 51 if chunk > len(text) else count <= 2
 
 
 def test_a_broken_element_mid_file_is_named(tmp_path: Path) -> None:
