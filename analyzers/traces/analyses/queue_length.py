@@ -36,27 +36,34 @@ BLOCKED_COLUMNS = (
 )
 
 
-def launch_changes(frame: RankFrame) -> tuple[I64, I64, list[int]]:
+def launch_changes(frame: RankFrame, *, per_op: bool = False) -> tuple[I64, I64, list[int]]:
     """HTA's `TraceCounters` change points over the whole rank, unsorted: (row, the GPU op whose
     stream it counts on, +1 or -1). A launch (RUNTIME_LAUNCHES) counts +1 on the stream of the
-    first GPU op with its correlation; a GPU op whose correlation some launch has counts -1."""
+    first GPU op with its correlation, or with `per_op` once per GPU op with its correlation (a
+    CUDA graph's launch, once per kernel), as HTA's counter tracks count; a GPU op whose
+    correlation some launch has counts -1."""
     gpu = np.flatnonzero(frame.stream != -1)
     gpu_corr = frame.correlation[gpu]
-    corrs, first = np.unique(gpu_corr, return_index=True)  # each correlation's first GPU op
     runtime = np.flatnonzero(frame.name_in(RUNTIME_LAUNCHES))
     runtime_corr = frame.correlation[runtime]
-    at = np.minimum(np.searchsorted(corrs, runtime_corr), max(len(corrs) - 1, 0))
-    found = corrs[at] == runtime_corr if len(corrs) else np.zeros(len(runtime), dtype=bool)
+    if per_op:
+        i, j = join_rows(runtime_corr, gpu_corr)
+        launched, on_op = runtime[i], gpu[j]
+    else:
+        corrs, first = np.unique(gpu_corr, return_index=True)  # each correlation's first GPU op
+        at = np.minimum(np.searchsorted(corrs, runtime_corr), max(len(corrs) - 1, 0))
+        found = corrs[at] == runtime_corr if len(corrs) else np.zeros(len(runtime), dtype=bool)
+        launched, on_op = runtime[found], gpu[first[at[found]]]
     counted = np.isin(gpu_corr, runtime_corr)
-    rows = np.concatenate([runtime[found], gpu[counted]]).astype(np.int64)
-    ops = np.concatenate([gpu[first[at[found]]], gpu[counted]]).astype(np.int64)
-    return rows, ops, [1] * int(found.sum()) + [-1] * int(counted.sum())
+    rows = np.concatenate([launched, gpu[counted]]).astype(np.int64)
+    ops = np.concatenate([on_op, gpu[counted]]).astype(np.int64)
+    return rows, ops, [1] * len(launched) + [-1] * int(counted.sum())
 
 
 def queue_tracks(frame: RankFrame) -> Iterator[tuple[int, I64, F64, I64]]:
     """Per stream, by stream: (stream, the GPU op of each change point, its time, the queue length
-    after it), in HTA's order."""
-    r, ops, delta = launch_changes(frame)
+    after it), as HTA's counter tracks have them."""
+    r, ops, delta = launch_changes(frame, per_op=True)
     streams = frame.stream[ops]
     order = unstable_argsort(frame.sort_key(frame.ts[r]))
     change = np.array(delta, dtype=np.int64)
@@ -67,8 +74,8 @@ def queue_tracks(frame: RankFrame) -> Iterator[tuple[int, I64, F64, I64]]:
 
 def queue_series(frame: RankFrame, launches: frozenset[str]) -> dict[int, tuple[Any, Any]]:
     """stream -> (change-point times, queue length after each), as HTA's `get_queue_length`
-    counts: unlike `launch_changes`, a launch counts +1 once per GPU op with its correlation (a
-    CUDA graph's launch, once per kernel), and a launch without a GPU op stays in the sort."""
+    counts: a launch counts +1 once per GPU op with its correlation, and a launch without a GPU
+    op stays in the sort."""
     runtime = np.flatnonzero(frame.name_in(launches) & (frame.index_correlation > 0))
     on_stream = np.flatnonzero(frame.on_stream)
     # A left join: an unmatched call keeps a NaN stream.
