@@ -5,13 +5,13 @@ Algorithm (HTA 0.5.0 `generate_trace_with_counters()`, `hta/trace_analysis.py` a
 `hta/analyzers/trace_counters.py`):
 
 - Queue length ("Queue Length", `id` = the stream): +1 at each runtime launch (queue_length.py's
-  names) on the stream of its GPU op, -1 at each launched GPU op's start; change points in time
-  order, summed per stream; `pid` is the GPU's.
+  names) per GPU op with its correlation (a CUDA graph's launch, per kernel), on that op's
+  stream, -1 at each launched GPU op's start; summed per stream in time order; `pid`: the GPU's.
 - Memory bandwidth ("Memcpy BW", `name` = the copy kind): memory_bw.py's step function.
 - Each event is `{"pid", "ts", "args": {counter: value}, "ph": "C", "name"[, "id"]}` with `ts`
   back on the trace's own clock (the alignment origin added back).
 
-counters_command.py writes the file; the report table lists each track's events and peak.
+`fleetscope trace counters` (cli.py) writes the file; the report table lists each track's events and peak.
 """
 
 from __future__ import annotations
