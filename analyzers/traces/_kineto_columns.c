@@ -714,9 +714,11 @@ PyDoc_STRVAR(longest_path_doc,
 "the pair was first added, with the last one's weight. (path, pairs): the path's edges, each its\n"
 "pair's last edge id, as an int64 bytearray, and the number of pairs; None on a cycle.");
 
-/* Linear in the edges: a counting sort by source, a mark per target for the pairs, then one
-   pass in Kahn's order. A node takes its first best predecessor in pair order, and starts afresh
-   (0, no edge) where the best is negative, as networkx does. */
+/* Linear in the edges: counting sorts by source and by target, then one pass in Kahn's order
+   (any topological order gives the same distances). A node, when visited, folds the edges into
+   it into pairs in the order the pairs were first added, each pair holding its last edge; it
+   takes its first best pair, and starts afresh (0, no edge) where the best is negative, as
+   networkx does. */
 static PyObject *
 longest_path(PyObject *Py_UNUSED(module), PyObject *args)
 {
@@ -725,7 +727,7 @@ longest_path(PyObject *Py_UNUSED(module), PyObject *args)
     if (!PyArg_ParseTuple(args, "ny*y*y*:longest_path", &n, &bufs[0], &bufs[1], &bufs[2])) {
         return NULL;
     }
-    Py_ssize_t m = bufs[0].len / 8, head = 0, tail = 0, pairs = 0, begin = 0, end = 0, edges = 0;
+    Py_ssize_t m = bufs[0].len / 8, head = 0, tail = 0, pairs = 0, end = 0, edges = 0;
     int ok = n >= 0 && bufs[0].len % 8 == 0 && bufs[1].len == bufs[0].len &&
              bufs[2].len == bufs[0].len;
     const int64_t *src = bufs[0].buf, *dst = bufs[1].buf;
@@ -736,68 +738,53 @@ longest_path(PyObject *Py_UNUSED(module), PyObject *args)
     if (!ok) {
         PyErr_SetString(PyExc_ValueError, "want m int64 (weights: float64), nodes in 0..n-1");
     }
-    /* Zeroed. Per node: the counting sorts' offsets (at: by source, pred_at: by target), the
-       queue, the predecessors not yet placed, the best edge, the distance; per edge: the ids by
-       source, last[] and the pairs by target. Apart: one block this large raises glibc's mmap
-       threshold once freed, and the 200 MB set's command peaked 8 MiB higher. */
+    /* Zeroed. Per node: the counting sorts' offsets (out: by source, in: by target), the edges
+       into it not yet passed, the queue, where its pair lies while a node is folded, the best
+       edge, the distance; per edge: the ids by source and by target. Apart: one block this large
+       raises glibc's mmap threshold once freed, and the 200 MB set's command peaked 8 MiB higher. */
     int64_t *scratch[9] = {NULL};
     for (int k = 0; ok && k < 9; k++) {
-        ok = (scratch[k] = PyMem_Calloc((size_t)(k < 6 ? n : m) + 1, 8)) != NULL;
+        ok = (scratch[k] = PyMem_Calloc((size_t)(k < 7 ? n : m) + 1, 8)) != NULL;
     }
     PyObject *result = scratch[8] == NULL && !PyErr_Occurred() ? PyErr_NoMemory() : NULL;
     if (!ok) {
         goto done;
     }
-    int64_t *at = scratch[0], *pred_at = scratch[1], *queue = scratch[2], *fill = scratch[3];
-    int64_t *via = scratch[4], *by_src = scratch[6], *last = scratch[7], *pred = scratch[8];
-    double *dist = (double *)scratch[5];
+    int64_t *out = scratch[0], *in = scratch[1], *fill = scratch[2], *queue = scratch[3];
+    int64_t *pair_at = scratch[4], *via = scratch[5], *by_src = scratch[7], *by_dst = scratch[8];
+    double *dist = (double *)scratch[6];
     for (Py_ssize_t i = 0; i < m; i++) {
-        at[src[i] + 1]++;
+        out[src[i] + 1]++;
+        in[dst[i] + 1]++;
     }
     for (Py_ssize_t v = 0; v < n; v++) {
-        at[v + 1] += at[v];
-        queue[v] = -1; /* first: per target, where its pair's first edge is in by_src */
-    }
-    for (Py_ssize_t i = 0; i < m; i++) {
-        by_src[at[src[i]]++] = i; /* at[v] ends as the end of v's edges */
-    }
-    /* Per source, its edges in order: the first to each target stands for the pair, and last[]
-       of that edge ends as the pair's last edge id; -1 for the others. */
-    for (Py_ssize_t v = 0; v < n; v++) {
-        for (Py_ssize_t k = begin; k < at[v]; k++) {
-            int64_t i = by_src[k];
-            if (queue[dst[i]] < begin) {
-                queue[dst[i]] = k;
-            }
-            last[i] = -1;
-            last[by_src[queue[dst[i]]]] = i; /* the pair's first edge */
-        }
-        begin = at[v];
-    }
-    for (Py_ssize_t i = 0; i < m; i++) {
-        pred_at[dst[i] + 1] += last[i] >= 0;
-        pairs += last[i] >= 0;
-    }
-    for (Py_ssize_t v = 0; v < n; v++) {
-        pred_at[v + 1] += pred_at[v];
-    }
-    for (Py_ssize_t i = 0; i < m; i++) {
-        if (last[i] >= 0) {
-            pred[pred_at[dst[i]]++] = i; /* pred_at[v] ends as the end of v's pairs */
-        }
-    }
-    for (Py_ssize_t v = 0; v < n; v++) {
-        fill[v] = pred_at[v] - (v ? pred_at[v - 1] : 0);
-        via[v] = -1;
+        out[v + 1] += out[v];
+        in[v + 1] += in[v];
+        fill[v] = in[v + 1] - in[v];
+        pair_at[v] = via[v] = -1;
         if (fill[v] == 0) {
             queue[tail++] = v;
         }
     }
+    for (Py_ssize_t i = 0; i < m; i++) {
+        by_src[out[src[i]]++] = i; /* out[v] and in[v] end as the end of v's edges */
+        by_dst[in[dst[i]]++] = i;
+    }
     while (head < tail) {
-        int64_t v = queue[head++], best_edge = -1;
+        int64_t v = queue[head++], begin = v ? in[v - 1] : 0, folded = begin, best_edge = -1;
         double best = 0.0;
-        for (int64_t k = v ? pred_at[v - 1] : 0; k < pred_at[v]; k++) {
-            int64_t i = last[pred[k]];
+        /* The pairs in by_dst[begin..folded), in place: pair_at[u] is the pair from u once it
+           lies in that range (another node's range is disjoint from it). */
+        for (int64_t k = begin; k < in[v]; k++) {
+            int64_t i = by_dst[k], u = src[i];
+            if (pair_at[u] < begin || pair_at[u] >= folded) {
+                pair_at[u] = folded++;
+            }
+            by_dst[pair_at[u]] = i;
+        }
+        pairs += folded - begin;
+        for (int64_t k = begin; k < folded; k++) {
+            int64_t i = by_dst[k];
             double cand = dist[src[i]] + (w[i] <= -1 ? 0.0 : w[i]);
             if (best_edge < 0 || cand > best) {
                 best = cand;
@@ -808,10 +795,9 @@ longest_path(PyObject *Py_UNUSED(module), PyObject *args)
             dist[v] = best;
             via[v] = best_edge;
         }
-        for (int64_t k = v ? at[v - 1] : 0; k < at[v]; k++) {
-            int64_t i = by_src[k];
-            if (last[i] >= 0 && --fill[dst[i]] == 0) {
-                queue[tail++] = dst[i];
+        for (int64_t k = v ? out[v - 1] : 0; k < out[v]; k++) {
+            if (--fill[dst[by_src[k]]] == 0) {
+                queue[tail++] = dst[by_src[k]];
             }
         }
     }
@@ -819,9 +805,9 @@ longest_path(PyObject *Py_UNUSED(module), PyObject *args)
         result = Py_NewRef(Py_None);
         goto done;
     }
-    /* The path ends at the first node of the greatest distance (numpy's argmax: a NaN first). */
-    for (Py_ssize_t v = 1; v < n && !isnan(dist[end]); v++) {
-        if (isnan(dist[v]) || dist[v] > dist[end]) {
+    /* The path ends at the first node of the greatest distance (never NaN: see best >= 0). */
+    for (Py_ssize_t v = 1; v < n; v++) {
+        if (dist[v] > dist[end]) {
             end = v;
         }
     }
@@ -856,8 +842,8 @@ PyDoc_STRVAR(stack_walk_doc,
 "where it is left; parent[i] is the top when start i was pushed, -1 at the bottom.");
 
 /* One pass with an explicit stack, where numpy needed sorts and searches over the stack sizes
-   (issue 29). Start i at depth d is entered at step 2i - d and left at step 2j - d - 1, j the
-   starts before its pop (all of them when it is never popped). */
+   (issue 29). Start i at depth d (its place in the stack) is entered at step 2i - d and left at
+   step 2j - d - 1, j the starts before its pop (all of them when it is never popped). */
 static PyObject *
 stack_walk(PyObject *Py_UNUSED(module), PyObject *arg)
 {
@@ -872,9 +858,9 @@ stack_walk(PyObject *Py_UNUSED(module), PyObject *arg)
     }
     PyObject *walk_out = PyByteArray_FromStringAndSize(NULL, 2 * n * 8);
     PyObject *parent_out = PyByteArray_FromStringAndSize(NULL, n * 8);
-    int64_t *depth = PyMem_Malloc((size_t)n * 16 + 8), *stack = depth + n;
+    int64_t *stack = PyMem_Malloc((size_t)n * 8 + 8);
     PyObject *result = NULL;
-    if (!walk_out || !parent_out || !depth) {
+    if (!walk_out || !parent_out || !stack) {
         PyErr_NoMemory();
         goto done;
     }
@@ -884,24 +870,22 @@ stack_walk(PyObject *Py_UNUSED(module), PyObject *arg)
     for (Py_ssize_t k = 0; k < events; k++) {
         if (starts[k]) {
             parent[i] = size ? stack[size - 1] : -1;
-            depth[i] = size;
             walk[2 * i - size] = i;
             stack[size++] = i++;
         }
         else if (size) {
-            int64_t top = stack[--size];
-            walk[2 * i - depth[top] - 1] = n + top;
+            size--;
+            walk[2 * i - size - 1] = n + stack[size];
         }
     }
-    while (size) {
-        int64_t top = stack[--size];
-        walk[2 * n - depth[top] - 1] = n + top;
+    while (size--) {
+        walk[2 * n - size - 1] = n + stack[size];
     }
     result = Py_BuildValue("(OO)", walk_out, parent_out);
 done:
     Py_XDECREF(walk_out);
     Py_XDECREF(parent_out);
-    PyMem_Free(depth);
+    PyMem_Free(stack);
     PyBuffer_Release(&view);
     return result;
 }
