@@ -41,6 +41,7 @@ CPU-bound.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -65,6 +66,7 @@ BOUND_BY = (
 )
 _LABELS = (*BOUND_BY, "")  # "": an edge that carries no time
 _ANNOTATION = "ProfilerStep"
+_IS_ANNOTATION = re.compile(_ANNOTATION).search  # one predicate: names_matching keeps its answers
 SUMMARY_COLUMNS = ("rank", "bound_by", "duration_us", "share_pct")
 EVENT_COLUMNS = ("rank", "name", "bound_by", "duration_us")
 OPERATOR, DEPENDENCY, LAUNCH, KERNEL_KERNEL, SYNC = 0, 1, 2, 3, 4
@@ -95,8 +97,7 @@ def queue_lengths(frame: RankFrame) -> np.ndarray:
     if "queue changes" not in frame.memo:
         r, ops, delta = launch_changes(frame)
         streams = frame.stream[ops]
-        order = np.argsort(frame.sort_key(frame.ts[r]), kind="stable")
-        order = order[np.argsort(streams[order], kind="stable")]  # by stream, in time order
+        order = np.lexsort((frame.sort_key(frame.ts[r]), streams))  # by stream, in time order
         s, d = streams[order], np.asarray(delta, dtype=np.int64)[order]
         level = np.cumsum(d)
         first = np.flatnonzero(np.diff(s, prepend=s[:1] - 1))  # each stream's first
@@ -145,15 +146,13 @@ class Graph:
         no_time = (kind == DEPENDENCY) | (kind == SYNC)
         if zero is not None:
             no_time |= zero
-        weight = np.where(no_time, 0.0, self.node_ts[v] - self.node_ts[u]) if len(u) else u * 0.0
+        weight = np.where(no_time, 0.0, self.node_ts[v] - self.node_ts[u])
         self._blocks.append((u, v, kind, weight, attr))
 
     def cpu_thread(self, rows: np.ndarray) -> None:
-        """One thread's rows (sorted) nested into HTA's call stack and walked depth-first (C):
-        consecutive nodes of the walk are linked by operator edges, one top-level operator's end
-        and the next's start by a dependency edge."""
+        """Step 3 of the module docstring over one thread's rows (sorted); the walk is C's."""
         f = self.frame
-        ts, dur, idx = f.ts[rows], np.maximum(f.dur[rows], 0), f.index[rows]
+        ts, dur, idx = f.ts[rows], f.dur[rows], f.index[rows]
         n = len(rows)
         # HTA's compare_events as a key (all rows here have dur > 0): time, ends before starts,
         # starts longest first then by index, ends shortest first then by index descending.
@@ -177,16 +176,13 @@ class Graph:
         depth_after = np.cumsum(np.where(enter, 1, -1))
         u, v = node[:-1], node[1:]
         dependency = ~enter[:-1] & (depth_after[:-1] == 0)
-        attr = np.where(enter[:-1], row[:-1], np.where(~enter[1:], row[1:], par[:-1]))
-        attr = np.where(dependency, -1, attr)
+        attr = np.select([dependency, enter[:-1], ~enter[1:]], [-1, row[:-1], row[1:]], par[:-1])
         kind = np.where(dependency, DEPENDENCY, OPERATOR)
         self.add(u, v, kind, attr, zero=~enter[1:] & self.blocking[row[1:]])
 
     def gpu(self, rows: np.ndarray, queue: np.ndarray) -> None:
-        """GPU rows in start order (syncs at their end): each kernel's span, then a launch edge
-        when its launch found an empty queue and an idle stream, else a kernel-kernel edge from
-        the previous kernel on its stream; a `Stream Sync`/`Context Sync` links the last kernel
-        of its stream (of every stream, in order of their first kernel) to the call's end."""
+        """Step 4 of the module docstring over GPU rows in start order (syncs at their end); a
+        `Context Sync` waits on every stream, in the order of their first kernel."""
         f = self.frame
         sync_cat = f.sym("cuda_sync")
         named = f.name_in({"Event Sync", "Context Sync"})[rows]
@@ -198,16 +194,26 @@ class Graph:
         at = np.flatnonzero(~is_sync)
         krow, rt = sel[at], runtime[at]
         stream = f.stream[krow]
-        by_stream = np.argsort(stream, kind="stable")
-        has_prev = np.zeros(len(at), dtype=bool)
-        prev = np.full(len(at), -1, dtype=np.int64)
-        same = stream[by_stream[1:]] == stream[by_stream[:-1]]
-        has_prev[by_stream[1:][same]] = True
         s, e = self.start_of[krow], self.end_of[krow]
-        prev[by_stream[1:][same]] = e[by_stream[:-1][same]]
-        rt_ts = np.where(rt >= 0, f.ts[rt], math.nan)
+        name, target = f.name[sel], np.where(runtime >= 0, self.end_of[runtime], -1)
+        waits = is_sync & (target >= 0)
+        has_prev = np.zeros(len(at), dtype=bool)
+        prev = np.full(len(at), -1, dtype=np.int64)  # the end of the previous kernel on the stream
+        syncs = []  # per stream, its sync edges: (position in sel, u, v, kind, attr)
+        streams, first_at = np.unique(stream, return_index=True)
+        for sid in streams[np.argsort(first_at)].tolist():
+            on = np.flatnonzero(stream == sid)  # this stream's kernels, in order
+            has_prev[on[1:]] = True
+            prev[on[1:]] = e[on[:-1]]
+            on_sid = (name == f.sym("Stream Sync")) & (f.stream[sel] == sid)
+            asks = np.flatnonzero(waits & ((name == f.sym("Context Sync")) | on_sid))
+            j = np.searchsorted(at[on], asks) - 1
+            asks, j = asks[j >= 0], j[j >= 0]
+            syncs.append(
+                (asks, e[on[j]], target[asks], np.full(len(asks), SYNC), np.full(len(asks), -1))
+            )
         launch = (rt >= 0) & (queue[rt] == 1) & (queue[krow] == 0)
-        launch &= ~has_prev | (self.node_ts[prev] < rt_ts)
+        launch &= ~has_prev | (self.node_ts[prev] < f.ts[rt])
         rt_start = self.start_of[rt]
         missing = np.flatnonzero(launch & (rt_start < 0))
         if len(missing):
@@ -216,46 +222,21 @@ class Graph:
                 f"no runtime node for the launch of {f.names[f.name[row]]!r} "
                 f"(correlation {int(f.correlation[row])})"
             )
-        follow = ~launch & has_prev
-        second = launch | follow
+        second = launch | has_prev
         blocks = [
-            (at, 0, s, e, np.full(len(at), OPERATOR), krow),
+            (at, s, e, np.full(len(at), OPERATOR), krow),
             (
                 at[second],
-                1,
                 np.where(launch, rt_start, prev)[second],
                 s[second],
                 np.where(launch, LAUNCH, KERNEL_KERNEL)[second],
                 np.where(launch, -1, self.node_row[prev])[second],
             ),
+            *syncs,
         ]
-        stream_sync, context_sync = f.sym("Stream Sync"), f.sym("Context Sync")
-        name = f.name[sel]
-        target = np.where(runtime >= 0, self.end_of[runtime], -1)
-        waits = is_sync & (runtime >= 0) & (target >= 0)
-        streams, first_at = np.unique(stream, return_index=True)
-        streams = streams[np.argsort(first_at, kind="stable")]  # the order they first appear
-        for i, sid in enumerate(streams.tolist()):
-            on = by_stream[stream[by_stream] == sid]  # this stream's kernels, in order
-            asks = np.flatnonzero(
-                waits & ((name == context_sync) | ((name == stream_sync) & (f.stream[sel] == sid)))
-            )
-            j = np.searchsorted(at[on], asks) - 1
-            asks, j = asks[j >= 0], j[j >= 0]
-            blocks.append(
-                (
-                    asks,
-                    2 + i,
-                    e[on[j]],
-                    target[asks],
-                    np.full(len(asks), SYNC),
-                    np.full(len(asks), -1),
-                )
-            )
-        pos = np.concatenate([b[0] for b in blocks])
-        sub = np.concatenate([np.full(len(b[0]), b[1]) for b in blocks])
-        order = np.lexsort((sub, pos))
-        u, v, kind, attr = (np.concatenate([b[i] for b in blocks])[order] for i in range(2, 6))
+        # Edges in the order of their row in sel: a stable sort keeps the blocks' order there.
+        order = np.argsort(np.concatenate([b[0] for b in blocks]), kind="stable")
+        u, v, kind, attr = (np.concatenate([b[i] for b in blocks])[order] for i in range(1, 5))
         self.add(u.astype(np.int64), v.astype(np.int64), kind, attr.astype(np.int64))
 
     def implied_syncs(self, rows: np.ndarray) -> None:
@@ -266,8 +247,6 @@ class Graph:
         is_node = self.start_of[rows] >= 0
         gpu = rows[(f.stream[rows] != -1) & is_node]
         calls = rows[(f.stream[rows] == -1) & is_node & self.blocking[rows]]
-        if not len(gpu) or not len(calls):
-            return
         gpu = gpu[np.argsort(f.end[gpu], kind="stable")]
         ends = f.end[gpu]
         k = np.searchsorted(ends, f.end[calls], side="right") - 1
@@ -279,9 +258,8 @@ class Graph:
         )
 
     def longest_path(self) -> tuple[I64, int]:
-        """Edge ids of networkx's `dag_longest_path` (weights <= -1 as 0; C), and the number of
-        edges networkx keeps: one per (u, v) pair, with the last one's kind, weight and
-        attribution (the ids are those last edges); raises on a cycle."""
+        """`_c.longest_path` over the edges: the path's edge ids (each its pair's last edge, whose
+        kind and attribution networkx keeps) and the number of pairs; raises on a cycle."""
         self.src, self.dst, self.kind, self.weight, self.attr = (
             np.concatenate([b[i] for b in self._blocks]) for i in range(5)
         )
@@ -292,7 +270,7 @@ class Graph:
         return np.frombuffer(found[0], dtype=np.int64), found[1]
 
 
-@dataclass
+@dataclass(eq=False)  # hashed by identity: the what-if keys its memo by the path
 class CriticalPath:
     """One rank's path: per edge its row (-1: none), weight (us), kind, label (in _LABELS)."""
 
@@ -307,14 +285,6 @@ class CriticalPath:
     begin_us: np.ndarray  # each path edge's source and destination times
     end_us: np.ndarray
 
-    @property
-    def bound_by(self) -> list[str]:
-        return [_LABELS[k] for k in self.label.tolist()]
-
-
-def _is_annotation(name: str) -> bool:
-    return _ANNOTATION in name
-
 
 def _window(frame: RankFrame, native: bool) -> tuple[float, float] | None:
     if native:  # the what-if's window: every step (steps.py), else the whole trace
@@ -322,7 +292,7 @@ def _window(frame: RankFrame, native: bool) -> tuple[float, float] | None:
         if steps:
             return steps[0].start_us, steps[-1].end_us
         return (float(frame.ts.min()), float(frame.end.max())) if len(frame) else None
-    rows = np.flatnonzero(frame.names_matching(_is_annotation))
+    rows = np.flatnonzero(frame.names_matching(_IS_ANNOTATION))
     return (float(frame.ts[rows[0]]), float(frame.end[rows[0]])) if len(rows) else None
 
 
@@ -351,8 +321,7 @@ def _critical_path(frame: RankFrame, native: bool) -> CriticalPath | None:
     cpu = cpu[np.lexsort((frame.tid[cpu], frame.pid[cpu]))]  # by thread
     key = frame.pid[cpu].astype(np.int64) * (1 << 32) + frame.tid[cpu]
     for part in np.split(cpu, np.flatnonzero(np.diff(key)) + 1):
-        if len(part):
-            graph.cpu_thread(np.sort(part, kind="stable"))  # already sorted: timsort reads it once
+        graph.cpu_thread(np.sort(part, kind="stable"))  # already sorted: timsort reads it once
     graph.gpu(rows, queue_lengths(frame))
     if native and frame.sym("cuda_sync") < 0:
         graph.implied_syncs(rows)
