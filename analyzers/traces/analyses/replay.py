@@ -38,7 +38,7 @@ from analyzers.traces.analyses.base import TraceOptions
 from analyzers.traces.analyses.pageable_memcpy import is_pageable
 from analyzers.traces.analyses.steps import profiler_steps
 from analyzers.traces.analyses.sync import SYNC_CALLS
-from analyzers.traces.frame import F64, GPU_OP_CATS, I64, RUNTIME_CATS, Mask, RankFrame
+from analyzers.traces.frame import F64, I64, RUNTIME_CATS, Mask, RankFrame
 from analyzers.traces.stats import time_lexsort
 
 __all__ = ["Change", "Replay", "outermost"]
@@ -68,8 +68,7 @@ class Change(NamedTuple):
 def outermost(start: F64, end: F64) -> tuple[F64, F64]:
     """The intervals not inside an earlier one, sorted: nested ops (aten::conv2d holding
     aten::convolution) are warped once, by their outermost row. A partial overlap extends the
-    earlier interval (rows on one thread nest properly). In array form: sorted by start (longest
-    first), an interval opens a new one where it starts at or after every earlier end."""
+    earlier interval (rows on one thread nest properly)."""
     order = time_lexsort((-end, start))
     s, e = start[order], end[order]
     if len(s) == 0:
@@ -111,18 +110,13 @@ class Replay:
         if steps:
             self.start, self.end, self.n_steps = steps[0].start_us, steps[-1].end_us, len(steps)
         elif cpu.any():
-            self.start, self.end, self.n_steps = (
-                float(frame.ts[cpu].min()),
-                float(frame.end[cpu].max()),
-                1,
-            )
+            self.start, self.end = float(frame.ts[cpu].min()), float(frame.end[cpu].max())
+            self.n_steps = 1
         else:
-            self.start = self.end = 0.0
-            self.n_steps = 0
-        gpu_ok = frame.on_stream & frame.cat_in(GPU_OP_CATS)
+            self.start, self.end, self.n_steps = 0.0, 0.0, 0
         launch = np.flatnonzero(frame.cat_in(RUNTIME_CATS) & (frame.index_correlation >= 0))
         gpu_row = frame.linked_rows(launch)
-        keep = (gpu_row >= 0) & gpu_ok[np.maximum(gpu_row, 0)]
+        keep = (gpu_row >= 0) & frame.gpu_op[np.maximum(gpu_row, 0)]
         self.launch, self.gpu = launch[keep], gpu_row[keep]
         self.sync = np.flatnonzero(frame.name_in(SYNC_CALLS) & cpu)
         self.launch_ts, self.launch_dur = frame.ts[self.launch], frame.dur[self.launch]
@@ -173,10 +167,8 @@ class Replay:
     def _durations(
         self, dur: F64
     ) -> tuple[F64, F64, list[float], list[float], list[float], list[float]]:
-        """The replay's part that depends on the GPU ops' durations alone, per (stream, segment)
-        group: the running sums of durations `c` and `c_prev` (before each op), and per group
-        the largest `c` (in the step window too), its last `c` and its first `c_prev`. The same
-        for every change that keeps the recorded durations (most of the workers' fixed point)."""
+        """The replay's part that depends on the GPU ops' durations alone, the same for every
+        change that keeps the recorded durations (most of the workers' fixed point)."""
         d = dur[self.perm]
         c = np.cumsum(d)  # differences within one stream are the sums of its durations
         c_prev = c - d
@@ -192,9 +184,8 @@ class Replay:
         return np.maximum.reduceat(c, first).tolist(), np.maximum.reduceat(inside, first).tolist()
 
     def derived(self, key: object, make: Callable[[], T]) -> T:
-        """`make()`, computed once per replay: what scenarios derive from the rank and reuse
-        across their levels and combinations (kernel classes, the workers' fixed point), and the
-        replay's own memos."""
+        """`make()`, once per replay: what scenarios derive from the rank and reuse across their
+        levels and combinations (the workers' fixed point), and the replay's own memos."""
         if key not in self._derived:
             self._derived[key] = make()
         return cast(T, self._derived[key])

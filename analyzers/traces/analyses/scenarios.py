@@ -1,28 +1,22 @@
 """What-if scenarios: each one file-local function that turns a replay into the `Change` it
 models, at three levels of its assumptions: `EXPECTED`, `OPTIMISTIC` (most saving) and
-`PESSIMISTIC` (least), which give the estimate and its interval. A scenario registers with its
-assumptions in words; the what-if table prints them. Registry, not an if-chain.
+`PESSIMISTIC` (least), which give the estimate and its interval; each figure is a tuple in that
+order, indexed by the level. A scenario registers with its assumptions in words, which state its
+figures; the what-if table prints them. Registry, not an if-chain.
 
-Speed-up figures and their sources (the defaults of `TraceOptions`):
-- AMP on the GPU (Micikevicius et al., "Mixed Precision Training", ICLR'18; NVIDIA's Deep
-  Learning Performance guide): GEMM/convolution kernels not on tensor cores move to them, 2-4x
-  (V100: 125 vs 15.7 peak TFLOPS, measured layers 2-4x); memory-bound kernels (elementwise,
-  normalization, pooling) move half the bytes, 1.3-2x; copies, optimizer (fp32 master weights),
-  everything else unchanged; autocast's casts cost the CPU 0-15 % more per op.
-- AMP on the CPU (bf16 autocast): only matmul/convolution ops run in bf16 (autocast's CPU list);
-  AVX512_BF16 doubles the dot-product rate but each op casts its inputs: 0.8-2x on those ops.
-- Data-loader workers (PyTorch DataLoader docs): the loading moves to N processes that prefetch;
-  the main thread still dequeues each batch (0.1-2 ms) and runs slower while they work (shared
-  cores, caches, memory bandwidth): each core of worker load stretches its CPU time by kappa
-  (0.1-0.6; 0.35 expected, from the op durations of the public ResNet-50 0/4-worker pair).
-- Fused optimizer (torch.optim `fused=True` / `foreach=True`, NVIDIA Apex FusedAdam): the
-  optimizer step's CPU time falls to 10-50 % (one launch per tensor list, not per tensor), its
-  kernels to 50-90 % of their time (fewer passes over the parameters).
-- CUDA graphs (CUDA programming guide, "CUDA Graphs"; PyTorch `torch.cuda.graphs`): the whole
-  step is captured; each launch call costs 5-30 % of its time, a kernel follows the previous one
-  after at most 1-5 us.
-- Communication bandwidth x R: collective kernels take 1/R of their time when bandwidth-bound,
-  up to a 20 % latency-bound part that does not scale.
+The figures' sources and reasons (the expected ones of AMP and the workers: `TraceOptions`):
+- AMP on the GPU: Micikevicius et al., "Mixed Precision Training", ICLR'18, and NVIDIA's Deep
+  Learning Performance guide (V100: 125 vs 15.7 peak TFLOPS, measured layers 2-4x); memory-bound
+  kernels (elementwise, normalization, pooling) move half the bytes; copies and the optimizer
+  (fp32 master weights) stay as they are.
+- AMP on the CPU: bf16 autocast runs only matmul/convolution in bf16 (its CPU list); AVX512_BF16
+  doubles the dot-product rate, but each op casts its inputs.
+- Data-loader workers (PyTorch's DataLoader docs): the main thread runs slower while they work
+  (shared cores, caches, memory bandwidth); kappa 0.35 expected, from the op durations of the
+  public ResNet-50 0/4-worker pair.
+- Fused optimizer (torch.optim `fused=True` / `foreach=True`, NVIDIA Apex FusedAdam): one launch
+  per tensor list, not per tensor, and fewer passes over the parameters.
+- CUDA graphs: the CUDA programming guide ("CUDA Graphs") and PyTorch's `torch.cuda.graphs`.
 """
 
 from __future__ import annotations
@@ -67,10 +61,6 @@ def scenario(name: str, assumptions: str) -> Callable[[ChangeFn], ChangeFn]:
         return fn
 
     return wrap
-
-
-def _pick(level: int, expected: float, optimistic: float, pessimistic: float) -> float:
-    return (expected, optimistic, pessimistic)[level]
 
 
 def _merge(*warps: tuple[F64, F64, F64] | None) -> tuple[F64, F64, F64] | None:
@@ -132,8 +122,8 @@ def _workers_fixed_point(replay: Replay, o: TraceOptions, level: int) -> Change 
     if not len(s) or o.dataloader_workers < 1:
         return None
     load_us = float((e - s).sum()) / replay.n_steps  # loading CPU work per step, now in workers
-    kappa = _pick(level, o.worker_contention, 0.1, 0.6)
-    residual_us = _pick(level, 500.0, 100.0, 2000.0)  # the main thread's dequeue per batch
+    kappa = (o.worker_contention, 0.1, 0.6)[level]
+    residual_us = (500.0, 100.0, 2000.0)[level]  # the main thread's dequeue per batch
 
     def change_at(step: float) -> Change:
         # N worker processes keep at most N cores busy, however long the loading takes (a
@@ -213,17 +203,17 @@ def _amp_kind(replay: Replay) -> np.ndarray:
     "matmul/conv ops 0.8-2x (bf16 autocast)",
 )
 def _amp(replay: Replay, o: TraceOptions, level: int) -> Change | None:
-    cpu_overhead = _pick(level, 1.05, 1.0, 1.15)
+    cpu_overhead = (1.05, 1.0, 1.15)[level]
     if replay.has_gpu:
         if not gpu_of(replay.frame.device_properties).tensor_cores:
             return None  # before Volta no tensor core runs float16: nothing to move (hardware.py)
-        tc = 1.0 / _pick(level, o.amp_tensor_core_speedup, 4.0, 2.0)
-        mem = 1.0 / _pick(level, o.amp_memory_speedup, 2.0, 1.3)
+        tc = 1.0 / (o.amp_tensor_core_speedup, 4.0, 2.0)[level]
+        mem = 1.0 / (o.amp_memory_speedup, 2.0, 1.3)[level]
         kind = replay.derived("amp_kind", lambda: _amp_kind(replay))
         factor = np.choose(kind, (1.0, tc, mem)).astype(np.float64)
         return Change(gpu_factor=factor, cpu_scale=cpu_overhead)
     s, e = _outermost(replay, CPU_AMP_OPS.match)
-    speedup = _pick(level, o.amp_cpu_speedup, 2.0, 0.8)
+    speedup = (o.amp_cpu_speedup, 2.0, 0.8)[level]
     return Change(cpu_warp=(s, e, np.full(len(s), 1.0 / speedup))) if len(s) else None
 
 
@@ -242,8 +232,8 @@ def _fused_optimizer(replay: Replay, o: TraceOptions, level: int) -> Change | No
     s, e, inside = replay.derived("optimizer steps", lambda: _optimizer_steps(replay))
     if not len(s):
         return None
-    cpu_f = _pick(level, 0.25, 0.1, 0.5)
-    gpu_f = _pick(level, 0.7, 0.5, 0.9)
+    cpu_f = (0.25, 0.1, 0.5)[level]
+    gpu_f = (0.7, 0.5, 0.9)[level]
     factor = np.where(inside, gpu_f, 1.0) if replay.has_gpu else None
     return Change(cpu_warp=(s, e, np.full(len(s), cpu_f)), gpu_factor=factor)
 
@@ -266,8 +256,8 @@ def _cuda_graphs(replay: Replay, o: TraceOptions, level: int) -> Change | None:
     if not replay.has_gpu:
         return None
     s, e = _outermost(replay, _IS_LAUNCH_CALL, RUNTIME_CATS)
-    cpu_f = _pick(level, 0.1, 0.05, 0.3)
-    cap = _pick(level, 2.0, 1.0, 5.0)
+    cpu_f = (0.1, 0.05, 0.3)[level]
+    cap = (2.0, 1.0, 5.0)[level]
     return Change(cpu_warp=(s, e, np.full(len(s), cpu_f)), latency_cap_us=cap)
 
 
@@ -280,7 +270,7 @@ def _comm_bandwidth(replay: Replay, o: TraceOptions, level: int) -> Change | Non
     comm = replay.frame.kernel_class[replay.gpu] == KernelClass.COMMUNICATION
     if not comm.any():
         return None
-    fixed = _pick(level, 0.1, 0.0, 0.2)
+    fixed = (0.1, 0.0, 0.2)[level]
     return Change(gpu_factor=np.where(comm, fixed + (1.0 - fixed) / o.comm_bandwidth_ratio, 1.0))
 
 

@@ -96,15 +96,15 @@ def saving_bound_us(path: CriticalPath, replay: Replay, change: Change) -> float
         return math.inf
     rows = np.maximum(path.rows, 0)
     w = path.weights
-    _, longest, every = replay.derived(("path times", id(path)), lambda: _path_times(path))
-    if not (_spans_kept(replay, change, longest) and _spans_kept(replay, change, every)):
+    spans = replay.derived(("path times", path), lambda: _path_times(path))
+    if not all(_spans_kept(replay, change, times) for times in spans):
         return math.inf  # a CPU warp: no per-edge bound (module docstring)
     reduction = np.zeros(len(path.kinds))
     if change.gpu_factor is not None:
-        slot = replay.derived("gpu_slot", lambda: _gpu_slot(replay))[rows]
-        factor = np.where(slot >= 0, change.gpu_factor[np.maximum(slot, 0)], 1.0)
+        factor = np.ones(len(replay.frame))  # per row (a row replayed twice: its last factor)
+        factor[replay.gpu] = change.gpu_factor
         gpu = (path.kinds == OPERATOR) & (path.rows >= 0) & (replay.frame.stream[rows] != -1)
-        reduction += np.where(gpu, w * (1.0 - factor), 0.0)
+        reduction += np.where(gpu, w * (1.0 - factor[rows]), 0.0)
     if change.latency_cap_us != math.inf:
         over = np.maximum(0.0, w - change.latency_cap_us)
         gaps = (path.kinds == LAUNCH) | (path.kinds == KERNEL_KERNEL)
@@ -120,21 +120,13 @@ def _spans_kept(replay: Replay, change: Change, times: np.ndarray) -> bool:
     return bool(np.allclose(clock[n:] - clock[:n], times[n:] - times[:n], rtol=1e-12, atol=1e-6))
 
 
-def _path_times(path: CriticalPath) -> tuple[CriticalPath, np.ndarray, np.ndarray]:
+def _path_times(path: CriticalPath) -> tuple[np.ndarray, np.ndarray]:
     """The path's longest edge, and every edge, as `_spans_kept` reads them (begins, then ends).
     The longest edge is tried first: a change that warps the CPU clock most often stretches it,
-    so one edge settles most changes. Holds the path, so its id is not reused while kept."""
+    so one edge settles most changes."""
     i = int(np.argmax(path.end_us - path.begin_us)) if len(path.end_us) else 0
     longest = np.concatenate([path.begin_us[i : i + 1], path.end_us[i : i + 1]])
-    return path, longest, np.concatenate([path.begin_us, path.end_us])
-
-
-def _gpu_slot(replay: Replay) -> np.ndarray:
-    """Per frame row, its place in `replay.gpu` (-1: not replayed; a row listed twice keeps its
-    last place), once per rank."""
-    slot = np.full(len(replay.frame), -1, dtype=np.int64)
-    slot[replay.gpu] = np.arange(len(replay.gpu))
-    return slot
+    return longest, np.concatenate([path.begin_us, path.end_us])
 
 
 def _relative_standard_error(replay: Replay) -> float:
@@ -178,7 +170,7 @@ def whatif(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
             ]
             low, high = min(*bounds, est), max(*bounds, est)
             saved, saved_low, saved_high = (_saved(base, x) for x in (est, high, low))
-            gpu_saved = _saved(base_gpu, replay.gpu_busy_us(expected)) if base_gpu else 0.0
+            gpu_saved = _saved(base_gpu, replay.gpu_busy_us(expected))
             # a process that ran no GPU kernel holds no GPU-hours to give back (issue 31)
             hours = saved * gpus * options.hours_per_week if base_gpu > 0 else 0.0
             estimates = (base, est, low * (1.0 - spread), high * (1.0 + spread))
