@@ -740,8 +740,8 @@ longest_path(PyObject *Py_UNUSED(module), PyObject *args)
     }
     /* Zeroed. Per node: the counting sorts' offsets (out: by source, in: by target), the edges
        into it not yet passed, the queue, where its pair lies while a node is folded, the best
-       edge, the distance; per edge: the ids by source and by target. Apart: one block this large
-       raises glibc's mmap threshold once freed, and the 200 MB set's command peaked 8 MiB higher. */
+       edge, the distance; per edge: the ids by source and by target. Apart: one block this
+       large raises glibc's mmap threshold once freed, and the 200 MB set's peak rose 8 MiB. */
     int64_t *scratch[9] = {NULL};
     for (int k = 0; ok && k < 9; k++) {
         ok = (scratch[k] = PyMem_Calloc((size_t)(k < 7 ? n : m) + 1, 8)) != NULL;

@@ -89,10 +89,9 @@ class CriticalPathError(Exception):
 
 
 def queue_lengths(frame: RankFrame) -> np.ndarray:
-    """Queue length per row after its change point (NaN: not a change point), HTA's TraceCounters
-    over the whole rank: +1 at a launch on its kernel's stream, -1 at the kernel's start. The
-    change points (32 bits each) are kept in the frame's memo, which a spilled rank keeps too:
-    the path over HTA's window and the what-if's both read them."""
+    """Queue length per row after its change point (NaN: not one), HTA's TraceCounters over the
+    whole rank (`launch_changes` summed per stream in time order). Kept in the frame's memo (32
+    bits a point; a spilled rank keeps it): the path over HTA's window and the what-if's read it."""
     out = np.full(len(frame), math.nan)
     if "queue changes" not in frame.memo:
         r, ops, delta = launch_changes(frame)
@@ -237,7 +236,7 @@ class Graph:
         # Edges in the order of their row in sel: a stable sort keeps the blocks' order there.
         order = np.argsort(np.concatenate([b[0] for b in blocks]), kind="stable")
         u, v, kind, attr = (np.concatenate([b[i] for b in blocks])[order] for i in range(1, 5))
-        self.add(u.astype(np.int64), v.astype(np.int64), kind, attr.astype(np.int64))
+        self.add(u, v, kind, attr)
 
     def implied_syncs(self, rows: np.ndarray) -> None:
         """Native mode, for traces without `cuda_sync` rows (PyTorch before 2.1): a blocking call

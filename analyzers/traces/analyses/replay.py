@@ -118,6 +118,7 @@ class Replay:
         gpu_row = frame.linked_rows(launch)
         keep = (gpu_row >= 0) & frame.gpu_op[np.maximum(gpu_row, 0)]
         self.launch, self.gpu = launch[keep], gpu_row[keep]
+        self.has_gpu = bool(len(self.launch))
         self.sync = np.flatnonzero(frame.name_in(SYNC_CALLS) & cpu)
         self.launch_ts, self.launch_dur = frame.ts[self.launch], frame.dur[self.launch]
         self.sync_ts, self.sync_dur = frame.ts[self.sync], frame.dur[self.sync]
@@ -189,10 +190,6 @@ class Replay:
         if key not in self._derived:
             self._derived[key] = make()
         return cast(T, self._derived[key])
-
-    @property
-    def has_gpu(self) -> bool:
-        return bool(len(self.launch))
 
     def gpu_busy_us(self, change: Change) -> float:
         """GPU time per step under `change` (sum of op durations; streams may overlap)."""
