@@ -18,7 +18,8 @@ Algorithm (HTA 0.5.0 `critical_path_analysis(rank, "ProfilerStep", 0)`, read fro
    operators, a zero-weight dependency edge.
 4. GPU edges, kernels in start order: the kernel's own span; then a launch-delay edge from its
    runtime call's start when the launch found an empty queue (queue length 1 at the launch, 0 at
-   the kernel start, HTA's `TraceCounters`) and the stream was idle at the launch, otherwise a
+   the kernel start, HTA's `TraceCounters`, where a launch of several GPU ops such as a CUDA
+   graph's counts once per op) and the stream was idle at the launch, otherwise a
    kernel-kernel edge from the previous kernel on its stream. `Stream Sync`/`Context Sync` rows add
    a zero-weight edge from the last kernel on the stream (every stream) to the end of the
    synchronising call.
@@ -32,7 +33,8 @@ Edges are built in the order HTA adds them (it decides which duplicate pair and 
 predecessor networkx keeps); the call-stack walk and the longest path run in `_kineto_columns`
 (no Python twins: pyproject.toml). Not reproduced: event-record syncs (`Event Sync` after
 `cudaEventRecord`) add no edge (the loader does not keep the record's correlation). HTA raises on
-2021-format traces (cats `Operator`/`Runtime`); native mode reads those cats, takes every
+2021-format traces (cats `Operator`/`Runtime`) and on a launch of several GPU ops in the window
+(its graph gets a cycle: `_critical_path`); native mode reads those cats, takes every
 ProfilerStep (else the whole trace) as the window, and without `cuda_sync` rows (PyTorch < 2.1)
 adds the syncs blocking calls imply (Graph.implied_syncs), without which every such path would be
 CPU-bound.
@@ -88,13 +90,15 @@ class CriticalPathError(Exception):
     """HTA would not answer (its assertion on a launch without a runtime node)."""
 
 
-def queue_lengths(frame: RankFrame) -> np.ndarray:
+def queue_lengths(frame: RankFrame) -> tuple[np.ndarray, Mask]:
     """Queue length per row after its change point (NaN: not one), HTA's TraceCounters over the
-    whole rank (`launch_changes` summed per stream in time order). Kept in the frame's memo (32
-    bits a point; a spilled rank keeps it): the path over HTA's window and the what-if's read it."""
+    whole rank (`launch_changes` summed per stream in time order), and which rows are launches of
+    several GPU ops (a CUDA graph's launch counts +1 per op, so the queue is balanced again after
+    them; its row reads the length after its first op). Kept in the frame's memo (32 bits a
+    point; a spilled rank keeps it): the path over HTA's window and the what-if's read it."""
     out = np.full(len(frame), math.nan)
     if "queue changes" not in frame.memo:
-        r, ops, delta = launch_changes(frame)
+        r, ops, delta = launch_changes(frame, per_op=True)
         streams = frame.stream[ops]
         order = np.lexsort((frame.sort_key(frame.ts[r]), streams))  # by stream, in time order
         s, d = streams[order], np.asarray(delta, dtype=np.int64)[order]
@@ -103,8 +107,8 @@ def queue_lengths(frame: RankFrame) -> np.ndarray:
         level -= np.repeat(level[first] - d[first], np.diff([*first, len(order)]))  # sum before
         frame.memo["queue changes"] = r[order].astype(np.int32), level.astype(np.int32)
     rows, levels = frame.memo["queue changes"]
-    out[rows] = levels
-    return out
+    out[rows[::-1]] = levels[::-1]  # a row's first change point is written last
+    return out, np.bincount(rows, minlength=len(frame)) > 1
 
 
 def kept_rows(frame: RankFrame, start: float, end: float) -> np.ndarray:
@@ -321,7 +325,13 @@ def _critical_path(frame: RankFrame, native: bool) -> CriticalPath | None:
     key = frame.pid[cpu].astype(np.int64) * (1 << 32) + frame.tid[cpu]
     for part in np.split(cpu, np.flatnonzero(np.diff(key)) + 1):
         graph.cpu_thread(np.sort(part, kind="stable"))  # already sorted: timsort reads it once
-    graph.gpu(rows, queue_lengths(frame))
+    queue, several = queue_lengths(frame)
+    launches = frame.linked_rows(rows[frame.stream[rows] != -1])
+    if not native and several[launches[launches >= 0]].any():
+        # HTA joins the queue series on the launch's row, reads the kernel once per change
+        # point, and links its second reading after its own end: a cycle, which it refuses.
+        raise CriticalPathError("a launch of several GPU ops (a CUDA graph) in the window")
+    graph.gpu(rows, queue)
     if native and frame.sym("cuda_sync") < 0:
         graph.implied_syncs(rows)
     path, edges = graph.longest_path()
@@ -338,7 +348,7 @@ def _critical_path(frame: RankFrame, native: bool) -> CriticalPath | None:
     label = np.select(list(first_that_holds.values()), choices, _LABELS.index("gpu_compute_bound"))
     length = float(np.where(weights <= -1, 0.0, weights).sum())
     begin, end = graph.node_ts[graph.src[path]], graph.node_ts[graph.dst[path]]
-    nodes = len(graph.node_ts)
+    nodes = len(np.unique(np.concatenate([graph.src, graph.dst])))  # with an edge, as networkx's
     return CriticalPath(window, nodes, edges, length, p_rows, weights, kinds, label, begin, end)
 
 

@@ -8,6 +8,7 @@ traces: no runtime node for a launch) or finds no annotation, HTA mode says so i
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 from pathlib import Path
@@ -18,12 +19,14 @@ import pytest
 from analyzers.traces.analyses.base import TraceOptions
 from analyzers.traces.analyses.critical_path import (
     BOUND_BY,
+    CriticalPath,
     CriticalPathError,
     critical_path,
     critical_path_of,
 )
 from analyzers.traces.analyses.replay import Change, Replay
 from analyzers.traces.analyses.whatif import saving_bound_us
+from analyzers.traces.api import load_trace_set
 from tests.analyzers.traces.trace_paths import DATA, MAIN_TRACES, trace_set
 
 # HTA's answer there depends on event-record syncs (`Event Sync` after `cudaEventRecord`), whose
@@ -64,9 +67,7 @@ def test_agrees_with_hta(trace_dir: Path) -> None:
         assert path is not None
         assert (path.nodes, path.edges) == (expected["nodes"], expected["edges"])
         assert (path.length_us, len(path.rows)) == (expected["length_us"], expected["path_edges"])
-        labels = np.array([*BOUND_BY, ""], dtype=object)[path.label]  # "": no time
-        ours = {b: float(path.weights[labels == b].sum()) for b in set(labels) if b}
-        assert {b: us for b, us in ours.items() if us} == expected["bound_by_us"]
+        assert _bound_by_us(path) == expected["bound_by_us"]
 
 
 def test_hta_mode_says_why_there_is_no_path() -> None:
@@ -159,3 +160,86 @@ def test_the_longest_path_refuses_a_cycle_and_takes_the_first_longest_path() -> 
     src, dst = np.array([0, 0, 2, 1], dtype=np.int64), np.array([1, 2, 3, 3], dtype=np.int64)
     found = longest_path(4, src, dst, np.ones(4))
     assert found is not None and np.frombuffer(found[0], dtype=np.int64).tolist() == [1, 2]
+
+
+_MEASURED = "[param|pytorch.model.alex_net|0|0|0|measure|forward]"
+
+
+def _graph_launch(out: Path, *, in_window: bool) -> Path:
+    """critical_path_simple_add with its measured forward pass renamed `ProfilerStep#1` (the
+    window) and one `cudaLaunchKernel` removed, its kernel given the launch before's
+    correlation: one launch of two kernels, as a CUDA graph's launch has (no trace here records
+    a `cudaGraphLaunch`), before the window or inside it."""
+    src = DATA / "edge_cases" / "critical_path_simple_add" / "critical_path_simple_add.json.gz"
+    doc = json.loads(gzip.decompress(src.read_bytes()))
+    events = doc["traceEvents"]
+    step = next(e for e in events if e.get("name") == _MEASURED)
+    for e in events:
+        if e.get("name") == _MEASURED:
+            e["name"] = "ProfilerStep#1"
+    start, end = step["ts"], step["ts"] + step["dur"]
+    launches = [
+        e
+        for e in events
+        if e.get("name") == "cudaLaunchKernel" and (start <= e["ts"] <= end) == in_window
+    ]
+    kept, gone = launches[2]["args"]["correlation"], launches[3]["args"]["correlation"]
+    for e in events:
+        if e.get("cat") == "kernel" and e["args"]["correlation"] == gone:
+            e["args"]["correlation"] = kept
+    events.remove(launches[3])
+    doc["traceEvents"] = [e for e in events if not (e.get("cat") == "ac2g" and e["id"] == gone)]
+    out.mkdir()
+    (out / "graph.json.gz").write_bytes(gzip.compress(json.dumps(doc).encode()))
+    return out
+
+
+def test_a_launch_of_two_kernels_before_the_window_leaves_the_path_as_hta_finds_it(
+    tmp_path: Path,
+) -> None:
+    # HTA 0.5.0 on that file (bench/hta_api_goldens.py's critical_path, pandas 2.3.3): its
+    # queue lengths count the launch once per kernel, so the stream's queue is 0 again after
+    # both. Counted once, the queue stayed one below for the rest of the stream, and every
+    # launch in the window was judged a kernel-kernel wait or none: the path was all CPU.
+    trace = load_trace_set(_graph_launch(tmp_path / "t", in_window=False), hta_compatible=True)
+    path = critical_path_of(trace.ranks[0], native=False)
+    assert path is not None
+    assert (path.nodes, path.edges, path.length_us, len(path.rows)) == (436, 437, 294696.0, 336)
+    assert _bound_by_us(path) == _SIMPLE_ADD_STEP_BOUND_BY_US
+
+
+def test_a_launch_of_two_kernels_in_the_window_has_a_path_in_native_mode_only(
+    tmp_path: Path,
+) -> None:
+    # HTA 0.5.0 raises there ("ValueError: Graph is not valid"): its kernel table joins the
+    # queue series on the launch's row, which holds two changes, so the kernel is read twice and
+    # the second time is linked after its own end, a cycle.
+    folder = _graph_launch(tmp_path / "t", in_window=True)
+    hta = critical_path(load_trace_set(folder, hta_compatible=True), TraceOptions())
+    assert hta.per_rank == {}
+    assert hta.notes == (
+        "rank 0: no critical path (a launch of several GPU ops (a CUDA graph) in the window; "
+        "HTA 0.5.0 raises too)",
+    )
+    # Native mode reads the launch's level after its first kernel (an empty queue: a launch
+    # edge); the second kernel, which no CPU row points at, is not in the graph (as in HTA's).
+    native = critical_path_of(load_trace_set(folder).ranks[0], native=True)
+    assert native is not None
+    assert (native.nodes, native.edges, native.length_us) == (432, 431, 294696.0)
+    assert _bound_by_us(native) == _SIMPLE_ADD_STEP_BOUND_BY_US
+
+
+# HTA 0.5.0's critical path of critical_path_simple_add's measured forward pass (as ProfilerStep)
+# with no launch changed, and with one launch of two kernels before the window.
+_SIMPLE_ADD_STEP_BOUND_BY_US = {
+    "cpu_bound": 294162.0,
+    "gpu_compute_bound": 508.0,
+    "gpu_kernel_kernel_overhead": 9.0,
+    "gpu_kernel_launch_overhead": 17.0,
+}
+
+
+def _bound_by_us(path: CriticalPath) -> dict[str, float]:
+    labels = np.array([*BOUND_BY, ""], dtype=object)[path.label]  # "": no time
+    ours = {b: float(path.weights[labels == b].sum()) for b in set(labels) if b}
+    return {b: us for b, us in ours.items() if us}
