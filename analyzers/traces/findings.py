@@ -149,7 +149,6 @@ def t5_low_util(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> It
 def t6_pageable(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterator[Finding]:
     copies = _value(r, "pageable_memcpy", frame.rank, "copies")
     if copies and not math.isnan(copies):
-        hours, method = _whatif(r, frame.rank, "pinned_copies")
         yield emit(
             "T6",
             Severity.WARN,
@@ -161,8 +160,7 @@ def t6_pageable(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> It
                 "gpu_us": _value(r, "pageable_memcpy", frame.rank, "gpu_us"),
                 "launch_cpu_us": _value(r, "pageable_memcpy", frame.rank, "cpu_us"),
             },
-            hours,
-            method,
+            *_whatif(r, frame.rank, "pinned_copies"),
         )
 
 
@@ -171,7 +169,6 @@ def t7_sync(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterat
     calls = _value(r, "sync", frame.rank, "sync_calls")
     if not calls or math.isnan(calls) or math.isnan(share) or share < SYNC_SHARE_WARN:
         return
-    hours, method = _whatif(r, frame.rank, "no_sync")
     rows = [row for row in r["sync"].table("sync_calls").rows if row[0] == frame.rank]
     yield emit(
         "T7",
@@ -180,8 +177,7 @@ def t7_sync(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterat
         "remove .item()/.cpu()/print of GPU tensors from the step, avoid torch.cuda.synchronize(), "
         "use non_blocking copies",
         {"share": share, "calls": [{"name": x[1], "calls": x[4], "time_us": x[5]} for x in rows]},
-        hours,
-        method,
+        *_whatif(r, frame.rank, "no_sync"),
     )
 
 
@@ -190,7 +186,6 @@ def t8_dataloader(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> 
     if math.isnan(share) or share <= o.dataloader_share_warn:
         return
     critical = share >= o.dataloader_share_critical
-    hours, method = _whatif(r, frame.rank, "no_dataloader_wait")
     rows = r["dataloader"].table("dataloader_share").rows
     steps = [{"step": s[1], "share": s[4]} for s in rows if s[0] == frame.rank]
     yield emit(
@@ -204,8 +199,7 @@ def t8_dataloader(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> 
             "dataloader_us": _value(r, "dataloader", frame.rank, "dataloader_us"),
             "steps": steps,
         },
-        hours,
-        method,
+        *_whatif(r, frame.rank, "no_dataloader_wait"),
     )
 
 

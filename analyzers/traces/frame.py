@@ -74,16 +74,8 @@ class RowColumns:
 
 
 ROW_COLUMNS = tuple(f.name for f in fields(RowColumns))[3:]  # `index` to `external_id`
-# What a frame takes over from its RawTrace besides the row columns.
-_FROM_RAW = (
-    "path",
-    "metadata",
-    "names",
-    *ROW_COLUMNS,
-    "mem_ts",
-    "mem_device_type",
-    "mem_total_allocated",
-)
+MEM_COLUMNS = ("mem_ts", "mem_device_type", "mem_total_allocated")  # `[memory]` events'
+_FROM_RAW = ("path", "metadata", "names", *ROW_COLUMNS, *MEM_COLUMNS)  # what a frame takes over
 
 
 class Mode(StrEnum):
@@ -261,23 +253,22 @@ class TraceSet:
 
 
 def gather_ranks(
-    rank_frames: Iterable[tuple[Path, int, RankFrame]],
+    rank_frames: Iterable[RankFrame],
     frames: MutableMapping[int, RankFrame] | None,
     repeated: Callable[[int, Path, Path], None],
 ) -> tuple[MutableMapping[int, RankFrame], Path, float]:
-    """Keep each (path, rank, frame) in `frames` (a dict unless given) as it comes, so a
-    generator that loads each file keeps one file's raw columns alive. `repeated(rank, earlier,
-    later)` hears of a rank seen twice (the later is kept). Returns the frames in rank order, the
-    set's source (its file, or the folder of several) and its earliest start (0.0 if none)."""
+    """Keep each frame in `frames` (a dict unless given) by rank as it comes, so a generator that
+    loads each file keeps one file's raw columns alive. `repeated(rank, earlier, later)` hears of
+    a rank seen twice (the later is kept). Returns the frames in rank order, the set's source
+    (its file, or the folder of several) and its earliest start (0.0 if none)."""
     frames = {} if frames is None else frames
-    paths: dict[int, Path] = {}
     starts: dict[int, float] = {}
     files: list[Path] = []
-    for path, rank, frame in rank_frames:
-        if rank in paths:
-            repeated(rank, paths[rank], path)
-        files.append(path)
-        paths[rank] = path
+    for frame in rank_frames:
+        rank = frame.rank
+        if rank in frames:
+            repeated(rank, frames[rank].path, frame.path)
+        files.append(frame.path)
         starts.pop(rank, None)
         if len(frame):
             starts[rank] = float(frame.ts.min())

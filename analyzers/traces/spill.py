@@ -19,14 +19,14 @@ from typing import Any
 
 import numpy as np
 
-from analyzers.traces.frame import ROW_COLUMNS, RankFrame
+from analyzers.traces.frame import MEM_COLUMNS, ROW_COLUMNS, RankFrame
 
 __all__ = ["SPILL_OVER_BYTES", "SpilledFrames"]
 
 # Sets whose files hold more bytes than this spill. Below it a set's frames are a few hundred
 # MiB at most (the 200 MB 8-rank set peaked at 130 MiB held); writing them out only adds time.
 SPILL_OVER_BYTES = 512 * 1024 * 1024
-_ARRAYS = (*ROW_COLUMNS, "index_correlation", "mem_ts", "mem_device_type", "mem_total_allocated")
+_ARRAYS = (*ROW_COLUMNS, "index_correlation", *MEM_COLUMNS)
 _SCALARS = ("path", "metadata", "names", "rank", "classifier", "ts_int", "memo")
 _PREFIX = "fleetscope-ranks-"  # then the owning process's id
 
