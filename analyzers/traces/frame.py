@@ -7,7 +7,7 @@ Row order is meaningful in HTA mode (HTA's tie-breaking depends on it). Never im
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, MutableMapping, ValuesView
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from functools import cached_property
@@ -26,7 +26,6 @@ if TYPE_CHECKING:
 __all__ = [
     "Mode",
     "RankFrame",
-    "RankFrames",
     "RowColumns",
     "TraceSet",
     "gather_ranks",
@@ -222,25 +221,11 @@ def last_row_per_key(keys: I64, rows: I64) -> tuple[I64, I64]:
     return ordered[ends], rows[order[ends]]
 
 
-class RankFrames(Sequence[RankFrame]):
-    """A set's frames in rank order, each got from the mapping when read: over a spilled set a
-    loop holds one rank at a time."""
-
-    def __init__(self, ranks: Mapping[int, RankFrame]) -> None:
-        self._ranks = ranks
-        self._order = sorted(ranks)
-
-    def __len__(self) -> int:
-        return len(self._order)
-
-    def __getitem__(self, i: Any) -> Any:  # an int: nothing slices a set's frames
-        return self._ranks[self._order[i]]
-
-
 @dataclass(eq=False)
 class TraceSet:
-    """The ranks of one profiling session. `ranks` is a dict, or for a large set
-    `spill.SpilledFrames`: code that visits every rank goes through `frames()`."""
+    """The ranks of one profiling session, in rank order. `ranks` is a dict, or for a large set
+    `spill.SpilledFrames`: code that visits every rank goes through `frames()`, which gets each
+    frame from the mapping when read (over a spilled set a loop holds one rank at a time)."""
 
     mode: Mode
     ranks: Mapping[int, RankFrame]
@@ -248,8 +233,8 @@ class TraceSet:
     origin_us: float = 0.0  # the raw timestamp that became 0 (alignment)
     notes: list[str] = field(default_factory=list)
 
-    def frames(self) -> RankFrames:
-        return RankFrames(self.ranks)
+    def frames(self) -> ValuesView[RankFrame]:
+        return self.ranks.values()
 
 
 def gather_ranks(

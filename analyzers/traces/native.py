@@ -61,8 +61,7 @@ def prepare_native(
     frames, source, origin = gather_ranks(rank_frames, frames, _refuse)
     for rank in sorted(frames):
         frame = frames[rank]
-        mem_ts = frame.mem_ts - origin if len(frame.mem_ts) else frame.mem_ts
-        frames[rank] = replace(frame, ts=frame.ts - origin, mem_ts=mem_ts)
+        frames[rank] = replace(frame, ts=frame.ts - origin, mem_ts=frame.mem_ts - origin)
         del frame
     return TraceSet(Mode.NATIVE, frames, source, origin_us=origin)
 
