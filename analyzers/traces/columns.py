@@ -23,15 +23,6 @@ from fleetscope.errors import CorruptTraceError, NonFiniteTraceError
 if TYPE_CHECKING:
     import numpy.typing as npt
 
-__all__ = [
-    "CHUNK_SIZE",
-    "DTYPES",
-    "Block",
-    "ColumnBuilder",
-    "SymbolTable",
-    "event_sink",
-    "non_finite_message",
-]
 
 # Decompressed bytes read at a time: bounds the memory of a load.
 CHUNK_SIZE = 1 << 20

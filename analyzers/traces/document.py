@@ -19,8 +19,6 @@ from analyzers.traces.classify import KernelClass
 from analyzers.traces.frame import RankFrame
 from analyzers.traces.render import analyses_data, json_ready
 
-__all__ = ["DOCUMENT_VERSION", "OPTIONS", "TIMELINE_OPS", "analysis_document"]
-
 DOCUMENT_VERSION = 1
 # The defaults, with the page's 15 top kernels (the summary keeps the analysis' default 10).
 OPTIONS = TraceOptions(top_kernels=15)

@@ -22,8 +22,6 @@ from analyzers.traces.frame import RankFrame, TraceSet
 from analyzers.traces.hardware import Gpu, gpu_of
 from fleetscope import plugins
 
-__all__ = ["Rule", "trace_findings", "trace_rules"]
-
 Results = dict[str, AnalysisResult]
 Emit = Callable[..., Finding]
 Rule = Callable[[RankFrame, Results, TraceOptions, Emit], Iterator[Finding]]

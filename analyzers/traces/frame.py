@@ -23,14 +23,6 @@ if TYPE_CHECKING:
 
     import numpy.typing as npt
 
-__all__ = [
-    "Mode",
-    "RankFrame",
-    "RowColumns",
-    "TraceSet",
-    "gather_ranks",
-    "last_row_per_key",
-]
 
 F64: TypeAlias = "npt.NDArray[np.float64]"
 I64: TypeAlias = "npt.NDArray[np.int64]"

@@ -17,8 +17,6 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Gpu", "gpu_of"]
-
 _AMD_WORDS = ("amd", "radeon", "instinct", "mi100", "mi200", "mi250", "mi300")
 
 

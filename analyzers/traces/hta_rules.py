@@ -31,8 +31,6 @@ from analyzers.traces.classify import classify_hta_050
 from analyzers.traces.frame import ROW_COLUMNS, Mask, Mode, RankFrame, TraceSet, gather_ranks
 from analyzers.traces.load import RawTrace
 
-__all__ = ["hta_gpu_filter", "hta_rank_frame", "prepare_hta"]
-
 _SYNC_NAMES = frozenset({"Event Sync", "Context Sync"})
 
 

@@ -35,8 +35,6 @@ from analyzers.traces.frame import (
 from analyzers.traces.load import RawTrace
 from fleetscope.errors import TraceError
 
-__all__ = ["native_rank_frame", "prepare_native"]
-
 
 def native_rank_frame(raw: RawTrace) -> RankFrame:
     """One file's frame under its rank, before alignment. Each GPU op and the runtime/driver

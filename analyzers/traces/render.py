@@ -19,8 +19,6 @@ from analyzers.traces.analyses.base import Table
 from analyzers.traces.api import TraceReport
 from analyzers.traces.frame import Mode
 
-__all__ = ["analyses_data", "json_ready", "render_text", "report_json", "report_to_dict"]
-
 MAX_TEXT_ROWS = 12
 
 

@@ -21,8 +21,6 @@ import numpy as np
 
 from analyzers.traces.frame import MEM_COLUMNS, ROW_COLUMNS, RankFrame
 
-__all__ = ["SPILL_OVER_BYTES", "SpilledFrames"]
-
 # Sets whose files hold more bytes than this spill. Below it a set's frames are a few hundred
 # MiB at most (the 200 MB 8-rank set peaked at 130 MiB held); writing them out only adds time.
 SPILL_OVER_BYTES = 512 * 1024 * 1024

@@ -15,8 +15,6 @@ from analyzers.traces.analyses.base import TraceOptions
 from analyzers.traces.api import TraceReport
 from analyzers.traces.render import report_to_dict
 
-__all__ = ["SUMMARY_VERSION", "summarize"]
-
 SUMMARY_VERSION = 1
 
 
