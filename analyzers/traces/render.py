@@ -22,8 +22,7 @@ from analyzers.traces.frame import Mode
 MAX_TEXT_ROWS = 12
 
 
-def _shown(tables: Sequence[Table]) -> list[Table]:
-    """All but the per-launch tables (one row per kernel launch), which only the API gives."""
+def _shown(tables: Sequence[Table]) -> list[Table]:  # all but the per-launch tables
     return [t for t in tables if not t.name.startswith("cuda_kernel_launch_stats_rank")]
 
 

@@ -55,14 +55,11 @@ class SpilledFrames(MutableMapping[int, RankFrame]):
         self._finalizer = weakref.finalize(self, shutil.rmtree, self._folder, True)
         self._scalars: dict[int, dict[str, Any]] = {}
         self._last: tuple[int, RankFrame] | None = None
-        self._version = 0
 
     def __setitem__(self, rank: int, frame: RankFrame) -> None:
         # A new folder each time: the frame written may be a map of the rank's current files,
         # and truncating a mapped file faults its readers; an unlinked one stays mapped.
-        self._version += 1
-        rank_folder = self._folder / f"{rank}.{self._version}"
-        rank_folder.mkdir()
+        rank_folder = Path(tempfile.mkdtemp(prefix=f"{rank}.", dir=self._folder))
         for key in _ARRAYS:
             np.save(rank_folder / f"{key}.npy", getattr(frame, key), allow_pickle=False)
         if rank in self._scalars:
