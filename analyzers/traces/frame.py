@@ -86,11 +86,11 @@ class RankFrame(RowColumns):
 
     rank: int
     classifier: Classifier
-    index_correlation: I64
-    ts_int: bool
-    mem_ts: F64 = field(default_factory=lambda: np.zeros(0))
-    mem_device_type: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-    mem_total_allocated: F64 = field(default_factory=lambda: np.zeros(0))
+    mem_ts: F64  # the `[memory]` allocator events (load.RawTrace)
+    mem_device_type: I64
+    mem_total_allocated: F64
+    ts_int: bool = False
+    index_correlation: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     # What analyses compute once per rank and share (the critical path). A field, not a cache
     # keyed by the frame: a spilled set makes a new frame object each time it maps a rank.
     memo: dict[str, Any] = field(default_factory=dict)
@@ -98,10 +98,8 @@ class RankFrame(RowColumns):
     @classmethod
     def of_raw(cls, raw: Any, rank: int, classifier: Classifier, **overrides: Any) -> RankFrame:
         """A frame of a `load.RawTrace`'s columns; `overrides` replace some (HTA's rounded `ts`)."""
-        values = {key: getattr(raw, key) for key in _FROM_RAW}
-        values.update(rank=rank, classifier=classifier, ts_int=False)
-        values.update(index_correlation=np.zeros(0, dtype=np.int64), **overrides)
-        return cls(**values)
+        values = {key: getattr(raw, key) for key in _FROM_RAW} | overrides
+        return cls(**values, rank=rank, classifier=classifier)
 
     def __len__(self) -> int:
         return len(self.ts)
