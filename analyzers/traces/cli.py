@@ -209,8 +209,7 @@ def _diff_text(args: argparse.Namespace, table: Any, changes: dict[str, list[str
     cells.insert(0, ["name", "count A", "count B", "A us", "B us", "B-A us"])
     widths = [max(len(c[k]) for c in cells) for k in range(len(cells[0]))]
     for c in cells:
-        padded = [v.rjust(w) for v, w in zip(c, widths, strict=True)]
-        out.append("  ".join([c[0].ljust(widths[0]), *padded[1:]]))
+        out.append("  ".join([c[0].ljust(widths[0]), *map(str.rjust, c[1:], widths[1:])]))
     if len(rows) > DIFF_ROWS:
         out.append(f"... {len(rows) - DIFF_ROWS} more names (--format json for all)")
     return "\n".join(out) + "\n"

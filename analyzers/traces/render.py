@@ -102,10 +102,9 @@ def _fmt(value: Any) -> str:
 def _table_text(table: Table) -> list[str]:
     if not table.rows:
         return [f"  ({table.name}: no rows)"]
-    cells = [[_fmt(v) for v in row] for row in table.rows[:MAX_TEXT_ROWS]]
-    widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(table.columns)]
-    lines = ["  " + "  ".join(c.ljust(w) for c, w in zip(table.columns, widths, strict=True))]
-    lines += ["  " + "  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)) for r in cells]
+    cells = [list(table.columns), *([_fmt(v) for v in row] for row in table.rows[:MAX_TEXT_ROWS])]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(table.columns))]
+    lines = ["  " + "  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)) for r in cells]
     if len(table.rows) > MAX_TEXT_ROWS:
         lines.append(f"  ... {len(table.rows) - MAX_TEXT_ROWS} more rows (--format json for all)")
     return lines
@@ -119,8 +118,7 @@ def render_text(report: TraceReport) -> str:
     out += [f"note: {n}" for n in trace.notes]
     for name, result in report.results.items():
         spec = registry[name]
-        out.append("")
-        out.append(f"== {spec.title}" + (f"  [HTA: {spec.hta_api}]" if spec.hta_api else ""))
+        out += ["", f"== {spec.title}" + (f"  [HTA: {spec.hta_api}]" if spec.hta_api else "")]
         if trace.mode is Mode.NATIVE and spec.hta_api:
             out.append(f"  differs from HTA: {spec.beyond_hta}")
         for table in _shown(result.tables):
