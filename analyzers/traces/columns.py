@@ -2,8 +2,7 @@
 
 The decoder (`load_fast.py`) fills a `ColumnBuilder`: its C pass appends whole blocks, its walk
 (and the stdlib oracle in tests) one event at a time through `event_sink`, whose rules are the
-definition of what a row holds (RawTrace's docstring). The builder keeps the two kinds of
-appends in file order.
+definition of what a row holds (RawTrace's docstring).
 
 Never decodes JSON and never reads files; never imports pandas.
 """
@@ -22,7 +21,6 @@ from fleetscope.errors import CorruptTraceError, NonFiniteTraceError
 
 if TYPE_CHECKING:
     import numpy.typing as npt
-
 
 # Decompressed bytes read at a time: bounds the memory of a load.
 CHUNK_SIZE = 1 << 20

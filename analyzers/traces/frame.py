@@ -23,7 +23,6 @@ if TYPE_CHECKING:
 
     import numpy.typing as npt
 
-
 F64: TypeAlias = "npt.NDArray[np.float64]"
 I64: TypeAlias = "npt.NDArray[np.int64]"
 I32: TypeAlias = "npt.NDArray[np.int32]"
