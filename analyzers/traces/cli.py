@@ -29,13 +29,12 @@ def register(subparsers: Any) -> None:
     analyze.add_argument("paths", nargs="+", metavar="PATH", help="trace file or folder of ranks")
     _hta_flag(analyze, "and definitions, so shared numbers equal HTA's")
     analyze.add_argument("--format", choices=("table", "json"), default="table")
-    analyze.add_argument("--job", default=None, help="job id to stamp on findings")
+    analyze.add_argument("--job", help="job id to stamp on findings")
     analyze.add_argument(
         "--gpus", type=int, default=0, help="GPUs the job holds (default: the trace's world size)"
     )
     analyze.add_argument(
         "--analyses",
-        default=None,
         metavar="NAME,...",
         help="run only these analyses (registry names, e.g. temporal_breakdown,critical_path), as "
         "one HTA call runs one; findings need every analysis and are left out",
@@ -70,10 +69,9 @@ def register(subparsers: Any) -> None:
     diff.add_argument("control", metavar="A", help="the control trace (file or folder of ranks)")
     diff.add_argument("test", metavar="B", help="the test trace (file or folder of ranks)")
     for side in ("a", "b"):
-        diff.add_argument(f"--rank-{side}", type=int, default=None, help=f"rank of {side.upper()}")
+        diff.add_argument(f"--rank-{side}", type=int, help=f"rank of {side.upper()}")
         diff.add_argument(
             f"--iteration-{side}",
-            default=None,
             help=f"ProfilerStep number of {side.upper()}, or 'all' (default: the first)",
         )
     diff.add_argument("--device", choices=("all", "cpu", "gpu"), default="all")
@@ -211,8 +209,7 @@ def _diff_text(args: argparse.Namespace, table: Any, changes: dict[str, list[str
     cells.insert(0, ["name", "count A", "count B", "A us", "B us", "B-A us"])
     widths = [max(len(c[k]) for c in cells) for k in range(len(cells[0]))]
     for c in cells:
-        padded = [v.rjust(w) for v, w in zip(c, widths, strict=True)]
-        out.append("  ".join([c[0].ljust(widths[0]), *padded[1:]]))
+        out.append("  ".join([c[0].ljust(widths[0]), *map(str.rjust, c[1:], widths[1:])]))
     if len(rows) > DIFF_ROWS:
         out.append(f"... {len(rows) - DIFF_ROWS} more names (--format json for all)")
     return "\n".join(out) + "\n"

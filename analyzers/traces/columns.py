@@ -2,8 +2,7 @@
 
 The decoder (`load_fast.py`) fills a `ColumnBuilder`: its C pass appends whole blocks, its walk
 (and the stdlib oracle in tests) one event at a time through `event_sink`, whose rules are the
-definition of what a row holds (RawTrace's docstring). The builder keeps the two kinds of
-appends in file order.
+definition of what a row holds (RawTrace's docstring).
 
 Never decodes JSON and never reads files; never imports pandas.
 """
@@ -11,47 +10,25 @@ Never decodes JSON and never reads files; never imports pandas.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import fields
 from math import isfinite
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
 
+from analyzers.traces.frame import MEM_COLUMNS, ROW_COLUMNS, RankFrame
 from fleetscope.errors import CorruptTraceError, NonFiniteTraceError
 
 if TYPE_CHECKING:
     import numpy.typing as npt
 
-__all__ = [
-    "CHUNK_SIZE",
-    "DTYPES",
-    "Block",
-    "ColumnBuilder",
-    "SymbolTable",
-    "event_sink",
-    "non_finite_message",
-]
-
 # Decompressed bytes read at a time: bounds the memory of a load.
 CHUNK_SIZE = 1 << 20
 
-# Every column of RawTrace that grows with the file, and its dtype.
-DTYPES: dict[str, str] = {
-    "index": "int64",
-    "cat": "int32",
-    "name": "int32",
-    "pid": "int32",
-    "tid": "int32",
-    "ts": "float64",
-    "dur": "float64",
-    "stream": "int64",
-    "correlation": "int64",
-    "memory_bw_gbps": "float64",
-    "bytes": "int64",
-    "external_id": "int64",
-    "mem_ts": "float64",
-    "mem_device_type": "int64",
-    "mem_total_allocated": "float64",
-}
+# Every column of RawTrace that grows with the file, and its dtype as `RankFrame` declares it.
+_NUMPY_DTYPE = {"I64": "int64", "I32": "int32", "F64": "float64"}
+_DECLARED = {f.name: str(f.type) for f in fields(RankFrame)}
+DTYPES = {key: _NUMPY_DTYPE[_DECLARED[key]] for key in (*ROW_COLUMNS, *MEM_COLUMNS)}
 
 # A run of one column's values: a numpy array of the column's dtype, or the C pass's bytearray
 # of the same values in native byte order.
@@ -78,8 +55,6 @@ class SymbolTable(dict[object, int]):
         self[None] = -1
 
     def __missing__(self, value: object) -> int:
-        if value is None:
-            return -1
         text = value if isinstance(value, str) else str(value)
         sym = self.ids.get(text)
         if sym is None:
@@ -110,10 +85,9 @@ class ColumnBuilder:
 
     def flush(self) -> None:
         for key, pending in self.lists.items():
-            if not pending:
-                continue
-            self.blocks[key].append(np.array(pending, dtype=DTYPES[key]))
-            pending.clear()
+            if pending:
+                self.blocks[key].append(np.array(pending, dtype=DTYPES[key]))
+                pending.clear()
 
     def column(self, key: str) -> npt.NDArray[Any]:
         self.flush()
@@ -122,12 +96,9 @@ class ColumnBuilder:
             np.frombuffer(block, dtype=dtype) if isinstance(block, bytearray) else block
             for block in self.blocks[key]
         ]
-        if len(blocks) == 1:
-            whole = blocks[0]
-        elif not blocks:
+        if not blocks:
             return np.zeros(0, dtype=dtype)
-        else:
-            whole = np.concatenate(blocks)
+        whole = blocks[0] if len(blocks) == 1 else np.concatenate(blocks)
         self.blocks[key] = [whole]  # the blocks go now, not when the builder does
         return whole
 
@@ -158,7 +129,7 @@ def event_sink(cols: ColumnBuilder, path: object) -> Callable[[object, int], Non
     An event of the wrong shape (a list where a name goes) is refused as a corrupt trace that
     names it, not a bare TypeError."""
     ids = cols.symbols
-    appends = [cols.lists[key].append for key in list(DTYPES)[:12]]
+    appends = [cols.lists[key].append for key in ROW_COLUMNS]
 
     def reduce(ev: object, position: int) -> None:
         if type(ev) is not dict:

@@ -1,10 +1,8 @@
 """The stored analysis of one trace: what the Trace page draws, built once when the trace arrives.
 
-`analysis_document(report)`: the trace's mode, ranks and notes, every analysis's tables (columns
-and rows), per-rank numbers and notes, the findings, and per rank the first TIMELINE_OPS GPU ops
-for the timeline. The upload hook (service.py) stores it in the catalog (`trace_analyses`), so
-the dashboard draws it without analysing the file again. NaN and infinities become null. Never
-does I/O, never computes an analysis itself.
+The upload hook (service.py) stores `analysis_document(report)` in the catalog (`trace_analyses`),
+so the dashboard draws it without analysing the file again. NaN and infinities become null.
+Never does I/O, never computes an analysis itself.
 """
 
 from __future__ import annotations
@@ -18,8 +16,6 @@ from analyzers.traces.api import TraceReport
 from analyzers.traces.classify import KernelClass
 from analyzers.traces.frame import RankFrame
 from analyzers.traces.render import analyses_data, json_ready
-
-__all__ = ["DOCUMENT_VERSION", "OPTIONS", "TIMELINE_OPS", "analysis_document"]
 
 DOCUMENT_VERSION = 1
 # The defaults, with the page's 15 top kernels (the summary keeps the analysis' default 10).

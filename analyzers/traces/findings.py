@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -21,8 +22,6 @@ from analyzers.traces.analyses.base import AnalysisResult, TraceOptions
 from analyzers.traces.frame import RankFrame, TraceSet
 from analyzers.traces.hardware import Gpu, gpu_of
 from fleetscope import plugins
-
-__all__ = ["Rule", "trace_findings", "trace_rules"]
 
 Results = dict[str, AnalysisResult]
 Emit = Callable[..., Finding]
@@ -35,16 +34,18 @@ SYNC_SHARE_WARN = 0.01  # T7: sync waits over 1 % of step time
 OVERLAP_LOW = 0.50  # T9: less than half of communication hidden behind compute
 
 
-def _value(results: Results, analysis: str, rank: int, key: str) -> float:
+def _values(results: Results, analysis: str, rank: int) -> Callable[[str], float]:
+    """The rank's value of a key in one analysis's results (NaN when either is missing)."""
     result = results.get(analysis)
-    return result.value(rank, key) if result is not None else math.nan
+    return partial(result.value, rank) if result is not None else lambda key: math.nan
 
 
 def _whatif(results: Results, rank: int, scenario: str) -> tuple[float, str]:
-    hours = _value(results, "whatif", rank, f"{scenario}_gpu_hours_per_week")
+    whatif = _values(results, "whatif", rank)
+    hours = whatif(f"{scenario}_gpu_hours_per_week")
     if math.isnan(hours):
         return 0.0, "not estimated (no ProfilerStep ranges or launches to replay)"
-    saved = _value(results, "whatif", rank, f"{scenario}_saved_fraction")
+    saved = whatif(f"{scenario}_saved_fraction")
     return hours, (
         f"what-if replay ({scenario}): step time {saved:.1%} shorter; that fraction of the job's "
         "GPUs for a week (see the what-if table for the model's assumptions)"
@@ -52,14 +53,12 @@ def _whatif(results: Results, rank: int, scenario: str) -> tuple[float, str]:
 
 
 def t1_idle(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterator[Finding]:
-    kernel = _value(r, "temporal_breakdown", frame.rank, "kernel_time_us")
-    idle = _value(r, "temporal_breakdown", frame.rank, "idle_us")
+    temporal = _values(r, "temporal_breakdown", frame.rank)
+    kernel, idle = temporal("kernel_time_us"), temporal("idle_us")
     if not kernel or math.isnan(kernel) or idle / kernel < IDLE_SHARE_WARN:
         return
-    causes = {
-        k: _value(r, "idle_time", frame.rank, f"{k}_us")
-        for k in ("host_wait", "kernel_wait", "other")
-    }
+    idle_time = _values(r, "idle_time", frame.rank)
+    causes = {k: idle_time(f"{k}_us") for k in ("host_wait", "kernel_wait", "other")}
     top = max(causes, key=lambda k: causes[k] if not math.isnan(causes[k]) else -1)
     fix = {
         "host_wait": "the CPU launches too slowly: use CUDA graphs or torch.compile, larger "
@@ -77,12 +76,12 @@ def t1_idle(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterat
 
 
 def t2_launch(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterator[Finding]:
-    n = _value(r, "launch_stats", frame.rank, "launches")
+    launches = _values(r, "launch_stats", frame.rank)
+    n = launches("launches")
     if not n or math.isnan(n):
         return
-    slow = _value(r, "launch_stats", frame.rank, "cpu_over_cutoff")
-    late = _value(r, "launch_stats", frame.rank, "delay_over_cutoff")
-    short = _value(r, "launch_stats", frame.rank, "gpu_shorter_than_cpu")
+    slow, late = launches("cpu_over_cutoff"), launches("delay_over_cutoff")
+    short = launches("gpu_shorter_than_cpu")
     if max(slow, late) / n < LAUNCH_OUTLIER_SHARE and short / n < 0.5:
         return
     yield emit(
@@ -101,7 +100,8 @@ def t2_launch(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iter
 
 
 def t3_queue(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterator[Finding]:
-    share = _value(r, "queue_length", frame.rank, "blocked_share")
+    queue = _values(r, "queue_length", frame.rank)
+    share = queue("blocked_share")
     if share > 0:
         yield emit(
             "T3",
@@ -109,15 +109,12 @@ def t3_queue(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Itera
             f"launch queue full ({o.max_queue_length}) {share:.1%} of the trace",
             "the GPU is the bottleneck here (good); the CPU blocks on a full queue, so host-side "
             "optimizations will not help: optimize the kernels",
-            {
-                "blocked_share": share,
-                "max_queue_length": _value(r, "queue_length", frame.rank, "max_queue_length"),
-            },
+            {"blocked_share": share, "max_queue_length": queue("max_queue_length")},
         )
 
 
 def t4_gaps(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterator[Finding]:
-    gaps = _value(r, "gpu_gaps", frame.rank, "gaps")
+    gaps = _values(r, "gpu_gaps", frame.rank)("gaps")
     if gaps and not math.isnan(gaps):
         rows = [row for row in r["gpu_gaps"].table("gpu_gaps").rows if row[0] == frame.rank]
         yield emit(
@@ -134,7 +131,7 @@ def t4_gaps(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterat
 
 
 def t5_low_util(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterator[Finding]:
-    low = _value(r, "low_util", frame.rank, "low_chunks")
+    low = _values(r, "low_util", frame.rank)("low_chunks")
     if low and not math.isnan(low):
         rows = [row for row in r["low_util"].table("low_util_chunks").rows if row[0] == frame.rank]
         yield emit(
@@ -147,9 +144,9 @@ def t5_low_util(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> It
 
 
 def t6_pageable(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterator[Finding]:
-    copies = _value(r, "pageable_memcpy", frame.rank, "copies")
+    memcpy = _values(r, "pageable_memcpy", frame.rank)
+    copies = memcpy("copies")
     if copies and not math.isnan(copies):
-        hours, method = _whatif(r, frame.rank, "pinned_copies")
         yield emit(
             "T6",
             Severity.WARN,
@@ -157,21 +154,19 @@ def t6_pageable(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> It
             "pin host memory: DataLoader(pin_memory=True) and tensor.to(device, non_blocking=True)",
             {
                 "copies": copies,
-                "bytes": _value(r, "pageable_memcpy", frame.rank, "bytes"),
-                "gpu_us": _value(r, "pageable_memcpy", frame.rank, "gpu_us"),
-                "launch_cpu_us": _value(r, "pageable_memcpy", frame.rank, "cpu_us"),
+                "bytes": memcpy("bytes"),
+                "gpu_us": memcpy("gpu_us"),
+                "launch_cpu_us": memcpy("cpu_us"),
             },
-            hours,
-            method,
+            *_whatif(r, frame.rank, "pinned_copies"),
         )
 
 
 def t7_sync(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterator[Finding]:
-    share = _value(r, "sync", frame.rank, "share")
-    calls = _value(r, "sync", frame.rank, "sync_calls")
+    sync = _values(r, "sync", frame.rank)
+    share, calls = sync("share"), sync("sync_calls")
     if not calls or math.isnan(calls) or math.isnan(share) or share < SYNC_SHARE_WARN:
         return
-    hours, method = _whatif(r, frame.rank, "no_sync")
     rows = [row for row in r["sync"].table("sync_calls").rows if row[0] == frame.rank]
     yield emit(
         "T7",
@@ -180,38 +175,31 @@ def t7_sync(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterat
         "remove .item()/.cpu()/print of GPU tensors from the step, avoid torch.cuda.synchronize(), "
         "use non_blocking copies",
         {"share": share, "calls": [{"name": x[1], "calls": x[4], "time_us": x[5]} for x in rows]},
-        hours,
-        method,
+        *_whatif(r, frame.rank, "no_sync"),
     )
 
 
 def t8_dataloader(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterator[Finding]:
-    share = _value(r, "dataloader", frame.rank, "share")
+    loader = _values(r, "dataloader", frame.rank)
+    share = loader("share")
     if math.isnan(share) or share <= o.dataloader_share_warn:
         return
-    critical = share >= o.dataloader_share_critical
-    hours, method = _whatif(r, frame.rank, "no_dataloader_wait")
     rows = r["dataloader"].table("dataloader_share").rows
     steps = [{"step": s[1], "share": s[4]} for s in rows if s[0] == frame.rank]
     yield emit(
         "T8",
-        Severity.CRITICAL if critical else Severity.WARN,
+        Severity.CRITICAL if share >= o.dataloader_share_critical else Severity.WARN,
         f"data-loader bound: {share:.0%} of step time waiting for the next batch",
         "raise DataLoader(num_workers=...) (start at the CPU cores per GPU), set pin_memory=True "
         "and persistent_workers=True, prefetch; move decoding/augmentation off the main process",
-        {
-            "share": share,
-            "dataloader_us": _value(r, "dataloader", frame.rank, "dataloader_us"),
-            "steps": steps,
-        },
-        hours,
-        method,
+        {"share": share, "dataloader_us": loader("dataloader_us"), "steps": steps},
+        *_whatif(r, frame.rank, "no_dataloader_wait"),
     )
 
 
 def t9_comm(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterator[Finding]:
-    share = _value(r, "comm_comp_overlap", frame.rank, "communication_share_of_busy")
-    overlap = _value(r, "comm_comp_overlap", frame.rank, "overlap_ratio")
+    comm = _values(r, "comm_comp_overlap", frame.rank)
+    share, overlap = comm("communication_share_of_busy"), comm("overlap_ratio")
     if math.isnan(share) or share <= o.communication_share_warn or overlap >= OVERLAP_LOW:
         return
     yield emit(
@@ -227,14 +215,13 @@ def t9_comm(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterat
 def t10_tensor_cores(
     frame: RankFrame, r: Results, o: TraceOptions, emit: Emit
 ) -> Iterator[Finding]:
-    cc = _value(r, "tensor_cores", frame.rank, "compute_capability")
-    eligible = _value(r, "tensor_cores", frame.rank, "eligible_us")
-    tc = _value(r, "tensor_cores", frame.rank, "tensor_core_us")
+    cores = _values(r, "tensor_cores", frame.rank)
+    cc, eligible, tc = cores("compute_capability"), cores("eligible_us"), cores("tensor_core_us")
     gpu = gpu_of(frame.device_properties)
     if math.isnan(cc) or not gpu.tensor_cores or not eligible or math.isnan(eligible) or tc > 0:
         return
     hours, method = _whatif(r, frame.rank, "amp")
-    gpu_saved = _value(r, "whatif", frame.rank, "amp_gpu_busy_saved_fraction")
+    gpu_saved = _values(r, "whatif", frame.rank)("amp_gpu_busy_saved_fraction")
     if gpu_saved > 0.10 and hours < 0.01:
         method = (
             f"what-if replay (amp): GPU busy time {gpu_saved:.0%} shorter, but the step is bound "

@@ -7,7 +7,7 @@ Row order is meaningful in HTA mode (HTA's tie-breaking depends on it). Never im
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, MutableMapping, ValuesView
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from functools import cached_property
@@ -22,16 +22,6 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     import numpy.typing as npt
-
-__all__ = [
-    "Mode",
-    "RankFrame",
-    "RankFrames",
-    "RowColumns",
-    "TraceSet",
-    "gather_ranks",
-    "last_row_per_key",
-]
 
 F64: TypeAlias = "npt.NDArray[np.float64]"
 I64: TypeAlias = "npt.NDArray[np.int64]"
@@ -74,16 +64,8 @@ class RowColumns:
 
 
 ROW_COLUMNS = tuple(f.name for f in fields(RowColumns))[3:]  # `index` to `external_id`
-# What a frame takes over from its RawTrace besides the row columns.
-_FROM_RAW = (
-    "path",
-    "metadata",
-    "names",
-    *ROW_COLUMNS,
-    "mem_ts",
-    "mem_device_type",
-    "mem_total_allocated",
-)
+MEM_COLUMNS = ("mem_ts", "mem_device_type", "mem_total_allocated")  # `[memory]` events'
+_FROM_RAW = ("path", "metadata", "names", *ROW_COLUMNS, *MEM_COLUMNS)  # what a frame takes over
 
 
 class Mode(StrEnum):
@@ -103,11 +85,11 @@ class RankFrame(RowColumns):
 
     rank: int
     classifier: Classifier
-    index_correlation: I64
-    ts_int: bool
-    mem_ts: F64 = field(default_factory=lambda: np.zeros(0))
-    mem_device_type: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-    mem_total_allocated: F64 = field(default_factory=lambda: np.zeros(0))
+    mem_ts: F64  # the `[memory]` allocator events (load.RawTrace)
+    mem_device_type: I64
+    mem_total_allocated: F64
+    ts_int: bool = False
+    index_correlation: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     # What analyses compute once per rank and share (the critical path). A field, not a cache
     # keyed by the frame: a spilled set makes a new frame object each time it maps a rank.
     memo: dict[str, Any] = field(default_factory=dict)
@@ -115,10 +97,8 @@ class RankFrame(RowColumns):
     @classmethod
     def of_raw(cls, raw: Any, rank: int, classifier: Classifier, **overrides: Any) -> RankFrame:
         """A frame of a `load.RawTrace`'s columns; `overrides` replace some (HTA's rounded `ts`)."""
-        values = {key: getattr(raw, key) for key in _FROM_RAW}
-        values.update(rank=rank, classifier=classifier, ts_int=False)
-        values.update(index_correlation=np.zeros(0, dtype=np.int64), **overrides)
-        return cls(**values)
+        values = {key: getattr(raw, key) for key in _FROM_RAW} | overrides
+        return cls(**values, rank=rank, classifier=classifier)
 
     def __len__(self) -> int:
         return len(self.ts)
@@ -230,25 +210,11 @@ def last_row_per_key(keys: I64, rows: I64) -> tuple[I64, I64]:
     return ordered[ends], rows[order[ends]]
 
 
-class RankFrames(Sequence[RankFrame]):
-    """A set's frames in rank order, each got from the mapping when read: over a spilled set a
-    loop holds one rank at a time."""
-
-    def __init__(self, ranks: Mapping[int, RankFrame]) -> None:
-        self._ranks = ranks
-        self._order = sorted(ranks)
-
-    def __len__(self) -> int:
-        return len(self._order)
-
-    def __getitem__(self, i: Any) -> Any:  # an int: nothing slices a set's frames
-        return self._ranks[self._order[i]]
-
-
 @dataclass(eq=False)
 class TraceSet:
-    """The ranks of one profiling session. `ranks` is a dict, or for a large set
-    `spill.SpilledFrames`: code that visits every rank goes through `frames()`."""
+    """The ranks of one profiling session, in rank order. `ranks` is a dict, or for a large set
+    `spill.SpilledFrames`: code that visits every rank goes through `frames()`, which gets each
+    frame from the mapping when read (over a spilled set a loop holds one rank at a time)."""
 
     mode: Mode
     ranks: Mapping[int, RankFrame]
@@ -256,28 +222,27 @@ class TraceSet:
     origin_us: float = 0.0  # the raw timestamp that became 0 (alignment)
     notes: list[str] = field(default_factory=list)
 
-    def frames(self) -> RankFrames:
-        return RankFrames(self.ranks)
+    def frames(self) -> ValuesView[RankFrame]:
+        return self.ranks.values()
 
 
 def gather_ranks(
-    rank_frames: Iterable[tuple[Path, int, RankFrame]],
+    rank_frames: Iterable[RankFrame],
     frames: MutableMapping[int, RankFrame] | None,
     repeated: Callable[[int, Path, Path], None],
 ) -> tuple[MutableMapping[int, RankFrame], Path, float]:
-    """Keep each (path, rank, frame) in `frames` (a dict unless given) as it comes, so a
-    generator that loads each file keeps one file's raw columns alive. `repeated(rank, earlier,
-    later)` hears of a rank seen twice (the later is kept). Returns the frames in rank order, the
-    set's source (its file, or the folder of several) and its earliest start (0.0 if none)."""
+    """Keep each frame in `frames` (a dict unless given) by rank as it comes, so a generator that
+    loads each file keeps one file's raw columns alive. `repeated(rank, earlier, later)` hears of
+    a rank seen twice (the later is kept). Returns the frames in rank order, the set's source
+    (its file, or the folder of several) and its earliest start (0.0 if none)."""
     frames = {} if frames is None else frames
-    paths: dict[int, Path] = {}
     starts: dict[int, float] = {}
     files: list[Path] = []
-    for path, rank, frame in rank_frames:
-        if rank in paths:
-            repeated(rank, paths[rank], path)
-        files.append(path)
-        paths[rank] = path
+    for frame in rank_frames:
+        rank = frame.rank
+        if rank in frames:
+            repeated(rank, frames[rank].path, frame.path)
+        files.append(frame.path)
         starts.pop(rank, None)
         if len(frame):
             starts[rank] = float(frame.ts.min())

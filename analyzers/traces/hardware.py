@@ -17,8 +17,6 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Gpu", "gpu_of"]
-
 _AMD_WORDS = ("amd", "radeon", "instinct", "mi100", "mi200", "mi250", "mi300")
 
 
@@ -33,10 +31,8 @@ class Gpu:
     memory_bytes: int | None
 
     def _at_least(self, nvidia: float, amd: float) -> bool:
-        if math.isnan(self.compute_capability):
-            return True
         floor = amd if self.vendor == "amd" else nvidia
-        return self.compute_capability >= floor
+        return math.isnan(self.compute_capability) or self.compute_capability >= floor
 
     @property
     def tensor_cores(self) -> bool:
@@ -68,7 +64,6 @@ def gpu_of(device_properties: list[dict[str, Any]]) -> Gpu:
     cc = math.nan
     if isinstance(major, int) and not isinstance(major, bool):
         cc = major + (minor if isinstance(minor, int) and 0 <= minor < 10 else 0) / 10
-    low = name.lower()
-    vendor = "amd" if any(w in low for w in _AMD_WORDS) else "nvidia" if name else ""
+    vendor = "amd" if any(w in name.lower() for w in _AMD_WORDS) else "nvidia" if name else ""
     memory = props.get("totalGlobalMem")
     return Gpu(name, vendor, cc, memory if isinstance(memory, int) and memory > 0 else None)

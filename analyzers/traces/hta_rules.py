@@ -31,8 +31,6 @@ from analyzers.traces.classify import classify_hta_050
 from analyzers.traces.frame import ROW_COLUMNS, Mask, Mode, RankFrame, TraceSet, gather_ranks
 from analyzers.traces.load import RawTrace
 
-__all__ = ["hta_gpu_filter", "hta_rank_frame", "prepare_hta"]
-
 _SYNC_NAMES = frozenset({"Event Sync", "Context Sync"})
 
 
@@ -59,8 +57,8 @@ def _filter_iterations(frame: RankFrame, step_names: set[str]) -> RankFrame:
     return replace(frame, memo={}, **columns)  # the memory counters stay whole
 
 
-def hta_rank_frame(raw: RawTrace) -> tuple[Path, int, RankFrame]:
-    """One file's path, HTA rank and frame (rules 1, 3 and 4), before alignment and the
+def hta_rank_frame(raw: RawTrace) -> RankFrame:
+    """One file's frame under its HTA rank (rules 1, 3 and 4), before alignment and the
     iteration filter."""
     rank = raw.hta_rank if raw.hta_rank is not None else 0
     ts, dur = raw.ts, raw.dur
@@ -72,11 +70,11 @@ def hta_rank_frame(raw: RawTrace) -> tuple[Path, int, RankFrame]:
     linked, gpu = frame.correlation != -1, hta_gpu_filter(frame)  # rule 4 (HTA's trace.py)
     rows = np.flatnonzero(linked & ~gpu), np.flatnonzero(linked & gpu)
     frame.index_correlation = frame.link(*rows, np.minimum(frame.correlation, 0))
-    return raw.path, rank, frame
+    return frame
 
 
 def prepare_hta(
-    rank_frames: Iterable[tuple[Path, int, RankFrame]],
+    rank_frames: Iterable[RankFrame],
     frames: MutableMapping[int, RankFrame] | None = None,
 ) -> TraceSet:
     """A `TraceSet` from `hta_rank_frame`s in file order (later wins a rank, rule 1), gathered

@@ -35,11 +35,9 @@ from analyzers.traces.frame import (
 from analyzers.traces.load import RawTrace
 from fleetscope.errors import TraceError
 
-__all__ = ["native_rank_frame", "prepare_native"]
 
-
-def native_rank_frame(raw: RawTrace) -> tuple[Path, int, RankFrame]:
-    """One file's path, rank and frame, before alignment. Each GPU op and the runtime/driver
+def native_rank_frame(raw: RawTrace) -> RankFrame:
+    """One file's frame under its rank, before alignment. Each GPU op and the runtime/driver
     call with its correlation point at each other (of several calls, the last; the call: at
     the last op)."""
     frame = RankFrame.of_raw(raw, raw.rank, classify_fleetscope)
@@ -49,11 +47,11 @@ def native_rank_frame(raw: RawTrace) -> tuple[Path, int, RankFrame]:
     last_calls = np.sort(last_row_per_key(corr[calls], calls)[1])
     unlinked = np.full(len(frame), -1, dtype=np.int64)
     frame.index_correlation = frame.link(last_calls, np.flatnonzero(gpu), unlinked)
-    return raw.path, raw.rank, frame
+    return frame
 
 
 def prepare_native(
-    rank_frames: Iterable[tuple[Path, int, RankFrame]],
+    rank_frames: Iterable[RankFrame],
     frames: MutableMapping[int, RankFrame] | None = None,
 ) -> TraceSet:
     """A `TraceSet` from `native_rank_frame`s (`frame.gather_ranks`), aligned one rank at a
@@ -61,8 +59,7 @@ def prepare_native(
     frames, source, origin = gather_ranks(rank_frames, frames, _refuse)
     for rank in sorted(frames):
         frame = frames[rank]
-        mem_ts = frame.mem_ts - origin if len(frame.mem_ts) else frame.mem_ts
-        frames[rank] = replace(frame, ts=frame.ts - origin, mem_ts=mem_ts)
+        frames[rank] = replace(frame, ts=frame.ts - origin, mem_ts=frame.mem_ts - origin)
         del frame
     return TraceSet(Mode.NATIVE, frames, source, origin_us=origin)
 

@@ -19,13 +19,10 @@ from analyzers.traces.analyses.base import Table
 from analyzers.traces.api import TraceReport
 from analyzers.traces.frame import Mode
 
-__all__ = ["analyses_data", "json_ready", "render_text", "report_json", "report_to_dict"]
-
 MAX_TEXT_ROWS = 12
 
 
-def _shown(tables: Sequence[Table]) -> list[Table]:
-    """All but the per-launch tables (one row per kernel launch), which only the API gives."""
+def _shown(tables: Sequence[Table]) -> list[Table]:  # all but the per-launch tables
     return [t for t in tables if not t.name.startswith("cuda_kernel_launch_stats_rank")]
 
 
@@ -105,10 +102,9 @@ def _fmt(value: Any) -> str:
 def _table_text(table: Table) -> list[str]:
     if not table.rows:
         return [f"  ({table.name}: no rows)"]
-    cells = [[_fmt(v) for v in row] for row in table.rows[:MAX_TEXT_ROWS]]
-    widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(table.columns)]
-    lines = ["  " + "  ".join(c.ljust(w) for c, w in zip(table.columns, widths, strict=True))]
-    lines += ["  " + "  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)) for r in cells]
+    cells = [list(table.columns), *([_fmt(v) for v in row] for row in table.rows[:MAX_TEXT_ROWS])]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(table.columns))]
+    lines = ["  " + "  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)) for r in cells]
     if len(table.rows) > MAX_TEXT_ROWS:
         lines.append(f"  ... {len(table.rows) - MAX_TEXT_ROWS} more rows (--format json for all)")
     return lines
@@ -122,8 +118,7 @@ def render_text(report: TraceReport) -> str:
     out += [f"note: {n}" for n in trace.notes]
     for name, result in report.results.items():
         spec = registry[name]
-        out.append("")
-        out.append(f"== {spec.title}" + (f"  [HTA: {spec.hta_api}]" if spec.hta_api else ""))
+        out += ["", f"== {spec.title}" + (f"  [HTA: {spec.hta_api}]" if spec.hta_api else "")]
         if trace.mode is Mode.NATIVE and spec.hta_api:
             out.append(f"  differs from HTA: {spec.beyond_hta}")
         for table in _shown(result.tables):

@@ -1,10 +1,7 @@
-"""The server plug-in that analyzes every uploaded profiler trace (a `fleetscope.server` entry
-point: `setup(server)` appends an `on_trace_uploaded` hook).
-
-For each uploaded trace the hook runs `analyze_trace` once (under `document.OPTIONS`) and hands
-`server.profiling.finish` the summary (summary.py, the catalog's `traces.summary`) and the
-analysis document (document.py, `trace_analyses`); a trace the analyses cannot read fails its
-request with the trace error, word for word.
+"""The server plug-in (a `fleetscope.server` entry point) that analyzes every uploaded profiler
+trace once and hands `server.profiling.finish` its summary (summary.py, the catalog's
+`traces.summary`) and analysis document (document.py, `trace_analyses`); a trace the analyses
+cannot read fails its request with the trace error, word for word.
 
 Runs on the server's profiling worker thread, one trace at a time. Must never import the
 analyses at module level (the server imports this module at start), raise into the server, or

@@ -19,14 +19,12 @@ from typing import Any
 
 import numpy as np
 
-from analyzers.traces.frame import ROW_COLUMNS, RankFrame
-
-__all__ = ["SPILL_OVER_BYTES", "SpilledFrames"]
+from analyzers.traces.frame import MEM_COLUMNS, ROW_COLUMNS, RankFrame
 
 # Sets whose files hold more bytes than this spill. Below it a set's frames are a few hundred
 # MiB at most (the 200 MB 8-rank set peaked at 130 MiB held); writing them out only adds time.
 SPILL_OVER_BYTES = 512 * 1024 * 1024
-_ARRAYS = (*ROW_COLUMNS, "index_correlation", "mem_ts", "mem_device_type", "mem_total_allocated")
+_ARRAYS = (*ROW_COLUMNS, "index_correlation", *MEM_COLUMNS)
 _SCALARS = ("path", "metadata", "names", "rank", "classifier", "ts_int", "memo")
 _PREFIX = "fleetscope-ranks-"  # then the owning process's id
 
@@ -57,14 +55,11 @@ class SpilledFrames(MutableMapping[int, RankFrame]):
         self._finalizer = weakref.finalize(self, shutil.rmtree, self._folder, True)
         self._scalars: dict[int, dict[str, Any]] = {}
         self._last: tuple[int, RankFrame] | None = None
-        self._version = 0
 
     def __setitem__(self, rank: int, frame: RankFrame) -> None:
         # A new folder each time: the frame written may be a map of the rank's current files,
         # and truncating a mapped file faults its readers; an unlinked one stays mapped.
-        self._version += 1
-        rank_folder = self._folder / f"{rank}.{self._version}"
-        rank_folder.mkdir()
+        rank_folder = Path(tempfile.mkdtemp(prefix=f"{rank}.", dir=self._folder))
         for key in _ARRAYS:
             np.save(rank_folder / f"{key}.npy", getattr(frame, key), allow_pickle=False)
         if rank in self._scalars:

@@ -7,14 +7,13 @@ from `render.report_to_dict`, so NaN is already null. Never does I/O.
 
 from __future__ import annotations
 
-from collections import Counter
+from itertools import groupby, islice
+from operator import itemgetter
 from typing import Any
 
 from analyzers.traces.analyses.base import TraceOptions
 from analyzers.traces.api import TraceReport
 from analyzers.traces.render import report_to_dict
-
-__all__ = ["SUMMARY_VERSION", "summarize"]
 
 SUMMARY_VERSION = 1
 
@@ -56,15 +55,12 @@ def summarize(report: TraceReport, *, trace_id: str, host: str, pid: int) -> dic
 
 
 def _top_kernels(tables: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
-    """The analysis' default number of top kernels per rank (each rank's rows come biggest
+    """The analysis' default number of top kernels per rank (a rank's rows come together, biggest
     first), whatever the report was run with (`document.OPTIONS` keeps more)."""
     keep = TraceOptions().top_kernels
-    out: dict[str, list[dict[str, Any]]] = {}
-    for name, rows in tables.items():
-        per_rank: Counter[Any] = Counter()
-        out[name] = []
-        for row in rows:
-            per_rank[row.get("rank")] += 1
-            if per_rank[row.get("rank")] <= keep:
-                out[name].append(row)
-    return out
+    return {
+        name: [
+            row for _, ranked in groupby(rows, itemgetter("rank")) for row in islice(ranked, keep)
+        ]
+        for name, rows in tables.items()
+    }

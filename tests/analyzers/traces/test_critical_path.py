@@ -85,7 +85,7 @@ def test_native_mode_reads_2021_traces_over_every_step() -> None:
     trace = trace_set(DATA / "kineto_resnet50_nw0")
     result = critical_path(trace, TraceOptions())
     values = result.per_rank[0]
-    frame = trace.frames()[0]
+    frame = trace.ranks[0]
     path = critical_path_of(frame, native=True)
     assert path is not None
     start, end = path.window
@@ -113,7 +113,7 @@ def test_whatif_saves_nothing_off_the_critical_path() -> None:
 def test_a_cpu_warp_that_the_longest_path_edge_misses_still_has_no_bound() -> None:
     """The bound tries the path's longest edge first; a warp of one short CPU edge after it
     leaves that edge as it was, and the check over every edge still finds the warp."""
-    frame = next(iter(trace_set(DATA / "kineto_resnet50_nw0").frames()))
+    frame = trace_set(DATA / "kineto_resnet50_nw0").ranks[0]
     replay = Replay(frame, TraceOptions())
     path = critical_path_of(frame, native=True)
     assert path is not None

@@ -21,7 +21,7 @@ from tests.analyzers.traces.trace_paths import DATA, MAIN_TRACES, trace_set
 @pytest.mark.parametrize("trace_dir", MAIN_TRACES, ids=lambda p: p.name)
 def test_agrees_with_hta_where_hta_answers(trace_dir: Path) -> None:
     golden = json.loads((trace_dir / "hta-0.5.0" / "kernel_sequences.json").read_text())
-    frame = trace_set(trace_dir, hta_compatible=True).frames()[0]
+    frame = next(iter(trace_set(trace_dir, hta_compatible=True).frames()))
     for operator, expected in golden.items():
         if isinstance(expected, dict):  # HTA raised: nothing to agree with
             assert expected["error"].split(":")[0] in {"ValueError", "TypeError"}
@@ -33,7 +33,7 @@ def test_agrees_with_hta_where_hta_answers(trace_dir: Path) -> None:
 def test_resnet_backward_convolutions_repeat_one_kernel_sequence() -> None:
     """The ResNet-50 step's most frequent sequence: cuDNN's backward convolution, 90 times in the
     profiled steps, each launching the same kernels; GPU and CPU totals are sums over them."""
-    frame = trace_set(DATA / "kineto_resnet50_nw0").frames()[0]
+    frame = trace_set(DATA / "kineto_resnet50_nw0").ranks[0]
     found = frequent_kernel_sequences(frame, "aten::cudnn_convolution_backward")
     pattern, count, gpu_us, cpu_us = found[0]
     names = pattern.split("|")
@@ -45,7 +45,7 @@ def test_resnet_backward_convolutions_repeat_one_kernel_sequence() -> None:
 def test_nested_candidates_are_counted_once_and_short_ones_skipped() -> None:
     """`aten::conv2d` holds `aten::convolution`: asking for `aten::conv` counts conv2d only;
     min_pattern_len drops ops launching fewer kernels."""
-    frame = trace_set(DATA / "hta_ns_resolution_rank0").frames()[0]
+    frame = trace_set(DATA / "hta_ns_resolution_rank0").ranks[0]
     outer = frequent_kernel_sequences(frame, "aten::conv")
     assert outer and {p.split("|")[0] for p, _, _, _ in outer} <= {
         "aten::conv2d",

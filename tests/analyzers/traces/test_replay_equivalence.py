@@ -104,7 +104,7 @@ def test_every_scenario_replays_as_the_event_loop(trace_dir: Path, options: Trac
 def test_a_repeated_change_is_replayed_once() -> None:
     """Scenarios whose levels agree (no_sync, pinned_copies) or that share a change reuse the
     replay: same content, same answer, one computation."""
-    replay = Replay(trace_set(DATA / "kineto_resnet50_nw0").frames()[0], TraceOptions())
+    replay = Replay(trace_set(DATA / "kineto_resnet50_nw0").ranks[0], TraceOptions())
     first = replay.step_time(Change(pinned=True))
     calls = 0
     original = replay._step_time

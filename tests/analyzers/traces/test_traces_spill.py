@@ -90,20 +90,20 @@ def test_a_small_set_is_read_and_analyzed_in_this_process(
 
 def test_a_spilled_set_maps_one_rank_at_a_time(three_ranks: Path) -> None:
     trace = load_trace_set(three_ranks, spill_over_bytes=0)
-    frames = trace.frames()
+    frames = trace.ranks
     first = frames[0]
     assert not first.ts.flags.writeable  # a map of the file, not a copy
     assert frames[0] is first  # the rank last read stays mapped
     second = frames[1]
     assert frames[0] is not first  # reading rank 1 let rank 0's maps go
     np.testing.assert_array_equal(frames[1].ts, second.ts)
-    assert [f.rank for f in frames] == [0, 1, 2]
+    assert [f.rank for f in trace.frames()] == [0, 1, 2]
 
 
 def test_the_spilled_files_go_with_the_set(three_ranks: Path) -> None:
     frames = SpilledFrames()
     trace = load_trace_set(three_ranks, spill_over_bytes=0)
-    frames[0] = trace.frames()[0]
+    frames[0] = trace.ranks[0]
     folder = frames._folder
     assert any(folder.rglob("*.npy"))
     frames.close()

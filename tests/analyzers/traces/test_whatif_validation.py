@@ -99,7 +99,7 @@ def test_communication_bandwidth_scenario_shortens_collectives() -> None:
 
 def test_unchanged_replay_with_a_neutral_warp_is_the_baseline() -> None:
     """Warping CPU intervals by 1.0 and scaling by 1.0 changes nothing (the clock is exact)."""
-    frame = trace_set(DATA / "kineto_resnet50_nw0").frames()[0]
+    frame = trace_set(DATA / "kineto_resnet50_nw0").ranks[0]
     replay = Replay(frame, TraceOptions())
     rows = np.flatnonzero(frame.stream == -1)[:50]
     s, e = outermost(frame.ts[rows], frame.end[rows])
