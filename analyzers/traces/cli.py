@@ -232,9 +232,8 @@ def _counters(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     for frame in trace.frames():
         events = counter_events(frame, trace.origin_us)
-        opener = gzip.open if frame.path.name.endswith(".gz") else open
-        with opener(frame.path, "rt") as f:
-            content = json.load(f)
+        text = frame.path.read_bytes()  # gzip by its magic bytes, as the loader reads it
+        content = json.loads(gzip.decompress(text) if text[:2] == b"\x1f\x8b" else text)
         content.setdefault("traceEvents", []).extend(events)
         name = frame.path.name.removesuffix(".gz").removesuffix(".json")
         target = out / f"{name}_with_counters.json.gz"

@@ -86,6 +86,21 @@ def test_cli_writes_the_trace_with_its_counter_tracks(
     assert len(load_trace_set(written).frames()) == 1  # the counters do not break a reader
 
 
+def test_cli_reads_a_gzip_file_whatever_its_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The loader knows gzip by its magic bytes; the command read it again by its name, and a
+    # gzip file named `.json` ended in a UnicodeDecodeError traceback.
+    source = tmp_path / "in"
+    source.mkdir()
+    (source / "nccl_data.json").write_bytes(
+        (DATA / "hta_nccl_data_rank0" / "nccl_data.json.gz").read_bytes()
+    )
+    assert main(["trace", "counters", str(source), "--out", str(tmp_path / "out")]) == 0
+    written = tmp_path / "out" / "nccl_data_with_counters.json.gz"
+    assert capsys.readouterr().out == f"{written}  rank 0: 9696 counter events\n"
+
+
 def test_cli_bad_path_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["trace", "counters", "/no/such/trace"]) != 0
     assert "/no/such/trace: no such file or folder" in capsys.readouterr().err
