@@ -5,7 +5,7 @@ a null `args`, malformed JSON, an element the text cut) and the rest of the text
 decoded by Python's json and reduced by `columns.event_sink`, the reference rules (`_Events.walk`,
 which names the element and what is wrong in one line); then the C pass goes on with the next
 chunk. Tests hold the whole decoder to the stdlib oracle in tests/analyzers/traces/stdlib_oracle.py.
-Why C: _kineto_columns.c; why chunks: load.py.
+Why C: _kineto_columns.c; why chunks: load.py. Never imports pandas.
 """
 
 from __future__ import annotations
