@@ -62,7 +62,7 @@ buffer_reserve(Buffer *b, Py_ssize_t more)
 #define PUSH(buffer, type, value)                                                              \
     do {                                                                                       \
         if (buffer_reserve(&(buffer), (Py_ssize_t)sizeof(type)) < 0) {                         \
-            goto error;                                                                        \
+            goto done; /* decode_events' exit, with no result */                               \
         }                                                                                      \
         *(type *)((buffer).data + (buffer).size) = (type)(value);                              \
         (buffer).size += (Py_ssize_t)sizeof(type);                                             \
@@ -592,19 +592,12 @@ PyDoc_STRVAR(decode_events_doc,
 "`base`; symbols are looked up (and interned) in `symbols`.");
 
 static PyObject *
-decode_events(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+decode_events(PyObject *Py_UNUSED(module), PyObject *args)
 {
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "decode_events(text, base, symbols)");
-        return NULL;
-    }
-    long long base = PyLong_AsLongLong(args[1]);
-    if (base == -1 && PyErr_Occurred()) {
-        return NULL;
-    }
-    PyObject *table = args[2];
     Py_buffer view;
-    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) {
+    long long base;
+    PyObject *table;
+    if (!PyArg_ParseTuple(args, "y*LO:decode_events", &view, &base, &table)) {
         return NULL;
     }
     Buffer columns[N_COLUMNS] = {{0}};
@@ -614,7 +607,7 @@ decode_events(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nar
     Py_ssize_t events = 0;
     if (cache == NULL) {
         PyErr_NoMemory();
-        goto error;
+        goto done;
     }
     const unsigned char *start = (const unsigned char *)view.buf;
     Cursor c = {start, start + view.len};
@@ -648,7 +641,7 @@ decode_events(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nar
             for (int f = 0; f < 4; f++) {
                 int32_t id = symbol_id(table, &v[F_CAT + f], cache);
                 if (id == -2) {
-                    goto error;
+                    goto done;
                 }
                 PUSH(columns[COL_CAT + f], int32_t, id);
             }
@@ -674,7 +667,7 @@ decode_events(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nar
 
     dict = PyDict_New();
     if (dict == NULL) {
-        goto error;
+        goto done;
     }
     for (int col = 0; col < N_COLUMNS; col++) {
         if (!columns[col].size) {
@@ -683,17 +676,13 @@ decode_events(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nar
         PyObject *bytes = PyByteArray_FromStringAndSize(columns[col].data, columns[col].size);
         if (bytes == NULL || PyDict_SetItemString(dict, column_names[col], bytes) < 0) {
             Py_XDECREF(bytes);
-            goto error;
+            goto done;
         }
         Py_DECREF(bytes);
     }
     result = Py_BuildValue("(nnOOO)", events, (Py_ssize_t)(taken - start),
                            ts_has_float ? Py_True : Py_False, ts_all_present ? Py_True : Py_False,
                            dict);
-    goto done;
-
-error:
-    result = NULL;
 done:
     Py_XDECREF(dict);
     for (int col = 0; col < N_COLUMNS; col++) {
@@ -893,8 +882,7 @@ done:
 static PyMethodDef module_methods[] = {
     {"longest_path", longest_path, METH_VARARGS, longest_path_doc},
     {"stack_walk", stack_walk, METH_O, stack_walk_doc},
-    {"decode_events", (PyCFunction)(void (*)(void))decode_events, METH_FASTCALL,
-     decode_events_doc},
+    {"decode_events", decode_events, METH_VARARGS, decode_events_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -5,10 +5,7 @@ a null `args`, malformed JSON, an element the text cut) and the rest of the text
 decoded by Python's json and reduced by `columns.event_sink`, the reference rules (`_Events.walk`,
 which names the element and what is wrong in one line); then the C pass goes on with the next
 chunk. Tests hold the whole decoder to the stdlib oracle in tests/analyzers/traces/stdlib_oracle.py.
-
-Why C: decoding each event into a dict and reducing it in Python was about 90 % of the load. Why
-chunks: HTA's `json.load` of the whole document is what makes its memory 4x ours. Every refusal
-is a TraceError naming the file. Never imports pandas.
+Why C: _kineto_columns.c; why chunks: load.py. Never imports pandas.
 """
 
 from __future__ import annotations
@@ -19,7 +16,7 @@ import json
 import re
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 try:
     from analyzers.traces import _kineto_columns
@@ -37,14 +34,13 @@ __all__ = ["decode", "flush_columns"]
 _decode_columns = _kineto_columns.decode_events
 
 _KEY = b'"traceEvents"'
-_KEY_RE = re.compile(rb"[ \t\n\r]*:[ \t\n\r]*\[")
-_AFTER_KEY = re.compile(rb"[ \t\n\r]*:?[ \t\n\r]*")
-_FIRST = re.compile(rb"[ \t\n\r]*([^ \t\n\r])")
+_AFTER_KEY = re.compile(rb"[ \t\n\r]*(:?)[ \t\n\r]*")
 _SKIP_WS = re.compile(r"[ \t\n\r]*").match
 _JSON_WS = b" \t\n\r"
 # The most text buffered while looking for the key, or for the end of one element: a file past
 # it is refused (no Kineto event or metadata block comes near it).
 _MAX_BUFFER = 64 << 20
+_EXTRA_DATA = "extra data after the top-level object"
 _CLOSE = ord("]")
 
 
@@ -52,11 +48,28 @@ def decode(path: Path, cols: ColumnBuilder, chunk_size: int) -> tuple[dict[str, 
     """Fill `cols` from the file; return (top-level metadata, HTA's rank). Raises a TraceError
     (CorruptTraceError, TruncatedTraceError, TraceNestingError, NonFiniteTraceError,
     TraceBudgetError) that names the file and what is wrong."""
-    source = TextSource(path, chunk_size)
-    try:
-        return _decode(source, cols, path), source.hta_rank
-    finally:
-        source.close()
+    with contextlib.closing(TextSource(path, chunk_size)) as source:
+        text = _Text(2 * source.chunk_size + 64)
+        metadata, opening = _head(source, text, path)
+        # From here on the text's first byte stands for the `[` or `,` before the next element;
+        # it is `]` once the array is closed.
+        text.drop(opening)
+        events = _Events(cols, path)
+        while text.data[0] != _CLOSE:
+            if not source.eof:
+                text.append(source.read())
+            text.drop(events.decode(text))
+            # Where the C pass stopped short of a chunk from the end, the next chunk comes first.
+            if text.data[0] != _CLOSE and (source.eof or text.length >= source.chunk_size):
+                text.drop(events.walk(text, eof=source.eof))
+            if text.length > _MAX_BUFFER:
+                what = f"traceEvents[{events.position}] is longer than {_MAX_BUFFER >> 20} MiB"
+                raise _refuse(path, what)
+        while not source.eof and text.length <= _MAX_BUFFER:
+            text.append(source.read())
+        cols.count = events.position
+        _members_after(bytes(text.data[1 : text.length]), metadata, path)
+        return metadata, source.hta_rank
 
 
 class _Text:
@@ -85,30 +98,6 @@ class _Text:
         self.length = rest
 
 
-def _decode(source: TextSource, cols: ColumnBuilder, path: Path) -> dict[str, Any]:
-    text = _Text(2 * source.chunk_size + 64)
-    metadata, opening = _head(source, text, path)
-    # From here on the text's first byte stands for the `[` or `,` before the next element; it is
-    # `]` once the array is closed.
-    text.drop(opening)
-    events = _Events(cols, path)
-    while text.data[0] != _CLOSE:
-        if not source.eof:
-            text.append(source.read())
-        text.drop(events.decode(text))
-        # Where the C pass stopped short of a chunk from the end, the next chunk comes first.
-        if text.data[0] != _CLOSE and (source.eof or text.length >= source.chunk_size):
-            text.drop(events.walk(text, eof=source.eof))
-        if text.length > _MAX_BUFFER:
-            raise CorruptTraceError(
-                f"{path}: not a Kineto trace: traceEvents[{events.position}] is longer than "
-                f"{_MAX_BUFFER >> 20} MiB"
-            )
-    while not source.eof and text.length <= _MAX_BUFFER:
-        text.append(source.read())
-    return _members_after(text, metadata, events, path)
-
-
 def _head(source: TextSource, text: _Text, path: Path) -> tuple[dict[str, Any], int]:
     """The members before `traceEvents` and the position of the `[` that opens it: `{`,
     members, `,` decode as an object once the comma is replaced by `}`, and only if the key
@@ -118,118 +107,97 @@ def _head(source: TextSource, text: _Text, path: Path) -> tuple[dict[str, Any], 
         key_at = text.data.find(_KEY, start, text.length)
         if key_at < 0 or (text.length < key_at + 64 and not source.eof):
             if source.eof:
-                raise _no_events(bytes(text.data[: text.length]), path)
+                _no_events(bytes(text.data[: text.length]), path)
             if text.length > _MAX_BUFFER:
-                raise CorruptTraceError(
-                    f"{path}: not a Kineto trace: no 'traceEvents' array in the first "
-                    f"{_MAX_BUFFER >> 20} MiB"
-                )
+                raise _refuse(path, f"no 'traceEvents' array in the first {_MAX_BUFFER >> 20} MiB")
             text.append(source.read())
             continue
-        buf = text.data
-        first = _FIRST.match(buf, 0, text.length)
-        if first is not None and first.group(1) != b"{":
-            raise _not_an_object(bytes(buf[first.start(1) : first.start(1) + 4]), path)
-        head = bytes(buf[:key_at]).rstrip(_JSON_WS)
-        metadata: dict[str, Any] | None = None
-        if head.lstrip(_JSON_WS) == b"{":
-            metadata = {}
-        elif head.endswith(b",") and head[:-1].strip(_JSON_WS) != b"{":
+        # Up to the key's opening quote, which stands for the first character when none is before.
+        head = bytes(text.data[: key_at + 1]).strip(_JSON_WS)
+        if head[:1] != b"{":
+            raise _not_an_object(head, path)
+        head = head[:-1].rstrip(_JSON_WS)
+        metadata: dict[str, Any] | None = {} if head == b"{" else None
+        if head.endswith(b",") and head[:-1].rstrip(_JSON_WS) != b"{":
             with contextlib.suppress(ValueError, RecursionError):  # else not a top-level key
-                value = json.loads(head[:-1] + b"}")
-                metadata = value if isinstance(value, dict) else None
+                metadata = json.loads(head[:-1] + b"}")
         if metadata is not None:
-            opening = _KEY_RE.match(buf, key_at + len(_KEY), text.length)
-            if opening is None:
-                raise _not_an_array(buf[key_at + len(_KEY) : text.length], path)
-            return metadata, opening.end() - 1
+            after = _AFTER_KEY.match(text.data, key_at + len(_KEY), text.length)
+            at, colon = after.end(), after.group(1)  # type: ignore[union-attr]  # `*` matches
+            found = _first_char(text.data[at : min(at + 4, text.length)])
+            if colon and found == "[":
+                return metadata, at
+            if not found:
+                raise _truncated(path)
+            raise _refuse(path, f"expected '[' to open traceEvents, found {found!r}")
         start = key_at + 1
 
 
-def _not_an_array(after_key: bytes | bytearray, path: Path) -> Exception:
-    after = _AFTER_KEY.match(after_key).end()  # type: ignore[union-attr]  # `*` always matches
-    found = bytes(after_key[after : after + 4]).decode("utf-8", "ignore")[:1]
-    if not found:
-        return _truncated(path)
-    return CorruptTraceError(
-        f"{path}: not a Kineto trace: expected '[' to open traceEvents, found {found!r}"
-    )
+def _not_an_object(start: bytes | bytearray, path: Path) -> CorruptTraceError:
+    return _refuse(path, f"expected a JSON object, found {_first_char(start)!r}")
 
 
-def _not_an_object(start: bytes, path: Path) -> CorruptTraceError:
-    char = start.decode("utf-8", "ignore")[:1]
-    return CorruptTraceError(f"{path}: not a Kineto trace: expected a JSON object, found {char!r}")
+def _first_char(data: bytes | bytearray) -> str:
+    """The character `data` starts with ("" when its first bytes are not UTF-8)."""
+    return bytes(data[:4]).decode("utf-8", "ignore")[:1]
 
 
-def _no_events(data: bytes, path: Path) -> Exception:
-    """The error for a whole file read without a usable `traceEvents` key."""
+def _refuse(path: Path, what: str) -> CorruptTraceError:
+    return CorruptTraceError(f"{path}: not a Kineto trace: {what}")
+
+
+def _no_events(data: bytes, path: Path) -> NoReturn:
+    """Refuse a whole file read without a usable `traceEvents` key."""
     data = data.strip(_JSON_WS)
     if not data:
-        return CorruptTraceError(f"{path}: the file is empty")
+        raise CorruptTraceError(f"{path}: the file is empty")
     if data[:1] != b"{":
-        return _not_an_object(data[:4], path)
-    try:
-        json.loads(data)
-    except RecursionError:
-        return TraceNestingError(f"{path}: not a Kineto trace: {_too_deep('the top level')}")
-    except json.JSONDecodeError as exc:
-        return _json_error(exc, len(data), path, "")
-    return CorruptTraceError(f"{path}: not a Kineto trace: no 'traceEvents' array")
+        raise _not_an_object(data, path)
+    _loads(data, path, "the top level")
+    raise _refuse(path, "no 'traceEvents' array")
 
 
-def _members_after(
-    text: _Text, metadata: dict[str, Any], events: _Events, path: Path
-) -> dict[str, Any]:
-    """The members after the `]` that closes `traceEvents` (the text's first byte)."""
-    rest = bytes(text.data[1 : text.length]).strip(_JSON_WS)
+def _members_after(rest: bytes, metadata: dict[str, Any], path: Path) -> None:
+    """Add to `metadata` the members in `rest`, the text after the `]` that closes traceEvents."""
+    rest = rest.strip(_JSON_WS)
     if rest[:1] == b",":
-        try:
-            members = json.loads(b"{" + rest[1:])
-        except RecursionError:
-            raise TraceNestingError(
-                f"{path}: not a Kineto trace: {_too_deep('a top-level value')}"
-            ) from None
-        except json.JSONDecodeError as exc:
-            raise _json_error(exc, len(rest), path, "after traceEvents: ") from None
+        members = _loads(b"{" + rest[1:], path, "a top-level value", "after traceEvents: ")
         if "traceEvents" in members:
-            raise CorruptTraceError(f"{path}: not a Kineto trace: a second 'traceEvents' key")
+            raise _refuse(path, "a second 'traceEvents' key")
         metadata.update(members)
     elif rest[:1] == b"}":
         if rest[1:]:
-            raise CorruptTraceError(
-                f"{path}: not a Kineto trace: extra data after the top-level object"
-            )
+            raise _refuse(path, _EXTRA_DATA)
     elif not rest:
         raise _truncated(path)
     else:
-        char = rest[:4].decode("utf-8", "ignore")[:1]
-        raise CorruptTraceError(
-            f"{path}: not a Kineto trace: expected ',' or '}}' after traceEvents, found {char!r}"
-        )
-    events.cols.count = events.position
-    return metadata
+        found = _first_char(rest)
+        raise _refuse(path, f"expected ',' or '}}' after traceEvents, found {found!r}")
 
 
 def _truncated(path: Path) -> TruncatedTraceError:
     return TruncatedTraceError(f"{path}: the JSON document ends early (truncated file)")
 
 
-def _too_deep(what: str) -> str:
-    return (
-        f"{what} nests deeper than the JSON decoder goes (about {sys.getrecursionlimit()} "
-        "levels; an event nests 3)"
+def _too_deep(path: Path, what: str) -> TraceNestingError:
+    return TraceNestingError(
+        f"{path}: not a Kineto trace: {what} nests deeper than the JSON decoder goes (about "
+        f"{sys.getrecursionlimit()} levels; an event nests 3)"
     )
 
 
-def _json_error(exc: json.JSONDecodeError, length: int, path: Path, what: str) -> Exception:
-    """Python json's error on a whole value of `length` characters, as one line."""
-    if exc.msg.startswith("Extra data"):
-        return CorruptTraceError(
-            f"{path}: not a Kineto trace: extra data after the top-level object"
-        )
-    if exc.pos >= length - 1 or "Unterminated" in exc.msg:
-        return _truncated(path)
-    return CorruptTraceError(f"{path}: not a Kineto trace: {what}{exc.msg} at character {exc.pos}")
+def _loads(data: bytes, path: Path, value: str, what: str = "") -> Any:
+    """`json.loads` of a whole top-level `value`, a failure refused in one line."""
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise _too_deep(path, value) from None
+    except json.JSONDecodeError as exc:
+        if exc.msg.startswith("Extra data"):
+            raise _refuse(path, _EXTRA_DATA) from None
+        if exc.pos >= len(data) - 1 or "Unterminated" in exc.msg:
+            raise _truncated(path) from None
+        raise _refuse(path, f"{what}{exc.msg} at character {exc.pos}") from None
 
 
 def flush_columns(cols: ColumnBuilder, path: Path) -> None:
@@ -237,10 +205,8 @@ def flush_columns(cols: ColumnBuilder, path: Path) -> None:
     try:
         cols.flush()
     except (TypeError, ValueError, OverflowError) as exc:  # e.g. a timestamp of 10**320
-        raise CorruptTraceError(
-            f"{path}: not a Kineto trace: a value does not fit its column "
-            f"({type(exc).__name__}: {exc})"
-        ) from exc
+        what = f"a value does not fit its column ({type(exc).__name__}: {exc})"
+        raise _refuse(path, what) from exc
 
 
 # A literal cut by the end of the text (`tr|ue`, `-Infin|ity`) fails this close to the end.
@@ -295,15 +261,14 @@ class _Events:
             try:
                 ev, end = scan(s, i)
             except RecursionError:
-                raise TraceNestingError(f"{path}: not a Kineto trace: {_too_deep(what)}") from None
+                raise _too_deep(path, what) from None
             except json.JSONDecodeError as exc:
                 if exc.pos >= n - _LITERAL_SLACK or "Unterminated" in exc.msg:
                     if eof:
                         raise _truncated(path) from None
                     break  # the element goes on in the text not read yet
-                raise CorruptTraceError(
-                    f"{path}: not a Kineto trace: {what}: {exc.msg} at character {exc.pos - i} "
-                    "of the value"
+                raise _refuse(
+                    path, f"{what}: {exc.msg} at character {exc.pos - i} of the value"
                 ) from None
             j = _SKIP_WS(s, end).end()  # type: ignore[union-attr]
             if j >= n:
@@ -311,9 +276,7 @@ class _Events:
                     raise _truncated(path)
                 break  # a number may go on, and the separator is not read yet
             if s[j] not in ",]":
-                raise CorruptTraceError(
-                    f"{path}: not a Kineto trace: expected ',' or ']' after {what}, found {s[j]!r}"
-                )
+                raise _refuse(path, f"expected ',' or ']' after {what}, found {s[j]!r}")
             add(ev, self.position)
             self.position += 1
             taken = j
