@@ -120,7 +120,7 @@ def _head(source: TextSource, text: _Text, path: Path) -> tuple[dict[str, Any], 
         metadata: dict[str, Any] | None = {} if head == b"{" else None
         if head.endswith(b",") and head[:-1].rstrip(_JSON_WS) != b"{":
             with contextlib.suppress(ValueError, RecursionError):  # else not a top-level key
-                metadata = json.loads(head[:-1] + b"}")
+                metadata = json.loads((head[:-1] + b"}").decode())
         if metadata is not None:
             after = _AFTER_KEY.match(text.data, key_at + len(_KEY), text.length)
             at, colon = after.end(), after.group(1)  # type: ignore[union-attr]  # `*` matches
@@ -187,9 +187,10 @@ def _too_deep(path: Path, what: str) -> TraceNestingError:
 
 
 def _loads(data: bytes, path: Path, value: str, what: str = "") -> Any:
-    """`json.loads` of a whole top-level `value`, a failure refused in one line."""
+    """`json.loads` of a whole top-level `value`, a failure refused in one line. The text is
+    decoded first (TextSource checked it as UTF-8): given bytes, json guesses UTF-16 from a NUL."""
     try:
-        return json.loads(data)
+        return json.loads(data.decode())
     except RecursionError:
         raise _too_deep(path, value) from None
     except json.JSONDecodeError as exc:

@@ -129,6 +129,9 @@ def test_a_cut_gzip_stream_is_truncated(tmp_path: Path) -> None:
         (b'{"traceEvents": [{"ph": "X"} {"ph": "X"}]}', "not a Kineto trace"),
         (b'{"traceEvents": [1]}', "not an object"),
         (b'{"traceEvents": []} trailing', "extra data"),
+        # A NUL after the brace made json guess UTF-16 and raise UnicodeDecodeError.
+        (b'{\x00"a": 1}', "property name enclosed in double quotes at character 1"),
+        (b'{"traceEvents": []\n,\x00"a": 1}', "after traceEvents: Expecting property name"),
         (b"\x89PNG\r\n\x1a\n" + bytes(100), "not UTF-8|not a Kineto trace"),
         (
             b'{"traceEvents": [{"ph": "X", "cat": "kernel", "name": ["a"], "pid": 1, "tid": 1, '
