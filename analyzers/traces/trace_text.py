@@ -94,6 +94,7 @@ _GZIP_MAGIC = b"\x1f\x8b"
 # HTA's rank detection (hta/common/trace_file.py): the first `"rank":\s+(\d+)` of any line.
 _HTA_RANK_RE = re.compile(rb'"rank":[ \t\r\x0b\x0c]+(\d+)')
 _RANK_KEY = b'"rank":'
+_MAY_MATCH_ON = re.compile(rb"[ \t\r\x0b\x0c]*\d*")
 
 
 class TextSource:
@@ -144,21 +145,21 @@ class TextSource:
         return data
 
     def _find_rank(self, data: bytes) -> None:
-        """HTA's rank: the first match in the file, with all its digits, looked for at the border
-        with the previous chunk too. The whole chunk is searched only when it holds the key (a
-        regex over every chunk slows the whole load)."""
-        tail = self._tail
-        edge = tail + data[:64]
-        match = _HTA_RANK_RE.search(edge)
-        if match is not None and match.start() < len(tail) and match.end() < len(edge):
-            self.hta_rank = int(match.group(1))
-            return
-        if _RANK_KEY in data:
-            match = _HTA_RANK_RE.search(data)
-            if match is not None and match.end() < len(data):
+        """HTA's rank: the first match of its regex in the file, whatever the chunks. Only text
+        that holds the key is searched (a regex over every chunk slows the whole load); what is
+        kept for the next chunk is where a match may still start: a last key followed by nothing
+        but whitespace and digits (up to 64 KiB of them), else the bytes a key can straddle."""
+        if _RANK_KEY in data or _RANK_KEY in self._tail + data[: len(_RANK_KEY)]:
+            text = self._tail + data
+            match = _HTA_RANK_RE.search(text)
+            if match is not None and match.end() < len(text):
                 self.hta_rank = int(match.group(1))
                 return
-        self._tail = (tail + data[-64:])[-64:]
+            key = text.rfind(_RANK_KEY)
+            if len(text) - key < 1 << 16 and _MAY_MATCH_ON.fullmatch(text, key + len(_RANK_KEY)):
+                self._tail = text[key:]
+                return
+        self._tail = (self._tail + data[1 - len(_RANK_KEY) :])[1 - len(_RANK_KEY) :]
 
     def close(self) -> None:
         self._raw.close()

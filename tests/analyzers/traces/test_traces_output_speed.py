@@ -52,6 +52,7 @@ def test_the_rank_is_the_first_match_in_the_file_wherever_chunks_end(tmp_path: P
     rng = np.random.default_rng(7)
     alphabet = np.frombuffer(b'"rank: \t12{}ab', dtype=np.uint8)
     texts = [b'"rank": 5', b'x"rank":\t\t42', b'"rank":5"rank": 6', b'"rank";7']
+    texts += [b"x" * n + b'"rank":' + b" " * 70 + b"3" for n in (50, 60, 63)]  # long past a border
     texts += [rng.choice(alphabet, int(rng.integers(0, 40))).tobytes() for _ in range(3000)]
     path = tmp_path / "t.json"
     for text in texts:
