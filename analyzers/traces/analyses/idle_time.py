@@ -19,7 +19,7 @@ import numpy as np
 
 from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
 from analyzers.traces.frame import TraceSet
-from analyzers.traces.stats import DESCRIBE_KEYS, describe, hta_round, unstable_argsort
+from analyzers.traces.stats import DESCRIBE_KEYS, describe, unstable_argsort
 
 PLUGIN_ORDER = 20  # its place in the trace report (fleetscope.plugins)
 CATEGORIES = ("host_wait", "kernel_wait", "other")
@@ -34,8 +34,8 @@ STATS_COLUMNS = ("idle_category", "rank", "stream", *DESCRIBE_KEYS)
     "exact timestamps; launches linked through runtime/driver calls only",
 )
 def idle_time(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
-    rows: list[tuple[object, ...]] = []
-    stats_rows: list[tuple[object, ...]] = []
+    keys: list[tuple[int, int, str]] = []  # (rank, stream, category) of each row
+    values: list[tuple[float, ...]] = []  # its sum, ratio and describe() values, rounded at once
     per_rank: dict[int, dict[str, float]] = {}
     notes = []
     for frame in trace.frames():
@@ -59,13 +59,15 @@ def idle_time(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
             sums = {c: float(np.nansum(gap[category == c])) for c in sorted(set(category.tolist()))}
             total = sum(sums.values())
             for c, value in sums.items():
-                name, d = CATEGORIES[c], describe(gap[category == c])
+                keys.append((frame.rank, stream, CATEGORIES[c]))
                 ratio = value / total if total else np.nan
-                rows.append((frame.rank, stream, name, hta_round(value, 2), hta_round(ratio, 2)))
-                described = (hta_round(d[k], 2) for k in DESCRIBE_KEYS)
-                stats_rows.append((name, frame.rank, stream, *described))
-                totals[name] += value
+                values.append((value, ratio, *describe(gap[category == c]).values()))
+                totals[CATEGORIES[c]] += value
         per_rank[frame.rank] = {f"{k}_us": v for k, v in totals.items()}
+    rounded = np.round(np.array(values).reshape(-1, 2 + len(DESCRIBE_KEYS)), 2).tolist()
+    pairs = list(zip(keys, rounded, strict=True))
+    rows = [(rank, stream, name, *r[:2]) for (rank, stream, name), r in pairs]
+    stats = [(name, rank, stream, *r[2:]) for (rank, stream, name), r in pairs]
     breakdown = Table("idle_time_breakdown", COLUMNS, tuple(rows))
-    stats = Table("idle_time_interval_stats", STATS_COLUMNS, tuple(stats_rows))
-    return AnalysisResult("idle_time", (breakdown, stats), per_rank, tuple(notes))
+    interval_stats = Table("idle_time_interval_stats", STATS_COLUMNS, tuple(stats))
+    return AnalysisResult("idle_time", (breakdown, interval_stats), per_rank, tuple(notes))

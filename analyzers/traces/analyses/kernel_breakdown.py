@@ -17,14 +17,14 @@ communication; `top_kernels` gives the plain per-kernel view.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
 
 from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis, gpu_busy
 from analyzers.traces.classify import KernelClass
-from analyzers.traces.frame import RankFrame, TraceSet
+from analyzers.traces.frame import F64, I64, RankFrame, TraceSet
 from analyzers.traces.stats import group_std, hta_round, unstable_argsort
 
 PLUGIN_ORDER = 30  # its place in the trace report (fleetscope.plugins)
@@ -61,39 +61,33 @@ def overlap_label_sums(frame: RankFrame) -> dict[str, float]:
 def aggregate_by_name(
     frame: RankFrame, rows: np.ndarray, num_kernels: int, duration_ratio: float
 ) -> list[tuple[str, float, float, float, float, float]]:
-    """HTA `_aggr_gpu_kernel_time` of `rows`: (name, sum, max, min, std, mean), grouped as HTA
-    does."""
-    names = [frame.names[i] for i in frame.name[rows].tolist()]
-    stats = _name_stats(zip(names, frame.dur[rows].tolist(), strict=True))
-    if len(stats) <= num_kernels:
-        # Every row is kept as it is, and both callers order the rows by name (unique here):
-        # HTA's ranking, whose order of equal sums is the CPU's sort network's, changes nothing.
-        return stats
-    # HTA's order of descending sums (its unstable `sort_values`): it decides which of tied names
-    # stay named when a run of equal sums straddles the cut into "others".
-    order = unstable_argsort(np.array([s[1] for s in stats]), descending=True).tolist()
-    ranked = [stats[i] for i in order]
-    sums = np.array([s[1] for s in ranked])
-    cumsum = np.cumsum(sums)
-    threshold = np.percentile(cumsum, np.array([duration_ratio]) * 100.0)[0]
-    others = ((cumsum > threshold) | (np.arange(len(ranked)) >= num_kernels)).tolist()
-    named = ["others" if other else row[0] for row, other in zip(ranked, others, strict=True)]
-    return _name_stats(zip(named, sums.tolist(), strict=True))
+    """HTA `_aggr_gpu_kernel_time` of `rows`: (name, sum, max, min, std, mean) per name, by name."""
+    codes, of_row = np.unique(frame.name[rows], return_inverse=True)
+    groups = _by_name([frame.names[c] for c in codes.tolist()], of_row, frame.dur[rows])
+    # At most `num_kernels` names: all stay named, and both callers order the rows by name, so
+    # HTA's ranking (whose order of equal sums is its sort network's) changes nothing.
+    if len(groups) > num_kernels:
+        # HTA's order of descending sums (its unstable `sort_values`): it decides which of tied
+        # names stay named when a run of equal sums straddles the cut into "others".
+        names, sums = list(groups), np.array([v.sum() for v in groups.values()])
+        order = unstable_argsort(sums, descending=True)
+        cumsum = np.cumsum(sums[order])
+        threshold = np.percentile(cumsum, duration_ratio * 100.0)
+        others = (cumsum > threshold) | (np.arange(len(order)) >= num_kernels)
+        named = ["others" if o else names[i] for i, o in zip(order, others.tolist(), strict=True)]
+        groups = _by_name(named, np.arange(len(named)), sums[order])
+    stats = [(name, float(v.sum()), v) for name, v in groups.items()]
+    return [(n, s, float(v.max()), float(v.min()), group_std(v), s / len(v)) for n, s, v in stats]
 
 
-def _name_stats(
-    durations: Iterable[tuple[str, float]],
-) -> list[tuple[str, float, float, float, float, float]]:
-    """(name, sum, max, min, std, mean) per name, by name."""
-    groups: dict[str, list[float]] = defaultdict(list)
-    for name, dur in durations:
-        groups[name].append(dur)
-    out = []
-    for key in sorted(groups):
-        v = np.array(groups[key])
-        total = float(v.sum())
-        out.append((key, total, float(v.max()), float(v.min()), group_std(v), total / len(v)))
-    return out
+def _by_name(texts: list[str], of_row: I64, values: F64) -> dict[str, F64]:
+    """`values` grouped by `texts[of_row]` (each group in row order), by name."""
+    keys = sorted(set(texts))
+    at = {text: i for i, text in enumerate(keys)}
+    group = np.array([at[text] for text in texts], dtype=np.int64)[of_row]
+    order = np.argsort(group, kind="stable")
+    bounds = np.searchsorted(group[order], np.arange(len(keys) + 1)).tolist()
+    return {key: values[order[b0:b1]] for key, (b0, b1) in zip(keys, pairwise(bounds), strict=True)}
 
 
 @analysis(

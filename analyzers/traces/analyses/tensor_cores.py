@@ -13,6 +13,7 @@ capability (tensor cores exist from 7.0).
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable
 
 import numpy as np
@@ -23,40 +24,12 @@ from analyzers.traces.frame import CPU_OP_CATS, RankFrame, TraceSet
 from analyzers.traces.hardware import gpu_of
 
 PLUGIN_ORDER = 150  # its place in the trace report (fleetscope.plugins)
-TC_KERNEL_PATTERNS = (
-    "h884",
-    "s884",
-    "h1688",
-    "s1688",
-    "hmma",
-    "i8816",
-    "16816",
-    "dgrad_1x1_stride_2x2",
-    "first_layer_wgrad_kernel",
-    "conv1x1",
-    "conv2d_c1_k1",
-    "direct_group",
-    "xmma_implicit_gemm",
-    "xmma_sparse_conv",
-    "xmma_warp_specialized_implicit_gemm",
-    "xmma_gemm",
-    "xmma_sparse_gemm",
-    "c1688",
-    "tensorop",
-    "sm80_xmma",
-    "sm90_xmma",
-    "gmma",
-    "wgmma",
-    "mma_",
-    "nvjet",
-    "fmha",
-    "flash_fwd",
-    "flash_bwd",
-    "tcgen05",
-    "sm90_",
-    "sm100",
-    "E4m3",
-    "E2m1",
+TC_KERNEL = re.compile(
+    r"h884|s884|h1688|s1688|hmma|i8816|16816|dgrad_1x1_stride_2x2|first_layer_wgrad_kernel"
+    r"|conv1x1|conv2d_c1_k1|direct_group|xmma_implicit_gemm|xmma_sparse_conv"
+    r"|xmma_warp_specialized_implicit_gemm|xmma_gemm|xmma_sparse_gemm|c1688"
+    r"|tensorop|sm80_xmma|sm90_xmma|gmma|wgmma|mma_|nvjet|fmha|flash_fwd|flash_bwd|tcgen05"
+    r"|sm90_|sm100|E4m3|E2m1"
 )
 TC_OPS = frozenset(
     {
@@ -111,7 +84,7 @@ KEYS = ("compute_capability", "compute_us", "eligible_us", "tensor_core_us", "te
 
 
 def uses_tensor_cores(name: str) -> bool:
-    return any(p in name for p in TC_KERNEL_PATTERNS)
+    return TC_KERNEL.search(name) is not None
 
 
 def _on_tensor_cores(frame: RankFrame, kernels: np.ndarray) -> np.ndarray:
