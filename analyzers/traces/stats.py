@@ -23,7 +23,6 @@ __all__ = [
     "last_not_below",
     "time_lexsort",
     "union_intervals",
-    "union_length",
     "unstable_argsort",
     "window_intersections",
 ]
@@ -170,8 +169,3 @@ def window_intersections(
         else:
             out.append(intersection_length(np.array([w0]), np.array([w1]), b_start, b_end))
     return out
-
-
-def union_length(start: F64, end: F64) -> float:
-    starts, ends = union_intervals(start, end)
-    return float(ends.sum() - starts.sum())

@@ -36,18 +36,16 @@ KERNEL_COLUMNS = (*NAME_COLUMNS, "kernel_type", "rank")
 
 def overlap_label_sums(frame: RankFrame) -> dict[str, float]:
     """Length of each class-overlap label on one rank (bit 1 COMP, 2 COMM, 4 MEM)."""
-    times: list[np.ndarray[Any, Any]] = []
-    deltas: list[np.ndarray[Any, Any]] = []
-    for bit, kind in enumerate(TYPES):
-        starts, ends = gpu_busy(frame, kind)
-        times += [starts, ends]
-        deltas += [np.full(len(starts), 1 << bit), np.full(len(ends), -(1 << bit))]
-    t = np.concatenate(times)
+    busy = [gpu_busy(frame, kind) for kind in TYPES]  # starts then ends, +bit then -bit
+    t = np.concatenate([times for pair in busy for times in pair])
     if not len(t):
         return {}
+    delta = np.concatenate(
+        [np.repeat([1 << b, -(1 << b)], len(s)) for b, (s, _) in enumerate(busy)]
+    )
     order = np.argsort(t, kind="stable")
     t = t[order]
-    running = np.cumsum(np.concatenate(deltas)[order])
+    running = np.cumsum(delta[order])
     seg = np.trunc(np.diff(t))  # HTA: (next_time - time).astype(int)
     out = {}
     for mask in np.unique(running[:-1]).tolist():
