@@ -46,9 +46,8 @@ def idle_time(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
         runtime_row = frame.linked_rows(kernels)
         ts_runtime = np.where(runtime_row >= 0, frame.ts[runtime_row], np.nan)
         streams = frame.stream[kernels]
-        _, first = np.unique(streams, return_index=True)
         totals = dict.fromkeys(CATEGORIES, 0.0)
-        for stream in streams[np.sort(first)].tolist():
+        for stream in dict.fromkeys(streams.tolist()):  # in order of first appearance
             sel = np.flatnonzero(streams == stream)
             sel = sel[unstable_argsort(frame.sort_key(frame.ts[kernels[sel]]))]
             ts, end = frame.ts[kernels[sel]], frame.end[kernels[sel]]

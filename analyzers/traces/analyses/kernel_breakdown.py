@@ -108,10 +108,8 @@ def kernel_breakdown(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
             found = aggregate_by_name(frame, sel, options.num_kernels, options.duration_ratio)
             kernel_rows += [(*row, kind.name, frame.rank) for row in found]
     kernel_rows.sort(key=lambda r: (r[6], r[0], r[7]))
-    items = list(label_sums.items())
-    grand = sum(label_sums.values())
-    order = unstable_argsort(np.array(list(label_sums.values())), descending=True)
-    ranked = [items[i] for i in order]
+    items, grand = list(label_sums.items()), sum(label_sums.values())
+    ranked = [items[i] for i in unstable_argsort(np.array([v for _, v in items]), descending=True)]
     type_rows = tuple((k, v, hta_round(v / grand * 100, 1)) for k, v in ranked)
     type_table = Table("gpu_kernel_breakdown_kernel_type", TYPE_COLUMNS, type_rows)
     kernels = Table("gpu_kernel_breakdown_all_kernels", KERNEL_COLUMNS, tuple(kernel_rows))
