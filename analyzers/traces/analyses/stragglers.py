@@ -81,12 +81,12 @@ def _candidates(trace: TraceSet, native: bool) -> tuple[list[tuple[int, int, flo
     return picked, ""
 
 
-def straggler_counts(picked: list[tuple[int, int, float]], k: int = CANDIDATES) -> dict[int, int]:
-    """Per rank, the iterations in which it was among the `k` latest starts (ties included)."""
+def straggler_counts(picked: list[tuple[int, int, float]]) -> dict[int, int]:
+    """Per rank, the iterations it was among the `CANDIDATES` latest starts in (ties count)."""
     counts = {rank: 0 for rank, _, _ in picked}
     for it in sorted({it for _, it, _ in picked}):
         group = [(rank, start) for rank, i, start in picked if i == it]
-        threshold = sorted((start for _, start in group), reverse=True)[:k][-1]
+        threshold = sorted((start for _, start in group), reverse=True)[:CANDIDATES][-1]
         for rank, start in group:
             counts[rank] += int(start >= threshold)
     return counts
