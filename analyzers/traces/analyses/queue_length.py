@@ -55,18 +55,15 @@ def launch_changes(
     if linked:
         runtime = runtime[frame.index_correlation[runtime] > 0]
     runtime_corr = frame.correlation[runtime]
-    if per_op:
-        i, j = join_rows(runtime_corr, gpu_corr)
-        launched, on_op = runtime[i], gpu[j]
-    else:
-        corrs, first = np.unique(gpu_corr, return_index=True)  # each correlation's first GPU op
-        at = np.minimum(np.searchsorted(corrs, runtime_corr), max(len(corrs) - 1, 0))
-        found = corrs[at] == runtime_corr if len(corrs) else np.zeros(len(runtime), dtype=bool)
-        launched, on_op = runtime[found], gpu[first[at[found]]]
+    i, j = join_rows(runtime_corr, gpu_corr)
+    if not per_op:  # each launch once, on the first GPU op with its correlation
+        first = np.diff(i, prepend=-1) != 0
+        i, j = i[first], j[first]
+    launched, on_op = runtime[i], gpu[j]
     counted = np.isin(gpu_corr, runtime_corr)
     rows = np.concatenate([launched, gpu[counted]]).astype(np.int64)
     ops = np.concatenate([on_op, gpu[counted]]).astype(np.int64)
-    return rows, ops, np.where(np.arange(len(rows)) < len(launched), 1, -1)
+    return rows, ops, np.repeat(np.array([1, -1]), [len(launched), len(rows) - len(launched)])
 
 
 def queue_tracks(

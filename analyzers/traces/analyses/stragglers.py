@@ -35,7 +35,7 @@ from analyzers.traces.frame import Mode, TraceSet
 PLUGIN_ORDER = 175  # after the what-if
 CANDIDATES = 2  # HTA's num_candidates default
 MIN_NORMALIZED_DURATION = 0.01  # HTA's min_normalized_duration: 1 % of the mean iteration
-_NCCL_KERNEL = re.compile("ncclKernel")
+_NCCL = re.compile("ncclKernel")
 
 
 def _candidates(trace: TraceSet, native: bool) -> tuple[list[tuple[int, int, float]], str]:
@@ -51,11 +51,7 @@ def _candidates(trace: TraceSet, native: bool) -> tuple[list[tuple[int, int, flo
     last: dict[tuple[int, int, int, str], tuple[float, float]] = {}
     for f in frames:
         it, cut = iters[f.rank], mean_iter * MIN_NORMALIZED_DURATION
-        comm = (
-            f.of_class(KernelClass.COMMUNICATION)
-            if native
-            else f.names_matching(_NCCL_KERNEL.match)
-        )
+        comm = f.of_class(KernelClass.COMMUNICATION) if native else f.names_matching(_NCCL.match)
         long = (f.stream > 0) & (it > 0) & (f.dur >= cut) & comm
         for row in np.flatnonzero(long).tolist():
             key = (f.rank, int(f.stream[row]), int(it[row]), f.names[f.name[row]])
