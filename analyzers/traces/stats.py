@@ -13,20 +13,6 @@ import numpy as np
 if TYPE_CHECKING:
     import numpy.typing as npt
 
-__all__ = [
-    "DESCRIBE_KEYS",
-    "describe",
-    "group_std",
-    "hta_round",
-    "intersection_length",
-    "join_rows",
-    "last_not_below",
-    "time_lexsort",
-    "union_intervals",
-    "unstable_argsort",
-    "window_intersections",
-]
-
 F64: TypeAlias = "npt.NDArray[np.float64]"
 DESCRIBE_KEYS = ("count", "mean", "std", "min", "25%", "50%", "75%", "max")
 
@@ -71,10 +57,9 @@ def time_lexsort(keys: Sequence[npt.NDArray[Any]]) -> npt.NDArray[np.intp]:
     tied[1:] = same
     tied[:-1] |= same
     at = np.flatnonzero(tied)
-    if len(at):
-        sub = order[at]
-        group = np.cumsum(np.concatenate([[True], ~same]))[at]
-        order[at] = sub[np.lexsort((*(k[sub] for k in keys[:-1]), group))]
+    sub = order[at]
+    group = np.cumsum(np.concatenate([[True], ~same]))[at]
+    order[at] = sub[np.lexsort((*(k[sub] for k in keys[:-1]), group))]
     return order
 
 
