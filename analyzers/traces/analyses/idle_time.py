@@ -34,8 +34,8 @@ STATS_COLUMNS = ("idle_category", "rank", "stream", *DESCRIBE_KEYS)
     "exact timestamps; launches linked through runtime/driver calls only",
 )
 def idle_time(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
-    keys: list[tuple[int, int, str]] = []  # (rank, stream, category) of each row
-    values: list[tuple[float, ...]] = []  # its sum, ratio and describe() values, rounded at once
+    rows: list[tuple[object, ...]] = []
+    stats_rows: list[tuple[object, ...]] = []
     per_rank: dict[int, dict[str, float]] = {}
     notes = []
     for frame in trace.frames():
@@ -58,15 +58,12 @@ def idle_time(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
             sums = {c: float(np.nansum(gap[category == c])) for c in sorted(set(category.tolist()))}
             total = sum(sums.values())
             for c, value in sums.items():
-                keys.append((frame.rank, stream, CATEGORIES[c]))
-                ratio = value / total if total else np.nan
-                values.append((value, ratio, *describe(gap[category == c]).values()))
-                totals[CATEGORIES[c]] += value
+                name, ratio = CATEGORIES[c], value / total if total else np.nan
+                r = np.round([value, ratio, *describe(gap[category == c]).values()], 2).tolist()
+                rows.append((frame.rank, stream, name, *r[:2]))
+                stats_rows.append((name, frame.rank, stream, *r[2:]))
+                totals[name] += value
         per_rank[frame.rank] = {f"{k}_us": v for k, v in totals.items()}
-    rounded = np.round(np.array(values).reshape(-1, 2 + len(DESCRIBE_KEYS)), 2).tolist()
-    pairs = list(zip(keys, rounded, strict=True))
-    rows = [(rank, stream, name, *r[:2]) for (rank, stream, name), r in pairs]
-    stats = [(name, rank, stream, *r[2:]) for (rank, stream, name), r in pairs]
     breakdown = Table("idle_time_breakdown", COLUMNS, tuple(rows))
-    interval_stats = Table("idle_time_interval_stats", STATS_COLUMNS, tuple(stats))
-    return AnalysisResult("idle_time", (breakdown, interval_stats), per_rank, tuple(notes))
+    stats = Table("idle_time_interval_stats", STATS_COLUMNS, tuple(stats_rows))
+    return AnalysisResult("idle_time", (breakdown, stats), per_rank, tuple(notes))

@@ -26,11 +26,9 @@ PLUGIN_ORDER = 70  # its place in the trace report (fleetscope.plugins)
 
 def memory_kind(name: str) -> str:
     """HTA `get_memory_kernel_type`."""
-    if name[:6] == "Memset":
+    if name.startswith("Memset"):
         return "Memset"
-    if name[:6] != "Memcpy":
-        return "Memcpy Unknown"
-    return name[:11]
+    return name[:11] if name.startswith("Memcpy") else "Memcpy Unknown"
 
 
 def bandwidth_tracks(frame: RankFrame) -> Iterator[tuple[str, I64, F64, F64]]:
