@@ -33,16 +33,22 @@ def describe(values: npt.NDArray[Any]) -> dict[str, float]:
 
 
 def join_rows(
-    left: npt.NDArray[np.int64], right: npt.NDArray[np.int64]
+    left: npt.NDArray[np.int64], right: npt.NDArray[np.int64], *, left_join: bool = False
 ) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]:
-    """Positions (i, j) with `left[i] == right[j]`, ordered by i, then j (an inner join)."""
+    """Positions (i, j) with `left[i] == right[j]`, ordered by i, then j. With `left_join`, a
+    left row without a match gives one pair (i, -1)."""
     order = np.argsort(right, kind="stable")  # by key, then position: each key's rows in order
     keys = right[order]
     lo = np.searchsorted(keys, left, side="left")
     counts = np.searchsorted(keys, left, side="right") - lo
-    i = np.repeat(np.arange(len(left)), counts)
-    within = np.arange(len(i)) - np.repeat(np.cumsum(counts) - counts, counts)
-    return i, order[np.repeat(lo, counts) + within]
+    per_row = np.maximum(counts, 1) if left_join else counts
+    i = np.repeat(np.arange(len(left)), per_row)
+    within = np.arange(len(i)) - np.repeat(np.cumsum(per_row) - per_row, per_row)
+    at = np.repeat(lo, per_row) + within
+    j = order[np.minimum(at, len(order) - 1)] if len(order) else np.zeros(len(i), dtype=np.intp)
+    if left_join:
+        j = np.where(np.repeat(counts == 0, per_row), -1, j)
+    return i, j
 
 
 def time_lexsort(keys: Sequence[npt.NDArray[Any]]) -> npt.NDArray[np.intp]:

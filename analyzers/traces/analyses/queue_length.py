@@ -44,22 +44,23 @@ def launch_changes(
     linked: bool = False,
 ) -> tuple[I64, I64, I64]:
     """HTA's `TraceCounters` change points over the whole rank, unsorted: (row, the GPU op whose
-    stream it counts on, +1 or -1). A launch (one of `launches`; with `linked`, only those with
-    `index_correlation > 0`, as `get_queue_length` takes them) counts +1 on the stream of the
+    stream it counts on, +1 or -1). A launch (one of `launches`) counts +1 on the stream of the
     first GPU op with its correlation, or with `per_op` once per GPU op with its correlation (a
-    CUDA graph's launch, once per kernel), as HTA's counter tracks and queue lengths count; a GPU
-    op whose correlation some launch has counts -1."""
+    CUDA graph's launch, once per kernel), as HTA's counter tracks count; a GPU op whose
+    correlation some launch has counts -1. With `linked`, as HTA's `get_queue_length` counts:
+    only launches with `index_correlation > 0`, and one without a GPU op stays (op -1), as it
+    stays in HTA's sort."""
     gpu = np.flatnonzero(frame.stream != -1)
     gpu_corr = frame.correlation[gpu]
     runtime = np.flatnonzero(frame.name_in(launches))
     if linked:
         runtime = runtime[frame.index_correlation[runtime] > 0]
     runtime_corr = frame.correlation[runtime]
-    i, j = join_rows(runtime_corr, gpu_corr)
+    i, j = join_rows(runtime_corr, gpu_corr, left_join=linked)
     if not per_op:  # each launch once, on the first GPU op with its correlation
         first = np.diff(i, prepend=-1) != 0
         i, j = i[first], j[first]
-    launched, on_op = runtime[i], gpu[j]
+    launched, on_op = runtime[i], np.append(gpu, -1)[j]  # j = -1: no GPU op, op -1
     counted = np.isin(gpu_corr, runtime_corr)
     rows = np.concatenate([launched, gpu[counted]]).astype(np.int64)
     ops = np.concatenate([on_op, gpu[counted]]).astype(np.int64)
@@ -72,9 +73,9 @@ def queue_tracks(
     """Per stream, by stream: (stream, the GPU op of each change point, its time, the queue length
     after it), as HTA's counter tracks (and, `linked`, its `get_queue_length`) have them."""
     r, ops, delta = launch_changes(frame, launches, per_op=True, linked=linked)
-    streams = frame.stream[ops]
+    streams = np.where(ops >= 0, frame.stream[ops], -1)  # -1: a launch without a GPU op
     order = unstable_argsort(frame.sort_key(frame.ts[r]))
-    for stream in sorted(set(streams.tolist())):
+    for stream in sorted(set(streams.tolist()) - {-1}):
         at = order[streams[order] == stream]
         yield stream, ops[at], frame.ts[r[at]], np.cumsum(delta[at])
 
