@@ -50,7 +50,7 @@ def launch_changes(
     correlation some launch has counts -1. With `linked`, as HTA's `get_queue_length` counts:
     only launches with `index_correlation > 0`, and one without a GPU op stays (op -1), as it
     stays in HTA's sort."""
-    gpu = np.flatnonzero(frame.stream != -1)
+    gpu = np.flatnonzero(frame.on_stream)
     gpu_corr = frame.correlation[gpu]
     runtime = np.flatnonzero(frame.name_in(launches))
     if linked:
@@ -62,8 +62,8 @@ def launch_changes(
         i, j = i[first], j[first]
     launched, on_op = runtime[i], np.append(gpu, -1)[j]  # j = -1: no GPU op, op -1
     counted = np.isin(gpu_corr, runtime_corr)
-    rows = np.concatenate([launched, gpu[counted]]).astype(np.int64)
-    ops = np.concatenate([on_op, gpu[counted]]).astype(np.int64)
+    rows = np.concatenate([launched, gpu[counted]]).astype(np.int64, copy=False)
+    ops = np.concatenate([on_op, gpu[counted]]).astype(np.int64, copy=False)
     return rows, ops, np.repeat(np.array([1, -1]), [len(launched), len(rows) - len(launched)])
 
 
@@ -73,11 +73,12 @@ def queue_tracks(
     """Per stream, by stream: (stream, the GPU op of each change point, its time, the queue length
     after it), as HTA's counter tracks (and, `linked`, its `get_queue_length`) have them."""
     r, ops, delta = launch_changes(frame, launches, per_op=True, linked=linked)
-    streams = np.where(ops >= 0, frame.stream[ops], -1)  # -1: a launch without a GPU op
     order = unstable_argsort(frame.sort_key(frame.ts[r]))
-    for stream in sorted(set(streams.tolist()) - {-1}):
-        at = order[streams[order] == stream]
-        yield stream, ops[at], frame.ts[r[at]], np.cumsum(delta[at])
+    ts, ops, delta = frame.ts[r[order]], ops[order], delta[order]
+    streams = np.where(ops >= 0, frame.stream[ops], -1)  # -1: a launch without a GPU op
+    for stream in np.unique(streams[streams != -1]).tolist():
+        at = streams == stream
+        yield stream, ops[at], ts[at], np.cumsum(delta[at])
 
 
 @analysis(
