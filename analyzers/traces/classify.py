@@ -14,8 +14,6 @@ import re
 from collections.abc import Callable
 from enum import IntEnum
 
-__all__ = ["Classifier", "KernelClass", "classify_fleetscope", "classify_hta_050"]
-
 
 class KernelClass(IntEnum):
     COMPUTATION = 0

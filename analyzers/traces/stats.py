@@ -13,21 +13,6 @@ import numpy as np
 if TYPE_CHECKING:
     import numpy.typing as npt
 
-__all__ = [
-    "DESCRIBE_KEYS",
-    "describe",
-    "group_std",
-    "hta_round",
-    "intersection_length",
-    "join_rows",
-    "last_not_below",
-    "time_lexsort",
-    "union_intervals",
-    "union_length",
-    "unstable_argsort",
-    "window_intersections",
-]
-
 F64: TypeAlias = "npt.NDArray[np.float64]"
 DESCRIBE_KEYS = ("count", "mean", "std", "min", "25%", "50%", "75%", "max")
 
@@ -78,10 +63,9 @@ def time_lexsort(keys: Sequence[npt.NDArray[Any]]) -> npt.NDArray[np.intp]:
     tied[1:] = same
     tied[:-1] |= same
     at = np.flatnonzero(tied)
-    if len(at):
-        sub = order[at]
-        group = np.cumsum(np.concatenate([[True], ~same]))[at]
-        order[at] = sub[np.lexsort((*(k[sub] for k in keys[:-1]), group))]
+    sub = order[at]
+    group = np.cumsum(np.concatenate([[True], ~same]))[at]
+    order[at] = sub[np.lexsort((*(k[sub] for k in keys[:-1]), group))]
     return order
 
 
@@ -170,8 +154,3 @@ def window_intersections(
         else:
             out.append(intersection_length(np.array([w0]), np.array([w1]), b_start, b_end))
     return out
-
-
-def union_length(start: F64, end: F64) -> float:
-    starts, ends = union_intervals(start, end)
-    return float(ends.sum() - starts.sum())

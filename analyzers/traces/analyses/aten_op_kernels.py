@@ -30,6 +30,7 @@ from analyzers.traces.stats import hta_round, last_not_below
 
 PLUGIN_ORDER = 177  # after the kernel sequences
 _LAUNCH = re.compile(r"(cuda.*LaunchKernel)|(cuLaunchKernel)|(^runFunction)")
+_ATEN = re.compile("aten::")
 COLUMNS = (
     "rank",
     "aten_op_name",
@@ -38,10 +39,6 @@ COLUMNS = (
     "avg_aten_op_launch_delay",
     "avg_runtime_delay",
 )
-
-
-def _is_aten(name: str) -> bool:
-    return name.startswith("aten::")
 
 
 def enclosing_ops(
@@ -70,7 +67,7 @@ def _first_ids(*keys: np.ndarray) -> np.ndarray:
 
 def op_kernel_rows(frame: RankFrame) -> list[tuple[str, str, int, float, float]]:
     """(op name, kernel sequence, count, mean op->launch delay, mean launch->kernel delay)."""
-    ops = np.flatnonzero(frame.names_matching(_is_aten))
+    ops = np.flatnonzero(frame.names_matching(_ATEN.match))
     ops = ops[np.argsort(frame.ts[ops], kind="stable")]
     gpu_of = np.full(len(frame), -1, dtype=np.int64)
     gpu = np.flatnonzero(frame.stream != -1)

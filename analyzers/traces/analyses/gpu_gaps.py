@@ -18,7 +18,7 @@ from analyzers.traces.frame import CPU_OP_CATS, RankFrame, TraceSet
 PLUGIN_ORDER = 130  # its place in the trace report (fleetscope.plugins)
 
 
-def _busiest_cpu_ops(frame: RankFrame, start: float, end: float, top: int = 3) -> str:
+def _busiest_cpu_ops(frame: RankFrame, start: float, end: float) -> str:
     cpu = frame.cat_in(CPU_OP_CATS | {"user_annotation", "python_function"}) & (frame.stream == -1)
     sel = np.flatnonzero(cpu & (frame.ts < end) & (frame.end > start))
     overlap: dict[str, float] = defaultdict(float)
@@ -27,7 +27,7 @@ def _busiest_cpu_ops(frame: RankFrame, start: float, end: float, top: int = 3) -
         if name.startswith("ProfilerStep#"):
             continue
         overlap[name] += min(end, frame.end[row]) - max(start, frame.ts[row])
-    best = sorted(overlap.items(), key=lambda kv: -kv[1])[:top]
+    best = sorted(overlap.items(), key=lambda kv: -kv[1])[:3]
     return "; ".join(f"{name} ({us / 1e3:.1f} ms)" for name, us in best)
 
 

@@ -19,7 +19,7 @@ import numpy as np
 
 from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
 from analyzers.traces.frame import TraceSet
-from analyzers.traces.stats import DESCRIBE_KEYS, describe, hta_round, unstable_argsort
+from analyzers.traces.stats import DESCRIBE_KEYS, describe, unstable_argsort
 
 PLUGIN_ORDER = 20  # its place in the trace report (fleetscope.plugins)
 CATEGORIES = ("host_wait", "kernel_wait", "other")
@@ -46,9 +46,8 @@ def idle_time(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
         runtime_row = frame.linked_rows(kernels)
         ts_runtime = np.where(runtime_row >= 0, frame.ts[runtime_row], np.nan)
         streams = frame.stream[kernels]
-        _, first = np.unique(streams, return_index=True)
         totals = dict.fromkeys(CATEGORIES, 0.0)
-        for stream in streams[np.sort(first)].tolist():
+        for stream in dict.fromkeys(streams.tolist()):  # in order of first appearance
             sel = np.flatnonzero(streams == stream)
             sel = sel[unstable_argsort(frame.sort_key(frame.ts[kernels[sel]]))]
             ts, end = frame.ts[kernels[sel]], frame.end[kernels[sel]]
@@ -59,11 +58,10 @@ def idle_time(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
             sums = {c: float(np.nansum(gap[category == c])) for c in sorted(set(category.tolist()))}
             total = sum(sums.values())
             for c, value in sums.items():
-                name, d = CATEGORIES[c], describe(gap[category == c])
-                ratio = value / total if total else np.nan
-                rows.append((frame.rank, stream, name, hta_round(value, 2), hta_round(ratio, 2)))
-                described = (hta_round(d[k], 2) for k in DESCRIBE_KEYS)
-                stats_rows.append((name, frame.rank, stream, *described))
+                name, ratio = CATEGORIES[c], value / total if total else np.nan
+                r = np.round([value, ratio, *describe(gap[category == c]).values()], 2).tolist()
+                rows.append((frame.rank, stream, name, *r[:2]))
+                stats_rows.append((name, frame.rank, stream, *r[2:]))
                 totals[name] += value
         per_rank[frame.rank] = {f"{k}_us": v for k, v in totals.items()}
     breakdown = Table("idle_time_breakdown", COLUMNS, tuple(rows))

@@ -17,14 +17,14 @@ communication; `top_kernels` gives the plain per-kernel view.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
 
 from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis, gpu_busy
 from analyzers.traces.classify import KernelClass
-from analyzers.traces.frame import RankFrame, TraceSet
+from analyzers.traces.frame import F64, I64, RankFrame, TraceSet
 from analyzers.traces.stats import group_std, hta_round, unstable_argsort
 
 PLUGIN_ORDER = 30  # its place in the trace report (fleetscope.plugins)
@@ -36,18 +36,16 @@ KERNEL_COLUMNS = (*NAME_COLUMNS, "kernel_type", "rank")
 
 def overlap_label_sums(frame: RankFrame) -> dict[str, float]:
     """Length of each class-overlap label on one rank (bit 1 COMP, 2 COMM, 4 MEM)."""
-    times: list[np.ndarray[Any, Any]] = []
-    deltas: list[np.ndarray[Any, Any]] = []
-    for bit, kind in enumerate(TYPES):
-        starts, ends = gpu_busy(frame, kind)
-        times += [starts, ends]
-        deltas += [np.full(len(starts), 1 << bit), np.full(len(ends), -(1 << bit))]
-    t = np.concatenate(times)
+    busy = [gpu_busy(frame, kind) for kind in TYPES]  # starts then ends, +bit then -bit
+    t = np.concatenate([times for pair in busy for times in pair])
     if not len(t):
         return {}
+    delta = np.concatenate(
+        [np.repeat([1 << b, -(1 << b)], len(s)) for b, (s, _) in enumerate(busy)]
+    )
     order = np.argsort(t, kind="stable")
     t = t[order]
-    running = np.cumsum(np.concatenate(deltas)[order])
+    running = np.cumsum(delta[order])
     seg = np.trunc(np.diff(t))  # HTA: (next_time - time).astype(int)
     out = {}
     for mask in np.unique(running[:-1]).tolist():
@@ -61,39 +59,33 @@ def overlap_label_sums(frame: RankFrame) -> dict[str, float]:
 def aggregate_by_name(
     frame: RankFrame, rows: np.ndarray, num_kernels: int, duration_ratio: float
 ) -> list[tuple[str, float, float, float, float, float]]:
-    """HTA `_aggr_gpu_kernel_time` of `rows`: (name, sum, max, min, std, mean), grouped as HTA
-    does."""
-    names = [frame.names[i] for i in frame.name[rows].tolist()]
-    stats = _name_stats(zip(names, frame.dur[rows].tolist(), strict=True))
-    if len(stats) <= num_kernels:
-        # Every row is kept as it is, and both callers order the rows by name (unique here):
-        # HTA's ranking, whose order of equal sums is the CPU's sort network's, changes nothing.
-        return stats
-    # HTA's order of descending sums (its unstable `sort_values`): it decides which of tied names
-    # stay named when a run of equal sums straddles the cut into "others".
-    order = unstable_argsort(np.array([s[1] for s in stats]), descending=True).tolist()
-    ranked = [stats[i] for i in order]
-    sums = np.array([s[1] for s in ranked])
-    cumsum = np.cumsum(sums)
-    threshold = np.percentile(cumsum, np.array([duration_ratio]) * 100.0)[0]
-    others = ((cumsum > threshold) | (np.arange(len(ranked)) >= num_kernels)).tolist()
-    named = ["others" if other else row[0] for row, other in zip(ranked, others, strict=True)]
-    return _name_stats(zip(named, sums.tolist(), strict=True))
+    """HTA `_aggr_gpu_kernel_time` of `rows`: (name, sum, max, min, std, mean) per name, by name."""
+    codes, of_row = np.unique(frame.name[rows], return_inverse=True)
+    groups = _by_name([frame.names[c] for c in codes.tolist()], of_row, frame.dur[rows])
+    # At most `num_kernels` names: all stay named, and both callers order the rows by name, so
+    # HTA's ranking (whose order of equal sums is its sort network's) changes nothing.
+    if len(groups) > num_kernels:
+        # HTA's order of descending sums (its unstable `sort_values`): it decides which of tied
+        # names stay named when a run of equal sums straddles the cut into "others".
+        names, sums = list(groups), np.array([v.sum() for v in groups.values()])
+        order = unstable_argsort(sums, descending=True)
+        cumsum = np.cumsum(sums[order])
+        threshold = np.percentile(cumsum, duration_ratio * 100.0)
+        others = (cumsum > threshold) | (np.arange(len(order)) >= num_kernels)
+        named = ["others" if o else names[i] for i, o in zip(order, others.tolist(), strict=True)]
+        groups = _by_name(named, np.arange(len(named)), sums[order])
+    stats = [(name, float(v.sum()), v) for name, v in groups.items()]
+    return [(n, s, float(v.max()), float(v.min()), group_std(v), s / len(v)) for n, s, v in stats]
 
 
-def _name_stats(
-    durations: Iterable[tuple[str, float]],
-) -> list[tuple[str, float, float, float, float, float]]:
-    """(name, sum, max, min, std, mean) per name, by name."""
-    groups: dict[str, list[float]] = defaultdict(list)
-    for name, dur in durations:
-        groups[name].append(dur)
-    out = []
-    for key in sorted(groups):
-        v = np.array(groups[key])
-        total = float(v.sum())
-        out.append((key, total, float(v.max()), float(v.min()), group_std(v), total / len(v)))
-    return out
+def _by_name(texts: list[str], of_row: I64, values: F64) -> dict[str, F64]:
+    """`values` grouped by `texts[of_row]` (each group in row order), by name."""
+    keys = sorted(set(texts))
+    at = {text: i for i, text in enumerate(keys)}
+    group = np.array([at[text] for text in texts], dtype=np.int64)[of_row]
+    order = np.argsort(group, kind="stable")
+    bounds = np.searchsorted(group[order], np.arange(len(keys) + 1)).tolist()
+    return {key: values[order[b0:b1]] for key, (b0, b1) in zip(keys, pairwise(bounds), strict=True)}
 
 
 @analysis(
@@ -116,10 +108,8 @@ def kernel_breakdown(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
             found = aggregate_by_name(frame, sel, options.num_kernels, options.duration_ratio)
             kernel_rows += [(*row, kind.name, frame.rank) for row in found]
     kernel_rows.sort(key=lambda r: (r[6], r[0], r[7]))
-    items = list(label_sums.items())
-    grand = sum(label_sums.values())
-    order = unstable_argsort(np.array(list(label_sums.values())), descending=True)
-    ranked = [items[i] for i in order]
+    items, grand = list(label_sums.items()), sum(label_sums.values())
+    ranked = [items[i] for i in unstable_argsort(np.array([v for _, v in items]), descending=True)]
     type_rows = tuple((k, v, hta_round(v / grand * 100, 1)) for k, v in ranked)
     type_table = Table("gpu_kernel_breakdown_kernel_type", TYPE_COLUMNS, type_rows)
     kernels = Table("gpu_kernel_breakdown_all_kernels", KERNEL_COLUMNS, tuple(kernel_rows))

@@ -58,7 +58,7 @@ def frequent_kernel_sequences(
     keep = (launch_gpu >= 0) & (frame.stream[np.maximum(launch_gpu, 0)] != -1)
     launch_cpu, launch_gpu = launch_cpu[keep], launch_gpu[keep]
     thread = frame.pid.astype(np.int64) * (1 << 32) + frame.tid
-    roots: list[tuple[int, np.ndarray]] = []  # (row, kernels)
+    counts: dict[str, list[float]] = {}
     for key in np.unique(thread[hits]).tolist():
         cand = _outermost(frame, hits[thread[hits] == key])
         mine = np.flatnonzero(thread[launch_cpu] == key)
@@ -75,15 +75,13 @@ def frequent_kernel_sequences(
         owner, gpu = owner[order], gpu[order]
         bounds = np.searchsorted(owner, np.arange(len(cand) + 1))
         # Only roots with a pattern's length of kernels count (most hold fewer: no slice for them).
-        long = np.flatnonzero(np.diff(bounds) >= min_pattern_len).tolist()
-        roots += [(int(cand[i]), gpu[bounds[i] : bounds[i + 1]]) for i in long]
-    counts: dict[str, list[float]] = {}
-    for row, gpu in roots:
-        names = [frame.names[frame.name[row]]] + [frame.names[c] for c in frame.name[gpu].tolist()]
-        entry = counts.setdefault("|".join(names), [0, 0.0, 0.0])
-        entry[0] += 1
-        entry[1] += float(frame.dur[gpu].sum())
-        entry[2] += float(frame.dur[row])
+        for i in np.flatnonzero(np.diff(bounds) >= min_pattern_len).tolist():
+            row, kernels = int(cand[i]), gpu[bounds[i] : bounds[i + 1]]
+            names = [frame.names[c] for c in frame.name[[row, *kernels.tolist()]].tolist()]
+            entry = counts.setdefault("|".join(names), [0, 0.0, 0.0])
+            entry[0] += 1
+            entry[1] += float(frame.dur[kernels].sum())
+            entry[2] += float(frame.dur[row])
     ordered = sorted(counts.items(), key=lambda kv: (-kv[1][0], kv[0]))
     return [(p, int(v[0]), v[1], v[2]) for p, v in ordered]
 

@@ -19,18 +19,16 @@ import numpy as np
 from analyzers.traces.analyses.base import AnalysisResult, TraceOptions, analysis
 from analyzers.traces.classify import KernelClass
 from analyzers.traces.frame import F64, I64, Mode, RankFrame, TraceSet
-from analyzers.traces.stats import DESCRIBE_KEYS, describe, union_length, unstable_argsort
+from analyzers.traces.stats import DESCRIBE_KEYS, describe, union_intervals, unstable_argsort
 
 PLUGIN_ORDER = 70  # its place in the trace report (fleetscope.plugins)
 
 
 def memory_kind(name: str) -> str:
     """HTA `get_memory_kernel_type`."""
-    if name[:6] == "Memset":
+    if name.startswith("Memset"):
         return "Memset"
-    if name[:6] != "Memcpy":
-        return "Memcpy Unknown"
-    return name[:11]
+    return name[:11] if name.startswith("Memcpy") else "Memcpy Unknown"
 
 
 def bandwidth_tracks(frame: RankFrame) -> Iterator[tuple[str, I64, F64, F64]]:
@@ -64,14 +62,15 @@ def memory_bw(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
             for kind, _, _, levels in bandwidth_tracks(frame):
                 d = describe(levels[levels > 0])
                 if d["count"]:
-                    rows.append((frame.rank, kind, *(d[k] for k in DESCRIBE_KEYS)))
+                    rows.append((frame.rank, kind, *d.values()))
             continue
         sel = np.flatnonzero(frame.of_class(KernelClass.MEMORY))
         kinds = np.array([memory_kind(frame.names[i]) for i in frame.name[sel].tolist()])
         values: dict[str, float] = {}
         for kind in sorted(set(kinds.tolist())):
             rows_k = sel[kinds == kind]
-            busy = union_length(frame.ts[rows_k], frame.end[rows_k])
+            starts, ends = union_intervals(frame.ts[rows_k], frame.end[rows_k])
+            busy = float(ends.sum() - starts.sum())
             nbytes = float(np.clip(frame.bytes[rows_k], 0, None).sum())
             gbps = nbytes / busy / 1e3 if busy > 0 else float("nan")
             rows.append((frame.rank, kind, len(rows_k), nbytes, busy, gbps))

@@ -36,67 +36,49 @@ BLOCKED_COLUMNS = (
 )
 
 
-def launch_changes(frame: RankFrame, *, per_op: bool = False) -> tuple[I64, I64, list[int]]:
+def launch_changes(
+    frame: RankFrame,
+    launches: frozenset[str] = RUNTIME_LAUNCHES,
+    *,
+    per_op: bool = False,
+    linked: bool = False,
+) -> tuple[I64, I64, I64]:
     """HTA's `TraceCounters` change points over the whole rank, unsorted: (row, the GPU op whose
-    stream it counts on, +1 or -1). A launch (RUNTIME_LAUNCHES) counts +1 on the stream of the
+    stream it counts on, +1 or -1). A launch (one of `launches`) counts +1 on the stream of the
     first GPU op with its correlation, or with `per_op` once per GPU op with its correlation (a
     CUDA graph's launch, once per kernel), as HTA's counter tracks count; a GPU op whose
-    correlation some launch has counts -1."""
-    gpu = np.flatnonzero(frame.stream != -1)
+    correlation some launch has counts -1. With `linked`, as HTA's `get_queue_length` counts:
+    only launches with `index_correlation > 0`, and one without a GPU op stays (op -1), as it
+    stays in HTA's sort."""
+    gpu = np.flatnonzero(frame.on_stream)
     gpu_corr = frame.correlation[gpu]
-    runtime = np.flatnonzero(frame.name_in(RUNTIME_LAUNCHES))
+    runtime = np.flatnonzero(frame.name_in(launches))
+    if linked:
+        runtime = runtime[frame.index_correlation[runtime] > 0]
     runtime_corr = frame.correlation[runtime]
-    if per_op:
-        i, j = join_rows(runtime_corr, gpu_corr)
-        launched, on_op = runtime[i], gpu[j]
-    else:
-        corrs, first = np.unique(gpu_corr, return_index=True)  # each correlation's first GPU op
-        at = np.minimum(np.searchsorted(corrs, runtime_corr), max(len(corrs) - 1, 0))
-        found = corrs[at] == runtime_corr if len(corrs) else np.zeros(len(runtime), dtype=bool)
-        launched, on_op = runtime[found], gpu[first[at[found]]]
+    i, j = join_rows(runtime_corr, gpu_corr, left_join=linked)
+    if not per_op:  # each launch once, on the first GPU op with its correlation
+        first = np.diff(i, prepend=-1) != 0
+        i, j = i[first], j[first]
+    launched, on_op = runtime[i], np.append(gpu, -1)[j]  # j = -1: no GPU op, op -1
     counted = np.isin(gpu_corr, runtime_corr)
-    rows = np.concatenate([launched, gpu[counted]]).astype(np.int64)
-    ops = np.concatenate([on_op, gpu[counted]]).astype(np.int64)
-    return rows, ops, [1] * len(launched) + [-1] * int(counted.sum())
+    rows = np.concatenate([launched, gpu[counted]]).astype(np.int64, copy=False)
+    ops = np.concatenate([on_op, gpu[counted]]).astype(np.int64, copy=False)
+    return rows, ops, np.repeat(np.array([1, -1]), [len(launched), len(rows) - len(launched)])
 
 
-def queue_tracks(frame: RankFrame) -> Iterator[tuple[int, I64, F64, I64]]:
+def queue_tracks(
+    frame: RankFrame, launches: frozenset[str] = RUNTIME_LAUNCHES, linked: bool = False
+) -> Iterator[tuple[int, I64, F64, I64]]:
     """Per stream, by stream: (stream, the GPU op of each change point, its time, the queue length
-    after it), as HTA's counter tracks have them."""
-    r, ops, delta = launch_changes(frame, per_op=True)
-    streams = frame.stream[ops]
+    after it), as HTA's counter tracks (and, `linked`, its `get_queue_length`) have them."""
+    r, ops, delta = launch_changes(frame, launches, per_op=True, linked=linked)
     order = unstable_argsort(frame.sort_key(frame.ts[r]))
-    change = np.array(delta, dtype=np.int64)
-    for stream in sorted(set(streams.tolist())):
-        at = order[streams[order] == stream]
-        yield stream, ops[at], frame.ts[r[at]], np.cumsum(change[at])
-
-
-def queue_series(frame: RankFrame, launches: frozenset[str]) -> dict[int, tuple[Any, Any]]:
-    """stream -> (change-point times, queue length after each), as HTA's `get_queue_length`
-    counts: a launch counts +1 once per GPU op with its correlation, and a launch without a GPU
-    op stays in the sort."""
-    runtime = np.flatnonzero(frame.name_in(launches) & (frame.index_correlation > 0))
-    on_stream = np.flatnonzero(frame.on_stream)
-    # A left join: an unmatched call keeps a NaN stream.
-    i, j = join_rows(frame.correlation[runtime], frame.correlation[on_stream], left_join=True)
-    r_ts = frame.ts[runtime[i]].astype(np.float64)
-    g_stream = frame.stream[on_stream].astype(np.float64)
-    r_stream = (
-        np.where(j >= 0, g_stream[j], math.nan) if len(g_stream) else np.full(len(j), math.nan)
-    )
-    launched = np.isin(frame.correlation[on_stream], frame.correlation[runtime])
-    g_rows = on_stream[launched]
-    ts = np.concatenate([r_ts, frame.ts[g_rows]])
-    stream = np.concatenate([r_stream, frame.stream[g_rows].astype(np.float64)])
-    delta = np.concatenate([np.ones(len(r_ts)), -np.ones(len(g_rows))])
-    order = unstable_argsort(frame.sort_key(ts))
-    ts, stream, delta = ts[order], stream[order], delta[order]
-    out = {}
-    for s in np.unique(stream[~np.isnan(stream)]).tolist():
-        sel = stream == s
-        out[int(s)] = (ts[sel], np.cumsum(delta[sel]))
-    return out
+    ts, ops, delta = frame.ts[r[order]], ops[order], delta[order]
+    streams = np.where(ops >= 0, frame.stream[ops], -1)  # -1: a launch without a GPU op
+    for stream in np.unique(streams[streams != -1]).tolist():
+        at = streams == stream
+        yield stream, ops[at], ts[at], np.cumsum(delta[at])
 
 
 @analysis(
@@ -112,12 +94,11 @@ def queue_length(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
     blocked_rows = []
     per_rank: dict[int, dict[str, float]] = {}
     for frame in trace.frames():
-        series = queue_series(frame, launches)
         span = float(frame.ts.max() - frame.ts.min()) if len(frame) else math.nan
         blocked: list[tuple[Any, ...]] = []
-        for stream, (ts, length) in series.items():
-            d = describe(length)
-            row: tuple[Any, ...] = (frame.rank, stream, *(d[k] for k in DESCRIBE_KEYS))
+        peaks = []
+        for stream, _, ts, length in queue_tracks(frame, launches, linked=True):
+            row: tuple[Any, ...] = (frame.rank, stream, *describe(length).values())
             if native:
                 held = np.diff(ts)
                 weighted = float((length[:-1] * held).sum() / held.sum()) if held.sum() else 0.0
@@ -128,9 +109,10 @@ def queue_length(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
             if full.any():
                 total = float(np.nansum(dur[full]))
                 blocked.append((frame.rank, stream, total, total / span))
+            peaks.append(float(length.max()))
         blocked_rows += blocked if native else blocked[-1:]
         per_rank[frame.rank] = {
-            "max_queue_length": max((float(v[1].max()) for v in series.values()), default=0.0),
+            "max_queue_length": max(peaks, default=0.0),
             "blocked_share": max((row[3] for row in blocked), default=0.0),
         }
     columns = ("rank", "stream", *DESCRIBE_KEYS, *(["time_weighted_mean"] if native else []))

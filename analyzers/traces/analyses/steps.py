@@ -33,15 +33,11 @@ class Step(NamedTuple):
 
 def profiler_steps(frame: RankFrame) -> list[Step]:
     """The rank's steps in time order."""
-    gpu_anno = frame.sym("gpu_user_annotation")
-    rows = np.flatnonzero(
-        frame.names_matching(_STEP.match) & (frame.stream == -1) & (frame.cat != gpu_anno)
-    )
+    cpu = (frame.stream == -1) & (frame.cat != frame.sym("gpu_user_annotation"))
     best: dict[int, Step] = {}
-    for row in rows.tolist():
-        match = _STEP.match(frame.names[frame.name[row]])
-        assert match is not None
-        step = Step(int(match.group(1)), float(frame.ts[row]), float(frame.end[row]))
+    for row in np.flatnonzero(frame.names_matching(_STEP.match) & cpu).tolist():
+        number = int(frame.names[frame.name[row]].removeprefix("ProfilerStep#"))
+        step = Step(number, float(frame.ts[row]), float(frame.end[row]))
         if step.number not in best or step.duration_us > best[step.number].duration_us:
             best[step.number] = step
     return sorted(best.values(), key=lambda s: s.start_us)

@@ -23,6 +23,7 @@ non-NCCL collectives (`KernelClass.COMMUNICATION`: RCCL, HCCL, DeepEP).
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 
@@ -34,10 +35,7 @@ from analyzers.traces.frame import Mode, TraceSet
 PLUGIN_ORDER = 175  # after the what-if
 CANDIDATES = 2  # HTA's num_candidates default
 MIN_NORMALIZED_DURATION = 0.01  # HTA's min_normalized_duration: 1 % of the mean iteration
-
-
-def _nccl_kernel(name: str) -> bool:
-    return name.startswith("ncclKernel")
+_NCCL = re.compile("ncclKernel")
 
 
 def _candidates(trace: TraceSet, native: bool) -> tuple[list[tuple[int, int, float]], str]:
@@ -53,7 +51,7 @@ def _candidates(trace: TraceSet, native: bool) -> tuple[list[tuple[int, int, flo
     last: dict[tuple[int, int, int, str], tuple[float, float]] = {}
     for f in frames:
         it, cut = iters[f.rank], mean_iter * MIN_NORMALIZED_DURATION
-        comm = f.of_class(KernelClass.COMMUNICATION) if native else f.names_matching(_nccl_kernel)
+        comm = f.of_class(KernelClass.COMMUNICATION) if native else f.names_matching(_NCCL.match)
         long = (f.stream > 0) & (it > 0) & (f.dur >= cut) & comm
         for row in np.flatnonzero(long).tolist():
             key = (f.rank, int(f.stream[row]), int(it[row]), f.names[f.name[row]])
@@ -79,12 +77,12 @@ def _candidates(trace: TraceSet, native: bool) -> tuple[list[tuple[int, int, flo
     return picked, ""
 
 
-def straggler_counts(picked: list[tuple[int, int, float]], k: int = CANDIDATES) -> dict[int, int]:
-    """Per rank, the iterations in which it was among the `k` latest starts (ties included)."""
+def straggler_counts(picked: list[tuple[int, int, float]]) -> dict[int, int]:
+    """Per rank, the iterations it was among the `CANDIDATES` latest starts in (ties count)."""
     counts = {rank: 0 for rank, _, _ in picked}
     for it in sorted({it for _, it, _ in picked}):
         group = [(rank, start) for rank, i, start in picked if i == it]
-        threshold = sorted((start for _, start in group), reverse=True)[:k][-1]
+        threshold = sorted((start for _, start in group), reverse=True)[:CANDIDATES][-1]
         for rank, start in group:
             counts[rank] += int(start >= threshold)
     return counts

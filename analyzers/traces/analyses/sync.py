@@ -10,7 +10,6 @@ step, non_blocking copies).
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 
 import numpy as np
 
@@ -57,11 +56,9 @@ def sync(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
         in_steps = np.zeros(len(frame), dtype=bool)
         for s in found:
             in_steps |= (frame.ts >= s.start_us) & (frame.ts < s.end_us)
-        by_name: dict[str, list[int]] = defaultdict(list)
-        for row in np.concatenate([calls, causes]).tolist():
-            by_name[frame.names[frame.name[row]]].append(row)
-        for name, members in sorted(by_name.items()):
-            m = np.array(members)
+        hits = np.concatenate([calls, causes])
+        for name, code in sorted((frame.names[c], c) for c in np.unique(frame.name[hits])):
+            m = hits[frame.name[hits] == code]
             inside = m[in_steps[m]]
             total = float(frame.dur[inside].sum())
             share = total / step_us if step_us else math.nan

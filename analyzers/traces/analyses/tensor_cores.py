@@ -13,6 +13,7 @@ capability (tensor cores exist from 7.0).
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable
 
 import numpy as np
@@ -23,81 +24,20 @@ from analyzers.traces.frame import CPU_OP_CATS, RankFrame, TraceSet
 from analyzers.traces.hardware import gpu_of
 
 PLUGIN_ORDER = 150  # its place in the trace report (fleetscope.plugins)
-TC_KERNEL_PATTERNS = (
-    "h884",
-    "s884",
-    "h1688",
-    "s1688",
-    "hmma",
-    "i8816",
-    "16816",
-    "dgrad_1x1_stride_2x2",
-    "first_layer_wgrad_kernel",
-    "conv1x1",
-    "conv2d_c1_k1",
-    "direct_group",
-    "xmma_implicit_gemm",
-    "xmma_sparse_conv",
-    "xmma_warp_specialized_implicit_gemm",
-    "xmma_gemm",
-    "xmma_sparse_gemm",
-    "c1688",
-    "tensorop",
-    "sm80_xmma",
-    "sm90_xmma",
-    "gmma",
-    "wgmma",
-    "mma_",
-    "nvjet",
-    "fmha",
-    "flash_fwd",
-    "flash_bwd",
-    "tcgen05",
-    "sm90_",
-    "sm100",
-    "E4m3",
-    "E2m1",
+TC_KERNEL = re.compile(
+    r"h884|s884|h1688|s1688|hmma|i8816|16816|dgrad_1x1_stride_2x2|first_layer_wgrad_kernel"
+    r"|conv1x1|conv2d_c1_k1|direct_group|xmma_implicit_gemm|xmma_sparse_conv"
+    r"|xmma_warp_specialized_implicit_gemm|xmma_gemm|xmma_sparse_gemm|c1688"
+    r"|tensorop|sm80_xmma|sm90_xmma|gmma|wgmma|mma_|nvjet|fmha|flash_fwd|flash_bwd|tcgen05"
+    r"|sm90_|sm100|E4m3|E2m1"
 )
-TC_OPS = frozenset(
-    {
-        "aten::_convolution",
-        "aten::_convolution_nogroup",
-        "aten::conv_tbc",
-        "aten::convolution",
-        "aten::cudnn_convolution",
-        "aten::cudnn_convolution_transpose",
-        "aten::prelu",
-        "aten::addmm",
-        "aten::addmv",
-        "aten::addr",
-        "aten::matmul",
-        "aten::mm",
-        "aten::mv",
-        "aten::linear",
-        "aten::addbmm",
-        "aten::baddbmm",
-        "aten::bmm",
-        "aten::chain_matmul",
-        "aten::linalg_multi_dot",
-        "aten::_thnn_fused_lstm_cell",
-        "aten::_thnn_fused_gru_cell",
-        "aten::lstm_cell",
-        "aten::gru_cell",
-        "aten::rnn_tanh_cell",
-        "aten::rnn_relu_cell",
-        "aten::convolution_backward",
-        "aten::cudnn_convolution_backward",
-        *(f"aten::conv{kind}{d}d" for kind in ("", "_transpose") for d in (1, 2, 3)),
-        *(
-            f"{op}Backward{v}"
-            for op in ("CudnnConvolution", "Mm", "Addmm", "Bmm")
-            for v in ("", "0")
-        ),
-        *(
-            f"autograd::engine::evaluate_function: {op}Backward0"
-            for op in ("Convolution", "Addmm", "Mm", "Bmm")
-        ),
-    }
+TC_OPS = re.compile(  # matched whole
+    r"aten::(_?convolution|_convolution_nogroup|conv_tbc|cudnn_convolution(_transpose)?|prelu"
+    r"|addmm|addmv|addr|matmul|mm|mv|linear|addbmm|baddbmm|bmm|chain_matmul|linalg_multi_dot"
+    r"|(_thnn_fused_)?(lstm|gru)_cell|rnn_(tanh|relu)_cell|(cudnn_)?convolution_backward"
+    r"|conv(_transpose)?[123]d)"
+    r"|(CudnnConvolution|Mm|Addmm|Bmm)Backward0?"
+    r"|autograd::engine::evaluate_function: (Convolution|Addmm|Mm|Bmm)Backward0"
 )
 COLUMNS = (
     "rank",
@@ -111,7 +51,7 @@ KEYS = ("compute_capability", "compute_us", "eligible_us", "tensor_core_us", "te
 
 
 def uses_tensor_cores(name: str) -> bool:
-    return any(p in name for p in TC_KERNEL_PATTERNS)
+    return TC_KERNEL.search(name) is not None
 
 
 def _on_tensor_cores(frame: RankFrame, kernels: np.ndarray) -> np.ndarray:
@@ -141,7 +81,7 @@ def tensor_cores(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
         compute = frame.of_class(KernelClass.COMPUTATION)
         tc = _on_tensor_cores(frame, compute)
         # eligible: launched by a tensor-core-eligible operator (by External id), or on them
-        ids = frame.external_id[frame.cat_in(CPU_OP_CATS) & frame.name_in(TC_OPS)]
+        ids = frame.external_id[frame.cat_in(CPU_OP_CATS) & frame.names_matching(TC_OPS.fullmatch)]
         eligible = (compute & np.isin(frame.external_id, ids[ids >= 0])) | tc
         compute_us = float(frame.dur[compute].sum())
         eligible_us = float(frame.dur[eligible].sum())

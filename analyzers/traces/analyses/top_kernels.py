@@ -26,13 +26,12 @@ def top_kernels(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
         dur = frame.dur[sel]
         ids, inverse = np.unique(frame.name[sel], return_inverse=True)
         totals = np.bincount(inverse, weights=dur)
-        counts = np.bincount(inverse)
         grand = float(dur.sum())
         for k in np.argsort(-totals, kind="stable")[: options.top_kernels].tolist():
             d, total = dur[inverse == k], float(totals[k])
             kind = KernelClass(int(frame.kernel_class[sel][inverse == k][0])).name
             share = total / grand if grand else float("nan")
-            stats = (int(counts[k]), total, float(d.mean()), float(d.max()), share)
+            stats = (len(d), total, float(d.mean()), float(d.max()), share)
             rows.append((frame.rank, frame.names[int(ids[k])], kind, *stats))
     columns = ("rank", "name", "class", "calls", "total_us", "mean_us", "max_us", "share")
     return AnalysisResult.of_table("top_kernels", "top_kernels", columns, rows)

@@ -53,17 +53,16 @@ Device = Literal["all", "cpu", "gpu"]
 _STEP = re.compile(r"ProfilerStep\s*#\s*(\d+)")
 
 
-def step_number(name: str) -> int | None:
-    """N of a `ProfilerStep#N` name (HTA's pattern), None for any other name."""
+def step_number(name: str) -> int:
+    """N of a `ProfilerStep#N` name (HTA's pattern), -1 for any other name."""
     match = _STEP.match(name) if name.startswith("ProfilerStep") else None
-    return int(match.group(1)) if match else None
+    return int(match.group(1)) if match else -1
 
 
 def row_iterations(frame: RankFrame) -> np.ndarray:
     """Each row's iteration, -1 when none (step 1 of the module docstring)."""
     out = np.full(len(frame), -1, dtype=np.int64)
-    numbers = [step_number(text) for text in frame.names]
-    number_of = np.array([-1 if n is None else n for n in numbers] or [-1], dtype=np.int64)
+    number_of = np.array([step_number(text) for text in frame.names] or [-1], dtype=np.int64)
     steps = np.flatnonzero(number_of[frame.name] >= 0) if len(frame) else np.zeros(0, np.int64)
     cpu = frame.stream < 0
     for row in steps[np.argsort(frame.index[steps], kind="stable")].tolist():
@@ -87,7 +86,7 @@ def _side(
     keep = np.ones(len(frame), dtype=bool)
     if iteration != "all":
         if iteration is None:  # HTA's default: the smallest ProfilerStep number of the names
-            numbers = [n for n in map(step_number, frame.names) if n is not None]
+            numbers = [n for n in map(step_number, frame.names) if n >= 0]
             if not numbers:
                 raise TraceError(
                     f"{trace.source}: no ProfilerStep iterations to compare "

@@ -128,7 +128,7 @@ def _launch_changes_by_definition(frame: RankFrame) -> tuple[list[int], list[int
 def test_launch_changes_are_hta_s_change_points(trace_dir: Path) -> None:
     for frame in trace_set(trace_dir, hta_compatible=True).frames():
         rows, ops, delta = launch_changes(frame)
-        assert (rows.tolist(), ops.tolist(), delta) == _launch_changes_by_definition(frame)
+        assert (rows.tolist(), ops.tolist(), delta.tolist()) == _launch_changes_by_definition(frame)
 
 
 def _one_launch_of_two_kernels(out: Path) -> Path:
