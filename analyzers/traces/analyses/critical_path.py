@@ -98,7 +98,7 @@ def queue_lengths(frame: RankFrame) -> tuple[np.ndarray, Mask]:
     point; a spilled rank keeps it): the path over HTA's window and the what-if's read it."""
     out = np.full(len(frame), math.nan)
     if "queue changes" not in frame.memo:
-        r, ops, delta = launch_changes(frame, per_op=True)
+        r, ops, delta = launch_changes(frame)
         streams = frame.stream[ops]
         order = np.lexsort((frame.sort_key(frame.ts[r]), streams))  # by stream, in time order
         s, d = streams[order], np.asarray(delta, dtype=np.int64)[order]

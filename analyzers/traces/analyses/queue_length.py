@@ -40,14 +40,12 @@ def launch_changes(
     frame: RankFrame,
     launches: frozenset[str] = RUNTIME_LAUNCHES,
     *,
-    per_op: bool = False,
     linked: bool = False,
 ) -> tuple[I64, I64, I64]:
     """HTA's `TraceCounters` change points over the whole rank, unsorted: (row, the GPU op whose
-    stream it counts on, +1 or -1). A launch (one of `launches`) counts +1 on the stream of the
-    first GPU op with its correlation, or with `per_op` once per GPU op with its correlation (a
-    CUDA graph's launch, once per kernel), as HTA's counter tracks count; a GPU op whose
-    correlation some launch has counts -1. With `linked`, as HTA's `get_queue_length` counts:
+    stream it counts on, +1 or -1). A launch (one of `launches`) counts +1 once per GPU op with
+    its correlation (a CUDA graph's launch, once per kernel: HTA joins on the correlation); a
+    GPU op whose correlation some launch has counts -1. With `linked`, as HTA's `get_queue_length` counts:
     only launches with `index_correlation > 0`, and one without a GPU op stays (op -1), as it
     stays in HTA's sort."""
     gpu = np.flatnonzero(frame.on_stream)
@@ -57,9 +55,6 @@ def launch_changes(
         runtime = runtime[frame.index_correlation[runtime] > 0]
     runtime_corr = frame.correlation[runtime]
     i, j = join_rows(runtime_corr, gpu_corr, left_join=linked)
-    if not per_op:  # each launch once, on the first GPU op with its correlation
-        first = np.diff(i, prepend=-1) != 0
-        i, j = i[first], j[first]
     launched, on_op = runtime[i], np.append(gpu, -1)[j]  # j = -1: no GPU op, op -1
     counted = np.isin(gpu_corr, runtime_corr)
     rows = np.concatenate([launched, gpu[counted]]).astype(np.int64, copy=False)
@@ -72,7 +67,7 @@ def queue_tracks(
 ) -> Iterator[tuple[int, I64, F64, I64]]:
     """Per stream, by stream: (stream, the GPU op of each change point, its time, the queue length
     after it), as HTA's counter tracks (and, `linked`, its `get_queue_length`) have them."""
-    r, ops, delta = launch_changes(frame, launches, per_op=True, linked=linked)
+    r, ops, delta = launch_changes(frame, launches, linked=linked)
     order = unstable_argsort(frame.sort_key(frame.ts[r]))
     ts, ops, delta = frame.ts[r[order]], ops[order], delta[order]
     streams = np.where(ops >= 0, frame.stream[ops], -1)  # -1: a launch without a GPU op

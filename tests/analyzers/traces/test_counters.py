@@ -107,14 +107,15 @@ def test_cli_bad_path_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> No
 
 
 def _launch_changes_by_definition(frame: RankFrame) -> tuple[list[int], list[int], list[int]]:
-    """`launch_changes` one row at a time, as HTA's TraceCounters reads it."""
-    first: dict[int, int] = {}
+    """`launch_changes` one row at a time, as HTA's TraceCounters reads it: a launch +1 per GPU
+    op with its correlation, a GPU op with a launch's correlation -1."""
+    ops: dict[int, list[int]] = {}
     for row in np.flatnonzero(frame.stream != -1).tolist():
-        first.setdefault(int(frame.correlation[row]), row)
+        ops.setdefault(int(frame.correlation[row]), []).append(row)
     runtime = np.flatnonzero(frame.name_in(RUNTIME_LAUNCHES))
     launched = set(frame.correlation[runtime].tolist())
     changes = [
-        (r, first[c], 1) for r in runtime.tolist() if (c := int(frame.correlation[r])) in first
+        (r, op, 1) for r in runtime.tolist() for op in ops.get(int(frame.correlation[r]), [])
     ]
     changes += [
         (r, r, -1)
