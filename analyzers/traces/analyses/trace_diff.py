@@ -62,8 +62,9 @@ def step_number(name: str) -> int:
 def row_iterations(frame: RankFrame) -> np.ndarray:
     """Each row's iteration, -1 when none (step 1 of the module docstring)."""
     out = np.full(len(frame), -1, dtype=np.int64)
-    number_of = np.array([step_number(text) for text in frame.names] or [-1], dtype=np.int64)
-    steps = np.flatnonzero(number_of[frame.name] >= 0) if len(frame) else np.zeros(0, np.int64)
+    # Each symbol's step number, then -1 for a row without a name (symbol -1).
+    number_of = np.array([*map(step_number, frame.names), -1], dtype=np.int64)
+    steps = np.flatnonzero(number_of[frame.name] >= 0)
     cpu = frame.stream < 0
     for row in steps[np.argsort(frame.index[steps], kind="stable")].tolist():
         start, end = frame.ts[row], frame.ts[row] + frame.dur[row]

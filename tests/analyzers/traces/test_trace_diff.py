@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from analyzers.traces.analyses.trace_diff import compare_traces, ops_diff
+from analyzers.traces.analyses.trace_diff import compare_traces, ops_diff, row_iterations
+from analyzers.traces.api import load_trace_set
 from app.cli import main
 from tests.analyzers.traces.trace_paths import DATA, trace_set
 
@@ -126,3 +127,21 @@ def test_cli_compares_two_whole_traces_without_steps(
     assert main(["trace", "diff", b200, b200, *args]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["ops_diff"]["added"] == [] and data["ops_diff"]["unchanged"]
+
+
+def test_a_row_without_a_name_is_in_no_step_whatever_the_last_symbol(tmp_path: Path) -> None:
+    # The step number of a row's name was read at its symbol; a nameless row's symbol is -1,
+    # which read the last symbol's, here ProfilerStep#5's: the row became a step of its own.
+    op = {"ph": "X", "cat": "cpu_op", "pid": 1, "tid": 1}
+    events = [
+        {**op, "name": "aten::mm", "ts": 0, "dur": 10},
+        {**op, "ts": 20, "dur": 5},
+        {**op, "name": "aten::add", "ts": 21, "dur": 1},
+        {**op, "name": "ProfilerStep#5", "ts": 100, "dur": 50},
+        {**op, "name": "aten::mm", "ts": 110, "dur": 10},
+    ]
+    (tmp_path / "t.json").write_text(json.dumps({"traceEvents": events}))
+    frame = load_trace_set(tmp_path / "t.json").ranks[0]
+    assert frame.names[-1] == "ProfilerStep#5"
+    by_ts = dict(zip(frame.ts.tolist(), row_iterations(frame).tolist(), strict=True))
+    assert by_ts == {0.0: -1, 20.0: -1, 21.0: -1, 100.0: 5, 110.0: 5}
