@@ -132,14 +132,15 @@ class RankFrame(RowColumns):
         return table[column]
 
     def names_matching(self, predicate: Any) -> Mask:
-        """Rows whose name satisfies `predicate(str)`, evaluated once per symbol and frame."""
+        """Rows whose name satisfies `predicate(str)`, evaluated once per symbol and frame (a
+        row without a name, symbol -1, reads the last entry: the empty name's)."""
         hits: dict[Any, Mask] = self.memo.setdefault("symbol_hits", {})
         hit = hits.get(predicate)
         if hit is None:
             hit = hits[predicate] = np.fromiter(
-                (bool(predicate(s)) for s in self.names), bool, len(self.names)
+                (bool(predicate(s)) for s in [*self.names, ""]), bool, len(self.names) + 1
             )
-        return hit[self.name] if len(self.names) else np.zeros(len(self), dtype=bool)
+        return hit[self.name]
 
     @cached_property
     def on_stream(self) -> Mask:
@@ -156,11 +157,12 @@ class RankFrame(RowColumns):
     def kernel_class(self) -> npt.NDArray[np.int8]:
         """`KernelClass` value of every row, by name: only GPU rows' (`on_stream`) names are
         classified (a trace has far more names of CPU ops)."""
-        table = np.zeros(len(self.names) or 1, dtype=np.int8)
+        names = [*self.names, ""]  # symbol -1, a row without a name, reads the last
+        table = np.zeros(len(names), dtype=np.int8)
         used = np.bincount(self.name[self.on_stream] + 1)  # not a sort; -1 (no name) at 0
         for code in (np.flatnonzero(used) - 1).tolist():
-            table[code] = int(self.classifier(self.names[code]))
-        return table[self.name] if len(self) else np.zeros(0, dtype=np.int8)
+            table[code] = int(self.classifier(names[code]))
+        return table[self.name]
 
     def of_class(self, kind: KernelClass) -> Mask:
         mask: Mask = self.on_stream & (self.kernel_class == int(kind))

@@ -57,7 +57,7 @@ def uses_tensor_cores(name: str) -> bool:
 def _on_tensor_cores(frame: RankFrame, kernels: np.ndarray) -> np.ndarray:
     """The rows of `kernels` whose name holds a tensor-core pattern. Only the kernels' names are
     tested, once each: a trace has far more names of CPU ops."""
-    hit = np.zeros(len(frame.names), dtype=bool)
+    hit = np.zeros(len(frame.names) + 1, dtype=bool)  # the last: symbol -1, no name
     for code, yes in tensor_core_names(frame, np.unique(frame.name[kernels]).tolist()).items():
         hit[code] = yes
     return kernels & hit[frame.name]
@@ -69,7 +69,7 @@ def tensor_core_names(frame: RankFrame, codes: Iterable[int]) -> dict[int, bool]
     known: dict[int, bool] = frame.memo.setdefault("tensor_core_names", {})
     for code in codes:
         if code not in known:
-            known[code] = uses_tensor_cores(frame.names[code])
+            known[code] = code >= 0 and uses_tensor_cores(frame.names[code])
     return known
 
 

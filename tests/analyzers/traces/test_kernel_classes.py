@@ -3,12 +3,15 @@ for any ASCII name; and a frame classifies each GPU row by its name (frame.kerne
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from analyzers.traces.analyses.tensor_cores import tensor_core_names
+from analyzers.traces.api import load_trace_set
 from analyzers.traces.classify import KernelClass, classify_fleetscope
 from tests.analyzers.traces.trace_paths import ALL_TRACES, trace_set
 
@@ -58,3 +61,25 @@ def test_every_gpu_row_has_its_names_class(trace_dir: Path, hta_compatible: bool
         rows = frame.on_stream.nonzero()[0]
         expected = [int(frame.classifier(frame.names[frame.name[r]])) for r in rows]
         assert frame.kernel_class[rows].tolist() == expected
+
+
+def test_a_kernel_without_a_name_reads_as_the_empty_name_whatever_the_last_symbol(
+    tmp_path: Path,
+) -> None:
+    # A nameless row's symbol is -1, which read the last symbol's entry of each per-symbol table:
+    # here a collective's with a tensor-core pattern, so the nameless kernel was communication,
+    # matched "nccl" and ran on tensor cores.
+    kernel = {"ph": "X", "cat": "kernel", "pid": 0, "tid": 7}
+    events = [
+        {**kernel, "name": "elementwise", "ts": 0, "dur": 5, "args": {"stream": 7}},
+        {**kernel, "ts": 10, "dur": 5, "args": {"stream": 7}},
+        {**kernel, "name": "ncclKernel_sm90_xmma", "ts": 20, "dur": 5, "args": {"stream": 7}},
+    ]
+    (tmp_path / "t.json").write_text(json.dumps({"traceEvents": events}))
+    frame = load_trace_set(tmp_path / "t.json").ranks[0]
+    assert frame.names[-1] == "ncclKernel_sm90_xmma"
+    nameless = frame.name == -1
+    assert nameless.sum() == 1
+    assert frame.kernel_class[nameless].tolist() == [int(classify_fleetscope(""))]
+    assert not frame.names_matching(lambda name: "nccl" in name)[nameless].any()
+    assert tensor_core_names(frame, [-1]) == {-1: False}
