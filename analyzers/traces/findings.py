@@ -55,7 +55,7 @@ def _whatif(results: Results, rank: int, scenario: str) -> tuple[float, str]:
 def t1_idle(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterator[Finding]:
     temporal = _values(r, "temporal_breakdown", frame.rank)
     kernel, idle = temporal("kernel_time_us"), temporal("idle_us")
-    if not kernel or math.isnan(kernel) or idle / kernel < IDLE_SHARE_WARN:
+    if not kernel > 0 or idle / kernel < IDLE_SHARE_WARN:
         return
     idle_time = _values(r, "idle_time", frame.rank)
     causes = {k: idle_time(f"{k}_us") for k in ("host_wait", "kernel_wait", "other")}
@@ -78,7 +78,7 @@ def t1_idle(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterat
 def t2_launch(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterator[Finding]:
     launches = _values(r, "launch_stats", frame.rank)
     n = launches("launches")
-    if not n or math.isnan(n):
+    if not n > 0:
         return
     slow, late = launches("cpu_over_cutoff"), launches("delay_over_cutoff")
     short = launches("gpu_shorter_than_cpu")
@@ -115,7 +115,7 @@ def t3_queue(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Itera
 
 def t4_gaps(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterator[Finding]:
     gaps = _values(r, "gpu_gaps", frame.rank)("gaps")
-    if gaps and not math.isnan(gaps):
+    if gaps > 0:
         rows = [row for row in r["gpu_gaps"].table("gpu_gaps").rows if row[0] == frame.rank]
         yield emit(
             "T4",
@@ -132,7 +132,7 @@ def t4_gaps(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterat
 
 def t5_low_util(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterator[Finding]:
     low = _values(r, "low_util", frame.rank)("low_chunks")
-    if low and not math.isnan(low):
+    if low > 0:
         rows = [row for row in r["low_util"].table("low_util_chunks").rows if row[0] == frame.rank]
         yield emit(
             "T5",
@@ -145,19 +145,14 @@ def t5_low_util(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> It
 
 def t6_pageable(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterator[Finding]:
     memcpy = _values(r, "pageable_memcpy", frame.rank)
-    copies = memcpy("copies")
-    if copies and not math.isnan(copies):
+    evidence = {key: memcpy(key) for key in ("copies", "bytes", "gpu_us")}
+    if evidence["copies"] > 0:
         yield emit(
             "T6",
             Severity.WARN,
-            f"{int(copies)} pageable memory copies",
+            f"{int(evidence['copies'])} pageable memory copies",
             "pin host memory: DataLoader(pin_memory=True) and tensor.to(device, non_blocking=True)",
-            {
-                "copies": copies,
-                "bytes": memcpy("bytes"),
-                "gpu_us": memcpy("gpu_us"),
-                "launch_cpu_us": memcpy("cpu_us"),
-            },
+            {**evidence, "launch_cpu_us": memcpy("cpu_us")},
             *_whatif(r, frame.rank, "pinned_copies"),
         )
 
@@ -165,7 +160,7 @@ def t6_pageable(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> It
 def t7_sync(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterator[Finding]:
     sync = _values(r, "sync", frame.rank)
     share, calls = sync("share"), sync("sync_calls")
-    if not calls or math.isnan(calls) or math.isnan(share) or share < SYNC_SHARE_WARN:
+    if not (calls > 0 and share >= SYNC_SHARE_WARN):
         return
     rows = [row for row in r["sync"].table("sync_calls").rows if row[0] == frame.rank]
     yield emit(
@@ -216,9 +211,10 @@ def t10_tensor_cores(
     frame: RankFrame, r: Results, o: TraceOptions, emit: Emit
 ) -> Iterator[Finding]:
     cores = _values(r, "tensor_cores", frame.rank)
-    cc, eligible, tc = cores("compute_capability"), cores("eligible_us"), cores("tensor_core_us")
+    evidence = {k: cores(k) for k in ("compute_capability", "eligible_us", "tensor_core_us")}
+    cc, eligible, tc = evidence.values()
     gpu = gpu_of(frame.device_properties)
-    if math.isnan(cc) or not gpu.tensor_cores or not eligible or math.isnan(eligible) or tc > 0:
+    if math.isnan(cc) or not gpu.tensor_cores or not eligible > 0 or tc > 0:
         return
     hours, method = _whatif(r, frame.rank, "amp")
     gpu_saved = _values(r, "whatif", frame.rank)("amp_gpu_busy_saved_fraction")
@@ -233,12 +229,7 @@ def t10_tensor_cores(
         Severity.WARN,
         "tensor cores unused by convolution/matmul kernels",
         _amp_fix(gpu),
-        {
-            "compute_capability": cc,
-            "eligible_us": eligible,
-            "tensor_core_us": tc,
-            "amp_gpu_busy_saved_fraction": gpu_saved,
-        },
+        {**evidence, "amp_gpu_busy_saved_fraction": gpu_saved},
         hours,
         method,
     )
