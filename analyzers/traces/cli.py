@@ -104,10 +104,9 @@ def _analyze(args: argparse.Namespace) -> int:
     from analyzers.traces.render import render_text, report_json
     from fleetscope.errors import ConfigError
 
-    if args.gpus < 0:
-        raise ConfigError(f"--gpus must be >= 0, got {args.gpus}")
-    if args.workers < 0:
-        raise ConfigError(f"--workers must be >= 0, got {args.workers}")
+    for flag in ("gpus", "workers"):
+        if getattr(args, flag) < 0:
+            raise ConfigError(f"--{flag} must be >= 0, got {getattr(args, flag)}")
     options = TraceOptions(gpus=args.gpus)
     names = None if args.analyses is None else [n.strip() for n in args.analyses.split(",")]
     if names is not None and not all(names):
@@ -157,8 +156,8 @@ def _diff(args: argparse.Namespace) -> int:
     from analyzers.traces.api import load_trace_set
     from analyzers.traces.render import json_ready
 
-    control = load_trace_set(args.control, hta_compatible=args.hta_compatible)
-    test = load_trace_set(args.test, hta_compatible=args.hta_compatible)
+    hta = args.hta_compatible
+    control, test = (load_trace_set(p, hta_compatible=hta) for p in (args.control, args.test))
     table = compare_traces(
         control,
         test,
@@ -171,29 +170,26 @@ def _diff(args: argparse.Namespace) -> int:
     changes = ops_diff(table)
     if args.format == "table":
         sys.stdout.write(_diff_text(args, table, changes))
-        return 0
-    data = {
-        "control": str(args.control),
-        "test": str(args.test),
-        "columns": list(table.columns),
-        "rows": json_ready([list(r) for r in table.rows]),
-        "ops_diff": changes,
-    }
-    sys.stdout.write(json.dumps(data, indent=1) + "\n")
+    else:
+        data = {
+            "control": args.control,
+            "test": args.test,
+            "columns": table.columns,
+            "rows": json_ready(table.rows),
+            "ops_diff": changes,
+        }
+        sys.stdout.write(json.dumps(data, indent=1) + "\n")
     return 0
 
 
-def _cell(value: Any) -> str:
-    text = str(value)
-    return text if len(text) <= 70 else text[:67] + "..."
-
-
 def _diff_text(args: argparse.Namespace, table: Any, changes: dict[str, list[str]]) -> str:
+    from analyzers.traces.render import clip
+
     out = [f"control (A): {args.control}", f"test (B):    {args.test}", ""]
     out.append("  ".join(f"{k} {len(v)}" for k, v in changes.items()) + "  (names)")
     for kind in ("added", "deleted"):
         for name in changes[kind][:10]:
-            out.append(f"  {kind}: {_cell(name)}")
+            out.append(f"  {kind}: {clip(name, 70)}")
     out.append("")
     shown = (
         "name",
@@ -205,7 +201,7 @@ def _diff_text(args: argparse.Namespace, table: Any, changes: dict[str, list[str
     )
     pick = [table.columns.index(c) for c in shown]
     rows = table.rows
-    cells = [[_cell(r[i]) if i == 0 else _number(r[i]) for i in pick] for r in rows[:DIFF_ROWS]]
+    cells = [[clip(r[i], 70) if i == 0 else _number(r[i]) for i in pick] for r in rows[:DIFF_ROWS]]
     cells.insert(0, ["name", "count A", "count B", "A us", "B us", "B-A us"])
     widths = [max(len(c[k]) for c in cells) for k in range(len(cells[0]))]
     for c in cells:

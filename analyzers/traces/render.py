@@ -95,8 +95,12 @@ def _fmt(value: Any) -> str:
         if value.is_integer() and abs(value) < 1e15:
             return f"{int(value)}"
         return f"{value:.4g}" if abs(value) < 1e4 else f"{value:.0f}"
+    return clip(value, 60)
+
+
+def clip(value: Any, width: int) -> str:
     text = str(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+    return text if len(text) <= width else text[: width - 3] + "..."
 
 
 def _table_text(table: Table) -> list[str]:
@@ -130,9 +134,6 @@ def render_text(report: TraceReport) -> str:
     else:
         out.append(f"== Findings ({len(report.findings)})")
     for f in report.findings:
-        out.append(
-            f"  [{f.rule_id} {f.severity}] {f.title}"
-            + (f"  (~{f.wasted_gpu_hours:.1f} GPU-h/week)" if f.wasted_gpu_hours else "")
-        )
-        out.append(f"      fix: {f.recommendation}")
+        hours = f"  (~{f.wasted_gpu_hours:.1f} GPU-h/week)" if f.wasted_gpu_hours else ""
+        out += [f"  [{f.rule_id} {f.severity}] {f.title}{hours}", f"      fix: {f.recommendation}"]
     return "\n".join(out)
