@@ -143,8 +143,7 @@ def _adopt(trace: TraceSet, options: TraceOptions) -> None:
 
 def _run_group(names: list[str]) -> dict[str, AnalysisResult]:
     assert _WORKER_SET is not None
-    registry = load_registry()
-    return {name: registry[name].fn(*_WORKER_SET) for name in names}
+    return run_analyses(*_WORKER_SET, names)
 
 
 @dataclass

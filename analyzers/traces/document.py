@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from analyzers.traces.analyses.base import Table, TraceOptions
+from analyzers.traces.analyses.base import TraceOptions
 from analyzers.traces.api import TraceReport
 from analyzers.traces.classify import KernelClass
 from analyzers.traces.frame import RankFrame
@@ -21,10 +21,6 @@ DOCUMENT_VERSION = 1
 # The defaults, with the page's 15 top kernels (the summary keeps the analysis' default 10).
 OPTIONS = TraceOptions(top_kernels=15)
 TIMELINE_OPS = 5000  # ops kept per rank for the timeline: a chart of more is unreadable anyway
-
-
-def _table(table: Table) -> dict[str, Any]:
-    return {"columns": list(table.columns), "rows": [list(row) for row in table.rows]}
 
 
 def _timeline(frame: RankFrame) -> dict[str, Any]:
@@ -57,7 +53,7 @@ def analysis_document(report: TraceReport) -> dict[str, Any]:
             "mode": str(trace.mode),
             "ranks": sorted(trace.ranks),
             "notes": list(trace.notes),
-            "analyses": analyses_data(report, _table),
+            "analyses": analyses_data(report, lambda t: {"columns": t.columns, "rows": t.rows}),
             "findings": [f.to_dict() for f in report.findings],
             "timeline": {rank: _timeline(frame) for rank, frame in trace.ranks.items()},
         },

@@ -32,11 +32,7 @@ def _headline(per_rank: dict[str, dict[str, Any]], rank: str) -> dict[str, Any]:
 def summarize(report: TraceReport, *, trace_id: str, host: str, pid: int) -> dict[str, Any]:
     data = report_to_dict(report)
     analyses: dict[str, Any] = data["analyses"]
-    per_rank = {
-        name: {str(rank): values for rank, values in result["per_rank"].items()}
-        for name, result in analyses.items()
-        if result["per_rank"]
-    }
+    per_rank = {name: result["per_rank"] for name, result in analyses.items() if result["per_rank"]}
     whatif = analyses.get("whatif", {})
     return {
         "version": SUMMARY_VERSION,
