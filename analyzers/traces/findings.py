@@ -299,10 +299,8 @@ def _window(trace: TraceSet, frame: RankFrame) -> tuple[datetime, datetime]:
     origin = trace.origin_us
     if isinstance(base_ns, int):
         start_s = base_ns / 1e9 + origin / 1e6
-    elif origin > 1e15:
-        start_s = origin / 1e6
     else:
-        start_s = 0.0
+        start_s = origin / 1e6 if origin > 1e15 else 0.0
     span_us = float(frame.end.max()) if len(frame) else 0.0
     start = datetime.fromtimestamp(start_s, UTC)
     return start, start + timedelta(microseconds=max(span_us, 0.0))
