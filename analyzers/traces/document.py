@@ -30,10 +30,9 @@ def _timeline(frame: RankFrame) -> dict[str, Any]:
     rows = np.flatnonzero(frame.on_stream)
     start = frame.ts[rows]
     origin = float(start.min()) if len(rows) else 0.0
-    order = np.lexsort((frame.stream[rows], start))[:TIMELINE_OPS]
-    kept = rows[order]
-    used, name = np.unique(frame.name[kept], return_inverse=True)
-    first = np.unique(name, return_index=True)[1]  # a row of each name: its class is the name's
+    kept = rows[np.lexsort((frame.stream[rows], start))[:TIMELINE_OPS]]
+    # `first`: a row of each name (its class is the name's); `name`: each row's index in `used`
+    used, first, name = np.unique(frame.name[kept], return_index=True, return_inverse=True)
     return {
         "total": len(rows),
         "names": [frame.names[i] for i in used.tolist()],
