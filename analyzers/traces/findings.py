@@ -36,8 +36,7 @@ OVERLAP_LOW = 0.50  # T9: less than half of communication hidden behind compute
 
 def _values(results: Results, analysis: str, rank: int) -> Callable[[str], float]:
     """The rank's value of a key in one analysis's results (NaN when either is missing)."""
-    result = results.get(analysis)
-    return partial(result.value, rank) if result is not None else lambda key: math.nan
+    return partial(results.get(analysis, AnalysisResult(analysis)).value, rank)
 
 
 def _whatif(results: Results, rank: int, scenario: str) -> tuple[float, str]:
