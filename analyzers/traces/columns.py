@@ -2,7 +2,7 @@
 
 The decoder (`load_fast.py`) fills a `ColumnBuilder`: its C pass appends whole blocks, its walk
 (and the stdlib oracle in tests) one event at a time through `event_sink`, whose rules are the
-definition of what a row holds (RawTrace's docstring).
+definition of what a row holds (`frame.RowColumns`' docstring).
 
 Never decodes JSON and never reads files; never imports pandas.
 """
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
 
-from analyzers.traces.frame import MEM_COLUMNS, ROW_COLUMNS, RankFrame
+from analyzers.traces.frame import ROW_COLUMNS, RowColumns
 from fleetscope.errors import CorruptTraceError, NonFiniteTraceError, TraceError
 
 if TYPE_CHECKING:
@@ -25,10 +25,9 @@ if TYPE_CHECKING:
 # Decompressed bytes read at a time: bounds the memory of a load.
 CHUNK_SIZE = 1 << 20
 
-# Every column of RawTrace that grows with the file, and its dtype as `RankFrame` declares it.
+# Every column of RawTrace that grows with the file, and its dtype as `RowColumns` declares it.
 _NUMPY_DTYPE = {"I64": "int64", "I32": "int32", "F64": "float64"}
-_DECLARED = {f.name: str(f.type) for f in fields(RankFrame)}
-DTYPES = {key: _NUMPY_DTYPE[_DECLARED[key]] for key in (*ROW_COLUMNS, *MEM_COLUMNS)}
+DTYPES = {f.name: _NUMPY_DTYPE[f.type] for f in fields(RowColumns) if f.type in _NUMPY_DTYPE}
 
 # A run of one column's values: a numpy array of the column's dtype, or the C pass's bytearray
 # of the same values in native byte order.

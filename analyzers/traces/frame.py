@@ -38,7 +38,7 @@ CPU_OP_CATS = frozenset({"cpu_op", "Operator"})
 
 @dataclass(eq=False)
 class RowColumns:
-    """The per-row columns a `RankFrame` shares with the `load.RawTrace` it comes from.
+    """The columns a `RankFrame` shares with the `load.RawTrace` it comes from.
 
     `names` decodes `cat`, `name`, `pid` and `tid` (-1: the key was absent). `index` is the
     event's position in its file's `traceEvents`. `stream`, `correlation`, `bytes` and
