@@ -72,7 +72,7 @@ class ColumnBuilder:
         self.path = path
         self.symbols = SymbolTable()
         self.lists: dict[str, list[Any]] = {key: [] for key in DTYPES}
-        self.blocks: dict[str, list[Block]] = {key: [] for key in DTYPES}
+        self.blocks: dict[str, list[npt.NDArray[Any]]] = {key: [] for key in DTYPES}
         self.ts_has_float = False
         self.ts_all_present = True
         self.count = 0
@@ -81,6 +81,8 @@ class ColumnBuilder:
         """Append one batch; `blocks` holds the row columns, or the memory-counter ones, or both."""
         self.flush()
         for key, block in blocks.items():
+            if isinstance(block, bytearray):
+                block = np.frombuffer(block, DTYPES[key])
             self.blocks[key].append(block)
 
     def flush(self) -> None:
@@ -98,13 +100,9 @@ class ColumnBuilder:
 
     def column(self, key: str) -> npt.NDArray[Any]:
         self.flush()
-        dtype = DTYPES[key]
-        blocks = [
-            np.frombuffer(block, dtype=dtype) if isinstance(block, bytearray) else block
-            for block in self.blocks[key]
-        ]
+        blocks = self.blocks[key]
         if not blocks:
-            return np.zeros(0, dtype=dtype)
+            return np.zeros(0, dtype=DTYPES[key])
         whole = blocks[0] if len(blocks) == 1 else np.concatenate(blocks)
         self.blocks[key] = [whole]  # the blocks go now, not when the builder does
         return whole
