@@ -2,7 +2,7 @@
 
 The decoder (`load_fast.py`) fills a `ColumnBuilder`: its C pass appends whole blocks, its walk
 (and the stdlib oracle in tests) one event at a time through `event_sink`, whose rules are the
-definition of what a row holds (RawTrace's docstring).
+definition of what a row holds (`frame.RowColumns`' docstring).
 
 Never decodes JSON and never reads files; never imports pandas.
 """
@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
 
-from analyzers.traces.frame import MEM_COLUMNS, ROW_COLUMNS, RankFrame
-from fleetscope.errors import CorruptTraceError, NonFiniteTraceError
+from analyzers.traces.frame import ROW_COLUMNS, RowColumns
+from fleetscope.errors import CorruptTraceError, NonFiniteTraceError, TraceError
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -25,10 +25,9 @@ if TYPE_CHECKING:
 # Decompressed bytes read at a time: bounds the memory of a load.
 CHUNK_SIZE = 1 << 20
 
-# Every column of RawTrace that grows with the file, and its dtype as `RankFrame` declares it.
+# Every column of RawTrace that grows with the file, and its dtype as `RowColumns` declares it.
 _NUMPY_DTYPE = {"I64": "int64", "I32": "int32", "F64": "float64"}
-_DECLARED = {f.name: str(f.type) for f in fields(RankFrame)}
-DTYPES = {key: _NUMPY_DTYPE[_DECLARED[key]] for key in (*ROW_COLUMNS, *MEM_COLUMNS)}
+DTYPES = {f.name: _NUMPY_DTYPE[f.type] for f in fields(RowColumns) if f.type in _NUMPY_DTYPE}
 
 # A run of one column's values: a numpy array of the column's dtype, or the C pass's bytearray
 # of the same values in native byte order.
@@ -65,14 +64,15 @@ class SymbolTable(dict[object, int]):
 
 
 class ColumnBuilder:
-    """Append-only columns: per-event appends go to plain lists (the fastest thing to append to
-    from Python), per-batch appends to blocks; `flush()` turns pending lists into a block so the
-    two kinds stay in file order."""
+    """Append-only columns of the file `path`: per-event appends go to plain lists (the fastest
+    thing to append to from Python), per-batch appends to blocks; `flush()` turns pending lists
+    into a block so the two kinds stay in file order."""
 
-    def __init__(self) -> None:
+    def __init__(self, path: object) -> None:
+        self.path = path
         self.symbols = SymbolTable()
         self.lists: dict[str, list[Any]] = {key: [] for key in DTYPES}
-        self.blocks: dict[str, list[Block]] = {key: [] for key in DTYPES}
+        self.blocks: dict[str, list[npt.NDArray[Any]]] = {key: [] for key in DTYPES}
         self.ts_has_float = False
         self.ts_all_present = True
         self.count = 0
@@ -81,23 +81,28 @@ class ColumnBuilder:
         """Append one batch; `blocks` holds the row columns, or the memory-counter ones, or both."""
         self.flush()
         for key, block in blocks.items():
+            if isinstance(block, bytearray):
+                block = np.frombuffer(block, DTYPES[key])
             self.blocks[key].append(block)
 
     def flush(self) -> None:
-        for key, pending in self.lists.items():
-            if pending:
-                self.blocks[key].append(np.array(pending, dtype=DTYPES[key]))
-                pending.clear()
+        """A value its column cannot hold (a timestamp of 10**320) refuses the file."""
+        try:
+            for key, pending in self.lists.items():
+                if pending:
+                    self.blocks[key].append(np.array(pending, dtype=DTYPES[key]))
+                    pending.clear()
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise CorruptTraceError(
+                f"{self.path}: not a Kineto trace: a value does not fit its column "
+                f"({type(exc).__name__}: {exc})"
+            ) from exc
 
     def column(self, key: str) -> npt.NDArray[Any]:
         self.flush()
-        dtype = DTYPES[key]
-        blocks = [
-            np.frombuffer(block, dtype=dtype) if isinstance(block, bytearray) else block
-            for block in self.blocks[key]
-        ]
+        blocks = self.blocks[key]
         if not blocks:
-            return np.zeros(0, dtype=dtype)
+            return np.zeros(0, dtype=DTYPES[key])
         whole = blocks[0] if len(blocks) == 1 else np.concatenate(blocks)
         self.blocks[key] = [whole]  # the blocks go now, not when the builder does
         return whole
@@ -124,71 +129,67 @@ def as_float(value: object, default: float) -> float:
         return default
 
 
-def event_sink(cols: ColumnBuilder, path: object) -> Callable[[object, int], None]:
+def event_sink(cols: ColumnBuilder) -> Callable[[object, int], None]:
     """A function that reduces one decoded event (a dict) to column values: the reference rules.
     An event of the wrong shape (a list where a name goes) is refused as a corrupt trace that
     names it, not a bare TypeError."""
-    ids = cols.symbols
+    path, ids = cols.path, cols.symbols
     appends = [cols.lists[key].append for key in ROW_COLUMNS]
 
-    def reduce(ev: object, position: int) -> None:
+    def add(ev: object, position: int) -> None:
         if type(ev) is not dict:
             raise CorruptTraceError(f"{path}: traceEvents[{position}] is not an object: {ev!r:.80}")
-        get = ev.get
-        ts = get("ts")
-        # A JSON number that is NaN or an infinity (a literal, or past float's range) is refused
-        # below; text where a number goes stays the unreadable NaN it always was.
-        non_finite = ""  # the field that is
-        if type(ts) is not int:
-            if ts is None:
-                cols.ts_all_present = False
-            else:
-                cols.ts_has_float = True
-                if type(ts) is not float:
-                    ts = as_float(ts, NAN)
-                elif not isfinite(ts):
-                    non_finite = "ts"
-        dur = get("dur")
-        cat = get("cat")
-        if dur is None or cat is None or cat == "Trace" or ts is None:
-            args = get("args")
-            if get("name") == "[memory]" and ts is not None and isinstance(args, dict):
-                lists = cols.lists
-                lists["mem_ts"].append(ts)
-                lists["mem_device_type"].append(as_int(args.get("Device Type"), -1))
-                lists["mem_total_allocated"].append(as_float(args.get("Total Allocated"), NAN))
-            return
-        if type(dur) is not int:
-            if type(dur) is not float:
-                dur = as_float(dur, NAN)
-            elif not isfinite(dur) and not non_finite:
-                non_finite = "dur"
-        if non_finite:  # every analysis would turn it into NaN sums or an endless span
-            message = non_finite_message(path, position, get("name"), non_finite, ev[non_finite])
-            raise NonFiniteTraceError(message)
-        args = get("args")
-        aget = args.get if type(args) is dict else _NO_ARGS.get
-        ext = aget("External id")
-        row = (
-            position,
-            ids[cat],
-            ids[get("name")],
-            ids[get("pid")],
-            ids[get("tid")],
-            ts,
-            dur,
-            as_int(aget("stream"), -1),
-            as_int(aget("correlation"), -1),
-            as_float(aget("memory bandwidth (GB/s)"), 0.0),
-            as_int(aget("bytes"), -1),
-            as_int(aget("external id") if ext is None else ext, -1),
-        )
-        for append, value in zip(appends, row, strict=True):
-            append(value)
-
-    def add(ev: object, position: int) -> None:
         try:
-            reduce(ev, position)
+            get = ev.get
+            ts = get("ts")
+            # A JSON number that is NaN or an infinity (a literal, or past float's range) is
+            # refused below; text where a number goes stays the unreadable NaN it always was.
+            field = ""  # the one that is
+            if type(ts) is not int:
+                if ts is None:
+                    cols.ts_all_present = False
+                else:
+                    cols.ts_has_float = True
+                    if type(ts) is not float:
+                        ts = as_float(ts, NAN)
+                    elif not isfinite(ts):
+                        field = "ts"
+            dur = get("dur")
+            cat = get("cat")
+            if dur is None or cat is None or cat == "Trace" or ts is None:
+                args = get("args")
+                if get("name") == "[memory]" and ts is not None and isinstance(args, dict):
+                    lists = cols.lists
+                    lists["mem_ts"].append(ts)
+                    lists["mem_device_type"].append(as_int(args.get("Device Type"), -1))
+                    lists["mem_total_allocated"].append(as_float(args.get("Total Allocated"), NAN))
+                return
+            if type(dur) is not int:
+                if type(dur) is not float:
+                    dur = as_float(dur, NAN)
+                elif not isfinite(dur) and not field:
+                    field = "dur"
+            if field:  # every analysis would turn it into NaN sums or an endless span
+                raise non_finite(path, position, get("name"), field, ev[field])
+            args = get("args")
+            aget = args.get if type(args) is dict else _NO_ARGS.get
+            ext = aget("External id")
+            row = (
+                position,
+                ids[cat],
+                ids[get("name")],
+                ids[get("pid")],
+                ids[get("tid")],
+                ts,
+                dur,
+                as_int(aget("stream"), -1),
+                as_int(aget("correlation"), -1),
+                as_float(aget("memory bandwidth (GB/s)"), 0.0),
+                as_int(aget("bytes"), -1),
+                as_int(aget("external id") if ext is None else ext, -1),
+            )
+            for append, value in zip(appends, row, strict=True):
+                append(value)
         except (TypeError, ValueError, OverflowError) as exc:
             raise CorruptTraceError(
                 f"{path}: not a Kineto trace: traceEvents[{position}] is malformed "
@@ -198,8 +199,9 @@ def event_sink(cols: ColumnBuilder, path: object) -> Callable[[object, int], Non
     return add
 
 
-def non_finite_message(path: object, position: int, name: object, field: str, value: object) -> str:
-    return (
+def non_finite(path: object, position: int, name: object, field: str, value: object) -> TraceError:
+    """The refusal of an event whose `ts` or `dur` is NaN or an infinity."""
+    return NonFiniteTraceError(
         f"{path}: traceEvents[{position}] ({name!r:.60}) has {field} = {value!r}: "
         "a timestamp or duration must be a finite number"
     )

@@ -38,12 +38,14 @@ CPU_OP_CATS = frozenset({"cpu_op", "Operator"})
 
 @dataclass(eq=False)
 class RowColumns:
-    """The per-row columns a `RankFrame` shares with the `load.RawTrace` it comes from.
+    """The columns a `RankFrame` shares with the `load.RawTrace` it comes from.
 
     `names` decodes `cat`, `name`, `pid` and `tid` (-1: the key was absent). `index` is the
     event's position in its file's `traceEvents`. `stream`, `correlation`, `bytes` and
     `external_id` are -1 when absent; `stream` is -1 when not an integer (HTA's
     `normalize_gpu_stream_numbers`); `memory_bw_gbps` is 0.0 when absent (HTA's default).
+    The `mem_` columns are the `[memory]` allocator events: time, device type (0 CPU, 1 CUDA),
+    bytes allocated in total after the event.
     """
 
     path: Path
@@ -61,11 +63,14 @@ class RowColumns:
     memory_bw_gbps: F64
     bytes: I64
     external_id: I64
+    mem_ts: F64
+    mem_device_type: I64
+    mem_total_allocated: F64
 
 
-ROW_COLUMNS = tuple(f.name for f in fields(RowColumns))[3:]  # `index` to `external_id`
-MEM_COLUMNS = ("mem_ts", "mem_device_type", "mem_total_allocated")  # `[memory]` events'
-_FROM_RAW = ("path", "metadata", "names", *ROW_COLUMNS, *MEM_COLUMNS)  # what a frame takes over
+_SHARED = tuple(f.name for f in fields(RowColumns))  # what a frame takes over from its RawTrace
+ROW_COLUMNS = _SHARED[3:-3]  # `index` to `external_id`
+MEM_COLUMNS = _SHARED[-3:]  # the `[memory]` events'
 
 
 class Mode(StrEnum):
@@ -85,9 +90,6 @@ class RankFrame(RowColumns):
 
     rank: int
     classifier: Classifier
-    mem_ts: F64  # the `[memory]` allocator events (load.RawTrace)
-    mem_device_type: I64
-    mem_total_allocated: F64
     ts_int: bool = False
     index_correlation: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     # What analyses compute once per rank and share (the critical path). A field, not a cache
@@ -97,7 +99,7 @@ class RankFrame(RowColumns):
     @classmethod
     def of_raw(cls, raw: Any, rank: int, classifier: Classifier, **overrides: Any) -> RankFrame:
         """A frame of a `load.RawTrace`'s columns; `overrides` replace some (HTA's rounded `ts`)."""
-        values = {key: getattr(raw, key) for key in _FROM_RAW} | overrides
+        values = {key: getattr(raw, key) for key in _SHARED} | overrides
         return cls(**values, rank=rank, classifier=classifier)
 
     def __len__(self) -> int:

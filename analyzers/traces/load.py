@@ -20,22 +20,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import Any
 
 import numpy as np
 
-if TYPE_CHECKING:
-    import numpy.typing as npt
-
 from analyzers.traces import load_fast
-from analyzers.traces.columns import CHUNK_SIZE, DTYPES, ColumnBuilder, non_finite_message
+from analyzers.traces.columns import CHUNK_SIZE, DTYPES, ColumnBuilder, non_finite
 from analyzers.traces.frame import RowColumns
-from fleetscope.errors import NonFiniteTraceError
 
 __all__ = ["RawTrace", "load_raw_trace"]
-
-F64: TypeAlias = "npt.NDArray[np.float64]"
-I64: TypeAlias = "npt.NDArray[np.int64]"
 
 
 @dataclass(eq=False)
@@ -45,17 +38,27 @@ class RawTrace(RowColumns):
     `names` is the file's symbol table (see `RowColumns` for what the columns hold).
     """
 
-    # `[memory]` allocator counter events: time, device type (0 CPU, 1 CUDA), bytes allocated in
-    # total after the event.
-    mem_ts: F64
-    mem_device_type: I64
-    mem_total_allocated: F64
     # HTA rounds ns timestamps when pandas would make `ts` a float column: some event has a float
     # `ts` or none at all. `ts` stays an integer column only when every event has a `ts`.
     ts_has_float: bool
     ts_all_present: bool
     event_count: int
     hta_rank: int | None
+
+    @classmethod
+    def of_columns(
+        cls, path: Path, metadata: dict[str, Any], cols: ColumnBuilder, hta_rank: int | None
+    ) -> RawTrace:
+        return cls(
+            path=path,
+            metadata=metadata,
+            names=cols.symbols.names,
+            ts_has_float=cols.ts_has_float,
+            ts_all_present=cols.ts_all_present,
+            event_count=cols.count,
+            hta_rank=hta_rank,
+            **{key: cols.column(key) for key in DTYPES},
+        )
 
     @property
     def distributed_rank(self) -> int | None:
@@ -74,9 +77,9 @@ def load_raw_trace(path: str | Path, *, chunk_size: int = CHUNK_SIZE) -> RawTrac
     """Parse one trace file; `chunk_size` (decompressed bytes read at a time) only matters for
     memory and for tests of events split across chunks."""
     path = Path(path)
-    cols = ColumnBuilder()
+    cols = ColumnBuilder(path)
     metadata, hta_rank = load_fast.decode(path, cols, chunk_size)
-    raw = _finish(path, metadata, cols, hta_rank)
+    raw = RawTrace.of_columns(path, metadata, cols, hta_rank)
     _refuse_non_finite(raw)
     return raw
 
@@ -86,30 +89,9 @@ def _refuse_non_finite(raw: RawTrace) -> None:
     `columns.as_float` reads) refuses the file with the event named, as `columns.event_sink`
     refuses an infinite number (a NaN here is text the reference rules keep as NaN)."""
     infinite = np.isinf(raw.ts) | np.isinf(raw.dur)
-    if not infinite.any():
-        return
-    row = int(np.argmax(infinite))
-    field = "ts" if np.isinf(raw.ts[row]) else "dur"
-    symbol = int(raw.name[row])
-    name = raw.names[symbol] if symbol >= 0 else None
-    raise NonFiniteTraceError(
-        non_finite_message(
-            raw.path, int(raw.index[row]), name, field, float(getattr(raw, field)[row])
-        )
-    )
-
-
-def _finish(
-    path: Path, metadata: dict[str, Any], cols: ColumnBuilder, hta_rank: int | None
-) -> RawTrace:
-    load_fast.flush_columns(cols, path)
-    return RawTrace(
-        path=path,
-        metadata=metadata,
-        names=cols.symbols.names,
-        ts_has_float=cols.ts_has_float,
-        ts_all_present=cols.ts_all_present,
-        event_count=cols.count,
-        hta_rank=hta_rank,
-        **{key: cols.column(key) for key in DTYPES},
-    )
+    if infinite.any():
+        row = int(np.argmax(infinite))
+        field = "ts" if np.isinf(raw.ts[row]) else "dur"
+        name = raw.names[raw.name[row]] if raw.name[row] >= 0 else None
+        value = float(getattr(raw, field)[row])
+        raise non_finite(raw.path, int(raw.index[row]), name, field, value)

@@ -29,7 +29,7 @@ from analyzers.traces.columns import ColumnBuilder, event_sink
 from analyzers.traces.trace_text import TextSource
 from fleetscope.errors import CorruptTraceError, TraceNestingError, TruncatedTraceError
 
-__all__ = ["decode", "flush_columns"]
+__all__ = ["decode"]
 
 _decode_columns = _kineto_columns.decode_events
 
@@ -201,15 +201,6 @@ def _loads(data: bytes, path: Path, value: str, what: str = "") -> Any:
         raise _refuse(path, f"{what}{exc.msg} at character {exc.pos}") from None
 
 
-def flush_columns(cols: ColumnBuilder, path: Path) -> None:
-    """`cols.flush()`, with a value its column cannot hold refused as a corrupt trace."""
-    try:
-        cols.flush()
-    except (TypeError, ValueError, OverflowError) as exc:  # e.g. a timestamp of 10**320
-        what = f"a value does not fit its column ({type(exc).__name__}: {exc})"
-        raise _refuse(path, what) from exc
-
-
 # A literal cut by the end of the text (`tr|ue`, `-Infin|ity`) fails this close to the end.
 _LITERAL_SLACK = 10
 
@@ -245,7 +236,7 @@ class _Events:
         path = self.path
         s, _ = codecs.utf_8_decode(bytes(text.data[: text.length]), "strict", eof)
         n = len(s)
-        add = event_sink(self.cols, path)
+        add = event_sink(self.cols)
         scan = json.JSONDecoder().raw_decode
         taken = 0  # characters up to the separator after the last element taken
         while True:
@@ -283,5 +274,5 @@ class _Events:
             taken = j
             if s[j] == "]":
                 break
-        flush_columns(self.cols, path)
+        self.cols.flush()
         return len(s[:taken].encode())

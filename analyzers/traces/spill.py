@@ -14,6 +14,7 @@ import shutil
 import tempfile
 import weakref
 from collections.abc import Iterator, MutableMapping
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ from analyzers.traces.frame import MEM_COLUMNS, ROW_COLUMNS, RankFrame
 # MiB at most (the 200 MB 8-rank set peaked at 130 MiB held); writing them out only adds time.
 SPILL_OVER_BYTES = 512 * 1024 * 1024
 _ARRAYS = (*ROW_COLUMNS, "index_correlation", *MEM_COLUMNS)
-_SCALARS = ("path", "metadata", "names", "rank", "classifier", "ts_int", "memo")
+_SCALARS = tuple(f.name for f in fields(RankFrame) if f.name not in _ARRAYS)
 _PREFIX = "fleetscope-ranks-"  # then the owning process's id
 
 

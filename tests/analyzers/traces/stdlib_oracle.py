@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from analyzers.traces.columns import CHUNK_SIZE, ColumnBuilder, event_sink
-from analyzers.traces.load import RawTrace, _finish
+from analyzers.traces.load import RawTrace
 from analyzers.traces.trace_text import InflateBudget, regular_file_size
 from fleetscope.errors import CorruptTraceError, TraceNestingError, TruncatedTraceError
 
@@ -183,7 +183,7 @@ class _Parser:
 def _parse_events(parser: _Parser, cols: ColumnBuilder, path: Path) -> None:
     """Decode the elements of `traceEvents` one by one, straight into the columns."""
     parser.expect("[", "to open traceEvents")
-    add = event_sink(cols, path)
+    add = event_sink(cols)
     scan_once = parser.decoder.scan_once  # type: ignore[attr-defined]  # raw_decode minus a frame
     ws = _WS
     position = 0
@@ -242,7 +242,7 @@ def read_stdlib(path: Path, chunk_size: int) -> tuple[dict[str, Any], ColumnBuil
     """The file's top-level metadata, its events in columns and HTA's rank, by the reference
     rules; raises CorruptTraceError or TruncatedTraceError naming the file and what is wrong."""
     reader = _Reader(path, chunk_size)
-    cols = ColumnBuilder()
+    cols = ColumnBuilder(path)
     metadata: dict[str, Any] = {}
     seen_events = False
     try:
@@ -291,4 +291,4 @@ def read_stdlib(path: Path, chunk_size: int) -> tuple[dict[str, Any], ColumnBuil
 def load_stdlib(path: str | Path, *, chunk_size: int = CHUNK_SIZE) -> RawTrace:
     """`load_raw_trace` by the oracle: the same RawTrace the product's decoder must give."""
     path = Path(path)
-    return _finish(path, *read_stdlib(path, chunk_size))
+    return RawTrace.of_columns(path, *read_stdlib(path, chunk_size))

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from analyzers.traces import load_fast
 from analyzers.traces._kineto_columns import decode_events
-from analyzers.traces.columns import DTYPES, ColumnBuilder, event_sink
+from analyzers.traces.columns import DTYPES, ColumnBuilder, SymbolTable, event_sink
 from analyzers.traces.load import load_raw_trace
 from tests.analyzers.traces.test_traces_load_fast import differences, take_nothing
 from tests.analyzers.traces.trace_paths import ALL_TRACES
@@ -31,8 +31,8 @@ def reference_columns(
     events: list[Any], base: int = 0
 ) -> tuple[dict[str, list[Any]], ColumnBuilder]:
     """The events by the reference rules."""
-    cols = ColumnBuilder()
-    add = event_sink(cols, "batch")
+    cols = ColumnBuilder("batch")
+    add = event_sink(cols)
     for k, event in enumerate(events):
         add(event, base + k)
     return {key: cols.column(key).tolist() for key in COLUMNS}, cols
@@ -40,7 +40,7 @@ def reference_columns(
 
 def c_columns(text: bytes, base: int = 0) -> tuple[dict[str, list[Any]], ColumnBuilder, int, int]:
     """The C pass over `text`: its columns, symbols and flags, the events and bytes it took."""
-    cols = ColumnBuilder()
+    cols = ColumnBuilder("batch")
     count, taken, cols.ts_has_float, cols.ts_all_present, blocks = decode_events(
         text, base, cols.symbols
     )
@@ -171,7 +171,7 @@ def test_shapes_it_reads(text: str) -> None:
     ],
 )
 def test_what_it_leaves_to_the_reference_rules(text: str) -> None:
-    symbols = ColumnBuilder().symbols
+    symbols = SymbolTable()
     before = dict(symbols)
     assert decode_events(text.encode(), 0, symbols)[:2] == (0, 0)
     assert dict(symbols) == before  # nothing interned from an element it leaves
@@ -184,7 +184,7 @@ def test_it_takes_only_the_whole_events_of_a_cut_text() -> None:
     assert assert_same_batch(text) == 3
     ends = [1 + len(KERNEL), 3 + len(KERNEL) + len(middle), len(text) - 1]
     for end in range(len(text)):
-        count, taken = decode_events(text[:end], 0, ColumnBuilder().symbols)[:2]
+        count, taken = decode_events(text[:end], 0, SymbolTable())[:2]
         assert (count, taken) == next(
             ((k, at) for k, at in reversed(list(enumerate(ends, 1))) if at < end), (0, 0)
         ), end
