@@ -110,8 +110,9 @@ class RankFrame(RowColumns):
         return {text: i for i, text in enumerate(self.names)}
 
     def sym(self, text: str) -> int:
-        """The symbol id of `text`, -1 when absent (never equal to a real id)."""
-        return self.symbols.get(text, -1)
+        """The symbol id of `text`, -2 when absent: equal to no row's, not even a row's without a
+        name (-1), which `frame.name == frame.sym(...)` would otherwise select."""
+        return self.symbols.get(text, -2)
 
     @cached_property
     def end(self) -> F64:
