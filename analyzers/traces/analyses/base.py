@@ -37,7 +37,7 @@ class TraceOptions(NamedTuple):
     dataloader_share_critical: float = 0.20
     communication_share_warn: float = 0.10  # TB plugin communication recommendation (T9)
     memory_near_capacity: float = 0.90  # TB plugin memory recommendation (T11)
-    # What-if assumptions (Daydream-style replay, whatif.py; sources in scenarios.py).
+    # What-if assumptions (Daydream-style replay, sources in whatif.py).
     amp_tensor_core_speedup: float = 3.0  # fp32 GEMM/conv -> tensor cores (interval 2-4x)
     amp_memory_speedup: float = 1.7  # memory-bound kernels move half the bytes (1.3-2x)
     amp_cpu_speedup: float = 1.3  # bf16 autocast matmul/conv on an AVX512_BF16 CPU (0.8-2x)
