@@ -33,7 +33,7 @@ _STAGES = """
 import json, sys, time
 from analyzers.traces.api import load_trace_set
 from analyzers.traces.classify import classify_fleetscope
-from analyzers.traces.analyses.scenarios import _kernel_kind
+from analyzers.traces.analyses.whatif import _kernel_kind
 from analyzers.traces.trace_text import TextSource
 reps, diff, resnet = int(sys.argv[1]), sys.argv[2], sys.argv[3]
 frame = next(iter(load_trace_set(diff).frames()))

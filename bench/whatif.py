@@ -140,7 +140,7 @@ def render(outcomes: list[Outcome], command: str) -> str:
     lines = [
         SECTION,
         "",
-        f"Command: `{command}`. Model: `analyzers/traces/analyses/replay.py` + `scenarios.py` "
+        f"Command: `{command}`. Model: `analyzers/traces/analyses/replay.py` + `whatif.py` "
         "(Daydream, Zhu et al., USENIX ATC'20: replay the trace's dependency graph with one "
         "thing changed). Estimate from the baseline trace; measured = mean ProfilerStep of the "
         "variant trace. Interval = the scenario's optimistic and pessimistic assumptions. Peer "

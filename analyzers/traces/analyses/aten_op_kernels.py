@@ -24,8 +24,8 @@ import re
 
 import numpy as np
 
-from analyzers.traces.analyses.base import AnalysisResult, TraceOptions, analysis
-from analyzers.traces.frame import RankFrame, TraceSet
+from analyzers.traces.analyses.base import RankRows, TraceOptions, analysis, rank_by_rank
+from analyzers.traces.frame import RankFrame
 from analyzers.traces.stats import hta_round, last_not_below
 
 PLUGIN_ORDER = 177  # after the kernel sequences
@@ -128,15 +128,9 @@ def op_kernel_rows(frame: RankFrame) -> list[tuple[str, str, int, float, float]]
     "get_aten_op_kernels_and_delay",
     "every rank (HTA: rank 0); HIP traces give a note (HTA raises)",
 )
-def aten_op_kernels(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
-    rows = []
-    notes = []
-    per_rank: dict[int, dict[str, float]] = {}
-    for frame in trace.frames():
-        found = op_kernel_rows(frame)
-        if not found:
-            notes.append(f"rank {frame.rank}: no kernel launched inside an ATen op")
-        rows += [(frame.rank, *r) for r in found]
-        per_rank[frame.rank] = {"op_kernel_sequences": float(len(found))}
-    table = "aten_op_kernels_and_delay"
-    return AnalysisResult.of_table("aten_op_kernels", table, COLUMNS, rows, per_rank, notes)
+@rank_by_rank("aten_op_kernels_and_delay", COLUMNS)
+def aten_op_kernels(frame: RankFrame, options: TraceOptions) -> RankRows:
+    found = op_kernel_rows(frame)
+    note = "" if found else "no kernel launched inside an ATen op"
+    rows = [(frame.rank, *r) for r in found]
+    return RankRows(rows, {"op_kernel_sequences": float(len(found))}, note)

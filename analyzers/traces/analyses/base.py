@@ -9,6 +9,7 @@ that the trace rules (findings.py) and the what-if model read. Never does I/O.
 
 # No `from __future__ import annotations`: NamedTuple would compile every string annotation into
 # a ForwardRef at import; the names the annotations use are defined before them.
+import functools
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -37,7 +38,7 @@ class TraceOptions(NamedTuple):
     dataloader_share_critical: float = 0.20
     communication_share_warn: float = 0.10  # TB plugin communication recommendation (T9)
     memory_near_capacity: float = 0.90  # TB plugin memory recommendation (T11)
-    # What-if assumptions (Daydream-style replay, whatif.py; sources in scenarios.py).
+    # What-if assumptions (Daydream-style replay, sources in whatif.py).
     amp_tensor_core_speedup: float = 3.0  # fp32 GEMM/conv -> tensor cores (interval 2-4x)
     amp_memory_speedup: float = 1.7  # memory-bound kernels move half the bytes (1.3-2x)
     amp_cpu_speedup: float = 1.3  # bf16 autocast matmul/conv on an AVX512_BF16 CPU (0.8-2x)
@@ -117,6 +118,40 @@ def analysis(
             raise ValueError(f"trace analysis {name!r} registered twice")
         REGISTRY[name] = AnalysisSpec(name, title, hta_api, beyond_hta, fn)
         return fn
+
+    return wrap
+
+
+class RankRows(NamedTuple):
+    """What an analysis written for one rank (`rank_by_rank`) gives for a rank."""
+
+    rows: Iterable[tuple[Any, ...]] = ()
+    values: dict[str, float] | None = None  # its key numbers (None: no entry)
+    note: str = ""  # what to say of the rank, if anything
+
+
+RankFn = Callable[[RankFrame, TraceOptions], RankRows]
+
+
+def rank_by_rank(table: str, columns: tuple[str, ...]) -> Callable[[RankFn], AnalysisFn]:
+    """An analysis of one table written for one rank; the result, named as the function, holds
+    every rank's rows, key numbers and notes."""
+
+    def wrap(fn: RankFn) -> AnalysisFn:
+        @functools.wraps(fn)  # its name and module (the report order) stay the function's
+        def run(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
+            rows: list[tuple[Any, ...]] = []
+            per_rank, notes = {}, []
+            for frame in trace.frames():
+                found = fn(frame, options)
+                rows += found.rows
+                if found.values is not None:
+                    per_rank[frame.rank] = found.values
+                if found.note:
+                    notes.append(f"rank {frame.rank}: {found.note}")
+            return AnalysisResult.of_table(fn.__name__, table, columns, rows, per_rank, notes)
+
+        return run
 
     return wrap
 

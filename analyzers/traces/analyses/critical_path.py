@@ -56,8 +56,6 @@ from analyzers.traces.classify import KernelClass
 from analyzers.traces.frame import I64, Mask, Mode, RankFrame, TraceSet
 from analyzers.traces.stats import time_lexsort
 
-__all__ = ["CriticalPath", "CriticalPathError", "critical_path_of"]
-
 PLUGIN_ORDER = 165  # before the what-if, which reads it
 BOUND_BY = (
     "cpu_bound",

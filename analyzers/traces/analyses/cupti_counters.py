@@ -14,8 +14,8 @@ import re
 
 import numpy as np
 
-from analyzers.traces.analyses.base import AnalysisResult, TraceOptions, analysis
-from analyzers.traces.frame import TraceSet
+from analyzers.traces.analyses.base import RankRows, TraceOptions, analysis, rank_by_rank
+from analyzers.traces.frame import RankFrame
 
 PLUGIN_ORDER = 179  # after the counter tracks
 PROFILER_CAT = "cuda_profiler_range"
@@ -28,24 +28,16 @@ _LAUNCH = re.compile(r"cudaLaunchKernel")
     "get_cupti_counter_data_with_operators",
     "says when a trace has no counters; counter values are not loaded",
 )
-def cupti_counters(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
-    rows = []
-    notes = []
-    for frame in trace.frames():
-        kernels = int(frame.cat_in(frozenset({PROFILER_CAT})).sum())
-        if not kernels:
-            notes.append(
-                f"rank {frame.rank}: no CUPTI counters (no {PROFILER_CAT} events: the trace was "
-                "not recorded in CUPTI profiler mode)"
-            )
-            continue
-        runtime = frame.cat_in(frozenset({"cuda_runtime"}))
-        launches = int(np.sum(runtime & frame.names_matching(_LAUNCH.match)))
-        rows.append((frame.rank, kernels, launches, kernels == launches))
-        if kernels != launches:
-            notes.append(
-                f"rank {frame.rank}: {kernels} profiled kernels but {launches} launches: HTA "
-                "cannot pair them"
-            )
-    columns = ("rank", "profiled_kernels", "launches", "paired")
-    return AnalysisResult.of_table("cupti_counters", "cupti_counters", columns, rows, notes=notes)
+@rank_by_rank("cupti_counters", ("rank", "profiled_kernels", "launches", "paired"))
+def cupti_counters(frame: RankFrame, options: TraceOptions) -> RankRows:
+    kernels = int(frame.cat_in(frozenset({PROFILER_CAT})).sum())
+    if not kernels:
+        return RankRows(
+            note=f"no CUPTI counters (no {PROFILER_CAT} events: the trace was not recorded in "
+            "CUPTI profiler mode)"
+        )
+    runtime = frame.cat_in(frozenset({"cuda_runtime"}))
+    launches = int(np.sum(runtime & frame.names_matching(_LAUNCH.match)))
+    unpaired = f"{kernels} profiled kernels but {launches} launches: HTA cannot pair them"
+    note = "" if kernels == launches else unpaired
+    return RankRows([(frame.rank, kernels, launches, kernels == launches)], note=note)

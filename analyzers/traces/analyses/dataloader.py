@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import math
 
-from analyzers.traces.analyses.base import AnalysisResult, TraceOptions, analysis
+from analyzers.traces.analyses.base import RankRows, TraceOptions, analysis, rank_by_rank
 from analyzers.traces.analyses.steps import profiler_steps
-from analyzers.traces.frame import TraceSet
+from analyzers.traces.frame import RankFrame
 from analyzers.traces.stats import union_intervals, window_intersections
 
 PLUGIN_ORDER = 100  # its place in the trace report (fleetscope.plugins)
@@ -30,28 +30,26 @@ def is_dataloader(name: str) -> bool:
     None,
     "HTA has none (its critical path can only mark data-load events)",
 )
-def dataloader(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
+@rank_by_rank("dataloader_share", ("rank", "step", "step_us", "dataloader_us", "share"))
+def dataloader(frame: RankFrame, options: TraceOptions) -> RankRows:
+    sel = frame.names_matching(is_dataloader) & (frame.stream == -1)
+    d_start, d_end = union_intervals(frame.ts[sel], frame.end[sel])
+    windows = [(s.number, s.start_us, s.end_us) for s in profiler_steps(frame)]
+    note = ""
+    if not windows and len(frame):
+        cpu = frame.stream == -1
+        windows = [(-1, float(frame.ts[cpu].min()), float(frame.end[cpu].max()))]
+        note = "no ProfilerStep ranges; share of the whole trace"
+    waits = window_intersections([(start, end) for _, start, end in windows], d_start, d_end)
     rows = []
-    per_rank: dict[int, dict[str, float]] = {}
-    notes = []
-    for frame in trace.frames():
-        sel = frame.names_matching(is_dataloader) & (frame.stream == -1)
-        d_start, d_end = union_intervals(frame.ts[sel], frame.end[sel])
-        windows = [(s.number, s.start_us, s.end_us) for s in profiler_steps(frame)]
-        if not windows and len(frame):
-            cpu = frame.stream == -1
-            windows = [(-1, float(frame.ts[cpu].min()), float(frame.end[cpu].max()))]
-            notes.append(f"rank {frame.rank}: no ProfilerStep ranges; share of the whole trace")
-        waits = window_intersections([(start, end) for _, start, end in windows], d_start, d_end)
-        for (number, start, end), wait in zip(windows, waits, strict=True):
-            share = wait / (end - start) if end > start else math.nan
-            rows.append((frame.rank, number, end - start, wait, share))
-        wait_total, step_total = sum(waits, 0.0), sum((end - s for _, s, end in windows), 0.0)
-        per_rank[frame.rank] = {
-            "dataloader_us": wait_total,
-            "step_us": step_total,
-            "share": wait_total / step_total if step_total else math.nan,
-            "calls": float(sel.sum()),
-        }
-    columns = ("rank", "step", "step_us", "dataloader_us", "share")
-    return AnalysisResult.of_table("dataloader", "dataloader_share", columns, rows, per_rank, notes)
+    for (number, start, end), wait in zip(windows, waits, strict=True):
+        share = wait / (end - start) if end > start else math.nan
+        rows.append((frame.rank, number, end - start, wait, share))
+    wait_total, step_total = sum(waits, 0.0), sum((end - s for _, s, end in windows), 0.0)
+    values = {
+        "dataloader_us": wait_total,
+        "step_us": step_total,
+        "share": wait_total / step_total if step_total else math.nan,
+        "calls": float(sel.sum()),
+    }
+    return RankRows(rows, values, note)

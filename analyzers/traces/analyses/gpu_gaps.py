@@ -12,8 +12,8 @@ from collections import defaultdict
 
 import numpy as np
 
-from analyzers.traces.analyses.base import AnalysisResult, TraceOptions, analysis, gpu_busy
-from analyzers.traces.frame import CPU_OP_CATS, RankFrame, TraceSet
+from analyzers.traces.analyses.base import RankRows, TraceOptions, analysis, gpu_busy, rank_by_rank
+from analyzers.traces.frame import CPU_OP_CATS, RankFrame
 
 PLUGIN_ORDER = 130  # its place in the trace report (fleetscope.plugins)
 
@@ -32,20 +32,16 @@ def _busiest_cpu_ops(frame: RankFrame, start: float, end: float) -> str:
 
 
 @analysis("gpu_gaps", "GPU starvation gaps (Nsight gpu_gaps)", None, "HTA has none")
-def gpu_gaps(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
-    rows = []
-    per_rank: dict[int, dict[str, float]] = {}
-    for frame in trace.frames():
-        starts, ends = gpu_busy(frame)
-        gap = starts[1:] - ends[:-1]
-        long = np.flatnonzero(gap > options.gpu_gap_threshold_us)
-        for i in long.tolist():
-            g0, g1 = float(ends[i]), float(starts[i + 1])
-            rows.append((frame.rank, g0, g1, g1 - g0, _busiest_cpu_ops(frame, g0, g1)))
-        per_rank[frame.rank] = {
-            "gaps": float(len(long)),
-            "gap_us": float(gap[long].sum()),
-            "longest_gap_us": float(gap.max()) if len(gap) else 0.0,
-        }
-    columns = ("rank", "start_us", "end_us", "gap_us", "cpu_busy_with")
-    return AnalysisResult.of_table("gpu_gaps", "gpu_gaps", columns, rows, per_rank)
+@rank_by_rank("gpu_gaps", ("rank", "start_us", "end_us", "gap_us", "cpu_busy_with"))
+def gpu_gaps(frame: RankFrame, options: TraceOptions) -> RankRows:
+    starts, ends = gpu_busy(frame)
+    gap = starts[1:] - ends[:-1]
+    long = np.flatnonzero(gap > options.gpu_gap_threshold_us)
+    spans = [(float(ends[i]), float(starts[i + 1])) for i in long.tolist()]
+    rows = [(frame.rank, g0, g1, g1 - g0, _busiest_cpu_ops(frame, g0, g1)) for g0, g1 in spans]
+    values = {
+        "gaps": float(len(long)),
+        "gap_us": float(gap[long].sum()),
+        "longest_gap_us": float(gap.max()) if len(gap) else 0.0,
+    }
+    return RankRows(rows, values)

@@ -23,8 +23,8 @@ from __future__ import annotations
 import numpy as np
 
 from analyzers.traces.analyses.aten_op_kernels import enclosing_ops
-from analyzers.traces.analyses.base import AnalysisResult, TraceOptions, analysis
-from analyzers.traces.frame import RankFrame, TraceSet
+from analyzers.traces.analyses.base import RankRows, TraceOptions, analysis, rank_by_rank
+from analyzers.traces.frame import RankFrame
 from analyzers.traces.stats import time_lexsort
 
 PLUGIN_ORDER = 176  # after the stragglers
@@ -92,12 +92,7 @@ def frequent_kernel_sequences(
     "get_frequent_cuda_kernel_sequences",
     "answers where HTA 0.5.0 raises (its call stacks fail on every shared real trace)",
 )
-def kernel_sequences(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
-    rows = []
-    per_rank: dict[int, dict[str, float]] = {}
-    for frame in trace.frames():
-        found = frequent_kernel_sequences(frame, DEFAULT_OPERATOR)
-        rows += [(frame.rank, *p) for p in found[:TOP_K]]
-        per_rank[frame.rank] = {"patterns": float(len(found))}
-    table = "frequent_kernel_sequences"
-    return AnalysisResult.of_table("kernel_sequences", table, COLUMNS, rows, per_rank)
+@rank_by_rank("frequent_kernel_sequences", COLUMNS)
+def kernel_sequences(frame: RankFrame, options: TraceOptions) -> RankRows:
+    found = frequent_kernel_sequences(frame, DEFAULT_OPERATOR)
+    return RankRows([(frame.rank, *p) for p in found[:TOP_K]], {"patterns": float(len(found))})

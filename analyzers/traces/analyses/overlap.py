@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import math
 
-from analyzers.traces.analyses.base import AnalysisResult, TraceOptions, analysis, gpu_busy
+from analyzers.traces.analyses.base import RankRows, TraceOptions, analysis, gpu_busy, rank_by_rank
 from analyzers.traces.classify import KernelClass
-from analyzers.traces.frame import TraceSet
+from analyzers.traces.frame import RankFrame
 from analyzers.traces.stats import hta_round, intersection_length
 
 PLUGIN_ORDER = 40  # its place in the trace report (fleetscope.plugins)
@@ -25,25 +25,19 @@ PLUGIN_ORDER = 40  # its place in the trace report (fleetscope.plugins)
     "get_comm_comp_overlap",
     "custom collectives counted as communication",
 )
-def comm_comp_overlap(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
-    rows = []
-    per_rank: dict[int, dict[str, float]] = {}
-    for frame in trace.frames():
-        c_start, c_end = gpu_busy(frame, KernelClass.COMMUNICATION)
-        p_start, p_end = gpu_busy(frame, KernelClass.COMPUTATION)
-        comm_us = float(c_end.sum() - c_start.sum())
-        both = intersection_length(c_start, c_end, p_start, p_end)
-        ratio = both / comm_us if comm_us else math.nan
-        rows.append((frame.rank, hta_round(100 * ratio, 2)))
-        b_start, b_end = gpu_busy(frame)
-        busy = float(b_end.sum() - b_start.sum())
-        per_rank[frame.rank] = {
-            "communication_us": comm_us,
-            "overlapped_us": both,
-            "overlap_ratio": ratio,
-            "communication_share_of_busy": comm_us / busy if busy else math.nan,
-        }
-    columns = ("rank", "comp_comm_overlap_pctg")
-    return AnalysisResult.of_table(
-        "comm_comp_overlap", "comm_comp_overlap", columns, rows, per_rank
-    )
+@rank_by_rank("comm_comp_overlap", ("rank", "comp_comm_overlap_pctg"))
+def comm_comp_overlap(frame: RankFrame, options: TraceOptions) -> RankRows:
+    c_start, c_end = gpu_busy(frame, KernelClass.COMMUNICATION)
+    p_start, p_end = gpu_busy(frame, KernelClass.COMPUTATION)
+    comm_us = float(c_end.sum() - c_start.sum())
+    both = intersection_length(c_start, c_end, p_start, p_end)
+    ratio = both / comm_us if comm_us else math.nan
+    b_start, b_end = gpu_busy(frame)
+    busy = float(b_end.sum() - b_start.sum())
+    values = {
+        "communication_us": comm_us,
+        "overlapped_us": both,
+        "overlap_ratio": ratio,
+        "communication_share_of_busy": comm_us / busy if busy else math.nan,
+    }
+    return RankRows([(frame.rank, hta_round(100 * ratio, 2))], values)

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from analyzers.traces.analyses.base import AnalysisResult, TraceOptions, analysis
-from analyzers.traces.frame import TraceSet
+from analyzers.traces.analyses.base import RankRows, TraceOptions, analysis, rank_by_rank
+from analyzers.traces.frame import RankFrame
 
 PLUGIN_ORDER = 120  # its place in the trace report (fleetscope.plugins)
 
@@ -23,22 +23,19 @@ def is_pageable(name: str) -> bool:
 
 
 @analysis("pageable_memcpy", "Pageable memory copies", None, "HTA has none")
-def pageable_memcpy(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
-    rows = []
-    per_rank: dict[int, dict[str, float]] = {}
-    for frame in trace.frames():
-        sel = np.flatnonzero(frame.names_matching(is_pageable) & frame.on_stream)
-        launches = frame.linked_rows(sel)
-        found = []
-        for name_id in np.unique(frame.name[sel]).tolist():
-            m, launch = sel[frame.name[sel] == name_id], launches[frame.name[sel] == name_id]
-            cpu_us = float(frame.dur[launch[launch >= 0]].sum())
-            gpu_us = float(frame.dur[m].sum())
-            nbytes = float(np.clip(frame.bytes[m], 0, None).sum())
-            gbps = nbytes / gpu_us / 1e3 if gpu_us > 0 else float("nan")
-            found.append((frame.rank, frame.names[name_id], len(m), nbytes, gpu_us, cpu_us, gbps))
-        rows += found
-        keys = {"copies": 2, "gpu_us": 4, "cpu_us": 5, "bytes": 3}
-        per_rank[frame.rank] = {k: float(sum(row[i] for row in found)) for k, i in keys.items()}
-    columns = ("rank", "name", "copies", "bytes", "gpu_us", "launch_cpu_us", "gbps")
-    return AnalysisResult.of_table("pageable_memcpy", "pageable_memcpy", columns, rows, per_rank)
+@rank_by_rank(
+    "pageable_memcpy", ("rank", "name", "copies", "bytes", "gpu_us", "launch_cpu_us", "gbps")
+)
+def pageable_memcpy(frame: RankFrame, options: TraceOptions) -> RankRows:
+    sel = np.flatnonzero(frame.names_matching(is_pageable) & frame.on_stream)
+    launches = frame.linked_rows(sel)
+    found = []
+    for name_id in np.unique(frame.name[sel]).tolist():
+        m, launch = sel[frame.name[sel] == name_id], launches[frame.name[sel] == name_id]
+        cpu_us = float(frame.dur[launch[launch >= 0]].sum())
+        gpu_us = float(frame.dur[m].sum())
+        nbytes = float(np.clip(frame.bytes[m], 0, None).sum())
+        gbps = nbytes / gpu_us / 1e3 if gpu_us > 0 else float("nan")
+        found.append((frame.rank, frame.names[name_id], len(m), nbytes, gpu_us, cpu_us, gbps))
+    keys = {"copies": 2, "gpu_us": 4, "cpu_us": 5, "bytes": 3}
+    return RankRows(found, {k: float(sum(row[i] for row in found)) for k, i in keys.items()})

@@ -41,8 +41,6 @@ from analyzers.traces.analyses.sync import SYNC_CALLS
 from analyzers.traces.frame import F64, I64, RUNTIME_CATS, Mask, RankFrame
 from analyzers.traces.stats import time_lexsort
 
-__all__ = ["Change", "Replay", "outermost"]
-
 T = TypeVar("T")
 
 

@@ -13,8 +13,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from analyzers.traces.analyses.base import AnalysisResult, TraceOptions, analysis, gpu_busy
-from analyzers.traces.frame import RankFrame, TraceSet
+from analyzers.traces.analyses.base import RankRows, TraceOptions, analysis, gpu_busy, rank_by_rank
+from analyzers.traces.frame import RankFrame
 from analyzers.traces.stats import window_intersections
 
 PLUGIN_ORDER = 90  # its place in the trace report (fleetscope.plugins)
@@ -44,19 +44,17 @@ def profiler_steps(frame: RankFrame) -> list[Step]:
 
 
 @analysis("steps", "Profiler steps", None, "HTA lists step numbers only")
-def steps(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
+@rank_by_rank("steps", ("rank", "step", "start_us", "duration_us", "gpu_busy_us", "gpu_busy_share"))
+def steps(frame: RankFrame, options: TraceOptions) -> RankRows:
+    found = profiler_steps(frame)
+    windows = [(step.start_us, step.end_us) for step in found]
     rows = []
-    per_rank: dict[int, dict[str, float]] = {}
-    for frame in trace.frames():
-        found = profiler_steps(frame)
-        windows = [(step.start_us, step.end_us) for step in found]
-        for step, busy in zip(found, window_intersections(windows, *gpu_busy(frame)), strict=True):
-            share = busy / step.duration_us if step.duration_us > 0 else float("nan")
-            rows.append((frame.rank, step.number, step.start_us, step.duration_us, busy, share))
-        total = sum(step.duration_us for step in found)
-        per_rank[frame.rank] = {
-            "steps": float(len(found)),
-            "mean_step_us": total / len(found) if found else float("nan"),
-        }
-    columns = ("rank", "step", "start_us", "duration_us", "gpu_busy_us", "gpu_busy_share")
-    return AnalysisResult.of_table("steps", "steps", columns, rows, per_rank)
+    for step, busy in zip(found, window_intersections(windows, *gpu_busy(frame)), strict=True):
+        share = busy / step.duration_us if step.duration_us > 0 else float("nan")
+        rows.append((frame.rank, step.number, step.start_us, step.duration_us, busy, share))
+    total = sum(step.duration_us for step in found)
+    values = {
+        "steps": float(len(found)),
+        "mean_step_us": total / len(found) if found else float("nan"),
+    }
+    return RankRows(rows, values)

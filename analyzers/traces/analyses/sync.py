@@ -13,9 +13,9 @@ import math
 
 import numpy as np
 
-from analyzers.traces.analyses.base import AnalysisResult, TraceOptions, analysis
+from analyzers.traces.analyses.base import RankRows, TraceOptions, analysis, rank_by_rank
 from analyzers.traces.analyses.steps import profiler_steps
-from analyzers.traces.frame import TraceSet
+from analyzers.traces.frame import RankFrame
 
 PLUGIN_ORDER = 110  # its place in the trace report (fleetscope.plugins)
 SYNC_CALLS = frozenset(
@@ -45,31 +45,30 @@ COLUMNS = (
 
 
 @analysis("sync", "Synchronization calls", None, "HTA has none outside critical-path analysis")
-def sync(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
+@rank_by_rank("sync_calls", COLUMNS)
+def sync(frame: RankFrame, options: TraceOptions) -> RankRows:
+    calls = np.flatnonzero(frame.name_in(SYNC_CALLS) & (frame.stream == -1))
+    causes = np.flatnonzero(frame.name_in(SYNC_CAUSES) & (frame.stream == -1))
+    found = profiler_steps(frame)
+    step_us = sum(s.duration_us for s in found)
+    in_steps = np.zeros(len(frame), dtype=bool)
+    for s in found:
+        in_steps |= (frame.ts >= s.start_us) & (frame.ts < s.end_us)
+    hits = np.concatenate([calls, causes])
     rows = []
-    per_rank: dict[int, dict[str, float]] = {}
-    for frame in trace.frames():
-        calls = np.flatnonzero(frame.name_in(SYNC_CALLS) & (frame.stream == -1))
-        causes = np.flatnonzero(frame.name_in(SYNC_CAUSES) & (frame.stream == -1))
-        found = profiler_steps(frame)
-        step_us = sum(s.duration_us for s in found)
-        in_steps = np.zeros(len(frame), dtype=bool)
-        for s in found:
-            in_steps |= (frame.ts >= s.start_us) & (frame.ts < s.end_us)
-        hits = np.concatenate([calls, causes])
-        for name, code in sorted((frame.names[c], c) for c in np.unique(frame.name[hits])):
-            m = hits[frame.name[hits] == code]
-            inside = m[in_steps[m]]
-            total = float(frame.dur[inside].sum())
-            share = total / step_us if step_us else math.nan
-            kind = "cause" if name in SYNC_CAUSES else "sync call"
-            longest = float(frame.dur[m].max())
-            rows.append((frame.rank, name, kind, len(m), len(inside), total, longest, share))
-        waits = calls[in_steps[calls]] if found else calls
-        total_wait = float(frame.dur[waits].sum())
-        per_rank[frame.rank] = {
-            "sync_calls": float(len(waits)),
-            "sync_us": total_wait,
-            "share": total_wait / step_us if step_us else math.nan,
-        }
-    return AnalysisResult.of_table("sync", "sync_calls", COLUMNS, rows, per_rank)
+    for name, code in sorted((frame.names[c], c) for c in np.unique(frame.name[hits])):
+        m = hits[frame.name[hits] == code]
+        inside = m[in_steps[m]]
+        total = float(frame.dur[inside].sum())
+        share = total / step_us if step_us else math.nan
+        kind = "cause" if name in SYNC_CAUSES else "sync call"
+        longest = float(frame.dur[m].max())
+        rows.append((frame.rank, name, kind, len(m), len(inside), total, longest, share))
+    waits = calls[in_steps[calls]] if found else calls
+    total_wait = float(frame.dur[waits].sum())
+    values = {
+        "sync_calls": float(len(waits)),
+        "sync_us": total_wait,
+        "share": total_wait / step_us if step_us else math.nan,
+    }
+    return RankRows(rows, values)

@@ -12,9 +12,9 @@ communication. A rank with no GPU activity gets a note instead of HTA's IndexErr
 
 from __future__ import annotations
 
-from analyzers.traces.analyses.base import AnalysisResult, TraceOptions, analysis, gpu_busy
+from analyzers.traces.analyses.base import RankRows, TraceOptions, analysis, gpu_busy, rank_by_rank
 from analyzers.traces.classify import KernelClass
-from analyzers.traces.frame import TraceSet
+from analyzers.traces.frame import RankFrame
 from analyzers.traces.stats import hta_round
 
 PLUGIN_ORDER = 10  # its place in the trace report (fleetscope.plugins)
@@ -32,31 +32,24 @@ COLUMNS = (
     "get_temporal_breakdown",
     "exact timestamps, all steps; CPU-only ranks reported instead of raising",
 )
-def temporal_breakdown(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
-    rows = []
-    per_rank: dict[int, dict[str, float]] = {}
-    notes = []
-    for frame in trace.frames():
-        starts, ends = gpu_busy(frame)
-        if not len(starts):
-            notes.append(f"rank {frame.rank}: no GPU activity in the trace (CPU-only)")
-            continue
-        kernel_time = float(ends[-1] - starts[0])
-        idle = kernel_time - float(ends.sum() - starts.sum())
-        c_start, c_end = gpu_busy(frame, KernelClass.COMPUTATION)
-        compute = float(c_end.sum() - c_start.sum())
-        non_compute = kernel_time - compute - idle
-        pct = [hta_round(100 * (x / kernel_time), 2) for x in (idle, compute, non_compute)]
-        rows.append((frame.rank, idle, compute, non_compute, kernel_time, *pct))
-        per_rank[frame.rank] = {
-            "idle_us": idle,
-            "compute_us": compute,
-            "non_compute_us": non_compute,
-            "kernel_time_us": kernel_time,
-            "gpu_busy_us": kernel_time - idle,
-            "first_gpu_us": float(starts[0]),
-            "last_gpu_us": float(ends[-1]),
-        }
-    return AnalysisResult.of_table(
-        "temporal_breakdown", "temporal_breakdown", COLUMNS, rows, per_rank, notes
-    )
+@rank_by_rank("temporal_breakdown", COLUMNS)
+def temporal_breakdown(frame: RankFrame, options: TraceOptions) -> RankRows:
+    starts, ends = gpu_busy(frame)
+    if not len(starts):
+        return RankRows(note="no GPU activity in the trace (CPU-only)")
+    kernel_time = float(ends[-1] - starts[0])
+    idle = kernel_time - float(ends.sum() - starts.sum())
+    c_start, c_end = gpu_busy(frame, KernelClass.COMPUTATION)
+    compute = float(c_end.sum() - c_start.sum())
+    non_compute = kernel_time - compute - idle
+    pct = [hta_round(100 * (x / kernel_time), 2) for x in (idle, compute, non_compute)]
+    values = {
+        "idle_us": idle,
+        "compute_us": compute,
+        "non_compute_us": non_compute,
+        "kernel_time_us": kernel_time,
+        "gpu_busy_us": kernel_time - idle,
+        "first_gpu_us": float(starts[0]),
+        "last_gpu_us": float(ends[-1]),
+    }
+    return RankRows([(frame.rank, idle, compute, non_compute, kernel_time, *pct)], values)

@@ -18,9 +18,9 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from analyzers.traces.analyses.base import AnalysisResult, TraceOptions, analysis
+from analyzers.traces.analyses.base import RankRows, TraceOptions, analysis, rank_by_rank
 from analyzers.traces.classify import KernelClass
-from analyzers.traces.frame import CPU_OP_CATS, RankFrame, TraceSet
+from analyzers.traces.frame import CPU_OP_CATS, RankFrame
 from analyzers.traces.hardware import gpu_of
 
 PLUGIN_ORDER = 150  # its place in the trace report (fleetscope.plugins)
@@ -74,21 +74,17 @@ def tensor_core_names(frame: RankFrame, codes: Iterable[int]) -> dict[int, bool]
 
 
 @analysis("tensor_cores", "Tensor-core use", None, "HTA has none")
-def tensor_cores(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
-    rows = []
-    per_rank: dict[int, dict[str, float]] = {}
-    for frame in trace.frames():
-        compute = frame.of_class(KernelClass.COMPUTATION)
-        tc = _on_tensor_cores(frame, compute)
-        # eligible: launched by a tensor-core-eligible operator (by External id), or on them
-        ids = frame.external_id[frame.cat_in(CPU_OP_CATS) & frame.names_matching(TC_OPS.fullmatch)]
-        eligible = (compute & np.isin(frame.external_id, ids[ids >= 0])) | tc
-        compute_us = float(frame.dur[compute].sum())
-        eligible_us = float(frame.dur[eligible].sum())
-        tc_us = float(frame.dur[tc].sum())
-        cc = gpu_of(frame.device_properties).compute_capability
-        share = tc_us / eligible_us if eligible_us else math.nan
-        values = (cc, compute_us, eligible_us, tc_us, share)
-        rows.append((frame.rank, *values))
-        per_rank[frame.rank] = dict(zip(KEYS, values, strict=True))
-    return AnalysisResult.of_table("tensor_cores", "tensor_cores", COLUMNS, rows, per_rank)
+@rank_by_rank("tensor_cores", COLUMNS)
+def tensor_cores(frame: RankFrame, options: TraceOptions) -> RankRows:
+    compute = frame.of_class(KernelClass.COMPUTATION)
+    tc = _on_tensor_cores(frame, compute)
+    # eligible: launched by a tensor-core-eligible operator (by External id), or on them
+    ids = frame.external_id[frame.cat_in(CPU_OP_CATS) & frame.names_matching(TC_OPS.fullmatch)]
+    eligible = (compute & np.isin(frame.external_id, ids[ids >= 0])) | tc
+    compute_us = float(frame.dur[compute].sum())
+    eligible_us = float(frame.dur[eligible].sum())
+    tc_us = float(frame.dur[tc].sum())
+    cc = gpu_of(frame.device_properties).compute_capability
+    share = tc_us / eligible_us if eligible_us else math.nan
+    values = (cc, compute_us, eligible_us, tc_us, share)
+    return RankRows([(frame.rank, *values)], dict(zip(KEYS, values, strict=True)))

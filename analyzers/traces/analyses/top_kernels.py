@@ -9,29 +9,28 @@ from __future__ import annotations
 
 import numpy as np
 
-from analyzers.traces.analyses.base import AnalysisResult, TraceOptions, analysis
+from analyzers.traces.analyses.base import RankRows, TraceOptions, analysis, rank_by_rank
 from analyzers.traces.classify import KernelClass
-from analyzers.traces.frame import TraceSet
+from analyzers.traces.frame import RankFrame
 
 PLUGIN_ORDER = 160  # its place in the trace report (fleetscope.plugins)
 
 
 @analysis("top_kernels", "Top kernels by GPU time", None, "per-invocation statistics")
-def top_kernels(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
+@rank_by_rank(
+    "top_kernels", ("rank", "name", "class", "calls", "total_us", "mean_us", "max_us", "share")
+)
+def top_kernels(frame: RankFrame, options: TraceOptions) -> RankRows:
+    sel = np.flatnonzero(frame.gpu_op)
+    dur = frame.dur[sel]
+    ids, inverse = np.unique(frame.name[sel], return_inverse=True)
+    totals = np.bincount(inverse, weights=dur)
+    grand = float(dur.sum())
     rows = []
-    for frame in trace.frames():
-        sel = np.flatnonzero(frame.gpu_op)
-        if not len(sel):
-            continue
-        dur = frame.dur[sel]
-        ids, inverse = np.unique(frame.name[sel], return_inverse=True)
-        totals = np.bincount(inverse, weights=dur)
-        grand = float(dur.sum())
-        for k in np.argsort(-totals, kind="stable")[: options.top_kernels].tolist():
-            d, total = dur[inverse == k], float(totals[k])
-            kind = KernelClass(int(frame.kernel_class[sel][inverse == k][0])).name
-            share = total / grand if grand else float("nan")
-            stats = (len(d), total, float(d.mean()), float(d.max()), share)
-            rows.append((frame.rank, frame.names[int(ids[k])], kind, *stats))
-    columns = ("rank", "name", "class", "calls", "total_us", "mean_us", "max_us", "share")
-    return AnalysisResult.of_table("top_kernels", "top_kernels", columns, rows)
+    for k in np.argsort(-totals, kind="stable")[: options.top_kernels].tolist():
+        d, total = dur[inverse == k], float(totals[k])
+        kind = KernelClass(int(frame.kernel_class[sel][inverse == k][0])).name
+        share = total / grand if grand else float("nan")
+        stats = (len(d), total, float(d.mean()), float(d.max()), share)
+        rows.append((frame.rank, frame.names[int(ids[k])], kind, *stats))
+    return RankRows(rows)

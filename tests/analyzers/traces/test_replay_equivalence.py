@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from analyzers.traces.analyses.base import TraceOptions
 from analyzers.traces.analyses.replay import Change, Replay, grouped_cummax, outermost
-from analyzers.traces.analyses.scenarios import (
+from analyzers.traces.analyses.whatif import (
     LEVELS,
     SCENARIOS,
     _kernel_kind,

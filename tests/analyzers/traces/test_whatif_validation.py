@@ -12,7 +12,7 @@ import pytest
 
 from analyzers.traces.analyses.base import TraceOptions
 from analyzers.traces.analyses.replay import Change, Replay, outermost
-from analyzers.traces.analyses.scenarios import SCENARIOS
+from analyzers.traces.analyses.whatif import SCENARIOS
 from analyzers.traces.api import TraceReport, analyze_trace
 from bench.whatif import Pair, pairs, validate
 from tests.analyzers.traces.trace_paths import DATA, trace_set
