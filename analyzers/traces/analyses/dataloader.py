@@ -36,8 +36,8 @@ def dataloader(frame: RankFrame, options: TraceOptions) -> RankRows:
     d_start, d_end = union_intervals(frame.ts[sel], frame.end[sel])
     windows = [(s.number, s.start_us, s.end_us) for s in profiler_steps(frame)]
     note = ""
-    if not windows and len(frame):
-        cpu = frame.stream == -1
+    cpu = frame.stream == -1
+    if not windows and cpu.any():
         windows = [(-1, float(frame.ts[cpu].min()), float(frame.end[cpu].max()))]
         note = "no ProfilerStep ranges; share of the whole trace"
     waits = window_intersections([(start, end) for _, start, end in windows], d_start, d_end)

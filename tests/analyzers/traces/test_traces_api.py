@@ -3,7 +3,10 @@ names) and the analysis registry."""
 
 from __future__ import annotations
 
+import json
+import math
 import types
+from pathlib import Path
 
 import analyzers.traces as traces
 from analyzers.traces import api
@@ -41,3 +44,16 @@ def test_registry_has_one_analysis_per_module_in_report_order() -> None:
         "launch_stats", "queue_length", "memory_bw", "user_annotation", "critical_path",
         "stragglers", "kernel_sequences", "aten_op_kernels", "counters", "cupti_counters",
     }  # fmt: skip
+
+
+def test_a_rank_of_gpu_rows_only_runs_every_analysis(tmp_path: Path) -> None:
+    # The data-loader share fell back to the CPU rows' span and took the min of none: the
+    # whole command ended in a ValueError traceback on such a rank.
+    kernel = {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "args": {"stream": 7}}
+    events = [{**kernel, "ts": 0, "dur": 5}, {**kernel, "ts": 10, "dur": 5}]
+    (tmp_path / "t.json").write_text(json.dumps({"traceEvents": events}))
+    for hta_compatible in (False, True):
+        report = api.analyze_trace(tmp_path / "t.json", hta_compatible=hta_compatible)
+        assert list(report.results) == list(load_registry())
+        loader = report.results["dataloader"].per_rank[0]
+        assert (loader["step_us"], loader["calls"], math.isnan(loader["share"])) == (0, 0, True)
