@@ -27,7 +27,7 @@ from analyzers.traces.api import load_trace_set
 from analyzers.traces.frame import RankFrame
 from app.cli import main
 from bench.hta_api_goldens import quicksort_ties
-from tests.analyzers.traces.trace_paths import DATA, MAIN_TRACES, trace_set
+from tests.analyzers.traces.trace_paths import DATA, MAIN_TRACES, graph_launch, trace_set
 
 
 def _summary(events: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -132,25 +132,6 @@ def test_launch_changes_are_hta_s_change_points(trace_dir: Path) -> None:
         assert (rows.tolist(), ops.tolist(), delta.tolist()) == _launch_changes_by_definition(frame)
 
 
-def _one_launch_of_two_kernels(out: Path) -> Path:
-    """critical_path_simple_add with its fourth `cudaLaunchKernel` removed and that launch's
-    kernel given the third's correlation: one launch of two kernels, as a CUDA graph's launch
-    has (no trace here records a `cudaGraphLaunch`)."""
-    src = DATA / "edge_cases" / "critical_path_simple_add" / "critical_path_simple_add.json.gz"
-    doc = json.loads(gzip.decompress(src.read_bytes()))
-    events = doc["traceEvents"]
-    launches = [e for e in events if e.get("name") == "cudaLaunchKernel"]
-    kept, gone = launches[2]["args"]["correlation"], launches[3]["args"]["correlation"]
-    for e in events:
-        if e.get("cat") == "kernel" and e["args"]["correlation"] == gone:
-            e["args"]["correlation"] = kept
-    events.remove(launches[3])
-    doc["traceEvents"] = [e for e in events if not (e.get("cat") == "ac2g" and e["id"] == gone)]
-    out.mkdir()
-    (out / "graph.json.gz").write_bytes(gzip.compress(json.dumps(doc).encode()))
-    return out
-
-
 def test_a_launch_of_several_kernels_counts_once_per_kernel_as_hta_does(tmp_path: Path) -> None:
     # HTA 0.5.0's generate_trace_with_counters() on the same file (pandas 2.3.3), summarised as
     # _summary does: its queue tracks join a launch to every GPU op with its correlation.
@@ -164,7 +145,7 @@ def test_a_launch_of_several_kernels_counts_once_per_kernel_as_hta_does(tmp_path
         "Memcpy BW|Memset": {"events": 6, "sum": 5.116, "first_ts": 1694039996493417.0,
                              "last": 0.0, "last_ts": 1694040010096774.0, "pid": 0},
     }  # fmt: skip
-    trace = load_trace_set(_one_launch_of_two_kernels(tmp_path / "graph"), hta_compatible=True)
+    trace = load_trace_set(graph_launch(tmp_path / "graph", in_window=False), hta_compatible=True)
     events = counter_events(trace.ranks[0], trace.origin_us)
     assert _summary(events) == hta
     queue = [v for e in events for k, v in e["args"].items() if k == "Queue Length"]

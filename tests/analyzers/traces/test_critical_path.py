@@ -8,7 +8,6 @@ traces: no runtime node for a launch) or finds no annotation, HTA mode says so i
 
 from __future__ import annotations
 
-import gzip
 import json
 import math
 from pathlib import Path
@@ -27,7 +26,7 @@ from analyzers.traces.analyses.critical_path import (
 from analyzers.traces.analyses.replay import Change, Replay
 from analyzers.traces.analyses.whatif import saving_bound_us
 from analyzers.traces.api import load_trace_set
-from tests.analyzers.traces.trace_paths import DATA, MAIN_TRACES, trace_set
+from tests.analyzers.traces.trace_paths import DATA, MAIN_TRACES, graph_launch, trace_set
 
 # HTA's answer there depends on event-record syncs (`Event Sync` after `cudaEventRecord`), whose
 # `wait_on_cuda_event_record_corr_id` the loader does not keep (critical_path.py docstring).
@@ -162,38 +161,6 @@ def test_the_longest_path_refuses_a_cycle_and_takes_the_first_longest_path() -> 
     assert found is not None and np.frombuffer(found[0], dtype=np.int64).tolist() == [1, 2]
 
 
-_MEASURED = "[param|pytorch.model.alex_net|0|0|0|measure|forward]"
-
-
-def _graph_launch(out: Path, *, in_window: bool) -> Path:
-    """critical_path_simple_add with its measured forward pass renamed `ProfilerStep#1` (the
-    window) and one `cudaLaunchKernel` removed, its kernel given the launch before's
-    correlation: one launch of two kernels, as a CUDA graph's launch has (no trace here records
-    a `cudaGraphLaunch`), before the window or inside it."""
-    src = DATA / "edge_cases" / "critical_path_simple_add" / "critical_path_simple_add.json.gz"
-    doc = json.loads(gzip.decompress(src.read_bytes()))
-    events = doc["traceEvents"]
-    step = next(e for e in events if e.get("name") == _MEASURED)
-    for e in events:
-        if e.get("name") == _MEASURED:
-            e["name"] = "ProfilerStep#1"
-    start, end = step["ts"], step["ts"] + step["dur"]
-    launches = [
-        e
-        for e in events
-        if e.get("name") == "cudaLaunchKernel" and (start <= e["ts"] <= end) == in_window
-    ]
-    kept, gone = launches[2]["args"]["correlation"], launches[3]["args"]["correlation"]
-    for e in events:
-        if e.get("cat") == "kernel" and e["args"]["correlation"] == gone:
-            e["args"]["correlation"] = kept
-    events.remove(launches[3])
-    doc["traceEvents"] = [e for e in events if not (e.get("cat") == "ac2g" and e["id"] == gone)]
-    out.mkdir()
-    (out / "graph.json.gz").write_bytes(gzip.compress(json.dumps(doc).encode()))
-    return out
-
-
 def test_a_launch_of_two_kernels_before_the_window_leaves_the_path_as_hta_finds_it(
     tmp_path: Path,
 ) -> None:
@@ -201,7 +168,7 @@ def test_a_launch_of_two_kernels_before_the_window_leaves_the_path_as_hta_finds_
     # queue lengths count the launch once per kernel, so the stream's queue is 0 again after
     # both. Counted once, the queue stayed one below for the rest of the stream, and every
     # launch in the window was judged a kernel-kernel wait or none: the path was all CPU.
-    trace = load_trace_set(_graph_launch(tmp_path / "t", in_window=False), hta_compatible=True)
+    trace = load_trace_set(graph_launch(tmp_path / "t", in_window=False), hta_compatible=True)
     path = critical_path_of(trace.ranks[0], native=False)
     assert path is not None
     assert (path.nodes, path.edges, path.length_us, len(path.rows)) == (436, 437, 294696.0, 336)
@@ -214,7 +181,7 @@ def test_a_launch_of_two_kernels_in_the_window_has_a_path_in_native_mode_only(
     # HTA 0.5.0 raises there ("ValueError: Graph is not valid"): its kernel table joins the
     # queue series on the launch's row, which holds two changes, so the kernel is read twice and
     # the second time is linked after its own end, a cycle.
-    folder = _graph_launch(tmp_path / "t", in_window=True)
+    folder = graph_launch(tmp_path / "t", in_window=True)
     hta = critical_path(load_trace_set(folder, hta_compatible=True), TraceOptions())
     assert hta.per_rank == {}
     assert hta.notes == (
