@@ -55,13 +55,19 @@ def decode(path: Path, cols: ColumnBuilder, chunk_size: int) -> tuple[dict[str, 
         # it is `]` once the array is closed.
         text.drop(opening)
         events = _Events(cols, path)
+        # An element the walk found unfinished is read again only once the text has doubled:
+        # each reading scans it whole, so one per chunk was quadratic in its length.
+        again_at = 0
         while text.data[0] != _CLOSE:
             if not source.eof:
                 text.append(source.read())
+                if text.length < again_at:
+                    continue
             text.drop(events.decode(text))
             # Where the C pass stopped short of a chunk from the end, the next chunk comes first.
             if text.data[0] != _CLOSE and (source.eof or text.length >= source.chunk_size):
                 text.drop(events.walk(text, eof=source.eof))
+                again_at = min(2 * text.length, _MAX_BUFFER)
             if text.length > _MAX_BUFFER:
                 what = f"traceEvents[{events.position}] is longer than {_MAX_BUFFER >> 20} MiB"
                 raise _refuse(path, what)

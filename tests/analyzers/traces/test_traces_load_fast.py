@@ -333,3 +333,24 @@ def test_any_document_reads_like_stdlib(
     fast, reference = both(path, chunk)
     assert differences(fast, reference) == []
     assert fast.metadata == reference.metadata
+
+
+def test_an_element_longer_than_many_chunks_is_read_again_only_as_the_text_doubles(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each reading of an unfinished element scans it whole; one reading per chunk made a long
+    # element (a hostile file's, up to the 64 MiB cap) quadratic. 1 MiB of args at 8 KiB a chunk:
+    # 128 chunks, read again at each doubling of the text only.
+    big = KERNEL.replace('"args": {', '"args": {"blob": "' + "x" * (1 << 20) + '", ')
+    path = write_raw(tmp_path / "t.json", '{"traceEvents": [' + big + ", " + KERNEL + "]}")
+    walks = []
+    walk = load_fast._Events.walk
+
+    def counted(self: Any, text: Any, *, eof: bool) -> int:
+        walks.append(text.length)
+        return walk(self, text, eof=eof)
+
+    monkeypatch.setattr(load_fast._Events, "walk", counted)
+    fast, reference = both(path, chunk_size=8 << 10)
+    assert differences(fast, reference) == [] and fast.event_count == 2
+    assert len(walks) <= 10  # log2(128) + the last
