@@ -188,8 +188,9 @@ def test_a_launch_of_two_kernels_in_the_window_has_a_path_in_native_mode_only(
         "rank 0: no critical path (a launch of several GPU ops (a CUDA graph) in the window; "
         "HTA 0.5.0 raises too)",
     )
-    # Native mode reads the launch's level after its first kernel (an empty queue: a launch
-    # edge); the second kernel, which no CPU row points at, is not in the graph (as in HTA's).
+    # Native mode reads the launch's queue length after its first kernel (1 here, as a launch of
+    # one kernel would); the second kernel, which no CPU row points at, is not in the graph (nor
+    # in HTA's).
     native = critical_path_of(load_trace_set(folder).ranks[0], native=True)
     assert native is not None
     assert (native.nodes, native.edges, native.length_us) == (432, 431, 294696.0)
