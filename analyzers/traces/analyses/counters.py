@@ -5,7 +5,7 @@ Algorithm (HTA 0.5.0 `generate_trace_with_counters()`, `hta/trace_analysis.py` a
 `hta/analyzers/trace_counters.py`):
 
 - Queue length ("Queue Length", `id` = the stream): +1 at each runtime launch (queue_length.py's
-  names) per GPU op with its correlation (a CUDA graph's launch, per kernel), on that op's
+  names, with `index_correlation > 0`) per GPU op with its correlation (a CUDA graph's launch, per kernel), on that op's
   stream, -1 at each launched GPU op's start; summed per stream in time order; `pid`: the GPU's.
 - Memory bandwidth ("Memcpy BW", `name` = the copy kind): memory_bw.py's step function.
 - Each event is `{"pid", "ts", "args": {counter: value}, "ph": "C", "name"[, "id"]}` with `ts`
@@ -39,7 +39,10 @@ def counter_events(frame: RankFrame, origin_us: float) -> list[dict[str, Any]]:
     """The rank's queue-length, then bandwidth counter events, in HTA's order."""
     pid_of = [_number(text) for text in frame.names]
     events: list[dict[str, Any]] = []
-    for counter, tracks in ((QUEUE, queue_tracks(frame)), (BANDWIDTH, bandwidth_tracks(frame))):
+    for counter, tracks in (
+        (QUEUE, queue_tracks(frame)),
+        (BANDWIDTH, bandwidth_tracks(frame)),
+    ):
         for series, rows, ts, levels in tracks:
             values = zip(frame.pid[rows].tolist(), ts.tolist(), levels.tolist(), strict=True)
             tag = {"name": QUEUE, "id": series} if counter == QUEUE else {"name": series}

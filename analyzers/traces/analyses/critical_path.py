@@ -97,6 +97,7 @@ def queue_lengths(frame: RankFrame) -> tuple[np.ndarray, Mask]:
     out = np.full(len(frame), math.nan)
     if "queue changes" not in frame.memo:
         r, ops, delta = launch_changes(frame)
+        r, ops, delta = r[ops >= 0], ops[ops >= 0], delta[ops >= 0]  # -1: no GPU op, no stream
         streams = frame.stream[ops]
         order = np.lexsort((frame.sort_key(frame.ts[r]), streams))  # by stream, in time order
         s, d = streams[order], np.asarray(delta, dtype=np.int64)[order]

@@ -37,24 +37,20 @@ BLOCKED_COLUMNS = (
 
 
 def launch_changes(
-    frame: RankFrame,
-    launches: frozenset[str] = RUNTIME_LAUNCHES,
-    *,
-    linked: bool = False,
+    frame: RankFrame, launches: frozenset[str] = RUNTIME_LAUNCHES
 ) -> tuple[I64, I64, I64]:
     """HTA's `TraceCounters` change points over the whole rank, unsorted: (row, the GPU op whose
-    stream it counts on, +1 or -1). A launch (one of `launches`) counts +1 once per GPU op with
-    its correlation (a CUDA graph's launch, once per kernel: HTA joins on the correlation); a
-    GPU op whose correlation some launch has counts -1. With `linked`, as HTA's `get_queue_length` counts:
-    only launches with `index_correlation > 0`, and one without a GPU op stays (op -1), as it
-    stays in HTA's sort."""
+    stream it counts on, +1 or -1), as its queue length, counter tracks and critical path all
+    read them. A launch (one of `launches`, with `index_correlation > 0`) counts +1 once per GPU
+    op with its correlation (a CUDA graph's launch, once per kernel: HTA joins on the
+    correlation), and one without a GPU op stays (op -1), as it stays in HTA's sort; a GPU op
+    whose correlation some such launch has counts -1."""
     gpu = np.flatnonzero(frame.on_stream)
     gpu_corr = frame.correlation[gpu]
     runtime = np.flatnonzero(frame.name_in(launches))
-    if linked:
-        runtime = runtime[frame.index_correlation[runtime] > 0]
+    runtime = runtime[frame.index_correlation[runtime] > 0]
     runtime_corr = frame.correlation[runtime]
-    i, j = join_rows(runtime_corr, gpu_corr, left_join=linked)
+    i, j = join_rows(runtime_corr, gpu_corr, left_join=True)
     launched, on_op = runtime[i], np.append(gpu, -1)[j]  # j = -1: no GPU op, op -1
     counted = np.isin(gpu_corr, runtime_corr)
     rows = np.concatenate([launched, gpu[counted]]).astype(np.int64, copy=False)
@@ -63,11 +59,11 @@ def launch_changes(
 
 
 def queue_tracks(
-    frame: RankFrame, launches: frozenset[str] = RUNTIME_LAUNCHES, linked: bool = False
+    frame: RankFrame, launches: frozenset[str] = RUNTIME_LAUNCHES
 ) -> Iterator[tuple[int, I64, F64, I64]]:
     """Per stream, by stream: (stream, the GPU op of each change point, its time, the queue length
-    after it), as HTA's counter tracks (and, `linked`, its `get_queue_length`) have them."""
-    r, ops, delta = launch_changes(frame, launches, linked=linked)
+    after it), as HTA's counter tracks and `get_queue_length` have them."""
+    r, ops, delta = launch_changes(frame, launches)
     order = unstable_argsort(frame.sort_key(frame.ts[r]))
     ts, ops, delta = frame.ts[r[order]], ops[order], delta[order]
     streams = np.where(ops >= 0, frame.stream[ops], -1)  # -1: a launch without a GPU op
@@ -92,7 +88,7 @@ def queue_length(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
         span = float(frame.ts.max() - frame.ts.min()) if len(frame) else math.nan
         blocked: list[tuple[Any, ...]] = []
         peaks = []
-        for stream, _, ts, length in queue_tracks(frame, launches, linked=True):
+        for stream, _, ts, length in queue_tracks(frame, launches):
             row: tuple[Any, ...] = (frame.rank, stream, *describe(length).values())
             if native:
                 held = np.diff(ts)

@@ -107,16 +107,19 @@ def test_cli_bad_path_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> No
 
 
 def _launch_changes_by_definition(frame: RankFrame) -> tuple[list[int], list[int], list[int]]:
-    """`launch_changes` one row at a time, as HTA's TraceCounters reads it: a launch +1 per GPU
-    op with its correlation, a GPU op with a launch's correlation -1."""
+    """`launch_changes` one row at a time, as HTA's TraceCounters reads it: a launch (with
+    `index_correlation > 0`) +1 per GPU op with its correlation (op -1 when it has none), a GPU
+    op with such a launch's correlation -1."""
     ops: dict[int, list[int]] = {}
     for row in np.flatnonzero(frame.stream != -1).tolist():
         ops.setdefault(int(frame.correlation[row]), []).append(row)
-    runtime = np.flatnonzero(frame.name_in(RUNTIME_LAUNCHES))
-    launched = set(frame.correlation[runtime].tolist())
-    changes = [
-        (r, op, 1) for r in runtime.tolist() for op in ops.get(int(frame.correlation[r]), [])
+    runtime = [
+        r
+        for r in np.flatnonzero(frame.name_in(RUNTIME_LAUNCHES)).tolist()
+        if frame.index_correlation[r] > 0
     ]
+    launched = {int(frame.correlation[r]) for r in runtime}
+    changes = [(r, op, 1) for r in runtime for op in ops.get(int(frame.correlation[r]), [-1])]
     changes += [
         (r, r, -1)
         for r in np.flatnonzero(frame.stream != -1).tolist()
@@ -125,7 +128,11 @@ def _launch_changes_by_definition(frame: RankFrame) -> tuple[list[int], list[int
     return [c[0] for c in changes], [c[1] for c in changes], [c[2] for c in changes]
 
 
-@pytest.mark.parametrize("trace_dir", MAIN_TRACES, ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "trace_dir",
+    [*MAIN_TRACES, DATA / "edge_cases" / "trace_file_list_inference_rank_1"],
+    ids=lambda p: p.name,
+)
 def test_launch_changes_are_hta_s_change_points(trace_dir: Path) -> None:
     for frame in trace_set(trace_dir, hta_compatible=True).frames():
         rows, ops, delta = launch_changes(frame)
@@ -150,3 +157,15 @@ def test_a_launch_of_several_kernels_counts_once_per_kernel_as_hta_does(tmp_path
     assert _summary(events) == hta
     queue = [v for e in events for k, v in e["args"].items() if k == "Queue Length"]
     assert min(queue) == 0  # one +1 per kernel: never below zero
+
+
+def test_a_launch_without_a_link_is_not_counted_as_hta_does() -> None:
+    # HTA 0.5.0's generate_trace_with_counters() on this trace (bench/hta_api_goldens.py's
+    # counters, pandas 2.3.3): its runtime-launch query keeps only launches with
+    # index_correlation > 0. Counting the others too gave 8 events, summing to 4.
+    trace = trace_set(DATA / "edge_cases" / "trace_file_list_inference_rank_1", hta_compatible=True)
+    frame = next(iter(trace.frames()))
+    assert _summary(counter_events(frame, trace.origin_us)) == {
+        "Queue Length|7": {"events": 6, "sum": 3.0, "first_ts": 1665536373730516.0,
+                           "last": 0.0, "last_ts": 1665536373730701.0, "pid": 0},
+    }  # fmt: skip
