@@ -191,18 +191,10 @@ def _diff_text(args: argparse.Namespace, table: Any, changes: dict[str, list[str
         for name in changes[kind][:10]:
             out.append(f"  {kind}: {clip(name, 70)}")
     out.append("")
-    shown = (
-        "name",
-        "control_counts",
-        "test_counts",
-        "control_total_duration",
-        "test_total_duration",
-        "diff_duration",
-    )
-    pick = [table.columns.index(c) for c in shown]
-    rows = table.rows
-    cells = [[clip(r[i], 70) if i == 0 else _number(r[i]) for i in pick] for r in rows[:DIFF_ROWS]]
-    cells.insert(0, ["name", "count A", "count B", "A us", "B us", "B-A us"])
+    rows = table.rows  # trace_diff.COLUMNS
+    cells = [["name", "count A", "count B", "A us", "B us", "B-A us"]]
+    for name, ca, ta, cb, tb, _, diff, _ in rows[:DIFF_ROWS]:
+        cells.append([clip(name, 70), *map(_number, (ca, cb, ta, tb, diff))])
     widths = [max(len(c[k]) for c in cells) for k in range(len(cells[0]))]
     for c in cells:
         out.append("  ".join([c[0].ljust(widths[0]), *map(str.rjust, c[1:], widths[1:])]))
