@@ -58,7 +58,7 @@ registry = timed("registry", load_registry)
 options = TraceOptions()
 results = {n: timed(n, lambda s=s: s.fn(trace, options)) for n, s in registry.items()}
 found = timed("findings", lambda: trace_findings(trace, results, options))
-timed("json", lambda: report_json([TraceReport(trace, options, results, found)]))
+timed("json", lambda: report_json([TraceReport(trace, results, found)]))
 print(json.dumps(stages))
 """
 

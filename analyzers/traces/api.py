@@ -117,7 +117,7 @@ def run_analyses(
 
     # Forked, the workers share the set's pages as they are (nothing is pickled to them).
     fork = multiprocessing.get_context("fork")
-    with ProcessPoolExecutor(workers, fork, _adopt, (trace, options)) as pool:
+    with ProcessPoolExecutor(workers, fork, _WORKER_SET.append, ((trace, options),)) as pool:
         found = {k: v for part in pool.map(_run_group, groups) for k, v in part.items()}
     return {name: found[name] for name in todo}
 
@@ -133,23 +133,17 @@ def selected_analyses(names: Iterable[str] | None) -> list[str]:
     return [name for name in registry if name in wanted]
 
 
-_WORKER_SET: tuple[TraceSet, TraceOptions] | None = None
-
-
-def _adopt(trace: TraceSet, options: TraceOptions) -> None:
-    global _WORKER_SET
-    _WORKER_SET = (trace, options)
+# A forked worker's trace and options, put there by the pool's initializer.
+_WORKER_SET: list[tuple[TraceSet, TraceOptions]] = []
 
 
 def _run_group(names: list[str]) -> dict[str, AnalysisResult]:
-    assert _WORKER_SET is not None
-    return run_analyses(*_WORKER_SET, names)
+    return run_analyses(*_WORKER_SET[0], names)
 
 
 @dataclass
 class TraceReport:
     trace: TraceSet
-    options: TraceOptions
     results: dict[str, AnalysisResult]
     findings: list[Finding] = field(default_factory=list)
     judged: bool = True  # False: only some analyses ran, and no rule read them
@@ -175,4 +169,4 @@ def analyze_trace(
     results = run_analyses(trace, options, todo, workers=workers)
     judged = names is None
     findings = trace_findings(trace, results, options, job_id=job_id) if judged else []
-    return TraceReport(trace, options, results, findings, judged)
+    return TraceReport(trace, results, findings, judged)

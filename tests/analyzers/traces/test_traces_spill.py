@@ -37,7 +37,7 @@ def _report(
         rank_workers=workers,
     )
     results = run_analyses(trace, options, workers=workers)
-    return TraceReport(trace, options, results, trace_findings(trace, results, options))
+    return TraceReport(trace, results, trace_findings(trace, results, options))
 
 
 @pytest.mark.parametrize("hta_compatible", [False, True])
