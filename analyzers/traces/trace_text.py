@@ -22,8 +22,6 @@ from fleetscope.errors import (
     TruncatedTraceError,
 )
 
-__all__ = ["InflateBudget", "TextSource", "regular_file_size"]
-
 # The decompression budget of one gzip trace file. Real Kineto traces inflate 13-30x, JSON text
 # rarely passes 50x, deflate's ceiling (runs of one byte) is ~1,030x. So a file may inflate to
 # MAX_INFLATE_RATIO times its compressed size (at least INFLATE_FLOOR_BYTES, so a tiny file is
@@ -131,13 +129,10 @@ class TextSource:
             raise CorruptTraceError(f"{self.path}: {kind}: {exc}") from exc
         if self._budget is not None:
             self._budget.count(len(data))
-        try:
-            if not data:
-                self.eof = True
-                self._utf8.decode(b"", final=True)  # a multi-byte character cut by the end
-                return data
-            if not data.isascii() or self._utf8.getstate()[0]:
-                self._utf8.decode(data)
+        self.eof = not data
+        try:  # final, at the end: a multi-byte character cut by the end is an error
+            if self.eof or not data.isascii() or self._utf8.getstate()[0]:
+                self._utf8.decode(data, final=self.eof)
         except UnicodeDecodeError as exc:
             raise CorruptTraceError(f"{self.path}: not UTF-8 text: {exc}") from exc
         if self.hta_rank is None:
