@@ -39,10 +39,7 @@ def counter_events(frame: RankFrame, origin_us: float) -> list[dict[str, Any]]:
     """The rank's queue-length, then bandwidth counter events, in HTA's order."""
     pid_of = [_number(text) for text in frame.names]
     events: list[dict[str, Any]] = []
-    for counter, tracks in (
-        (QUEUE, queue_tracks(frame)),
-        (BANDWIDTH, bandwidth_tracks(frame)),
-    ):
+    for counter, tracks in ((QUEUE, queue_tracks(frame)), (BANDWIDTH, bandwidth_tracks(frame))):
         for series, rows, ts, levels in tracks:
             values = zip(frame.pid[rows].tolist(), ts.tolist(), levels.tolist(), strict=True)
             tag = {"name": QUEUE, "id": series} if counter == QUEUE else {"name": series}

@@ -49,8 +49,6 @@ def frequent_kernel_sequences(
     frame: RankFrame, operator_name: str, min_pattern_len: int = MIN_PATTERN_LEN
 ) -> list[tuple[str, int, float, float]]:
     """(pattern joined by `|`, count, GPU us, CPU us) per pattern, most frequent first."""
-    if not operator_name or not len(frame):
-        return []
     hits = np.flatnonzero(frame.names_matching(lambda name: operator_name in name))
     hits = hits[frame.stream[hits] == -1]
     launch_cpu = np.flatnonzero((frame.stream == -1) & (frame.index_correlation > 0))
@@ -63,13 +61,12 @@ def frequent_kernel_sequences(
         cand = _outermost(frame, hits[thread[hits] == key])
         mine = np.flatnonzero(thread[launch_cpu] == key)
         mine = mine[np.argsort(frame.ts[launch_cpu[mine]], kind="stable")]
+        cpu = launch_cpu[mine]
         # Each launch's root (the latest starting that encloses it), kernels by root, then by
         # start (ties in launch order).
         by_start = np.argsort(frame.ts[cand], kind="stable")
-        root_ts, root_end = frame.ts[cand[by_start]], frame.end[cand[by_start]]
-        at = enclosing_ops(
-            root_ts, root_end, frame.ts[launch_cpu[mine]], frame.end[launch_cpu[mine]]
-        )
+        roots = cand[by_start]
+        at = enclosing_ops(frame.ts[roots], frame.end[roots], frame.ts[cpu], frame.end[cpu])
         owner, gpu = by_start[at[at >= 0]], launch_gpu[mine][at >= 0]
         order = np.lexsort((frame.ts[gpu], owner))
         owner, gpu = owner[order], gpu[order]
