@@ -54,7 +54,7 @@ class SpilledFrames(MutableMapping[int, RankFrame]):
         _remove_orphans(parent)
         self._folder = Path(tempfile.mkdtemp(prefix=f"{_PREFIX}{os.getpid()}-", dir=parent))
         self._finalizer = weakref.finalize(self, shutil.rmtree, self._folder, True)
-        self._scalars: dict[int, dict[str, Any]] = {}
+        self._stored: dict[int, tuple[Path, dict[str, Any]]] = {}  # its folder, its scalars
         self._last: tuple[int, RankFrame] | None = None
 
     def __setitem__(self, rank: int, frame: RankFrame) -> None:
@@ -63,16 +63,14 @@ class SpilledFrames(MutableMapping[int, RankFrame]):
         rank_folder = Path(tempfile.mkdtemp(prefix=f"{rank}.", dir=self._folder))
         for key in _ARRAYS:
             np.save(rank_folder / f"{key}.npy", getattr(frame, key), allow_pickle=False)
-        if rank in self._scalars:
+        if rank in self._stored:
             del self[rank]
-        self._scalars[rank] = {key: getattr(frame, key) for key in _SCALARS}
-        self._scalars[rank]["folder"] = rank_folder
+        self._stored[rank] = rank_folder, {key: getattr(frame, key) for key in _SCALARS}
 
     def __getitem__(self, rank: int) -> RankFrame:
         if self._last is not None and self._last[0] == rank:
             return self._last[1]
-        scalars = dict(self._scalars[rank])  # KeyError for an unknown rank, as a dict's
-        rank_folder = scalars.pop("folder")
+        rank_folder, scalars = self._stored[rank]  # KeyError for an unknown rank, as a dict's
         self._last = None  # the previous rank's maps go before this one's are made
         # np.asarray: a plain ndarray over the map (np.memmap would wrap what is computed from it).
         arrays: dict[str, Any] = {
@@ -83,16 +81,16 @@ class SpilledFrames(MutableMapping[int, RankFrame]):
         return frame
 
     def __delitem__(self, rank: int) -> None:
-        old = self._scalars.pop(rank)
+        rank_folder, _ = self._stored.pop(rank)
         if self._last is not None and self._last[0] == rank:
             self._last = None
-        shutil.rmtree(old["folder"], ignore_errors=True)
+        shutil.rmtree(rank_folder, ignore_errors=True)
 
     def __iter__(self) -> Iterator[int]:
-        return iter(sorted(self._scalars))  # rank order, as the in-memory sets are built
+        return iter(sorted(self._stored))  # rank order, as the in-memory sets are built
 
     def __len__(self) -> int:
-        return len(self._scalars)
+        return len(self._stored)
 
     def close(self) -> None:
         """Remove the files now (they also go when this object is collected)."""
