@@ -83,22 +83,20 @@ def op_kernel_rows(frame: RankFrame) -> list[tuple[str, str, int, float, float]]
     # Steps 3-4 in arrays: launches (in launch order) into op instances (thread, name, start),
     # instances into (op name, kernel sequence) groups; each distinct sequence's text joined once.
     names = frame.names
-    # Per name code, the first code with its text: grouping by code then groups by text even
+    # Per name code, one code of its text (frame.symbols): grouping by it groups by text even
     # where a name table holds a text twice.
-    first_code: dict[str, int] = {}
-    by_text = np.array([first_code.setdefault(n, i) for i, n in enumerate(names)], dtype=np.int64)
+    by_text = np.array([frame.symbols[n] for n in names], dtype=np.int64)
     # Instances numbered in first-launch order, each one's launches in launch order.
     ids = _first_ids(frame.tid[op], frame.name[op], frame.ts[op])
     _, first_at, inst = np.unique(ids, return_index=True, return_inverse=True)
     inst = np.argsort(np.argsort(first_at))[inst]
     order = np.argsort(inst, kind="stable")
-    n_inst = len(first_at)
     firsts = np.sort(first_at)  # each instance's first launch
-    length = np.bincount(inst, minlength=n_inst)
+    length = np.bincount(inst)  # inst numbers every instance
     kcode = by_text[frame.name[kernel]][order]
     begin = np.concatenate([[0], np.cumsum(length)[:-1]])
     # A sequence's number: distinct rows of its codes among the sequences of its length.
-    seq = np.zeros(n_inst, dtype=np.int64)
+    seq = np.zeros(len(length), dtype=np.int64)
     texts: list[str] = []
     for size in np.unique(length).tolist():
         which = np.flatnonzero(length == size)
