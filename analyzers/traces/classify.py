@@ -1,11 +1,10 @@
 """GPU kernel classes by name: HTA 0.5.0's rules, and fleetscope's (which count custom
 communication kernels as communication).
 
-Sources: HTA 0.5.0 `hta/utils/utils.py` (COMMUNICATION `^nccl.*Kernel`, MEMORY
-`(^Memcpy)|(^Memset)|(^dma)`, COMPUTATION unless `(^nccl.*Kernel)|(.*(Memcpy)|(Memset))|(.*Sync)`,
-else OTHER) and HTA HEAD `hta/common/types.py` (adds `^hip`, `^hccl`, `ncclKernel`, ...); the
-custom communication families (DeepEP `dpsk::ep::`, NVSHMEM, all-to-all) are what
-trace-semantics.md section 2 shows HTA miscounting as compute. Pure functions, no I/O.
+Sources: HTA 0.5.0 `hta/utils/utils.py` `get_kernel_type` (its three patterns, `_HTA_050_*`)
+and HTA HEAD `hta/common/types.py` (adds `^hip`, `^hccl`, `ncclKernel`, ...); the custom
+communication families (DeepEP `dpsk::ep::`, NVSHMEM, all-to-all) are what trace-semantics.md
+section 2 shows HTA miscounting as compute. Pure functions, no I/O.
 """
 
 from __future__ import annotations
