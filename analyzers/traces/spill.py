@@ -91,8 +91,3 @@ class SpilledFrames(MutableMapping[int, RankFrame]):
 
     def __len__(self) -> int:
         return len(self._stored)
-
-    def close(self) -> None:
-        """Remove the files now (they also go when this object is collected)."""
-        self._last = None
-        self._finalizer()
