@@ -51,6 +51,7 @@ class _Args(msgspec.Struct, frozen=True, gc=False):
     stream: int = -1
     correlation: int = -1
     bandwidth: int | float = msgspec.field(default=0.0, name="memory bandwidth (GB/s)")
+    blocks_per_sm: int | float = msgspec.field(default=float("nan"), name="blocks per SM")
     nbytes: int = msgspec.field(default=-1, name="bytes")
     external_id: int | None = msgspec.field(default=None, name="External id")
     external_id_2021: int | None = msgspec.field(default=None, name="external id")
@@ -197,6 +198,7 @@ def _reduce(events: list[_Event], base: int, cols: ColumnBuilder) -> dict[str, n
         stream=np.array([a.stream for a in args], dtype=np.int64),
         correlation=np.array([a.correlation for a in args], dtype=np.int64),
         memory_bw_gbps=np.array([a.bandwidth for a in args], dtype=np.float64),
+        blocks_per_sm=np.array([a.blocks_per_sm for a in args], dtype=np.float64),
         bytes=np.array([a.nbytes for a in args], dtype=np.int64),
         external_id=_ints(external),
     )
