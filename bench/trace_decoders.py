@@ -222,7 +222,18 @@ def _memory_counters(others: list[_Event]) -> dict[str, npt.NDArray[Any]]:
 
 
 _BATCH_BYTES = 4 << 20
-_COLUMN_FIELDS = ("index", "cat", "name", "pid", "tid", "ts", "dur", "stream", "correlation")
+_COLUMN_FIELDS = (
+    "index",
+    "cat",
+    "name",
+    "pid",
+    "tid",
+    "ts",
+    "dur",
+    "stream",
+    "correlation",
+    "blocks_per_sm",
+)
 
 
 def _load_all(files: list[Path], c_pass: bool) -> tuple[float, list[RawTrace]]:
@@ -254,7 +265,7 @@ def _decode_only(files: list[Path], loads: Callable[[bytes], object]) -> float:
 
 def _same(a: RawTrace, b: RawTrace) -> bool:
     return a.names == b.names and all(
-        np.array_equal(getattr(a, f), getattr(b, f), equal_nan=f in ("ts", "dur"))
+        np.array_equal(getattr(a, f), getattr(b, f), equal_nan=f in ("ts", "dur", "blocks_per_sm"))
         for f in _COLUMN_FIELDS
     )
 
