@@ -39,6 +39,7 @@ RULE_NAMES: dict[str, str] = {
     "T10": "Tensor cores unused (trace)",
     "T11": "GPU memory near capacity",
     "T12": "DataParallel or gloo",
+    "T13": "Grids smaller than the GPU",
 }
 
 META = "_meta"  # analyzers.run.results keeps title, job name, bucket and scope here

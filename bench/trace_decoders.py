@@ -51,6 +51,7 @@ class _Args(msgspec.Struct, frozen=True, gc=False):
     stream: int = -1
     correlation: int = -1
     bandwidth: int | float = msgspec.field(default=0.0, name="memory bandwidth (GB/s)")
+    blocks_per_sm: int | float = msgspec.field(default=float("nan"), name="blocks per SM")
     nbytes: int = msgspec.field(default=-1, name="bytes")
     external_id: int | None = msgspec.field(default=None, name="External id")
     external_id_2021: int | None = msgspec.field(default=None, name="external id")
@@ -197,6 +198,7 @@ def _reduce(events: list[_Event], base: int, cols: ColumnBuilder) -> dict[str, n
         stream=np.array([a.stream for a in args], dtype=np.int64),
         correlation=np.array([a.correlation for a in args], dtype=np.int64),
         memory_bw_gbps=np.array([a.bandwidth for a in args], dtype=np.float64),
+        blocks_per_sm=np.array([a.blocks_per_sm for a in args], dtype=np.float64),
         bytes=np.array([a.nbytes for a in args], dtype=np.int64),
         external_id=_ints(external),
     )
@@ -220,7 +222,18 @@ def _memory_counters(others: list[_Event]) -> dict[str, npt.NDArray[Any]]:
 
 
 _BATCH_BYTES = 4 << 20
-_COLUMN_FIELDS = ("index", "cat", "name", "pid", "tid", "ts", "dur", "stream", "correlation")
+_COLUMN_FIELDS = (
+    "index",
+    "cat",
+    "name",
+    "pid",
+    "tid",
+    "ts",
+    "dur",
+    "stream",
+    "correlation",
+    "blocks_per_sm",
+)
 
 
 def _load_all(files: list[Path], c_pass: bool) -> tuple[float, list[RawTrace]]:
@@ -252,7 +265,7 @@ def _decode_only(files: list[Path], loads: Callable[[bytes], object]) -> float:
 
 def _same(a: RawTrace, b: RawTrace) -> bool:
     return a.names == b.names and all(
-        np.array_equal(getattr(a, f), getattr(b, f), equal_nan=f in ("ts", "dur"))
+        np.array_equal(getattr(a, f), getattr(b, f), equal_nan=f in ("ts", "dur", "blocks_per_sm"))
         for f in _COLUMN_FIELDS
     )
 

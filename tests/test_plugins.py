@@ -170,7 +170,7 @@ def test_a_broken_command_plugin_stops_only_itself(env: dict[str, str]) -> None:
 
 def test_a_third_party_trace_rule_joins_the_built_in_rules(env: dict[str, str]) -> None:
     result = _run(env, "-c", RULES_PROBE)
-    assert json.loads(result.stdout) == [f"T{n}" for n in range(1, 13)] + ["acme_slow"]
+    assert json.loads(result.stdout) == [f"T{n}" for n in range(1, 14)] + ["acme_slow"]
 
 
 def test_a_third_party_analysis_takes_its_declared_place_in_the_report(
@@ -183,7 +183,7 @@ def test_a_third_party_analysis_takes_its_declared_place_in_the_report(
     assert names[-6:] == [
         "whatif", "stragglers", "kernel_sequences", "aten_op_kernels", "counters", "cupti_counters"
     ]  # fmt: skip
-    assert len(names) == 24
+    assert len(names) == 25
 
 
 def test_a_server_plugin_sees_every_committed_batch(env: dict[str, str], tmp_path: Path) -> None:

@@ -433,8 +433,8 @@ read_value(Cursor *c, int types, Value *v)
 
 /* The fields read: an event's (up to F_ARGS, its `args` object), then its `args`' (F_STREAM on). */
 enum {
-    F_CAT, F_NAME, F_PID, F_TID, F_TS, F_DUR, F_ARGS, F_STREAM, F_CORRELATION, F_BW, F_NBYTES,
-    F_EXT, F_EXT_2021, F_DEVICE_TYPE, F_TOTAL, N_FIELDS
+    F_CAT, F_NAME, F_PID, F_TID, F_TS, F_DUR, F_ARGS, F_STREAM, F_CORRELATION, F_BW, F_BPS,
+    F_NBYTES, F_EXT, F_EXT_2021, F_DEVICE_TYPE, F_TOTAL, N_FIELDS
 };
 
 #define FIELD(key, types) {key, (Py_ssize_t)sizeof(key) - 1, types}
@@ -447,7 +447,8 @@ static const struct {
     FIELD("pid", T_INT | T_STR | T_NULL), FIELD("tid", T_INT | T_STR | T_NULL),
     FIELD("ts", T_INT | T_FLOAT | T_NULL), FIELD("dur", T_INT | T_FLOAT | T_NULL),
     FIELD("args", 0), FIELD("stream", T_INT), FIELD("correlation", T_INT),
-    FIELD("memory bandwidth (GB/s)", T_INT | T_FLOAT), FIELD("bytes", T_INT),
+    FIELD("memory bandwidth (GB/s)", T_INT | T_FLOAT), FIELD("blocks per SM", T_INT | T_FLOAT),
+    FIELD("bytes", T_INT),
     FIELD("External id", T_INT | T_NULL), FIELD("external id", T_INT | T_NULL),
     FIELD("Device Type", T_INT | T_NULL), FIELD("Total Allocated", T_INT | T_FLOAT | T_NULL),
 };
@@ -574,12 +575,12 @@ symbol_id(PyObject *table, const Value *v, CacheSlot *cache)
 
 enum {
     COL_INDEX, COL_CAT, COL_NAME, COL_PID, COL_TID, COL_TS, COL_DUR, COL_STREAM, COL_CORRELATION,
-    COL_BW, COL_NBYTES, COL_EXT, COL_MEM_TS, COL_MEM_TYPE, COL_MEM_TOTAL, N_COLUMNS
+    COL_BW, COL_BPS, COL_NBYTES, COL_EXT, COL_MEM_TS, COL_MEM_TYPE, COL_MEM_TOTAL, N_COLUMNS
 };
 
 static const char *const column_names[N_COLUMNS] = {
     "index", "cat", "name", "pid", "tid", "ts", "dur", "stream", "correlation", "memory_bw_gbps",
-    "bytes", "external_id", "mem_ts", "mem_device_type", "mem_total_allocated",
+    "blocks_per_sm", "bytes", "external_id", "mem_ts", "mem_device_type", "mem_total_allocated",
 };
 
 PyDoc_STRVAR(decode_events_doc,
@@ -651,6 +652,7 @@ decode_events(PyObject *Py_UNUSED(module), PyObject *args)
             PUSH(columns[COL_STREAM], int64_t, INT_OR(v[F_STREAM], -1));
             PUSH(columns[COL_CORRELATION], int64_t, INT_OR(v[F_CORRELATION], -1));
             PUSH(columns[COL_BW], double, PRESENT(v[F_BW]) ? v[F_BW].d : 0.0);
+            PUSH(columns[COL_BPS], double, PRESENT(v[F_BPS]) ? v[F_BPS].d : Py_NAN);
             PUSH(columns[COL_NBYTES], int64_t, INT_OR(v[F_NBYTES], -1));
             PUSH(columns[COL_EXT], int64_t, INT_OR(v[F_EXT], INT_OR(v[F_EXT_2021], -1)));
         }

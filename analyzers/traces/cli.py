@@ -23,8 +23,8 @@ def register(subparsers: Any) -> None:
         "analyze",
         help="analyze trace files or folders of ranks",
         description="Temporal, idle-time, kernel, overlap, launch, queue, memory, data-loader, "
-        "sync, pageable-copy, gap, utilization, tensor-core and what-if analyses, with findings "
-        "(rules T1-T12).",
+        "sync, pageable-copy, gap, utilization, tensor-core, SM-efficiency and what-if analyses, "
+        "with findings (rules T1-T13).",
     )
     analyze.add_argument("paths", nargs="+", metavar="PATH", help="trace file or folder of ranks")
     _hta_flag(analyze, "and definitions, so shared numbers equal HTA's")

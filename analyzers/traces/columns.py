@@ -185,6 +185,7 @@ def event_sink(cols: ColumnBuilder) -> Callable[[object, int], None]:
                 as_int(aget("stream"), -1),
                 as_int(aget("correlation"), -1),
                 as_float(aget("memory bandwidth (GB/s)"), 0.0),
+                as_float(aget("blocks per SM"), NAN),
                 as_int(aget("bytes"), -1),
                 as_int(aget("external id") if ext is None else ext, -1),
             )

@@ -1,4 +1,4 @@
-"""Trace rules T1-T12 (shared/rules.md): analysis results in, `analyzers.findings.Finding`s out.
+"""Trace rules T1-T13 (shared/rules.md): analysis results in, `analyzers.findings.Finding`s out.
 
 Each rule is an entry point of `fleetscope.trace_rules` (its name is the rule id), as another
 package's trace rule is. A rule reads the analyses' results and yields findings per rank, each
@@ -32,6 +32,9 @@ IDLE_SHARE_WARN = 0.20  # T1: a GPU idle a fifth of its busy span is worth a loo
 LAUNCH_OUTLIER_SHARE = 0.10  # T2: one launch in ten over HTA's cutoffs
 SYNC_SHARE_WARN = 0.01  # T7: sync waits over 1 % of step time
 OVERLAP_LOW = 0.50  # T9: less than half of communication hidden behind compute
+# T13: a tenth of the SMs idle in kernel time. The signal: the TB plugin's "Blocks Per SM" tooltip
+# (below 1, "the GPU multiprocessors are not fully utilized"), Nsight Compute's launch statistics.
+SM_IDLE_SHARE_WARN = 0.10
 
 
 def _values(results: Results, analysis: str, rank: int) -> Callable[[str], float]:
@@ -284,6 +287,33 @@ def t12_parallel(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> I
             "use backend='nccl' for GPU tensors",
             {"backend": backend},
         )
+
+
+def t13_small_grids(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterator[Finding]:
+    sm = _values(r, "sm_efficiency", frame.rank)
+    kernel_us, idle_us = sm("kernel_us"), sm("idle_sm_us")
+    if not kernel_us > 0 or idle_us / kernel_us < SM_IDLE_SHARE_WARN:
+        return
+    sms = gpu_of(frame.device_properties).sm_count  # None: nothing is said of SMs
+    rows = r["sm_efficiency"].table("underfilled_kernels").rows
+    kernels = [
+        {"name": name, "calls": calls, "idle_sm_us": idle}
+        | ({"blocks": f"{round(blocks, 1):g} on {sms} SMs"} if sms else {})
+        for rank, name, calls, _, blocks, idle in rows
+        if rank == frame.rank
+    ]
+    yield emit(
+        "T13",
+        Severity.INFO,
+        f"kernels leave {idle_us / kernel_us:.0%} of the {f'{sms} SMs' if sms else 'GPU'} idle "
+        "(grids smaller than the GPU)",
+        "more work per kernel: a larger batch per GPU; fuse small kernels (torch.compile); batch "
+        "small independent GEMMs into one (torch.bmm, concatenated weights); or run independent "
+        "work on another stream. CUDA graphs do not help: they cut launch overhead, not idle SMs",
+        {"idle_sm_share": idle_us / kernel_us, "kernel_us": kernel_us, "idle_sm_us": idle_us}
+        | ({"sm_count": sms} if sms else {})
+        | {"kernels": kernels},
+    )
 
 
 def trace_rules() -> dict[str, Rule]:

@@ -43,7 +43,8 @@ class RowColumns:
     `names` decodes `cat`, `name`, `pid` and `tid` (-1: the key was absent). `index` is the
     event's position in its file's `traceEvents`. `stream`, `correlation`, `bytes` and
     `external_id` are -1 when absent; `stream` is -1 when not an integer (HTA's
-    `normalize_gpu_stream_numbers`); `memory_bw_gbps` is 0.0 when absent (HTA's default).
+    `normalize_gpu_stream_numbers`); `memory_bw_gbps` is 0.0 when absent (HTA's default);
+    `blocks_per_sm` (a kernel's grid blocks / the GPU's SMs, as Kineto writes it) NaN when absent.
     The `mem_` columns are the `[memory]` allocator events: time, device type (0 CPU, 1 CUDA),
     bytes allocated in total after the event.
     """
@@ -61,6 +62,7 @@ class RowColumns:
     stream: I64
     correlation: I64
     memory_bw_gbps: F64
+    blocks_per_sm: F64
     bytes: I64
     external_id: I64
     mem_ts: F64

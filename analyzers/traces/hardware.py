@@ -2,9 +2,10 @@
 what-if never advise a precision or unit the GPU lacks.
 
 Kineto writes one `deviceProperties` entry per visible device: `name`, `computeMajor`/`Minor`,
-`totalGlobalMem` (bytes), ... The first entry stands for the job (nodes are homogeneous). On
-ROCm the same keys hold the gfx version (MI250 = gfx90a reads as 9.0, MI300 = gfx942 as 9.4), so
-AMD GPUs are told apart by name and judged by their own generations.
+`totalGlobalMem` (bytes), `numSms` (streaming multiprocessors), ... The first entry stands for
+the job (nodes are homogeneous). On ROCm the same keys hold the gfx version (MI250 = gfx90a
+reads as 9.0, MI300 = gfx942 as 9.4), so AMD GPUs are told apart by name and judged by their own
+generations.
 
 Sources: NVIDIA CUDA C++ Programming Guide, "Compute Capabilities" (tensor cores from Volta,
 7.0; TF32 and bf16 tensor cores from Ampere, 8.0); AMD CDNA 2/3 whitepapers (matrix cores with
@@ -29,6 +30,7 @@ class Gpu:
     vendor: str  # "nvidia", "amd" or "" (unknown)
     compute_capability: float
     memory_bytes: int | None
+    sm_count: int | None
 
     def _at_least(self, nvidia: float, amd: float) -> bool:
         floor = amd if self.vendor == "amd" else nvidia
@@ -65,5 +67,6 @@ def gpu_of(device_properties: list[dict[str, Any]]) -> Gpu:
     if isinstance(major, int) and not isinstance(major, bool):
         cc = major + (minor if isinstance(minor, int) and 0 <= minor < 10 else 0) / 10
     vendor = "amd" if any(w in name.lower() for w in _AMD_WORDS) else "nvidia" if name else ""
-    memory = props.get("totalGlobalMem")
-    return Gpu(name, vendor, cc, memory if isinstance(memory, int) and memory > 0 else None)
+    memory, sms = props.get("totalGlobalMem"), props.get("numSms")
+    memory = memory if isinstance(memory, int) and memory > 0 else None
+    return Gpu(name, vendor, cc, memory, sms if type(sms) is int and sms > 0 else None)

@@ -29,14 +29,14 @@ def test_the_entry_points_live_in_api_and_the_package_defines_no_names() -> None
 
 def test_registry_has_one_analysis_per_module_in_report_order() -> None:
     registry = load_registry()
-    assert len(registry) == len(plugins.registered(plugins.TRACE_ANALYSES)) == 23
+    assert len(registry) == len(plugins.registered(plugins.TRACE_ANALYSES)) == 24
     # The report order of the entry points' PLUGIN_ORDER (setuptools sorts them by name).
     assert list(registry) == [
         "temporal_breakdown", "idle_time", "kernel_breakdown", "comm_comp_overlap",
         "launch_stats", "queue_length", "memory_bw", "user_annotation", "steps", "dataloader",
-        "sync", "pageable_memcpy", "gpu_gaps", "low_util", "tensor_cores", "top_kernels",
-        "critical_path", "whatif", "stragglers", "kernel_sequences", "aten_op_kernels", "counters",
-        "cupti_counters",
+        "sync", "pageable_memcpy", "gpu_gaps", "low_util", "tensor_cores", "sm_efficiency",
+        "top_kernels", "critical_path", "whatif", "stragglers", "kernel_sequences",
+        "aten_op_kernels", "counters", "cupti_counters",
     ]  # fmt: skip
     hta = {n for n, spec in registry.items() if spec.hta_api}
     assert hta == {

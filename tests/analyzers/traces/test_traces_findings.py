@@ -81,7 +81,7 @@ def test_every_trace_analyzes_in_both_modes(trace_dir: Path) -> None:
     for hta in (False, True):
         trace = trace_set(trace_dir, hta_compatible=hta)
         results = run_analyses(trace)
-        assert len(results) == 23
+        assert len(results) == 24
         for finding in trace_findings(trace, results, TraceOptions()):
             assert finding.recommendation and finding.evidence["rank"] in trace.ranks
 

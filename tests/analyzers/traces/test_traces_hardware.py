@@ -90,3 +90,23 @@ def test_a_trace_without_device_properties_is_not_held_to_a_guess() -> None:
     gpu = gpu_of([])
     assert math.isnan(gpu.compute_capability)
     assert gpu.tensor_cores and gpu.tf32 and gpu.bf16
+
+
+@pytest.mark.parametrize(
+    ("num_sms", "expected"),
+    [(80, 80), (148, 148), (0, None), (-1, None), (True, None), ("80", None)],
+)
+def test_the_sm_count_is_num_sms_when_a_positive_integer(num_sms: object, expected: int) -> None:
+    assert gpu_of([{"name": "NVIDIA B200", "numSms": num_sms}]).sm_count == expected
+    assert gpu_of([{"name": "NVIDIA B200"}]).sm_count is None
+
+
+def test_the_real_traces_sm_counts() -> None:
+    """V100 80, A100 108, B200 148 (NVIDIA's data sheets)."""
+    for folder, sms in [
+        ("kineto_resnet50_nw0", 80),
+        ("hta_nccl_data_rank0", 108),
+        ("tracelens_b200_eager", 148),
+    ]:
+        device = raw_traces(DATA / folder)[0].metadata["deviceProperties"]
+        assert gpu_of(device).sm_count == sms

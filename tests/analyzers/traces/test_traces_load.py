@@ -103,6 +103,15 @@ def test_odd_arg_values_fall_back_to_htas_defaults(tmp_path: Path) -> None:
     assert raw.bytes.tolist() == [-1] and raw.memory_bw_gbps.tolist() == [0.0]
 
 
+def test_blocks_per_sm_is_read_as_the_bandwidth_is_with_nan_for_none(tmp_path: Path) -> None:
+    """Kineto's `blocks per SM` (int or float) as float64; absent, null or not a number: NaN;
+    a number in a string is read as `float()` reads it, as the bandwidth's is."""
+    values = [2, 0.25, None, "0.5", "x", [1]]
+    events = [dict(KERNEL, args={"blocks per SM": v}) for v in values] + [KERNEL]
+    raw = load_raw_trace(write(tmp_path / "t.json", kineto(events)))
+    assert np.array_equal(raw.blocks_per_sm, [2.0, 0.25, np.nan, 0.5, np.nan, np.nan, np.nan], True)
+
+
 @pytest.mark.parametrize("gz", [False, True])
 def test_truncated_files_say_so(tmp_path: Path, gz: bool) -> None:
     text = NW0.read_bytes()
@@ -188,6 +197,7 @@ _event = st.fixed_dictionaries(
                 "stream": st.one_of(st.integers(-1, 100), _text),
                 "correlation": st.integers(-1, 10**9),
                 "memory bandwidth (GB/s)": st.floats(0, 1e4, allow_nan=False),
+                "blocks per SM": st.one_of(st.integers(0, 10**4), st.floats(0, 1e4)),
                 "bytes": st.integers(0, 10**12),
                 "External id": st.integers(0, 10**6),
                 "nested": st.lists(st.dictionaries(_text, _number, max_size=3), max_size=3),

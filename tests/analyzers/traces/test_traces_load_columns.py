@@ -93,7 +93,7 @@ def test_real_traces_give_the_reference_columns(
 KERNEL = (
     '{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 10.5, "dur": 2.6, '
     '"args": {"stream": 7, "correlation": 3, "External id": 9, "bytes": 64, '
-    '"memory bandwidth (GB/s)": 1.5}}'
+    '"memory bandwidth (GB/s)": 1.5, "blocks per SM": 0.0125}}'
 )
 
 
@@ -108,6 +108,8 @@ KERNEL = (
         '[{"name": "[memory]", "ts": 5, "args": {"Device Type": 1, "Device Id": 0, '
         '"Total Allocated": 7.5}}, {"name": "[memory]", "ts": 6, "args": {}}, '
         '{"name": "[memory]", "ts": 7}, {"name": "[memory]", "args": {}}]',
+        '[{"cat": "c", "ts": 1, "dur": 1, "args": {"blocks per SM": 80}}, '
+        '{"cat": "c", "ts": 1, "dur": 1, "args": {"blocks per SM": -1e-3}}]',
         '[{"cat": "c", "ts": 1, "dur": 1, "args": {"External id": null, "external id": 4}}, '
         '{"cat": "c", "ts": 1, "dur": 1, "args": {"external id": null}}]',
         '[{"cat": "c", "ts": null, "dur": 1}, {"cat": "c", "dur": 1}, {"cat": null, "ts": 1, '
@@ -151,6 +153,8 @@ def test_shapes_it_reads(text: str) -> None:
         '[{"cat": "c", "ts": 1, "dur": 1, "args": {"stream": null}}]',
         '[{"cat": "c", "ts": 1, "dur": 1, "args": {"stream": 7.0}}]',
         '[{"cat": "c", "ts": 1, "dur": 1, "args": {"stream": "7"}}]',
+        '[{"cat": "c", "ts": 1, "dur": 1, "args": {"blocks per SM": null}}]',
+        '[{"cat": "c", "ts": 1, "dur": 1, "args": {"blocks per SM": "0.5"}}]',
         '[{"cat": "c", "ts": "1", "dur": 1}]',
         '[{"cat": "c", "ts": 1, "dur": true}]',
         '[{"cat": 5, "ts": 1, "dur": 1}]',
@@ -276,6 +280,7 @@ _event = st.fixed_dictionaries(
                         "External id",
                         "external id",
                         "memory bandwidth (GB/s)",
+                        "blocks per SM",
                         "bytes",
                         "Device Type",
                         "Device Id",

@@ -20,8 +20,8 @@ from analyzers.traces.load import RawTrace, load_raw_trace
 from tests.analyzers.traces.straggler_set import build
 
 COLUMNS = ("index", "cat", "name", "pid", "tid", "ts", "dur", "stream", "correlation",
-           "memory_bw_gbps", "bytes", "external_id", "index_correlation", "mem_ts",
-           "mem_device_type", "mem_total_allocated")  # fmt: skip
+           "memory_bw_gbps", "blocks_per_sm", "bytes", "external_id", "index_correlation",
+           "mem_ts", "mem_device_type", "mem_total_allocated")  # fmt: skip
 
 
 @pytest.fixture(scope="module")
