@@ -189,7 +189,8 @@ def registered(group: str) -> dict[str, EntryPoint]:
     twice) is one entry."""
     found: dict[str, EntryPoint] = {}
     clashes: dict[str, list[str]] = {}
-    for name, entry in _registered(group):
+    for entry in _registered().select(group=group):
+        name = entry.name
         first = found.setdefault(name, entry)
         if first.value != entry.value and entry.value not in clashes.setdefault(
             name, [first.value]
@@ -219,7 +220,9 @@ def _clash(name: str, group: str, values: list[str]) -> EntryPoint:
 
 
 @functools.cache
-def _registered(group: str) -> tuple[tuple[str, EntryPoint], ...]:
+def _registered() -> Any:  # importlib.metadata's EntryPoints (SelectableGroups before 3.12)
+    """Every group's entry points: one scan of the installed distributions serves them all
+    (`entry_points(group=...)` scans them all for each group)."""
     from importlib.metadata import entry_points
 
-    return tuple((ep.name, ep) for ep in entry_points(group=group))
+    return entry_points()
