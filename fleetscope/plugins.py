@@ -189,7 +189,7 @@ def registered(group: str) -> dict[str, EntryPoint]:
     twice) is one entry."""
     found: dict[str, EntryPoint] = {}
     clashes: dict[str, list[str]] = {}
-    for entry in _registered().select(group=group):
+    for entry in _registered()(group):
         name = entry.name
         first = found.setdefault(name, entry)
         if first.value != entry.value and entry.value not in clashes.setdefault(
@@ -220,9 +220,15 @@ def _clash(name: str, group: str, values: list[str]) -> EntryPoint:
 
 
 @functools.cache
-def _registered() -> Any:  # importlib.metadata's EntryPoints (SelectableGroups before 3.12)
-    """Every group's entry points: one scan of the installed distributions serves them all
-    (`entry_points(group=...)` scans them all for each group)."""
+def _registered() -> Callable[[str], tuple[EntryPoint, ...]]:
+    """The entry points of a group, selected from one scan of the installed distributions for
+    every group (`entry_points(group=...)` scans them all for each group)."""
     from importlib.metadata import entry_points
 
-    return entry_points()
+    installed = entry_points()
+
+    @functools.cache
+    def select(group: str) -> tuple[EntryPoint, ...]:
+        return tuple(installed.select(group=group))
+
+    return select
