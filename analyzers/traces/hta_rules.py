@@ -53,7 +53,7 @@ def _filter_iterations(frame: RankFrame, step_names: set[str]) -> RankFrame:
     right = np.searchsorted(kept_corr, gpu_corr, side="right")
     times = right - np.searchsorted(kept_corr, gpu_corr, side="left")
     rows = np.concatenate([np.repeat(gpu_rows, times), cpu_rows]).astype(np.int64)
-    columns = {key: getattr(frame, key).take(rows) for key in (*ROW_COLUMNS, "index_correlation")}
+    columns = {key: getattr(frame, key)[rows] for key in (*ROW_COLUMNS, "index_correlation")}
     return replace(frame, memo={}, **columns)  # the memory counters stay whole
 
 
