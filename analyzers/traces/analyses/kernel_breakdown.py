@@ -25,7 +25,7 @@ import numpy as np
 from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis, gpu_busy
 from analyzers.traces.classify import KernelClass
 from analyzers.traces.frame import F64, I64, RankFrame, TraceSet
-from analyzers.traces.stats import group_std, hta_round, unstable_argsort
+from analyzers.traces.stats import group_std, hta_round, percentiles, unstable_argsort
 
 PLUGIN_ORDER = 30  # its place in the trace report (fleetscope.plugins)
 TYPES = (KernelClass.COMPUTATION, KernelClass.COMMUNICATION, KernelClass.MEMORY)
@@ -48,7 +48,7 @@ def overlap_label_sums(frame: RankFrame) -> dict[str, float]:
     running = np.cumsum(delta[order])
     seg = np.trunc(np.diff(t))  # HTA: (next_time - time).astype(int)
     out = {}
-    for mask in np.unique(running[:-1]).tolist():
+    for mask in sorted(set(running[:-1].tolist())):
         length = float(seg[running[:-1] == mask].sum())
         if mask > 0 and length:
             label = " overlapping ".join(k.name for b, k in enumerate(TYPES) if mask & (1 << b))
@@ -70,7 +70,7 @@ def aggregate_by_name(
         names, sums = list(groups), np.array([v.sum() for v in groups.values()])
         order = unstable_argsort(sums, descending=True)
         cumsum = np.cumsum(sums[order])
-        threshold = np.percentile(cumsum, duration_ratio * 100.0)
+        threshold = percentiles(cumsum, [duration_ratio * 100.0])[0]
         others = (cumsum > threshold) | (np.arange(len(order)) >= num_kernels)
         named = ["others" if o else names[i] for i, o in zip(order, others.tolist(), strict=True)]
         groups = _by_name(named, np.arange(len(named)), sums[order])
