@@ -27,25 +27,9 @@ def describe(values: npt.NDArray[Any]) -> dict[str, float]:
         return {"count": 0.0} | {k: math.nan for k in DESCRIBE_KEYS[1:]}
     mean = v.sum(dtype=np.float64) / n
     std = math.sqrt(((mean - v) ** 2).sum(dtype=np.float64) / (n - 1)) if n > 1 else math.nan
-    row = (n, mean, std, v.min(), *percentiles(v, (25.0, 50.0, 75.0)), v.max())
+    quartiles = np.percentile(v, [25.0, 50.0, 75.0]).tolist()
+    row = (n, mean, std, v.min(), *quartiles, v.max())
     return dict(zip(DESCRIBE_KEYS, map(float, row), strict=True))
-
-
-def percentiles(values: npt.NDArray[Any], q: Sequence[float]) -> list[float]:
-    """`np.percentile(values, q).tolist()` of non-empty values, bit for bit (numpy's partition and
-    `_lerp`), without its ~30 us a call of argument handling or its np.unique's numpy.ma import."""
-    v, last = np.array(values, dtype=np.float64), len(values) - 1  # v: a copy, partitioned
-    at = [last * (p / 100) for p in q]  # Hyndman and Fan's 7th method: numpy's "linear"
-    below = [-1 if x >= last else math.floor(x) for x in at]  # -1: numpy reads the last value
-    above = [-1 if b < 0 else b + 1 for b in below]
-    v.partition(sorted({0, -1, *below, *above}))  # numpy's kth: np.unique of these
-    if math.isnan(v[-1]):
-        return [math.nan] * len(q)
-    out = []
-    for x, b, lo, hi in zip(at, below, v[below].tolist(), v[above].tolist(), strict=True):
-        gamma, diff = x - b, hi - lo
-        out.append(hi - diff * (1 - gamma) if gamma >= 0.5 else lo + diff * gamma)
-    return out
 
 
 def join_rows(

@@ -25,7 +25,7 @@ import numpy as np
 from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis, gpu_busy
 from analyzers.traces.classify import KernelClass
 from analyzers.traces.frame import F64, I64, RankFrame, TraceSet
-from analyzers.traces.stats import group_std, hta_round, percentiles, unstable_argsort
+from analyzers.traces.stats import group_std, hta_round, unstable_argsort
 
 PLUGIN_ORDER = 30  # its place in the trace report (fleetscope.plugins)
 TYPES = (KernelClass.COMPUTATION, KernelClass.COMMUNICATION, KernelClass.MEMORY)
@@ -70,7 +70,7 @@ def aggregate_by_name(
         names, sums = list(groups), np.array([v.sum() for v in groups.values()])
         order = unstable_argsort(sums, descending=True)
         cumsum = np.cumsum(sums[order])
-        threshold = percentiles(cumsum, [duration_ratio * 100.0])[0]
+        threshold = np.percentile(cumsum, duration_ratio * 100.0)
         others = (cumsum > threshold) | (np.arange(len(order)) >= num_kernels)
         named = ["others" if o else names[i] for i, o in zip(order, others.tolist(), strict=True)]
         groups = _by_name(named, np.arange(len(named)), sums[order])

@@ -19,7 +19,6 @@ from analyzers.traces.api import analyze_trace
 from analyzers.traces.render import report_json
 from analyzers.traces.stats import (
     intersection_length,
-    percentiles,
     time_lexsort,
     union_intervals,
     window_intersections,
@@ -108,21 +107,3 @@ def test_time_lexsort_orders_rows_as_lexsort_does(rows: list[tuple[float, float,
     kind = np.array([r[2] for r in rows], dtype=np.int64)
     for keys in ((time,), (dur, time), (kind, -dur, time)):
         assert time_lexsort(keys).tolist() == np.lexsort(keys).tolist()
-
-
-_VALUE = st.sampled_from([0.0, -0.0, 1.0, 1.5, -2.0, 1e16, 1e16 + 2.0, 0.1, 0.3, math.nan])
-
-
-@settings(max_examples=500, deadline=None)
-@given(
-    values=st.lists(st.one_of(_VALUE, st.floats(-1e6, 1e6)), min_size=1, max_size=40),
-    q=st.lists(
-        st.sampled_from([25.0, 50.0, 75.0, 0.0, 100.0, 80.0, 0.8 * 100.0, 33.3]), min_size=1
-    ),
-)
-def test_percentiles_are_numpys_floats(values: list[float], q: list[float]) -> None:
-    """`stats.percentiles` (describe's quartiles, kernel_breakdown's cut) gives np.percentile's
-    floats bit for bit: ties, a zero's sign, NaN, one value, q of 0 and 100."""
-    ours = percentiles(np.array(values), q) + percentiles(np.array(values), q[:1])
-    numpys = [*np.percentile(values, q).tolist(), float(np.percentile(values, q[0]))]
-    assert [struct.pack("<d", x) for x in ours] == [struct.pack("<d", x) for x in numpys]
