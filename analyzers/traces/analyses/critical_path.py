@@ -114,8 +114,7 @@ def kept_rows(frame: RankFrame, start: float, end: float) -> np.ndarray:
     in_window = (frame.stream == -1) & (frame.ts >= start) & (frame.ts <= end) & (frame.dur > 0)
     keep = in_window.copy()
     gpu_rows = frame.linked_rows(np.flatnonzero(in_window & (frame.index_correlation >= 0)))
-    gpu_rows = gpu_rows[gpu_rows >= 0]
-    keep[gpu_rows[frame.stream[gpu_rows] != -1]] = True
+    keep[gpu_rows[(gpu_rows >= 0) & (frame.stream[gpu_rows] != -1)]] = True
     keep |= (frame.stream != -1) & (frame.name == frame.sym("Stream Wait Event"))
     rows = np.flatnonzero(keep)
     return rows[np.argsort(frame.index[rows], kind="stable")]
@@ -142,12 +141,10 @@ class Graph:
         self.blocking = frame.name_in(BLOCKING_SYNC_CALLS)
         self._blocks: list[tuple[I64, I64, I64, np.ndarray, I64]] = []
 
-    def add(self, u: I64, v: I64, kind: I64, attr: I64, zero: Mask | None = None) -> None:
+    def add(self, u: I64, v: I64, kind: I64, attr: I64, zero: Mask | bool = False) -> None:
         """Edges u[i] -> v[i] in order; weight the time between the nodes (0 where `zero`, and for
         dependency and sync edges). A node index of -1 reads the last node, as HTA's does."""
-        no_time = (kind == DEPENDENCY) | (kind == SYNC)
-        if zero is not None:
-            no_time |= zero
+        no_time = (kind == DEPENDENCY) | (kind == SYNC) | zero
         weight = np.where(no_time, 0.0, self.node_ts[v] - self.node_ts[u])
         self._blocks.append((u, v, kind, weight, attr))
 
@@ -307,8 +304,7 @@ def critical_path_of(frame: RankFrame, native: bool) -> CriticalPath | None:
             memo[native] = _critical_path(frame, native)
         except CriticalPathError as exc:
             memo[native] = exc
-    found = memo[native]
-    if isinstance(found, Exception):
+    if isinstance(found := memo[native], Exception):
         raise found
     return found
 

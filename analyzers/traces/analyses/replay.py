@@ -69,10 +69,9 @@ def outermost(start: F64, end: F64) -> tuple[F64, F64]:
     earlier interval (rows on one thread nest properly)."""
     order = time_lexsort((-end, start))
     s, e = start[order], end[order]
-    if len(s) == 0:
-        return s.astype(np.float64), e.astype(np.float64)
-    first = np.flatnonzero(np.concatenate([[True], s[1:] >= np.maximum.accumulate(e)[:-1]]))
-    return s[first].astype(np.float64), np.maximum.reduceat(e, first).astype(np.float64)
+    reach = np.maximum.accumulate(np.concatenate([[-np.inf], e]))[:-1]  # the latest end before
+    first = np.flatnonzero(s >= reach)
+    return s[first], np.maximum.reduceat(e, first)
 
 
 def grouped_cummax(values: F64, group: I64) -> F64:
@@ -82,8 +81,6 @@ def grouped_cummax(values: F64, group: I64) -> F64:
     NaNs would carry across groups there: those go through integer keys (group, rank of the
     value) instead."""
     n = len(values)
-    if n == 0:
-        return values.copy()
     if not np.isnan(values).any():
         pairs = np.empty(n, dtype=np.complex128)  # set part by part: 1j * inf has a NaN part
         pairs.real = group
@@ -177,8 +174,6 @@ class Replay:
     def _group_maxima(self, c: F64) -> tuple[list[float], list[float]]:
         """Per (stream, segment) group, the largest of `c`, and the largest in the step window."""
         first = self.group_start
-        if not len(first):
-            return [], []
         inside = np.where(self.in_window, c, -math.inf)
         return np.maximum.reduceat(c, first).tolist(), np.maximum.reduceat(inside, first).tolist()
 

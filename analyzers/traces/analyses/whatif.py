@@ -150,11 +150,8 @@ def _outermost(
 
 @scenario("no_dataloader_wait", "every enumerate(DataLoader) wait disappears (a bound, not a fix)")
 def _no_dataloader_wait(replay: Replay, o: TraceOptions, level: int) -> Change | None:
-    """One change for every level (the what-if prices it once)."""
     s, e = _outermost(replay, is_dataloader)
-    if not len(s):
-        return None
-    return replay.derived("no dataloader wait", lambda: Change(cpu_warp=(s, e, np.zeros(len(s)))))
+    return Change(cpu_warp=(s, e, np.zeros(len(s)))) if len(s) else None
 
 
 @scenario(
@@ -428,15 +425,10 @@ def whatif(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
             path = critical_path_of(frame, native=True)
         spread = SAMPLING_SPREAD * _relative_standard_error(replay)
         for name, spec in SCENARIOS.items():
-            expected = spec.fn(replay, options, EXPECTED)
-            if expected is None:
+            changes = [spec.fn(replay, options, level) for level in LEVELS]
+            if (expected := changes[EXPECTED]) is None:
                 continue
-            est = _step_us(replay, path, expected)
-            others = (spec.fn(replay, options, level) for level in (OPTIMISTIC, PESSIMISTIC))
-            # one change for all levels is priced once
-            bounds = [
-                est if c is None or c is expected else _step_us(replay, path, c) for c in others
-            ]
+            est, *bounds = (_step_us(replay, path, c) for c in changes if c is not None)
             low, high = min(*bounds, est), max(*bounds, est)
             saved, saved_low, saved_high = (_saved(base, x) for x in (est, high, low))
             gpu_saved = _saved(base_gpu, replay.gpu_busy_us(expected))
