@@ -124,10 +124,8 @@ class Graph:
     def __init__(self, frame: RankFrame, rows: np.ndarray, native: bool) -> None:
         self.frame = frame
         cats = NATIVE_NODE_CATS if native else HTA_NODE_CATS
-        is_node = frame.cat_in(cats)[rows] | (
-            (frame.stream[rows] != -1) & (frame.index_correlation[rows] >= 0)
-        )
-        node_rows = rows[is_node]
+        gpu_op = (frame.stream[rows] != -1) & (frame.index_correlation[rows] >= 0)
+        node_rows = rows[frame.cat_in(cats)[rows] | gpu_op]
         ts = np.concatenate([frame.ts[node_rows], frame.end[node_rows]])
         order = np.argsort(ts, kind="stable")
         n = len(node_rows)

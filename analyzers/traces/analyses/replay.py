@@ -179,7 +179,7 @@ class Replay:
 
     def derived(self, key: object, make: Callable[[], T]) -> T:
         """`make()`, once per replay: what scenarios derive from the rank and reuse across their
-        levels and combinations (the workers' fixed point), and the replay's own memos."""
+        levels and combinations (the intervals they warp), and the replay's own memos."""
         if key not in self._derived:
             self._derived[key] = make()
         return cast(T, self._derived[key])

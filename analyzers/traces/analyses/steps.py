@@ -52,9 +52,5 @@ def steps(frame: RankFrame, options: TraceOptions) -> RankRows:
     for step, busy in zip(found, window_intersections(windows, *gpu_busy(frame)), strict=True):
         share = busy / step.duration_us if step.duration_us > 0 else float("nan")
         rows.append((frame.rank, step.number, step.start_us, step.duration_us, busy, share))
-    total = sum(step.duration_us for step in found)
-    values = {
-        "steps": float(len(found)),
-        "mean_step_us": total / len(found) if found else float("nan"),
-    }
-    return RankRows(rows, values)
+    mean = sum(step.duration_us for step in found) / len(found) if found else float("nan")
+    return RankRows(rows, {"steps": float(len(found)), "mean_step_us": mean})

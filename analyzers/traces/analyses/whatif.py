@@ -93,7 +93,7 @@ COLUMNS = (
 )
 EXPECTED, OPTIMISTIC, PESSIMISTIC = 0, 1, 2
 LEVELS = (EXPECTED, OPTIMISTIC, PESSIMISTIC)
-_FIXED_POINT_ROUNDS = 8  # the workers' fixed point (_workers_fixed_point)
+_FIXED_POINT_ROUNDS = 8  # the workers' fixed point (_workers_change)
 
 ChangeFn = Callable[[Replay, TraceOptions, int], Change | None]
 
@@ -116,21 +116,16 @@ def scenario(name: str, assumptions: str) -> Callable[[ChangeFn], ChangeFn]:
     return wrap
 
 
-def _merge(*warps: tuple[F64, F64, F64] | None) -> tuple[F64, F64, F64] | None:
-    """Several warps as one: sorted, and an interval inside an earlier one dropped."""
-    parts = [w for w in warps if w is not None and len(w[0])]
-    if not parts:
-        return None
-    s, e, f = (np.concatenate([p[k] for p in parts]) for k in range(3))
-    order = np.argsort(s, kind="stable")
+def _merge(*warps: tuple[F64, F64, F64] | None) -> tuple[F64, F64, F64]:
+    """Several warps (one at least) as one: sorted, an interval inside an earlier one dropped."""
+    s, e, f = (np.concatenate([w[k] for w in warps if w is not None]) for k in range(3))
     keep: list[int] = []
     last_end = -np.inf
-    for i in order.tolist():
+    for i in np.argsort(s, kind="stable").tolist():
         if s[i] >= last_end:
             keep.append(i)
             last_end = e[i]
-    idx = np.array(keep, dtype=np.int64)
-    return s[idx], e[idx], f[idx]
+    return s[keep], e[keep], f[keep]
 
 
 def _outermost(
@@ -161,13 +156,6 @@ def _no_dataloader_wait(replay: Replay, o: TraceOptions, level: int) -> Change |
     "kappa per core of worker load (0.1-0.6), or by processor sharing when the cores are known",
 )
 def _workers_change(replay: Replay, o: TraceOptions, level: int) -> Change | None:
-    """Computed once per level and options (`dataloader_workers+amp` reuses it)."""
-    return replay.derived(
-        ("dataloader_workers", level, o), lambda: _workers_fixed_point(replay, o, level)
-    )
-
-
-def _workers_fixed_point(replay: Replay, o: TraceOptions, level: int) -> Change | None:
     s, e = _outermost(replay, is_dataloader)
     if not len(s) or o.dataloader_workers < 1:
         return None
