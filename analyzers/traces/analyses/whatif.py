@@ -93,7 +93,7 @@ COLUMNS = (
 )
 EXPECTED, OPTIMISTIC, PESSIMISTIC = 0, 1, 2
 LEVELS = (EXPECTED, OPTIMISTIC, PESSIMISTIC)
-_FIXED_POINT_ROUNDS = 8  # the workers' fixed point (_workers_change)
+_FIXED_POINT_ROUNDS = 8  # the workers' fixed point (_workers_fixed_point)
 
 ChangeFn = Callable[[Replay, TraceOptions, int], Change | None]
 
@@ -146,7 +146,9 @@ def _outermost(
 @scenario("no_dataloader_wait", "every enumerate(DataLoader) wait disappears (a bound, not a fix)")
 def _no_dataloader_wait(replay: Replay, o: TraceOptions, level: int) -> Change | None:
     s, e = _outermost(replay, is_dataloader)
-    return Change(cpu_warp=(s, e, np.zeros(len(s)))) if len(s) else None
+    if not len(s):
+        return None
+    return replay.derived("no dataloader wait", lambda: Change(cpu_warp=(s, e, np.zeros(len(s)))))
 
 
 @scenario(
@@ -156,6 +158,11 @@ def _no_dataloader_wait(replay: Replay, o: TraceOptions, level: int) -> Change |
     "kappa per core of worker load (0.1-0.6), or by processor sharing when the cores are known",
 )
 def _workers_change(replay: Replay, o: TraceOptions, level: int) -> Change | None:
+    """Once per level and options (`dataloader_workers+amp` reuses it)."""
+    return replay.derived(("workers", level, o), lambda: _workers_fixed_point(replay, o, level))
+
+
+def _workers_fixed_point(replay: Replay, o: TraceOptions, level: int) -> Change | None:
     s, e = _outermost(replay, is_dataloader)
     if not len(s) or o.dataloader_workers < 1:
         return None
@@ -267,22 +274,15 @@ _IS_LAUNCH_CALL = re.compile("Launch").search
     "10-50 %, its kernels to 50-90 % of their time",
 )
 def _fused_optimizer(replay: Replay, o: TraceOptions, level: int) -> Change | None:
-    s, e, inside = replay.derived("optimizer steps", lambda: _optimizer_steps(replay))
+    s, e = _outermost(replay, _IS_OPTIMIZER_STEP)
     if not len(s):
         return None
+    k = np.searchsorted(s, replay.launch_ts, side="right") - 1  # the step each launch follows
+    inside = (k >= 0) & (replay.launch_ts < e[np.maximum(k, 0)])
     cpu_f = (0.25, 0.1, 0.5)[level]
     gpu_f = (0.7, 0.5, 0.9)[level]
     factor = np.where(inside, gpu_f, 1.0) if replay.has_gpu else None
     return Change(cpu_warp=(s, e, np.full(len(s), cpu_f)), gpu_factor=factor)
-
-
-def _optimizer_steps(replay: Replay) -> tuple[F64, F64, np.ndarray]:
-    """The outermost optimizer-step intervals and which launches fall inside one."""
-    s, e = _outermost(replay, _IS_OPTIMIZER_STEP)
-    if not len(s):
-        return s, e, np.zeros(0, dtype=bool)
-    k = np.searchsorted(s, replay.launch_ts, side="right") - 1
-    return s, e, (k >= 0) & (replay.launch_ts < e[np.maximum(k, 0)])
 
 
 @scenario(
@@ -416,8 +416,10 @@ def whatif(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
             changes = [spec.fn(replay, options, level) for level in LEVELS]
             if (expected := changes[EXPECTED]) is None:
                 continue
-            est, *bounds = (_step_us(replay, path, c) for c in changes if c is not None)
-            low, high = min(*bounds, est), max(*bounds, est)
+            # Each distinct change priced once (the levels may share one object).
+            distinct = {id(c): c for c in changes if c is not None}
+            priced = {key: _step_us(replay, path, c) for key, c in distinct.items()}
+            est, low, high = priced[id(expected)], min(priced.values()), max(priced.values())
             saved, saved_low, saved_high = (_saved(base, x) for x in (est, high, low))
             gpu_saved = _saved(base_gpu, replay.gpu_busy_us(expected))
             # a process that ran no GPU kernel holds no GPU-hours to give back (issue 31)
