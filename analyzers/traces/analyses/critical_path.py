@@ -181,12 +181,11 @@ class Graph:
         """Step 4 of the module docstring over GPU rows in start order (syncs at their end); a
         `Context Sync` waits on every stream, in the order of their first kernel."""
         f = self.frame
-        sync_cat = f.sym("cuda_sync")
         named = f.name_in({"Event Sync", "Context Sync"})[rows]
         sel = rows[((f.stream[rows] != -1) | named) & (f.index_correlation[rows] >= 0)]
-        is_sync = f.cat[sel] == sync_cat
-        sel = sel[np.argsort(np.where(is_sync, f.end[sel], f.ts[sel]), kind="stable")]
-        is_sync = f.cat[sel] == sync_cat
+        is_sync = f.cat[sel] == f.sym("cuda_sync")
+        order = np.argsort(np.where(is_sync, f.end[sel], f.ts[sel]), kind="stable")
+        sel, is_sync = sel[order], is_sync[order]
         runtime = f.linked_rows(sel)
         at = np.flatnonzero(~is_sync)
         krow, rt = sel[at], runtime[at]

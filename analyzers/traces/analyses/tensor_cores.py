@@ -50,10 +50,6 @@ COLUMNS = (
 KEYS = ("compute_capability", "compute_us", "eligible_us", "tensor_core_us", "tensor_core_share")
 
 
-def uses_tensor_cores(name: str) -> bool:
-    return TC_KERNEL.search(name) is not None
-
-
 def _on_tensor_cores(frame: RankFrame, kernels: np.ndarray) -> np.ndarray:
     """The rows of `kernels` whose name holds a tensor-core pattern. Only the kernels' names are
     tested, once each: a trace has far more names of CPU ops."""
@@ -64,12 +60,13 @@ def _on_tensor_cores(frame: RankFrame, kernels: np.ndarray) -> np.ndarray:
 
 
 def tensor_core_names(frame: RankFrame, codes: Iterable[int]) -> dict[int, bool]:
-    """`uses_tensor_cores` per name code, each tested once per rank (this analysis and the
-    what-if's AMP scenario ask about the same kernels); holds every code asked so far."""
+    """Per name code, whether the name holds a `TC_KERNEL` pattern, each tested once per rank
+    (this analysis and the what-if's AMP scenario ask about the same kernels); holds every code
+    asked so far."""
     known: dict[int, bool] = frame.memo.setdefault("tensor_core_names", {})
     for code in codes:
         if code not in known:
-            known[code] = code >= 0 and uses_tensor_cores(frame.names[code])
+            known[code] = code >= 0 and TC_KERNEL.search(frame.names[code]) is not None
     return known
 
 

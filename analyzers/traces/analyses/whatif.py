@@ -335,18 +335,9 @@ def _job_gpus(trace: TraceSet, options: TraceOptions) -> int:
     return max(1, len(trace.ranks))
 
 
-def _step_us(replay: Replay, path: CriticalPath | None, change: Change) -> float:
-    """The replayed step, saving no more than the critical path allows (work off the path saves
-    nothing)."""
-    est = replay.step_time(change)
-    if path is None:
-        return est
-    return max(est, replay.step_time(Change()) - saving_bound_us(path, replay, change))
-
-
-def saving_bound_us(path: CriticalPath, replay: Replay, change: Change) -> float:
+def saving_bound_us(path: CriticalPath | None, replay: Replay, change: Change) -> float:
     """The most `change` can save per step, by the critical path; +inf when it has no bound."""
-    if change.sync_costs_overhead or change.pinned or replay.n_steps == 0:
+    if path is None or change.sync_costs_overhead or change.pinned or replay.n_steps == 0:
         return math.inf
     rows = np.maximum(path.rows, 0)
     w = path.weights
@@ -416,9 +407,13 @@ def whatif(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
             changes = [spec.fn(replay, options, level) for level in LEVELS]
             if (expected := changes[EXPECTED]) is None:
                 continue
-            # Each distinct change priced once (the levels may share one object).
+            # Each distinct change priced once (the levels may share one object), saving no more
+            # than the critical path allows (work off the path saves nothing).
             distinct = {id(c): c for c in changes if c is not None}
-            priced = {key: _step_us(replay, path, c) for key, c in distinct.items()}
+            priced = {
+                key: max(replay.step_time(c), base - saving_bound_us(path, replay, c))
+                for key, c in distinct.items()
+            }
             est, low, high = priced[id(expected)], min(priced.values()), max(priced.values())
             saved, saved_low, saved_high = (_saved(base, x) for x in (est, high, low))
             gpu_saved = _saved(base_gpu, replay.gpu_busy_us(expected))
