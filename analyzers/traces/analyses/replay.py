@@ -36,7 +36,7 @@ import numpy as np
 
 from analyzers.traces.analyses.base import TraceOptions
 from analyzers.traces.analyses.pageable_memcpy import is_pageable
-from analyzers.traces.analyses.steps import profiler_steps
+from analyzers.traces.analyses.steps import steps_or_span
 from analyzers.traces.analyses.sync import SYNC_CALLS
 from analyzers.traces.frame import F64, I64, RUNTIME_CATS, Mask, RankFrame
 from analyzers.traces.stats import time_lexsort
@@ -100,15 +100,10 @@ class Replay:
         self.frame = frame
         self.options = options
         self._derived: dict[object, object] = {}
-        self.steps = steps = profiler_steps(frame)  # the what-if's interval reads their spread
+        self.steps = steps = steps_or_span(frame)  # the what-if's interval reads their spread
+        self.start, self.end = (steps[0].start_us, steps[-1].end_us) if steps else (0.0, 0.0)
+        self.n_steps = len(steps)
         cpu = frame.stream == -1
-        if steps:
-            self.start, self.end, self.n_steps = steps[0].start_us, steps[-1].end_us, len(steps)
-        elif cpu.any():
-            self.start, self.end = float(frame.ts[cpu].min()), float(frame.end[cpu].max())
-            self.n_steps = 1
-        else:
-            self.start, self.end, self.n_steps = 0.0, 0.0, 0
         launch = np.flatnonzero(frame.cat_in(RUNTIME_CATS) & (frame.index_correlation >= 0))
         gpu_row = frame.linked_rows(launch)
         keep = (gpu_row >= 0) & frame.gpu_op[np.maximum(gpu_row, 0)]
