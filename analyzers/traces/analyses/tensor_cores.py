@@ -78,9 +78,7 @@ def tensor_cores(frame: RankFrame, options: TraceOptions) -> RankRows:
     # eligible: launched by a tensor-core-eligible operator (by External id), or on them
     ids = frame.external_id[frame.cat_in(CPU_OP_CATS) & frame.names_matching(TC_OPS.fullmatch)]
     eligible = (compute & np.isin(frame.external_id, ids[ids >= 0])) | tc
-    compute_us = float(frame.dur[compute].sum())
-    eligible_us = float(frame.dur[eligible].sum())
-    tc_us = float(frame.dur[tc].sum())
+    compute_us, eligible_us, tc_us = (float(frame.dur[m].sum()) for m in (compute, eligible, tc))
     cc = gpu_of(frame.device_properties).compute_capability
     share = tc_us / eligible_us if eligible_us else math.nan
     values = (cc, compute_us, eligible_us, tc_us, share)

@@ -378,9 +378,7 @@ def _relative_standard_error(replay: Replay) -> float:
     """Standard error of the rank's mean ProfilerStep duration, as a fraction of that mean."""
     durations = [step.duration_us for step in replay.steps]
     mean = statistics.fmean(durations) if len(durations) > 1 else 0.0
-    if mean <= 0:
-        return 0.0
-    return statistics.stdev(durations) / mean / math.sqrt(len(durations))
+    return statistics.stdev(durations) / mean / math.sqrt(len(durations)) if mean > 0 else 0.0
 
 
 def _saved(base: float, est: float) -> float:
