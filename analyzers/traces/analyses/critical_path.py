@@ -379,8 +379,7 @@ def critical_path(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
         if path is None:
             notes.append(f"rank {frame.rank}: no {_ANNOTATION} annotation to analyse")
             continue
-        values = {"length_us": path.length_us, "nodes": float(path.nodes)}
-        values["edges"] = float(path.edges)
+        values = dict(length_us=path.length_us, nodes=float(path.nodes), edges=float(path.edges))
         for label in BOUND_BY:
             total = float(path.weights[path.label == _LABELS.index(label)].sum())
             values[f"{label}_us"] = total

@@ -341,9 +341,12 @@ def saving_bound_us(path: CriticalPath | None, replay: Replay, change: Change) -
         return math.inf
     rows = np.maximum(path.rows, 0)
     w = path.weights
-    spans = replay.derived(("path times", path), lambda: _path_times(path))
-    if not all(_spans_kept(replay, change, times) for times in spans):
-        return math.inf  # a CPU warp: no per-edge bound (module docstring)
+    # Every path edge must span as long on the change's CPU clock as on the trace's (to float
+    # rounding); a change that warps the path's CPU time has no per-edge bound (module docstring).
+    for times in replay.derived(("path times", path), lambda: _path_times(path)):
+        clock, n = replay.cpu_clock(change, times), len(times) // 2
+        if not np.allclose(clock[n:] - clock[:n], times[n:] - times[:n], rtol=1e-12, atol=1e-6):
+            return math.inf
     reduction = np.zeros(len(path.kinds))
     if change.gpu_factor is not None:
         factor = np.ones(len(replay.frame))  # per row (a row replayed twice: its last factor)
@@ -357,16 +360,8 @@ def saving_bound_us(path: CriticalPath | None, replay: Replay, change: Change) -
     return float(reduction.sum()) / replay.n_steps
 
 
-def _spans_kept(replay: Replay, change: Change, times: np.ndarray) -> bool:
-    """Whether every edge (`times`: their begins, then their ends) spans as long on the change's
-    CPU clock as on the trace's, to float rounding."""
-    clock = replay.cpu_clock(change, times)
-    n = len(times) // 2
-    return bool(np.allclose(clock[n:] - clock[:n], times[n:] - times[:n], rtol=1e-12, atol=1e-6))
-
-
 def _path_times(path: CriticalPath) -> tuple[np.ndarray, np.ndarray]:
-    """The path's longest edge, and every edge, as `_spans_kept` reads them (begins, then ends).
+    """The path's longest edge, and every edge, as the bound reads them (begins, then ends).
     The longest edge is tried first: a change that warps the CPU clock most often stretches it,
     so one edge settles most changes."""
     i = int(np.argmax(path.end_us - path.begin_us)) if len(path.end_us) else 0
