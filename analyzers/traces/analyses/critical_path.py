@@ -72,15 +72,9 @@ EVENT_COLUMNS = ("rank", "name", "bound_by", "duration_us")
 OPERATOR, DEPENDENCY, LAUNCH, KERNEL_KERNEL, SYNC = 0, 1, 2, 3, 4
 HTA_NODE_CATS = frozenset({"cpu_op", "cuda_runtime", "cuda_driver"})
 NATIVE_NODE_CATS = HTA_NODE_CATS | {"Operator", "Runtime", "Driver"}
-BLOCKING_SYNC_CALLS = frozenset(
-    {
-        "cudaDeviceSynchronize",
-        "cudaStreamSynchronize",
-        "cudaEventQuery",
-        "cudaEventSynchronize",
-        "cudaMemcpy",
-        "cudaMemcpyAsync",
-    }
+BLOCKING_SYNC_CALLS = frozenset(  # HTA's list of the calls that block the host
+    [f"cuda{on}Synchronize" for on in ("Device", "Stream", "Event")]
+    + ["cudaEventQuery", "cudaMemcpy", "cudaMemcpyAsync"]
 )
 
 
