@@ -233,10 +233,9 @@ def _amp_kind(replay: Replay) -> np.ndarray:
     frame = replay.frame
     codes = frame.name[replay.gpu]
     kind_of = np.zeros(len(frame.names), dtype=np.int8)  # per name code
-    on_tensor_cores = tensor_core_names(frame, set(codes.tolist()))
-    for code in set(codes.tolist()):
-        if not on_tensor_cores[code]:
-            kind_of[code] = _kernel_kind(frame.names[code])
+    on_tensor_cores = tensor_core_names(frame, codes)  # per op
+    for code in set(codes[~on_tensor_cores].tolist()):
+        kind_of[code] = _kernel_kind(frame.names[code])
     computation = frame.kernel_class[replay.gpu] == KernelClass.COMPUTATION
     return np.where(computation, kind_of[codes], _NOT_CHANGED)
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analyzers.traces.analyses.tensor_cores import TC_KERNEL, _on_tensor_cores
+from analyzers.traces.analyses.tensor_cores import TC_KERNEL, tensor_core_names
 from analyzers.traces.classify import KernelClass
 from tests.analyzers.traces.trace_paths import ALL_TRACES, trace_set
 
@@ -22,7 +22,7 @@ def test_the_kernels_on_tensor_cores_are_those_whose_name_holds_a_pattern(
     for frame in trace_set(trace_dir, hta_compatible=hta_compatible).frames():
         compute = frame.of_class(KernelClass.COMPUTATION)
         by_name = np.array([bool(TC_KERNEL.search(frame.names[c])) for c in frame.name], bool)
-        assert (_on_tensor_cores(frame, compute) == (compute & by_name)).all()
+        assert (tensor_core_names(frame, frame.name[compute]) == by_name[compute]).all()
 
 
 def test_a_kernel_name_holds_a_pattern_anywhere() -> None:
