@@ -72,15 +72,9 @@ EVENT_COLUMNS = ("rank", "name", "bound_by", "duration_us")
 OPERATOR, DEPENDENCY, LAUNCH, KERNEL_KERNEL, SYNC = 0, 1, 2, 3, 4
 HTA_NODE_CATS = frozenset({"cpu_op", "cuda_runtime", "cuda_driver"})
 NATIVE_NODE_CATS = HTA_NODE_CATS | {"Operator", "Runtime", "Driver"}
-BLOCKING_SYNC_CALLS = frozenset(
-    {
-        "cudaDeviceSynchronize",
-        "cudaStreamSynchronize",
-        "cudaEventQuery",
-        "cudaEventSynchronize",
-        "cudaMemcpy",
-        "cudaMemcpyAsync",
-    }
+BLOCKING_SYNC_CALLS = frozenset(  # HTA's list of the calls that block the host
+    [f"cuda{on}Synchronize" for on in ("Device", "Stream", "Event")]
+    + ["cudaEventQuery", "cudaMemcpy", "cudaMemcpyAsync"]
 )
 
 
@@ -114,8 +108,7 @@ def kept_rows(frame: RankFrame, start: float, end: float) -> np.ndarray:
     in_window = (frame.stream == -1) & (frame.ts >= start) & (frame.ts <= end) & (frame.dur > 0)
     keep = in_window.copy()
     gpu_rows = frame.linked_rows(np.flatnonzero(in_window & (frame.index_correlation >= 0)))
-    gpu_rows = gpu_rows[gpu_rows >= 0]
-    keep[gpu_rows[frame.stream[gpu_rows] != -1]] = True
+    keep[gpu_rows[(gpu_rows >= 0) & (frame.stream[gpu_rows] != -1)]] = True
     keep |= (frame.stream != -1) & (frame.name == frame.sym("Stream Wait Event"))
     rows = np.flatnonzero(keep)
     return rows[np.argsort(frame.index[rows], kind="stable")]
@@ -125,10 +118,8 @@ class Graph:
     def __init__(self, frame: RankFrame, rows: np.ndarray, native: bool) -> None:
         self.frame = frame
         cats = NATIVE_NODE_CATS if native else HTA_NODE_CATS
-        is_node = frame.cat_in(cats)[rows] | (
-            (frame.stream[rows] != -1) & (frame.index_correlation[rows] >= 0)
-        )
-        node_rows = rows[is_node]
+        gpu_op = (frame.stream[rows] != -1) & (frame.index_correlation[rows] >= 0)
+        node_rows = rows[frame.cat_in(cats)[rows] | gpu_op]
         ts = np.concatenate([frame.ts[node_rows], frame.end[node_rows]])
         order = np.argsort(ts, kind="stable")
         n = len(node_rows)
@@ -142,12 +133,10 @@ class Graph:
         self.blocking = frame.name_in(BLOCKING_SYNC_CALLS)
         self._blocks: list[tuple[I64, I64, I64, np.ndarray, I64]] = []
 
-    def add(self, u: I64, v: I64, kind: I64, attr: I64, zero: Mask | None = None) -> None:
+    def add(self, u: I64, v: I64, kind: I64, attr: I64, zero: Mask | bool = False) -> None:
         """Edges u[i] -> v[i] in order; weight the time between the nodes (0 where `zero`, and for
         dependency and sync edges). A node index of -1 reads the last node, as HTA's does."""
-        no_time = (kind == DEPENDENCY) | (kind == SYNC)
-        if zero is not None:
-            no_time |= zero
+        no_time = (kind == DEPENDENCY) | (kind == SYNC) | zero
         weight = np.where(no_time, 0.0, self.node_ts[v] - self.node_ts[u])
         self._blocks.append((u, v, kind, weight, attr))
 
@@ -186,12 +175,11 @@ class Graph:
         """Step 4 of the module docstring over GPU rows in start order (syncs at their end); a
         `Context Sync` waits on every stream, in the order of their first kernel."""
         f = self.frame
-        sync_cat = f.sym("cuda_sync")
         named = f.name_in({"Event Sync", "Context Sync"})[rows]
         sel = rows[((f.stream[rows] != -1) | named) & (f.index_correlation[rows] >= 0)]
-        is_sync = f.cat[sel] == sync_cat
-        sel = sel[np.argsort(np.where(is_sync, f.end[sel], f.ts[sel]), kind="stable")]
-        is_sync = f.cat[sel] == sync_cat
+        is_sync = f.cat[sel] == f.sym("cuda_sync")
+        order = np.argsort(np.where(is_sync, f.end[sel], f.ts[sel]), kind="stable")
+        sel, is_sync = sel[order], is_sync[order]
         runtime = f.linked_rows(sel)
         at = np.flatnonzero(~is_sync)
         krow, rt = sel[at], runtime[at]
@@ -307,8 +295,7 @@ def critical_path_of(frame: RankFrame, native: bool) -> CriticalPath | None:
             memo[native] = _critical_path(frame, native)
         except CriticalPathError as exc:
             memo[native] = exc
-    found = memo[native]
-    if isinstance(found, Exception):
+    if isinstance(found := memo[native], Exception):
         raise found
     return found
 
@@ -386,8 +373,7 @@ def critical_path(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
         if path is None:
             notes.append(f"rank {frame.rank}: no {_ANNOTATION} annotation to analyse")
             continue
-        values = {"length_us": path.length_us, "nodes": float(path.nodes)}
-        values["edges"] = float(path.edges)
+        values = dict(length_us=path.length_us, nodes=float(path.nodes), edges=float(path.edges))
         for label in BOUND_BY:
             total = float(path.weights[path.label == _LABELS.index(label)].sum())
             values[f"{label}_us"] = total

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 
 from analyzers.traces.analyses.base import RankRows, TraceOptions, analysis, rank_by_rank
-from analyzers.traces.analyses.steps import profiler_steps
+from analyzers.traces.analyses.steps import steps_or_span
 from analyzers.traces.frame import RankFrame
 from analyzers.traces.stats import union_intervals, window_intersections
 
@@ -34,22 +34,18 @@ def is_dataloader(name: str) -> bool:
 def dataloader(frame: RankFrame, options: TraceOptions) -> RankRows:
     sel = frame.names_matching(is_dataloader) & (frame.stream == -1)
     d_start, d_end = union_intervals(frame.ts[sel], frame.end[sel])
-    windows = [(s.number, s.start_us, s.end_us) for s in profiler_steps(frame)]
-    note = ""
-    cpu = frame.stream == -1
-    if not windows and cpu.any():
-        windows = [(-1, float(frame.ts[cpu].min()), float(frame.end[cpu].max()))]
-        note = "no ProfilerStep ranges; share of the whole trace"
-    waits = window_intersections([(start, end) for _, start, end in windows], d_start, d_end)
+    found = steps_or_span(frame)
+    waits = window_intersections([(s.start_us, s.end_us) for s in found], d_start, d_end)
     rows = []
-    for (number, start, end), wait in zip(windows, waits, strict=True):
-        share = wait / (end - start) if end > start else math.nan
-        rows.append((frame.rank, number, end - start, wait, share))
-    wait_total, step_total = sum(waits, 0.0), sum((end - s for _, s, end in windows), 0.0)
+    for step, wait in zip(found, waits, strict=True):
+        share = wait / step.duration_us if step.duration_us > 0 else math.nan
+        rows.append((frame.rank, step.number, step.duration_us, wait, share))
+    wait_total, step_total = sum(waits, 0.0), sum((s.duration_us for s in found), 0.0)
     values = {
         "dataloader_us": wait_total,
         "step_us": step_total,
         "share": wait_total / step_total if step_total else math.nan,
         "calls": float(sel.sum()),
     }
-    return RankRows(rows, values, note)
+    note = "no ProfilerStep ranges; share of the whole trace"
+    return RankRows(rows, values, note if found and found[0].number == -1 else "")

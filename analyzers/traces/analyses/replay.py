@@ -36,7 +36,7 @@ import numpy as np
 
 from analyzers.traces.analyses.base import TraceOptions
 from analyzers.traces.analyses.pageable_memcpy import is_pageable
-from analyzers.traces.analyses.steps import profiler_steps
+from analyzers.traces.analyses.steps import steps_or_span
 from analyzers.traces.analyses.sync import SYNC_CALLS
 from analyzers.traces.frame import F64, I64, RUNTIME_CATS, Mask, RankFrame
 from analyzers.traces.stats import time_lexsort
@@ -69,10 +69,9 @@ def outermost(start: F64, end: F64) -> tuple[F64, F64]:
     earlier interval (rows on one thread nest properly)."""
     order = time_lexsort((-end, start))
     s, e = start[order], end[order]
-    if len(s) == 0:
-        return s.astype(np.float64), e.astype(np.float64)
-    first = np.flatnonzero(np.concatenate([[True], s[1:] >= np.maximum.accumulate(e)[:-1]]))
-    return s[first].astype(np.float64), np.maximum.reduceat(e, first).astype(np.float64)
+    reach = np.maximum.accumulate(np.concatenate([[-np.inf], e]))[:-1]  # the latest end before
+    first = np.flatnonzero(s >= reach)
+    return s[first], np.maximum.reduceat(e, first)
 
 
 def grouped_cummax(values: F64, group: I64) -> F64:
@@ -82,8 +81,6 @@ def grouped_cummax(values: F64, group: I64) -> F64:
     NaNs would carry across groups there: those go through integer keys (group, rank of the
     value) instead."""
     n = len(values)
-    if n == 0:
-        return values.copy()
     if not np.isnan(values).any():
         pairs = np.empty(n, dtype=np.complex128)  # set part by part: 1j * inf has a NaN part
         pairs.real = group
@@ -103,15 +100,10 @@ class Replay:
         self.frame = frame
         self.options = options
         self._derived: dict[object, object] = {}
-        self.steps = steps = profiler_steps(frame)  # the what-if's interval reads their spread
+        self.steps = steps = steps_or_span(frame)  # the what-if's interval reads their spread
+        self.start, self.end = (steps[0].start_us, steps[-1].end_us) if steps else (0.0, 0.0)
+        self.n_steps = len(steps)
         cpu = frame.stream == -1
-        if steps:
-            self.start, self.end, self.n_steps = steps[0].start_us, steps[-1].end_us, len(steps)
-        elif cpu.any():
-            self.start, self.end = float(frame.ts[cpu].min()), float(frame.end[cpu].max())
-            self.n_steps = 1
-        else:
-            self.start, self.end, self.n_steps = 0.0, 0.0, 0
         launch = np.flatnonzero(frame.cat_in(RUNTIME_CATS) & (frame.index_correlation >= 0))
         gpu_row = frame.linked_rows(launch)
         keep = (gpu_row >= 0) & frame.gpu_op[np.maximum(gpu_row, 0)]
@@ -177,14 +169,12 @@ class Replay:
     def _group_maxima(self, c: F64) -> tuple[list[float], list[float]]:
         """Per (stream, segment) group, the largest of `c`, and the largest in the step window."""
         first = self.group_start
-        if not len(first):
-            return [], []
         inside = np.where(self.in_window, c, -math.inf)
         return np.maximum.reduceat(c, first).tolist(), np.maximum.reduceat(inside, first).tolist()
 
     def derived(self, key: object, make: Callable[[], T]) -> T:
         """`make()`, once per replay: what scenarios derive from the rank and reuse across their
-        levels and combinations (the workers' fixed point), and the replay's own memos."""
+        levels and combinations (the intervals they warp), and the replay's own memos."""
         if key not in self._derived:
             self._derived[key] = make()
         return cast(T, self._derived[key])

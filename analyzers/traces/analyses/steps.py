@@ -43,6 +43,14 @@ def profiler_steps(frame: RankFrame) -> list[Step]:
     return sorted(best.values(), key=lambda s: s.start_us)
 
 
+def steps_or_span(frame: RankFrame) -> list[Step]:
+    """The rank's steps, else the CPU rows' span as one step numbered -1 (no CPU row: none)."""
+    cpu = frame.stream == -1
+    if (found := profiler_steps(frame)) or not cpu.any():
+        return found
+    return [Step(-1, float(frame.ts[cpu].min()), float(frame.end[cpu].max()))]
+
+
 @analysis("steps", "Profiler steps", None, "HTA lists step numbers only")
 @rank_by_rank("steps", ("rank", "step", "start_us", "duration_us", "gpu_busy_us", "gpu_busy_share"))
 def steps(frame: RankFrame, options: TraceOptions) -> RankRows:
@@ -52,9 +60,5 @@ def steps(frame: RankFrame, options: TraceOptions) -> RankRows:
     for step, busy in zip(found, window_intersections(windows, *gpu_busy(frame)), strict=True):
         share = busy / step.duration_us if step.duration_us > 0 else float("nan")
         rows.append((frame.rank, step.number, step.start_us, step.duration_us, busy, share))
-    total = sum(step.duration_us for step in found)
-    values = {
-        "steps": float(len(found)),
-        "mean_step_us": total / len(found) if found else float("nan"),
-    }
-    return RankRows(rows, values)
+    mean = sum(step.duration_us for step in found) / len(found) if found else float("nan")
+    return RankRows(rows, {"steps": float(len(found)), "mean_step_us": mean})

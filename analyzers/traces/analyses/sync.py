@@ -19,17 +19,9 @@ from analyzers.traces.frame import RankFrame
 
 PLUGIN_ORDER = 110  # its place in the trace report (fleetscope.plugins)
 SYNC_CALLS = frozenset(
-    {
-        *(
-            f"{api}{on}Synchronize"
-            for api in ("cuda", "hip")
-            for on in ("Device", "Stream", "Event")
-        ),
-        *(f"cu{on}Synchronize" for on in ("Ctx", "Stream", "Event")),
-        "cudaMemcpy",
-        "cudaMemset",
-        "hipMemcpy",
-    }
+    [f"{api}{on}Synchronize" for api in ("cuda", "hip") for on in ("Device", "Stream", "Event")]
+    + [f"cu{on}Synchronize" for on in ("Ctx", "Stream", "Event")]
+    + ["cudaMemcpy", "cudaMemset", "hipMemcpy"]
 )
 SYNC_CAUSES = frozenset({"aten::item", "aten::_local_scalar_dense", "aten::nonzero"})
 COLUMNS = (

@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable
 
 import numpy as np
 
 from analyzers.traces.analyses.base import RankRows, TraceOptions, analysis, rank_by_rank
 from analyzers.traces.classify import KernelClass
-from analyzers.traces.frame import CPU_OP_CATS, RankFrame
+from analyzers.traces.frame import CPU_OP_CATS, Mask, RankFrame
 from analyzers.traces.hardware import gpu_of
 
 PLUGIN_ORDER = 150  # its place in the trace report (fleetscope.plugins)
@@ -50,40 +49,29 @@ COLUMNS = (
 KEYS = ("compute_capability", "compute_us", "eligible_us", "tensor_core_us", "tensor_core_share")
 
 
-def uses_tensor_cores(name: str) -> bool:
-    return TC_KERNEL.search(name) is not None
-
-
-def _on_tensor_cores(frame: RankFrame, kernels: np.ndarray) -> np.ndarray:
-    """The rows of `kernels` whose name holds a tensor-core pattern. Only the kernels' names are
-    tested, once each: a trace has far more names of CPU ops."""
-    hit = np.zeros(len(frame.names) + 1, dtype=bool)  # the last: symbol -1, no name
-    for code, yes in tensor_core_names(frame, np.unique(frame.name[kernels]).tolist()).items():
-        hit[code] = yes
-    return kernels & hit[frame.name]
-
-
-def tensor_core_names(frame: RankFrame, codes: Iterable[int]) -> dict[int, bool]:
-    """`uses_tensor_cores` per name code, each tested once per rank (this analysis and the
-    what-if's AMP scenario ask about the same kernels); holds every code asked so far."""
+def tensor_core_names(frame: RankFrame, codes: np.ndarray) -> Mask:
+    """Whether the name of each code holds a `TC_KERNEL` pattern (a nameless row's -1: no). Each
+    name is tested once per rank, and only those asked: this analysis and the what-if's AMP
+    scenario ask about the same kernels, and a trace has far more names of CPU ops."""
     known: dict[int, bool] = frame.memo.setdefault("tensor_core_names", {})
-    for code in codes:
-        if code not in known:
-            known[code] = code >= 0 and uses_tensor_cores(frame.names[code])
-    return known
+    for code in set(codes.tolist()) - known.keys():
+        known[code] = code >= 0 and TC_KERNEL.search(frame.names[code]) is not None
+    hit = np.zeros(len(frame.names) + 1, dtype=bool)  # the last: symbol -1, no name
+    hit[list(known)] = list(known.values())
+    found: Mask = hit[codes]
+    return found
 
 
 @analysis("tensor_cores", "Tensor-core use", None, "HTA has none")
 @rank_by_rank("tensor_cores", COLUMNS)
 def tensor_cores(frame: RankFrame, options: TraceOptions) -> RankRows:
     compute = frame.of_class(KernelClass.COMPUTATION)
-    tc = _on_tensor_cores(frame, compute)
+    tc = compute.copy()
+    tc[compute] = tensor_core_names(frame, frame.name[compute])
     # eligible: launched by a tensor-core-eligible operator (by External id), or on them
     ids = frame.external_id[frame.cat_in(CPU_OP_CATS) & frame.names_matching(TC_OPS.fullmatch)]
     eligible = (compute & np.isin(frame.external_id, ids[ids >= 0])) | tc
-    compute_us = float(frame.dur[compute].sum())
-    eligible_us = float(frame.dur[eligible].sum())
-    tc_us = float(frame.dur[tc].sum())
+    compute_us, eligible_us, tc_us = (float(frame.dur[m].sum()) for m in (compute, eligible, tc))
     cc = gpu_of(frame.device_properties).compute_capability
     share = tc_us / eligible_us if eligible_us else math.nan
     values = (cc, compute_us, eligible_us, tc_us, share)

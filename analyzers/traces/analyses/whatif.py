@@ -116,21 +116,16 @@ def scenario(name: str, assumptions: str) -> Callable[[ChangeFn], ChangeFn]:
     return wrap
 
 
-def _merge(*warps: tuple[F64, F64, F64] | None) -> tuple[F64, F64, F64] | None:
-    """Several warps as one: sorted, and an interval inside an earlier one dropped."""
-    parts = [w for w in warps if w is not None and len(w[0])]
-    if not parts:
-        return None
-    s, e, f = (np.concatenate([p[k] for p in parts]) for k in range(3))
-    order = np.argsort(s, kind="stable")
+def _merge(*warps: tuple[F64, F64, F64] | None) -> tuple[F64, F64, F64]:
+    """Several warps (one at least) as one: sorted, an interval inside an earlier one dropped."""
+    s, e, f = (np.concatenate([w[k] for w in warps if w is not None]) for k in range(3))
     keep: list[int] = []
     last_end = -np.inf
-    for i in order.tolist():
+    for i in np.argsort(s, kind="stable").tolist():
         if s[i] >= last_end:
             keep.append(i)
             last_end = e[i]
-    idx = np.array(keep, dtype=np.int64)
-    return s[idx], e[idx], f[idx]
+    return s[keep], e[keep], f[keep]
 
 
 def _outermost(
@@ -150,7 +145,6 @@ def _outermost(
 
 @scenario("no_dataloader_wait", "every enumerate(DataLoader) wait disappears (a bound, not a fix)")
 def _no_dataloader_wait(replay: Replay, o: TraceOptions, level: int) -> Change | None:
-    """One change for every level (the what-if prices it once)."""
     s, e = _outermost(replay, is_dataloader)
     if not len(s):
         return None
@@ -164,10 +158,8 @@ def _no_dataloader_wait(replay: Replay, o: TraceOptions, level: int) -> Change |
     "kappa per core of worker load (0.1-0.6), or by processor sharing when the cores are known",
 )
 def _workers_change(replay: Replay, o: TraceOptions, level: int) -> Change | None:
-    """Computed once per level and options (`dataloader_workers+amp` reuses it)."""
-    return replay.derived(
-        ("dataloader_workers", level, o), lambda: _workers_fixed_point(replay, o, level)
-    )
+    """Once per level and options (`dataloader_workers+amp` reuses it)."""
+    return replay.derived(("workers", level, o), lambda: _workers_fixed_point(replay, o, level))
 
 
 def _workers_fixed_point(replay: Replay, o: TraceOptions, level: int) -> Change | None:
@@ -241,10 +233,9 @@ def _amp_kind(replay: Replay) -> np.ndarray:
     frame = replay.frame
     codes = frame.name[replay.gpu]
     kind_of = np.zeros(len(frame.names), dtype=np.int8)  # per name code
-    on_tensor_cores = tensor_core_names(frame, set(codes.tolist()))
-    for code in set(codes.tolist()):
-        if not on_tensor_cores[code]:
-            kind_of[code] = _kernel_kind(frame.names[code])
+    on_tensor_cores = tensor_core_names(frame, codes)  # per op
+    for code in set(codes[~on_tensor_cores].tolist()):
+        kind_of[code] = _kernel_kind(frame.names[code])
     computation = frame.kernel_class[replay.gpu] == KernelClass.COMPUTATION
     return np.where(computation, kind_of[codes], _NOT_CHANGED)
 
@@ -282,22 +273,15 @@ _IS_LAUNCH_CALL = re.compile("Launch").search
     "10-50 %, its kernels to 50-90 % of their time",
 )
 def _fused_optimizer(replay: Replay, o: TraceOptions, level: int) -> Change | None:
-    s, e, inside = replay.derived("optimizer steps", lambda: _optimizer_steps(replay))
+    s, e = _outermost(replay, _IS_OPTIMIZER_STEP)
     if not len(s):
         return None
+    k = np.searchsorted(s, replay.launch_ts, side="right") - 1  # the step each launch follows
+    inside = (k >= 0) & (replay.launch_ts < e[np.maximum(k, 0)])
     cpu_f = (0.25, 0.1, 0.5)[level]
     gpu_f = (0.7, 0.5, 0.9)[level]
     factor = np.where(inside, gpu_f, 1.0) if replay.has_gpu else None
     return Change(cpu_warp=(s, e, np.full(len(s), cpu_f)), gpu_factor=factor)
-
-
-def _optimizer_steps(replay: Replay) -> tuple[F64, F64, np.ndarray]:
-    """The outermost optimizer-step intervals and which launches fall inside one."""
-    s, e = _outermost(replay, _IS_OPTIMIZER_STEP)
-    if not len(s):
-        return s, e, np.zeros(0, dtype=bool)
-    k = np.searchsorted(s, replay.launch_ts, side="right") - 1
-    return s, e, (k >= 0) & (replay.launch_ts < e[np.maximum(k, 0)])
 
 
 @scenario(
@@ -350,24 +334,18 @@ def _job_gpus(trace: TraceSet, options: TraceOptions) -> int:
     return max(1, len(trace.ranks))
 
 
-def _step_us(replay: Replay, path: CriticalPath | None, change: Change) -> float:
-    """The replayed step, saving no more than the critical path allows (work off the path saves
-    nothing)."""
-    est = replay.step_time(change)
-    if path is None:
-        return est
-    return max(est, replay.step_time(Change()) - saving_bound_us(path, replay, change))
-
-
-def saving_bound_us(path: CriticalPath, replay: Replay, change: Change) -> float:
+def saving_bound_us(path: CriticalPath | None, replay: Replay, change: Change) -> float:
     """The most `change` can save per step, by the critical path; +inf when it has no bound."""
-    if change.sync_costs_overhead or change.pinned or replay.n_steps == 0:
+    if path is None or change.sync_costs_overhead or change.pinned or replay.n_steps == 0:
         return math.inf
     rows = np.maximum(path.rows, 0)
     w = path.weights
-    spans = replay.derived(("path times", path), lambda: _path_times(path))
-    if not all(_spans_kept(replay, change, times) for times in spans):
-        return math.inf  # a CPU warp: no per-edge bound (module docstring)
+    # Every path edge must span as long on the change's CPU clock as on the trace's (to float
+    # rounding); a change that warps the path's CPU time has no per-edge bound (module docstring).
+    for times in replay.derived(("path times", path), lambda: _path_times(path)):
+        clock, n = replay.cpu_clock(change, times), len(times) // 2
+        if not np.allclose(clock[n:] - clock[:n], times[n:] - times[:n], rtol=1e-12, atol=1e-6):
+            return math.inf
     reduction = np.zeros(len(path.kinds))
     if change.gpu_factor is not None:
         factor = np.ones(len(replay.frame))  # per row (a row replayed twice: its last factor)
@@ -381,16 +359,8 @@ def saving_bound_us(path: CriticalPath, replay: Replay, change: Change) -> float
     return float(reduction.sum()) / replay.n_steps
 
 
-def _spans_kept(replay: Replay, change: Change, times: np.ndarray) -> bool:
-    """Whether every edge (`times`: their begins, then their ends) spans as long on the change's
-    CPU clock as on the trace's, to float rounding."""
-    clock = replay.cpu_clock(change, times)
-    n = len(times) // 2
-    return bool(np.allclose(clock[n:] - clock[:n], times[n:] - times[:n], rtol=1e-12, atol=1e-6))
-
-
 def _path_times(path: CriticalPath) -> tuple[np.ndarray, np.ndarray]:
-    """The path's longest edge, and every edge, as `_spans_kept` reads them (begins, then ends).
+    """The path's longest edge, and every edge, as the bound reads them (begins, then ends).
     The longest edge is tried first: a change that warps the CPU clock most often stretches it,
     so one edge settles most changes."""
     i = int(np.argmax(path.end_us - path.begin_us)) if len(path.end_us) else 0
@@ -402,9 +372,7 @@ def _relative_standard_error(replay: Replay) -> float:
     """Standard error of the rank's mean ProfilerStep duration, as a fraction of that mean."""
     durations = [step.duration_us for step in replay.steps]
     mean = statistics.fmean(durations) if len(durations) > 1 else 0.0
-    if mean <= 0:
-        return 0.0
-    return statistics.stdev(durations) / mean / math.sqrt(len(durations))
+    return statistics.stdev(durations) / mean / math.sqrt(len(durations)) if mean > 0 else 0.0
 
 
 def _saved(base: float, est: float) -> float:
@@ -428,16 +396,17 @@ def whatif(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
             path = critical_path_of(frame, native=True)
         spread = SAMPLING_SPREAD * _relative_standard_error(replay)
         for name, spec in SCENARIOS.items():
-            expected = spec.fn(replay, options, EXPECTED)
-            if expected is None:
+            changes = [spec.fn(replay, options, level) for level in LEVELS]
+            if (expected := changes[EXPECTED]) is None:
                 continue
-            est = _step_us(replay, path, expected)
-            others = (spec.fn(replay, options, level) for level in (OPTIMISTIC, PESSIMISTIC))
-            # one change for all levels is priced once
-            bounds = [
-                est if c is None or c is expected else _step_us(replay, path, c) for c in others
-            ]
-            low, high = min(*bounds, est), max(*bounds, est)
+            # Each distinct change priced once (the levels may share one object), saving no more
+            # than the critical path allows (work off the path saves nothing).
+            distinct = {id(c): c for c in changes if c is not None}
+            priced = {
+                key: max(replay.step_time(c), base - saving_bound_us(path, replay, c))
+                for key, c in distinct.items()
+            }
+            est, low, high = priced[id(expected)], min(priced.values()), max(priced.values())
             saved, saved_low, saved_high = (_saved(base, x) for x in (est, high, low))
             gpu_saved = _saved(base_gpu, replay.gpu_busy_us(expected))
             # a process that ran no GPU kernel holds no GPU-hours to give back (issue 31)

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analyzers.traces.analyses.tensor_cores import _on_tensor_cores, uses_tensor_cores
+from analyzers.traces.analyses.tensor_cores import TC_KERNEL, tensor_core_names
 from analyzers.traces.classify import KernelClass
 from tests.analyzers.traces.trace_paths import ALL_TRACES, trace_set
 
@@ -21,11 +21,11 @@ def test_the_kernels_on_tensor_cores_are_those_whose_name_holds_a_pattern(
 ) -> None:
     for frame in trace_set(trace_dir, hta_compatible=hta_compatible).frames():
         compute = frame.of_class(KernelClass.COMPUTATION)
-        by_name = np.array([uses_tensor_cores(frame.names[code]) for code in frame.name], bool)
-        assert (_on_tensor_cores(frame, compute) == (compute & by_name)).all()
+        by_name = np.array([bool(TC_KERNEL.search(frame.names[c])) for c in frame.name], bool)
+        assert (tensor_core_names(frame, frame.name[compute]) == by_name[compute]).all()
 
 
 def test_a_kernel_name_holds_a_pattern_anywhere() -> None:
-    assert uses_tensor_cores("sm90_xmma_gemm_f16f16_f16f32_f32_tn_n_tilesize128x128x64")
-    assert uses_tensor_cores("void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_256x128>")
-    assert not uses_tensor_cores("void at::native::vectorized_elementwise_kernel<4>")
+    assert TC_KERNEL.search("sm90_xmma_gemm_f16f16_f16f32_f32_tn_n_tilesize128x128x64")
+    assert TC_KERNEL.search("void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_256x128>")
+    assert not TC_KERNEL.search("void at::native::vectorized_elementwise_kernel<4>")
