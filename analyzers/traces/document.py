@@ -35,7 +35,7 @@ def _timeline(frame: RankFrame) -> dict[str, Any]:
     used, first, name = np.unique(frame.name[kept], return_index=True, return_inverse=True)
     return {
         "total": len(rows),
-        "names": [frame.names[i] for i in used.tolist()],
+        "names": [frame.texts[i] for i in used.tolist()],
         "kinds": [KernelClass(int(c)).name.lower() for c in frame.kernel_class[kept[first]]],
         "name": name.tolist(),
         "stream": frame.stream[kept].tolist(),

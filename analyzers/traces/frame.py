@@ -111,6 +111,12 @@ class RankFrame(RowColumns):
     def symbols(self) -> dict[str, int]:
         return {text: i for i, text in enumerate(self.names)}
 
+    @cached_property
+    def texts(self) -> list[str]:
+        """The text of a symbol, `frame.texts[code]`: `names` and "" after it, which symbol -1
+        (a row without a name) reads."""
+        return [*self.names, ""]
+
     def sym(self, text: str) -> int:
         """The symbol id of `text`, -2 when absent: equal to no row's, not even a row's without a
         name (-1), which `frame.name == frame.sym(...)` would otherwise select."""
@@ -143,7 +149,7 @@ class RankFrame(RowColumns):
         hit = hits.get(predicate)
         if hit is None:
             hit = hits[predicate] = np.fromiter(
-                (bool(predicate(s)) for s in [*self.names, ""]), bool, len(self.names) + 1
+                (bool(predicate(s)) for s in self.texts), bool, len(self.names) + 1
             )
         return hit[self.name]
 
@@ -162,7 +168,7 @@ class RankFrame(RowColumns):
     def kernel_class(self) -> npt.NDArray[np.int8]:
         """`KernelClass` value of every row, by name: only GPU rows' (`on_stream`) names are
         classified (a trace has far more names of CPU ops)."""
-        names = [*self.names, ""]  # symbol -1, a row without a name, reads the last
+        names = self.texts
         table = np.zeros(len(names), dtype=np.int8)
         used = np.bincount(self.name[self.on_stream] + 1)  # not a sort; -1 (no name) at 0
         for code in (np.flatnonzero(used) - 1).tolist():

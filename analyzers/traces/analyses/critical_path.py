@@ -209,7 +209,7 @@ class Graph:
         if len(missing):
             row = krow[missing[0]]
             raise CriticalPathError(
-                f"no runtime node for the launch of {f.names[f.name[row]]!r} "
+                f"no runtime node for the launch of {f.texts[f.name[row]]!r} "
                 f"(correlation {int(f.correlation[row])})"
             )
         second = launch | has_prev
@@ -349,7 +349,7 @@ def _top_events(frame: RankFrame, path: CriticalPath, top: int) -> list[tuple[st
     by_first = np.argsort(first, kind="stable")
     top_g = by_first[np.argsort(-totals[by_first], kind="stable")][:top].tolist()
     row = first.tolist()
-    return [(frame.names[name[row[g]]], _LABELS[label[row[g]]], float(totals[g])) for g in top_g]
+    return [(frame.texts[name[row[g]]], _LABELS[label[row[g]]], float(totals[g])) for g in top_g]
 
 
 @analysis(

@@ -23,7 +23,7 @@ def _busiest_cpu_ops(frame: RankFrame, start: float, end: float) -> str:
     sel = np.flatnonzero(cpu & (frame.ts < end) & (frame.end > start))
     overlap: dict[str, float] = defaultdict(float)
     for row in sel.tolist():
-        name = frame.names[frame.name[row]]
+        name = frame.texts[frame.name[row]]
         if name.startswith("ProfilerStep#"):
             continue
         overlap[name] += min(end, frame.end[row]) - max(start, frame.ts[row])

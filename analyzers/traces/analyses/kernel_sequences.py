@@ -74,7 +74,7 @@ def frequent_kernel_sequences(
         # Only roots with a pattern's length of kernels count (most hold fewer: no slice for them).
         for i in np.flatnonzero(np.diff(bounds) >= min_pattern_len).tolist():
             row, kernels = int(cand[i]), gpu[bounds[i] : bounds[i + 1]]
-            names = [frame.names[c] for c in frame.name[[row, *kernels.tolist()]].tolist()]
+            names = [frame.texts[c] for c in frame.name[[row, *kernels.tolist()]].tolist()]
             entry = counts.setdefault("|".join(names), [0, 0.0, 0.0])
             entry[0] += 1
             entry[1] += float(frame.dur[kernels].sum())

@@ -38,7 +38,7 @@ def bandwidth_tracks(frame: RankFrame) -> Iterator[tuple[str, I64, F64, F64]]:
     dur = np.where(frame.dur[rows] == 0, 1.0, frame.dur[rows])
     ts = np.concatenate([frame.ts[rows], frame.ts[rows] + dur])
     value = np.concatenate([frame.memory_bw_gbps[rows], -frame.memory_bw_gbps[rows]])
-    kinds = np.array([memory_kind(frame.names[c]) for c in frame.name[rows].tolist()] * 2)
+    kinds = np.array([memory_kind(frame.texts[c]) for c in frame.name[rows].tolist()] * 2)
     order = unstable_argsort(frame.sort_key(ts))
     for kind in sorted(set(kinds.tolist())):
         at = order[kinds[order] == kind]
@@ -65,7 +65,7 @@ def memory_bw(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
                     rows.append((frame.rank, kind, *d.values()))
             continue
         sel = np.flatnonzero(frame.of_class(KernelClass.MEMORY))
-        kinds = np.array([memory_kind(frame.names[i]) for i in frame.name[sel].tolist()])
+        kinds = np.array([memory_kind(frame.texts[i]) for i in frame.name[sel].tolist()])
         values: dict[str, float] = {}
         for kind in sorted(set(kinds.tolist())):
             rows_k = sel[kinds == kind]

@@ -36,6 +36,6 @@ def pageable_memcpy(frame: RankFrame, options: TraceOptions) -> RankRows:
         gpu_us = float(frame.dur[m].sum())
         nbytes = float(np.clip(frame.bytes[m], 0, None).sum())
         gbps = nbytes / gpu_us / 1e3 if gpu_us > 0 else float("nan")
-        found.append((frame.rank, frame.names[name_id], len(m), nbytes, gpu_us, cpu_us, gbps))
+        found.append((frame.rank, frame.texts[name_id], len(m), nbytes, gpu_us, cpu_us, gbps))
     keys = {"copies": 2, "gpu_us": 4, "cpu_us": 5, "bytes": 3}
     return RankRows(found, {k: float(sum(row[i] for row in found)) for k, i in keys.items()})

@@ -62,9 +62,8 @@ def _rank(
         np.bincount(inverse, weights).tolist()
         for weights in (None, dur[under], bps[under], idle[under])
     )
-    names = [*frame.names, ""]  # code -1: no name
     table = []
     for k in np.argsort(-np.array(idle_by), kind="stable")[:top].tolist():
         stats = (int(calls[k]), total[k], blocks[k] / calls[k] * sms, idle_by[k])
-        table.append((frame.rank, names[codes[k]], *stats))
+        table.append((frame.rank, frame.texts[codes[k]], *stats))
     return dict(zip(KEYS, map(float, values), strict=True)), table

@@ -54,7 +54,7 @@ def _candidates(trace: TraceSet, native: bool) -> tuple[list[tuple[int, int, flo
         comm = f.of_class(KernelClass.COMMUNICATION) if native else f.names_matching(_NCCL.match)
         long = (f.stream > 0) & (it > 0) & (f.dur >= cut) & comm
         for row in np.flatnonzero(long).tolist():
-            key = (f.rank, int(f.stream[row]), int(it[row]), f.names[f.name[row]])
+            key = (f.rank, int(f.stream[row]), int(it[row]), f.texts[f.name[row]])
             last[key] = ((f.ts[row] - t_min) / mean_iter, f.dur[row] / mean_iter)
     if not last:
         return [], "no long communication kernels"

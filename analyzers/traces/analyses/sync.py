@@ -48,7 +48,7 @@ def sync(frame: RankFrame, options: TraceOptions) -> RankRows:
         in_steps |= (frame.ts >= s.start_us) & (frame.ts < s.end_us)
     hits = np.concatenate([calls, causes])
     rows = []
-    for name, code in sorted((frame.names[c], c) for c in np.unique(frame.name[hits])):
+    for name, code in sorted((frame.texts[c], c) for c in np.unique(frame.name[hits])):
         m = hits[frame.name[hits] == code]
         inside = m[in_steps[m]]
         total = float(frame.dur[inside].sum())

@@ -32,5 +32,5 @@ def top_kernels(frame: RankFrame, options: TraceOptions) -> RankRows:
         kind = KernelClass(int(frame.kernel_class[sel][inverse == k][0])).name
         share = total / grand if grand else float("nan")
         stats = (len(d), total, float(d.mean()), float(d.max()), share)
-        rows.append((frame.rank, frame.names[int(ids[k])], kind, *stats))
+        rows.append((frame.rank, frame.texts[int(ids[k])], kind, *stats))
     return RankRows(rows)

@@ -232,10 +232,10 @@ def _amp_kind(replay: Replay) -> np.ndarray:
     The regexes run once per distinct kernel name (tens), not once per launch (thousands)."""
     frame = replay.frame
     codes = frame.name[replay.gpu]
-    kind_of = np.zeros(len(frame.names), dtype=np.int8)  # per name code
+    kind_of = np.zeros(len(frame.texts), dtype=np.int8)  # per name code; -1 (no name) last
     on_tensor_cores = tensor_core_names(frame, codes)  # per op
     for code in set(codes[~on_tensor_cores].tolist()):
-        kind_of[code] = _kernel_kind(frame.names[code])
+        kind_of[code] = _kernel_kind(frame.texts[code])
     computation = frame.kernel_class[replay.gpu] == KernelClass.COMPUTATION
     return np.where(computation, kind_of[codes], _NOT_CHANGED)
 

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from analyzers.traces.analyses.tensor_cores import tensor_core_names
-from analyzers.traces.api import load_trace_set
+from analyzers.traces.api import load_trace_set, run_analyses
 from analyzers.traces.classify import KernelClass, classify_fleetscope
 from tests.analyzers.traces.trace_paths import ALL_TRACES, trace_set
 
@@ -84,3 +84,7 @@ def test_a_kernel_without_a_name_reads_as_the_empty_name_whatever_the_last_symbo
     assert not frame.names_matching(lambda name: "nccl" in name)[nameless].any()
     assert not tensor_core_names(frame, frame.name[nameless]).any()
     assert not (frame.name == frame.sym("Stream Sync")).any()  # a name the trace lacks
+    # The per-kernel tables name it "" too (top_kernels printed the collective's name for it).
+    results = run_analyses(load_trace_set(tmp_path / "t.json"), names=["top_kernels"])
+    named = {row[1]: row[3] for row in results["top_kernels"].table("top_kernels").rows}
+    assert named == {"elementwise": 1, "": 1, "ncclKernel_sm90_xmma": 1}
