@@ -161,12 +161,12 @@ def analyze_trace(
     """Load, analyze and judge one trace (file or folder of ranks). With `names`, only those
     analyses run and no rule judges them: a rule whose analysis is missing would stay silent,
     not say the trace is fine."""
-    from analyzers.traces.findings import trace_findings
-
     options = options or TraceOptions()
     todo = selected_analyses(names)
     trace = load_trace_set(path, hta_compatible=hta_compatible, rank_workers=workers)
     results = run_analyses(trace, options, todo, workers=workers)
-    judged = names is None
-    findings = trace_findings(trace, results, options, job_id=job_id) if judged else []
-    return TraceReport(trace, results, findings, judged)
+    if names is not None:
+        return TraceReport(trace, results, [], judged=False)
+    from analyzers.traces.findings import trace_findings  # the rules, only where they judge
+
+    return TraceReport(trace, results, trace_findings(trace, results, options, job_id=job_id))
