@@ -9,9 +9,9 @@ interpreter start and imports; a user pays those on every run (issue 19 measured
 command against 9.3x without them). Here each side is one subprocess, timed from `fork` to exit:
 
 - ours: `fleetscope trace analyze --hta-compatible DIR --format json` (process start, imports,
-  load, all 17 analyses, the T1-T12 rules, the JSON printed to a pipe), as installed: a wheel of
-  this tree installed into a venv of its own (`install_wheel`: bytecode compiled at install, no
-  editable finder), or with `--editable` this checkout's venv, byte-compiled first;
+  load, every registered analysis, the trace rules, the JSON printed to a pipe), as installed: a
+  wheel of this tree installed into a venv of its own (`install_wheel`: bytecode compiled at
+  install, no editable finder), or with `--editable` this checkout's venv, byte-compiled first;
 - HTA: `$FLEETSCOPE_HTA_VENV/bin/python bench/hta_runner.py DIR` (import, `TraceAnalysis(DIR)`,
   its 9 analysis calls), in HTA's own virtual environment (created if missing, as bench.traces).
 
@@ -268,7 +268,8 @@ def render(
         "goes first, median; every run a fresh process timed from start to exit). Traces: every "
         "folder of /work/shared/data/traces except edge_cases/ (CPU-only and rank-less fragments, "
         "on which HTA raises), read in place. Ours: `fleetscope trace analyze --hta-compatible "
-        "DIR --format json` (all 17 analyses + T1-T12 rules). HTA: `bench/hta_runner.py DIR` "
+        "DIR --format json` (every registered analysis and the trace rules). HTA: "
+        "`bench/hta_runner.py DIR` "
         "(import, `TraceAnalysis`, its 9 analysis calls). Load = 1-minute load average before "
         "each pair (the 2-core machine was shared with 5 other engineers' jobs).",
         "",

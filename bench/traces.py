@@ -9,7 +9,7 @@ so peak memory is that run's own:
   virtual environment, created here if missing: `$FLEETSCOPE_HTA_VENV`, default /tmp/hta-venv,
   with `holistictraceanalysis==0.5.0 "pandas<3"`);
 - fleetscope `--hta-compatible`: load plus the same 8 analyses (like for like), and separately
-  all 17 analyses plus the T1-T12 rules;
+  every registered analysis plus the trace rules;
 - fleetscope native: load plus all 17 analyses plus rules.
 
 Reports the median wall time and the peak RSS (`ru_maxrss` of the process), and writes them under

@@ -1,7 +1,7 @@
 """What the trace page draws, laid out from the analyzers' document on the trace.
 
 The document (`analyzers.traces.document.analysis_document`: every analysis's tables, the trace
-rules' findings T1-T12 and the timeline's GPU ops) is built once when a trace is uploaded, under
+rules' findings T1-T13 and the timeline's GPU ops) is built once when a trace is uploaded, under
 fleetscope's definitions (exact timestamps, every ProfilerStep; what `fleetscope trace analyze`
 prints), and stored in the catalog (`trace_analyses`): `stored_document` reads it back. Only
 HTA 0.5.0's definitions (`--hta-compatible`), or a trace nothing analyzed yet (dropped in the
