@@ -189,8 +189,7 @@ def registered(group: str) -> dict[str, EntryPoint]:
     twice) is one entry."""
     found: dict[str, EntryPoint] = {}
     clashes: dict[str, list[str]] = {}
-    for entry in _registered()(group):
-        name = entry.name
+    for name, entry in _registered(group):
         first = found.setdefault(name, entry)
         if first.value != entry.value and entry.value not in clashes.setdefault(
             name, [first.value]
@@ -220,15 +219,7 @@ def _clash(name: str, group: str, values: list[str]) -> EntryPoint:
 
 
 @functools.cache
-def _registered() -> Callable[[str], tuple[EntryPoint, ...]]:
-    """The entry points of a group, selected from one scan of the installed distributions for
-    every group (`entry_points(group=...)` scans them all for each group)."""
+def _registered(group: str) -> tuple[tuple[str, EntryPoint], ...]:
     from importlib.metadata import entry_points
 
-    installed = entry_points()
-
-    @functools.cache
-    def select(group: str) -> tuple[EntryPoint, ...]:
-        return tuple(installed.select(group=group))
-
-    return select
+    return tuple((ep.name, ep) for ep in entry_points(group=group))

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, MutableMapping, ValuesView
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
-from functools import cached_property, lru_cache
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
@@ -172,7 +172,7 @@ class RankFrame(RowColumns):
         table = np.zeros(len(names), dtype=np.int8)
         used = np.bincount(self.name[self.on_stream] + 1)  # not a sort; -1 (no name) at 0
         for code in (np.flatnonzero(used) - 1).tolist():
-            table[code] = class_of(self.classifier, names[code])
+            table[code] = int(self.classifier(names[code]))
         return table[self.name]
 
     def of_class(self, kind: KernelClass) -> Mask:
@@ -211,11 +211,6 @@ class RankFrame(RowColumns):
     def device_properties(self) -> list[dict[str, Any]]:
         props = self.metadata.get("deviceProperties")
         return [p for p in props if isinstance(p, dict)] if isinstance(props, list) else []
-
-
-@lru_cache(maxsize=1 << 14)  # a set's ranks share their kernels' names, each a regex's work
-def class_of(classifier: Classifier, name: str) -> int:
-    return int(classifier(name))
 
 
 def last_row_per_key(keys: I64, rows: I64) -> tuple[I64, I64]:

@@ -48,7 +48,7 @@ def overlap_label_sums(frame: RankFrame) -> dict[str, float]:
     running = np.cumsum(delta[order])
     seg = np.trunc(np.diff(t))  # HTA: (next_time - time).astype(int)
     out = {}
-    for mask in sorted(set(running[:-1].tolist())):
+    for mask in np.unique(running[:-1]).tolist():
         length = float(seg[running[:-1] == mask].sum())
         if mask > 0 and length:
             label = " overlapping ".join(k.name for b, k in enumerate(TYPES) if mask & (1 << b))

@@ -67,7 +67,7 @@ def queue_tracks(
     order = unstable_argsort(frame.sort_key(frame.ts[r]))
     ts, ops, delta = frame.ts[r[order]], ops[order], delta[order]
     streams = np.where(ops >= 0, frame.stream[ops], -1)  # -1: a launch without a GPU op
-    for stream in sorted(set(streams[streams != -1].tolist())):
+    for stream in np.unique(streams[streams != -1]).tolist():
         at = streams == stream
         yield stream, ops[at], ts[at], np.cumsum(delta[at])
 
