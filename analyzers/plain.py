@@ -46,6 +46,9 @@ META = "_meta"  # analyzers.run.results keeps title, job name, bucket and scope 
 KWH, MONEY, CURRENCY = "recoverable_kwh", "recoverable_money", "currency"  # accounting.recoverable
 SYMPTOMS = "symptoms"  # analyzers.rules.causes.SYMPTOMS_KEY: the findings a root cause absorbed
 MAX_ITEMS = 4  # list evidence shows this many items, then "+N more"
+# A text value longer than this is cut with "…" (a CUDA kernel's demangled template name runs to
+# hundreds of characters); the raw evidence keeps it whole.
+MAX_TEXT = 60  # as wide as `fleetscope trace analyze` prints a table cell
 
 
 def rule_name(rule_id: str) -> str:
@@ -158,7 +161,8 @@ def value_text(key: str, value: Any) -> str:
         return _mapping_text(value)
     if isinstance(value, Sequence) and not isinstance(value, str):
         return _list_text(key, value)
-    return str(value)
+    text = str(value)
+    return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 1] + "…"
 
 
 def _mapping_text(value: Mapping[str, Any]) -> str:

@@ -131,3 +131,28 @@ def test_a_list_of_gpus_names_them_as_gpus() -> None:
 
     assert value_text("idle_gpus", ["0", "3/mig1"]) == "GPU 0, GPU 3/mig1"
     assert value_text("idle_gpus", []) == "none"
+
+
+def test_a_kernels_long_template_name_is_cut_in_the_evidence_and_whole_in_the_raw_json() -> None:
+    """T13 named four demangled CUTLASS/ATen kernels of 200-400 characters each: the evidence
+    cell was a wall of template arguments."""
+    name = "void at::native::reduce_kernel<128, 4, at::native::ReduceOp<float, " + "x" * 300 + ">"
+    finding = Finding(
+        rule_id="T13",
+        severity=Severity.INFO,
+        job_id=None,
+        host=None,
+        gpus=(),
+        window_start=START,
+        window_end=END,
+        title="kernels leave 10% of the 108 SMs idle",
+        recommendation="more work per kernel",
+        wasted_gpu_hours=0.0,
+        estimate_method="",
+        evidence={"kernels": [{"name": name, "calls": 486}], "trace": "rank-3.json"},
+    )
+    assert evidence_rows(finding.evidence) == [
+        ("kernels", f"name {name[:59]}…, calls 486"),
+        ("trace", "rank-3.json"),
+    ]
+    assert plain(finding).raw["kernels"][0]["name"] == name

@@ -18,6 +18,8 @@ import pytest
 from analyzers.traces.analyses.base import TraceOptions
 from analyzers.traces.analyses.critical_path import (
     BOUND_BY,
+    KERNEL_KERNEL,
+    LAUNCH,
     CriticalPath,
     CriticalPathError,
     critical_path,
@@ -123,6 +125,20 @@ def test_a_cpu_warp_that_the_longest_path_edge_misses_still_has_no_bound() -> No
     warp = Change(cpu_warp=(path.begin_us[edge], path.end_us[edge], np.array([0.5])))
     assert saving_bound_us(path, replay, warp) == math.inf
     assert saving_bound_us(path, replay, Change(gpu_factor=np.ones(len(replay.gpu)))) == 0.0
+
+
+def test_a_latency_cap_saves_at_most_what_the_paths_launch_and_kernel_gaps_exceed_it() -> None:
+    """CUDA graphs' bound: every launch and kernel-to-kernel gap on the critical path shrinks to
+    the cap, and nothing else on it; per step. A cap above every gap saves nothing."""
+    frame = trace_set(DATA / "kineto_resnet50_nw0").ranks[0]
+    replay = Replay(frame, TraceOptions())
+    path = critical_path_of(frame, native=True)
+    assert path is not None
+    gaps = path.weights[(path.kinds == LAUNCH) | (path.kinds == KERNEL_KERNEL)]
+    over_cap = np.maximum(0.0, gaps - 2.0).sum() / replay.n_steps
+    assert over_cap > 0
+    assert saving_bound_us(path, replay, Change(latency_cap_us=2.0)) == pytest.approx(over_cap)
+    assert saving_bound_us(path, replay, Change(latency_cap_us=float(gaps.max()))) == 0.0
 
 
 def test_the_call_stack_walk_enters_and_leaves_each_call_in_depth_first_order() -> None:
