@@ -152,7 +152,7 @@ def trace_view(document: Document) -> TraceView:
     ranks = {rank: _rank_view(document, rank) for rank in sorted(map(int, temporal["per_rank"]))}
     notes = tuple(
         note
-        for name in ("temporal_breakdown", "whatif", "dataloader")
+        for name in ("temporal_breakdown", "dataloader")  # the what-if's: under its table
         if name in analyses
         for note in analyses[name]["notes"]
     )

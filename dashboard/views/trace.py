@@ -83,7 +83,8 @@ def render() -> None:
         rank = min(view.ranks)
         if len(view.ranks) > 1:
             rank = st.selectbox("Rank", list(view.ranks), key="trace_rank")
-        _rank(view.ranks[rank])
+        whatif = (s.notes for s in view.sections.get(rank, ()) if s.name == "whatif")
+        _rank(view.ranks[rank], next(whatif, ()))
     _every_analysis(view)
     for note in view.notes:
         st.caption(note)
@@ -125,7 +126,8 @@ def without(columns: dict[str, Col], name: str) -> dict[str, Col]:
     return {k: v for k, v in columns.items() if k != name}
 
 
-def _rank(view: trace_report.RankView) -> None:
+def _rank(view: trace_report.RankView, whatif_notes: tuple[str, ...]) -> None:
+    """`whatif_notes`: the replay's model and assumptions, read beside its estimates."""
     headline_tiles.show(
         [
             Tile("GPU busy span", f"{view.kernel_time_us / 1000:,.1f} ms"),
@@ -157,6 +159,8 @@ def _rank(view: trace_report.RankView) -> None:
                 "gpu_h_per_week": st.column_config.NumberColumn("GPU-h / week", format="%.1f"),
             },
         )
+        for note in whatif_notes:
+            st.caption(note)
     st.subheader("GPU timeline: kernels per stream")
     shown = view.ops.assign(
         start_ms=lambda f: f["start_us"] / 1000, end_ms=lambda f: f["end_us"] / 1000

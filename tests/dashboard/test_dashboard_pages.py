@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -293,6 +294,21 @@ def test_traces_and_trace_pages(warehouse_env: Warehouse) -> None:
     # a trace's findings are weekly what-if rates, not GPU-hours of a window (stored findings)
     headings = [m.value for m in app.markdown if _RECOVERABLE.search(m.value)]
     assert all("GPU-h/week** recoverable" in h for h in headings), headings
+    # the replay's model is read under its estimates, not at the foot of the page
+    shown = [(e.type, str(e.value)) for e in _in_order(app.main) if e.type in _TEXTS]
+    at = shown.index(("subheader", "What if"))
+    assert shown[at + 1][1].startswith("model: CPU events keep their order"), shown[at : at + 2]
+    assert shown[-1][1].startswith("rank 0: no CUPTI counters"), shown[-1]  # Every analysis's
+
+
+_TEXTS = ("subheader", "caption")
+
+
+def _in_order(node: Any) -> Iterator[Any]:
+    """Every element under `node`, in the order the page draws them."""
+    for child in getattr(node, "children", {}).values():
+        yield child
+        yield from _in_order(child)
 
 
 def test_trace_page_agrees_with_hta_on_request(warehouse_env: Warehouse) -> None:
