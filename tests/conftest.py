@@ -81,11 +81,19 @@ def test_server_plugins(tmp_path: Path) -> Iterator[None]:
 
 @pytest.fixture(scope="session")
 def moto_s3_server() -> Iterator[str]:
-    """moto's S3 server (`moto[server]`) on a free loopback port, one for the session: fleet
-    tests take it through tests/fleet/conftest.py's `s3_endpoint`, which empties it first."""
+    """moto's S3 server (`moto[server]`, started by tests/s3_server.py) on a free loopback port,
+    one for the session: fleet tests take it through tests/fleet/conftest.py's `s3_endpoint`,
+    which empties it first."""
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        [
+            sys.executable,
+            str(Path(__file__).with_name("s3_server.py")),
+            "-H",
+            "127.0.0.1",
+            "-p",
+            str(port),
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

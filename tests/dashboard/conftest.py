@@ -151,6 +151,19 @@ def warehouse(tmp_path_factory: pytest.TempPathFactory) -> Warehouse:
     return build_warehouse(tmp_path_factory.mktemp("fleet"))
 
 
+@pytest.fixture(scope="session")
+def warehouse_dashboard(warehouse: Warehouse) -> Iterator[str]:
+    """`fleetscope dashboard` serving the session's warehouse, one for the session; its base URL.
+
+    The browser tests on this warehouse only read it, each in a browser of its own (a Streamlit
+    session per tab): a server each cost them a start, a first page on cold caches and a stop,
+    4-5 s of each test on an idle machine."""
+    from tests.dashboard.browser import dashboard_server
+
+    with dashboard_server(warehouse.env) as url:
+        yield url
+
+
 @pytest.fixture
 def warehouse_env(warehouse: Warehouse, monkeypatch: pytest.MonkeyPatch) -> Warehouse:
     for name, value in warehouse.env.items():

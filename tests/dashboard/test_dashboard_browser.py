@@ -8,16 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.dashboard.browser import CHROMIUM, dashboard_server, tour
-from tests.dashboard.conftest import Warehouse
+from tests.dashboard.browser import CHROMIUM, tour
 
 
 @pytest.mark.slow
 @pytest.mark.real_component("chromium")
 @pytest.mark.skipif(shutil.which(CHROMIUM) is None, reason="chromium is not installed")
-def test_fleet_to_job_to_trace_in_chromium(warehouse: Warehouse, tmp_path: Path) -> None:
-    with dashboard_server(warehouse.env) as url:
-        texts = tour(url, tmp_path)
+def test_fleet_to_job_to_trace_in_chromium(warehouse_dashboard: str, tmp_path: Path) -> None:
+    texts = tour(warehouse_dashboard, tmp_path)
     fleet = texts["fleet"]
     for shown in ("8.00 GPU-h", "4.95 GPU-h", "3.70 GPU-h", "3.05 GPU-h", "6 GPUs · 3 jobs"):
         assert shown in fleet

@@ -49,9 +49,10 @@ def wait_for(check: object, timeout_s: float, what: str) -> None:
     raise AssertionError(f"{what} not ready after {timeout_s} s")
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def issuer() -> Iterator[str]:
-    """The provider as its own process, registration required; alice's claims stored."""
+    """The provider as its own process, registration required; alice's claims stored. One for
+    the module, as one issuer serves many clients: each test registers a client of its own."""
     port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "oidc_provider_mock", "--host", "127.0.0.1", "--port", str(port),

@@ -98,28 +98,27 @@ class Page:
     metrics: list[str]
 
 
-def fleet_and_job(env: dict[str, str], shots: Path, *more: tuple[str, str]) -> dict[str, Page]:
-    """The Fleet page, then a click to job stall-1, then each of `more` (url path, text to wait
-    for), each waited for by its text and screenshot under `shots`."""
+def fleet_and_job(url: str, shots: Path, *more: tuple[str, str]) -> dict[str, Page]:
+    """The Fleet page of the dashboard at `url`, then a click to job stall-1, then each of `more`
+    (url path, text to wait for), each waited for by its text and screenshot under `shots`."""
     pages: dict[str, Page] = {}
-    with dashboard_server(env) as url:
-        browser = Browser()
-        try:
+    browser = Browser()
+    try:
 
-            def read(name: str, *needles: str) -> None:
-                text = browser.wait_for_text(*needles)
-                pages[name] = Page(text, list(browser.evaluate(METRICS_JS)))
-                browser.screenshot(shots / f"{name}.png")
+        def read(name: str, *needles: str) -> None:
+            text = browser.wait_for_text(*needles)
+            pages[name] = Page(text, list(browser.evaluate(METRICS_JS)))
+            browser.screenshot(shots / f"{name}.png")
 
-            browser.navigate(url + "/")
-            read("fleet", "Capacity seen", "Idlest jobs", "click a row to open")
-            browser.click_row(-1, 0)  # the idlest job, stall-1: its row opens it
-            read("job", "Job stall-1", "data wait of step", "Findings", "trace stall-1/mi250")
-            for path, needle in more:
-                browser.navigate(f"{url}/{path}")
-                read(path, needle)
-        finally:
-            browser.close()
+        browser.navigate(url + "/")
+        read("fleet", "Capacity seen", "Idlest jobs", "click a row to open")
+        browser.click_row(-1, 0)  # the idlest job, stall-1: its row opens it
+        read("job", "Job stall-1", "data wait of step", "Findings", "trace stall-1/mi250")
+        for path, needle in more:
+            browser.navigate(f"{url}/{path}")
+            read(path, needle)
+    finally:
+        browser.close()
     return pages
 
 
@@ -127,15 +126,16 @@ def fleet_and_job(env: dict[str, str], shots: Path, *more: tuple[str, str]) -> d
 @pytest.mark.real_component("chromium")
 @pytest.mark.skipif(shutil.which(CHROMIUM) is None, reason="chromium is not installed")
 def test_fleet_and_job_pages_show_the_embedded_numbers_in_fleet_mode(
-    warehouse: Warehouse, fleet_warehouse: Settings, tmp_path: Path
+    warehouse_dashboard: str, fleet_warehouse: Settings, tmp_path: Path
 ) -> None:
-    embedded = fleet_and_job(warehouse.env, tmp_path / "embedded")
-    fleet = fleet_and_job(
-        settings_env(fleet_warehouse),
-        tmp_path / "fleet",
-        ("jobs", "3 of 3 jobs"),  # the job ids are the grid's rows (issue 31)
-        ("hosts", "hosts with XID errors"),
-    )
+    embedded = fleet_and_job(warehouse_dashboard, tmp_path / "embedded")
+    with dashboard_server(settings_env(fleet_warehouse)) as url:
+        fleet = fleet_and_job(
+            url,
+            tmp_path / "fleet",
+            ("jobs", "3 of 3 jobs"),  # the job ids are the grid's rows (issue 31)
+            ("hosts", "hosts with XID errors"),
+        )
     assert fleet["fleet"].metrics == embedded["fleet"].metrics == FLEET_METRICS
     assert fleet["job"].metrics == embedded["job"].metrics
     # the headline first (`fleetscope job`'s numbers); the energy figures (issue 32) follow it

@@ -87,6 +87,14 @@ def _assert_same_numbers(root: Path, window: Window) -> None:
     )
 
 
+@pytest.fixture
+def settings(settings: Settings) -> Settings:
+    """conftest.py's settings with the server's roll-up step every second, not every 30 s (the
+    default, `warehouse.rollup_interval_s`): the step is the same at any interval, and at 30 s
+    the test below spent half a minute waiting for the first one."""
+    return settings.with_overrides(warehouse__rollup_interval_s=1.0)
+
+
 def test_rollups_answer_right_after_ingest_with_no_maintenance_pass(
     settings: Settings, server: Server
 ) -> None:
