@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from analyzers.findings import Finding, Severity
@@ -137,20 +138,8 @@ def test_a_kernels_long_template_name_is_cut_in_the_evidence_and_whole_in_the_ra
     """T13 named four demangled CUTLASS/ATen kernels of 200-400 characters each: the evidence
     cell was a wall of template arguments."""
     name = "void at::native::reduce_kernel<128, 4, at::native::ReduceOp<float, " + "x" * 300 + ">"
-    finding = Finding(
-        rule_id="T13",
-        severity=Severity.INFO,
-        job_id=None,
-        host=None,
-        gpus=(),
-        window_start=START,
-        window_end=END,
-        title="kernels leave 10% of the 108 SMs idle",
-        recommendation="more work per kernel",
-        wasted_gpu_hours=0.0,
-        estimate_method="",
-        evidence={"kernels": [{"name": name, "calls": 486}], "trace": "rank-3.json"},
-    )
+    evidence = {"kernels": [{"name": name, "calls": 486}], "trace": "rank-3.json"}
+    finding = replace(_finding(), rule_id="T13", evidence=evidence)
     assert evidence_rows(finding.evidence) == [
         ("kernels", f"name {name[:59]}…, calls 486"),
         ("trace", "rank-3.json"),
