@@ -175,7 +175,10 @@ def _rank(view: trace_report.RankView, whatif_notes: tuple[str, ...]) -> None:
         view.top_kernels,
         hide_index=True,
         width="stretch",
-        column_config={"share_pct": st.column_config.NumberColumn("share %", format="%.1f")},
+        column_config={
+            "mean_us": st.column_config.NumberColumn("mean_us", format="%.1f"),
+            "share_pct": st.column_config.NumberColumn("share %", format="%.1f"),
+        },
     )
 
 
