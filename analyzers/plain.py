@@ -47,8 +47,10 @@ KWH, MONEY, CURRENCY = "recoverable_kwh", "recoverable_money", "currency"  # acc
 SYMPTOMS = "symptoms"  # analyzers.rules.causes.SYMPTOMS_KEY: the findings a root cause absorbed
 MAX_ITEMS = 4  # list evidence shows this many items, then "+N more"
 # A text value longer than this is cut with "…" (a CUDA kernel's demangled template name runs to
-# hundreds of characters); the raw evidence keeps it whole.
+# hundreds of characters); the raw evidence keeps it whole. Identifiers are never cut: a person
+# copies them into a shell or a search (a Kubernetes node's name passes 60 characters).
 MAX_TEXT = 60  # as wide as `fleetscope trace analyze` prints a table cell
+IDENTIFIERS = frozenset({"host", "hosts", "job", "job_id", "trace", "trace_id", "table"})
 
 
 def rule_name(rule_id: str) -> str:
@@ -162,7 +164,9 @@ def value_text(key: str, value: Any) -> str:
     if isinstance(value, Sequence) and not isinstance(value, str):
         return _list_text(key, value)
     text = str(value)
-    return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 1] + "…"
+    if len(text) <= MAX_TEXT or key in IDENTIFIERS:
+        return text
+    return text[: MAX_TEXT - 1] + "…"
 
 
 def _mapping_text(value: Mapping[str, Any]) -> str:

@@ -80,23 +80,26 @@ def test_server_plugins(tmp_path: Path) -> Iterator[None]:
 
 
 @pytest.fixture(scope="session")
-def moto_s3_server() -> Iterator[str]:
+def moto_s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """moto's S3 server (`moto[server]`, started by tests/s3_server.py) on a free loopback port,
     one for the session: fleet tests take it through tests/fleet/conftest.py's `s3_endpoint`,
-    which empties it first."""
+    which empties it first. Its stderr goes to a file, whose end a failed start shows (s3_server.py
+    replaces one moto function: a moto that renamed it says so there)."""
     port = free_port()
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            str(Path(__file__).with_name("s3_server.py")),
-            "-H",
-            "127.0.0.1",
-            "-p",
-            str(port),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    log = tmp_path_factory.mktemp("moto") / "stderr.log"
+    with log.open("wb") as stderr:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                str(Path(__file__).with_name("s3_server.py")),
+                "-H",
+                "127.0.0.1",
+                "-p",
+                str(port),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+        )
     endpoint = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 120  # its imports on a busy 2-core machine
     try:
@@ -107,7 +110,10 @@ def moto_s3_server() -> Iterator[str]:
             except urllib.error.HTTPError:
                 break  # any HTTP answer: it is serving
             except OSError:
-                assert proc.poll() is None, f"moto's S3 server exited with {proc.returncode}"
+                if proc.poll() is not None:
+                    tail = log.read_text(errors="replace")[-2000:]
+                    message = f"moto's S3 server exited with {proc.returncode}:\n{tail}"
+                    raise AssertionError(message) from None
                 assert time.monotonic() < deadline, "moto's S3 server did not answer in 120 s"
                 time.sleep(0.05)
         yield endpoint

@@ -138,10 +138,12 @@ def test_a_kernels_long_template_name_is_cut_in_the_evidence_and_whole_in_the_ra
     """T13 named four demangled CUTLASS/ATen kernels of 200-400 characters each: the evidence
     cell was a wall of template arguments."""
     name = "void at::native::reduce_kernel<128, 4, at::native::ReduceOp<float, " + "x" * 300 + ">"
-    evidence = {"kernels": [{"name": name, "calls": 486}], "trace": "rank-3.json"}
+    node = "gke-training-a100-pool-7f3c2b1d-x9qz.us-central1-a.c.ml-platform.internal"
+    evidence = {"kernels": [{"name": name, "calls": 486}], "host": node, "trace": "rank-3.json"}
     finding = replace(_finding(), rule_id="T13", evidence=evidence)
     assert evidence_rows(finding.evidence) == [
         ("kernels", f"name {name[:59]}…, calls 486"),
+        ("host", node),  # an identifier stays whole: it is copied, not read
         ("trace", "rank-3.json"),
     ]
     assert plain(finding).raw["kernels"][0]["name"] == name

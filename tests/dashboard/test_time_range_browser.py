@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import shutil
 import time
+from collections.abc import Iterator
 
 import pytest
 
@@ -67,51 +68,55 @@ def _refreshed_at(text: str) -> str | None:
     return None
 
 
-def test_a_link_reproduces_the_range_and_the_refresh(warehouse_dashboard: str) -> None:
-    url = warehouse_dashboard
+@pytest.fixture
+def browser() -> Iterator[Browser]:
+    """Headless Chromium as wide as a desktop monitor, closed after the test."""
     browser = Browser(width=1440, height=1800)
     try:
-        browser.navigate(f"{url}/fleet?range=custom&from=2026-11-16T08:00Z&to=2026-11-16T09:00Z")
-        text = browser.wait_for_text("2026-11-16 08:00 to 09:00 UTC", "4.00 GPU-h")
-        assert "buckets of 1 min" in text
-        assert _picked(browser) == {"Time range": "custom range (UTC)", "Auto-refresh": "off"}
-        _wait_query(browser, {"range": "custom", "from": "2026-11-16T08:00Z", "refresh": "off"})
-
-        # the default range (7 days, hourly buckets), then the last hour from a link
-        browser.navigate(f"{url}/fleet")
-        browser.wait_for_text("8.00 GPU-h", "buckets of 60 min")
-        assert _picked(browser)["Time range"] == "last 7 days"
-        _wait_query(browser, {"range": "7d", "refresh": "off"})
-        browser.navigate(f"{url}/fleet?range=5m")
-        browser.wait_for_text("buckets of 1 min", "2 jobs")
-        assert _picked(browser)["Time range"] == "last 5 minutes"
-        _wait_query(browser, {"range": "5m"})
-        assert "from" not in _query(browser)
-
-        # a page switched in the sidebar keeps the range, and writes it into its own link
-        browser.click_link("/jobs")
-        browser.wait_for_text("Search job id", "2 of 2 jobs")
-        assert _picked(browser)["Time range"] == "last 5 minutes"
-        _wait_query(browser, {"range": "5m", "refresh": "off"})
+        yield browser
     finally:
         browser.close()
 
 
-def test_auto_refresh_reruns_the_page_by_itself(warehouse_dashboard: str) -> None:
+def test_a_link_reproduces_the_range_and_the_refresh(
+    warehouse_dashboard: str, browser: Browser
+) -> None:
     url = warehouse_dashboard
-    browser = Browser(width=1440, height=1800)
-    try:
-        browser.navigate(f"{url}/hosts?range=15m&refresh=10s")
-        text = browser.wait_for_text("Nodes", "every 10 s")
-        assert _picked(browser) == {"Time range": "last 15 minutes", "Auto-refresh": "10s"}
-        _wait_query(browser, {"range": "15m", "refresh": "10s"})
-        first = _refreshed_at(text)
-        assert first is not None, text
-        deadline = time.monotonic() + 180
-        while (now := _refreshed_at(browser.text())) in (first, None):
-            if time.monotonic() > deadline:
-                raise AssertionError(f"the page was not redrawn after {first}")
-            time.sleep(1.0)
-        assert now is not None and now > first
-    finally:
-        browser.close()
+    browser.navigate(f"{url}/fleet?range=custom&from=2026-11-16T08:00Z&to=2026-11-16T09:00Z")
+    text = browser.wait_for_text("2026-11-16 08:00 to 09:00 UTC", "4.00 GPU-h")
+    assert "buckets of 1 min" in text
+    assert _picked(browser) == {"Time range": "custom range (UTC)", "Auto-refresh": "off"}
+    _wait_query(browser, {"range": "custom", "from": "2026-11-16T08:00Z", "refresh": "off"})
+
+    # the default range (7 days, hourly buckets), then the last hour from a link
+    browser.navigate(f"{url}/fleet")
+    browser.wait_for_text("8.00 GPU-h", "buckets of 60 min")
+    assert _picked(browser)["Time range"] == "last 7 days"
+    _wait_query(browser, {"range": "7d", "refresh": "off"})
+    browser.navigate(f"{url}/fleet?range=5m")
+    browser.wait_for_text("buckets of 1 min", "2 jobs")
+    assert _picked(browser)["Time range"] == "last 5 minutes"
+    _wait_query(browser, {"range": "5m"})
+    assert "from" not in _query(browser)
+
+    # a page switched in the sidebar keeps the range, and writes it into its own link
+    browser.click_link("/jobs")
+    browser.wait_for_text("Search job id", "2 of 2 jobs")
+    assert _picked(browser)["Time range"] == "last 5 minutes"
+    _wait_query(browser, {"range": "5m", "refresh": "off"})
+
+
+def test_auto_refresh_reruns_the_page_by_itself(warehouse_dashboard: str, browser: Browser) -> None:
+    url = warehouse_dashboard
+    browser.navigate(f"{url}/hosts?range=15m&refresh=10s")
+    text = browser.wait_for_text("Nodes", "every 10 s")
+    assert _picked(browser) == {"Time range": "last 15 minutes", "Auto-refresh": "10s"}
+    _wait_query(browser, {"range": "15m", "refresh": "10s"})
+    first = _refreshed_at(text)
+    assert first is not None, text
+    deadline = time.monotonic() + 180
+    while (now := _refreshed_at(browser.text())) in (first, None):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the page was not redrawn after {first}")
+        time.sleep(1.0)
+    assert now is not None and now > first
