@@ -23,7 +23,7 @@ from typing import Any
 import psutil
 
 from collector.sources.cgroups import read_job_cgroups
-from collector.sources.rates import Rates
+from collector.sources.rates import Rates, cpu_mode_pcts
 
 
 class PsutilHostSource:
@@ -49,14 +49,9 @@ class PsutilHostSource:
         cpu = psutil.cpu_times()
         user = system = iowait = None
         if self._last_cpu is not None:
-            prev = self._last_cpu[1]
-            total = sum(cpu) - sum(prev)
-            if total > 0:
-                user = 100.0 * (cpu.user - prev.user) / total
-                system = 100.0 * (cpu.system - prev.system) / total
-                iowait = (
-                    100.0 * (getattr(cpu, "iowait", 0.0) - getattr(prev, "iowait", 0.0)) / total
-                )
+            pcts = cpu_mode_pcts(_counted(cpu), _counted(self._last_cpu[1]))
+            if pcts is not None:
+                user, system, iowait = pcts["user"], pcts["system"], pcts.get("iowait", 0.0)
         self._last_cpu = (now, cpu)
         mem = psutil.virtual_memory()
         net = psutil.net_io_counters()
@@ -99,6 +94,11 @@ class PsutilHostSource:
                 host_cores=self._cores,
             )
         return rows
+
+
+def _counted(cpu_times: Any) -> dict[str, float]:
+    """Linux counts guest time inside user time too (psutil's cpu_times_percent drops it)."""
+    return {k: v for k, v in cpu_times._asdict().items() if k not in ("guest", "guest_nice")}
 
 
 def job_rows(

@@ -20,7 +20,7 @@ from pathlib import Path
 from collector.http import Transport, UrllibTransport
 from collector.sources.dcgm import fetch_text
 from collector.sources.host import job_rows
-from collector.sources.rates import Rates
+from collector.sources.rates import Rates, cpu_mode_pcts
 from fleetscope.exposition import ExpositionParser
 
 
@@ -76,12 +76,11 @@ class NodeExporterSource:
                 gauges[name] = value
         user = system = iowait = None
         if self._last_cpu is not None and cpu_by_mode:
-            prev = self._last_cpu
-            total = sum(cpu_by_mode.values()) - sum(prev.values())
-            if total > 0:
-                user = 100.0 * (cpu_by_mode.get("user", 0.0) - prev.get("user", 0.0)) / total
-                system = 100.0 * (cpu_by_mode.get("system", 0.0) - prev.get("system", 0.0)) / total
-                iowait = 100.0 * (cpu_by_mode.get("iowait", 0.0) - prev.get("iowait", 0.0)) / total
+            pcts = cpu_mode_pcts(cpu_by_mode, self._last_cpu)
+            if pcts is not None:
+                user = pcts.get("user", 0.0)
+                system = pcts.get("system", 0.0)
+                iowait = pcts.get("iowait", 0.0)
         self._last_cpu = cpu_by_mode or None
         mem_total = gauges.get("node_memory_MemTotal_bytes")
         mem_avail = gauges.get("node_memory_MemAvailable_bytes")

@@ -9,12 +9,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from collector.sources.cgroups import allowed_cores
 from collector.sources.dcgm import DcgmSource
 from collector.sources.host import PsutilHostSource
 from collector.sources.node_exporter import NodeExporterSource
 from collector.sources.nvml import NvmlSource
+from collector.sources.rates import cpu_mode_pcts
 from fleetscope.errors import MetricsParseError, SourceUnavailableError
 
 
@@ -212,6 +215,32 @@ def test_host_source_gives_a_host_row_and_per_job_cgroup_rows(tmp_path: Path) ->
         "mem_total_bytes": None, "net_rx_bytes_s": None, "net_tx_bytes_s": None,
         "disk_read_bytes_s": 2048.0, "disk_write_bytes_s": 4096.0, "load1": None,
     }  # fmt: skip
+
+
+def test_a_host_busy_in_one_mode_reads_exactly_100_percent_of_it() -> None:
+    # The counters of a host up for weeks: the difference of their two sums once read
+    # 100.00000000909495 % user on a CI machine whose only moving mode was user.
+    before = {"user": 1_234_567.89, "system": 98_765.43, "idle": 7_654_321.01, "iowait": 12.5}
+    after = {**before, "user": before["user"] + 0.3}
+    only_user = {"user": 100.0, "system": 0.0, "idle": 0.0, "iowait": 0.0}
+    assert cpu_mode_pcts(after, before) == only_user
+    # Linux's iowait can go back: it counts as 0 and takes nothing from the other modes.
+    assert cpu_mode_pcts({**after, "iowait": 10.0}, before) == only_user
+    assert cpu_mode_pcts(before, before) is None  # no time passed
+
+
+@given(
+    st.dictionaries(
+        st.sampled_from(["user", "system", "idle", "iowait", "steal"]),
+        st.tuples(st.floats(0, 1e9, allow_nan=False), st.floats(-1e3, 1e3, allow_nan=False)),
+        min_size=1,
+    )
+)
+def test_cpu_mode_percentages_are_within_0_and_100(modes: dict[str, tuple[float, float]]) -> None:
+    before = {mode: start for mode, (start, _) in modes.items()}
+    after = {mode: start + step for mode, (start, step) in modes.items()}
+    pcts = cpu_mode_pcts(after, before)
+    assert pcts is None or all(0.0 <= pct <= 100.0 for pct in pcts.values())
 
 
 @pytest.mark.parametrize(
