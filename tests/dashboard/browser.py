@@ -162,16 +162,17 @@ class Browser:
         find = (
             "(() => { const grids = document.querySelectorAll('[data-testid=\"stDataFrame\"]');"
             f" const grid = grids[{table} < 0 ? grids.length + {table} : {table}];"
-            " if (!grid || !grid.querySelector('canvas')) return null;"
+            # The grid's accessible table holds a row once the data grid has it to paint.
+            f" if (!grid || !grid.querySelector('tr[aria-rowindex=\"{row + 2}\"]')) return null;"
             " grid.scrollIntoView({block: 'center'});"
             " const r = grid.getBoundingClientRect(); return [r.left, r.top]; })()"
         )
         deadline = time.monotonic() + timeout_s
         while (box := self.evaluate(find)) is None:  # grids draw after the page's text
             if time.monotonic() > deadline:
-                raise BrowserError(f"no data grid number {table} on the page")
+                raise BrowserError(f"no row {row} in data grid number {table} on the page")
             time.sleep(0.25)
-        time.sleep(0.5)  # the grid's rows are drawn a moment after its canvas
+        self.next_frames()  # its canvas paints that row then (it was a fixed 0.5 s sleep)
         x, y = box[0] + 16, box[1] + ROW_PX * (row + 1) + ROW_PX / 2
         for kind in ("mousePressed", "mouseReleased"):
             self.call(
@@ -179,10 +180,8 @@ class Browser:
                 button="left", clickCount=1,
             )  # fmt: skip
 
-    def screenshot(self, path: Path, timeout_s: float = 60.0) -> None:
-        """A PNG of the page once it is drawn (`wait_drawn`), two animation frames later: Vega
-        puts its canvas in the page before it paints into it. (It was a fixed second's sleep.)"""
-        self.wait_drawn(timeout_s)
+    def next_frames(self) -> None:
+        """Until the page has drawn two more animation frames."""
         self.call(
             "Runtime.evaluate",
             session=True,
@@ -190,6 +189,12 @@ class Browser:
             awaitPromise=True,
             returnByValue=True,
         )
+
+    def screenshot(self, path: Path, timeout_s: float = 60.0) -> None:
+        """A PNG of the page once it is drawn (`wait_drawn`), two animation frames later: Vega
+        puts its canvas in the page before it paints into it. (It was a fixed second's sleep.)"""
+        self.wait_drawn(timeout_s)
+        self.next_frames()
         shot = self.call("Page.captureScreenshot", session=True, format="png")
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(base64.b64decode(shot["data"]))
