@@ -44,6 +44,8 @@ RULE_NAMES: dict[str, str] = {
 
 META = "_meta"  # analyzers.run.results keeps title, job name, bucket and scope here
 KWH, MONEY, CURRENCY = "recoverable_kwh", "recoverable_money", "currency"  # accounting.recoverable
+NOT_ESTIMATED = "not estimated"  # how an estimate_method that puts no number on the waste begins
+UNPRICED = "recoverable GPU-hours not estimated"
 SYMPTOMS = "symptoms"  # analyzers.rules.causes.SYMPTOMS_KEY: the findings a root cause absorbed
 MAX_ITEMS = 4  # list evidence shows this many items, then "+N more"
 # A text value longer than this is cut with "…" (a CUDA kernel's demangled template name runs to
@@ -271,8 +273,13 @@ class PlainFinding:
     raw: dict[str, Any] = field(default_factory=dict)
 
     @property
-    def heading(self) -> str:
-        return f"{self.rule_id} {self.rule} · {self.severity} · {self.recoverable}"
+    def estimated(self) -> bool:
+        return priced(self.estimate)
+
+    @property
+    def gain(self) -> str:
+        """The heading's last part: what a fix returns, or that nobody estimated it."""
+        return f"{self.recoverable} recoverable" if self.estimated else UNPRICED
 
     @property
     def recoverable(self) -> str:
@@ -292,6 +299,12 @@ class PlainFinding:
         if self.gpus:
             parts.append(f"GPU {', '.join(self.gpus)}")
         return ", ".join(p for p in parts if p)
+
+
+def priced(estimate_method: str) -> bool:
+    """False where the rule puts no number on the waste (R15's communication time, a trace
+    rule with no step to replay): its 0 GPU-h means unknown, not nothing to recover."""
+    return not estimate_method.startswith(NOT_ESTIMATED)
 
 
 def plain(finding: Finding) -> PlainFinding:
@@ -362,7 +375,7 @@ def to_text(p: PlainFinding, indent: str = "  ") -> str:
     """The CLI's form (`fleetscope job`): heading, problem, fix, then the evidence table."""
     width = max((len(what) for what, _ in p.evidence), default=0)
     lines = [
-        f"{indent}{p.rule_id:<4} {p.rule} · {p.severity} · {p.recoverable} recoverable",
+        f"{indent}{p.rule_id:<4} {p.rule} · {p.severity} · {p.gain}",
         f"{indent}     problem: {p.problem}",
         f"{indent}     fix: {p.fix}",
     ]

@@ -10,7 +10,7 @@ from collections.abc import Callable
 import pandas as pd
 import streamlit as st
 
-from analyzers.plain import PlainFinding, number
+from analyzers.plain import UNPRICED, PlainFinding, number
 from dashboard.headline_tiles import escaped
 
 
@@ -27,11 +27,12 @@ def show_finding(
     of the job's GPUs), every stored finding the GPU-hours of its window. `no_gpus`: the process
     holds no GPU (a CPU-only trace), so the heading says so instead of "0 GPU-h recoverable"."""
     with st.container(border=True):
-        gain = (
-            "no GPU held: no GPU-hours to recover"
-            if no_gpus
-            else f"**{number(p.gpu_hours)} {gpu_hours_unit}** recoverable"
-        )
+        if no_gpus:
+            gain = "no GPU held: no GPU-hours to recover"
+        elif not p.estimated:
+            gain = UNPRICED
+        else:
+            gain = f"**{number(p.gpu_hours)} {gpu_hours_unit}** recoverable"
         st.markdown(f"**{p.rule_id} · {p.rule}** · {p.severity} · {gain}")
         st.markdown(f"**Problem:** {p.problem}  \n**Fix:** {p.fix}")
         st.caption(", ".join(x for x in (p.where, p.when, f"estimate: {p.estimate}") if x))
@@ -63,7 +64,7 @@ def show_brief(p: PlainFinding) -> None:
 
 def brief_markdown(p: PlainFinding) -> str:
     """`show_brief`'s text, every value from the finding escaped for Markdown."""
-    gain = f"**{number(p.gpu_hours)} GPU-h** recoverable"
+    gain = f"**{number(p.gpu_hours)} GPU-h** recoverable" if p.estimated else UNPRICED
     lines = [
         f"**{escaped(p.rule_id)} · {escaped(p.rule)}** · {escaped(p.severity)} · {gain}",
         "",

@@ -15,6 +15,7 @@ import hashlib
 from typing import Any
 
 from analyzers.findings import Finding
+from analyzers.plain import UNPRICED, priced
 
 ZERO_TIME = "0001-01-01T00:00:00Z"  # Alertmanager's "no end" for a firing alert
 
@@ -48,10 +49,12 @@ def summary(finding: Finding, kind: str) -> str:
         if part
     )
     title = finding.title or finding.rule_id
-    return (
-        f"{kind} {finding.severity} finding {finding.rule_id}: {title} ({who}); "
+    gain = (
         f"{finding.wasted_gpu_hours:.1f} GPU-hours recoverable"
+        if priced(finding.estimate_method)
+        else UNPRICED
     )
+    return f"{kind} {finding.severity} finding {finding.rule_id}: {title} ({who}); {gain}"
 
 
 def alertmanager(

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from html import escape
 
-from analyzers.plain import PlainFinding, plain_record
+from analyzers.plain import UNPRICED, PlainFinding, plain_record
 from analyzers.reports.build import FindingLine, Scope, WeeklyReport
 from analyzers.reports.energy import energy_html, energy_markdown
 from analyzers.reports.mfu import mfu_html, mfu_markdown
@@ -202,11 +202,17 @@ def _under_cut(hours: float) -> str:
     return f"{math.floor(hours * 1000) / 1000:.3f}"
 
 
+def _appendix_hours(f: FindingLine) -> str | None:
+    """None for a finding whose rule prices nothing (R15): its 0 is unknown, not nothing."""
+    return _under_cut(f.wasted_gpu_h) if _plain(f).estimated else None
+
+
 def _appendix_row(f: FindingLine) -> str:
     p = _plain(f)
     return (
         f"<tr><td>{escape(p.rule_id)} {escape(p.rule)}</td><td>{escape(f.job_id or '-')}</td>"
-        f"<td>{escape(p.problem)}</td><td class='n'>{_under_cut(f.wasted_gpu_h)}</td></tr>"
+        f"<td>{escape(p.problem)}</td><td class='n'>{_appendix_hours(f) or 'not estimated'}</td>"
+        "</tr>"
     )
 
 
@@ -291,7 +297,7 @@ def to_markdown(report: WeeklyReport) -> str:
         lines += ["", f"Appendix: findings under {APPENDIX_BELOW_GPU_H} GPU-h:"]
         lines += [
             f"- {_plain(f).rule_id} {_plain(f).rule} on {f.job_id or '-'}: "
-            f"{_under_cut(f.wasted_gpu_h)} GPU-h"
+            + (f"{hours} GPU-h" if (hours := _appendix_hours(f)) else UNPRICED)
             for f in small
         ]
     return "\n".join(lines) + "\n"

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,8 @@ import pytest
 from sqlalchemy import Engine
 
 from analyzers.notify import Notifier, from_settings
+from analyzers.notify.payloads import summary
+from analyzers.run.results import from_catalog
 from fleetscope.errors import ConfigError
 from fleetscope.settings import load_settings
 from simulator.wire import TEST_TOKEN
@@ -191,3 +194,14 @@ def test_the_server_plugin_notifies_from_a_running_server(
     assert body["alerts"][0]["labels"]["finding_id"] == "f1"
     assert json.dumps(body)  # plain JSON
     assert len(receiver.bodies("/am")) == 1
+
+
+def test_a_finding_nobody_priced_is_sent_as_not_estimated() -> None:
+    fragmented = replace(
+        finding("f9", "warn", rule="R15"),
+        wasted_gpu_hours=0.0,
+        estimate_method="not estimated: the cost is communication time samples cannot isolate",
+    )
+    assert summary(from_catalog(fragmented).finding, "new").endswith(
+        "(job train-a, team ml, host h1); recoverable GPU-hours not estimated"
+    )

@@ -95,6 +95,20 @@ def test_the_cli_form() -> None:
     ]
 
 
+def test_a_finding_nobody_priced_says_so_instead_of_zero_gpu_hours() -> None:
+    """R15 and a trace rule with no step to replay put no number on the waste: "0 GPU-h
+    recoverable" beside "estimate: not estimated" read as a contradiction."""
+    unpriced = replace(
+        _finding(),
+        wasted_gpu_hours=0.0,
+        estimate_method="not estimated (no ProfilerStep ranges or launches to replay)",
+    )
+    assert not plain(unpriced).estimated and plain(_finding()).estimated
+    assert to_text(plain(unpriced)).splitlines()[0] == (
+        "  R3   Idle allocation · critical · recoverable GPU-hours not estimated"
+    )
+
+
 def test_names_and_spans() -> None:
     assert rule_name("P1") == "Data-loader stall"
     assert rule_name("X99") == "X99"  # an external analyzer's rule keeps its id

@@ -13,8 +13,9 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from analyzers.plain import UNPRICED, PlainFinding
 from app.cli import main
-from dashboard import data, headline_tiles, source, tables
+from dashboard import data, findings_view, headline_tiles, source, tables
 from dashboard.views import fleet
 from fleetscope.settings import load_settings
 from tests.dashboard.conftest import DATA, START, Warehouse, build_warehouse
@@ -46,7 +47,7 @@ def _finding_rules(app: AppTest) -> list[str]:
     ]
 
 
-_RECOVERABLE = re.compile(r"GPU-h(/week)?\*\* recoverable")
+_RECOVERABLE = re.compile(r"GPU-h(/week)?\*\* recoverable|GPU-hours not estimated")
 
 
 def _metrics(app: AppTest) -> dict[str, str]:
@@ -93,6 +94,17 @@ def test_fleet_top_findings_are_text_with_their_evidence_and_a_link_to_the_job(
     ]
     assert len(app.table) == 3  # the percentiles and the two opportunity tables, nothing more
     assert not app.json
+
+
+def test_a_finding_nobody_priced_says_so_instead_of_zero_gpu_hours() -> None:
+    unpriced = PlainFinding(
+        rule_id="R15", rule="Fragmentation", severity="info", problem="p", fix="f",
+        gpu_hours=0.0, job_id=None, host=None, gpus=(), when="",
+        estimate="not estimated: the cost is communication time samples cannot isolate",
+    )  # fmt: skip
+    assert findings_view.brief_markdown(unpriced).splitlines()[0] == (
+        "**R15 · Fragmentation** · info · recoverable GPU-hours not estimated"
+    )
 
 
 def test_fleet_page_opens_with_its_headline_chart_and_one_breakdown(
@@ -291,9 +303,12 @@ def test_traces_and_trace_pages(warehouse_env: Warehouse) -> None:
     assert top["calls"].sum() == 16
     assert top["name"].iloc[0] == "Memcpy HtoD (Host -> Device)"
     assert _finding_rules(app) == ["T1", "T2", "T5", "T10"]
-    # a trace's findings are weekly what-if rates, not GPU-hours of a window (stored findings)
+    # a trace's findings are weekly what-if rates, not GPU-hours of a window (stored findings);
+    # a rule that prices nothing says so rather than "0 GPU-h/week recoverable"
     headings = [m.value for m in app.markdown if _RECOVERABLE.search(m.value)]
-    assert all("GPU-h/week** recoverable" in h for h in headings), headings
+    assert [h.rsplit(" · ", 1)[1] for h in headings] == [UNPRICED] * 3 + [
+        "**0 GPU-h/week** recoverable"  # T10: the replay's AMP saving waits on the CPU side
+    ], headings
     # the replay's model is read under its estimates, not at the foot of the page
     shown = [(e.type, str(e.value)) for e in _in_order(app.main) if e.type in _TEXTS]
     at = shown.index(("subheader", "What if"))

@@ -5,6 +5,7 @@ them, and the words allocated / active / recoverable (never "used" or "wasted").
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import pytest
 from hypothesis import given
@@ -60,6 +61,17 @@ def test_an_appendix_finding_never_reads_as_at_the_cut() -> None:
     report = _report([_finding("R1", "zero-1", 0.0999), _finding("P1", "stall-1", 1.2)])
     assert "<td class='n'>0.099</td>" in to_html(report)
     assert "- R1 Zero utilization on zero-1: 0.099 GPU-h" in to_markdown(report)
+
+
+def test_an_appendix_finding_nobody_priced_says_so() -> None:
+    """R15 puts no number on its waste: its 0 GPU-h is unknown, not nothing to recover."""
+    fragmented = replace(
+        _finding("R15", "spread-1", 0.0),
+        estimate_method="not estimated: the cost is communication time samples cannot isolate",
+    )
+    report = _report([fragmented, _finding("P1", "stall-1", 1.2)])
+    assert "<td class='n'>not estimated</td>" in to_html(report)
+    assert "on spread-1: recoverable GPU-hours not estimated\n" in to_markdown(report)
 
 
 def test_recoverable_money_carries_the_findings_currency() -> None:
