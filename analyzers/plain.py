@@ -162,7 +162,7 @@ def value_text(key: str, value: Any) -> str:
     if isinstance(value, int | float):
         return _unit(key)[1](float(value))
     if isinstance(value, Mapping):
-        return _mapping_text(value)
+        return _mapping_text(key, value)
     if isinstance(value, Sequence) and not isinstance(value, str):
         return _list_text(key, value)
     text = str(value)
@@ -171,20 +171,23 @@ def value_text(key: str, value: Any) -> str:
     return text[: MAX_TEXT - 1] + "…"
 
 
-def _mapping_text(value: Mapping[str, Any]) -> str:
+def _mapping_text(outer: str, value: Mapping[str, Any]) -> str:
     if {"from_epoch_s", "to_epoch_s"} <= set(value):
         rest = {k: v for k, v in value.items() if k not in ("from_epoch_s", "to_epoch_s")}
-        parts = [_pairs(rest), utc_span(value["from_epoch_s"], value["to_epoch_s"])]
+        parts = [_pairs(outer, rest), utc_span(value["from_epoch_s"], value["to_epoch_s"])]
         return " ".join(p for p in parts if p)
-    return _pairs(value)
+    return _pairs(outer, value)
 
 
-def _pairs(value: Mapping[str, Any]) -> str:
+def _pairs(outer: str, value: Mapping[str, Any]) -> str:
+    """A number under a key without a unit takes the enclosing key's (T1's `per_stream_idle_us:
+    {"host_wait": 8763}` read "host wait 8,763")."""
     shown = []
     for key, item in value.items():
         if item is None or item == [] or item == "":
             continue
-        text = value_text(key, item)
+        bare = _unit(key)[1] is number and isinstance(item, int | float)
+        text = value_text(outer if bare else key, item)
         if key in ("table", "host"):
             shown.append(text)
         else:
@@ -221,7 +224,7 @@ def evidence_rows(evidence: Mapping[str, Any]) -> list[tuple[str, str]]:
     for key, what in zip(keys, labels, strict=True):
         value = evidence[key]
         if key == "samples" and isinstance(value, Mapping):
-            rows.append(("data", _mapping_text(value)))
+            rows.append(("data", _mapping_text(key, value)))
             continue
         if key == SYMPTOMS and _summaries(value):
             rows += [_symptom_row(symptom) for symptom in value]
@@ -251,7 +254,9 @@ def _symptom_row(symptom: Mapping[str, Any]) -> tuple[str, str]:
         parts.append(f"{number(float(hours))} GPU-h")
     evidence = symptom.get("evidence")
     if isinstance(evidence, Mapping):
-        own = _pairs({k: v for k, v in evidence.items() if k not in ("samples", META, SYMPTOMS)})
+        own = _pairs(
+            "", {k: v for k, v in evidence.items() if k not in ("samples", META, SYMPTOMS)}
+        )
         parts.append(own)
     return f"also {symptom['rule_id']}", " · ".join(p for p in parts if p)
 

@@ -70,6 +70,14 @@ def test_keys_that_differ_only_in_their_unit_keep_what_the_unit_measures() -> No
     ]
 
 
+def test_a_breakdown_under_a_unit_key_reads_in_that_unit() -> None:
+    """T1's idle time by cause read "host wait 8,763, kernel wait 0, other 0": no unit."""
+    causes = {"host_wait": 8762.845, "kernel_wait": 0, "other": 0}
+    assert evidence_rows({"per_stream_idle_us": causes}) == [
+        ("per stream idle", "host wait 8.76 ms, kernel wait 0 ms, other 0 ms")
+    ]
+
+
 def test_a_finding_and_its_catalog_row_read_the_same() -> None:
     finding = _finding()
     from analyzers.run.results import to_catalog
