@@ -10,7 +10,7 @@ from collections.abc import Callable
 import pandas as pd
 import streamlit as st
 
-from analyzers.plain import UNPRICED, PlainFinding, number
+from analyzers.plain import NOT_ESTIMATED, UNPRICED, PlainFinding, number
 from dashboard.headline_tiles import escaped
 
 
@@ -35,7 +35,7 @@ def show_finding(
             gain = f"**{number(p.gpu_hours)} {gpu_hours_unit}** recoverable"
         st.markdown(f"**{p.rule_id} · {p.rule}** · {p.severity} · {gain}")
         st.markdown(f"**Problem:** {p.problem}  \n**Fix:** {p.fix}")
-        st.caption(", ".join(x for x in (p.where, p.when, f"estimate: {p.estimate}") if x))
+        st.caption(_where_when_how(p))
         if p.evidence:
             st.table(pd.DataFrame(p.evidence, columns=["evidence", "value"]).set_index("evidence"))
         if follow_up is not None:
@@ -70,11 +70,17 @@ def brief_markdown(p: PlainFinding) -> str:
         "",
         f"**Problem:** {escaped(p.problem)}  ",
         f"**Fix:** {escaped(p.fix)}  ",
-        ":gray["
-        + escaped(", ".join(x for x in (p.where, p.when, f"estimate: {p.estimate}") if x))
-        + "]",
     ]
+    if caption := _where_when_how(p):
+        lines.append(f":gray[{escaped(caption)}]")
     if p.evidence:
         lines += ["", "| evidence | value |", "|---|---|"]
         lines += [f"| {escaped(what)} | {escaped(value)} |" for what, value in p.evidence]
     return "\n".join(lines)
+
+
+def _where_when_how(p: PlainFinding) -> str:
+    """The caption: where, when, and how the hours were estimated (a bare "not estimated" says
+    no more than the heading's "recoverable GPU-hours not estimated")."""
+    how = f"estimate: {p.estimate}" if p.estimate not in ("", NOT_ESTIMATED) else ""
+    return ", ".join(x for x in (p.where, p.when, how) if x)

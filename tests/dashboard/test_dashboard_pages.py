@@ -102,9 +102,13 @@ def test_a_finding_nobody_priced_says_so_instead_of_zero_gpu_hours() -> None:
         gpu_hours=0.0, job_id=None, host=None, gpus=(), when="",
         estimate="not estimated: the cost is communication time samples cannot isolate",
     )  # fmt: skip
-    assert findings_view.brief_markdown(unpriced).splitlines()[0] == (
-        "**R15 · Fragmentation** · info · recoverable GPU-hours not estimated"
-    )
+    assert findings_view.brief_markdown(unpriced).splitlines() == [
+        "**R15 · Fragmentation** · info · recoverable GPU-hours not estimated",
+        "",
+        "**Problem:** p  ",
+        "**Fix:** f  ",
+        ":gray[estimate\\: not estimated\\: the cost is communication time samples cannot isolate]",
+    ]
 
 
 def test_fleet_page_opens_with_its_headline_chart_and_one_breakdown(
