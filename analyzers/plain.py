@@ -117,6 +117,7 @@ UNITS: dict[str, Formatter] = {
     "_h": lambda v: f"{number(v)} h",
     "_share": lambda v: f"{number(100 * v)} %",
     "_frac": lambda v: f"{number(100 * v)} %",
+    "_fraction": lambda v: f"{number(100 * v)} %",
     "_ratio": number,
     "_pct": lambda v: f"{number(v)} %",
     "_ms": lambda v: _seconds(v / 1000),
@@ -136,7 +137,11 @@ _BY_LENGTH = sorted(UNITS, key=len, reverse=True)
 
 
 # whole keys that carry their unit in their name alone
-NAMED: dict[str, Formatter] = {"share": UNITS["_share"], "ratio": number}
+NAMED: dict[str, Formatter] = {
+    "share": UNITS["_share"],
+    "ratio": number,
+    "compute_capability": lambda v: f"{v:.1f}",  # 9.0 (sm_90), as CUDA writes it, not "9"
+}
 
 
 def _unit(key: str) -> tuple[str, Formatter]:
@@ -208,7 +213,7 @@ def _list_text(key: str, items: Sequence[Any]) -> str:
 
 # What a unit suffix measures, said when two keys would read alike (`idle_share`, `idle_us`).
 KINDS: dict[str, str] = {
-    **dict.fromkeys(("_share", "_frac", "_pct"), "share"),
+    **dict.fromkeys(("_share", "_frac", "_fraction", "_pct"), "share"),
     **dict.fromkeys(("_ms", "_us", "_s", "_min", "_hours", "_h"), "time"),
     **dict.fromkeys(("_gpu_hours", "_gpu_h"), "GPU-hours"),
     **dict.fromkeys(("_mib", "_gib", "_gb"), "memory"),

@@ -70,6 +70,14 @@ def test_keys_that_differ_only_in_their_unit_keep_what_the_unit_measures() -> No
     ]
 
 
+def test_t10s_evidence_reads_as_cuda_and_a_share() -> None:
+    """T10's evidence read "compute capability 9" and "amp gpu busy saved fraction 0.223"."""
+    assert evidence_rows({"compute_capability": 9.0, "amp_gpu_busy_saved_fraction": 0.2234}) == [
+        ("compute capability", "9.0"),
+        ("amp gpu busy saved", "22.3 %"),
+    ]
+
+
 def test_a_breakdown_under_a_unit_key_reads_in_that_unit() -> None:
     """T1's idle time by cause read "host wait 8,763, kernel wait 0, other 0": no unit."""
     causes = {"host_wait": 8762.845, "kernel_wait": 0, "other": 0}
