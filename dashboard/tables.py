@@ -9,6 +9,7 @@ empty numeric cell. Pages pass only the columns they need, so the table fits the
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal
@@ -41,6 +42,20 @@ def cell(value: Any, fmt: str) -> str:
             return f"< {unit}" if value > 0 else f"> -{unit}"
         return text
     return str(value)
+
+
+def fitted(fmt: str, values: pd.Series) -> str:
+    """`fmt` with enough decimals (up to MAX_DECIMALS) that no non-zero value of a sortable
+    numeric column reads 0: a trace's 0.049 ms second step read "0.0" under "%.1f"."""
+    nonzero = values[values != 0].abs()
+    decimals = _decimals(fmt)
+    if not fmt.endswith("f") or nonzero.empty or nonzero.min() >= 0.5 * 10**-decimals:
+        return fmt
+    needed = min(MAX_DECIMALS, math.ceil(-math.log10(nonzero.min())))
+    return fmt.replace(f".{decimals}f", f".{max(decimals, needed)}f")
+
+
+MAX_DECIMALS = 4
 
 
 def _decimals(fmt: str) -> int:
@@ -138,7 +153,7 @@ def show(frame: pd.DataFrame, columns: Mapping[str, Col], **kwargs: Any) -> Any:
             continue
         if pd.api.types.is_numeric_dtype(shown[name]) and col.format:
             config[name] = st.column_config.NumberColumn(
-                col.header, format=col.format, width=col.width
+                col.header, format=fitted(col.format, shown[name]), width=col.width
             )
         else:
             config[name] = st.column_config.TextColumn(col.header, width=col.width)

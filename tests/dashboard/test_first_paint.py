@@ -151,3 +151,13 @@ def test_a_small_number_never_reads_as_zero_and_the_heading_rounds_as_its_rows()
     assert tables.cell(0.0, "%.2f") == "0.00"
     assert tables.cell(3, "%d") == "3"
     assert tables.cell(None, "%.2f") == "-"
+
+
+def test_a_sortable_column_takes_the_decimals_its_smallest_value_needs() -> None:
+    """A grid's numbers stay numbers (sortable), so `cell`'s "< 0.1" cannot apply: a trace's
+    second step, 0.049 ms, read "0.0" under "%.1f" beside the first's 9.3."""
+    assert tables.fitted("%.1f", pd.Series([9.288, 0.04907])) == "%.2f"
+    assert tables.fitted("%.2f", pd.Series([0.004, 12.0])) == "%.3f"
+    assert tables.fitted("%.1f", pd.Series([0.0999, 0.0])) == "%.1f"  # reads 0.1, and 0 is 0
+    assert tables.fitted("%.1f", pd.Series([1e-9])) == "%.4f"  # at most four decimals
+    assert tables.fitted("%d", pd.Series([0.4])) == "%d"
