@@ -1,7 +1,5 @@
-"""The one-call entry points: find trace files, load them, run every analysis, derive findings.
-
-`analyze_trace(path)` is what the CLI, the upload hook and the dashboard call; `load_trace_set`
-and `run_analyses` are its two halves. Never prints; never touches the warehouse.
+"""The one-call entry points: `analyze_trace(path)` (what the CLI, the upload hook and the
+dashboard call) and its two halves, `load_trace_set` and `run_analyses`. Never prints.
 """
 
 from __future__ import annotations
@@ -61,12 +59,10 @@ def load_trace_set(
     spill_over_bytes: int = SPILL_OVER_BYTES,
     rank_workers: int = 1,
 ) -> TraceSet:
-    """Parse a trace file or a folder of per-rank files and prepare it for the analyses.
-
-    Each file is reduced to its rank's frame before the next is read, so the raw columns add one
-    rank to the peak. Several files of over `spill_over_bytes` together keep their frames in
-    files (spill.py). With `rank_workers` > 1 (0: one per CPU) and files of over
-    `WORKERS_OVER_BYTES`, that many processes read and frame the files."""
+    """Parse a trace file or a folder of per-rank files and prepare it for the analyses. Each
+    file becomes its rank's frame before the next is read (the raw columns add one rank to the
+    peak). Several files of over `spill_over_bytes` keep their frames in files (spill.py); with
+    `rank_workers` > 1 (0: one per CPU) and over `WORKERS_OVER_BYTES`, processes read them."""
     rank_frame = hta_rank_frame if hta_compatible else native_rank_frame
     prepare = prepare_hta if hta_compatible else prepare_native
     if raws is not None:

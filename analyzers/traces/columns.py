@@ -1,10 +1,6 @@
-"""Column buffers for one trace file, and the reference reduction of one decoded event to a row.
-
-The decoder (`load_fast.py`) fills a `ColumnBuilder`: its C pass appends whole blocks, its walk
-(and the stdlib oracle in tests) one event at a time through `event_sink`, whose rules are the
-definition of what a row holds (`frame.RowColumns`' docstring).
-
-Never decodes JSON and never reads files; never imports pandas.
+"""Column buffers for one trace file (`ColumnBuilder`: load_fast.py's C pass appends whole blocks,
+its walk one event at a time) and `event_sink`, the reference reduction of one decoded event to
+a row (what a row holds: `frame.RowColumns`). Never decodes JSON or reads files.
 """
 
 from __future__ import annotations
@@ -22,17 +18,14 @@ from fleetscope.errors import CorruptTraceError, NonFiniteTraceError, TraceError
 if TYPE_CHECKING:
     import numpy.typing as npt
 
-# Decompressed bytes read at a time: bounds the memory of a load.
-CHUNK_SIZE = 1 << 20
+CHUNK_SIZE = 1 << 20  # decompressed bytes read at a time: bounds the memory of a load
 
 # Every column of RawTrace that grows with the file, and its dtype as `RowColumns` declares it.
 _NUMPY_DTYPE = {"I64": "int64", "I32": "int32", "F64": "float64"}
 DTYPES = {f.name: _NUMPY_DTYPE[f.type] for f in fields(RowColumns) if f.type in _NUMPY_DTYPE}
 
-# A run of one column's values: a numpy array of the column's dtype, or the C pass's bytearray
-# of the same values in native byte order.
+# A run of one column's values: an array, or the C pass's bytearray of them (native byte order).
 Block: TypeAlias = "npt.NDArray[Any] | bytearray"
-
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 NAN = float("nan")
@@ -40,12 +33,9 @@ _NO_ARGS: dict[str, Any] = {}
 
 
 class SymbolTable(dict[object, int]):
-    """Raw `cat`/`name`/`pid`/`tid` value -> symbol id, interning a value on its first lookup.
-
-    A dict subclass, so that Python runs only for values not seen before. Non-string values
-    (integer pids) share the symbol of their `str()`; None is -1. `names[id]` is the text of a
-    symbol.
-    """
+    """Raw `cat`/`name`/`pid`/`tid` value -> symbol id, interned on first lookup (a dict, so Python
+    runs only for new values). Non-strings (integer pids) share their `str()`'s symbol; None is -1.
+    `names[id]` is a symbol's text."""
 
     def __init__(self) -> None:
         super().__init__()

@@ -58,8 +58,7 @@ def _filter_iterations(frame: RankFrame, step_names: set[str]) -> RankFrame:
 
 
 def hta_rank_frame(raw: RawTrace) -> RankFrame:
-    """One file's frame under its HTA rank (rules 1, 3 and 4), before alignment and the
-    iteration filter."""
+    """One file's frame under its HTA rank (rules 1, 3 and 4)."""
     rank = raw.hta_rank if raw.hta_rank is not None else 0
     ts, dur = raw.ts, raw.dur
     if raw.ts_has_float or not raw.ts_all_present:
@@ -77,8 +76,8 @@ def prepare_hta(
     rank_frames: Iterable[RankFrame],
     frames: MutableMapping[int, RankFrame] | None = None,
 ) -> TraceSet:
-    """A `TraceSet` from `hta_rank_frame`s in file order (later wins a rank, rule 1), gathered
-    by `frame.gather_ranks`; alignment and the iteration filter then replace one rank at a time."""
+    """A `TraceSet` from `hta_rank_frame`s in file order (later wins a rank, rule 1), aligned
+    and filtered (rules 5, 6) one rank at a time."""
     notes: list[str] = []
 
     def replaced(rank: int, earlier: Path, later: Path) -> None:

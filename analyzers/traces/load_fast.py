@@ -1,11 +1,8 @@
-"""The trace decoder: the events of `traceEvents` go straight to column blocks by the C pass of
-analyzers/traces/_kineto_columns.c, which decodes whole events from the head of the text and stops
-at the first element it does not take. That element (an odd shape such as a string stream id or
-a null `args`, malformed JSON, an element the text cut) and the rest of the text it is in are
-decoded by Python's json and reduced by `columns.event_sink`, the reference rules (`_Events.walk`,
-which names the element and what is wrong in one line); then the C pass goes on with the next
-chunk. Tests hold the whole decoder to the stdlib oracle in tests/analyzers/traces/stdlib_oracle.py.
-Why C: _kineto_columns.c; why chunks: load.py. Never imports pandas.
+"""The trace decoder: the C pass (_kineto_columns.c) turns whole events at the head of the text
+into column blocks and stops at the first element it does not take (an odd shape such as a string
+stream id or a null `args`, malformed JSON, an element the text cut). `_Events.walk` decodes that
+element and the rest of its text with Python's json and `columns.event_sink` (a bad element is
+named in one line); then the C pass goes on. Tests hold it to the stdlib oracle (stdlib_oracle.py).
 """
 
 from __future__ import annotations
@@ -79,10 +76,9 @@ def decode(path: Path, cols: ColumnBuilder, chunk_size: int) -> tuple[dict[str, 
 
 
 class _Text:
-    """The text not decoded yet, at the start of one bytearray that is allocated once (and grows
-    only for an element longer than it). Why not `del buf[:cut]` then `buf += chunk`: CPython
-    gives a bytearray whose head was dropped a fresh buffer on every growth, whose pages the
-    allocator maps and faults in again each time."""
+    """The text not decoded yet, at the start of one bytearray allocated once (it grows only for a
+    longer element). Not `del buf[:cut]; buf += chunk`: CPython gives a bytearray whose head was
+    dropped a fresh buffer on each growth, whose pages are mapped and faulted in again each time."""
 
     def __init__(self, capacity: int) -> None:
         self.data = bytearray(capacity)
@@ -235,10 +231,8 @@ class _Events:
         return taken
 
     def walk(self, text: _Text, *, eof: bool) -> int:
-        """Decode the elements at the head of the text one at a time with Python's json (the
-        text's first byte stands for the separator before the next one); return the bytes to
-        drop, so that the text starts at the separator after the last element taken. Raises the
-        error that names the element when one is malformed, or truncated at the end of input."""
+        """Decode the elements at the head of the text one at a time with Python's json; return
+        the bytes to drop (the text then starts at the separator after the last element taken)."""
         path = self.path
         s, _ = codecs.utf_8_decode(bytes(text.data[: text.length]), "strict", eof)
         n = len(s)

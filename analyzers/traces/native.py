@@ -54,8 +54,7 @@ def prepare_native(
     rank_frames: Iterable[RankFrame],
     frames: MutableMapping[int, RankFrame] | None = None,
 ) -> TraceSet:
-    """A `TraceSet` from `native_rank_frame`s (`frame.gather_ranks`), aligned one rank at a
-    time."""
+    """A `TraceSet` from `native_rank_frame`s, aligned one rank at a time."""
     frames, source, origin = gather_ranks(rank_frames, frames, _refuse)
     for rank in sorted(frames):
         frame = frames[rank]

@@ -1,10 +1,7 @@
-"""A large multi-rank set's frames kept in files between uses, one rank in memory at a time.
-
-The cross-rank analyses need every rank, and holding every rank's frame made the peak grow with
-the set, not with the largest rank. Here each frame's columns are written as `.npy` files in a
-temporary folder, and a rank is memory-mapped when asked for and unmapped when the next rank is,
-so the process holds about one rank and the rest lies in the page cache. The maps hold the very
-values (same dtype, same bytes) the in-memory set holds, so every output is the same.
+"""A large multi-rank set's frames kept in `.npy` files between uses, so the peak grows with the
+largest rank, not the set: a rank is memory-mapped when asked for and unmapped when the next one
+is, the rest lies in the page cache. The maps hold the very values (same dtype, same bytes) the
+in-memory set holds, so every output is the same.
 """
 
 from __future__ import annotations
