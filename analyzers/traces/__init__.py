@@ -5,6 +5,7 @@
     report.results["temporal_breakdown"].table("temporal_breakdown").records()
     report.findings  # analyzers.findings.Finding, rules T1-T13
 
-Layers: `load` -> `hta_rules` or `native` (a `TraceSet`) -> `analyses` -> `findings` -> `render` /
-`document`; see docs/traces.md. The package imports nothing (`fleetscope trace` loads no numpy).
+Layers: `load` (a file into columns) -> `hta_rules` or `native` (a `TraceSet`) -> `analyses` ->
+`findings` -> `render` / `document`; see docs/traces.md and shared/trace-semantics.md. No module
+imports pandas; the package itself imports nothing (`fleetscope trace` loads no numpy).
 """

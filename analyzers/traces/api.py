@@ -97,9 +97,8 @@ def run_analyses(
     names: Iterable[str] | None = None,
     workers: int = 1,
 ) -> dict[str, AnalysisResult]:
-    """Run the registered analyses (all, or `names`) in report order. With `workers` > 1 (0: one
-    per CPU) and a set of over `WORKERS_OVER_ROWS` events, that many forked processes run them,
-    an analysis (or a group sharing per-rank work) at a time."""
+    """The analyses (all, or `names`) in report order; with `workers` > 1 (0: one per CPU) and
+    over `WORKERS_OVER_ROWS` events, forked processes run them (a group sharing work together)."""
     options = options or TraceOptions()
     registry = load_registry()
     todo = selected_analyses(names)
@@ -119,8 +118,7 @@ def run_analyses(
 
 
 def selected_analyses(names: Iterable[str] | None) -> list[str]:
-    """The registered analyses among `names` (all when None), in report order; an unknown name
-    is an error, raised before a large set is read."""
+    """`names` (all when None) in report order; an unknown one is refused before a set is read."""
     registry = load_registry()
     wanted = list(registry) if names is None else list(names)
     unknown = sorted(set(wanted) - set(registry))

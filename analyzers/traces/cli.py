@@ -1,7 +1,6 @@
-"""Registers `fleetscope trace` (see app.cli): analyze, fetch, diff and counters. Imports
-nothing heavy at module level. Each PATH is one profiling session: a trace file, or a folder
-holding one file per rank. A bad path, rank or option is a TraceError or ConfigError, which the
-edge (fleetscope/edge.py) turns into a message and exit code. Only `fetch` reads settings.
+"""`fleetscope trace` (see app.cli): analyze, fetch, diff and counters; nothing heavy imported at
+module level. A bad path, rank or option is a TraceError or ConfigError, which the edge
+(fleetscope/edge.py) turns into a message and exit code. Only `fetch` reads settings.
 """
 
 from __future__ import annotations

@@ -210,9 +210,8 @@ def last_row_per_key(keys: I64, rows: I64) -> tuple[I64, I64]:
 
 @dataclass(eq=False)
 class TraceSet:
-    """The ranks of one profiling session, in rank order. `ranks` is a dict, or for a large set
-    `spill.SpilledFrames`: code that visits every rank goes through `frames()`, which gets each
-    frame from the mapping when read (over a spilled set a loop holds one rank at a time)."""
+    """The ranks of one profiling session, in rank order: a dict, or `spill.SpilledFrames` for a
+    large set, so a loop over `frames()` holds one rank at a time."""
 
     mode: Mode
     ranks: Mapping[int, RankFrame]

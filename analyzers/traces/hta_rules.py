@@ -15,8 +15,6 @@ Every HTA number depends on these, so they are copied exactly, quirks included:
    keep CPU rows starting before the last ProfilerStep (HTA's default
    `include_last_profiler_step=False`), then GPU rows once per kept CPU row with the same
    correlation (an inner merge: duplicates possible), GPU rows first.
-
-Never used in native mode; never reads files.
 """
 
 from __future__ import annotations

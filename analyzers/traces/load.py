@@ -25,8 +25,6 @@ from analyzers.traces import load_fast
 from analyzers.traces.columns import CHUNK_SIZE, DTYPES, ColumnBuilder, non_finite
 from analyzers.traces.frame import RowColumns
 
-__all__ = ["RawTrace", "load_raw_trace"]
-
 
 @dataclass(eq=False)
 class RawTrace(RowColumns):

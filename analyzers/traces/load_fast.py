@@ -26,8 +26,6 @@ from analyzers.traces.columns import ColumnBuilder, event_sink
 from analyzers.traces.trace_text import TextSource
 from fleetscope.errors import CorruptTraceError, TraceNestingError, TruncatedTraceError
 
-__all__ = ["decode"]
-
 _decode_columns = _kineto_columns.decode_events
 
 _KEY = b'"traceEvents"'
@@ -43,8 +41,7 @@ _CLOSE = ord("]")
 
 def decode(path: Path, cols: ColumnBuilder, chunk_size: int) -> tuple[dict[str, Any], int | None]:
     """Fill `cols` from the file; return (top-level metadata, HTA's rank). Raises a TraceError
-    (CorruptTraceError, TruncatedTraceError, TraceNestingError, NonFiniteTraceError,
-    TraceBudgetError) that names the file and what is wrong."""
+    subclass that names the file and what is wrong."""
     with contextlib.closing(TextSource(path, chunk_size)) as source:
         text = _Text(2 * source.chunk_size + 64)
         metadata, opening = _head(source, text, path)
@@ -101,9 +98,8 @@ class _Text:
 
 
 def _head(source: TextSource, text: _Text, path: Path) -> tuple[dict[str, Any], int]:
-    """The members before `traceEvents` and the position of the `[` that opens it: `{`,
-    members, `,` decode as an object once the comma is replaced by `}`, and only if the key
-    found really is a top-level key (else the next one is tried)."""
+    """The members before `traceEvents` (`{`, members, `,` decoded with `}` for the comma, which
+    only a top-level key allows; else the next key is tried) and where its `[` is."""
     start = 0
     while True:
         key_at = text.data.find(_KEY, start, text.length)
@@ -216,8 +212,7 @@ class _Events:
         self.position = 0
 
     def decode(self, text: _Text) -> int:
-        """The C pass over the whole events at the head of the text; returns the bytes it took
-        (the text then starts at the separator after the last one)."""
+        """The C pass over the whole events at the head of the text; returns the bytes it took."""
         cols = self.cols
         with memoryview(text.data) as view, view[: text.length] as live:
             count, taken, ts_has_float, ts_all_present, columns = _decode_columns(

@@ -10,8 +10,6 @@
 - A GPU op is linked to its launching runtime/driver call only (`cuda_runtime`, `cuda_driver`,
   `Runtime`), not to whatever CPU row shares its correlation id.
 - Custom collectives (DeepEP, NVSHMEM, all-to-all) are communication (classify.py).
-
-Never reads files; never imports pandas.
 """
 
 from __future__ import annotations

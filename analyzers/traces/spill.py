@@ -52,7 +52,7 @@ class SpilledFrames(MutableMapping[int, RankFrame]):
         self._folder = Path(tempfile.mkdtemp(prefix=f"{_PREFIX}{os.getpid()}-", dir=parent))
         self._finalizer = weakref.finalize(self, shutil.rmtree, self._folder, True)
         self._stored: dict[int, tuple[Path, dict[str, Any]]] = {}  # its folder, its scalars
-        self._last: tuple[int, RankFrame] | None = None
+        self._last: dict[int, RankFrame] = {}  # the last rank got, mapped
 
     def __setitem__(self, rank: int, frame: RankFrame) -> None:
         # A new folder each time: the frame written may be a map of the rank's current files,
@@ -65,22 +65,21 @@ class SpilledFrames(MutableMapping[int, RankFrame]):
         self._stored[rank] = rank_folder, {key: getattr(frame, key) for key in _SCALARS}
 
     def __getitem__(self, rank: int) -> RankFrame:
-        if self._last is not None and self._last[0] == rank:
-            return self._last[1]
+        if rank in self._last:
+            return self._last[rank]
         rank_folder, scalars = self._stored[rank]  # KeyError for an unknown rank, as a dict's
-        self._last = None  # the previous rank's maps go before this one's are made
+        self._last = {}  # the previous rank's maps go before this one's are made
         # np.asarray: a plain ndarray over the map (np.memmap would wrap what is computed from it).
         arrays: dict[str, Any] = {
             key: np.asarray(np.load(rank_folder / f"{key}.npy", mmap_mode="r")) for key in _ARRAYS
         }
         frame = RankFrame(**scalars, **arrays)
-        self._last = (rank, frame)
+        self._last = {rank: frame}
         return frame
 
     def __delitem__(self, rank: int) -> None:
         rank_folder, _ = self._stored.pop(rank)
-        if self._last is not None and self._last[0] == rank:
-            self._last = None
+        self._last.pop(rank, None)
         shutil.rmtree(rank_folder, ignore_errors=True)
 
     def __iter__(self) -> Iterator[int]:
