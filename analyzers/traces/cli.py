@@ -186,9 +186,7 @@ def _diff_text(args: argparse.Namespace, table: Any, changes: dict[str, list[str
 
     out = [f"control (A): {args.control}", f"test (B):    {args.test}", ""]
     out.append("  ".join(f"{k} {len(v)}" for k, v in changes.items()) + "  (names)")
-    for kind in ("added", "deleted"):
-        for name in changes[kind][:10]:
-            out.append(f"  {kind}: {clip(name, 70)}")
+    out += [f"  {k}: {clip(name, 70)}" for k in ("added", "deleted") for name in changes[k][:10]]
     out.append("")
     rows = table.rows  # trace_diff.COLUMNS
     cells = [["name", "count A", "count B", "A us", "B us", "B-A us"]]

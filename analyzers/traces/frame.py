@@ -171,9 +171,8 @@ class RankFrame(RowColumns):
         return values.astype(np.int64) if self.ts_int else values
 
     def link(self, cpu_rows: I64, gpu_rows: I64, out: I64) -> I64:
-        """`out` with each of `cpu_rows` pointing at the `index` of the last of `gpu_rows` with
-        its correlation, and each GPU row at the last CPU row's: the last write of a dict built
-        in row order, as HTA's `transform_correlation_to_index` (`rows` ascending)."""
+        """`out` with each CPU row at the `index` of the last GPU row with its correlation and
+        vice versa, as HTA's `transform_correlation_to_index` (a dict built in row order)."""
         if not len(cpu_rows) or not len(gpu_rows):
             return out
         corr = self.correlation

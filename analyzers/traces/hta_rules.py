@@ -28,6 +28,7 @@ import numpy as np
 from analyzers.traces.classify import classify_hta_050
 from analyzers.traces.frame import ROW_COLUMNS, Mask, Mode, RankFrame, TraceSet, gather_ranks
 from analyzers.traces.load import RawTrace
+from analyzers.traces.stats import join_rows
 
 _SYNC_NAMES = frozenset({"Event Sync", "Context Sync"})
 
@@ -44,13 +45,10 @@ def _filter_iterations(frame: RankFrame, step_names: set[str]) -> RankFrame:
     steps = cpu & frame.name_in(step_names)
     last_start = frame.ts[steps].max() if steps.any() else np.nan
     cpu_rows = np.flatnonzero(cpu & (frame.ts < last_start))
-    kept_corr = np.sort(frame.correlation[cpu_rows])
     gpu_rows = np.flatnonzero(gpu)
-    gpu_corr = frame.correlation[gpu_rows]
-    # How many kept CPU rows share each GPU row's correlation (an inner merge's multiplicity).
-    right = np.searchsorted(kept_corr, gpu_corr, side="right")
-    times = right - np.searchsorted(kept_corr, gpu_corr, side="left")
-    rows = np.concatenate([np.repeat(gpu_rows, times), cpu_rows]).astype(np.int64)
+    # Each GPU row once per kept CPU row with its correlation (an inner merge's multiplicity).
+    merged, _ = join_rows(frame.correlation[gpu_rows], frame.correlation[cpu_rows])
+    rows = np.concatenate([gpu_rows[merged], cpu_rows]).astype(np.int64)
     columns = {key: getattr(frame, key)[rows] for key in (*ROW_COLUMNS, "index_correlation")}
     return replace(frame, memo={}, **columns)  # the memory counters stay whole
 

@@ -66,8 +66,7 @@ class RawTrace(RowColumns):
 
 
 def load_raw_trace(path: str | Path, *, chunk_size: int = CHUNK_SIZE) -> RawTrace:
-    """Parse one trace file; `chunk_size` (decompressed bytes read at a time) only matters for
-    memory and for tests of events split across chunks."""
+    """Parse one trace file; `chunk_size` (decompressed bytes per read) is for memory and tests."""
     path = Path(path)
     cols = ColumnBuilder(path)
     metadata, hta_rank = load_fast.decode(path, cols, chunk_size)

@@ -35,9 +35,8 @@ from fleetscope.errors import TraceError
 
 
 def native_rank_frame(raw: RawTrace) -> RankFrame:
-    """One file's frame under its rank, before alignment. Each GPU op and the runtime/driver
-    call with its correlation point at each other (of several calls, the last; the call: at
-    the last op)."""
+    """One file's frame under its rank; each GPU op and the (last) runtime/driver call with its
+    correlation point at each other (the call: at the last op)."""
     frame = RankFrame.of_raw(raw, raw.rank, classify_fleetscope)
     corr = frame.correlation
     gpu = (corr >= 0) & (frame.stream >= 0) & frame.cat_in(GPU_OP_CATS)

@@ -42,9 +42,8 @@ def _remove_orphans(parent: Path) -> None:
 
 
 class SpilledFrames(MutableMapping[int, RankFrame]):
-    """Rank -> `RankFrame`, the frames' columns in files under a temporary folder that goes
-    with this object. Setting a rank writes its frame; getting one maps it (the last one got is
-    kept, so repeated reads of one rank map it once)."""
+    """Rank -> `RankFrame` in files under a temporary folder that goes with this object. Setting
+    a rank writes its frame; getting one maps it (repeated reads of one rank map it once)."""
 
     def __init__(self, folder: Path | None = None) -> None:
         parent = Path(folder or tempfile.gettempdir())

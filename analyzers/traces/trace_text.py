@@ -76,8 +76,7 @@ class InflateBudget:
             )
 
 
-# zlib-ng's gzip reader (the `server` extra) inflates ~3x faster than stdlib gzip, and raises its
-# own error type on a corrupt stream.
+# zlib-ng's gzip reader (the `server` extra): ~3x faster than stdlib gzip, its own error type.
 _open_gzip: Callable[[Path, str], io.BufferedIOBase]
 _GZIP_READ_ERRORS: tuple[type[Exception], ...] = (OSError, zlib.error)
 try:
