@@ -115,15 +115,12 @@ def t4_gaps(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterat
     gaps = _values(r, "gpu_gaps", frame.rank)("gaps")
     if gaps > 0:
         rows = [row for row in r["gpu_gaps"].table("gpu_gaps").rows if row[0] == frame.rank]
+        first = [{"start_us": g[1], "gap_us": g[3], "cpu_busy_with": g[4]} for g in rows[:10]]
         yield emit(
             Severity.WARN,
             f"{int(gaps)} GPU gaps over {o.gpu_gap_threshold_us / 1e3:g} ms",
             "look at what the CPU does in the gaps (evidence) and overlap or remove it",
-            {
-                "gaps": [
-                    {"start_us": g[1], "gap_us": g[3], "cpu_busy_with": g[4]} for g in rows[:10]
-                ]
-            },
+            {"gaps": first},
         )
 
 

@@ -3,7 +3,6 @@ the first stands for the job), so rules and the what-if never advise what the GP
 `computeMajor`/`Minor` hold the gfx version (MI250 = gfx90a reads 9.0, MI300 = gfx942 9.4), so
 AMD GPUs are told apart by name and judged by their own generations.
 
-
 Sources: NVIDIA CUDA C++ Programming Guide, "Compute Capabilities" (tensor cores from Volta,
 7.0; TF32 and bf16 tensor cores from Ampere, 8.0); AMD CDNA 2/3 whitepapers (matrix cores with
 fp16/bf16 from MI200, gfx90a; TF32 (xf32) from MI300, gfx942).
