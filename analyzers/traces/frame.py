@@ -124,11 +124,8 @@ class RankFrame(RowColumns):
 
     def _symbol_in(self, column: npt.NDArray[np.int32], texts: frozenset[str] | set[str]) -> Mask:
         # One gather from a table by symbol id (np.isin also scans the column for its range).
-        ids = [self.symbols[t] for t in texts if t in self.symbols]
-        if not ids:
-            return np.zeros(len(self), dtype=bool)
         table = np.zeros(len(self.names) + 1, dtype=bool)  # the last entry: -1, an absent key
-        table[ids] = True
+        table[[self.symbols[t] for t in texts if t in self.symbols]] = True
         return table[column]
 
     def names_matching(self, predicate: Any) -> Mask:
@@ -200,11 +197,8 @@ class RankFrame(RowColumns):
 
 def last_row_per_key(keys: I64, rows: I64) -> tuple[I64, I64]:
     """The distinct keys, sorted, and for each the last of `rows` (ascending) holding it."""
-    order = np.argsort(keys, kind="stable")
-    ordered = keys[order]
-    ends = np.ones(len(keys), dtype=bool)
-    ends[:-1] = ordered[1:] != ordered[:-1]
-    return ordered[ends], rows[order[ends]]
+    distinct, first_from_end = np.unique(keys[::-1], return_index=True)
+    return distinct, rows[len(keys) - 1 - first_from_end]
 
 
 @dataclass(eq=False)
