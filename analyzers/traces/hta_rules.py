@@ -1,6 +1,5 @@
-"""HTA 0.5.0's load rules (trace-semantics.md section 1), applied only in --hta-compatible mode.
-
-Every HTA number depends on these, so they are copied exactly, quirks included:
+"""HTA 0.5.0's load rules (trace-semantics.md section 1), only in --hta-compatible mode. Every HTA
+number depends on them, so they are copied exactly, quirks included:
 
 1. Rank: HTA's first text match of `"rank":\\s+(\\d+)`, else 0; a later file with the same rank
    replaces an earlier one (files are taken in sorted order; HTA takes `os.listdir` order).
@@ -11,10 +10,9 @@ Every HTA number depends on these, so they are copied exactly, quirks included:
    many-to-many match the last write wins. GPU = `(stream >= 0 and correlation >= 0)` or named
    `Event Sync`/`Context Sync`.
 5. Alignment: `ts -= min(ts)` over all ranks.
-6. Iteration filter, when the symbol table holds more than one string containing `ProfilerStep`:
-   keep CPU rows starting before the last ProfilerStep (HTA's default
-   `include_last_profiler_step=False`), then GPU rows once per kept CPU row with the same
-   correlation (an inner merge: duplicates possible), GPU rows first.
+6. Iteration filter, when more than one symbol contains `ProfilerStep`: CPU rows starting before
+   the last ProfilerStep are kept (HTA's default `include_last_profiler_step=False`); the result
+   is the GPU rows, once per kept CPU row of their correlation (an inner merge), then those.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ from analyzers.traces.columns import ColumnBuilder, event_sink
 from analyzers.traces.trace_text import TextSource
 from fleetscope.errors import CorruptTraceError, TraceNestingError, TruncatedTraceError
 
-_decode_columns = _kineto_columns.decode_events
+_decode_columns = _kineto_columns.decode_events  # tests and bench/trace_stages.py replace it
 
 _KEY = b'"traceEvents"'
 _AFTER_KEY = re.compile(rb"[ \t\n\r]*(:?)[ \t\n\r]*")
@@ -169,8 +169,7 @@ def _members_after(rest: bytes, metadata: dict[str, Any], path: Path) -> None:
     elif not rest:
         raise _truncated(path)
     else:
-        found = _first_char(rest)
-        raise _refuse(path, f"expected ',' or '}}' after traceEvents, found {found!r}")
+        raise _refuse(path, f"expected ',' or '}}' after traceEvents, found {_first_char(rest)!r}")
 
 
 def _truncated(path: Path) -> TruncatedTraceError:
