@@ -1,7 +1,6 @@
-"""Parse one PyTorch profiler (Kineto) trace file into columnar numpy arrays.
-
-Decoded in 1 MiB chunks straight into columns (`load_fast.py`): the peak is the columns plus a
-chunk (HTA's `json.load` of the whole document peaks at 100-450 MiB for a 1-3 MB gzipped trace).
+"""Parse one PyTorch profiler (Kineto) trace file into numpy columns, 1 MiB at a time
+(`load_fast.py`): the peak is the columns plus a chunk (HTA's `json.load` of the whole document
+peaks at 100-450 MiB for a 1-3 MB gzipped trace).
 
 Accepted input: plain or gzip JSON (by magic bytes, not by name); 2021 category names
 (`Operator`, `Runtime`, `Kernel`, ...) and current ones (`cpu_op`, `cuda_runtime`, `kernel`, ...);
