@@ -5,8 +5,7 @@
     report.results["temporal_breakdown"].table("temporal_breakdown").records()
     report.findings  # analyzers.findings.Finding, rules T1-T13
 
-Layers: `load` (stream-parse a file into columns) -> `hta_rules` or `native` (prepare a
-`TraceSet`) -> `analyses` (one module per analysis, a registry) -> `findings` (rules) ->
-`render` / `document` (output, the stored analysis). See docs/traces.md and shared/trace-semantics.md.
-The package itself imports nothing: `fleetscope trace`'s registration (`cli`) loads no numpy.
+Layers: `load` (a file into columns) -> `hta_rules` or `native` (a `TraceSet`) -> `analyses` ->
+`findings` -> `render` / `document`; see docs/traces.md and shared/trace-semantics.md. No module
+imports pandas; the package itself imports nothing (`fleetscope trace` loads no numpy).
 """

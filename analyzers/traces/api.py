@@ -1,7 +1,5 @@
-"""The one-call entry points: find trace files, load them, run every analysis, derive findings.
-
-`analyze_trace(path)` is what the CLI, the upload hook and the dashboard call; `load_trace_set`
-and `run_analyses` are its two halves. Never prints; never touches the warehouse.
+"""The one-call entry points: `analyze_trace(path)` (what the CLI, the upload hook and the
+dashboard call) and its two halves, `load_trace_set` and `run_analyses`. Never prints.
 """
 
 from __future__ import annotations
@@ -61,12 +59,10 @@ def load_trace_set(
     spill_over_bytes: int = SPILL_OVER_BYTES,
     rank_workers: int = 1,
 ) -> TraceSet:
-    """Parse a trace file or a folder of per-rank files and prepare it for the analyses.
-
-    Each file is reduced to its rank's frame before the next is read, so the raw columns add one
-    rank to the peak. Several files of over `spill_over_bytes` together keep their frames in
-    files (spill.py). With `rank_workers` > 1 (0: one per CPU) and files of over
-    `WORKERS_OVER_BYTES`, that many processes read and frame the files."""
+    """Parse a trace file or a folder of per-rank files and prepare it for the analyses. Each
+    file becomes its rank's frame before the next is read (the raw columns add one rank to the
+    peak). Several files of over `spill_over_bytes` keep their frames in files (spill.py); with
+    `rank_workers` > 1 (0: one per CPU) and over `WORKERS_OVER_BYTES`, processes read them."""
     rank_frame = hta_rank_frame if hta_compatible else native_rank_frame
     prepare = prepare_hta if hta_compatible else prepare_native
     if raws is not None:
@@ -101,9 +97,8 @@ def run_analyses(
     names: Iterable[str] | None = None,
     workers: int = 1,
 ) -> dict[str, AnalysisResult]:
-    """Run the registered analyses (all, or `names`) in report order. With `workers` > 1 (0: one
-    per CPU) and a set of over `WORKERS_OVER_ROWS` events, that many forked processes run them,
-    an analysis (or a group sharing per-rank work) at a time."""
+    """The analyses (all, or `names`) in report order; with `workers` > 1 (0: one per CPU) and
+    over `WORKERS_OVER_ROWS` events, forked processes run them (a group sharing work together)."""
     options = options or TraceOptions()
     registry = load_registry()
     todo = selected_analyses(names)
@@ -123,8 +118,7 @@ def run_analyses(
 
 
 def selected_analyses(names: Iterable[str] | None) -> list[str]:
-    """The registered analyses among `names` (all when None), in report order; an unknown name
-    is an error, raised before a large set is read."""
+    """`names` (all when None) in report order; an unknown one is refused before a set is read."""
     registry = load_registry()
     wanted = list(registry) if names is None else list(names)
     unknown = sorted(set(wanted) - set(registry))

@@ -1,10 +1,7 @@
-"""GPU kernel classes by name: HTA 0.5.0's rules, and fleetscope's (which count custom
-communication kernels as communication).
-
-Sources: HTA 0.5.0 `hta/utils/utils.py` `get_kernel_type` (its three patterns, `_HTA_050_*`)
-and HTA HEAD `hta/common/types.py` (adds `^hip`, `^hccl`, `ncclKernel`, ...); the custom
-communication families (DeepEP `dpsk::ep::`, NVSHMEM, all-to-all) are what trace-semantics.md
-section 2 shows HTA miscounting as compute. Pure functions, no I/O.
+"""GPU kernel classes by name: HTA 0.5.0's (`hta/utils/utils.py` `get_kernel_type`, `_HTA_050_*`)
+and fleetscope's: HTA HEAD's (`hta/common/types.py`: adds `^hip`, `^hccl`, `ncclKernel`, ...) plus
+the custom communication families (DeepEP `dpsk::ep::`, NVSHMEM, all-to-all) that
+trace-semantics.md section 2 shows HTA miscounting as compute.
 """
 
 from __future__ import annotations
@@ -52,8 +49,7 @@ _OTHER = re.compile(
 
 
 def classify_fleetscope(name: str) -> KernelClass:
-    """HTA HEAD's classes plus custom collectives (DeepEP, NVSHMEM, all-to-all) as
-    communication, so their time is not reported as compute and overlap is not NaN."""
+    """HTA HEAD's classes, custom collectives as communication (not compute; overlap not NaN)."""
     if _COMMUNICATION.search(name):
         return KernelClass.COMMUNICATION
     if _MEMORY.match(name):

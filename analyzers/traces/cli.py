@@ -1,7 +1,6 @@
-"""Registers `fleetscope trace` (see app.cli): analyze, fetch, diff and counters. Imports
-nothing heavy at module level. Each PATH is one profiling session: a trace file, or a folder
-holding one file per rank. A bad path, rank or option is a TraceError or ConfigError, which the
-edge (fleetscope/edge.py) turns into a message and exit code. Only `fetch` reads settings.
+"""`fleetscope trace` (see app.cli): analyze, fetch, diff and counters; nothing heavy imported at
+module level. A bad path, rank or option is a TraceError or ConfigError, which the edge
+(fleetscope/edge.py) turns into a message and exit code. Only `fetch` reads settings.
 """
 
 from __future__ import annotations
@@ -187,9 +186,7 @@ def _diff_text(args: argparse.Namespace, table: Any, changes: dict[str, list[str
 
     out = [f"control (A): {args.control}", f"test (B):    {args.test}", ""]
     out.append("  ".join(f"{k} {len(v)}" for k, v in changes.items()) + "  (names)")
-    for kind in ("added", "deleted"):
-        for name in changes[kind][:10]:
-            out.append(f"  {kind}: {clip(name, 70)}")
+    out += [f"  {k}: {clip(name, 70)}" for k in ("added", "deleted") for name in changes[k][:10]]
     out.append("")
     rows = table.rows  # trace_diff.COLUMNS
     cells = [["name", "count A", "count B", "A us", "B us", "B-A us"]]

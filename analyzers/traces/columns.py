@@ -1,17 +1,13 @@
-"""Column buffers for one trace file, and the reference reduction of one decoded event to a row.
-
-The decoder (`load_fast.py`) fills a `ColumnBuilder`: its C pass appends whole blocks, its walk
-(and the stdlib oracle in tests) one event at a time through `event_sink`, whose rules are the
-definition of what a row holds (`frame.RowColumns`' docstring).
-
-Never decodes JSON and never reads files; never imports pandas.
+"""Column buffers for one trace file (`ColumnBuilder`: load_fast.py's C pass appends whole blocks,
+its walk one event at a time) and `event_sink`, the reference reduction of one decoded event to
+a row (what a row holds: `frame.RowColumns`). Never decodes JSON or reads files.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import fields
-from math import isfinite
+from math import isfinite, nan
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
@@ -22,30 +18,23 @@ from fleetscope.errors import CorruptTraceError, NonFiniteTraceError, TraceError
 if TYPE_CHECKING:
     import numpy.typing as npt
 
-# Decompressed bytes read at a time: bounds the memory of a load.
-CHUNK_SIZE = 1 << 20
+CHUNK_SIZE = 1 << 20  # decompressed bytes read at a time: bounds the memory of a load
 
 # Every column of RawTrace that grows with the file, and its dtype as `RowColumns` declares it.
 _NUMPY_DTYPE = {"I64": "int64", "I32": "int32", "F64": "float64"}
 DTYPES = {f.name: _NUMPY_DTYPE[f.type] for f in fields(RowColumns) if f.type in _NUMPY_DTYPE}
 
-# A run of one column's values: a numpy array of the column's dtype, or the C pass's bytearray
-# of the same values in native byte order.
+# A run of one column's values: an array, or the C pass's bytearray of them (native byte order).
 Block: TypeAlias = "npt.NDArray[Any] | bytearray"
 
-
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
-NAN = float("nan")
 _NO_ARGS: dict[str, Any] = {}
 
 
 class SymbolTable(dict[object, int]):
-    """Raw `cat`/`name`/`pid`/`tid` value -> symbol id, interning a value on its first lookup.
-
-    A dict subclass, so that Python runs only for values not seen before. Non-string values
-    (integer pids) share the symbol of their `str()`; None is -1. `names[id]` is the text of a
-    symbol.
-    """
+    """Raw `cat`/`name`/`pid`/`tid` value -> symbol id, interned on first lookup (a dict, so Python
+    runs only for new values). Non-strings (integer pids) share their `str()`'s symbol; None is -1.
+    `names[id]` is a symbol's text."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -64,9 +53,8 @@ class SymbolTable(dict[object, int]):
 
 
 class ColumnBuilder:
-    """Append-only columns of the file `path`: per-event appends go to plain lists (the fastest
-    thing to append to from Python), per-batch appends to blocks; `flush()` turns pending lists
-    into a block so the two kinds stay in file order."""
+    """Append-only columns: per-event appends to lists (the fastest from Python), per-batch ones
+    to blocks; `flush()` turns pending lists into a block so the two stay in file order."""
 
     def __init__(self, path: object) -> None:
         self.path = path
@@ -109,8 +97,7 @@ class ColumnBuilder:
 
 
 def as_int(value: object, default: int) -> int:
-    """HTA's `int(value)` with `default` on failure; also what a sane reader does with odd values.
-    An integer an int64 column cannot hold is a failure too."""
+    """HTA's `int(value)` with `default` on failure (an integer past int64 is one too)."""
     if value is None:
         return default
     try:
@@ -130,9 +117,8 @@ def as_float(value: object, default: float) -> float:
 
 
 def event_sink(cols: ColumnBuilder) -> Callable[[object, int], None]:
-    """A function that reduces one decoded event (a dict) to column values: the reference rules.
-    An event of the wrong shape (a list where a name goes) is refused as a corrupt trace that
-    names it, not a bare TypeError."""
+    """The reference rules reducing one decoded event to column values. An event of the wrong
+    shape (a list where a name goes) is a CorruptTraceError naming it, not a bare TypeError."""
     path, ids = cols.path, cols.symbols
     appends = [cols.lists[key].append for key in ROW_COLUMNS]
 
@@ -151,7 +137,7 @@ def event_sink(cols: ColumnBuilder) -> Callable[[object, int], None]:
                 else:
                     cols.ts_has_float = True
                     if type(ts) is not float:
-                        ts = as_float(ts, NAN)
+                        ts = as_float(ts, nan)
                     elif not isfinite(ts):
                         field = "ts"
             dur = get("dur")
@@ -162,11 +148,11 @@ def event_sink(cols: ColumnBuilder) -> Callable[[object, int], None]:
                     lists = cols.lists
                     lists["mem_ts"].append(ts)
                     lists["mem_device_type"].append(as_int(args.get("Device Type"), -1))
-                    lists["mem_total_allocated"].append(as_float(args.get("Total Allocated"), NAN))
+                    lists["mem_total_allocated"].append(as_float(args.get("Total Allocated"), nan))
                 return
             if type(dur) is not int:
                 if type(dur) is not float:
-                    dur = as_float(dur, NAN)
+                    dur = as_float(dur, nan)
                 elif not isfinite(dur) and not field:
                     field = "dur"
             if field:  # every analysis would turn it into NaN sums or an endless span
@@ -185,7 +171,7 @@ def event_sink(cols: ColumnBuilder) -> Callable[[object, int], None]:
                 as_int(aget("stream"), -1),
                 as_int(aget("correlation"), -1),
                 as_float(aget("memory bandwidth (GB/s)"), 0.0),
-                as_float(aget("blocks per SM"), NAN),
+                as_float(aget("blocks per SM"), nan),
                 as_int(aget("bytes"), -1),
                 as_int(aget("external id") if ext is None else ext, -1),
             )

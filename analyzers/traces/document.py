@@ -1,8 +1,5 @@
-"""The stored analysis of one trace: what the Trace page draws, built once when the trace arrives.
-
-The upload hook (service.py) stores `analysis_document(report)` in the catalog (`trace_analyses`),
-so the dashboard draws it without analysing the file again. NaN and infinities become null.
-Never does I/O, never computes an analysis itself.
+"""The stored analysis of one trace (catalog `trace_analyses`, by service.py): what the Trace page
+draws without analysing the file again. NaN and infinities become null. Never does I/O.
 """
 
 from __future__ import annotations

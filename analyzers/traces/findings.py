@@ -1,10 +1,9 @@
 """Trace rules T1-T13 (shared/rules.md): analysis results in, `analyzers.findings.Finding`s out.
 
-Each rule is an entry point of `fleetscope.trace_rules` (its name is the rule id), as another
-package's trace rule is. A rule reads the analyses' results and yields findings per rank, each
-with its evidence, a fix, and, where the what-if replay can price it, the GPU-hours per week
-the fix would return. Thresholds are `TraceOptions` fields with their sources, or stated here
-where rules.md gives none. Never does I/O.
+Each rule is an entry point of `fleetscope.trace_rules` named by its rule id, as another package's
+is. It yields findings per rank with evidence, a fix and, where the what-if replay prices it, the
+GPU-hours per week the fix would return. Thresholds are `TraceOptions` fields (with sources) or
+stated here where rules.md gives none.
 """
 
 from __future__ import annotations
@@ -69,7 +68,6 @@ def t1_idle(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterat
         "other": "kernels wait on events or communication: overlap communication with compute",
     }[top]
     yield emit(
-        "T1",
         Severity.WARN,
         f"GPU idle {idle / kernel:.0%} of its busy span, mostly {top.replace('_', ' ')}",
         fix,
@@ -87,7 +85,6 @@ def t2_launch(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iter
     if max(slow, late) / n < LAUNCH_OUTLIER_SHARE and short / n < 0.5:
         return
     yield emit(
-        "T2",
         Severity.INFO,
         f"launch overhead: {short / n:.0%} of kernels run shorter than their launch call",
         "batch small kernels (torch.compile, fused optimizers such as foreach/fused Adam) or "
@@ -106,7 +103,6 @@ def t3_queue(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Itera
     share = queue("blocked_share")
     if share > 0:
         yield emit(
-            "T3",
             Severity.INFO,
             f"launch queue full ({o.max_queue_length}) {share:.1%} of the trace",
             "the GPU is the bottleneck here (good); the CPU blocks on a full queue, so host-side "
@@ -119,16 +115,12 @@ def t4_gaps(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterat
     gaps = _values(r, "gpu_gaps", frame.rank)("gaps")
     if gaps > 0:
         rows = [row for row in r["gpu_gaps"].table("gpu_gaps").rows if row[0] == frame.rank]
+        first = [{"start_us": g[1], "gap_us": g[3], "cpu_busy_with": g[4]} for g in rows[:10]]
         yield emit(
-            "T4",
             Severity.WARN,
             f"{int(gaps)} GPU gaps over {o.gpu_gap_threshold_us / 1e3:g} ms",
             "look at what the CPU does in the gaps (evidence) and overlap or remove it",
-            {
-                "gaps": [
-                    {"start_us": g[1], "gap_us": g[3], "cpu_busy_with": g[4]} for g in rows[:10]
-                ]
-            },
+            {"gaps": first},
         )
 
 
@@ -137,7 +129,6 @@ def t5_low_util(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> It
     if low > 0:
         rows = [row for row in r["low_util"].table("low_util_chunks").rows if row[0] == frame.rank]
         yield emit(
-            "T5",
             Severity.INFO,
             f"{int(low)} of {o.util_chunks} chunks under {o.util_threshold_pct:g} % GPU utilization",
             "see the idle-time and data-loader results for the cause of the quiet chunks",
@@ -150,7 +141,6 @@ def t6_pageable(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> It
     evidence = {key: memcpy(key) for key in ("copies", "bytes", "gpu_us")}
     if evidence["copies"] > 0:
         yield emit(
-            "T6",
             Severity.WARN,
             f"{int(evidence['copies'])} pageable memory copies",
             "pin host memory: DataLoader(pin_memory=True) and tensor.to(device, non_blocking=True)",
@@ -166,7 +156,6 @@ def t7_sync(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterat
         return
     rows = [row for row in r["sync"].table("sync_calls").rows if row[0] == frame.rank]
     yield emit(
-        "T7",
         Severity.WARN,
         f"synchronization inside steps: {share:.1%} of step time",
         "remove .item()/.cpu()/print of GPU tensors from the step, avoid torch.cuda.synchronize(), "
@@ -184,7 +173,6 @@ def t8_dataloader(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> 
     rows = r["dataloader"].table("dataloader_share").rows
     steps = [{"step": s[1], "share": s[4]} for s in rows if s[0] == frame.rank]
     yield emit(
-        "T8",
         Severity.CRITICAL if share >= o.dataloader_share_critical else Severity.WARN,
         f"data-loader bound: {share:.0%} of step time waiting for the next batch",
         "raise DataLoader(num_workers=...) (start at the CPU cores per GPU), set pin_memory=True "
@@ -200,7 +188,6 @@ def t9_comm(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterat
     if math.isnan(share) or share <= o.communication_share_warn or overlap >= OVERLAP_LOW:
         return
     yield emit(
-        "T9",
         Severity.WARN,
         f"communication {share:.0%} of GPU busy time, {overlap:.0%} overlapped with compute",
         "overlap communication with compute (DDP bucket_cap_mb, FSDP prefetch), compress or "
@@ -227,7 +214,6 @@ def t10_tensor_cores(
             "the CPU side is fixed (see dataloader_workers+amp and cuda_graphs)"
         )
     yield emit(
-        "T10",
         Severity.WARN,
         "tensor cores unused by convolution/matmul kernels",
         _amp_fix(gpu),
@@ -258,7 +244,6 @@ def t11_memory(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Ite
     peak = float(allocated.max())
     if peak / total > o.memory_near_capacity:
         yield emit(
-            "T11",
             Severity.WARN,
             f"GPU memory at {peak / total:.0%} of capacity",
             "activation checkpointing, mixed precision, or a smaller micro-batch with gradient "
@@ -270,7 +255,6 @@ def t11_memory(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Ite
 def t12_parallel(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> Iterator[Finding]:
     if any(n.startswith("DataParallel.forward") for n in frame.names):
         yield emit(
-            "T12",
             Severity.WARN,
             "torch.nn.DataParallel in use",
             "use DistributedDataParallel (one process per GPU): DataParallel replicates the model "
@@ -281,7 +265,6 @@ def t12_parallel(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -> I
     backend = info.get("backend") if isinstance(info, dict) else None
     if backend == "gloo" and frame.on_stream.any():
         yield emit(
-            "T12",
             Severity.WARN,
             "GPU training with the gloo backend",
             "use backend='nccl' for GPU tensors",
@@ -303,7 +286,6 @@ def t13_small_grids(frame: RankFrame, r: Results, o: TraceOptions, emit: Emit) -
         if rank == frame.rank
     ]
     yield emit(
-        "T13",
         Severity.INFO,
         f"kernels leave {idle_us / kernel_us:.0%} of the {f'{sms} SMs' if sms else 'GPU'} idle "
         "(grids smaller than the GPU)",
@@ -339,22 +321,20 @@ def trace_findings(
     trace: TraceSet, results: Results, options: TraceOptions, *, job_id: str | None = None
 ) -> list[Finding]:
     """Every installed rule on every rank; findings ordered by rank, then rule id."""
-    rules = trace_rules().values()
+    rules = trace_rules()
     out: list[Finding] = []
     for frame in trace.frames():
-        emit = _emitter(trace, frame, job_id)
-        for rule in rules:
-            out.extend(rule(frame, results, options, emit))
+        for rule_id, rule in rules.items():
+            out.extend(rule(frame, results, options, _emitter(trace, frame, job_id, rule_id)))
     return out
 
 
-def _emitter(trace: TraceSet, frame: RankFrame, job_id: str | None) -> Emit:
-    """The rank's `emit`: a rule's finding with the rank's window, host, scope and evidence."""
+def _emitter(trace: TraceSet, frame: RankFrame, job_id: str | None, rule_id: str) -> Emit:
+    """A rule's `emit` on a rank: its finding with the rank's window, host, scope and evidence."""
     start, end = _window(trace, frame)
     host = frame.metadata.get("host_name")
 
     def emit(
-        rule_id: str,
         severity: Severity,
         title: str,
         recommendation: str,

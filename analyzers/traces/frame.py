@@ -1,8 +1,5 @@
-"""The prepared trace every analysis reads: one `RankFrame` of numpy columns per rank, in a
-`TraceSet`, made by `hta_rules.prepare_hta` or `native.prepare_native`.
-
-Analyses never re-read files and never mutate a frame; they select rows with boolean masks.
-Row order is meaningful in HTA mode (HTA's tie-breaking depends on it). Never imports pandas.
+"""The prepared trace every analysis reads: a `TraceSet` of one `RankFrame` of numpy columns per
+rank. Analyses never mutate a frame; row order matters in HTA mode (HTA's tie-breaking).
 """
 
 from __future__ import annotations
@@ -38,16 +35,13 @@ CPU_OP_CATS = frozenset({"cpu_op", "Operator"})
 
 @dataclass(eq=False)
 class RowColumns:
-    """The columns a `RankFrame` shares with the `load.RawTrace` it comes from.
-
-    `names` decodes `cat`, `name`, `pid` and `tid` (-1: the key was absent). `index` is the
-    event's position in its file's `traceEvents`. `stream`, `correlation`, `bytes` and
-    `external_id` are -1 when absent; `stream` is -1 when not an integer (HTA's
-    `normalize_gpu_stream_numbers`); `memory_bw_gbps` is 0.0 when absent (HTA's default);
-    `blocks_per_sm` (a kernel's grid blocks / the GPU's SMs, as Kineto writes it) NaN when absent.
-    The `mem_` columns are the `[memory]` allocator events: time, device type (0 CPU, 1 CUDA),
-    bytes allocated in total after the event.
-    """
+    """The columns a `RankFrame` shares with its `load.RawTrace`. `names` decodes `cat`, `name`,
+    `pid` and `tid` (-1: the key was absent). `index` is the event's position in its file's
+    `traceEvents`. `stream`, `correlation`, `bytes` and `external_id` are -1 when absent; `stream`
+    is -1 when not an integer (HTA's `normalize_gpu_stream_numbers`); `memory_bw_gbps` is 0.0 when
+    absent (HTA's default); `blocks_per_sm` (a kernel's grid blocks / the GPU's SMs, as Kineto
+    writes it) NaN when absent. The `mem_` columns are the `[memory]` allocator events: time,
+    device type (0 CPU, 1 CUDA), bytes allocated in total after the event."""
 
     path: Path
     metadata: dict[str, Any]
@@ -82,13 +76,10 @@ class Mode(StrEnum):
 
 @dataclass(eq=False)
 class RankFrame(RowColumns):
-    """One rank's kept events as columns (row i of every array is one event).
-
-    `index_correlation` is the `index` of the linked CPU launch (for a GPU row) or GPU op (for a
-    CPU row), -1 when none, 0 when HTA found a correlation but no partner (HTA's convention).
-    `ts_int` says whether HTA would hold `ts` as an integer column, which decides how its
-    unstable sorts break ties.
-    """
+    """One rank's kept events as columns. `index_correlation` is the `index` of the linked CPU
+    launch (for a GPU row) or GPU op (for a CPU row), -1 when none, 0 when HTA found a correlation
+    but no partner (HTA's convention). `ts_int`: HTA would hold `ts` as integers (its unstable
+    sorts break ties by it)."""
 
     rank: int
     classifier: Classifier
@@ -113,8 +104,7 @@ class RankFrame(RowColumns):
 
     @cached_property
     def texts(self) -> list[str]:
-        """The text of a symbol, `frame.texts[code]`: `names` and "" after it, which symbol -1
-        (a row without a name) reads."""
+        """`names` and "", which symbol -1 (a row without a name) reads: `frame.texts[code]`."""
         return [*self.names, ""]
 
     def sym(self, text: str) -> int:
@@ -133,18 +123,13 @@ class RankFrame(RowColumns):
         return self._symbol_in(self.name, names)
 
     def _symbol_in(self, column: npt.NDArray[np.int32], texts: frozenset[str] | set[str]) -> Mask:
-        """Rows of `column` whose symbol is one of `texts`: one gather from a table by symbol id
-        (np.isin also scans the column for its range first)."""
-        ids = [self.symbols[t] for t in texts if t in self.symbols]
-        if not ids:
-            return np.zeros(len(self), dtype=bool)
+        # One gather from a table by symbol id (np.isin also scans the column for its range).
         table = np.zeros(len(self.names) + 1, dtype=bool)  # the last entry: -1, an absent key
-        table[ids] = True
+        table[[self.symbols[t] for t in texts if t in self.symbols]] = True
         return table[column]
 
     def names_matching(self, predicate: Any) -> Mask:
-        """Rows whose name satisfies `predicate(str)`, evaluated once per symbol and frame (a
-        row without a name, symbol -1, reads the last entry: the empty name's)."""
+        """Rows whose name satisfies `predicate(str)`, evaluated once per symbol and frame."""
         hits: dict[Any, Mask] = self.memo.setdefault("symbol_hits", {})
         hit = hits.get(predicate)
         if hit is None:
@@ -166,8 +151,7 @@ class RankFrame(RowColumns):
 
     @cached_property
     def kernel_class(self) -> npt.NDArray[np.int8]:
-        """`KernelClass` value of every row, by name: only GPU rows' (`on_stream`) names are
-        classified (a trace has far more names of CPU ops)."""
+        """Every row's `KernelClass`; only GPU rows' names are classified (CPU ops' are many)."""
         names = self.texts
         table = np.zeros(len(names), dtype=np.int8)
         used = np.bincount(self.name[self.on_stream] + 1)  # not a sort; -1 (no name) at 0
@@ -184,9 +168,8 @@ class RankFrame(RowColumns):
         return values.astype(np.int64) if self.ts_int else values
 
     def link(self, cpu_rows: I64, gpu_rows: I64, out: I64) -> I64:
-        """`out` with each of `cpu_rows` pointing at the `index` of the last of `gpu_rows` with
-        its correlation, and each GPU row at the last CPU row's: the last write of a dict built
-        in row order, as HTA's `transform_correlation_to_index` (`rows` ascending)."""
+        """`out` with each CPU row at the `index` of the last GPU row with its correlation and
+        vice versa, as HTA's `transform_correlation_to_index` (a dict built in row order)."""
         if not len(cpu_rows) or not len(gpu_rows):
             return out
         corr = self.correlation
@@ -198,8 +181,7 @@ class RankFrame(RowColumns):
         return out
 
     def linked_rows(self, rows: I64) -> I64:
-        """Per row of `rows`, the row of the event its `index_correlation` names: -1 for a
-        negative link or an event not kept; of two rows with one `index`, the last."""
+        """Each of `rows`' linked row (-1: none or not kept; of two with one index, the last)."""
         size = int(self.index.max()) + 1 if len(self) else 1
         row_of = np.full(size, -1, dtype=np.int64)
         row_of[self.index] = np.arange(len(self), dtype=np.int64)
@@ -214,20 +196,15 @@ class RankFrame(RowColumns):
 
 
 def last_row_per_key(keys: I64, rows: I64) -> tuple[I64, I64]:
-    """The distinct keys, sorted, and for each the last of `rows` (ascending) holding it: the
-    last write of a dict built in row order."""
-    order = np.argsort(keys, kind="stable")
-    ordered = keys[order]
-    ends = np.ones(len(keys), dtype=bool)
-    ends[:-1] = ordered[1:] != ordered[:-1]
-    return ordered[ends], rows[order[ends]]
+    """The distinct keys, sorted, and for each the last of `rows` (ascending) holding it."""
+    distinct, first_from_end = np.unique(keys[::-1], return_index=True)
+    return distinct, rows[len(keys) - 1 - first_from_end]
 
 
 @dataclass(eq=False)
 class TraceSet:
-    """The ranks of one profiling session, in rank order. `ranks` is a dict, or for a large set
-    `spill.SpilledFrames`: code that visits every rank goes through `frames()`, which gets each
-    frame from the mapping when read (over a spilled set a loop holds one rank at a time)."""
+    """The ranks of one profiling session, in rank order: a dict, or `spill.SpilledFrames` for a
+    large set, so a loop over `frames()` holds one rank at a time."""
 
     mode: Mode
     ranks: Mapping[int, RankFrame]
@@ -244,10 +221,9 @@ def gather_ranks(
     frames: MutableMapping[int, RankFrame] | None,
     repeated: Callable[[int, Path, Path], None],
 ) -> tuple[MutableMapping[int, RankFrame], Path, float]:
-    """Keep each frame in `frames` (a dict unless given) by rank as it comes, so a generator that
-    loads each file keeps one file's raw columns alive. `repeated(rank, earlier, later)` hears of
-    a rank seen twice (the later is kept). Returns the frames in rank order, the set's source
-    (its file, or the folder of several) and its earliest start (0.0 if none)."""
+    """Keep each frame by rank as it comes (so a loading generator holds one file's raw columns);
+    `repeated` hears of a rank seen twice (the later is kept). Returns the frames in rank order,
+    the set's source (its file, or the folder of several) and its earliest start (0.0 if none)."""
     frames = {} if frames is None else frames
     starts: dict[int, float] = {}
     files: list[Path] = []

@@ -1,11 +1,7 @@
-"""What the GPU of a trace can do, from the profiler's `deviceProperties`, so rules and the
-what-if never advise a precision or unit the GPU lacks.
-
-Kineto writes one `deviceProperties` entry per visible device: `name`, `computeMajor`/`Minor`,
-`totalGlobalMem` (bytes), `numSms` (streaming multiprocessors), ... The first entry stands for
-the job (nodes are homogeneous). On ROCm the same keys hold the gfx version (MI250 = gfx90a
-reads as 9.0, MI300 = gfx942 as 9.4), so AMD GPUs are told apart by name and judged by their own
-generations.
+"""What the GPU of a trace can do, from the profiler's `deviceProperties` (one entry per device;
+the first stands for the job), so rules and the what-if never advise what the GPU lacks. On ROCm
+`computeMajor`/`Minor` hold the gfx version (MI250 = gfx90a reads 9.0, MI300 = gfx942 9.4), so
+AMD GPUs are told apart by name and judged by their own generations.
 
 Sources: NVIDIA CUDA C++ Programming Guide, "Compute Capabilities" (tensor cores from Volta,
 7.0; TF32 and bf16 tensor cores from Ampere, 8.0); AMD CDNA 2/3 whitepapers (matrix cores with

@@ -1,6 +1,5 @@
-"""HTA 0.5.0's load rules (trace-semantics.md section 1), applied only in --hta-compatible mode.
-
-Every HTA number depends on these, so they are copied exactly, quirks included:
+"""HTA 0.5.0's load rules (trace-semantics.md section 1), only in --hta-compatible mode. Every HTA
+number depends on them, so they are copied exactly, quirks included:
 
 1. Rank: HTA's first text match of `"rank":\\s+(\\d+)`, else 0; a later file with the same rank
    replaces an earlier one (files are taken in sorted order; HTA takes `os.listdir` order).
@@ -11,12 +10,9 @@ Every HTA number depends on these, so they are copied exactly, quirks included:
    many-to-many match the last write wins. GPU = `(stream >= 0 and correlation >= 0)` or named
    `Event Sync`/`Context Sync`.
 5. Alignment: `ts -= min(ts)` over all ranks.
-6. Iteration filter, when the symbol table holds more than one string containing `ProfilerStep`:
-   keep CPU rows starting before the last ProfilerStep (HTA's default
-   `include_last_profiler_step=False`), then GPU rows once per kept CPU row with the same
-   correlation (an inner merge: duplicates possible), GPU rows first.
-
-Never used in native mode; never reads files.
+6. Iteration filter, when more than one symbol contains `ProfilerStep`: CPU rows starting before
+   the last ProfilerStep are kept (HTA's default `include_last_profiler_step=False`); the result
+   is the GPU rows, once per kept CPU row of their correlation (an inner merge), then those.
 """
 
 from __future__ import annotations
@@ -30,6 +26,7 @@ import numpy as np
 from analyzers.traces.classify import classify_hta_050
 from analyzers.traces.frame import ROW_COLUMNS, Mask, Mode, RankFrame, TraceSet, gather_ranks
 from analyzers.traces.load import RawTrace
+from analyzers.traces.stats import join_rows
 
 _SYNC_NAMES = frozenset({"Event Sync", "Context Sync"})
 
@@ -46,20 +43,16 @@ def _filter_iterations(frame: RankFrame, step_names: set[str]) -> RankFrame:
     steps = cpu & frame.name_in(step_names)
     last_start = frame.ts[steps].max() if steps.any() else np.nan
     cpu_rows = np.flatnonzero(cpu & (frame.ts < last_start))
-    kept_corr = np.sort(frame.correlation[cpu_rows])
     gpu_rows = np.flatnonzero(gpu)
-    gpu_corr = frame.correlation[gpu_rows]
-    # How many kept CPU rows share each GPU row's correlation (an inner merge's multiplicity).
-    right = np.searchsorted(kept_corr, gpu_corr, side="right")
-    times = right - np.searchsorted(kept_corr, gpu_corr, side="left")
-    rows = np.concatenate([np.repeat(gpu_rows, times), cpu_rows]).astype(np.int64)
+    # Each GPU row once per kept CPU row with its correlation (an inner merge's multiplicity).
+    merged, _ = join_rows(frame.correlation[gpu_rows], frame.correlation[cpu_rows])
+    rows = np.concatenate([gpu_rows[merged], cpu_rows]).astype(np.int64)
     columns = {key: getattr(frame, key)[rows] for key in (*ROW_COLUMNS, "index_correlation")}
     return replace(frame, memo={}, **columns)  # the memory counters stay whole
 
 
 def hta_rank_frame(raw: RawTrace) -> RankFrame:
-    """One file's frame under its HTA rank (rules 1, 3 and 4), before alignment and the
-    iteration filter."""
+    """One file's frame under its HTA rank (rules 1, 3 and 4)."""
     rank = raw.hta_rank if raw.hta_rank is not None else 0
     ts, dur = raw.ts, raw.dur
     if raw.ts_has_float or not raw.ts_all_present:
@@ -77,8 +70,8 @@ def prepare_hta(
     rank_frames: Iterable[RankFrame],
     frames: MutableMapping[int, RankFrame] | None = None,
 ) -> TraceSet:
-    """A `TraceSet` from `hta_rank_frame`s in file order (later wins a rank, rule 1), gathered
-    by `frame.gather_ranks`; alignment and the iteration filter then replace one rank at a time."""
+    """A `TraceSet` from `hta_rank_frame`s in file order (later wins a rank, rule 1), aligned
+    and filtered (rules 5, 6) one rank at a time."""
     notes: list[str] = []
 
     def replaced(rank: int, earlier: Path, later: Path) -> None:

@@ -1,19 +1,15 @@
-"""Parse one PyTorch profiler (Kineto) trace file into columnar numpy arrays.
+"""Parse one PyTorch profiler (Kineto) trace file into numpy columns, 1 MiB at a time
+(`load_fast.py`): the peak is the columns plus a chunk (HTA's `json.load` of the whole document
+peaks at 100-450 MiB for a 1-3 MB gzipped trace).
 
-The file is decompressed in 1 MiB chunks and decoded straight into columns (`load_fast.py`), so
-the peak is the columns plus a chunk (HTA's `json.load` of the whole document peaks at 100-450
-MiB for a 1-3 MB gzipped trace).
-
-Accepted input: plain or gzip JSON (detected by magic bytes, not by name); 2021 category names
+Accepted input: plain or gzip JSON (by magic bytes, not by name); 2021 category names
 (`Operator`, `Runtime`, `Kernel`, ...) and current ones (`cpu_op`, `cuda_runtime`, `kernel`, ...);
 integer or float-ns timestamps; a missing `distributedInfo` or rank; CPU-only traces. A truncated
-file raises `TruncatedTraceError`, anything else that is not a Kineto trace `CorruptTraceError`;
-both name the file and say what is wrong.
+file raises `TruncatedTraceError`, any other non-trace `CorruptTraceError`, naming file and fault.
 
-What is kept: every event with a `dur` and a `cat` whose `cat` is not `Trace` (exactly HTA's kept
-set, section 1.4 of trace-semantics.md), with its position in `traceEvents` (HTA's `index`), plus
-`[memory]` instant events (allocator counters). This module applies no analysis rule (the HTA
-load rules are `hta_rules.py`). It must never import pandas.
+Kept: every event with a `dur` and a `cat` other than `Trace` (HTA's kept set, trace-semantics.md
+section 1.4), with its position in `traceEvents` (HTA's `index`), plus `[memory]` instant events
+(allocator counters). No analysis rule is applied here (HTA's are `hta_rules.py`); no pandas.
 """
 
 from __future__ import annotations
@@ -28,15 +24,10 @@ from analyzers.traces import load_fast
 from analyzers.traces.columns import CHUNK_SIZE, DTYPES, ColumnBuilder, non_finite
 from analyzers.traces.frame import RowColumns
 
-__all__ = ["RawTrace", "load_raw_trace"]
-
 
 @dataclass(eq=False)
 class RawTrace(RowColumns):
-    """One trace file (one rank) as columns; row i is the i-th kept event.
-
-    `names` is the file's symbol table (see `RowColumns` for what the columns hold).
-    """
+    """One trace file (one rank) as columns (`RowColumns`); row i is the i-th kept event."""
 
     # HTA rounds ns timestamps when pandas would make `ts` a float column: some event has a float
     # `ts` or none at all. `ts` stays an integer column only when every event has a `ts`.
@@ -74,8 +65,7 @@ class RawTrace(RowColumns):
 
 
 def load_raw_trace(path: str | Path, *, chunk_size: int = CHUNK_SIZE) -> RawTrace:
-    """Parse one trace file; `chunk_size` (decompressed bytes read at a time) only matters for
-    memory and for tests of events split across chunks."""
+    """Parse one trace file; `chunk_size` (decompressed bytes per read) is for memory and tests."""
     path = Path(path)
     cols = ColumnBuilder(path)
     metadata, hta_rank = load_fast.decode(path, cols, chunk_size)
@@ -85,9 +75,8 @@ def load_raw_trace(path: str | Path, *, chunk_size: int = CHUNK_SIZE) -> RawTrac
 
 
 def _refuse_non_finite(raw: RawTrace) -> None:
-    """An infinity in `ts` or `dur` (text such as "inf" where a number goes, which
-    `columns.as_float` reads) refuses the file with the event named, as `columns.event_sink`
-    refuses an infinite number (a NaN here is text the reference rules keep as NaN)."""
+    """Text such as "inf" in `ts` or `dur` (`columns.as_float` reads it) is refused as
+    `columns.event_sink` refuses an infinite number (a NaN is text the rules keep as NaN)."""
     infinite = np.isinf(raw.ts) | np.isinf(raw.dur)
     if infinite.any():
         row = int(np.argmax(infinite))

@@ -1,11 +1,8 @@
-"""The trace decoder: the events of `traceEvents` go straight to column blocks by the C pass of
-analyzers/traces/_kineto_columns.c, which decodes whole events from the head of the text and stops
-at the first element it does not take. That element (an odd shape such as a string stream id or
-a null `args`, malformed JSON, an element the text cut) and the rest of the text it is in are
-decoded by Python's json and reduced by `columns.event_sink`, the reference rules (`_Events.walk`,
-which names the element and what is wrong in one line); then the C pass goes on with the next
-chunk. Tests hold the whole decoder to the stdlib oracle in tests/analyzers/traces/stdlib_oracle.py.
-Why C: _kineto_columns.c; why chunks: load.py. Never imports pandas.
+"""The trace decoder: the C pass (_kineto_columns.c) turns whole events at the head of the text
+into column blocks and stops at the first element it does not take (an odd shape such as a string
+stream id or a null `args`, malformed JSON, an element the text cut). `_Events.walk` decodes that
+element and the rest of its text with Python's json and `columns.event_sink` (a bad element is
+named in one line); then the C pass goes on. Tests hold it to the stdlib oracle (stdlib_oracle.py).
 """
 
 from __future__ import annotations
@@ -29,9 +26,7 @@ from analyzers.traces.columns import ColumnBuilder, event_sink
 from analyzers.traces.trace_text import TextSource
 from fleetscope.errors import CorruptTraceError, TraceNestingError, TruncatedTraceError
 
-__all__ = ["decode"]
-
-_decode_columns = _kineto_columns.decode_events
+_decode_columns = _kineto_columns.decode_events  # tests and bench/trace_stages.py replace it
 
 _KEY = b'"traceEvents"'
 _AFTER_KEY = re.compile(rb"[ \t\n\r]*(:?)[ \t\n\r]*")
@@ -46,8 +41,7 @@ _CLOSE = ord("]")
 
 def decode(path: Path, cols: ColumnBuilder, chunk_size: int) -> tuple[dict[str, Any], int | None]:
     """Fill `cols` from the file; return (top-level metadata, HTA's rank). Raises a TraceError
-    (CorruptTraceError, TruncatedTraceError, TraceNestingError, NonFiniteTraceError,
-    TraceBudgetError) that names the file and what is wrong."""
+    subclass that names the file and what is wrong."""
     with contextlib.closing(TextSource(path, chunk_size)) as source:
         text = _Text(2 * source.chunk_size + 64)
         metadata, opening = _head(source, text, path)
@@ -79,10 +73,9 @@ def decode(path: Path, cols: ColumnBuilder, chunk_size: int) -> tuple[dict[str, 
 
 
 class _Text:
-    """The text not decoded yet, at the start of one bytearray that is allocated once (and grows
-    only for an element longer than it). Why not `del buf[:cut]` then `buf += chunk`: CPython
-    gives a bytearray whose head was dropped a fresh buffer on every growth, whose pages the
-    allocator maps and faults in again each time."""
+    """The text not decoded yet, at the start of one bytearray allocated once (it grows only for a
+    longer element). Not `del buf[:cut]; buf += chunk`: CPython gives a bytearray whose head was
+    dropped a fresh buffer on each growth, whose pages are mapped and faulted in again each time."""
 
     def __init__(self, capacity: int) -> None:
         self.data = bytearray(capacity)
@@ -105,9 +98,8 @@ class _Text:
 
 
 def _head(source: TextSource, text: _Text, path: Path) -> tuple[dict[str, Any], int]:
-    """The members before `traceEvents` and the position of the `[` that opens it: `{`,
-    members, `,` decode as an object once the comma is replaced by `}`, and only if the key
-    found really is a top-level key (else the next one is tried)."""
+    """The members before `traceEvents` (`{`, members, `,` decoded with `}` for the comma, which
+    only a top-level key allows; else the next key is tried) and where its `[` is."""
     start = 0
     while True:
         key_at = text.data.find(_KEY, start, text.length)
@@ -177,8 +169,7 @@ def _members_after(rest: bytes, metadata: dict[str, Any], path: Path) -> None:
     elif not rest:
         raise _truncated(path)
     else:
-        found = _first_char(rest)
-        raise _refuse(path, f"expected ',' or '}}' after traceEvents, found {found!r}")
+        raise _refuse(path, f"expected ',' or '}}' after traceEvents, found {_first_char(rest)!r}")
 
 
 def _truncated(path: Path) -> TruncatedTraceError:
@@ -220,8 +211,7 @@ class _Events:
         self.position = 0
 
     def decode(self, text: _Text) -> int:
-        """The C pass over the whole events at the head of the text; returns the bytes it took
-        (the text then starts at the separator after the last one)."""
+        """The C pass over the whole events at the head of the text; returns the bytes it took."""
         cols = self.cols
         with memoryview(text.data) as view, view[: text.length] as live:
             count, taken, ts_has_float, ts_all_present, columns = _decode_columns(
@@ -235,10 +225,8 @@ class _Events:
         return taken
 
     def walk(self, text: _Text, *, eof: bool) -> int:
-        """Decode the elements at the head of the text one at a time with Python's json (the
-        text's first byte stands for the separator before the next one); return the bytes to
-        drop, so that the text starts at the separator after the last element taken. Raises the
-        error that names the element when one is malformed, or truncated at the end of input."""
+        """Decode the elements at the head of the text one at a time with Python's json; return
+        the bytes to drop (the text then starts at the separator after the last element taken)."""
         path = self.path
         s, _ = codecs.utf_8_decode(bytes(text.data[: text.length]), "strict", eof)
         n = len(s)

@@ -10,8 +10,6 @@
 - A GPU op is linked to its launching runtime/driver call only (`cuda_runtime`, `cuda_driver`,
   `Runtime`), not to whatever CPU row shares its correlation id.
 - Custom collectives (DeepEP, NVSHMEM, all-to-all) are communication (classify.py).
-
-Never reads files; never imports pandas.
 """
 
 from __future__ import annotations
@@ -37,9 +35,8 @@ from fleetscope.errors import TraceError
 
 
 def native_rank_frame(raw: RawTrace) -> RankFrame:
-    """One file's frame under its rank, before alignment. Each GPU op and the runtime/driver
-    call with its correlation point at each other (of several calls, the last; the call: at
-    the last op)."""
+    """One file's frame under its rank; each GPU op and the (last) runtime/driver call with its
+    correlation point at each other (the call: at the last op)."""
     frame = RankFrame.of_raw(raw, raw.rank, classify_fleetscope)
     corr = frame.correlation
     gpu = (corr >= 0) & (frame.stream >= 0) & frame.cat_in(GPU_OP_CATS)
@@ -54,8 +51,7 @@ def prepare_native(
     rank_frames: Iterable[RankFrame],
     frames: MutableMapping[int, RankFrame] | None = None,
 ) -> TraceSet:
-    """A `TraceSet` from `native_rank_frame`s (`frame.gather_ranks`), aligned one rank at a
-    time."""
+    """A `TraceSet` from `native_rank_frame`s, aligned one rank at a time."""
     frames, source, origin = gather_ranks(rank_frames, frames, _refuse)
     for rank in sorted(frames):
         frame = frames[rank]

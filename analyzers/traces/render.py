@@ -1,8 +1,6 @@
-"""Turn a `TraceReport` into JSON-ready data or a plain-text report (what the CLI prints).
-
-Per-launch tables (one row per kernel launch, thousands of rows) are summarized by the
-`launch_summary` table in both forms; the full rows stay available from the API. NaN becomes null
-in JSON. Never reads files, never computes analyses.
+"""Turn a `TraceReport` into JSON-ready data or a plain-text report (what the CLI prints). Both
+leave out the per-launch tables (thousands of rows; `launch_summary` sums them up, the API keeps
+them). Never reads files, never computes analyses.
 """
 
 from __future__ import annotations
@@ -55,7 +53,6 @@ def analyses_data(
 
 
 def report_to_dict(report: TraceReport) -> dict[str, Any]:
-    """The report as JSON-ready dicts and lists (`json_ready`: NaN null, numpy scalars plain)."""
     registry = load_registry()
     trace = report.trace
     native = trace.mode is Mode.NATIVE

@@ -1,11 +1,7 @@
-"""The server plug-in (a `fleetscope.server` entry point) that analyzes every uploaded profiler
-trace once and hands `server.profiling.finish` its summary (summary.py, the catalog's
-`traces.summary`) and analysis document (document.py, `trace_analyses`); a trace the analyses
-cannot read fails its request with the trace error, word for word.
-
-Runs on the server's profiling worker thread, one trace at a time. Must never import the
-analyses at module level (the server imports this module at start), raise into the server, or
-write anything itself (the warehouse stores what it is given).
+"""The server plug-in that analyzes every uploaded trace once and hands `server.profiling.finish`
+its summary (summary.py) and analysis document (document.py), or the trace error word for word.
+Runs on the server's profiling worker thread. Must never import the analyses at module level (the
+server imports this at start), raise into the server, or write anything (the warehouse does).
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
-"""A large multi-rank set's frames kept in files between uses, one rank in memory at a time.
-
-The cross-rank analyses need every rank, and holding every rank's frame made the peak grow with
-the set, not with the largest rank. Here each frame's columns are written as `.npy` files in a
-temporary folder, and a rank is memory-mapped when asked for and unmapped when the next rank is,
-so the process holds about one rank and the rest lies in the page cache. The maps hold the very
-values (same dtype, same bytes) the in-memory set holds, so every output is the same.
+"""A large multi-rank set's frames kept in `.npy` files between uses, so the peak grows with the
+largest rank, not the set: a rank is memory-mapped when asked for and unmapped when the next one
+is, the rest lies in the page cache. The maps hold the very values (same dtype, same bytes) the
+in-memory set holds, so every output is the same.
 """
 
 from __future__ import annotations
@@ -45,9 +42,8 @@ def _remove_orphans(parent: Path) -> None:
 
 
 class SpilledFrames(MutableMapping[int, RankFrame]):
-    """Rank -> `RankFrame`, the frames' columns in files under a temporary folder that goes
-    with this object. Setting a rank writes its frame; getting one maps it (the last one got is
-    kept, so repeated reads of one rank map it once)."""
+    """Rank -> `RankFrame` in files under a temporary folder that goes with this object. Setting
+    a rank writes its frame; getting one maps it (repeated reads of one rank map it once)."""
 
     def __init__(self, folder: Path | None = None) -> None:
         parent = Path(folder or tempfile.gettempdir())
@@ -55,7 +51,7 @@ class SpilledFrames(MutableMapping[int, RankFrame]):
         self._folder = Path(tempfile.mkdtemp(prefix=f"{_PREFIX}{os.getpid()}-", dir=parent))
         self._finalizer = weakref.finalize(self, shutil.rmtree, self._folder, True)
         self._stored: dict[int, tuple[Path, dict[str, Any]]] = {}  # its folder, its scalars
-        self._last: tuple[int, RankFrame] | None = None
+        self._last: dict[int, RankFrame] = {}  # the last rank got, mapped
 
     def __setitem__(self, rank: int, frame: RankFrame) -> None:
         # A new folder each time: the frame written may be a map of the rank's current files,
@@ -68,22 +64,21 @@ class SpilledFrames(MutableMapping[int, RankFrame]):
         self._stored[rank] = rank_folder, {key: getattr(frame, key) for key in _SCALARS}
 
     def __getitem__(self, rank: int) -> RankFrame:
-        if self._last is not None and self._last[0] == rank:
-            return self._last[1]
+        if rank in self._last:
+            return self._last[rank]
         rank_folder, scalars = self._stored[rank]  # KeyError for an unknown rank, as a dict's
-        self._last = None  # the previous rank's maps go before this one's are made
+        self._last = {}  # the previous rank's maps go before this one's are made
         # np.asarray: a plain ndarray over the map (np.memmap would wrap what is computed from it).
         arrays: dict[str, Any] = {
             key: np.asarray(np.load(rank_folder / f"{key}.npy", mmap_mode="r")) for key in _ARRAYS
         }
         frame = RankFrame(**scalars, **arrays)
-        self._last = (rank, frame)
+        self._last = {rank: frame}
         return frame
 
     def __delitem__(self, rank: int) -> None:
         rank_folder, _ = self._stored.pop(rank)
-        if self._last is not None and self._last[0] == rank:
-            self._last = None
+        self._last.pop(rank, None)
         shutil.rmtree(rank_folder, ignore_errors=True)
 
     def __iter__(self) -> Iterator[int]:

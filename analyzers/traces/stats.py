@@ -1,6 +1,5 @@
-"""Numeric helpers that reproduce pandas' results bit for bit without pandas (HTA's numbers depend
-on its exact sorts, rounding and std), and the analyses' interval arithmetic. Pure numpy.
-"""
+"""pandas' results bit for bit without pandas (HTA's numbers depend on its exact sorts, rounding
+and std), and the analyses' interval arithmetic."""
 
 from __future__ import annotations
 
@@ -52,9 +51,8 @@ def join_rows(
 
 
 def time_lexsort(keys: Sequence[npt.NDArray[Any]]) -> npt.NDArray[np.intp]:
-    """`np.lexsort(keys)` (the last key primary), for a primary key that few rows share (event
-    times): a stable sort by it alone, then the rows that share a value (NaNs share one) by the
-    other keys, instead of sorting every row by every key."""
+    """`np.lexsort(keys)` (the last key primary) for a primary key few rows share (event times):
+    a stable sort by it, then only the rows that tie (NaNs tie) by the other keys."""
     primary = keys[-1]
     order = np.argsort(primary, kind="stable")
     p = primary[order]
@@ -70,10 +68,9 @@ def time_lexsort(keys: Sequence[npt.NDArray[Any]]) -> npt.NDArray[np.intp]:
 
 
 def last_not_below(values: F64, before: npt.NDArray[np.int64], bound: F64) -> npt.NDArray[np.int64]:
-    """Per query i, the last j < before[i] where `values[j] < bound[i]` is false (a NaN on
-    either side counts as not below), -1 where there is none. Found by skipping back from
-    before[i] over blocks of 2^k values all below the bound, k descending, each block's largest
-    value read from a table of maxima per block size: log2(len(values)) vector steps."""
+    """Per query i, the last j < before[i] where `values[j] < bound[i]` is false (NaN: not below),
+    else -1: skipping back over blocks of 2^k values all below the bound, k descending, by a table
+    of each block size's maxima (log2(len(values)) vector steps)."""
     pos = before
     most = [values]  # most[k][j]: the largest of values[j : j + 2^k] (NaN if one is NaN)
     while 2 ** len(most) <= len(values):
@@ -136,10 +133,9 @@ def intersection_length(a_start: F64, a_end: F64, b_start: F64, b_end: F64) -> f
 def window_intersections(
     windows: Sequence[tuple[float, float]], b_start: F64, b_end: F64
 ) -> list[float]:
-    """`intersection_length` of each window (start, end) with the merged set B, the same floats,
-    without sorting B once per window: for B sorted, disjoint and without NaN (as
-    `union_intervals` leaves it) the sweep's segments are `min(end, w1) - max(start, w0)` for
-    the intervals with `start < w1` and `end >= w0`. Anything else takes the sweep."""
+    """`intersection_length` of each window (w0, w1) with B, the same floats without a sort per
+    window: for B as `union_intervals` leaves it (sorted, disjoint, no NaN) the sweep's segments
+    are `min(end, w1) - max(start, w0)` where `start < w1` and `end >= w0`; else the sweep."""
     merged = (  # a NaN fails a comparison
         len(b_start) > 0
         and bool((b_end >= b_start).all())

@@ -1,8 +1,5 @@
-"""The JSON summary of one analyzed trace, as the catalog's `traces.summary` keeps it.
-
-A few kilobytes: per-rank headline numbers, every analysis's per-rank numbers, the findings, the
-what-if table and the top kernels; the whole analysis is stored beside it (document.py). Built
-from `render.report_to_dict`, so NaN is already null. Never does I/O.
+"""The JSON summary of one analyzed trace (catalog `traces.summary`, a few kilobytes): headline
+and per-rank numbers, findings, what-if and top kernels; the whole analysis is document.py's.
 """
 
 from __future__ import annotations
@@ -51,8 +48,8 @@ def summarize(report: TraceReport, *, trace_id: str, host: str, pid: int) -> dic
 
 
 def _top_kernels(tables: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
-    """The analysis' default number of top kernels per rank (a rank's rows come together, biggest
-    first), whatever the report was run with (`document.OPTIONS` keeps more)."""
+    """The analysis' default number of top kernels per rank, whatever the report was run with
+    (`document.OPTIONS` keeps more; a rank's rows come together, biggest first)."""
     keep = TraceOptions().top_kernels
     return {
         name: [

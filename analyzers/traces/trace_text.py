@@ -1,6 +1,5 @@
-"""A trace file's text in chunks, as the decoder (load_fast.py) reads it: inflated (zlib-ng
-where installed), checked as UTF-8, with HTA's rank found on the way. Never parses JSON.
-"""
+"""A trace file's text in chunks for load_fast.py: inflated (zlib-ng where installed), checked as
+UTF-8, with HTA's rank found on the way."""
 
 from __future__ import annotations
 
@@ -22,10 +21,10 @@ from fleetscope.errors import (
     TruncatedTraceError,
 )
 
-# The decompression budget of one gzip trace file. Real Kineto traces inflate 13-30x, JSON text
-# rarely passes 50x, deflate's ceiling (runs of one byte) is ~1,030x. So a file may inflate to
-# MAX_INFLATE_RATIO times its compressed size (at least INFLATE_FLOOR_BYTES, so a tiny file is
-# never judged by its header), and never past MAX_TEXT_BYTES. Checked on every chunk read.
+# A gzip trace's decompression budget. Kineto traces inflate 13-30x, JSON text rarely passes 50x,
+# deflate's ceiling (runs of one byte) is ~1,030x. So a file may inflate to MAX_INFLATE_RATIO
+# times its size (at least INFLATE_FLOOR_BYTES: a tiny file is not judged by its header), never
+# past MAX_TEXT_BYTES.
 MAX_INFLATE_RATIO = 200
 INFLATE_FLOOR_BYTES = 64 << 20
 MAX_TEXT_BYTES = 16 << 30
@@ -77,8 +76,7 @@ class InflateBudget:
             )
 
 
-# zlib-ng's gzip reader (the `server` extra) inflates ~3x faster than stdlib gzip, and raises its
-# own error type on a corrupt stream.
+# zlib-ng's gzip reader (the `server` extra): ~3x faster than stdlib gzip, its own error type.
 _open_gzip: Callable[[Path, str], io.BufferedIOBase]
 _GZIP_READ_ERRORS: tuple[type[Exception], ...] = (OSError, zlib.error)
 try:
@@ -105,7 +103,6 @@ class TextSource:
         try:
             with path.open("rb") as probe:
                 gz = probe.read(2) == _GZIP_MAGIC
-            # Closed by `close()`, which load_fast.decode calls in a `finally`.
             self._raw: io.BufferedIOBase = _open_gzip(path, "rb") if gz else path.open("rb")
         except OSError as exc:
             raise CorruptTraceError(f"{path}: cannot read: {exc.strerror or exc}") from exc
@@ -140,10 +137,9 @@ class TextSource:
         return data
 
     def _find_rank(self, data: bytes) -> None:
-        """HTA's rank: the first match of its regex in the file, whatever the chunks. Only text
-        that holds the key is searched (a regex over every chunk slows the whole load); what is
-        kept for the next chunk is where a match may still start: a last key followed by nothing
-        but whitespace and digits (up to 64 KiB of them), else the bytes a key can straddle."""
+        """HTA's rank: its regex's first match in the file, whatever the chunks. Only text with the
+        key is searched (a regex over every chunk slows the load); kept for the next chunk: a last
+        key followed by only whitespace and digits (up to 64 KiB), else what a key can straddle."""
         if _RANK_KEY in data or _RANK_KEY in self._tail + data[: len(_RANK_KEY)]:
             text = self._tail + data
             match = _HTA_RANK_RE.search(text)
