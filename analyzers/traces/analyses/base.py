@@ -128,28 +128,35 @@ class RankRows(NamedTuple):
     rows: Iterable[tuple[Any, ...]] = ()
     values: dict[str, float] | None = None  # its key numbers (None: no entry)
     note: str = ""  # what to say of the rank, if anything
+    more_rows: Iterable[tuple[Any, ...]] = ()  # the second table's, if any
 
 
 RankFn = Callable[[RankFrame, TraceOptions], RankRows]
 
 
-def rank_by_rank(table: str, columns: tuple[str, ...]) -> Callable[[RankFn], AnalysisFn]:
-    """An analysis of one table written for one rank; the result, named as the function, holds
-    every rank's rows, key numbers and notes."""
+def rank_by_rank(
+    table: str, columns: tuple[str, ...], second: tuple[str, tuple[str, ...]] | None = None
+) -> Callable[[RankFn], AnalysisFn]:
+    """An analysis of one table (or two) written for one rank; the result, named as the
+    function, holds every rank's rows, key numbers and notes."""
 
     def wrap(fn: RankFn) -> AnalysisFn:
         @functools.wraps(fn)  # its name and module (the report order) stay the function's
         def run(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
             rows: list[tuple[Any, ...]] = []
+            more: list[tuple[Any, ...]] = []
             per_rank, notes = {}, []
             for frame in trace.frames():
                 found = fn(frame, options)
                 rows += found.rows
+                more += found.more_rows
                 if found.values is not None:
                     per_rank[frame.rank] = found.values
                 if found.note:
                     notes.append(f"rank {frame.rank}: {found.note}")
-            return AnalysisResult.of_table(fn.__name__, table, columns, rows, per_rank, notes)
+            tables = [Table(table, columns, tuple(rows))]
+            tables += [Table(*second, tuple(more))] if second else []
+            return AnalysisResult(fn.__name__, tuple(tables), per_rank, tuple(notes))
 
         return run
 

@@ -29,15 +29,13 @@ Algorithm (HTA 0.5.0 `critical_path_analysis(rank, "ProfilerStep", 0)`, read fro
    `gpu_communication_bound` (a communication kernel), `gpu_kernel_kernel_overhead`,
    `gpu_kernel_launch_overhead`; dependency and sync edges carry no time.
 
-Edges are built in the order HTA adds them (it decides which duplicate pair and which tied
-predecessor networkx keeps); the call-stack walk and the longest path run in `_kineto_columns`
-(no Python twins: pyproject.toml). Not reproduced: event-record syncs (`Event Sync` after
-`cudaEventRecord`) add no edge (the loader does not keep the record's correlation). HTA raises on
-2021-format traces (cats `Operator`/`Runtime`) and on a launch of several GPU ops in the window
-(its graph gets a cycle: `_critical_path`); native mode reads those cats, takes every
-ProfilerStep (else the whole trace) as the window, and without `cuda_sync` rows (PyTorch < 2.1)
-adds the syncs blocking calls imply (Graph.implied_syncs), without which every such path would be
-CPU-bound.
+Edges are added in HTA's order (it decides which duplicate pair and tied predecessor networkx
+keeps); the call-stack walk and the longest path run in `_kineto_columns`. Not reproduced:
+`Event Sync` after `cudaEventRecord` adds no edge (the loader drops the record's correlation).
+HTA raises on 2021-format traces (cats `Operator`/`Runtime`) and on a launch of several GPU ops
+in the window (a cycle); native mode reads those cats, takes every ProfilerStep (else the whole
+trace) as the window, and without `cuda_sync` rows (PyTorch < 2.1) adds the syncs blocking calls
+imply (`Graph.implied_syncs`), else every such path would be CPU-bound.
 """
 
 from __future__ import annotations
@@ -83,11 +81,10 @@ class CriticalPathError(Exception):
 
 
 def queue_lengths(frame: RankFrame) -> tuple[np.ndarray, Mask]:
-    """Queue length per row after its change point (NaN: not one), HTA's TraceCounters over the
-    whole rank (`launch_changes` summed per stream in time order), and which rows are launches of
-    several GPU ops (a CUDA graph's launch counts +1 per op, so the queue is balanced again after
-    them; its row reads the length after its first op). Kept in the frame's memo (32 bits a
-    point; a spilled rank keeps it): the path over HTA's window and the what-if's read it."""
+    """Queue length per row after its change point (NaN: not one), HTA's TraceCounters summed per
+    stream in time order, and which rows launch several GPU ops (a CUDA graph's launch counts +1
+    per op; its row reads the length after its first op). In the frame's memo (32 bits a point):
+    the path over HTA's window and the what-if's read it."""
     out = np.full(len(frame), math.nan)
     if "queue changes" not in frame.memo:
         r, ops, delta = launch_changes(frame)
@@ -134,14 +131,14 @@ class Graph:
         self._blocks: list[tuple[I64, I64, I64, np.ndarray, I64]] = []
 
     def add(self, u: I64, v: I64, kind: I64, attr: I64, zero: Mask | bool = False) -> None:
-        """Edges u[i] -> v[i] in order; weight the time between the nodes (0 where `zero`, and for
-        dependency and sync edges). A node index of -1 reads the last node, as HTA's does."""
+        """Edges u[i] -> v[i], weighing the time between the nodes (0 where `zero`, and for
+        dependency and sync edges); node -1 reads the last node, as HTA's does."""
         no_time = (kind == DEPENDENCY) | (kind == SYNC) | zero
         weight = np.where(no_time, 0.0, self.node_ts[v] - self.node_ts[u])
         self._blocks.append((u, v, kind, weight, attr))
 
     def cpu_thread(self, rows: np.ndarray) -> None:
-        """Step 3 of the module docstring over one thread's rows (sorted); the walk is C's."""
+        """Step 3 of the module docstring over one thread's rows (sorted)."""
         f = self.frame
         ts, dur, idx = f.ts[rows], f.dur[rows], f.index[rows]
         n = len(rows)
@@ -248,8 +245,8 @@ class Graph:
         )
 
     def longest_path(self) -> tuple[I64, int]:
-        """`_c.longest_path` over the edges: the path's edge ids (each its pair's last edge, whose
-        kind and attribution networkx keeps) and the number of pairs; raises on a cycle."""
+        """The path's edge ids (each its pair's last edge, whose kind and attribution networkx
+        keeps) and the number of pairs; raises on a cycle."""
         self.src, self.dst, self.kind, self.weight, self.attr = (
             np.concatenate([b[i] for b in self._blocks]) for i in range(5)
         )
@@ -287,8 +284,8 @@ def _window(frame: RankFrame, native: bool) -> tuple[float, float] | None:
 
 
 def critical_path_of(frame: RankFrame, native: bool) -> CriticalPath | None:
-    """The rank's critical path over its default window, None without one; once per frame and
-    mode (the report's analysis and the what-if both ask)."""
+    """The rank's critical path over its default window, None without one; memoised per mode
+    (the report's analysis and the what-if both ask)."""
     memo: dict[bool, CriticalPath | Exception | None] = frame.memo.setdefault("critical_path", {})
     if native not in memo:
         try:
@@ -340,7 +337,7 @@ def _critical_path(frame: RankFrame, native: bool) -> CriticalPath | None:
 
 def _top_events(frame: RankFrame, path: CriticalPath, top: int) -> list[tuple[str, str, float]]:
     """The `top` (name, bound_by) pairs of the path's timed edges by total time, ties in order
-    of first appearance (bincount sums in path order, as a running Python sum would)."""
+    of first appearance (bincount sums in path order, as HTA's running sum)."""
     timed = np.flatnonzero((path.rows >= 0) & (path.weights > 0))
     name, label = frame.name[path.rows[timed]].astype(np.int64), path.label[timed]
     key = name * len(_LABELS) + label

@@ -1,43 +1,33 @@
-"""What-if estimates in the spirit of Daydream (Zhu et al., "Daydream: Accurately Estimating the
-Efficacy of Optimizations for DNN Training", USENIX ATC'20): replay the trace's dependency
-structure with one thing changed and read off the new step time.
+"""What-if estimates after Daydream (Zhu et al., "Daydream: Accurately Estimating the Efficacy of
+Optimizations for DNN Training", USENIX ATC'20): replay the trace's dependency structure
+(replay.py) with one thing changed and read off the new step time.
 
-The replay model is in `replay.py`. A scenario is a function here that turns a replay into the
-`Change` it models, registered with its assumptions in words (they state its figures; the table
-prints them), at three levels of them: `EXPECTED` (the estimate), `OPTIMISTIC` (most saving) and
-`PESSIMISTIC` (least), the interval; each figure is a tuple indexed by the level. Savings are
-against the same replay with nothing changed, so the model's own error cancels; savings per week
-= saved fraction x the job's GPUs x hours per week. The model's error against real pairs of
-traces is measured by `python -m bench.whatif` (bench/RESULTS.md, "What-if validation").
+A scenario turns a replay into the `Change` it models at three levels of its assumptions (stated
+in words in the table): `EXPECTED` (the estimate), `OPTIMISTIC` and `PESSIMISTIC` (the interval);
+each figure is a tuple indexed by the level. Savings are against the same replay with nothing
+changed, so the model's own error cancels; savings per week = saved fraction x the job's GPUs x
+hours per week. `python -m bench.whatif` measures the model's error against real pairs of traces
+(bench/RESULTS.md). The estimated step's interval also moves out by `SAMPLING_SPREAD` standard
+errors of the baseline's mean step; the savings' does not (both replays read the same steps).
 
-The estimated step's interval also holds the sampling error of a mean over the trace's few
-ProfilerSteps: each end moves out by two standard errors of the baseline's mean step
-(`SAMPLING_SPREAD`). The savings' interval stays the assumptions' alone: both replays it
-compares read the same steps, so their sampling error cancels.
+The critical path bounds each saving: any path is a lower bound on the step, so after a change
+the path P still takes `length(P) - reduction(P)`, the time the change takes out of P's edges (a
+stretch, like the workers' contention, is negative): a GPU op's `dur * (1 - gpu_factor)`; a launch
+or kernel-kernel gap under a latency cap (CUDA graphs), what exceeds the cap; nothing on CPU,
+dependency and sync edges. No bound for: syncs costing only their overhead (that removes the
+path's own GPU -> CPU edges), pinned copies (the copy's CPU call shrinks with the copy), and a
+change that alters a path edge's span on the CPU clock (DataLoader workers).
 
-The critical path bounds each saving: shortening work off it saves nothing, and work on it saves
-at most its own time. Any path through the dependency graph is a lower bound on the step, so
-after a change the critical path P alone still takes `length(P) - reduction(P)`, where
-`reduction(P)` is the time the change takes out of P's own edges (a change that stretches P's
-work, like the workers' contention, makes it negative). The reduction per path edge under a
-replay `Change`: a GPU op's `dur * (1 - gpu_factor)`; a launch or kernel-kernel gap under a
-latency cap (CUDA graphs), what exceeds the cap; nothing on CPU, dependency and sync edges. No
-bound, the replay's estimate alone, for: syncs costing only their overhead (removing the sync
-removes the path's own GPU -> CPU edges), pinned copies (the copy's CPU call shrinks with the
-copy), and any change that alters a path edge's span on the CPU clock (DataLoader workers).
-
-The figures' sources and reasons (the expected ones of AMP and the workers: `TraceOptions`):
+The figures' sources (the expected ones of AMP and the workers: `TraceOptions`):
 - AMP on the GPU: Micikevicius et al., "Mixed Precision Training", ICLR'18, and NVIDIA's Deep
   Learning Performance guide (V100: 125 vs 15.7 peak TFLOPS, measured layers 2-4x); memory-bound
-  kernels (elementwise, normalization, pooling) move half the bytes; copies and the optimizer
-  (fp32 master weights) stay as they are.
-- AMP on the CPU: bf16 autocast runs only matmul/convolution in bf16 (its CPU list); AVX512_BF16
-  doubles the dot-product rate, but each op casts its inputs.
-- Data-loader workers (PyTorch's DataLoader docs): the main thread runs slower while they work
-  (shared cores, caches, memory bandwidth); kappa 0.35 expected, from the op durations of the
-  public ResNet-50 0/4-worker pair.
-- Fused optimizer (torch.optim `fused=True` / `foreach=True`, NVIDIA Apex FusedAdam): one launch
-  per tensor list, not per tensor, and fewer passes over the parameters.
+  kernels move half the bytes; copies and the optimizer (fp32 master weights) stay as they are.
+- AMP on the CPU: bf16 autocast runs only matmul/convolution in bf16; AVX512_BF16 doubles the
+  dot-product rate, but each op casts its inputs.
+- Data-loader workers (PyTorch's DataLoader docs): the main thread slows while they work (shared
+  cores, caches, memory bandwidth); kappa 0.35 from the public ResNet-50 0/4-worker pair.
+- Fused optimizer (torch.optim `fused=True` / `foreach=True`, Apex FusedAdam): one launch per
+  tensor list, not per tensor, and fewer passes over the parameters.
 - CUDA graphs: the CUDA programming guide ("CUDA Graphs") and PyTorch's `torch.cuda.graphs`.
 """
 
@@ -49,7 +39,6 @@ import math
 import re
 import statistics
 from collections.abc import Callable
-from typing import NamedTuple
 
 import numpy as np
 
@@ -96,21 +85,14 @@ LEVELS = (EXPECTED, OPTIMISTIC, PESSIMISTIC)
 _FIXED_POINT_ROUNDS = 8  # the workers' fixed point (_workers_fixed_point)
 
 ChangeFn = Callable[[Replay, TraceOptions, int], Change | None]
-
-
-class Scenario(NamedTuple):
-    assumptions: str
-    fn: ChangeFn
-
-
-SCENARIOS: dict[str, Scenario] = {}
+SCENARIOS: dict[str, tuple[str, ChangeFn]] = {}  # name: (its assumptions, its change)
 
 
 def scenario(name: str, assumptions: str) -> Callable[[ChangeFn], ChangeFn]:
     def wrap(fn: ChangeFn) -> ChangeFn:
         if name in SCENARIOS:
             raise ValueError(f"what-if scenario {name!r} registered twice")
-        SCENARIOS[name] = Scenario(assumptions, fn)
+        SCENARIOS[name] = assumptions, fn
         return fn
 
     return wrap
@@ -131,9 +113,8 @@ def _merge(*warps: tuple[F64, F64, F64] | None) -> tuple[F64, F64, F64]:
 def _outermost(
     replay: Replay, match: Callable[[str], object], cats: frozenset[str] | None = None
 ) -> tuple[F64, F64]:
-    """The outermost intervals of the CPU rows (of `cats`) whose name matches, once per replay:
-    every level and combination warps the same arrays, so the replay finds where the events and
-    the critical path fall in them once (replay.py)."""
+    """The outermost intervals of the CPU rows (of `cats`) whose name matches, once per replay
+    (every level and combination warps the same arrays)."""
 
     def find() -> tuple[F64, F64]:
         f = replay.frame
@@ -228,8 +209,7 @@ def _kernel_kind(name: str) -> int:
 
 
 def _amp_kind(replay: Replay) -> np.ndarray:
-    """What AMP does to each replayed op: nothing, GEMM/conv to tensor cores, or half the bytes.
-    The regexes run once per distinct kernel name (tens), not once per launch (thousands)."""
+    """What AMP does to each replayed op, the regexes run once per distinct kernel name."""
     frame = replay.frame
     codes = frame.name[replay.gpu]
     kind_of = np.zeros(len(frame.texts), dtype=np.int8)  # per name code; -1 (no name) last
@@ -395,8 +375,8 @@ def whatif(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
         with contextlib.suppress(CriticalPathError):
             path = critical_path_of(frame, native=True)
         spread = SAMPLING_SPREAD * _relative_standard_error(replay)
-        for name, spec in SCENARIOS.items():
-            changes = [spec.fn(replay, options, level) for level in LEVELS]
+        for name, (assumptions, change_of) in SCENARIOS.items():
+            changes = [change_of(replay, options, level) for level in LEVELS]
             if (expected := changes[EXPECTED]) is None:
                 continue
             # Each distinct change priced once (the levels may share one object), saving no more
@@ -413,7 +393,7 @@ def whatif(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
             hours = saved * gpus * options.hours_per_week if base_gpu > 0 else 0.0
             estimates = (base, est, low * (1.0 - spread), high * (1.0 + spread))
             savings = (saved, saved_low, saved_high, gpu_saved, hours)
-            rows.append((frame.rank, name, *estimates, *savings, spec.assumptions))
+            rows.append((frame.rank, name, *estimates, *savings, assumptions))
             found = {
                 "estimated_step_us": est,
                 "saved_fraction": saved,
