@@ -1,21 +1,19 @@
-"""ATen op -> kernels: which kernel sequence each ATen op launches, how often, and how long the op
+"""ATen op -> kernels: the kernel sequence each ATen op launches, how often, and how long the op
 takes to reach its first launch and the launch to reach the GPU.
 
 Algorithm (HTA 0.5.0 `get_aten_op_kernels_and_delay()`, `hta/analyzers/cuda_kernel_analysis.py`):
-
 1. Launches: rows whose name matches `(cuda.*LaunchKernel)|(cuLaunchKernel)|(^runFunction)` at
    its start (HTA's KERNEL_LAUNCH_CATEGORY_PATTERN), in row order.
-2. Each launch's op: among rows named `aten::*` (any thread) that start at or before the launch
-   and end at or after its end, the latest starting one (the deepest). Its kernel: the GPU row
-   linked to the launch (`index_correlation`). A launch with no enclosing op is skipped.
+2. Each launch's op: of the rows named `aten::*` (any thread) that start at or before the launch
+   and end at or after its end, the latest starting (the deepest); none: the launch is skipped.
+   Its kernel: the GPU row linked to the launch (`index_correlation`).
 3. Per op instance (thread, name, start): its kernels in launch order, joined by ` -> `, the
    delay from the op's start to its first launch (`aten_op_delay`) and from that launch to its
    kernel's start (`runtime_delay`).
 4. Per (op name, kernel sequence): `occurrence_count`, `avg_aten_op_launch_delay`,
    `avg_runtime_delay` (us, rounded to 3 places), most frequent first.
-
 HTA raises where no launch matches (HIP traces; a note here) and where a launch has no kernel
-(skipped here). HTA analyses rank 0 by default; this, every rank.
+(skipped here); it analyses rank 0 by default, this every rank.
 """
 
 from __future__ import annotations

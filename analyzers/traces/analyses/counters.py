@@ -1,17 +1,13 @@
 """Counter tracks for a trace viewer: launch queue length per stream and memory-copy bandwidth
 per kind, as Chrome-trace counter events (`"ph": "C"`) to append to the trace.
 
-Algorithm (HTA 0.5.0 `generate_trace_with_counters()`, `hta/trace_analysis.py` and
-`hta/analyzers/trace_counters.py`):
-
-- Queue length ("Queue Length", `id` = the stream): +1 at each runtime launch (queue_length.py's
-  names, with `index_correlation > 0`) per GPU op with its correlation (a CUDA graph's launch, per kernel), on that op's
-  stream, -1 at each launched GPU op's start; summed per stream in time order; `pid`: the GPU's.
+Algorithm (HTA 0.5.0 `generate_trace_with_counters()`, `hta/analyzers/trace_counters.py`):
+- Queue length ("Queue Length", `id` = the stream): queue_length.py's change points (+1 per GPU
+  op at its launch, -1 at its start) summed per stream in time order; `pid`: the GPU's.
 - Memory bandwidth ("Memcpy BW", `name` = the copy kind): memory_bw.py's step function.
 - Each event is `{"pid", "ts", "args": {counter: value}, "ph": "C", "name"[, "id"]}` with `ts`
   back on the trace's own clock (the alignment origin added back).
-
-`fleetscope trace counters` (cli.py) writes the file; the report table lists each track's events and peak.
+`fleetscope trace counters` writes the file; the report lists each track's events and peak.
 """
 
 from __future__ import annotations

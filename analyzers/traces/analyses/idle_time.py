@@ -1,16 +1,13 @@
 """Idle time per stream, by cause (rule T1): host wait, kernel wait, other.
 
 Algorithm (HTA 0.5.0 `get_idle_time_breakdown`, trace-semantics.md section 4), per rank and
-stream, over kernel/memcpy/memset rows sorted by start (HTA's unstable sort, reproduced):
-`gap = start - previous row's end` (the previous row, not a running max; it can be <= 0);
-`host_wait` when the kernel's launching runtime call started after the previous kernel ended
-(the CPU was late); else `kernel_wait` when `gap < consecutive_kernel_delay` (30 us: launch
-overhead); else `other` (events, communication). Sums and ratios are rounded to 2 decimals; a
-stream's first kernel has no gap and counts in `other` as 0. Interval stats are pandas'
-`describe()` of the gaps per category.
-
-This is per-stream idle, not the cross-stream idle of the temporal breakdown. Native mode: exact
-timestamps and launch links through runtime/driver calls only.
+stream, over kernel/memcpy/memset rows sorted by start (HTA's unstable sort): `gap = start -
+previous row's end` (not a running max; it can be <= 0); `host_wait` when the kernel's launching
+runtime call started after the previous kernel ended (the CPU was late); else `kernel_wait` when
+`gap < consecutive_kernel_delay` (30 us: launch overhead); else `other`. Sums and ratios are
+rounded to 2 decimals; a stream's first kernel counts in `other` as 0. Interval stats: pandas'
+`describe()` of the gaps per category. Per stream, unlike the temporal breakdown's idle.
+Native mode: exact timestamps, launch links through runtime/driver calls only.
 """
 
 from __future__ import annotations

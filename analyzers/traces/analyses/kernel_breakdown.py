@@ -2,16 +2,15 @@
 
 Kernel-type table (HTA 0.5.0 `get_gpu_kernel_breakdown`, trace-semantics.md section 5): per rank,
 the unions of COMPUTATION, COMMUNICATION and MEMORY rows (`stream != -1`) are swept with a
-bitmask; each maximal interval adds its length to a label such as
-"COMPUTATION overlapping COMMUNICATION"; sums are added across ranks; percentage =
-round(100 * sum / total, 1). Zero-length labels (HTA's tie artefacts) are left out.
+bitmask; each maximal interval adds its length to a label such as "COMPUTATION overlapping
+COMMUNICATION"; sums are added across ranks; percentage = round(100 * sum / total, 1).
+Zero-length labels (HTA's tie artefacts) are left out.
 
 Per-kernel table: per rank and class, group by full name: sum/max/min/mean/std of durations
 (std: pandas' Welford, NaN -> 0), sorted by sum descending (HTA's unstable sort). With more than
 `num_kernels` names, rows past the 0.8 quantile of the cumulative sum or at position >= 10 become
 "others" and everything is regrouped on the per-name sums (so a named kernel's max/min/mean all
-equal its sum). Native mode: same tables on exact durations, custom collectives as
-communication; `top_kernels` gives the plain per-kernel view.
+equal its sum). Native mode: exact durations, custom collectives as communication.
 """
 
 from __future__ import annotations

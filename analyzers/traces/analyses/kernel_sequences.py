@@ -1,21 +1,18 @@
 """Frequent CUDA kernel sequences: the kernel sequences an operator launches, how often each
-recurs, and the GPU and CPU time they take (candidates for fusion or CUDA graphs).
+recurs, and their GPU and CPU time (candidates for fusion or CUDA graphs).
 
 Algorithm (HTA 0.5.0 `get_frequent_cuda_kernel_sequences(operator_name, output_dir,
 min_pattern_len=3)`, `hta/analyzers/cuda_kernel_analysis.py`):
-
-1. Candidates: CPU rows whose name contains `operator_name`. Roots are the candidates no other
-   candidate encloses on their thread (pid, tid) that launch at least `min_pattern_len` GPU ops.
-   (HTA keeps those at the rank's smallest call depth: one idle ATen op on a data-loader thread
-   then hides every other.)
+1. Roots: CPU rows whose name contains `operator_name` that no other such row encloses on their
+   thread (pid, tid) and that launch at least `min_pattern_len` GPU ops. (HTA keeps those at the
+   rank's smallest call depth: one idle ATen op on a data-loader thread then hides every other.)
 2. A root's kernels: the GPU ops linked (`index_correlation`) to the runtime calls inside it on
    its thread (inside two overlapping roots: the later's), in start order. Its pattern is (root
    name, kernel names...).
 3. Per pattern: count, total GPU duration of its kernels, total CPU duration of its roots; sorted
    by count (descending), then pattern.
-
-The report runs it with `operator_name = "aten::"` and shows the top 5 patterns (HTA's `top_k`).
-HTA 0.5.0 raises on every shared real trace but the MI250 one while building its call stacks.
+The report runs it with `operator_name = "aten::"` and shows HTA's `top_k` (5) patterns. HTA 0.5.0
+raises on every shared real trace but the MI250 one while building its call stacks.
 """
 
 from __future__ import annotations

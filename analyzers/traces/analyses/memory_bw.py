@@ -1,13 +1,10 @@
 """Memory copy/set bandwidth per kind (Memcpy HtoD, DtoH, DtoD, Memset).
 
-Algorithm (HTA 0.5.0 `get_memory_bw_summary`, trace-semantics.md section 9): MEMORY rows by name,
-grouped by the name's first 11 characters (`Memcpy HtoD`) or `Memset`; bandwidth is the trace's
-own `args["memory bandwidth (GB/s)"]` (HTA computes none); a 0 duration becomes 1; a step
-function (+bw at start, -bw at end, HTA's unstable sort, cumulative per kind); `describe()` of
-the positive change points (count-weighted).
-
-Native mode reports what a reader wants instead: bytes moved, busy time and the effective
-bandwidth (bytes / union of busy time) per kind, time-weighted.
+Algorithm (HTA 0.5.0 `get_memory_bw_summary`, trace-semantics.md section 9): MEMORY rows grouped
+by the name's first 11 characters (`Memcpy HtoD`) or `Memset`; bandwidth is the trace's own
+`args["memory bandwidth (GB/s)"]`; a 0 duration becomes 1; a step function (+bw at start, -bw at
+end, HTA's unstable sort, cumulative per kind); `describe()` of the positive change points.
+Native mode: bytes moved, busy time and effective bandwidth (bytes / union of busy time) per kind.
 """
 
 from __future__ import annotations

@@ -4,12 +4,10 @@ Algorithm (HTA 0.5.0 `TraceCounters`, trace-semantics.md section 8): each runtim
 (`RUNTIME_LAUNCHES`, with a linked GPU op) adds +1 at the call's start on the stream of its GPU
 op; each GPU op whose correlation is launched adds -1 at its start; change points are sorted by
 time (HTA's unstable sort) and summed per stream. `queue_length_summary` is `describe()` over
-change points (count-weighted, not time-weighted). Blocked time: per stream, the time until the
-next change point summed where the queue is >= 1024, over the rank's span; HTA keeps only the
-last stream of a rank (its bug, reproduced in HTA mode).
-
-Native mode adds the time-weighted mean queue length (what a reader means by "average queue")
-and reports every stream's blocked time.
+change points (count-weighted). Blocked time: per stream, the time until the next change point
+summed where the queue is >= 1024, over the rank's span; HTA keeps only a rank's last stream (its
+bug, reproduced in HTA mode). Native mode adds the time-weighted mean and every stream's blocked
+time.
 """
 
 from __future__ import annotations

@@ -1,15 +1,14 @@
 """Est. SM efficiency and the grids smaller than the GPU (rule T13), after the TensorBoard
 plugin's "Est. SM Efficiency" (`gpu_metrics_parser.py`); HTA has none.
 
-Kineto writes each kernel's `blocks per SM`: its grid's blocks / the GPU's SMs (`numSms`). Below
-1 the other SMs idle while it runs. Over the rank's computation kernels with a positive value
-(the plugin skips the rest; NCCL launches one block per channel by design): `sm_efficiency` is
-the duration-weighted mean of min(blocks per SM, 1), `underfilled_us` the time of kernels below
-1, `idle_sm_us` the sum of dur * (1 - min(blocks per SM, 1)): the idle SMs' time in whole-GPU
-us; one row per rank of these in the `sm_efficiency` table. The `underfilled_kernels` table: the
-kernels below 1 by name (calls, time, mean blocks per launch = blocks per SM x SMs, idle_sm_us),
-most idle first. The plugin divides by the steps' span instead (idle GPU time is T1's) and
-merges concurrent kernels. AMD traces record no blocks per SM: a note.
+Kineto writes each kernel's `blocks per SM`: its grid's blocks / the GPU's SMs; below 1 the other
+SMs idle while it runs. Over the rank's computation kernels with a positive value (the plugin
+skips the rest; NCCL launches one block per channel by design): `sm_efficiency` is the
+duration-weighted mean of min(blocks per SM, 1), `underfilled_us` the time of kernels below 1,
+`idle_sm_us` the sum of dur * (1 - min(blocks per SM, 1)) in whole-GPU us. `underfilled_kernels`:
+the kernels below 1 by name (calls, time, mean blocks per launch, idle_sm_us), most idle first.
+The plugin divides by the steps' span instead (idle GPU time is T1's) and merges concurrent
+kernels. AMD traces record no blocks per SM: a note.
 """
 
 from __future__ import annotations

@@ -2,9 +2,7 @@
 
 Algorithm (HTA 0.5.0 `get_potential_stragglers()` with its defaults, `hta/analyzers/straggler.py`
 `find_stragglers_with_late_start_comm_kernels`, 2 candidates):
-
-1. Rows of every rank with an iteration (trace_diff.row_iterations: a CPU row's enclosing
-   ProfilerStep, a GPU row its launcher's).
+1. Rows of every rank with an iteration (trace_diff.row_iterations).
 2. `t_min` is their earliest start, `mean_iter_time` = (latest end - t_min) / iterations; long
    communication kernels are GPU rows (`stream > 0`, iteration > 0) named `ncclKernel*` lasting at
    least 1 % of `mean_iter_time`.
@@ -14,10 +12,9 @@ Algorithm (HTA 0.5.0 `get_potential_stragglers()` with its defaults, `hta/analyz
 4. Per iteration, ranks whose candidate starts at or after the 2nd latest start count once; the
    ranks with the most counts (2) are the potential stragglers.
 
-HTA raises when no kernel qualifies or when there is one rank (every shared real trace); a note
-says why here. Its metric can name a punctual rank: one that waits in longer collectives has
-more kernels over the cut (tests/analyzers/traces/straggler_set.py). Native mode also counts
-non-NCCL collectives (`KernelClass.COMMUNICATION`: RCCL, HCCL, DeepEP).
+HTA raises when no kernel qualifies or with one rank (every shared real trace): a note here. Its
+metric can name a punctual rank, one waiting in longer collectives (straggler_set.py in the
+tests). Native mode also counts non-NCCL collectives (`KernelClass.COMMUNICATION`).
 """
 
 from __future__ import annotations

@@ -1,13 +1,11 @@
-"""Tensor-core use (rule T10), after the PyTorch profiler TensorBoard plugin's
-`tensor_core.py`; HTA has no such analysis.
+"""Tensor-core use (rule T10), after the TensorBoard plugin's `tensor_core.py`; HTA has none.
 
 A kernel uses tensor cores when its name holds one of the plugin's patterns (from NVIDIA PyProf:
-`h884`, `s1688`, `hmma`, `16816`, `xmma_gemm`, ...; extended with the CUTLASS `tensorop`, cuBLAS
-`nvjet` and sm90/sm100 families, FP8/FP4 GEMMs (E4m3/E2m1: tensor cores only) and fused
-attention, which the plugin predates). It is eligible when the operator that launched it (matched
-by `External id`) is one the plugin (from autocast's fp16 list) lists: convolutions, matmuls,
-linear, RNN cells. Reported: eligible kernel time, the part on tensor cores, and the GPU's compute
-capability (tensor cores exist from 7.0).
+`h884`, `s1688`, `hmma`, `16816`, `xmma_gemm`, ...; plus the CUTLASS `tensorop`, cuBLAS `nvjet`
+and sm90/sm100 families, FP8/FP4 GEMMs (E4m3/E2m1) and fused attention, which the plugin
+predates). It is eligible when the operator that launched it (by `External id`) is one the plugin
+(from autocast's fp16 list) lists. Reported: eligible kernel time, the part on tensor cores, and
+the GPU's compute capability (tensor cores exist from 7.0).
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """Time per GPU user annotation (`record_function` ranges as the GPU saw them).
 
 Algorithm (HTA 0.5.0 `get_gpu_user_annotation_breakdown`, trace-semantics.md section 9): rows with
-`cat == gpu_user_annotation`, aggregated by name exactly like the per-kernel table of
-kernel_breakdown.py with `num_kernels = 1000`; sorted by rank and name. No such category in the
-trace: no table (HTA returns None). Native mode: same, on exact durations.
+`cat == gpu_user_annotation`, aggregated by name as kernel_breakdown.py's per-kernel table with
+`num_kernels = 1000`, sorted by rank and name; no such category: no table (HTA returns None).
 """
 
 from __future__ import annotations
