@@ -43,8 +43,7 @@ def enclosing_ops(
     op_ts: np.ndarray, op_end: np.ndarray, ts: np.ndarray, end: np.ndarray
 ) -> np.ndarray:
     """For each [ts, end], the position (in `op_ts`, sorted by start) of the latest-starting op
-    enclosing it, -1 if none: of the ops starting at or before `ts`, the last that ends at or
-    after `end` (`stats.last_not_below`; an op or interval with a NaN end encloses nothing)."""
+    enclosing it, -1 if none (an op or interval with a NaN end encloses nothing)."""
     before = np.searchsorted(op_ts, ts, side="right")
     found = last_not_below(np.where(np.isnan(op_end), -np.inf, op_end), before, end)
     return np.where(np.isnan(end), -1, found)

@@ -164,8 +164,7 @@ def rank_by_rank(
 
 
 def gpu_busy(frame: RankFrame, kind: KernelClass | None = None) -> tuple[F64, F64]:
-    """The merged busy intervals of the rank's GPU rows (every stream), or of one kernel class's;
-    once per rank, as several analyses read them."""
+    """The merged busy intervals of the rank's GPU rows, or one kernel class's; memoised."""
     key = f"gpu_busy {kind}"
     if key not in frame.memo:
         rows = frame.on_stream if kind is None else frame.of_class(kind)

@@ -59,8 +59,8 @@ def counters(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
 
 
 def counter_tracks(frame: RankFrame) -> list[tuple[str, str, int, float]]:
-    """(counter, series, events, peak) of each track `counter_events` writes, sorted, from the
-    running sums alone (the events are dicts, millions of them on a large rank)."""
+    """(counter, series, events, peak) of each track `counter_events` writes, sorted, without
+    building its events (millions of dicts on a large rank)."""
     tracks = [(QUEUE, str(s), len(v), float(max(v.tolist()))) for s, _, _, v in queue_tracks(frame)]
     tracks += [(BANDWIDTH, k, len(v), max(v.tolist())) for k, _, _, v in bandwidth_tracks(frame)]
     return sorted(tracks)

@@ -169,8 +169,7 @@ class Graph:
         self.add(u, v, kind, attr, zero=~enter[1:] & self.blocking[row[1:]])
 
     def gpu(self, rows: np.ndarray, queue: np.ndarray) -> None:
-        """Step 4 of the module docstring over GPU rows in start order (syncs at their end); a
-        `Context Sync` waits on every stream, in the order of their first kernel."""
+        """Step 4 of the module docstring (a `Context Sync` waits on every stream)."""
         f = self.frame
         named = f.name_in({"Event Sync", "Context Sync"})[rows]
         sel = rows[((f.stream[rows] != -1) | named) & (f.index_correlation[rows] >= 0)]
@@ -227,9 +226,8 @@ class Graph:
         self.add(u, v, kind, attr)
 
     def implied_syncs(self, rows: np.ndarray) -> None:
-        """Native mode, for traces without `cuda_sync` rows (PyTorch before 2.1): a blocking call
-        (`cudaStreamSynchronize`, `cudaMemcpy`, ...) returned when the GPU work it waited for
-        did: a sync edge from the last GPU op ending inside the call to the call's end."""
+        """Native mode without `cuda_sync` rows: a sync edge from the last GPU op ending inside a
+        blocking call (it returned when the GPU work it waited for did) to the call's end."""
         f = self.frame
         is_node = self.start_of[rows] >= 0
         gpu = rows[(f.stream[rows] != -1) & is_node]
@@ -284,8 +282,7 @@ def _window(frame: RankFrame, native: bool) -> tuple[float, float] | None:
 
 
 def critical_path_of(frame: RankFrame, native: bool) -> CriticalPath | None:
-    """The rank's critical path over its default window, None without one; memoised per mode
-    (the report's analysis and the what-if both ask)."""
+    """The rank's critical path over its default window (None without one), memoised."""
     memo: dict[bool, CriticalPath | Exception | None] = frame.memo.setdefault("critical_path", {})
     if native not in memo:
         try:

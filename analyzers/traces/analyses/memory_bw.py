@@ -29,8 +29,7 @@ def memory_kind(name: str) -> str:
 
 
 def bandwidth_tracks(frame: RankFrame) -> Iterator[tuple[str, I64, F64, F64]]:
-    """The step function per kind, by kind: (kind, the row of each change point, its time, the
-    running sum after it), in HTA's order."""
+    """Per kind, sorted: (kind, the row of each change point, its time, the running sum)."""
     rows = np.flatnonzero(frame.of_class(KernelClass.MEMORY))
     dur = np.where(frame.dur[rows] == 0, 1.0, frame.dur[rows])
     ts = np.concatenate([frame.ts[rows], frame.ts[rows] + dur])

@@ -30,7 +30,6 @@ class Step(NamedTuple):
 
 
 def profiler_steps(frame: RankFrame) -> list[Step]:
-    """The rank's steps in time order."""
     cpu = (frame.stream == -1) & (frame.cat != frame.sym("gpu_user_annotation"))
     best: dict[int, Step] = {}
     for row in np.flatnonzero(frame.names_matching(_STEP.match) & cpu).tolist():

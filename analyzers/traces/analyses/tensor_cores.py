@@ -48,9 +48,8 @@ KEYS = ("compute_capability", "compute_us", "eligible_us", "tensor_core_us", "te
 
 
 def tensor_core_names(frame: RankFrame, codes: np.ndarray) -> Mask:
-    """Whether the name of each code holds a `TC_KERNEL` pattern (a nameless row's -1: no). Each
-    name is tested once per rank, and only those asked: this analysis and the what-if's AMP
-    scenario ask about the same kernels, and a trace has far more names of CPU ops."""
+    """Whether the name of each code holds a `TC_KERNEL` pattern (-1: no), each name tested once
+    per rank and only if asked (this and the what-if ask; most names are CPU ops')."""
     known: dict[int, bool] = frame.memo.setdefault("tensor_core_names", {})
     for code in set(codes.tolist()) - known.keys():
         known[code] = code >= 0 and TC_KERNEL.search(frame.names[code]) is not None

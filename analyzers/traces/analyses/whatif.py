@@ -201,8 +201,7 @@ _NOT_CHANGED, _GEMM_OP, _MEMBOUND_OP = 0, 1, 2
 
 @functools.lru_cache(maxsize=1 << 12)
 def _kernel_kind(name: str) -> int:
-    """`_GEMM_OP`, `_MEMBOUND_OP` or `_NOT_CHANGED`, cached across ranks (a set's ranks launch the
-    same long templated names, slow to search), at most 4,096 so a server's memory stays bounded."""
+    """`_GEMM_OP`, `_MEMBOUND_OP` or `_NOT_CHANGED`, cached across ranks (the same long names)."""
     if GEMM_KERNELS.search(name):
         return _GEMM_OP
     return _MEMBOUND_OP if MEMBOUND_KERNELS.search(name) else _NOT_CHANGED
@@ -340,9 +339,8 @@ def saving_bound_us(path: CriticalPath | None, replay: Replay, change: Change) -
 
 
 def _path_times(path: CriticalPath) -> tuple[np.ndarray, np.ndarray]:
-    """The path's longest edge, and every edge, as the bound reads them (begins, then ends).
-    The longest edge is tried first: a change that warps the CPU clock most often stretches it,
-    so one edge settles most changes."""
+    """The path's longest edge (tried first: a warp most often stretches it), then every edge,
+    each as begins then ends."""
     i = int(np.argmax(path.end_us - path.begin_us)) if len(path.end_us) else 0
     longest = np.concatenate([path.begin_us[i : i + 1], path.end_us[i : i + 1]])
     return longest, np.concatenate([path.begin_us, path.end_us])
