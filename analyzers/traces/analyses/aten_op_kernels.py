@@ -77,13 +77,10 @@ def op_kernel_rows(frame: RankFrame) -> list[tuple[str, str, int, float, float]]
     op, kernel = ops[at[at >= 0]], gpu_of[launch]
     if not len(launch):
         return []
-    # Steps 3-4 in arrays: launches (in launch order) into op instances (thread, name, start),
-    # instances into (op name, kernel sequence) groups; each distinct sequence's text joined once.
     names = frame.names
     # Per name code, one code of its text (frame.symbols): grouping by it groups by text even
     # where a name table holds a text twice.
     by_text = np.array([frame.symbols[n] for n in names], dtype=np.int64)
-    # Instances numbered in first-launch order, each one's launches in launch order.
     ids = _first_ids(frame.tid[op], frame.name[op], frame.ts[op])
     _, first_at, inst = np.unique(ids, return_index=True, return_inverse=True)
     inst = np.argsort(np.argsort(first_at))[inst]

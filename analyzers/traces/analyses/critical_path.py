@@ -124,7 +124,6 @@ class Graph:
         self.node_ts = ts[order]
         position = np.empty(2 * n, dtype=np.int64)
         position[order] = np.arange(2 * n)
-        # Node of each frame row's start and end (-1: the row is not a node).
         self.start_of, self.end_of = np.full((2, len(frame)), -1, dtype=np.int64)
         self.start_of[node_rows], self.end_of[node_rows] = position[:n], position[n:]
         self.blocking = frame.name_in(BLOCKING_SYNC_CALLS)

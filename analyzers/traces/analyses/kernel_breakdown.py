@@ -61,11 +61,9 @@ def aggregate_by_name(
     """HTA `_aggr_gpu_kernel_time` of `rows`: (name, sum, max, min, std, mean) per name, by name."""
     codes, of_row = np.unique(frame.name[rows], return_inverse=True)
     groups = _by_name([frame.names[c] for c in codes.tolist()], of_row, frame.dur[rows])
-    # At most `num_kernels` names: all stay named, and both callers order the rows by name, so
-    # HTA's ranking (whose order of equal sums is its sort network's) changes nothing.
+    # Within `num_kernels` names all stay named and both callers sort by name: HTA's ranking
+    # (its unstable sort) matters only where tied sums straddle the cut into "others".
     if len(groups) > num_kernels:
-        # HTA's order of descending sums (its unstable `sort_values`): it decides which of tied
-        # names stay named when a run of equal sums straddles the cut into "others".
         names, sums = list(groups), np.array([v.sum() for v in groups.values()])
         order = unstable_argsort(sums, descending=True)
         cumsum = np.cumsum(sums[order])

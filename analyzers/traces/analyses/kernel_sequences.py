@@ -59,8 +59,7 @@ def frequent_kernel_sequences(
         mine = np.flatnonzero(thread[launch_cpu] == key)
         mine = mine[np.argsort(frame.ts[launch_cpu[mine]], kind="stable")]
         cpu = launch_cpu[mine]
-        # Each launch's root (the latest starting that encloses it), kernels by root, then by
-        # start (ties in launch order).
+        # Each launch's root (the latest starting that encloses it); kernels by root, then start.
         by_start = np.argsort(frame.ts[cand], kind="stable")
         roots = cand[by_start]
         at = enclosing_ops(frame.ts[roots], frame.end[roots], frame.ts[cpu], frame.end[cpu])

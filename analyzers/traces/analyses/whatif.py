@@ -186,7 +186,6 @@ def _pinned(replay: Replay, o: TraceOptions, level: int) -> Change | None:
     return Change(pinned=True) if replay.gpu_pageable.any() else None
 
 
-# The AMP scenario's kernels (GEMM/conv, memory-bound) and CPU ops (bf16 autocast's list).
 GEMM_KERNELS = re.compile(r"gemm|conv|cudnn.*(dgrad|wgrad|fprop)|winograd|scudnn|dgrad|wgrad", re.I)
 MEMBOUND_KERNELS = re.compile(
     r"elementwise|bn_|batch_?norm|layer_?norm|pool|reduce|softmax|relu|add|mul|clamp|threshold",
@@ -319,8 +318,7 @@ def saving_bound_us(path: CriticalPath | None, replay: Replay, change: Change) -
         return math.inf
     rows = np.maximum(path.rows, 0)
     w = path.weights
-    # Every path edge must span as long on the change's CPU clock as on the trace's (to float
-    # rounding); a change that warps the path's CPU time has no per-edge bound (module docstring).
+    # A change that warps a path edge's span on the CPU clock has no bound (module docstring).
     for times in replay.derived(("path times", path), lambda: _path_times(path)):
         clock, n = replay.cpu_clock(change, times), len(times) // 2
         if not np.allclose(clock[n:] - clock[:n], times[n:] - times[:n], rtol=1e-12, atol=1e-6):
