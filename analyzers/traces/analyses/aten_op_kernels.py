@@ -23,7 +23,7 @@ import re
 import numpy as np
 
 from analyzers.traces.analyses.base import RankRows, TraceOptions, analysis, rank_by_rank
-from analyzers.traces.frame import RankFrame
+from analyzers.traces.frame import F64, I64, RankFrame
 from analyzers.traces.stats import hta_round, last_not_below
 
 PLUGIN_ORDER = 177  # after the kernel sequences
@@ -39,9 +39,7 @@ COLUMNS = (
 )
 
 
-def enclosing_ops(
-    op_ts: np.ndarray, op_end: np.ndarray, ts: np.ndarray, end: np.ndarray
-) -> np.ndarray:
+def enclosing_ops(op_ts: F64, op_end: F64, ts: F64, end: F64) -> I64:
     """For each [ts, end], the position (in `op_ts`, sorted by start) of the latest-starting op
     enclosing it, -1 if none (an op or interval with a NaN end encloses nothing)."""
     before = np.searchsorted(op_ts, ts, side="right")

@@ -1,10 +1,7 @@
-"""What every trace analysis shares: its options, its result, the registry it joins, and the GPU
-busy intervals several analyses read (`gpu_busy`).
-
-An analysis is a function `(TraceSet, TraceOptions) -> AnalysisResult` registered with
-`@analysis(...)` in its own module, an entry point of `fleetscope.trace_analyses`. A result holds
-tables (printed, and compared with HTA's CSVs under HTA's column names) and `per_rank` key numbers
-that the trace rules (findings.py) and the what-if model read. Never does I/O.
+"""What every trace analysis shares: its options, its result, its registry (`@analysis`), and the
+GPU busy intervals several read (`gpu_busy`). An analysis is a function `(TraceSet, TraceOptions)
+-> AnalysisResult` (no I/O); a result holds tables (printed, and compared with HTA's CSVs under
+HTA's column names) and `per_rank` key numbers that the trace rules and the what-if read.
 """
 
 # No `from __future__ import annotations`: NamedTuple would compile every string annotation into

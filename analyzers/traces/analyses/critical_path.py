@@ -2,32 +2,28 @@
 
 Algorithm (HTA 0.5.0 `critical_path_analysis(rank, "ProfilerStep", 0)`, read from
 `hta/analyzers/critical_path_analysis.py` and `hta/common/call_stack.py`):
-
-1. Window: the first row (in frame order) whose name contains `ProfilerStep` (its
-   `gpu_user_annotation` copy included, as HTA's `annotation in name` match does); the window is
-   [its ts, its end]. Kept: CPU rows (`stream == -1`) starting inside the window with `dur > 0`,
-   and GPU rows whose launching CPU row (`index_correlation` pointing at them) starts inside the
-   window with `dur > 0`.
+1. Window: [ts, end] of the first row (in frame order) whose name contains `ProfilerStep` (its
+   `gpu_user_annotation` copy included: HTA's `annotation in name`). Kept: CPU rows (`stream ==
+   -1`) with `dur > 0` starting inside it, and the GPU rows they launched (`index_correlation`).
 2. Nodes: a start and an end node for every kept operator or runtime row (cat `cpu_op`,
    `cuda_runtime`, `cuda_driver`) and every kept GPU row with `index_correlation >= 0`.
 3. CPU edges, per (pid, tid) thread: its rows nest into a call stack (HTA's event order: time,
    ends before starts, a longer start first, a shorter end first, then index; an end pops the top
-   of the stack whatever it is) and a depth-first walk links consecutive nodes: an operator edge
-   (weight = the time between them; 0 when it closes a blocking sync call such as
-   `cudaStreamSynchronize`), attributed to the event whose time it is; between two top-level
-   operators, a zero-weight dependency edge.
+   whatever it is) and a depth-first walk links consecutive nodes: an operator edge (weight = the
+   time between them; 0 when it closes a blocking sync call such as `cudaStreamSynchronize`),
+   attributed to the event whose time it is; between two top-level operators, a zero-weight
+   dependency edge.
 4. GPU edges, kernels in start order: the kernel's own span; then a launch-delay edge from its
-   runtime call's start when the launch found an empty queue (queue length 1 at the launch, 0 at
-   the kernel start, HTA's `TraceCounters`, where a launch of several GPU ops such as a CUDA
-   graph's counts once per op) and the stream was idle at the launch, otherwise a
-   kernel-kernel edge from the previous kernel on its stream. `Stream Sync`/`Context Sync` rows add
-   a zero-weight edge from the last kernel on the stream (every stream) to the end of the
-   synchronising call.
+   runtime call's start when the launch found an empty queue (length 1 at the launch, 0 at the
+   kernel start, HTA's `TraceCounters`: a CUDA graph's launch counts once per op) and an idle
+   stream, else a kernel-kernel edge from the previous kernel on its stream. `Stream Sync` and
+   `Context Sync` (every stream) add a zero-weight edge from the stream's last kernel to the end of
+   the synchronising call.
 5. The longest path (networkx `dag_longest_path`: predecessors in insertion order, a path
    restarts where its length would go negative); weights <= -1 count 0, as HTA's validation sets.
    Each path edge is bound by: `cpu_bound` (a CPU event's time), `gpu_compute_bound`,
-   `gpu_communication_bound` (a communication kernel), `gpu_kernel_kernel_overhead`,
-   `gpu_kernel_launch_overhead`; dependency and sync edges carry no time.
+   `gpu_communication_bound`, `gpu_kernel_kernel_overhead`, `gpu_kernel_launch_overhead`;
+   dependency and sync edges carry no time.
 
 Edges are added in HTA's order (it decides which duplicate pair and tied predecessor networkx
 keeps); the call-stack walk and the longest path run in `_kineto_columns`. Not reproduced:
