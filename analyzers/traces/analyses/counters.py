@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from analyzers.traces.analyses.base import AnalysisResult, TraceOptions, analysis
+from analyzers.traces.analyses.base import RankRows, TraceOptions, analysis, rank_by_rank
 from analyzers.traces.analyses.memory_bw import bandwidth_tracks
 from analyzers.traces.analyses.queue_length import queue_tracks
-from analyzers.traces.frame import RankFrame, TraceSet
+from analyzers.traces.frame import RankFrame
 
 PLUGIN_ORDER = 178  # after the ATen op kernels
 QUEUE, BANDWIDTH = "Queue Length", "Memcpy BW"
@@ -52,10 +52,9 @@ def counter_events(frame: RankFrame, origin_us: float) -> list[dict[str, Any]]:
     "generate_trace_with_counters",
     "the tracks are summarised here; `fleetscope trace counters` writes the trace",
 )
-def counters(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
-    rows = [(frame.rank, *track) for frame in trace.frames() for track in counter_tracks(frame)]
-    columns = ("rank", "counter", "series", "events", "peak")
-    return AnalysisResult.of_table("counters", "counter_tracks", columns, rows)
+@rank_by_rank("counter_tracks", ("rank", "counter", "series", "events", "peak"))
+def counters(frame: RankFrame, options: TraceOptions) -> RankRows:
+    return RankRows([(frame.rank, *track) for track in counter_tracks(frame)])
 
 
 def counter_tracks(frame: RankFrame) -> list[tuple[str, str, int, float]]:

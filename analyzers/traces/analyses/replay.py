@@ -1,27 +1,23 @@
 """The replay engine of the what-if estimates (whatif.py): one rank's dependency structure,
-replayed with one `Change` applied, giving the new mean step time.
-
-The model (whatif.ASSUMPTIONS states it with every estimate):
-- CPU: CPU events keep their order on one global clock. A `Change` may multiply the time of some
-  intervals by a factor (0: a data-loader wait removed; 0.1: a launch under a CUDA graph; 1.2: a
-  stretch) and of all the rest by one factor (the main thread slowed by other processes).
-  Everything after a warped interval moves by the difference.
-- Launch -> kernel: a GPU op starts at `max(new launch time + its own launch latency, end of the
-  previous op on its stream)`; the latency is the part of its original start delay not spent
-  waiting for the previous op on its stream (capped by a change: CUDA graphs). Kernels keep their
-  durations unless the change gives a factor per op.
+replayed with one `Change` applied, giving the new mean step time. The model:
+- CPU: events keep their order on one global clock. A `Change` multiplies the time of some
+  intervals by a factor (0 removes a data-loader wait, 0.1 keeps a tenth of a launch under a CUDA
+  graph) and of all the rest by one factor (the main thread slowed by other processes);
+  everything after a warped interval moves by the difference.
+- Launch -> kernel: a GPU op starts at `max(new launch time + its launch latency, end of the
+  previous op on its stream)`, the latency being the part of its original start delay not spent
+  waiting for that op (capped under CUDA graphs); durations change only by a factor per op.
 - Sync: a blocking call (`cudaDeviceSynchronize`, `cudaStreamSynchronize`, sync memcpy, ...)
   returns at `max(start + overhead, end of all GPU work launched before it)`.
-- Step time: over the ProfilerStep ranges, `max(CPU end, GPU end) - start`, divided by the steps.
-  A trace with no GPU (a CPU-only run) replays its CPU clock alone.
+- Step time: over the ProfilerStep ranges, `max(CPU end, GPU end) - start`, divided by the steps;
+  a CPU-only trace replays its CPU clock alone.
 
-No loop per event (a what-if table replays each rank some 25 times): the only sequential
-dependency is a sync, whose return moves every later event by one constant. Between two syncs (a
-segment) the warped clock is array arithmetic, and per stream the max-plus recurrence `end =
-max(start, previous end) + dur` has the closed form `end_i = C_i + max(free - C_before, S +
-max_{j<=i}(start_j - C_{j-1}))` (`C` the running sum of durations on the stream, `S` the shift the
-syncs so far added). Python steps once per (stream, segment) group and per sync. Results equal the
-event-by-event replay up to float rounding.
+No loop per event (a what-if table replays each rank some 25 times): only a sync is sequential,
+moving every later event by one constant. Between two syncs (a segment) the warped clock is array
+arithmetic, and per stream `end = max(start, previous end) + dur` has the closed form `end_i = C_i
++ max(free - C_before, S + max_{j<=i}(start_j - C_{j-1}))` (`C`: the running sum of durations on
+the stream, `S`: the syncs' shift so far). Python steps once per (stream, segment) group and per
+sync. Results equal the event-by-event replay up to float rounding.
 """
 
 from __future__ import annotations

@@ -1,6 +1,5 @@
-"""What-if estimates after Daydream (Zhu et al., "Daydream: Accurately Estimating the Efficacy of
-Optimizations for DNN Training", USENIX ATC'20): replay the trace's dependency structure
-(replay.py) with one thing changed and read off the new step time.
+"""What-if estimates after Daydream (Zhu et al., USENIX ATC'20): replay the trace's dependency
+structure (replay.py) with one thing changed and read off the new step time.
 
 A scenario turns a replay into the `Change` it models at three levels of its assumptions (stated
 in words in the table): `EXPECTED` (the estimate), `OPTIMISTIC` and `PESSIMISTIC` (the interval);
