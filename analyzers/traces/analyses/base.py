@@ -10,7 +10,7 @@ import functools
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, Self
+from typing import Any, NamedTuple
 
 from analyzers.traces.classify import KernelClass
 from analyzers.traces.frame import F64, RankFrame, TraceSet
@@ -70,19 +70,6 @@ class AnalysisResult:
     tables: tuple[Table, ...] = ()
     per_rank: dict[int, dict[str, float]] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
-
-    @classmethod
-    def of_table(
-        cls,
-        name: str,
-        table: str,
-        columns: tuple[str, ...],
-        rows: Iterable[tuple[Any, ...]],
-        per_rank: dict[int, dict[str, float]] | None = None,
-        notes: Iterable[str] = (),
-    ) -> Self:
-        """The result of analysis `name` with one table (most analyses have one)."""
-        return cls(name, (Table(table, columns, tuple(rows)),), per_rank or {}, tuple(notes))
 
     def table(self, name: str) -> Table:
         return {table.name: table for table in self.tables}[name]

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from analyzers.traces.analyses.base import AnalysisResult, TraceOptions, analysis
+from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
 from analyzers.traces.classify import KernelClass
 from analyzers.traces.frame import F64, I64, Mode, RankFrame, TraceSet
 from analyzers.traces.stats import DESCRIBE_KEYS, describe, union_intervals, unstable_argsort
@@ -77,4 +77,5 @@ def memory_bw(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
         if native
         else ("rank", "name", *DESCRIBE_KEYS)
     )
-    return AnalysisResult.of_table("memory_bw", "memory_bw_summary", columns, rows, per_rank)
+    table = Table("memory_bw_summary", columns, tuple(rows))
+    return AnalysisResult("memory_bw", (table,), per_rank)

@@ -24,7 +24,7 @@ import re
 
 import numpy as np
 
-from analyzers.traces.analyses.base import AnalysisResult, TraceOptions, analysis
+from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
 from analyzers.traces.analyses.trace_diff import row_iterations
 from analyzers.traces.classify import KernelClass
 from analyzers.traces.frame import Mode, TraceSet
@@ -99,8 +99,6 @@ def stragglers(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
     ranked = sorted(counts, key=lambda r: (-counts[r], r))[:CANDIDATES]
     rows = tuple((rank, counts[rank], rank in ranked) for rank in sorted(counts))
     per_rank = {rank: {"straggler_count": float(counts[rank])} for rank in counts}
-    columns = ("rank", "straggler_count", "potential_straggler")
+    table = Table("potential_stragglers", ("rank", "straggler_count", "potential_straggler"), rows)
     note = f"potential stragglers: ranks {sorted(ranked)}"
-    return AnalysisResult.of_table(
-        "stragglers", "potential_stragglers", columns, rows, per_rank, [note]
-    )
+    return AnalysisResult("stragglers", (table,), per_rank, (note,))

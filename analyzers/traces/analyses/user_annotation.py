@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from analyzers.traces.analyses.base import AnalysisResult, TraceOptions, analysis
+from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
 from analyzers.traces.analyses.kernel_breakdown import NAME_COLUMNS, aggregate_by_name
 from analyzers.traces.frame import TraceSet
 
@@ -33,6 +33,5 @@ def user_annotation(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
         found = aggregate_by_name(frame, sel, 1000, options.duration_ratio)
         rows += [(*row, frame.rank) for row in found]
     rows.sort(key=lambda r: (r[6], r[0]))
-    return AnalysisResult.of_table(
-        "user_annotation", "gpu_user_annotation_breakdown", COLUMNS, rows
-    )
+    table = Table("gpu_user_annotation_breakdown", COLUMNS, tuple(rows))
+    return AnalysisResult("user_annotation", (table,))

@@ -41,7 +41,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from analyzers.traces.analyses.base import AnalysisResult, TraceOptions, analysis
+from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
 from analyzers.traces.analyses.critical_path import (
     KERNEL_KERNEL,
     LAUNCH,
@@ -405,4 +405,4 @@ def whatif(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
         f"mean step; DataLoader workers: {options.dataloader_workers}; pinned copies "
         f"{options.pinned_copy_speedup:g}x faster"
     )
-    return AnalysisResult.of_table("whatif", "whatif", COLUMNS, rows, per_rank, [note])
+    return AnalysisResult("whatif", (Table("whatif", COLUMNS, tuple(rows)),), per_rank, (note,))
