@@ -38,6 +38,7 @@ import math
 import re
 import statistics
 from collections.abc import Callable
+from typing import NamedTuple
 
 import numpy as np
 
@@ -84,14 +85,21 @@ LEVELS = (EXPECTED, OPTIMISTIC, PESSIMISTIC)
 _FIXED_POINT_ROUNDS = 8  # the workers' fixed point (_workers_fixed_point)
 
 ChangeFn = Callable[[Replay, TraceOptions, int], Change | None]
-SCENARIOS: dict[str, tuple[str, ChangeFn]] = {}  # name: (its assumptions, its change)
+
+
+class Scenario(NamedTuple):
+    assumptions: str
+    fn: ChangeFn
+
+
+SCENARIOS: dict[str, Scenario] = {}
 
 
 def scenario(name: str, assumptions: str) -> Callable[[ChangeFn], ChangeFn]:
     def wrap(fn: ChangeFn) -> ChangeFn:
         if name in SCENARIOS:
             raise ValueError(f"what-if scenario {name!r} registered twice")
-        SCENARIOS[name] = assumptions, fn
+        SCENARIOS[name] = Scenario(assumptions, fn)
         return fn
 
     return wrap
@@ -370,8 +378,8 @@ def whatif(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
         with contextlib.suppress(CriticalPathError):
             path = critical_path_of(frame, native=True)
         spread = SAMPLING_SPREAD * _relative_standard_error(replay)
-        for name, (assumptions, change_of) in SCENARIOS.items():
-            changes = [change_of(replay, options, level) for level in LEVELS]
+        for name, spec in SCENARIOS.items():
+            changes = [spec.fn(replay, options, level) for level in LEVELS]
             if (expected := changes[EXPECTED]) is None:
                 continue
             # Each distinct change priced once (the levels may share one object), saving no more
@@ -388,7 +396,7 @@ def whatif(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
             hours = saved * gpus * options.hours_per_week if base_gpu > 0 else 0.0
             estimates = (base, est, low * (1.0 - spread), high * (1.0 + spread))
             savings = (saved, saved_low, saved_high, gpu_saved, hours)
-            rows.append((frame.rank, name, *estimates, *savings, assumptions))
+            rows.append((frame.rank, name, *estimates, *savings, spec.assumptions))
             found = {
                 "estimated_step_us": est,
                 "saved_fraction": saved,
