@@ -10,7 +10,7 @@ import functools
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 from analyzers.traces.classify import KernelClass
 from analyzers.traces.frame import F64, RankFrame, TraceSet
@@ -153,5 +153,4 @@ def gpu_busy(frame: RankFrame, kind: KernelClass | None = None) -> tuple[F64, F6
     if key not in frame.memo:
         rows = frame.on_stream if kind is None else frame.of_class(kind)
         frame.memo[key] = union_intervals(frame.ts[rows], frame.end[rows])
-    busy: tuple[F64, F64] = frame.memo[key]
-    return busy
+    return cast(tuple[F64, F64], frame.memo[key])

@@ -21,7 +21,7 @@ import numpy as np
 
 from analyzers.traces.analyses.aten_op_kernels import enclosing_ops
 from analyzers.traces.analyses.base import RankRows, TraceOptions, analysis, rank_by_rank
-from analyzers.traces.frame import RankFrame
+from analyzers.traces.frame import I64, RankFrame
 from analyzers.traces.stats import time_lexsort
 
 PLUGIN_ORDER = 176  # after the stragglers
@@ -31,15 +31,14 @@ TOP_K = 5  # HTA's top_k default
 COLUMNS = ("rank", "pattern", "count", "GPU kernel duration (us)", "CPU op duration (us)")
 
 
-def _outermost(frame: RankFrame, cand: np.ndarray) -> np.ndarray:
+def _outermost(frame: RankFrame, cand: I64) -> I64:
     """The candidates (one thread's, in row order) that no other candidate encloses: in start
     order (longest first), those ending after every earlier one."""
     order = time_lexsort((-frame.end[cand], frame.ts[cand]))
     end = frame.end[cand[order]]
     nested = np.zeros(len(cand), dtype=bool)
     nested[order[1:]] = np.maximum.accumulate(end)[:-1] >= end[1:]
-    result: np.ndarray = cand[~nested]
-    return result
+    return cand[~nested]
 
 
 def frequent_kernel_sequences(
