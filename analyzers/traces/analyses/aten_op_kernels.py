@@ -12,8 +12,7 @@ Algorithm (HTA 0.5.0 `get_aten_op_kernels_and_delay()`, `hta/analyzers/cuda_kern
    kernel's start (`runtime_delay`).
 4. Per (op name, kernel sequence): `occurrence_count`, `avg_aten_op_launch_delay`,
    `avg_runtime_delay` (us, rounded to 3 places), most frequent first.
-HTA raises where no launch matches (HIP traces; a note here) and where a launch has no kernel
-(skipped here); it analyses rank 0 by default, this every rank.
+HTA also raises where a launch has no kernel (skipped here).
 """
 
 from __future__ import annotations

@@ -7,7 +7,6 @@ runtime call started after the previous kernel ended (the CPU was late); else `k
 `gap < consecutive_kernel_delay` (30 us: launch overhead); else `other`. Sums and ratios are
 rounded to 2 decimals; a stream's first kernel counts in `other` as 0. Interval stats: pandas'
 `describe()` of the gaps per category. Per stream, unlike the temporal breakdown's idle.
-Native mode: exact timestamps, launch links through runtime/driver calls only.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ Per-kernel table: per rank and class, group by full name: sum/max/min/mean/std o
 (std: pandas' Welford, NaN -> 0), sorted by sum descending (HTA's unstable sort). With more than
 `num_kernels` names, rows past the 0.8 quantile of the cumulative sum or at position >= 10 become
 "others" and everything is regrouped on the per-name sums (so a named kernel's max/min/mean all
-equal its sum). Native mode: exact durations, custom collectives as communication.
+equal its sum).
 """
 
 from __future__ import annotations

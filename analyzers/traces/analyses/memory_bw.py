@@ -4,7 +4,7 @@ Algorithm (HTA 0.5.0 `get_memory_bw_summary`, trace-semantics.md section 9): MEM
 by the name's first 11 characters (`Memcpy HtoD`) or `Memset`; bandwidth is the trace's own
 `args["memory bandwidth (GB/s)"]`; a 0 duration becomes 1; a step function (+bw at start, -bw at
 end, HTA's unstable sort, cumulative per kind); `describe()` of the positive change points.
-Native mode: bytes moved, busy time and effective bandwidth (bytes / union of busy time) per kind.
+Native mode's effective bandwidth: bytes / union of busy time.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 Algorithm (HTA 0.5.0 `get_comm_comp_overlap`, trace-semantics.md section 6), per rank:
 `comp_comm_overlap_pctg` = round(100 * |union COMM ∩ union COMP| / |union COMM|, 2), NaN without
-communication (memory ops ignored). Native mode counts custom collectives (DeepEP, NVSHMEM) as
-communication, where HTA calls them compute, and adds communication's share of GPU busy time.
+communication (memory ops ignored). HTA calls custom collectives (DeepEP, NVSHMEM) compute; native
+mode also reports communication's share of GPU busy time.
 """
 
 from __future__ import annotations

@@ -6,8 +6,7 @@ op; each GPU op whose correlation is launched adds -1 at its start; change point
 time (HTA's unstable sort) and summed per stream. `queue_length_summary` is `describe()` over
 change points (count-weighted). Blocked time: per stream, the time until the next change point
 summed where the queue is >= 1024, over the rank's span; HTA keeps only a rank's last stream (its
-bug, reproduced in HTA mode). Native mode adds the time-weighted mean and every stream's blocked
-time.
+bug, reproduced in HTA mode).
 """
 
 from __future__ import annotations

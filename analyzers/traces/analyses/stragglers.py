@@ -13,8 +13,7 @@ Algorithm (HTA 0.5.0 `get_potential_stragglers()` with its defaults, `hta/analyz
    ranks with the most counts (2) are the potential stragglers.
 
 HTA raises when no kernel qualifies or with one rank (every shared real trace): a note here. Its
-metric can name a punctual rank, one waiting in longer collectives (straggler_set.py in the
-tests). Native mode also counts non-NCCL collectives (`KernelClass.COMMUNICATION`).
+metric can name a punctual rank, one waiting in longer collectives (straggler_set.py in tests).
 """
 
 from __future__ import annotations
