@@ -1,21 +1,18 @@
-"""ATen op -> kernels: which kernel sequence each ATen op launches, how often, and how long the op
+"""ATen op -> kernels: the kernel sequence each ATen op launches, how often, and how long the op
 takes to reach its first launch and the launch to reach the GPU.
 
 Algorithm (HTA 0.5.0 `get_aten_op_kernels_and_delay()`, `hta/analyzers/cuda_kernel_analysis.py`):
-
 1. Launches: rows whose name matches `(cuda.*LaunchKernel)|(cuLaunchKernel)|(^runFunction)` at
    its start (HTA's KERNEL_LAUNCH_CATEGORY_PATTERN), in row order.
-2. Each launch's op: among rows named `aten::*` (any thread) that start at or before the launch
-   and end at or after its end, the latest starting one (the deepest). Its kernel: the GPU row
-   linked to the launch (`index_correlation`). A launch with no enclosing op is skipped.
+2. Each launch's op: of the rows named `aten::*` (any thread) that start at or before the launch
+   and end at or after its end, the latest starting (the deepest); none: the launch is skipped.
+   Its kernel: the GPU row linked to the launch (`index_correlation`).
 3. Per op instance (thread, name, start): its kernels in launch order, joined by ` -> `, the
    delay from the op's start to its first launch (`aten_op_delay`) and from that launch to its
    kernel's start (`runtime_delay`).
 4. Per (op name, kernel sequence): `occurrence_count`, `avg_aten_op_launch_delay`,
    `avg_runtime_delay` (us, rounded to 3 places), most frequent first.
-
-HTA raises where no launch matches (HIP traces; a note here) and where a launch has no kernel
-(skipped here). HTA analyses rank 0 by default; this, every rank.
+HTA also raises where a launch has no kernel (skipped here).
 """
 
 from __future__ import annotations
@@ -25,7 +22,7 @@ import re
 import numpy as np
 
 from analyzers.traces.analyses.base import RankRows, TraceOptions, analysis, rank_by_rank
-from analyzers.traces.frame import RankFrame
+from analyzers.traces.frame import F64, I64, RankFrame
 from analyzers.traces.stats import hta_round, last_not_below
 
 PLUGIN_ORDER = 177  # after the kernel sequences
@@ -41,12 +38,9 @@ COLUMNS = (
 )
 
 
-def enclosing_ops(
-    op_ts: np.ndarray, op_end: np.ndarray, ts: np.ndarray, end: np.ndarray
-) -> np.ndarray:
+def enclosing_ops(op_ts: F64, op_end: F64, ts: F64, end: F64) -> I64:
     """For each [ts, end], the position (in `op_ts`, sorted by start) of the latest-starting op
-    enclosing it, -1 if none: of the ops starting at or before `ts`, the last that ends at or
-    after `end` (`stats.last_not_below`; an op or interval with a NaN end encloses nothing)."""
+    enclosing it, -1 if none (an op or interval with a NaN end encloses nothing)."""
     before = np.searchsorted(op_ts, ts, side="right")
     found = last_not_below(np.where(np.isnan(op_end), -np.inf, op_end), before, end)
     return np.where(np.isnan(end), -1, found)
@@ -80,13 +74,10 @@ def op_kernel_rows(frame: RankFrame) -> list[tuple[str, str, int, float, float]]
     op, kernel = ops[at[at >= 0]], gpu_of[launch]
     if not len(launch):
         return []
-    # Steps 3-4 in arrays: launches (in launch order) into op instances (thread, name, start),
-    # instances into (op name, kernel sequence) groups; each distinct sequence's text joined once.
     names = frame.names
     # Per name code, one code of its text (frame.symbols): grouping by it groups by text even
     # where a name table holds a text twice.
     by_text = np.array([frame.symbols[n] for n in names], dtype=np.int64)
-    # Instances numbered in first-launch order, each one's launches in launch order.
     ids = _first_ids(frame.tid[op], frame.name[op], frame.ts[op])
     _, first_at, inst = np.unique(ids, return_index=True, return_inverse=True)
     inst = np.argsort(np.argsort(first_at))[inst]

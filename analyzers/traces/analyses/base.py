@@ -1,10 +1,7 @@
-"""What every trace analysis shares: its options, its result, the registry it joins, and the GPU
-busy intervals several analyses read (`gpu_busy`).
-
-An analysis is a function `(TraceSet, TraceOptions) -> AnalysisResult` registered with
-`@analysis(...)` in its own module, an entry point of `fleetscope.trace_analyses`. A result holds
-tables (printed, and compared with HTA's CSVs under HTA's column names) and `per_rank` key numbers
-that the trace rules (findings.py) and the what-if model read. Never does I/O.
+"""What every trace analysis shares: its options, its result, its registry (`@analysis`), and the
+GPU busy intervals several read (`gpu_busy`). An analysis is a function `(TraceSet, TraceOptions)
+-> AnalysisResult` (no I/O); a result holds tables (printed, and compared with HTA's CSVs under
+HTA's column names) and `per_rank` key numbers that the trace rules and the what-if read.
 """
 
 # No `from __future__ import annotations`: NamedTuple would compile every string annotation into
@@ -13,7 +10,7 @@ import functools
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, Self
+from typing import Any, NamedTuple, cast
 
 from analyzers.traces.classify import KernelClass
 from analyzers.traces.frame import F64, RankFrame, TraceSet
@@ -74,19 +71,6 @@ class AnalysisResult:
     per_rank: dict[int, dict[str, float]] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
 
-    @classmethod
-    def of_table(
-        cls,
-        name: str,
-        table: str,
-        columns: tuple[str, ...],
-        rows: Iterable[tuple[Any, ...]],
-        per_rank: dict[int, dict[str, float]] | None = None,
-        notes: Iterable[str] = (),
-    ) -> Self:
-        """The result of analysis `name` with one table (most analyses have one)."""
-        return cls(name, (Table(table, columns, tuple(rows)),), per_rank or {}, tuple(notes))
-
     def table(self, name: str) -> Table:
         return {table.name: table for table in self.tables}[name]
 
@@ -128,28 +112,35 @@ class RankRows(NamedTuple):
     rows: Iterable[tuple[Any, ...]] = ()
     values: dict[str, float] | None = None  # its key numbers (None: no entry)
     note: str = ""  # what to say of the rank, if anything
+    more_rows: Iterable[tuple[Any, ...]] = ()  # the second table's, if any
 
 
 RankFn = Callable[[RankFrame, TraceOptions], RankRows]
 
 
-def rank_by_rank(table: str, columns: tuple[str, ...]) -> Callable[[RankFn], AnalysisFn]:
-    """An analysis of one table written for one rank; the result, named as the function, holds
-    every rank's rows, key numbers and notes."""
+def rank_by_rank(
+    table: str, columns: tuple[str, ...], second: tuple[str, tuple[str, ...]] | None = None
+) -> Callable[[RankFn], AnalysisFn]:
+    """An analysis of one table (or two) written for one rank; the result, named as the
+    function, holds every rank's rows, key numbers and notes."""
 
     def wrap(fn: RankFn) -> AnalysisFn:
         @functools.wraps(fn)  # its name and module (the report order) stay the function's
         def run(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
             rows: list[tuple[Any, ...]] = []
+            more: list[tuple[Any, ...]] = []
             per_rank, notes = {}, []
             for frame in trace.frames():
                 found = fn(frame, options)
                 rows += found.rows
+                more += found.more_rows
                 if found.values is not None:
                     per_rank[frame.rank] = found.values
                 if found.note:
                     notes.append(f"rank {frame.rank}: {found.note}")
-            return AnalysisResult.of_table(fn.__name__, table, columns, rows, per_rank, notes)
+            tables = [Table(table, columns, tuple(rows))]
+            tables += [Table(*second, tuple(more))] if second else []
+            return AnalysisResult(fn.__name__, tuple(tables), per_rank, tuple(notes))
 
         return run
 
@@ -157,11 +148,9 @@ def rank_by_rank(table: str, columns: tuple[str, ...]) -> Callable[[RankFn], Ana
 
 
 def gpu_busy(frame: RankFrame, kind: KernelClass | None = None) -> tuple[F64, F64]:
-    """The merged busy intervals of the rank's GPU rows (every stream), or of one kernel class's;
-    once per rank, as several analyses read them."""
+    """The merged busy intervals of the rank's GPU rows, or one kernel class's; memoised."""
     key = f"gpu_busy {kind}"
     if key not in frame.memo:
         rows = frame.on_stream if kind is None else frame.of_class(kind)
         frame.memo[key] = union_intervals(frame.ts[rows], frame.end[rows])
-    busy: tuple[F64, F64] = frame.memo[key]
-    return busy
+    return cast(tuple[F64, F64], frame.memo[key])

@@ -1,27 +1,23 @@
 """Counter tracks for a trace viewer: launch queue length per stream and memory-copy bandwidth
 per kind, as Chrome-trace counter events (`"ph": "C"`) to append to the trace.
 
-Algorithm (HTA 0.5.0 `generate_trace_with_counters()`, `hta/trace_analysis.py` and
-`hta/analyzers/trace_counters.py`):
-
-- Queue length ("Queue Length", `id` = the stream): +1 at each runtime launch (queue_length.py's
-  names, with `index_correlation > 0`) per GPU op with its correlation (a CUDA graph's launch, per kernel), on that op's
-  stream, -1 at each launched GPU op's start; summed per stream in time order; `pid`: the GPU's.
+Algorithm (HTA 0.5.0 `generate_trace_with_counters()`, `hta/analyzers/trace_counters.py`):
+- Queue length ("Queue Length", `id` = the stream): queue_length.py's change points (+1 per GPU
+  op at its launch, -1 at its start) summed per stream in time order; `pid`: the GPU's.
 - Memory bandwidth ("Memcpy BW", `name` = the copy kind): memory_bw.py's step function.
 - Each event is `{"pid", "ts", "args": {counter: value}, "ph": "C", "name"[, "id"]}` with `ts`
   back on the trace's own clock (the alignment origin added back).
-
-`fleetscope trace counters` (cli.py) writes the file; the report table lists each track's events and peak.
+`fleetscope trace counters` writes the file; the report lists each track's events and peak.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from analyzers.traces.analyses.base import AnalysisResult, TraceOptions, analysis
+from analyzers.traces.analyses.base import RankRows, TraceOptions, analysis, rank_by_rank
 from analyzers.traces.analyses.memory_bw import bandwidth_tracks
 from analyzers.traces.analyses.queue_length import queue_tracks
-from analyzers.traces.frame import RankFrame, TraceSet
+from analyzers.traces.frame import RankFrame
 
 PLUGIN_ORDER = 178  # after the ATen op kernels
 QUEUE, BANDWIDTH = "Queue Length", "Memcpy BW"
@@ -56,15 +52,14 @@ def counter_events(frame: RankFrame, origin_us: float) -> list[dict[str, Any]]:
     "generate_trace_with_counters",
     "the tracks are summarised here; `fleetscope trace counters` writes the trace",
 )
-def counters(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
-    rows = [(frame.rank, *track) for frame in trace.frames() for track in counter_tracks(frame)]
-    columns = ("rank", "counter", "series", "events", "peak")
-    return AnalysisResult.of_table("counters", "counter_tracks", columns, rows)
+@rank_by_rank("counter_tracks", ("rank", "counter", "series", "events", "peak"))
+def counters(frame: RankFrame, options: TraceOptions) -> RankRows:
+    return RankRows([(frame.rank, *track) for track in counter_tracks(frame)])
 
 
 def counter_tracks(frame: RankFrame) -> list[tuple[str, str, int, float]]:
-    """(counter, series, events, peak) of each track `counter_events` writes, sorted, from the
-    running sums alone (the events are dicts, millions of them on a large rank)."""
+    """(counter, series, events, peak) of each track `counter_events` writes, sorted, without
+    building its events (millions of dicts on a large rank)."""
     tracks = [(QUEUE, str(s), len(v), float(max(v.tolist()))) for s, _, _, v in queue_tracks(frame)]
     tracks += [(BANDWIDTH, k, len(v), max(v.tolist())) for k, _, _, v in bandwidth_tracks(frame)]
     return sorted(tracks)

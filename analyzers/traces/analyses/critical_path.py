@@ -2,42 +2,36 @@
 
 Algorithm (HTA 0.5.0 `critical_path_analysis(rank, "ProfilerStep", 0)`, read from
 `hta/analyzers/critical_path_analysis.py` and `hta/common/call_stack.py`):
-
-1. Window: the first row (in frame order) whose name contains `ProfilerStep` (its
-   `gpu_user_annotation` copy included, as HTA's `annotation in name` match does); the window is
-   [its ts, its end]. Kept: CPU rows (`stream == -1`) starting inside the window with `dur > 0`,
-   and GPU rows whose launching CPU row (`index_correlation` pointing at them) starts inside the
-   window with `dur > 0`.
+1. Window: [ts, end] of the first row (in frame order) whose name contains `ProfilerStep` (its
+   `gpu_user_annotation` copy included: HTA's `annotation in name`). Kept: CPU rows (`stream ==
+   -1`) with `dur > 0` starting inside it, and the GPU rows they launched (`index_correlation`).
 2. Nodes: a start and an end node for every kept operator or runtime row (cat `cpu_op`,
    `cuda_runtime`, `cuda_driver`) and every kept GPU row with `index_correlation >= 0`.
 3. CPU edges, per (pid, tid) thread: its rows nest into a call stack (HTA's event order: time,
    ends before starts, a longer start first, a shorter end first, then index; an end pops the top
-   of the stack whatever it is) and a depth-first walk links consecutive nodes: an operator edge
-   (weight = the time between them; 0 when it closes a blocking sync call such as
-   `cudaStreamSynchronize`), attributed to the event whose time it is; between two top-level
-   operators, a zero-weight dependency edge.
+   whatever it is) and a depth-first walk links consecutive nodes: an operator edge (weight = the
+   time between them; 0 when it closes a blocking sync call such as `cudaStreamSynchronize`),
+   attributed to the event whose time it is; between two top-level operators, a zero-weight
+   dependency edge.
 4. GPU edges, kernels in start order: the kernel's own span; then a launch-delay edge from its
-   runtime call's start when the launch found an empty queue (queue length 1 at the launch, 0 at
-   the kernel start, HTA's `TraceCounters`, where a launch of several GPU ops such as a CUDA
-   graph's counts once per op) and the stream was idle at the launch, otherwise a
-   kernel-kernel edge from the previous kernel on its stream. `Stream Sync`/`Context Sync` rows add
-   a zero-weight edge from the last kernel on the stream (every stream) to the end of the
-   synchronising call.
+   runtime call's start when the launch found an empty queue (length 1 at the launch, 0 at the
+   kernel start, HTA's `TraceCounters`: a CUDA graph's launch counts once per op) and an idle
+   stream, else a kernel-kernel edge from the previous kernel on its stream. `Stream Sync` and
+   `Context Sync` (every stream) add a zero-weight edge from the stream's last kernel to the end of
+   the synchronising call.
 5. The longest path (networkx `dag_longest_path`: predecessors in insertion order, a path
    restarts where its length would go negative); weights <= -1 count 0, as HTA's validation sets.
    Each path edge is bound by: `cpu_bound` (a CPU event's time), `gpu_compute_bound`,
-   `gpu_communication_bound` (a communication kernel), `gpu_kernel_kernel_overhead`,
-   `gpu_kernel_launch_overhead`; dependency and sync edges carry no time.
+   `gpu_communication_bound`, `gpu_kernel_kernel_overhead`, `gpu_kernel_launch_overhead`;
+   dependency and sync edges carry no time.
 
-Edges are built in the order HTA adds them (it decides which duplicate pair and which tied
-predecessor networkx keeps); the call-stack walk and the longest path run in `_kineto_columns`
-(no Python twins: pyproject.toml). Not reproduced: event-record syncs (`Event Sync` after
-`cudaEventRecord`) add no edge (the loader does not keep the record's correlation). HTA raises on
-2021-format traces (cats `Operator`/`Runtime`) and on a launch of several GPU ops in the window
-(its graph gets a cycle: `_critical_path`); native mode reads those cats, takes every
-ProfilerStep (else the whole trace) as the window, and without `cuda_sync` rows (PyTorch < 2.1)
-adds the syncs blocking calls imply (Graph.implied_syncs), without which every such path would be
-CPU-bound.
+Edges are added in HTA's order (it decides which duplicate pair and tied predecessor networkx
+keeps); the call-stack walk and the longest path run in `_kineto_columns`. Not reproduced:
+`Event Sync` after `cudaEventRecord` adds no edge (the loader drops the record's correlation).
+HTA raises on 2021-format traces (cats `Operator`/`Runtime`) and on a launch of several GPU ops
+in the window (a cycle); native mode reads those cats, takes every ProfilerStep (else the whole
+trace) as the window, and without `cuda_sync` rows (PyTorch < 2.1) adds the syncs blocking calls
+imply (`Graph.implied_syncs`), else every such path would be CPU-bound.
 """
 
 from __future__ import annotations
@@ -83,11 +77,10 @@ class CriticalPathError(Exception):
 
 
 def queue_lengths(frame: RankFrame) -> tuple[np.ndarray, Mask]:
-    """Queue length per row after its change point (NaN: not one), HTA's TraceCounters over the
-    whole rank (`launch_changes` summed per stream in time order), and which rows are launches of
-    several GPU ops (a CUDA graph's launch counts +1 per op, so the queue is balanced again after
-    them; its row reads the length after its first op). Kept in the frame's memo (32 bits a
-    point; a spilled rank keeps it): the path over HTA's window and the what-if's read it."""
+    """Queue length per row after its change point (NaN: not one), HTA's TraceCounters summed per
+    stream in time order, and which rows launch several GPU ops (a CUDA graph's launch counts +1
+    per op; its row reads the length after its first op). In the frame's memo (32 bits a point):
+    the path over HTA's window and the what-if's read it."""
     out = np.full(len(frame), math.nan)
     if "queue changes" not in frame.memo:
         r, ops, delta = launch_changes(frame)
@@ -127,21 +120,20 @@ class Graph:
         self.node_ts = ts[order]
         position = np.empty(2 * n, dtype=np.int64)
         position[order] = np.arange(2 * n)
-        # Node of each frame row's start and end (-1: the row is not a node).
         self.start_of, self.end_of = np.full((2, len(frame)), -1, dtype=np.int64)
         self.start_of[node_rows], self.end_of[node_rows] = position[:n], position[n:]
         self.blocking = frame.name_in(BLOCKING_SYNC_CALLS)
         self._blocks: list[tuple[I64, I64, I64, np.ndarray, I64]] = []
 
     def add(self, u: I64, v: I64, kind: I64, attr: I64, zero: Mask | bool = False) -> None:
-        """Edges u[i] -> v[i] in order; weight the time between the nodes (0 where `zero`, and for
-        dependency and sync edges). A node index of -1 reads the last node, as HTA's does."""
+        """Edges u[i] -> v[i], weighing the time between the nodes (0 where `zero`, and for
+        dependency and sync edges); node -1 reads the last node, as HTA's does."""
         no_time = (kind == DEPENDENCY) | (kind == SYNC) | zero
         weight = np.where(no_time, 0.0, self.node_ts[v] - self.node_ts[u])
         self._blocks.append((u, v, kind, weight, attr))
 
     def cpu_thread(self, rows: np.ndarray) -> None:
-        """Step 3 of the module docstring over one thread's rows (sorted); the walk is C's."""
+        """Step 3 of the module docstring over one thread's rows (sorted)."""
         f = self.frame
         ts, dur, idx = f.ts[rows], f.dur[rows], f.index[rows]
         n = len(rows)
@@ -172,8 +164,7 @@ class Graph:
         self.add(u, v, kind, attr, zero=~enter[1:] & self.blocking[row[1:]])
 
     def gpu(self, rows: np.ndarray, queue: np.ndarray) -> None:
-        """Step 4 of the module docstring over GPU rows in start order (syncs at their end); a
-        `Context Sync` waits on every stream, in the order of their first kernel."""
+        """Step 4 of the module docstring (a `Context Sync` waits on every stream)."""
         f = self.frame
         named = f.name_in({"Event Sync", "Context Sync"})[rows]
         sel = rows[((f.stream[rows] != -1) | named) & (f.index_correlation[rows] >= 0)]
@@ -230,9 +221,8 @@ class Graph:
         self.add(u, v, kind, attr)
 
     def implied_syncs(self, rows: np.ndarray) -> None:
-        """Native mode, for traces without `cuda_sync` rows (PyTorch before 2.1): a blocking call
-        (`cudaStreamSynchronize`, `cudaMemcpy`, ...) returned when the GPU work it waited for
-        did: a sync edge from the last GPU op ending inside the call to the call's end."""
+        """Native mode without `cuda_sync` rows: a sync edge from the last GPU op ending inside a
+        blocking call (it returned when the GPU work it waited for did) to the call's end."""
         f = self.frame
         is_node = self.start_of[rows] >= 0
         gpu = rows[(f.stream[rows] != -1) & is_node]
@@ -248,8 +238,8 @@ class Graph:
         )
 
     def longest_path(self) -> tuple[I64, int]:
-        """`_c.longest_path` over the edges: the path's edge ids (each its pair's last edge, whose
-        kind and attribution networkx keeps) and the number of pairs; raises on a cycle."""
+        """The path's edge ids (each its pair's last edge, whose kind and attribution networkx
+        keeps) and the number of pairs; raises on a cycle."""
         self.src, self.dst, self.kind, self.weight, self.attr = (
             np.concatenate([b[i] for b in self._blocks]) for i in range(5)
         )
@@ -287,8 +277,7 @@ def _window(frame: RankFrame, native: bool) -> tuple[float, float] | None:
 
 
 def critical_path_of(frame: RankFrame, native: bool) -> CriticalPath | None:
-    """The rank's critical path over its default window, None without one; once per frame and
-    mode (the report's analysis and the what-if both ask)."""
+    """The rank's critical path over its default window (None without one), memoised."""
     memo: dict[bool, CriticalPath | Exception | None] = frame.memo.setdefault("critical_path", {})
     if native not in memo:
         try:
@@ -340,7 +329,7 @@ def _critical_path(frame: RankFrame, native: bool) -> CriticalPath | None:
 
 def _top_events(frame: RankFrame, path: CriticalPath, top: int) -> list[tuple[str, str, float]]:
     """The `top` (name, bound_by) pairs of the path's timed edges by total time, ties in order
-    of first appearance (bincount sums in path order, as a running Python sum would)."""
+    of first appearance (bincount sums in path order, as HTA's running sum)."""
     timed = np.flatnonzero((path.rows >= 0) & (path.weights > 0))
     name, label = frame.name[path.rows[timed]].astype(np.int64), path.label[timed]
     key = name * len(_LABELS) + label

@@ -1,11 +1,10 @@
-"""CUPTI counters: whether the trace holds per-kernel hardware counters (`torch.profiler` run in
-CUPTI profiler mode, events of category `cuda_profiler_range`), and how many kernels carry them.
+"""CUPTI counters: whether the trace holds per-kernel hardware counters (CUPTI profiler mode,
+events of category `cuda_profiler_range`), and how many kernels carry them.
 
-HTA 0.5.0's `get_cupti_counter_data_with_operators()` (`hta/analyzers/cupti_counter_analysis.py`)
-pairs the n-th `cuda_profiler_range` kernel with the n-th `cudaLaunchKernel` (in time order; a
-count mismatch is an error), then names each kernel's CPU op stack and counters. Every shared
-trace lacks the category (HTA returns nothing; a note here). Where counters exist, this reports
-the pairing HTA would make; the values and op stacks are not loaded.
+HTA 0.5.0's `get_cupti_counter_data_with_operators()` pairs the n-th `cuda_profiler_range` kernel
+with the n-th `cudaLaunchKernel` (in time order; a count mismatch is an error), then names each
+kernel's CPU op stack and counters. Every shared trace lacks the category (HTA returns nothing; a
+note here). Where counters exist, this reports the pairing HTA would make, not the values.
 """
 
 from __future__ import annotations

@@ -1,11 +1,10 @@
 """Data-loader share of each training step (rules T8 and P1); HTA has no such analysis.
 
-Algorithm: the time of `enumerate(DataLoader)#...__next__` rows (PyTorch's DataLoader iterator
-annotation, what the TensorBoard plugin's "DataLoader" category counts) is unioned and
-intersected with each `ProfilerStep#N` range; share = that time / step duration. The rank's share
-is the total over all steps. Thresholds (rules.md): > 5 % of step time is a data-loader stall (TB
-plugin, T1/T8), >= 20 % is "highly input-bound" (TF profiler input-pipeline analysis).
-Without ProfilerStep ranges the share is taken over the trace's CPU span and said so.
+Algorithm: the time of `enumerate(DataLoader)#...__next__` rows (what the TensorBoard plugin's
+"DataLoader" category counts) is unioned and intersected with each `ProfilerStep#N` range; share
+= that time / step duration, the rank's over all steps (without steps: over the trace's CPU span,
+and said so). Thresholds (rules.md): > 5 % is a data-loader stall (TB plugin, T1/T8), >= 20 %
+"highly input-bound" (TF profiler input-pipeline analysis).
 """
 
 from __future__ import annotations

@@ -2,16 +2,15 @@
 
 Kernel-type table (HTA 0.5.0 `get_gpu_kernel_breakdown`, trace-semantics.md section 5): per rank,
 the unions of COMPUTATION, COMMUNICATION and MEMORY rows (`stream != -1`) are swept with a
-bitmask; each maximal interval adds its length to a label such as
-"COMPUTATION overlapping COMMUNICATION"; sums are added across ranks; percentage =
-round(100 * sum / total, 1). Zero-length labels (HTA's tie artefacts) are left out.
+bitmask; each maximal interval adds its length to a label such as "COMPUTATION overlapping
+COMMUNICATION"; sums are added across ranks; percentage = round(100 * sum / total, 1).
+Zero-length labels (HTA's tie artefacts) are left out.
 
 Per-kernel table: per rank and class, group by full name: sum/max/min/mean/std of durations
 (std: pandas' Welford, NaN -> 0), sorted by sum descending (HTA's unstable sort). With more than
 `num_kernels` names, rows past the 0.8 quantile of the cumulative sum or at position >= 10 become
 "others" and everything is regrouped on the per-name sums (so a named kernel's max/min/mean all
-equal its sum). Native mode: same tables on exact durations, custom collectives as
-communication; `top_kernels` gives the plain per-kernel view.
+equal its sum).
 """
 
 from __future__ import annotations
@@ -62,11 +61,9 @@ def aggregate_by_name(
     """HTA `_aggr_gpu_kernel_time` of `rows`: (name, sum, max, min, std, mean) per name, by name."""
     codes, of_row = np.unique(frame.name[rows], return_inverse=True)
     groups = _by_name([frame.names[c] for c in codes.tolist()], of_row, frame.dur[rows])
-    # At most `num_kernels` names: all stay named, and both callers order the rows by name, so
-    # HTA's ranking (whose order of equal sums is its sort network's) changes nothing.
+    # Within `num_kernels` names all stay named and both callers sort by name: HTA's ranking
+    # (its unstable sort) matters only where tied sums straddle the cut into "others".
     if len(groups) > num_kernels:
-        # HTA's order of descending sums (its unstable `sort_values`): it decides which of tied
-        # names stay named when a run of equal sums straddles the cut into "others".
         names, sums = list(groups), np.array([v.sum() for v in groups.values()])
         order = unstable_argsort(sums, descending=True)
         cumsum = np.cumsum(sums[order])

@@ -1,21 +1,18 @@
 """Frequent CUDA kernel sequences: the kernel sequences an operator launches, how often each
-recurs, and the GPU and CPU time they take (candidates for fusion or CUDA graphs).
+recurs, and their GPU and CPU time (candidates for fusion or CUDA graphs).
 
 Algorithm (HTA 0.5.0 `get_frequent_cuda_kernel_sequences(operator_name, output_dir,
 min_pattern_len=3)`, `hta/analyzers/cuda_kernel_analysis.py`):
-
-1. Candidates: CPU rows whose name contains `operator_name`. Roots are the candidates no other
-   candidate encloses on their thread (pid, tid) that launch at least `min_pattern_len` GPU ops.
-   (HTA keeps those at the rank's smallest call depth: one idle ATen op on a data-loader thread
-   then hides every other.)
+1. Roots: CPU rows whose name contains `operator_name` that no other such row encloses on their
+   thread (pid, tid) and that launch at least `min_pattern_len` GPU ops. (HTA keeps those at the
+   rank's smallest call depth: one idle ATen op on a data-loader thread then hides every other.)
 2. A root's kernels: the GPU ops linked (`index_correlation`) to the runtime calls inside it on
    its thread (inside two overlapping roots: the later's), in start order. Its pattern is (root
    name, kernel names...).
 3. Per pattern: count, total GPU duration of its kernels, total CPU duration of its roots; sorted
    by count (descending), then pattern.
-
-The report runs it with `operator_name = "aten::"` and shows the top 5 patterns (HTA's `top_k`).
-HTA 0.5.0 raises on every shared real trace but the MI250 one while building its call stacks.
+The report runs it with `operator_name = "aten::"` and shows HTA's `top_k` (5) patterns. HTA 0.5.0
+raises on every shared real trace but the MI250 one while building its call stacks.
 """
 
 from __future__ import annotations
@@ -24,7 +21,7 @@ import numpy as np
 
 from analyzers.traces.analyses.aten_op_kernels import enclosing_ops
 from analyzers.traces.analyses.base import RankRows, TraceOptions, analysis, rank_by_rank
-from analyzers.traces.frame import RankFrame
+from analyzers.traces.frame import I64, RankFrame
 from analyzers.traces.stats import time_lexsort
 
 PLUGIN_ORDER = 176  # after the stragglers
@@ -34,15 +31,14 @@ TOP_K = 5  # HTA's top_k default
 COLUMNS = ("rank", "pattern", "count", "GPU kernel duration (us)", "CPU op duration (us)")
 
 
-def _outermost(frame: RankFrame, cand: np.ndarray) -> np.ndarray:
+def _outermost(frame: RankFrame, cand: I64) -> I64:
     """The candidates (one thread's, in row order) that no other candidate encloses: in start
     order (longest first), those ending after every earlier one."""
     order = time_lexsort((-frame.end[cand], frame.ts[cand]))
     end = frame.end[cand[order]]
     nested = np.zeros(len(cand), dtype=bool)
     nested[order[1:]] = np.maximum.accumulate(end)[:-1] >= end[1:]
-    result: np.ndarray = cand[~nested]
-    return result
+    return cand[~nested]
 
 
 def frequent_kernel_sequences(
@@ -62,8 +58,7 @@ def frequent_kernel_sequences(
         mine = np.flatnonzero(thread[launch_cpu] == key)
         mine = mine[np.argsort(frame.ts[launch_cpu[mine]], kind="stable")]
         cpu = launch_cpu[mine]
-        # Each launch's root (the latest starting that encloses it), kernels by root, then by
-        # start (ties in launch order).
+        # Each launch's root (the latest starting that encloses it); kernels by root, then start.
         by_start = np.argsort(frame.ts[cand], kind="stable")
         roots = cand[by_start]
         at = enclosing_ops(frame.ts[roots], frame.end[roots], frame.ts[cpu], frame.end[cpu])

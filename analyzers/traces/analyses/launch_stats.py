@@ -4,10 +4,7 @@ Algorithm (HTA 0.5.0 `get_cuda_kernel_launch_stats`, trace-semantics.md section 
 (`stream == -1`) and GPU rows with the correlation of a row named one of `HTA_LAUNCHES` are
 inner-joined on it; per pair: `cpu_duration`, `gpu_duration`, `launch_delay = max(0, gpu.start -
 cpu.end)`. Outliers (HTA's plot cutoffs): `cpu_duration > 50 us`, `launch_delay > 100 us`, and GPU
-shorter than CPU.
-
-Native mode also counts driver launches (`cuLaunchKernel`, `cuLaunchKernelEx`: Triton, CUDA
-graphs) and HIP launches, which HTA skips (so HTA returns nothing for AMD traces).
+shorter than CPU. HTA skips driver (Triton, CUDA graphs) and HIP launches: nothing on AMD.
 """
 
 from __future__ import annotations

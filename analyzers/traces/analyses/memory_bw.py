@@ -1,13 +1,10 @@
 """Memory copy/set bandwidth per kind (Memcpy HtoD, DtoH, DtoD, Memset).
 
-Algorithm (HTA 0.5.0 `get_memory_bw_summary`, trace-semantics.md section 9): MEMORY rows by name,
-grouped by the name's first 11 characters (`Memcpy HtoD`) or `Memset`; bandwidth is the trace's
-own `args["memory bandwidth (GB/s)"]` (HTA computes none); a 0 duration becomes 1; a step
-function (+bw at start, -bw at end, HTA's unstable sort, cumulative per kind); `describe()` of
-the positive change points (count-weighted).
-
-Native mode reports what a reader wants instead: bytes moved, busy time and the effective
-bandwidth (bytes / union of busy time) per kind, time-weighted.
+Algorithm (HTA 0.5.0 `get_memory_bw_summary`, trace-semantics.md section 9): MEMORY rows grouped
+by the name's first 11 characters (`Memcpy HtoD`) or `Memset`; bandwidth is the trace's own
+`args["memory bandwidth (GB/s)"]`; a 0 duration becomes 1; a step function (+bw at start, -bw at
+end, HTA's unstable sort, cumulative per kind); `describe()` of the positive change points.
+Native mode's effective bandwidth: bytes / union of busy time.
 """
 
 from __future__ import annotations
@@ -16,7 +13,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from analyzers.traces.analyses.base import AnalysisResult, TraceOptions, analysis
+from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
 from analyzers.traces.classify import KernelClass
 from analyzers.traces.frame import F64, I64, Mode, RankFrame, TraceSet
 from analyzers.traces.stats import DESCRIBE_KEYS, describe, union_intervals, unstable_argsort
@@ -32,8 +29,7 @@ def memory_kind(name: str) -> str:
 
 
 def bandwidth_tracks(frame: RankFrame) -> Iterator[tuple[str, I64, F64, F64]]:
-    """The step function per kind, by kind: (kind, the row of each change point, its time, the
-    running sum after it), in HTA's order."""
+    """Per kind, sorted: (kind, the row of each change point, its time, the running sum)."""
     rows = np.flatnonzero(frame.of_class(KernelClass.MEMORY))
     dur = np.where(frame.dur[rows] == 0, 1.0, frame.dur[rows])
     ts = np.concatenate([frame.ts[rows], frame.ts[rows] + dur])
@@ -81,4 +77,5 @@ def memory_bw(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
         if native
         else ("rank", "name", *DESCRIBE_KEYS)
     )
-    return AnalysisResult.of_table("memory_bw", "memory_bw_summary", columns, rows, per_rank)
+    table = Table("memory_bw_summary", columns, tuple(rows))
+    return AnalysisResult("memory_bw", (table,), per_rank)

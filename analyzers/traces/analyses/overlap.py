@@ -1,10 +1,9 @@
 """Communication/computation overlap (rule T9's second half).
 
 Algorithm (HTA 0.5.0 `get_comm_comp_overlap`, trace-semantics.md section 6), per rank:
-`comp_comm_overlap_pctg` = round(100 * |union COMM ∩ union COMP| / |union COMM|, 2): the share of
-communication time during which some compute kernel runs (memory ops ignored); NaN without
-communication. Native mode counts custom collectives (DeepEP, NVSHMEM) as communication, where
-HTA calls them compute and reports NaN; it also reports communication's share of GPU busy time.
+`comp_comm_overlap_pctg` = round(100 * |union COMM ∩ union COMP| / |union COMM|, 2), NaN without
+communication (memory ops ignored). HTA calls custom collectives (DeepEP, NVSHMEM) compute; native
+mode also reports communication's share of GPU busy time.
 """
 
 from __future__ import annotations

@@ -1,11 +1,10 @@
 """Pageable memory copies (rule T6); HTA only shows them inside its MEMORY share.
 
-A host<->device copy from or to pageable memory is staged by the driver through a pinned buffer:
-it runs at a fraction of PCIe bandwidth and blocks the launching CPU call (Nsight Systems'
-`cuda_memcpy_async` rule; Kineto names them `Memcpy HtoD (Pageable -> Device)` and
-`Memcpy DtoH (Device -> Pageable)`). Reported per direction: copies, bytes, GPU time, the CPU time
-of their launching calls, and the effective bandwidth. Fix: `pin_memory=True` in the DataLoader
-and `.to(device, non_blocking=True)`.
+A host<->device copy from or to pageable memory (Kineto: `Memcpy HtoD (Pageable -> Device)`,
+`Memcpy DtoH (Device -> Pageable)`) is staged through a pinned buffer: a fraction of PCIe
+bandwidth, and it blocks the launching CPU call (Nsight Systems' `cuda_memcpy_async` rule).
+Reported per direction: copies, bytes, GPU time, CPU time of the launching calls, effective
+bandwidth. Fix: `pin_memory=True` in the DataLoader and `.to(device, non_blocking=True)`.
 """
 
 from __future__ import annotations

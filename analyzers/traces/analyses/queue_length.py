@@ -4,12 +4,9 @@ Algorithm (HTA 0.5.0 `TraceCounters`, trace-semantics.md section 8): each runtim
 (`RUNTIME_LAUNCHES`, with a linked GPU op) adds +1 at the call's start on the stream of its GPU
 op; each GPU op whose correlation is launched adds -1 at its start; change points are sorted by
 time (HTA's unstable sort) and summed per stream. `queue_length_summary` is `describe()` over
-change points (count-weighted, not time-weighted). Blocked time: per stream, the time until the
-next change point summed where the queue is >= 1024, over the rank's span; HTA keeps only the
-last stream of a rank (its bug, reproduced in HTA mode).
-
-Native mode adds the time-weighted mean queue length (what a reader means by "average queue")
-and reports every stream's blocked time.
+change points (count-weighted). Blocked time: per stream, the time until the next change point
+summed where the queue is >= 1024, over the rank's span; HTA keeps only a rank's last stream (its
+bug, reproduced in HTA mode).
 """
 
 from __future__ import annotations
@@ -39,12 +36,10 @@ BLOCKED_COLUMNS = (
 def launch_changes(
     frame: RankFrame, launches: frozenset[str] = RUNTIME_LAUNCHES
 ) -> tuple[I64, I64, I64]:
-    """HTA's `TraceCounters` change points over the whole rank, unsorted: (row, the GPU op whose
-    stream it counts on, +1 or -1), as its queue length, counter tracks and critical path all
-    read them. A launch (one of `launches`, with `index_correlation > 0`) counts +1 once per GPU
-    op with its correlation (a CUDA graph's launch, once per kernel: HTA joins on the
-    correlation), and one without a GPU op stays (op -1), as it stays in HTA's sort; a GPU op
-    whose correlation some such launch has counts -1."""
+    """HTA's `TraceCounters` change points, unsorted: (row, the GPU op whose stream it counts on,
+    +1 or -1). A launch (one of `launches`, `index_correlation > 0`) counts +1 per GPU op with its
+    correlation (a CUDA graph's launch, once per kernel: HTA joins on it); one without a GPU op
+    stays (op -1), as in HTA's sort; a GPU op whose correlation such a launch has counts -1."""
     gpu = np.flatnonzero(frame.on_stream)
     gpu_corr = frame.correlation[gpu]
     runtime = np.flatnonzero(frame.name_in(launches))
@@ -61,8 +56,7 @@ def launch_changes(
 def queue_tracks(
     frame: RankFrame, launches: frozenset[str] = RUNTIME_LAUNCHES
 ) -> Iterator[tuple[int, I64, F64, I64]]:
-    """Per stream, by stream: (stream, the GPU op of each change point, its time, the queue length
-    after it), as HTA's counter tracks and `get_queue_length` have them."""
+    """Per stream, sorted: (stream, the GPU op of each change point, its time, the length after)."""
     r, ops, delta = launch_changes(frame, launches)
     order = unstable_argsort(frame.sort_key(frame.ts[r]))
     ts, ops, delta = frame.ts[r[order]], ops[order], delta[order]

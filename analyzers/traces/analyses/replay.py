@@ -1,29 +1,23 @@
-"""The replay engine of the what-if estimates (Daydream, Zhu et al., USENIX ATC'20): one rank's
-dependency structure, replayed with one `Change` applied, giving the new mean step time.
-
-The model (stated with every estimate, because an estimate is only as good as it):
-
-- CPU: CPU events keep their order on one global clock. A `Change` may warp CPU time: intervals
-  whose time is multiplied by a factor (0 removes it: a data-loader wait; 0.1 keeps a tenth: a
-  kernel launch under a CUDA graph; 1.2 stretches it) and one factor for all the rest (the main
-  thread slowed by other processes). Everything after a warped interval moves by the difference.
-- Launch -> kernel: a GPU op starts at `max(new launch time + its own launch latency, end of the
-  previous op on its stream)`; the latency is the part of its original start delay not explained
-  by waiting for the previous op on its stream (capped when a change says so: CUDA graphs).
-  Kernels keep their durations unless the change gives a factor per op.
+"""The replay engine of the what-if estimates (whatif.py): one rank's dependency structure,
+replayed with one `Change` applied, giving the new mean step time. The model:
+- CPU: events keep their order on one global clock. A `Change` multiplies the time of some
+  intervals by a factor (0 removes a data-loader wait, 0.1 keeps a tenth of a launch under a CUDA
+  graph) and of all the rest by one factor (the main thread slowed by other processes);
+  everything after a warped interval moves by the difference.
+- Launch -> kernel: a GPU op starts at `max(new launch time + its launch latency, end of the
+  previous op on its stream)`, the latency being the part of its original start delay not spent
+  waiting for that op (capped under CUDA graphs); durations change only by a factor per op.
 - Sync: a blocking call (`cudaDeviceSynchronize`, `cudaStreamSynchronize`, sync memcpy, ...)
   returns at `max(start + overhead, end of all GPU work launched before it)`.
-- Step time: over the ProfilerStep ranges, `max(CPU end, GPU end) - start`, divided by the steps.
-  A trace with no GPU (a CPU-only run) replays its CPU clock alone.
+- Step time: over the ProfilerStep ranges, `max(CPU end, GPU end) - start`, divided by the steps;
+  a CPU-only trace replays its CPU clock alone.
 
-How it is computed, and why (a what-if table replays each rank some 25 times: no loop per event):
-the only sequential dependency is a sync, whose return time moves every later event by one constant.
-Between two syncs (a segment) the replay is array arithmetic: the warped clock of every event at
-once, and per stream the max-plus recurrence `end = max(start, previous end) + dur` in closed form,
-`end_i = C_i + max(free - C_before, S + max_{j<=i}(start_j - C_{j-1}))` with `C` the running sum of
-durations on the stream and `S` the shift the syncs so far added. What is left in Python is one step
-per (stream, segment) group and per sync: a few hundred scalars, not one per event.
-Results equal the event-by-event replay up to float rounding (sums are taken in another order).
+No loop per event (a what-if table replays each rank some 25 times): only a sync is sequential,
+moving every later event by one constant. Between two syncs (a segment) the warped clock is array
+arithmetic, and per stream `end = max(start, previous end) + dur` has the closed form `end_i = C_i
++ max(free - C_before, S + max_{j<=i}(start_j - C_{j-1}))` (`C`: the running sum of durations on
+the stream, `S`: the syncs' shift so far). Python steps once per (stream, segment) group and per
+sync. Results equal the event-by-event replay up to float rounding.
 """
 
 from __future__ import annotations
@@ -64,9 +58,8 @@ class Change(NamedTuple):
 
 
 def outermost(start: F64, end: F64) -> tuple[F64, F64]:
-    """The intervals not inside an earlier one, sorted: nested ops (aten::conv2d holding
-    aten::convolution) are warped once, by their outermost row. A partial overlap extends the
-    earlier interval (rows on one thread nest properly)."""
+    """The intervals not inside an earlier one, sorted (nested ops are warped once, by their
+    outermost row); a partial overlap extends the earlier interval."""
     order = time_lexsort((-end, start))
     s, e = start[order], end[order]
     reach = np.maximum.accumulate(np.concatenate([[-np.inf], e]))[:-1]  # the latest end before
@@ -75,11 +68,9 @@ def outermost(start: F64, end: F64) -> tuple[F64, F64]:
 
 
 def grouped_cummax(values: F64, group: I64) -> F64:
-    """Running maximum restarting at each group (`group` non-decreasing), exact: the running
-    maximum of (group, value) pairs in lexicographic order, which numpy's complex maximum is
-    (group as the real part, exact below 2**53), so no float offset rounds and nothing sorts.
-    NaNs would carry across groups there: those go through integer keys (group, rank of the
-    value) instead."""
+    """Running maximum restarting at each group (`group` non-decreasing), exact: numpy's complex
+    maximum is lexicographic on (real = group, imag = value), so no float offset rounds and
+    nothing sorts. NaNs would carry across groups there: they go through integer keys."""
     n = len(values)
     if not np.isnan(values).any():
         pairs = np.empty(n, dtype=np.complex128)  # set part by part: 1j * inf has a NaN part
@@ -132,9 +123,8 @@ class Replay:
         return np.maximum(0.0, g_ts - ready)
 
     def _order_events(self) -> None:
-        """The change-independent part of the replay: launches and syncs in the event order
-        (time, launches before syncs, then index), the segment of each launch (syncs before it),
-        and the launches grouped by (stream, segment) in event order."""
+        """Launches and syncs in event order (time, launches first, then index), each launch's
+        segment (syncs before it), and the launches grouped by (stream, segment)."""
         n_l, n_s = len(self.launch), len(self.sync)
         # Launch i is event i, sync k is event n_l + k: a stable sort puts launches first on ties.
         self.event_order = np.argsort(np.concatenate([self.launch_ts, self.sync_ts]), kind="stable")
@@ -158,8 +148,7 @@ class Replay:
     def _durations(
         self, dur: F64
     ) -> tuple[F64, F64, list[float], list[float], list[float], list[float]]:
-        """The replay's part that depends on the GPU ops' durations alone, the same for every
-        change that keeps the recorded durations (most of the workers' fixed point)."""
+        """The replay's part that depends on the GPU ops' durations alone."""
         d = dur[self.perm]
         c = np.cumsum(d)  # differences within one stream are the sums of its durations
         c_prev = c - d
@@ -173,8 +162,7 @@ class Replay:
         return np.maximum.reduceat(c, first).tolist(), np.maximum.reduceat(inside, first).tolist()
 
     def derived(self, key: object, make: Callable[[], T]) -> T:
-        """`make()`, once per replay: what scenarios derive from the rank and reuse across their
-        levels and combinations (the intervals they warp), and the replay's own memos."""
+        """`make()`, once per replay and key (scenarios' levels and combinations reuse it)."""
         if key not in self._derived:
             self._derived[key] = make()
         return cast(T, self._derived[key])
@@ -185,13 +173,11 @@ class Replay:
         return float(dur.sum()) / max(1, self.n_steps)
 
     def step_time(self, change: Change) -> float:
-        """Mean replayed step time (us) under `change`; memoised by the change's content (a
-        scenario whose levels agree, or two scenarios making the same change, replay once)."""
+        """Mean replayed step time (us) under `change`, memoised by the change's content."""
         return self.derived(("step time", *change.key()), lambda: self._step_time(change))
 
     def cpu_clock(self, change: Change, t: F64) -> F64:
-        """The warped, scaled CPU clock of `change` at times `t` (the replay's, and what the
-        critical path's bound measures with)."""
+        """The warped, scaled CPU clock of `change` at times `t`."""
         warped = t
         if change.cpu_warp is not None and len(change.cpu_warp[0]):
             w_start, w_end, w_fac = change.cpu_warp
@@ -204,9 +190,8 @@ class Replay:
 
     def _warp_slots(self, w_start: F64, w_end: F64, t: F64) -> tuple[I64, Mask, F64]:
         """Per time, the last interval starting at or before it (0 if none), whether there is
-        one, and the time spent in it so far, once per (intervals, times): the workers' fixed
-        point replays one set of intervals at many factors. Keyed by the arrays' ids (their bytes
-        are slow to hash; a scenario never changes its intervals in place)."""
+        one, and the time spent in it so far; memoised by the arrays' ids (the workers' fixed
+        point replays one set of intervals at many factors; bytes are slow to hash)."""
 
         def find() -> tuple[tuple[F64, F64, F64], tuple[I64, Mask, F64]]:
             k = np.searchsorted(w_start, t, side="right")

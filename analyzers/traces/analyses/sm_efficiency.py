@@ -1,27 +1,25 @@
 """Est. SM efficiency and the grids smaller than the GPU (rule T13), after the TensorBoard
 plugin's "Est. SM Efficiency" (`gpu_metrics_parser.py`); HTA has none.
 
-Kineto writes each kernel's `blocks per SM`: its grid's blocks / the GPU's SMs (`numSms`). Below
-1 the other SMs idle while it runs. Over the rank's computation kernels with a positive value
-(the plugin skips the rest; NCCL launches one block per channel by design): `sm_efficiency` is
-the duration-weighted mean of min(blocks per SM, 1), `underfilled_us` the time of kernels below
-1, `idle_sm_us` the sum of dur * (1 - min(blocks per SM, 1)): the idle SMs' time in whole-GPU
-us; one row per rank of these in the `sm_efficiency` table. The `underfilled_kernels` table: the
-kernels below 1 by name (calls, time, mean blocks per launch = blocks per SM x SMs, idle_sm_us),
-most idle first. The plugin divides by the steps' span instead (idle GPU time is T1's) and
-merges concurrent kernels. AMD traces record no blocks per SM: a note.
+Kineto writes each kernel's `blocks per SM`: its grid's blocks / the GPU's SMs; below 1 the other
+SMs idle while it runs. Over the rank's computation kernels with a positive value (the plugin
+skips the rest; NCCL launches one block per channel by design): `sm_efficiency` is the
+duration-weighted mean of min(blocks per SM, 1), `underfilled_us` the time of kernels below 1,
+`idle_sm_us` the sum of dur * (1 - min(blocks per SM, 1)) in whole-GPU us. `underfilled_kernels`:
+the kernels below 1 by name (calls, time, mean blocks per launch, idle_sm_us), most idle first.
+The plugin divides by the steps' span instead (idle GPU time is T1's) and merges concurrent
+kernels. AMD traces record no blocks per SM: a note.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import numpy as np
 
-from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
+from analyzers.traces.analyses.base import RankRows, TraceOptions, analysis, rank_by_rank
 from analyzers.traces.classify import KernelClass
-from analyzers.traces.frame import RankFrame, TraceSet
+from analyzers.traces.frame import RankFrame
 from analyzers.traces.hardware import gpu_of
 
 PLUGIN_ORDER = 155  # its place in the trace report (fleetscope.plugins): after tensor_cores
@@ -30,26 +28,11 @@ KERNEL_COLUMNS = ("rank", "name", "calls", "total_us", "mean_blocks", "idle_sm_u
 
 
 @analysis("sm_efficiency", "Est. SM efficiency (grids smaller than the GPU)", None, "HTA has none")
-def sm_efficiency(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
-    summary, kernels, per_rank, notes = [], [], {}, []
-    for frame in trace.frames():
-        rows = np.flatnonzero(frame.of_class(KernelClass.COMPUTATION) & (frame.blocks_per_sm > 0))
-        if not len(rows):
-            notes.append(f"rank {frame.rank}: no computation kernel records `blocks per SM`")
-            continue
-        per_rank[frame.rank], underfilled = _rank(frame, rows, options.top_kernels)
-        summary.append((frame.rank, *per_rank[frame.rank].values()))
-        kernels += underfilled
-    tables = (
-        Table("sm_efficiency", ("rank", *KEYS), tuple(summary)),
-        Table("underfilled_kernels", KERNEL_COLUMNS, tuple(kernels)),
-    )
-    return AnalysisResult("sm_efficiency", tables, per_rank, tuple(notes))
-
-
-def _rank(
-    frame: RankFrame, rows: np.ndarray, top: int
-) -> tuple[dict[str, float], list[tuple[Any, ...]]]:
+@rank_by_rank("sm_efficiency", ("rank", *KEYS), ("underfilled_kernels", KERNEL_COLUMNS))
+def sm_efficiency(frame: RankFrame, options: TraceOptions) -> RankRows:
+    rows = np.flatnonzero(frame.of_class(KernelClass.COMPUTATION) & (frame.blocks_per_sm > 0))
+    if not len(rows):
+        return RankRows(note="no computation kernel records `blocks per SM`")
     dur, bps = frame.dur[rows], frame.blocks_per_sm[rows]
     used = np.minimum(bps, 1.0)
     idle, under = dur * (1.0 - used), bps < 1
@@ -62,8 +45,9 @@ def _rank(
         np.bincount(inverse, weights).tolist()
         for weights in (None, dur[under], bps[under], idle[under])
     )
-    table = []
-    for k in np.argsort(-np.array(idle_by), kind="stable")[:top].tolist():
+    kernels = []
+    for k in np.argsort(-np.array(idle_by), kind="stable")[: options.top_kernels].tolist():
         stats = (int(calls[k]), total[k], blocks[k] / calls[k] * sms, idle_by[k])
-        table.append((frame.rank, frame.texts[codes[k]], *stats))
-    return dict(zip(KEYS, map(float, values), strict=True)), table
+        kernels.append((frame.rank, frame.texts[codes[k]], *stats))
+    summary = dict(zip(KEYS, map(float, values), strict=True))
+    return RankRows([(frame.rank, *summary.values())], summary, more_rows=kernels)

@@ -1,9 +1,7 @@
-"""Training steps: the `ProfilerStep#N` ranges `torch.profiler`'s `prof.step()` writes, per rank,
-with each step's GPU busy time. HTA's `get_profiler_steps` only lists the numbers.
-
-A step is a CPU row named `ProfilerStep#<n>` (not its `gpu_user_annotation` copy); when a step
-appears twice (user_annotation and cpu_op), the longest row wins. GPU busy time is the union of
-GPU rows intersected with the step's CPU range.
+"""Training steps: the `ProfilerStep#N` ranges of `prof.step()` per rank, with each step's GPU
+busy time (the union of GPU rows within it). HTA's `get_profiler_steps` only lists the numbers.
+A step is a CPU row named `ProfilerStep#<n>` (not its `gpu_user_annotation` copy); a step
+written twice (user_annotation and cpu_op): the longest row.
 """
 
 from __future__ import annotations
@@ -32,7 +30,6 @@ class Step(NamedTuple):
 
 
 def profiler_steps(frame: RankFrame) -> list[Step]:
-    """The rank's steps in time order."""
     cpu = (frame.stream == -1) & (frame.cat != frame.sym("gpu_user_annotation"))
     best: dict[int, Step] = {}
     for row in np.flatnonzero(frame.names_matching(_STEP.match) & cpu).tolist():

@@ -2,9 +2,7 @@
 
 Algorithm (HTA 0.5.0 `get_potential_stragglers()` with its defaults, `hta/analyzers/straggler.py`
 `find_stragglers_with_late_start_comm_kernels`, 2 candidates):
-
-1. Rows of every rank with an iteration (trace_diff.row_iterations: a CPU row's enclosing
-   ProfilerStep, a GPU row its launcher's).
+1. Rows of every rank with an iteration (trace_diff.row_iterations).
 2. `t_min` is their earliest start, `mean_iter_time` = (latest end - t_min) / iterations; long
    communication kernels are GPU rows (`stream > 0`, iteration > 0) named `ncclKernel*` lasting at
    least 1 % of `mean_iter_time`.
@@ -14,10 +12,8 @@ Algorithm (HTA 0.5.0 `get_potential_stragglers()` with its defaults, `hta/analyz
 4. Per iteration, ranks whose candidate starts at or after the 2nd latest start count once; the
    ranks with the most counts (2) are the potential stragglers.
 
-HTA raises when no kernel qualifies or when there is one rank (every shared real trace); a note
-says why here. Its metric can name a punctual rank: one that waits in longer collectives has
-more kernels over the cut (tests/analyzers/traces/straggler_set.py). Native mode also counts
-non-NCCL collectives (`KernelClass.COMMUNICATION`: RCCL, HCCL, DeepEP).
+HTA raises when no kernel qualifies or with one rank (every shared real trace): a note here. Its
+metric can name a punctual rank, one waiting in longer collectives (straggler_set.py in tests).
 """
 
 from __future__ import annotations
@@ -27,7 +23,7 @@ import re
 
 import numpy as np
 
-from analyzers.traces.analyses.base import AnalysisResult, TraceOptions, analysis
+from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
 from analyzers.traces.analyses.trace_diff import row_iterations
 from analyzers.traces.classify import KernelClass
 from analyzers.traces.frame import Mode, TraceSet
@@ -102,8 +98,6 @@ def stragglers(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
     ranked = sorted(counts, key=lambda r: (-counts[r], r))[:CANDIDATES]
     rows = tuple((rank, counts[rank], rank in ranked) for rank in sorted(counts))
     per_rank = {rank: {"straggler_count": float(counts[rank])} for rank in counts}
-    columns = ("rank", "straggler_count", "potential_straggler")
+    table = Table("potential_stragglers", ("rank", "straggler_count", "potential_straggler"), rows)
     note = f"potential stragglers: ranks {sorted(ranked)}"
-    return AnalysisResult.of_table(
-        "stragglers", "potential_stragglers", columns, rows, per_rank, [note]
-    )
+    return AnalysisResult("stragglers", (table,), per_rank, (note,))

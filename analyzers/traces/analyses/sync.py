@@ -1,10 +1,9 @@
 """Synchronization calls (rule T7): where the CPU waits for the GPU; HTA has no summary of them.
 
-Counted: runtime calls that block the host (device, stream and event synchronization, synchronous
-`cudaMemcpy`/`cudaMemset`, their HIP twins) and the PyTorch ops that cause most of them
-(`SYNC_CAUSES`), per name: calls, total and longest time, share of step time. Nsight Systems'
-`cuda_api_sync` rule flags the same calls; the fix is to drop or defer them (no `.item()` in the
-step, non_blocking copies).
+Counted per name: runtime calls that block the host (device, stream and event synchronization,
+synchronous `cudaMemcpy`/`cudaMemset`, their HIP twins) and the PyTorch ops causing most of them
+(`SYNC_CAUSES`): calls, total and longest time, share of step time. Nsight Systems'
+`cuda_api_sync` rule flags the same calls; fix: no `.item()` in the step, non_blocking copies.
 """
 
 from __future__ import annotations

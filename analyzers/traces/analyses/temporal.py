@@ -1,13 +1,10 @@
 """Temporal breakdown: how the GPU's busy span splits into idle, compute and non-compute time.
 
 Algorithm (HTA 0.5.0 `BreakdownAnalysis.get_temporal_breakdown`, trace-semantics.md section 3),
-per rank, over G = every row with `stream != -1`:
-`kernel_time` = max(end) - min(start) of G; `idle` = kernel_time - |union G|;
-`compute` = |union of COMPUTATION rows|; `non_compute` = kernel_time - compute - idle; each
-`*_pctg` = round(100 * x / kernel_time, 2). The denominator is the GPU's busy span, not the step.
-
-Native mode: same definitions on exact timestamps, every step, custom collectives as
-communication. A rank with no GPU activity gets a note instead of HTA's IndexError.
+per rank, over G = every row with `stream != -1`: `kernel_time` = max(end) - min(start) of G;
+`idle` = kernel_time - |union G|; `compute` = |union of COMPUTATION rows|; `non_compute` =
+kernel_time - compute - idle; each `*_pctg` = round(100 * x / kernel_time, 2). The denominator is
+the GPU's busy span, not the step. Native mode counts custom collectives as communication.
 """
 
 from __future__ import annotations

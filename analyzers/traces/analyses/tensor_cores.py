@@ -1,13 +1,11 @@
-"""Tensor-core use (rule T10), after the PyTorch profiler TensorBoard plugin's
-`tensor_core.py`; HTA has no such analysis.
+"""Tensor-core use (rule T10), after the TensorBoard plugin's `tensor_core.py`; HTA has none.
 
 A kernel uses tensor cores when its name holds one of the plugin's patterns (from NVIDIA PyProf:
-`h884`, `s1688`, `hmma`, `16816`, `xmma_gemm`, ...; extended with the CUTLASS `tensorop`, cuBLAS
-`nvjet` and sm90/sm100 families, FP8/FP4 GEMMs (E4m3/E2m1: tensor cores only) and fused
-attention, which the plugin predates). It is eligible when the operator that launched it (matched
-by `External id`) is one the plugin (from autocast's fp16 list) lists: convolutions, matmuls,
-linear, RNN cells. Reported: eligible kernel time, the part on tensor cores, and the GPU's compute
-capability (tensor cores exist from 7.0).
+`h884`, `s1688`, `hmma`, `16816`, `xmma_gemm`, ...; plus the CUTLASS `tensorop`, cuBLAS `nvjet`
+and sm90/sm100 families, FP8/FP4 GEMMs (E4m3/E2m1) and fused attention, which the plugin
+predates). It is eligible when the operator that launched it (by `External id`) is one the plugin
+(from autocast's fp16 list) lists. Reported: eligible kernel time, the part on tensor cores, and
+the GPU's compute capability (tensor cores exist from 7.0).
 """
 
 from __future__ import annotations
@@ -50,9 +48,8 @@ KEYS = ("compute_capability", "compute_us", "eligible_us", "tensor_core_us", "te
 
 
 def tensor_core_names(frame: RankFrame, codes: np.ndarray) -> Mask:
-    """Whether the name of each code holds a `TC_KERNEL` pattern (a nameless row's -1: no). Each
-    name is tested once per rank, and only those asked: this analysis and the what-if's AMP
-    scenario ask about the same kernels, and a trace has far more names of CPU ops."""
+    """Whether the name of each code holds a `TC_KERNEL` pattern (-1: no), each name tested once
+    per rank and only if asked (this and the what-if ask; most names are CPU ops')."""
     known: dict[int, bool] = frame.memo.setdefault("tensor_core_names", {})
     for code in set(codes.tolist()) - known.keys():
         known[code] = code >= 0 and TC_KERNEL.search(frame.names[code]) is not None

@@ -1,8 +1,6 @@
-"""Top GPU kernels by total time, per rank, with plain statistics (no "others" regrouping).
-
-HTA's per-kernel table folds everything past the 80th cumulative percentile into "others" and then
-reports a named kernel's max/min/mean as its total (trace-semantics.md section 5); this table
-keeps per-invocation statistics and the share of the rank's GPU kernel time.
+"""Top GPU kernels by total time, per rank, with plain statistics: HTA's per-kernel table folds
+names past the 80th cumulative percentile into "others" and reports a named kernel's
+max/min/mean as its total (trace-semantics.md section 5); this keeps per-call statistics.
 """
 
 from __future__ import annotations

@@ -3,20 +3,18 @@ often and for how long, and what was added, removed, or changed.
 
 Algorithm (HTA 0.5.0 `TraceDiff.compare_traces` and `ops_diff`, `hta/trace_diff.py`, with its
 defaults: first rank, first iteration, CPU and GPU):
-
-1. Iteration of each row (`hta/common/trace.py` `add_iteration`, at parse time): a CPU row
-   (`stream < 0`) belongs to the last row named `ProfilerStep#N` (in file order; the
-   `gpu_user_annotation` copies count) with `ts <= row.ts < ts + dur`; a GPU row (`stream > 0`)
-   to its launching row's iteration (`index_correlation`); anything else to -1.
+1. Iteration of each row (`hta/common/trace.py` `add_iteration`): a CPU row (`stream < 0`)
+   belongs to the last row named `ProfilerStep#N` (in file order; the `gpu_user_annotation`
+   copies count) with `ts <= row.ts < ts + dur`; a GPU row (`stream > 0`) to its launching row's
+   iteration (`index_correlation`); anything else to -1.
 2. A side's rows: its rank's rows of the chosen iteration (default: the smallest ProfilerStep
    number among the trace's names), all rows, or only CPU (`stream == -1`) or GPU rows.
 3. Per name: `counts` (rows) and `total_duration` (sum of `dur`, us); outer join of the two
    sides on the name (a missing side is 0); `diff_counts = test - control`, `diff_duration` the
    same; `counts_change_categories` is `+`, `-` or `=`.
 4. `ops_diff`: the names of each of HTA's five kinds of change (`CHANGES`).
-
-Beyond HTA: `iteration="all"` compares the whole traces (HTA requires ProfilerStep iterations)
-and the table is sorted by the size of the change. Never does I/O.
+Beyond HTA: `iteration="all"` compares the whole traces, and the table is sorted by the size of
+the change.
 """
 
 from __future__ import annotations

@@ -1,16 +1,15 @@
 """Time per GPU user annotation (`record_function` ranges as the GPU saw them).
 
 Algorithm (HTA 0.5.0 `get_gpu_user_annotation_breakdown`, trace-semantics.md section 9): rows with
-`cat == gpu_user_annotation`, aggregated by name exactly like the per-kernel table of
-kernel_breakdown.py with `num_kernels = 1000`; sorted by rank and name. No such category in the
-trace: no table (HTA returns None). Native mode: same, on exact durations.
+`cat == gpu_user_annotation`, aggregated by name as kernel_breakdown.py's per-kernel table with
+`num_kernels = 1000`, sorted by rank and name; no such category: no table (HTA returns None).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from analyzers.traces.analyses.base import AnalysisResult, TraceOptions, analysis
+from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
 from analyzers.traces.analyses.kernel_breakdown import NAME_COLUMNS, aggregate_by_name
 from analyzers.traces.frame import TraceSet
 
@@ -34,6 +33,5 @@ def user_annotation(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
         found = aggregate_by_name(frame, sel, 1000, options.duration_ratio)
         rows += [(*row, frame.rank) for row in found]
     rows.sort(key=lambda r: (r[6], r[0]))
-    return AnalysisResult.of_table(
-        "user_annotation", "gpu_user_annotation_breakdown", COLUMNS, rows
-    )
+    table = Table("gpu_user_annotation_breakdown", COLUMNS, tuple(rows))
+    return AnalysisResult("user_annotation", (table,))

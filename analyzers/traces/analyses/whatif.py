@@ -1,43 +1,32 @@
-"""What-if estimates in the spirit of Daydream (Zhu et al., "Daydream: Accurately Estimating the
-Efficacy of Optimizations for DNN Training", USENIX ATC'20): replay the trace's dependency
-structure with one thing changed and read off the new step time.
+"""What-if estimates after Daydream (Zhu et al., USENIX ATC'20): replay the trace's dependency
+structure (replay.py) with one thing changed and read off the new step time.
 
-The replay model is in `replay.py`. A scenario is a function here that turns a replay into the
-`Change` it models, registered with its assumptions in words (they state its figures; the table
-prints them), at three levels of them: `EXPECTED` (the estimate), `OPTIMISTIC` (most saving) and
-`PESSIMISTIC` (least), the interval; each figure is a tuple indexed by the level. Savings are
-against the same replay with nothing changed, so the model's own error cancels; savings per week
-= saved fraction x the job's GPUs x hours per week. The model's error against real pairs of
-traces is measured by `python -m bench.whatif` (bench/RESULTS.md, "What-if validation").
+A scenario turns a replay into the `Change` it models at three levels of its assumptions (stated
+in words in the table): `EXPECTED` (the estimate), `OPTIMISTIC` and `PESSIMISTIC` (the interval);
+each figure is a tuple indexed by the level. Savings are against the same replay with nothing
+changed, so the model's own error cancels; savings per week = saved fraction x the job's GPUs x
+hours per week. `python -m bench.whatif` measures the model's error against real pairs of traces
+(bench/RESULTS.md). The estimated step's interval also moves out by `SAMPLING_SPREAD` standard
+errors of the baseline's mean step; the savings' does not (both replays read the same steps).
 
-The estimated step's interval also holds the sampling error of a mean over the trace's few
-ProfilerSteps: each end moves out by two standard errors of the baseline's mean step
-(`SAMPLING_SPREAD`). The savings' interval stays the assumptions' alone: both replays it
-compares read the same steps, so their sampling error cancels.
+The critical path bounds each saving: any path is a lower bound on the step, so after a change
+the path P still takes `length(P) - reduction(P)`, the time the change takes out of P's edges (a
+stretch, like the workers' contention, is negative): a GPU op's `dur * (1 - gpu_factor)`; a launch
+or kernel-kernel gap under a latency cap (CUDA graphs), what exceeds the cap; nothing on CPU,
+dependency and sync edges. No bound for: syncs costing only their overhead (that removes the
+path's own GPU -> CPU edges), pinned copies (the copy's CPU call shrinks with the copy), and a
+change that alters a path edge's span on the CPU clock (DataLoader workers).
 
-The critical path bounds each saving: shortening work off it saves nothing, and work on it saves
-at most its own time. Any path through the dependency graph is a lower bound on the step, so
-after a change the critical path P alone still takes `length(P) - reduction(P)`, where
-`reduction(P)` is the time the change takes out of P's own edges (a change that stretches P's
-work, like the workers' contention, makes it negative). The reduction per path edge under a
-replay `Change`: a GPU op's `dur * (1 - gpu_factor)`; a launch or kernel-kernel gap under a
-latency cap (CUDA graphs), what exceeds the cap; nothing on CPU, dependency and sync edges. No
-bound, the replay's estimate alone, for: syncs costing only their overhead (removing the sync
-removes the path's own GPU -> CPU edges), pinned copies (the copy's CPU call shrinks with the
-copy), and any change that alters a path edge's span on the CPU clock (DataLoader workers).
-
-The figures' sources and reasons (the expected ones of AMP and the workers: `TraceOptions`):
+The figures' sources (the expected ones of AMP and the workers: `TraceOptions`):
 - AMP on the GPU: Micikevicius et al., "Mixed Precision Training", ICLR'18, and NVIDIA's Deep
   Learning Performance guide (V100: 125 vs 15.7 peak TFLOPS, measured layers 2-4x); memory-bound
-  kernels (elementwise, normalization, pooling) move half the bytes; copies and the optimizer
-  (fp32 master weights) stay as they are.
-- AMP on the CPU: bf16 autocast runs only matmul/convolution in bf16 (its CPU list); AVX512_BF16
-  doubles the dot-product rate, but each op casts its inputs.
-- Data-loader workers (PyTorch's DataLoader docs): the main thread runs slower while they work
-  (shared cores, caches, memory bandwidth); kappa 0.35 expected, from the op durations of the
-  public ResNet-50 0/4-worker pair.
-- Fused optimizer (torch.optim `fused=True` / `foreach=True`, NVIDIA Apex FusedAdam): one launch
-  per tensor list, not per tensor, and fewer passes over the parameters.
+  kernels move half the bytes; copies and the optimizer (fp32 master weights) stay as they are.
+- AMP on the CPU: bf16 autocast runs only matmul/convolution in bf16; AVX512_BF16 doubles the
+  dot-product rate, but each op casts its inputs.
+- Data-loader workers (PyTorch's DataLoader docs): the main thread slows while they work (shared
+  cores, caches, memory bandwidth); kappa 0.35 from the public ResNet-50 0/4-worker pair.
+- Fused optimizer (torch.optim `fused=True` / `foreach=True`, Apex FusedAdam): one launch per
+  tensor list, not per tensor, and fewer passes over the parameters.
 - CUDA graphs: the CUDA programming guide ("CUDA Graphs") and PyTorch's `torch.cuda.graphs`.
 """
 
@@ -53,7 +42,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from analyzers.traces.analyses.base import AnalysisResult, TraceOptions, analysis
+from analyzers.traces.analyses.base import AnalysisResult, Table, TraceOptions, analysis
 from analyzers.traces.analyses.critical_path import (
     KERNEL_KERNEL,
     LAUNCH,
@@ -131,9 +120,8 @@ def _merge(*warps: tuple[F64, F64, F64] | None) -> tuple[F64, F64, F64]:
 def _outermost(
     replay: Replay, match: Callable[[str], object], cats: frozenset[str] | None = None
 ) -> tuple[F64, F64]:
-    """The outermost intervals of the CPU rows (of `cats`) whose name matches, once per replay:
-    every level and combination warps the same arrays, so the replay finds where the events and
-    the critical path fall in them once (replay.py)."""
+    """The outermost intervals of the CPU rows (of `cats`) whose name matches, once per replay
+    (every level and combination warps the same arrays)."""
 
     def find() -> tuple[F64, F64]:
         f = replay.frame
@@ -205,7 +193,6 @@ def _pinned(replay: Replay, o: TraceOptions, level: int) -> Change | None:
     return Change(pinned=True) if replay.gpu_pageable.any() else None
 
 
-# The AMP scenario's kernels (GEMM/conv, memory-bound) and CPU ops (bf16 autocast's list).
 GEMM_KERNELS = re.compile(r"gemm|conv|cudnn.*(dgrad|wgrad|fprop)|winograd|scudnn|dgrad|wgrad", re.I)
 MEMBOUND_KERNELS = re.compile(
     r"elementwise|bn_|batch_?norm|layer_?norm|pool|reduce|softmax|relu|add|mul|clamp|threshold",
@@ -220,16 +207,14 @@ _NOT_CHANGED, _GEMM_OP, _MEMBOUND_OP = 0, 1, 2
 
 @functools.lru_cache(maxsize=1 << 12)
 def _kernel_kind(name: str) -> int:
-    """`_GEMM_OP`, `_MEMBOUND_OP` or `_NOT_CHANGED`, cached across ranks (a set's ranks launch the
-    same long templated names, slow to search), at most 4,096 so a server's memory stays bounded."""
+    """`_GEMM_OP`, `_MEMBOUND_OP` or `_NOT_CHANGED`, cached across ranks (the same long names)."""
     if GEMM_KERNELS.search(name):
         return _GEMM_OP
     return _MEMBOUND_OP if MEMBOUND_KERNELS.search(name) else _NOT_CHANGED
 
 
 def _amp_kind(replay: Replay) -> np.ndarray:
-    """What AMP does to each replayed op: nothing, GEMM/conv to tensor cores, or half the bytes.
-    The regexes run once per distinct kernel name (tens), not once per launch (thousands)."""
+    """What AMP does to each replayed op, the regexes run once per distinct kernel name."""
     frame = replay.frame
     codes = frame.name[replay.gpu]
     kind_of = np.zeros(len(frame.texts), dtype=np.int8)  # per name code; -1 (no name) last
@@ -340,8 +325,7 @@ def saving_bound_us(path: CriticalPath | None, replay: Replay, change: Change) -
         return math.inf
     rows = np.maximum(path.rows, 0)
     w = path.weights
-    # Every path edge must span as long on the change's CPU clock as on the trace's (to float
-    # rounding); a change that warps the path's CPU time has no per-edge bound (module docstring).
+    # A change that warps a path edge's span on the CPU clock has no bound (module docstring).
     for times in replay.derived(("path times", path), lambda: _path_times(path)):
         clock, n = replay.cpu_clock(change, times), len(times) // 2
         if not np.allclose(clock[n:] - clock[:n], times[n:] - times[:n], rtol=1e-12, atol=1e-6):
@@ -360,9 +344,8 @@ def saving_bound_us(path: CriticalPath | None, replay: Replay, change: Change) -
 
 
 def _path_times(path: CriticalPath) -> tuple[np.ndarray, np.ndarray]:
-    """The path's longest edge, and every edge, as the bound reads them (begins, then ends).
-    The longest edge is tried first: a change that warps the CPU clock most often stretches it,
-    so one edge settles most changes."""
+    """The path's longest edge (tried first: a warp most often stretches it), then every edge,
+    each as begins then ends."""
     i = int(np.argmax(path.end_us - path.begin_us)) if len(path.end_us) else 0
     longest = np.concatenate([path.begin_us[i : i + 1], path.end_us[i : i + 1]])
     return longest, np.concatenate([path.begin_us, path.end_us])
@@ -430,4 +413,4 @@ def whatif(trace: TraceSet, options: TraceOptions) -> AnalysisResult:
         f"mean step; DataLoader workers: {options.dataloader_workers}; pinned copies "
         f"{options.pinned_copy_speedup:g}x faster"
     )
-    return AnalysisResult.of_table("whatif", "whatif", COLUMNS, rows, per_rank, [note])
+    return AnalysisResult("whatif", (Table("whatif", COLUMNS, tuple(rows)),), per_rank, (note,))
