@@ -11,8 +11,8 @@ number depends on them, so they are copied exactly, quirks included:
    `Event Sync`/`Context Sync`.
 5. Alignment: `ts -= min(ts)` over all ranks.
 6. Iteration filter, when more than one symbol contains `ProfilerStep`: CPU rows starting before
-   the last ProfilerStep are kept (HTA's default `include_last_profiler_step=False`); the result
-   is the GPU rows, once per kept CPU row of their correlation (an inner merge), then those.
+   the last ProfilerStep are kept (HTA's default `include_last_profiler_step=False`), after the
+   GPU rows, each once per kept CPU row of its correlation (an inner merge: duplicates possible).
 """
 
 from __future__ import annotations
