@@ -133,7 +133,7 @@ def test_findings_are_open_in_the_window_most_wasted_first(server: Server) -> No
         ("state=suppressed", ["f7"]),
         ("state=all&team=nlp", ["f7", "f3"]),
         # [now - 2.5 h - 1 d, now - 2.5 h): f4 ended 3 h ago, f3 ran from 3 h to 2 h ago
-        (f"end={EARLIER}&window=1d", ["f4", "f3"]),
+        pytest.param(f"end={EARLIER}&window=1d", ["f4", "f3"], id="end=2.5h-ago&window=1d"),
     ],
 )
 def test_findings_filters(server: Server, query: str, expected: list[str]) -> None:

@@ -209,6 +209,7 @@ def test_a_hook_that_raises_fails_the_trace_with_its_error(
         (gzip.compress(b"<html>"), "not a JSON object"),
         (gzip.compress(b" " * 200_000), "inflates past 64x"),
     ],
+    ids=("plain text", "truncated gzip", "gzip of HTML", "gzip bomb"),  # gzip bytes hold a time
 )
 def test_a_corrupt_trace_is_refused_and_fails_the_process_with_the_reason(
     make_service: Callable[..., ProfilingService], body: bytes, reason: str
