@@ -149,6 +149,9 @@ def test_the_cli_queries_fleet_tables_with_the_same_sql(
     now_ms = int(datetime.now(UTC).timestamp() * 1000)
     batch = gpu_batch("node-cli", start_ms=now_ms - 60_000, timestamps=3)
     assert post_batch(gateways[0].url, "gpu_samples", batch, token=TEST_TOKEN).status == 202
+    # Readers see staged rows after the gateway's next log flush (1 s, docs/fleet.md), not at
+    # the 202: flushed now, so a busy machine's late flush cannot leave the query empty.
+    gateways[0].writer.flush_log_now()
     toml = fleet_settings.raw("core.data_dir")
     config = f"{toml}/fleetscope.toml"
     sections: dict[str, list[str]] = {}
