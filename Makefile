@@ -26,6 +26,10 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
+# Two workers (pytest-xdist), each taking whole test files: a file is the unit the suite isolates
+# (its Redis database, its module fixtures); session servers (S3, PostgreSQL database) are per
+# worker. `make test PYTEST_ARGS=` runs it in one process.
+PYTEST_ARGS ?= -n 2 --dist loadfile
 pytest: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
