@@ -44,6 +44,9 @@ def cell(value: Any, fmt: str) -> str:
     return str(value)
 
 
+MAX_DECIMALS = 4  # `fitted`: beyond this a value reads 0.0000 (a column of 1e-5 ms is rare)
+
+
 def fitted(fmt: str, values: pd.Series) -> str:
     """`fmt` with enough decimals (up to MAX_DECIMALS) that no non-zero value of a sortable
     numeric column reads 0: a trace's 0.049 ms second step read "0.0" under "%.1f"."""
@@ -53,9 +56,6 @@ def fitted(fmt: str, values: pd.Series) -> str:
         return fmt
     needed = min(MAX_DECIMALS, math.ceil(-math.log10(nonzero.min())))
     return fmt.replace(f".{decimals}f", f".{max(decimals, needed)}f")
-
-
-MAX_DECIMALS = 4
 
 
 def _decimals(fmt: str) -> int:

@@ -83,8 +83,7 @@ def test_server_plugins(tmp_path: Path) -> Iterator[None]:
 def moto_s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """moto's S3 server (`moto[server]`, started by tests/s3_server.py) on a free loopback port,
     one for the session: fleet tests take it through tests/fleet/conftest.py's `s3_endpoint`,
-    which empties it first. Its stderr goes to a file, whose end a failed start shows (s3_server.py
-    replaces one moto function: a moto that renamed it says so there)."""
+    which empties it first. Its stderr goes to a file, whose end a failed start shows."""
     port = free_port()
     log = tmp_path_factory.mktemp("moto") / "stderr.log"
     with log.open("wb") as stderr:

@@ -202,17 +202,12 @@ def _under_cut(hours: float) -> str:
     return f"{math.floor(hours * 1000) / 1000:.3f}"
 
 
-def _appendix_hours(f: FindingLine) -> str | None:
-    """None for a finding whose rule prices nothing (R15): its 0 is unknown, not nothing."""
-    return _under_cut(f.wasted_gpu_h) if _plain(f).estimated else None
-
-
 def _appendix_row(f: FindingLine) -> str:
     p = _plain(f)
+    hours = _under_cut(f.wasted_gpu_h) if p.estimated else "not estimated"  # R15: unknown, not 0
     return (
         f"<tr><td>{escape(p.rule_id)} {escape(p.rule)}</td><td>{escape(f.job_id or '-')}</td>"
-        f"<td>{escape(p.problem)}</td><td class='n'>{_appendix_hours(f) or 'not estimated'}</td>"
-        "</tr>"
+        f"<td>{escape(p.problem)}</td><td class='n'>{hours}</td></tr>"
     )
 
 
@@ -295,9 +290,8 @@ def to_markdown(report: WeeklyReport) -> str:
     lines += [f"- {line}" for line in report.improved] or ["- nothing improved measurably"]
     if small:
         lines += ["", f"Appendix: findings under {APPENDIX_BELOW_GPU_H} GPU-h:"]
-        lines += [
-            f"- {_plain(f).rule_id} {_plain(f).rule} on {f.job_id or '-'}: "
-            + (f"{hours} GPU-h" if (hours := _appendix_hours(f)) else UNPRICED)
-            for f in small
-        ]
+        for f in small:
+            p = _plain(f)
+            hours = f"{_under_cut(f.wasted_gpu_h)} GPU-h" if p.estimated else UNPRICED
+            lines.append(f"- {p.rule_id} {p.rule} on {f.job_id or '-'}: {hours}")
     return "\n".join(lines) + "\n"
